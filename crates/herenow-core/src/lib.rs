@@ -1,0 +1,42 @@
+//! herenow-core: the presence domain and the in-memory engine.
+//!
+//! This crate is what herenow *means*: who is in a space, since when, with
+//! what status. It holds
+//!
+//! - [`id`]: validated space names, member ids and keys (users and guests);
+//! - [`time`] and [`policy`]: millisecond timestamps, the injected [`Clock`],
+//!   and the thresholds that turn a last-seen time into a [`Status`];
+//! - [`store`]: the [`PresenceStore`] trait every backend implements, and
+//!   the values that cross it;
+//! - [`event`]: join / away / back / leave / update events and
+//!   subscriptions;
+//! - [`memory`]: [`MemoryStore`], the embedded default engine, with
+//!   snapshots to bytes;
+//! - [`limits`] and [`error`]: the bounds on every input and the errors,
+//!   classified once.
+//!
+//! It is not a server: it does no I/O (no files, no sockets) and knows
+//! nothing of HTTP or Redis. The server crate maps its errors to problem
+//! responses; store crates implement its trait.
+
+pub mod error;
+pub mod event;
+pub mod id;
+pub mod limits;
+pub mod memory;
+pub mod meta;
+pub mod policy;
+pub mod store;
+pub mod time;
+
+pub use error::{Error, ErrorKind, InvalidInput, Result};
+pub use event::{Event, EventKind, EventReceiver, LeaveReason, RecvError, Subscription};
+pub use id::{MemberId, MemberKey, MemberKind, SpaceName};
+pub use memory::MemoryStore;
+pub use meta::Metadata;
+pub use policy::{SpaceConfig, Status};
+pub use store::{
+    Counts, Heartbeat, HeartbeatReport, KindFilter, ListQuery, MemberStatus, Order, Page,
+    PresenceStore, SpaceSummary, TickReport,
+};
+pub use time::{Clock, ManualClock, Millis, SystemClock};

@@ -1,0 +1,23 @@
+//! The bounds every input is held to. One place, so the server, the stores
+//! and the docs agree.
+
+/// Longest member id, in bytes.
+pub const MAX_ID_BYTES: usize = 256;
+/// Longest space name, in bytes.
+pub const MAX_SPACE_BYTES: usize = 128;
+/// Largest metadata document, in bytes of JSON text.
+pub const MAX_META_BYTES: usize = 1024;
+/// Most heartbeats, leaves or status look-ups in one call.
+pub const MAX_BATCH: usize = 10_000;
+/// Most members in one page of a listing.
+pub const MAX_PAGE: usize = 1_000;
+/// Most friends one user may have.
+pub const MAX_FRIENDS: usize = 5_000;
+/// Most members sent in a subscriber's snapshot; the rest are counted only.
+pub const MAX_SNAPSHOT: usize = 10_000;
+/// How far in the future an explicit heartbeat time may be (clock skew).
+pub const MAX_FUTURE_SKEW_MS: u64 = 60_000;
+/// Longest retention a space may be configured with (24 hours).
+pub const MAX_RETENTION_MS: u64 = 24 * 60 * 60 * 1000;
+/// Events a subscriber may fall behind before it is told it lagged.
+pub const EVENT_QUEUE: usize = 4_096;

@@ -1,0 +1,384 @@
+//! The in-memory store: the default, embedded engine.
+//!
+//! [`MemoryStore`] owns a map of [`Space`]s, each behind its own mutex, the
+//! global friend sets, and a [`Clock`]. Every operation locks one space for
+//! the time of a synchronous call; background work ([`PresenceStore::tick`])
+//! takes a space in steps of [`TICK_BUDGET`] members so no heartbeat waits
+//! behind a long sweep.
+//!
+//! A `parking_lot` mutex, not tokio's: no lock is ever held across an
+//! `.await`, and the critical sections are microseconds long.
+
+mod snapshot;
+mod space;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use parking_lot::{Mutex, RwLock};
+
+pub use snapshot::RestoreReport;
+pub use space::{INDEX_ABOVE, Space, TickWork};
+
+use crate::error::{InvalidInput, Result};
+use crate::event::Subscription;
+use crate::id::{MemberId, MemberKey, SpaceName};
+use crate::limits;
+use crate::policy::SpaceConfig;
+use crate::store::{
+    Counts, Heartbeat, HeartbeatReport, ListQuery, MemberStatus, Page, PresenceStore, SpaceSummary,
+    TickReport, check_batch,
+};
+use crate::time::{Clock, Millis, SystemClock};
+
+/// Members one space may be held for in one step of background work:
+/// about a millisecond's worth.
+pub const TICK_BUDGET: usize = 2_048;
+
+type SpaceMap = HashMap<SpaceName, Arc<Mutex<Space>>, foldhash::fast::RandomState>;
+
+/// The embedded presence store. Cheap to share: use it as
+/// `Arc<dyn PresenceStore>`.
+pub struct MemoryStore {
+    clock: Arc<dyn Clock>,
+    defaults: SpaceConfig,
+    spaces: RwLock<SpaceMap>,
+    friends: RwLock<HashMap<MemberId, BTreeSet<MemberId>>>,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new(Arc::new(SystemClock), SpaceConfig::default())
+    }
+}
+
+impl MemoryStore {
+    /// A store reading time from `clock`, giving new spaces `defaults`.
+    pub fn new(clock: Arc<dyn Clock>, defaults: SpaceConfig) -> Self {
+        Self {
+            clock,
+            defaults,
+            spaces: RwLock::new(SpaceMap::default()),
+            friends: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// The policy new spaces get.
+    pub fn defaults(&self) -> SpaceConfig {
+        self.defaults
+    }
+
+    /// Runs `f` on the space if it exists. The map's read lock is held
+    /// throughout, so background work cannot drop the space meanwhile.
+    fn read<T>(&self, name: &SpaceName, f: impl FnOnce(Option<&Space>) -> T) -> T {
+        let spaces = self.spaces.read();
+        match spaces.get(name) {
+            Some(space) => f(Some(&space.lock())),
+            None => f(None),
+        }
+    }
+
+    /// Runs `f` on the space, creating it first if needed.
+    fn write<T>(&self, name: &SpaceName, f: impl FnOnce(&mut Space) -> T) -> T {
+        {
+            let spaces = self.spaces.read();
+            if let Some(space) = spaces.get(name) {
+                return f(&mut space.lock());
+            }
+        }
+        let mut spaces = self.spaces.write();
+        let now = self.clock.now_ms();
+        let space = spaces
+            .entry(name.clone())
+            .or_insert_with(|| Arc::new(Mutex::new(Space::new(name.clone(), self.defaults, now))))
+            .clone();
+        let mut guard = space.lock();
+        f(&mut guard)
+    }
+
+    /// Bytes of heap held by all spaces (an estimate).
+    pub fn heap_bytes(&self) -> usize {
+        self.spaces
+            .read()
+            .values()
+            .map(|s| s.lock().heap_bytes())
+            .sum()
+    }
+
+    /// Members stored per space, for metrics.
+    pub fn space_sizes(&self) -> Vec<(SpaceName, Counts)> {
+        self.spaces
+            .read()
+            .iter()
+            .map(|(n, s)| (n.clone(), s.lock().totals()))
+            .collect()
+    }
+}
+
+#[async_trait]
+impl PresenceStore for MemoryStore {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    fn now_ms(&self) -> Millis {
+        self.clock.now_ms()
+    }
+
+    async fn heartbeat(&self, space: &SpaceName, beats: &[Heartbeat]) -> Result<HeartbeatReport> {
+        check_batch(beats.len())?;
+        let now = self.clock.now_ms();
+        Ok(self.write(space, |s| s.heartbeat(beats, now))?)
+    }
+
+    async fn leave(&self, space: &SpaceName, members: &[MemberKey]) -> Result<u64> {
+        check_batch(members.len())?;
+        // A leave to an unknown space creates nothing.
+        if !self.spaces.read().contains_key(space) {
+            return Ok(0);
+        }
+        Ok(self.write(space, |s| s.leave(members))?)
+    }
+
+    async fn status(&self, space: &SpaceName, members: &[MemberKey]) -> Result<Vec<MemberStatus>> {
+        check_batch(members.len())?;
+        let now = self.clock.now_ms();
+        let defaults = self.defaults;
+        Ok(self.read(space, |s| match s {
+            Some(s) => s.status(members, now),
+            None => Ok(members
+                .iter()
+                .map(|m| MemberStatus {
+                    member: m.clone(),
+                    status: defaults.status(None, now),
+                    last_seen_ms: None,
+                    meta: None,
+                })
+                .collect()),
+        })?)
+    }
+
+    async fn list(&self, space: &SpaceName, query: &ListQuery) -> Result<Page> {
+        let now = self.clock.now_ms();
+        let defaults = self.defaults;
+        Ok(self.read(space, |s| match s {
+            Some(s) => s.list(query, now),
+            None => {
+                query.check_limit()?;
+                defaults.check_window(query.window_ms.unwrap_or(defaults.window_ms))?;
+                if let Some(c) = &query.cursor {
+                    if c.is_empty() {
+                        return Err(InvalidInput::BadCursor);
+                    }
+                }
+                Ok(Page {
+                    members: Vec::new(),
+                    next_cursor: None,
+                })
+            }
+        })?)
+    }
+
+    async fn count(&self, space: &SpaceName, window_ms: Option<Millis>) -> Result<Counts> {
+        let now = self.clock.now_ms();
+        let defaults = self.defaults;
+        Ok(self.read(space, |s| match s {
+            Some(s) => s.count(window_ms, now),
+            None => {
+                defaults.check_window(window_ms.unwrap_or(defaults.window_ms))?;
+                Ok(Counts::default())
+            }
+        })?)
+    }
+
+    async fn config(&self, space: &SpaceName) -> Result<SpaceConfig> {
+        Ok(self.read(space, |s| s.map_or(self.defaults, Space::config)))
+    }
+
+    async fn set_config(&self, space: &SpaceName, config: SpaceConfig) -> Result<()> {
+        config.validate()?;
+        let now = self.clock.now_ms();
+        self.write(space, |s| s.set_config(config, now));
+        Ok(())
+    }
+
+    async fn spaces(&self, after: Option<&SpaceName>, limit: usize) -> Result<Vec<SpaceSummary>> {
+        let spaces = self.spaces.read();
+        let mut names: Vec<&SpaceName> = spaces
+            .keys()
+            .filter(|n| after.is_none_or(|a| *n > a))
+            .collect();
+        names.sort_unstable();
+        names.truncate(limit);
+        Ok(names
+            .into_iter()
+            .map(|n| SpaceSummary {
+                space: n.clone(),
+                members: spaces[n].lock().totals(),
+            })
+            .collect())
+    }
+
+    async fn set_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
+        let set: BTreeSet<MemberId> = friends.iter().filter(|f| *f != user).cloned().collect();
+        if set.len() > limits::MAX_FRIENDS {
+            return Err(InvalidInput::TooManyFriends { len: set.len() }.into());
+        }
+        let n = set.len() as u64;
+        let mut all = self.friends.write();
+        if set.is_empty() {
+            all.remove(user);
+        } else {
+            all.insert(user.clone(), set);
+        }
+        Ok(n)
+    }
+
+    async fn add_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
+        check_batch(friends.len())?;
+        let mut all = self.friends.write();
+        let current = all.get(user).map_or(0, BTreeSet::len);
+        let new: BTreeSet<&MemberId> = friends
+            .iter()
+            .filter(|f| *f != user && !all.get(user).is_some_and(|s| s.contains(*f)))
+            .collect();
+        if current + new.len() > limits::MAX_FRIENDS {
+            return Err(InvalidInput::TooManyFriends {
+                len: current + new.len(),
+            }
+            .into());
+        }
+        let set = all.entry(user.clone()).or_default();
+        set.extend(new.into_iter().cloned());
+        Ok(set.len() as u64)
+    }
+
+    async fn remove_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
+        check_batch(friends.len())?;
+        let mut all = self.friends.write();
+        let Some(set) = all.get_mut(user) else {
+            return Ok(0);
+        };
+        for f in friends {
+            set.remove(f);
+        }
+        let n = set.len() as u64;
+        if n == 0 {
+            all.remove(user);
+        }
+        Ok(n)
+    }
+
+    async fn friends(&self, user: &MemberId) -> Result<Vec<MemberId>> {
+        Ok(self
+            .friends
+            .read()
+            .get(user)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default())
+    }
+
+    async fn online_among(
+        &self,
+        space: &SpaceName,
+        members: &[MemberKey],
+        window_ms: Option<Millis>,
+        limit: usize,
+    ) -> Result<Vec<MemberStatus>> {
+        check_batch(members.len())?;
+        let now = self.clock.now_ms();
+        let defaults = self.defaults;
+        Ok(self.read(space, |s| match s {
+            Some(s) => s.online_among(members, window_ms, limit, now),
+            None => {
+                defaults.check_window(window_ms.unwrap_or(defaults.window_ms))?;
+                Ok(Vec::new())
+            }
+        })?)
+    }
+
+    async fn online_friends(
+        &self,
+        space: &SpaceName,
+        user: &MemberId,
+        window_ms: Option<Millis>,
+        limit: usize,
+    ) -> Result<Vec<MemberStatus>> {
+        let friends: Vec<MemberKey> = self
+            .friends
+            .read()
+            .get(user)
+            .map(|s| s.iter().cloned().map(MemberKey::user).collect())
+            .unwrap_or_default();
+        let now = self.clock.now_ms();
+        Ok(self.read(space, |s| match s {
+            Some(s) => s.online_among(&friends, window_ms, limit, now),
+            None => {
+                defaults_window_check(self.defaults, window_ms)?;
+                Ok(Vec::new())
+            }
+        })?)
+    }
+
+    async fn subscribe(&self, space: &SpaceName) -> Result<Subscription> {
+        let now = self.clock.now_ms();
+        Ok(self.write(space, |s| s.subscribe(now)))
+    }
+
+    async fn tick(&self) -> Result<TickReport> {
+        let mut report = TickReport::default();
+        let all: Vec<Arc<Mutex<Space>>> = self.spaces.read().values().cloned().collect();
+        let mut empty = Vec::new();
+        for space in all {
+            loop {
+                let now = self.clock.now_ms();
+                let started = Instant::now();
+                let mut s = space.lock();
+                let work = s.tick(now, TICK_BUDGET);
+                let idle = s.is_empty() && s.subscribers() == 0 && s.config() == self.defaults;
+                let name = s.name().clone();
+                drop(s);
+                let held = started.elapsed().as_micros() as u64;
+                report.max_hold_us = report.max_hold_us.max(held);
+                report.expired += work.expired;
+                report.transitions += work.transitions;
+                if !work.more {
+                    if idle {
+                        empty.push(name);
+                    }
+                    break;
+                }
+            }
+        }
+        if !empty.is_empty() {
+            let mut spaces = self.spaces.write();
+            for name in empty {
+                // Check again under the write lock: a heartbeat or a
+                // subscriber may have arrived since.
+                let still_idle = spaces.get(&name).is_some_and(|s| {
+                    let s = s.lock();
+                    s.is_empty() && s.subscribers() == 0 && s.config() == self.defaults
+                });
+                if still_idle {
+                    spaces.remove(&name);
+                    report.spaces_dropped += 1;
+                }
+            }
+        }
+        Ok(report)
+    }
+}
+
+fn defaults_window_check(
+    defaults: SpaceConfig,
+    window_ms: Option<Millis>,
+) -> Result<(), InvalidInput> {
+    defaults
+        .check_window(window_ms.unwrap_or(defaults.window_ms))
+        .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,197 @@
+//! Snapshots of a [`MemoryStore`]: every space's members, policy and the
+//! friend sets, as bytes.
+//!
+//! The format is a fixed magic line, a format version, a CRC-32 of the body
+//! and a postcard body. Reading checks all three, so a truncated, corrupt or
+//! foreign file is refused with an error that says which, never a panic and
+//! never a silently empty store. Writing the bytes to disk (temp file,
+//! fsync, rename) is the server's job: this crate does no I/O.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+use super::{MemoryStore, Space};
+use crate::error::{Error, Result};
+use crate::id::{MemberId, MemberKey, MemberKind, SpaceName};
+use crate::meta::Metadata;
+use crate::policy::SpaceConfig;
+use crate::store::Heartbeat;
+use crate::time::Millis;
+
+const MAGIC: &[u8; 17] = b"herenow snapshot\n";
+const VERSION: u32 = 1;
+const HEADER: usize = MAGIC.len() + 4 + 4;
+
+#[derive(Serialize, Deserialize)]
+struct Body {
+    taken_ms: Millis,
+    spaces: Vec<SpaceDump>,
+    friends: Vec<(String, Vec<String>)>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct SpaceDump {
+    name: String,
+    config: SpaceConfig,
+    /// Oldest first: restoring in this order links every member at the head.
+    members: Vec<MemberDump>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct MemberDump {
+    guest: bool,
+    id: String,
+    last_seen_ms: Millis,
+    meta: Option<String>,
+}
+
+/// What [`MemoryStore::restore`] brought back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RestoreReport {
+    /// Spaces restored.
+    pub spaces: u64,
+    /// Members restored (members already past their retention are not).
+    pub members: u64,
+    /// Users with friend sets.
+    pub friend_sets: u64,
+    /// When the snapshot was taken.
+    pub taken_ms: Millis,
+}
+
+fn bad(what: impl Into<String>) -> Error {
+    Error::Snapshot { what: what.into() }
+}
+
+impl MemoryStore {
+    /// The whole store as snapshot bytes.
+    pub fn snapshot(&self) -> Vec<u8> {
+        let spaces: Vec<Arc<Mutex<Space>>> = self.spaces.read().values().cloned().collect();
+        let spaces = spaces
+            .iter()
+            .map(|s| {
+                let s = s.lock();
+                SpaceDump {
+                    name: s.name().to_string(),
+                    config: s.config(),
+                    members: s
+                        .export()
+                        .into_iter()
+                        .map(|(key, ts, meta)| MemberDump {
+                            guest: key.kind == MemberKind::Guest,
+                            id: key.id.to_string(),
+                            last_seen_ms: ts,
+                            meta: meta.map(|m| m.as_json().to_owned()),
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        let friends = self
+            .friends
+            .read()
+            .iter()
+            .map(|(u, set)| (u.to_string(), set.iter().map(|f| f.to_string()).collect()))
+            .collect();
+        let body = Body {
+            taken_ms: self.clock.now_ms(),
+            spaces,
+            friends,
+        };
+        let body = postcard::to_stdvec(&body).expect("snapshot body serializes");
+        let mut out = Vec::with_capacity(HEADER + body.len());
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        out.extend_from_slice(&body);
+        out
+    }
+
+    /// Loads snapshot bytes into this (empty) store. Every id, name and
+    /// policy is checked again as if it came from a client.
+    pub fn restore(&self, bytes: &[u8]) -> Result<RestoreReport> {
+        if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
+            return Err(bad("is not a herenow snapshot (wrong magic bytes)"));
+        }
+        if bytes.len() < HEADER {
+            return Err(bad("is truncated (no header)"));
+        }
+        let version = u32::from_le_bytes(bytes[17..21].try_into().expect("4 bytes"));
+        if version != VERSION {
+            return Err(bad(format!(
+                "has format version {version}; this herenow reads version {VERSION}"
+            )));
+        }
+        let crc = u32::from_le_bytes(bytes[21..25].try_into().expect("4 bytes"));
+        let body = &bytes[HEADER..];
+        if crc32fast::hash(body) != crc {
+            return Err(bad("is corrupt (checksum mismatch)"));
+        }
+        let body: Body =
+            postcard::from_bytes(body).map_err(|e| bad(format!("cannot be decoded: {e}")))?;
+
+        // Build everything first, then swap it in: a bad record leaves the
+        // store as it was.
+        let now = self.clock.now_ms();
+        let mut report = RestoreReport {
+            taken_ms: body.taken_ms,
+            ..Default::default()
+        };
+        let mut spaces = Vec::with_capacity(body.spaces.len());
+        for dump in body.spaces {
+            let name = SpaceName::new(&dump.name)
+                .map_err(|e| bad(format!("holds a bad space name: {e}")))?;
+            dump.config
+                .validate()
+                .map_err(|e| bad(format!("space {name}: {e}")))?;
+            let mut space = Space::new(name.clone(), dump.config, now);
+            let mut beats = Vec::with_capacity(dump.members.len());
+            for m in dump.members {
+                let id = MemberId::new(&m.id).map_err(|e| bad(format!("space {name}: {e}")))?;
+                let meta = m
+                    .meta
+                    .map(|j| Metadata::from_json(&j))
+                    .transpose()
+                    .map_err(|e| bad(format!("space {name}: {e}")))?;
+                let kind = if m.guest {
+                    MemberKind::Guest
+                } else {
+                    MemberKind::User
+                };
+                beats.push(Heartbeat {
+                    member: MemberKey { kind, id },
+                    at_ms: Some(m.last_seen_ms.min(now)),
+                    meta,
+                });
+            }
+            for chunk in beats.chunks(crate::limits::MAX_BATCH) {
+                let r = space
+                    .heartbeat(chunk, now)
+                    .map_err(|e| bad(format!("space {name}: {e}")))?;
+                report.members += r.accepted;
+            }
+            report.spaces += 1;
+            spaces.push((name, space));
+        }
+        let mut friends = std::collections::HashMap::new();
+        for (user, list) in body.friends {
+            let user =
+                MemberId::new(&user).map_err(|e| bad(format!("holds a bad user id: {e}")))?;
+            let set = list
+                .iter()
+                .map(|f| MemberId::new(f))
+                .collect::<Result<BTreeSet<_>, _>>()
+                .map_err(|e| bad(format!("holds a bad friend id: {e}")))?;
+            friends.insert(user, set);
+        }
+        report.friend_sets = friends.len() as u64;
+        let mut map = self.spaces.write();
+        for (name, space) in spaces {
+            map.insert(name, Arc::new(Mutex::new(space)));
+        }
+        *self.friends.write() = friends;
+        Ok(report)
+    }
+}

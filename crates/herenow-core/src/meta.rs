@@ -1,0 +1,86 @@
+//! Per-member metadata: a small JSON object, kept as checked text.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::error::InvalidInput;
+use crate::limits;
+
+/// A JSON object of at most [`limits::MAX_META_BYTES`] bytes, such as
+/// `{"name":"Ada","device":"phone"}`.
+///
+/// Stored as its JSON text behind an `Arc`: cloning into answers and events
+/// is a reference-count bump, and it is never re-parsed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Metadata(Arc<str>);
+
+impl Metadata {
+    /// Checks that `json` is one JSON object within the size limit.
+    pub fn from_json(json: &str) -> Result<Self, InvalidInput> {
+        let json = json.trim();
+        if json.len() > limits::MAX_META_BYTES {
+            return Err(InvalidInput::MetaTooLarge { len: json.len() });
+        }
+        match serde_json::from_str::<serde_json::Value>(json) {
+            Ok(serde_json::Value::Object(_)) => Ok(Self(Arc::from(json))),
+            _ => Err(InvalidInput::MetaNotObject),
+        }
+    }
+
+    /// The JSON text.
+    pub fn as_json(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Metadata {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Serialize for Metadata {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // The text was checked on the way in, so it is valid JSON.
+        match RawValue::from_string(self.0.to_string()) {
+            Ok(raw) => raw.serialize(s),
+            Err(e) => Err(serde::ser::Error::custom(e)),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Metadata {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = <Box<RawValue>>::deserialize(d)?;
+        Metadata::from_json(raw.get()).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_small_objects_only() {
+        assert!(Metadata::from_json(r#"{"a":1}"#).is_ok());
+        assert_eq!(Metadata::from_json("[1]"), Err(InvalidInput::MetaNotObject));
+        assert_eq!(Metadata::from_json("{"), Err(InvalidInput::MetaNotObject));
+        let big = format!(r#"{{"a":"{}"}}"#, "x".repeat(1100));
+        assert!(matches!(
+            Metadata::from_json(&big),
+            Err(InvalidInput::MetaTooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn round_trips_as_json() {
+        let m = Metadata::from_json(r#"{"name":"Ada"}"#).unwrap();
+        let s = serde_json::to_string(&m).unwrap();
+        assert_eq!(s, r#"{"name":"Ada"}"#);
+        let back: Metadata = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, m);
+    }
+}
