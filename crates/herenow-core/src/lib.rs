@@ -19,6 +19,8 @@
 //! nothing of HTTP or Redis. The server crate maps its errors to problem
 //! responses; store crates implement its trait.
 
+#[cfg(feature = "contract")]
+pub mod contract;
 pub mod error;
 pub mod event;
 pub mod id;
