@@ -1,0 +1,523 @@
+//! The command line: every flag, its environment variable and its parser.
+//!
+//! Everything a user can get wrong on the command line (a duration without a
+//! unit, metadata that is not a JSON object, an API key without a scope, a
+//! server URL that is not http) is refused here, by clap, before any socket
+//! is opened or any request is sent.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use herenow_server::{ApiKey, StoreSpec};
+use reqwest::Url;
+
+/// herenow: who is here right now, and when was everyone else last seen.
+#[derive(Debug, Parser)]
+#[command(name = "herenow", version, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands: the server, and a client for each part of the API.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the presence server.
+    Serve(ServeArgs),
+    /// Record that members are here now (heartbeats).
+    Seen(SeenArgs),
+    /// Say goodbye for members: they are offline at once.
+    Leave(LeaveArgs),
+    /// List who is online in a space, most recently seen first.
+    Online(OnlineArgs),
+    /// Count the users and guests online in a space.
+    Count(CountArgs),
+    /// Show the status and last-seen time of members.
+    Status(StatusArgs),
+    /// Manage a user's friends and see which of them are online.
+    Friends(FriendsArgs),
+}
+
+/// `herenow serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on. Anything but loopback needs an API key.
+    #[arg(long, env = "HERENOW_LISTEN", default_value = "127.0.0.1:7700")]
+    pub listen: SocketAddr,
+
+    /// Where presence is kept: `memory` (embedded).
+    #[arg(long, env = "HERENOW_STORE", default_value = "memory")]
+    pub store: StoreSpec,
+
+    /// Directory for the memory store's snapshot, so a restart loses nothing.
+    #[arg(long, env = "HERENOW_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// How often the snapshot is written while running.
+    #[arg(long, env = "HERENOW_SNAPSHOT_INTERVAL", default_value = "30s", value_parser = positive_duration)]
+    pub snapshot_interval: Duration,
+
+    /// An API key and its scope, KEY:read or KEY:write; repeat for more
+    /// (comma-separated in the environment variable).
+    #[arg(
+        long = "api-key",
+        value_name = "KEY:SCOPE",
+        env = "HERENOW_API_KEYS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub api_keys: Vec<ApiKey>,
+
+    /// Simulate visitors in a `demo` space, to see the page move.
+    #[arg(long, env = "HERENOW_DEMO")]
+    pub demo: bool,
+
+    /// Default for spaces: a member is online while seen within this.
+    #[arg(long, env = "HERENOW_ONLINE_AFTER", default_value = "60s", value_parser = positive_duration)]
+    pub online_after: Duration,
+
+    /// Default for spaces: a member is away (not offline) while seen within this.
+    #[arg(long, env = "HERENOW_AWAY_AFTER", default_value = "5m", value_parser = positive_duration)]
+    pub away_after: Duration,
+
+    /// Default for spaces: "who's online" means seen within this window.
+    #[arg(long, env = "HERENOW_WINDOW", default_value = "10m", value_parser = positive_duration)]
+    pub window: Duration,
+
+    /// Default for spaces: a member is forgotten this long after its last heartbeat.
+    #[arg(long, env = "HERENOW_RETENTION", default_value = "15m", value_parser = positive_duration)]
+    pub retention: Duration,
+
+    /// Most connections served at once; more wait.
+    #[arg(long, env = "HERENOW_MAX_CONNECTIONS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+
+    /// Most Server-Sent Event streams open at once; one more is refused
+    /// with a 503 (default 1024).
+    #[arg(long, env = "HERENOW_MAX_EVENT_STREAMS",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_event_streams: Option<u32>,
+
+    /// How long a request may take before it is answered with a 503
+    /// (default 10s).
+    #[arg(long, env = "HERENOW_REQUEST_TIMEOUT", value_parser = positive_duration)]
+    pub request_timeout: Option<Duration>,
+
+    /// Log lines as text for people or JSON for collectors; the level comes
+    /// from RUST_LOG (default info).
+    #[arg(long, env = "HERENOW_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How `herenow serve` writes its log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One readable line per event.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Where the server is and how to talk to it; every client command has these.
+#[derive(Debug, Args)]
+pub struct ClientOpts {
+    /// The server's base URL (plain http).
+    #[arg(
+        long,
+        env = "HERENOW_SERVER",
+        default_value = "http://127.0.0.1:7700",
+        value_parser = server_url,
+        global = true
+    )]
+    pub server: Url,
+
+    /// API key, sent as `Authorization: Bearer KEY`.
+    #[arg(long, env = "HERENOW_API_KEY", hide_env_values = true, global = true)]
+    pub api_key: Option<String>,
+
+    /// Print the server's JSON answer as is, for scripts.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// `herenow seen`.
+#[derive(Debug, Args)]
+pub struct SeenArgs {
+    /// The space, e.g. `lobby`.
+    pub space: String,
+    /// Member ids; many are sent as batches of up to 10,000.
+    #[arg(required = true, value_name = "ID")]
+    pub ids: Vec<String>,
+    /// The ids are guests (anonymous visitors), not users.
+    #[arg(long)]
+    pub guest: bool,
+    /// Metadata for every member named, a JSON object of at most 1 KiB.
+    #[arg(long, value_name = "JSON", value_parser = json_object)]
+    pub meta: Option<serde_json::Value>,
+    #[command(flatten)]
+    pub client: ClientOpts,
+}
+
+/// `herenow leave`.
+#[derive(Debug, Args)]
+pub struct LeaveArgs {
+    /// The space.
+    pub space: String,
+    /// Member ids.
+    #[arg(required = true, value_name = "ID")]
+    pub ids: Vec<String>,
+    /// The ids are guests.
+    #[arg(long)]
+    pub guest: bool,
+    #[command(flatten)]
+    pub client: ClientOpts,
+}
+
+/// How `online` orders its list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Order {
+    /// Most recently seen first.
+    Recent,
+    /// By id.
+    Id,
+}
+
+impl Order {
+    /// The value of the `order` query parameter.
+    pub fn as_query(self) -> &'static str {
+        match self {
+            Order::Recent => "recent",
+            Order::Id => "id",
+        }
+    }
+}
+
+/// `herenow online`.
+#[derive(Debug, Args)]
+pub struct OnlineArgs {
+    /// The space.
+    pub space: String,
+    /// Seen within this (default: the space's window).
+    #[arg(long, value_parser = positive_duration)]
+    pub window: Option<Duration>,
+    /// Members per page, 1 to 1,000 (default 100).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub limit: Option<u32>,
+    /// List guests instead of users.
+    #[arg(long, conflicts_with = "all")]
+    pub guests: bool,
+    /// List users and guests.
+    #[arg(long)]
+    pub all: bool,
+    /// Order of the list.
+    #[arg(long, value_enum)]
+    pub order: Option<Order>,
+    /// Continue from a previous page's cursor (same other options).
+    #[arg(long)]
+    pub cursor: Option<String>,
+    #[command(flatten)]
+    pub client: ClientOpts,
+}
+
+/// `herenow count`.
+#[derive(Debug, Args)]
+pub struct CountArgs {
+    /// The space.
+    pub space: String,
+    /// Seen within this (default: the space's window).
+    #[arg(long, value_parser = positive_duration)]
+    pub window: Option<Duration>,
+    #[command(flatten)]
+    pub client: ClientOpts,
+}
+
+/// `herenow status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The space.
+    pub space: String,
+    /// Member ids, answered in the order given.
+    #[arg(required = true, value_name = "ID")]
+    pub ids: Vec<String>,
+    /// The ids are guests.
+    #[arg(long)]
+    pub guest: bool,
+    #[command(flatten)]
+    pub client: ClientOpts,
+}
+
+/// `herenow friends`.
+#[derive(Debug, Args)]
+pub struct FriendsArgs {
+    /// What to do with friends.
+    #[command(subcommand)]
+    pub command: FriendsCommand,
+    #[command(flatten)]
+    pub client: ClientOpts,
+}
+
+/// `herenow friends …`.
+#[derive(Debug, Subcommand)]
+pub enum FriendsCommand {
+    /// Replace a user's friends (no ids: none).
+    Set {
+        /// The user.
+        user: String,
+        /// The friends' user ids.
+        #[arg(value_name = "ID")]
+        ids: Vec<String>,
+    },
+    /// Add friends to a user's set.
+    Add {
+        /// The user.
+        user: String,
+        /// The friends' user ids.
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
+    },
+    /// Remove friends from a user's set.
+    Remove {
+        /// The user.
+        user: String,
+        /// The friends' user ids.
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
+    },
+    /// List a user's friends.
+    List {
+        /// The user.
+        user: String,
+    },
+    /// List a user's friends seen in a space within the window.
+    Online {
+        /// The space.
+        space: String,
+        /// The user.
+        user: String,
+        /// Seen within this (default: the space's window).
+        #[arg(long, value_parser = positive_duration)]
+        window: Option<Duration>,
+        /// At most this many, 1 to 1,000 (default 100).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        limit: Option<u32>,
+    },
+}
+
+/// Parses a humantime duration (`90s`, `10m`, `1h30m`, `1500ms`) that is
+/// longer than zero. A bare number is refused, as the API refuses it: is
+/// `10` seconds or minutes?
+pub fn positive_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|e| format!("expected a duration like 90s, 10m, 1h or 1500ms ({e})"))?;
+    if d.is_zero() {
+        return Err("the duration must be longer than zero".to_owned());
+    }
+    // Whole milliseconds are what the server speaks; a shorter duration would
+    // round to zero.
+    if d.as_millis() == 0 {
+        return Err("the duration must be at least 1ms".to_owned());
+    }
+    Ok(d)
+}
+
+/// Parses `--meta`: a JSON object (the API's metadata is an object, so an
+/// array or a string is refused here rather than by the server).
+pub fn json_object(s: &str) -> Result<serde_json::Value, String> {
+    let v: serde_json::Value =
+        serde_json::from_str(s).map_err(|e| format!("not valid JSON: {e}"))?;
+    if !v.is_object() {
+        return Err("metadata must be a JSON object, like {\"name\":\"Alice\"}".to_owned());
+    }
+    Ok(v)
+}
+
+/// Parses `--server`: an http(s) URL with a host.
+pub fn server_url(s: &str) -> Result<Url, String> {
+    let url = Url::parse(s).map_err(|e| format!("not a URL ({e}); try http://127.0.0.1:7700"))?;
+    if url.scheme() == "https" {
+        // The client is built without TLS to keep the binary small; put it
+        // next to the server or behind a local proxy.
+        return Err("this client speaks plain http only; use http://HOST:PORT".to_owned());
+    }
+    if url.scheme() != "http" || url.host().is_none() {
+        return Err("the server URL must look like http://HOST:PORT".to_owned());
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err("the server URL must not have a query or fragment".to_owned());
+    }
+    Ok(url)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("herenow").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn durations_need_a_unit_and_must_be_positive() {
+        assert_eq!(positive_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(positive_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(positive_duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(positive_duration("1500ms"), Ok(Duration::from_millis(1500)));
+        assert!(positive_duration("10").is_err());
+        assert!(positive_duration("0s").is_err());
+        assert!(positive_duration("10us").is_err());
+        assert!(positive_duration("soon").is_err());
+        assert!(positive_duration("").is_err());
+    }
+
+    #[test]
+    fn meta_must_be_a_json_object() {
+        assert!(json_object(r#"{"name":"Alice"}"#).is_ok());
+        assert!(json_object("{name}").is_err());
+        assert!(json_object("[1]").is_err());
+        assert!(json_object("\"x\"").is_err());
+    }
+
+    #[test]
+    fn server_url_must_be_http() {
+        assert!(server_url("http://127.0.0.1:7700").is_ok());
+        assert!(server_url("http://presence.example.com/herenow/").is_ok());
+        assert!(server_url("https://presence.example.com").is_err());
+        assert!(server_url("127.0.0.1:7700").is_err());
+        assert!(server_url("ftp://host").is_err());
+        assert!(server_url("http://host/?a=b").is_err());
+    }
+
+    #[test]
+    fn serve_defaults() {
+        let Command::Serve(s) = parse(&["serve"]).unwrap().command else {
+            panic!("not serve");
+        };
+        assert_eq!(s.listen, "127.0.0.1:7700".parse().unwrap());
+        assert_eq!(s.store, StoreSpec::Memory);
+        assert_eq!(s.online_after, Duration::from_secs(60));
+        assert_eq!(s.away_after, Duration::from_secs(300));
+        assert_eq!(s.window, Duration::from_secs(600));
+        assert_eq!(s.retention, Duration::from_secs(900));
+        assert_eq!(s.snapshot_interval, Duration::from_secs(30));
+        assert!(s.api_keys.is_empty());
+        assert_eq!(s.log_format, LogFormat::Text);
+    }
+
+    #[test]
+    fn serve_takes_repeated_and_comma_separated_api_keys() {
+        let Command::Serve(s) = parse(&[
+            "serve",
+            "--api-key",
+            "secret-one:write",
+            "--api-key",
+            "secret-two:read,secret-three:read",
+        ])
+        .unwrap()
+        .command
+        else {
+            panic!("not serve");
+        };
+        assert_eq!(s.api_keys.len(), 3);
+        assert_eq!(s.api_keys[0].scope, herenow_server::Scope::Write);
+        assert_eq!(s.api_keys[2].key, "secret-three");
+    }
+
+    #[test]
+    fn serve_refuses_bad_input() {
+        for bad in [
+            &["serve", "--api-key", "nocolon"][..],
+            &["serve", "--api-key", "short:read"],
+            &["serve", "--api-key", "longenough:admin"],
+            &["serve", "--store", "floppy"],
+            &["serve", "--listen", "nowhere"],
+            &["serve", "--window", "10"],
+            &["serve", "--max-connections", "0"],
+        ] {
+            let err = parse(bad).unwrap_err();
+            assert_eq!(
+                err.kind(),
+                clap::error::ErrorKind::ValueValidation,
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            parse(&["serve", "--log-format", "xml"]).unwrap_err().kind(),
+            clap::error::ErrorKind::InvalidValue
+        );
+    }
+
+    #[test]
+    fn client_options_go_before_or_after_the_arguments() {
+        let cli = parse(&[
+            "online",
+            "--json",
+            "lobby",
+            "--server",
+            "http://10.0.0.1:80",
+            "--all",
+            "--order",
+            "id",
+        ])
+        .unwrap();
+        let Command::Online(o) = cli.command else {
+            panic!("not online");
+        };
+        assert!(o.client.json && o.all && !o.guests);
+        assert_eq!(o.order, Some(Order::Id));
+        assert_eq!(o.client.server.as_str(), "http://10.0.0.1/");
+
+        let cli = parse(&[
+            "friends", "--json", "online", "lobby", "alice", "--window", "5m",
+        ])
+        .unwrap();
+        let Command::Friends(f) = cli.command else {
+            panic!("not friends");
+        };
+        assert!(f.client.json);
+        assert!(
+            matches!(f.command, FriendsCommand::Online { window: Some(w), .. } if w == Duration::from_secs(300))
+        );
+    }
+
+    #[test]
+    fn client_refuses_bad_input_before_any_request() {
+        for (bad, kind) in [
+            (
+                &["seen", "lobby", "a", "--meta", "{oops"][..],
+                clap::error::ErrorKind::ValueValidation,
+            ),
+            (
+                &["seen", "lobby"],
+                clap::error::ErrorKind::MissingRequiredArgument,
+            ),
+            (
+                &["online", "lobby", "--window", "ten"],
+                clap::error::ErrorKind::ValueValidation,
+            ),
+            (
+                &["online", "lobby", "--limit", "0"],
+                clap::error::ErrorKind::ValueValidation,
+            ),
+            (
+                &["online", "lobby", "--guests", "--all"],
+                clap::error::ErrorKind::ArgumentConflict,
+            ),
+            (
+                &["count", "lobby", "--server", "localhost"],
+                clap::error::ErrorKind::ValueValidation,
+            ),
+        ] {
+            assert_eq!(parse(bad).unwrap_err().kind(), kind, "{bad:?}");
+        }
+    }
+}

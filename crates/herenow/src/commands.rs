@@ -1,0 +1,397 @@
+//! The client commands: one function per command, each one or a few
+//! requests (docs/API.md) and one print.
+
+use std::io::Write as _;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, Result};
+use herenow_core::limits::MAX_BATCH;
+use reqwest::{Method, Url};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::cli::{
+    ClientOpts, Command, CountArgs, FriendsArgs, FriendsCommand, LeaveArgs, OnlineArgs, SeenArgs,
+    StatusArgs,
+};
+use crate::client::Api;
+use crate::output::{self, CountAnswer, HeartbeatAnswer, Members};
+
+/// Runs a client command (anything but `serve`) to completion.
+pub fn main(command: Command) -> Result<()> {
+    // One request at a time: a single-threaded runtime is all it needs.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    rt.block_on(async {
+        match command {
+            Command::Serve(_) => unreachable!("serve is dispatched in main"),
+            Command::Seen(a) => seen(a).await,
+            Command::Leave(a) => leave(a).await,
+            Command::Online(a) => online(a).await,
+            Command::Count(a) => count(a).await,
+            Command::Status(a) => status(a).await,
+            Command::Friends(a) => friends(a).await,
+        }
+    })
+}
+
+fn kind(guest: bool) -> &'static str {
+    if guest { "guest" } else { "user" }
+}
+
+/// A duration as the query string wants it: whole milliseconds with a unit.
+fn duration_query(d: Duration) -> String {
+    format!("{}ms", d.as_millis())
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Writes to stdout; a closed pipe (`herenow online lobby | head -1`) is not
+/// an error worth reporting.
+fn emit(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(e).context("cannot write to stdout")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `--json`: the server's answer as is, on one line of its own.
+fn emit_json(body: &str) -> Result<()> {
+    emit(&format!("{}\n", body.trim_end()))
+}
+
+fn parse<T: DeserializeOwned>(body: &str) -> Result<T> {
+    serde_json::from_str(body).context("the server's answer is not what this client understands")
+}
+
+#[derive(Serialize)]
+struct Beat<'a> {
+    id: &'a str,
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    meta: Option<&'a serde_json::Value>,
+}
+
+#[derive(Serialize)]
+struct MemberRef<'a> {
+    id: &'a str,
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct Batch<'a> {
+    heartbeats: Vec<Beat<'a>>,
+}
+
+#[derive(Serialize)]
+struct MemberList<'a> {
+    members: Vec<MemberRef<'a>>,
+}
+
+#[derive(Serialize)]
+struct FriendList<'a> {
+    friends: &'a [String],
+}
+
+fn member_refs(ids: &[String], guest: bool) -> MemberList<'_> {
+    MemberList {
+        members: ids
+            .iter()
+            .map(|id| MemberRef {
+                id,
+                kind: kind(guest),
+            })
+            .collect(),
+    }
+}
+
+fn space_url(api: &Api, space: &str, rest: &[&str]) -> Url {
+    let mut segments = vec!["v1", "spaces", space];
+    segments.extend_from_slice(rest);
+    api.url(&segments)
+}
+
+async fn seen(a: SeenArgs) -> Result<()> {
+    let api = Api::new(&a.client)?;
+    let kind = kind(a.guest);
+    let beat = |id| Beat {
+        id,
+        kind,
+        meta: a.meta.as_ref(),
+    };
+    if let [id] = a.ids.as_slice() {
+        let body = api
+            .send_json(
+                Method::POST,
+                space_url(&api, &a.space, &["heartbeat"]),
+                &beat(id),
+            )
+            .await?;
+        return print_heartbeats(&a.client, &a.space, &body, parse(&body)?);
+    }
+    // One request per 10,000 ids (the API's batch bound), answers summed.
+    let url = space_url(&api, &a.space, &["heartbeats"]);
+    let mut total = HeartbeatAnswer::default();
+    let mut last_body = String::new();
+    for chunk in a.ids.chunks(MAX_BATCH) {
+        let batch = Batch {
+            heartbeats: chunk.iter().map(|id| beat(id)).collect(),
+        };
+        last_body = api.send_json(Method::POST, url.clone(), &batch).await?;
+        total.add(parse(&last_body)?);
+    }
+    if a.ids.len() > MAX_BATCH {
+        // Several answers: print their sum in the same shape.
+        last_body = serde_json::to_string(&total)?;
+    }
+    print_heartbeats(&a.client, &a.space, &last_body, total)
+}
+
+fn print_heartbeats(
+    client: &ClientOpts,
+    space: &str,
+    body: &str,
+    answer: HeartbeatAnswer,
+) -> Result<()> {
+    if client.json {
+        emit_json(body)
+    } else {
+        emit(&output::heartbeat_line(space, &answer))
+    }
+}
+
+async fn leave(a: LeaveArgs) -> Result<()> {
+    #[derive(serde::Deserialize, Serialize)]
+    struct Left {
+        left: u64,
+    }
+    let api = Api::new(&a.client)?;
+    let url = space_url(&api, &a.space, &["leave"]);
+    let mut left = 0;
+    let mut last_body = String::new();
+    for chunk in a.ids.chunks(MAX_BATCH) {
+        last_body = api
+            .send_json(Method::POST, url.clone(), &member_refs(chunk, a.guest))
+            .await?;
+        left += parse::<Left>(&last_body)?.left;
+    }
+    if a.client.json {
+        if a.ids.len() > MAX_BATCH {
+            last_body = serde_json::to_string(&Left { left })?;
+        }
+        return emit_json(&last_body);
+    }
+    // Fewer than asked: some were not present (or named twice).
+    let absent = (a.ids.len() as u64).saturating_sub(left);
+    let mut line = format!(
+        "{}: {left} {} left",
+        a.space,
+        output::plural(left, "member", "members")
+    );
+    if absent > 0 {
+        line.push_str(&format!(", {absent} not present"));
+    }
+    line.push('\n');
+    emit(&line)
+}
+
+async fn online(a: OnlineArgs) -> Result<()> {
+    let api = Api::new(&a.client)?;
+    let mut url = space_url(&api, &a.space, &["online"]);
+    {
+        let mut q = url.query_pairs_mut();
+        if let Some(w) = a.window {
+            q.append_pair("window", &duration_query(w));
+        }
+        let kind = if a.all {
+            "all"
+        } else if a.guests {
+            "guests"
+        } else {
+            "users"
+        };
+        q.append_pair("kind", kind);
+        if let Some(order) = a.order {
+            q.append_pair("order", order.as_query());
+        }
+        if let Some(limit) = a.limit {
+            q.append_pair("limit", &limit.to_string());
+        }
+        if let Some(cursor) = &a.cursor {
+            q.append_pair("cursor", cursor);
+        }
+    }
+    let body = api.get(url).await?;
+    if a.client.json {
+        return emit_json(&body);
+    }
+    let page: Members = parse(&body)?;
+    emit(&output::online_listing(&a.space, &page, now_ms()))
+}
+
+async fn count(a: CountArgs) -> Result<()> {
+    let api = Api::new(&a.client)?;
+    let mut url = space_url(&api, &a.space, &["count"]);
+    if let Some(w) = a.window {
+        url.query_pairs_mut()
+            .append_pair("window", &duration_query(w));
+    }
+    let body = api.get(url).await?;
+    if a.client.json {
+        return emit_json(&body);
+    }
+    let c: CountAnswer = parse(&body)?;
+    emit(&output::count_line(&a.space, &c))
+}
+
+async fn status(a: StatusArgs) -> Result<()> {
+    let api = Api::new(&a.client)?;
+    let url = space_url(&api, &a.space, &["status"]);
+    let mut all = Members {
+        members: Vec::with_capacity(a.ids.len()),
+        next_cursor: None,
+        window_ms: None,
+    };
+    let mut last_body = String::new();
+    for chunk in a.ids.chunks(MAX_BATCH) {
+        last_body = api
+            .send_json(Method::POST, url.clone(), &member_refs(chunk, a.guest))
+            .await?;
+        all.members.extend(parse::<Members>(&last_body)?.members);
+    }
+    if a.client.json {
+        if a.ids.len() > MAX_BATCH {
+            last_body = serde_json::to_string(&all)?;
+        }
+        return emit_json(&last_body);
+    }
+    emit(&output::members_table(&all.members, now_ms()))
+}
+
+async fn friends(a: FriendsArgs) -> Result<()> {
+    #[derive(serde::Deserialize)]
+    struct Size {
+        friends: u64,
+    }
+    #[derive(serde::Deserialize)]
+    struct Listing {
+        friends: Vec<String>,
+    }
+    let api = Api::new(&a.client)?;
+    let (user, body) = match &a.command {
+        FriendsCommand::Set { user, ids } => {
+            let url = api.url(&["v1", "friends", user]);
+            (
+                user,
+                api.send_json(Method::PUT, url, &FriendList { friends: ids })
+                    .await?,
+            )
+        }
+        FriendsCommand::Add { user, ids } => {
+            let url = api.url(&["v1", "friends", user, "add"]);
+            (
+                user,
+                api.send_json(Method::POST, url, &FriendList { friends: ids })
+                    .await?,
+            )
+        }
+        FriendsCommand::Remove { user, ids } => {
+            let url = api.url(&["v1", "friends", user, "remove"]);
+            (
+                user,
+                api.send_json(Method::POST, url, &FriendList { friends: ids })
+                    .await?,
+            )
+        }
+        FriendsCommand::List { user } => {
+            let body = api.get(api.url(&["v1", "friends", user])).await?;
+            if a.client.json {
+                return emit_json(&body);
+            }
+            let listing: Listing = parse(&body)?;
+            if listing.friends.is_empty() {
+                return emit(&format!("{user} has no friends set\n"));
+            }
+            return emit(&(listing.friends.join("\n") + "\n"));
+        }
+        FriendsCommand::Online {
+            space,
+            user,
+            window,
+            limit,
+        } => {
+            let mut url = space_url(&api, space, &["friends", user, "online"]);
+            {
+                let mut q = url.query_pairs_mut();
+                if let Some(w) = window {
+                    q.append_pair("window", &duration_query(*w));
+                }
+                if let Some(limit) = limit {
+                    q.append_pair("limit", &limit.to_string());
+                }
+            }
+            let body = api.get(url).await?;
+            if a.client.json {
+                return emit_json(&body);
+            }
+            let found: Members = parse(&body)?;
+            if found.members.is_empty() {
+                return emit(&format!("none of {user}'s friends seen in {space}\n"));
+            }
+            return emit(&output::members_table(&found.members, now_ms()));
+        }
+    };
+    if a.client.json {
+        return emit_json(&body);
+    }
+    let size: Size = parse(&body)?;
+    emit(&format!(
+        "{user} has {} {}\n",
+        size.friends,
+        output::plural(size.friends, "friend", "friends")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_go_to_the_server_in_milliseconds() {
+        assert_eq!(duration_query(Duration::from_secs(600)), "600000ms");
+        assert_eq!(duration_query(Duration::from_millis(1500)), "1500ms");
+    }
+
+    #[test]
+    fn request_bodies_match_the_api() {
+        let meta = serde_json::json!({"name": "Alice"});
+        let beat = Beat {
+            id: "alice",
+            kind: "user",
+            meta: Some(&meta),
+        };
+        assert_eq!(
+            serde_json::to_string(&beat).unwrap(),
+            r#"{"id":"alice","kind":"user","meta":{"name":"Alice"}}"#
+        );
+        let ids = vec!["a".to_owned(), "b".to_owned()];
+        assert_eq!(
+            serde_json::to_string(&member_refs(&ids, true)).unwrap(),
+            r#"{"members":[{"id":"a","kind":"guest"},{"id":"b","kind":"guest"}]}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&FriendList { friends: &ids }).unwrap(),
+            r#"{"friends":["a","b"]}"#
+        );
+    }
+}

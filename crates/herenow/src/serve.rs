@@ -1,0 +1,248 @@
+//! `herenow serve`: flags to a [`Config`], a bound listener, a shutdown
+//! future from SIGINT/SIGTERM, then [`herenow_server::run`]. Everything
+//! else is the server crate's business.
+
+use std::io::Write as _;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use anyhow::{Context as _, Result};
+use herenow_core::SpaceConfig;
+use herenow_server::Config;
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::LevelFilter;
+
+use crate::cli::{LogFormat, ServeArgs};
+
+/// Milliseconds of a duration the CLI already checked to be at least 1 ms;
+/// saturating, since no threshold anywhere near `u64::MAX` ms can pass
+/// `SpaceConfig::validate` anyway.
+fn ms(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The server configuration the flags describe. Settings without a flag
+/// keep the server's defaults.
+// Every field has a flag today; the struct update is there so a setting the
+// server adds later starts at its default instead of breaking this build.
+#[allow(clippy::needless_update)]
+pub fn config(args: &ServeArgs) -> Config {
+    let defaults = Config::default();
+    Config {
+        store: args.store.clone(),
+        data_dir: args.data_dir.clone(),
+        snapshot_interval: args.snapshot_interval,
+        api_keys: args.api_keys.clone(),
+        demo: args.demo,
+        space_defaults: SpaceConfig {
+            online_ms: ms(args.online_after),
+            away_ms: ms(args.away_after),
+            window_ms: ms(args.window),
+            retention_ms: ms(args.retention),
+        },
+        max_connections: args.max_connections as usize,
+        max_event_streams: args
+            .max_event_streams
+            .map_or(defaults.max_event_streams, |n| n as usize),
+        request_timeout: args.request_timeout.unwrap_or(defaults.request_timeout),
+        ..defaults
+    }
+}
+
+/// Where a browser finds the page: an unspecified address (0.0.0.0, ::)
+/// is not one a browser can open, so name loopback instead.
+pub fn page_url(addr: SocketAddr) -> String {
+    let ip = match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    format!("http://{}/", SocketAddr::new(ip, addr.port()))
+}
+
+fn init_logging(format: LogFormat) -> Result<()> {
+    let filter = EnvFilter::builder()
+        .with_default_directive(LevelFilter::INFO.into())
+        .from_env()
+        .context("RUST_LOG is not a valid log filter")?;
+    // Logs go to stderr so stdout carries only the "listening" line, which
+    // scripts and tests read.
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let installed = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+    installed.map_err(|e| anyhow::anyhow!("cannot set up logging: {e}"))
+}
+
+/// Runs `herenow serve` until SIGINT or SIGTERM.
+pub fn main(args: ServeArgs) -> Result<()> {
+    let config = config(&args);
+    // Refuse a configuration that cannot be served (an open address without
+    // keys, thresholds out of order) before touching the network.
+    config.check(args.listen)?;
+    init_logging(args.log_format)?;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .map_err(|e| bind_error(args.listen, e))?;
+        let addr = listener
+            .local_addr()
+            .context("cannot read the listening address")?;
+        // Installed before the "listening" line: a SIGTERM sent as soon as
+        // the server is up must shut it down cleanly, not kill it.
+        let shutdown = shutdown_signal()?;
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "herenow listening on http://{addr} (who's online: {})",
+            page_url(addr)
+        )
+        .and_then(|()| out.flush())
+        .context("cannot write to stdout")?;
+        drop(out);
+        tracing::info!(%addr, store = ?config.store, data_dir = ?config.data_dir, "serving");
+        herenow_server::run(listener, config, shutdown).await?;
+        tracing::info!("stopped");
+        Ok(())
+    })
+}
+
+fn bind_error(addr: SocketAddr, e: std::io::Error) -> anyhow::Error {
+    let hint = match e.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            "; is another herenow running? pass --listen with another port"
+        }
+        std::io::ErrorKind::PermissionDenied => "; ports below 1024 need privileges",
+        std::io::ErrorKind::AddrNotAvailable => "; this machine has no such address",
+        _ => "",
+    };
+    anyhow::anyhow!("cannot listen on {addr}: {e}{hint}")
+}
+
+/// A future that completes on the first SIGINT or SIGTERM.
+#[cfg(unix)]
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+            _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+        }
+    })
+}
+
+/// A future that completes on Ctrl-C.
+#[cfg(not(unix))]
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    Ok(async {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            tracing::info!("Ctrl-C: shutting down");
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn serve_args(args: &[&str]) -> ServeArgs {
+        let argv = ["herenow", "serve"].into_iter().chain(args.iter().copied());
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Serve(s) => s,
+            _ => panic!("not serve"),
+        }
+    }
+
+    #[test]
+    fn flags_become_the_config() {
+        let c = config(&serve_args(&[
+            "--online-after",
+            "30s",
+            "--away-after",
+            "2m",
+            "--window",
+            "5m",
+            "--retention",
+            "1h",
+            "--data-dir",
+            "/var/lib/herenow",
+            "--demo",
+            "--max-connections",
+            "50",
+            "--max-event-streams",
+            "7",
+            "--request-timeout",
+            "3s",
+        ]));
+        assert_eq!(
+            c.space_defaults,
+            SpaceConfig {
+                online_ms: 30_000,
+                away_ms: 120_000,
+                window_ms: 300_000,
+                retention_ms: 3_600_000,
+            }
+        );
+        assert_eq!(
+            c.data_dir.as_deref(),
+            Some(std::path::Path::new("/var/lib/herenow"))
+        );
+        assert!(c.demo);
+        assert_eq!(c.max_connections, 50);
+        assert_eq!(c.max_event_streams, 7);
+        assert_eq!(c.request_timeout, std::time::Duration::from_secs(3));
+        assert!(c.check("127.0.0.1:7700".parse().unwrap()).is_ok());
+    }
+
+    #[test]
+    fn the_defaults_are_the_core_defaults() {
+        let c = config(&serve_args(&[]));
+        assert_eq!(c.space_defaults, SpaceConfig::default());
+        assert_eq!(c.max_connections, Config::default().max_connections);
+        assert_eq!(c.snapshot_interval, Config::default().snapshot_interval);
+        assert_eq!(c.max_event_streams, Config::default().max_event_streams);
+        assert_eq!(c.request_timeout, Config::default().request_timeout);
+    }
+
+    #[test]
+    fn open_addresses_need_a_key_and_thresholds_must_be_ordered() {
+        let open: SocketAddr = "0.0.0.0:7700".parse().unwrap();
+        assert!(matches!(
+            config(&serve_args(&[])).check(open),
+            Err(herenow_server::ConfigError::OpenOnNetwork(_))
+        ));
+        assert!(
+            config(&serve_args(&["--api-key", "0123456789:write"]))
+                .check(open)
+                .is_ok()
+        );
+        assert!(matches!(
+            config(&serve_args(&["--online-after", "10m"])).check("127.0.0.1:1".parse().unwrap()),
+            Err(herenow_server::ConfigError::SpaceDefaults(_))
+        ));
+    }
+
+    #[test]
+    fn page_url_is_openable() {
+        assert_eq!(
+            page_url("0.0.0.0:7700".parse().unwrap()),
+            "http://127.0.0.1:7700/"
+        );
+        assert_eq!(page_url("[::]:80".parse().unwrap()), "http://[::1]:80/");
+        assert_eq!(
+            page_url("10.1.2.3:7700".parse().unwrap()),
+            "http://10.1.2.3:7700/"
+        );
+    }
+}
