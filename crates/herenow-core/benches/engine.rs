@@ -1,0 +1,136 @@
+//! Engine benchmarks: one thread, one space of 1M members.
+//!
+//! `cargo bench -p herenow-core --bench engine`; results and the Redis
+//! figures for the same operations are in BENCHMARKS.md.
+
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use herenow_core::memory::Space;
+use herenow_core::{Heartbeat, ListQuery, MemberId, MemberKey, MemberKind, SpaceConfig, SpaceName};
+
+const N: usize = 1_000_000;
+const NOW: u64 = 1_700_000_000_000;
+
+fn ids(n: usize) -> Vec<MemberId> {
+    (0..n)
+        .map(|i| MemberId::new(&format!("user:{i:07}")).unwrap())
+        .collect()
+}
+
+/// 1M users last seen over the past 10 minutes (0.6 ms apart), inserted
+/// oldest first as a live space would have received them.
+fn full_space(ids: &[MemberId]) -> Space {
+    let mut s = Space::new(
+        SpaceName::new("bench").unwrap(),
+        SpaceConfig::default(),
+        NOW,
+    );
+    let beats: Vec<Heartbeat> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| Heartbeat {
+            member: MemberKey::user(id.clone()),
+            at_ms: Some(NOW - 600_000 + (i as u64 * 600_000 / N as u64)),
+            meta: None,
+        })
+        .collect();
+    for chunk in beats.chunks(10_000) {
+        s.heartbeat(chunk, NOW).unwrap();
+    }
+    s
+}
+
+/// A fixed pseudo-random order over `n` (xorshift), so heartbeats hit
+/// members all over the slab, as real traffic does.
+fn shuffled(n: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for i in (1..n).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        order.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    order
+}
+
+fn engine(c: &mut Criterion) {
+    let ids = ids(N);
+    let mut space = full_space(&ids);
+    let order = shuffled(N);
+
+    let mut g = c.benchmark_group("heartbeat_1M");
+    g.throughput(Throughput::Elements(1));
+    let (mut i, mut now) = (0usize, NOW);
+    g.bench_function("existing_member_random", |b| {
+        b.iter(|| {
+            // The clock moves 1 ms every 64 heartbeats: ~64k beats/s.
+            i += 1;
+            if i & 63 == 0 {
+                now += 1;
+            }
+            let id = &ids[order[i % N]];
+            black_box(space.touch(MemberKind::User, id, now));
+        })
+    });
+    let batch: Vec<Vec<Heartbeat>> = order
+        .chunks(1000)
+        .take(200)
+        .map(|c| {
+            c.iter()
+                .map(|&j| Heartbeat::now(MemberKey::user(ids[j].clone())))
+                .collect()
+        })
+        .collect();
+    g.throughput(Throughput::Elements(1000));
+    let mut k = 0usize;
+    g.bench_function("batch_of_1000", |b| {
+        b.iter(|| {
+            k += 1;
+            now += 1;
+            black_box(space.heartbeat(&batch[k % batch.len()], now).unwrap());
+        })
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("query_1M");
+    let top = ListQuery {
+        limit: 100,
+        ..Default::default()
+    };
+    g.bench_function("top_100_recent", |b| {
+        b.iter(|| black_box(space.list(&top, now).unwrap()))
+    });
+    g.bench_function("count_window_10m", |b| {
+        b.iter(|| black_box(space.count(Some(600_000), now).unwrap()))
+    });
+    g.bench_function("count_window_1m", |b| {
+        b.iter(|| black_box(space.count(Some(60_000), now).unwrap()))
+    });
+    g.bench_function("count_window_7m13s", |b| {
+        b.iter(|| black_box(space.count(Some(433_000), now).unwrap()))
+    });
+    let friends: Vec<MemberKey> = order
+        .iter()
+        .step_by(N / 500)
+        .take(500)
+        .map(|&j| MemberKey::user(ids[j].clone()))
+        .collect();
+    g.bench_function("online_friends_500", |b| {
+        b.iter(|| black_box(space.online_among(&friends, None, 100, now).unwrap()))
+    });
+    let lookups: Vec<MemberKey> = order
+        .iter()
+        .take(1000)
+        .map(|&j| MemberKey::user(ids[j].clone()))
+        .collect();
+    g.throughput(Throughput::Elements(1000));
+    g.bench_function("status_batch_1000", |b| {
+        b.iter(|| black_box(space.status(&lookups, now).unwrap()))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, engine);
+criterion_main!(benches);

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs every test of herenow: unit, property, contract (memory, Redis,
+# Redis Cluster), API, end-to-end and browser tests.
+#
+# Installs what the tests need when it is missing (Debian packages
+# redis-server and chromium, Node.js for the browser driver, and the browser
+# test's npm packages), so it works on a fresh machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "test.sh: installing ${missing[*]}"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+browser=crates/herenow-server/tests/browser
+if [ -f "$browser/package-lock.json" ]; then
+  (cd "$browser" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+cargo test --workspace --all-features --locked
