@@ -26,7 +26,7 @@
     windowTotal: $("window-total"), windowUsers: $("window-users"), windowGuests: $("window-guests"),
     windowLabel: $("window-label"),
     chart: $("chart"), members: $("members"), memberCount: $("member-count"),
-    empty: $("empty"), more: $("more"),
+    empty: $("empty"), more: $("more"), spaces: $("spaces"),
   };
 
   const state = {
@@ -124,7 +124,6 @@
     }
     connect();
     poll();
-    loadSpaces();
   }
 
   function ensureOption(space) {
@@ -136,23 +135,56 @@
   }
 
   async function loadSpaces() {
+    const gen = state.generation;
     try {
       const body = await getJson("/v1/spaces?limit=200");
+      if (gen !== state.generation) return;
       const spaces = Array.isArray(body.spaces) ? body.spaces : [];
       const names = new Set(spaces.map((s) => s.space));
       el.select.replaceChildren();
+      el.spaces.replaceChildren();
       if (!names.has(state.space)) ensureOption(state.space);
       for (const s of spaces) {
+        const m = s.members || {};
         const o = document.createElement("option");
         o.value = s.space;
-        const m = s.members || {};
         o.textContent = `${s.space} (${fmtInt((m.users || 0) + (m.guests || 0))})`;
         el.select.append(o);
+
+        const tr = document.createElement("tr");
+        tr.classList.toggle("current", s.space === state.space);
+        const name = document.createElement("td");
+        const link = document.createElement("a");
+        link.href = `?space=${encodeURIComponent(s.space)}`;
+        link.textContent = s.space;
+        link.addEventListener("click", (ev) => {
+          ev.preventDefault();
+          setSpace(s.space, true);
+        });
+        name.append(link);
+        tr.append(name, numCell(m.users), numCell(m.guests));
+        el.spaces.append(tr);
+      }
+      if (!spaces.length) {
+        const tr = document.createElement("tr");
+        const td = document.createElement("td");
+        td.colSpan = 3;
+        td.className = "muted";
+        td.textContent = "No space holds members yet.";
+        tr.append(td);
+        el.spaces.append(tr);
       }
       el.select.value = state.space;
     } catch (e) {
       ensureOption(state.space);
     }
+  }
+
+  function numCell(n) {
+    const td = document.createElement("td");
+    td.className = "num";
+    td.textContent = fmtInt(n || 0);
+    return td;
   }
 
   el.select.addEventListener("change", () => setSpace(el.select.value, true));
@@ -300,6 +332,7 @@
         el.windowGuests.textContent = fmtInt(c.guests);
         if (c.window_ms) el.windowLabel.textContent = fmtDuration(c.window_ms);
       }),
+      loadSpaces(),
       getJson(api("/history?range=1h")).then((h) => {
         if (gen !== state.generation) return;
         state.history = Array.isArray(h.samples) ? h.samples : [];
@@ -540,7 +573,8 @@
       const label = svg("text", { x: pad.l - 6, y: y(v) + 4, "text-anchor": "end", class: "axis-label" }, root);
       label.textContent = fmtInt(Math.round(v));
     }
-    for (const minAgo of [60, 45, 30, 15, 0]) {
+    // Five time labels where they fit, three on a phone.
+    for (const minAgo of width < 500 ? [60, 30, 0] : [60, 45, 30, 15, 0]) {
       const label = svg("text", {
         x: x(end - minAgo * 60_000), y: height - 6, class: "axis-label",
         "text-anchor": minAgo === 60 ? "start" : minAgo === 0 ? "end" : "middle",
@@ -549,7 +583,8 @@
     }
 
     if (samples.length < 2) {
-      const t = svg("text", { x: width / 2, y: height / 2, "text-anchor": "middle", class: "placeholder" }, root);
+      // Between two grid lines, so the text crosses none.
+      const t = svg("text", { x: width / 2, y: (y(max / 2) + y((max * 3) / 4)) / 2 + 4, "text-anchor": "middle", class: "placeholder" }, root);
       t.textContent = "Collecting samples… (one every 10 s)";
     } else {
       for (const kind of ["guests", "users"]) {
