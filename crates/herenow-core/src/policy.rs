@@ -119,14 +119,12 @@ mod tests {
     #[test]
     fn config_validation() {
         assert!(SpaceConfig::default().validate().is_ok());
-        let mut c = SpaceConfig::default();
-        c.online_ms = c.away_ms + 1;
-        assert!(c.validate().is_err());
-        let mut c = SpaceConfig::default();
-        c.window_ms = c.retention_ms + 1;
-        assert!(c.validate().is_err());
-        let mut c = SpaceConfig::default();
-        c.retention_ms = limits::MAX_RETENTION_MS + 1;
-        assert!(c.validate().is_err());
+        let d = SpaceConfig::default();
+        let online_after_away = SpaceConfig { online_ms: d.away_ms + 1, ..d };
+        assert!(online_after_away.validate().is_err());
+        let window_past_retention = SpaceConfig { window_ms: d.retention_ms + 1, ..d };
+        assert!(window_past_retention.validate().is_err());
+        let too_long = SpaceConfig { retention_ms: limits::MAX_RETENTION_MS + 1, ..d };
+        assert!(too_long.validate().is_err());
     }
 }

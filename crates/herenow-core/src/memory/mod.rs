@@ -168,10 +168,8 @@ impl PresenceStore for MemoryStore {
             None => {
                 query.check_limit()?;
                 defaults.check_window(query.window_ms.unwrap_or(defaults.window_ms))?;
-                if let Some(c) = &query.cursor {
-                    if c.is_empty() {
-                        return Err(InvalidInput::BadCursor);
-                    }
+                if query.cursor.as_deref() == Some("") {
+                    return Err(InvalidInput::BadCursor);
                 }
                 Ok(Page {
                     members: Vec::new(),

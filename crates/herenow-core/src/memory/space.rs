@@ -704,36 +704,42 @@ impl Space {
         }
         let mut report = HeartbeatReport::default();
         for beat in beats {
-            self.apply(beat, now, &mut report);
+            let at = beat.at_ms.unwrap_or(now);
+            self.apply(
+                beat.member.kind,
+                &beat.member.id,
+                at,
+                beat.meta.as_ref(),
+                now,
+                &mut report,
+            );
         }
         Ok(report)
     }
 
-    /// Applies one heartbeat "now" without metadata: the hot path, with
-    /// no batch checks and no allocation for a known member.
+    /// Applies one heartbeat "now" without metadata: the hot path, with no
+    /// batch checks and no copy of the id for a known member. Returns
+    /// whether the member joined.
     pub fn touch(&mut self, kind: MemberKind, id: &MemberId, now: Millis) -> bool {
-        let beat = Heartbeat {
-            member: MemberKey {
-                kind,
-                id: id.clone(),
-            },
-            at_ms: None,
-            meta: None,
-        };
         let mut report = HeartbeatReport::default();
-        self.apply(&beat, now, &mut report);
+        self.apply(kind, id, now, None, now, &mut report);
         report.joined == 1
     }
 
-    fn apply(&mut self, beat: &Heartbeat, now: Millis, report: &mut HeartbeatReport) {
-        let at = beat.at_ms.unwrap_or(now);
+    fn apply(
+        &mut self,
+        kind: MemberKind,
+        member: &MemberId,
+        at: Millis,
+        meta: Option<&Metadata>,
+        now: Millis,
+        report: &mut HeartbeatReport,
+    ) {
         if now.saturating_sub(at) >= self.config.retention_ms {
             report.stale += 1;
             return;
         }
-        let kind = beat.member.kind;
-        let id = beat.member.id.as_str();
-        let found = self.find(kind, id);
+        let found = self.find(kind, member.as_str());
         let (slot, old) = match found {
             Some(slot) => {
                 let e = &self.entries[slot as usize];
@@ -745,13 +751,13 @@ impl Space {
             }
             None => {
                 self.seq += 1;
-                let slot = self.alloc(kind, beat.member.id.clone().into_compact(), at, self.seq);
+                let slot = self.alloc(kind, member.clone().into_compact(), at, self.seq);
                 (slot, None)
             }
         };
         report.accepted += 1;
         let old_presence = old.map_or(Presence::Gone, |k| self.presence(k));
-        let meta_changed = match &beat.meta {
+        let meta_changed = match meta {
             Some(m) => {
                 let changed = self.meta.get(&slot) != Some(m);
                 if changed {
@@ -976,18 +982,16 @@ impl Space {
                 continue;
             }
             let item = (e.id.as_str(), e.kind(), slot as u32);
-            if let Some((id, kind)) = &after {
-                if (item.0, item.1) <= (id.as_str(), *kind) {
-                    continue;
-                }
+            if let Some((id, kind)) = &after
+                && (item.0, item.1) <= (id.as_str(), *kind)
+            {
+                continue;
             }
             if heap.len() <= q.limit {
                 heap.push(item);
-            } else if let Some(top) = heap.peek() {
-                if item < *top {
-                    heap.pop();
-                    heap.push(item);
-                }
+            } else if heap.peek().is_some_and(|top| item < *top) {
+                heap.pop();
+                heap.push(item);
             }
         }
         let mut items = heap.into_sorted_vec();

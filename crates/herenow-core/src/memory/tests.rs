@@ -486,6 +486,8 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+type ModelRow<'a> = (&'a (MemberKind, String), &'a (u64, u64));
+
 /// The model: (kind, id) → (last seen, sequence), the order the engine
 /// promises.
 #[derive(Default)]
@@ -500,7 +502,7 @@ impl Model {
             return;
         }
         match self.members.get_mut(&(kind, id.clone())) {
-            Some((ts, _)) if at < *ts || at == *ts => {}
+            Some((ts, _)) if at <= *ts => {}
             Some(e) => {
                 self.seq += 1;
                 *e = (at, self.seq);
@@ -570,7 +572,7 @@ proptest! {
                     let window = (window_ms as u64).min(config.retention_ms);
                     let kinds = [KindFilter::Users, KindFilter::Guests, KindFilter::All][kinds as usize];
                     let cutoff = now - window;
-                    let mut expect: Vec<(&(MemberKind, String), &(u64, u64))> = model
+                    let mut expect: Vec<ModelRow> = model
                         .members
                         .iter()
                         .filter(|(k, v)| v.0 >= cutoff && kinds.admits(k.0))
