@@ -2,7 +2,7 @@
 //! future from SIGINT/SIGTERM, then [`herenow_server::run`]. Everything
 //! else is the server crate's business.
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use anyhow::{Context as _, Result};
@@ -66,8 +66,10 @@ fn init_logging(format: LogFormat) -> Result<()> {
         .context("RUST_LOG is not a valid log filter")?;
     // Logs go to stderr so stdout carries only the "listening" line, which
     // scripts and tests read.
+    // Colours only for a person at a terminal, not in a file or a collector.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let installed = match format {
         LogFormat::Text => builder.try_init(),
@@ -107,9 +109,8 @@ pub fn main(args: ServeArgs) -> Result<()> {
         .and_then(|()| out.flush())
         .context("cannot write to stdout")?;
         drop(out);
-        tracing::info!(%addr, store = ?config.store, data_dir = ?config.data_dir, "serving");
+        // The server logs its own start and stop.
         herenow_server::run(listener, config, shutdown).await?;
-        tracing::info!("stopped");
         Ok(())
     })
 }

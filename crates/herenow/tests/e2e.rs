@@ -1,0 +1,578 @@
+//! End to end: the real `herenow` binary as a server on a free port, and the
+//! same binary as its client, checked through their exit codes, their
+//! output and the server's JSON.
+//!
+//! Every server is started with `--listen 127.0.0.1:0` and the port is read
+//! from the line it prints, so tests never race for a port and never talk
+//! to a server someone left running. The environment is scrubbed of
+//! `HERENOW_*` and `RUST_LOG` so a developer's shell cannot change results.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_herenow");
+
+/// How long a server may take to print its address and answer /healthz,
+/// and to exit after SIGTERM. Generous: the machine is shared and slow
+/// under parallel builds; a healthy run takes milliseconds.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// The binary with a clean environment.
+fn herenow() -> Command {
+    let mut cmd = Command::new(BIN);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("HERENOW_") {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd.env_remove("RUST_LOG");
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
+/// A fresh directory under cargo's per-target temporary directory.
+fn temp_dir(name: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("herenow-{name}-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A running `herenow serve`, killed on drop if the test did not stop it.
+struct Server {
+    child: Option<Child>,
+    url: String,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Server {
+    /// Starts `herenow serve --listen 127.0.0.1:0 EXTRA…` and waits, within
+    /// [`DEADLINE`], until it answers /healthz.
+    fn start(extra: &[&str]) -> Server {
+        Self::start_with_env(extra, &[])
+    }
+
+    fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut cmd = herenow();
+        cmd.args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn herenow serve");
+
+        // Drain stderr (the log) so the server never blocks on a full pipe,
+        // and keep it to explain a failure.
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut err_pipe = child.stderr.take().unwrap();
+        let sink = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err_pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+
+        // The first stdout line names the address; read it on a thread so
+        // a server that never prints cannot hang the test.
+        let out_pipe = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(out_pipe).lines();
+            let _ = tx.send(lines.next());
+            // Keep reading so later writes never fail with a closed pipe.
+            for _ in lines {}
+        });
+        let mut server = Server {
+            child: Some(child),
+            url: String::new(),
+            stderr,
+        };
+        let line = match rx.recv_timeout(DEADLINE) {
+            Ok(Some(Ok(line))) => line,
+            other => panic!(
+                "herenow serve printed no address ({other:?}); stderr:\n{}",
+                server.log()
+            ),
+        };
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no URL in {line:?}"))
+            .trim_end_matches('/')
+            .to_owned();
+        server.url = url;
+        server.wait_healthy();
+        server
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.url.trim_start_matches("http://").parse().unwrap()
+    }
+
+    fn log(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Polls /healthz until it answers 200, within [`DEADLINE`].
+    fn wait_healthy(&self) {
+        let started = Instant::now();
+        loop {
+            if healthz(self.addr()) {
+                return;
+            }
+            assert!(
+                started.elapsed() < DEADLINE,
+                "{} never answered /healthz; stderr:\n{}",
+                self.url,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// Runs the client against this server: `herenow ARGS… --server URL`.
+    fn cli(&self, args: &[&str]) -> Output {
+        herenow()
+            .args(args)
+            .args(["--server", &self.url])
+            .output()
+            .expect("run herenow")
+    }
+
+    /// Like [`Server::cli`], and asserts success; the standard output.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.cli(args);
+        assert!(
+            out.status.success(),
+            "herenow {args:?} failed with {:?}: {}\nserver log:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// `--json` output, parsed.
+    fn json(&self, args: &[&str]) -> Value {
+        let mut args = args.to_vec();
+        args.push("--json");
+        let out = self.ok(&args);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+    }
+
+    /// Sends SIGTERM and waits, within [`DEADLINE`], for the exit status.
+    fn terminate(mut self) -> ExitStatus {
+        let mut child = self.child.take().unwrap();
+        let pid = child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(sent.success(), "kill -TERM {pid}");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait());
+        });
+        match rx.recv_timeout(DEADLINE) {
+            Ok(status) => status.unwrap(),
+            Err(_) => {
+                let _ = Command::new("kill").args(["-KILL", &pid]).status();
+                panic!(
+                    "herenow serve did not exit after SIGTERM; stderr:\n{}",
+                    self.log()
+                );
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// One `GET /healthz`; true when it answers 200.
+fn healthz(addr: SocketAddr) -> bool {
+    let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_secs(1)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer.starts_with("HTTP/1.1 200")
+}
+
+fn ids(members: &Value) -> Vec<String> {
+    members["members"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no members in {members}"))
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn set(ids: &[&str]) -> BTreeSet<String> {
+    ids.iter().map(|s| s.to_string()).collect()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn presence_round_trip_through_the_cli_and_a_restart() {
+    let data = temp_dir("round-trip");
+    let data_arg = data.to_str().unwrap();
+    let server = Server::start(&["--data-dir", data_arg]);
+
+    let out = server.ok(&["seen", "lobby", "alice", "bob", "--meta", r#"{"name":"A"}"#]);
+    assert_eq!(out, "lobby: 2 seen, 2 joined\n");
+    let beat = server.json(&["seen", "lobby", "g-1", "--guest"]);
+    assert_eq!(beat["accepted"], 1);
+    assert_eq!(beat["joined"], 1);
+
+    // Who's online: users by default, guests apart, everyone with --all.
+    let online = server.json(&["online", "lobby"]);
+    assert_eq!(
+        ids(&online).into_iter().collect::<BTreeSet<_>>(),
+        set(&["alice", "bob"])
+    );
+    for m in online["members"].as_array().unwrap() {
+        assert_eq!(m["kind"], "user");
+        assert_eq!(m["status"], "online");
+        assert!(m["last_seen_ms"].is_u64());
+    }
+    assert_eq!(ids(&server.json(&["online", "lobby", "--guests"])), ["g-1"]);
+    assert_eq!(ids(&server.json(&["online", "lobby", "--all"])).len(), 3);
+
+    // Paging by id: one member a page, the cursor leads to the next.
+    let first = server.json(&["online", "lobby", "--order", "id", "--limit", "1"]);
+    assert_eq!(ids(&first), ["alice"]);
+    let cursor = first["next_cursor"]
+        .as_str()
+        .expect("a next cursor")
+        .to_owned();
+    let second = server.json(&[
+        "online", "lobby", "--order", "id", "--limit", "1", "--cursor", &cursor,
+    ]);
+    assert_eq!(ids(&second), ["bob"]);
+    let table = server.ok(&["online", "lobby", "--order", "id", "--limit", "1"]);
+    assert!(table.starts_with("ID "), "{table}");
+    assert!(
+        table.contains("alice") && table.contains("● online"),
+        "{table}"
+    );
+    assert!(table.contains(&format!("--cursor {cursor}")), "{table}");
+
+    // Status, in the order asked, with a never-seen id.
+    let status = server.json(&["status", "lobby", "alice", "nobody"]);
+    assert_eq!(ids(&status), ["alice", "nobody"]);
+    assert_eq!(status["members"][0]["status"], "online");
+    assert_eq!(status["members"][0]["meta"]["name"], "A");
+    assert_eq!(status["members"][1]["status"], "offline");
+    assert!(status["members"][1]["last_seen_ms"].is_null());
+    let table = server.ok(&["status", "lobby", "alice", "nobody"]);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 3, "{table}");
+    assert!(
+        lines[1].starts_with("alice") && lines[1].contains("● online"),
+        "{table}"
+    );
+    assert!(
+        lines[2].starts_with("nobody") && lines[2].contains("○ offline"),
+        "{table}"
+    );
+    assert!(lines[2].contains("never"), "{table}");
+
+    let count = server.json(&["count", "lobby"]);
+    assert_eq!(
+        (count["users"].as_u64(), count["guests"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(count["total"], 3);
+    assert_eq!(
+        server.ok(&["count", "lobby", "--window", "5m"]),
+        "lobby: 2 users, 1 guest, 3 in all, seen within 5m\n"
+    );
+
+    // Friends: set, add, remove, list, and which of them are online.
+    assert_eq!(
+        server.ok(&["friends", "set", "alice", "bob", "carol"]),
+        "alice has 2 friends\n"
+    );
+    assert_eq!(
+        server.json(&["friends", "add", "alice", "dave"])["friends"],
+        3
+    );
+    assert_eq!(
+        server.json(&["friends", "remove", "alice", "dave"])["friends"],
+        2
+    );
+    let list = server.json(&["friends", "list", "alice"]);
+    let friends: BTreeSet<String> = list["friends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(friends, set(&["bob", "carol"]));
+    assert_eq!(
+        ids(&server.json(&["friends", "online", "lobby", "alice"])),
+        ["bob"]
+    );
+
+    // Leave: bob is offline at once; a second leave finds nobody.
+    assert_eq!(
+        server.ok(&["leave", "lobby", "bob"]),
+        "lobby: 1 member left\n"
+    );
+    assert_eq!(
+        server.ok(&["leave", "lobby", "bob"]),
+        "lobby: 0 members left, 1 not present\n"
+    );
+    assert_eq!(server.json(&["count", "lobby"])["users"], 1);
+    assert!(ids(&server.json(&["friends", "online", "lobby", "alice"])).is_empty());
+
+    // SIGTERM: a clean exit, which writes the snapshot.
+    let status = server.terminate();
+    assert!(status.success(), "exit after SIGTERM: {status:?}");
+
+    // The same data dir on a new server: presence and friends survived.
+    let server = Server::start(&["--data-dir", data_arg]);
+    assert_eq!(ids(&server.json(&["online", "lobby"])), ["alice"]);
+    assert_eq!(ids(&server.json(&["online", "lobby", "--guests"])), ["g-1"]);
+    assert_eq!(
+        server.json(&["friends", "list", "alice"])["friends"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert!(server.terminate().success());
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+#[test]
+fn seen_sends_more_than_one_batch_for_many_ids() {
+    let server = Server::start(&[]);
+    // 10,001 ids: two requests (10,000 + 1), one summed answer.
+    let ids: Vec<String> = (0..10_001).map(|i| format!("u{i}")).collect();
+    let mut args = vec!["seen", "crowd"];
+    args.extend(ids.iter().map(String::as_str));
+    let beat = server.json(&args);
+    assert_eq!(beat["accepted"], 10_001);
+    assert_eq!(beat["joined"], 10_001);
+    assert_eq!(server.json(&["count", "crowd"])["users"], 10_001);
+    let status = server.json(&["status", "crowd", "u0", "u10000", "u10001"]);
+    assert_eq!(status["members"][1]["status"], "online");
+    assert_eq!(status["members"][2]["status"], "offline");
+    assert!(server.terminate().success());
+}
+
+#[test]
+fn a_bad_member_id_prints_the_servers_problem() {
+    let server = Server::start(&[]);
+    let long_id = "x".repeat(300);
+    let out = server.cli(&["seen", "lobby", &long_id]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("herenow: "), "{err}");
+    assert!(err.contains("(bad-member-id, HTTP 400)"), "{err}");
+    assert!(out.stdout.is_empty());
+
+    // A bad space name or window is the server's to judge too.
+    let out = server.cli(&["count", "no spaces allowed"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("HTTP 400"), "{}", stderr(&out));
+}
+
+#[test]
+fn api_keys_from_flags_and_environment_guard_the_api() {
+    let server = Server::start_with_env(
+        &["--api-key", "writer-key-1:write"],
+        &[("HERENOW_API_KEYS", "ignored-when-the-flag-is-given:read")],
+    );
+    // No key: 401, with a hint.
+    let out = server.cli(&["seen", "lobby", "alice"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("HTTP 401"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--api-key"), "{}", stderr(&out));
+
+    server.ok(&["seen", "lobby", "alice", "--api-key", "writer-key-1"]);
+    assert!(server.terminate().success());
+
+    // Keys from HERENOW_API_KEYS, comma-separated; the client's key from
+    // HERENOW_API_KEY.
+    let server = Server::start_with_env(
+        &[],
+        &[("HERENOW_API_KEYS", "writer-key-2:write,reader-key-2:read")],
+    );
+    let with_key = |key: &str, args: &[&str]| {
+        herenow()
+            .args(args)
+            .args(["--server", &server.url])
+            .env("HERENOW_API_KEY", key)
+            .output()
+            .unwrap()
+    };
+    assert!(
+        with_key("writer-key-2", &["seen", "lobby", "bob"])
+            .status
+            .success()
+    );
+    let out = with_key("reader-key-2", &["count", "lobby", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let count: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(count["users"], 1);
+    // A read key cannot write.
+    let out = with_key("reader-key-2", &["seen", "lobby", "carol"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("HTTP 403"), "{}", stderr(&out));
+    assert!(server.terminate().success());
+}
+
+#[test]
+fn an_unreachable_server_is_named_and_exits_1() {
+    // A port that was free a moment ago and has nobody listening now.
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("http://127.0.0.1:{port}");
+    let out = herenow()
+        .args(["online", "lobby", "--server", &url])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with(&format!("herenow: cannot reach the server at {url}: ")),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+
+    // The same through HERENOW_SERVER.
+    let out = herenow()
+        .args(["count", "lobby"])
+        .env("HERENOW_SERVER", &url)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("cannot reach the server at"));
+}
+
+#[test]
+fn bad_client_input_is_refused_before_any_request() {
+    // The server URL points nowhere: had a request been sent, the error
+    // would be "cannot reach" with exit code 1, not a usage error.
+    let nowhere = "http://127.0.0.1:9";
+    for args in [
+        &["seen", "lobby", "alice", "--meta", "{not json"][..],
+        &["seen", "lobby", "alice", "--meta", "[1,2]"],
+        &["online", "lobby", "--window", "10"],
+        &["count", "lobby", "--window", "0s"],
+        &["online", "lobby", "--limit", "5000"],
+        &["seen", "lobby"],
+    ] {
+        let out = herenow()
+            .args(args)
+            .args(["--server", nowhere])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("cannot reach"), "{args:?}");
+    }
+}
+
+#[test]
+fn serve_refuses_an_open_address_without_an_api_key() {
+    let out = herenow()
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("herenow: refusing to listen on 0.0.0.0:0"),
+        "{err}"
+    );
+    assert!(err.contains("--api-key"), "{err}");
+    assert!(out.stdout.is_empty(), "it must not have started");
+}
+
+#[test]
+fn serve_refuses_a_bad_api_key() {
+    for key in ["no-scope-here", "short:write", "long-enough:admin"] {
+        let out = herenow()
+            .args(["serve", "--listen", "127.0.0.1:0", "--api-key", key])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{key}");
+        assert!(
+            stderr(&out).contains("--api-key"),
+            "{key}: {}",
+            stderr(&out)
+        );
+        assert!(out.stdout.is_empty());
+    }
+    // The same from the environment.
+    let out = herenow()
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("HERENOW_API_KEYS", "fine-key-123:write,broken")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn serve_refuses_thresholds_out_of_order() {
+    let out = herenow()
+        .args(["serve", "--listen", "127.0.0.1:0", "--online-after", "10m"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).starts_with("herenow: "), "{}", stderr(&out));
+}
+
+#[test]
+fn serve_names_an_address_already_taken() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = herenow()
+        .args(["serve", "--listen", &addr])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with(&format!("herenow: cannot listen on {addr}: ")),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    drop(taken);
+}
