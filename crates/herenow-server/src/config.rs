@@ -85,8 +85,16 @@ pub struct Config {
     pub demo: bool,
     /// The policy of spaces never configured.
     pub space_defaults: SpaceConfig,
-    /// Most concurrent connections.
+    /// Most concurrent connections; further clients wait in the kernel's
+    /// accept queue until one closes.
     pub max_connections: usize,
+    /// Most concurrent Server-Sent Event streams; one more is refused with
+    /// a `503` rather than queued, so a reconnect storm cannot starve the
+    /// JSON API of connections.
+    pub max_event_streams: usize,
+    /// How long a non-streaming request may take before it is answered with
+    /// a `503` problem.
+    pub request_timeout: Duration,
 }
 
 impl Default for Config {
@@ -99,6 +107,8 @@ impl Default for Config {
             demo: false,
             space_defaults: SpaceConfig::default(),
             max_connections: 10_000,
+            max_event_streams: 1_024,
+            request_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -112,6 +122,15 @@ impl Config {
         self.space_defaults
             .validate()
             .map_err(ConfigError::SpaceDefaults)?;
+        if self.max_connections == 0 {
+            return Err(ConfigError::ZeroLimit("max_connections"));
+        }
+        if self.max_event_streams == 0 {
+            return Err(ConfigError::ZeroLimit("max_event_streams"));
+        }
+        if self.request_timeout.is_zero() {
+            return Err(ConfigError::ZeroLimit("request_timeout"));
+        }
         Ok(())
     }
 }
@@ -137,4 +156,7 @@ pub enum ConfigError {
     /// Default thresholds that do not fit together.
     #[error("space defaults: {0}")]
     SpaceDefaults(herenow_core::InvalidInput),
+    /// A bound of zero, which would refuse every client.
+    #[error("{0} must be greater than zero")]
+    ZeroLimit(&'static str),
 }

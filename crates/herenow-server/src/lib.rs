@@ -1,26 +1,66 @@
 //! herenow-server: the HTTP face of a [`PresenceStore`].
 //!
 //! [`run`] serves, on a listener it is given, until a shutdown future it is
-//! given completes:
+//! given completes; [`app`] builds the same router over an [`AppState`] for
+//! tests and embedding, without a socket.
 //!
-//! - `api`: the JSON API under `/v1` (see `docs/API.md`), with
-//!   RFC 9457 problem responses for every error;
-//! - `sse`: Server-Sent Events, a snapshot then every event of a space;
+//! - `api`: the JSON API under `/v1` (see `docs/API.md`), one file per
+//!   resource, with RFC 9457 problem responses for every error
+//!   ([`problem`]; extractors that reject with problems in `extract`;
+//!   API keys and scopes in [`auth`]);
+//! - [`sse`]: Server-Sent Events, a snapshot then every event of a space;
 //! - `page`: the live who's-online page at `/` and its assets, embedded in
 //!   the binary;
 //! - `demo`: simulated visitors for `herenow serve --demo`;
-//! - metrics, health, OpenAPI, snapshots to disk, count history.
+//! - [`metrics`], `ops` (health), [`openapi`], [`persist`] (snapshots to
+//!   disk), [`history`] (count history), `background` (the ticker and
+//!   samplers), `listener` (the connection bound).
 //!
 //! It knows HTTP and files, but no store internals: it talks to
-//! `Arc<dyn PresenceStore>` only.
+//! `Arc<dyn PresenceStore>`, plus the concrete [`MemoryStore`] for
+//! snapshots only.
+//!
+//! [`PresenceStore`]: herenow_core::PresenceStore
 
+pub mod api;
+pub mod auth;
+mod background;
 pub mod config;
 pub mod demo;
+mod extract;
+pub mod history;
+mod listener;
+pub mod metrics;
+pub mod openapi;
+mod ops;
 pub mod page;
+pub mod persist;
+pub mod problem;
+pub mod sse;
+mod state;
 
 pub use config::{ApiKey, Config, ConfigError, Scope, StoreSpec};
+pub use state::AppState;
 
 use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use herenow_core::{MemoryStore, SystemClock};
+use tokio_util::task::TaskTracker;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::limit::RequestBodyLimitLayer;
+
+use crate::problem::ApiError;
+
+/// Largest request body: 4 MiB, enough for a batch of 10,000 heartbeats
+/// with ids and a little metadata.
+pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 /// Why the server stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +72,19 @@ pub enum ServerError {
     /// The store could not be started or restored.
     #[error("store: {0}")]
     Store(#[from] herenow_core::Error),
+    /// The snapshot file exists but cannot be loaded: corrupt, truncated,
+    /// or not a herenow snapshot. The server refuses to start empty over it.
+    #[error(
+        "cannot restore {}: {source}; move the file away to start empty",
+        path.display()
+    )]
+    Snapshot {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        #[source]
+        source: herenow_core::Error,
+    },
     /// Reading or writing the data directory failed.
     #[error("{what}: {source}")]
     Io {
@@ -43,14 +96,131 @@ pub enum ServerError {
     },
 }
 
+/// The whole HTTP application over `state`: `/v1`, events, health,
+/// metrics, OpenAPI, docs and the page. Bounded in body size; every error
+/// is a problem.
+pub fn app(state: AppState) -> Router {
+    let v1 = api::router()
+        .route_layer(middleware::from_fn_with_state(state.clone(), time_limit))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_key,
+        ));
+    // Streams are not timed out: they end on disconnect or shutdown.
+    let events = sse::router().route_layer(middleware::from_fn_with_state(
+        state.clone(),
+        auth::require_key,
+    ));
+    Router::new()
+        .merge(v1)
+        .merge(events)
+        .merge(ops::router())
+        .merge(openapi::router())
+        .merge(page::router())
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            metrics::track_latency,
+        ))
+        .fallback(problem::not_found)
+        .layer(DefaultBodyLimit::disable())
+        .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
+        .layer(CatchPanicLayer::new())
+        .layer(middleware::from_fn(problem::problemize))
+        .with_state(state)
+}
+
+/// Middleware: answers `503` when a request outlives the configured
+/// request timeout, so a stuck store call cannot pin a connection.
+async fn time_limit(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    match tokio::time::timeout(state.request_timeout(), next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::unavailable(
+            "timeout",
+            "the request took longer than the server's request timeout",
+            1,
+        )
+        .into_response(),
+    }
+}
+
 /// Serves herenow on `listener` until `shutdown` completes, then drains
 /// requests, ends event streams and writes the snapshot.
+///
+/// Fails before serving when the configuration does not fit the address
+/// (no API key beyond loopback), or when the data directory holds a
+/// snapshot that cannot be read.
 pub async fn run(
     listener: tokio::net::TcpListener,
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
-    let _ = (listener, config);
-    shutdown.await;
+    let addr = listener.local_addr().map_err(|source| ServerError::Io {
+        what: "reading the listener's address".into(),
+        source,
+    })?;
+    config.check(addr)?;
+
+    let memory = match config.store {
+        StoreSpec::Memory => Arc::new(MemoryStore::new(
+            Arc::new(SystemClock),
+            config.space_defaults,
+        )),
+    };
+    if let Some(dir) = config.data_dir.clone() {
+        let store = memory.clone();
+        let restored = tokio::task::spawn_blocking(move || persist::restore(&store, &dir))
+            .await
+            .map_err(|e| ServerError::Store(herenow_core::Error::Internal(e.to_string())))??;
+        match restored {
+            Some(r) => tracing::info!(
+                spaces = r.spaces,
+                members = r.members,
+                friend_sets = r.friend_sets,
+                taken_ms = r.taken_ms,
+                "restored snapshot"
+            ),
+            None => tracing::info!("no snapshot yet; starting empty"),
+        }
+    }
+
+    let state = AppState::with_memory(memory.clone(), &config);
+    let token = state.shutdown_token().clone();
+    let tracker = TaskTracker::new();
+    background::spawn(&state, &config, &tracker);
+    if config.demo {
+        tracker.spawn(demo::run(state.store().clone(), token.clone()));
+    }
+
+    tracing::info!(%addr, store = state.store().name(), "serving");
+    let listener = listener::LimitedListener::new(listener, config.max_connections);
+    let stop = token.clone();
+    let served = axum::serve(listener, app(state.clone()))
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            // Ends event streams and background tasks; without it open
+            // streams would hold the graceful shutdown forever.
+            stop.cancel();
+        })
+        .await;
+    token.cancel();
+    tracker.close();
+    if tokio::time::timeout(Duration::from_secs(10), tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("background tasks did not stop within 10 s");
+    }
+    served.map_err(|source| ServerError::Io {
+        what: format!("serving on {addr}"),
+        source,
+    })?;
+
+    if let Some(dir) = config.data_dir {
+        let bytes = tokio::task::spawn_blocking(move || persist::write(&memory, &dir))
+            .await
+            .map_err(|e| ServerError::Store(herenow_core::Error::Internal(e.to_string())))??;
+        tracing::info!(bytes, "wrote final snapshot");
+    }
+    tracing::info!("stopped");
     Ok(())
 }

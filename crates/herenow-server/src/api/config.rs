@@ -1,0 +1,93 @@
+//! `GET` / `PUT /v1/spaces/{space}/config`: a space's time policy.
+
+use axum::Json;
+use axum::extract::State;
+use herenow_core::{Millis, SpaceConfig};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::extract::{JsonBody, SpacePath};
+use crate::metrics::Query;
+use crate::problem::{ApiError, Problem};
+use crate::state::AppState;
+
+/// A space's thresholds, in ms. Must satisfy
+/// `0 < online ≤ away ≤ retention ≤ 24h` and `0 < window ≤ retention`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpaceConfigDto {
+    /// `online` while the last heartbeat is younger than this.
+    pub online_ms: Millis,
+    /// `away` while younger than this; `offline` after.
+    pub away_ms: Millis,
+    /// The default window of "who's online".
+    pub window_ms: Millis,
+    /// How long a member is kept after its last heartbeat.
+    pub retention_ms: Millis,
+}
+
+impl From<SpaceConfig> for SpaceConfigDto {
+    fn from(c: SpaceConfig) -> Self {
+        Self {
+            online_ms: c.online_ms,
+            away_ms: c.away_ms,
+            window_ms: c.window_ms,
+            retention_ms: c.retention_ms,
+        }
+    }
+}
+
+impl From<SpaceConfigDto> for SpaceConfig {
+    fn from(c: SpaceConfigDto) -> Self {
+        Self {
+            online_ms: c.online_ms,
+            away_ms: c.away_ms,
+            window_ms: c.window_ms,
+            retention_ms: c.retention_ms,
+        }
+    }
+}
+
+/// The space's time policy (the defaults for a space never configured).
+#[utoipa::path(
+    get,
+    path = "/v1/spaces/{space}/config",
+    tag = "spaces",
+    params(("space" = String, Path, description = "Space name")),
+    responses(
+        (status = 200, description = "The policy", body = SpaceConfigDto),
+        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn get_config(
+    State(state): State<AppState>,
+    SpacePath(space): SpacePath,
+) -> Result<Json<SpaceConfigDto>, ApiError> {
+    state.metrics().query(Query::Config);
+    Ok(Json(state.store().config(&space).await?.into()))
+}
+
+/// Sets the space's time policy; all four fields are required.
+#[utoipa::path(
+    put,
+    path = "/v1/spaces/{space}/config",
+    tag = "spaces",
+    params(("space" = String, Path, description = "Space name")),
+    request_body = SpaceConfigDto,
+    responses(
+        (status = 200, description = "The new policy", body = SpaceConfigDto),
+        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn put_config(
+    State(state): State<AppState>,
+    SpacePath(space): SpacePath,
+    body: JsonBody,
+) -> Result<Json<SpaceConfigDto>, ApiError> {
+    let config: SpaceConfig = body.parse::<SpaceConfigDto>()?.into();
+    config.validate()?;
+    state.store().set_config(&space, config).await?;
+    Ok(Json(config.into()))
+}

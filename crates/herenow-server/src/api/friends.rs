@@ -1,0 +1,179 @@
+//! Friend sets (global, at most 5,000 users each) and online friends.
+
+use std::borrow::Cow;
+
+use axum::Json;
+use axum::extract::State;
+use herenow_core::{MemberId, limits};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::MembersAnswer;
+use crate::extract::{
+    ApiQuery, JsonBody, SpaceUserPath, UserPath, page_limit, user_ids, window_ms,
+};
+use crate::metrics::Query;
+use crate::problem::{ApiError, Problem};
+use crate::state::AppState;
+
+/// A list of user ids to set, add or remove.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FriendsBody<'a> {
+    /// 1 to 10,000 user ids.
+    #[serde(borrow)]
+    #[schema(value_type = Vec<String>)]
+    pub friends: Vec<Cow<'a, str>>,
+}
+
+/// The size of a friend set after a change.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FriendCount {
+    /// How many friends the user now has.
+    pub friends: u64,
+}
+
+/// A user's friend set.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FriendList {
+    /// The user.
+    #[schema(value_type = String)]
+    pub user: MemberId,
+    /// The friends, sorted by id.
+    #[schema(value_type = Vec<String>)]
+    pub friends: Vec<MemberId>,
+}
+
+const USER: &str = "User id";
+
+/// Replaces a user's friend set.
+#[utoipa::path(
+    put,
+    path = "/v1/friends/{user}",
+    tag = "friends",
+    params(("user" = String, Path, description = USER)),
+    request_body = FriendsBody,
+    responses(
+        (status = 200, description = "The new size", body = FriendCount),
+        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn set(
+    State(state): State<AppState>,
+    UserPath(user): UserPath,
+    body: JsonBody,
+) -> Result<Json<FriendCount>, ApiError> {
+    let ids = user_ids(&body.parse::<FriendsBody<'_>>()?.friends)?;
+    let friends = state.store().set_friends(&user, &ids).await?;
+    Ok(Json(FriendCount { friends }))
+}
+
+/// Adds to a user's friend set.
+#[utoipa::path(
+    post,
+    path = "/v1/friends/{user}/add",
+    tag = "friends",
+    params(("user" = String, Path, description = USER)),
+    request_body = FriendsBody,
+    responses(
+        (status = 200, description = "The new size", body = FriendCount),
+        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn add(
+    State(state): State<AppState>,
+    UserPath(user): UserPath,
+    body: JsonBody,
+) -> Result<Json<FriendCount>, ApiError> {
+    let ids = user_ids(&body.parse::<FriendsBody<'_>>()?.friends)?;
+    let friends = state.store().add_friends(&user, &ids).await?;
+    Ok(Json(FriendCount { friends }))
+}
+
+/// Removes from a user's friend set.
+#[utoipa::path(
+    post,
+    path = "/v1/friends/{user}/remove",
+    tag = "friends",
+    params(("user" = String, Path, description = USER)),
+    request_body = FriendsBody,
+    responses(
+        (status = 200, description = "The new size", body = FriendCount),
+        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn remove(
+    State(state): State<AppState>,
+    UserPath(user): UserPath,
+    body: JsonBody,
+) -> Result<Json<FriendCount>, ApiError> {
+    let ids = user_ids(&body.parse::<FriendsBody<'_>>()?.friends)?;
+    let friends = state.store().remove_friends(&user, &ids).await?;
+    Ok(Json(FriendCount { friends }))
+}
+
+/// A user's friends, sorted by id.
+#[utoipa::path(
+    get,
+    path = "/v1/friends/{user}",
+    tag = "friends",
+    params(("user" = String, Path, description = USER)),
+    responses(
+        (status = 200, description = "The friend set", body = FriendList),
+        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn get_friends(
+    State(state): State<AppState>,
+    UserPath(user): UserPath,
+) -> Result<Json<FriendList>, ApiError> {
+    state.metrics().query(Query::Friends);
+    let friends = state.store().friends(&user).await?;
+    Ok(Json(FriendList { user, friends }))
+}
+
+/// The query of `GET friends/{user}/online`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct FriendsOnlineQuery {
+    /// Seen within this humantime duration (`10m`); default: the space's
+    /// window.
+    pub window: Option<String>,
+    /// Most members answered, 1 to 1,000 (default 100).
+    pub limit: Option<String>,
+}
+
+/// A user's friends seen within the window in a space, most recent first.
+#[utoipa::path(
+    get,
+    path = "/v1/spaces/{space}/friends/{user}/online",
+    tag = "friends",
+    params(
+        ("space" = String, Path, description = "Space name"),
+        ("user" = String, Path, description = USER),
+        FriendsOnlineQuery,
+    ),
+    responses(
+        (status = 200, description = "Online friends, most recent first", body = MembersAnswer),
+        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn online(
+    State(state): State<AppState>,
+    SpaceUserPath(space, user): SpaceUserPath,
+    ApiQuery(q): ApiQuery<FriendsOnlineQuery>,
+) -> Result<Json<MembersAnswer>, ApiError> {
+    let window = window_ms(q.window.as_deref())?;
+    let limit = page_limit(q.limit.as_deref(), 100, limits::MAX_PAGE)?;
+    state.metrics().query(Query::OnlineFriends);
+    let members = state
+        .store()
+        .online_friends(&space, &user, window, limit)
+        .await?;
+    Ok(Json(MembersAnswer::from_statuses(members)))
+}

@@ -1,0 +1,151 @@
+//! `POST /v1/spaces/{space}/heartbeat` and `.../heartbeats`: the hot path.
+//!
+//! Kept lean: ids borrow from the request body and are checked straight
+//! into inline core ids, metadata is checked once, and the single form
+//! passes a one-element slice to the store without a `Vec`.
+
+use std::borrow::Cow;
+
+use axum::Json;
+use axum::extract::State;
+use herenow_core::{Heartbeat, HeartbeatReport, MemberId, MemberKey, Metadata, Millis};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use utoipa::ToSchema;
+
+use super::Kind;
+use crate::auth::{Access, forbidden};
+use crate::extract::{JsonBody, SpacePath};
+use crate::problem::{ApiError, Problem};
+use crate::state::AppState;
+
+/// One heartbeat: "this member was active".
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatBody<'a> {
+    /// 1–256 bytes of UTF-8 without control characters.
+    #[serde(borrow)]
+    #[schema(value_type = String)]
+    pub id: Cow<'a, str>,
+    /// `user` (default) or `guest`.
+    #[serde(default)]
+    pub kind: Kind,
+    /// A JSON object of at most 1 KiB; absent keeps what the member had.
+    #[serde(borrow, default)]
+    #[schema(value_type = Option<Object>)]
+    pub meta: Option<&'a RawValue>,
+    /// When, in ms since the UNIX epoch; absent means now. Needs a write
+    /// key; at most 60 s in the future.
+    pub at_ms: Option<Millis>,
+}
+
+impl HeartbeatBody<'_> {
+    fn check(&self, access: Access) -> Result<Heartbeat, ApiError> {
+        if self.at_ms.is_some() && !access.can_write() {
+            return Err(forbidden("an explicit at_ms needs a write key"));
+        }
+        Ok(Heartbeat {
+            member: MemberKey {
+                kind: self.kind.into(),
+                id: MemberId::new(&self.id)?,
+            },
+            at_ms: self.at_ms,
+            meta: self
+                .meta
+                .map(|m| Metadata::from_json(m.get()))
+                .transpose()?,
+        })
+    }
+}
+
+/// A batch of heartbeats.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatsBody<'a> {
+    /// 1 to 10,000 heartbeats.
+    #[serde(borrow)]
+    pub heartbeats: Vec<HeartbeatBody<'a>>,
+}
+
+/// What a heartbeat call did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HeartbeatAnswer {
+    /// Heartbeats applied.
+    pub accepted: u64,
+    /// Of those, members that became present.
+    pub joined: u64,
+    /// Heartbeats ignored: older than what the member had, or already past
+    /// the retention.
+    pub stale: u64,
+}
+
+impl From<HeartbeatReport> for HeartbeatAnswer {
+    fn from(r: HeartbeatReport) -> Self {
+        Self {
+            accepted: r.accepted,
+            joined: r.joined,
+            stale: r.stale,
+        }
+    }
+}
+
+/// Records one heartbeat.
+#[utoipa::path(
+    post,
+    path = "/v1/spaces/{space}/heartbeat",
+    tag = "heartbeats",
+    params(("space" = String, Path, description = "Space name")),
+    request_body = HeartbeatBody,
+    responses(
+        (status = 200, description = "Recorded", body = HeartbeatAnswer),
+        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "at_ms without a write key", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn one(
+    State(state): State<AppState>,
+    access: Access,
+    SpacePath(space): SpacePath,
+    body: JsonBody,
+) -> Result<Json<HeartbeatAnswer>, ApiError> {
+    let beat = body.parse::<HeartbeatBody<'_>>()?.check(access)?;
+    state.metrics().heartbeats(1);
+    let report = state
+        .store()
+        .heartbeat(&space, std::slice::from_ref(&beat))
+        .await?;
+    Ok(Json(report.into()))
+}
+
+/// Records a batch of heartbeats; the answer sums them.
+#[utoipa::path(
+    post,
+    path = "/v1/spaces/{space}/heartbeats",
+    tag = "heartbeats",
+    params(("space" = String, Path, description = "Space name")),
+    request_body = HeartbeatsBody,
+    responses(
+        (status = 200, description = "Recorded", body = HeartbeatAnswer),
+        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 4 MiB", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn batch(
+    State(state): State<AppState>,
+    access: Access,
+    SpacePath(space): SpacePath,
+    body: JsonBody,
+) -> Result<Json<HeartbeatAnswer>, ApiError> {
+    let parsed: HeartbeatsBody<'_> = body.parse()?;
+    herenow_core::store::check_batch(parsed.heartbeats.len())?;
+    let beats = parsed
+        .heartbeats
+        .iter()
+        .map(|b| b.check(access))
+        .collect::<Result<Vec<_>, _>>()?;
+    state.metrics().heartbeats(beats.len() as u64);
+    let report = state.store().heartbeat(&space, &beats).await?;
+    Ok(Json(report.into()))
+}

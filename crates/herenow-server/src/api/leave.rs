@@ -1,0 +1,41 @@
+//! `POST /v1/spaces/{space}/leave`: explicit goodbyes.
+
+use axum::Json;
+use axum::extract::State;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::MembersBody;
+use crate::extract::{JsonBody, SpacePath};
+use crate::problem::{ApiError, Problem};
+use crate::state::AppState;
+
+/// What a leave call did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LeaveAnswer {
+    /// How many of the members were present.
+    pub left: u64,
+}
+
+/// Members leave: offline at once.
+#[utoipa::path(
+    post,
+    path = "/v1/spaces/{space}/leave",
+    tag = "heartbeats",
+    params(("space" = String, Path, description = "Space name")),
+    request_body = MembersBody,
+    responses(
+        (status = 200, description = "Done", body = LeaveAnswer),
+        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn leave(
+    State(state): State<AppState>,
+    SpacePath(space): SpacePath,
+    body: JsonBody,
+) -> Result<Json<LeaveAnswer>, ApiError> {
+    let keys = body.parse::<MembersBody<'_>>()?.keys()?;
+    let left = state.store().leave(&space, &keys).await?;
+    Ok(Json(LeaveAnswer { left }))
+}

@@ -1,0 +1,85 @@
+//! Status and last seen: `GET /v1/spaces/{space}/members/{id}` and
+//! `POST /v1/spaces/{space}/status`.
+
+use axum::Json;
+use axum::extract::State;
+use herenow_core::MemberKey;
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use super::{MemberDto, MembersAnswer, MembersBody};
+use crate::extract::{ApiQuery, JsonBody, SpaceMemberPath, SpacePath, member_kind};
+use crate::metrics::Query;
+use crate::problem::{ApiError, Problem};
+use crate::state::AppState;
+
+/// The query of `GET members/{id}`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct KindQuery {
+    /// `user` (default) or `guest`.
+    pub kind: Option<String>,
+}
+
+/// One member's status and last-seen time. A never-seen id is `offline`
+/// with `last_seen_ms: null`.
+#[utoipa::path(
+    get,
+    path = "/v1/spaces/{space}/members/{id}",
+    tag = "status",
+    params(
+        ("space" = String, Path, description = "Space name"),
+        ("id" = String, Path, description = "Member id"),
+        KindQuery,
+    ),
+    responses(
+        (status = 200, description = "The member", body = MemberDto),
+        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn one(
+    State(state): State<AppState>,
+    SpaceMemberPath(space, id): SpaceMemberPath,
+    ApiQuery(q): ApiQuery<KindQuery>,
+) -> Result<Json<MemberDto>, ApiError> {
+    let key = MemberKey {
+        kind: member_kind(q.kind.as_deref())?,
+        id,
+    };
+    state.metrics().query(Query::Member);
+    let mut answer = state
+        .store()
+        .status(&space, std::slice::from_ref(&key))
+        .await?;
+    let member = answer.pop().ok_or_else(|| {
+        ApiError::from(herenow_core::Error::Internal(
+            "status answered no member for one asked".into(),
+        ))
+    })?;
+    Ok(Json(member.into()))
+}
+
+/// Status and last-seen time of up to 10,000 members, in the order asked.
+#[utoipa::path(
+    post,
+    path = "/v1/spaces/{space}/status",
+    tag = "status",
+    params(("space" = String, Path, description = "Space name")),
+    request_body = MembersBody,
+    responses(
+        (status = 200, description = "The members, in the order asked", body = MembersAnswer),
+        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn status(
+    State(state): State<AppState>,
+    SpacePath(space): SpacePath,
+    body: JsonBody,
+) -> Result<Json<MembersAnswer>, ApiError> {
+    let keys = body.parse::<MembersBody<'_>>()?.keys()?;
+    state.metrics().query(Query::Status);
+    let members = state.store().status(&space, &keys).await?;
+    Ok(Json(MembersAnswer::from_statuses(members)))
+}

@@ -1,0 +1,191 @@
+//! API keys: who may call `/v1`, and what they may do.
+//!
+//! A key comes as `Authorization: Bearer KEY` or `X-API-Key: KEY`. It is
+//! compared against every configured key in constant time (`subtle`), and
+//! all keys are always compared, so timing tells neither which key nearly
+//! matched nor how many bytes of it did. With no keys configured (loopback
+//! only, checked by [`crate::Config::check`]) everything is allowed.
+//!
+//! The scope a route needs is decided in one place, [`required_scope`]:
+//! reads are `GET`s and the two read-only `POST`s; everything else writes.
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use subtle::{ConditionallySelectable, ConstantTimeEq, ConstantTimeGreater};
+
+use crate::config::{ApiKey, Scope};
+use crate::problem::ApiError;
+use crate::state::AppState;
+
+/// What the caller of a request may do, as found by the auth middleware
+/// and left in the request's extensions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// No keys are configured: anything goes.
+    Open,
+    /// A key with this scope.
+    Key(Scope),
+}
+
+impl Access {
+    /// Whether this caller may write (and so backdate heartbeats).
+    pub fn can_write(self) -> bool {
+        matches!(self, Access::Open | Access::Key(Scope::Write))
+    }
+}
+
+/// The configured keys.
+#[derive(Clone, Default)]
+pub struct Keys(Vec<ApiKey>);
+
+impl Keys {
+    /// Keys from the configuration.
+    pub fn new(keys: Vec<ApiKey>) -> Self {
+        Self(keys)
+    }
+
+    /// Whether authentication is off.
+    pub fn is_open(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The scope of `presented`, if it is a configured key.
+    fn scope_of(&self, presented: &[u8]) -> Option<Scope> {
+        // 0: no match, 1: read, 2: write. Every key is compared and the
+        // result selected without branching on secret data.
+        let mut found = 0u8;
+        for key in &self.0 {
+            let equal = key.key.as_bytes().ct_eq(presented);
+            let scope = match key.scope {
+                Scope::Read => 1u8,
+                Scope::Write => 2u8,
+            };
+            // A write key wins if the same secret were listed twice.
+            let better = equal & scope.ct_gt(&found);
+            found = u8::conditional_select(&found, &scope, better);
+        }
+        match found {
+            1 => Some(Scope::Read),
+            2 => Some(Scope::Write),
+            _ => None,
+        }
+    }
+}
+
+/// The key presented with a request, if any.
+fn presented_key(headers: &HeaderMap) -> Option<&[u8]> {
+    if let Some(v) = headers.get(header::AUTHORIZATION) {
+        let v = v.as_bytes();
+        let prefix = b"bearer ";
+        if v.len() > prefix.len() && v[..prefix.len()].eq_ignore_ascii_case(prefix) {
+            return Some(v[prefix.len()..].trim_ascii());
+        }
+        return None;
+    }
+    headers.get("x-api-key").map(|v| v.as_bytes().trim_ascii())
+}
+
+/// The scope a route needs: read for `GET`s and the read-only `POST`s
+/// (`status`, `online-among`), write for everything else.
+pub fn required_scope(method: &Method, route: Option<&str>) -> Scope {
+    if method == Method::GET || method == Method::HEAD {
+        return Scope::Read;
+    }
+    match route {
+        Some("/v1/spaces/{space}/status" | "/v1/spaces/{space}/online-among")
+            if method == Method::POST =>
+        {
+            Scope::Read
+        }
+        _ => Scope::Write,
+    }
+}
+
+/// Middleware on `/v1`: refuses requests without a fitting key, and leaves
+/// the caller's [`Access`] for handlers that check finer rules.
+pub async fn require_key(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let keys = state.keys();
+    let access = if keys.is_open() {
+        Access::Open
+    } else {
+        let Some(presented) = presented_key(request.headers()) else {
+            return ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "missing-api-key",
+                "this server needs an API key: send Authorization: Bearer KEY or X-API-Key: KEY",
+            )
+            .into_response();
+        };
+        let Some(scope) = keys.scope_of(presented) else {
+            return ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unknown-api-key",
+                "the API key is not one this server knows",
+            )
+            .into_response();
+        };
+        let needed = required_scope(
+            request.method(),
+            request
+                .extensions()
+                .get::<MatchedPath>()
+                .map(MatchedPath::as_str),
+        );
+        if scope < needed {
+            return forbidden("this route needs a write key; the key given may only read")
+                .into_response();
+        }
+        Access::Key(scope)
+    };
+    request.extensions_mut().insert(access);
+    next.run(request).await
+}
+
+/// The `403` for a key whose scope is too small.
+pub fn forbidden(detail: &'static str) -> ApiError {
+    ApiError::new(StatusCode::FORBIDDEN, "insufficient-scope", detail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys() -> Keys {
+        Keys::new(vec![
+            "readerkey1:read".parse().unwrap(),
+            "writerkey1:write".parse().unwrap(),
+        ])
+    }
+
+    #[test]
+    fn finds_scopes() {
+        let k = keys();
+        assert_eq!(k.scope_of(b"readerkey1"), Some(Scope::Read));
+        assert_eq!(k.scope_of(b"writerkey1"), Some(Scope::Write));
+        assert_eq!(k.scope_of(b"writerkey"), None);
+        assert_eq!(k.scope_of(b""), None);
+    }
+
+    #[test]
+    fn scopes_by_route() {
+        assert_eq!(required_scope(&Method::GET, None), Scope::Read);
+        assert_eq!(
+            required_scope(&Method::POST, Some("/v1/spaces/{space}/status")),
+            Scope::Read
+        );
+        assert_eq!(
+            required_scope(&Method::POST, Some("/v1/spaces/{space}/heartbeat")),
+            Scope::Write
+        );
+        assert_eq!(
+            required_scope(&Method::PUT, Some("/v1/friends/{user}")),
+            Scope::Write
+        );
+    }
+}

@@ -1,0 +1,336 @@
+//! Extractors whose rejections are problems, not axum's plain text.
+//!
+//! - [`JsonBody`]: a checked `application/json` body, parsed by the handler
+//!   into a type that borrows from it (ids are not copied into `String`s on
+//!   the hot path);
+//! - [`ApiQuery`]: a query string, unknown parameters refused;
+//! - [`SpacePath`], [`SpaceMemberPath`], [`UserPath`], [`SpaceUserPath`]:
+//!   path segments, validated into core ids.
+//!
+//! Ids arrive as plain strings and are checked with the core constructors,
+//! so a bad id answers with the core's precise code (`bad-member-id`), not a
+//! generic JSON error.
+
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Query, RawPathParams, Request};
+use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
+use herenow_core::{InvalidInput, MemberId, MemberKind, Millis, SpaceName};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use crate::problem::ApiError;
+
+/// A request body that is declared JSON and fits the body limit; parse it
+/// with [`JsonBody::parse`].
+pub struct JsonBody(Bytes);
+
+fn is_json(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    essence.eq_ignore_ascii_case("application/json")
+        || essence
+            .rsplit_once('+')
+            .is_some_and(|(_, suffix)| suffix.eq_ignore_ascii_case("json"))
+}
+
+impl<S: Send + Sync> FromRequest<S> for JsonBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(is_json);
+        if !json {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "not-json",
+                "the request body must be JSON, sent with Content-Type: application/json",
+            ));
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "body-too-large",
+                    "the request body is larger than 4 MiB",
+                )
+            } else {
+                ApiError::bad_request(
+                    "bad-body",
+                    format!("the request body could not be read: {e}"),
+                )
+            }
+        })?;
+        Ok(Self(bytes))
+    }
+}
+
+impl JsonBody {
+    /// Parses the body; the result may borrow from it.
+    pub fn parse<'a, T: Deserialize<'a>>(&'a self) -> Result<T, ApiError> {
+        serde_json::from_slice(&self.0).map_err(json_error)
+    }
+}
+
+/// Classifies a serde error: an unknown field gets its own code, because it
+/// is the usual symptom of a typo or a client built for another version.
+fn json_error(e: serde_json::Error) -> ApiError {
+    let detail = e.to_string();
+    let code = if e.is_data() && detail.starts_with("unknown field") {
+        "unknown-field"
+    } else {
+        "bad-json"
+    };
+    ApiError::bad_request(code, detail)
+}
+
+/// A query string parsed into `T` (which should deny unknown fields).
+pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(q)) => Ok(Self(q)),
+            Err(e) => {
+                let detail = e.body_text();
+                let code = if detail.contains("unknown field") {
+                    "unknown-parameter"
+                } else {
+                    "bad-query"
+                };
+                Err(ApiError::bad_request(code, detail))
+            }
+        }
+    }
+}
+
+/// Finds one named path parameter. Axum has already percent-decoded it.
+async fn path_param<S: Send + Sync, T>(
+    parts: &mut Parts,
+    state: &S,
+    names: &[&str],
+    f: impl Fn(&[&str]) -> Result<T, ApiError>,
+) -> Result<T, ApiError> {
+    let params = RawPathParams::from_request_parts(parts, state)
+        .await
+        .map_err(|e| ApiError::bad_request("bad-path", e.body_text()))?;
+    let mut found = [""; 2];
+    for (i, name) in names.iter().enumerate() {
+        found[i] = params
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v)
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    format!("route has no {name} parameter"),
+                )
+            })?;
+    }
+    f(&found[..names.len()])
+}
+
+/// `{space}` from the path.
+pub struct SpacePath(pub SpaceName);
+
+impl<S: Send + Sync> FromRequestParts<S> for SpacePath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        path_param(parts, state, &["space"], |v| {
+            Ok(Self(SpaceName::new(v[0])?))
+        })
+        .await
+    }
+}
+
+/// `{space}` and `{id}` from the path.
+pub struct SpaceMemberPath(pub SpaceName, pub MemberId);
+
+impl<S: Send + Sync> FromRequestParts<S> for SpaceMemberPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        path_param(parts, state, &["space", "id"], |v| {
+            Ok(Self(SpaceName::new(v[0])?, MemberId::new(v[1])?))
+        })
+        .await
+    }
+}
+
+/// `{user}` from the path.
+pub struct UserPath(pub MemberId);
+
+impl<S: Send + Sync> FromRequestParts<S> for UserPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        path_param(parts, state, &["user"], |v| Ok(Self(MemberId::new(v[0])?))).await
+    }
+}
+
+/// `{space}` and `{user}` from the path.
+pub struct SpaceUserPath(pub SpaceName, pub MemberId);
+
+impl<S: Send + Sync> FromRequestParts<S> for SpaceUserPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        path_param(parts, state, &["space", "user"], |v| {
+            Ok(Self(SpaceName::new(v[0])?, MemberId::new(v[1])?))
+        })
+        .await
+    }
+}
+
+/// Parses a humantime duration that carries a unit (`10m`, `90s`,
+/// `1500ms`). A bare number is refused: `600` could mean seconds or
+/// milliseconds, and guessing wrong is silent.
+pub fn parse_duration(what: &str, s: &str) -> Result<Duration, ApiError> {
+    let s = s.trim();
+    if s.is_empty() || s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ApiError::bad_request(
+            "bad-duration",
+            format!("{what} {s:?} needs a unit, such as 10m, 90s or 1500ms"),
+        ));
+    }
+    humantime::parse_duration(s).map_err(|e| {
+        ApiError::bad_request(
+            "bad-duration",
+            format!("{what} {s:?} is not a duration ({e}); use e.g. 10m, 90s or 1500ms"),
+        )
+    })
+}
+
+/// A query window in milliseconds, if one was given.
+pub fn window_ms(window: Option<&str>) -> Result<Option<Millis>, ApiError> {
+    window
+        .map(|w| {
+            let d = parse_duration("window", w)?;
+            // Saturate: an absurd window is refused by the store's range
+            // check, with the space's retention in the message.
+            Ok(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        })
+        .transpose()
+}
+
+/// A page size from a query string: default `default`, 1 to `max`.
+pub fn page_limit(limit: Option<&str>, default: usize, max: usize) -> Result<usize, ApiError> {
+    match limit {
+        None => Ok(default),
+        Some(s) => {
+            let n: i64 = s.trim().parse().map_err(|_| {
+                ApiError::bad_request(
+                    "bad-limit",
+                    format!("limit {s:?} is not an integer between 1 and {max}"),
+                )
+            })?;
+            check_limit(n, max)
+        }
+    }
+}
+
+/// Checks a page size given as a number.
+pub fn check_limit(n: i64, max: usize) -> Result<usize, ApiError> {
+    if n < 1 || n as u64 > max as u64 {
+        return Err(InvalidInput::LimitOutOfRange { got: n, max }.into());
+    }
+    Ok(n as usize)
+}
+
+/// Parses `user` / `guest`.
+pub fn member_kind(kind: Option<&str>) -> Result<MemberKind, ApiError> {
+    match kind {
+        None | Some("user") => Ok(MemberKind::User),
+        Some("guest") => Ok(MemberKind::Guest),
+        Some(other) => Err(ApiError::bad_request(
+            "bad-kind",
+            format!("kind {other:?} is not one of user, guest"),
+        )),
+    }
+}
+
+/// Checks a friend list's size, then each id.
+pub fn user_ids(ids: &[std::borrow::Cow<'_, str>]) -> Result<Vec<MemberId>, ApiError> {
+    herenow_core::store::check_batch(ids.len())?;
+    ids.iter()
+        .map(|id| MemberId::new(id).map_err(ApiError::from))
+        .collect()
+}
+
+/// Largest cursor accepted; a store's cursors are far shorter.
+pub const MAX_CURSOR_BYTES: usize = 512;
+
+/// Refuses a cursor no store could have issued before it reaches one.
+pub fn check_cursor(cursor: Option<String>) -> Result<Option<String>, ApiError> {
+    match cursor {
+        Some(c) if c.is_empty() || c.len() > MAX_CURSOR_BYTES => {
+            Err(InvalidInput::BadCursor.into())
+        }
+        other => Ok(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_need_units() {
+        assert_eq!(
+            parse_duration("w", "10m").unwrap(),
+            Duration::from_secs(600)
+        );
+        assert_eq!(
+            parse_duration("w", "1500ms").unwrap(),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(
+            parse_duration("w", "600").unwrap_err().code(),
+            "bad-duration"
+        );
+        assert_eq!(parse_duration("w", "").unwrap_err().code(), "bad-duration");
+        assert_eq!(
+            parse_duration("w", "ten").unwrap_err().code(),
+            "bad-duration"
+        );
+    }
+
+    #[test]
+    fn json_content_types() {
+        assert!(is_json("application/json"));
+        assert!(is_json("Application/JSON; charset=utf-8"));
+        assert!(is_json("application/merge-patch+json"));
+        assert!(!is_json("text/plain"));
+        assert!(!is_json("application/jsonx"));
+    }
+
+    #[test]
+    fn limits() {
+        assert_eq!(page_limit(None, 100, 1000).unwrap(), 100);
+        assert_eq!(
+            page_limit(Some("0"), 100, 1000).unwrap_err().code(),
+            "bad-limit"
+        );
+        assert_eq!(
+            page_limit(Some("-3"), 100, 1000).unwrap_err().code(),
+            "bad-limit"
+        );
+        assert_eq!(
+            page_limit(Some("1001"), 100, 1000).unwrap_err().code(),
+            "bad-limit"
+        );
+        assert_eq!(
+            page_limit(Some("x"), 100, 1000).unwrap_err().code(),
+            "bad-limit"
+        );
+        assert_eq!(page_limit(Some("1000"), 100, 1000).unwrap(), 1000);
+    }
+}

@@ -1,0 +1,278 @@
+//! Prometheus metrics, one recorder per [`crate::AppState`].
+//!
+//! No global recorder is installed: two servers in one process (tests, an
+//! embedding application) keep separate numbers. Handles for fixed label
+//! sets are registered once at start, so the hot path is an atomic add;
+//! label sets that vary (routes, spaces) go through the recorder, and the
+//! per-route handles are cached.
+//!
+//! Metrics:
+//!
+//! - `herenow_heartbeats_total`: heartbeats received;
+//! - `herenow_queries_total{endpoint}`: queries answered, by endpoint;
+//! - `herenow_space_members{space,kind}`: members stored per space (gauge,
+//!   set by the ticker for up to [`MAX_GAUGED_SPACES`] spaces; a space that
+//!   disappears drops out after a minute);
+//! - `herenow_sweep_duration_seconds`, `herenow_expired_total`,
+//!   `herenow_transitions_total`: background maintenance;
+//! - `herenow_http_request_duration_seconds{route,method}`: latency;
+//! - `herenow_sse_subscribers`: open event streams (gauge).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use herenow_core::TickReport;
+use metrics::{Counter, Histogram, Key, Label, Level, Metadata, Recorder};
+use metrics_exporter_prometheus::{
+    Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
+};
+use metrics_util::MetricKindMask;
+use parking_lot::RwLock;
+
+use crate::state::AppState;
+
+/// Spaces whose size is exported as a gauge; more would let clients that
+/// invent space names blow up the metrics' cardinality.
+pub const MAX_GAUGED_SPACES: usize = 1_000;
+
+/// The endpoints counted by `herenow_queries_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Query {
+    /// `GET members/{id}`.
+    Member,
+    /// `POST status`.
+    Status,
+    /// `GET online`.
+    Online,
+    /// `GET count`.
+    Count,
+    /// `POST online-among`.
+    OnlineAmong,
+    /// `GET friends/{user}/online`.
+    OnlineFriends,
+    /// `GET /v1/friends/{user}`.
+    Friends,
+    /// `GET config`.
+    Config,
+    /// `GET /v1/spaces`.
+    Spaces,
+    /// `GET history`.
+    History,
+}
+
+impl Query {
+    const ALL: [Query; 10] = [
+        Query::Member,
+        Query::Status,
+        Query::Online,
+        Query::Count,
+        Query::OnlineAmong,
+        Query::OnlineFriends,
+        Query::Friends,
+        Query::Config,
+        Query::Spaces,
+        Query::History,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Query::Member => "member",
+            Query::Status => "status",
+            Query::Online => "online",
+            Query::Count => "count",
+            Query::OnlineAmong => "online_among",
+            Query::OnlineFriends => "online_friends",
+            Query::Friends => "friends",
+            Query::Config => "config",
+            Query::Spaces => "spaces",
+            Query::History => "history",
+        }
+    }
+}
+
+const META: Metadata<'static> = Metadata::new(module_path!(), Level::INFO, None);
+
+/// The metrics of one server.
+#[derive(Clone)]
+pub struct Metrics(Arc<Inner>);
+
+struct Inner {
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
+    heartbeats: Counter,
+    queries: HashMap<Query, Counter>,
+    sweep: Histogram,
+    expired: Counter,
+    transitions: Counter,
+    routes: RwLock<HashMap<String, HashMap<&'static str, Histogram>>>,
+}
+
+fn key(name: &'static str, labels: Vec<Label>) -> Key {
+    Key::from_parts(name, labels)
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh recorder and its handles.
+    pub fn new() -> Self {
+        let latency_buckets = [
+            0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+            2.5, 5.0, 10.0,
+        ];
+        let recorder = PrometheusBuilder::new()
+            .idle_timeout(MetricKindMask::GAUGE, Some(Duration::from_secs(60)))
+            .set_buckets(&latency_buckets)
+            .and_then(|b| {
+                b.set_buckets_for_metric(
+                    Matcher::Full("herenow_sweep_duration_seconds".into()),
+                    &latency_buckets,
+                )
+            })
+            // The buckets are constant and non-empty, so this cannot fail;
+            // fall back to summaries rather than panic if it ever did.
+            .unwrap_or_else(|_| PrometheusBuilder::new())
+            .build_recorder();
+        let handle = recorder.handle();
+        let heartbeats = recorder.register_counter(&key("herenow_heartbeats_total", vec![]), &META);
+        let queries = Query::ALL
+            .iter()
+            .map(|q| {
+                let k = key(
+                    "herenow_queries_total",
+                    vec![Label::new("endpoint", q.label())],
+                );
+                (*q, recorder.register_counter(&k, &META))
+            })
+            .collect();
+        let sweep =
+            recorder.register_histogram(&key("herenow_sweep_duration_seconds", vec![]), &META);
+        let expired = recorder.register_counter(&key("herenow_expired_total", vec![]), &META);
+        let transitions =
+            recorder.register_counter(&key("herenow_transitions_total", vec![]), &META);
+        Self(Arc::new(Inner {
+            recorder,
+            handle,
+            heartbeats,
+            queries,
+            sweep,
+            expired,
+            transitions,
+            routes: RwLock::new(HashMap::new()),
+        }))
+    }
+
+    /// Counts received heartbeats.
+    pub fn heartbeats(&self, n: u64) {
+        self.0.heartbeats.increment(n);
+    }
+
+    /// Counts one answered query.
+    pub fn query(&self, q: Query) {
+        if let Some(c) = self.0.queries.get(&q) {
+            c.increment(1);
+        }
+    }
+
+    /// Records one round of background maintenance.
+    pub fn sweep(&self, took: Duration, report: &TickReport) {
+        self.0.sweep.record(took.as_secs_f64());
+        self.0.expired.increment(report.expired);
+        self.0.transitions.increment(report.transitions);
+    }
+
+    /// Sets the members-per-space gauge of one space.
+    pub fn space_members(&self, space: &str, users: u64, guests: u64) {
+        for (kind, n) in [("user", users), ("guest", guests)] {
+            let k = key(
+                "herenow_space_members",
+                vec![
+                    Label::new("space", space.to_owned()),
+                    Label::new("kind", kind),
+                ],
+            );
+            self.0.recorder.register_gauge(&k, &META).set(n as f64);
+        }
+    }
+
+    /// Sets the open-event-streams gauge.
+    pub fn sse_subscribers(&self, n: usize) {
+        self.0
+            .recorder
+            .register_gauge(&key("herenow_sse_subscribers", vec![]), &META)
+            .set(n as f64);
+    }
+
+    /// Records a request's latency under its route pattern.
+    pub fn request(&self, route: &str, method: &'static str, took: Duration) {
+        let secs = took.as_secs_f64();
+        if let Some(h) = self.0.routes.read().get(route).and_then(|m| m.get(method)) {
+            h.record(secs);
+            return;
+        }
+        let k = key(
+            "herenow_http_request_duration_seconds",
+            vec![
+                Label::new("route", route.to_owned()),
+                Label::new("method", method),
+            ],
+        );
+        let h = self.0.recorder.register_histogram(&k, &META);
+        h.record(secs);
+        self.0
+            .routes
+            .write()
+            .entry(route.to_owned())
+            .or_default()
+            .insert(method, h);
+    }
+
+    /// Folds histogram samples into their buckets; call now and then.
+    pub fn upkeep(&self) {
+        self.0.handle.run_upkeep();
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        self.0.handle.render()
+    }
+}
+
+/// Middleware: records each request's latency under its matched route.
+/// Installed with `route_layer`, so unknown routes (unbounded paths) are
+/// not recorded.
+pub async fn track_latency(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let started = Instant::now();
+    let route = request.extensions().get::<MatchedPath>().cloned();
+    let method = method_label(request.method());
+    let response = next.run(request).await;
+    if let Some(route) = route {
+        state
+            .metrics()
+            .request(route.as_str(), method, started.elapsed());
+    }
+    response
+}
+
+fn method_label(m: &axum::http::Method) -> &'static str {
+    match *m {
+        axum::http::Method::GET => "GET",
+        axum::http::Method::POST => "POST",
+        axum::http::Method::PUT => "PUT",
+        axum::http::Method::DELETE => "DELETE",
+        axum::http::Method::HEAD => "HEAD",
+        _ => "OTHER",
+    }
+}

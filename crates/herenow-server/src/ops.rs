@@ -1,0 +1,56 @@
+//! Operations: `/healthz`, `/readyz`, `/metrics`. No key needed.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use herenow_core::SpaceName;
+
+use crate::problem::ApiError;
+use crate::state::AppState;
+
+/// How long `/readyz` waits for the store.
+const READY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+}
+
+/// `200 ok` while the process runs.
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// `200` when the store answers a count, `503` otherwise.
+async fn readyz(State(state): State<AppState>) -> Response {
+    let probe = match SpaceName::new("herenow.readyz") {
+        Ok(p) => p,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    match tokio::time::timeout(READY_TIMEOUT, state.store().count(&probe, None)).await {
+        Ok(Ok(_)) => "ready".into_response(),
+        Ok(Err(e)) => {
+            ApiError::unavailable("not-ready", format!("the store did not answer: {e}"), 1)
+                .into_response()
+        }
+        Err(_) => ApiError::unavailable("not-ready", "the store did not answer within 2 s", 1)
+            .into_response(),
+    }
+}
+
+/// Prometheus text exposition.
+async fn metrics(State(state): State<AppState>) -> Response {
+    let mut response = state.metrics().render().into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    (StatusCode::OK, response).into_response()
+}

@@ -1,0 +1,230 @@
+//! RFC 9457 problem responses: the one place where errors become HTTP.
+//!
+//! Every error a handler, an extractor or a middleware returns is an
+//! [`ApiError`]; its [`IntoResponse`] writes `application/problem+json` with
+//! a stable `code`. The status of a store error is decided here, from
+//! [`ErrorKind`], and nowhere else.
+
+use std::borrow::Cow;
+
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use herenow_core::{ErrorKind, InvalidInput};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// The media type of every error body.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// Where problem types are documented; `type` is this plus the code.
+const TYPE_BASE: &str = "https://herenow.dev/problems/";
+
+/// An error answer: a status, a stable code and a sentence for people.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    detail: Cow<'static, str>,
+    retry_after_s: Option<u32>,
+}
+
+impl ApiError {
+    /// An error with this status, code and detail.
+    pub fn new(
+        status: StatusCode,
+        code: &'static str,
+        detail: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        Self {
+            status,
+            code,
+            detail: detail.into(),
+            retry_after_s: None,
+        }
+    }
+
+    /// A `400` naming what was wrong with the input.
+    pub fn bad_request(code: &'static str, detail: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, detail)
+    }
+
+    /// A `503` the client may retry after `seconds`.
+    pub fn unavailable(
+        code: &'static str,
+        detail: impl Into<Cow<'static, str>>,
+        seconds: u32,
+    ) -> Self {
+        Self {
+            retry_after_s: Some(seconds),
+            ..Self::new(StatusCode::SERVICE_UNAVAILABLE, code, detail)
+        }
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The stable, machine-readable code.
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+}
+
+/// The status for each class of store error. The only such mapping.
+fn status_of(kind: ErrorKind) -> StatusCode {
+    match kind {
+        ErrorKind::InvalidInput => StatusCode::BAD_REQUEST,
+        // The client's question is fine; this store cannot answer it.
+        ErrorKind::Unsupported => StatusCode::NOT_IMPLEMENTED,
+        ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+impl From<herenow_core::Error> for ApiError {
+    fn from(e: herenow_core::Error) -> Self {
+        let kind = e.kind();
+        if kind == ErrorKind::Internal {
+            tracing::error!(error = %e, "internal store error");
+        }
+        Self {
+            status: status_of(kind),
+            code: e.code(),
+            detail: e.to_string().into(),
+            retry_after_s: e.is_retryable().then_some(1),
+        }
+    }
+}
+
+impl From<InvalidInput> for ApiError {
+    fn from(e: InvalidInput) -> Self {
+        herenow_core::Error::from(e).into()
+    }
+}
+
+/// The body of every error answer (RFC 9457, with a `code` extension).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Problem {
+    /// A URI naming the problem type: the base plus `code`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// A short summary of the problem type.
+    pub title: String,
+    /// The HTTP status.
+    pub status: u16,
+    /// What went wrong with this request, for people.
+    pub detail: String,
+    /// A stable, machine-readable code, e.g. `bad-member-id`.
+    pub code: String,
+}
+
+/// "bad-member-id" → "Bad member id": titles follow codes, so they can
+/// never disagree.
+fn title_of(code: &str) -> String {
+    let mut title = String::with_capacity(code.len());
+    for (i, c) in code.chars().enumerate() {
+        match c {
+            '-' => title.push(' '),
+            c if i == 0 => title.push(c.to_ascii_uppercase()),
+            c => title.push(c),
+        }
+    }
+    title
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let problem = Problem {
+            type_: format!("{TYPE_BASE}{}", self.code),
+            title: title_of(self.code),
+            status: self.status.as_u16(),
+            detail: self.detail.into_owned(),
+            code: self.code.to_owned(),
+        };
+        let body = serde_json::to_vec(&problem).unwrap_or_default();
+        let mut response = (self.status, body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        if let Some(s) = self.retry_after_s {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(s));
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+/// Turns error answers made outside this crate's handlers (axum's `405`,
+/// tower-http's `413`, a timeout) into problems, so every error a client
+/// sees has the same shape. Answers that already are problems, and
+/// successes, pass through untouched.
+pub async fn problemize(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let is_problem = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(PROBLEM_JSON.as_bytes()));
+    if is_problem {
+        return response;
+    }
+    let (code, detail): (&'static str, &'static str) = match status {
+        StatusCode::NOT_FOUND => ("not-found", "no such route"),
+        StatusCode::METHOD_NOT_ALLOWED => {
+            ("method-not-allowed", "this route does not take that method")
+        }
+        StatusCode::PAYLOAD_TOO_LARGE => {
+            ("body-too-large", "the request body is larger than 4 MiB")
+        }
+        StatusCode::REQUEST_TIMEOUT => ("timeout", "the request took too long"),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+            ("not-json", "the request body must be application/json")
+        }
+        s if s.is_client_error() => ("bad-request", "the request was refused"),
+        _ => ("internal", "the server failed to answer"),
+    };
+    let mut problem = ApiError::new(status, code, detail).into_response();
+    // Keep headers such as `Allow` on a 405.
+    for (name, value) in response.headers() {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            problem.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    problem
+}
+
+/// The `404` for routes that do not exist.
+pub async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not-found", "no such route")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_follow_codes() {
+        assert_eq!(title_of("bad-member-id"), "Bad member id");
+        assert_eq!(title_of("x"), "X");
+    }
+
+    #[test]
+    fn store_errors_map_by_kind() {
+        let e: ApiError = InvalidInput::EmptyId.into();
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(e.code(), "bad-member-id");
+        let e: ApiError = herenow_core::Error::Unavailable {
+            reason: "down".into(),
+            source: None,
+        }
+        .into();
+        assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
+}
