@@ -241,7 +241,7 @@
       setConn("live");
       showError("");
       scheduleRender(true);
-      addRecentlySeen(gen);
+      refreshRecent(gen);
     }));
     for (const type of ["join", "back", "away", "update"]) {
       es.addEventListener(type, live((d) => {
@@ -305,18 +305,28 @@
     };
   }
 
-  // Members seen within the window but no longer present (timed out before
-  // this page connected) are not in the snapshot; the listing has them.
-  async function addRecentlySeen(gen) {
+  // A heartbeat from a member already online sends no event, so the live
+  // set's last-seen times age. The listing, most recent first, refreshes
+  // them for every row the page can show. It also brings the members seen
+  // within the window who are no longer present (timed out before this page
+  // connected): they are shown grey. Statuses stay the events' business.
+  async function refreshRecent(gen) {
     try {
-      const body = await getJson(api(`/online?kind=all&limit=${MAX_ROWS}`));
+      const body = await getJson(api(`/online?kind=all&order=recent&limit=${MAX_ROWS}`));
       if (gen !== state.generation) return;
       for (const m of body.members || []) {
         const key = keyOf(m);
-        if (m.status === "offline" && !state.members.has(key)) state.members.set(key, normalize(m));
+        const have = state.members.get(key);
+        if (have) {
+          if (typeof m.last_seen_ms === "number" && m.last_seen_ms > (have.last_seen_ms ?? 0)) {
+            have.last_seen_ms = m.last_seen_ms;
+          }
+        } else if (m.status === "offline") {
+          state.members.set(key, normalize(m));
+        }
       }
       scheduleRender(false);
-    } catch (_) { /* the live set is still right; only the grey ones are missing */ }
+    } catch (_) { /* the live set is still right; only its times are older */ }
   }
 
   // ---- Polling: window counts and history ---------------------------------------
@@ -333,6 +343,7 @@
         if (c.window_ms) el.windowLabel.textContent = fmtDuration(c.window_ms);
       }),
       loadSpaces(),
+      state.source && state.source.readyState === EventSource.OPEN ? refreshRecent(gen) : null,
       getJson(api("/history?range=1h")).then((h) => {
         if (gen !== state.generation) return;
         state.history = Array.isArray(h.samples) ? h.samples : [];
@@ -357,14 +368,11 @@
     el.members.replaceChildren();
   }
 
-  // The status to show: the server's, or older by the clock when the
-  // server's `away` has not arrived yet.
+  // The server's status: `away` and timeout `leave` events arrive within a
+  // second of the change. Guessing from the age of last_seen_ms would be
+  // wrong, since heartbeats of present members send no event.
   function shownStatus(m) {
-    if (m.status === "offline" || m.last_seen_ms === null) return "offline";
-    const age = serverNow() - m.last_seen_ms;
-    if (age >= state.config.away_ms) return "offline";
-    if (age >= state.config.online_ms) return "away";
-    return m.status;
+    return m.status === "online" || m.status === "away" ? m.status : "offline";
   }
 
   function render() {
