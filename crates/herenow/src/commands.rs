@@ -115,6 +115,44 @@ fn member_refs(ids: &[String], guest: bool) -> MemberList<'_> {
     }
 }
 
+/// Request bodies are kept under this, below the API's 4 MiB body limit
+/// with room to spare: 10,000 ids with metadata would not fit in one.
+const BODY_BUDGET: usize = 3 * 1024 * 1024;
+
+/// Bytes one member adds to a request body besides its JSON-encoded id:
+/// `{"id":…,"kind":"guest"},` and the metadata.
+const MEMBER_OVERHEAD: usize = 32;
+
+/// The length of `id` as a JSON string, quotes and escapes included.
+fn json_len(id: &str) -> usize {
+    serde_json::to_string(id).map_or(id.len() * 6 + 2, |s| s.len())
+}
+
+/// Splits `items` into batches of at most [`MAX_BATCH`] whose bodies,
+/// by `size`, stay within [`BODY_BUDGET`]. One item larger than the
+/// budget goes alone, for the server to refuse with a clear problem.
+fn batches<T>(items: &[T], size: impl Fn(&T) -> usize) -> Vec<&[T]> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, item) in items.iter().enumerate() {
+        let s = size(item);
+        if i > start && (i - start == MAX_BATCH || bytes + s > BODY_BUDGET) {
+            out.push(&items[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += s;
+    }
+    if start < items.len() {
+        out.push(&items[start..]);
+    }
+    out
+}
+
+/// Batches of member ids, each with `extra` bytes (metadata) per member.
+fn id_batches(ids: &[String], extra: usize) -> Vec<&[String]> {
+    batches(ids, |id| json_len(id) + MEMBER_OVERHEAD + extra)
+}
+
 fn space_url(api: &Api, space: &str, rest: &[&str]) -> Url {
     let mut segments = vec!["v1", "spaces", space];
     segments.extend_from_slice(rest);
@@ -139,18 +177,21 @@ async fn seen(a: SeenArgs) -> Result<()> {
             .await?;
         return print_heartbeats(&a.client, &a.space, &body, parse(&body)?);
     }
-    // One request per 10,000 ids (the API's batch bound), answers summed.
+    // One request per 10,000 ids (the API's batch bound) or per 3 MiB of
+    // body, answers summed.
     let url = space_url(&api, &a.space, &["heartbeats"]);
+    let meta_len = a.meta.as_ref().map_or(0, |m| m.to_string().len() + 8);
+    let chunks = id_batches(&a.ids, meta_len);
     let mut total = HeartbeatAnswer::default();
     let mut last_body = String::new();
-    for chunk in a.ids.chunks(MAX_BATCH) {
+    for chunk in &chunks {
         let batch = Batch {
             heartbeats: chunk.iter().map(|id| beat(id)).collect(),
         };
         last_body = api.send_json(Method::POST, url.clone(), &batch).await?;
         total.add(parse(&last_body)?);
     }
-    if a.ids.len() > MAX_BATCH {
+    if chunks.len() > 1 {
         // Several answers: print their sum in the same shape.
         last_body = serde_json::to_string(&total)?;
     }
@@ -177,16 +218,17 @@ async fn leave(a: LeaveArgs) -> Result<()> {
     }
     let api = Api::new(&a.client)?;
     let url = space_url(&api, &a.space, &["leave"]);
+    let chunks = id_batches(&a.ids, 0);
     let mut left = 0;
     let mut last_body = String::new();
-    for chunk in a.ids.chunks(MAX_BATCH) {
+    for chunk in &chunks {
         last_body = api
             .send_json(Method::POST, url.clone(), &member_refs(chunk, a.guest))
             .await?;
         left += parse::<Left>(&last_body)?.left;
     }
     if a.client.json {
-        if a.ids.len() > MAX_BATCH {
+        if chunks.len() > 1 {
             last_body = serde_json::to_string(&Left { left })?;
         }
         return emit_json(&last_body);
@@ -262,15 +304,16 @@ async fn status(a: StatusArgs) -> Result<()> {
         next_cursor: None,
         window_ms: None,
     };
+    let chunks = id_batches(&a.ids, 0);
     let mut last_body = String::new();
-    for chunk in a.ids.chunks(MAX_BATCH) {
+    for chunk in &chunks {
         last_body = api
             .send_json(Method::POST, url.clone(), &member_refs(chunk, a.guest))
             .await?;
         all.members.extend(parse::<Members>(&last_body)?.members);
     }
     if a.client.json {
-        if a.ids.len() > MAX_BATCH {
+        if chunks.len() > 1 {
             last_body = serde_json::to_string(&all)?;
         }
         return emit_json(&last_body);
@@ -370,6 +413,43 @@ mod tests {
     fn durations_go_to_the_server_in_milliseconds() {
         assert_eq!(duration_query(Duration::from_secs(600)), "600000ms");
         assert_eq!(duration_query(Duration::from_millis(1500)), "1500ms");
+    }
+
+    #[test]
+    fn batches_are_bounded_by_count_and_by_bytes() {
+        let lens = |b: &[&[u32]]| b.iter().map(|c| c.len()).collect::<Vec<_>>();
+        let items: Vec<u32> = (0..25_001).collect();
+        assert_eq!(lens(&batches(&items, |_| 10)), [10_000, 10_000, 5_001]);
+        assert!(batches(&items[..0], |_| 10).is_empty());
+        // 1 KiB each: 3,072 fit in the budget.
+        assert_eq!(
+            lens(&batches(&items[..7_000], |_| 1024)),
+            [3_072, 3_072, 856]
+        );
+        // Larger than the budget alone: sent alone, for the server to refuse.
+        assert_eq!(lens(&batches(&items[..3], |_| BODY_BUDGET + 1)), [1, 1, 1]);
+    }
+
+    #[test]
+    fn batch_estimates_cover_the_real_body() {
+        // The estimate must not undercount, or a batch could pass 4 MiB.
+        let meta = serde_json::json!({"name": "x".repeat(900)});
+        let meta_len = meta.to_string().len() + 8;
+        let ids: Vec<String> = (0..5_000).map(|i| format!("\"quoted\\{i}\"")).collect();
+        for chunk in id_batches(&ids, meta_len) {
+            let body = Batch {
+                heartbeats: chunk
+                    .iter()
+                    .map(|id| Beat {
+                        id,
+                        kind: "guest",
+                        meta: Some(&meta),
+                    })
+                    .collect(),
+            };
+            assert!(serde_json::to_vec(&body).unwrap().len() <= BODY_BUDGET + 64);
+        }
+        assert!(id_batches(&ids, meta_len).len() > 1);
     }
 
     #[test]

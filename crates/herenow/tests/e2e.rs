@@ -180,11 +180,17 @@ impl Server {
     }
 
     /// Sends SIGTERM and waits, within [`DEADLINE`], for the exit status.
-    fn terminate(mut self) -> ExitStatus {
+    fn terminate(self) -> ExitStatus {
+        self.stop("-TERM")
+    }
+
+    /// Sends `signal` (`-TERM`, `-INT`) and waits, within [`DEADLINE`],
+    /// for the exit status.
+    fn stop(mut self, signal: &str) -> ExitStatus {
         let mut child = self.child.take().unwrap();
         let pid = child.id().to_string();
-        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(sent.success(), "kill -TERM {pid}");
+        let sent = Command::new("kill").args([signal, &pid]).status().unwrap();
+        assert!(sent.success(), "kill {signal} {pid}");
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             let _ = tx.send(child.wait());
@@ -194,7 +200,7 @@ impl Server {
             Err(_) => {
                 let _ = Command::new("kill").args(["-KILL", &pid]).status();
                 panic!(
-                    "herenow serve did not exit after SIGTERM; stderr:\n{}",
+                    "herenow serve did not exit after kill {signal}; stderr:\n{}",
                     self.log()
                 );
             }
@@ -390,7 +396,9 @@ fn seen_sends_more_than_one_batch_for_many_ids() {
     let status = server.json(&["status", "crowd", "u0", "u10000", "u10001"]);
     assert_eq!(status["members"][1]["status"], "online");
     assert_eq!(status["members"][2]["status"], "offline");
-    assert!(server.terminate().success());
+    // Ctrl-C stops it as cleanly as SIGTERM.
+    let exit = server.stop("-INT");
+    assert!(exit.success(), "exit after SIGINT: {exit:?}");
 }
 
 #[test]
