@@ -1,0 +1,1001 @@
+//! The `/v1` API through the router, without a socket: every endpoint's
+//! happy path, and every kind of bad input answered with the right status
+//! and problem `code` (never the message text).
+//!
+//! Time is a `ManualClock`: statuses and expiry are exact, nothing sleeps.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode, header};
+use herenow_core::{ManualClock, MemoryStore, SpaceConfig};
+use herenow_server::{AppState, Config, app};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+const T0: u64 = 1_700_000_000_000;
+const READ_KEY: &str = "reader-secret-1";
+const WRITE_KEY: &str = "writer-secret-1";
+
+struct Harness {
+    app: Router,
+    clock: ManualClock,
+    state: AppState,
+}
+
+fn harness_with(config: Config) -> Harness {
+    let clock = ManualClock::new(T0);
+    let store = Arc::new(MemoryStore::new(
+        Arc::new(clock.clone()),
+        SpaceConfig::default(),
+    ));
+    let state = AppState::with_memory(store, &config);
+    Harness {
+        app: app(state.clone()),
+        clock,
+        state,
+    }
+}
+
+fn harness() -> Harness {
+    harness_with(Config::default())
+}
+
+fn keyed() -> Harness {
+    harness_with(Config {
+        api_keys: vec![
+            format!("{READ_KEY}:read").parse().unwrap(),
+            format!("{WRITE_KEY}:write").parse().unwrap(),
+        ],
+        ..Config::default()
+    })
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "not JSON ({e}): {:?} {}",
+                self.status,
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    /// Asserts a problem answer with this status and code.
+    #[track_caller]
+    fn problem(&self, status: StatusCode, code: &str) {
+        assert_eq!(
+            self.status,
+            status,
+            "body: {}",
+            String::from_utf8_lossy(&self.body)
+        );
+        assert_eq!(
+            self.headers[header::CONTENT_TYPE],
+            "application/problem+json"
+        );
+        let p = self.json();
+        assert_eq!(p["code"], code, "problem: {p}");
+        assert_eq!(p["status"], status.as_u16());
+        assert!(p["type"].as_str().unwrap().ends_with(code));
+        assert!(!p["title"].as_str().unwrap().is_empty());
+        assert!(!p["detail"].as_str().unwrap().is_empty());
+    }
+
+    #[track_caller]
+    fn ok(&self) -> Value {
+        assert_eq!(
+            self.status,
+            StatusCode::OK,
+            "body: {}",
+            String::from_utf8_lossy(&self.body)
+        );
+        self.json()
+    }
+}
+
+async fn send(app: &Router, request: Request<Body>) -> Answer {
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .unwrap()
+        .to_bytes()
+        .to_vec();
+    Answer {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn request(method: Method, uri: &str, body: Option<&Value>, key: Option<&str>) -> Request<Body> {
+    let mut b = Request::builder().method(method).uri(uri);
+    if let Some(k) = key {
+        b = b.header(header::AUTHORIZATION, format!("Bearer {k}"));
+    }
+    match body {
+        Some(v) => b
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(serde_json::to_vec(v).unwrap()))
+            .unwrap(),
+        None => b.body(Body::empty()).unwrap(),
+    }
+}
+
+impl Harness {
+    async fn get(&self, uri: &str) -> Answer {
+        send(&self.app, request(Method::GET, uri, None, None)).await
+    }
+
+    async fn post(&self, uri: &str, body: Value) -> Answer {
+        send(&self.app, request(Method::POST, uri, Some(&body), None)).await
+    }
+
+    async fn put(&self, uri: &str, body: Value) -> Answer {
+        send(&self.app, request(Method::PUT, uri, Some(&body), None)).await
+    }
+
+    async fn raw(&self, uri: &str, content_type: Option<&str>, body: Vec<u8>) -> Answer {
+        let mut b = Request::builder().method(Method::POST).uri(uri);
+        if let Some(ct) = content_type {
+            b = b.header(header::CONTENT_TYPE, ct);
+        }
+        send(&self.app, b.body(Body::from(body)).unwrap()).await
+    }
+
+    async fn beat(&self, space: &str, id: &str) {
+        self.post(
+            &format!("/v1/spaces/{space}/heartbeat"),
+            json!({ "id": id }),
+        )
+        .await
+        .ok();
+    }
+}
+
+// ---------------------------------------------------------------- happy paths
+
+#[tokio::test]
+async fn heartbeat_then_member_status_follows_the_clock() {
+    let h = harness();
+    let a = h
+        .post(
+            "/v1/spaces/lobby/heartbeat",
+            json!({"id": "alice", "meta": {"name": "Alice"}}),
+        )
+        .await
+        .ok();
+    assert_eq!(a, json!({"accepted": 1, "joined": 1, "stale": 0}));
+
+    let m = h.get("/v1/spaces/lobby/members/alice").await.ok();
+    assert_eq!(m["id"], "alice");
+    assert_eq!(m["kind"], "user");
+    assert_eq!(m["status"], "online");
+    assert_eq!(m["last_seen_ms"], T0);
+    assert_eq!(m["meta"], json!({"name": "Alice"}));
+
+    h.clock.advance(Duration::from_secs(61));
+    let m = h.get("/v1/spaces/lobby/members/alice").await.ok();
+    assert_eq!(m["status"], "away");
+    h.clock.advance(Duration::from_secs(240));
+    let m = h.get("/v1/spaces/lobby/members/alice").await.ok();
+    assert_eq!(m["status"], "offline");
+
+    // Same id as a guest is another member, never seen.
+    let g = h
+        .get("/v1/spaces/lobby/members/alice?kind=guest")
+        .await
+        .ok();
+    assert_eq!(g["status"], "offline");
+    assert_eq!(g["last_seen_ms"], Value::Null);
+}
+
+#[tokio::test]
+async fn never_seen_member_is_offline_with_null_last_seen() {
+    let h = harness();
+    let m = h.get("/v1/spaces/nowhere/members/ghost").await.ok();
+    assert_eq!(m["status"], "offline");
+    assert_eq!(m["last_seen_ms"], Value::Null);
+}
+
+#[tokio::test]
+async fn batch_heartbeats_sum_and_count() {
+    let h = harness();
+    let a = h
+        .post(
+            "/v1/spaces/lobby/heartbeats",
+            json!({"heartbeats": [{"id": "a"}, {"id": "b"}, {"id": "g1", "kind": "guest"}]}),
+        )
+        .await
+        .ok();
+    assert_eq!(a, json!({"accepted": 3, "joined": 3, "stale": 0}));
+    // An older explicit time than the member has is stale.
+    let a = h
+        .post(
+            "/v1/spaces/lobby/heartbeats",
+            json!({"heartbeats": [{"id": "a", "at_ms": T0 - 1000}]}),
+        )
+        .await
+        .ok();
+    assert_eq!(a["stale"], 1);
+
+    let c = h.get("/v1/spaces/lobby/count").await.ok();
+    assert_eq!(
+        c,
+        json!({"users": 2, "guests": 1, "total": 3, "window_ms": 600_000})
+    );
+    let c = h.get("/v1/spaces/lobby/count?window=90s").await.ok();
+    assert_eq!(c["window_ms"], 90_000);
+    assert_eq!(c["total"], 3);
+}
+
+#[tokio::test]
+async fn online_pages_with_cursor_and_orders() {
+    let h = harness();
+    for id in ["a", "b", "c"] {
+        h.beat("lobby", id).await;
+        h.clock.advance(Duration::from_secs(1));
+    }
+    h.post(
+        "/v1/spaces/lobby/heartbeat",
+        json!({"id": "visitor", "kind": "guest"}),
+    )
+    .await
+    .ok();
+
+    let p1 = h.get("/v1/spaces/lobby/online?limit=2").await.ok();
+    assert_eq!(p1["window_ms"], 600_000);
+    let ids: Vec<&str> = p1["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["c", "b"], "most recent first, users only");
+    let cursor = p1["next_cursor"].as_str().unwrap().to_owned();
+    let p2 = h
+        .get(&format!("/v1/spaces/lobby/online?limit=2&cursor={cursor}"))
+        .await
+        .ok();
+    assert_eq!(p2["members"].as_array().unwrap().len(), 1);
+    assert_eq!(p2["members"][0]["id"], "a");
+    assert_eq!(p2["next_cursor"], Value::Null);
+
+    let by_id = h
+        .get("/v1/spaces/lobby/online?order=id&kind=all&window=10m")
+        .await
+        .ok();
+    let ids: Vec<&str> = by_id["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["a", "b", "c", "visitor"]);
+
+    let guests = h.get("/v1/spaces/lobby/online?kind=guests").await.ok();
+    assert_eq!(guests["members"][0]["kind"], "guest");
+    assert_eq!(guests["members"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn leave_makes_members_offline() {
+    let h = harness();
+    h.beat("lobby", "alice").await;
+    let a = h
+        .post(
+            "/v1/spaces/lobby/leave",
+            json!({"members": [{"id": "alice"}, {"id": "bob"}]}),
+        )
+        .await
+        .ok();
+    assert_eq!(a, json!({"left": 1}));
+    let m = h.get("/v1/spaces/lobby/members/alice").await.ok();
+    assert_eq!(m["status"], "offline");
+}
+
+#[tokio::test]
+async fn status_batch_answers_in_the_order_asked() {
+    let h = harness();
+    h.beat("lobby", "b").await;
+    let a = h
+        .post(
+            "/v1/spaces/lobby/status",
+            json!({"members": [{"id": "z"}, {"id": "b"}, {"id": "b", "kind": "guest"}]}),
+        )
+        .await
+        .ok();
+    let m = a["members"].as_array().unwrap();
+    assert_eq!(m.len(), 3);
+    assert_eq!(m[0]["id"], "z");
+    assert_eq!(m[0]["status"], "offline");
+    assert_eq!(m[1]["status"], "online");
+    assert_eq!(m[2]["kind"], "guest");
+    assert_eq!(m[2]["status"], "offline");
+}
+
+#[tokio::test]
+async fn online_among_an_ad_hoc_list() {
+    let h = harness();
+    h.beat("lobby", "a").await;
+    h.clock.advance(Duration::from_secs(120));
+    h.beat("lobby", "b").await;
+    let a = h
+        .post(
+            "/v1/spaces/lobby/online-among",
+            json!({"members": [{"id": "a"}, {"id": "b"}, {"id": "c"}]}),
+        )
+        .await
+        .ok();
+    let ids: Vec<&str> = a["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["b", "a"]);
+    let a = h
+        .post(
+            "/v1/spaces/lobby/online-among",
+            json!({"members": [{"id": "a"}, {"id": "b"}], "window": "1m", "limit": 5}),
+        )
+        .await
+        .ok();
+    assert_eq!(a["members"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn friends_set_add_remove_get_and_online() {
+    let h = harness();
+    let a = h
+        .put("/v1/friends/me", json!({"friends": ["b", "c"]}))
+        .await
+        .ok();
+    assert_eq!(a, json!({"friends": 2}));
+    let a = h
+        .post("/v1/friends/me/add", json!({"friends": ["d"]}))
+        .await
+        .ok();
+    assert_eq!(a, json!({"friends": 3}));
+    let a = h
+        .post("/v1/friends/me/remove", json!({"friends": ["b"]}))
+        .await
+        .ok();
+    assert_eq!(a, json!({"friends": 2}));
+    let a = h.get("/v1/friends/me").await.ok();
+    assert_eq!(a, json!({"user": "me", "friends": ["c", "d"]}));
+
+    h.beat("lobby", "d").await;
+    h.clock.advance(Duration::from_secs(1));
+    h.beat("lobby", "c").await;
+    h.beat("lobby", "stranger").await;
+    let a = h.get("/v1/spaces/lobby/friends/me/online").await.ok();
+    let ids: Vec<&str> = a["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["c", "d"]);
+    let a = h
+        .get("/v1/spaces/lobby/friends/me/online?window=10m&limit=1")
+        .await
+        .ok();
+    assert_eq!(a["members"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn space_config_get_and_put() {
+    let h = harness();
+    let c = h.get("/v1/spaces/room/config").await.ok();
+    assert_eq!(
+        c,
+        json!({"online_ms": 60000, "away_ms": 300000, "window_ms": 600000, "retention_ms": 900000})
+    );
+    let new =
+        json!({"online_ms": 10000, "away_ms": 20000, "window_ms": 30000, "retention_ms": 40000});
+    assert_eq!(h.put("/v1/spaces/room/config", new.clone()).await.ok(), new);
+    assert_eq!(h.get("/v1/spaces/room/config").await.ok(), new);
+
+    // The new thresholds drive status.
+    h.beat("room", "a").await;
+    h.clock.advance(Duration::from_secs(11));
+    let m = h.get("/v1/spaces/room/members/a").await.ok();
+    assert_eq!(m["status"], "away");
+}
+
+#[tokio::test]
+async fn spaces_are_listed_by_name() {
+    let h = harness();
+    h.beat("b-room", "x").await;
+    h.beat("a-room", "x").await;
+    h.post(
+        "/v1/spaces/a-room/heartbeat",
+        json!({"id": "g", "kind": "guest"}),
+    )
+    .await
+    .ok();
+    let a = h.get("/v1/spaces").await.ok();
+    assert_eq!(
+        a,
+        json!({"spaces": [
+            {"space": "a-room", "members": {"users": 1, "guests": 1}},
+            {"space": "b-room", "members": {"users": 1, "guests": 0}},
+        ]})
+    );
+    let a = h.get("/v1/spaces?after=a-room&limit=1").await.ok();
+    assert_eq!(a["spaces"][0]["space"], "b-room");
+}
+
+#[tokio::test]
+async fn history_serves_samples_within_range() {
+    let h = harness();
+    h.beat("lobby", "a").await;
+    h.state.sample_history().await;
+    h.clock.advance(Duration::from_secs(10));
+    h.beat("lobby", "b").await;
+    h.state.sample_history().await;
+
+    let a = h.get("/v1/spaces/lobby/history").await.ok();
+    assert_eq!(a["interval_ms"], 10_000);
+    let s = a["samples"].as_array().unwrap();
+    assert_eq!(s.len(), 2);
+    assert_eq!(s[0], json!({"at_ms": T0, "users": 1, "guests": 0}));
+    assert_eq!(s[1]["users"], 2);
+
+    let a = h.get("/v1/spaces/lobby/history?range=5s").await.ok();
+    assert_eq!(a["samples"].as_array().unwrap().len(), 1);
+    let a = h.get("/v1/spaces/other/history?range=24h").await.ok();
+    assert_eq!(a["samples"], json!([]));
+}
+
+#[tokio::test]
+async fn ticker_expires_members_and_records_metrics() {
+    let h = harness();
+    h.beat("lobby", "a").await;
+    h.clock.advance(Duration::from_secs(16 * 60));
+    let report = h.state.tick().await.unwrap();
+    assert_eq!(report.expired, 1);
+    h.state.update_gauges().await;
+    let text = String::from_utf8(h.get("/metrics").await.body).unwrap();
+    assert!(text.contains("herenow_expired_total 1"), "{text}");
+    assert!(text.contains("herenow_sweep_duration_seconds"), "{text}");
+    assert!(text.contains("herenow_heartbeats_total 1"), "{text}");
+}
+
+#[tokio::test]
+async fn operations_endpoints() {
+    let h = harness();
+    let a = h.get("/healthz").await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert_eq!(a.body, b"ok");
+    assert_eq!(h.get("/readyz").await.status, StatusCode::OK);
+
+    h.beat("lobby", "a").await;
+    h.get("/v1/spaces/lobby/count").await.ok();
+    h.state.update_gauges().await;
+    let m = h.get("/metrics").await;
+    assert_eq!(m.status, StatusCode::OK);
+    let text = String::from_utf8(m.body).unwrap();
+    for needle in [
+        "herenow_heartbeats_total 1",
+        "herenow_queries_total{endpoint=\"count\"} 1",
+        "herenow_space_members{space=\"lobby\",kind=\"user\"} 1",
+        "herenow_http_request_duration_seconds",
+        "herenow_sse_subscribers 0",
+    ] {
+        assert!(text.contains(needle), "missing {needle} in:\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn openapi_describes_every_endpoint_and_docs_are_served() {
+    let h = harness();
+    let doc = h.get("/openapi.json").await.ok();
+    let paths = doc["paths"].as_object().unwrap();
+    for p in [
+        "/v1/spaces/{space}/heartbeat",
+        "/v1/spaces/{space}/heartbeats",
+        "/v1/spaces/{space}/leave",
+        "/v1/spaces/{space}/members/{id}",
+        "/v1/spaces/{space}/status",
+        "/v1/spaces/{space}/online",
+        "/v1/spaces/{space}/count",
+        "/v1/spaces/{space}/online-among",
+        "/v1/friends/{user}",
+        "/v1/friends/{user}/add",
+        "/v1/friends/{user}/remove",
+        "/v1/spaces/{space}/friends/{user}/online",
+        "/v1/spaces/{space}/config",
+        "/v1/spaces",
+        "/v1/spaces/{space}/history",
+        "/v1/spaces/{space}/events",
+    ] {
+        assert!(paths.contains_key(p), "openapi lacks {p}");
+    }
+    assert!(doc["components"]["schemas"]["Problem"].is_object());
+    let docs = h.get("/docs/").await;
+    assert_eq!(docs.status, StatusCode::OK);
+    assert!(String::from_utf8_lossy(&docs.body).contains("swagger"));
+}
+
+// ------------------------------------------------------------------ bad input
+
+#[tokio::test]
+async fn bad_member_ids_are_refused() {
+    let h = harness();
+    let long = "x".repeat(257);
+    for id in ["", long.as_str(), "a\u{7}b", "tab\there"] {
+        h.post("/v1/spaces/lobby/heartbeat", json!({ "id": id }))
+            .await
+            .problem(StatusCode::BAD_REQUEST, "bad-member-id");
+    }
+    // 256 bytes is fine.
+    h.post(
+        "/v1/spaces/lobby/heartbeat",
+        json!({ "id": "x".repeat(256) }),
+    )
+    .await
+    .ok();
+    // In a path, in a batch, in a friend list.
+    h.get(&format!("/v1/spaces/lobby/members/{long}"))
+        .await
+        .problem(StatusCode::BAD_REQUEST, "bad-member-id");
+    h.get("/v1/spaces/lobby/members/a%0Ab")
+        .await
+        .problem(StatusCode::BAD_REQUEST, "bad-member-id");
+    h.post(
+        "/v1/spaces/lobby/heartbeats",
+        json!({"heartbeats": [{"id": "ok"}, {"id": ""}]}),
+    )
+    .await
+    .problem(StatusCode::BAD_REQUEST, "bad-member-id");
+    h.put("/v1/friends/me", json!({"friends": [""]}))
+        .await
+        .problem(StatusCode::BAD_REQUEST, "bad-member-id");
+    // A bad batch records nothing.
+    let c = h.get("/v1/spaces/lobby/count").await.ok();
+    assert_eq!(c["users"], 1);
+}
+
+#[tokio::test]
+async fn bad_space_names_are_refused() {
+    let h = harness();
+    let long = "s".repeat(129);
+    for space in ["a%20b", "a%2Fb", "caf%C3%A9", long.as_str()] {
+        h.post(&format!("/v1/spaces/{space}/heartbeat"), json!({"id": "a"}))
+            .await
+            .problem(StatusCode::BAD_REQUEST, "bad-space-name");
+    }
+    h.get("/v1/spaces?after=no%20spaces")
+        .await
+        .problem(StatusCode::BAD_REQUEST, "bad-space-name");
+}
+
+#[tokio::test]
+async fn batches_must_hold_1_to_10000_items() {
+    let h = harness();
+    let many: Vec<Value> = (0..10_001).map(|i| json!({"id": i.to_string()})).collect();
+    h.post("/v1/spaces/lobby/heartbeats", json!({ "heartbeats": many }))
+        .await
+        .problem(StatusCode::BAD_REQUEST, "batch-too-large");
+    h.post("/v1/spaces/lobby/heartbeats", json!({"heartbeats": []}))
+        .await
+        .problem(StatusCode::BAD_REQUEST, "empty-batch");
+    h.post("/v1/spaces/lobby/leave", json!({"members": []}))
+        .await
+        .problem(StatusCode::BAD_REQUEST, "empty-batch");
+    h.post("/v1/spaces/lobby/status", json!({"members": []}))
+        .await
+        .problem(StatusCode::BAD_REQUEST, "empty-batch");
+    let many: Vec<Value> = (0..10_001).map(|i| json!({"id": i.to_string()})).collect();
+    h.post("/v1/spaces/lobby/status", json!({ "members": many }))
+        .await
+        .problem(StatusCode::BAD_REQUEST, "batch-too-large");
+    // Exactly 10,000 is fine.
+    let max: Vec<Value> = (0..10_000).map(|i| json!({"id": i.to_string()})).collect();
+    let a = h
+        .post("/v1/spaces/lobby/heartbeats", json!({ "heartbeats": max }))
+        .await
+        .ok();
+    assert_eq!(a["accepted"], 10_000);
+}
+
+#[tokio::test]
+async fn malformed_json_unknown_fields_and_content_types() {
+    let h = harness();
+    let uri = "/v1/spaces/lobby/heartbeat";
+    h.raw(uri, Some("application/json"), b"{\"id\": ".to_vec())
+        .await
+        .problem(StatusCode::BAD_REQUEST, "bad-json");
+    h.raw(uri, Some("application/json"), b"[1, 2]".to_vec())
+        .await
+        .problem(StatusCode::BAD_REQUEST, "bad-json");
+    h.raw(uri, Some("application/json"), Vec::new())
+        .await
+        .problem(StatusCode::BAD_REQUEST, "bad-json");
+    h.raw(
+        uri,
+        Some("application/json"),
+        b"{\"id\": \"a\", \"kind\": \"robot\"}".to_vec(),
+    )
+    .await
+    .problem(StatusCode::BAD_REQUEST, "bad-json");
+    h.post(uri, json!({"id": "a", "colour": "red"}))
+        .await
+        .problem(StatusCode::BAD_REQUEST, "unknown-field");
+    h.post(
+        "/v1/spaces/lobby/leave",
+        json!({"members": [{"id": "a", "x": 1}]}),
+    )
+    .await
+    .problem(StatusCode::BAD_REQUEST, "unknown-field");
+    h.put(
+        "/v1/spaces/lobby/config",
+        json!({"online_ms": 1, "away_ms": 2, "window_ms": 3, "retention_ms": 4, "extra": 5}),
+    )
+    .await
+    .problem(StatusCode::BAD_REQUEST, "unknown-field");
+    h.raw(uri, Some("text/plain"), b"{\"id\": \"a\"}".to_vec())
+        .await
+        .problem(StatusCode::UNSUPPORTED_MEDIA_TYPE, "not-json");
+    h.raw(uri, None, b"{\"id\": \"a\"}".to_vec())
+        .await
+        .problem(StatusCode::UNSUPPORTED_MEDIA_TYPE, "not-json");
+    // A charset parameter is fine.
+    h.raw(
+        uri,
+        Some("application/json; charset=utf-8"),
+        b"{\"id\": \"a\"}".to_vec(),
+    )
+    .await
+    .ok();
+}
+
+#[tokio::test]
+async fn metadata_is_bounded() {
+    let h = harness();
+    let uri = "/v1/spaces/lobby/heartbeat";
+    h.post(uri, json!({"id": "a", "meta": {"x": "y".repeat(1100)}}))
+        .await
+        .problem(StatusCode::BAD_REQUEST, "bad-metadata");
+    h.post(uri, json!({"id": "a", "meta": [1, 2]}))
+        .await
+        .problem(StatusCode::BAD_REQUEST, "bad-metadata");
+    h.post(uri, json!({"id": "a", "meta": null})).await.ok();
+}
+
+#[tokio::test]
+async fn explicit_times_in_the_future_are_refused() {
+    let h = harness();
+    h.post(
+        "/v1/spaces/lobby/heartbeat",
+        json!({"id": "a", "at_ms": T0 + 61_000}),
+    )
+    .await
+    .problem(StatusCode::BAD_REQUEST, "bad-time");
+    h.post(
+        "/v1/spaces/lobby/heartbeat",
+        json!({"id": "a", "at_ms": T0 + 59_000}),
+    )
+    .await
+    .ok();
+}
+
+#[tokio::test]
+async fn durations_need_units_and_fit_the_retention() {
+    let h = harness();
+    for w in ["600", "10x", "soon", "-5m"] {
+        h.get(&format!("/v1/spaces/lobby/count?window={w}"))
+            .await
+            .problem(StatusCode::BAD_REQUEST, "bad-duration");
+    }
+    h.get("/v1/spaces/lobby/online?window=1d")
+        .await
+        .problem(StatusCode::BAD_REQUEST, "bad-window");
+    h.get("/v1/spaces/lobby/count?window=0s")
+        .await
+        .problem(StatusCode::BAD_REQUEST, "bad-window");
+    h.post(
+        "/v1/spaces/lobby/online-among",
+        json!({"members": [{"id": "a"}], "window": "90"}),
+    )
+    .await
+    .problem(StatusCode::BAD_REQUEST, "bad-duration");
+    h.get("/v1/spaces/lobby/friends/me/online?window=3")
+        .await
+        .problem(StatusCode::BAD_REQUEST, "bad-duration");
+    h.get("/v1/spaces/lobby/history?range=25h")
+        .await
+        .problem(StatusCode::BAD_REQUEST, "bad-range");
+    h.get("/v1/spaces/lobby/history?range=0s")
+        .await
+        .problem(StatusCode::BAD_REQUEST, "bad-range");
+    h.get("/v1/spaces/lobby/history?range=60")
+        .await
+        .problem(StatusCode::BAD_REQUEST, "bad-duration");
+}
+
+#[tokio::test]
+async fn limits_must_be_1_to_1000() {
+    let h = harness();
+    for l in ["0", "-1", "1001", "ten", "99999999999999999999"] {
+        h.get(&format!("/v1/spaces/lobby/online?limit={l}"))
+            .await
+            .problem(StatusCode::BAD_REQUEST, "bad-limit");
+        h.get(&format!("/v1/spaces?limit={l}"))
+            .await
+            .problem(StatusCode::BAD_REQUEST, "bad-limit");
+        h.get(&format!("/v1/spaces/lobby/friends/me/online?limit={l}"))
+            .await
+            .problem(StatusCode::BAD_REQUEST, "bad-limit");
+    }
+    for l in [0, -1, 1001] {
+        h.post(
+            "/v1/spaces/lobby/online-among",
+            json!({"members": [{"id": "a"}], "limit": l}),
+        )
+        .await
+        .problem(StatusCode::BAD_REQUEST, "bad-limit");
+    }
+    h.get("/v1/spaces/lobby/online?limit=1000").await.ok();
+}
+
+#[tokio::test]
+async fn bad_cursors_kinds_orders_and_parameters() {
+    let h = harness();
+    h.beat("lobby", "a").await;
+    h.beat("lobby", "b").await;
+    for c in ["zzz", "r1.2", "%00"] {
+        h.get(&format!("/v1/spaces/lobby/online?cursor={c}"))
+            .await
+            .problem(StatusCode::BAD_REQUEST, "bad-cursor");
+    }
+    h.get(&format!(
+        "/v1/spaces/lobby/online?cursor={}",
+        "r".repeat(600)
+    ))
+    .await
+    .problem(StatusCode::BAD_REQUEST, "bad-cursor");
+    h.get("/v1/spaces/lobby/online?kind=robots")
+        .await
+        .problem(StatusCode::BAD_REQUEST, "bad-kind");
+    h.get("/v1/spaces/lobby/members/a?kind=users")
+        .await
+        .problem(StatusCode::BAD_REQUEST, "bad-kind");
+    h.get("/v1/spaces/lobby/online?order=alpha")
+        .await
+        .problem(StatusCode::BAD_REQUEST, "bad-order");
+    h.get("/v1/spaces/lobby/online?windw=10m")
+        .await
+        .problem(StatusCode::BAD_REQUEST, "unknown-parameter");
+}
+
+#[tokio::test]
+async fn bad_config_is_refused() {
+    let h = harness();
+    h.put(
+        "/v1/spaces/room/config",
+        json!({"online_ms": 0, "away_ms": 2, "window_ms": 3, "retention_ms": 4}),
+    )
+    .await
+    .problem(StatusCode::BAD_REQUEST, "bad-config");
+    h.put(
+        "/v1/spaces/room/config",
+        json!({"online_ms": 10, "away_ms": 5, "window_ms": 3, "retention_ms": 40}),
+    )
+    .await
+    .problem(StatusCode::BAD_REQUEST, "bad-config");
+    h.put(
+        "/v1/spaces/room/config",
+        json!({"online_ms": 1, "away_ms": 2, "window_ms": 3, "retention_ms": 90_000_000}),
+    )
+    .await
+    .problem(StatusCode::BAD_REQUEST, "bad-config");
+    h.put("/v1/spaces/room/config", json!({"online_ms": 1}))
+        .await
+        .problem(StatusCode::BAD_REQUEST, "bad-json");
+}
+
+#[tokio::test]
+async fn friend_sets_are_bounded() {
+    let h = harness();
+    let a: Vec<String> = (0..5_000).map(|i| format!("f{i}")).collect();
+    h.put("/v1/friends/me", json!({ "friends": a })).await.ok();
+    h.post("/v1/friends/me/add", json!({"friends": ["one-more"]}))
+        .await
+        .problem(StatusCode::BAD_REQUEST, "too-many-friends");
+    h.put("/v1/friends/me", json!({"friends": []}))
+        .await
+        .problem(StatusCode::BAD_REQUEST, "empty-batch");
+}
+
+#[tokio::test]
+async fn bodies_over_4_mib_are_refused() {
+    let h = harness();
+    let mut big = b"{\"id\": \"".to_vec();
+    big.extend(std::iter::repeat_n(b'x', 5 * 1024 * 1024));
+    big.extend(b"\"}");
+    h.raw(
+        "/v1/spaces/lobby/heartbeat",
+        Some("application/json"),
+        big.clone(),
+    )
+    .await
+    .problem(StatusCode::PAYLOAD_TOO_LARGE, "body-too-large");
+
+    // Also when the size is not declared up front (a streamed body).
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+        big.chunks(64 * 1024).map(|c| Ok(c.to_vec())).collect();
+    let body = Body::from_stream(futures::stream::iter(chunks));
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri("/v1/spaces/lobby/heartbeats")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body)
+        .unwrap();
+    send(&h.app, request)
+        .await
+        .problem(StatusCode::PAYLOAD_TOO_LARGE, "body-too-large");
+}
+
+#[tokio::test]
+async fn unknown_routes_and_methods_are_problems() {
+    let h = harness();
+    h.get("/v1/nothing-here")
+        .await
+        .problem(StatusCode::NOT_FOUND, "not-found");
+    let a = send(
+        &h.app,
+        request(Method::DELETE, "/v1/spaces/lobby/heartbeat", None, None),
+    )
+    .await;
+    a.problem(StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed");
+    assert!(a.headers.contains_key(header::ALLOW));
+}
+
+// ----------------------------------------------------------------------- auth
+
+#[tokio::test]
+async fn keys_are_required_and_scoped() {
+    let h = keyed();
+    let hb = json!({"id": "a"});
+    let uri = "/v1/spaces/lobby/heartbeat";
+    let a = send(&h.app, request(Method::POST, uri, Some(&hb), None)).await;
+    a.problem(StatusCode::UNAUTHORIZED, "missing-api-key");
+    assert!(a.headers.contains_key(header::WWW_AUTHENTICATE));
+    send(
+        &h.app,
+        request(Method::POST, uri, Some(&hb), Some("nope-nope-nope")),
+    )
+    .await
+    .problem(StatusCode::UNAUTHORIZED, "unknown-api-key");
+    send(
+        &h.app,
+        request(Method::POST, uri, Some(&hb), Some(READ_KEY)),
+    )
+    .await
+    .problem(StatusCode::FORBIDDEN, "insufficient-scope");
+    send(
+        &h.app,
+        request(Method::POST, uri, Some(&hb), Some(WRITE_KEY)),
+    )
+    .await
+    .ok();
+
+    // A read key may GET and use the read-only POSTs.
+    send(
+        &h.app,
+        request(Method::GET, "/v1/spaces/lobby/count", None, Some(READ_KEY)),
+    )
+    .await
+    .ok();
+    let status = json!({"members": [{"id": "a"}]});
+    send(
+        &h.app,
+        request(
+            Method::POST,
+            "/v1/spaces/lobby/status",
+            Some(&status),
+            Some(READ_KEY),
+        ),
+    )
+    .await
+    .ok();
+    send(
+        &h.app,
+        request(
+            Method::POST,
+            "/v1/spaces/lobby/online-among",
+            Some(&status),
+            Some(READ_KEY),
+        ),
+    )
+    .await
+    .ok();
+    // ...but not configure, befriend or leave.
+    let cfg = json!({"online_ms": 1, "away_ms": 2, "window_ms": 3, "retention_ms": 4});
+    send(
+        &h.app,
+        request(
+            Method::PUT,
+            "/v1/spaces/lobby/config",
+            Some(&cfg),
+            Some(READ_KEY),
+        ),
+    )
+    .await
+    .problem(StatusCode::FORBIDDEN, "insufficient-scope");
+    send(
+        &h.app,
+        request(
+            Method::PUT,
+            "/v1/friends/a",
+            Some(&json!({"friends": ["b"]})),
+            Some(READ_KEY),
+        ),
+    )
+    .await
+    .problem(StatusCode::FORBIDDEN, "insufficient-scope");
+    send(
+        &h.app,
+        request(
+            Method::POST,
+            "/v1/spaces/lobby/leave",
+            Some(&status),
+            Some(READ_KEY),
+        ),
+    )
+    .await
+    .problem(StatusCode::FORBIDDEN, "insufficient-scope");
+
+    // Explicit times need write scope; a write key may backdate.
+    let backdated = json!({"id": "a", "at_ms": T0 - 1000});
+    send(
+        &h.app,
+        request(Method::POST, uri, Some(&backdated), Some(READ_KEY)),
+    )
+    .await
+    .problem(StatusCode::FORBIDDEN, "insufficient-scope");
+    send(
+        &h.app,
+        request(Method::POST, uri, Some(&backdated), Some(WRITE_KEY)),
+    )
+    .await
+    .ok();
+
+    // X-API-Key works too.
+    let r = Request::builder()
+        .uri("/v1/spaces/lobby/count")
+        .header("x-api-key", READ_KEY)
+        .body(Body::empty())
+        .unwrap();
+    send(&h.app, r).await.ok();
+
+    // Event streams need a key.
+    send(
+        &h.app,
+        request(Method::GET, "/v1/spaces/lobby/events", None, None),
+    )
+    .await
+    .problem(StatusCode::UNAUTHORIZED, "missing-api-key");
+
+    // Operations need none.
+    for path in ["/healthz", "/readyz", "/metrics", "/openapi.json"] {
+        assert_eq!(h.get(path).await.status, StatusCode::OK, "{path}");
+    }
+}
