@@ -15,7 +15,20 @@ use reqwest::Url;
 
 /// herenow: who is here right now, and when was everyone else last seen.
 #[derive(Debug, Parser)]
-#[command(name = "herenow", version, propagate_version = true)]
+#[command(
+    name = "herenow",
+    version,
+    propagate_version = true,
+    after_help = "Examples:
+  herenow serve --data-dir /var/lib/herenow
+  herenow seen lobby alice bob --meta '{\"page\":\"/home\"}'
+  herenow online lobby --all
+  herenow status lobby alice carol
+  herenow friends set alice bob carol && herenow friends online lobby alice
+
+Client commands talk to --server (HERENOW_SERVER, default http://127.0.0.1:7700);
+--json prints the server's answer as is. Exit codes: 0 done, 1 failed, 2 bad usage."
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -27,6 +40,14 @@ pub struct Cli {
 pub enum Command {
     /// Run the presence server.
     Serve(ServeArgs),
+    /// The client commands, at the same level as `serve`.
+    #[command(flatten)]
+    Client(ClientCommand),
+}
+
+/// The client commands: each talks to a running server over HTTP.
+#[derive(Debug, Subcommand)]
+pub enum ClientCommand {
     /// Record that members are here now (heartbeats).
     Seen(SeenArgs),
     /// Say goodbye for members: they are offline at once.
@@ -469,7 +490,7 @@ mod tests {
             "id",
         ])
         .unwrap();
-        let Command::Online(o) = cli.command else {
+        let Command::Client(ClientCommand::Online(o)) = cli.command else {
             panic!("not online");
         };
         assert!(o.client.json && o.all && !o.guests);
@@ -480,7 +501,7 @@ mod tests {
             "friends", "--json", "online", "lobby", "alice", "--window", "5m",
         ])
         .unwrap();
-        let Command::Friends(f) = cli.command else {
+        let Command::Client(ClientCommand::Friends(f)) = cli.command else {
             panic!("not friends");
         };
         assert!(f.client.json);

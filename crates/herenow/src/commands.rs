@@ -11,14 +11,14 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::cli::{
-    ClientOpts, Command, CountArgs, FriendsArgs, FriendsCommand, LeaveArgs, OnlineArgs, SeenArgs,
-    StatusArgs,
+    ClientCommand, ClientOpts, CountArgs, FriendsArgs, FriendsCommand, LeaveArgs, OnlineArgs,
+    SeenArgs, StatusArgs,
 };
 use crate::client::Api;
 use crate::output::{self, CountAnswer, HeartbeatAnswer, Members};
 
-/// Runs a client command (anything but `serve`) to completion.
-pub fn main(command: Command) -> Result<()> {
+/// Runs a client command to completion.
+pub fn main(command: ClientCommand) -> Result<()> {
     // One request at a time: a single-threaded runtime is all it needs.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -26,13 +26,12 @@ pub fn main(command: Command) -> Result<()> {
         .context("cannot start the async runtime")?;
     rt.block_on(async {
         match command {
-            Command::Serve(_) => unreachable!("serve is dispatched in main"),
-            Command::Seen(a) => seen(a).await,
-            Command::Leave(a) => leave(a).await,
-            Command::Online(a) => online(a).await,
-            Command::Count(a) => count(a).await,
-            Command::Status(a) => status(a).await,
-            Command::Friends(a) => friends(a).await,
+            ClientCommand::Seen(a) => seen(a).await,
+            ClientCommand::Leave(a) => leave(a).await,
+            ClientCommand::Online(a) => online(a).await,
+            ClientCommand::Count(a) => count(a).await,
+            ClientCommand::Status(a) => status(a).await,
+            ClientCommand::Friends(a) => friends(a).await,
         }
     })
 }

@@ -29,7 +29,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve::main(args),
-        client_command => commands::main(client_command),
+        Command::Client(command) => commands::main(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
