@@ -54,6 +54,8 @@ struct Server {
     child: Option<Child>,
     url: String,
     stderr: Arc<Mutex<String>>,
+    /// The thread draining stderr; joined after exit so the log is whole.
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Server {
@@ -79,7 +81,7 @@ impl Server {
         let stderr = Arc::new(Mutex::new(String::new()));
         let mut err_pipe = child.stderr.take().unwrap();
         let sink = Arc::clone(&stderr);
-        std::thread::spawn(move || {
+        let stderr_reader = std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             while let Ok(n) = err_pipe.read(&mut buf) {
                 if n == 0 {
@@ -105,6 +107,7 @@ impl Server {
             child: Some(child),
             url: String::new(),
             stderr,
+            stderr_reader: Some(stderr_reader),
         };
         let line = match rx.recv_timeout(DEADLINE) {
             Ok(Some(Ok(line))) => line,
@@ -180,13 +183,13 @@ impl Server {
     }
 
     /// Sends SIGTERM and waits, within [`DEADLINE`], for the exit status.
-    fn terminate(self) -> ExitStatus {
+    fn terminate(&mut self) -> ExitStatus {
         self.stop("-TERM")
     }
 
     /// Sends `signal` (`-TERM`, `-INT`) and waits, within [`DEADLINE`],
     /// for the exit status.
-    fn stop(mut self, signal: &str) -> ExitStatus {
+    fn stop(&mut self, signal: &str) -> ExitStatus {
         let mut child = self.child.take().unwrap();
         let pid = child.id().to_string();
         let sent = Command::new("kill").args([signal, &pid]).status().unwrap();
@@ -196,7 +199,13 @@ impl Server {
             let _ = tx.send(child.wait());
         });
         match rx.recv_timeout(DEADLINE) {
-            Ok(status) => status.unwrap(),
+            Ok(status) => {
+                // The child is gone, so its stderr is at end of file.
+                if let Some(reader) = self.stderr_reader.take() {
+                    reader.join().unwrap();
+                }
+                status.unwrap()
+            }
             Err(_) => {
                 let _ = Command::new("kill").args(["-KILL", &pid]).status();
                 panic!(
@@ -253,7 +262,7 @@ fn stderr(out: &Output) -> String {
 fn presence_round_trip_through_the_cli_and_a_restart() {
     let data = temp_dir("round-trip");
     let data_arg = data.to_str().unwrap();
-    let server = Server::start(&["--data-dir", data_arg]);
+    let mut server = Server::start(&["--data-dir", data_arg]);
 
     let out = server.ok(&["seen", "lobby", "alice", "bob", "--meta", r#"{"name":"A"}"#]);
     assert_eq!(out, "lobby: 2 seen, 2 joined\n");
@@ -368,7 +377,7 @@ fn presence_round_trip_through_the_cli_and_a_restart() {
     assert!(status.success(), "exit after SIGTERM: {status:?}");
 
     // The same data dir on a new server: presence and friends survived.
-    let server = Server::start(&["--data-dir", data_arg]);
+    let mut server = Server::start(&["--data-dir", data_arg]);
     assert_eq!(ids(&server.json(&["online", "lobby"])), ["alice"]);
     assert_eq!(ids(&server.json(&["online", "lobby", "--guests"])), ["g-1"]);
     assert_eq!(
@@ -384,7 +393,7 @@ fn presence_round_trip_through_the_cli_and_a_restart() {
 
 #[test]
 fn seen_sends_more_than_one_batch_for_many_ids() {
-    let server = Server::start(&[]);
+    let mut server = Server::start(&[]);
     // 10,001 ids: two requests (10,000 + 1), one summed answer.
     let ids: Vec<String> = (0..10_001).map(|i| format!("u{i}")).collect();
     let mut args = vec!["seen", "crowd"];
@@ -403,7 +412,7 @@ fn seen_sends_more_than_one_batch_for_many_ids() {
 
 #[test]
 fn a_bad_member_id_prints_the_servers_problem() {
-    let server = Server::start(&[]);
+    let mut server = Server::start(&[]);
     let long_id = "x".repeat(300);
     let out = server.cli(&["seen", "lobby", &long_id]);
     assert_eq!(out.status.code(), Some(1));
@@ -417,11 +426,12 @@ fn a_bad_member_id_prints_the_servers_problem() {
     let out = server.cli(&["count", "no spaces allowed"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("HTTP 400"), "{}", stderr(&out));
+    assert!(server.terminate().success());
 }
 
 #[test]
 fn api_keys_from_flags_and_environment_guard_the_api() {
-    let server = Server::start_with_env(
+    let mut server = Server::start_with_env(
         &["--api-key", "writer-key-1:write"],
         &[("HERENOW_API_KEYS", "ignored-when-the-flag-is-given:read")],
     );
@@ -436,7 +446,7 @@ fn api_keys_from_flags_and_environment_guard_the_api() {
 
     // Keys from HERENOW_API_KEYS, comma-separated; the client's key from
     // HERENOW_API_KEY.
-    let server = Server::start_with_env(
+    let mut server = Server::start_with_env(
         &[],
         &[("HERENOW_API_KEYS", "writer-key-2:write,reader-key-2:read")],
     );
@@ -583,4 +593,21 @@ fn serve_names_an_address_already_taken() {
     );
     assert_eq!(err.lines().count(), 1, "{err}");
     drop(taken);
+}
+
+#[test]
+fn serve_with_demo_and_json_logs() {
+    let mut server = Server::start(&["--demo", "--log-format", "json"]);
+    // The simulated visitors live in `lobby`; whatever their number, the
+    // answer has the documented shape.
+    let count = server.json(&["count", "lobby"]);
+    assert!(count["total"].is_u64(), "{count}");
+    assert!(server.terminate().success());
+    let log = server.log();
+    assert!(!log.is_empty());
+    for line in log.lines() {
+        let entry: Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: not JSON: {line}"));
+        assert!(entry["level"].is_string(), "{line}");
+    }
 }
