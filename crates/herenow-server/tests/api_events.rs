@@ -1,0 +1,217 @@
+//! Server-Sent Events through the router: the snapshot first, then events;
+//! `lagged` for a slow reader; the bound on streams; and shutdown ending
+//! every stream.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use herenow_core::{ManualClock, MemoryStore, SpaceConfig};
+use herenow_server::{AppState, Config, app};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+const T0: u64 = 1_700_000_000_000;
+/// A guard against a broken stream hanging the test; never reached when
+/// the server behaves.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+fn setup(config: Config) -> (Router, AppState) {
+    let clock = ManualClock::new(T0);
+    let store = Arc::new(MemoryStore::new(Arc::new(clock), SpaceConfig::default()));
+    let state = AppState::with_memory(store, &config);
+    (app(state.clone()), state)
+}
+
+async fn heartbeat(app: &Router, space: &str, body: Value) {
+    let r = Request::builder()
+        .method(Method::POST)
+        .uri(format!("/v1/spaces/{space}/heartbeat"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let response = app.clone().oneshot(r).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+}
+
+async fn subscribe(app: &Router, space: &str) -> axum::response::Response {
+    let r = Request::builder()
+        .uri(format!("/v1/spaces/{space}/events"))
+        .header(header::ACCEPT, "text/event-stream")
+        .body(Body::empty())
+        .unwrap();
+    app.clone().oneshot(r).await.unwrap()
+}
+
+/// Reads SSE frames off a response body, one event at a time.
+struct Events {
+    body: Body,
+    buffer: String,
+}
+
+impl Events {
+    fn new(response: axum::response::Response) -> Self {
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            "text/event-stream"
+        );
+        Self {
+            body: response.into_body(),
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event's name and data; `None` when the stream ended.
+    async fn next(&mut self) -> Option<(String, Value)> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut name = None;
+                let mut data = None;
+                for line in block.lines() {
+                    if let Some(n) = line.strip_prefix("event: ") {
+                        name = Some(n.to_owned());
+                    } else if let Some(d) = line.strip_prefix("data: ") {
+                        data = Some(serde_json::from_str(d).unwrap());
+                    }
+                }
+                match (name, data) {
+                    (Some(n), Some(d)) => return Some((n, d)),
+                    // A keep-alive comment: read on.
+                    _ => continue,
+                }
+            }
+            let frame = tokio::time::timeout(PATIENCE, self.body.frame())
+                .await
+                .expect("the stream neither sent nor ended");
+            match frame {
+                None => return None,
+                Some(f) => {
+                    let f = f.unwrap();
+                    if let Some(bytes) = f.data_ref() {
+                        self.buffer.push_str(std::str::from_utf8(bytes).unwrap());
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn snapshot_then_join_then_shutdown_ends_the_stream() {
+    let (app, state) = setup(Config::default());
+    heartbeat(&app, "lobby", json!({"id": "a"})).await;
+
+    let mut events = Events::new(subscribe(&app, "lobby").await);
+    let (name, snapshot) = events.next().await.unwrap();
+    assert_eq!(name, "snapshot");
+    assert_eq!(snapshot["space"], "lobby");
+    assert_eq!(snapshot["omitted"], 0);
+    assert_eq!(snapshot["members"][0]["id"], "a");
+    assert_eq!(snapshot["members"][0]["status"], "online");
+    assert_eq!(snapshot["config"]["online_ms"], 60_000);
+    assert_eq!(state.open_streams(), 1);
+
+    heartbeat(&app, "lobby", json!({"id": "b", "meta": {"n": 1}})).await;
+    let (name, join) = events.next().await.unwrap();
+    assert_eq!(name, "join");
+    assert_eq!(join["type"], "join");
+    assert_eq!(join["space"], "lobby");
+    assert_eq!(join["id"], "b");
+    assert_eq!(join["kind"], "user");
+    assert_eq!(join["status"], "online");
+    assert_eq!(join["last_seen_ms"], T0);
+
+    heartbeat(&app, "lobby", json!({"id": "b", "meta": {"n": 2}})).await;
+    let (name, update) = events.next().await.unwrap();
+    assert_eq!(name, "update");
+    assert_eq!(update["meta"], json!({"n": 2}));
+
+    let leave = Request::builder()
+        .method(Method::POST)
+        .uri("/v1/spaces/lobby/leave")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(r#"{"members":[{"id":"a"}]}"#))
+        .unwrap();
+    app.clone().oneshot(leave).await.unwrap();
+    let (name, left) = events.next().await.unwrap();
+    assert_eq!(name, "leave");
+    assert_eq!(left["reason"], "explicit");
+    assert_eq!(left["status"], "offline");
+
+    state.shutdown_token().cancel();
+    assert!(
+        events.next().await.is_none(),
+        "shutdown must end the stream"
+    );
+    assert_eq!(state.open_streams(), 0);
+
+    // After shutdown no new stream opens.
+    let late = subscribe(&app, "lobby").await;
+    assert_eq!(late.status(), StatusCode::SERVICE_UNAVAILABLE);
+}
+
+#[tokio::test]
+async fn a_reader_that_falls_behind_gets_lagged_and_the_end() {
+    let (app, _state) = setup(Config::default());
+    let mut events = Events::new(subscribe(&app, "crowd").await);
+    assert_eq!(events.next().await.unwrap().0, "snapshot");
+
+    // 5,000 joins in one batch: more than the 4,096 a reader may lag.
+    let beats: Vec<Value> = (0..5_000).map(|i| json!({"id": format!("m{i}")})).collect();
+    let r = Request::builder()
+        .method(Method::POST)
+        .uri("/v1/spaces/crowd/heartbeats")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(json!({ "heartbeats": beats }).to_string()))
+        .unwrap();
+    assert_eq!(
+        app.clone().oneshot(r).await.unwrap().status(),
+        StatusCode::OK
+    );
+
+    let (name, data) = events.next().await.unwrap();
+    assert_eq!(name, "lagged");
+    assert!(data["missed"].as_u64().unwrap() > 0);
+    assert!(
+        events.next().await.is_none(),
+        "the stream ends after lagged"
+    );
+}
+
+#[tokio::test]
+async fn streams_are_bounded() {
+    let (app, state) = setup(Config {
+        max_event_streams: 1,
+        ..Config::default()
+    });
+    let mut first = Events::new(subscribe(&app, "lobby").await);
+    assert_eq!(first.next().await.unwrap().0, "snapshot");
+
+    let second = subscribe(&app, "lobby").await;
+    assert_eq!(second.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(second.headers().contains_key(header::RETRY_AFTER));
+    let body = second.into_body().collect().await.unwrap().to_bytes();
+    let problem: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(problem["code"], "too-many-streams");
+
+    // Closing the first frees its slot.
+    drop(first);
+    assert_eq!(state.open_streams(), 0);
+    let mut third = Events::new(subscribe(&app, "lobby").await);
+    assert_eq!(third.next().await.unwrap().0, "snapshot");
+}
+
+#[tokio::test]
+async fn bad_space_names_are_refused_before_streaming() {
+    let (app, _state) = setup(Config::default());
+    let r = subscribe(&app, "no%20spaces").await;
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let body = r.into_body().collect().await.unwrap().to_bytes();
+    let problem: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(problem["code"], "bad-space-name");
+}

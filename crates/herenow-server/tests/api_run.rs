@@ -1,0 +1,252 @@
+//! `run` on a real loopback socket, and snapshots on disk: the refusal to
+//! serve the network without keys, a serve-and-shutdown cycle that writes
+//! the snapshot, restoring it, refusing a corrupt one, and shutdown ending
+//! open event streams.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use herenow_core::{
+    Heartbeat, ManualClock, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig,
+    SpaceName, Status,
+};
+use herenow_server::{Config, ConfigError, ServerError, persist, run};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const T0: u64 = 1_700_000_000_000;
+/// A guard against a hang; never reached when the server behaves.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("herenow-server-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn key(id: &str) -> MemberKey {
+    MemberKey::user(MemberId::new(id).unwrap())
+}
+
+/// Sends one HTTP/1.1 request and reads the answer to the end.
+async fn http(addr: std::net::SocketAddr, request: &str) -> String {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(PATIENCE, stream.read_to_end(&mut answer))
+        .await
+        .expect("server did not answer")
+        .unwrap();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test]
+async fn run_refuses_a_network_address_without_keys() {
+    let listener = TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let err = run(listener, Config::default(), std::future::pending())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ServerError::Config(ConfigError::OpenOnNetwork(_))),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn run_accepts_a_network_address_with_keys() {
+    let listener = TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let config = Config {
+        api_keys: vec!["writer-secret-1:write".parse().unwrap()],
+        ..Config::default()
+    };
+    // Shut down at once: the point is that it starts.
+    run(listener, config, async {}).await.unwrap();
+}
+
+#[tokio::test]
+async fn snapshot_round_trip() {
+    let dir = TempDir::new("round-trip");
+    let clock = ManualClock::new(T0);
+    let store = MemoryStore::new(Arc::new(clock.clone()), SpaceConfig::default());
+    let lobby = SpaceName::new("lobby").unwrap();
+    store
+        .heartbeat(
+            &lobby,
+            &[Heartbeat::now(key("a")), Heartbeat::now(key("b"))],
+        )
+        .await
+        .unwrap();
+    store
+        .set_friends(&MemberId::new("a").unwrap(), &[MemberId::new("b").unwrap()])
+        .await
+        .unwrap();
+    let bytes = persist::write(&store, &dir.0).unwrap();
+    assert!(bytes > 0);
+    assert!(persist::snapshot_path(&dir.0).is_file());
+    // No temporary file is left behind.
+    assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 1);
+
+    let restored = MemoryStore::new(Arc::new(clock), SpaceConfig::default());
+    let report = persist::restore(&restored, &dir.0).unwrap().unwrap();
+    assert_eq!(report.members, 2);
+    let status = restored.status(&lobby, &[key("a")]).await.unwrap();
+    assert_eq!(status[0].status, Status::Online);
+    assert_eq!(status[0].last_seen_ms, Some(T0));
+    assert_eq!(
+        restored
+            .friends(&MemberId::new("a").unwrap())
+            .await
+            .unwrap(),
+        vec![MemberId::new("b").unwrap()]
+    );
+}
+
+#[tokio::test]
+async fn no_snapshot_yet_is_an_empty_start() {
+    let dir = TempDir::new("empty");
+    let store = MemoryStore::default();
+    assert!(
+        persist::restore(&store, &dir.0.join("sub"))
+            .unwrap()
+            .is_none()
+    );
+    assert!(dir.0.join("sub").is_dir(), "the data directory is created");
+}
+
+#[tokio::test]
+async fn a_corrupt_snapshot_is_an_error_naming_the_file() {
+    let dir = TempDir::new("corrupt");
+    let path = persist::snapshot_path(&dir.0);
+
+    // Foreign bytes.
+    std::fs::write(&path, b"definitely not a snapshot").unwrap();
+    let err = persist::restore(&MemoryStore::default(), &dir.0).unwrap_err();
+    match &err {
+        ServerError::Snapshot { path: p, .. } => assert_eq!(p, &path),
+        other => panic!("expected a snapshot error, got {other:?}"),
+    }
+    assert!(err.to_string().contains(&path.display().to_string()));
+
+    // A real snapshot with a flipped byte.
+    let good = MemoryStore::default();
+    good.heartbeat(&SpaceName::new("s").unwrap(), &[Heartbeat::now(key("a"))])
+        .await
+        .unwrap();
+    let mut bytes = good.snapshot();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(matches!(
+        persist::restore(&MemoryStore::default(), &dir.0),
+        Err(ServerError::Snapshot { .. })
+    ));
+
+    // run refuses to start over it, and leaves the file alone.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let config = Config {
+        data_dir: Some(dir.0.clone()),
+        ..Config::default()
+    };
+    let err = run(listener, config, std::future::pending())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ServerError::Snapshot { .. }), "{err:?}");
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+}
+
+#[tokio::test]
+async fn serve_write_snapshot_on_shutdown_and_restore_it() {
+    let dir = TempDir::new("serve");
+    let config = Config {
+        data_dir: Some(dir.0.clone()),
+        ..Config::default()
+    };
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(run(listener, config.clone(), async {
+        let _ = stopped.await;
+    }));
+
+    let health = http(
+        addr,
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    let body = r#"{"id":"alice"}"#;
+    let beat = http(
+        addr,
+        &format!(
+            "POST /v1/spaces/lobby/heartbeat HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+    .await;
+    assert!(beat.starts_with("HTTP/1.1 200"), "{beat}");
+
+    // An open event stream must not hold the shutdown.
+    let mut sse = TcpStream::connect(addr).await.unwrap();
+    sse.write_all(b"GET /v1/spaces/lobby/events HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut first = vec![0u8; 4096];
+    let n = tokio::time::timeout(PATIENCE, sse.read(&mut first))
+        .await
+        .unwrap()
+        .unwrap();
+    let head = String::from_utf8_lossy(&first[..n]).into_owned();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+
+    stop.send(()).unwrap();
+    tokio::time::timeout(PATIENCE, server)
+        .await
+        .expect("shutdown waited on the open stream")
+        .unwrap()
+        .unwrap();
+    // The stream was ended by the server.
+    let mut rest = Vec::new();
+    tokio::time::timeout(PATIENCE, sse.read_to_end(&mut rest))
+        .await
+        .expect("the stream was not closed")
+        .unwrap();
+
+    // The snapshot holds alice; a new server restores her.
+    let restored = MemoryStore::default();
+    let report = persist::restore(&restored, &dir.0).unwrap().unwrap();
+    assert_eq!(report.members, 1);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(run(listener, config, async {
+        let _ = stopped.await;
+    }));
+    let member = http(
+        addr,
+        "GET /v1/spaces/lobby/members/alice HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(member.contains("\"status\":\"online\""), "{member}");
+    stop.send(()).unwrap();
+    tokio::time::timeout(PATIENCE, server)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}
