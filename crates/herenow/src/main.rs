@@ -34,8 +34,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // `{:#}` keeps the causes on the one line: "cannot listen on …: Address in use".
-            eprintln!("herenow: {e:#}");
+            eprintln!("herenow: {}", one_line(&e));
             exit_code(&e)
         }
     }
@@ -54,5 +53,68 @@ fn exit_code(e: &anyhow::Error) -> ExitCode {
         ExitCode::from(2)
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// The error and its causes on one line, "cannot listen on …: Address in
+/// use". A cause whose text the line already holds is left out: many error
+/// types print their source in their own message too, and "No such file or
+/// directory" twice reads like two problems.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Wrapper(std::io::Error);
+
+    impl std::fmt::Display for Wrapper {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "creating data directory /x: {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Wrapper {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn causes_join_on_one_line_without_repeats() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let e = anyhow::Error::new(Wrapper(io)).context("starting the store");
+        assert_eq!(
+            one_line(&e),
+            "starting the store: creating data directory /x: no such file"
+        );
+    }
+
+    #[test]
+    fn config_errors_exit_2_and_others_1() {
+        let config = anyhow::Error::new(herenow_server::ConfigError::ApiKeyFormat);
+        assert_eq!(exit_code(&config), ExitCode::from(2));
+        let wrapped = anyhow::Error::new(herenow_server::ServerError::Config(
+            herenow_server::ConfigError::ApiKeyFormat,
+        ));
+        assert_eq!(exit_code(&wrapped), ExitCode::from(2));
+        assert_eq!(
+            exit_code(&anyhow::anyhow!("connection refused")),
+            ExitCode::FAILURE
+        );
     }
 }

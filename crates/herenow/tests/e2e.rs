@@ -611,3 +611,22 @@ fn serve_with_demo_and_json_logs() {
         assert!(entry["level"].is_string(), "{line}");
     }
 }
+
+#[test]
+fn serve_reports_a_data_dir_it_cannot_use() {
+    // A regular file where a directory should be: the store cannot start.
+    let dir = temp_dir("bad-data-dir");
+    let file = dir.join("not-a-directory");
+    std::fs::write(&file, b"").unwrap();
+    let data = file.join("data");
+    let out = herenow()
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let last = stderr(&out).lines().last().unwrap_or_default().to_owned();
+    assert!(last.starts_with("herenow: "), "{}", stderr(&out));
+    assert!(last.contains(data.to_str().unwrap()), "{last}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
