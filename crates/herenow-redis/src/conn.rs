@@ -1,0 +1,209 @@
+//! The connection: a standalone server through a reconnecting
+//! [`ConnectionManager`], or a cluster through redis-rs' async cluster
+//! connection, behind one type that scripts and commands run on.
+//!
+//! Both speak RESP3, so pub/sub messages arrive as pushes on the same
+//! multiplexed connection that carries commands (no second connection per
+//! store), and both resubscribe by themselves after a reconnect.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, PushInfo, RedisFuture, RedisResult, Value};
+
+use herenow_core::{Error, InvalidInput};
+
+/// Where the store connects, parsed from a `--store` spec.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// `redis://HOST:PORT[/DB]`: one server.
+    Single {
+        /// The URL handed to redis-rs, with RESP3 switched on.
+        url: String,
+    },
+    /// `redis+cluster://H1:P1,H2:P2,…`: seed nodes of a cluster.
+    Cluster {
+        /// One `redis://` URL per seed node.
+        nodes: Vec<String>,
+    },
+}
+
+impl Target {
+    /// Parses `redis://HOST:PORT[/DB]` or `redis+cluster://H1:P1,H2:P2,…`.
+    /// A bad spec is refused as a configuration error.
+    pub fn parse(spec: &str) -> Result<Self, Error> {
+        let bad = |why: &'static str| Error::Invalid(InvalidInput::BadConfig { why });
+        if let Some(rest) = spec.strip_prefix("redis+cluster://") {
+            let rest = rest.trim_end_matches('/');
+            if rest.contains('/') || rest.contains('?') {
+                return Err(bad(
+                    "expected redis+cluster://H1:P1,H2:P2 (a cluster has no database)",
+                ));
+            }
+            let nodes: Vec<String> = rest
+                .split(',')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(|n| format!("redis://{n}/?protocol=resp3"))
+                .collect();
+            if nodes.is_empty() {
+                return Err(bad("redis+cluster:// needs at least one HOST:PORT"));
+            }
+            return Ok(Target::Cluster { nodes });
+        }
+        if let Some(rest) = spec.strip_prefix("redis://") {
+            if rest.is_empty() || rest.contains('?') {
+                return Err(bad("expected redis://HOST:PORT[/DB]"));
+            }
+            let rest = rest.trim_end_matches('/');
+            if let Some((_, db)) = rest.split_once('/')
+                && db.parse::<u16>().is_err()
+            {
+                return Err(bad("the database in redis://HOST:PORT/DB must be a number"));
+            }
+            return Ok(Target::Single {
+                url: format!("redis://{rest}?protocol=resp3"),
+            });
+        }
+        Err(bad(
+            "store must be redis://HOST:PORT[/DB] or redis+cluster://H1:P1,H2:P2",
+        ))
+    }
+
+    /// Whether this is a cluster: events then go over sharded pub/sub.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, Target::Cluster { .. })
+    }
+}
+
+/// A connection to a server or a cluster. Cheap to clone: clones share one
+/// multiplexed connection.
+#[derive(Clone)]
+pub enum Conn {
+    /// One server.
+    Single(ConnectionManager),
+    /// A cluster.
+    Cluster(ClusterConnection),
+}
+
+impl Conn {
+    /// Connects, sending pub/sub pushes to `push`.
+    pub async fn open(
+        target: &Target,
+        timeout: Duration,
+        push: impl Fn(PushInfo) + Send + Sync + 'static,
+    ) -> RedisResult<Conn> {
+        let sender = move |info: PushInfo| -> Result<(), ()> {
+            push(info);
+            Ok(())
+        };
+        match target {
+            Target::Single { url } => {
+                let client = redis::Client::open(url.as_str())?;
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(timeout))
+                    .set_response_timeout(Some(timeout))
+                    // Few and quick retries: callers get an error within
+                    // their timeout, and the manager keeps reconnecting in
+                    // the background.
+                    .set_number_of_retries(1)
+                    .set_max_delay(Duration::from_millis(500))
+                    .set_push_sender(sender)
+                    .set_automatic_resubscription();
+                Ok(Conn::Single(
+                    client.get_connection_manager_with_config(config).await?,
+                ))
+            }
+            Target::Cluster { nodes } => {
+                let client = ClusterClientBuilder::new(nodes.clone())
+                    .use_protocol(redis::ProtocolVersion::RESP3)
+                    .connection_timeout(timeout)
+                    .response_timeout(timeout)
+                    .retries(2)
+                    .push_sender(sender)
+                    .build()?;
+                Ok(Conn::Cluster(client.get_async_connection().await?))
+            }
+        }
+    }
+
+    /// Subscribes to an event channel: `SUBSCRIBE` on a server, `SSUBSCRIBE`
+    /// (sharded, routed to the channel's slot) on a cluster.
+    pub async fn subscribe(&mut self, channel: &str) -> RedisResult<()> {
+        match self {
+            Conn::Single(c) => c.subscribe(channel).await,
+            Conn::Cluster(c) => c.ssubscribe(channel).await,
+        }
+    }
+
+    /// Undoes [`subscribe`](Self::subscribe).
+    pub async fn unsubscribe(&mut self, channel: &str) -> RedisResult<()> {
+        match self {
+            Conn::Single(c) => c.unsubscribe(channel).await,
+            Conn::Cluster(c) => c.sunsubscribe(channel).await,
+        }
+    }
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs() {
+        assert_eq!(
+            Target::parse("redis://127.0.0.1:6380/2").unwrap(),
+            Target::Single {
+                url: "redis://127.0.0.1:6380/2?protocol=resp3".into()
+            }
+        );
+        assert_eq!(
+            Target::parse("redis+cluster://a:1,b:2").unwrap(),
+            Target::Cluster {
+                nodes: vec![
+                    "redis://a:1/?protocol=resp3".into(),
+                    "redis://b:2/?protocol=resp3".into()
+                ]
+            }
+        );
+        for bad in [
+            "memory",
+            "redis://",
+            "redis://h:1/x",
+            "redis+cluster://",
+            "redis://h:1?protocol=2",
+        ] {
+            assert!(Target::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! From Redis pub/sub to subscribers: the [`Router`] that the connection's
+//! push callback feeds.
+//!
+//! Every script that changes presence publishes its events, numbered by the
+//! space's event sequence, in one message on the space's channel. A
+//! subscriber is registered *before* its snapshot is read and buffers what
+//! arrives meanwhile; once the snapshot (and the sequence number it
+//! reflects) is known, older events are dropped and the rest delivered. A
+//! subscriber that sees a gap in the sequence (a message lost while the
+//! connection was down) is closed rather than shown a wrong picture: it
+//! should subscribe again for a fresh snapshot.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use redis::{PushInfo, PushKind, Value};
+use tokio::sync::broadcast;
+
+use herenow_core::{
+    Event, EventKind, LeaveReason, MemberId, MemberKey, MemberKind, Metadata, SpaceName, Status,
+    limits,
+};
+
+/// One event as published by the scripts (see `scripts.rs`).
+type Wire = (
+    String,
+    String,
+    String,
+    String,
+    u8,
+    String,
+    serde_json::Value,
+    String,
+);
+
+enum SubState {
+    /// Registered, snapshot not read yet: events wait here.
+    Pending(Vec<(u64, Arc<Event>)>),
+    /// Delivering events numbered above `after`.
+    Live { after: u64 },
+}
+
+struct Sub {
+    id: u64,
+    tx: broadcast::Sender<Arc<Event>>,
+    state: SubState,
+}
+
+impl Sub {
+    /// Delivers one event; false if this subscriber must be dropped (gap or
+    /// overflow while pending, or nobody listening).
+    fn offer(&mut self, seq: u64, event: &Arc<Event>) -> bool {
+        match &mut self.state {
+            SubState::Pending(buf) => {
+                if buf.len() >= limits::EVENT_QUEUE {
+                    return false;
+                }
+                buf.push((seq, event.clone()));
+                true
+            }
+            SubState::Live { after } => {
+                if seq <= *after {
+                    return true;
+                }
+                if seq != *after + 1 {
+                    return false;
+                }
+                *after = seq;
+                self.tx.send(event.clone()).is_ok()
+            }
+        }
+    }
+}
+
+struct Channel {
+    space: SpaceName,
+    subs: Vec<Sub>,
+}
+
+/// Subscribers by channel. Shared between the store and the connection's
+/// push callback; every method is short and never awaits.
+#[derive(Default)]
+pub struct Router {
+    channels: Mutex<HashMap<String, Channel>>,
+    next_id: Mutex<u64>,
+}
+
+impl Router {
+    /// Registers a pending subscriber on `channel`. Returns its id and
+    /// whether the channel is new (the caller must subscribe to it).
+    pub fn add_pending(
+        &self,
+        channel: &str,
+        space: &SpaceName,
+        tx: broadcast::Sender<Arc<Event>>,
+    ) -> (u64, bool) {
+        let id = {
+            let mut n = self.next_id.lock();
+            *n += 1;
+            *n
+        };
+        let mut channels = self.channels.lock();
+        let new = !channels.contains_key(channel);
+        channels
+            .entry(channel.to_owned())
+            .or_insert_with(|| Channel {
+                space: space.clone(),
+                subs: Vec::new(),
+            })
+            .subs
+            .push(Sub {
+                id,
+                tx,
+                state: SubState::Pending(Vec::new()),
+            });
+        (id, new)
+    }
+
+    /// The snapshot of subscriber `id` reflects events up to `seq`: deliver
+    /// what it buffered after that and go live. False if it was dropped.
+    pub fn activate(&self, channel: &str, id: u64, seq: u64) -> bool {
+        let mut channels = self.channels.lock();
+        let Some(ch) = channels.get_mut(channel) else {
+            return false;
+        };
+        let Some(pos) = ch.subs.iter().position(|s| s.id == id) else {
+            return false;
+        };
+        let sub = &mut ch.subs[pos];
+        let buffered = match std::mem::replace(&mut sub.state, SubState::Live { after: seq }) {
+            SubState::Pending(buf) => buf,
+            SubState::Live { .. } => Vec::new(),
+        };
+        for (s, e) in buffered {
+            if !sub.offer(s, &e) {
+                ch.subs.remove(pos);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Forgets subscriber `id` (its snapshot could not be read).
+    pub fn remove(&self, channel: &str, id: u64) {
+        if let Some(ch) = self.channels.lock().get_mut(channel) {
+            ch.subs.retain(|s| s.id != id);
+        }
+    }
+
+    /// Forgets a channel whose subscription failed.
+    pub fn remove_channel(&self, channel: &str) {
+        self.channels.lock().remove(channel);
+    }
+
+    /// Channels nobody listens to any more, removed from the router; the
+    /// caller unsubscribes from them.
+    pub fn take_idle(&self) -> Vec<String> {
+        let mut channels = self.channels.lock();
+        for ch in channels.values_mut() {
+            ch.subs
+                .retain(|s| matches!(s.state, SubState::Pending(_)) || s.tx.receiver_count() > 0);
+        }
+        let idle: Vec<String> = channels
+            .iter()
+            .filter(|(_, ch)| ch.subs.is_empty())
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in &idle {
+            channels.remove(name);
+        }
+        idle
+    }
+
+    /// Whether anyone listens on `channel` (for tests and metrics).
+    pub fn listeners(&self, channel: &str) -> usize {
+        self.channels
+            .lock()
+            .get(channel)
+            .map_or(0, |c| c.subs.len())
+    }
+
+    /// Handles one push from the connection.
+    pub fn push(&self, info: PushInfo) {
+        match info.kind {
+            PushKind::Message | PushKind::SMessage => {
+                let mut data = info.data.into_iter();
+                let (Some(chan), Some(payload)) = (data.next(), data.next()) else {
+                    return;
+                };
+                let (Some(chan), Some(payload)) = (bytes(chan), bytes(payload)) else {
+                    return;
+                };
+                let Ok(chan) = String::from_utf8(chan) else {
+                    return;
+                };
+                self.deliver(&chan, &payload);
+            }
+            PushKind::Disconnection => {
+                // Messages published while the connection was down are
+                // lost; the sequence check catches that on the next event,
+                // but a quiet space would never tell. Close every
+                // subscriber now so it re-subscribes with a fresh snapshot.
+                let mut channels = self.channels.lock();
+                for ch in channels.values_mut() {
+                    ch.subs.clear();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn deliver(&self, chan: &str, payload: &[u8]) {
+        let mut channels = self.channels.lock();
+        let Some(ch) = channels.get_mut(chan) else {
+            return;
+        };
+        let Ok(wire) = serde_json::from_slice::<Vec<Wire>>(payload) else {
+            tracing::warn!(
+                channel = chan,
+                "unreadable event message; closing its subscribers"
+            );
+            ch.subs.clear();
+            return;
+        };
+        let events: Vec<(u64, Arc<Event>)> = wire
+            .into_iter()
+            .filter_map(|w| decode(&ch.space, w))
+            .collect();
+        ch.subs
+            .retain_mut(|sub| events.iter().all(|(seq, e)| sub.offer(*seq, e)));
+    }
+}
+
+fn bytes(v: Value) -> Option<Vec<u8>> {
+    match v {
+        Value::BulkString(b) => Some(b),
+        Value::SimpleString(s) => Some(s.into_bytes()),
+        _ => None,
+    }
+}
+
+fn decode(space: &SpaceName, w: Wire) -> Option<(u64, Arc<Event>)> {
+    let (typ, kind, id, ts, presence, reason, meta, seq) = w;
+    let event_kind = match typ.as_str() {
+        "join" => EventKind::Join,
+        "away" => EventKind::Away,
+        "back" => EventKind::Back,
+        "leave" => EventKind::Leave,
+        "update" => EventKind::Update,
+        _ => return None,
+    };
+    let member_kind = match kind.as_str() {
+        "u" => MemberKind::User,
+        "g" => MemberKind::Guest,
+        _ => return None,
+    };
+    let status = match presence {
+        0 => Status::Offline,
+        1 => Status::Away,
+        _ => Status::Online,
+    };
+    let reason = match reason.as_str() {
+        "explicit" => Some(LeaveReason::Explicit),
+        "timeout" => Some(LeaveReason::Timeout),
+        "expired" => Some(LeaveReason::Expired),
+        _ => None,
+    };
+    let meta = match meta {
+        serde_json::Value::String(m) => Metadata::from_json(&m).ok(),
+        _ => None,
+    };
+    let event = Event {
+        space: space.clone(),
+        kind: event_kind,
+        member: MemberKey {
+            kind: member_kind,
+            id: MemberId::new(&id).ok()?,
+        },
+        status,
+        last_seen_ms: ts.parse().ok(),
+        meta,
+        reason,
+    };
+    Some((seq.parse().ok()?, Arc::new(event)))
+}

@@ -1,0 +1,58 @@
+//! herenow-redis: the [`PresenceStore`](herenow_core::PresenceStore) on Redis
+//! and Redis Cluster — the scale-out path, where herenow servers hold no
+//! presence state of their own and any number of them share one Redis.
+//!
+//! Build it with [`RedisStore::connect`] from a spec:
+//! `redis://HOST:PORT[/DB]` (one server, through a reconnecting connection
+//! manager) or `redis+cluster://H1:P1,H2:P2,…` (seed nodes of a cluster).
+//! Every command runs under a timeout ([`RedisOptions::timeout`]) and every
+//! failure to reach Redis is [`Error::Unavailable`](herenow_core::Error):
+//! the store never hangs and never falls back to memory. "Now" comes from
+//! the injected [`Clock`](herenow_core::Clock), never from Redis `TIME`, so
+//! all servers and the tests agree on one clock.
+//!
+//! It is not a cache in front of the memory store: Redis is the only copy.
+//!
+//! # Key layout
+//!
+//! `P` is [`RedisOptions::prefix`] (`herenow`), `S` the space. Every key of
+//! a space carries the hash tag `{S}`, so all of them live in one cluster
+//! slot and every multi-key script runs on one node:
+//!
+//! | key | type | holds |
+//! | --- | --- | --- |
+//! | `P:{S}:u`, `P:{S}:g` | sorted set | users / guests: member = id, score = last seen in ms (seeds 001/004's set, split by kind so counts are two `ZCOUNT`s) |
+//! | `P:{S}:iu`, `P:{S}:ig` | sorted set, all scores 0 | the same ids, for listing by id with `ZRANGEBYLEX` (a score-ordered set cannot be read in id order) |
+//! | `P:{S}:meta` | hash | `u:ID` / `g:ID` → metadata JSON |
+//! | `P:{S}:state` | hash | `seq` (event sequence) and the away / gone watermarks per kind |
+//! | `P:{S}:config` | hash | the space's thresholds, absent for the defaults |
+//! | `P:{S}:events` | channel | events: `PUBLISH` on a server, `SPUBLISH` (sharded, same slot) on a cluster |
+//! | `P:{spaces}:names`, `P:{spaces}:touched` | sorted sets | the registry of spaces: names (score 0, for listing) and when a writer last marked each (for dropping empty ones) |
+//! | `P:friends:ID` | set | a user's friends (global, one slot of its own) |
+//!
+//! Online friends read the friend set first and then look the friends up in
+//! the space's slot (the friend set and the space live in different slots
+//! of a cluster, so no single script can see both); the default
+//! `online_friends` / `online_among` methods of the trait do exactly that.
+//!
+//! # Scripts and events
+//!
+//! Heartbeats, leaves, listings, snapshots and background work are Lua
+//! scripts ([`scripts`]) run with `EVALSHA` and reloaded by themselves after
+//! `NOSCRIPT`. Status transitions follow the memory store's watermark
+//! design: `tick` advances per-space `away` / `gone` marks in bounded steps
+//! and publishes `away` and timeout `leave` events; heartbeats compare a
+//! member's old and new score with the marks to choose `join`, `back` or
+//! `update`. Events are numbered per space; a subscriber subscribes, then
+//! reads its snapshot with the number it reflects, then drops older events
+//! ([`events`]).
+//!
+//! Modules: [`conn`] (targets and the connection), [`scripts`], [`events`],
+//! and the store itself.
+
+pub mod conn;
+pub mod events;
+pub mod scripts;
+mod store;
+
+pub use store::{RedisOptions, RedisStore};

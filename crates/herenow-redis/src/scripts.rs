@@ -1,0 +1,579 @@
+//! The Lua scripts: every multi-step operation on a space runs as one
+//! script, so it is atomic and costs one round trip. All keys a script
+//! touches share the space's hash tag, so every script runs on one node of a
+//! cluster.
+//!
+//! Each script is [`PRELUDE`] followed by its body. [`redis::Script`] sends
+//! `EVALSHA` and falls back to `EVAL` when the server answers `NOSCRIPT`
+//! (after a restart or a `SCRIPT FLUSH`), so scripts are loaded once and
+//! reloaded by themselves.
+//!
+//! Conventions shared with the Rust side:
+//!
+//! - Numbers that reach Redis or the reply are formatted with `%d` by `S()`:
+//!   Redis formats Lua numbers with its own float rules otherwise, and
+//!   millisecond times must stay exact integers.
+//! - Watermarks are `(score, member)` pairs; member `''` means "every member
+//!   at that score". Ties at one score are compared bytewise by `blt`, never
+//!   with Lua's `<` (which follows the server's locale).
+//! - Event tuples, JSON-encoded in one message per script call:
+//!   `[type, kind, id, last_seen, presence, reason, meta|false, seq]` where
+//!   presence is 0 gone, 1 away, 2 online.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// Helpers every script starts with.
+const PRELUDE: &str = r#"
+local function S(n) return string.format('%d', n) end
+local function blt(a, b)
+  local la, lb = #a, #b
+  local n = la
+  if lb < n then n = lb end
+  for i = 1, n do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return la < lb
+end
+local function cfg_load(key, d1, d2, d3, d4)
+  local c = redis.call('HMGET', key, 'online', 'away', 'window', 'retention')
+  if c[1] then return tonumber(c[1]), tonumber(c[2]), tonumber(c[3]), tonumber(c[4]) end
+  return tonumber(d1), tonumber(d2), tonumber(d3), tonumber(d4)
+end
+local function le_mark(s, m, ms, mm)
+  if s ~= ms then return s < ms end
+  if mm == '' then return true end
+  return not blt(mm, m)
+end
+local function marks_load(state, k, now, on, aw)
+  local v = redis.call('HMGET', state, 'as' .. k, 'am' .. k, 'gs' .. k, 'gm' .. k)
+  if v[1] then return {tonumber(v[1]), v[2], tonumber(v[3]), v[4]}, false end
+  return {now - on, '', now - aw, ''}, true
+end
+local function marks_save(state, k, x)
+  redis.call('HSET', state, 'as' .. k, S(x[1]), 'am' .. k, x[2], 'gs' .. k, S(x[3]), 'gm' .. k, x[4])
+end
+local function presence(x, s, m)
+  if le_mark(s, m, x[3], x[4]) then return 0 end
+  if le_mark(s, m, x[1], x[2]) then return 1 end
+  return 2
+end
+-- Members of zset `z` at or below (s, m) in (score, member) order.
+local function count_le(z, s, m)
+  local below = redis.call('ZCOUNT', z, '-inf', '(' .. S(s))
+  if m == '' then return below + redis.call('ZCOUNT', z, S(s), S(s)) end
+  local sc = redis.call('ZSCORE', z, m)
+  if sc and tonumber(sc) == s then return redis.call('ZRANK', z, m) + 1 end
+  -- The mark's member moved or left: count its score group by hand. Only
+  -- members sharing that exact millisecond are read.
+  local n, off = 0, 0
+  while true do
+    local g = redis.call('ZRANGEBYSCORE', z, S(s), S(s), 'LIMIT', off, 1000)
+    for _, x in ipairs(g) do
+      if blt(m, x) then return below + n end
+      n = n + 1
+    end
+    if #g < 1000 then return below + n end
+    off = off + 1000
+  end
+end
+-- Members strictly below (s, m).
+local function count_lt(z, s, m)
+  local sc = redis.call('ZSCORE', z, m)
+  if sc and tonumber(sc) == s then return redis.call('ZRANK', z, m) end
+  return count_le(z, s, m)
+end
+local function ev_add(ev, meta, typ, k, id, ts, p, reason)
+  ev[#ev + 1] = {typ, k, id, S(ts), p, reason, redis.call('HGET', meta, k .. ':' .. id)}
+end
+local function publish(state, cmd, chan, ev)
+  if #ev == 0 then return end
+  local last = redis.call('HINCRBY', state, 'seq', #ev)
+  for i, e in ipairs(ev) do e[8] = S(last - #ev + i) end
+  redis.call(cmd, chan, cjson.encode(ev))
+end
+"#;
+
+fn script(body: &str) -> Script {
+    Script::new(&format!("{PRELUDE}\n{body}"))
+}
+
+/// Heartbeats. KEYS: zu zg iu ig meta state config. ARGV: now, the four
+/// default thresholds, publish command, channel, then `kind id at meta`
+/// per member (one per member: the caller coalesces; meta `''` keeps it).
+/// Returns `{accepted, joined, stale}`.
+pub static HEARTBEAT: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local now = tonumber(ARGV[1])
+local on, aw, win, ret = cfg_load(KEYS[7], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+local z = {u = KEYS[1], g = KEYS[2]}
+local ix = {u = KEYS[3], g = KEYS[4]}
+local mk = {}
+for _, k in ipairs({'u', 'g'}) do
+  local x, fresh = marks_load(KEYS[6], k, now, on, aw)
+  if fresh then marks_save(KEYS[6], k, x) end
+  mk[k] = x
+end
+local acc, joined, stale = 0, 0, 0
+local ev = {}
+for i = 8, #ARGV, 4 do
+  local k, id, at, meta = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
+  if now - at >= ret then
+    stale = stale + 1
+  else
+    local old = redis.call('ZSCORE', z[k], id)
+    if old then old = tonumber(old) end
+    if old and old > at then
+      stale = stale + 1
+    else
+      acc = acc + 1
+      local op = 0
+      if old then op = presence(mk[k], old, id) end
+      local changed = false
+      if meta ~= '' then
+        local f = k .. ':' .. id
+        if redis.call('HGET', KEYS[5], f) ~= meta then
+          redis.call('HSET', KEYS[5], f, meta)
+          changed = true
+        end
+      end
+      if old ~= at then redis.call('ZADD', z[k], S(at), id) end
+      if not old then redis.call('ZADD', ix[k], 0, id) end
+      local np = presence(mk[k], at, id)
+      local e = nil
+      if np ~= 0 then
+        if op == 0 then
+          e = 'join'
+          joined = joined + 1
+        elseif op == 1 and np == 2 then
+          e = 'back'
+        elseif changed then
+          e = 'update'
+        end
+      end
+      if e then ev_add(ev, KEYS[5], e, k, id, at, np, '') end
+    end
+  end
+end
+publish(KEYS[6], ARGV[6], ARGV[7], ev)
+return {acc, joined, stale}
+"#,
+    )
+});
+
+/// Explicit leave. KEYS: zu zg iu ig meta state config. ARGV: now, the four
+/// defaults, publish command, channel, then `kind id` pairs. Returns how
+/// many were present.
+pub static LEAVE: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local now = tonumber(ARGV[1])
+local on, aw = cfg_load(KEYS[7], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+local z = {u = KEYS[1], g = KEYS[2]}
+local ix = {u = KEYS[3], g = KEYS[4]}
+local mk = {}
+for _, k in ipairs({'u', 'g'}) do mk[k] = marks_load(KEYS[6], k, now, on, aw) end
+local present = 0
+local ev = {}
+for i = 8, #ARGV, 2 do
+  local k, id = ARGV[i], ARGV[i + 1]
+  local s = redis.call('ZSCORE', z[k], id)
+  if s then
+    s = tonumber(s)
+    if presence(mk[k], s, id) ~= 0 then
+      present = present + 1
+      ev_add(ev, KEYS[5], 'leave', k, id, s, 0, 'explicit')
+    end
+    redis.call('ZREM', z[k], id)
+    redis.call('ZREM', ix[k], id)
+    redis.call('HDEL', KEYS[5], k .. ':' .. id)
+  end
+end
+publish(KEYS[6], ARGV[6], ARGV[7], ev)
+return present
+"#,
+    )
+});
+
+/// One bounded step of background work on a space: advance the away and
+/// gone watermarks (emitting `away` and timeout `leave`), then forget
+/// members past their retention. KEYS: zu zg iu ig meta state config. ARGV:
+/// now, the four defaults, publish command, channel, budget (members).
+/// Returns `{expired, transitions, more, members_left}`.
+pub static TICK: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local now = tonumber(ARGV[1])
+local on, aw, win, ret = cfg_load(KEYS[7], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+local budget = tonumber(ARGV[8])
+local z = {u = KEYS[1], g = KEYS[2]}
+local ix = {u = KEYS[3], g = KEYS[4]}
+local ex, tr, more = 0, 0, 0
+local ev = {}
+for _, k in ipairs({'u', 'g'}) do
+  local x = marks_load(KEYS[6], k, now, on, aw)
+  for pass = 1, 2 do
+    local cut = now - on
+    local si, mi = 1, 2
+    if pass == 2 then cut, si, mi = now - aw, 3, 4 end
+    if x[si] < cut or (x[si] == cut and x[mi] ~= '') then
+      local start = count_le(z[k], x[si], x[mi])
+      -- Where the mark ends up: the cut if the walk gets there, else
+      -- right after the last member handled, so the next step resumes
+      -- exactly.
+      local ns, nm = cut, ''
+      local ls, lm = x[si], x[mi]
+      local stop = false
+      while not stop do
+        local xs = redis.call('ZRANGE', z[k], start, start + 255, 'WITHSCORES')
+        if #xs == 0 then break end
+        for j = 1, #xs, 2 do
+          local id, s = xs[j], tonumber(xs[j + 1])
+          if s > cut then
+            stop = true
+            break
+          end
+          if budget == 0 then
+            more = 1
+            ns, nm = ls, lm
+            stop = true
+            break
+          end
+          budget = budget - 1
+          if pass == 1 then
+            if not le_mark(s, id, x[3], x[4]) then
+              tr = tr + 1
+              ev_add(ev, KEYS[5], 'away', k, id, s, 1, '')
+            end
+          else
+            tr = tr + 1
+            ev_add(ev, KEYS[5], 'leave', k, id, s, 0, 'timeout')
+          end
+          ls, lm = s, id
+        end
+        start = start + 256
+      end
+      x[si], x[mi] = ns, nm
+    end
+  end
+  marks_save(KEYS[6], k, x)
+  local before = S(now - ret)
+  while budget > 0 do
+    local xs = redis.call('ZRANGEBYSCORE', z[k], '-inf', before, 'WITHSCORES', 'LIMIT', 0, 256)
+    if #xs == 0 then break end
+    for j = 1, #xs, 2 do
+      if budget == 0 then break end
+      budget = budget - 1
+      local id, s = xs[j], tonumber(xs[j + 1])
+      if not le_mark(s, id, x[3], x[4]) then
+        ev_add(ev, KEYS[5], 'leave', k, id, s, 0, 'expired')
+      end
+      redis.call('ZREM', z[k], id)
+      redis.call('ZREM', ix[k], id)
+      redis.call('HDEL', KEYS[5], k .. ':' .. id)
+      ex = ex + 1
+    end
+  end
+  if budget == 0 and redis.call('ZCOUNT', z[k], '-inf', before) > 0 then more = 1 end
+end
+publish(KEYS[6], ARGV[6], ARGV[7], ev)
+return {ex, tr, more, redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2])}
+"#,
+    )
+});
+
+/// A subscriber's snapshot: the event sequence number and the members
+/// present by the watermarks. KEYS: zu zg meta state config. ARGV: now, the
+/// four defaults, the most members per kind. Returns `{seq, present_u,
+/// present_g, items_u, items_g}`, items oldest first as flat
+/// `id, score, presence, meta` groups.
+pub static SNAPSHOT: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local now = tonumber(ARGV[1])
+local on, aw = cfg_load(KEYS[5], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+local max = tonumber(ARGV[6])
+local seq = tonumber(redis.call('HGET', KEYS[4], 'seq') or '0')
+local out = {seq, 0, 0, {}, {}}
+local zs = {KEYS[1], KEYS[2]}
+for i, k in ipairs({'u', 'g'}) do
+  local x = marks_load(KEYS[4], k, now, on, aw)
+  local card = redis.call('ZCARD', zs[i])
+  local first = count_le(zs[i], x[3], x[4])
+  out[1 + i] = card - first
+  local from = first
+  if card - first > max then from = card - max end
+  if from < card then
+    local xs = redis.call('ZRANGE', zs[i], from, card - 1, 'WITHSCORES')
+    local items = {}
+    for j = 1, #xs, 2 do
+      local id, s = xs[j], tonumber(xs[j + 1])
+      items[#items + 1] = id
+      items[#items + 1] = xs[j + 1]
+      items[#items + 1] = presence(x, s, id)
+      items[#items + 1] = redis.call('HGET', KEYS[3], k .. ':' .. id)
+    end
+    out[3 + i] = items
+  end
+end
+return out
+"#,
+    )
+});
+
+/// Last seen and metadata of members. KEYS: zu zg meta config. ARGV: the
+/// four defaults, then `kind id` pairs. Returns `{online, away, window,
+/// retention, score|false, meta|false, ...}`.
+pub static STATUS: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local on, aw, win, ret = cfg_load(KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+local out = {S(on), S(aw), S(win), S(ret)}
+local z = {u = KEYS[1], g = KEYS[2]}
+for i = 5, #ARGV, 2 do
+  local k, id = ARGV[i], ARGV[i + 1]
+  local s = redis.call('ZSCORE', z[k], id)
+  out[#out + 1] = s
+  if s then
+    out[#out + 1] = redis.call('HGET', KEYS[3], k .. ':' .. id)
+  else
+    out[#out + 1] = false
+  end
+end
+return out
+"#,
+    )
+});
+
+/// Window counts. KEYS: zu zg config. ARGV: the four defaults, now, window
+/// (0: the space's). Returns `{users, guests}` or `{-1, retention}` for a
+/// window out of range.
+pub static COUNT: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local on, aw, win, ret = cfg_load(KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+local w = tonumber(ARGV[6])
+if w == 0 then w = win end
+if w < 1 or w > ret then return {-1, S(ret)} end
+local cut = S(tonumber(ARGV[5]) - w)
+return {redis.call('ZCOUNT', KEYS[1], cut, '+inf'), redis.call('ZCOUNT', KEYS[2], cut, '+inf')}
+"#,
+    )
+});
+
+/// One page, most recent first, per kind. KEYS: zu zg meta config. ARGV:
+/// the four defaults, now, window (0: the space's), limit, kinds (`u`, `g`
+/// or `a`), then the cursor `score kind id` or three `''`. The merged order
+/// is (score, kind, id) descending with users above guests at equal
+/// scores. Returns `{0, online, away, window, retention, items_u,
+/// items_g}` with up to limit+1 items per kind after the cursor, newest
+/// first, as flat `id, score, meta` groups; `{-1, retention}` for a bad
+/// window.
+pub static LIST_RECENT: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local on, aw, win, ret = cfg_load(KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+local w = tonumber(ARGV[6])
+if w == 0 then w = win end
+if w < 1 or w > ret then return {-1, S(ret)} end
+local cut = tonumber(ARGV[5]) - w
+local want = tonumber(ARGV[7]) + 1
+local kinds = ARGV[8]
+local cs, ck, cm = ARGV[9], ARGV[10], ARGV[11]
+local rank = {u = 1, g = 0}
+local out = {0, S(on), S(aw), S(win), S(ret), {}, {}}
+local zs = {KEYS[1], KEYS[2]}
+for i, k in ipairs({'u', 'g'}) do
+  if kinds == 'a' or kinds == k then
+    local z = zs[i]
+    local top
+    if cs == '' then
+      top = redis.call('ZCARD', z)
+    else
+      local s = tonumber(cs)
+      if rank[k] < rank[ck] then
+        top = redis.call('ZCOUNT', z, '-inf', cs)
+      elseif rank[k] > rank[ck] then
+        top = redis.call('ZCOUNT', z, '-inf', '(' .. cs)
+      else
+        top = count_lt(z, s, cm)
+      end
+    end
+    local items = {}
+    if top > 0 then
+      local from = top - want
+      if from < 0 then from = 0 end
+      local xs = redis.call('ZRANGE', z, from, top - 1, 'WITHSCORES')
+      for j = #xs - 1, 1, -2 do
+        local id, s = xs[j], tonumber(xs[j + 1])
+        if s < cut then break end
+        items[#items + 1] = id
+        items[#items + 1] = xs[j + 1]
+        items[#items + 1] = redis.call('HGET', KEYS[3], k .. ':' .. id)
+      end
+    end
+    out[5 + i] = items
+  end
+end
+return out
+"#,
+    )
+});
+
+/// One page by id, per kind, from the lexicographic indexes. KEYS: zu zg
+/// iu ig meta config. ARGV: the four defaults, now, window, limit, kinds,
+/// cursor `id kind` or two `''`, scan budget per kind. The order is (id,
+/// kind) ascending, users before guests for equal ids. Returns `{0, online,
+/// away, window, retention, part_u, part_g}`, each part `{truncated,
+/// last_scanned, id, score, meta, ...}` with up to limit+1 items in the
+/// window after the cursor; a part is truncated when the budget ran out
+/// before it had them all.
+pub static LIST_BY_ID: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local on, aw, win, ret = cfg_load(KEYS[6], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+local w = tonumber(ARGV[6])
+if w == 0 then w = win end
+if w < 1 or w > ret then return {-1, S(ret)} end
+local cut = tonumber(ARGV[5]) - w
+local want = tonumber(ARGV[7]) + 1
+local kinds = ARGV[8]
+local cid, ck = ARGV[9], ARGV[10]
+local budget = tonumber(ARGV[11])
+local out = {0, S(on), S(aw), S(win), S(ret), {}, {}}
+local zs = {KEYS[1], KEYS[2]}
+local ixs = {KEYS[3], KEYS[4]}
+for i, k in ipairs({'u', 'g'}) do
+  if kinds == 'a' or kinds == k then
+    local start = '-'
+    if ck ~= '' then
+      if k == 'g' and ck == 'u' then start = '[' .. cid else start = '(' .. cid end
+    end
+    local part = {0, ''}
+    local got, scanned = 0, 0
+    local fin = false
+    while not fin do
+      local n = budget - scanned
+      if n > 256 then n = 256 end
+      if n <= 0 then
+        part[1] = 1
+        break
+      end
+      local ids = redis.call('ZRANGEBYLEX', ixs[i], start, '+', 'LIMIT', 0, n)
+      for _, id in ipairs(ids) do
+        scanned = scanned + 1
+        part[2] = id
+        local s = redis.call('ZSCORE', zs[i], id)
+        if s and tonumber(s) >= cut then
+          part[#part + 1] = id
+          part[#part + 1] = s
+          part[#part + 1] = redis.call('HGET', KEYS[5], k .. ':' .. id)
+          got = got + 1
+          if got == want then fin = true break end
+        end
+      end
+      if #ids < n then fin = true end
+      start = '(' .. part[2]
+    end
+    out[5 + i] = part
+  end
+end
+return out
+"#,
+    )
+});
+
+/// Sets a space's policy and moves its watermarks to the new thresholds
+/// without events (as the memory store does). KEYS: state config. ARGV:
+/// now, online, away, window, retention.
+pub static SET_CONFIG: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local now = tonumber(ARGV[1])
+local on, aw = tonumber(ARGV[2]), tonumber(ARGV[3])
+redis.call('HSET', KEYS[2], 'online', ARGV[2], 'away', ARGV[3], 'window', ARGV[4], 'retention', ARGV[5])
+for _, k in ipairs({'u', 'g'}) do marks_save(KEYS[1], k, {now - on, '', now - aw, ''}) end
+return 1
+"#,
+    )
+});
+
+/// Marks a space in the registry. KEYS: names touched. ARGV: space, now.
+pub static REGISTER: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+redis.call('ZADD', KEYS[1], 0, ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+return 1
+"#,
+    )
+});
+
+/// Drops a space from the registry unless it was touched since `cutoff`.
+/// KEYS: names touched. ARGV: space, cutoff. Returns 1 if dropped.
+pub static UNREGISTER: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local t = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if t and tonumber(t) >= tonumber(ARGV[2]) then return 0 end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+return 1
+"#,
+    )
+});
+
+/// Replaces a friend set. KEYS: the set. ARGV: friends.
+pub static SET_FRIENDS: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+redis.call('DEL', KEYS[1])
+for i = 1, #ARGV, 500 do
+  local j = i + 499
+  if j > #ARGV then j = #ARGV end
+  redis.call('SADD', KEYS[1], unpack(ARGV, i, j))
+end
+return redis.call('SCARD', KEYS[1])
+"#,
+    )
+});
+
+/// Adds to a friend set unless it would pass the limit. KEYS: the set.
+/// ARGV: limit, friends (distinct). Returns the new size, or `-(size it
+/// would have had)` when refused.
+pub static ADD_FRIENDS: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local limit = tonumber(ARGV[1])
+local n = redis.call('SCARD', KEYS[1])
+for i = 2, #ARGV do
+  if redis.call('SISMEMBER', KEYS[1], ARGV[i]) == 0 then n = n + 1 end
+end
+if n > limit then return -n end
+for i = 2, #ARGV, 500 do
+  local j = i + 499
+  if j > #ARGV then j = #ARGV end
+  redis.call('SADD', KEYS[1], unpack(ARGV, i, j))
+end
+return redis.call('SCARD', KEYS[1])
+"#,
+    )
+});
+
+/// Removes from a friend set. KEYS: the set. ARGV: friends. Returns the new
+/// size.
+pub static REMOVE_FRIENDS: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+for i = 1, #ARGV, 500 do
+  local j = i + 499
+  if j > #ARGV then j = #ARGV end
+  redis.call('SREM', KEYS[1], unpack(ARGV, i, j))
+end
+return redis.call('SCARD', KEYS[1])
+"#,
+    )
+});

@@ -1,0 +1,1179 @@
+//! [`RedisStore`]: the [`PresenceStore`] over Redis or Redis Cluster.
+
+use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use redis::{AsyncCommands, RedisError, RedisResult, Value};
+use tokio::sync::broadcast;
+
+use herenow_core::store::{check_batch, sort_most_recent_first};
+use herenow_core::{
+    Clock, Counts, Error, EventReceiver, Heartbeat, HeartbeatReport, InvalidInput, KindFilter,
+    ListQuery, MemberId, MemberKey, MemberKind, MemberStatus, Metadata, Millis, Order, Page,
+    PresenceStore, Result, SpaceConfig, SpaceName, SpaceSummary, Status, Subscription, TickReport,
+    limits,
+};
+
+use crate::conn::{Conn, Target};
+use crate::events::Router;
+use crate::scripts;
+
+/// How often one store re-marks a space it writes to in the space registry.
+/// The sweep drops a space from the registry only when it is empty and was
+/// not marked for twice this long, so a writer's cached mark is never stale
+/// when the sweep looks.
+const TOUCH_EVERY_MS: Millis = 60_000;
+
+/// Most lexicographic-index entries one by-id page reads per kind before it
+/// returns a short page with a cursor (members outside the window are read
+/// and skipped).
+const ID_SCAN_BUDGET: usize = 8 * limits::MAX_PAGE;
+
+/// Tuning of a [`RedisStore`].
+#[derive(Clone, Debug)]
+pub struct RedisOptions {
+    /// Prefix of every key (`herenow` gives `herenow:{room}:u`). Lets
+    /// several deployments, or tests, share one Redis.
+    pub prefix: String,
+    /// Longest wait for any one command, connecting included. A call that
+    /// takes longer fails with [`Error::Unavailable`].
+    pub timeout: Duration,
+    /// Members one script call of background work may touch in one space.
+    pub tick_budget: usize,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        Self {
+            prefix: "herenow".into(),
+            timeout: Duration::from_secs(2),
+            tick_budget: 2_048,
+        }
+    }
+}
+
+/// The names of one space's keys: all share the `{space}` hash tag.
+struct SpaceKeys {
+    zu: String,
+    zg: String,
+    iu: String,
+    ig: String,
+    meta: String,
+    state: String,
+    config: String,
+    channel: String,
+}
+
+/// A presence store on Redis or Redis Cluster. See the crate documentation
+/// for the key layout. Cheap to share as `Arc<dyn PresenceStore>`; any
+/// number of stores (in any number of processes) may use the same Redis.
+pub struct RedisStore {
+    conn: Conn,
+    cluster: bool,
+    clock: Arc<dyn Clock>,
+    defaults: SpaceConfig,
+    opts: RedisOptions,
+    router: Arc<Router>,
+    /// Serializes (un)subscribing so a channel being dropped is never
+    /// dropped after a new subscriber has asked for it.
+    sub_lock: tokio::sync::Mutex<()>,
+    /// When this store last marked each space in the registry.
+    touched: Mutex<HashMap<SpaceName, Millis>>,
+}
+
+impl RedisStore {
+    /// Connects to `spec`: `redis://HOST:PORT[/DB]` (one server, reconnecting
+    /// by itself) or `redis+cluster://H1:P1,H2:P2,…` (seed nodes of a
+    /// cluster). Fails with [`Error::Unavailable`] if Redis cannot be reached
+    /// within the timeout, and with [`Error::Invalid`] for a bad spec; it
+    /// never falls back to anything else.
+    pub async fn connect(
+        spec: &str,
+        clock: Arc<dyn Clock>,
+        defaults: SpaceConfig,
+        options: RedisOptions,
+    ) -> Result<RedisStore> {
+        defaults.validate()?;
+        let target = Target::parse(spec)?;
+        let router = Arc::new(Router::default());
+        let push_router = router.clone();
+        let conn = timed(
+            options.timeout,
+            "connect",
+            Conn::open(&target, options.timeout, move |info| push_router.push(info)),
+        )
+        .await?;
+        let store = RedisStore {
+            conn,
+            cluster: target.is_cluster(),
+            clock,
+            defaults,
+            opts: options,
+            router,
+            sub_lock: tokio::sync::Mutex::new(()),
+            touched: Mutex::new(HashMap::new()),
+        };
+        // Fail now, loudly, rather than at the first heartbeat.
+        let mut c = store.conn.clone();
+        store
+            .io("ping", async move {
+                let _: Value = redis::cmd("PING").query_async(&mut c).await?;
+                Ok(())
+            })
+            .await?;
+        Ok(store)
+    }
+
+    /// The options this store runs with.
+    pub fn options(&self) -> &RedisOptions {
+        &self.opts
+    }
+
+    /// The names of `space`'s keys (for operators and tests): every one of
+    /// them hashes to the same cluster slot.
+    pub fn space_keys(&self, space: &SpaceName) -> Vec<String> {
+        let k = self.keys(space);
+        vec![k.zu, k.zg, k.iu, k.ig, k.meta, k.state, k.config]
+    }
+
+    fn keys(&self, space: &SpaceName) -> SpaceKeys {
+        let base = format!("{}:{{{}}}", self.opts.prefix, space.as_str());
+        SpaceKeys {
+            zu: format!("{base}:u"),
+            zg: format!("{base}:g"),
+            iu: format!("{base}:iu"),
+            ig: format!("{base}:ig"),
+            meta: format!("{base}:meta"),
+            state: format!("{base}:state"),
+            config: format!("{base}:config"),
+            channel: format!("{base}:events"),
+        }
+    }
+
+    fn registry(&self) -> (String, String) {
+        let p = &self.opts.prefix;
+        (
+            format!("{p}:{{spaces}}:names"),
+            format!("{p}:{{spaces}}:touched"),
+        )
+    }
+
+    fn friends_key(&self, user: &MemberId) -> String {
+        format!("{}:friends:{}", self.opts.prefix, user.as_str())
+    }
+
+    fn publish_cmd(&self) -> &'static str {
+        if self.cluster { "SPUBLISH" } else { "PUBLISH" }
+    }
+
+    /// Runs one Redis call with the store's timeout, mapping failures.
+    async fn io<T>(
+        &self,
+        what: &'static str,
+        f: impl Future<Output = RedisResult<T>>,
+    ) -> Result<T> {
+        timed(self.opts.timeout, what, f).await
+    }
+
+    fn defaults_args(&self) -> [Millis; 4] {
+        let d = self.defaults;
+        [d.online_ms, d.away_ms, d.window_ms, d.retention_ms]
+    }
+
+    /// The retention of a space, for the error of a zero window.
+    async fn zero_window(&self, space: &SpaceName) -> Error {
+        match self.config(space).await {
+            Ok(c) => InvalidInput::WindowOutOfRange {
+                window_ms: 0,
+                max_ms: c.retention_ms,
+            }
+            .into(),
+            Err(e) => e,
+        }
+    }
+
+    /// Marks `space` in the registry unless this store did so recently.
+    async fn register(&self, space: &SpaceName, now: Millis) -> Result<()> {
+        let fresh = self
+            .touched
+            .lock()
+            .get(space)
+            .is_some_and(|&at| at <= now && now - at < TOUCH_EVERY_MS);
+        if fresh {
+            return Ok(());
+        }
+        let (names, touched) = self.registry();
+        let mut c = self.conn.clone();
+        self.io("register", async move {
+            scripts::REGISTER
+                .key(names)
+                .key(touched)
+                .arg(space.as_str())
+                .arg(now)
+                .invoke_async::<Value>(&mut c)
+                .await
+        })
+        .await?;
+        let mut t = self.touched.lock();
+        if t.len() > 100_000 {
+            t.retain(|_, at| now.saturating_sub(*at) < TOUCH_EVERY_MS);
+        }
+        t.insert(space.clone(), now);
+        Ok(())
+    }
+
+    /// Last seen, status and metadata of `members`, and the space's policy.
+    async fn status_with_config(
+        &self,
+        space: &SpaceName,
+        members: &[MemberKey],
+        now: Millis,
+    ) -> Result<(SpaceConfig, Vec<MemberStatus>)> {
+        let k = self.keys(space);
+        let mut inv = scripts::STATUS.prepare_invoke();
+        inv.key(&k.zu)
+            .key(&k.zg)
+            .key(&k.meta)
+            .key(&k.config)
+            .arg(&self.defaults_args()[..]);
+        for m in members {
+            inv.arg(kind_letter(m.kind)).arg(m.id.as_str());
+        }
+        let mut c = self.conn.clone();
+        let v: Value = self
+            .io("status", async { inv.invoke_async(&mut c).await })
+            .await?;
+        let v = array(v)?;
+        let config = config_of(&v)?;
+        let mut it = v.into_iter().skip(4);
+        let mut out = Vec::with_capacity(members.len());
+        for m in members {
+            let score = match it.next() {
+                None | Some(Value::Nil) | Some(Value::Boolean(false)) => None,
+                Some(s) => Some(int(Some(&s))? as Millis),
+            };
+            let meta = meta_of(it.next())?;
+            out.push(MemberStatus {
+                member: m.clone(),
+                status: config.status(score, now),
+                last_seen_ms: score,
+                meta,
+            });
+        }
+        Ok((config, out))
+    }
+
+    /// Unsubscribes from channels nobody listens to any more.
+    async fn prune_channels(&self) {
+        for channel in self.router.take_idle() {
+            let mut c = self.conn.clone();
+            // A failure only leaves a subscription whose messages are
+            // ignored; the next prune does not retry it, which is harmless.
+            let _ = self
+                .io("unsubscribe", async move { c.unsubscribe(&channel).await })
+                .await;
+        }
+    }
+
+    async fn tick_space(&self, space: &SpaceName, report: &mut TickReport) -> Result<()> {
+        let k = self.keys(space);
+        let d = self.defaults_args();
+        loop {
+            let now = self.clock.now_ms();
+            let started = Instant::now();
+            let mut c = self.conn.clone();
+            let v: Value = self
+                .io("tick", async {
+                    scripts::TICK
+                        .key(&k.zu)
+                        .key(&k.zg)
+                        .key(&k.iu)
+                        .key(&k.ig)
+                        .key(&k.meta)
+                        .key(&k.state)
+                        .key(&k.config)
+                        .arg(now)
+                        .arg(&d[..])
+                        .arg(self.publish_cmd())
+                        .arg(&k.channel)
+                        .arg(self.opts.tick_budget)
+                        .invoke_async(&mut c)
+                        .await
+                })
+                .await?;
+            report.max_hold_us = report.max_hold_us.max(started.elapsed().as_micros() as u64);
+            let v = array(v)?;
+            report.expired += int(v.first())? as u64;
+            report.transitions += int(v.get(1))? as u64;
+            let more = int(v.get(2))? != 0;
+            let left = int(v.get(3))?;
+            if more {
+                continue;
+            }
+            if left == 0 {
+                let (names, touched) = self.registry();
+                let cutoff = now.saturating_sub(2 * TOUCH_EVERY_MS);
+                let mut c = self.conn.clone();
+                let dropped: i64 = self
+                    .io("unregister", async {
+                        scripts::UNREGISTER
+                            .key(names)
+                            .key(touched)
+                            .arg(space.as_str())
+                            .arg(cutoff)
+                            .invoke_async(&mut c)
+                            .await
+                    })
+                    .await?;
+                report.spaces_dropped += dropped as u64;
+            }
+            return Ok(());
+        }
+    }
+}
+
+async fn timed<T>(
+    timeout: Duration,
+    what: &'static str,
+    f: impl Future<Output = RedisResult<T>>,
+) -> Result<T> {
+    match tokio::time::timeout(timeout, f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(map_err(what, e)),
+        Err(_) => Err(Error::Unavailable {
+            reason: format!("redis did not answer {what} within {timeout:?}"),
+            source: None,
+        }),
+    }
+}
+
+/// Connection trouble, timeouts, a cluster that is down or failing over:
+/// retryable. A reply the scripts did not expect or a script error: a bug.
+fn map_err(what: &'static str, e: RedisError) -> Error {
+    use redis::ErrorKind as K;
+    use redis::ServerErrorKind as S;
+    let bug = match e.kind() {
+        K::Parse | K::UnexpectedReturnType => true,
+        K::Server(S::CrossSlot) => true,
+        K::Server(S::ResponseError) => e.detail().is_some_and(|d| d.contains("script")),
+        _ => e.code() == Some("WRONGTYPE"),
+    };
+    if bug {
+        Error::Internal(format!("redis {what}: {e}"))
+    } else {
+        Error::Unavailable {
+            reason: format!("redis {what} failed: {e}"),
+            source: Some(Box::new(e)),
+        }
+    }
+}
+
+fn bad_reply(what: &str) -> Error {
+    Error::Internal(format!("unexpected reply from redis: {what}"))
+}
+
+fn array(v: Value) -> Result<Vec<Value>> {
+    match v {
+        Value::Array(a) | Value::Set(a) => Ok(a),
+        Value::Nil => Ok(Vec::new()),
+        other => Err(bad_reply(&format!("{other:?} where an array was expected"))),
+    }
+}
+
+fn int(v: Option<&Value>) -> Result<i64> {
+    match v {
+        Some(Value::Int(i)) => Ok(*i),
+        Some(Value::BulkString(b)) => std::str::from_utf8(b)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| bad_reply("a number")),
+        Some(Value::SimpleString(s)) => s.parse().map_err(|_| bad_reply("a number")),
+        Some(Value::Double(d)) => Ok(*d as i64),
+        _ => Err(bad_reply("a number")),
+    }
+}
+
+fn opt_string(v: Option<Value>) -> Result<Option<String>> {
+    match v {
+        None | Some(Value::Nil) | Some(Value::Boolean(false)) => Ok(None),
+        Some(Value::BulkString(b)) => String::from_utf8(b)
+            .map(Some)
+            .map_err(|_| bad_reply("text")),
+        Some(Value::SimpleString(s)) => Ok(Some(s)),
+        Some(other) => Err(bad_reply(&format!("{other:?} where text was expected"))),
+    }
+}
+
+fn kind_letter(kind: MemberKind) -> &'static str {
+    match kind {
+        MemberKind::User => "u",
+        MemberKind::Guest => "g",
+    }
+}
+
+fn kinds_letter(kinds: KindFilter) -> &'static str {
+    match kinds {
+        KindFilter::Users => "u",
+        KindFilter::Guests => "g",
+        KindFilter::All => "a",
+    }
+}
+
+/// The first four values of a read script's reply: the space's policy.
+fn config_of(v: &[Value]) -> Result<SpaceConfig> {
+    Ok(SpaceConfig {
+        online_ms: int(v.first())? as Millis,
+        away_ms: int(v.get(1))? as Millis,
+        window_ms: int(v.get(2))? as Millis,
+        retention_ms: int(v.get(3))? as Millis,
+    })
+}
+
+fn meta_of(v: Option<Value>) -> Result<Option<Metadata>> {
+    // Metadata was checked on the way in; text that no longer parses
+    // (written by something else) is dropped rather than failing the read.
+    Ok(opt_string(v)?.and_then(|m| Metadata::from_json(&m).ok()))
+}
+
+/// `{-1, retention}`: the window asked for is out of range.
+fn window_error(v: &[Value], asked: Option<Millis>) -> Result<Option<Error>> {
+    if int(v.first())? == -1 {
+        return Ok(Some(
+            InvalidInput::WindowOutOfRange {
+                window_ms: asked.unwrap_or(0),
+                max_ms: int(v.get(1))? as Millis,
+            }
+            .into(),
+        ));
+    }
+    Ok(None)
+}
+
+/// Cursor of a most-recent-first listing: the last member returned.
+fn encode_recent(score: Millis, kind: MemberKind, id: &str) -> String {
+    format!("r{score:x}.{}.{}", kind_letter(kind), hex(id))
+}
+
+fn decode_recent(c: &str) -> Option<(Millis, MemberKind, String)> {
+    let mut parts = c.strip_prefix('r')?.splitn(3, '.');
+    let score = u64::from_str_radix(parts.next()?, 16).ok()?;
+    let kind = match parts.next()? {
+        "u" => MemberKind::User,
+        "g" => MemberKind::Guest,
+        _ => return None,
+    };
+    let id = unhex(parts.next()?)?;
+    Some((score, kind, id))
+}
+
+/// Cursor of a by-id listing: the last (id, kind) covered.
+fn encode_id(id: &str, kind: MemberKind) -> String {
+    format!("i{}{}", kind_letter(kind), hex(id))
+}
+
+fn decode_id(c: &str) -> Option<(String, MemberKind)> {
+    let rest = c.strip_prefix('i')?;
+    let kind = match rest.as_bytes().first()? {
+        b'u' => MemberKind::User,
+        b'g' => MemberKind::Guest,
+        _ => return None,
+    };
+    Some((unhex(&rest[1..])?, kind))
+}
+
+fn hex(s: &str) -> String {
+    s.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(h: &str) -> Option<String> {
+    if h.is_empty() || !h.len().is_multiple_of(2) || h.len() > 2 * limits::MAX_ID_BYTES {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..h.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
+        .collect();
+    let id = String::from_utf8(bytes?).ok()?;
+    MemberId::new(&id).ok()?;
+    Some(id)
+}
+
+/// One listed member before merging: (score, kind, id, meta).
+type Item = (Millis, MemberKind, String, Option<Metadata>);
+
+fn items_of(v: Option<Value>, kind: MemberKind, skip: usize) -> Result<Vec<Item>> {
+    let flat = array(v.unwrap_or(Value::Nil))?;
+    let mut it = flat.into_iter().skip(skip);
+    let mut out = Vec::new();
+    while let Some(id) = it.next() {
+        let id = opt_string(Some(id))?.ok_or_else(|| bad_reply("a member id"))?;
+        let score = int(it.next().as_ref())? as Millis;
+        let meta = meta_of(it.next())?;
+        out.push((score, kind, id, meta));
+    }
+    Ok(out)
+}
+
+fn to_status(item: Item, config: &SpaceConfig, now: Millis) -> Result<MemberStatus> {
+    let (score, kind, id, meta) = item;
+    Ok(MemberStatus {
+        member: MemberKey {
+            kind,
+            id: MemberId::new(&id).map_err(|_| bad_reply("a stored member id"))?,
+        },
+        status: config.status(Some(score), now),
+        last_seen_ms: Some(score),
+        meta,
+    })
+}
+
+#[async_trait]
+impl PresenceStore for RedisStore {
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+
+    fn now_ms(&self) -> Millis {
+        self.clock.now_ms()
+    }
+
+    async fn heartbeat(&self, space: &SpaceName, beats: &[Heartbeat]) -> Result<HeartbeatReport> {
+        check_batch(beats.len())?;
+        let now = self.clock.now_ms();
+        let latest = now + limits::MAX_FUTURE_SKEW_MS;
+        if let Some(at_ms) = beats.iter().filter_map(|b| b.at_ms).find(|&at| at > latest) {
+            return Err(InvalidInput::AtInFuture { at_ms }.into());
+        }
+        // One write per member: the newest time wins, and the metadata of
+        // the newest heartbeat that carried some. Later duplicates are
+        // counted as the memory store counts them.
+        let mut report = HeartbeatReport::default();
+        let mut index: HashMap<(MemberKind, &str), usize> = HashMap::with_capacity(beats.len());
+        let mut merged: Vec<(MemberKind, &str, Millis, Option<&Metadata>)> =
+            Vec::with_capacity(beats.len());
+        for b in beats {
+            let at = b.at_ms.unwrap_or(now);
+            let key = (b.member.kind, b.member.id.as_str());
+            match index.get(&key) {
+                Some(&i) => {
+                    let m = &mut merged[i];
+                    if at >= m.2 {
+                        m.2 = at;
+                        if b.meta.is_some() {
+                            m.3 = b.meta.as_ref();
+                        }
+                        report.accepted += 1;
+                    } else {
+                        report.stale += 1;
+                    }
+                }
+                None => {
+                    index.insert(key, merged.len());
+                    merged.push((key.0, key.1, at, b.meta.as_ref()));
+                }
+            }
+        }
+        self.register(space, now).await?;
+        let k = self.keys(space);
+        let d = self.defaults_args();
+        let mut inv = scripts::HEARTBEAT.prepare_invoke();
+        inv.key(&k.zu)
+            .key(&k.zg)
+            .key(&k.iu)
+            .key(&k.ig)
+            .key(&k.meta)
+            .key(&k.state)
+            .key(&k.config)
+            .arg(now)
+            .arg(&d[..])
+            .arg(self.publish_cmd())
+            .arg(&k.channel);
+        for (kind, id, at, meta) in &merged {
+            inv.arg(kind_letter(*kind))
+                .arg(*id)
+                .arg(*at)
+                .arg(meta.map_or("", |m| m.as_json()));
+        }
+        let mut c = self.conn.clone();
+        let v: Value = self
+            .io("heartbeat", async { inv.invoke_async(&mut c).await })
+            .await?;
+        let v = array(v)?;
+        report.accepted += int(v.first())? as u64;
+        report.joined += int(v.get(1))? as u64;
+        report.stale += int(v.get(2))? as u64;
+        Ok(report)
+    }
+
+    async fn leave(&self, space: &SpaceName, members: &[MemberKey]) -> Result<u64> {
+        check_batch(members.len())?;
+        let now = self.clock.now_ms();
+        let k = self.keys(space);
+        let d = self.defaults_args();
+        let mut inv = scripts::LEAVE.prepare_invoke();
+        inv.key(&k.zu)
+            .key(&k.zg)
+            .key(&k.iu)
+            .key(&k.ig)
+            .key(&k.meta)
+            .key(&k.state)
+            .key(&k.config)
+            .arg(now)
+            .arg(&d[..])
+            .arg(self.publish_cmd())
+            .arg(&k.channel);
+        for m in members {
+            inv.arg(kind_letter(m.kind)).arg(m.id.as_str());
+        }
+        let mut c = self.conn.clone();
+        let n: i64 = self
+            .io("leave", async { inv.invoke_async(&mut c).await })
+            .await?;
+        Ok(n as u64)
+    }
+
+    async fn status(&self, space: &SpaceName, members: &[MemberKey]) -> Result<Vec<MemberStatus>> {
+        check_batch(members.len())?;
+        let now = self.clock.now_ms();
+        Ok(self.status_with_config(space, members, now).await?.1)
+    }
+
+    /// One round trip: the status script also answers the space's policy,
+    /// so the window is checked against it without a second call. An empty
+    /// list (a user without friends) is answered without Redis.
+    async fn online_among(
+        &self,
+        space: &SpaceName,
+        members: &[MemberKey],
+        window_ms: Option<Millis>,
+        limit: usize,
+    ) -> Result<Vec<MemberStatus>> {
+        if members.is_empty() {
+            let config = self.config(space).await?;
+            config.check_window(window_ms.unwrap_or(config.window_ms))?;
+            return Ok(Vec::new());
+        }
+        check_batch(members.len())?;
+        let now = self.clock.now_ms();
+        let (config, found) = self.status_with_config(space, members, now).await?;
+        let window = config.check_window(window_ms.unwrap_or(config.window_ms))?;
+        let cutoff = now.saturating_sub(window);
+        let mut online: Vec<MemberStatus> = found
+            .into_iter()
+            .filter(|m| m.last_seen_ms.is_some_and(|t| t >= cutoff))
+            .collect();
+        sort_most_recent_first(&mut online);
+        online.dedup_by(|a, b| a.member == b.member);
+        online.truncate(limit);
+        Ok(online)
+    }
+
+    async fn list(&self, space: &SpaceName, query: &ListQuery) -> Result<Page> {
+        query.check_limit()?;
+        if query.window_ms == Some(0) {
+            return Err(self.zero_window(space).await);
+        }
+        let now = self.clock.now_ms();
+        let k = self.keys(space);
+        let limit = query.limit;
+        let window = query.window_ms.unwrap_or(0);
+        let mut c = self.conn.clone();
+        match query.order {
+            Order::Recent => {
+                let cursor = match &query.cursor {
+                    None => None,
+                    Some(c) => Some(decode_recent(c).ok_or(InvalidInput::BadCursor)?),
+                };
+                let (cs, ck, cm) = match &cursor {
+                    None => (String::new(), "", ""),
+                    Some((s, kind, id)) => (s.to_string(), kind_letter(*kind), id.as_str()),
+                };
+                let v: Value = self
+                    .io("list", async {
+                        scripts::LIST_RECENT
+                            .key(&k.zu)
+                            .key(&k.zg)
+                            .key(&k.meta)
+                            .key(&k.config)
+                            .arg(&self.defaults_args()[..])
+                            .arg(now)
+                            .arg(window)
+                            .arg(limit)
+                            .arg(kinds_letter(query.kinds))
+                            .arg(cs)
+                            .arg(ck)
+                            .arg(cm)
+                            .invoke_async(&mut c)
+                            .await
+                    })
+                    .await?;
+                let v = array(v)?;
+                if let Some(e) = window_error(&v, query.window_ms)? {
+                    return Err(e);
+                }
+                let config = config_of(&v[1..])?;
+                let mut it = v.into_iter().skip(5);
+                let mut items = items_of(it.next(), MemberKind::User, 0)?;
+                items.extend(items_of(it.next(), MemberKind::Guest, 0)?);
+                // (score, kind, id) descending, users above guests: the
+                // order the script's per-kind cursors assume.
+                items.sort_by(|a, b| {
+                    b.0.cmp(&a.0)
+                        .then_with(|| a.1.cmp(&b.1))
+                        .then_with(|| b.2.as_bytes().cmp(a.2.as_bytes()))
+                });
+                let more = items.len() > limit;
+                items.truncate(limit);
+                let next_cursor = if more {
+                    items
+                        .last()
+                        .map(|(s, kind, id, _)| encode_recent(*s, *kind, id))
+                } else {
+                    None
+                };
+                let members = items
+                    .into_iter()
+                    .map(|i| to_status(i, &config, now))
+                    .collect::<Result<_>>()?;
+                Ok(Page {
+                    members,
+                    next_cursor,
+                })
+            }
+            Order::Id => {
+                let cursor = match &query.cursor {
+                    None => None,
+                    Some(c) => Some(decode_id(c).ok_or(InvalidInput::BadCursor)?),
+                };
+                let (cid, ck) = match &cursor {
+                    None => ("", ""),
+                    Some((id, kind)) => (id.as_str(), kind_letter(*kind)),
+                };
+                let v: Value = self
+                    .io("list", async {
+                        scripts::LIST_BY_ID
+                            .key(&k.zu)
+                            .key(&k.zg)
+                            .key(&k.iu)
+                            .key(&k.ig)
+                            .key(&k.meta)
+                            .key(&k.config)
+                            .arg(&self.defaults_args()[..])
+                            .arg(now)
+                            .arg(window)
+                            .arg(limit)
+                            .arg(kinds_letter(query.kinds))
+                            .arg(cid)
+                            .arg(ck)
+                            .arg(ID_SCAN_BUDGET)
+                            .invoke_async(&mut c)
+                            .await
+                    })
+                    .await?;
+                let v = array(v)?;
+                if let Some(e) = window_error(&v, query.window_ms)? {
+                    return Err(e);
+                }
+                let config = config_of(&v[1..])?;
+                let mut items = Vec::new();
+                // The smallest (id, kind) up to which every kind was read
+                // completely: a kind cut short by the scan budget holds
+                // back the others, so nothing is skipped.
+                let mut horizon: Option<(String, MemberKind)> = None;
+                let mut any_more = false;
+                for (part, kind) in v
+                    .into_iter()
+                    .skip(5)
+                    .zip([MemberKind::User, MemberKind::Guest])
+                {
+                    let part = array(part)?;
+                    if part.is_empty() {
+                        continue;
+                    }
+                    let truncated = int(part.first())? != 0;
+                    let last = opt_string(part.get(1).cloned())?.unwrap_or_default();
+                    let got = items_of(Some(Value::Array(part)), kind, 2)?;
+                    any_more |= got.len() > limit;
+                    if truncated {
+                        any_more = true;
+                        let h = (last, kind);
+                        let lower = match &horizon {
+                            None => true,
+                            Some(cur) => (h.0.as_bytes(), h.1) < (cur.0.as_bytes(), cur.1),
+                        };
+                        if lower {
+                            horizon = Some(h);
+                        }
+                    }
+                    items.extend(got);
+                }
+                items.sort_by(|a, b| (a.2.as_bytes(), a.1).cmp(&(b.2.as_bytes(), b.1)));
+                if let Some((hid, hk)) = &horizon {
+                    items.retain(|i| (i.2.as_bytes(), i.1) <= (hid.as_bytes(), *hk));
+                }
+                let full = items.len() > limit;
+                items.truncate(limit);
+                let next_cursor = if full || (any_more && items.len() == limit) {
+                    items.last().map(|i| encode_id(&i.2, i.1))
+                } else if let Some((hid, hk)) = horizon {
+                    Some(encode_id(&hid, hk))
+                } else {
+                    None
+                };
+                let members = items
+                    .into_iter()
+                    .map(|i| to_status(i, &config, now))
+                    .collect::<Result<_>>()?;
+                Ok(Page {
+                    members,
+                    next_cursor,
+                })
+            }
+        }
+    }
+
+    async fn count(&self, space: &SpaceName, window_ms: Option<Millis>) -> Result<Counts> {
+        if window_ms == Some(0) {
+            return Err(self.zero_window(space).await);
+        }
+        let now = self.clock.now_ms();
+        let k = self.keys(space);
+        let mut c = self.conn.clone();
+        let v: Value = self
+            .io("count", async {
+                scripts::COUNT
+                    .key(&k.zu)
+                    .key(&k.zg)
+                    .key(&k.config)
+                    .arg(&self.defaults_args()[..])
+                    .arg(now)
+                    .arg(window_ms.unwrap_or(0))
+                    .invoke_async(&mut c)
+                    .await
+            })
+            .await?;
+        let v = array(v)?;
+        if let Some(e) = window_error(&v, window_ms)? {
+            return Err(e);
+        }
+        Ok(Counts {
+            users: int(v.first())? as u64,
+            guests: int(v.get(1))? as u64,
+        })
+    }
+
+    async fn config(&self, space: &SpaceName) -> Result<SpaceConfig> {
+        let k = self.keys(space);
+        let mut c = self.conn.clone();
+        let v: Vec<Option<Millis>> = self
+            .io("config", async {
+                c.hmget(&k.config, &["online", "away", "window", "retention"])
+                    .await
+            })
+            .await?;
+        match v.as_slice() {
+            [
+                Some(online_ms),
+                Some(away_ms),
+                Some(window_ms),
+                Some(retention_ms),
+            ] => Ok(SpaceConfig {
+                online_ms: *online_ms,
+                away_ms: *away_ms,
+                window_ms: *window_ms,
+                retention_ms: *retention_ms,
+            }),
+            _ => Ok(self.defaults),
+        }
+    }
+
+    async fn set_config(&self, space: &SpaceName, config: SpaceConfig) -> Result<()> {
+        config.validate()?;
+        let now = self.clock.now_ms();
+        let k = self.keys(space);
+        let mut c = self.conn.clone();
+        let _: Value = self
+            .io("set_config", async {
+                scripts::SET_CONFIG
+                    .key(&k.state)
+                    .key(&k.config)
+                    .arg(now)
+                    .arg(config.online_ms)
+                    .arg(config.away_ms)
+                    .arg(config.window_ms)
+                    .arg(config.retention_ms)
+                    .invoke_async(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn spaces(&self, after: Option<&SpaceName>, limit: usize) -> Result<Vec<SpaceSummary>> {
+        let (names, _) = self.registry();
+        let start = after.map_or("-".to_owned(), |a| format!("({}", a.as_str()));
+        // One call lists at most a batch; callers page with `after`.
+        let limit = limit.min(limits::MAX_BATCH);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut c = self.conn.clone();
+        let found: Vec<String> = self
+            .io("spaces", async {
+                redis::cmd("ZRANGEBYLEX")
+                    .arg(&names)
+                    .arg(&start)
+                    .arg("+")
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(limit)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        let spaces: Vec<SpaceName> = found
+            .iter()
+            .filter_map(|n| SpaceName::new(n).ok())
+            .collect();
+        let counts = futures::future::try_join_all(spaces.iter().map(|s| {
+            let k = self.keys(s);
+            let mut c = self.conn.clone();
+            self.io("spaces", async move {
+                let users: u64 = c.zcard(&k.zu).await?;
+                let guests: u64 = c.zcard(&k.zg).await?;
+                Ok(Counts { users, guests })
+            })
+        }))
+        .await?;
+        Ok(spaces
+            .into_iter()
+            .zip(counts)
+            .map(|(space, members)| SpaceSummary { space, members })
+            .collect())
+    }
+
+    async fn set_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
+        let set: BTreeSet<&str> = friends
+            .iter()
+            .filter(|f| *f != user)
+            .map(MemberId::as_str)
+            .collect();
+        if set.len() > limits::MAX_FRIENDS {
+            return Err(InvalidInput::TooManyFriends { len: set.len() }.into());
+        }
+        let key = self.friends_key(user);
+        let mut c = self.conn.clone();
+        let n: i64 = self
+            .io("set_friends", async {
+                let mut inv = scripts::SET_FRIENDS.prepare_invoke();
+                inv.key(&key);
+                for f in &set {
+                    inv.arg(*f);
+                }
+                inv.invoke_async(&mut c).await
+            })
+            .await?;
+        Ok(n as u64)
+    }
+
+    async fn add_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
+        check_batch(friends.len())?;
+        let set: BTreeSet<&str> = friends
+            .iter()
+            .filter(|f| *f != user)
+            .map(MemberId::as_str)
+            .collect();
+        let key = self.friends_key(user);
+        let mut c = self.conn.clone();
+        let n: i64 = self
+            .io("add_friends", async {
+                let mut inv = scripts::ADD_FRIENDS.prepare_invoke();
+                inv.key(&key).arg(limits::MAX_FRIENDS);
+                for f in &set {
+                    inv.arg(*f);
+                }
+                inv.invoke_async(&mut c).await
+            })
+            .await?;
+        if n < 0 {
+            return Err(InvalidInput::TooManyFriends { len: (-n) as usize }.into());
+        }
+        Ok(n as u64)
+    }
+
+    async fn remove_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
+        check_batch(friends.len())?;
+        let key = self.friends_key(user);
+        let mut c = self.conn.clone();
+        let n: i64 = self
+            .io("remove_friends", async {
+                let mut inv = scripts::REMOVE_FRIENDS.prepare_invoke();
+                inv.key(&key);
+                for f in friends {
+                    inv.arg(f.as_str());
+                }
+                inv.invoke_async(&mut c).await
+            })
+            .await?;
+        Ok(n as u64)
+    }
+
+    async fn friends(&self, user: &MemberId) -> Result<Vec<MemberId>> {
+        let key = self.friends_key(user);
+        let mut c = self.conn.clone();
+        let ids: Vec<String> = self.io("friends", async { c.smembers(&key).await }).await?;
+        let mut out: Vec<MemberId> = ids.iter().filter_map(|i| MemberId::new(i).ok()).collect();
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    async fn subscribe(&self, space: &SpaceName) -> Result<Subscription> {
+        let k = self.keys(space);
+        let (tx, rx) = broadcast::channel(limits::EVENT_QUEUE);
+        let id = {
+            let _guard = self.sub_lock.lock().await;
+            self.prune_channels().await;
+            let (id, new) = self.router.add_pending(&k.channel, space, tx);
+            if new {
+                let mut c = self.conn.clone();
+                let channel = k.channel.clone();
+                if let Err(e) = self
+                    .io("subscribe", async move { c.subscribe(&channel).await })
+                    .await
+                {
+                    self.router.remove_channel(&k.channel);
+                    return Err(e);
+                }
+            }
+            id
+        };
+        // Subscribed first, snapshot second: every event the snapshot does
+        // not reflect arrives on the channel, and the sequence number says
+        // which ones it does.
+        let now = self.clock.now_ms();
+        let mut c = self.conn.clone();
+        let v: Result<Value> = self
+            .io("subscribe", async {
+                scripts::SNAPSHOT
+                    .key(&k.zu)
+                    .key(&k.zg)
+                    .key(&k.meta)
+                    .key(&k.state)
+                    .key(&k.config)
+                    .arg(now)
+                    .arg(&self.defaults_args()[..])
+                    .arg(limits::MAX_SNAPSHOT)
+                    .invoke_async(&mut c)
+                    .await
+            })
+            .await;
+        let v = match v.and_then(array) {
+            Ok(v) => v,
+            Err(e) => {
+                self.router.remove(&k.channel, id);
+                return Err(e);
+            }
+        };
+        let seq = int(v.first())? as u64;
+        let present = int(v.get(1))? as u64 + int(v.get(2))? as u64;
+        let mut snapshot = Vec::new();
+        for (part, kind) in v.into_iter().skip(3).zip(MemberKind::ALL) {
+            let flat = array(part)?;
+            let mut it = flat.into_iter();
+            while let Some(id) = it.next() {
+                let id = opt_string(Some(id))?.ok_or_else(|| bad_reply("a member id"))?;
+                let score = int(it.next().as_ref())? as Millis;
+                let status = match int(it.next().as_ref())? {
+                    1 => Status::Away,
+                    _ => Status::Online,
+                };
+                let meta = meta_of(it.next())?;
+                snapshot.push(MemberStatus {
+                    member: MemberKey {
+                        kind,
+                        id: MemberId::new(&id).map_err(|_| bad_reply("a stored member id"))?,
+                    },
+                    status,
+                    last_seen_ms: Some(score),
+                    meta,
+                });
+            }
+        }
+        sort_most_recent_first(&mut snapshot);
+        snapshot.truncate(limits::MAX_SNAPSHOT);
+        if !self.router.activate(&k.channel, id, seq) {
+            return Err(Error::Unavailable {
+                reason: "the event stream broke while subscribing".into(),
+                source: None,
+            });
+        }
+        Ok(Subscription {
+            snapshot_omitted: present.saturating_sub(snapshot.len() as u64),
+            snapshot,
+            events: EventReceiver::new(rx),
+        })
+    }
+
+    async fn tick(&self) -> Result<TickReport> {
+        {
+            let _guard = self.sub_lock.lock().await;
+            self.prune_channels().await;
+        }
+        let mut report = TickReport::default();
+        let (names, _) = self.registry();
+        let mut start = "-".to_owned();
+        loop {
+            let mut c = self.conn.clone();
+            let batch: Vec<String> = self
+                .io("tick", async {
+                    redis::cmd("ZRANGEBYLEX")
+                        .arg(&names)
+                        .arg(&start)
+                        .arg("+")
+                        .arg("LIMIT")
+                        .arg(0)
+                        .arg(256)
+                        .query_async(&mut c)
+                        .await
+                })
+                .await?;
+            for name in &batch {
+                if let Ok(space) = SpaceName::new(name) {
+                    self.tick_space(&space, &mut report).await?;
+                }
+            }
+            match batch.last() {
+                Some(last) if batch.len() == 256 => start = format!("({last}"),
+                _ => return Ok(report),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip() {
+        let c = encode_recent(1_700_000_000_123, MemberKind::Guest, "Zoë 🙂");
+        assert_eq!(
+            decode_recent(&c),
+            Some((1_700_000_000_123, MemberKind::Guest, "Zoë 🙂".to_owned()))
+        );
+        let c = encode_id("alpha", MemberKind::User);
+        assert_eq!(decode_id(&c), Some(("alpha".to_owned(), MemberKind::User)));
+        for bad in [
+            "", "r", "garbage", "rzz.u.61", "r1.x.61", "iu", "ix61", "iu6",
+        ] {
+            assert!(
+                decode_recent(bad).is_none() && decode_id(bad).is_none(),
+                "{bad}"
+            );
+        }
+    }
+}
