@@ -120,11 +120,20 @@ mod tests {
     fn config_validation() {
         assert!(SpaceConfig::default().validate().is_ok());
         let d = SpaceConfig::default();
-        let online_after_away = SpaceConfig { online_ms: d.away_ms + 1, ..d };
+        let online_after_away = SpaceConfig {
+            online_ms: d.away_ms + 1,
+            ..d
+        };
         assert!(online_after_away.validate().is_err());
-        let window_past_retention = SpaceConfig { window_ms: d.retention_ms + 1, ..d };
+        let window_past_retention = SpaceConfig {
+            window_ms: d.retention_ms + 1,
+            ..d
+        };
         assert!(window_past_retention.validate().is_err());
-        let too_long = SpaceConfig { retention_ms: limits::MAX_RETENTION_MS + 1, ..d };
+        let too_long = SpaceConfig {
+            retention_ms: limits::MAX_RETENTION_MS + 1,
+            ..d
+        };
         assert!(too_long.validate().is_err());
     }
 }
