@@ -18,16 +18,24 @@ use crate::limits;
 pub struct Metadata(Arc<str>);
 
 impl Metadata {
-    /// Checks that `json` is one JSON object within the size limit.
+    /// Checks that `json` is one JSON object within the size limit, and
+    /// keeps it in compact form (so answers do not echo a client's
+    /// whitespace, and the limit counts what is stored).
     pub fn from_json(json: &str) -> Result<Self, InvalidInput> {
-        let json = json.trim();
-        if json.len() > limits::MAX_META_BYTES {
+        // Refuse huge input before parsing it; whitespace may shrink a
+        // document, but not by more than this.
+        if json.len() > 4 * limits::MAX_META_BYTES {
             return Err(InvalidInput::MetaTooLarge { len: json.len() });
         }
-        match serde_json::from_str::<serde_json::Value>(json) {
-            Ok(serde_json::Value::Object(_)) => Ok(Self(Arc::from(json))),
-            _ => Err(InvalidInput::MetaNotObject),
+        let value = match serde_json::from_str::<serde_json::Value>(json) {
+            Ok(v @ serde_json::Value::Object(_)) => v,
+            _ => return Err(InvalidInput::MetaNotObject),
+        };
+        let compact = value.to_string();
+        if compact.len() > limits::MAX_META_BYTES {
+            return Err(InvalidInput::MetaTooLarge { len: compact.len() });
         }
+        Ok(Self(Arc::from(compact)))
     }
 
     /// The JSON text.
@@ -73,6 +81,14 @@ mod tests {
             Metadata::from_json(&big),
             Err(InvalidInput::MetaTooLarge { .. })
         ));
+    }
+
+    #[test]
+    fn stored_compact() {
+        let m = Metadata::from_json("{ \"name\" :  \"Ada\" }").unwrap();
+        assert_eq!(m.as_json(), r#"{"name":"Ada"}"#);
+        let padded = format!("{{\"a\":1{}}}", " ".repeat(2000));
+        assert!(Metadata::from_json(&padded).is_ok());
     }
 
     #[test]
