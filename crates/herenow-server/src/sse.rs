@@ -137,6 +137,7 @@ async fn next(mut feed: Feed) -> Option<(Result<SseEvent, Infallible>, Feed)> {
 #[utoipa::path(
     get,
     path = "/v1/spaces/{space}/events",
+    operation_id = "events",
     tag = "events",
     params(("space" = String, Path, description = "Space name")),
     responses(

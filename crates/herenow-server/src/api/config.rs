@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use herenow_core::{Millis, SpaceConfig};
+use herenow_core::SpaceConfig;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -17,13 +17,13 @@ use crate::state::AppState;
 #[serde(deny_unknown_fields)]
 pub struct SpaceConfigDto {
     /// `online` while the last heartbeat is younger than this.
-    pub online_ms: Millis,
+    pub online_ms: u64,
     /// `away` while younger than this; `offline` after.
-    pub away_ms: Millis,
+    pub away_ms: u64,
     /// The default window of "who's online".
-    pub window_ms: Millis,
+    pub window_ms: u64,
     /// How long a member is kept after its last heartbeat.
-    pub retention_ms: Millis,
+    pub retention_ms: u64,
 }
 
 impl From<SpaceConfig> for SpaceConfigDto {
@@ -52,6 +52,7 @@ impl From<SpaceConfigDto> for SpaceConfig {
 #[utoipa::path(
     get,
     path = "/v1/spaces/{space}/config",
+    operation_id = "space_config",
     tag = "spaces",
     params(("space" = String, Path, description = "Space name")),
     responses(
@@ -72,6 +73,7 @@ pub async fn get_config(
 #[utoipa::path(
     put,
     path = "/v1/spaces/{space}/config",
+    operation_id = "set_space_config",
     tag = "spaces",
     params(("space" = String, Path, description = "Space name")),
     request_body = SpaceConfigDto,

@@ -50,6 +50,7 @@ const USER: &str = "User id";
 #[utoipa::path(
     put,
     path = "/v1/friends/{user}",
+    operation_id = "set_friends",
     tag = "friends",
     params(("user" = String, Path, description = USER)),
     request_body = FriendsBody,
@@ -73,6 +74,7 @@ pub async fn set(
 #[utoipa::path(
     post,
     path = "/v1/friends/{user}/add",
+    operation_id = "add_friends",
     tag = "friends",
     params(("user" = String, Path, description = USER)),
     request_body = FriendsBody,
@@ -96,6 +98,7 @@ pub async fn add(
 #[utoipa::path(
     post,
     path = "/v1/friends/{user}/remove",
+    operation_id = "remove_friends",
     tag = "friends",
     params(("user" = String, Path, description = USER)),
     request_body = FriendsBody,
@@ -119,6 +122,7 @@ pub async fn remove(
 #[utoipa::path(
     get,
     path = "/v1/friends/{user}",
+    operation_id = "friends",
     tag = "friends",
     params(("user" = String, Path, description = USER)),
     responses(
@@ -138,12 +142,14 @@ pub async fn get_friends(
 
 /// The query of `GET friends/{user}/online`.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct FriendsOnlineQuery {
     /// Seen within this humantime duration (`10m`); default: the space's
     /// window.
     pub window: Option<String>,
     /// Most members answered, 1 to 1,000 (default 100).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
     pub limit: Option<String>,
 }
 
@@ -151,6 +157,7 @@ pub struct FriendsOnlineQuery {
 #[utoipa::path(
     get,
     path = "/v1/spaces/{space}/friends/{user}/online",
+    operation_id = "online_friends",
     tag = "friends",
     params(
         ("space" = String, Path, description = "Space name"),

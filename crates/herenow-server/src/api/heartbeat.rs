@@ -8,7 +8,7 @@ use std::borrow::Cow;
 
 use axum::Json;
 use axum::extract::State;
-use herenow_core::{Heartbeat, HeartbeatReport, MemberId, MemberKey, Metadata, Millis};
+use herenow_core::{Heartbeat, HeartbeatReport, MemberId, MemberKey, Metadata};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
@@ -36,7 +36,7 @@ pub struct HeartbeatBody<'a> {
     pub meta: Option<&'a RawValue>,
     /// When, in ms since the UNIX epoch; absent means now. Needs a write
     /// key; at most 60 s in the future.
-    pub at_ms: Option<Millis>,
+    pub at_ms: Option<u64>,
 }
 
 impl HeartbeatBody<'_> {
@@ -93,6 +93,7 @@ impl From<HeartbeatReport> for HeartbeatAnswer {
 #[utoipa::path(
     post,
     path = "/v1/spaces/{space}/heartbeat",
+    operation_id = "heartbeat",
     tag = "heartbeats",
     params(("space" = String, Path, description = "Space name")),
     request_body = HeartbeatBody,
@@ -122,6 +123,7 @@ pub async fn one(
 #[utoipa::path(
     post,
     path = "/v1/spaces/{space}/heartbeats",
+    operation_id = "heartbeats",
     tag = "heartbeats",
     params(("space" = String, Path, description = "Space name")),
     request_body = HeartbeatsBody,

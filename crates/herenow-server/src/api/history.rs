@@ -4,7 +4,6 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use herenow_core::Millis;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -19,6 +18,7 @@ const MAX_RANGE: Duration = Duration::from_secs(INTERVAL.as_secs() * SAMPLES as 
 
 /// The query of `GET history`.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct HistoryQuery {
     /// How far back, as a humantime duration: default `1h`, at most `24h`.
@@ -29,7 +29,7 @@ pub struct HistoryQuery {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SampleDto {
     /// When, ms since the UNIX epoch.
-    pub at_ms: Millis,
+    pub at_ms: u64,
     /// Users online within the space's window.
     pub users: u32,
     /// Guests online within the space's window.
@@ -40,7 +40,7 @@ pub struct SampleDto {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct HistoryAnswer {
     /// Time between samples.
-    pub interval_ms: Millis,
+    pub interval_ms: u64,
     /// The samples, oldest first.
     pub samples: Vec<SampleDto>,
 }
@@ -49,6 +49,7 @@ pub struct HistoryAnswer {
 #[utoipa::path(
     get,
     path = "/v1/spaces/{space}/history",
+    operation_id = "history",
     tag = "spaces",
     params(("space" = String, Path, description = "Space name"), HistoryQuery),
     responses(
@@ -91,7 +92,7 @@ pub async fn history(
         })
         .collect();
     Ok(Json(HistoryAnswer {
-        interval_ms: INTERVAL.as_millis() as Millis,
+        interval_ms: INTERVAL.as_millis() as u64,
         samples,
     }))
 }

@@ -21,6 +21,7 @@ pub struct LeaveAnswer {
 #[utoipa::path(
     post,
     path = "/v1/spaces/{space}/leave",
+    operation_id = "leave",
     tag = "heartbeats",
     params(("space" = String, Path, description = "Space name")),
     request_body = MembersBody,

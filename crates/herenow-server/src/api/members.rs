@@ -15,6 +15,7 @@ use crate::state::AppState;
 
 /// The query of `GET members/{id}`.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct KindQuery {
     /// `user` (default) or `guest`.
@@ -26,6 +27,7 @@ pub struct KindQuery {
 #[utoipa::path(
     get,
     path = "/v1/spaces/{space}/members/{id}",
+    operation_id = "member_status",
     tag = "status",
     params(
         ("space" = String, Path, description = "Space name"),
@@ -64,6 +66,7 @@ pub async fn one(
 #[utoipa::path(
     post,
     path = "/v1/spaces/{space}/status",
+    operation_id = "status",
     tag = "status",
     params(("space" = String, Path, description = "Space name")),
     request_body = MembersBody,

@@ -20,9 +20,7 @@ use axum::Router;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::routing::{get, post};
-use herenow_core::{
-    InvalidInput, MemberId, MemberKey, MemberKind, MemberStatus, Metadata, Millis, Status,
-};
+use herenow_core::{InvalidInput, MemberId, MemberKey, MemberKind, MemberStatus, Metadata, Status};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -167,7 +165,7 @@ pub struct MemberDto {
     /// By the space's thresholds.
     pub status: Presence,
     /// Last heartbeat, ms since the UNIX epoch; `null` if never seen.
-    pub last_seen_ms: Option<Millis>,
+    pub last_seen_ms: Option<u64>,
     /// The member's metadata, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]

@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use herenow_core::{KindFilter, ListQuery, Millis, Order, SpaceName, limits};
+use herenow_core::{KindFilter, ListQuery, Order, SpaceName, limits};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -16,6 +16,7 @@ use crate::state::AppState;
 
 /// The query of `GET online`.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct OnlineQuery {
     /// Seen within this humantime duration (`10m`); default: the space's
@@ -26,6 +27,7 @@ pub struct OnlineQuery {
     /// `recent` (default, most recently seen first) or `id`.
     pub order: Option<String>,
     /// Page size, 1 to 1,000 (default 100).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
     pub limit: Option<String>,
     /// `next_cursor` of the previous page, unchanged.
     pub cursor: Option<String>,
@@ -39,7 +41,7 @@ pub struct OnlineAnswer {
     /// Pass back as `cursor` for the next page; `null` on the last page.
     pub next_cursor: Option<String>,
     /// The window used.
-    pub window_ms: Millis,
+    pub window_ms: u64,
 }
 
 fn kind_filter(s: Option<&str>) -> Result<KindFilter, ApiError> {
@@ -69,8 +71,8 @@ fn order(s: Option<&str>) -> Result<Order, ApiError> {
 async fn effective_window(
     state: &AppState,
     space: &SpaceName,
-    given: Option<Millis>,
-) -> Result<Millis, ApiError> {
+    given: Option<u64>,
+) -> Result<u64, ApiError> {
     match given {
         Some(w) => Ok(w),
         None => Ok(state.store().config(space).await?.window_ms),
@@ -81,6 +83,7 @@ async fn effective_window(
 #[utoipa::path(
     get,
     path = "/v1/spaces/{space}/online",
+    operation_id = "online",
     tag = "online",
     params(("space" = String, Path, description = "Space name"), OnlineQuery),
     responses(
@@ -113,6 +116,7 @@ pub async fn online(
 
 /// The query of `GET count`.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct WindowQuery {
     /// Seen within this humantime duration (`10m`); default: the space's
@@ -130,13 +134,14 @@ pub struct CountAnswer {
     /// Both.
     pub total: u64,
     /// The window used.
-    pub window_ms: Millis,
+    pub window_ms: u64,
 }
 
 /// Counts users and guests seen within the window.
 #[utoipa::path(
     get,
     path = "/v1/spaces/{space}/count",
+    operation_id = "count",
     tag = "online",
     params(("space" = String, Path, description = "Space name"), WindowQuery),
     responses(
@@ -181,6 +186,7 @@ pub struct AmongBody<'a> {
 #[utoipa::path(
     post,
     path = "/v1/spaces/{space}/online-among",
+    operation_id = "online_among",
     tag = "online",
     params(("space" = String, Path, description = "Space name")),
     request_body = AmongBody,

@@ -13,11 +13,13 @@ use crate::state::AppState;
 
 /// The query of `GET /v1/spaces`.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct SpacesQuery {
     /// Start after this space name (the last one of the previous page).
     pub after: Option<String>,
     /// Page size, 1 to 1,000 (default 100).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
     pub limit: Option<String>,
 }
 
@@ -51,6 +53,7 @@ pub struct SpacesAnswer {
 #[utoipa::path(
     get,
     path = "/v1/spaces",
+    operation_id = "spaces",
     tag = "spaces",
     params(SpacesQuery),
     responses(
