@@ -9,10 +9,15 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 static DIRS: AtomicU64 = AtomicU64::new(0);
+
+/// Ports this process already handed out: tests start servers in parallel,
+/// and a port released by `free_port` could otherwise be picked twice.
+static TAKEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
 
 fn require(binary: &str) {
     let found = Command::new(binary)
@@ -41,6 +46,11 @@ fn free_port(bus: bool) -> u16 {
         if bus && TcpListener::bind(("127.0.0.1", port + 10000)).is_err() {
             continue;
         }
+        let mut taken = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
+        if taken.contains(&port) {
+            continue;
+        }
+        taken.push(port);
         return port;
     }
 }

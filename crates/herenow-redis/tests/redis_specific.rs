@@ -1,0 +1,218 @@
+//! What only a Redis store has to get right: the key layout in a cluster,
+//! scripts after a flush, outages, and several stores sharing one Redis.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use herenow_core::{
+    Error, EventKind, Heartbeat, ManualClock, MemberId, MemberKey, PresenceStore, SpaceConfig,
+    SpaceName, Status,
+};
+use herenow_redis::{RedisOptions, RedisStore};
+
+const T0: u64 = 1_700_000_000_000;
+
+fn user(id: &str) -> MemberKey {
+    MemberKey::user(MemberId::new(id).unwrap())
+}
+
+async fn store(url: &str, clock: &ManualClock, prefix: &str, timeout: Duration) -> RedisStore {
+    let opts = RedisOptions {
+        prefix: prefix.into(),
+        timeout,
+        ..RedisOptions::default()
+    };
+    RedisStore::connect(url, Arc::new(clock.clone()), SpaceConfig::default(), opts)
+        .await
+        .expect("connect")
+}
+
+#[tokio::test]
+async fn keys_of_a_space_share_one_slot() {
+    let cluster = common::RedisCluster::start();
+    let clock = ManualClock::new(T0);
+    let s = store(&cluster.url(), &clock, "slots", Duration::from_secs(2)).await;
+    let port = cluster.nodes[0].port;
+    for name in ["room:42", "a.b-c_d@e", "x"] {
+        let sp = SpaceName::new(name).unwrap();
+        let slots: Vec<String> = s
+            .space_keys(&sp)
+            .iter()
+            .map(|k| common::raw_command(port, &format!("CLUSTER KEYSLOT {k}")).unwrap())
+            .collect();
+        assert!(
+            slots.iter().all(|x| *x == slots[0]),
+            "keys of {name} in several slots: {slots:?}"
+        );
+        // And the scripts run there: a cross-slot script would be refused.
+        s.heartbeat(&sp, &[Heartbeat::now(user("a"))])
+            .await
+            .unwrap();
+        assert_eq!(s.count(&sp, None).await.unwrap().users, 1);
+    }
+}
+
+#[tokio::test]
+async fn scripts_reload_after_script_flush() {
+    let server = common::RedisServer::standalone();
+    let clock = ManualClock::new(T0);
+    let s = store(&server.url(), &clock, "flush", Duration::from_secs(2)).await;
+    let sp = SpaceName::new("flush").unwrap();
+    s.heartbeat(&sp, &[Heartbeat::now(user("a"))])
+        .await
+        .unwrap();
+    let reply = common::raw_command(server.port, "SCRIPT FLUSH").unwrap();
+    assert!(reply.starts_with("+OK"), "{reply}");
+    s.heartbeat(&sp, &[Heartbeat::now(user("b"))])
+        .await
+        .unwrap();
+    assert_eq!(s.count(&sp, None).await.unwrap().users, 2);
+    s.tick().await.unwrap();
+}
+
+#[tokio::test]
+async fn scripts_reload_after_script_flush_on_a_cluster() {
+    let cluster = common::RedisCluster::start();
+    let clock = ManualClock::new(T0);
+    let s = store(&cluster.url(), &clock, "flush", Duration::from_secs(2)).await;
+    let sp = SpaceName::new("flush").unwrap();
+    s.heartbeat(&sp, &[Heartbeat::now(user("a"))])
+        .await
+        .unwrap();
+    for n in &cluster.nodes {
+        common::raw_command(n.port, "SCRIPT FLUSH").unwrap();
+    }
+    s.heartbeat(&sp, &[Heartbeat::now(user("b"))])
+        .await
+        .unwrap();
+    assert_eq!(s.count(&sp, None).await.unwrap().users, 2);
+}
+
+#[tokio::test]
+async fn a_stopped_server_is_unavailable_within_the_timeout() {
+    let mut server = common::RedisServer::standalone();
+    let clock = ManualClock::new(T0);
+    let timeout = Duration::from_millis(500);
+    let s = store(&server.url(), &clock, "down", timeout).await;
+    let sp = SpaceName::new("down").unwrap();
+    s.heartbeat(&sp, &[Heartbeat::now(user("a"))])
+        .await
+        .unwrap();
+    server.stop();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let e = s.count(&sp, None).await.unwrap_err();
+        assert!(matches!(e, Error::Unavailable { .. }), "{e:?}");
+        let e = s
+            .heartbeat(&sp, &[Heartbeat::now(user("b"))])
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::Unavailable { .. }), "{e:?}");
+        assert!(
+            started.elapsed() < 4 * timeout,
+            "took {:?}",
+            started.elapsed()
+        );
+    }
+    // Back again: the connection manager reconnects by itself.
+    server.restart();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match s.heartbeat(&sp, &[Heartbeat::now(user("c"))]).await {
+            Ok(_) => break,
+            Err(e) => {
+                assert!(matches!(e, Error::Unavailable { .. }), "{e:?}");
+                assert!(Instant::now() < deadline, "no reconnect within 10 s");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    assert_eq!(
+        s.status(&sp, &[user("c")]).await.unwrap()[0].status,
+        Status::Online
+    );
+}
+
+#[tokio::test]
+async fn connecting_to_nothing_fails_loudly() {
+    let server = common::RedisServer::standalone();
+    let url = server.url();
+    drop(server);
+    let started = Instant::now();
+    let r = RedisStore::connect(
+        &url,
+        Arc::new(ManualClock::new(T0)),
+        SpaceConfig::default(),
+        RedisOptions {
+            timeout: Duration::from_millis(500),
+            ..RedisOptions::default()
+        },
+    )
+    .await;
+    assert!(matches!(r, Err(Error::Unavailable { .. })));
+    assert!(started.elapsed() < Duration::from_secs(3));
+    let r = RedisStore::connect(
+        "memcached://x",
+        Arc::new(ManualClock::new(T0)),
+        SpaceConfig::default(),
+        RedisOptions::default(),
+    )
+    .await;
+    assert!(matches!(r, Err(Error::Invalid(_))));
+}
+
+/// Two herenow servers over one Redis: heartbeats through one, reads and
+/// events through the other.
+async fn two_stores(url: &str) {
+    let clock = ManualClock::new(T0);
+    let a = store(url, &clock, "two", Duration::from_secs(2)).await;
+    let b = store(url, &clock, "two", Duration::from_secs(2)).await;
+    let sp = SpaceName::new("lobby").unwrap();
+    a.heartbeat(&sp, &[Heartbeat::now(user("early"))])
+        .await
+        .unwrap();
+    let mut sub = b.subscribe(&sp).await.unwrap();
+    assert_eq!(sub.snapshot.len(), 1);
+    a.heartbeat(&sp, &[Heartbeat::now(user("ada"))])
+        .await
+        .unwrap();
+    let e = tokio::time::timeout(Duration::from_secs(2), sub.events.recv())
+        .await
+        .expect("an event within 2 s")
+        .unwrap();
+    assert_eq!((e.kind, e.member.id.as_str()), (EventKind::Join, "ada"));
+    assert_eq!(b.count(&sp, None).await.unwrap().users, 2);
+    clock.advance(Duration::from_secs(61));
+    // Background work on either server moves everyone's status once.
+    a.tick().await.unwrap();
+    b.tick().await.unwrap();
+    let mut kinds = Vec::new();
+    for _ in 0..2 {
+        let e = tokio::time::timeout(Duration::from_secs(2), sub.events.recv())
+            .await
+            .expect("an event within 2 s")
+            .unwrap();
+        kinds.push(e.kind);
+    }
+    assert_eq!(kinds, [EventKind::Away, EventKind::Away]);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(150), sub.events.recv())
+            .await
+            .is_err(),
+        "no duplicate events from the second tick"
+    );
+}
+
+#[tokio::test]
+async fn two_stores_standalone() {
+    let server = common::RedisServer::standalone();
+    two_stores(&server.url()).await;
+}
+
+#[tokio::test]
+async fn two_stores_cluster() {
+    let cluster = common::RedisCluster::start();
+    two_stores(&cluster.url()).await;
+}
