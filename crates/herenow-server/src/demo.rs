@@ -269,8 +269,9 @@ impl Sim {
             } else {
                 0
             };
-            // A trickle even above target, so there is always some churn.
-            if self.rng.chance(0.15) {
+            // A trickle even above target, so there is always some churn;
+            // in proportion to the space, or it would swamp a small one.
+            if self.rng.chance(PLANS[space].base / 1_500.0) {
                 arrivals += 1;
             }
             for _ in 0..arrivals {
