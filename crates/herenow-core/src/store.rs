@@ -258,6 +258,10 @@ pub trait PresenceStore: Send + Sync + 'static {
     ) -> Result<Vec<MemberStatus>> {
         let config = self.config(space).await?;
         let window = config.check_window(window_ms.unwrap_or(config.window_ms))?;
+        if members.is_empty() {
+            // Nobody to look up (a user without friends): not a bad batch.
+            return Ok(Vec::new());
+        }
         let cutoff = self.now_ms().saturating_sub(window);
         let mut online: Vec<MemberStatus> = self
             .status(space, members)

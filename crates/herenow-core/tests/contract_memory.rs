@@ -16,3 +16,76 @@ async fn memory_store_keeps_the_contract() {
     });
     contract::run_all(factory).await;
 }
+
+/// The trait's default `online_friends` / `online_among`, as a store that
+/// overrides nothing gets them: a thin wrapper that forwards only the
+/// primitives to a memory store.
+mod defaults {
+    use async_trait::async_trait;
+    use herenow_core::*;
+
+    pub struct Primitives(pub MemoryStore);
+
+    #[async_trait]
+    impl PresenceStore for Primitives {
+        fn name(&self) -> &'static str {
+            "primitives"
+        }
+        fn now_ms(&self) -> Millis {
+            self.0.now_ms()
+        }
+        async fn heartbeat(&self, s: &SpaceName, b: &[Heartbeat]) -> Result<HeartbeatReport> {
+            self.0.heartbeat(s, b).await
+        }
+        async fn leave(&self, s: &SpaceName, m: &[MemberKey]) -> Result<u64> {
+            self.0.leave(s, m).await
+        }
+        async fn status(&self, s: &SpaceName, m: &[MemberKey]) -> Result<Vec<MemberStatus>> {
+            self.0.status(s, m).await
+        }
+        async fn list(&self, s: &SpaceName, q: &ListQuery) -> Result<Page> {
+            self.0.list(s, q).await
+        }
+        async fn count(&self, s: &SpaceName, w: Option<Millis>) -> Result<Counts> {
+            self.0.count(s, w).await
+        }
+        async fn config(&self, s: &SpaceName) -> Result<SpaceConfig> {
+            self.0.config(s).await
+        }
+        async fn set_config(&self, s: &SpaceName, c: SpaceConfig) -> Result<()> {
+            self.0.set_config(s, c).await
+        }
+        async fn spaces(&self, a: Option<&SpaceName>, l: usize) -> Result<Vec<SpaceSummary>> {
+            self.0.spaces(a, l).await
+        }
+        async fn set_friends(&self, u: &MemberId, f: &[MemberId]) -> Result<u64> {
+            self.0.set_friends(u, f).await
+        }
+        async fn add_friends(&self, u: &MemberId, f: &[MemberId]) -> Result<u64> {
+            self.0.add_friends(u, f).await
+        }
+        async fn remove_friends(&self, u: &MemberId, f: &[MemberId]) -> Result<u64> {
+            self.0.remove_friends(u, f).await
+        }
+        async fn friends(&self, u: &MemberId) -> Result<Vec<MemberId>> {
+            self.0.friends(u).await
+        }
+        async fn subscribe(&self, s: &SpaceName) -> Result<Subscription> {
+            self.0.subscribe(s).await
+        }
+        async fn tick(&self) -> Result<TickReport> {
+            self.0.tick().await
+        }
+    }
+}
+
+#[tokio::test]
+async fn default_derived_queries_keep_the_contract() {
+    let factory: Factory = Arc::new(|clock| {
+        Box::pin(async move {
+            let inner = MemoryStore::new(Arc::new(clock), SpaceConfig::default());
+            Arc::new(defaults::Primitives(inner)) as Arc<dyn PresenceStore>
+        })
+    });
+    contract::run_all(factory).await;
+}
