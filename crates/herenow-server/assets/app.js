@@ -21,9 +21,9 @@
     conn: $("conn"), connText: $("conn-text"), error: $("error"),
     form: $("space-form"), select: $("space-select"), input: $("space-input"),
     spaceName: $("space-name"), footSpace: $("foot-space"),
-    onlineTotal: $("online-total"), onlineUsers: $("online-users"), onlineGuests: $("online-guests"),
-    awayTotal: $("away-total"), awayUsers: $("away-users"), awayGuests: $("away-guests"),
-    windowTotal: $("window-total"), windowUsers: $("window-users"), windowGuests: $("window-guests"),
+    onlineTotal: $("online-total"), onlineSplit: $("online-split"),
+    awayTotal: $("away-total"), awaySplit: $("away-split"),
+    windowTotal: $("window-total"), windowSplit: $("window-split"),
     windowLabel: $("window-label"),
     chart: $("chart"), members: $("members"), memberCount: $("member-count"),
     empty: $("empty"), more: $("more"), spaces: $("spaces"),
@@ -338,8 +338,7 @@
       getJson(api("/count")).then((c) => {
         if (gen !== state.generation) return;
         el.windowTotal.textContent = fmtInt(c.total);
-        el.windowUsers.textContent = fmtInt(c.users);
-        el.windowGuests.textContent = fmtInt(c.guests);
+        el.windowSplit.textContent = splitText(c.users, c.guests);
         if (c.window_ms) el.windowLabel.textContent = fmtDuration(c.window_ms);
       }),
       loadSpaces(),
@@ -393,8 +392,8 @@
       if (s === "online" || s === "away") counts[s][m.kind] += 1;
       if (state.filter === "all" || state.filter === m.kind) all.push(m);
     }
-    setCount(el.onlineTotal, el.onlineUsers, el.onlineGuests, counts.online);
-    setCount(el.awayTotal, el.awayUsers, el.awayGuests, counts.away);
+    setCount(el.onlineTotal, el.onlineSplit, counts.online);
+    setCount(el.awayTotal, el.awaySplit, counts.away);
 
     // Most recent first; ties by kind and id, as the server orders them.
     all.sort((a, b) => (b.last_seen_ms ?? 0) - (a.last_seen_ms ?? 0)
@@ -432,10 +431,14 @@
     el.memberCount.textContent = all.length ? `· ${fmtInt(all.length + (state.filter === "all" ? state.omitted : 0))}` : "";
   }
 
-  function setCount(total, users, guests, c) {
-    total.textContent = fmtInt(c.user + c.guest);
-    users.textContent = fmtInt(c.user);
-    guests.textContent = fmtInt(c.guest);
+  function setCount(total, split, c) {
+    setText(total, fmtInt(c.user + c.guest));
+    setText(split, splitText(c.user, c.guest));
+  }
+
+  function splitText(users, guests) {
+    const n = (v, one, many) => `${fmtInt(v)} ${v === 1 ? one : many}`;
+    return `${n(users, "user", "users")} · ${n(guests, "guest", "guests")}`;
   }
 
   function makeRow(m) {

@@ -80,8 +80,8 @@ async function main() {
     if (!/\bonline\b/.test(dot || "")) throw new Error(`ada's dot is "${dot}", not online`);
     const seen = await row.locator(".seen").textContent();
     if (!/active now|just now|s ago/.test(seen || "")) throw new Error(`ada's label says "${seen}"`);
-    const online = await page.locator("#online-users").textContent();
-    if (online !== "1") throw new Error(`online users shows "${online}", not 1`);
+    const online = await page.locator("#online-split").textContent();
+    if (!online.startsWith("1 user ·")) throw new Error(`online count shows "${online}", not 1 user`);
     await assertNoReload(page);
     say("appeared");
 
