@@ -76,15 +76,15 @@ impl Keys {
 
 /// The key presented with a request, if any.
 fn presented_key(headers: &HeaderMap) -> Option<&[u8]> {
-    if let Some(v) = headers.get(header::AUTHORIZATION) {
+    let prefix = b"bearer ";
+    let bearer = headers.get(header::AUTHORIZATION).and_then(|v| {
         let v = v.as_bytes();
-        let prefix = b"bearer ";
-        if v.len() > prefix.len() && v[..prefix.len()].eq_ignore_ascii_case(prefix) {
-            return Some(v[prefix.len()..].trim_ascii());
-        }
-        return None;
-    }
-    headers.get("x-api-key").map(|v| v.as_bytes().trim_ascii())
+        (v.len() > prefix.len() && v[..prefix.len()].eq_ignore_ascii_case(prefix))
+            .then(|| v[prefix.len()..].trim_ascii())
+    });
+    // Another scheme in Authorization (a proxy's Basic, say) does not hide
+    // an X-API-Key.
+    bearer.or_else(|| headers.get("x-api-key").map(|v| v.as_bytes().trim_ascii()))
 }
 
 /// The scope a route needs: read for `GET`s and the read-only `POST`s
@@ -170,6 +170,18 @@ mod tests {
         assert_eq!(k.scope_of(b"writerkey1"), Some(Scope::Write));
         assert_eq!(k.scope_of(b"writerkey"), None);
         assert_eq!(k.scope_of(b""), None);
+    }
+
+    #[test]
+    fn keys_come_from_bearer_or_x_api_key() {
+        let mut h = HeaderMap::new();
+        assert_eq!(presented_key(&h), None);
+        h.insert("x-api-key", "k1".parse().unwrap());
+        assert_eq!(presented_key(&h), Some(&b"k1"[..]));
+        h.insert(header::AUTHORIZATION, "Basic abc".parse().unwrap());
+        assert_eq!(presented_key(&h), Some(&b"k1"[..]));
+        h.insert(header::AUTHORIZATION, "bearer  k2 ".parse().unwrap());
+        assert_eq!(presented_key(&h), Some(&b"k2"[..]));
     }
 
     #[test]
