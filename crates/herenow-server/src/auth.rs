@@ -3,7 +3,8 @@
 //! A key comes as `Authorization: Bearer KEY` or `X-API-Key: KEY`. It is
 //! compared against every configured key in constant time (`subtle`), and
 //! all keys are always compared, so timing tells neither which key nearly
-//! matched nor how many bytes of it did. With no keys configured (loopback
+//! matched nor how many bytes of it did (only whether a key of the same
+//! length exists: `subtle` returns early on a length mismatch). With no keys configured (loopback
 //! only, checked by [`crate::Config::check`]) everything is allowed.
 //!
 //! The scope a route needs is decided in one place, [`required_scope`]:
