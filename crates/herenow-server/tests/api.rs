@@ -819,9 +819,12 @@ async fn friend_sets_are_bounded() {
     h.post("/v1/friends/me/add", json!({"friends": ["one-more"]}))
         .await
         .problem(StatusCode::BAD_REQUEST, "too-many-friends");
-    h.put("/v1/friends/me", json!({"friends": []}))
+    h.post("/v1/friends/me/add", json!({"friends": []}))
         .await
         .problem(StatusCode::BAD_REQUEST, "empty-batch");
+    // PUT with an empty list clears the set.
+    let cleared = h.put("/v1/friends/me", json!({"friends": []})).await.ok();
+    assert_eq!(cleared["friends"], 0);
 }
 
 #[tokio::test]

@@ -46,7 +46,7 @@ pub struct FriendList {
 
 const USER: &str = "User id";
 
-/// Replaces a user's friend set.
+/// Replaces a user's friend set; an empty list clears it.
 #[utoipa::path(
     put,
     path = "/v1/friends/{user}",
@@ -65,7 +65,14 @@ pub async fn set(
     UserPath(user): UserPath,
     body: JsonBody,
 ) -> Result<Json<FriendCount>, ApiError> {
-    let ids = user_ids(&body.parse::<FriendsBody<'_>>()?.friends)?;
+    let list = body.parse::<FriendsBody<'_>>()?.friends;
+    // An empty list clears the set (`herenow friends set USER`); add and
+    // remove still need at least one id.
+    let ids = if list.is_empty() {
+        Vec::new()
+    } else {
+        user_ids(&list)?
+    };
     let friends = state.store().set_friends(&user, &ids).await?;
     Ok(Json(FriendCount { friends }))
 }
