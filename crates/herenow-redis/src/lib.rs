@@ -47,12 +47,28 @@
 //! reads its snapshot with the number it reflects, then drops older events
 //! ([`events`]).
 //!
+//! # When Redis fails
+//!
+//! Heartbeats and leaves that cannot be written (Redis down, slow,
+//! restarting, failing over) are accepted into a bounded buffer coalesced
+//! per member ([`buffer`]); from the first failure until the buffer is
+//! written back, every write goes through it, so each member's writes reach
+//! Redis in order. A background task per store pings Redis with a jittered
+//! backoff and, once it answers, replays the buffer in bounded batches with
+//! the same scripts and the buffered times (newest time still wins).
+//! Reads fail with `Unavailable` within the timeout; nothing is ever
+//! answered from memory. [`RedisStore::is_ready`] and
+//! [`RedisStore::stats`] are for readiness probes and metrics.
+//!
 //! Modules: [`conn`] (targets and the connection), [`scripts`], [`events`],
-//! and the store itself.
+//! [`buffer`], the write path with its replayer, and the store itself.
 
+pub mod buffer;
 pub mod conn;
 pub mod events;
 pub mod scripts;
 mod store;
+mod writer;
 
-pub use store::{RedisOptions, RedisStore};
+pub use store::{RedisOptions, RedisStats, RedisStore};
+pub use writer::PROBE_EVERY;

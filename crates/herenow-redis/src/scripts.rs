@@ -165,8 +165,11 @@ return {acc, joined, stale}
 });
 
 /// Explicit leave. KEYS: zu zg iu ig meta state config. ARGV: now, the four
-/// defaults, publish command, channel, then `kind id` pairs. Returns how
-/// many were present.
+/// defaults, publish command, channel, then `kind id upto` triples: `upto`
+/// empty removes the member whatever its time; a time removes it only if
+/// its last heartbeat is at or before it (a leave replayed from the write
+/// buffer must not remove a newer heartbeat). Returns how many were
+/// present.
 pub static LEAVE: LazyLock<Script> = LazyLock::new(|| {
     script(
         r#"
@@ -178,11 +181,12 @@ local mk = {}
 for _, k in ipairs({'u', 'g'}) do mk[k] = marks_load(KEYS[6], k, now, on, aw) end
 local present = 0
 local ev = {}
-for i = 8, #ARGV, 2 do
-  local k, id = ARGV[i], ARGV[i + 1]
+for i = 8, #ARGV, 3 do
+  local k, id, upto = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
   local s = redis.call('ZSCORE', z[k], id)
+  if s then s = tonumber(s) end
+  if s and upto and s > upto then s = nil end
   if s then
-    s = tonumber(s)
     if presence(mk[k], s, id) ~= 0 then
       present = present + 1
       ev_add(ev, KEYS[5], 'leave', k, id, s, 0, 'explicit')

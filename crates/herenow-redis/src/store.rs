@@ -3,12 +3,14 @@
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
 use redis::{AsyncCommands, RedisError, RedisResult, Value};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
+use tokio::task::JoinHandle;
 
 use herenow_core::store::{check_batch, sort_most_recent_first};
 use herenow_core::{
@@ -18,15 +20,11 @@ use herenow_core::{
     limits,
 };
 
+use crate::buffer::Pending;
 use crate::conn::{Conn, Target};
 use crate::events::Router;
 use crate::scripts;
-
-/// How often one store re-marks a space it writes to in the space registry.
-/// The sweep drops a space from the registry only when it is empty and was
-/// not marked for twice this long, so a writer's cached mark is never stale
-/// when the sweep looks.
-const TOUCH_EVERY_MS: Millis = 60_000;
+use crate::writer::{self, BeatArg, ReplayTuning, SpaceKeys, TOUCH_EVERY_MS, Writer, timed};
 
 /// Most lexicographic-index entries one by-id page reads per kind before it
 /// returns a short page with a cursor (members outside the window are read
@@ -44,6 +42,19 @@ pub struct RedisOptions {
     pub timeout: Duration,
     /// Members one script call of background work may touch in one space.
     pub tick_budget: usize,
+    /// Most members (over all spaces) whose heartbeats and leaves wait in
+    /// memory while Redis is unavailable. Members already waiting keep
+    /// being updated at the cap; writes of new members are dropped,
+    /// counted in [`RedisStats::dropped`] and logged.
+    pub buffer_cap: usize,
+    /// Most members one replayed script call writes (at most
+    /// [`limits::MAX_BATCH`]).
+    pub replay_batch: usize,
+    /// First wait before pinging Redis again after a failure; doubles (with
+    /// jitter) up to [`backoff_max`](Self::backoff_max).
+    pub backoff_min: Duration,
+    /// Longest wait between pings while Redis is unavailable.
+    pub backoff_max: Duration,
 }
 
 impl Default for RedisOptions {
@@ -52,25 +63,39 @@ impl Default for RedisOptions {
             prefix: "herenow".into(),
             timeout: Duration::from_secs(2),
             tick_budget: 2_048,
+            buffer_cap: 1_000_000,
+            replay_batch: 1_000,
+            backoff_min: Duration::from_millis(50),
+            backoff_max: Duration::from_secs(5),
         }
     }
 }
 
-/// The names of one space's keys: all share the `{space}` hash tag.
-struct SpaceKeys {
-    zu: String,
-    zg: String,
-    iu: String,
-    ig: String,
-    meta: String,
-    state: String,
-    config: String,
-    channel: String,
+/// Counters of a [`RedisStore`]'s write buffer, for metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RedisStats {
+    /// Members whose writes wait for Redis now.
+    pub buffered: u64,
+    /// Writes dropped since the start: refused by
+    /// [`RedisOptions::buffer_cap`], or refused by Redis on replay.
+    pub dropped: u64,
+    /// Members written back from the buffer since the start.
+    pub replayed: u64,
+    /// Whether Redis answered the last ping.
+    pub redis_up: bool,
 }
 
 /// A presence store on Redis or Redis Cluster. See the crate documentation
 /// for the key layout. Cheap to share as `Arc<dyn PresenceStore>`; any
 /// number of stores (in any number of processes) may use the same Redis.
+///
+/// When Redis is down, slow, restarting or failing over, heartbeats and
+/// leaves are still accepted: they wait in a bounded buffer, coalesced per
+/// member, and a background task started by [`connect`](Self::connect)
+/// writes them back when Redis answers (see [`RedisOptions::buffer_cap`],
+/// [`stats`](Self::stats), [`is_ready`](Self::is_ready)). Reads answer
+/// [`Error::Unavailable`] within the timeout. The task stops on
+/// [`shutdown`](Self::shutdown) or when the store is dropped.
 pub struct RedisStore {
     conn: Conn,
     cluster: bool,
@@ -81,8 +106,11 @@ pub struct RedisStore {
     /// Serializes (un)subscribing so a channel being dropped is never
     /// dropped after a new subscriber has asked for it.
     sub_lock: tokio::sync::Mutex<()>,
-    /// When this store last marked each space in the registry.
-    touched: Mutex<HashMap<SpaceName, Millis>>,
+    /// The write path, shared with the replayer.
+    writer: Writer,
+    /// Tells the replayer to stop.
+    stop: watch::Sender<bool>,
+    replayer: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl RedisStore {
@@ -107,7 +135,25 @@ impl RedisStore {
             Conn::open(&target, options.timeout, move |info| push_router.push(info)),
         )
         .await?;
-        let store = RedisStore {
+        let writer = Writer::new(
+            conn.clone(),
+            target.is_cluster(),
+            clock.clone(),
+            defaults,
+            &options.prefix,
+            options.timeout,
+            options.buffer_cap,
+        );
+        // Fail now, loudly, rather than at the first heartbeat.
+        writer.ping().await?;
+        let (stop, stopped) = watch::channel(false);
+        let tuning = ReplayTuning {
+            batch: options.replay_batch.clamp(1, limits::MAX_BATCH),
+            backoff_min: options.backoff_min,
+            backoff_max: options.backoff_max.max(options.backoff_min),
+        };
+        let replayer = tokio::spawn(writer::run(writer.clone(), tuning, stopped));
+        Ok(RedisStore {
             conn,
             cluster: target.is_cluster(),
             clock,
@@ -115,17 +161,43 @@ impl RedisStore {
             opts: options,
             router,
             sub_lock: tokio::sync::Mutex::new(()),
-            touched: Mutex::new(HashMap::new()),
-        };
-        // Fail now, loudly, rather than at the first heartbeat.
-        let mut c = store.conn.clone();
-        store
-            .io("ping", async move {
-                let _: Value = redis::cmd("PING").query_async(&mut c).await?;
-                Ok(())
-            })
-            .await?;
-        Ok(store)
+            writer,
+            stop,
+            replayer: Mutex::new(Some(replayer)),
+        })
+    }
+
+    /// The write buffer's counters, for metrics.
+    pub fn stats(&self) -> RedisStats {
+        let shared = &self.writer.shared;
+        let counts = shared.buffer.counts();
+        RedisStats {
+            buffered: counts.buffered,
+            dropped: counts.dropped,
+            replayed: shared.replayed.load(Ordering::Relaxed),
+            redis_up: shared.up.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Whether Redis answers and every buffered write has been written back:
+    /// what a readiness probe wants. It turns false at the first failed call
+    /// (or failed background ping, at most a second after Redis went away)
+    /// and true again once the buffer is drained.
+    pub fn is_ready(&self) -> bool {
+        let shared = &self.writer.shared;
+        shared.up.load(Ordering::SeqCst) && shared.buffer.is_drained()
+    }
+
+    /// Stops the background replayer after one last attempt, bounded by the
+    /// timeout, to write what is buffered. Call it when the server shuts
+    /// down: writes that fail after it are still accepted into the buffer
+    /// but nothing writes them back any more.
+    pub async fn shutdown(&self) {
+        let _ = self.stop.send(true);
+        let handle = self.replayer.lock().take();
+        if let Some(h) = handle {
+            let _ = h.await;
+        }
     }
 
     /// The options this store runs with.
@@ -141,25 +213,11 @@ impl RedisStore {
     }
 
     fn keys(&self, space: &SpaceName) -> SpaceKeys {
-        let base = format!("{}:{{{}}}", self.opts.prefix, space.as_str());
-        SpaceKeys {
-            zu: format!("{base}:u"),
-            zg: format!("{base}:g"),
-            iu: format!("{base}:iu"),
-            ig: format!("{base}:ig"),
-            meta: format!("{base}:meta"),
-            state: format!("{base}:state"),
-            config: format!("{base}:config"),
-            channel: format!("{base}:events"),
-        }
+        self.writer.keys(space)
     }
 
     fn registry(&self) -> (String, String) {
-        let p = &self.opts.prefix;
-        (
-            format!("{p}:{{spaces}}:names"),
-            format!("{p}:{{spaces}}:touched"),
-        )
+        self.writer.registry()
     }
 
     fn friends_key(&self, user: &MemberId) -> String {
@@ -176,7 +234,7 @@ impl RedisStore {
         what: &'static str,
         f: impl Future<Output = RedisResult<T>>,
     ) -> Result<T> {
-        timed(self.opts.timeout, what, f).await
+        self.writer.io(what, f).await
     }
 
     fn defaults_args(&self) -> [Millis; 4] {
@@ -196,34 +254,58 @@ impl RedisStore {
         }
     }
 
-    /// Marks `space` in the registry unless this store did so recently.
-    async fn register(&self, space: &SpaceName, now: Millis) -> Result<()> {
-        let fresh = self
-            .touched
-            .lock()
-            .get(space)
-            .is_some_and(|&at| at <= now && now - at < TOUCH_EVERY_MS);
-        if fresh {
-            return Ok(());
+    /// Puts coalesced heartbeats into the write buffer if writes are held
+    /// (or `force`: a direct write just failed). `None`: write directly.
+    /// A call of which the cap kept nothing answers
+    /// [`Error::Unavailable`], so the client retries rather than believe it
+    /// was recorded.
+    fn buffer_beats(
+        &self,
+        space: &SpaceName,
+        merged: &[BeatArg<'_>],
+        mut report: HeartbeatReport,
+        force: bool,
+    ) -> Option<Result<HeartbeatReport>> {
+        let kept = {
+            let mut held = self.writer.shared.buffer.hold(force)?;
+            merged
+                .iter()
+                .filter(|(m, at, meta)| {
+                    held.put(space, (*m).clone(), Pending::beat(*at, meta.cloned()))
+                })
+                .count() as u64
+        };
+        self.writer.shared.wake.notify_one();
+        if kept == 0 {
+            return Some(Err(buffer_full()));
         }
-        let (names, touched) = self.registry();
-        let mut c = self.conn.clone();
-        self.io("register", async move {
-            scripts::REGISTER
-                .key(names)
-                .key(touched)
-                .arg(space.as_str())
-                .arg(now)
-                .invoke_async::<Value>(&mut c)
-                .await
-        })
-        .await?;
-        let mut t = self.touched.lock();
-        if t.len() > 100_000 {
-            t.retain(|_, at| now.saturating_sub(*at) < TOUCH_EVERY_MS);
+        // The buffered ones are accepted; whether they are joins is only
+        // known when they reach Redis.
+        report.accepted += kept;
+        Some(Ok(report))
+    }
+
+    /// Puts leaves into the write buffer, like
+    /// [`buffer_beats`](Self::buffer_beats).
+    fn buffer_leaves(
+        &self,
+        space: &SpaceName,
+        members: &[MemberKey],
+        now: Millis,
+        force: bool,
+    ) -> Option<Result<u64>> {
+        let kept = {
+            let mut held = self.writer.shared.buffer.hold(force)?;
+            members
+                .iter()
+                .filter(|m| held.put(space, (*m).clone(), Pending::leave(now)))
+                .count()
+        };
+        self.writer.shared.wake.notify_one();
+        if kept == 0 {
+            return Some(Err(buffer_full()));
         }
-        t.insert(space.clone(), now);
-        Ok(())
+        Some(Ok(0))
     }
 
     /// Last seen, status and metadata of `members`, and the space's policy.
@@ -336,24 +418,9 @@ impl RedisStore {
     }
 }
 
-async fn timed<T>(
-    timeout: Duration,
-    what: &'static str,
-    f: impl Future<Output = RedisResult<T>>,
-) -> Result<T> {
-    match tokio::time::timeout(timeout, f).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(map_err(what, e)),
-        Err(_) => Err(Error::Unavailable {
-            reason: format!("redis did not answer {what} within {timeout:?}"),
-            source: None,
-        }),
-    }
-}
-
 /// Connection trouble, timeouts, a cluster that is down or failing over:
 /// retryable. A reply the scripts did not expect or a script error: a bug.
-fn map_err(what: &'static str, e: RedisError) -> Error {
+pub(crate) fn map_err(what: &'static str, e: RedisError) -> Error {
     use redis::ErrorKind as K;
     use redis::ServerErrorKind as S;
     let bug = match e.kind() {
@@ -372,11 +439,18 @@ fn map_err(what: &'static str, e: RedisError) -> Error {
     }
 }
 
+fn buffer_full() -> Error {
+    Error::Unavailable {
+        reason: "redis is unavailable and the write buffer is full".into(),
+        source: None,
+    }
+}
+
 fn bad_reply(what: &str) -> Error {
     Error::Internal(format!("unexpected reply from redis: {what}"))
 }
 
-fn array(v: Value) -> Result<Vec<Value>> {
+pub(crate) fn array(v: Value) -> Result<Vec<Value>> {
     match v {
         Value::Array(a) | Value::Set(a) => Ok(a),
         Value::Nil => Ok(Vec::new()),
@@ -384,7 +458,7 @@ fn array(v: Value) -> Result<Vec<Value>> {
     }
 }
 
-fn int(v: Option<&Value>) -> Result<i64> {
+pub(crate) fn int(v: Option<&Value>) -> Result<i64> {
     match v {
         Some(Value::Int(i)) => Ok(*i),
         Some(Value::BulkString(b)) => std::str::from_utf8(b)
@@ -408,7 +482,7 @@ fn opt_string(v: Option<Value>) -> Result<Option<String>> {
     }
 }
 
-fn kind_letter(kind: MemberKind) -> &'static str {
+pub(crate) fn kind_letter(kind: MemberKind) -> &'static str {
     match kind {
         MemberKind::User => "u",
         MemberKind::Guest => "g",
@@ -531,6 +605,20 @@ fn to_status(item: Item, config: &SpaceConfig, now: Millis) -> Result<MemberStat
     })
 }
 
+impl Drop for RedisStore {
+    /// Stops the replayer at once. Writes still buffered are lost (and
+    /// logged); [`RedisStore::shutdown`] gives them a last chance first.
+    fn drop(&mut self) {
+        if let Some(h) = self.replayer.get_mut().take() {
+            h.abort();
+            let left = self.writer.shared.buffer.counts().buffered;
+            if left > 0 {
+                tracing::warn!(lost = left, "redis store dropped with buffered writes");
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl PresenceStore for RedisStore {
     fn name(&self) -> &'static str {
@@ -552,19 +640,17 @@ impl PresenceStore for RedisStore {
         // the newest heartbeat that carried some. Later duplicates are
         // counted as the memory store counts them.
         let mut report = HeartbeatReport::default();
-        let mut index: HashMap<(MemberKind, &str), usize> = HashMap::with_capacity(beats.len());
-        let mut merged: Vec<(MemberKind, &str, Millis, Option<&Metadata>)> =
-            Vec::with_capacity(beats.len());
+        let mut index: HashMap<&MemberKey, usize> = HashMap::with_capacity(beats.len());
+        let mut merged: Vec<BeatArg<'_>> = Vec::with_capacity(beats.len());
         for b in beats {
             let at = b.at_ms.unwrap_or(now);
-            let key = (b.member.kind, b.member.id.as_str());
-            match index.get(&key) {
+            match index.get(&b.member) {
                 Some(&i) => {
                     let m = &mut merged[i];
-                    if at >= m.2 {
-                        m.2 = at;
+                    if at >= m.1 {
+                        m.1 = at;
                         if b.meta.is_some() {
-                            m.3 = b.meta.as_ref();
+                            m.2 = b.meta.as_ref();
                         }
                         report.accepted += 1;
                     } else {
@@ -572,68 +658,46 @@ impl PresenceStore for RedisStore {
                     }
                 }
                 None => {
-                    index.insert(key, merged.len());
-                    merged.push((key.0, key.1, at, b.meta.as_ref()));
+                    index.insert(&b.member, merged.len());
+                    merged.push((&b.member, at, b.meta.as_ref()));
                 }
             }
         }
-        self.register(space, now).await?;
-        let k = self.keys(space);
-        let d = self.defaults_args();
-        let mut inv = scripts::HEARTBEAT.prepare_invoke();
-        inv.key(&k.zu)
-            .key(&k.zg)
-            .key(&k.iu)
-            .key(&k.ig)
-            .key(&k.meta)
-            .key(&k.state)
-            .key(&k.config)
-            .arg(now)
-            .arg(&d[..])
-            .arg(self.publish_cmd())
-            .arg(&k.channel);
-        for (kind, id, at, meta) in &merged {
-            inv.arg(kind_letter(*kind))
-                .arg(*id)
-                .arg(*at)
-                .arg(meta.map_or("", |m| m.as_json()));
+        // While writes are held (Redis failed and the buffer is not yet
+        // written back), this one waits its turn behind the earlier ones.
+        if let Some(r) = self.buffer_beats(space, &merged, report, false) {
+            return r;
         }
-        let mut c = self.conn.clone();
-        let v: Value = self
-            .io("heartbeat", async { inv.invoke_async(&mut c).await })
-            .await?;
-        let v = array(v)?;
-        report.accepted += int(v.first())? as u64;
-        report.joined += int(v.get(1))? as u64;
-        report.stale += int(v.get(2))? as u64;
-        Ok(report)
+        match self.writer.write_beats(space, now, &merged).await {
+            Ok([accepted, joined, stale]) => {
+                report.accepted += accepted;
+                report.joined += joined;
+                report.stale += stale;
+                Ok(report)
+            }
+            Err(Error::Unavailable { .. }) => self
+                .buffer_beats(space, &merged, report, true)
+                .expect("a forced hold always buffers"),
+            Err(e) => Err(e),
+        }
     }
 
+    /// While writes are held, leaves are buffered too and answer 0: whether
+    /// the members were present is not known until Redis answers.
     async fn leave(&self, space: &SpaceName, members: &[MemberKey]) -> Result<u64> {
         check_batch(members.len())?;
         let now = self.clock.now_ms();
-        let k = self.keys(space);
-        let d = self.defaults_args();
-        let mut inv = scripts::LEAVE.prepare_invoke();
-        inv.key(&k.zu)
-            .key(&k.zg)
-            .key(&k.iu)
-            .key(&k.ig)
-            .key(&k.meta)
-            .key(&k.state)
-            .key(&k.config)
-            .arg(now)
-            .arg(&d[..])
-            .arg(self.publish_cmd())
-            .arg(&k.channel);
-        for m in members {
-            inv.arg(kind_letter(m.kind)).arg(m.id.as_str());
+        if let Some(r) = self.buffer_leaves(space, members, now, false) {
+            return r;
         }
-        let mut c = self.conn.clone();
-        let n: i64 = self
-            .io("leave", async { inv.invoke_async(&mut c).await })
-            .await?;
-        Ok(n as u64)
+        let args: Vec<(&MemberKey, Option<Millis>)> = members.iter().map(|m| (m, None)).collect();
+        match self.writer.write_leaves(space, now, &args).await {
+            Ok(n) => Ok(n),
+            Err(Error::Unavailable { .. }) => self
+                .buffer_leaves(space, members, now, true)
+                .expect("a forced hold always buffers"),
+            Err(e) => Err(e),
+        }
     }
 
     async fn status(&self, space: &SpaceName, members: &[MemberKey]) -> Result<Vec<MemberStatus>> {

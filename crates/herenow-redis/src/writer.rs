@@ -1,0 +1,467 @@
+//! The write path shared by the store and its background replayer:
+//! heartbeat and leave scripts, the space registry, the timeout on every
+//! call, and the loop that writes the [`WriteBuffer`] back when Redis
+//! answers again.
+//!
+//! The replayer is one task per store. While writes are held it pings Redis
+//! with a jittered, doubling backoff; once Redis answers it takes bounded
+//! batches of one space from the buffer and writes several of them at once
+//! (the multiplexed connection pipelines them), with the same scripts a
+//! direct call uses. Heartbeats carry their buffered times, so a newer
+//! heartbeat that reached Redis first still wins; leaves carry their time
+//! too, so a replayed leave never removes a newer heartbeat. While writes
+//! are not held it pings once a [`PROBE_EVERY`], so readiness notices an
+//! outage even when no request does.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::hash::BuildHasher;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use redis::{RedisResult, Value};
+use tokio::sync::{Notify, watch};
+
+use herenow_core::{Clock, Error, MemberKey, Metadata, Millis, Result, SpaceConfig, SpaceName};
+
+use crate::buffer::{Pending, WriteBuffer};
+use crate::conn::Conn;
+use crate::scripts;
+use crate::store::{int, kind_letter, map_err};
+
+/// How often one store re-marks a space it writes to in the space registry.
+/// The sweep drops a space from the registry only when it is empty and was
+/// not marked for twice this long, so a writer's cached mark is never stale
+/// when the sweep looks.
+pub(crate) const TOUCH_EVERY_MS: Millis = 60_000;
+
+/// How often a healthy store pings Redis, so that readiness turns false
+/// during an outage nobody has written or read through yet.
+pub const PROBE_EVERY: Duration = Duration::from_secs(1);
+
+/// Batches the replayer writes at once.
+const REPLAY_CONCURRENCY: usize = 8;
+
+/// The names of one space's keys: all share the `{space}` hash tag.
+pub(crate) struct SpaceKeys {
+    pub zu: String,
+    pub zg: String,
+    pub iu: String,
+    pub ig: String,
+    pub meta: String,
+    pub state: String,
+    pub config: String,
+    pub channel: String,
+}
+
+/// State shared by a store and its replayer.
+pub(crate) struct Shared {
+    /// Writes waiting for Redis.
+    pub buffer: WriteBuffer,
+    /// Whether Redis answered the replayer's last ping (or nothing failed
+    /// yet).
+    pub up: AtomicBool,
+    /// Wakes the replayer: a write was buffered or a call failed.
+    pub wake: Notify,
+    /// Members written back from the buffer since the start.
+    pub replayed: AtomicU64,
+}
+
+impl Shared {
+    /// A call could not reach Redis: hold writes until the replayer has
+    /// seen Redis answer and drained the buffer.
+    fn failed(&self) {
+        self.buffer.start_holding();
+        self.wake.notify_one();
+    }
+}
+
+/// A heartbeat as the script takes it: member, time, metadata (`None`
+/// keeps what the member had).
+pub(crate) type BeatArg<'a> = (&'a MemberKey, Millis, Option<&'a Metadata>);
+
+/// How the replayer backs off and how much it writes at once.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReplayTuning {
+    pub batch: usize,
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+}
+
+/// Everything a write needs. Cheap to clone: the replayer has its own.
+#[derive(Clone)]
+pub(crate) struct Writer {
+    pub conn: Conn,
+    pub cluster: bool,
+    pub clock: Arc<dyn Clock>,
+    pub defaults: SpaceConfig,
+    pub prefix: Arc<str>,
+    pub timeout: Duration,
+    /// When this store last marked each space in the registry.
+    touched: Arc<Mutex<HashMap<SpaceName, Millis>>>,
+    pub shared: Arc<Shared>,
+}
+
+impl Writer {
+    pub fn new(
+        conn: Conn,
+        cluster: bool,
+        clock: Arc<dyn Clock>,
+        defaults: SpaceConfig,
+        prefix: &str,
+        timeout: Duration,
+        buffer_cap: usize,
+    ) -> Self {
+        Writer {
+            conn,
+            cluster,
+            clock,
+            defaults,
+            prefix: prefix.into(),
+            timeout,
+            touched: Arc::new(Mutex::new(HashMap::new())),
+            shared: Arc::new(Shared {
+                buffer: WriteBuffer::new(buffer_cap),
+                up: AtomicBool::new(true),
+                wake: Notify::new(),
+                replayed: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    pub fn keys(&self, space: &SpaceName) -> SpaceKeys {
+        let base = format!("{}:{{{}}}", self.prefix, space.as_str());
+        SpaceKeys {
+            zu: format!("{base}:u"),
+            zg: format!("{base}:g"),
+            iu: format!("{base}:iu"),
+            ig: format!("{base}:ig"),
+            meta: format!("{base}:meta"),
+            state: format!("{base}:state"),
+            config: format!("{base}:config"),
+            channel: format!("{base}:events"),
+        }
+    }
+
+    pub fn registry(&self) -> (String, String) {
+        let p = &self.prefix;
+        (
+            format!("{p}:{{spaces}}:names"),
+            format!("{p}:{{spaces}}:touched"),
+        )
+    }
+
+    pub fn publish_cmd(&self) -> &'static str {
+        if self.cluster { "SPUBLISH" } else { "PUBLISH" }
+    }
+
+    pub fn defaults_args(&self) -> [Millis; 4] {
+        let d = self.defaults;
+        [d.online_ms, d.away_ms, d.window_ms, d.retention_ms]
+    }
+
+    /// Runs one Redis call with the timeout, mapping failures. A failure to
+    /// reach Redis also holds writes in the buffer until Redis answers.
+    pub async fn io<T>(
+        &self,
+        what: &'static str,
+        f: impl Future<Output = RedisResult<T>>,
+    ) -> Result<T> {
+        let r = timed(self.timeout, what, f).await;
+        if let Err(Error::Unavailable { .. }) = &r {
+            self.shared.failed();
+        }
+        r
+    }
+
+    pub async fn ping(&self) -> Result<()> {
+        let mut c = self.conn.clone();
+        self.io("ping", async move {
+            let _: Value = redis::cmd("PING").query_async(&mut c).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Marks `space` in the registry unless this store did so recently.
+    pub async fn register(&self, space: &SpaceName, now: Millis) -> Result<()> {
+        let fresh = self
+            .touched
+            .lock()
+            .get(space)
+            .is_some_and(|&at| at <= now && now - at < TOUCH_EVERY_MS);
+        if fresh {
+            return Ok(());
+        }
+        let (names, touched) = self.registry();
+        let mut c = self.conn.clone();
+        self.io("register", async move {
+            scripts::REGISTER
+                .key(names)
+                .key(touched)
+                .arg(space.as_str())
+                .arg(now)
+                .invoke_async::<Value>(&mut c)
+                .await
+        })
+        .await?;
+        let mut t = self.touched.lock();
+        if t.len() > 100_000 {
+            t.retain(|_, at| now.saturating_sub(*at) < TOUCH_EVERY_MS);
+        }
+        t.insert(space.clone(), now);
+        Ok(())
+    }
+
+    /// Registers the space and runs the heartbeat script: one entry per
+    /// member (the caller coalesces). Returns `[accepted, joined, stale]`.
+    pub async fn write_beats(
+        &self,
+        space: &SpaceName,
+        now: Millis,
+        beats: &[BeatArg<'_>],
+    ) -> Result<[u64; 3]> {
+        self.register(space, now).await?;
+        let k = self.keys(space);
+        let mut inv = scripts::HEARTBEAT.prepare_invoke();
+        inv.key(&k.zu)
+            .key(&k.zg)
+            .key(&k.iu)
+            .key(&k.ig)
+            .key(&k.meta)
+            .key(&k.state)
+            .key(&k.config)
+            .arg(now)
+            .arg(&self.defaults_args()[..])
+            .arg(self.publish_cmd())
+            .arg(&k.channel);
+        for (member, at, meta) in beats {
+            inv.arg(kind_letter(member.kind))
+                .arg(member.id.as_str())
+                .arg(*at)
+                .arg(meta.map_or("", |m| m.as_json()));
+        }
+        let mut c = self.conn.clone();
+        let v: Value = self
+            .io("heartbeat", async { inv.invoke_async(&mut c).await })
+            .await?;
+        let v = crate::store::array(v)?;
+        Ok([
+            int(v.first())? as u64,
+            int(v.get(1))? as u64,
+            int(v.get(2))? as u64,
+        ])
+    }
+
+    /// Runs the leave script. `upto`: remove the member only if its last
+    /// heartbeat is at or before this time (`None`: whatever its time).
+    /// Returns how many were present.
+    pub async fn write_leaves(
+        &self,
+        space: &SpaceName,
+        now: Millis,
+        members: &[(&MemberKey, Option<Millis>)],
+    ) -> Result<u64> {
+        let k = self.keys(space);
+        let mut inv = scripts::LEAVE.prepare_invoke();
+        inv.key(&k.zu)
+            .key(&k.zg)
+            .key(&k.iu)
+            .key(&k.ig)
+            .key(&k.meta)
+            .key(&k.state)
+            .key(&k.config)
+            .arg(now)
+            .arg(&self.defaults_args()[..])
+            .arg(self.publish_cmd())
+            .arg(&k.channel);
+        for (m, upto) in members {
+            inv.arg(kind_letter(m.kind))
+                .arg(m.id.as_str())
+                .arg(upto.map_or(String::new(), |t| t.to_string()));
+        }
+        let mut c = self.conn.clone();
+        let n: i64 = self
+            .io("leave", async { inv.invoke_async(&mut c).await })
+            .await?;
+        Ok(n as u64)
+    }
+
+    /// Writes one batch taken from the buffer: its leaves first, then the
+    /// heartbeats that came after them.
+    async fn replay(&self, space: &SpaceName, items: &[(MemberKey, Pending)]) -> Result<()> {
+        let now = self.clock.now_ms();
+        let leaves: Vec<(&MemberKey, Option<Millis>)> = items
+            .iter()
+            .filter_map(|(m, p)| p.leave.map(|at| (m, Some(at))))
+            .collect();
+        if !leaves.is_empty() {
+            self.write_leaves(space, now, &leaves).await?;
+        }
+        let beats: Vec<BeatArg<'_>> = items
+            .iter()
+            .filter_map(|(m, p)| p.beat.as_ref().map(|b| (m, b.at, b.meta.as_ref())))
+            .collect();
+        if !beats.is_empty() {
+            self.write_beats(space, now, &beats).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes everything buffered, [`REPLAY_CONCURRENCY`] batches at a time.
+    /// A batch Redis could not take goes back into the buffer and ends the
+    /// drain with the error; a batch Redis refused as a bug is dropped
+    /// (retrying it would fail forever) and counted.
+    async fn drain(&self, batch: usize) -> Result<()> {
+        let buffer = &self.shared.buffer;
+        loop {
+            let mut taken = Vec::new();
+            while taken.len() < REPLAY_CONCURRENCY {
+                match buffer.take(batch) {
+                    Some(t) => taken.push(t),
+                    None => break,
+                }
+            }
+            if taken.is_empty() {
+                return Ok(());
+            }
+            let results =
+                futures::future::join_all(taken.iter().map(|(s, items)| self.replay(s, items)))
+                    .await;
+            let mut failed = None;
+            for ((space, items), r) in taken.into_iter().zip(results) {
+                match r {
+                    Ok(()) => {
+                        self.shared
+                            .replayed
+                            .fetch_add(items.len() as u64, Ordering::Relaxed);
+                    }
+                    Err(e @ Error::Unavailable { .. }) => {
+                        buffer.restore(&space, items);
+                        failed = Some(e);
+                    }
+                    Err(e) => {
+                        tracing::error!(
+                            space = space.as_str(),
+                            members = items.len(),
+                            error = %e,
+                            "redis refused buffered writes; they are dropped"
+                        );
+                        buffer.add_dropped(items.len() as u64);
+                    }
+                }
+            }
+            if let Some(e) = failed {
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// The replayer: see the module documentation. Runs until `stop` changes
+/// (or its sender is dropped), then makes one last attempt, bounded by the
+/// timeout, to write what is buffered.
+pub(crate) async fn run(w: Writer, tuning: ReplayTuning, mut stop: watch::Receiver<bool>) {
+    let shared = w.shared.clone();
+    let mut backoff = tuning.backoff_min;
+    loop {
+        if !shared.buffer.holding() {
+            tokio::select! {
+                _ = stop.changed() => break,
+                _ = shared.wake.notified() => {}
+                _ = tokio::time::sleep(PROBE_EVERY) => {}
+            }
+            if !shared.buffer.holding() {
+                // A failed probe holds writes by itself (see `io`).
+                let _ = w.ping().await;
+                continue;
+            }
+        }
+        let r = match w.ping().await {
+            Ok(()) => w.drain(tuning.batch).await,
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok(()) => {
+                backoff = tuning.backoff_min;
+                if !shared.up.swap(true, Ordering::SeqCst) {
+                    tracing::info!("redis answers again; writing buffered heartbeats back");
+                }
+                if shared.buffer.settle() {
+                    tracing::info!(
+                        replayed = shared.replayed.load(Ordering::Relaxed),
+                        "write buffer drained; writing to redis directly"
+                    );
+                }
+            }
+            Err(e) => {
+                if shared.up.swap(false, Ordering::SeqCst) {
+                    tracing::warn!(
+                        error = %e,
+                        "redis unavailable: heartbeats and leaves are buffered until it answers"
+                    );
+                }
+                tokio::select! {
+                    _ = stop.changed() => break,
+                    _ = tokio::time::sleep(jitter(backoff)) => {}
+                }
+                backoff = (backoff * 2).min(tuning.backoff_max);
+            }
+        }
+    }
+    if shared.buffer.counts().buffered > 0 {
+        let last = async {
+            w.ping().await?;
+            w.drain(tuning.batch).await
+        };
+        match tokio::time::timeout(w.timeout, last).await {
+            Ok(Ok(())) => {}
+            _ => tracing::warn!(
+                lost = shared.buffer.counts().buffered,
+                "store stopped with buffered writes redis did not take"
+            ),
+        }
+    }
+}
+
+/// Somewhere between half of `d` and `d`, so that stores restarted together
+/// do not reconnect in lockstep.
+fn jitter(d: Duration) -> Duration {
+    // A fresh RandomState is randomly keyed: enough randomness for spreading
+    // retries, without a dependency.
+    let r = std::collections::hash_map::RandomState::new().hash_one(Instant::now());
+    d / 2 + d.mul_f64((r % 1_000) as f64 / 2_000.0)
+}
+
+pub(crate) async fn timed<T>(
+    timeout: Duration,
+    what: &'static str,
+    f: impl Future<Output = RedisResult<T>>,
+) -> Result<T> {
+    match tokio::time::timeout(timeout, f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(map_err(what, e)),
+        Err(_) => Err(Error::Unavailable {
+            reason: format!("redis did not answer {what} within {timeout:?}"),
+            source: None,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_stays_within_half_and_whole() {
+        for ms in [50, 400, 5_000] {
+            let d = Duration::from_millis(ms);
+            for _ in 0..100 {
+                let j = jitter(d);
+                assert!(j >= d / 2 && j <= d, "{j:?} for {d:?}");
+            }
+        }
+    }
+}
