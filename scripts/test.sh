@@ -27,4 +27,4 @@ if [ -f "$browser/package-lock.json" ]; then
   (cd "$browser" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
-cargo test --workspace --all-features --locked
+cargo test --workspace --all-features --locked --no-fail-fast
