@@ -428,7 +428,11 @@
     el.more.hidden = hidden <= 0;
     el.more.textContent = hidden > 0 ? `and ${fmtInt(hidden)} more` : "";
     el.empty.hidden = all.length > 0 || state.omitted > 0;
-    el.memberCount.textContent = all.length ? `· ${fmtInt(all.length + (state.filter === "all" ? state.omitted : 0))}` : "";
+    // The heading counts who is here; grey rows (left, still within the
+    // window) trail the list without being counted.
+    const here = all.filter((m) => shownStatus(m) !== "offline").length
+      + (state.filter === "all" ? state.omitted : 0);
+    el.memberCount.textContent = here ? `· ${fmtInt(here)}` : "";
   }
 
   function setCount(total, split, c) {
