@@ -164,6 +164,33 @@ impl RedisServer {
         self.stop();
         self.spawn();
     }
+
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Kills the process by its pid (SIGKILL: no shutdown, no goodbye to
+    /// clients) and waits for it to be gone.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let pid = c.id().to_string();
+            let killed = Command::new("kill")
+                .args(["-9", &pid])
+                .status()
+                .is_ok_and(|s| s.success());
+            if !killed {
+                let _ = c.kill();
+            }
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts a server that was stopped or killed again on the same port.
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none(), "still running");
+        self.spawn();
+    }
 }
 
 impl Drop for RedisServer {
