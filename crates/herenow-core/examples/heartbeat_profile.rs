@@ -16,7 +16,9 @@ const ROUNDS: usize = 2_000_000;
 fn main() {
     let beat = std::env::args().nth(1).as_deref() != Some("fill");
     let now = 1_700_000_000_000u64;
-    let ids: Vec<MemberId> = (0..N).map(|i| MemberId::new(&format!("user:{i:07}")).unwrap()).collect();
+    let ids: Vec<MemberId> = (0..N)
+        .map(|i| MemberId::new(&format!("user:{i:07}")).unwrap())
+        .collect();
     let mut s = Space::new(SpaceName::new("p").unwrap(), SpaceConfig::default(), now);
     for (c, chunk) in ids.chunks(10_000).enumerate() {
         let beats: Vec<Heartbeat> = chunk
@@ -36,7 +38,11 @@ fn main() {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            s.touch(MemberKind::User, &ids[(x % N as u64) as usize], now + (r as u64 >> 6));
+            s.touch(
+                MemberKind::User,
+                &ids[(x % N as u64) as usize],
+                now + (r as u64 >> 6),
+            );
         }
     }
     println!("{} members", s.len());
