@@ -26,6 +26,7 @@
 //! | `P:{S}:meta` | hash | `u:ID` / `g:ID` → metadata JSON |
 //! | `P:{S}:state` | hash | `seq` (event sequence) and the away / gone watermarks per kind |
 //! | `P:{S}:config` | hash | the space's thresholds, absent for the defaults |
+//! | `P:{S}:lease` | string | the sweep lease: the id of the store that runs background work on the space, `SET NX PX`, renewed by each tick of its holder |
 //! | `P:{S}:events` | channel | events: `PUBLISH` on a server, `SPUBLISH` (sharded, same slot) on a cluster |
 //! | `P:{spaces}:names`, `P:{spaces}:touched` | sorted sets | the registry of spaces: names (score 0, for listing) and when a writer last marked each (for dropping empty ones) |
 //! | `P:friends:ID` | set | a user's friends (global, one slot of its own) |
@@ -45,7 +46,10 @@
 //! member's old and new score with the marks to choose `join`, `back` or
 //! `update`. Events are numbered per space; a subscriber subscribes, then
 //! reads its snapshot with the number it reflects, then drops older events
-//! ([`events`]).
+//! ([`events`]). With several stores on one Redis, each space is swept by
+//! one of them at a time: the tick script takes or renews the space's lease
+//! and does nothing when another store holds it
+//! ([`RedisOptions::lease`]).
 //!
 //! # When Redis fails
 //!

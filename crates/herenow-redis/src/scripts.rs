@@ -3,7 +3,7 @@
 //! touches share the space's hash tag, so every script runs on one node of a
 //! cluster.
 //!
-//! Each script is [`PRELUDE`] followed by its body. [`redis::Script`] sends
+//! Each script is `PRELUDE` followed by its body. [`redis::Script`] sends
 //! `EVALSHA` and falls back to `EVAL` when the server answers `NOSCRIPT`
 //! (after a restart or a `SCRIPT FLUSH`), so scripts are loaded once and
 //! reloaded by themselves.
@@ -204,12 +204,22 @@ return present
 
 /// One bounded step of background work on a space: advance the away and
 /// gone watermarks (emitting `away` and timeout `leave`), then forget
-/// members past their retention. KEYS: zu zg iu ig meta state config. ARGV:
-/// now, the four defaults, publish command, channel, budget (members).
+/// members past their retention. KEYS: zu zg iu ig meta state config
+/// lease. ARGV: now, the four defaults, publish command, channel, budget
+/// (members), lease owner, lease duration (ms).
+///
+/// Only the holder of the space's sweep lease works: the script takes the
+/// lease if it is free (`SET NX PX`), renews it if the caller holds it, and
+/// otherwise returns `{0, 0, 0, -1}` without touching anything. The lease
+/// expires by itself when its holder stops sweeping.
 /// Returns `{expired, transitions, more, members_left}`.
 pub static TICK: LazyLock<Script> = LazyLock::new(|| {
     script(
         r#"
+if not redis.call('SET', KEYS[8], ARGV[9], 'NX', 'PX', ARGV[10]) then
+  if redis.call('GET', KEYS[8]) ~= ARGV[9] then return {0, 0, 0, -1} end
+  redis.call('PEXPIRE', KEYS[8], ARGV[10])
+end
 local now = tonumber(ARGV[1])
 local on, aw, win, ret = cfg_load(KEYS[7], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
 local budget = tonumber(ARGV[8])

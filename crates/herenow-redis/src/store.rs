@@ -55,6 +55,12 @@ pub struct RedisOptions {
     pub backoff_min: Duration,
     /// Longest wait between pings while Redis is unavailable.
     pub backoff_max: Duration,
+    /// How long a space's sweep lease lasts (`P:{S}:lease`, `SET NX PX`):
+    /// with several stores on one Redis only the holder runs background
+    /// work on the space, renewing the lease at each tick. When the holder
+    /// stops ticking another store takes over after at most this long, so
+    /// it should be several tick intervals.
+    pub lease: Duration,
 }
 
 impl Default for RedisOptions {
@@ -67,6 +73,7 @@ impl Default for RedisOptions {
             replay_batch: 1_000,
             backoff_min: Duration::from_millis(50),
             backoff_max: Duration::from_secs(5),
+            lease: Duration::from_secs(10),
         }
     }
 }
@@ -108,6 +115,8 @@ pub struct RedisStore {
     sub_lock: tokio::sync::Mutex<()>,
     /// The write path, shared with the replayer.
     writer: Writer,
+    /// This store's name on sweep leases.
+    owner: String,
     /// Tells the replayer to stop.
     stop: watch::Sender<bool>,
     replayer: Mutex<Option<JoinHandle<()>>>,
@@ -162,9 +171,16 @@ impl RedisStore {
             router,
             sub_lock: tokio::sync::Mutex::new(()),
             writer,
+            owner: lease_owner(),
             stop,
             replayer: Mutex::new(Some(replayer)),
         })
+    }
+
+    /// This store's name on the sweep leases it holds (unique per store:
+    /// the process id and a random part).
+    pub fn lease_owner(&self) -> &str {
+        &self.owner
     }
 
     /// The write buffer's counters, for metrics.
@@ -209,7 +225,7 @@ impl RedisStore {
     /// them hashes to the same cluster slot.
     pub fn space_keys(&self, space: &SpaceName) -> Vec<String> {
         let k = self.keys(space);
-        vec![k.zu, k.zg, k.iu, k.ig, k.meta, k.state, k.config]
+        vec![k.zu, k.zg, k.iu, k.ig, k.meta, k.state, k.config, k.lease]
     }
 
     fn keys(&self, space: &SpaceName) -> SpaceKeys {
@@ -364,6 +380,7 @@ impl RedisStore {
     async fn tick_space(&self, space: &SpaceName, report: &mut TickReport) -> Result<()> {
         let k = self.keys(space);
         let d = self.defaults_args();
+        let lease_ms = self.opts.lease.as_millis().max(1) as u64;
         loop {
             let now = self.clock.now_ms();
             let started = Instant::now();
@@ -378,11 +395,14 @@ impl RedisStore {
                         .key(&k.meta)
                         .key(&k.state)
                         .key(&k.config)
+                        .key(&k.lease)
                         .arg(now)
                         .arg(&d[..])
                         .arg(self.publish_cmd())
                         .arg(&k.channel)
                         .arg(self.opts.tick_budget)
+                        .arg(&self.owner)
+                        .arg(lease_ms)
                         .invoke_async(&mut c)
                         .await
                 })
@@ -393,6 +413,10 @@ impl RedisStore {
             report.transitions += int(v.get(1))? as u64;
             let more = int(v.get(2))? != 0;
             let left = int(v.get(3))?;
+            if left < 0 {
+                // Another store holds the sweep lease: it does this space.
+                return Ok(());
+            }
             if more {
                 continue;
             }
@@ -437,6 +461,15 @@ pub(crate) fn map_err(what: &'static str, e: RedisError) -> Error {
             source: Some(Box::new(e)),
         }
     }
+}
+
+/// A name for this store on sweep leases: the process id and a random
+/// part, so two stores in one process differ too.
+fn lease_owner() -> String {
+    use std::hash::BuildHasher;
+    // A fresh RandomState is randomly keyed.
+    let r = std::collections::hash_map::RandomState::new().hash_one(Instant::now());
+    format!("{}-{r:016x}", std::process::id())
 }
 
 fn buffer_full() -> Error {
@@ -1182,6 +1215,9 @@ impl PresenceStore for RedisStore {
         })
     }
 
+    /// Sweeps every registered space whose sweep lease this store holds or
+    /// can take; spaces another store holds are skipped (that store sweeps
+    /// them).
     async fn tick(&self) -> Result<TickReport> {
         {
             let _guard = self.sub_lock.lock().await;

@@ -54,6 +54,8 @@ pub(crate) struct SpaceKeys {
     pub state: String,
     pub config: String,
     pub channel: String,
+    /// The sweep lease: who may run background work on the space.
+    pub lease: String,
 }
 
 /// State shared by a store and its replayer.
@@ -142,6 +144,7 @@ impl Writer {
             state: format!("{base}:state"),
             config: format!("{base}:config"),
             channel: format!("{base}:events"),
+            lease: format!("{base}:lease"),
         }
     }
 

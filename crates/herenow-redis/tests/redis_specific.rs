@@ -216,3 +216,74 @@ async fn two_stores_cluster() {
     let cluster = common::RedisCluster::start();
     two_stores(&cluster.url()).await;
 }
+
+/// Issue 3, "Expiry that never stalls Redis": with several servers only one
+/// sweeps a space at a time, and when it stops another takes over once its
+/// lease expires in Redis (real time: the manual clock does not move
+/// Redis's own expiry, so this polls with a deadline).
+#[tokio::test]
+async fn one_store_sweeps_a_space_and_another_takes_over_when_it_stops() {
+    let server = common::RedisServer::standalone();
+    let clock = ManualClock::new(T0);
+    let lease = Duration::from_secs(1);
+    let url = server.url();
+    let open = || {
+        RedisStore::connect(
+            &url,
+            Arc::new(clock.clone()),
+            SpaceConfig::default(),
+            RedisOptions {
+                prefix: "lease".into(),
+                lease,
+                ..RedisOptions::default()
+            },
+        )
+    };
+    let a = open().await.unwrap();
+    let b = open().await.unwrap();
+    assert_ne!(a.lease_owner(), b.lease_owner());
+    let sp = SpaceName::new("hall").unwrap();
+    a.heartbeat(&sp, &[Heartbeat::now(user("x")), Heartbeat::now(user("y"))])
+        .await
+        .unwrap();
+    // `a` sweeps first and takes the lease.
+    assert_eq!(a.tick().await.unwrap().transitions, 0);
+    let lease_key = "lease:{hall}:lease";
+    assert!(
+        common::raw_command(server.port, &format!("GET {lease_key}"))
+            .unwrap()
+            .contains(a.lease_owner())
+    );
+
+    clock.advance(Duration::from_secs(61));
+    assert_eq!(
+        b.tick().await.unwrap().transitions,
+        0,
+        "b skips the space a holds"
+    );
+    assert_eq!(a.tick().await.unwrap().transitions, 2, "a marks both away");
+
+    // `a` stops ticking. Time moves past `away`: b takes over once a's
+    // lease has expired, and emits the two timeout leaves itself.
+    clock.advance(Duration::from_secs(5 * 60));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut skipped = 0;
+    loop {
+        let r = b.tick().await.unwrap();
+        if r.transitions > 0 {
+            assert_eq!(r.transitions, 2);
+            break;
+        }
+        skipped += 1;
+        assert!(Instant::now() < deadline, "b did not take over within 10 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(skipped > 0, "b waited for the lease to expire");
+    // Now b holds it: a skips the space while b keeps ticking.
+    a.heartbeat(&sp, &[Heartbeat::now(user("z"))])
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(61));
+    assert_eq!(a.tick().await.unwrap().transitions, 0);
+    assert_eq!(b.tick().await.unwrap().transitions, 1);
+}
