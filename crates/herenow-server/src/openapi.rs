@@ -3,7 +3,10 @@
 //! fetched at build or run time).
 
 use axum::Router;
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{Content, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 use utoipa_swagger_ui::SwaggerUi;
 
@@ -38,7 +41,7 @@ use crate::{api, problem, sse};
         sse::events,
     ),
     components(schemas(problem::Problem)),
-    modifiers(&Security),
+    modifiers(&Security, &CommonAnswers),
     tags(
         (name = "heartbeats", description = "Heartbeats and leaves"),
         (name = "status", description = "Status and last seen"),
@@ -64,6 +67,89 @@ impl Modify for Security {
             "x_api_key",
             SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-API-Key"))),
         );
+    }
+}
+
+/// What every operation may answer besides its own responses, and the
+/// constraints of the path parameters, declared once here rather than on
+/// each handler: a client generated from the document then knows every
+/// answer it can get (and a schema-driven fuzzer sends ids we accept).
+struct CommonAnswers;
+
+impl CommonAnswers {
+    const ANSWERS: [(&'static str, &'static str, bool); 6] = [
+        ("400", "Bad input: the problem's `code` names it", false),
+        ("401", "Missing or unknown API key", false),
+        ("403", "The API key's scope does not allow this", false),
+        ("413", "Request body larger than 4 MiB", true),
+        ("415", "Request body is not `application/json`", true),
+        (
+            "503",
+            "Store unavailable, timed out or shutting down; see `Retry-After`",
+            false,
+        ),
+    ];
+
+    fn add_answers(op: &mut Operation, has_body: bool) {
+        for (status, description, body_only) in Self::ANSWERS {
+            if body_only && !has_body {
+                continue;
+            }
+            op.responses
+                .responses
+                .entry(status.to_owned())
+                .or_insert_with(|| {
+                    RefOr::T(
+                        ResponseBuilder::new()
+                            .description(description)
+                            .content(
+                                "application/problem+json",
+                                Content::new(Some(Ref::from_schema_name("Problem"))),
+                            )
+                            .build(),
+                    )
+                });
+        }
+    }
+
+    fn constrain_params(op: &mut Operation) {
+        for param in op.parameters.iter_mut().flatten() {
+            let RefOr::T(param) = param else { continue };
+            let schema = match param.name.as_str() {
+                "space" => ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .min_length(Some(1))
+                    .max_length(Some(128))
+                    .pattern(Some("^[A-Za-z0-9._:@-]{1,128}$"))
+                    .description(Some("1 to 128 ASCII letters, digits and - _ . : @")),
+                "id" | "user" => ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .min_length(Some(1))
+                    .max_length(Some(256))
+                    .pattern(Some("^[^\\u0000-\\u001f\\u007f-\\u009f]+$"))
+                    .description(Some("1 to 256 bytes of UTF-8 without control characters")),
+                _ => continue,
+            };
+            param.schema = Some(RefOr::T(Schema::Object(schema.build())));
+        }
+    }
+}
+
+impl Modify for CommonAnswers {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for item in openapi.paths.paths.values_mut() {
+            for (op, has_body) in [
+                (&mut item.get, false),
+                (&mut item.delete, false),
+                (&mut item.put, true),
+                (&mut item.post, true),
+            ] {
+                if let Some(op) = op {
+                    Self::add_answers(op, has_body);
+                    Self::constrain_params(op);
+                }
+            }
+        }
     }
 }
 
