@@ -70,9 +70,11 @@
 pub mod buffer;
 pub mod conn;
 pub mod events;
+pub mod layouts;
 pub mod scripts;
 mod store;
 mod writer;
 
+pub use layouts::{KeyTemplate, Layout, LayoutOptions, SeedLayoutStore};
 pub use store::{RedisOptions, RedisStats, RedisStore};
 pub use writer::PROBE_EVERY;

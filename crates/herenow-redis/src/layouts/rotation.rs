@@ -1,0 +1,258 @@
+//! `rotation`: seed 000. Two sets, `wo_user_current` and `wo_user_old`
+//! (template `wo_user_{generation}`), member = the raw id:
+//!
+//! - heartbeat: `SADD current`, as the seed's `report_user` does;
+//! - who's online: `SUNION current old` (`get_users_online`); count: the
+//!   size of that union;
+//! - leave: `SREM` from both;
+//! - rotation: every [`LayoutOptions::rotate_every`](super::LayoutOptions),
+//!   `tick` does the seed's `tick()`: `RENAME current old`, or, when
+//!   nobody was seen and "current" does not exist, `DEL old`.
+//!
+//! A member stays listed from one to two periods after its last heartbeat,
+//! and the sets record nothing else, so the layout answers only for its one
+//! window (twice the period): last-seen times, statuses, other windows,
+//! "most recent first" and heartbeats with an explicit past time are
+//! `Unsupported`. Listed members carry `status: online` (they are in the
+//! union, the layout's definition of online) and no last-seen time.
+//!
+//! Several herenow servers may tick the same keys: the script rotates only
+//! when the rotation mark (the template with `{generation}` =
+//! `rotated-at`, holding the time of the last rotation by the injected
+//! clock) is a period old, so the keys rotate once per period however many
+//! servers tick. The seed's own cron job must then stop rotating them (or
+//! switch herenow's off with [`LayoutOptions::rotate`](super::LayoutOptions)).
+//! On a cluster `RENAME` needs both sets in one slot: the template must
+//! carry a hash tag (`{wo}_user_{generation}`), which
+//! [`SeedLayoutStore::connect`] checks.
+
+use std::sync::LazyLock;
+use std::time::Instant;
+
+use redis::{Script, Value};
+
+use herenow_core::{
+    Counts, Heartbeat, HeartbeatReport, KindFilter, ListQuery, MemberKey, MemberKind, Millis,
+    Order, Page, Result, SpaceName, Status, TickReport,
+};
+
+use super::{Cursor, Item, KeyTemplate, SeedLayoutStore, members_of, page_of};
+
+/// What `{generation}` becomes in the rotation mark's key.
+pub(super) const MARK_PART: &str = "rotated-at";
+/// What `{generation}` becomes in the scratch key of counts.
+pub(super) const TEMP_PART: &str = "herenow-count";
+
+/// KEYS: current, old. ARGV: ids. Adds them to current; returns how many
+/// were in neither set (joins).
+static HEARTBEAT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local joined = 0
+for i = 1, #ARGV do
+  local m = ARGV[i]
+  if redis.call('SISMEMBER', KEYS[1], m) == 0 and redis.call('SISMEMBER', KEYS[2], m) == 0 then
+    joined = joined + 1
+  end
+  redis.call('SADD', KEYS[1], m)
+end
+return joined
+",
+    )
+});
+
+/// KEYS: current, old. ARGV: ids. Removes them from both; returns how many
+/// were in either.
+static LEAVE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local n = 0
+for i = 1, #ARGV do
+  local a = redis.call('SREM', KEYS[1], ARGV[i])
+  local b = redis.call('SREM', KEYS[2], ARGV[i])
+  if a + b > 0 then n = n + 1 end
+end
+return n
+",
+    )
+});
+
+/// KEYS: current, old, mark. ARGV: now ms, period ms. The seed's `tick()`,
+/// at most once per period across every store: the first call only starts
+/// the clock (a store that just started cannot know when the seed's cron
+/// last rotated). Returns whether it rotated, how many members it forgot
+/// (in old, not in current), and whether either set still exists.
+static ROTATE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local now, period = tonumber(ARGV[1]), tonumber(ARGV[2])
+local exists = math.min(redis.call('EXISTS', KEYS[1]) + redis.call('EXISTS', KEYS[2]), 1)
+local last = redis.call('GET', KEYS[3])
+if not last then
+  redis.call('SET', KEYS[3], ARGV[1], 'PX', 4 * period)
+  return {0, 0, exists}
+end
+if now - tonumber(last) < period then return {0, 0, exists} end
+redis.call('SET', KEYS[3], ARGV[1], 'PX', 4 * period)
+local gone = redis.call('SCARD', KEYS[2]) - redis.call('SINTERCARD', 2, KEYS[2], KEYS[1])
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('RENAME', KEYS[1], KEYS[2])
+else
+  redis.call('DEL', KEYS[2])
+end
+return {1, gone, redis.call('EXISTS', KEYS[2])}
+",
+    )
+});
+
+fn pair(t: &KeyTemplate, space: &SpaceName) -> [String; 2] {
+    [t.render(space, "current"), t.render(space, "old")]
+}
+
+impl SeedLayoutStore {
+    /// The layout answers for its own window only.
+    fn check_rotation_window(&self, asked: Option<Millis>) -> Result<()> {
+        match asked {
+            Some(w) if w != self.policy.window_ms => {
+                Err(self
+                    .unsupported("a window other than the rotation's (twice the rotation period)"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+pub(super) async fn heartbeat(
+    s: &SeedLayoutStore,
+    space: &SpaceName,
+    beats: &[Heartbeat],
+) -> Result<HeartbeatReport> {
+    let now = s.clock.now_ms();
+    if beats.iter().any(|b| b.at_ms.is_some_and(|at| at < now)) {
+        // The sets cannot place a heartbeat in the past: "current" means
+        // "since the last rotation", whenever that was.
+        return Err(s.unsupported("heartbeats with an explicit past time"));
+    }
+    let mut report = HeartbeatReport::default();
+    for kind in MemberKind::ALL {
+        let ids: Vec<&str> = beats
+            .iter()
+            .filter(|b| b.member.kind == kind)
+            .map(|b| b.member.id.as_str())
+            .collect();
+        if ids.is_empty() {
+            continue;
+        }
+        let mut inv = HEARTBEAT.prepare_invoke();
+        inv.key(&pair(s.template(kind)?, space)[..]).arg(&ids);
+        let mut c = s.conn.clone();
+        report.joined += s.io("heartbeat", inv.invoke_async::<u64>(&mut c)).await?;
+        report.accepted += ids.len() as u64;
+    }
+    Ok(report)
+}
+
+pub(super) async fn leave(
+    s: &SeedLayoutStore,
+    space: &SpaceName,
+    members: &[MemberKey],
+) -> Result<u64> {
+    let mut present = 0;
+    for kind in MemberKind::ALL {
+        let ids: Vec<&str> = members
+            .iter()
+            .filter(|m| m.kind == kind)
+            .map(|m| m.id.as_str())
+            .collect();
+        if ids.is_empty() {
+            continue;
+        }
+        let mut inv = LEAVE.prepare_invoke();
+        inv.key(&pair(s.template(kind)?, space)[..]).arg(&ids);
+        let mut c = s.conn.clone();
+        present += s.io("leave", inv.invoke_async::<u64>(&mut c)).await?;
+    }
+    Ok(present)
+}
+
+pub(super) async fn list(
+    s: &SeedLayoutStore,
+    space: &SpaceName,
+    query: &ListQuery,
+    cursor: Option<&Cursor>,
+) -> Result<Page> {
+    s.check_rotation_window(query.window_ms)?;
+    if query.order == Order::Recent {
+        return Err(s.unsupported("listing most recent first (the sets hold no times; list by id)"));
+    }
+    let mut items = Vec::new();
+    for (kind, t) in s.kinds(query.kinds)? {
+        let keys = pair(t, space);
+        s.check_scan(&keys).await?;
+        let mut c = s.conn.clone();
+        let union: Value = s
+            .io(
+                "list",
+                redis::cmd("SUNION").arg(&keys[..]).query_async(&mut c),
+            )
+            .await?;
+        items.extend(members_of(union)?.into_iter().map(|id| Item {
+            member: MemberKey { kind, id },
+            last_seen: None,
+        }));
+    }
+    Ok(page_of(items, query.order, cursor, query.limit, |_| {
+        Status::Online
+    }))
+}
+
+pub(super) async fn count(
+    s: &SeedLayoutStore,
+    space: &SpaceName,
+    window_ms: Option<Millis>,
+) -> Result<Counts> {
+    s.check_rotation_window(window_ms)?;
+    let mut counts = Counts::default();
+    for (kind, t) in s.kinds(KindFilter::All)? {
+        let n = s
+            .union_count(t.render(space, TEMP_PART), &pair(t, space))
+            .await?;
+        match kind {
+            MemberKind::User => counts.users = n,
+            MemberKind::Guest => counts.guests = n,
+        }
+    }
+    Ok(counts)
+}
+
+pub(super) async fn tick(s: &SeedLayoutStore) -> Result<TickReport> {
+    let mut report = TickReport::default();
+    if !s.opts.rotate {
+        return Ok(report);
+    }
+    let now = s.clock.now_ms();
+    let period = s.opts.rotate_every.as_millis() as u64;
+    for space in s.sweep_spaces() {
+        let mut exists = false;
+        for (_, t) in s.kinds(KindFilter::All)? {
+            let [current, old] = pair(t, &space);
+            let mut inv = ROTATE.prepare_invoke();
+            inv.key(current)
+                .key(old)
+                .key(t.render(&space, MARK_PART))
+                .arg(now)
+                .arg(period);
+            let mut c = s.conn.clone();
+            let started = Instant::now();
+            let (_rotated, gone, still): (u64, u64, u64) =
+                s.io("rotate", inv.invoke_async(&mut c)).await?;
+            report.max_hold_us = report.max_hold_us.max(started.elapsed().as_micros() as u64);
+            report.expired += gone;
+            exists |= still == 1;
+        }
+        if !exists && s.forget(&space) {
+            report.spaces_dropped += 1;
+        }
+    }
+    Ok(report)
+}
