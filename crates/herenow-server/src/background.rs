@@ -12,24 +12,25 @@ use crate::history;
 use crate::persist;
 use crate::state::AppState;
 
-/// Time between rounds of `store.tick()`: expiry is promised within a
-/// second of a member's retention, so a quarter of that.
-pub const TICK: Duration = Duration::from_millis(250);
-/// Ticks between updates of the sampled gauges (every 5 s).
-const GAUGE_EVERY: u64 = 20;
+/// Time between updates of the sampled gauges.
+const GAUGE_PERIOD: Duration = Duration::from_secs(5);
 
-/// Starts the background tasks on `tracker`.
+/// Starts the background tasks on `tracker`. The ticker's period is the
+/// store's ([`StoreSpec::tick_interval`](crate::StoreSpec::tick_interval)):
+/// a quarter second for memory, a second for Redis.
 pub fn spawn(state: &AppState, config: &Config, tracker: &TaskTracker) {
-    tracker.spawn(ticker(state.clone()));
+    tracker.spawn(ticker(state.clone(), config.store.tick_interval()));
     tracker.spawn(sampler(state.clone()));
     if let (Some(dir), Some(_)) = (config.data_dir.clone(), state.memory()) {
         tracker.spawn(snapshotter(state.clone(), dir, config.snapshot_interval));
     }
 }
 
-async fn ticker(state: AppState) {
+async fn ticker(state: AppState, period: Duration) {
     let token = state.shutdown_token().clone();
-    let mut every = interval(TICK);
+    let period = period.max(Duration::from_millis(10));
+    let gauge_every = (GAUGE_PERIOD.as_millis() / period.as_millis()).max(1) as u64;
+    let mut every = interval(period);
     // A slow round delays the next instead of causing a burst.
     every.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut rounds = 0u64;
@@ -41,7 +42,7 @@ async fn ticker(state: AppState) {
         }
         state.tick().await;
         rounds += 1;
-        if rounds % GAUGE_EVERY == 1 {
+        if rounds % gauge_every == 1 % gauge_every {
             state.update_gauges().await;
         }
     }

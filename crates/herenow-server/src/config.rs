@@ -51,22 +51,155 @@ impl std::str::FromStr for ApiKey {
     }
 }
 
-/// Which store to run on.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Which store to run on, from `--store`.
+///
+/// `Debug` and [`StoreSpec::redacted`] hide a password given in a Redis
+/// URL (`redis://:secret@host:6379`), so logs and errors can name the
+/// address safely.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub enum StoreSpec {
     /// The embedded in-memory store.
     #[default]
     Memory,
+    /// One Redis server: `redis://[USER:PASSWORD@]HOST:PORT[/DB]`, kept as
+    /// given.
+    Redis(String),
+    /// A Redis Cluster: `redis+cluster://H1:P1,H2:P2,…` (seed nodes), kept
+    /// as given.
+    RedisCluster(String),
+}
+
+/// The schemes `--store` accepts, for error messages.
+const ACCEPTED_STORES: &str = "memory, redis://HOST:PORT[/DB], redis+cluster://H1:P1,H2:P2,…";
+
+impl StoreSpec {
+    /// A short name for logs and metrics: `memory`, `redis` or
+    /// `redis-cluster`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            StoreSpec::Memory => "memory",
+            StoreSpec::Redis(_) => "redis",
+            StoreSpec::RedisCluster(_) => "redis-cluster",
+        }
+    }
+
+    /// Whether presence lives in Redis (standalone or cluster), outside
+    /// this process.
+    pub fn is_redis(&self) -> bool {
+        !matches!(self, StoreSpec::Memory)
+    }
+
+    /// The spec as given, with any password replaced by `***`.
+    pub fn redacted(&self) -> String {
+        match self {
+            StoreSpec::Memory => "memory".into(),
+            StoreSpec::Redis(url) | StoreSpec::RedisCluster(url) => redact(url),
+        }
+    }
+
+    /// Time between rounds of background maintenance (expiry, away/leave
+    /// events). The memory store's rounds are cheap and local, so a
+    /// quarter second; a Redis round costs a script call per space and is
+    /// shared by every server through the sweep lease, so once a second.
+    pub fn tick_interval(&self) -> Duration {
+        match self {
+            StoreSpec::Memory => Duration::from_millis(250),
+            StoreSpec::Redis(_) | StoreSpec::RedisCluster(_) => Duration::from_secs(1),
+        }
+    }
+}
+
+impl std::fmt::Debug for StoreSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreSpec::Memory => f.write_str("Memory"),
+            StoreSpec::Redis(_) => write!(f, "Redis({:?})", self.redacted()),
+            StoreSpec::RedisCluster(_) => write!(f, "RedisCluster({:?})", self.redacted()),
+        }
+    }
+}
+
+/// `scheme://user:password@host…` → `scheme://user:***@host…`; nodes of a
+/// cluster spec are redacted one by one.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let nodes: Vec<String> = rest
+        .split(',')
+        .map(|node| match node.rsplit_once('@') {
+            Some((userinfo, host)) => match userinfo.split_once(':') {
+                Some((user, _)) => format!("{user}:***@{host}"),
+                None => format!("***@{host}"),
+            },
+            None => node.to_owned(),
+        })
+        .collect();
+    format!("{scheme}://{}", nodes.join(","))
+}
+
+/// Checks `[USER:PASSWORD@]HOST:PORT`: a non-empty host and a port number.
+fn check_node(node: &str) -> Result<(), &'static str> {
+    let hostport = node.rsplit_once('@').map_or(node, |(_, h)| h);
+    let (host, port) = hostport
+        .rsplit_once(':')
+        .ok_or("every address needs a port: HOST:PORT")?;
+    if host.is_empty() || host.contains(['/', '?', '#', ' ']) {
+        return Err("every address needs a host: HOST:PORT");
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(()),
+        _ => Err("the port in HOST:PORT must be a number from 1 to 65535"),
+    }
 }
 
 impl std::str::FromStr for StoreSpec {
     type Err = ConfigError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "memory" => Ok(StoreSpec::Memory),
-            other => Err(ConfigError::UnknownStore(other.to_owned())),
+        let bad = |why: &'static str| ConfigError::BadStore {
+            spec: redact(s),
+            why,
+        };
+        if s == "memory" {
+            return Ok(StoreSpec::Memory);
         }
+        if s.starts_with("rediss://") || s.starts_with("rediss+cluster://") {
+            return Err(ConfigError::StoreTlsUnsupported);
+        }
+        if let Some(rest) = s.strip_prefix("redis+cluster://") {
+            let rest = rest.strip_suffix('/').unwrap_or(rest);
+            if rest.is_empty() {
+                return Err(bad("redis+cluster:// needs at least one HOST:PORT"));
+            }
+            if rest.contains(['/', '?']) {
+                return Err(bad(
+                    "expected redis+cluster://H1:P1,H2:P2,… (a cluster has no database number)",
+                ));
+            }
+            for node in rest.split(',') {
+                check_node(node.trim()).map_err(bad)?;
+            }
+            return Ok(StoreSpec::RedisCluster(s.to_owned()));
+        }
+        if let Some(rest) = s.strip_prefix("redis://") {
+            if rest.contains(['?', '#', ',']) {
+                return Err(bad("expected redis://HOST:PORT[/DB]"));
+            }
+            let rest = rest.strip_suffix('/').unwrap_or(rest);
+            let (node, db) = match rest.split_once('/') {
+                Some((node, db)) => (node, Some(db)),
+                None => (rest, None),
+            };
+            check_node(node).map_err(bad)?;
+            if let Some(db) = db
+                && db.parse::<u16>().is_err()
+            {
+                return Err(bad("the database in redis://HOST:PORT/DB must be a number"));
+            }
+            return Ok(StoreSpec::Redis(s.to_owned()));
+        }
+        Err(ConfigError::UnknownStore(redact(s)))
     }
 }
 
@@ -75,7 +208,8 @@ impl std::str::FromStr for StoreSpec {
 pub struct Config {
     /// The store.
     pub store: StoreSpec,
-    /// Where the memory store keeps its snapshot; `None`: nowhere.
+    /// Where the memory store keeps its snapshot; `None`: nowhere. Refused
+    /// with a Redis store, which keeps the state itself.
     pub data_dir: Option<PathBuf>,
     /// How often the snapshot is written while running.
     pub snapshot_interval: Duration,
@@ -119,6 +253,11 @@ impl Config {
         if self.api_keys.is_empty() && !listen.ip().is_loopback() {
             return Err(ConfigError::OpenOnNetwork(listen));
         }
+        if self.store.is_redis()
+            && let Some(dir) = &self.data_dir
+        {
+            return Err(ConfigError::DataDirWithRedis(dir.clone()));
+        }
         self.space_defaults
             .validate()
             .map_err(ConfigError::SpaceDefaults)?;
@@ -151,12 +290,153 @@ pub enum ConfigError {
     #[error("an API key must be at least 8 characters without spaces or control characters")]
     ApiKeyTooWeak,
     /// `--store` names no known store.
-    #[error("unknown store {0:?}; this build knows: memory")]
+    #[error("unknown store {0:?}; --store takes one of: {ACCEPTED_STORES}")]
     UnknownStore(String),
+    /// A `redis://` or `redis+cluster://` spec that does not parse.
+    #[error("bad store {spec:?}: {why}")]
+    BadStore {
+        /// The spec, password redacted.
+        spec: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// `rediss://`: this build's Redis client has no TLS.
+    #[error(
+        "rediss:// (Redis over TLS) is not supported by this build: its Redis client is \
+         compiled without TLS. Use redis:// over a trusted network or a TLS tunnel \
+         (stunnel, a service mesh) to the Redis server"
+    )]
+    StoreTlsUnsupported,
+    /// `--data-dir` with a Redis store, which keeps the state itself.
+    #[error(
+        "--data-dir {} is for the memory store's snapshot; with a Redis store the state \
+         lives in Redis: drop --data-dir (and let Redis persist with RDB/AOF)",
+        .0.display()
+    )]
+    DataDirWithRedis(PathBuf),
     /// Default thresholds that do not fit together.
     #[error("space defaults: {0}")]
     SpaceDefaults(herenow_core::InvalidInput),
     /// A bound of zero, which would refuse every client.
     #[error("{0} must be greater than zero")]
     ZeroLimit(&'static str),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_specs_parse() {
+        assert_eq!("memory".parse::<StoreSpec>().unwrap(), StoreSpec::Memory);
+        for ok in [
+            "redis://127.0.0.1:6379",
+            "redis://127.0.0.1:6379/",
+            "redis://redis.internal:6400/3",
+            "redis://:secret@127.0.0.1:6379/0",
+            "redis://[::1]:6379",
+        ] {
+            assert_eq!(
+                ok.parse::<StoreSpec>().unwrap(),
+                StoreSpec::Redis(ok.into()),
+                "{ok}"
+            );
+        }
+        for ok in [
+            "redis+cluster://127.0.0.1:7000",
+            "redis+cluster://a:7000,b:7001,c:7002",
+            "redis+cluster://a:7000, b:7001/",
+        ] {
+            assert_eq!(
+                ok.parse::<StoreSpec>().unwrap(),
+                StoreSpec::RedisCluster(ok.into()),
+                "{ok}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_store_specs_are_refused_by_kind() {
+        for bad in [
+            "redis://",
+            "redis://host",
+            "redis://host:0",
+            "redis://host:99999",
+            "redis://:6379",
+            "redis://host:6379/zero",
+            "redis://host:6379?db=1",
+            "redis://a:1,b:2",
+            "redis+cluster://",
+            "redis+cluster://a:1,b",
+            "redis+cluster://a:1/0",
+        ] {
+            assert!(
+                matches!(bad.parse::<StoreSpec>(), Err(ConfigError::BadStore { .. })),
+                "{bad}"
+            );
+        }
+        for unknown in ["", "Memory", "floppy", "http://host:6379", "valkey://h:1"] {
+            assert!(
+                matches!(
+                    unknown.parse::<StoreSpec>(),
+                    Err(ConfigError::UnknownStore(_))
+                ),
+                "{unknown}"
+            );
+        }
+        for tls in ["rediss://host:6380", "rediss+cluster://a:1"] {
+            assert!(
+                matches!(
+                    tls.parse::<StoreSpec>(),
+                    Err(ConfigError::StoreTlsUnsupported)
+                ),
+                "{tls}"
+            );
+        }
+    }
+
+    #[test]
+    fn passwords_never_reach_debug_or_errors() {
+        let spec: StoreSpec = "redis://user:hunter2@h:6379/1".parse().unwrap();
+        assert!(!format!("{spec:?}").contains("hunter2"));
+        assert_eq!(spec.redacted(), "redis://user:***@h:6379/1");
+        let cluster: StoreSpec = "redis+cluster://:pw@a:1,:pw@b:2".parse().unwrap();
+        assert_eq!(cluster.redacted(), "redis+cluster://:***@a:1,:***@b:2");
+        let Err(e) = "redis://:hunter2@h".parse::<StoreSpec>() else {
+            panic!("accepted a spec without a port");
+        };
+        assert!(!e.to_string().contains("hunter2"));
+    }
+
+    #[test]
+    fn a_data_dir_is_refused_with_redis() {
+        let listen: SocketAddr = "127.0.0.1:7700".parse().unwrap();
+        for store in ["redis://127.0.0.1:6400", "redis+cluster://127.0.0.1:7000"] {
+            let config = Config {
+                store: store.parse().unwrap(),
+                data_dir: Some("/var/lib/herenow".into()),
+                ..Config::default()
+            };
+            assert!(
+                matches!(config.check(listen), Err(ConfigError::DataDirWithRedis(_))),
+                "{store}"
+            );
+            let config = Config {
+                data_dir: None,
+                ..config
+            };
+            assert!(config.check(listen).is_ok());
+        }
+    }
+
+    #[test]
+    fn the_redis_stores_tick_once_a_second() {
+        assert_eq!(
+            StoreSpec::Memory.tick_interval(),
+            Duration::from_millis(250)
+        );
+        let redis: StoreSpec = "redis://h:1".parse().unwrap();
+        assert_eq!(redis.tick_interval(), Duration::from_secs(1));
+        assert_eq!(redis.name(), "redis");
+    }
 }

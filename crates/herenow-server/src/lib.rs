@@ -1,8 +1,9 @@
 //! herenow-server: the HTTP face of a [`PresenceStore`].
 //!
 //! [`run`] serves, on a listener it is given, until a shutdown future it is
-//! given completes; [`app`] builds the same router over an [`AppState`] for
-//! tests and embedding, without a socket.
+//! given completes (it is [`Store::open`] then [`serve`], for a caller that
+//! wants the store up before it announces itself); [`app`] builds the same
+//! router over an [`AppState`] for tests and embedding, without a socket.
 //!
 //! - `api`: the JSON API under `/v1` (see `docs/API.md`), one file per
 //!   resource, with RFC 9457 problem responses for every error
@@ -18,7 +19,9 @@
 //!
 //! It knows HTTP and files, but no store internals: it talks to
 //! `Arc<dyn PresenceStore>`, plus the concrete [`MemoryStore`] for
-//! snapshots only.
+//! snapshots and the concrete `RedisStore` (built from `--store redis://…`
+//! or `redis+cluster://…`) for readiness, buffer metrics and the last
+//! flush at shutdown.
 //!
 //! [`PresenceStore`]: herenow_core::PresenceStore
 
@@ -52,6 +55,7 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use herenow_core::{MemoryStore, SystemClock};
+use herenow_redis::{RedisOptions, RedisStore};
 use tokio_util::task::TaskTracker;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::limit::RequestBodyLimitLayer;
@@ -72,6 +76,22 @@ pub enum ServerError {
     /// The store could not be started or restored.
     #[error("store: {0}")]
     Store(#[from] herenow_core::Error),
+    /// The Redis store named by `--store` could not be reached (or refused
+    /// the connection) at start. The server does not start: it never falls
+    /// back to the memory store, which would split presence in two.
+    #[error(
+        "cannot start the {kind} store at {address}: {source}; \
+         herenow does not fall back to the memory store"
+    )]
+    StoreConnect {
+        /// `redis` or `redis-cluster`.
+        kind: &'static str,
+        /// The address as given, password redacted.
+        address: String,
+        /// Why it failed.
+        #[source]
+        source: herenow_core::Error,
+    },
     /// The snapshot file exists but cannot be loaded: corrupt, truncated,
     /// or not a herenow snapshot. The server refuses to start empty over it.
     #[error(
@@ -143,12 +163,73 @@ async fn time_limit(State(state): State<AppState>, request: Request, next: Next)
     }
 }
 
+/// The store `--store` names, started (memory store restored from its
+/// snapshot, Redis connected and answering), not yet serving: what
+/// [`Store::open`] gives and [`serve`] takes. The binary opens it before it
+/// prints its "listening" line, so that line means "serving".
+pub struct Store {
+    state: AppState,
+    memory: Option<Arc<MemoryStore>>,
+    redis: Option<Arc<RedisStore>>,
+}
+
+impl Store {
+    /// Builds the store `config.store` names: the memory store (restored
+    /// from `config.data_dir` when set) or a Redis store, connected and
+    /// answering a `PING`.
+    ///
+    /// Fails when a Redis store cannot be reached ([`ServerError::StoreConnect`],
+    /// naming the address; never a fallback to memory) or when the data
+    /// directory holds a snapshot that cannot be read.
+    pub async fn open(config: &Config) -> Result<Store, ServerError> {
+        match &config.store {
+            StoreSpec::Memory => {
+                let memory = Arc::new(MemoryStore::new(
+                    Arc::new(SystemClock),
+                    config.space_defaults,
+                ));
+                if let Some(dir) = config.data_dir.clone() {
+                    restore_snapshot(&memory, dir).await?;
+                }
+                Ok(Store {
+                    state: AppState::with_memory(memory.clone(), config),
+                    memory: Some(memory),
+                    redis: None,
+                })
+            }
+            StoreSpec::Redis(url) | StoreSpec::RedisCluster(url) => {
+                let redis = RedisStore::connect(
+                    url,
+                    Arc::new(SystemClock),
+                    config.space_defaults,
+                    RedisOptions::default(),
+                )
+                .await
+                .map_err(|source| ServerError::StoreConnect {
+                    kind: config.store.name(),
+                    address: config.store.redacted(),
+                    source,
+                })?;
+                let redis = Arc::new(redis);
+                tracing::info!(store = %config.store.redacted(), "connected to Redis");
+                Ok(Store {
+                    state: AppState::with_redis(redis.clone(), config),
+                    memory: None,
+                    redis: Some(redis),
+                })
+            }
+        }
+    }
+}
+
 /// Serves herenow on `listener` until `shutdown` completes, then drains
-/// requests, ends event streams and writes the snapshot.
+/// requests, ends event streams and writes the snapshot: [`Store::open`]
+/// then [`serve`].
 ///
 /// Fails before serving when the configuration does not fit the address
-/// (no API key beyond loopback), or when the data directory holds a
-/// snapshot that cannot be read.
+/// (no API key beyond loopback, `--data-dir` with Redis), when a Redis
+/// store cannot be reached, or when the data directory holds a snapshot
+/// that cannot be read.
 pub async fn run(
     listener: tokio::net::TcpListener,
     config: Config,
@@ -159,31 +240,31 @@ pub async fn run(
         source,
     })?;
     config.check(addr)?;
+    let store = Store::open(&config).await?;
+    serve(listener, config, store, shutdown).await
+}
 
-    let memory = match config.store {
-        StoreSpec::Memory => Arc::new(MemoryStore::new(
-            Arc::new(SystemClock),
-            config.space_defaults,
-        )),
-    };
-    if let Some(dir) = config.data_dir.clone() {
-        let store = memory.clone();
-        let restored = tokio::task::spawn_blocking(move || persist::restore(&store, &dir))
-            .await
-            .map_err(|e| ServerError::Store(herenow_core::Error::Internal(e.to_string())))??;
-        match restored {
-            Some(r) => tracing::info!(
-                spaces = r.spaces,
-                members = r.members,
-                friend_sets = r.friend_sets,
-                taken_ms = r.taken_ms,
-                "restored snapshot"
-            ),
-            None => tracing::info!("no snapshot yet; starting empty"),
-        }
-    }
+/// Serves an opened [`Store`] on `listener` until `shutdown` completes,
+/// then drains requests, ends event streams, writes the memory store's
+/// snapshot or flushes a Redis store's write buffer. `config` must be the
+/// one the store was opened with.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    config: Config,
+    store: Store,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    let addr = listener.local_addr().map_err(|source| ServerError::Io {
+        what: "reading the listener's address".into(),
+        source,
+    })?;
+    config.check(addr)?;
+    let Store {
+        state,
+        memory,
+        redis,
+    } = store;
 
-    let state = AppState::with_memory(memory.clone(), &config);
     let token = state.shutdown_token().clone();
     let tracker = TaskTracker::new();
     background::spawn(&state, &config, &tracker);
@@ -215,12 +296,43 @@ pub async fn run(
         source,
     })?;
 
-    if let Some(dir) = config.data_dir {
+    if let (Some(dir), Some(memory)) = (config.data_dir, memory) {
         let bytes = tokio::task::spawn_blocking(move || persist::write(&memory, &dir))
             .await
             .map_err(|e| ServerError::Store(herenow_core::Error::Internal(e.to_string())))??;
         tracing::info!(bytes, "wrote final snapshot");
     }
+    if let Some(redis) = redis {
+        // One last bounded attempt to write heartbeats buffered during an
+        // outage; what still cannot be written is counted and logged.
+        redis.shutdown().await;
+        let stats = redis.stats();
+        if stats.buffered > 0 {
+            tracing::warn!(
+                buffered = stats.buffered,
+                "Redis still unavailable at shutdown; buffered heartbeats are lost"
+            );
+        }
+    }
     tracing::info!("stopped");
+    Ok(())
+}
+
+/// Loads the snapshot in `dir` into `memory`, off the async threads.
+async fn restore_snapshot(memory: &Arc<MemoryStore>, dir: PathBuf) -> Result<(), ServerError> {
+    let store = memory.clone();
+    let restored = tokio::task::spawn_blocking(move || persist::restore(&store, &dir))
+        .await
+        .map_err(|e| ServerError::Store(herenow_core::Error::Internal(e.to_string())))??;
+    match restored {
+        Some(r) => tracing::info!(
+            spaces = r.spaces,
+            members = r.members,
+            friend_sets = r.friend_sets,
+            taken_ms = r.taken_ms,
+            "restored snapshot"
+        ),
+        None => tracing::info!("no snapshot yet; starting empty"),
+    }
     Ok(())
 }

@@ -16,7 +16,14 @@
 //! - `herenow_sweep_duration_seconds`, `herenow_expired_total`,
 //!   `herenow_transitions_total`: background maintenance;
 //! - `herenow_http_request_duration_seconds{route,method}`: latency;
-//! - `herenow_sse_subscribers`: open event streams (gauge).
+//! - `herenow_sse_subscribers`: open event streams (gauge);
+//! - with a Redis store, its write buffer (sampled every few seconds):
+//!   `herenow_redis_up` (1 while Redis answers), `herenow_redis_buffered`
+//!   (members whose writes wait for Redis), `herenow_redis_dropped_total`
+//!   (writes the buffer's cap refused), `herenow_redis_replayed_total`.
+//!
+//! Every metric carries the label `store` (`memory`, `redis`): several
+//! servers on different stores can feed one Prometheus.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -122,8 +129,14 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// A fresh recorder and its handles.
+    /// A fresh recorder and its handles, labelled `store="memory"`.
     pub fn new() -> Self {
+        Self::for_store("memory")
+    }
+
+    /// A fresh recorder and its handles; every metric is labelled
+    /// `store=STORE` (the store's [`name`](herenow_core::PresenceStore::name)).
+    pub fn for_store(store: &'static str) -> Self {
         let latency_buckets = [
             0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
             2.5, 5.0, 10.0,
@@ -140,6 +153,7 @@ impl Metrics {
             // The buckets are constant and non-empty, so this cannot fail;
             // fall back to summaries rather than panic if it ever did.
             .unwrap_or_else(|_| PrometheusBuilder::new())
+            .add_global_label("store", store)
             .build_recorder();
         let handle = recorder.handle();
         let heartbeats = recorder.register_counter(&key("herenow_heartbeats_total", vec![]), &META);
@@ -209,6 +223,19 @@ impl Metrics {
             .recorder
             .register_gauge(&key("herenow_sse_subscribers", vec![]), &META)
             .set(n as f64);
+    }
+
+    /// Sets the gauges and counters of a Redis store's write buffer.
+    pub fn redis(&self, stats: &herenow_redis::RedisStats) {
+        let r = &self.0.recorder;
+        r.register_gauge(&key("herenow_redis_up", vec![]), &META)
+            .set(if stats.redis_up { 1.0 } else { 0.0 });
+        r.register_gauge(&key("herenow_redis_buffered", vec![]), &META)
+            .set(stats.buffered as f64);
+        r.register_counter(&key("herenow_redis_dropped_total", vec![]), &META)
+            .absolute(stats.dropped);
+        r.register_counter(&key("herenow_redis_replayed_total", vec![]), &META)
+            .absolute(stats.replayed);
     }
 
     /// Records a request's latency under its route pattern.

@@ -28,8 +28,25 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
-/// `200` when the store answers a count, `503` otherwise.
+/// `200` when the store answers a count, `503` otherwise. A Redis store is
+/// also not ready while Redis failed its last ping or heartbeats buffered
+/// during an outage still wait to be written: a load balancer should send
+/// reads elsewhere until this server's view is whole again.
 async fn readyz(State(state): State<AppState>) -> Response {
+    if let Some(redis) = state.redis()
+        && !redis.is_ready()
+    {
+        let stats = redis.stats();
+        let why = if stats.redis_up {
+            format!(
+                "writing back {} members' heartbeats buffered while Redis was unavailable",
+                stats.buffered
+            )
+        } else {
+            "Redis does not answer; heartbeats are buffered until it does".to_owned()
+        };
+        return ApiError::unavailable("not-ready", why, 1).into_response();
+    }
     let probe = match SpaceName::new("herenow.readyz") {
         Ok(p) => p,
         Err(e) => return ApiError::from(e).into_response(),

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use herenow_core::{MemoryStore, PresenceStore, SpaceName, TickReport};
+use herenow_redis::RedisStore;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
@@ -21,6 +22,7 @@ pub struct AppState(Arc<Inner>);
 struct Inner {
     store: Arc<dyn PresenceStore>,
     memory: Option<Arc<MemoryStore>>,
+    redis: Option<Arc<RedisStore>>,
     keys: Keys,
     metrics: Metrics,
     history: History,
@@ -33,25 +35,35 @@ struct Inner {
 impl AppState {
     /// State over any store, with keys and bounds from `config`.
     pub fn new(store: Arc<dyn PresenceStore>, config: &Config) -> Self {
-        Self::build(store, None, config)
+        Self::build(store, None, None, config)
     }
 
     /// State over the memory store, which it can also snapshot.
     pub fn with_memory(store: Arc<MemoryStore>, config: &Config) -> Self {
-        Self::build(store.clone(), Some(store), config)
+        Self::build(store.clone(), Some(store), None, config)
+    }
+
+    /// State over a Redis store, whose readiness (Redis answers, nothing
+    /// waits in its write buffer) `/readyz` reports and whose buffer
+    /// counters the metrics export.
+    pub fn with_redis(store: Arc<RedisStore>, config: &Config) -> Self {
+        Self::build(store.clone(), None, Some(store), config)
     }
 
     fn build(
         store: Arc<dyn PresenceStore>,
         memory: Option<Arc<MemoryStore>>,
+        redis: Option<Arc<RedisStore>>,
         config: &Config,
     ) -> Self {
         let max_streams = config.max_event_streams.max(1);
+        let metrics = Metrics::for_store(store.name());
         Self(Arc::new(Inner {
             store,
             memory,
+            redis,
             keys: Keys::new(config.api_keys.clone()),
-            metrics: Metrics::new(),
+            metrics,
             history: History::new(),
             shutdown: CancellationToken::new(),
             streams: Arc::new(Semaphore::new(max_streams)),
@@ -68,6 +80,11 @@ impl AppState {
     /// The memory store, when that is the store.
     pub fn memory(&self) -> Option<&Arc<MemoryStore>> {
         self.0.memory.as_ref()
+    }
+
+    /// The Redis store, when that is the store.
+    pub fn redis(&self) -> Option<&Arc<RedisStore>> {
+        self.0.redis.as_ref()
     }
 
     /// The configured API keys.
@@ -131,10 +148,14 @@ impl AppState {
     }
 
     /// Sets the gauges that are sampled rather than counted: members per
-    /// space and open event streams. Also folds histogram samples.
+    /// space, open event streams and a Redis store's write buffer. Also
+    /// folds histogram samples.
     pub async fn update_gauges(&self) {
         let m = &self.0.metrics;
         m.sse_subscribers(self.open_streams());
+        if let Some(redis) = &self.0.redis {
+            m.redis(&redis.stats());
+        }
         let mut after: Option<SpaceName> = None;
         let mut done = 0;
         while done < MAX_GAUGED_SPACES {

@@ -472,9 +472,15 @@ async fn ticker_expires_members_and_records_metrics() {
     assert_eq!(report.expired, 1);
     h.state.update_gauges().await;
     let text = String::from_utf8(h.get("/metrics").await.body).unwrap();
-    assert!(text.contains("herenow_expired_total 1"), "{text}");
+    assert!(
+        text.contains(r#"herenow_expired_total{store="memory"} 1"#),
+        "{text}"
+    );
     assert!(text.contains("herenow_sweep_duration_seconds"), "{text}");
-    assert!(text.contains("herenow_heartbeats_total 1"), "{text}");
+    assert!(
+        text.contains(r#"herenow_heartbeats_total{store="memory"} 1"#),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -492,11 +498,11 @@ async fn operations_endpoints() {
     assert_eq!(m.status, StatusCode::OK);
     let text = String::from_utf8(m.body).unwrap();
     for needle in [
-        "herenow_heartbeats_total 1",
-        "herenow_queries_total{endpoint=\"count\"} 1",
-        "herenow_space_members{space=\"lobby\",kind=\"user\"} 1",
+        r#"herenow_heartbeats_total{store="memory"} 1"#,
+        r#"herenow_queries_total{store="memory",endpoint="count"} 1"#,
+        r#"herenow_space_members{store="memory",space="lobby",kind="user"} 1"#,
         "herenow_http_request_duration_seconds",
-        "herenow_sse_subscribers 0",
+        r#"herenow_sse_subscribers{store="memory"} 0"#,
     ] {
         assert!(text.contains(needle), "missing {needle} in:\n{text}");
     }

@@ -69,11 +69,21 @@ pub struct ServeArgs {
     #[arg(long, env = "HERENOW_LISTEN", default_value = "127.0.0.1:7700")]
     pub listen: SocketAddr,
 
-    /// Where presence is kept: `memory` (embedded).
-    #[arg(long, env = "HERENOW_STORE", default_value = "memory")]
+    /// Where presence is kept: `memory` (embedded, one server),
+    /// `redis://HOST:PORT[/DB]` (one Redis server) or
+    /// `redis+cluster://H1:P1,H2:P2,…` (a Redis Cluster's seed nodes). With
+    /// Redis any number of herenow servers share one state; a Redis that
+    /// cannot be reached at start is an error, never a fallback to memory.
+    #[arg(
+        long,
+        env = "HERENOW_STORE",
+        default_value = "memory",
+        value_name = "STORE"
+    )]
     pub store: StoreSpec,
 
-    /// Directory for the memory store's snapshot, so a restart loses nothing.
+    /// Directory for the memory store's snapshot, so a restart loses nothing
+    /// (not with Redis, which keeps the state itself).
     #[arg(long, env = "HERENOW_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
 
@@ -435,6 +445,22 @@ mod tests {
     }
 
     #[test]
+    fn serve_takes_redis_and_cluster_stores() {
+        let store = |spec: &str| match parse(&["serve", "--store", spec]).unwrap().command {
+            Command::Serve(s) => s.store,
+            _ => panic!("not serve"),
+        };
+        assert_eq!(
+            store("redis://127.0.0.1:6400/2"),
+            StoreSpec::Redis("redis://127.0.0.1:6400/2".into())
+        );
+        assert_eq!(
+            store("redis+cluster://10.0.0.1:7000,10.0.0.2:7000"),
+            StoreSpec::RedisCluster("redis+cluster://10.0.0.1:7000,10.0.0.2:7000".into())
+        );
+    }
+
+    #[test]
     fn serve_takes_repeated_and_comma_separated_api_keys() {
         let Command::Serve(s) = parse(&[
             "serve",
@@ -460,6 +486,13 @@ mod tests {
             &["serve", "--api-key", "short:read"],
             &["serve", "--api-key", "longenough:admin"],
             &["serve", "--store", "floppy"],
+            &["serve", "--store", "redis://"],
+            &["serve", "--store", "redis://host"],
+            &["serve", "--store", "redis://host:port"],
+            &["serve", "--store", "redis://host:6379/db"],
+            &["serve", "--store", "redis+cluster://"],
+            &["serve", "--store", "redis+cluster://a:1,b"],
+            &["serve", "--store", "rediss://host:6380"],
             &["serve", "--listen", "nowhere"],
             &["serve", "--window", "10"],
             &["serve", "--max-connections", "0"],

@@ -1,5 +1,6 @@
-//! `herenow serve`: flags to a [`Config`], a bound listener, a shutdown
-//! future from SIGINT/SIGTERM, then [`herenow_server::run`]. Everything
+//! `herenow serve`: flags to a [`Config`], a bound listener, the opened
+//! store ([`herenow_server::Store::open`]), a shutdown future from
+//! SIGINT/SIGTERM, then [`herenow_server::serve`]. Everything
 //! else is the server crate's business.
 
 use std::io::{IsTerminal as _, Write as _};
@@ -97,6 +98,9 @@ pub fn main(args: ServeArgs) -> Result<()> {
         let addr = listener
             .local_addr()
             .context("cannot read the listening address")?;
+        // The store first (a Redis that cannot be reached is an error, not
+        // a server that prints its address and then dies).
+        let store = herenow_server::Store::open(&config).await?;
         // Installed before the "listening" line: a SIGTERM sent as soon as
         // the server is up must shut it down cleanly, not kill it.
         let shutdown = shutdown_signal()?;
@@ -110,7 +114,7 @@ pub fn main(args: ServeArgs) -> Result<()> {
         .context("cannot write to stdout")?;
         drop(out);
         // The server logs its own start and stop.
-        herenow_server::run(listener, config, shutdown).await?;
+        herenow_server::serve(listener, config, store, shutdown).await?;
         Ok(())
     })
 }

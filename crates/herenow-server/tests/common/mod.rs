@@ -1,0 +1,263 @@
+//! Real `redis-server` processes for the server's and the binary's tests:
+//! a standalone server and a 3-master cluster from Debian's
+//! `redis-server`, on free ports, in temporary directories, killed and
+//! cleaned up on drop. Never the Redis that may be running on
+//! 127.0.0.1:6379. A copy of `crates/herenow-redis/tests/common/mod.rs`
+//! (test harnesses are not shared across crates).
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+static DIRS: AtomicU64 = AtomicU64::new(0);
+
+/// Ports this process already handed out: tests start servers in parallel,
+/// and a port released by `free_port` could otherwise be picked twice.
+static TAKEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+
+fn require(binary: &str) {
+    let found = Command::new(binary)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        found,
+        "{binary} not found: these tests start their own Redis; \
+         install redis-server: apt-get install -y redis-server"
+    );
+}
+
+/// A free port below 55535 (a cluster node's bus listens on port + 10000),
+/// with the bus port free too when `bus` is set.
+fn free_port(bus: bool) -> u16 {
+    loop {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+        let port = l.local_addr().expect("local address").port();
+        drop(l);
+        if port >= 55535 || port == 6379 {
+            continue;
+        }
+        if bus && TcpListener::bind(("127.0.0.1", port + 10000)).is_err() {
+            continue;
+        }
+        let mut taken = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
+        if taken.contains(&port) {
+            continue;
+        }
+        taken.push(port);
+        return port;
+    }
+}
+
+fn temp_dir() -> PathBuf {
+    let n = DIRS.fetch_add(1, Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("herenow-test-redis-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create a temporary directory");
+    dir
+}
+
+/// Sends one inline command and returns the raw reply.
+pub fn raw_command(port: u16, cmd: &str) -> std::io::Result<String> {
+    let mut s =
+        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(500))?;
+    s.set_read_timeout(Some(Duration::from_secs(2)))?;
+    s.write_all(format!("{cmd}\r\n").as_bytes())?;
+    let mut buf = vec![0u8; 16 * 1024];
+    let n = s.read(&mut buf)?;
+    Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+/// One `redis-server` process.
+pub struct RedisServer {
+    child: Option<Child>,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    dir: PathBuf,
+    cluster: bool,
+}
+
+impl RedisServer {
+    /// A standalone server.
+    pub fn standalone() -> Self {
+        Self::start(false)
+    }
+
+    fn start(cluster: bool) -> Self {
+        require("redis-server");
+        let port = free_port(cluster);
+        let dir = temp_dir();
+        let mut s = RedisServer {
+            child: None,
+            port,
+            dir,
+            cluster,
+        };
+        s.spawn();
+        s
+    }
+
+    fn spawn(&mut self) {
+        let port = self.port.to_string();
+        let dir = self.dir.to_string_lossy().into_owned();
+        let log = self.dir.join("redis.log").to_string_lossy().into_owned();
+        let mut cmd = Command::new("redis-server");
+        cmd.args(["--port", &port, "--bind", "127.0.0.1", "--save", ""])
+            .args(["--appendonly", "no", "--dir", &dir, "--logfile", &log]);
+        if self.cluster {
+            let conf = self.dir.join("nodes.conf").to_string_lossy().into_owned();
+            cmd.args(["--cluster-enabled", "yes", "--cluster-config-file", &conf])
+                .args(["--cluster-node-timeout", "5000"]);
+        }
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if raw_command(self.port, "PING").is_ok_and(|r| r.starts_with("+PONG")) {
+                return;
+            }
+            if let Some(c) = self.child.as_mut()
+                && let Ok(Some(status)) = c.try_wait()
+            {
+                panic!("redis-server exited with {status}; log:\n{}", self.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "redis-server on port {} not ready within 10 s; log:\n{}",
+                self.port,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The server's log, for failure messages.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Kills the process and waits for it.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts it again on the same port (data is not kept: no persistence).
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Kills the process by its pid (SIGKILL: no shutdown, no goodbye to
+    /// clients) and waits for it to be gone.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let pid = c.id().to_string();
+            let killed = Command::new("kill")
+                .args(["-9", &pid])
+                .status()
+                .is_ok_and(|s| s.success());
+            if !killed {
+                let _ = c.kill();
+            }
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts a server that was stopped or killed again on the same port.
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none(), "still running");
+        self.spawn();
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Three masters, no replicas, every slot assigned.
+pub struct RedisCluster {
+    /// The nodes.
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts three nodes and forms the cluster; waits for
+    /// `cluster_state:ok` on every node.
+    pub fn start() -> Self {
+        require("redis-cli");
+        let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start(true)).collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let out = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addrs)
+            .arg("--cluster-yes")
+            .output()
+            .expect("run redis-cli --cluster create");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for n in &nodes {
+            loop {
+                let ok = raw_command(n.port, "CLUSTER INFO")
+                    .is_ok_and(|r| r.contains("cluster_state:ok"));
+                if ok {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "cluster not ok within 30 s; log of {}:\n{}",
+                    n.port,
+                    n.log()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        RedisCluster { nodes }
+    }
+
+    /// `redis+cluster://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3`.
+    pub fn url(&self) -> String {
+        let addrs: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        format!("redis+cluster://{}", addrs.join(","))
+    }
+}

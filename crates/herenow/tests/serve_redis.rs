@@ -1,0 +1,340 @@
+//! `herenow serve --store redis://…` and `redis+cluster://…` end to end:
+//! two real server processes over one `redis-server` (and one 3-master
+//! cluster) started by the test, written through one and read and
+//! subscribed through the other; a Redis that cannot be reached at start
+//! and `--data-dir` with Redis are refused loudly.
+//!
+//! Servers listen on `127.0.0.1:0` and the test reads the port from the
+//! line they print. The environment is scrubbed of `HERENOW_*` and
+//! `RUST_LOG`.
+
+#[path = "../../herenow-server/tests/common/mod.rs"]
+mod redis_harness;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use redis_harness::{RedisCluster, RedisServer};
+
+const BIN: &str = env!("CARGO_BIN_EXE_herenow");
+
+/// Generous: the machine is shared and slow under parallel builds.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+fn herenow() -> Command {
+    let mut cmd = Command::new(BIN);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("HERENOW_") {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd.env_remove("RUST_LOG");
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A running `herenow serve`, killed on drop.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    log: Arc<Mutex<String>>,
+}
+
+impl Server {
+    /// Starts `herenow serve --listen 127.0.0.1:0 --store STORE` and waits
+    /// for its address line.
+    fn start(store: &str) -> Server {
+        let mut child = herenow()
+            .args(["serve", "--listen", "127.0.0.1:0", "--store", store])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn herenow serve");
+        let log = Arc::new(Mutex::new(String::new()));
+        let mut err = child.stderr.take().unwrap();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(out).lines();
+            let _ = tx.send(lines.next());
+            for _ in lines {}
+        });
+        let line = match rx.recv_timeout(DEADLINE) {
+            Ok(Some(Ok(line))) => line,
+            other => panic!(
+                "herenow serve printed no address ({other:?}); stderr:\n{}",
+                log.lock().unwrap()
+            ),
+        };
+        let addr = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("http://"))
+            .unwrap_or_else(|| panic!("no URL in {line:?}"))
+            .trim_end_matches('/')
+            .parse()
+            .unwrap();
+        Server { child, addr, log }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Runs the client against this server and asserts success.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = herenow()
+            .args(args)
+            .args(["--server", &self.url()])
+            .output()
+            .expect("run herenow");
+        assert!(
+            out.status.success(),
+            "herenow {args:?} failed: {}\nserver log:\n{}",
+            stderr(&out),
+            self.log()
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut args = args.to_vec();
+        args.push("--json");
+        let out = self.ok(&args);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+    }
+
+    /// `GET path`: the status code and the body.
+    fn get(&self, path: &str) -> (u16, String) {
+        let mut s = TcpStream::connect_timeout(&self.addr, Duration::from_secs(2)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            self.addr
+        )
+        .unwrap();
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        let code = answer
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        (code, answer)
+    }
+
+    /// Opens `GET /v1/spaces/SPACE/events` and waits for its snapshot, so
+    /// the stream is subscribed before the caller makes anything happen.
+    fn subscribe(&self, space: &str) -> EventStream {
+        let mut s = TcpStream::connect_timeout(&self.addr, Duration::from_secs(2)).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        write!(
+            s,
+            "GET /v1/spaces/{space}/events HTTP/1.1\r\nHost: {}\r\n\
+             Accept: text/event-stream\r\n\r\n",
+            self.addr
+        )
+        .unwrap();
+        let mut stream = EventStream {
+            socket: s,
+            seen: String::new(),
+        };
+        stream.wait_for(&["event: snapshot"]);
+        stream
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An open event stream, read as raw text (HTTP chunk headers included,
+/// which never split an event's short lines here).
+struct EventStream {
+    socket: TcpStream,
+    seen: String,
+}
+
+impl EventStream {
+    /// Reads until one event block contains every needle, within
+    /// [`DEADLINE`]; returns that block.
+    fn wait_for(&mut self, needles: &[&str]) -> String {
+        let started = Instant::now();
+        let mut buf = [0u8; 8192];
+        loop {
+            if let Some(block) = self
+                .seen
+                .split("\n\n")
+                .find(|b| needles.iter().all(|n| b.contains(n)))
+            {
+                return block.to_owned();
+            }
+            assert!(
+                started.elapsed() < DEADLINE,
+                "no event with {needles:?}; stream so far:\n{}",
+                self.seen
+            );
+            match self.socket.read(&mut buf) {
+                Ok(0) => panic!("stream ended; so far:\n{}", self.seen),
+                Ok(n) => self
+                    .seen
+                    .push_str(&String::from_utf8_lossy(&buf[..n]).replace("\r\n", "\n")),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(e) => panic!("reading the stream: {e}"),
+            }
+        }
+    }
+}
+
+fn ids(page: &Value) -> Vec<String> {
+    page["members"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no members in {page}"))
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Heartbeats through A; list, count, status and events through B.
+fn two_servers_share_one_state(store: &str) {
+    let a = Server::start(store);
+    let b = Server::start(store);
+    let mut events = b.subscribe("lobby");
+
+    a.ok(&["seen", "lobby", "ada", "grace"]);
+    a.ok(&["seen", "lobby", "10.0.0.7", "--guest"]);
+
+    let online = b.json(&["online", "lobby", "--all"]);
+    let mut got = ids(&online);
+    got.sort();
+    assert_eq!(got, ["10.0.0.7", "ada", "grace"], "{online}");
+    let count = b.json(&["count", "lobby"]);
+    assert_eq!(count["users"], 2, "{count}");
+    assert_eq!(count["guests"], 1, "{count}");
+    let status = b.json(&["status", "lobby", "ada", "nobody"]);
+    assert_eq!(status["members"][0]["status"], "online", "{status}");
+    assert_eq!(status["members"][1]["status"], "offline", "{status}");
+
+    // A's heartbeats reach B's subscriber through Redis pub/sub.
+    let join = events.wait_for(&["event: join", r#""id":"ada""#]);
+    assert!(join.contains(r#""space":"lobby""#), "{join}");
+    events.wait_for(&["event: join", r#""id":"10.0.0.7""#, r#""kind":"guest""#]);
+
+    // And the other way round: a leave through B, seen by A.
+    b.ok(&["leave", "lobby", "grace"]);
+    events.wait_for(&["event: leave", r#""id":"grace""#]);
+    let online = a.json(&["online", "lobby"]);
+    assert_eq!(ids(&online), ["ada"], "{online}");
+
+    for s in [&a, &b] {
+        assert_eq!(s.get("/readyz").0, 200, "{}", s.log());
+        let (_, metrics) = s.get("/metrics");
+        assert!(metrics.contains(r#"store="redis""#), "{metrics}");
+    }
+}
+
+#[test]
+fn two_servers_share_one_redis_server() {
+    let redis = RedisServer::standalone();
+    two_servers_share_one_state(&redis.url());
+}
+
+#[test]
+fn two_servers_share_one_redis_cluster() {
+    let cluster = RedisCluster::start();
+    two_servers_share_one_state(&cluster.url());
+}
+
+#[test]
+fn serve_fails_fast_when_redis_cannot_be_reached() {
+    // A port nobody listens on: bound, read, closed.
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let store = format!("redis://127.0.0.1:{port}");
+    let started = Instant::now();
+    let out = herenow()
+        .args(["serve", "--listen", "127.0.0.1:0", "--store", &store])
+        .output()
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    let last = err.lines().last().unwrap_or_default();
+    assert!(last.starts_with("herenow: "), "{err}");
+    assert!(last.contains(&store), "the address is named: {err}");
+    assert!(out.stdout.is_empty(), "it must not have started listening");
+}
+
+#[test]
+fn serve_refuses_a_data_dir_with_redis() {
+    let out = herenow()
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "redis://127.0.0.1:1",
+            "--data-dir",
+            "/tmp/herenow-never-created",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--data-dir"), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    assert!(!std::path::Path::new("/tmp/herenow-never-created").exists());
+}
+
+#[test]
+fn serve_refuses_unknown_and_tls_stores_naming_the_accepted_ones() {
+    for (store, needle) in [
+        ("valkey://127.0.0.1:6379", "redis+cluster://"),
+        ("rediss://127.0.0.1:6380", "TLS"),
+    ] {
+        let out = herenow()
+            .args(["serve", "--listen", "127.0.0.1:0", "--store", store])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{store}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{store}: {}", stderr(&out));
+    }
+}
