@@ -24,7 +24,7 @@
 //! keys (seed 001's `whos_online:users`); with `{space}` each space has its
 //! own. Any other `{…}` is kept literally, which is how a template carries a
 //! Redis Cluster hash tag: `{wo}_user_{generation}` gives `{wo}_user_current`
-//! and `{wo}_user_old`, both in slot of `wo`, and `presence:{{space}}` gives
+//! and `{wo}_user_old`, both in the slot of `wo`, and `presence:{{space}}` gives
 //! `presence:{room}`. On a cluster, the layouts that run one command over
 //! several keys (`SUNION`, `RENAME`) need all of a space's keys in one slot:
 //! [`SeedLayoutStore::connect`] refuses a `rotation` or `minute-buckets`
