@@ -229,6 +229,16 @@ pub struct Config {
     /// How long a non-streaming request may take before it is answered with
     /// a `503` problem.
     pub request_timeout: Duration,
+    /// With a Redis store: herenow's own key layout, or one of the seeds'
+    /// (`sorted-set`, `minute-buckets`, `rotation`) so a site running the
+    /// seeds' code shares its keys with herenow.
+    pub redis_layout: herenow_redis::Layout,
+    /// With a seed layout: the key template (`whos_online:users`,
+    /// `presence:{space}`, `active.users:{minute}`, `wo_user_{generation}`).
+    pub redis_key: Option<String>,
+    /// With a seed layout: the guests' key template; none means guests are
+    /// not tracked in that layout.
+    pub redis_guest_key: Option<String>,
 }
 
 impl Default for Config {
@@ -243,6 +253,9 @@ impl Default for Config {
             max_connections: 10_000,
             max_event_streams: 1_024,
             request_timeout: Duration::from_secs(10),
+            redis_layout: herenow_redis::Layout::Herenow,
+            redis_key: None,
+            redis_guest_key: None,
         }
     }
 }
@@ -257,6 +270,16 @@ impl Config {
             && let Some(dir) = &self.data_dir
         {
             return Err(ConfigError::DataDirWithRedis(dir.clone()));
+        }
+        let seed_layout = self.redis_layout != herenow_redis::Layout::Herenow;
+        if seed_layout && !self.store.is_redis() {
+            return Err(ConfigError::LayoutWithoutRedis(self.redis_layout));
+        }
+        if seed_layout && self.redis_key.is_none() {
+            return Err(ConfigError::LayoutNeedsKey(self.redis_layout));
+        }
+        if !seed_layout && (self.redis_key.is_some() || self.redis_guest_key.is_some()) {
+            return Err(ConfigError::KeyWithoutLayout);
         }
         self.space_defaults
             .validate()
@@ -317,6 +340,22 @@ pub enum ConfigError {
     /// Default thresholds that do not fit together.
     #[error("space defaults: {0}")]
     SpaceDefaults(herenow_core::InvalidInput),
+    /// `--redis-layout` other than `herenow` without a Redis store.
+    #[error(
+        "--redis-layout {0} is a layout of Redis keys: it needs --store redis://… or redis+cluster://…"
+    )]
+    LayoutWithoutRedis(herenow_redis::Layout),
+    /// A seed layout without `--redis-key`.
+    #[error(
+        "--redis-layout {0} needs --redis-key TEMPLATE naming the keys the seed's code uses \
+         (e.g. whos_online:users, active.users:{{minute}}, wo_user_{{generation}})"
+    )]
+    LayoutNeedsKey(herenow_redis::Layout),
+    /// `--redis-key` or `--redis-guest-key` with herenow's own layout.
+    #[error(
+        "--redis-key and --redis-guest-key go with --redis-layout sorted-set, minute-buckets or rotation"
+    )]
+    KeyWithoutLayout,
     /// A bound of zero, which would refuse every client.
     #[error("{0} must be greater than zero")]
     ZeroLimit(&'static str),

@@ -197,6 +197,38 @@ impl Store {
                     redis: None,
                 })
             }
+            StoreSpec::Redis(url) | StoreSpec::RedisCluster(url)
+                if config.redis_layout != herenow_redis::Layout::Herenow =>
+            {
+                // A seed's layout: checked by `Config::check` to have a key.
+                let key = config.redis_key.as_deref().unwrap_or_default();
+                let seed = herenow_redis::SeedLayoutStore::connect(
+                    url,
+                    config.redis_layout,
+                    key,
+                    config.redis_guest_key.as_deref(),
+                    Arc::new(SystemClock),
+                    config.space_defaults,
+                    herenow_redis::LayoutOptions::default(),
+                )
+                .await
+                .map_err(|source| ServerError::StoreConnect {
+                    kind: config.store.name(),
+                    address: config.store.redacted(),
+                    source,
+                })?;
+                tracing::info!(
+                    store = %config.store.redacted(),
+                    layout = %config.redis_layout,
+                    key,
+                    "connected to Redis with a seed's key layout"
+                );
+                Ok(Store {
+                    state: AppState::new(Arc::new(seed), config),
+                    memory: None,
+                    redis: None,
+                })
+            }
             StoreSpec::Redis(url) | StoreSpec::RedisCluster(url) => {
                 let redis = RedisStore::connect(
                     url,

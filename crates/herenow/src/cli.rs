@@ -82,6 +82,22 @@ pub struct ServeArgs {
     )]
     pub store: StoreSpec,
 
+    /// With Redis: the key layout. `herenow` (its own), or a seed's, to share
+    /// keys with code already running it: `sorted-set` (seeds 001/004),
+    /// `minute-buckets` (seed 002), `rotation` (seed 000).
+    #[arg(long, env = "HERENOW_REDIS_LAYOUT", default_value = "herenow", value_parser = redis_layout)]
+    pub redis_layout: herenow_redis::Layout,
+
+    /// With a seed layout: the key template, e.g. `whos_online:users`,
+    /// `presence:{space}`, `active.users:{minute}`, `wo_user_{generation}`.
+    #[arg(long, env = "HERENOW_REDIS_KEY", value_name = "TEMPLATE")]
+    pub redis_key: Option<String>,
+
+    /// With a seed layout: the guests' key template (e.g.
+    /// `wo_guest_{generation}`); without it guests are not tracked.
+    #[arg(long, env = "HERENOW_REDIS_GUEST_KEY", value_name = "TEMPLATE")]
+    pub redis_guest_key: Option<String>,
+
     /// Directory for the memory store's snapshot, so a restart loses nothing
     /// (not with Redis, which keeps the state itself).
     #[arg(long, env = "HERENOW_DATA_DIR")]
@@ -381,6 +397,11 @@ pub fn server_url(s: &str) -> Result<Url, String> {
         return Err("the server URL must not have a query or fragment".to_owned());
     }
     Ok(url)
+}
+
+/// Parses `--redis-layout`.
+fn redis_layout(s: &str) -> Result<herenow_redis::Layout, String> {
+    s.parse().map_err(|e: herenow_core::Error| e.to_string())
 }
 
 #[cfg(test)]

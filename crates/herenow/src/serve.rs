@@ -45,6 +45,9 @@ pub fn config(args: &ServeArgs) -> Config {
             .max_event_streams
             .map_or(defaults.max_event_streams, |n| n as usize),
         request_timeout: args.request_timeout.unwrap_or(defaults.request_timeout),
+        redis_layout: args.redis_layout,
+        redis_key: args.redis_key.clone(),
+        redis_guest_key: args.redis_guest_key.clone(),
         ..defaults
     }
 }

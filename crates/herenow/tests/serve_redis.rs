@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use redis_harness::{RedisCluster, RedisServer};
+use redis_harness::{RedisCluster, RedisServer, raw_command};
 
 const BIN: &str = env!("CARGO_BIN_EXE_herenow");
 
@@ -53,8 +53,14 @@ impl Server {
     /// Starts `herenow serve --listen 127.0.0.1:0 --store STORE` and waits
     /// for its address line.
     fn start(store: &str) -> Server {
+        Server::start_with(&["--store", store])
+    }
+
+    /// Starts `herenow serve --listen 127.0.0.1:0 ARGS…`.
+    fn start_with(args: &[&str]) -> Server {
         let mut child = herenow()
-            .args(["serve", "--listen", "127.0.0.1:0", "--store", store])
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -336,5 +342,97 @@ fn serve_refuses_unknown_and_tls_stores_naming_the_accepted_ones() {
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{store}: {}", stderr(&out));
         assert!(stderr(&out).contains(needle), "{store}: {}", stderr(&out));
+    }
+}
+
+/// Seed 001's code (`ZADD whos_online:users <unix seconds> <name>`,
+/// `ZRANGEBYSCORE` for the last 15 minutes) and herenow on the same key:
+/// each sees the other's who's-online.
+#[test]
+fn serve_shares_seed_001s_sorted_set_with_the_seeds_code() {
+    let redis = RedisServer::standalone();
+    let server = Server::start_with(&[
+        "--store",
+        &redis.url(),
+        "--redis-layout",
+        "sorted-set",
+        "--redis-key",
+        "whos_online:users",
+    ]);
+    server.ok(&["seen", "lobby", "ada"]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    // What the seed's reader sees: herenow wrote whole seconds.
+    let seen = raw_command(
+        redis.port,
+        &format!(
+            "ZRANGEBYSCORE whos_online:users {} +inf WITHSCORES",
+            now - 900
+        ),
+    )
+    .unwrap();
+    assert!(seen.contains("ada"), "{seen}");
+    // What the seed's writer does, read back by herenow.
+    raw_command(redis.port, &format!("ZADD whos_online:users {now} sally")).unwrap();
+    let online = server.json(&["online", "lobby"]);
+    let mut got = ids(&online);
+    got.sort();
+    assert_eq!(got, ["ada", "sally"], "{online}");
+    let status = server.json(&["status", "lobby", "sally"]);
+    assert_eq!(status["members"][0]["last_seen_ms"], now * 1000, "{status}");
+    // Metadata has no place in the seed's layout: a clear 501, not a guess.
+    let out = herenow()
+        .args([
+            "seen",
+            "lobby",
+            "ada",
+            "--meta",
+            r#"{"a":1}"#,
+            "--server",
+            &server.url(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("unsupported"), "{}", stderr(&out));
+}
+
+#[test]
+fn serve_refuses_layout_flags_that_do_not_fit() {
+    for (args, needle) in [
+        (&["--redis-layout", "rotation"][..], "--store redis"),
+        (
+            &[
+                "--store",
+                "redis://127.0.0.1:1",
+                "--redis-layout",
+                "rotation",
+            ][..],
+            "--redis-key",
+        ),
+        (
+            &["--store", "redis://127.0.0.1:1", "--redis-key", "k"][..],
+            "--redis-layout",
+        ),
+        (
+            &[
+                "--store",
+                "redis://127.0.0.1:1",
+                "--redis-layout",
+                "buckets",
+            ][..],
+            "minute-buckets",
+        ),
+    ] {
+        let out = herenow()
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+        assert!(out.stdout.is_empty());
     }
 }
