@@ -2,7 +2,7 @@
 //! cluster, both started by the test. Each scenario gets a store with its
 //! own key prefix, so scenarios never see each other's keys.
 
-mod common;
+use herenow_testkit as common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

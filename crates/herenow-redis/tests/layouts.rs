@@ -8,7 +8,7 @@
 //! (the minute buckets), which runs on Redis's real clock, so those tests
 //! check the expiry Redis was given rather than wait for it.
 
-mod common;
+use herenow_testkit as common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! check that every member heartbeated during the outage (and after it) is
 //! present with its newest time and latest metadata.
 
-mod common;
+use herenow_testkit as common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

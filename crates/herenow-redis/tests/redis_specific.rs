@@ -1,7 +1,7 @@
 //! What only a Redis store has to get right: the key layout in a cluster,
 //! scripts after a flush, outages, and several stores sharing one Redis.
 
-mod common;
+use herenow_testkit as common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

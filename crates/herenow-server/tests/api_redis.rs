@@ -7,7 +7,7 @@
 //! Time is a `ManualClock` shared by the store and the test, so statuses
 //! are exact; nothing sleeps to wait for state.
 
-mod common;
+use herenow_testkit as common;
 
 use std::sync::Arc;
 use std::time::Duration;

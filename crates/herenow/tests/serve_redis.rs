@@ -8,9 +8,6 @@
 //! line they print. The environment is scrubbed of `HERENOW_*` and
 //! `RUST_LOG`.
 
-#[path = "../../herenow-server/tests/common/mod.rs"]
-mod redis_harness;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Output, Stdio};
@@ -19,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use redis_harness::{RedisCluster, RedisServer, raw_command};
+use herenow_testkit::{RedisCluster, RedisServer, raw_command};
 
 const BIN: &str = env!("CARGO_BIN_EXE_herenow");
 

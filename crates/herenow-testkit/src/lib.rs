@@ -1,9 +1,10 @@
-//! Real `redis-server` processes for tests: a standalone server and a
-//! 3-master cluster from Debian's `redis-server`, on free ports, in
-//! temporary directories, killed and cleaned up on drop. Never the Redis
-//! that may be running on 127.0.0.1:6379.
-
-#![allow(dead_code)]
+//! herenow-testkit: support shared by the tests of herenow's crates (a
+//! dev-dependency only, never published).
+//!
+//! Real `redis-server` processes: a standalone server and a 3-master
+//! cluster from Debian's `redis-server`, on free ports, in temporary
+//! directories, killed and cleaned up on drop. Never the Redis that may be
+//! running on 127.0.0.1:6379.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
