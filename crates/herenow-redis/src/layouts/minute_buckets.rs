@@ -221,16 +221,7 @@ pub(super) async fn status(
             }
         }
     }
-    Ok(members
-        .iter()
-        .zip(seen)
-        .map(|(m, t)| MemberStatus {
-            member: m.clone(),
-            status: s.policy.status(t, now),
-            last_seen_ms: t,
-            meta: None,
-        })
-        .collect())
+    Ok(s.answer(members, seen, now))
 }
 
 pub(super) async fn list(

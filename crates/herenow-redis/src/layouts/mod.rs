@@ -571,6 +571,28 @@ return n
 });
 
 impl SeedLayoutStore {
+    /// Status answers for `members` from their last-seen times (in the
+    /// same order), by this layout's policy. Layouts keep no metadata.
+    pub(super) fn answer(
+        &self,
+        members: &[MemberKey],
+        seen: Vec<Option<Millis>>,
+        now: Millis,
+    ) -> Vec<MemberStatus> {
+        members
+            .iter()
+            .zip(seen)
+            .map(|(m, t)| MemberStatus {
+                member: m.clone(),
+                status: self.policy.status(t, now),
+                last_seen_ms: t,
+                meta: None,
+            })
+            .collect()
+    }
+}
+
+impl SeedLayoutStore {
     /// The size of the union of `sets`, using `scratch` (same slot).
     async fn union_count(&self, scratch: String, sets: &[String]) -> Result<u64> {
         let mut inv = UNION_COUNT.prepare_invoke();

@@ -254,16 +254,7 @@ pub(super) async fn status(
                 .filter(|&t| t.saturating_add(s.policy.retention_ms) > now);
         }
     }
-    Ok(members
-        .iter()
-        .zip(seen)
-        .map(|(m, t)| MemberStatus {
-            member: m.clone(),
-            status: s.policy.status(t, now),
-            last_seen_ms: t,
-            meta: None,
-        })
-        .collect())
+    Ok(s.answer(members, seen, now))
 }
 
 pub(super) async fn list(
