@@ -20,7 +20,7 @@ use async_trait::async_trait;
 use parking_lot::{Mutex, RwLock};
 
 pub use snapshot::RestoreReport;
-pub use space::{INDEX_ABOVE, Space, TickWork};
+pub use space::{INDEX_ABOVE, Retired, Space, TickWork};
 
 use crate::error::{InvalidInput, Result};
 use crate::event::Subscription;
@@ -337,7 +337,10 @@ impl PresenceStore for MemoryStore {
                 let work = s.tick(now, TICK_BUDGET);
                 let idle = s.is_empty() && s.subscribers() == 0 && s.config() == self.defaults;
                 let name = s.name().clone();
+                let retired = s.take_retired();
                 drop(s);
+                // Freed after the lock: a big slab takes milliseconds.
+                drop(retired);
                 let held = started.elapsed().as_micros() as u64;
                 report.max_hold_us = report.max_hold_us.max(held);
                 report.expired += work.expired;

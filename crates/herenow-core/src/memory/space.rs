@@ -56,6 +56,11 @@ const GUEST: u64 = 1 << 63;
 const FREE: u64 = 1 << 62;
 const SEQ_MASK: u64 = (1 << 62) - 1;
 
+/// The slab is rebuilt (memory handed back) only when at most this many
+/// members remain, so the rebuild is as short as one step of expiry. A
+/// space that shrinks but stays larger keeps its slab's capacity and reuses
+/// the free slots.
+const COMPACT_AT_MOST: usize = 2_048;
 /// Build the block index above this many members...
 pub const INDEX_ABOVE: usize = 512;
 /// ...and drop it below this many.
@@ -236,6 +241,16 @@ pub struct Space {
     away_mark: Key,
     gone_mark: Key,
     events: broadcast::Sender<Arc<Event>>,
+    /// The slab and index a compaction replaced, kept until the owner
+    /// takes them ([`Space::take_retired`]) to free them outside its lock:
+    /// freeing a million-slot slab takes milliseconds.
+    retired: Option<Retired>,
+}
+
+/// Allocations a compaction let go of, to be dropped by the caller.
+pub struct Retired {
+    _entries: Vec<Entry>,
+    _index: HashTable<u32>,
 }
 
 impl Space {
@@ -256,6 +271,7 @@ impl Space {
             away_mark: (0, 0),
             gone_mark: (0, 0),
             events,
+            retired: None,
         };
         space.reset_marks(now);
         space
@@ -1169,10 +1185,21 @@ impl Space {
             self.remove(pick);
             work.expired += 1;
         }
-        if self.free.len() > 1024 && self.free.len() > self.entries.len() / 2 {
+        // Rebuilding moves every live member in one hold, so it waits until
+        // few are left: then it costs no more than one step of expiry.
+        if self.free.len() > 1024
+            && self.free.len() > self.entries.len() / 2
+            && self.len() <= COMPACT_AT_MOST
+        {
             self.compact();
         }
         work
+    }
+
+    /// Takes what the last compaction let go of, so the caller can drop it
+    /// after releasing the space.
+    pub fn take_retired(&mut self) -> Option<Retired> {
+        self.retired.take()
     }
 
     /// The key just below `slot`'s, so a mark set to it covers everything
@@ -1191,24 +1218,30 @@ impl Space {
     fn compact(&mut self) {
         let mut members: Vec<(MemberKind, CompactString, Millis, u64, Option<Metadata>)> =
             Vec::with_capacity(self.len());
-        for (slot, e) in self.entries.iter_mut().enumerate() {
-            if e.is_free() {
-                continue;
+        // Walk the lists, not the slab: the cost follows the few members
+        // left, not the slots the slab once held.
+        for k in 0..2 {
+            let mut slot = self.lists[k].head;
+            while slot != NIL {
+                let meta = self.meta.remove(&slot);
+                let e = &mut self.entries[slot as usize];
+                members.push((
+                    e.kind(),
+                    std::mem::take(&mut e.id),
+                    e.ts,
+                    e.seq_flags & SEQ_MASK,
+                    meta,
+                ));
+                slot = e.next;
             }
-            let meta = self.meta.remove(&(slot as u32));
-            members.push((
-                e.kind(),
-                std::mem::take(&mut e.id),
-                e.ts,
-                e.seq_flags & SEQ_MASK,
-                meta,
-            ));
         }
         // Re-insert oldest first so every link is O(1) at the head.
         members.sort_unstable_by_key(|m| (m.2, m.3));
-        self.entries = Vec::with_capacity(members.len());
+        self.retired = Some(Retired {
+            _entries: std::mem::replace(&mut self.entries, Vec::with_capacity(members.len())),
+            _index: std::mem::replace(&mut self.index, HashTable::with_capacity(members.len())),
+        });
         self.free = Vec::new();
-        self.index = HashTable::with_capacity(members.len());
         self.lists = [List::EMPTY; 2];
         self.blocks = None;
         self.meta = hashbrown::HashMap::default();
