@@ -113,6 +113,32 @@ pub enum InvalidInput {
     /// A friends operation naming a guest; friends are users.
     #[error("friends are users; guests have no friend sets")]
     GuestFriends,
+    /// A connection id that is empty, too long or has a character outside
+    /// `[A-Za-z0-9-_.:]`.
+    #[error(
+        "connection id must be 1 to {} bytes of ASCII letters, digits and - _ . :",
+        limits::MAX_CONN_ID_BYTES
+    )]
+    BadConnId,
+    /// A connection TTL out of range.
+    #[error(
+        "connection TTL of {ttl_ms} ms is out of range; it must be between {} and {} ms",
+        limits::MIN_CONN_TTL_MS,
+        limits::MAX_CONN_TTL_MS
+    )]
+    ConnTtlOutOfRange {
+        /// What was asked for.
+        ttl_ms: u64,
+    },
+    /// A member with too many live connections in one space.
+    #[error(
+        "this member already has {} live connections in this space",
+        limits::MAX_CONNS_PER_MEMBER
+    )]
+    TooManyConnections,
+    /// A connection id already attached for another member.
+    #[error("connection id is in use by another member")]
+    ConnIdTaken,
 }
 
 impl InvalidInput {
@@ -135,6 +161,10 @@ impl InvalidInput {
             InvalidInput::TooManyFriends { .. } => "too-many-friends",
             InvalidInput::BadConfig { .. } => "bad-config",
             InvalidInput::GuestFriends => "guest-friends",
+            InvalidInput::BadConnId => "bad-connection-id",
+            InvalidInput::ConnTtlOutOfRange { .. } => "bad-ttl",
+            InvalidInput::TooManyConnections => "too-many-connections",
+            InvalidInput::ConnIdTaken => "connection-id-taken",
         }
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use tokio::sync::broadcast;
 
+use crate::conn::ConnId;
 use crate::id::{MemberKey, SpaceName};
 use crate::meta::Metadata;
 use crate::policy::Status;
@@ -25,6 +26,26 @@ pub enum EventKind {
     Leave,
     /// Metadata changed while present.
     Update,
+    /// A present member opened another visible connection.
+    Connect,
+    /// A present member closed one of its visible connections, and stays
+    /// present through the others.
+    Disconnect,
+}
+
+impl EventKind {
+    /// The lowercase name used on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Join => "join",
+            EventKind::Away => "away",
+            EventKind::Back => "back",
+            EventKind::Leave => "leave",
+            EventKind::Update => "update",
+            EventKind::Connect => "connect",
+            EventKind::Disconnect => "disconnect",
+        }
+    }
 }
 
 /// Why a member left.
@@ -55,12 +76,19 @@ pub struct Event {
     pub status: Status,
     /// The member's last heartbeat, if it still has one.
     pub last_seen_ms: Option<Millis>,
-    /// The member's metadata after the event.
+    /// The member's metadata after the event; for an event a connection
+    /// caused, that connection's metadata.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub meta: Option<Metadata>,
     /// For `leave`: why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<LeaveReason>,
+    /// The connection that caused the event, if one did (see
+    /// [`crate::conn`]). A client keeps a member's connections ("metas") by
+    /// this id: `join`, `connect`, `back` and `update` set it,
+    /// `disconnect` and `leave` remove it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conn: Option<ConnId>,
 }
 
 /// A consistent picture of a space, then everything that happens after it.

@@ -8,6 +8,8 @@
 //!   and the thresholds that turn a last-seen time into a [`Status`];
 //! - [`store`]: the [`PresenceStore`] trait every backend implements, and
 //!   the values that cross it;
+//! - [`conn`]: live connections (WebSocket presence): many per member,
+//!   each with its own metadata, expiring unless pinged;
 //! - [`event`]: join / away / back / leave / update events and
 //!   subscriptions;
 //! - [`memory`]: [`MemoryStore`], the embedded default engine, with
@@ -19,6 +21,7 @@
 //! nothing of HTTP or Redis. The server crate maps its errors to problem
 //! responses; store crates implement its trait.
 
+pub mod conn;
 #[cfg(feature = "contract")]
 pub mod contract;
 pub mod error;
@@ -31,6 +34,7 @@ pub mod policy;
 pub mod store;
 pub mod time;
 
+pub use conn::{Attach, AttachReport, ConnId, Connection, DetachReport};
 pub use error::{Error, ErrorKind, InvalidInput, Result};
 pub use event::{Event, EventKind, EventReceiver, LeaveReason, RecvError, Subscription};
 pub use id::{MemberId, MemberKey, MemberKind, SpaceName};

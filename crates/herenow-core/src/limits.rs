@@ -21,3 +21,12 @@ pub const MAX_FUTURE_SKEW_MS: u64 = 60_000;
 pub const MAX_RETENTION_MS: u64 = 24 * 60 * 60 * 1000;
 /// Events a subscriber may fall behind before it is told it lagged.
 pub const EVENT_QUEUE: usize = 4_096;
+/// Longest connection id, in bytes.
+pub const MAX_CONN_ID_BYTES: usize = 64;
+/// Most live connections one member may hold in one space; an attach past
+/// it is refused.
+pub const MAX_CONNS_PER_MEMBER: usize = 64;
+/// Shortest connection TTL a store accepts.
+pub const MIN_CONN_TTL_MS: u64 = 1_000;
+/// Longest connection TTL a store accepts (10 minutes).
+pub const MAX_CONN_TTL_MS: u64 = 10 * 60 * 1000;

@@ -3,7 +3,8 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{InvalidInput, Result};
+use crate::conn::{Attach, AttachReport, ConnId, Connection, DetachReport};
+use crate::error::{Error, InvalidInput, Result};
 use crate::event::Subscription;
 use crate::id::{MemberId, MemberKey, MemberKind, SpaceName};
 use crate::limits;
@@ -182,6 +183,8 @@ pub struct TickReport {
     pub spaces_dropped: u64,
     /// The longest time one space was held, in microseconds.
     pub max_hold_us: u64,
+    /// Connections closed because they stopped pinging.
+    pub connections_expired: u64,
 }
 
 /// Where presence lives.
@@ -246,6 +249,42 @@ pub trait PresenceStore: Send + Sync + 'static {
     /// status changed with time, and forget members past their retention,
     /// without holding any space for long.
     async fn tick(&self) -> Result<TickReport>;
+
+    /// Opens, pings or changes a live connection (see [`crate::conn`]).
+    /// Stores without connections answer [`Error::Unsupported`].
+    async fn attach(&self, space: &SpaceName, attach: &Attach) -> Result<AttachReport> {
+        let _ = (space, attach);
+        Err(Error::Unsupported {
+            what: "live connections",
+            store: self.name().to_owned(),
+        })
+    }
+
+    /// Closes a live connection of `member`.
+    async fn detach(
+        &self,
+        space: &SpaceName,
+        member: &MemberKey,
+        conn: &ConnId,
+    ) -> Result<DetachReport> {
+        let _ = (space, member, conn);
+        Err(Error::Unsupported {
+            what: "live connections",
+            store: self.name().to_owned(),
+        })
+    }
+
+    /// Each member's live connections (invisible ones included), by id, in
+    /// the order asked. A store without connections has none.
+    async fn connections(
+        &self,
+        space: &SpaceName,
+        members: &[MemberKey],
+    ) -> Result<Vec<Vec<Connection>>> {
+        let _ = space;
+        check_batch(members.len())?;
+        Ok(vec![Vec::new(); members.len()])
+    }
 
     /// Of `members`, those seen within the window, most recent first, at
     /// most `limit`.

@@ -70,6 +70,19 @@ mod defaults {
         async fn friends(&self, u: &MemberId) -> Result<Vec<MemberId>> {
             self.0.friends(u).await
         }
+        async fn attach(&self, s: &SpaceName, a: &Attach) -> Result<AttachReport> {
+            self.0.attach(s, a).await
+        }
+        async fn detach(&self, s: &SpaceName, m: &MemberKey, c: &ConnId) -> Result<DetachReport> {
+            self.0.detach(s, m, c).await
+        }
+        async fn connections(
+            &self,
+            s: &SpaceName,
+            m: &[MemberKey],
+        ) -> Result<Vec<Vec<Connection>>> {
+            self.0.connections(s, m).await
+        }
         async fn subscribe(&self, s: &SpaceName) -> Result<Subscription> {
             self.0.subscribe(s).await
         }

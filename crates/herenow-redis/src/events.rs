@@ -281,6 +281,7 @@ fn decode(space: &SpaceName, w: Wire) -> Option<(u64, Arc<Event>)> {
         last_seen_ms: ts.parse().ok(),
         meta,
         reason,
+        conn: None,
     };
     Some((seq.parse().ok()?, Arc::new(event)))
 }

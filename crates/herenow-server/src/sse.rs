@@ -19,7 +19,7 @@ use axum::extract::State;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::routing::get;
 use futures::Stream;
-use herenow_core::{EventKind, EventReceiver, RecvError};
+use herenow_core::{EventReceiver, RecvError};
 use serde::Serialize;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
@@ -50,17 +50,6 @@ pub struct SnapshotData {
     pub omitted: u64,
     /// The space's policy.
     pub config: SpaceConfigDto,
-}
-
-/// The name of an event on the wire.
-fn event_name(kind: EventKind) -> &'static str {
-    match kind {
-        EventKind::Join => "join",
-        EventKind::Away => "away",
-        EventKind::Back => "back",
-        EventKind::Leave => "leave",
-        EventKind::Update => "update",
-    }
 }
 
 /// Frees the stream's slot and updates the gauge when the stream ends,
@@ -117,7 +106,7 @@ async fn next(mut feed: Feed) -> Option<(Result<SseEvent, Infallible>, Feed)> {
                             return None;
                         }
                     };
-                    let sse = SseEvent::default().event(event_name(event.kind)).data(data);
+                    let sse = SseEvent::default().event(event.kind.as_str()).data(data);
                     Some((Ok(sse), feed))
                 }
                 Err(RecvError::Lagged(missed)) => {

@@ -9,6 +9,7 @@
 //! A `parking_lot` mutex, not tokio's: no lock is ever held across an
 //! `.await`, and the critical sections are microseconds long.
 
+mod conns;
 mod snapshot;
 mod space;
 
@@ -22,6 +23,7 @@ use parking_lot::{Mutex, RwLock};
 pub use snapshot::RestoreReport;
 pub use space::{INDEX_ABOVE, Retired, Space, TickWork};
 
+use crate::conn::{Attach, AttachReport, ConnId, Connection, DetachReport};
 use crate::error::{InvalidInput, Result};
 use crate::event::Subscription;
 use crate::id::{MemberId, MemberKey, SpaceName};
@@ -320,6 +322,38 @@ impl PresenceStore for MemoryStore {
         })?)
     }
 
+    async fn attach(&self, space: &SpaceName, attach: &Attach) -> Result<AttachReport> {
+        attach.check()?;
+        let now = self.clock.now_ms();
+        Ok(self.write(space, |s| s.attach(attach, now))?)
+    }
+
+    async fn detach(
+        &self,
+        space: &SpaceName,
+        member: &MemberKey,
+        conn: &ConnId,
+    ) -> Result<DetachReport> {
+        // A detach from an unknown space creates nothing.
+        let spaces = self.spaces.read();
+        Ok(match spaces.get(space) {
+            Some(s) => s.lock().detach(member, conn),
+            None => DetachReport::default(),
+        })
+    }
+
+    async fn connections(
+        &self,
+        space: &SpaceName,
+        members: &[MemberKey],
+    ) -> Result<Vec<Vec<Connection>>> {
+        check_batch(members.len())?;
+        Ok(self.read(space, |s| match s {
+            Some(s) => s.connections(members),
+            None => Ok(vec![Vec::new(); members.len()]),
+        })?)
+    }
+
     async fn subscribe(&self, space: &SpaceName) -> Result<Subscription> {
         let now = self.clock.now_ms();
         Ok(self.write(space, |s| s.subscribe(now)))
@@ -335,7 +369,10 @@ impl PresenceStore for MemoryStore {
                 let started = Instant::now();
                 let mut s = space.lock();
                 let work = s.tick(now, TICK_BUDGET);
-                let idle = s.is_empty() && s.subscribers() == 0 && s.config() == self.defaults;
+                let idle = s.is_empty()
+                    && s.connection_count() == 0
+                    && s.subscribers() == 0
+                    && s.config() == self.defaults;
                 let name = s.name().clone();
                 let retired = s.take_retired();
                 drop(s);
@@ -345,6 +382,7 @@ impl PresenceStore for MemoryStore {
                 report.max_hold_us = report.max_hold_us.max(held);
                 report.expired += work.expired;
                 report.transitions += work.transitions;
+                report.connections_expired += work.connections_expired;
                 if !work.more {
                     if idle {
                         empty.push(name);
@@ -360,7 +398,10 @@ impl PresenceStore for MemoryStore {
                 // subscriber may have arrived since.
                 let still_idle = spaces.get(&name).is_some_and(|s| {
                     let s = s.lock();
-                    s.is_empty() && s.subscribers() == 0 && s.config() == self.defaults
+                    s.is_empty()
+                        && s.connection_count() == 0
+                        && s.subscribers() == 0
+                        && s.config() == self.defaults
                 });
                 if still_idle {
                     spaces.remove(&name);

@@ -39,6 +39,8 @@ use compact_str::CompactString;
 use hashbrown::HashTable;
 use tokio::sync::broadcast;
 
+use super::conns::{Conn, ConnTable};
+use crate::conn::{Attach, AttachReport, ConnId, Connection, DetachReport};
 use crate::error::InvalidInput;
 use crate::event::{Event, EventKind, EventReceiver, LeaveReason, Subscription};
 use crate::id::{MemberId, MemberKey, MemberKind, SpaceName};
@@ -222,8 +224,21 @@ pub struct TickWork {
     pub expired: u64,
     /// `away` and timeout `leave` transitions.
     pub transitions: u64,
+    /// Connections closed because they stopped pinging.
+    pub connections_expired: u64,
     /// Whether work remains (the budget ran out).
     pub more: bool,
+}
+
+/// The connection behind an event.
+#[derive(Clone, Copy)]
+struct Cause<'a> {
+    conn: &'a ConnId,
+    meta: Option<&'a Metadata>,
+    /// The connection just became visible (opened, or stopped hiding).
+    opened: bool,
+    /// The connection's metadata differs from what it had.
+    meta_changed: bool,
 }
 
 /// One space's presence. See the module documentation.
@@ -241,6 +256,7 @@ pub struct Space {
     away_mark: Key,
     gone_mark: Key,
     events: broadcast::Sender<Arc<Event>>,
+    conns: ConnTable,
     /// The slab and index a compaction replaced, kept until the owner
     /// takes them ([`Space::take_retired`]) to free them outside its lock:
     /// freeing a million-slot slab takes milliseconds.
@@ -271,6 +287,7 @@ impl Space {
             away_mark: (0, 0),
             gone_mark: (0, 0),
             events,
+            conns: ConnTable::default(),
             retired: None,
         };
         space.reset_marks(now);
@@ -341,6 +358,7 @@ impl Space {
             + self.meta.capacity() * (4 + std::mem::size_of::<Metadata>() + 1)
             + ids
             + blocks
+            + self.conns.heap_bytes()
     }
 
     // ----- look-up -------------------------------------------------------
@@ -686,6 +704,20 @@ impl Space {
         last_seen: Option<Millis>,
         reason: Option<LeaveReason>,
     ) {
+        self.emit_caused(kind, slot, status, last_seen, reason, None);
+    }
+
+    /// [`Space::emit`], for an event a connection caused: it names the
+    /// connection and carries the connection's metadata.
+    fn emit_caused(
+        &self,
+        kind: EventKind,
+        slot: u32,
+        status: Status,
+        last_seen: Option<Millis>,
+        reason: Option<LeaveReason>,
+        cause: Option<Cause<'_>>,
+    ) {
         if self.events.receiver_count() == 0 {
             return;
         }
@@ -699,8 +731,12 @@ impl Space {
             },
             status,
             last_seen_ms: last_seen,
-            meta: self.meta.get(&slot).cloned(),
+            meta: match cause {
+                Some(c) => c.meta.cloned(),
+                None => self.meta.get(&slot).cloned(),
+            },
             reason,
+            conn: cause.map(|c| c.conn.clone()),
         };
         // An error only means nobody listens any more.
         let _ = self.events.send(Arc::new(event));
@@ -728,6 +764,7 @@ impl Space {
                 beat.meta.as_ref(),
                 now,
                 &mut report,
+                None,
             );
         }
         Ok(report)
@@ -738,10 +775,11 @@ impl Space {
     /// whether the member joined.
     pub fn touch(&mut self, kind: MemberKind, id: &MemberId, now: Millis) -> bool {
         let mut report = HeartbeatReport::default();
-        self.apply(kind, id, now, None, now, &mut report);
+        self.apply(kind, id, now, None, now, &mut report, None);
         report.joined == 1
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn apply(
         &mut self,
         kind: MemberKind,
@@ -750,6 +788,7 @@ impl Space {
         meta: Option<&Metadata>,
         now: Millis,
         report: &mut HeartbeatReport,
+        cause: Option<Cause<'_>>,
     ) {
         if now.saturating_sub(at) >= self.config.retention_ms {
             report.stale += 1;
@@ -807,11 +846,21 @@ impl Space {
                 Some(EventKind::Join)
             }
             (Presence::Away, Presence::Online) => Some(EventKind::Back),
-            _ if meta_changed => Some(EventKind::Update),
+            _ if cause.is_some_and(|c| c.opened) => Some(EventKind::Connect),
+            // A connection's metadata is its own: compared with what that
+            // connection had, not with what the member shows.
+            _ if cause.map_or(meta_changed, |c| c.meta_changed) => Some(EventKind::Update),
             _ => None,
         };
         if let Some(kind) = event {
-            self.emit(kind, slot, new_presence.status(), Some(new_key.0), None);
+            self.emit_caused(
+                kind,
+                slot,
+                new_presence.status(),
+                Some(new_key.0),
+                None,
+                cause,
+            );
         }
     }
 
@@ -837,6 +886,148 @@ impl Space {
             self.remove(slot);
         }
         Ok(present)
+    }
+
+    // ----- connections ---------------------------------------------------------
+
+    /// Opens, refreshes or changes a connection (see [`crate::conn`] for the
+    /// rules). Checks everything before changing anything.
+    pub fn attach(&mut self, a: &Attach, now: Millis) -> Result<AttachReport, InvalidInput> {
+        a.check()?;
+        let prev = self.conns.get(&a.conn);
+        match prev {
+            Some(p) if p.member != a.member => return Err(InvalidInput::ConnIdTaken),
+            None if self.conns.count(&a.member) >= limits::MAX_CONNS_PER_MEMBER => {
+                return Err(InvalidInput::TooManyConnections);
+            }
+            _ => {}
+        }
+        let was_visible = prev.is_some_and(|p| !p.invisible);
+        let meta_changed = prev.is_some_and(|p| p.meta != a.meta);
+        let others = self.conns.visible_others(&a.member, &a.conn);
+        let prev = self.conns.upsert(
+            &a.conn,
+            Conn {
+                member: a.member.clone(),
+                meta: a.meta.clone(),
+                invisible: a.invisible,
+                expires: now.saturating_add(a.ttl_ms),
+            },
+        );
+        let mut report = AttachReport {
+            opened: prev.is_none(),
+            ..AttachReport::default()
+        };
+        let cause = Cause {
+            conn: &a.conn,
+            meta: a.meta.as_ref(),
+            opened: !was_visible,
+            meta_changed,
+        };
+        if !a.invisible {
+            let mut beat = HeartbeatReport::default();
+            // The member shows the metadata of the connection that last
+            // changed it.
+            let meta = if meta_changed || !was_visible {
+                a.meta.as_ref()
+            } else {
+                None
+            };
+            self.apply(
+                a.member.kind,
+                &a.member.id,
+                now,
+                meta,
+                now,
+                &mut beat,
+                Some(cause),
+            );
+            report.joined = beat.joined == 1;
+        } else if was_visible {
+            report.left = self.conn_gone(&a.member, others, LeaveReason::Explicit, cause);
+        }
+        Ok(report)
+    }
+
+    /// Closes a connection of `member`. A connection id that is unknown or
+    /// belongs to someone else is not found.
+    pub fn detach(&mut self, member: &MemberKey, conn: &ConnId) -> DetachReport {
+        if self.conns.get(conn).is_none_or(|c| c.member != *member) {
+            return DetachReport::default();
+        }
+        let left = self.drop_conn(conn, LeaveReason::Explicit);
+        DetachReport { found: true, left }
+    }
+
+    /// Removes a connection and announces it; returns whether its member
+    /// left.
+    fn drop_conn(&mut self, conn: &ConnId, reason: LeaveReason) -> bool {
+        let Some(c) = self.conns.remove(conn) else {
+            return false;
+        };
+        if c.invisible {
+            return false;
+        }
+        let others = self.conns.visible_others(&c.member, conn);
+        let cause = Cause {
+            conn,
+            meta: c.meta.as_ref(),
+            opened: false,
+            meta_changed: false,
+        };
+        self.conn_gone(&c.member, others, reason, cause)
+    }
+
+    /// A visible connection of `member` went away (closed, expired or
+    /// turned invisible) and `others` visible ones remain: `disconnect`, or
+    /// `leave` if it was the last. Returns whether the member left.
+    fn conn_gone(
+        &mut self,
+        member: &MemberKey,
+        others: usize,
+        reason: LeaveReason,
+        cause: Cause<'_>,
+    ) -> bool {
+        let Some(slot) = self.find(member.kind, member.id.as_str()) else {
+            return false;
+        };
+        let key = self.entries[slot as usize].key();
+        let presence = self.presence(key);
+        if presence == Presence::Gone {
+            return false;
+        }
+        if others > 0 {
+            self.emit_caused(
+                EventKind::Disconnect,
+                slot,
+                presence.status(),
+                Some(key.0),
+                None,
+                Some(cause),
+            );
+            return false;
+        }
+        self.emit_caused(
+            EventKind::Leave,
+            slot,
+            Status::Offline,
+            Some(key.0),
+            Some(reason),
+            Some(cause),
+        );
+        self.remove(slot);
+        true
+    }
+
+    /// Each member's live connections, by id, in the order asked.
+    pub fn connections(&self, members: &[MemberKey]) -> Result<Vec<Vec<Connection>>, InvalidInput> {
+        check_batch(members.len())?;
+        Ok(members.iter().map(|m| self.conns.of(m)).collect())
+    }
+
+    /// Live connections in the space.
+    pub fn connection_count(&self) -> usize {
+        self.conns.len()
     }
 
     // ----- reads -----------------------------------------------------------
@@ -1080,6 +1271,15 @@ impl Space {
     pub fn tick(&mut self, now: Millis, budget: usize) -> TickWork {
         let mut work = TickWork::default();
         let mut budget = budget;
+        while let Some(conn) = self.conns.first_expired(now) {
+            if budget == 0 {
+                work.more = true;
+                return work;
+            }
+            budget -= 1;
+            self.drop_conn(&conn, LeaveReason::Timeout);
+            work.connections_expired += 1;
+        }
         let away_cut = (now.saturating_sub(self.config.online_ms), SEQ_MASK);
         let gone_cut = (now.saturating_sub(self.config.away_ms), SEQ_MASK);
         for gone in [false, true] {
@@ -1313,6 +1513,7 @@ impl Space {
             seen += n as usize;
         }
         assert_eq!(self.index.len(), seen, "index and lists disagree");
+        self.conns.check_invariants();
         if let Some(bi) = &self.blocks {
             for (i, b) in bi.blocks.iter().enumerate() {
                 let bn = bi.base + i as u64;
