@@ -1,8 +1,10 @@
 // herenow's who's-online page. Plain JavaScript, no build step, no framework.
 //
-// The live set comes from Server-Sent Events: `snapshot` replaces it, `join`,
-// `back`, `away` and `update` patch it, `leave` removes it (or, for a timeout,
-// greys it until it falls out of the window). Counts of the window and the
+// The live set comes from /client.js over the WebSocket: its snapshot
+// replaces it, `join`, `back`, `away`, `update`, `connect` and `disconnect`
+// patch it, `leave` removes it (or, for a timeout, greys it until it falls
+// out of the window). With `?as=NAME` (or the join form) the page is also
+// present itself, as that user. Counts of the window and the
 // history chart are polled every 10 s. Member ids and metadata are user
 // input: they only ever reach the page through textContent and attributes,
 // never through markup that the browser would parse.
@@ -27,6 +29,7 @@
     windowLabel: $("window-label"),
     chart: $("chart"), members: $("members"), memberCount: $("member-count"),
     empty: $("empty"), more: $("more"), spaces: $("spaces"),
+    joinForm: $("join-form"), joinName: $("join-name"), joinButton: $("join-button"),
   };
 
   const state = {
@@ -35,9 +38,10 @@
     omitted: 0, // present members the snapshot left out
     config: { online_ms: 60_000, away_ms: 300_000, window_ms: 600_000 },
     filter: "all",
-    source: null, // the EventSource
-    retryTimer: 0,
-    retryDelay: 1000,
+    client: null, // the Herenow.Client
+    room: null, // its handle on the space shown
+    roomOffs: [], // unsubscribers of the room's handlers
+    as: null, // the name this page joins as, if any
     pollTimer: 0,
     renderQueued: false,
     lastRender: 0,
@@ -118,11 +122,7 @@
     clearRows();
     drawChart();
     scheduleRender(true);
-    if (state.source) {
-      state.source.close();
-      state.source = null;
-    }
-    connect();
+    watch(space);
     poll();
   }
 
@@ -209,91 +209,126 @@
     });
   }
 
-  // ---- Live events ------------------------------------------------------------
+  // ---- Live presence over the WebSocket (client.js) -------------------------
 
   function setConn(s, text) {
     el.conn.dataset.state = s;
     el.connText.textContent = text || s;
   }
 
-  function connect() {
-    if (state.source) state.source.close();
-    clearTimeout(state.retryTimer);
-    setConn(state.source ? "reconnecting" : "connecting");
-    const gen = state.generation;
-    const es = new EventSource(api("/events"));
-    state.source = es;
+  // The page's identity: `?as=NAME` (or the join form) makes it a user who
+  // joins the space it shows; otherwise it only watches, as a guest viewer.
+  // The token comes from `#token=…` (minted by a backend or `herenow
+  // token`) or, on a server without API keys, from POST /v1/tokens.
+  const VIEWER = `viewer-${Math.random().toString(36).slice(2, 10)}`;
 
-    const live = (fn) => (ev) => {
-      if (gen !== state.generation || es !== state.source) return;
-      let data;
-      try { data = JSON.parse(ev.data); } catch (_) { return; }
-      fn(data);
-    };
-
-    es.addEventListener("snapshot", live((d) => {
-      state.members.clear();
-      for (const m of d.members || []) state.members.set(keyOf(m), normalize(m));
-      state.omitted = d.omitted || 0;
-      if (d.config) state.config = d.config;
-      el.windowLabel.textContent = fmtDuration(state.config.window_ms);
-      state.retryDelay = 1000;
-      setConn("live");
-      showError("");
-      scheduleRender(true);
-      refreshRecent(gen);
-    }));
-    for (const type of ["join", "back", "away", "update"]) {
-      es.addEventListener(type, live((d) => {
-        const key = keyOf(d);
-        const old = state.members.get(key);
-        const m = normalize(d);
-        if (!("meta" in d) && old) m.meta = old.meta;
-        state.members.set(key, m);
-        scheduleRender(false);
-      }));
-    }
-    es.addEventListener("leave", live((d) => {
-      const key = keyOf(d);
-      const old = state.members.get(key);
-      if (d.reason === "explicit" || !old) {
-        state.members.delete(key);
-      } else {
-        // Timed out: still "seen within the window" (grey) until it is not.
-        old.status = "offline";
-        if (d.last_seen_ms) old.last_seen_ms = d.last_seen_ms;
-      }
-      scheduleRender(false);
-    }));
-    es.addEventListener("lagged", live(() => {
-      // The server dropped us for falling behind: start over from a snapshot.
-      connect();
-    }));
-    es.onerror = () => {
-      if (es !== state.source) return;
-      if (es.readyState === EventSource.CLOSED) {
-        // The browser gave up (an HTTP error answer): retry ourselves.
-        retryLater(gen);
-      } else {
-        setConn("reconnecting");
-      }
-    };
+  function fragmentToken() {
+    const t = new URLSearchParams(location.hash.slice(1)).get("token");
+    return t && t.length < 8192 ? t : null;
   }
 
-  function retryLater(gen) {
-    setConn("reconnecting");
-    clearTimeout(state.retryTimer);
-    state.retryTimer = setTimeout(() => {
-      if (gen === state.generation) connect();
-    }, state.retryDelay);
-    state.retryDelay = Math.min(state.retryDelay * 2, 15_000);
-    // Ask the API why, so the page can say so (bad space, missing key...).
-    getJson(api("/count")).then(() => {}, (e) => {
-      if (gen !== state.generation) return;
-      if (e.status === 401 || e.status === 403) showError(`The API refused this page: ${e.message}`);
-      else if (e.status) showError(e.message);
+  async function pageToken() {
+    const fixed = fragmentToken();
+    if (fixed) return fixed;
+    const as = state.as;
+    const res = await fetch("/v1/tokens", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify({ user: as || VIEWER, kind: as ? "user" : "guest", spaces: ["*"], ttl_s: 3600 }),
     });
+    if (!res.ok) {
+      let detail = `${res.status}`;
+      try { detail = (await res.json()).detail || detail; } catch (_) { /* not JSON */ }
+      showError(res.status === 401 || res.status === 403
+        ? "This server needs a token: open the page with #token=… (mint one with `herenow token`)."
+        : `No token: ${detail}`);
+      throw new Error(detail);
+    }
+    return (await res.json()).token;
   }
+
+  function startClient() {
+    if (state.client) state.client.close();
+    const client = new Herenow.Client({ token: pageToken });
+    state.client = client;
+    client.on("state", (s) => {
+      if (client !== state.client) return;
+      if (s === "open") setConn("live", state.as ? `live · ${state.as}` : "live");
+      else if (s === "closed") setConn("offline", "closed");
+      else setConn(s === "connecting" ? "connecting" : "reconnecting");
+    });
+    client.on("error", (e) => {
+      if (client === state.client && e && e.code !== "no-token") showError(`${e.code}: ${e.message}`);
+    });
+    client.connect();
+  }
+
+  // Subscribes to `space` (and joins it when the page has a name), dropping
+  // the previous space.
+  function watch(space) {
+    const client = state.client;
+    if (!client) return;
+    for (const off of state.roomOffs) off();
+    if (state.room && state.room.client === client && state.room.name !== space) {
+      state.room.leave();
+      state.room.unsubscribe();
+    }
+    const room = client.space(space);
+    state.room = room;
+    const gen = state.generation;
+    const live = (fn) => (...args) => {
+      if (gen === state.generation && room === state.room) fn(...args);
+    };
+    state.roomOffs = [
+      room.on("sync", live((members) => {
+        state.members.clear();
+        for (const m of members.values()) state.members.set(keyOf(m), normalize(m));
+        state.omitted = room.omitted;
+        showError("");
+        scheduleRender(true);
+        refreshRecent(gen);
+      })),
+      ...["join", "back", "away", "update", "connect", "disconnect"].map((type) =>
+        room.on(type, live((m) => {
+          state.members.set(keyOf(m), normalize(m));
+          scheduleRender(false);
+        }))),
+      room.on("leave", live((m, e) => {
+        const key = keyOf(m);
+        const old = state.members.get(key);
+        if (e.reason === "explicit" || !old) {
+          state.members.delete(key);
+        } else {
+          // Timed out: still "seen within the window" (grey) until it is not.
+          old.status = "offline";
+          if (e.last_seen_ms) old.last_seen_ms = e.last_seen_ms;
+        }
+        scheduleRender(false);
+      })),
+    ];
+    if (state.as) room.join({ name: state.as });
+    room.subscribe();
+  }
+
+  el.joinForm.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const name = el.joinName.value.trim();
+    if (name === (state.as || "")) return;
+    if (name && !/^[^\u0000-\u001f\u007f]{1,64}$/.test(name)) {
+      showError("A name is 1–64 characters, without control characters.");
+      return;
+    }
+    state.as = name || null;
+    const url = new URL(location.href);
+    if (state.as) url.searchParams.set("as", state.as);
+    else url.searchParams.delete("as");
+    history.replaceState(history.state, "", url);
+    el.joinButton.textContent = state.as ? "Rename" : "Join";
+    state.room = null;
+    startClient();
+    state.generation += 1;
+    watch(state.space);
+  });
 
   function normalize(m) {
     return {
@@ -302,6 +337,7 @@
       status: m.status || "online",
       last_seen_ms: typeof m.last_seen_ms === "number" ? m.last_seen_ms : null,
       meta: m.meta && typeof m.meta === "object" ? m.meta : null,
+      devices: m.metas instanceof Map ? m.metas.size : 0,
     };
   }
 
@@ -342,7 +378,7 @@
         if (c.window_ms) el.windowLabel.textContent = fmtDuration(c.window_ms);
       }),
       loadSpaces(),
-      state.source && state.source.readyState === EventSource.OPEN ? refreshRecent(gen) : null,
+      state.room && state.room.synced ? refreshRecent(gen) : null,
       getJson(api("/history?range=1h")).then((h) => {
         if (gen !== state.generation) return;
         state.history = Array.isArray(h.samples) ? h.samples : [];
@@ -487,6 +523,16 @@
       }
       if (subText) p.sub.append(document.createTextNode(subText));
       if (!subText && m.kind !== "guest") p.sub.append(document.createTextNode("user"));
+    }
+    const devices = m.devices > 1 ? `${m.devices} devices` : "";
+    if (li.dataset.devices !== devices) {
+      li.dataset.devices = devices;
+      if (!p.devices) {
+        p.devices = document.createElement("span");
+        p.devices.className = "devices";
+        p.sub.after(p.devices);
+      }
+      p.devices.textContent = devices;
     }
     if (li.dataset.status !== status) {
       li.dataset.status = status;
@@ -660,5 +706,13 @@
   // ---- Start -------------------------------------------------------------------------
 
   setInterval(() => scheduleRender(true), LABEL_MS);
-  setSpace(spaceFromUrl(), false);
+  const as = new URLSearchParams(location.search).get("as");
+  if (as && as.trim()) {
+    state.as = as.trim().slice(0, 64);
+    el.joinName.value = state.as;
+    el.joinButton.textContent = "Rename";
+  }
+  state.space = spaceFromUrl();
+  startClient();
+  setSpace(state.space, false);
 })();

@@ -4,8 +4,8 @@
 //! no build step and nothing loaded from elsewhere, so the page works on a
 //! machine with no network. The files live in `crates/herenow-server/assets`
 //! and are compiled in with `include_str!`. The script talks to the public
-//! API only (`/v1/spaces`, `.../count`, `.../history`, `.../online`, and the
-//! `.../events` stream), so the page needs nothing from the server that any
+//! API only (`/v1/spaces`, `.../count`, `.../history`, `.../online`,
+//! `/v1/tokens`, and the `/v1/ws` socket through `/client.js`), so the page needs nothing from the server that any
 //! other client could not have.
 
 use axum::Router;
@@ -15,6 +15,7 @@ use axum::routing::get;
 
 const INDEX_HTML: &str = include_str!("../assets/index.html");
 const APP_JS: &str = include_str!("../assets/app.js");
+const CLIENT_JS: &str = include_str!("../assets/client.js");
 const STYLE_CSS: &str = include_str!("../assets/style.css");
 const FAVICON_SVG: &str = include_str!("../assets/favicon.svg");
 
@@ -31,13 +32,14 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 const HTML_CACHE: &str = "no-cache";
 const ASSET_CACHE: &str = "public, max-age=60";
 
-/// Routes for `/` and the page's assets (`/app.js`, `/style.css`,
-/// `/favicon.svg`). Stateless, so it merges into a router of any state.
+/// Routes for `/` and the page's assets (`/app.js`, `/client.js`,
+/// `/style.css`, `/favicon.svg`). Stateless, so it merges into a router of any state.
 pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
         .route("/", get(index))
         .route("/index.html", get(index))
         .route("/app.js", get(app_js))
+        .route("/client.js", get(client_js))
         .route("/style.css", get(style_css))
         .route("/favicon.svg", get(favicon))
 }
@@ -59,6 +61,11 @@ async fn index() -> Response {
 
 async fn app_js() -> Response {
     asset(APP_JS, "text/javascript; charset=utf-8", ASSET_CACHE)
+}
+
+/// The browser client (docs/PROTOCOL.md), for this page and for any site's.
+async fn client_js() -> Response {
+    asset(CLIENT_JS, "text/javascript; charset=utf-8", ASSET_CACHE)
 }
 
 async fn style_css() -> Response {

@@ -1,11 +1,15 @@
 //! The who's-online page in a real browser.
 //!
-//! Starts the real server in-process on a free 127.0.0.1 port, opens
-//! `/?space=browser-test` in Debian's headless Chromium (driven by npm
-//! `playwright-core` from `tests/browser/drive.js`), then sends a heartbeat
-//! and a leave for `ada` through the HTTP API and checks that the page shows
-//! and then drops her, live, without a reload. It also checks the chart's SVG
-//! and takes a screenshot.
+//! Each test starts the real server in-process on a free 127.0.0.1 port and
+//! drives Debian's headless Chromium with npm `playwright-core`:
+//!
+//! - `tests/browser/drive.js` opens `/?space=browser-test`; the test sends a
+//!   heartbeat and a leave for `ada` through the HTTP API and checks that
+//!   the page shows and then drops her, live, without a reload. It also
+//!   checks the chart's SVG and takes a screenshot.
+//! - `tests/browser/two_users.js` opens two pages as Alice and Bob (the
+//!   page joins with `?as=NAME` over `/v1/ws` and `/client.js`); each sees
+//!   the other join, and Alice sees Bob leave when his page closes.
 //!
 //! What it needs installed (the test fails with these instructions if not):
 //!
@@ -32,52 +36,124 @@ use herenow_server::Config;
 /// How long the page may take to do each step.
 const STEP: Duration = Duration::from_secs(15);
 
+/// What every browser test needs: the browser, node with playwright-core,
+/// and a scratch directory.
+struct Setup {
+    chromium: PathBuf,
+    dir: PathBuf,
+    scratch: Scratch,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let chromium = std::env::var_os("HERENOW_CHROMIUM")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+        assert!(
+            chromium.exists(),
+            "{} not found: install chromium (apt-get install chromium)",
+            chromium.display()
+        );
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
+        assert!(
+            Command::new("node").arg("--version").output().is_ok(),
+            "node not found: install Node.js (apt-get install nodejs npm)"
+        );
+        assert!(
+            dir.join("node_modules/playwright-core").is_dir(),
+            "playwright-core is not installed: run `npm ci --prefix {}`",
+            dir.display()
+        );
+        Self {
+            chromium,
+            dir,
+            scratch: Scratch::new(),
+        }
+    }
+
+    /// Starts a node script of `tests/browser` with these arguments.
+    fn browser(&self, script: &str, args: &[&std::ffi::OsStr]) -> Browser {
+        Browser::start(&self.dir.join(script), &self.chromium, args)
+    }
+}
+
+/// The real server on a free 127.0.0.1 port, on its own runtime so the test
+/// thread may block on the browser.
+struct Server {
+    runtime: tokio::runtime::Runtime,
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<Result<(), herenow_server::ServerError>>>,
+}
+
+impl Server {
+    fn start() -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = runtime.spawn(herenow_server::run(listener, Config::default(), async {
+            let _ = stopped.await;
+        }));
+        wait_until_serving(addr);
+        Self {
+            runtime,
+            addr,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    fn base(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops the server and checks that it stopped cleanly.
+    fn stop(mut self) {
+        let _ = self.stop.take().expect("running").send(());
+        let task = self.task.take().expect("running");
+        let result = self
+            .runtime
+            .block_on(async { tokio::time::timeout(Duration::from_secs(10), task).await })
+            .expect("the server shuts down")
+            .expect("the server task does not panic");
+        result.expect("the server stops cleanly");
+    }
+}
+
+/// Checks a screenshot, and keeps it where `HERENOW_BROWSER_SCREENSHOT`
+/// asks (with `name` added), since the scratch directory goes away.
+fn check_screenshot(path: &Path, name: &str) {
+    let png = std::fs::read(path).expect("the screenshot was written");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
+        "the screenshot is a real PNG ({} bytes)",
+        png.len()
+    );
+    if let Some(keep) = std::env::var_os("HERENOW_BROWSER_SCREENSHOT") {
+        let keep = PathBuf::from(keep).with_extension(format!("{name}.png"));
+        std::fs::copy(path, &keep).expect("copy the screenshot");
+        eprintln!("screenshot: {}", keep.display());
+    }
+}
+
 #[test]
 fn the_page_shows_members_join_and_leave_live() {
-    let chromium = std::env::var_os("HERENOW_CHROMIUM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
-    assert!(
-        chromium.exists(),
-        "{} not found: install chromium (apt-get install chromium)",
-        chromium.display()
-    );
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
-    assert!(
-        Command::new("node").arg("--version").output().is_ok(),
-        "node not found: install Node.js (apt-get install nodejs npm)"
-    );
-    assert!(
-        dir.join("node_modules/playwright-core").is_dir(),
-        "playwright-core is not installed: run `npm ci --prefix {}`",
-        dir.display()
-    );
-
-    let scratch = Scratch::new();
-    let screenshot = scratch.0.join("page.png");
-
-    // The server, on its own runtime so this thread may block on the browser.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = runtime.spawn(herenow_server::run(listener, Config::default(), async {
-        let _ = stopped.await;
-    }));
-    wait_until_serving(addr);
-
-    let mut browser = Browser::start(
-        &dir,
-        &chromium,
-        addr,
-        &screenshot,
-        &scratch.0.join("profile"),
+    let setup = Setup::new();
+    let screenshot = setup.scratch.0.join("page.png");
+    let server = Server::start();
+    let addr = server.addr;
+    let base = server.base();
+    let profile = setup.scratch.0.join("profile");
+    let mut browser = setup.browser(
+        "drive.js",
+        &[base.as_ref(), screenshot.as_ref(), profile.as_ref()],
     );
     browser.expect("connected");
 
@@ -102,25 +178,40 @@ fn the_page_shows_members_join_and_leave_live() {
     browser.expect("disappeared");
     browser.expect("done");
     browser.finish();
+    check_screenshot(&screenshot, "page");
+    server.stop();
+}
 
-    let png = std::fs::read(&screenshot).expect("the screenshot was written");
+/// Issue 4's browser test: two pages as two users over the WebSocket; each
+/// sees the other join, and Alice sees Bob leave when his page closes.
+#[test]
+fn two_pages_as_two_users_see_each_other_come_and_go() {
+    let setup = Setup::new();
+    let screenshot = setup.scratch.0.join("two-users.png");
+    let server = Server::start();
+    let base = server.base();
+    let mut browser = setup.browser("two_users.js", &[base.as_ref(), screenshot.as_ref()]);
+    browser.expect("alice-sees-bob");
+    browser.expect("bob-sees-alice");
+    // Bob's socket closed: the server detached him, and nobody else is
+    // present as Bob.
+    browser.expect("alice-sees-bob-leave");
+    browser.expect("done");
+    browser.finish();
+    let (status, body) = request(
+        server.addr,
+        "GET",
+        "/v1/spaces/ws-browser-test/online?kind=all",
+        None,
+    )
+    .expect("the API answers");
+    assert_eq!(status, 200, "{body}");
     assert!(
-        png.starts_with(b"\x89PNG") && png.len() > 10_000,
-        "the screenshot is a real PNG ({} bytes)",
-        png.len()
+        body.contains(r#""id":"alice""#) && !body.contains(r#""id":"bob""#),
+        "after Bob's page closed, only Alice is online: {body}"
     );
-    // Kept only where asked for: the scratch directory goes away.
-    if let Some(keep) = std::env::var_os("HERENOW_BROWSER_SCREENSHOT") {
-        std::fs::copy(&screenshot, &keep).expect("copy the screenshot");
-        eprintln!("screenshot: {}", PathBuf::from(keep).display());
-    }
-
-    let _ = stop.send(());
-    let result = runtime
-        .block_on(async { tokio::time::timeout(Duration::from_secs(10), server).await })
-        .expect("the server shuts down")
-        .expect("the server task does not panic");
-    result.expect("the server stops cleanly");
+    check_screenshot(&screenshot, "two-users");
+    server.stop();
 }
 
 /// Waits for `/healthz` to answer, so the browser never races the listener.
@@ -185,14 +276,12 @@ struct Browser {
 }
 
 impl Browser {
-    fn start(dir: &Path, chromium: &Path, addr: SocketAddr, shot: &Path, profile: &Path) -> Self {
+    fn start(script: &Path, chromium: &Path, args: &[&std::ffi::OsStr]) -> Self {
         let mut child = Command::new("node")
-            .arg(dir.join("drive.js"))
-            .arg(format!("http://{addr}"))
-            .arg(shot)
-            .arg(profile)
+            .arg(script)
+            .args(args)
             .env("HERENOW_CHROMIUM", chromium)
-            .current_dir(dir)
+            .current_dir(script.parent().expect("the script's folder"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
