@@ -18,21 +18,74 @@ use redis::{PushInfo, PushKind, Value};
 use tokio::sync::broadcast;
 
 use herenow_core::{
-    Event, EventKind, LeaveReason, MemberId, MemberKey, MemberKind, Metadata, SpaceName, Status,
-    limits,
+    ConnId, Event, EventKind, LeaveReason, MemberId, MemberKey, MemberKind, Metadata, SpaceName,
+    Status, limits,
 };
 
-/// One event as published by the scripts (see `scripts.rs`).
-type Wire = (
-    String,
-    String,
-    String,
-    String,
-    u8,
-    String,
-    serde_json::Value,
-    String,
-);
+/// One event as published by the scripts (see `scripts.rs`): `[type,
+/// kind, id, last_seen, presence, reason, meta|false, seq]`, and since live
+/// connections a ninth element, the connection id, on events a connection
+/// caused (`conn_scripts.rs`). Eight-element tuples (from servers that
+/// predate connections, and every event no connection caused) still read.
+struct Wire {
+    typ: String,
+    kind: String,
+    id: String,
+    ts: String,
+    presence: u8,
+    reason: String,
+    meta: serde_json::Value,
+    seq: String,
+    conn: Option<String>,
+}
+
+impl Wire {
+    /// Reads one tuple; `None` if it is not shaped like one.
+    fn parse(v: serde_json::Value) -> Option<Wire> {
+        let serde_json::Value::Array(a) = v else {
+            return None;
+        };
+        if !(8..=9).contains(&a.len()) {
+            return None;
+        }
+        let mut it = a.into_iter();
+        let text = |v: Option<serde_json::Value>| match v {
+            Some(serde_json::Value::String(s)) => Some(s),
+            _ => None,
+        };
+        let typ = text(it.next())?;
+        let kind = text(it.next())?;
+        let id = text(it.next())?;
+        let ts = text(it.next())?;
+        let presence = u8::try_from(it.next()?.as_u64()?).ok()?;
+        let reason = text(it.next())?;
+        let meta = it.next()?;
+        let seq = text(it.next())?;
+        let conn = match it.next() {
+            None | Some(serde_json::Value::Bool(false)) | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::String(c)) => Some(c),
+            Some(_) => return None,
+        };
+        Some(Wire {
+            typ,
+            kind,
+            id,
+            ts,
+            presence,
+            reason,
+            meta,
+            seq,
+            conn,
+        })
+    }
+}
+
+/// Reads one published message: a JSON array of tuples. `None` if any
+/// tuple is malformed (the subscribers are closed then).
+fn parse_message(payload: &[u8]) -> Option<Vec<Wire>> {
+    let v: Vec<serde_json::Value> = serde_json::from_slice(payload).ok()?;
+    v.into_iter().map(Wire::parse).collect()
+}
 
 enum SubState {
     /// Registered, snapshot not read yet: events wait here.
@@ -215,7 +268,7 @@ impl Router {
         let Some(ch) = channels.get_mut(chan) else {
             return;
         };
-        let Ok(wire) = serde_json::from_slice::<Vec<Wire>>(payload) else {
+        let Some(wire) = parse_message(payload) else {
             tracing::warn!(
                 channel = chan,
                 "unreadable event message; closing its subscribers"
@@ -241,13 +294,25 @@ fn bytes(v: Value) -> Option<Vec<u8>> {
 }
 
 fn decode(space: &SpaceName, w: Wire) -> Option<(u64, Arc<Event>)> {
-    let (typ, kind, id, ts, presence, reason, meta, seq) = w;
+    let Wire {
+        typ,
+        kind,
+        id,
+        ts,
+        presence,
+        reason,
+        meta,
+        seq,
+        conn,
+    } = w;
     let event_kind = match typ.as_str() {
         "join" => EventKind::Join,
         "away" => EventKind::Away,
         "back" => EventKind::Back,
         "leave" => EventKind::Leave,
         "update" => EventKind::Update,
+        "connect" => EventKind::Connect,
+        "disconnect" => EventKind::Disconnect,
         _ => return None,
     };
     let member_kind = match kind.as_str() {
@@ -281,7 +346,87 @@ fn decode(space: &SpaceName, w: Wire) -> Option<(u64, Arc<Event>)> {
         last_seen_ms: ts.parse().ok(),
         meta,
         reason,
-        conn: None,
+        conn: match conn {
+            Some(c) => Some(ConnId::new(&c).ok()?),
+            None => None,
+        },
     };
     Some((seq.parse().ok()?, Arc::new(event)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn space() -> SpaceName {
+        SpaceName::new("room").unwrap()
+    }
+
+    fn read(payload: &str) -> Vec<(u64, Arc<Event>)> {
+        parse_message(payload.as_bytes())
+            .expect("a readable message")
+            .into_iter()
+            .filter_map(|w| decode(&space(), w))
+            .collect()
+    }
+
+    /// What servers published before live connections: eight elements.
+    #[test]
+    fn eight_element_tuples_still_read() {
+        let got = read(r#"[["join","u","ann","1700000000000",2,"",false,"7"]]"#);
+        assert_eq!(got.len(), 1);
+        let (seq, e) = &got[0];
+        assert_eq!(*seq, 7);
+        assert_eq!(
+            (e.kind, e.status, e.conn.as_ref()),
+            (EventKind::Join, Status::Online, None)
+        );
+        assert_eq!(e.last_seen_ms, Some(1_700_000_000_000));
+    }
+
+    #[test]
+    fn connection_events_carry_their_connection() {
+        let got = read(
+            r#"[["connect","u","ann","5",2,"","{\"d\":\"phone\"}","8","c-1"],
+                ["disconnect","g","bo","5",1,"",false,"9","c-2"],
+                ["leave","u","cy","5",0,"timeout",false,"10","c-3"],
+                ["update","u","ann","5",2,"",false,"11",false]]"#,
+        );
+        let seen: Vec<_> = got
+            .iter()
+            .map(|(s, e)| (*s, e.kind, e.conn.as_ref().map(ConnId::as_str), e.reason))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (8, EventKind::Connect, Some("c-1"), None),
+                (9, EventKind::Disconnect, Some("c-2"), None),
+                (
+                    10,
+                    EventKind::Leave,
+                    Some("c-3"),
+                    Some(LeaveReason::Timeout)
+                ),
+                (11, EventKind::Update, None, None),
+            ]
+        );
+        assert_eq!(
+            got[0].1.meta.as_ref().map(Metadata::as_json),
+            Some(r#"{"d":"phone"}"#)
+        );
+        assert_eq!(got[1].1.status, Status::Away);
+    }
+
+    #[test]
+    fn malformed_tuples_make_the_message_unreadable() {
+        for bad in [
+            r#"[["join","u","ann","5",2,"",false]]"#,
+            r#"[["join","u","ann","5",2,"",false,"7","c",1]]"#,
+            r#"[["join","u","ann","5",2,"",false,"7",3]]"#,
+            r#"[["join","u","ann","5","2","",false,"7"]]"#,
+            r#"{"join":1}"#,
+        ] {
+            assert!(parse_message(bad.as_bytes()).is_none(), "{bad}");
+        }
+    }
 }

@@ -26,6 +26,9 @@
 //! | `P:{S}:meta` | hash | `u:ID` / `g:ID` → metadata JSON |
 //! | `P:{S}:state` | hash | `seq` (event sequence) and the away / gone watermarks per kind |
 //! | `P:{S}:config` | hash | the space's thresholds, absent for the defaults |
+//! | `P:{S}:conns` | sorted set | live connections: member = connection id, score = expiry in ms |
+//! | `P:{S}:cinfo` | hash | connection id → `F K ID \n META`: visible (`0`) or invisible (`1`), the member's kind and id, the connection's metadata |
+//! | `P:{S}:mconn` | hash | `u:ID` / `g:ID` → that member's connections, space-separated, each `0`/`1` then the id (at most 64) |
 //! | `P:{S}:lease` | string | the sweep lease: the id of the store that runs background work on the space, `SET NX PX`, renewed by each tick of its holder |
 //! | `P:{S}:events` | channel | events: `PUBLISH` on a server, `SPUBLISH` (sharded, same slot) on a cluster |
 //! | `P:{spaces}:names`, `P:{spaces}:touched` | sorted sets | the registry of spaces: names (score 0, for listing) and when a writer last marked each (for dropping empty ones) |
@@ -51,6 +54,16 @@
 //! and does nothing when another store holds it
 //! ([`RedisOptions::lease`]).
 //!
+//! Live connections ([`conn_scripts`]) follow the memory engine's rules
+//! ([`herenow_core::conn`]): attach and detach are one script each, the
+//! visible attach being the member's heartbeat with `join` / `back` /
+//! `connect` / `update` chosen as a heartbeat chooses them, and the sweep
+//! closes connections past their expiry (its own budget, before the
+//! watermarks move) with `disconnect` or a timeout `leave`. A space that
+//! holds only connections stays in the registry until they expire. Events
+//! a connection caused name it, so every server's subscribers see the
+//! connections of every other server.
+//!
 //! # When Redis fails
 //!
 //! Heartbeats and leaves that cannot be written (Redis down, slow,
@@ -64,11 +77,20 @@
 //! answered from memory. [`RedisStore::is_ready`] and
 //! [`RedisStore::stats`] are for readiness probes and metrics.
 //!
-//! Modules: [`conn`] (targets and the connection), [`scripts`], [`events`],
-//! [`buffer`], the write path with its replayer, and the store itself.
+//! Live connections are not buffered: while Redis fails (and until the
+//! buffer is written back) `attach` and `detach` answer `Unavailable` at
+//! once (the server tells the client, which retries), and a connection
+//! whose detach never reached Redis expires at the end of its TTL. A
+//! socket's state replayed after an outage would describe sockets that may
+//! be long gone.
+//!
+//! Modules: [`conn`] (targets and the connection), [`scripts`],
+//! [`conn_scripts`] (live connections), [`events`], [`buffer`], the write
+//! path with its replayer, and the store itself.
 
 pub mod buffer;
 pub mod conn;
+pub mod conn_scripts;
 pub mod events;
 pub mod layouts;
 pub mod scripts;

@@ -18,14 +18,15 @@
 //!   with Lua's `<` (which follows the server's locale).
 //! - Event tuples, JSON-encoded in one message per script call:
 //!   `[type, kind, id, last_seen, presence, reason, meta|false, seq]` where
-//!   presence is 0 gone, 1 away, 2 online.
+//!   presence is 0 gone, 1 away, 2 online; events a live connection caused
+//!   add a ninth element, the connection id ([`crate::conn_scripts`]).
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
 /// Helpers every script starts with.
-const PRELUDE: &str = r#"
+pub(crate) const PRELUDE: &str = r#"
 local function S(n) return string.format('%d', n) end
 local function blt(a, b)
   local la, lb = #a, #b
@@ -213,9 +214,11 @@ return present
 /// otherwise returns `{0, 0, 0, -1}` without touching anything. The lease
 /// expires by itself when its holder stops sweeping.
 /// Returns `{expired, transitions, more, members_left}`.
-pub static TICK: LazyLock<Script> = LazyLock::new(|| {
-    script(
-        r#"
+pub static TICK: LazyLock<Script> = LazyLock::new(|| script(TICK_BODY));
+
+/// The body of [`TICK`], also run by [`SWEEP`](crate::conn_scripts::SWEEP)
+/// (which the store uses) after it has closed expired connections.
+pub(crate) const TICK_BODY: &str = r#"
 if not redis.call('SET', KEYS[8], ARGV[9], 'NX', 'PX', ARGV[10]) then
   if redis.call('GET', KEYS[8]) ~= ARGV[9] then return {0, 0, 0, -1} end
   redis.call('PEXPIRE', KEYS[8], ARGV[10])
@@ -295,9 +298,7 @@ for _, k in ipairs({'u', 'g'}) do
 end
 publish(KEYS[6], ARGV[6], ARGV[7], ev)
 return {ex, tr, more, redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2])}
-"#,
-    )
-});
+"#;
 
 /// A subscriber's snapshot: the event sequence number and the members
 /// present by the watermarks. KEYS: zu zg meta state config. ARGV: now, the

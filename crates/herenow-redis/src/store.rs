@@ -1,5 +1,7 @@
 //! [`RedisStore`]: the [`PresenceStore`] over Redis or Redis Cluster.
 
+mod connections;
+
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::sync::Arc;
@@ -14,17 +16,17 @@ use tokio::task::JoinHandle;
 
 use herenow_core::store::{check_batch, sort_most_recent_first};
 use herenow_core::{
-    Clock, Counts, Error, EventReceiver, Heartbeat, HeartbeatReport, InvalidInput, KindFilter,
-    ListQuery, MemberId, MemberKey, MemberKind, MemberStatus, Metadata, Millis, Order, Page,
-    PresenceStore, Result, SpaceConfig, SpaceName, SpaceSummary, Status, Subscription, TickReport,
-    limits,
+    Attach, AttachReport, Clock, ConnId, Connection, Counts, DetachReport, Error, EventReceiver,
+    Heartbeat, HeartbeatReport, InvalidInput, KindFilter, ListQuery, MemberId, MemberKey,
+    MemberKind, MemberStatus, Metadata, Millis, Order, Page, PresenceStore, Result, SpaceConfig,
+    SpaceName, SpaceSummary, Status, Subscription, TickReport, limits,
 };
 
 use crate::buffer::Pending;
 use crate::conn::{Conn, Target};
 use crate::events::Router;
-use crate::scripts;
 use crate::writer::{self, BeatArg, ReplayTuning, SpaceKeys, TOUCH_EVERY_MS, Writer, timed};
+use crate::{conn_scripts, scripts};
 
 /// Most lexicographic-index entries one by-id page reads per kind before it
 /// returns a short page with a cursor (members outside the window are read
@@ -40,7 +42,8 @@ pub struct RedisOptions {
     /// Longest wait for any one command, connecting included. A call that
     /// takes longer fails with [`Error::Unavailable`].
     pub timeout: Duration,
-    /// Members one script call of background work may touch in one space.
+    /// Members one script call of background work may touch in one space;
+    /// separately, the most expired live connections it may close.
     pub tick_budget: usize,
     /// Most members (over all spaces) whose heartbeats and leaves wait in
     /// memory while Redis is unavailable. Members already waiting keep
@@ -225,7 +228,9 @@ impl RedisStore {
     /// them hashes to the same cluster slot.
     pub fn space_keys(&self, space: &SpaceName) -> Vec<String> {
         let k = self.keys(space);
-        vec![k.zu, k.zg, k.iu, k.ig, k.meta, k.state, k.config, k.lease]
+        vec![
+            k.zu, k.zg, k.iu, k.ig, k.meta, k.state, k.config, k.lease, k.conns, k.cinfo, k.mconn,
+        ]
     }
 
     fn keys(&self, space: &SpaceName) -> SpaceKeys {
@@ -384,33 +389,27 @@ impl RedisStore {
         loop {
             let now = self.clock.now_ms();
             let started = Instant::now();
+            // Connections first (their own budget), then the watermarks
+            // and expiry of members: one script call.
+            let mut inv = conn_scripts::SWEEP.prepare_invoke();
+            connections::space_script_keys(&mut inv, &k);
+            inv.arg(now)
+                .arg(&d[..])
+                .arg(self.publish_cmd())
+                .arg(&k.channel)
+                .arg(self.opts.tick_budget)
+                .arg(&self.owner)
+                .arg(lease_ms)
+                .arg(self.opts.tick_budget);
             let mut c = self.conn.clone();
             let v: Value = self
-                .io("tick", async {
-                    scripts::TICK
-                        .key(&k.zu)
-                        .key(&k.zg)
-                        .key(&k.iu)
-                        .key(&k.ig)
-                        .key(&k.meta)
-                        .key(&k.state)
-                        .key(&k.config)
-                        .key(&k.lease)
-                        .arg(now)
-                        .arg(&d[..])
-                        .arg(self.publish_cmd())
-                        .arg(&k.channel)
-                        .arg(self.opts.tick_budget)
-                        .arg(&self.owner)
-                        .arg(lease_ms)
-                        .invoke_async(&mut c)
-                        .await
-                })
+                .io("tick", async { inv.invoke_async(&mut c).await })
                 .await?;
             report.max_hold_us = report.max_hold_us.max(started.elapsed().as_micros() as u64);
             let v = array(v)?;
             report.expired += int(v.first())? as u64;
             report.transitions += int(v.get(1))? as u64;
+            report.connections_expired += int(v.get(4))? as u64;
             let more = int(v.get(2))? != 0;
             let left = int(v.get(3))?;
             if left < 0 {
@@ -731,6 +730,32 @@ impl PresenceStore for RedisStore {
                 .expect("a forced hold always buffers"),
             Err(e) => Err(e),
         }
+    }
+
+    /// Not buffered while Redis is unavailable: answers
+    /// [`Error::Unavailable`] (see the crate documentation).
+    async fn attach(&self, space: &SpaceName, attach: &Attach) -> Result<AttachReport> {
+        self.attach_conn(space, attach).await
+    }
+
+    /// Not buffered while Redis is unavailable, like
+    /// [`attach`](Self::attach); a connection whose detach is lost expires
+    /// after its TTL.
+    async fn detach(
+        &self,
+        space: &SpaceName,
+        member: &MemberKey,
+        conn: &ConnId,
+    ) -> Result<DetachReport> {
+        self.detach_conn(space, member, conn).await
+    }
+
+    async fn connections(
+        &self,
+        space: &SpaceName,
+        members: &[MemberKey],
+    ) -> Result<Vec<Vec<Connection>>> {
+        self.list_connections(space, members).await
     }
 
     async fn status(&self, space: &SpaceName, members: &[MemberKey]) -> Result<Vec<MemberStatus>> {

@@ -56,6 +56,12 @@ pub(crate) struct SpaceKeys {
     pub channel: String,
     /// The sweep lease: who may run background work on the space.
     pub lease: String,
+    /// Live connections (see [`crate::conn_scripts`]): id → expiry.
+    pub conns: String,
+    /// Connection id → its record (member, visibility, metadata).
+    pub cinfo: String,
+    /// Member → its connection ids and their visibility.
+    pub mconn: String,
 }
 
 /// State shared by a store and its replayer.
@@ -145,6 +151,9 @@ impl Writer {
             config: format!("{base}:config"),
             channel: format!("{base}:events"),
             lease: format!("{base}:lease"),
+            conns: format!("{base}:conns"),
+            cinfo: format!("{base}:cinfo"),
+            mconn: format!("{base}:mconn"),
         }
     }
 

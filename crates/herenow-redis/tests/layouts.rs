@@ -17,8 +17,8 @@ use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 
 use herenow_core::{
-    Error, Heartbeat, KindFilter, ListQuery, ManualClock, MemberId, MemberKey, Metadata, Order,
-    PresenceStore, SpaceConfig, SpaceName, Status,
+    Attach, ConnId, Error, Heartbeat, KindFilter, ListQuery, ManualClock, MemberId, MemberKey,
+    Metadata, Order, PresenceStore, SpaceConfig, SpaceName, Status,
 };
 use herenow_redis::{Layout, LayoutOptions, SeedLayoutStore};
 
@@ -89,8 +89,8 @@ fn assert_unsupported<T: std::fmt::Debug>(r: herenow_core::Result<T>, layout: &s
     }
 }
 
-/// What no seed layout stores: metadata, friends, events, policies, the
-/// list of spaces.
+/// What no seed layout stores: metadata, friends, events, live
+/// connections, policies, the list of spaces.
 async fn assert_no_extras(s: &SeedLayoutStore, layout: &str) {
     let sp = space("room");
     let alice = MemberId::new("alice").unwrap();
@@ -106,6 +106,21 @@ async fn assert_no_extras(s: &SeedLayoutStore, layout: &str) {
     assert_unsupported(s.subscribe(&sp).await.map(|_| ()), layout);
     assert_unsupported(s.set_config(&sp, SpaceConfig::default()).await, layout);
     assert_unsupported(s.spaces(None, 10).await, layout);
+    // Live connections: the seeds' keys hold none.
+    let phone = Attach {
+        member: user("alice"),
+        conn: ConnId::new("c-1").unwrap(),
+        meta: None,
+        invisible: false,
+        ttl_ms: 30_000,
+    };
+    assert_unsupported(s.attach(&sp, &phone).await, layout);
+    assert_unsupported(s.detach(&sp, &user("alice"), &phone.conn).await, layout);
+    assert_eq!(
+        s.connections(&sp, &[user("alice")]).await.unwrap(),
+        [Vec::new()],
+        "nobody has connections"
+    );
     // Without a guest template there are no guests to write or read.
     assert_unsupported(
         s.heartbeat(&sp, &[Heartbeat::now(guest("1.2.3.4"))]).await,

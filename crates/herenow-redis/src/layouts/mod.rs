@@ -51,8 +51,8 @@
 //! # What no layout here answers
 //!
 //! Metadata, friends (and so online friends), events and subscriptions,
-//! setting a space's policy and listing spaces are `Unsupported` in every
-//! layout: the seeds' keys hold none of it. [`config`] answers the fixed
+//! live connections (attach and detach), setting a space's policy and
+//! listing spaces are `Unsupported` in every layout: the seeds' keys hold none of it. [`config`] answers the fixed
 //! policy the layout applies (derived from the defaults given at
 //! construction; see [`SeedLayoutStore::connect`]).
 //!
@@ -75,9 +75,10 @@ use redis::{RedisError, RedisResult, Value};
 
 use herenow_core::store::check_batch;
 use herenow_core::{
-    Clock, Counts, Error, Heartbeat, HeartbeatReport, InvalidInput, KindFilter, ListQuery,
-    MemberId, MemberKey, MemberKind, MemberStatus, Millis, Order, Page, PresenceStore, Result,
-    SpaceConfig, SpaceName, SpaceSummary, Subscription, TickReport, limits,
+    Attach, AttachReport, Clock, ConnId, Counts, DetachReport, Error, Heartbeat, HeartbeatReport,
+    InvalidInput, KindFilter, ListQuery, MemberId, MemberKey, MemberKind, MemberStatus, Millis,
+    Order, Page, PresenceStore, Result, SpaceConfig, SpaceName, SpaceSummary, Subscription,
+    TickReport, limits,
 };
 
 use crate::conn::{Conn, Target};
@@ -926,6 +927,22 @@ impl PresenceStore for SeedLayoutStore {
 
     async fn subscribe(&self, _space: &SpaceName) -> Result<Subscription> {
         Err(self.unsupported("events"))
+    }
+
+    /// The seeds' keys hold no connections: `Unsupported`, naming the
+    /// layout. ([`connections`](PresenceStore::connections) keeps the
+    /// trait's answer: nobody has any.)
+    async fn attach(&self, _space: &SpaceName, _attach: &Attach) -> Result<AttachReport> {
+        Err(self.unsupported("live connections"))
+    }
+
+    async fn detach(
+        &self,
+        _space: &SpaceName,
+        _member: &MemberKey,
+        _conn: &ConnId,
+    ) -> Result<DetachReport> {
+        Err(self.unsupported("live connections"))
     }
 
     async fn tick(&self) -> Result<TickReport> {

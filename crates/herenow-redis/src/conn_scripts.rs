@@ -1,0 +1,331 @@
+//! The Lua scripts of live connections (see [`herenow_core::conn`]): attach,
+//! detach, the listing of a member's connections, and the sweep that closes
+//! connections which stopped pinging before it runs [`TICK`]'s body.
+//!
+//! They follow the memory engine (`Space::attach`, `detach`, `drop_conn`,
+//! `conn_gone` and the top of `Space::tick`) step for step, atomically per
+//! call, on keys that all carry the space's hash tag:
+//!
+//! - `conns`, a sorted set: connection id → expiry in ms;
+//! - `cinfo`, a hash: connection id → its record, `F K ID \n META`, where
+//!   `F` is `0` (visible) or `1` (invisible), `K` the member's kind letter,
+//!   `ID` the member id (which holds no control characters, so the first
+//!   newline ends it) and `META` the connection's metadata JSON, empty for
+//!   none;
+//! - `mconn`, a hash: member (`u:ID` / `g:ID`, as in the metadata hash) →
+//!   its connections, space-separated, each `F` then the connection id
+//!   (connection ids hold no spaces). At most
+//!   [`limits::MAX_CONNS_PER_MEMBER`](herenow_core::limits::MAX_CONNS_PER_MEMBER)
+//!   entries, so "the member's other visible connections" and the listing
+//!   read one short field.
+//!
+//! Every script but [`CONNECTIONS`] takes the same keys, in the order of
+//! [`TICK`] plus three: `zu zg iu ig meta state config lease conns cinfo
+//! mconn` (attach and detach never touch the lease).
+//!
+//! Events caused by a connection carry its id as a ninth element of the
+//! event tuple (see [`scripts`](crate::scripts)) and the connection's
+//! metadata in place of the member's.
+//!
+//! [`TICK`]: crate::scripts::TICK
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+use crate::scripts::{PRELUDE, TICK_BODY};
+
+/// Connection helpers, after [`PRELUDE`].
+const CONN_PRELUDE: &str = r#"
+local CK = {z = {u = KEYS[1], g = KEYS[2]}, ix = {u = KEYS[3], g = KEYS[4]},
+  meta = KEYS[5], state = KEYS[6], config = KEYS[7],
+  conns = KEYS[9], cinfo = KEYS[10], mconn = KEYS[11]}
+local function cinfo_enc(inv, k, id, meta) return inv .. k .. id .. '\n' .. meta end
+-- inv, kind, id, meta
+local function cinfo_dec(v)
+  local nl = string.find(v, '\n', 3, true)
+  return string.sub(v, 1, 1), string.sub(v, 2, 2), string.sub(v, 3, nl - 1), string.sub(v, nl + 1)
+end
+local function mc_count(list)
+  local n = 0
+  for _ in string.gmatch(list, '%S+') do n = n + 1 end
+  return n
+end
+local function mc_visible_others(list, conn)
+  local n = 0
+  for e in string.gmatch(list, '%S+') do
+    if string.sub(e, 1, 1) == '0' and string.sub(e, 2) ~= conn then n = n + 1 end
+  end
+  return n
+end
+-- The list with `conn` set to flag `f`, or removed when `f` is nil.
+local function mc_set(list, conn, f)
+  local out = {}
+  for e in string.gmatch(list, '%S+') do
+    if string.sub(e, 2) ~= conn then out[#out + 1] = e end
+  end
+  if f then out[#out + 1] = f .. conn end
+  return table.concat(out, ' ')
+end
+local function ev_conn(ev, typ, k, id, ts, p, reason, meta, conn)
+  if meta == '' then meta = false end
+  ev[#ev + 1] = {typ, k, id, S(ts), p, reason, meta, false, conn}
+end
+-- A visible connection of member (k, id) went away (closed, expired or
+-- turned invisible) and `others` visible ones remain: `disconnect`, or
+-- `leave` and the member forgotten if it was the last. Returns 1 if the
+-- member left.
+local function conn_gone(x, k, id, others, reason, conn, meta, ev)
+  local s = redis.call('ZSCORE', CK.z[k], id)
+  if not s then return 0 end
+  s = tonumber(s)
+  local p = presence(x, s, id)
+  if p == 0 then return 0 end
+  if others > 0 then
+    ev_conn(ev, 'disconnect', k, id, s, p, '', meta, conn)
+    return 0
+  end
+  ev_conn(ev, 'leave', k, id, s, 0, reason, meta, conn)
+  redis.call('ZREM', CK.z[k], id)
+  redis.call('ZREM', CK.ix[k], id)
+  redis.call('HDEL', CK.meta, k .. ':' .. id)
+  return 1
+end
+-- Removes connection `conn` (record `rec`) and announces it. Returns 1 if
+-- its member left.
+local function conn_drop(conn, rec, now, on, aw, reason, ev)
+  local inv, k, id, meta = cinfo_dec(rec)
+  local mf = k .. ':' .. id
+  redis.call('ZREM', CK.conns, conn)
+  redis.call('HDEL', CK.cinfo, conn)
+  local list = mc_set(redis.call('HGET', CK.mconn, mf) or '', conn, nil)
+  if list == '' then
+    redis.call('HDEL', CK.mconn, mf)
+  else
+    redis.call('HSET', CK.mconn, mf, list)
+  end
+  if inv ~= '0' then return 0 end
+  local x = marks_load(CK.state, k, now, on, aw)
+  return conn_gone(x, k, id, mc_visible_others(list, conn), reason, conn, meta, ev)
+end
+"#;
+
+fn conn_script(body: &str) -> Script {
+    Script::new(&format!("{PRELUDE}\n{CONN_PRELUDE}\n{body}"))
+}
+
+/// Opens, pings or changes a connection. KEYS: see the module docs. ARGV:
+/// now, the four default thresholds, publish command, channel, kind, id,
+/// connection id, metadata (`''`: none), invisible (`0`/`1`), expiry (ms),
+/// most connections per member. Returns `{status, opened, joined, left}`;
+/// status 0 is done, -1 the id belongs to another member, -2 the member
+/// has too many connections (nothing changed in either case).
+///
+/// A visible attach is the member's heartbeat "now": `join` if the member
+/// was not present, `back` if it was away, else `connect` if this
+/// connection just became visible, else `update` if this connection's
+/// metadata changed (compared with what the connection had, not with the
+/// member's). The member takes the connection's metadata when the
+/// connection opens or changes it, and keeps its own when the connection
+/// has none. Turning the last visible connection invisible is a `leave`.
+pub static ATTACH: LazyLock<Script> = LazyLock::new(|| {
+    conn_script(
+        r#"
+local now = tonumber(ARGV[1])
+local k, id, conn, meta, inv = ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12]
+local mf = k .. ':' .. id
+local prev = redis.call('HGET', CK.cinfo, conn)
+local pinv, pmeta = nil, nil
+if prev then
+  local pk, pid
+  pinv, pk, pid, pmeta = cinfo_dec(prev)
+  if pk ~= k or pid ~= id then return {-1, 0, 0, 0} end
+end
+local list = redis.call('HGET', CK.mconn, mf) or ''
+if not prev and mc_count(list) >= tonumber(ARGV[14]) then return {-2, 0, 0, 0} end
+local was_visible = prev ~= nil and pinv == '0'
+local meta_changed = prev ~= nil and pmeta ~= meta
+local others = mc_visible_others(list, conn)
+redis.call('ZADD', CK.conns, ARGV[13], conn)
+local rec = cinfo_enc(inv, k, id, meta)
+if rec ~= prev then redis.call('HSET', CK.cinfo, conn, rec) end
+if pinv ~= inv then redis.call('HSET', CK.mconn, mf, mc_set(list, conn, inv)) end
+local opened, joined, left = 1, 0, 0
+if prev then opened = 0 end
+local on, aw = cfg_load(CK.config, ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+local x, fresh = marks_load(CK.state, k, now, on, aw)
+local ev = {}
+if inv == '0' then
+  if fresh then marks_save(CK.state, k, x) end
+  local z = CK.z[k]
+  local old = redis.call('ZSCORE', z, id)
+  if old then old = tonumber(old) end
+  -- A member whose last heartbeat is in the future (an explicit time)
+  -- keeps it, as after any older heartbeat.
+  if not (old and old > now) then
+    local op = 0
+    if old then op = presence(x, old, id) end
+    if (meta_changed or not was_visible) and meta ~= '' then
+      if redis.call('HGET', CK.meta, mf) ~= meta then redis.call('HSET', CK.meta, mf, meta) end
+    end
+    if old ~= now then redis.call('ZADD', z, S(now), id) end
+    if not old then redis.call('ZADD', CK.ix[k], 0, id) end
+    local np = presence(x, now, id)
+    local e = nil
+    if np ~= 0 then
+      if op == 0 then
+        e = 'join'
+        joined = 1
+      elseif op == 1 and np == 2 then
+        e = 'back'
+      elseif not was_visible then
+        e = 'connect'
+      elseif meta_changed then
+        e = 'update'
+      end
+    end
+    if e then ev_conn(ev, e, k, id, now, np, '', meta, conn) end
+  end
+elseif was_visible then
+  left = conn_gone(x, k, id, others, 'explicit', conn, meta, ev)
+end
+publish(CK.state, ARGV[6], ARGV[7], ev)
+return {0, opened, joined, left}
+"#,
+    )
+});
+
+/// Closes a connection of a member. KEYS: see the module docs. ARGV: now,
+/// the four defaults, publish command, channel, kind, id, connection id.
+/// Returns `{found, left}`; an id that is unknown or another member's is
+/// not found.
+pub static DETACH: LazyLock<Script> = LazyLock::new(|| {
+    conn_script(
+        r#"
+local now = tonumber(ARGV[1])
+local k, id, conn = ARGV[8], ARGV[9], ARGV[10]
+local rec = redis.call('HGET', CK.cinfo, conn)
+if not rec then return {0, 0} end
+local _, pk, pid = cinfo_dec(rec)
+if pk ~= k or pid ~= id then return {0, 0} end
+local on, aw = cfg_load(CK.config, ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+local ev = {}
+local left = conn_drop(conn, rec, now, on, aw, 'explicit', ev)
+publish(CK.state, ARGV[6], ARGV[7], ev)
+return {1, left}
+"#,
+    )
+});
+
+/// Members' connections. KEYS: conns cinfo mconn. ARGV: `u:ID` / `g:ID`
+/// per member. Returns one array per member, flat `conn, expiry, invisible
+/// (0/1), meta` groups (meta `''` for none), in no particular order.
+pub static CONNECTIONS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local out = {}
+for i = 1, #ARGV do
+  local items = {}
+  local list = redis.call('HGET', KEYS[3], ARGV[i])
+  if list then
+    for e in string.gmatch(list, '%S+') do
+      local conn = string.sub(e, 2)
+      local rec = redis.call('HGET', KEYS[2], conn)
+      local exp = redis.call('ZSCORE', KEYS[1], conn)
+      if rec and exp then
+        local nl = string.find(rec, '\n', 3, true)
+        items[#items + 1] = conn
+        items[#items + 1] = exp
+        items[#items + 1] = string.sub(rec, 1, 1)
+        items[#items + 1] = string.sub(rec, nl + 1)
+      end
+    end
+  end
+  out[i] = items
+end
+return out
+"#,
+    )
+});
+
+/// One bounded step of background work on a space, connections first:
+/// close the connections whose expiry has passed (as the memory engine
+/// does at the top of its tick: `disconnect`, or a `leave` with reason
+/// `timeout` for a member's last visible one), then run [`TICK`]'s body.
+/// KEYS: see the module docs. ARGV: those of [`TICK`], then the most
+/// connections this call may close.
+///
+/// Only the holder of the space's sweep lease works (the same check as
+/// [`TICK`]'s). Returns `{expired, transitions, more, left,
+/// connections_expired}`: `left` counts the members *and* the connections
+/// still stored, so a space that holds only connections (invisible ones,
+/// say) is not dropped from the registry while they live, and `more` is
+/// set when either budget ran out.
+///
+/// [`TICK`]: crate::scripts::TICK
+pub static SWEEP: LazyLock<Script> = LazyLock::new(|| {
+    conn_script(&format!(
+        r#"
+if not redis.call('SET', KEYS[8], ARGV[9], 'NX', 'PX', ARGV[10]) then
+  if redis.call('GET', KEYS[8]) ~= ARGV[9] then return {{0, 0, 0, -1, 0}} end
+  redis.call('PEXPIRE', KEYS[8], ARGV[10])
+end
+local now = tonumber(ARGV[1])
+local on, aw = cfg_load(CK.config, ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+local budget = tonumber(ARGV[11])
+local closed, cmore = 0, 0
+local cev = {{}}
+while budget > 0 do
+  local n = budget
+  if n > 256 then n = 256 end
+  local xs = redis.call('ZRANGEBYSCORE', CK.conns, '-inf', S(now), 'LIMIT', 0, n)
+  if #xs == 0 then break end
+  for _, conn in ipairs(xs) do
+    budget = budget - 1
+    local rec = redis.call('HGET', CK.cinfo, conn)
+    if rec then
+      conn_drop(conn, rec, now, on, aw, 'timeout', cev)
+    else
+      redis.call('ZREM', CK.conns, conn)
+    end
+    closed = closed + 1
+  end
+end
+if budget == 0 and redis.call('ZCOUNT', CK.conns, '-inf', S(now)) > 0 then cmore = 1 end
+publish(CK.state, ARGV[6], ARGV[7], cev)
+local function tick_body()
+{TICK_BODY}
+end
+local r = tick_body()
+if r[4] >= 0 then r[4] = r[4] + redis.call('ZCARD', CK.conns) end
+if cmore == 1 then r[3] = 1 end
+r[5] = closed
+return r
+"#
+    ))
+});
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sweep embeds the tick body: it must stay a chunk that can be
+    /// wrapped in a function (it returns from its last line).
+    #[test]
+    fn sweep_wraps_the_tick_body() {
+        assert!(TICK_BODY.trim_end().ends_with('}'));
+        assert!(TICK_BODY.contains("\nreturn {ex, tr, more,"));
+        // Building the scripts computes their hashes: no panic, distinct.
+        let shas = [
+            ATTACH.get_hash(),
+            DETACH.get_hash(),
+            CONNECTIONS.get_hash(),
+            SWEEP.get_hash(),
+        ];
+        for (i, a) in shas.iter().enumerate() {
+            for b in &shas[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! Live connections on Redis: [`RedisStore`]'s attach, detach and listing.
+//! The rules are the core's ([`herenow_core::conn`]); the scripts and the
+//! keys are in [`conn_scripts`](crate::conn_scripts).
+//!
+//! Attach and detach are not buffered while Redis is unavailable: they
+//! answer [`Error::Unavailable`] at once (the server tells the client, which
+//! retries), and a connection whose detach was lost expires after its TTL.
+//! Buffering them would mean replaying a socket's state that may be long
+//! gone by the time Redis answers.
+
+use redis::{ScriptInvocation, Value};
+
+use herenow_core::conn::sort_connections;
+use herenow_core::store::check_batch;
+use herenow_core::{
+    Attach, AttachReport, ConnId, Connection, DetachReport, Error, InvalidInput, MemberKey,
+    Metadata, Millis, Result, SpaceName, limits,
+};
+
+use super::{RedisStore, array, bad_reply, int, kind_letter, opt_string};
+use crate::conn_scripts;
+use crate::writer::SpaceKeys;
+
+/// Adds the keys every connection script (and the sweep) takes, in order:
+/// `zu zg iu ig meta state config lease conns cinfo mconn`.
+pub(super) fn space_script_keys(inv: &mut ScriptInvocation<'_>, k: &SpaceKeys) {
+    inv.key(&k.zu)
+        .key(&k.zg)
+        .key(&k.iu)
+        .key(&k.ig)
+        .key(&k.meta)
+        .key(&k.state)
+        .key(&k.config)
+        .key(&k.lease)
+        .key(&k.conns)
+        .key(&k.cinfo)
+        .key(&k.mconn);
+}
+
+impl RedisStore {
+    /// While writes are held in the buffer (Redis failed and the buffer is
+    /// not written back yet), connection writes are refused rather than
+    /// buffered or slipped past the buffered heartbeats.
+    fn refuse_while_held(&self) -> Result<()> {
+        if self.writer.shared.buffer.holding() {
+            return Err(Error::Unavailable {
+                reason: "redis is unavailable; live connections are not buffered, retry later"
+                    .into(),
+                source: None,
+            });
+        }
+        Ok(())
+    }
+
+    /// [`PresenceStore::attach`](herenow_core::PresenceStore::attach): one
+    /// script call (plus, at most once a minute per space, the registry
+    /// mark that lets the sweep find the space).
+    pub(super) async fn attach_conn(&self, space: &SpaceName, a: &Attach) -> Result<AttachReport> {
+        a.check()?;
+        self.refuse_while_held()?;
+        let now = self.clock.now_ms();
+        self.writer.register(space, now).await?;
+        let k = self.keys(space);
+        let mut inv = conn_scripts::ATTACH.prepare_invoke();
+        space_script_keys(&mut inv, &k);
+        inv.arg(now)
+            .arg(&self.defaults_args()[..])
+            .arg(self.publish_cmd())
+            .arg(&k.channel)
+            .arg(kind_letter(a.member.kind))
+            .arg(a.member.id.as_str())
+            .arg(a.conn.as_str())
+            .arg(a.meta.as_ref().map_or("", Metadata::as_json))
+            .arg(if a.invisible { "1" } else { "0" })
+            .arg(now.saturating_add(a.ttl_ms))
+            .arg(limits::MAX_CONNS_PER_MEMBER);
+        let mut c = self.conn.clone();
+        let v: Value = self
+            .io("attach", async { inv.invoke_async(&mut c).await })
+            .await?;
+        let v = array(v)?;
+        match int(v.first())? {
+            0 => {}
+            -1 => return Err(InvalidInput::ConnIdTaken.into()),
+            -2 => return Err(InvalidInput::TooManyConnections.into()),
+            _ => return Err(bad_reply("an attach status")),
+        }
+        Ok(AttachReport {
+            opened: int(v.get(1))? != 0,
+            joined: int(v.get(2))? != 0,
+            left: int(v.get(3))? != 0,
+        })
+    }
+
+    /// [`PresenceStore::detach`](herenow_core::PresenceStore::detach).
+    pub(super) async fn detach_conn(
+        &self,
+        space: &SpaceName,
+        member: &MemberKey,
+        conn: &ConnId,
+    ) -> Result<DetachReport> {
+        self.refuse_while_held()?;
+        let now = self.clock.now_ms();
+        let k = self.keys(space);
+        let mut inv = conn_scripts::DETACH.prepare_invoke();
+        space_script_keys(&mut inv, &k);
+        inv.arg(now)
+            .arg(&self.defaults_args()[..])
+            .arg(self.publish_cmd())
+            .arg(&k.channel)
+            .arg(kind_letter(member.kind))
+            .arg(member.id.as_str())
+            .arg(conn.as_str());
+        let mut c = self.conn.clone();
+        let v: Value = self
+            .io("detach", async { inv.invoke_async(&mut c).await })
+            .await?;
+        let v = array(v)?;
+        Ok(DetachReport {
+            found: int(v.first())? != 0,
+            left: int(v.get(1))? != 0,
+        })
+    }
+
+    /// [`PresenceStore::connections`](herenow_core::PresenceStore::connections).
+    pub(super) async fn list_connections(
+        &self,
+        space: &SpaceName,
+        members: &[MemberKey],
+    ) -> Result<Vec<Vec<Connection>>> {
+        check_batch(members.len())?;
+        let k = self.keys(space);
+        let mut inv = conn_scripts::CONNECTIONS.prepare_invoke();
+        inv.key(&k.conns).key(&k.cinfo).key(&k.mconn);
+        for m in members {
+            inv.arg(format!("{}:{}", kind_letter(m.kind), m.id.as_str()));
+        }
+        let mut c = self.conn.clone();
+        let v: Value = self
+            .io("connections", async { inv.invoke_async(&mut c).await })
+            .await?;
+        let parts = array(v)?;
+        if parts.len() != members.len() {
+            return Err(bad_reply("one list of connections per member"));
+        }
+        parts.into_iter().map(connections_of).collect()
+    }
+}
+
+/// One member's part of the listing: flat `conn, expiry, invisible, meta`.
+fn connections_of(part: Value) -> Result<Vec<Connection>> {
+    let mut it = array(part)?.into_iter();
+    let mut out = Vec::new();
+    while let Some(id) = it.next() {
+        let id = opt_string(Some(id))?.ok_or_else(|| bad_reply("a connection id"))?;
+        let expires_ms = int(it.next().as_ref())? as Millis;
+        let invisible = opt_string(it.next())?.as_deref() == Some("1");
+        // Checked on the way in; a record that no longer parses (written by
+        // something else) loses its metadata rather than failing the read.
+        let meta = opt_string(it.next())?
+            .filter(|m| !m.is_empty())
+            .and_then(|m| Metadata::from_json(&m).ok());
+        out.push(Connection {
+            conn: ConnId::new(&id).map_err(|_| bad_reply("a stored connection id"))?,
+            meta,
+            invisible,
+            expires_ms,
+        });
+    }
+    sort_connections(&mut out);
+    Ok(out)
+}
