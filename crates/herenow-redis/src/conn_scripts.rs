@@ -143,8 +143,12 @@ if prev then
 end
 local list = redis.call('HGET', CK.mconn, mf) or ''
 if not prev and mc_count(list) >= tonumber(ARGV[14]) then return {-2, 0, 0, 0} end
-local was_visible = prev ~= nil and pinv == '0'
-local meta_changed = prev ~= nil and pmeta ~= meta
+-- HGET answers false, not nil, for a missing field.
+local was_visible, meta_changed = false, false
+if prev then
+  was_visible = pinv == '0'
+  meta_changed = pmeta ~= meta
+end
 local others = mc_visible_others(list, conn)
 redis.call('ZADD', CK.conns, ARGV[13], conn)
 local rec = cinfo_enc(inv, k, id, meta)
