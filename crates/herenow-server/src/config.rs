@@ -51,6 +51,47 @@ impl std::str::FromStr for ApiKey {
     }
 }
 
+/// The secret that signs WebSocket tokens (HS256), from `--token-secret`.
+///
+/// At least 32 bytes: RFC 7518 §3.2 requires an HS256 key at least as long
+/// as the hash. `Debug` never prints it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TokenSecret(Vec<u8>);
+
+/// The shortest token secret accepted, in bytes.
+pub const MIN_TOKEN_SECRET_BYTES: usize = 32;
+
+impl TokenSecret {
+    /// Wraps `secret`, refusing one shorter than
+    /// [`MIN_TOKEN_SECRET_BYTES`].
+    pub fn new(secret: impl Into<Vec<u8>>) -> Result<Self, ConfigError> {
+        let secret = secret.into();
+        if secret.len() < MIN_TOKEN_SECRET_BYTES {
+            return Err(ConfigError::TokenSecretTooShort(secret.len()));
+        }
+        Ok(Self(secret))
+    }
+
+    /// The secret's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for TokenSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TokenSecret(***)")
+    }
+}
+
+impl std::str::FromStr for TokenSecret {
+    type Err = ConfigError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::new(s.as_bytes().to_vec())
+    }
+}
+
 /// Which store to run on, from `--store`.
 ///
 /// `Debug` and [`StoreSpec::redacted`] hide a password given in a Redis
@@ -219,9 +260,24 @@ pub struct Config {
     pub demo: bool,
     /// The policy of spaces never configured.
     pub space_defaults: SpaceConfig,
-    /// Most concurrent connections; further clients wait in the kernel's
-    /// accept queue until one closes.
+    /// Most concurrent connections, WebSockets included; further clients
+    /// wait in the kernel's accept queue until one closes.
     pub max_connections: usize,
+    /// Most concurrent WebSocket connections (`/v1/ws`); one more upgrade
+    /// is refused with a `503` rather than queued. Each also holds one of
+    /// `max_connections`, so keep this below it.
+    pub max_ws_connections: usize,
+    /// How long a WebSocket connection lives without a message: the
+    /// socket closes (`4004`) and the store drops its presence after this.
+    /// Between 1 s and 10 min.
+    pub ws_ttl: Duration,
+    /// How often WebSocket clients are asked to ping (`ping_ms` in
+    /// `welcome`); at most half of `ws_ttl`.
+    pub ws_ping: Duration,
+    /// The secret that signs WebSocket tokens. `None`: a random one per
+    /// process, so tokens die with it, and servers sharing a Redis store
+    /// do not accept each other's tokens.
+    pub token_secret: Option<TokenSecret>,
     /// Most concurrent Server-Sent Event streams; one more is refused with
     /// a `503` rather than queued, so a reconnect storm cannot starve the
     /// JSON API of connections.
@@ -250,7 +306,13 @@ impl Default for Config {
             api_keys: Vec::new(),
             demo: false,
             space_defaults: SpaceConfig::default(),
-            max_connections: 10_000,
+            // 12,000 WebSockets and 4,000 more for the JSON API and event
+            // streams: a 10,000-socket load test fits with room to spare.
+            max_connections: 16_000,
+            max_ws_connections: 12_000,
+            ws_ttl: Duration::from_secs(30),
+            ws_ping: Duration::from_secs(10),
+            token_secret: None,
             max_event_streams: 1_024,
             request_timeout: Duration::from_secs(10),
             redis_layout: herenow_redis::Layout::Herenow,
@@ -292,6 +354,21 @@ impl Config {
         }
         if self.request_timeout.is_zero() {
             return Err(ConfigError::ZeroLimit("request_timeout"));
+        }
+        if self.max_ws_connections == 0 {
+            return Err(ConfigError::ZeroLimit("max_ws_connections"));
+        }
+        let ttl = self.ws_ttl.as_millis();
+        if ttl < u128::from(herenow_core::limits::MIN_CONN_TTL_MS)
+            || ttl > u128::from(herenow_core::limits::MAX_CONN_TTL_MS)
+        {
+            return Err(ConfigError::WsTtl(self.ws_ttl));
+        }
+        if self.ws_ping.is_zero() || self.ws_ping > self.ws_ttl / 2 {
+            return Err(ConfigError::WsPing {
+                ping: self.ws_ping,
+                ttl: self.ws_ttl,
+            });
         }
         Ok(())
     }
@@ -359,6 +436,26 @@ pub enum ConfigError {
     /// A bound of zero, which would refuse every client.
     #[error("{0} must be greater than zero")]
     ZeroLimit(&'static str),
+    /// A token secret too short to sign with HS256.
+    #[error(
+        "the token secret is {0} bytes; HS256 needs at least {MIN_TOKEN_SECRET_BYTES} \
+         (try: openssl rand -base64 48)"
+    )]
+    TokenSecretTooShort(usize),
+    /// A WebSocket TTL the stores do not accept.
+    #[error("the WebSocket TTL must be between 1s and 10m; got {0:?}")]
+    WsTtl(Duration),
+    /// A ping interval too long for the TTL.
+    #[error(
+        "the WebSocket ping interval ({ping:?}) must be longer than zero and at most half \
+         the TTL ({ttl:?}), so one lost ping does not drop a client"
+    )]
+    WsPing {
+        /// The ping interval.
+        ping: Duration,
+        /// The TTL.
+        ttl: Duration,
+    },
 }
 
 #[cfg(test)]
@@ -466,6 +563,43 @@ mod tests {
             };
             assert!(config.check(listen).is_ok());
         }
+    }
+
+    #[test]
+    fn token_secrets_are_long_and_never_printed() {
+        assert!(matches!(
+            "short".parse::<TokenSecret>(),
+            Err(ConfigError::TokenSecretTooShort(5))
+        ));
+        let secret: TokenSecret = "0123456789abcdef0123456789abcdef".parse().unwrap();
+        assert_eq!(secret.as_bytes().len(), 32);
+        let config = Config {
+            token_secret: Some(secret),
+            ..Config::default()
+        };
+        assert!(!format!("{config:?}").contains("0123456789"));
+    }
+
+    #[test]
+    fn websocket_timing_is_checked() {
+        let listen: SocketAddr = "127.0.0.1:7700".parse().unwrap();
+        assert!(Config::default().check(listen).is_ok());
+        for (ttl, ping) in [(500, 100), (601_000, 10_000), (30_000, 16_000), (30_000, 0)] {
+            let config = Config {
+                ws_ttl: Duration::from_millis(ttl),
+                ws_ping: Duration::from_millis(ping),
+                ..Config::default()
+            };
+            assert!(config.check(listen).is_err(), "{ttl} {ping}");
+        }
+        let config = Config {
+            max_ws_connections: 0,
+            ..Config::default()
+        };
+        assert!(matches!(
+            config.check(listen),
+            Err(ConfigError::ZeroLimit("max_ws_connections"))
+        ));
     }
 
     #[test]

@@ -10,6 +10,9 @@
 //!   ([`problem`]; extractors that reject with problems in `extract`;
 //!   API keys and scopes in [`auth`]);
 //! - [`sse`]: Server-Sent Events, a snapshot then every event of a space;
+//! - [`ws`]: the WebSocket protocol at `/v1/ws` (docs/PROTOCOL.md): live
+//!   connections, invisible mode, subscriptions, with tokens from
+//!   [`token`] (`POST /v1/tokens`);
 //! - `page`: the live who's-online page at `/` and its assets, embedded in
 //!   the binary;
 //! - `demo`: simulated visitors for `herenow serve --demo`;
@@ -41,8 +44,10 @@ pub mod persist;
 pub mod problem;
 pub mod sse;
 mod state;
+pub mod token;
+pub mod ws;
 
-pub use config::{ApiKey, Config, ConfigError, Scope, StoreSpec};
+pub use config::{ApiKey, Config, ConfigError, Scope, StoreSpec, TokenSecret};
 pub use state::AppState;
 
 use std::future::Future;
@@ -131,9 +136,12 @@ pub fn app(state: AppState) -> Router {
         state.clone(),
         auth::require_key,
     ));
+    // The WebSocket's credential is its token, not an API key: browsers
+    // cannot send headers with a WebSocket.
     Router::new()
         .merge(v1)
         .merge(events)
+        .merge(ws::router())
         .merge(ops::router())
         .merge(openapi::router())
         .merge(page::router())
@@ -174,6 +182,23 @@ pub struct Store {
 }
 
 impl Store {
+    /// A memory store built by the caller (with its own clock, say), as
+    /// [`serve`] takes it. No snapshot is restored or written unless
+    /// `config.data_dir` is set.
+    pub fn from_memory(memory: Arc<MemoryStore>, config: &Config) -> Store {
+        Store {
+            state: AppState::with_memory(memory.clone(), config),
+            memory: Some(memory),
+            redis: None,
+        }
+    }
+
+    /// The state the server will serve, for a caller that wants to watch
+    /// it (tests: open sockets, the store).
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
     /// Builds the store `config.store` names: the memory store (restored
     /// from `config.data_dir` when set) or a Redis store, connected and
     /// answering a `PING`.
@@ -297,6 +322,13 @@ pub async fn serve(
         redis,
     } = store;
 
+    if config.token_secret.is_none() && config.store.is_redis() {
+        tracing::warn!(
+            "no --token-secret: this server signs WebSocket tokens with a random secret, \
+             so other servers sharing this Redis store refuse its tokens (and it theirs); \
+             give every server the same --token-secret"
+        );
+    }
     let token = state.shutdown_token().clone();
     let tracker = TaskTracker::new();
     background::spawn(&state, &config, &tracker);
@@ -316,6 +348,20 @@ pub async fn serve(
         })
         .await;
     token.cancel();
+    // WebSocket tasks outlive axum's graceful shutdown: wait for them to
+    // detach from the store and close with 1001 before the last snapshot
+    // or Redis flush.
+    let sockets = state.ws().tracker();
+    sockets.close();
+    if tokio::time::timeout(Duration::from_secs(10), sockets.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            open = state.open_websockets(),
+            "WebSocket connections did not close within 10 s"
+        );
+    }
     tracker.close();
     if tokio::time::timeout(Duration::from_secs(10), tracker.wait())
         .await

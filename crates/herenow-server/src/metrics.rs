@@ -17,6 +17,11 @@
 //!   `herenow_transitions_total`: background maintenance;
 //! - `herenow_http_request_duration_seconds{route,method}`: latency;
 //! - `herenow_sse_subscribers`: open event streams (gauge);
+//! - `herenow_ws_connections`: open WebSocket connections (gauge);
+//!   `herenow_ws_messages_total{type}`: client messages by type;
+//!   `herenow_ws_errors_total{code}`: `error` replies and refused tokens by
+//!   code; `herenow_ws_closes_total{code}`: sockets the server closed, by
+//!   close code;
 //! - with a Redis store, its write buffer (sampled every few seconds):
 //!   `herenow_redis_up` (1 while Redis answers), `herenow_redis_buffered`
 //!   (members whose writes wait for Redis), `herenow_redis_dropped_total`
@@ -115,6 +120,7 @@ struct Inner {
     sweep: Histogram,
     expired: Counter,
     transitions: Counter,
+    ws_messages: HashMap<&'static str, Counter>,
     routes: RwLock<HashMap<String, HashMap<&'static str, Histogram>>>,
 }
 
@@ -172,6 +178,13 @@ impl Metrics {
         let expired = recorder.register_counter(&key("herenow_expired_total", vec![]), &META);
         let transitions =
             recorder.register_counter(&key("herenow_transitions_total", vec![]), &META);
+        let ws_messages = crate::ws::MESSAGE_TYPES
+            .iter()
+            .map(|t| {
+                let k = key("herenow_ws_messages_total", vec![Label::new("type", *t)]);
+                (*t, recorder.register_counter(&k, &META))
+            })
+            .collect();
         Self(Arc::new(Inner {
             recorder,
             handle,
@@ -180,6 +193,7 @@ impl Metrics {
             sweep,
             expired,
             transitions,
+            ws_messages,
             routes: RwLock::new(HashMap::new()),
         }))
     }
@@ -223,6 +237,37 @@ impl Metrics {
             .recorder
             .register_gauge(&key("herenow_sse_subscribers", vec![]), &META)
             .set(n as f64);
+    }
+
+    /// Sets the open-WebSockets gauge.
+    pub fn ws_connections(&self, n: usize) {
+        self.0
+            .recorder
+            .register_gauge(&key("herenow_ws_connections", vec![]), &META)
+            .set(n as f64);
+    }
+
+    /// Counts one client message of a type from [`crate::ws::MESSAGE_TYPES`].
+    pub fn ws_message(&self, kind: &'static str) {
+        if let Some(c) = self.0.ws_messages.get(kind) {
+            c.increment(1);
+        }
+    }
+
+    /// Counts one WebSocket error by its code (a fixed set: the protocol's
+    /// and the core's codes).
+    pub fn ws_error(&self, code: &'static str) {
+        let k = key("herenow_ws_errors_total", vec![Label::new("code", code)]);
+        self.0.recorder.register_counter(&k, &META).increment(1);
+    }
+
+    /// Counts one socket the server closed, by close code.
+    pub fn ws_close(&self, code: u16) {
+        let k = key(
+            "herenow_ws_closes_total",
+            vec![Label::new("code", code.to_string())],
+        );
+        self.0.recorder.register_counter(&k, &META).increment(1);
     }
 
     /// Sets the gauges and counters of a Redis store's write buffer.

@@ -38,6 +38,7 @@ use crate::{api, problem, sse};
         api::config::put_config,
         api::spaces::list,
         api::history::history,
+        api::tokens::mint,
         sse::events,
     ),
     components(schemas(problem::Problem)),
@@ -49,6 +50,7 @@ use crate::{api, problem, sse};
         (name = "friends", description = "Friend sets and online friends"),
         (name = "spaces", description = "Spaces, their policy and history"),
         (name = "events", description = "Server-Sent Events"),
+        (name = "tokens", description = "Tokens for the WebSocket protocol (/v1/ws, docs/PROTOCOL.md)"),
     )
 )]
 pub struct ApiDoc;

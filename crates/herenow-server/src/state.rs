@@ -13,6 +13,8 @@ use crate::auth::Keys;
 use crate::config::Config;
 use crate::history::History;
 use crate::metrics::{MAX_GAUGED_SPACES, Metrics};
+use crate::token::Tokens;
+use crate::ws::Hub;
 
 /// The state behind the router: the store, the keys, metrics, history and
 /// the shutdown signal. Cheap to clone (one `Arc`).
@@ -30,6 +32,8 @@ struct Inner {
     streams: Arc<Semaphore>,
     max_streams: usize,
     request_timeout: Duration,
+    tokens: Tokens,
+    ws: Hub,
 }
 
 impl AppState {
@@ -69,6 +73,11 @@ impl AppState {
             streams: Arc::new(Semaphore::new(max_streams)),
             max_streams,
             request_timeout: config.request_timeout,
+            tokens: match &config.token_secret {
+                Some(secret) => Tokens::new(secret),
+                None => Tokens::random(),
+            },
+            ws: Hub::new(config),
         }))
     }
 
@@ -106,6 +115,21 @@ impl AppState {
     /// tasks end on it.
     pub fn shutdown_token(&self) -> &CancellationToken {
         &self.0.shutdown
+    }
+
+    /// The WebSocket token signer and checker.
+    pub fn tokens(&self) -> &Tokens {
+        &self.0.tokens
+    }
+
+    /// The WebSocket connections: their bound, tracker and ids.
+    pub fn ws(&self) -> &Hub {
+        &self.0.ws
+    }
+
+    /// WebSocket connections open now.
+    pub fn open_websockets(&self) -> usize {
+        self.0.ws.open()
     }
 
     /// How long a non-streaming request may take.
@@ -153,6 +177,7 @@ impl AppState {
     pub async fn update_gauges(&self) {
         let m = &self.0.metrics;
         m.sse_subscribers(self.open_streams());
+        m.ws_connections(self.open_websockets());
         if let Some(redis) = &self.0.redis {
             m.redis(&redis.stats());
         }

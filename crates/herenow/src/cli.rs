@@ -25,6 +25,7 @@ use reqwest::Url;
   herenow online lobby --all
   herenow status lobby alice carol
   herenow friends set alice bob carol && herenow friends online lobby alice
+  herenow token alice --space room:1 --ttl 1h
 
 Client commands talk to --server (HERENOW_SERVER, default http://127.0.0.1:7700);
 --json prints the server's answer as is. Exit codes: 0 done, 1 failed, 2 bad usage."
@@ -60,6 +61,8 @@ pub enum ClientCommand {
     Status(StatusArgs),
     /// Manage a user's friends and see which of them are online.
     Friends(FriendsArgs),
+    /// Mint a token for the WebSocket protocol (/v1/ws); needs a write key.
+    Token(TokenArgs),
 }
 
 /// `herenow serve`.
@@ -138,10 +141,33 @@ pub struct ServeArgs {
     #[arg(long, env = "HERENOW_RETENTION", default_value = "15m", value_parser = positive_duration)]
     pub retention: Duration,
 
-    /// Most connections served at once; more wait.
-    #[arg(long, env = "HERENOW_MAX_CONNECTIONS", default_value_t = 10_000,
+    /// Most connections served at once, WebSockets included; more wait.
+    #[arg(long, env = "HERENOW_MAX_CONNECTIONS", default_value_t = 16_000,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
+
+    /// Most WebSocket connections open at once; one more is refused with
+    /// a 503 (default 12000). Each also counts against --max-connections.
+    #[arg(long, env = "HERENOW_WS_MAX_CONNECTIONS",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub ws_max_connections: Option<u32>,
+
+    /// A WebSocket connection that sends nothing for this long is dropped
+    /// from its spaces and closed; clients are asked to ping every third
+    /// of it (default 30s; 1s to 10m).
+    #[arg(long, env = "HERENOW_WS_TTL", value_parser = positive_duration)]
+    pub ws_ttl: Option<Duration>,
+
+    /// The secret that signs WebSocket tokens, at least 32 bytes. Servers
+    /// sharing a Redis store must share it; without it each server
+    /// process makes a random one.
+    #[arg(
+        long,
+        env = "HERENOW_TOKEN_SECRET",
+        value_name = "SECRET",
+        hide_env_values = true
+    )]
+    pub token_secret: Option<String>,
 
     /// Most Server-Sent Event streams open at once; one more is refused
     /// with a 503 (default 1024).
@@ -354,6 +380,37 @@ pub enum FriendsCommand {
     },
 }
 
+/// `herenow token`.
+#[derive(Debug, Args)]
+pub struct TokenArgs {
+    /// The member id the token is for.
+    pub user: String,
+    /// A space the token allows; repeat for more (up to 32), or `*` for
+    /// every space.
+    #[arg(long = "space", required = true, value_name = "SPACE")]
+    pub spaces: Vec<String>,
+    /// The member is a guest (an anonymous visitor), not a user.
+    #[arg(long)]
+    pub guest: bool,
+    /// How long the token is accepted: 1s to 24h.
+    #[arg(long, default_value = "1h", value_parser = token_ttl)]
+    pub ttl: Duration,
+    #[command(flatten)]
+    pub client: ClientOpts,
+}
+
+/// Parses `--ttl` of `herenow token`: whole seconds, 1s to 24h.
+pub fn token_ttl(s: &str) -> Result<Duration, String> {
+    let d = positive_duration(s)?;
+    if d.subsec_nanos() != 0 || d.as_secs() == 0 {
+        return Err("a token lives whole seconds, at least 1s".to_owned());
+    }
+    if d > Duration::from_secs(24 * 3600) {
+        return Err("a token lives at most 24h".to_owned());
+    }
+    Ok(d)
+}
+
 /// Parses a humantime duration (`90s`, `10m`, `1h30m`, `1500ms`) that is
 /// longer than zero. A bare number is refused, as the API refuses it: is
 /// `10` seconds or minutes?
@@ -517,6 +574,8 @@ mod tests {
             &["serve", "--listen", "nowhere"],
             &["serve", "--window", "10"],
             &["serve", "--max-connections", "0"],
+            &["serve", "--ws-max-connections", "0"],
+            &["serve", "--ws-ttl", "30"],
         ] {
             let err = parse(bad).unwrap_err();
             assert_eq!(
@@ -529,6 +588,27 @@ mod tests {
             parse(&["serve", "--log-format", "xml"]).unwrap_err().kind(),
             clap::error::ErrorKind::InvalidValue
         );
+    }
+
+    #[test]
+    fn token_takes_spaces_kind_and_ttl() {
+        let cli = parse(&[
+            "token", "ann", "--space", "room:1", "--space", "room:2", "--guest", "--ttl", "10m",
+        ])
+        .unwrap();
+        let Command::Client(ClientCommand::Token(t)) = cli.command else {
+            panic!("not token");
+        };
+        assert_eq!(t.user, "ann");
+        assert_eq!(t.spaces, ["room:1", "room:2"]);
+        assert!(t.guest);
+        assert_eq!(t.ttl, Duration::from_secs(600));
+        let cli = parse(&["token", "bo", "--space", "*"]).unwrap();
+        let Command::Client(ClientCommand::Token(t)) = cli.command else {
+            panic!("not token");
+        };
+        assert_eq!(t.ttl, Duration::from_secs(3600));
+        assert!(!t.guest);
     }
 
     #[test]
@@ -589,6 +669,18 @@ mod tests {
             ),
             (
                 &["count", "lobby", "--server", "localhost"],
+                clap::error::ErrorKind::ValueValidation,
+            ),
+            (
+                &["token", "ann"],
+                clap::error::ErrorKind::MissingRequiredArgument,
+            ),
+            (
+                &["token", "ann", "--space", "s", "--ttl", "25h"],
+                clap::error::ErrorKind::ValueValidation,
+            ),
+            (
+                &["token", "ann", "--space", "s", "--ttl", "1500ms"],
                 clap::error::ErrorKind::ValueValidation,
             ),
         ] {

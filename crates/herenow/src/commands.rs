@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 
 use crate::cli::{
     ClientCommand, ClientOpts, CountArgs, FriendsArgs, FriendsCommand, LeaveArgs, OnlineArgs,
-    SeenArgs, StatusArgs,
+    SeenArgs, StatusArgs, TokenArgs,
 };
 use crate::client::Api;
 use crate::output::{self, CountAnswer, HeartbeatAnswer, Members};
@@ -32,6 +32,7 @@ pub fn main(command: ClientCommand) -> Result<()> {
             ClientCommand::Count(a) => count(a).await,
             ClientCommand::Status(a) => status(a).await,
             ClientCommand::Friends(a) => friends(a).await,
+            ClientCommand::Token(a) => token(a).await,
         }
     })
 }
@@ -404,6 +405,40 @@ async fn friends(a: FriendsArgs) -> Result<()> {
     ))
 }
 
+#[derive(Serialize)]
+struct TokenRequest<'a> {
+    user: &'a str,
+    kind: &'static str,
+    spaces: &'a [String],
+    ttl_s: u64,
+}
+
+async fn token(a: TokenArgs) -> Result<()> {
+    #[derive(serde::Deserialize)]
+    struct Minted {
+        token: String,
+    }
+    let api = Api::new(&a.client)?;
+    let body = api
+        .send_json(
+            Method::POST,
+            api.url(&["v1", "tokens"]),
+            &TokenRequest {
+                user: &a.user,
+                kind: kind(a.guest),
+                spaces: &a.spaces,
+                ttl_s: a.ttl.as_secs(),
+            },
+        )
+        .await?;
+    if a.client.json {
+        return emit_json(&body);
+    }
+    // The token alone, so `$(herenow token …)` is the token.
+    let minted: Minted = parse(&body)?;
+    emit(&format!("{}\n", minted.token))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -471,6 +506,16 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&FriendList { friends: &ids }).unwrap(),
             r#"{"friends":["a","b"]}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&TokenRequest {
+                user: "ann",
+                kind: "guest",
+                spaces: &ids,
+                ttl_s: 60
+            })
+            .unwrap(),
+            r#"{"user":"ann","kind":"guest","spaces":["a","b"],"ttl_s":60}"#
         );
     }
 }

@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use anyhow::{Context as _, Result};
 use herenow_core::SpaceConfig;
-use herenow_server::Config;
+use herenow_server::{Config, ConfigError, TokenSecret};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::LevelFilter;
 
@@ -22,13 +22,22 @@ fn ms(d: std::time::Duration) -> u64 {
 }
 
 /// The server configuration the flags describe. Settings without a flag
-/// keep the server's defaults.
-// Every field has a flag today; the struct update is there so a setting the
-// server adds later starts at its default instead of breaking this build.
-#[allow(clippy::needless_update)]
-pub fn config(args: &ServeArgs) -> Config {
+/// keep the server's defaults. Fails only for a token secret too short to
+/// sign with (checked here, not by clap, so the secret is never echoed in
+/// an error).
+pub fn config(args: &ServeArgs) -> Result<Config, ConfigError> {
     let defaults = Config::default();
-    Config {
+    let token_secret = args
+        .token_secret
+        .as_deref()
+        .map(|s| TokenSecret::new(s.as_bytes().to_vec()))
+        .transpose()?;
+    // A TTL given alone brings its ping interval: a third of it.
+    let (ws_ttl, ws_ping) = match args.ws_ttl {
+        Some(ttl) => (ttl, ttl / 3),
+        None => (defaults.ws_ttl, defaults.ws_ping),
+    };
+    Ok(Config {
         store: args.store.clone(),
         data_dir: args.data_dir.clone(),
         snapshot_interval: args.snapshot_interval,
@@ -41,6 +50,12 @@ pub fn config(args: &ServeArgs) -> Config {
             retention_ms: ms(args.retention),
         },
         max_connections: args.max_connections as usize,
+        max_ws_connections: args
+            .ws_max_connections
+            .map_or(defaults.max_ws_connections, |n| n as usize),
+        ws_ttl,
+        ws_ping,
+        token_secret,
         max_event_streams: args
             .max_event_streams
             .map_or(defaults.max_event_streams, |n| n as usize),
@@ -48,8 +63,7 @@ pub fn config(args: &ServeArgs) -> Config {
         redis_layout: args.redis_layout,
         redis_key: args.redis_key.clone(),
         redis_guest_key: args.redis_guest_key.clone(),
-        ..defaults
-    }
+    })
 }
 
 /// Where a browser finds the page: an unspecified address (0.0.0.0, ::)
@@ -84,7 +98,7 @@ fn init_logging(format: LogFormat) -> Result<()> {
 
 /// Runs `herenow serve` until SIGINT or SIGTERM.
 pub fn main(args: ServeArgs) -> Result<()> {
-    let config = config(&args);
+    let config = config(&args)?;
     // Refuse a configuration that cannot be served (an open address without
     // keys, thresholds out of order) before touching the network.
     config.check(args.listen)?;
@@ -175,6 +189,12 @@ mod tests {
     #[test]
     fn flags_become_the_config() {
         let c = config(&serve_args(&[
+            "--ws-ttl",
+            "15s",
+            "--ws-max-connections",
+            "9",
+            "--token-secret",
+            "0123456789abcdef0123456789abcdef",
             "--online-after",
             "30s",
             "--away-after",
@@ -192,7 +212,8 @@ mod tests {
             "7",
             "--request-timeout",
             "3s",
-        ]));
+        ]))
+        .unwrap();
         assert_eq!(
             c.space_defaults,
             SpaceConfig {
@@ -210,33 +231,54 @@ mod tests {
         assert_eq!(c.max_connections, 50);
         assert_eq!(c.max_event_streams, 7);
         assert_eq!(c.request_timeout, std::time::Duration::from_secs(3));
+        assert_eq!(c.ws_ttl, std::time::Duration::from_secs(15));
+        assert_eq!(c.ws_ping, std::time::Duration::from_secs(5));
+        assert_eq!(c.max_ws_connections, 9);
+        assert_eq!(
+            c.token_secret.as_ref().map(|s| s.as_bytes().len()),
+            Some(32)
+        );
         assert!(c.check("127.0.0.1:7700".parse().unwrap()).is_ok());
     }
 
     #[test]
     fn the_defaults_are_the_core_defaults() {
-        let c = config(&serve_args(&[]));
+        let c = config(&serve_args(&[])).unwrap();
         assert_eq!(c.space_defaults, SpaceConfig::default());
         assert_eq!(c.max_connections, Config::default().max_connections);
         assert_eq!(c.snapshot_interval, Config::default().snapshot_interval);
         assert_eq!(c.max_event_streams, Config::default().max_event_streams);
         assert_eq!(c.request_timeout, Config::default().request_timeout);
+        assert_eq!(c.max_ws_connections, Config::default().max_ws_connections);
+        assert_eq!(c.ws_ttl, Config::default().ws_ttl);
+        assert_eq!(c.ws_ping, Config::default().ws_ping);
+        assert!(c.token_secret.is_none());
+    }
+
+    #[test]
+    fn a_short_token_secret_is_refused_without_echoing_it() {
+        let err = config(&serve_args(&["--token-secret", "hunter2"])).unwrap_err();
+        assert!(matches!(err, ConfigError::TokenSecretTooShort(7)));
+        assert!(!err.to_string().contains("hunter2"));
     }
 
     #[test]
     fn open_addresses_need_a_key_and_thresholds_must_be_ordered() {
         let open: SocketAddr = "0.0.0.0:7700".parse().unwrap();
         assert!(matches!(
-            config(&serve_args(&[])).check(open),
+            config(&serve_args(&[])).unwrap().check(open),
             Err(herenow_server::ConfigError::OpenOnNetwork(_))
         ));
         assert!(
             config(&serve_args(&["--api-key", "0123456789:write"]))
+                .unwrap()
                 .check(open)
                 .is_ok()
         );
         assert!(matches!(
-            config(&serve_args(&["--online-after", "10m"])).check("127.0.0.1:1".parse().unwrap()),
+            config(&serve_args(&["--online-after", "10m"]))
+                .unwrap()
+                .check("127.0.0.1:1".parse().unwrap()),
             Err(herenow_server::ConfigError::SpaceDefaults(_))
         ));
     }

@@ -13,6 +13,7 @@ pub mod leave;
 pub mod members;
 pub mod online;
 pub mod spaces;
+pub mod tokens;
 
 use std::borrow::Cow;
 
@@ -56,6 +57,7 @@ pub fn router() -> Router<AppState> {
         )
         .route("/v1/friends/{user}/add", post(friends::add))
         .route("/v1/friends/{user}/remove", post(friends::remove))
+        .route("/v1/tokens", post(tokens::mint))
 }
 
 /// Users or guests, on the wire.

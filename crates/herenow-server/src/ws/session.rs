@@ -1,0 +1,834 @@
+//! One WebSocket connection: a task that reads client messages, applies
+//! them, forwards its subscriptions' events, and writes through a bounded
+//! send queue.
+//!
+//! The task runs two futures side by side: the *session* (everything but
+//! writing) and the *writer* (the socket's sending half, fed by a queue of
+//! [`SEND_QUEUE`] messages). Nothing the session does waits on a slow
+//! client, so a client that stops reading costs at most the queue, and the
+//! session still notices timeouts and shutdown.
+//!
+//! The drop policy for a client that does not read fast enough:
+//!
+//! - a subscription message (an event or a snapshot page) that does not
+//!   fit makes that subscription *lagging*: a `lagged` notice is queued at
+//!   once (in slots kept free for notices), and the subscription's further
+//!   messages are dropped;
+//! - once the queue is half empty again, the subscription restarts with a
+//!   fresh snapshot;
+//! - if another queue's worth of messages is dropped before that, or a
+//!   reply (`ok`, `pong`, `error`) does not fit, the socket is closed with
+//!   `4009`.
+//!
+//! After the session ends, the writer has [`CLOSE_GRACE`] to send what is
+//! queued and the close frame; a client that reads nothing meanwhile is
+//! simply dropped.
+//!
+//! However the session ends (the client closes or vanishes, a timeout,
+//! abuse, shutdown), it detaches the connection from every space it joined
+//! before the socket is closed.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use futures::stream::{SplitSink, SplitStream};
+use futures::{FutureExt, SinkExt, Stream, StreamExt};
+use herenow_core::{
+    Attach, AttachReport, ConnId, DetachReport, Event, EventReceiver, MemberStatus, Metadata,
+    RecvError, SpaceName,
+};
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
+use tokio::time::{Instant, sleep_until, timeout};
+use tokio_stream::StreamMap;
+
+use super::guard::{ErrorWindow, RateLimit};
+use super::{
+    ClientMessage, ConnMeta, DEFAULT_PAGE_SIZE, ERROR_WINDOW, Envelope, HELLO_TIMEOUT, MAX_ERRORS,
+    MAX_SUBSCRIBED, RATE_BURST, RATE_PER_SECOND, Ref, RefOnly, SEND_QUEUE, ServerMessage,
+    SnapshotMember, WsError, close,
+};
+use crate::api::MemberDto;
+use crate::state::AppState;
+use crate::token::Grant;
+
+/// How long what is queued and the close frame may take to go out once the
+/// session has ended, before the socket is simply dropped.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// Queue slots kept for `lagged` notices and the close frame, beyond the
+/// [`SEND_QUEUE`] messages: a notice is queued when nothing else fits.
+const RESERVE: usize = 2 * MAX_SUBSCRIBED;
+
+/// Free slots the queue must have before a lagging subscription restarts:
+/// half of it, so the fresh snapshot has room.
+const LAG_ROOM: usize = SEND_QUEUE / 2 + RESERVE;
+
+/// The longest close reason the protocol allows, in bytes.
+const MAX_CLOSE_REASON: usize = 123;
+
+/// The timing a connection is told and held to.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Settings {
+    /// Silence after which the connection is dropped.
+    pub ttl: Duration,
+    /// How often the client is asked to ping.
+    pub ping: Duration,
+}
+
+/// What the writer sends.
+#[derive(Debug)]
+enum Outbound {
+    Text(String),
+    Close(u16, String),
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<Arc<Event>, RecvError>> + Send + Sync>>;
+
+/// Runs one connection to its end, then frees its slot.
+pub(super) async fn run(
+    socket: WebSocket,
+    state: AppState,
+    conn: ConnId,
+    settings: Settings,
+    url_token: Option<String>,
+    permit: OwnedSemaphorePermit,
+) {
+    let metrics = state.metrics().clone();
+    metrics.ws_connections(state.ws().open());
+    let (sink, stream) = socket.split();
+    let (tx, rx) = mpsc::channel(SEND_QUEUE + RESERVE);
+    let (urgent_tx, urgent_rx) = oneshot::channel();
+    let (ended_tx, ended_rx) = oneshot::channel::<()>();
+    let session = Session::new(state.clone(), conn, settings, tx, urgent_tx);
+    let session = async move {
+        session.run(stream, url_token).await;
+        // Dropped with the session: the writer's grace starts.
+        drop(ended_tx);
+    };
+    tokio::join!(session, write(sink, rx, urgent_rx, ended_rx));
+    drop(permit);
+    metrics.ws_connections(state.ws().open());
+}
+
+/// The writer: sends what the session queues, in order, until a close; an
+/// urgent close (nothing more fits in the queue) goes ahead of the queue.
+/// Once the session has ended, it has [`CLOSE_GRACE`] to finish.
+async fn write(
+    mut sink: SplitSink<WebSocket, Message>,
+    mut rx: mpsc::Receiver<Outbound>,
+    urgent: oneshot::Receiver<(u16, String)>,
+    ended: oneshot::Receiver<()>,
+) {
+    // Fused: once the session drops its sender, polling again must wait
+    // forever, not panic.
+    let mut urgent = urgent.fuse();
+    let writing = async {
+        loop {
+            let next = tokio::select! {
+                biased;
+                Ok((code, reason)) = &mut urgent => Outbound::Close(code, reason),
+                next = rx.recv() => match next {
+                    Some(next) => next,
+                    None => {
+                        // The session ended without a close of its own:
+                        // the client closed (finish its handshake) or
+                        // vanished.
+                        let _ = sink.close().await;
+                        return;
+                    }
+                },
+            };
+            match next {
+                Outbound::Text(text) => {
+                    let sent = tokio::select! {
+                        biased;
+                        Ok((code, reason)) = &mut urgent => {
+                            // A frame cut short stays whole in the
+                            // socket's buffer; the close goes after it.
+                            close_with(&mut sink, code, reason).await;
+                            return;
+                        }
+                        sent = sink.send(Message::Text(text.into())) => sent,
+                    };
+                    if sent.is_err() {
+                        return;
+                    }
+                }
+                Outbound::Close(code, reason) => {
+                    close_with(&mut sink, code, reason).await;
+                    return;
+                }
+            }
+        }
+    };
+    tokio::select! {
+        () = writing => {}
+        () = async {
+            let _ = ended.await;
+            tokio::time::sleep(CLOSE_GRACE).await;
+        } => {}
+    }
+}
+
+async fn close_with(sink: &mut SplitSink<WebSocket, Message>, code: u16, mut reason: String) {
+    if reason.len() > MAX_CLOSE_REASON {
+        let mut end = MAX_CLOSE_REASON;
+        while !reason.is_char_boundary(end) {
+            end -= 1;
+        }
+        reason.truncate(end);
+    }
+    let frame = CloseFrame {
+        code,
+        reason: reason.into(),
+    };
+    let _ = sink.send(Message::Close(Some(frame))).await;
+}
+
+/// The state of one connection, as the message handlers in `msg` see it.
+pub(crate) struct Session {
+    state: AppState,
+    settings: Settings,
+    /// This connection's id.
+    pub(crate) conn: ConnId,
+    /// What the token allows; `None` until `hello`.
+    pub(crate) grant: Option<Grant>,
+    /// Joined spaces and this connection's metadata in each.
+    pub(crate) joined: BTreeMap<SpaceName, Option<Metadata>>,
+    /// Whether this connection hides its member.
+    pub(crate) invisible: bool,
+    subs: StreamMap<SpaceName, EventStream>,
+    page_sizes: HashMap<SpaceName, usize>,
+    /// Lagging subscriptions: told, waiting for room to start over.
+    lagging: HashSet<SpaceName>,
+    /// Messages dropped since the connection started lagging.
+    dropped: u64,
+    out: mpsc::Sender<Outbound>,
+    urgent: Option<oneshot::Sender<(u16, String)>>,
+    /// The close decided, sent once the session has detached.
+    closing: Option<(u16, String)>,
+    /// The writer is gone: the socket failed.
+    gone: bool,
+    started: Instant,
+    last_message: Instant,
+    last_refresh: Option<Instant>,
+    rate: RateLimit,
+    errors: ErrorWindow,
+}
+
+impl Session {
+    fn new(
+        state: AppState,
+        conn: ConnId,
+        settings: Settings,
+        out: mpsc::Sender<Outbound>,
+        urgent: oneshot::Sender<(u16, String)>,
+    ) -> Self {
+        let now = Instant::now();
+        Self {
+            state,
+            settings,
+            conn,
+            grant: None,
+            joined: BTreeMap::new(),
+            invisible: false,
+            subs: StreamMap::new(),
+            page_sizes: HashMap::new(),
+            lagging: HashSet::new(),
+            dropped: 0,
+            out,
+            urgent: Some(urgent),
+            closing: None,
+            gone: false,
+            started: now,
+            last_message: now,
+            last_refresh: None,
+            rate: RateLimit::new(RATE_BURST, RATE_PER_SECOND, now),
+            errors: ErrorWindow::new(MAX_ERRORS, ERROR_WINDOW),
+        }
+    }
+
+    async fn run(mut self, mut stream: SplitStream<WebSocket>, url_token: Option<String>) {
+        if let Some(token) = url_token
+            && let Err(e) = self.hello(&token, None)
+        {
+            self.fail(None, e);
+        }
+        let shutdown = self.state.shutdown_token().clone();
+        // A second handle on the queue for waiting for room: a wait on
+        // `self.out` would borrow the session in every branch.
+        let room_tx = self.out.clone();
+        let hello_deadline = self.started + HELLO_TIMEOUT.min(self.settings.ttl);
+        while self.closing.is_none() && !self.gone {
+            let idle_deadline = self.last_message + self.settings.ttl;
+            let waiting_for_hello = self.grant.is_none();
+            let lagging = !self.lagging.is_empty();
+            let has_subs = !self.subs.is_empty();
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => {
+                    self.close(close::GOING_AWAY, "the server is shutting down");
+                }
+                () = sleep_until(hello_deadline), if waiting_for_hello => {
+                    self.close(close::NO_HELLO, "no hello in time");
+                }
+                () = sleep_until(idle_deadline) => {
+                    self.close(close::IDLE, "no message within the TTL");
+                }
+                room = room_tx.reserve_many(LAG_ROOM), if lagging => {
+                    let Ok(room) = room else { break };
+                    drop(room);
+                    // Room again: the notices went out when the lag began;
+                    // now the fresh snapshots.
+                    let lagging = std::mem::take(&mut self.lagging);
+                    self.dropped = 0;
+                    for space in lagging {
+                        self.restart(space).await;
+                    }
+                }
+                frame = stream.next() => match frame {
+                    Some(Ok(Message::Text(text))) => {
+                        self.last_message = Instant::now();
+                        self.on_text(text.as_str()).await;
+                    }
+                    Some(Ok(Message::Binary(_))) => {
+                        self.last_message = Instant::now();
+                        if self.rate.allow(Instant::now()) {
+                            self.fail(None, WsError::bad_message(
+                                "binary frames are not accepted; send JSON in text frames",
+                            ));
+                        } else {
+                            self.fail(None, rate_limited());
+                        }
+                    }
+                    // Protocol pings are answered by the WebSocket layer;
+                    // they are not presence.
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                    Some(Ok(Message::Close(_))) | None => break,
+                    Some(Err(e)) => {
+                        if is_too_big(e) {
+                            self.close(close::TOO_BIG, "a message over 64 KiB");
+                        }
+                        break;
+                    }
+                },
+                Some((space, item)) = self.subs.next(), if has_subs => {
+                    self.on_event(space, item).await;
+                }
+            }
+        }
+        self.detach_all().await;
+        if let Some((code, reason)) = self.closing.take() {
+            self.state.metrics().ws_close(code);
+            self.send_close(code, reason);
+        }
+    }
+
+    /// One text frame: rate limit, parse, dispatch, answer.
+    async fn on_text(&mut self, text: &str) {
+        if !self.rate.allow(Instant::now()) {
+            self.fail(ref_of(text), rate_limited());
+            return;
+        }
+        if !text.trim_start().starts_with('{') {
+            self.fail(
+                None,
+                WsError::new("bad-json", "a message must be one JSON object"),
+            );
+            return;
+        }
+        let envelope = match serde_json::from_str::<Envelope<'_>>(text) {
+            Ok(e) => e,
+            Err(e) => {
+                let code = match e.classify() {
+                    serde_json::error::Category::Data => "bad-message",
+                    _ => "bad-json",
+                };
+                self.fail(ref_of(text), WsError::new(code, e.to_string()));
+                return;
+            }
+        };
+        let Envelope { reference, message } = envelope;
+        self.state.metrics().ws_message(message.kind());
+        if self.grant.is_none() && !matches!(message, ClientMessage::Hello(_)) {
+            self.fail(
+                reference,
+                WsError::new("hello-first", "send hello with a token first"),
+            );
+            return;
+        }
+        let is_ping = matches!(message, ClientMessage::Ping(_));
+        let r = reference.clone();
+        let done = match message {
+            ClientMessage::Hello(m) => m.apply(self, r).await,
+            ClientMessage::Join(m) => m.apply(self, r).await,
+            ClientMessage::Leave(m) => m.apply(self, r).await,
+            ClientMessage::Update(m) => m.apply(self, r).await,
+            ClientMessage::Ping(m) => m.apply(self, r).await,
+            ClientMessage::Subscribe(m) => m.apply(self, r).await,
+            ClientMessage::Unsubscribe(m) => m.apply(self, r).await,
+            ClientMessage::Invisible(m) => m.apply(self, r).await,
+        };
+        if let Err(e) = done {
+            self.fail(reference, e);
+        }
+        // Any message keeps the socket open, so it keeps presence alive
+        // too: otherwise the store could expire a connection whose socket
+        // is busy with everything but pings.
+        if !is_ping {
+            self.refresh(self.settings.ping).await;
+        }
+    }
+
+    /// One item of a subscription.
+    async fn on_event(&mut self, space: SpaceName, item: Result<Arc<Event>, RecvError>) {
+        match item {
+            Ok(event) => {
+                let msg = ServerMessage::Event {
+                    space: &space,
+                    event: &event,
+                };
+                self.push(&space, &msg);
+            }
+            // The store's queue overflowed: this subscriber missed events.
+            Err(RecvError::Lagged(missed)) => {
+                if self.lagging.contains(&space) {
+                    // Already told; the fresh snapshot covers these too.
+                    return;
+                }
+                self.lag(&space, missed);
+                if self.has_room() {
+                    self.lagging.remove(&space);
+                    self.restart(space).await;
+                } else {
+                    self.count_drop();
+                }
+            }
+            // The stream ends (the store is going away); StreamMap drops it.
+            Err(RecvError::Closed) => {}
+        }
+    }
+
+    // ----- for the message handlers -------------------------------------
+
+    /// The grant; handlers run only after `hello`.
+    pub(crate) fn grant(&self) -> Result<&Grant, WsError> {
+        self.grant
+            .as_ref()
+            .ok_or_else(|| WsError::new("hello-first", "send hello with a token first"))
+    }
+
+    /// The store's clock.
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.state.store().now_ms()
+    }
+
+    /// Checks `hello`'s token and welcomes the client.
+    pub(crate) fn hello(&mut self, token: &str, reference: Option<Ref>) -> Result<(), WsError> {
+        if self.grant.is_some() {
+            return Err(WsError::new(
+                "already-hello",
+                "this connection already said hello",
+            ));
+        }
+        let grant = self.state.tokens().verify(token).map_err(|e| {
+            let code = if e.close_code() == close::TOKEN_EXPIRED {
+                "token-expired"
+            } else {
+                "bad-token"
+            };
+            WsError::closing(e.close_code(), code, e.to_string())
+        })?;
+        let welcome = ServerMessage::Welcome {
+            reference,
+            conn: &self.conn,
+            member: &grant.member,
+            spaces: grant.spaces.names(),
+            ping_ms: millis(self.settings.ping),
+            ttl_ms: millis(self.settings.ttl),
+            server_time_ms: self.now_ms(),
+        };
+        let text = json(&welcome);
+        self.grant = Some(grant);
+        if let Some(text) = text {
+            self.reply_text(text);
+        }
+        Ok(())
+    }
+
+    /// Checks a space name and that the token allows it.
+    pub(crate) fn allowed_space(&self, name: &str) -> Result<SpaceName, WsError> {
+        let space = SpaceName::new(name)?;
+        if !self.grant()?.spaces.allows(&space) {
+            return Err(WsError::new(
+                "space-not-allowed",
+                format!("the token does not allow the space {space}"),
+            ));
+        }
+        Ok(space)
+    }
+
+    /// Opens, pings or changes this connection in `space`.
+    pub(crate) async fn attach(
+        &self,
+        space: &SpaceName,
+        meta: Option<Metadata>,
+    ) -> Result<AttachReport, WsError> {
+        let attach = Attach {
+            member: self.grant()?.member.clone(),
+            conn: self.conn.clone(),
+            meta,
+            invisible: self.invisible,
+            ttl_ms: millis(self.settings.ttl),
+        };
+        self.store_call(self.state.store().attach(space, &attach))
+            .await
+    }
+
+    /// Closes this connection in `space`.
+    pub(crate) async fn detach(&self, space: &SpaceName) -> Result<DetachReport, WsError> {
+        let member = &self.grant()?.member;
+        self.store_call(self.state.store().detach(space, member, &self.conn))
+            .await
+    }
+
+    /// Re-attaches every joined space (with the current metadata and
+    /// visibility), unless the last time was less than `min_gap` ago.
+    pub(crate) async fn refresh(&mut self, min_gap: Duration) {
+        let now = Instant::now();
+        if self.joined.is_empty()
+            || self
+                .last_refresh
+                .is_some_and(|t| now.saturating_duration_since(t) < min_gap)
+        {
+            return;
+        }
+        self.last_refresh = Some(now);
+        for (space, meta) in &self.joined {
+            if let Err(e) = self.attach(space, meta.clone()).await {
+                tracing::debug!(%space, code = e.code, "refreshing a connection failed");
+            }
+        }
+    }
+
+    /// Marks every joined space as just written (after an attach of all).
+    pub(crate) fn refreshed(&mut self) {
+        self.last_refresh = Some(Instant::now());
+    }
+
+    /// Subscribes (or subscribes again) to `space`: a snapshot in pages,
+    /// the last carrying `reference`, then its events.
+    pub(crate) async fn subscribe(
+        &mut self,
+        space: SpaceName,
+        page_size: usize,
+        reference: Option<Ref>,
+    ) -> Result<(), WsError> {
+        if !self.page_sizes.contains_key(&space) && self.page_sizes.len() >= MAX_SUBSCRIBED {
+            return Err(WsError::new(
+                "too-many-spaces",
+                format!("a connection may subscribe to at most {MAX_SUBSCRIBED} spaces"),
+            ));
+        }
+        let sub = self
+            .store_call(self.state.store().subscribe(&space))
+            .await?;
+        // A fresh snapshot supersedes any lag of the old subscription.
+        self.lagging.remove(&space);
+        self.subs.insert(space.clone(), events(sub.events));
+        self.page_sizes.insert(space.clone(), page_size);
+        let sent = self
+            .send_snapshot(
+                &space,
+                sub.snapshot,
+                sub.snapshot_omitted,
+                page_size,
+                reference,
+            )
+            .await;
+        if sent.is_err() {
+            self.unsubscribe(&space);
+        }
+        sent
+    }
+
+    /// Ends a subscription; false if there was none.
+    pub(crate) fn unsubscribe(&mut self, space: &SpaceName) -> bool {
+        self.lagging.remove(space);
+        self.subs.remove(space);
+        self.page_sizes.remove(space).is_some()
+    }
+
+    /// Answers `ok`.
+    pub(crate) fn ok(&mut self, reference: Option<Ref>) {
+        self.reply(&ServerMessage::Ok { reference });
+    }
+
+    /// Queues a reply; a client too slow to take it is closed with `4009`.
+    pub(crate) fn reply(&mut self, msg: &ServerMessage<'_>) {
+        if let Some(text) = json(msg) {
+            self.reply_text(text);
+        }
+    }
+
+    // ----- internals ------------------------------------------------------
+
+    /// Whether the queue takes another message (beyond the reserve).
+    fn has_room(&self) -> bool {
+        self.out.capacity() > RESERVE
+    }
+
+    /// Queues a message unless only the reserve is left.
+    fn queue(&mut self, text: String) -> Result<(), TrySendError<Outbound>> {
+        if !self.has_room() {
+            return Err(TrySendError::Full(Outbound::Text(text)));
+        }
+        self.out.try_send(Outbound::Text(text))
+    }
+
+    /// Marks `space` lagging and queues its notice, in the reserve if need
+    /// be. A notice that does not fit even there is skipped: the fresh
+    /// snapshot still follows.
+    fn lag(&mut self, space: &SpaceName, missed: u64) {
+        self.lagging.insert(space.clone());
+        let notice = ServerMessage::Lagged { space, missed };
+        if let Some(text) = json(&notice)
+            && let Err(TrySendError::Closed(_)) = self.out.try_send(Outbound::Text(text))
+        {
+            self.gone = true;
+        }
+    }
+
+    fn reply_text(&mut self, text: String) {
+        match self.queue(text) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                self.close(close::TOO_SLOW, "too slow: the send queue is full");
+            }
+            Err(TrySendError::Closed(_)) => self.gone = true,
+        }
+    }
+
+    /// Queues a message of `space`'s subscription; false when it was
+    /// dropped (the subscription is lagging).
+    fn push(&mut self, space: &SpaceName, msg: &ServerMessage<'_>) -> bool {
+        if self.lagging.contains(space) {
+            self.count_drop();
+            return false;
+        }
+        let Some(text) = json(msg) else { return false };
+        match self.queue(text) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => {
+                self.lag(space, 1);
+                self.count_drop();
+                false
+            }
+            Err(TrySendError::Closed(_)) => {
+                self.gone = true;
+                false
+            }
+        }
+    }
+
+    fn count_drop(&mut self) {
+        self.dropped += 1;
+        if self.dropped > SEND_QUEUE as u64 {
+            self.close(
+                close::TOO_SLOW,
+                "too slow: the send queue stayed full after a lagged notice",
+            );
+        }
+    }
+
+    /// Sends `snapshot` as pages of `page_size` members, each with its
+    /// visible connections.
+    async fn send_snapshot(
+        &mut self,
+        space: &SpaceName,
+        snapshot: Vec<MemberStatus>,
+        omitted: u64,
+        page_size: usize,
+        reference: Option<Ref>,
+    ) -> Result<(), WsError> {
+        let pages = snapshot.len().div_ceil(page_size).max(1);
+        let mut rest = snapshot.into_iter();
+        let mut reference = reference;
+        for page in 0..pages {
+            let chunk: Vec<MemberStatus> = rest.by_ref().take(page_size).collect();
+            let conns = if chunk.is_empty() {
+                Vec::new()
+            } else {
+                let keys: Vec<_> = chunk.iter().map(|m| m.member.clone()).collect();
+                self.store_call(self.state.store().connections(space, &keys))
+                    .await?
+            };
+            let mut conns = conns.into_iter();
+            let members = chunk
+                .into_iter()
+                .map(|m| SnapshotMember {
+                    member: MemberDto::from(m),
+                    // Invisible connections are never shown to anyone.
+                    metas: conns
+                        .next()
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter(|c| !c.invisible)
+                        .map(|c| ConnMeta {
+                            conn: c.conn,
+                            meta: c.meta,
+                        })
+                        .collect(),
+                })
+                .collect();
+            let last = page + 1 == pages;
+            let msg = ServerMessage::Snapshot {
+                reference: if last { reference.take() } else { None },
+                space,
+                members,
+                last,
+                omitted: last.then_some(omitted),
+            };
+            if !self.push(space, &msg) {
+                // Lagging: the rest would be dropped too; a fresh snapshot
+                // follows the `lagged` notice.
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts a subscription over after lag.
+    async fn restart(&mut self, space: SpaceName) {
+        let page_size = self
+            .page_sizes
+            .get(&space)
+            .copied()
+            .unwrap_or(DEFAULT_PAGE_SIZE);
+        if let Err(e) = self.subscribe(space.clone(), page_size, None).await {
+            self.unsubscribe(&space);
+            self.fail(
+                None,
+                WsError::new(
+                    e.code,
+                    format!("the subscription to {space} ended: {}", e.message),
+                ),
+            );
+        }
+    }
+
+    /// Answers an error, or closes for a bad token; too many of the
+    /// client's own errors close the socket with `4008`.
+    fn fail(&mut self, reference: Option<Ref>, e: WsError) {
+        self.state.metrics().ws_error(e.code);
+        if let Some(code) = e.close {
+            self.close(code, e.message);
+            return;
+        }
+        self.reply(&ServerMessage::Error {
+            reference,
+            code: e.code,
+            message: &e.message,
+        });
+        if e.is_clients_fault() && self.errors.record(Instant::now()) {
+            self.close(
+                close::ABUSE,
+                format!("too many errors: {MAX_ERRORS} within {ERROR_WINDOW:?}"),
+            );
+        }
+    }
+
+    fn close(&mut self, code: u16, reason: impl Into<String>) {
+        if self.closing.is_none() {
+            self.closing = Some((code, reason.into()));
+        }
+    }
+
+    /// Queues the close behind what is queued (so the client reads the
+    /// replies and notices before it), in the reserve if need be, or ahead
+    /// of the queue when even that is full.
+    fn send_close(&mut self, code: u16, reason: String) {
+        let queued = self.out.try_send(Outbound::Close(code, reason));
+        if let Err(TrySendError::Full(Outbound::Close(code, reason))) = queued
+            && let Some(urgent) = self.urgent.take()
+        {
+            let _ = urgent.send((code, reason));
+        }
+    }
+
+    /// Leaves every joined space; the connection is going away.
+    async fn detach_all(&mut self) {
+        let joined = std::mem::take(&mut self.joined);
+        for space in joined.into_keys() {
+            if let Err(e) = self.detach(&space).await {
+                tracing::warn!(%space, code = e.code, "detaching a closed connection failed; it expires by its TTL");
+            }
+        }
+    }
+
+    /// A store call, bounded by the request timeout.
+    async fn store_call<T>(
+        &self,
+        call: impl Future<Output = herenow_core::Result<T>>,
+    ) -> Result<T, WsError> {
+        match timeout(self.state.request_timeout(), call).await {
+            Ok(r) => r.map_err(WsError::from),
+            Err(_) => Err(WsError::new(
+                "timeout",
+                "the store took longer than the server's request timeout",
+            )),
+        }
+    }
+}
+
+fn rate_limited() -> WsError {
+    WsError::new(
+        "rate-limited",
+        format!(
+            "more than {RATE_BURST} messages in a burst ({RATE_PER_SECOND} per second sustained)"
+        ),
+    )
+}
+
+/// The `ref` of a message that was not (or could not be) processed.
+fn ref_of(text: &str) -> Option<Ref> {
+    serde_json::from_str::<RefOnly>(text)
+        .ok()
+        .and_then(|r| r.reference)
+}
+
+fn json(msg: &ServerMessage<'_>) -> Option<String> {
+    match serde_json::to_string(msg) {
+        Ok(text) => Some(text),
+        Err(e) => {
+            tracing::error!(error = %e, "a WebSocket message could not be serialized");
+            None
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A subscription's events as a stream that ends when the store closes.
+fn events(rx: EventReceiver) -> EventStream {
+    Box::pin(futures::stream::unfold(rx, |mut rx| async move {
+        match rx.recv().await {
+            Err(RecvError::Closed) => None,
+            item => Some((item, rx)),
+        }
+    }))
+}
+
+/// Whether a read failed because the client sent a frame or message over
+/// the limit.
+fn is_too_big(e: axum::Error) -> bool {
+    e.into_inner()
+        .downcast_ref::<tungstenite::Error>()
+        .is_some_and(|e| matches!(e, tungstenite::Error::Capacity(_)))
+}

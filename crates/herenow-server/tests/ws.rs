@@ -1,0 +1,817 @@
+//! The WebSocket protocol (docs/PROTOCOL.md) against a real listener:
+//! every message, many users and devices, invisible mode, every bad
+//! message, the bounds (spaces, rate, abuse, frame size, slow readers,
+//! connections), timeouts, ghost expiry by the store's clock, and
+//! shutdown.
+//!
+//! Time: the store runs on a `ManualClock` the tests move; the socket
+//! timeouts are real (a 2 s TTL where a test waits for one). Nothing
+//! sleeps to wait for state: tests wait for messages, with a deadline.
+
+mod ws_support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use futures::SinkExt;
+use herenow_core::{EventKind, Heartbeat, LeaveReason, Metadata, PresenceStore, SpaceName, Status};
+use herenow_server::Config;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use ws_support::{PATIENCE, Read, Server, T0, user_key};
+
+fn space(name: &str) -> SpaceName {
+    SpaceName::new(name).unwrap()
+}
+
+fn conn_of(welcome: &Value) -> String {
+    welcome["conn"].as_str().unwrap().to_owned()
+}
+
+/// The next store event, within the deadline.
+async fn next_store_event(
+    sub: &mut herenow_core::Subscription,
+) -> std::sync::Arc<herenow_core::Event> {
+    tokio::time::timeout(PATIENCE, sub.events.recv())
+        .await
+        .expect("no event")
+        .unwrap()
+}
+
+#[tokio::test]
+async fn hello_welcomes_and_ping_pongs() {
+    let s = Server::start().await;
+    let (mut c, w) = s.hello("ann", &["room:1", "room:2"]).await;
+    assert!(w["conn"].as_str().is_some_and(|c| !c.is_empty()), "{w}");
+    assert_eq!(w["member"], json!({"kind": "user", "id": "ann"}));
+    assert_eq!(w["spaces"], json!(["room:1", "room:2"]));
+    assert_eq!(w["ping_ms"], 10_000);
+    assert_eq!(w["ttl_ms"], 30_000);
+    assert_eq!(w["server_time_ms"], T0);
+
+    let pong = c.request(json!({"type": "ping"})).await;
+    assert_eq!(pong["type"], "pong");
+    assert_eq!(pong["server_time_ms"], T0);
+    // String refs are echoed as they came.
+    c.send(json!({"type": "ping", "ref": "p-1"})).await;
+    assert_eq!(c.recv().await["ref"], "p-1");
+
+    assert_eq!(
+        c.error(json!({"type": "hello", "token": s.token("ann", &["*"])}))
+            .await,
+        "already-hello"
+    );
+
+    // The token may come in the URL instead: welcome at once, no hello.
+    let token = s.token("bo", &["*"]);
+    let mut u = s
+        .connect_to(&format!("ws://{}/v1/ws?token={token}", s.addr))
+        .await;
+    let w2 = u.recv().await;
+    assert_eq!(w2["type"], "welcome");
+    assert_eq!(w2["member"]["id"], "bo");
+    assert_eq!(w2["spaces"], json!(["*"]));
+    assert!(w2.get("ref").is_none());
+    assert_ne!(w2["conn"], w["conn"], "connection ids are unique");
+    assert_eq!(s.state.open_websockets(), 2);
+
+    let metrics = s.state.metrics().render();
+    assert!(metrics.contains("herenow_ws_connections"), "{metrics}");
+    assert!(
+        metrics.contains(r#"herenow_ws_messages_total{type="ping",store="memory"} 2"#)
+            || metrics.contains(r#"herenow_ws_messages_total{store="memory",type="ping"} 2"#),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn join_update_and_leave_reach_a_subscriber() {
+    let s = Server::start().await;
+    let (mut watcher, _) = s.hello("wat", &["room:1"]).await;
+    assert!(watcher.subscribe("room:1").await.is_empty());
+
+    let (mut bo, w) = s.hello("bo", &["room:1"]).await;
+    let bo_conn = conn_of(&w);
+    bo.ok(json!({"type": "join", "space": "room:1", "meta": {"device": "phone"}}))
+        .await;
+    let e = watcher.event("room:1").await;
+    assert_eq!(e["type"], "join");
+    assert_eq!(e["space"], "room:1");
+    assert_eq!((&e["id"], &e["kind"]), (&json!("bo"), &json!("user")));
+    assert_eq!(e["status"], "online");
+    assert_eq!(e["last_seen_ms"], T0);
+    assert_eq!(e["meta"], json!({"device": "phone"}));
+    assert_eq!(e["conn"], bo_conn);
+
+    bo.ok(json!({"type": "update", "space": "room:1", "meta": {"typing": true}}))
+        .await;
+    let e = watcher.event("room:1").await;
+    assert_eq!(
+        (&e["type"], &e["conn"]),
+        (&json!("update"), &json!(bo_conn))
+    );
+    assert_eq!(e["meta"], json!({"typing": true}));
+    // null clears the metadata.
+    bo.ok(json!({"type": "update", "space": "room:1", "meta": null}))
+        .await;
+    let e = watcher.event("room:1").await;
+    assert_eq!(e["type"], "update");
+    assert!(e.get("meta").is_none(), "{e}");
+
+    bo.ok(json!({"type": "leave", "space": "room:1"})).await;
+    let e = watcher.event("room:1").await;
+    assert_eq!(
+        (&e["type"], &e["reason"], &e["conn"]),
+        (&json!("leave"), &json!("explicit"), &json!(bo_conn))
+    );
+    assert_eq!(e["status"], "offline");
+    assert_eq!(
+        bo.error(json!({"type": "leave", "space": "room:1"})).await,
+        "not-joined"
+    );
+    assert_eq!(
+        bo.error(json!({"type": "update", "space": "room:1", "meta": {}}))
+            .await,
+        "not-joined"
+    );
+
+    watcher
+        .ok(json!({"type": "unsubscribe", "space": "room:1"}))
+        .await;
+    assert_eq!(
+        watcher
+            .error(json!({"type": "unsubscribe", "space": "room:1"}))
+            .await,
+        "not-subscribed"
+    );
+    // Unsubscribed: bo's next join reaches nobody; the watcher's next
+    // message is the answer to its ping.
+    bo.ok(json!({"type": "join", "space": "room:1"})).await;
+    watcher.send(json!({"type": "ping", "ref": 99})).await;
+    let next = watcher.recv().await;
+    assert_eq!((&next["type"], &next["ref"]), (&json!("pong"), &json!(99)));
+}
+
+#[tokio::test]
+async fn two_devices_of_one_user_join_once_and_leave_on_the_last() {
+    let s = Server::start().await;
+    let (mut watcher, _) = s.hello("wat", &["*"]).await;
+    watcher.subscribe("room").await;
+    let (mut laptop, wl) = s.hello("ann", &["room"]).await;
+    let (phone, wp) = s.hello("ann", &["room"]).await;
+    let mut phone = phone;
+    let (laptop_conn, phone_conn) = (conn_of(&wl), conn_of(&wp));
+
+    laptop
+        .ok(json!({"type": "join", "space": "room", "meta": {"device": "laptop"}}))
+        .await;
+    let e = watcher.event("room").await;
+    assert_eq!(
+        (&e["type"], &e["conn"]),
+        (&json!("join"), &json!(laptop_conn))
+    );
+    phone
+        .ok(json!({"type": "join", "space": "room", "meta": {"device": "phone"}}))
+        .await;
+    let e = watcher.event("room").await;
+    assert_eq!(
+        (&e["type"], &e["id"], &e["conn"]),
+        (&json!("connect"), &json!("ann"), &json!(phone_conn))
+    );
+    assert_eq!(e["meta"], json!({"device": "phone"}));
+    // Joining again from the same device is an update of its metadata.
+    phone
+        .ok(json!({"type": "join", "space": "room", "meta": {"device": "phone", "v": 2}}))
+        .await;
+    let e = watcher.event("room").await;
+    assert_eq!(
+        (&e["type"], &e["conn"]),
+        (&json!("update"), &json!(phone_conn))
+    );
+
+    // A new subscriber sees ann once, with both devices' metadata.
+    let (mut late, _) = s.hello("late", &["room"]).await;
+    let members = late.subscribe("room").await;
+    assert_eq!(members.len(), 1, "{members:?}");
+    assert_eq!(members[0]["id"], "ann");
+    let mut metas: Vec<(String, Value)> = members[0]["metas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["conn"].as_str().unwrap().to_owned(), m["meta"].clone()))
+        .collect();
+    metas.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut want = vec![
+        (laptop_conn.clone(), json!({"device": "laptop"})),
+        (phone_conn.clone(), json!({"device": "phone", "v": 2})),
+    ];
+    want.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(metas, want);
+
+    // The phone's socket closes: a disconnect, ann stays online.
+    phone.close().await;
+    let e = watcher.event("room").await;
+    assert_eq!(
+        (&e["type"], &e["conn"], &e["status"]),
+        (&json!("disconnect"), &json!(phone_conn), &json!("online"))
+    );
+    // The laptop leaves: ann leaves.
+    laptop.ok(json!({"type": "leave", "space": "room"})).await;
+    let e = watcher.event("room").await;
+    assert_eq!(
+        (&e["type"], &e["conn"], &e["reason"]),
+        (&json!("leave"), &json!(laptop_conn), &json!("explicit"))
+    );
+}
+
+#[tokio::test]
+async fn snapshots_come_in_pages_with_visible_connections() {
+    let s = Server::start().await;
+    // Three members present by HTTP heartbeats only, at distinct times.
+    for (i, id) in ["h1", "h2", "h3"].iter().enumerate() {
+        s.store
+            .heartbeat(
+                &space("big"),
+                &[Heartbeat {
+                    member: user_key(id),
+                    at_ms: Some(T0 - 1000 * (i as u64 + 1)),
+                    meta: None,
+                }],
+            )
+            .await
+            .unwrap();
+    }
+    let (mut ann, w) = s.hello("ann", &["big"]).await;
+    ann.ok(json!({"type": "join", "space": "big", "meta": {"n": 1}}))
+        .await;
+
+    let (mut c, _) = s.hello("wat", &["big"]).await;
+    c.send(json!({"type": "subscribe", "space": "big", "page_size": 2, "ref": "s"}))
+        .await;
+    let mut pages = Vec::new();
+    loop {
+        let p = c.recv().await;
+        assert_eq!(p["type"], "snapshot");
+        let last = p["last"] == true;
+        pages.push(p);
+        if last {
+            break;
+        }
+    }
+    assert_eq!(pages.len(), 2);
+    assert_eq!(pages[0]["members"].as_array().unwrap().len(), 2);
+    assert!(pages[0].get("ref").is_none() && pages[0].get("omitted").is_none());
+    assert_eq!(pages[1]["ref"], "s");
+    assert_eq!(pages[1]["omitted"], 0);
+    let members: Vec<&Value> = pages
+        .iter()
+        .flat_map(|p| p["members"].as_array().unwrap())
+        .collect();
+    // Most recent first: ann (now), then h1, h2, h3.
+    let ids: Vec<&str> = members.iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["ann", "h1", "h2", "h3"]);
+    assert_eq!(
+        members[0]["metas"],
+        json!([{"conn": w["conn"], "meta": {"n": 1}}])
+    );
+    assert_eq!(members[0]["meta"], json!({"n": 1}));
+    assert_eq!(members[0]["status"], "online");
+    for m in &members[1..] {
+        assert_eq!(
+            m["metas"],
+            json!([]),
+            "HTTP-only members have no connections"
+        );
+    }
+    // Subscribing again restarts the snapshot (default page size: one page).
+    let again = c.subscribe("big").await;
+    assert_eq!(again.len(), 4);
+}
+
+#[tokio::test]
+async fn invisible_connections_see_without_being_seen() {
+    let s = Server::start().await;
+    let (mut watcher, _) = s.hello("wat", &["room"]).await;
+    watcher.subscribe("room").await;
+
+    let (mut hidden, wh) = s.hello("ann", &["room"]).await;
+    hidden.ok(json!({"type": "invisible", "on": true})).await;
+    hidden
+        .ok(json!({"type": "join", "space": "room", "meta": {"secret": 1}}))
+        .await;
+    // bo's join is the first event: ann's invisible join made none.
+    let (mut bo, _) = s.hello("bo", &["room"]).await;
+    bo.ok(json!({"type": "join", "space": "room"})).await;
+    let e = watcher.event("room").await;
+    assert_eq!((&e["type"], &e["id"]), (&json!("join"), &json!("bo")));
+    // The invisible connection still sees everyone else.
+    let seen = hidden.subscribe("room").await;
+    let ids: Vec<&str> = seen.iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["bo"]);
+    // Pings keep it alive without showing it.
+    assert_eq!(
+        hidden.request(json!({"type": "ping"})).await["type"],
+        "pong"
+    );
+
+    // A visible device of ann: she joins, and the snapshot lists only
+    // that device's connection.
+    let (mut shown, ws) = s.hello("ann", &["room"]).await;
+    shown
+        .ok(json!({"type": "join", "space": "room", "meta": {"device": "phone"}}))
+        .await;
+    let e = watcher.event("room").await;
+    assert_eq!(
+        (&e["type"], &e["id"], &e["conn"]),
+        (&json!("join"), &json!("ann"), &ws["conn"])
+    );
+    let (mut late, _) = s.hello("late", &["room"]).await;
+    let members = late.subscribe("room").await;
+    let ann = members.iter().find(|m| m["id"] == "ann").unwrap();
+    assert_eq!(
+        ann["metas"],
+        json!([{"conn": ws["conn"], "meta": {"device": "phone"}}]),
+        "the invisible connection is never shown"
+    );
+    // The hidden one's own view carries the events too.
+    let e = hidden.event("room").await;
+    assert_eq!(e["conn"], ws["conn"]);
+
+    // The visible device leaves: ann leaves, though the invisible
+    // connection stays.
+    shown.ok(json!({"type": "leave", "space": "room"})).await;
+    let e = watcher.event("room").await;
+    assert_eq!((&e["type"], &e["id"]), (&json!("leave"), &json!("ann")));
+    // Showing the hidden connection again is a join.
+    hidden.ok(json!({"type": "invisible", "on": false})).await;
+    let e = watcher.event("room").await;
+    assert_eq!(
+        (&e["type"], &e["id"], &e["conn"]),
+        (&json!("join"), &json!("ann"), &wh["conn"])
+    );
+    assert_eq!(e["meta"], json!({"secret": 1}));
+    // And hiding it again is a leave.
+    hidden.ok(json!({"type": "invisible", "on": true})).await;
+    let e = watcher.event("room").await;
+    assert_eq!((&e["type"], &e["id"]), (&json!("leave"), &json!("ann")));
+    let st = s
+        .store
+        .status(&space("room"), &[user_key("ann")])
+        .await
+        .unwrap();
+    assert_eq!(st[0].status, Status::Offline);
+}
+
+#[tokio::test]
+async fn bad_messages_before_hello_get_errors_then_a_bad_token_closes() {
+    let s = Server::start().await;
+    let mut c = s.connect().await;
+    assert_eq!(
+        c.error(json!({"type": "join", "space": "room"})).await,
+        "hello-first"
+    );
+    for (text, code) in [
+        ("{", "bad-json"),
+        ("[1]", "bad-json"),
+        ("\"x\"", "bad-json"),
+        ("not json at all", "bad-json"),
+        (r#"{"type":"nope","ref":5}"#, "bad-message"),
+        (r#"{"ref":6}"#, "bad-message"),
+    ] {
+        c.send_text(text).await;
+        let e = c.recv().await;
+        assert_eq!(
+            (&e["type"], &e["code"]),
+            (&json!("error"), &json!(code)),
+            "{text}"
+        );
+        match text {
+            r#"{"type":"nope","ref":5}"# => assert_eq!(e["ref"], 5),
+            r#"{"ref":6}"# => assert_eq!(e["ref"], 6),
+            _ => assert!(e.get("ref").is_none(), "{e}"),
+        }
+    }
+    c.ws.send(Message::binary(vec![1u8, 2, 3])).await.unwrap();
+    let e = c.recv().await;
+    assert_eq!(e["code"], "bad-message");
+    // Still open, still waiting for hello; a bad token closes with 4001.
+    c.send(json!({"type": "hello", "token": "not-a-jwt"})).await;
+    assert_eq!(c.closed().await, Some(4001));
+}
+
+#[tokio::test]
+async fn bad_messages_after_hello_get_errors_and_the_socket_stays_open() {
+    let s = Server::start().await;
+    let (mut c, _) = s.hello("ann", &["room:1"]).await;
+    let big_meta: String = "x".repeat(1100);
+    for (msg, code) in [
+        (json!({"type": "join"}), "bad-message"),
+        (json!({"type": "join", "space": 1}), "bad-message"),
+        (
+            json!({"type": "join", "space": "room:1", "x": 1}),
+            "bad-message",
+        ),
+        (json!({"type": "invisible", "on": "yes"}), "bad-message"),
+        (json!({"type": "update", "space": "room:1"}), "bad-message"),
+        (
+            json!({"type": "join", "space": "room:2"}),
+            "space-not-allowed",
+        ),
+        (
+            json!({"type": "subscribe", "space": "room:2"}),
+            "space-not-allowed",
+        ),
+        (
+            json!({"type": "join", "space": "no spaces"}),
+            "bad-space-name",
+        ),
+        (
+            json!({"type": "join", "space": "room:1", "meta": [1]}),
+            "bad-metadata",
+        ),
+        (
+            json!({"type": "join", "space": "room:1", "meta": {"x": big_meta}}),
+            "bad-metadata",
+        ),
+        (
+            json!({"type": "subscribe", "space": "room:1", "page_size": 0}),
+            "bad-limit",
+        ),
+        (
+            json!({"type": "subscribe", "space": "room:1", "page_size": 1001}),
+            "bad-limit",
+        ),
+    ] {
+        assert_eq!(c.error(msg.clone()).await, code, "{msg}");
+    }
+    // A ref that is not a ref cannot be echoed.
+    for bad_ref in [json!("r".repeat(65)), json!(1.5), json!({"a": 1})] {
+        c.send(json!({"type": "ping", "ref": bad_ref})).await;
+        let e = c.recv().await;
+        assert_eq!(
+            (&e["type"], &e["code"]),
+            (&json!("error"), &json!("bad-message"))
+        );
+        assert!(e.get("ref").is_none(), "{e}");
+    }
+    // 15 errors, fewer than the 20 that would close it: still open.
+    assert_eq!(c.request(json!({"type": "ping"})).await["type"], "pong");
+    // Nothing was joined.
+    assert!(
+        s.store
+            .connections(&space("room:1"), &[user_key("ann")])
+            .await
+            .unwrap()[0]
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn sixteen_spaces_joined_and_sixteen_subscribed_at_most() {
+    let s = Server::start().await;
+    let (mut j, _) = s.hello("ann", &["*"]).await;
+    for i in 0..16 {
+        j.ok(json!({"type": "join", "space": format!("s{i}")}))
+            .await;
+    }
+    assert_eq!(
+        j.error(json!({"type": "join", "space": "s16"})).await,
+        "too-many-spaces"
+    );
+    // Joining one it already joined is fine: an update.
+    j.ok(json!({"type": "join", "space": "s3", "meta": {"a": 1}}))
+        .await;
+
+    let (mut w, _) = s.hello("bo", &["*"]).await;
+    for i in 0..16 {
+        w.subscribe(&format!("s{i}")).await;
+    }
+    assert_eq!(
+        w.error(json!({"type": "subscribe", "space": "s16"})).await,
+        "too-many-spaces"
+    );
+    // Subscribing again to one it has restarts its snapshot.
+    let again = w.subscribe("s0").await;
+    assert_eq!(again.len(), 1);
+}
+
+#[tokio::test]
+async fn a_burst_beyond_twenty_messages_is_rate_limited() {
+    let s = Server::start().await;
+    let (mut c, _) = s.hello("ann", &["*"]).await;
+    // The hello took one token: 19 left, 10 more a second.
+    for i in 0..30 {
+        c.ws.feed(Message::text(json!({"type": "ping", "ref": i}).to_string()))
+            .await
+            .unwrap();
+    }
+    c.ws.flush().await.unwrap();
+    let (mut pongs, mut limited) = (0, 0);
+    for i in 0..30 {
+        let m = c.recv().await;
+        assert_eq!(m["ref"], i, "replies come in order, each with its ref");
+        match m["type"].as_str() {
+            Some("pong") => pongs += 1,
+            Some("error") => {
+                assert_eq!(m["code"], "rate-limited");
+                limited += 1;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(pongs >= 19, "{pongs} pongs");
+    assert!(limited >= 1, "nothing was rate limited");
+    assert!(
+        limited < 20,
+        "{limited}: the abuse limit was not meant to be reached"
+    );
+}
+
+#[tokio::test]
+async fn twenty_errors_within_ten_seconds_close_with_4008() {
+    let s = Server::start().await;
+    let (mut c, _) = s.hello("ann", &["*"]).await;
+    for _ in 0..20 {
+        c.ws.feed(Message::text("{")).await.unwrap();
+    }
+    c.ws.flush().await.unwrap();
+    let mut errors = 0;
+    loop {
+        match c.read().await {
+            Read::Json(m) => {
+                assert_eq!(m["type"], "error");
+                errors += 1;
+            }
+            Read::Closed(code) => {
+                assert_eq!(code, Some(4008));
+                break;
+            }
+        }
+    }
+    assert_eq!(errors, 20, "each error was answered before the close");
+}
+
+#[tokio::test]
+async fn a_message_over_64_kib_closes_with_1009() {
+    let s = Server::start().await;
+    let (mut c, _) = s.hello("ann", &["room"]).await;
+    c.ok(json!({"type": "join", "space": "room"})).await;
+    // Just under the limit: an error, the socket stays open.
+    let pad = "x".repeat(60 * 1024);
+    assert_eq!(
+        c.error(json!({"type": "ping", "pad": pad})).await,
+        "bad-message"
+    );
+    let huge = format!(r#"{{"type":"ping","pad":"{}"}}"#, "x".repeat(70 * 1024));
+    c.send_text(&huge).await;
+    assert_eq!(c.closed().await, Some(1009));
+    // The connection was detached on the way out.
+    let conns = s
+        .store
+        .connections(&space("room"), &[user_key("ann")])
+        .await
+        .unwrap();
+    assert!(conns[0].is_empty());
+}
+
+#[tokio::test]
+async fn no_hello_in_time_closes_with_4003() {
+    let s = Server::start_with(Config {
+        ws_ttl: Duration::from_secs(2),
+        ws_ping: Duration::from_secs(1),
+        ..Config::default()
+    })
+    .await;
+    let mut c = s.connect().await;
+    // The hello timeout is 10 s, or the TTL when shorter.
+    assert_eq!(c.closed().await, Some(4003));
+}
+
+#[tokio::test]
+async fn a_silent_connection_is_closed_with_4004_and_leaves() {
+    let s = Server::start_with(Config {
+        ws_ttl: Duration::from_secs(2),
+        ws_ping: Duration::from_secs(1),
+        ..Config::default()
+    })
+    .await;
+    let mut sub = s.store.subscribe(&space("room")).await.unwrap();
+    let (mut c, w) = s.hello("ann", &["room"]).await;
+    assert_eq!(w["ttl_ms"], 2000);
+    assert_eq!(w["ping_ms"], 1000);
+    c.ok(json!({"type": "join", "space": "room"})).await;
+    assert_eq!(next_store_event(&mut sub).await.kind, EventKind::Join);
+    // Then nothing for the TTL.
+    assert_eq!(c.closed().await, Some(4004));
+    let e = next_store_event(&mut sub).await;
+    assert_eq!(
+        (
+            e.kind,
+            e.member.id.as_str(),
+            e.conn.as_ref().map(|c| c.as_str())
+        ),
+        (EventKind::Leave, "ann", w["conn"].as_str())
+    );
+}
+
+#[tokio::test]
+async fn a_connection_that_stops_pinging_is_dropped_by_the_store_within_the_ttl() {
+    // The socket stays open (the server cannot tell a dead network from a
+    // quiet client until its own timer fires); the store's record expires
+    // on its clock: a ghost is gone at the first sweep after the TTL.
+    let s = Server::start().await;
+    let room = space("room");
+    let mut sub = s.store.subscribe(&room).await.unwrap();
+    let (mut c, w) = s.hello("ann", &["room"]).await;
+    c.ok(json!({"type": "join", "space": "room"})).await;
+    assert_eq!(next_store_event(&mut sub).await.kind, EventKind::Join);
+
+    s.clock.advance(Duration::from_secs(29));
+    s.state.tick().await;
+    let conns = s
+        .store
+        .connections(&room, &[user_key("ann")])
+        .await
+        .unwrap();
+    assert_eq!(conns[0].len(), 1, "still within the TTL");
+
+    s.clock.advance(Duration::from_secs(2));
+    s.state.tick().await;
+    let e = next_store_event(&mut sub).await;
+    assert_eq!(
+        (e.kind, e.reason, e.conn.as_ref().map(|c| c.as_str())),
+        (
+            EventKind::Leave,
+            Some(LeaveReason::Timeout),
+            w["conn"].as_str()
+        )
+    );
+    assert!(
+        s.store
+            .connections(&room, &[user_key("ann")])
+            .await
+            .unwrap()[0]
+            .is_empty()
+    );
+    let st = s.store.status(&room, &[user_key("ann")]).await.unwrap();
+    assert_eq!(st[0].status, Status::Offline);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_that_stops_reading_gets_lagged_then_4009() {
+    let s = Server::start().await;
+    let (mut slow, _) = s.hello("slow", &["*"]).await;
+    slow.ok(json!({"type": "join", "space": "here"})).await;
+    assert!(slow.subscribe("crowd").await.is_empty());
+
+    // Events of about 1 KiB each, until the server gives up on the reader
+    // (it detaches it from `here` before closing). Kernel buffers take a
+    // few megabytes first, then the queue's 1,024 messages, then 1,024
+    // more dropped.
+    let crowd = space("crowd");
+    let here = space("here");
+    let pad = "x".repeat(900);
+    let produced = tokio::time::timeout(Duration::from_secs(60), async {
+        let mut round = 0u64;
+        loop {
+            // New metadata every round: 200 `update` events.
+            let meta =
+                Metadata::from_json(&format!(r#"{{"pad":"{pad}","round":{round}}}"#)).unwrap();
+            let beats: Vec<Heartbeat> = (0..200)
+                .map(|i| Heartbeat {
+                    member: user_key(&format!("m{i}")),
+                    at_ms: None,
+                    meta: Some(meta.clone()),
+                })
+                .collect();
+            s.store.heartbeat(&crowd, &beats).await.unwrap();
+            round += 1;
+            tokio::task::yield_now().await;
+            let gone = s
+                .store
+                .connections(&here, &[user_key("slow")])
+                .await
+                .unwrap()[0]
+                .is_empty();
+            if gone {
+                return round;
+            }
+        }
+    })
+    .await
+    .expect("the slow reader was never cut off");
+    assert!(produced > 1);
+
+    // Now read what was queued: events, a lagged notice, the close.
+    let (mut events, mut lagged) = (0, 0);
+    let code = loop {
+        match slow.read().await {
+            Read::Json(m) => match m["type"].as_str() {
+                Some("event") => events += 1,
+                Some("lagged") => {
+                    assert_eq!(m["space"], "crowd");
+                    assert!(m["missed"].as_u64().unwrap() >= 1);
+                    lagged += 1;
+                }
+                Some("snapshot") => {}
+                other => panic!("unexpected {other:?}"),
+            },
+            Read::Closed(code) => break code,
+        }
+    };
+    assert_eq!(code, Some(4009));
+    assert!(lagged >= 1, "no lagged notice before the close");
+    assert!(events >= 1_000, "only {events} events before the close");
+}
+
+#[tokio::test]
+async fn websocket_connections_are_bounded() {
+    let s = Server::start_with(Config {
+        max_ws_connections: 1,
+        ..Config::default()
+    })
+    .await;
+    let (first, _) = s.hello("ann", &["*"]).await;
+    let err = tokio_tungstenite::connect_async(format!("ws://{}/v1/ws", s.addr))
+        .await
+        .unwrap_err();
+    let tokio_tungstenite::tungstenite::Error::Http(response) = err else {
+        panic!("expected an HTTP refusal, got {err:?}");
+    };
+    assert_eq!(response.status(), 503);
+    assert!(response.headers().contains_key("retry-after"));
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/problem+json"
+    );
+    let problem: Value = serde_json::from_slice(response.body().as_deref().unwrap()).unwrap();
+    assert_eq!(problem["code"], "too-many-connections");
+
+    // Its slot frees when it closes.
+    first.close().await;
+    tokio::time::timeout(PATIENCE, async {
+        while s.state.open_websockets() > 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the slot was never freed");
+    let (mut again, _) = s.hello("bo", &["*"]).await;
+    assert_eq!(again.request(json!({"type": "ping"})).await["type"], "pong");
+}
+
+#[tokio::test]
+async fn a_plain_get_is_not_an_upgrade() {
+    let s = Server::start().await;
+    let url = format!("http://{}/v1/ws", s.addr);
+    let answer = raw_get(s.addr, "/v1/ws").await;
+    assert!(answer.starts_with("HTTP/1.1 4"), "{url}: {answer}");
+    assert!(answer.contains("application/problem+json"), "{answer}");
+    // An unknown query parameter is refused before any upgrade.
+    let answer = raw_get(s.addr, "/v1/ws?tokn=x").await;
+    assert!(answer.contains("unknown-parameter"), "{answer}");
+}
+
+async fn raw_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(PATIENCE, stream.read_to_end(&mut answer))
+        .await
+        .unwrap()
+        .unwrap();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test]
+async fn shutdown_detaches_everyone_and_closes_with_1001() {
+    let mut s = Server::start().await;
+    let room = space("room");
+    let mut sub = s.store.subscribe(&room).await.unwrap();
+    let (mut ann, _) = s.hello("ann", &["room"]).await;
+    let (mut bo, _) = s.hello("bo", &["room"]).await;
+    ann.ok(json!({"type": "join", "space": "room"})).await;
+    bo.ok(json!({"type": "join", "space": "room"})).await;
+    bo.subscribe("room").await;
+    for _ in 0..2 {
+        assert_eq!(next_store_event(&mut sub).await.kind, EventKind::Join);
+    }
+    // `serve` returns only after every socket task ended.
+    s.stop().await;
+    assert_eq!(s.state.open_websockets(), 0);
+    let mut left = BTreeSet::new();
+    for _ in 0..2 {
+        let e = next_store_event(&mut sub).await;
+        assert_eq!(e.kind, EventKind::Leave);
+        left.insert(e.member.id.to_string());
+    }
+    assert_eq!(left, BTreeSet::from(["ann".to_owned(), "bo".to_owned()]));
+    assert_eq!(ann.closed().await, Some(1001));
+    assert_eq!(bo.closed().await, Some(1001));
+}
