@@ -630,3 +630,186 @@ fn serve_reports_a_data_dir_it_cannot_use() {
     assert!(last.contains(data.to_str().unwrap()), "{last}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// ----- WebSocket tokens ------------------------------------------------------
+
+/// A WebSocket to `server` with `token` in the URL; the first message (the
+/// welcome, or the close code).
+fn ws_with_token(
+    server: &Server,
+    token: &str,
+) -> (
+    tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>,
+    Result<Value, Option<u16>>,
+) {
+    let url = format!("ws://{}/v1/ws?token={token}", server.addr());
+    let (mut ws, _) = tungstenite::connect(url).expect("the upgrade failed");
+    if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
+        s.set_read_timeout(Some(DEADLINE)).unwrap();
+    }
+    let first = ws_read(&mut ws);
+    (ws, first)
+}
+
+/// The next JSON message, or the close code.
+fn ws_read(
+    ws: &mut tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>,
+) -> Result<Value, Option<u16>> {
+    loop {
+        match ws.read() {
+            Ok(tungstenite::Message::Text(t)) => {
+                return Ok(serde_json::from_str(t.as_str()).unwrap());
+            }
+            Ok(tungstenite::Message::Close(frame)) => {
+                return Err(frame.map(|f| u16::from(f.code)));
+            }
+            Ok(_) => continue,
+            Err(e) => panic!("reading the socket: {e}"),
+        }
+    }
+}
+
+#[test]
+fn token_mints_what_the_websocket_accepts() {
+    let mut server = Server::start(&[
+        "--api-key",
+        "writer-key-1:write",
+        "--api-key",
+        "reader-key-1:read",
+    ]);
+    let key = ["--api-key", "writer-key-1"];
+
+    // The plain output is the token alone, for `$(herenow token …)`.
+    let out = server.ok(&[&["token", "ann", "--space", "room:1"][..], &key].concat());
+    let token = out.trim_end();
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert_eq!(token.split('.').count(), 3, "not a JWT: {token}");
+    let (mut ws, welcome) = ws_with_token(&server, token);
+    let welcome = welcome.expect("welcome");
+    assert_eq!(welcome["type"], "welcome");
+    assert_eq!(welcome["member"]["id"], "ann");
+    assert_eq!(welcome["member"]["kind"], "user");
+    assert_eq!(welcome["spaces"], serde_json::json!(["room:1"]));
+
+    // Present over the socket, seen over HTTP.
+    ws.send(tungstenite::Message::text(
+        r#"{"type":"join","space":"room:1","ref":1}"#,
+    ))
+    .unwrap();
+    assert_eq!(ws_read(&mut ws).unwrap()["type"], "ok");
+    let online = server.json(&[&["online", "room:1"][..], &key].concat());
+    assert_eq!(ids(&online), ["ann"]);
+
+    // --json: the server's answer; --guest; --ttl.
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let minted = server.json(
+        &[
+            &[
+                "token", "visitor", "--guest", "--space", "*", "--ttl", "10m",
+            ][..],
+            &key,
+        ]
+        .concat(),
+    );
+    let expires = minted["expires_at_ms"].as_u64().unwrap();
+    assert!(
+        expires >= before + 599_000 && expires <= before + 602_000,
+        "{minted}"
+    );
+    let (_guest, welcome) = ws_with_token(&server, minted["token"].as_str().unwrap());
+    let welcome = welcome.expect("welcome");
+    assert_eq!(welcome["member"]["kind"], "guest");
+    assert_eq!(welcome["spaces"], serde_json::json!(["*"]));
+
+    // Minting needs a write key.
+    let out = server.cli(&["token", "ann", "--space", "room:1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("HTTP 401"), "{}", stderr(&out));
+    let out = server.cli(&[
+        "token",
+        "ann",
+        "--space",
+        "room:1",
+        "--api-key",
+        "reader-key-1",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("HTTP 403"), "{}", stderr(&out));
+    // What the server refuses is named.
+    let out = server.cli(&[&["token", "ann", "--space", "no spaces"][..], &key].concat());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("(bad-space-name, HTTP 400)"),
+        "{}",
+        stderr(&out)
+    );
+    drop(ws);
+    assert!(server.terminate().success());
+}
+
+#[test]
+fn servers_given_one_token_secret_accept_each_others_tokens() {
+    let secret = "a-shared-secret-of-at-least-32-bytes!";
+    let mut a = Server::start_with_env(&[], &[("HERENOW_TOKEN_SECRET", secret)]);
+    let mut b = Server::start(&["--token-secret", secret]);
+    let mut c = Server::start(&[]);
+    let token = a.ok(&["token", "ann", "--space", "room"]);
+    let (_ws, welcome) = ws_with_token(&b, token.trim_end());
+    assert_eq!(welcome.expect("welcome")["member"]["id"], "ann");
+    // A server with its own random secret refuses it: close 4001.
+    let (_ws, refused) = ws_with_token(&c, token.trim_end());
+    assert_eq!(refused.unwrap_err(), Some(4001));
+    for s in [&mut a, &mut b, &mut c] {
+        assert!(s.terminate().success());
+    }
+}
+
+#[test]
+fn websocket_flags_are_checked_before_serving() {
+    // A short secret: refused, and never echoed.
+    let out = herenow()
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--token-secret",
+            "hunter2",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("token secret"), "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
+    assert!(out.stdout.is_empty());
+    for args in [
+        &["--ws-ttl", "500ms"][..],
+        &["--ws-ttl", "11m"],
+        &["--ws-ttl", "30"],
+        &["--ws-max-connections", "0"],
+    ] {
+        let out = herenow()
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    // The client refuses what it can judge before any request.
+    for args in [
+        &["token", "ann"][..],
+        &["token", "ann", "--space", "a", "--ttl", "25h"],
+        &["token", "ann", "--space", "a", "--ttl", "0s"],
+    ] {
+        let out = herenow()
+            .args(args)
+            .args(["--server", "http://127.0.0.1:9"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    }
+}
