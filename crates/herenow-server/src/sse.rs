@@ -2,7 +2,8 @@
 //!
 //! A stream opens with one `snapshot` event (the members present, from
 //! `store.subscribe`, and the space's policy), then one event per change,
-//! named by its type (`join`, `away`, `back`, `leave`, `update`). A
+//! named by its type (`join`, `away`, `back`, `leave`, `update`, and
+//! `connect`/`disconnect` for WebSocket connections). A
 //! subscriber that falls more than the store's queue behind gets one
 //! `lagged` event (`{"missed": N}`) and the stream ends: a fresh snapshot
 //! is cheaper than replaying, and the client knows to reconnect.
@@ -130,7 +131,7 @@ async fn next(mut feed: Feed) -> Option<(Result<SseEvent, Infallible>, Feed)> {
     tag = "events",
     params(("space" = String, Path, description = "Space name")),
     responses(
-        (status = 200, description = "An event stream: `snapshot`, then `join`, `away`, `back`, `leave`, `update`; `lagged` before it ends for a slow reader", body = SnapshotData, content_type = "text/event-stream"),
+        (status = 200, description = "An event stream: `snapshot`, then `join`, `away`, `back`, `leave`, `update`, `connect`, `disconnect`; `lagged` before it ends for a slow reader", body = SnapshotData, content_type = "text/event-stream"),
         (status = 400, description = "Bad space name", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Too many open streams, or shutting down", body = Problem, content_type = "application/problem+json"),
     ),
