@@ -193,6 +193,16 @@ impl Store {
         }
     }
 
+    /// A Redis store connected by the caller (with its own clock, say), as
+    /// [`serve`] takes it.
+    pub fn from_redis(redis: Arc<RedisStore>, config: &Config) -> Store {
+        Store {
+            state: AppState::with_redis(redis.clone(), config),
+            memory: None,
+            redis: Some(redis),
+        }
+    }
+
     /// The state the server will serve, for a caller that wants to watch
     /// it (tests: open sockets, the store).
     pub fn state(&self) -> &AppState {

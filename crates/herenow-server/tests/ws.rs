@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use futures::SinkExt;
-use herenow_core::{EventKind, Heartbeat, LeaveReason, Metadata, PresenceStore, SpaceName, Status};
+use herenow_core::{EventKind, Heartbeat, LeaveReason, Metadata, SpaceName, Status};
 use herenow_server::Config;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;

@@ -6,7 +6,7 @@ mod ws_support;
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
-use herenow_core::{MemberKind, PresenceStore, SpaceName, Status};
+use herenow_core::{MemberKind, SpaceName, Status};
 use herenow_server::token::{Spaces, Tokens, now_s};
 use herenow_server::{AppState, Config, TokenSecret, app};
 use http_body_util::BodyExt;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
-use herenow_core::{ManualClock, MemberId, MemberKey, MemoryStore, SpaceConfig};
+use herenow_core::{ManualClock, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig};
 use herenow_server::token::{Spaces, now_s};
 use herenow_server::{AppState, Config, ServerError, Store, serve};
 use serde_json::{Value, json};
@@ -29,7 +29,7 @@ pub const PATIENCE: Duration = Duration::from_secs(20);
 pub struct Server {
     pub addr: SocketAddr,
     pub state: AppState,
-    pub store: Arc<MemoryStore>,
+    pub store: Arc<dyn PresenceStore>,
     pub clock: ManualClock,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), ServerError>>>,
@@ -46,8 +46,14 @@ impl Server {
             Arc::new(clock.clone()),
             SpaceConfig::default(),
         ));
-        let opened = Store::from_memory(store.clone(), &config);
+        let opened = Store::from_memory(store, &config);
+        Self::serve(opened, config, clock).await
+    }
+
+    /// Serves a store the caller opened, whose clock is `clock`.
+    pub async fn serve(opened: Store, config: Config, clock: ManualClock) -> Server {
         let state = opened.state().clone();
+        let store = state.store().clone();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();

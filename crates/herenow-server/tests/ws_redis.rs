@@ -1,0 +1,138 @@
+//! The WebSocket protocol over Redis: two servers sharing one
+//! `redis-server` (started by the test) and one token secret. A member's
+//! devices on different servers are one presence; a subscriber on either
+//! server sees every connection's events; a connection whose server stops
+//! answering for it is swept by the store within the TTL.
+//!
+//! The stores run on one `ManualClock` the test moves.
+
+mod ws_support;
+
+use herenow_testkit as common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use herenow_core::{ManualClock, SpaceConfig, SpaceName, Status};
+use herenow_redis::{RedisOptions, RedisStore};
+use herenow_server::{Config, Store, TokenSecret};
+use serde_json::{Value, json};
+use ws_support::{PATIENCE, Server, T0, user_key};
+
+async fn server_on(redis: &common::RedisServer, clock: &ManualClock, config: &Config) -> Server {
+    let store = RedisStore::connect(
+        &redis.url(),
+        Arc::new(clock.clone()),
+        SpaceConfig::default(),
+        RedisOptions::default(),
+    )
+    .await
+    .expect("connect to the test's redis-server");
+    let opened = Store::from_redis(Arc::new(store), config);
+    Server::serve(opened, config.clone(), clock.clone()).await
+}
+
+fn conn_of(welcome: &Value) -> Value {
+    welcome["conn"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_on_one_redis_share_live_presence() {
+    let redis = common::RedisServer::standalone();
+    let clock = ManualClock::new(T0);
+    let config = Config {
+        token_secret: Some(TokenSecret::new(b"a-secret-every-server-shares-123".to_vec()).unwrap()),
+        ..Config::default()
+    };
+    let mut a = server_on(&redis, &clock, &config).await;
+    let mut b = server_on(&redis, &clock, &config).await;
+    let room = SpaceName::new("room").unwrap();
+
+    // A token minted by one server opens a socket on the other.
+    let (mut watcher, _) = b.hello("wat", &["room"]).await;
+    assert!(watcher.subscribe("room").await.is_empty());
+    let mut laptop = a.connect().await;
+    let wl = laptop
+        .request(json!({"type": "hello", "token": b.token("ann", &["room"])}))
+        .await;
+    assert_eq!(wl["type"], "welcome");
+    laptop
+        .ok(json!({"type": "join", "space": "room", "meta": {"device": "laptop"}}))
+        .await;
+    let e = watcher.event("room").await;
+    assert_eq!((&e["type"], &e["conn"]), (&json!("join"), &conn_of(&wl)));
+    assert_eq!(e["meta"], json!({"device": "laptop"}));
+
+    let (mut phone, wp) = b.hello("ann", &["room"]).await;
+    assert_ne!(conn_of(&wp), conn_of(&wl), "ids differ across servers");
+    phone
+        .ok(json!({"type": "join", "space": "room", "meta": {"device": "phone"}}))
+        .await;
+    let e = watcher.event("room").await;
+    assert_eq!((&e["type"], &e["conn"]), (&json!("connect"), &conn_of(&wp)));
+
+    // A subscriber on the first server sees both devices.
+    let (mut late, _) = a.hello("late", &["room"]).await;
+    let members = late.subscribe("room").await;
+    assert_eq!(members.len(), 1, "{members:?}");
+    let mut conns: Vec<String> = members[0]["metas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["conn"].as_str().unwrap().to_owned())
+        .collect();
+    conns.sort();
+    let mut want = vec![
+        wl["conn"].as_str().unwrap().to_owned(),
+        wp["conn"].as_str().unwrap().to_owned(),
+    ];
+    want.sort();
+    assert_eq!(conns, want);
+
+    // The phone closes: a disconnect, seen on both servers.
+    phone.close().await;
+    for c in [&mut watcher, &mut late] {
+        let e = c.event("room").await;
+        assert_eq!(
+            (&e["type"], &e["conn"]),
+            (&json!("disconnect"), &conn_of(&wp))
+        );
+    }
+
+    // The laptop's server stops pinging for it (the test moves the clock
+    // past the TTL without a message): the store sweeps it, whichever
+    // server's ticker holds the sweep lease.
+    clock.advance(Duration::from_secs(31));
+    b.state.tick().await;
+    let e = watcher.event("room").await;
+    assert_eq!(
+        (&e["type"], &e["reason"], &e["conn"]),
+        (&json!("leave"), &json!("timeout"), &conn_of(&wl))
+    );
+    let st = b.store.status(&room, &[user_key("ann")]).await.unwrap();
+    assert_eq!(st[0].status, Status::Offline);
+    assert!(
+        b.store
+            .connections(&room, &[user_key("ann")])
+            .await
+            .unwrap()[0]
+            .is_empty()
+    );
+
+    // Shutting one server down detaches its sockets; the other's
+    // subscriber sees them leave.
+    let (mut bo, _) = a.hello("bo", &["room"]).await;
+    bo.ok(json!({"type": "join", "space": "room"})).await;
+    let e = watcher.event("room").await;
+    assert_eq!((&e["type"], &e["id"]), (&json!("join"), &json!("bo")));
+    a.stop().await;
+    let e = tokio::time::timeout(PATIENCE, watcher.event("room"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (&e["type"], &e["id"], &e["reason"]),
+        (&json!("leave"), &json!("bo"), &json!("explicit"))
+    );
+    assert_eq!(bo.closed().await, Some(1001));
+    b.stop().await;
+}
