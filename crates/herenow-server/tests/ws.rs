@@ -657,6 +657,48 @@ async fn a_connection_that_stops_pinging_is_dropped_by_the_store_within_the_ttl(
     assert_eq!(st[0].status, Status::Offline);
 }
 
+#[tokio::test]
+async fn pings_keep_presence_alive_and_write_at_most_once_a_second() {
+    let s = Server::start().await;
+    let room = space("room");
+    let mut sub = s.store.subscribe(&room).await.unwrap();
+    let (mut c, _) = s.hello("ann", &["room"]).await;
+    c.ok(json!({"type": "join", "space": "room"})).await;
+    assert_eq!(next_store_event(&mut sub).await.kind, EventKind::Join);
+    let expires = |s: &Server| {
+        let store = s.store.clone();
+        let room = room.clone();
+        async move { store.connections(&room, &[user_key("ann")]).await.unwrap()[0][0].expires_ms }
+    };
+    assert_eq!(expires(&s).await, T0 + 30_000);
+
+    // A ping re-attaches: the connection lives a TTL from now.
+    s.clock.advance(Duration::from_secs(20));
+    let pong = c.request(json!({"type": "ping"})).await;
+    assert_eq!(pong["server_time_ms"], T0 + 20_000);
+    assert_eq!(expires(&s).await, T0 + 50_000);
+    // Another within a second is answered, not written.
+    s.clock.advance(Duration::from_secs(1));
+    let pong = c.request(json!({"type": "ping"})).await;
+    assert_eq!(pong["server_time_ms"], T0 + 21_000);
+    assert_eq!(expires(&s).await, T0 + 50_000);
+
+    // So the store drops the connection at T0 + 50 s, not 51 s.
+    s.clock.advance(Duration::from_secs(28));
+    s.state.tick().await;
+    assert_eq!(
+        s.store.status(&room, &[user_key("ann")]).await.unwrap()[0].status,
+        Status::Online
+    );
+    s.clock.advance(Duration::from_secs(2));
+    s.state.tick().await;
+    let e = next_store_event(&mut sub).await;
+    assert_eq!(
+        (e.kind, e.reason),
+        (EventKind::Leave, Some(LeaveReason::Timeout))
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_that_stops_reading_gets_lagged_then_4009() {
     let s = Server::start().await;

@@ -48,8 +48,8 @@ use tokio_stream::StreamMap;
 use super::guard::{ErrorWindow, RateLimit};
 use super::{
     ClientMessage, ConnMeta, DEFAULT_PAGE_SIZE, ERROR_WINDOW, Envelope, HELLO_TIMEOUT, MAX_ERRORS,
-    MAX_SUBSCRIBED, RATE_BURST, RATE_PER_SECOND, Ref, RefOnly, SEND_QUEUE, ServerMessage,
-    SnapshotMember, WsError, close,
+    MAX_SUBSCRIBED, MIN_STORE_PING, RATE_BURST, RATE_PER_SECOND, Ref, RefOnly, SEND_QUEUE,
+    ServerMessage, SnapshotMember, WsError, close,
 };
 use crate::api::MemberDto;
 use crate::state::AppState;
@@ -215,7 +215,8 @@ pub(crate) struct Session {
     gone: bool,
     started: Instant,
     last_message: Instant,
-    last_refresh: Option<Instant>,
+    /// When every joined space was last written by a ping or a keepalive.
+    last_write: Option<Instant>,
     rate: RateLimit,
     errors: ErrorWindow,
 }
@@ -246,7 +247,7 @@ impl Session {
             gone: false,
             started: now,
             last_message: now,
-            last_refresh: None,
+            last_write: None,
             rate: RateLimit::new(RATE_BURST, RATE_PER_SECOND, now),
             errors: ErrorWindow::new(MAX_ERRORS, ERROR_WINDOW),
         }
@@ -322,6 +323,12 @@ impl Session {
             }
         }
         self.detach_all().await;
+        tracing::debug!(
+            conn = %self.conn,
+            member = ?self.grant.as_ref().map(|g| &g.member),
+            close = ?self.closing.as_ref().map(|c| c.0),
+            "websocket session ended"
+        );
         if let Some((code, reason)) = self.closing.take() {
             self.state.metrics().ws_close(code);
             self.send_close(code, reason);
@@ -380,7 +387,7 @@ impl Session {
         // too: otherwise the store could expire a connection whose socket
         // is busy with everything but pings.
         if !is_ping {
-            self.refresh(self.settings.ping).await;
+            self.keep_alive().await;
         }
     }
 
@@ -496,18 +503,37 @@ impl Session {
             .await
     }
 
-    /// Re-attaches every joined space (with the current metadata and
-    /// visibility), unless the last time was less than `min_gap` ago.
+    /// For a ping: re-attaches every joined space (with the current
+    /// metadata and visibility), unless the last such write was less than
+    /// `min_gap` ago.
     pub(crate) async fn refresh(&mut self, min_gap: Duration) {
         let now = Instant::now();
-        if self.joined.is_empty()
-            || self
-                .last_refresh
-                .is_some_and(|t| now.saturating_duration_since(t) < min_gap)
+        if self
+            .last_write
+            .is_some_and(|t| now.saturating_duration_since(t) < min_gap)
         {
             return;
         }
-        self.last_refresh = Some(now);
+        self.write_all(now).await;
+    }
+
+    /// For any other message: the same once a ping interval has passed
+    /// since the last write (or the start), so a socket busy with
+    /// everything but pings is not expired by the store. Joins and
+    /// updates wrote their own spaces already.
+    async fn keep_alive(&mut self) {
+        let now = Instant::now();
+        let since = self.last_write.unwrap_or(self.started);
+        if now.saturating_duration_since(since) >= self.settings.ping {
+            self.write_all(now).await;
+        }
+    }
+
+    async fn write_all(&mut self, now: Instant) {
+        if self.joined.is_empty() {
+            return;
+        }
+        self.last_write = Some(now);
         for (space, meta) in &self.joined {
             if let Err(e) = self.attach(space, meta.clone()).await {
                 tracing::debug!(%space, code = e.code, "refreshing a connection failed");
@@ -515,9 +541,11 @@ impl Session {
         }
     }
 
-    /// Marks every joined space as just written (after an attach of all).
-    pub(crate) fn refreshed(&mut self) {
-        self.last_refresh = Some(Instant::now());
+    /// The shortest time between two pings' store writes: a second, or
+    /// half the ping interval when that is shorter (a TTL of a second or
+    /// two must still be refreshed within it).
+    pub(crate) fn ping_write_gap(&self) -> Duration {
+        MIN_STORE_PING.min(self.settings.ping / 2)
     }
 
     /// Subscribes (or subscribes again) to `space`: a snapshot in pages,

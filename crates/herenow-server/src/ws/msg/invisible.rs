@@ -34,7 +34,6 @@ impl Invisible {
             if let Some(e) = failed {
                 return Err(e);
             }
-            s.refreshed();
         }
         s.ok(r);
         Ok(())

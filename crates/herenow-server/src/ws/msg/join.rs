@@ -33,10 +33,7 @@ impl Join<'_> {
             ));
         }
         s.attach(&space, meta.clone()).await?;
-        if s.joined.insert(space, meta).is_none() && s.joined.len() == 1 {
-            // The first space: presence is fresh as of now.
-            s.refreshed();
-        }
+        s.joined.insert(space, meta);
         s.ok(r);
         Ok(())
     }
