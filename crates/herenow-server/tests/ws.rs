@@ -575,6 +575,24 @@ async fn a_message_over_64_kib_closes_with_1009() {
 }
 
 #[tokio::test]
+async fn a_text_frame_that_is_not_utf8_closes_with_1007() {
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+    let s = Server::start().await;
+    let (mut c, _) = s.hello("ann", &["room"]).await;
+    c.ok(json!({"type": "join", "space": "room"})).await;
+    let frame = Frame::message(vec![0xff, 0xfe, 0x7b], OpCode::Data(Data::Text), true);
+    c.ws.send(Message::Frame(frame)).await.unwrap();
+    assert_eq!(c.closed().await, Some(1007));
+    let conns = s
+        .store
+        .connections(&space("room"), &[user_key("ann")])
+        .await
+        .unwrap();
+    assert!(conns[0].is_empty());
+}
+
+#[tokio::test]
 async fn no_hello_in_time_closes_with_4003() {
     let s = Server::start_with(Config {
         ws_ttl: Duration::from_secs(2),

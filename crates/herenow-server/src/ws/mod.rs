@@ -77,6 +77,10 @@ pub mod close {
     pub const NORMAL: u16 = 1000;
     /// The server shuts down.
     pub const GOING_AWAY: u16 = 1001;
+    /// A broken frame (unmasked, bad opcode, …).
+    pub const PROTOCOL: u16 = 1002;
+    /// A text frame that is not UTF-8.
+    pub const BAD_DATA: u16 = 1007;
     /// A frame or message over 64 KiB.
     pub const TOO_BIG: u16 = 1009;
     /// Bad token: malformed, forged, or signed with another secret.

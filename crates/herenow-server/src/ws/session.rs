@@ -311,8 +311,8 @@ impl Session {
                     Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
                     Some(Ok(Message::Close(_))) | None => break,
                     Some(Err(e)) => {
-                        if is_too_big(e) {
-                            self.close(close::TOO_BIG, "a message over 64 KiB");
+                        if let Some((code, reason)) = read_error_close(e) {
+                            self.close(code, reason);
                         }
                         break;
                     }
@@ -853,10 +853,16 @@ fn events(rx: EventReceiver) -> EventStream {
     }))
 }
 
-/// Whether a read failed because the client sent a frame or message over
-/// the limit.
-fn is_too_big(e: axum::Error) -> bool {
-    e.into_inner()
-        .downcast_ref::<tungstenite::Error>()
-        .is_some_and(|e| matches!(e, tungstenite::Error::Capacity(_)))
+/// The close for a read that failed because of what the client sent: a
+/// frame or message over the limit (`1009`), text that is not UTF-8
+/// (`1007`), a broken frame (`1002`). `None` when the connection itself
+/// failed: there is nobody left to tell.
+fn read_error_close(e: axum::Error) -> Option<(u16, &'static str)> {
+    let inner = e.into_inner();
+    match inner.downcast_ref::<tungstenite::Error>()? {
+        tungstenite::Error::Capacity(_) => Some((close::TOO_BIG, "a message over 64 KiB")),
+        tungstenite::Error::Utf8(_) => Some((close::BAD_DATA, "a text frame that is not UTF-8")),
+        tungstenite::Error::Protocol(_) => Some((close::PROTOCOL, "a WebSocket protocol error")),
+        _ => None,
+    }
 }
