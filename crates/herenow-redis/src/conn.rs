@@ -31,10 +31,21 @@ pub enum Target {
 }
 
 impl Target {
-    /// Parses `redis://HOST:PORT[/DB]` or `redis+cluster://H1:P1,H2:P2,…`.
-    /// A bad spec is refused as a configuration error.
+    /// Parses `redis://HOST:PORT[/DB]` or `redis+cluster://H1:P1,H2:P2,…`,
+    /// and their TLS forms `rediss://` and `rediss+cluster://`. A bad spec
+    /// is refused as a configuration error.
+    ///
+    /// Over TLS the server's certificate is checked against the system's
+    /// roots (`SSL_CERT_FILE` / `SSL_CERT_DIR` name others, as for
+    /// OpenSSL), and its name against the host given.
     pub fn parse(spec: &str) -> Result<Self, Error> {
         let bad = |why: &'static str| Error::Invalid(InvalidInput::BadConfig { why });
+        let (scheme, spec) = match spec.split_once("://") {
+            Some(("rediss", rest)) => ("rediss", format!("redis://{rest}")),
+            Some(("rediss+cluster", rest)) => ("rediss", format!("redis+cluster://{rest}")),
+            _ => ("redis", spec.to_owned()),
+        };
+        let spec = spec.as_str();
         if let Some(rest) = spec.strip_prefix("redis+cluster://") {
             let rest = rest.trim_end_matches('/');
             if rest.contains('/') || rest.contains('?') {
@@ -46,7 +57,7 @@ impl Target {
                 .split(',')
                 .map(str::trim)
                 .filter(|n| !n.is_empty())
-                .map(|n| format!("redis://{n}/?protocol=resp3"))
+                .map(|n| format!("{scheme}://{n}/?protocol=resp3"))
                 .collect();
             if nodes.is_empty() {
                 return Err(bad("redis+cluster:// needs at least one HOST:PORT"));
@@ -64,12 +75,20 @@ impl Target {
                 return Err(bad("the database in redis://HOST:PORT/DB must be a number"));
             }
             return Ok(Target::Single {
-                url: format!("redis://{rest}?protocol=resp3"),
+                url: format!("{scheme}://{rest}?protocol=resp3"),
             });
         }
         Err(bad(
-            "store must be redis://HOST:PORT[/DB] or redis+cluster://H1:P1,H2:P2",
+            "store must be redis[s]://HOST:PORT[/DB] or redis[s]+cluster://H1:P1,H2:P2",
         ))
+    }
+
+    /// Whether it speaks TLS.
+    pub fn is_tls(&self) -> bool {
+        match self {
+            Target::Single { url } => url.starts_with("rediss://"),
+            Target::Cluster { nodes } => nodes.iter().any(|n| n.starts_with("rediss://")),
+        }
     }
 
     /// Whether this is a cluster: events then go over sharded pub/sub.
@@ -95,6 +114,11 @@ impl Conn {
         timeout: Duration,
         push: impl Fn(PushInfo) + Send + Sync + 'static,
     ) -> RedisResult<Conn> {
+        if target.is_tls() {
+            // redis-rs leaves the choice of rustls' crypto to the program;
+            // an error only means one is installed already.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
         let sender = move |info: PushInfo| -> Result<(), ()> {
             push(info);
             Ok(())
@@ -196,8 +220,24 @@ mod tests {
                 ]
             }
         );
+        assert_eq!(
+            Target::parse("rediss://h:6380").unwrap(),
+            Target::Single {
+                url: "rediss://h:6380?protocol=resp3".into()
+            }
+        );
+        assert!(Target::parse("rediss://h:6380").unwrap().is_tls());
+        assert!(!Target::parse("redis://h:6380").unwrap().is_tls());
+        assert_eq!(
+            Target::parse("rediss+cluster://a:1").unwrap(),
+            Target::Cluster {
+                nodes: vec!["rediss://a:1/?protocol=resp3".into()]
+            }
+        );
         for bad in [
             "memory",
+            "rediss://",
+            "http://h:1",
             "redis://",
             "redis://h:1/x",
             "redis+cluster://",

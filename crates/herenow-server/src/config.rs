@@ -111,7 +111,8 @@ pub enum StoreSpec {
 }
 
 /// The schemes `--store` accepts, for error messages.
-const ACCEPTED_STORES: &str = "memory, redis://HOST:PORT[/DB], redis+cluster://H1:P1,H2:P2,…";
+const ACCEPTED_STORES: &str =
+    "memory, redis[s]://HOST:PORT[/DB], redis[s]+cluster://H1:P1,H2:P2,… (rediss: TLS)";
 
 impl StoreSpec {
     /// A short name for logs and metrics: `memory`, `redis` or
@@ -205,10 +206,10 @@ impl std::str::FromStr for StoreSpec {
         if s == "memory" {
             return Ok(StoreSpec::Memory);
         }
-        if s.starts_with("rediss://") || s.starts_with("rediss+cluster://") {
-            return Err(ConfigError::StoreTlsUnsupported);
-        }
-        if let Some(rest) = s.strip_prefix("redis+cluster://") {
+        // TLS changes the transport, not the shape of the address.
+        let plain = s.strip_prefix("rediss").map(|rest| format!("redis{rest}"));
+        let plain = plain.as_deref().unwrap_or(s);
+        if let Some(rest) = plain.strip_prefix("redis+cluster://") {
             let rest = rest.strip_suffix('/').unwrap_or(rest);
             if rest.is_empty() {
                 return Err(bad("redis+cluster:// needs at least one HOST:PORT"));
@@ -223,7 +224,7 @@ impl std::str::FromStr for StoreSpec {
             }
             return Ok(StoreSpec::RedisCluster(s.to_owned()));
         }
-        if let Some(rest) = s.strip_prefix("redis://") {
+        if let Some(rest) = plain.strip_prefix("redis://") {
             if rest.contains(['?', '#', ',']) {
                 return Err(bad("expected redis://HOST:PORT[/DB]"));
             }
@@ -400,13 +401,6 @@ pub enum ConfigError {
         /// What is wrong with it.
         why: &'static str,
     },
-    /// `rediss://`: this build's Redis client has no TLS.
-    #[error(
-        "rediss:// (Redis over TLS) is not supported by this build: its Redis client is \
-         compiled without TLS. Use redis:// over a trusted network or a TLS tunnel \
-         (stunnel, a service mesh) to the Redis server"
-    )]
-    StoreTlsUnsupported,
     /// `--data-dir` with a Redis store, which keeps the state itself.
     #[error(
         "--data-dir {} is for the memory store's snapshot; with a Redis store the state \
@@ -520,15 +514,18 @@ mod tests {
                 "{unknown}"
             );
         }
-        for tls in ["rediss://host:6380", "rediss+cluster://a:1"] {
-            assert!(
-                matches!(
-                    tls.parse::<StoreSpec>(),
-                    Err(ConfigError::StoreTlsUnsupported)
-                ),
-                "{tls}"
-            );
-        }
+        assert_eq!(
+            "rediss://host:6380".parse::<StoreSpec>().unwrap(),
+            StoreSpec::Redis("rediss://host:6380".into())
+        );
+        assert_eq!(
+            "rediss+cluster://a:1,b:2".parse::<StoreSpec>().unwrap(),
+            StoreSpec::RedisCluster("rediss+cluster://a:1,b:2".into())
+        );
+        assert!(matches!(
+            "rediss://".parse::<StoreSpec>(),
+            Err(ConfigError::BadStore { .. })
+        ));
     }
 
     #[test]

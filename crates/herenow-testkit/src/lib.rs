@@ -8,7 +8,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,16 +21,21 @@ static DIRS: AtomicU64 = AtomicU64::new(0);
 static TAKEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
 
 fn require(binary: &str) {
+    let probe = if binary == "openssl" {
+        "version"
+    } else {
+        "--version"
+    };
     let found = Command::new(binary)
-        .arg("--version")
+        .arg(probe)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     assert!(
         found,
-        "{binary} not found: these tests start their own Redis; \
-         install redis-server: apt-get install -y redis-server"
+        "{binary} not found: these tests start their own Redis (with TLS: \
+         certificates from openssl); install it: apt-get install -y redis-server openssl"
     );
 }
 
@@ -64,6 +69,84 @@ fn temp_dir() -> PathBuf {
     dir
 }
 
+/// Makes `ca.pem` and a certificate for 127.0.0.1 it signs (`server.pem`,
+/// `server.key`) in `dir`, with the `openssl` command. P-256 keys: quick to
+/// make.
+fn make_certificates(dir: &Path) {
+    require("openssl");
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .expect("write the certificate extensions");
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let steps: [&[&str]; 3] = [
+        &[
+            &["req", "-x509"],
+            &ec[..],
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=herenow test CA",
+            ],
+        ]
+        .concat(),
+        &[
+            &["req"],
+            &ec[..],
+            &[
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+                "-subj",
+                "/CN=127.0.0.1",
+            ],
+        ]
+        .concat(),
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "server.ext",
+        ],
+    ];
+    for args in steps {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("run openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// Sends one inline command and returns the raw reply.
 pub fn raw_command(port: u16, cmd: &str) -> std::io::Result<String> {
     let mut s =
@@ -82,26 +165,52 @@ pub struct RedisServer {
     pub port: u16,
     dir: PathBuf,
     cluster: bool,
+    /// With TLS: the TLS port (the plain `port` stays open for the test's
+    /// own checks).
+    tls_port: Option<u16>,
 }
 
 impl RedisServer {
     /// A standalone server.
     pub fn standalone() -> Self {
-        Self::start(false)
+        Self::start(false, false)
     }
 
-    fn start(cluster: bool) -> Self {
+    /// A standalone server that also speaks TLS, with a certificate for
+    /// 127.0.0.1 signed by a CA made for this server alone
+    /// ([`ca_file`](Self::ca_file)). Needs the `openssl` command.
+    pub fn standalone_tls() -> Self {
+        Self::start(false, true)
+    }
+
+    fn start(cluster: bool, tls: bool) -> Self {
         require("redis-server");
         let port = free_port(cluster);
         let dir = temp_dir();
+        let tls_port = tls.then(|| {
+            make_certificates(&dir);
+            free_port(false)
+        });
         let mut s = RedisServer {
             child: None,
             port,
             dir,
             cluster,
+            tls_port,
         };
         s.spawn();
         s
+    }
+
+    /// `rediss://127.0.0.1:TLS_PORT`, for a server started with TLS.
+    pub fn tls_url(&self) -> String {
+        let port = self.tls_port.expect("a server started with TLS");
+        format!("rediss://127.0.0.1:{port}")
+    }
+
+    /// The PEM file of the CA that signed a TLS server's certificate.
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.join("ca.pem")
     }
 
     fn spawn(&mut self) {
@@ -111,6 +220,14 @@ impl RedisServer {
         let mut cmd = Command::new("redis-server");
         cmd.args(["--port", &port, "--bind", "127.0.0.1", "--save", ""])
             .args(["--appendonly", "no", "--dir", &dir, "--logfile", &log]);
+        if let Some(tls) = self.tls_port {
+            let file = |name: &str| self.dir.join(name).to_string_lossy().into_owned();
+            cmd.args(["--tls-port", &tls.to_string()])
+                .args(["--tls-cert-file", &file("server.pem")])
+                .args(["--tls-key-file", &file("server.key")])
+                .args(["--tls-ca-cert-file", &file("ca.pem")])
+                .args(["--tls-auth-clients", "no"]);
+        }
         if self.cluster {
             let conf = self.dir.join("nodes.conf").to_string_lossy().into_owned();
             cmd.args(["--cluster-enabled", "yes", "--cluster-config-file", &conf])
@@ -212,7 +329,7 @@ impl RedisCluster {
     /// `cluster_state:ok` on every node.
     pub fn start() -> Self {
         require("redis-cli");
-        let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start(true)).collect();
+        let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start(true, false)).collect();
         let addrs: Vec<String> = nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port))

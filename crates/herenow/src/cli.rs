@@ -74,7 +74,9 @@ pub struct ServeArgs {
 
     /// Where presence is kept: `memory` (embedded, one server),
     /// `redis://HOST:PORT[/DB]` (one Redis server) or
-    /// `redis+cluster://H1:P1,H2:P2,…` (a Redis Cluster's seed nodes). With
+    /// `redis+cluster://H1:P1,H2:P2,…` (a Redis Cluster's seed nodes);
+    /// `rediss://` and `rediss+cluster://` speak TLS (certificates checked
+    /// against the system's roots, or SSL_CERT_FILE). With
     /// Redis any number of herenow servers share one state; a Redis that
     /// cannot be reached at start is an error, never a fallback to memory.
     #[arg(
@@ -570,7 +572,7 @@ mod tests {
             &["serve", "--store", "redis://host:6379/db"],
             &["serve", "--store", "redis+cluster://"],
             &["serve", "--store", "redis+cluster://a:1,b"],
-            &["serve", "--store", "rediss://host:6380"],
+            &["serve", "--store", "rediss://"],
             &["serve", "--listen", "nowhere"],
             &["serve", "--window", "10"],
             &["serve", "--max-connections", "0"],
