@@ -200,7 +200,7 @@ for start in range(0, n, 1000):
 PY
 after=$(used_memory)
 plain=$(awk -v a="$after" -v b="$before" -v n="$N" 'BEGIN { printf "%.1f", (a-b)/n }')
-echo "  plain sorted set (seeds 001/004): $plain bytes/member"
+echo "  plain sorted set (seeds 001/004): $plain bytes/member (MEMORY USAGE of the set: $(cli memory usage presence:bench samples 0) bytes)"
 cli flushall >/dev/null
 before=$(used_memory)
 python3 - "$N" "$dir/mem" <<'PY'

@@ -20,8 +20,8 @@
 //!   read one short field.
 //!
 //! Every script but [`CONNECTIONS`] takes the same keys, in the order of
-//! [`TICK`] plus three: `zu zg iu ig meta state config lease conns cinfo
-//! mconn` (attach and detach never touch the lease).
+//! [`TICK`] plus three: `zu zg meta state config lease conns cinfo mconn`
+//! (attach and detach never touch the lease).
 //!
 //! Events caused by a connection carry its id as a ninth element of the
 //! event tuple (see [`scripts`](crate::scripts)) and the connection's
@@ -37,9 +37,9 @@ use crate::scripts::{PRELUDE, TICK_BODY};
 
 /// Connection helpers, after [`PRELUDE`].
 const CONN_PRELUDE: &str = r#"
-local CK = {z = {u = KEYS[1], g = KEYS[2]}, ix = {u = KEYS[3], g = KEYS[4]},
-  meta = KEYS[5], state = KEYS[6], config = KEYS[7],
-  conns = KEYS[9], cinfo = KEYS[10], mconn = KEYS[11]}
+local CK = {z = {u = KEYS[1], g = KEYS[2]},
+  meta = KEYS[3], state = KEYS[4], config = KEYS[5],
+  conns = KEYS[7], cinfo = KEYS[8], mconn = KEYS[9]}
 local function cinfo_enc(inv, k, id, meta) return inv .. k .. id .. '\n' .. meta end
 -- inv, kind, id, meta
 local function cinfo_dec(v)
@@ -87,7 +87,6 @@ local function conn_gone(x, k, id, others, reason, conn, meta, ev)
   end
   ev_conn(ev, 'leave', k, id, s, 0, reason, meta, conn)
   redis.call('ZREM', CK.z[k], id)
-  redis.call('ZREM', CK.ix[k], id)
   redis.call('HDEL', CK.meta, k .. ':' .. id)
   return 1
 end
@@ -173,7 +172,6 @@ if inv == '0' then
       if redis.call('HGET', CK.meta, mf) ~= meta then redis.call('HSET', CK.meta, mf, meta) end
     end
     if old ~= now then redis.call('ZADD', z, S(now), id) end
-    if not old then redis.call('ZADD', CK.ix[k], 0, id) end
     local np = presence(x, now, id)
     local e = nil
     if np ~= 0 then
@@ -270,9 +268,9 @@ return out
 pub static SWEEP: LazyLock<Script> = LazyLock::new(|| {
     conn_script(&format!(
         r#"
-if not redis.call('SET', KEYS[8], ARGV[9], 'NX', 'PX', ARGV[10]) then
-  if redis.call('GET', KEYS[8]) ~= ARGV[9] then return {{0, 0, 0, -1, 0}} end
-  redis.call('PEXPIRE', KEYS[8], ARGV[10])
+if not redis.call('SET', KEYS[6], ARGV[9], 'NX', 'PX', ARGV[10]) then
+  if redis.call('GET', KEYS[6]) ~= ARGV[9] then return {{0, 0, 0, -1, 0}} end
+  redis.call('PEXPIRE', KEYS[6], ARGV[10])
 end
 local now = tonumber(ARGV[1])
 local on, aw = cfg_load(CK.config, ARGV[2], ARGV[3], ARGV[4], ARGV[5])

@@ -22,7 +22,6 @@
 //! | key | type | holds |
 //! | --- | --- | --- |
 //! | `P:{S}:u`, `P:{S}:g` | sorted set | users / guests: member = id, score = last seen in ms (seeds 001/004's set, split by kind so counts are two `ZCOUNT`s) |
-//! | `P:{S}:iu`, `P:{S}:ig` | sorted set, all scores 0 | the same ids, for listing by id with `ZRANGEBYLEX` (a score-ordered set cannot be read in id order) |
 //! | `P:{S}:meta` | hash | `u:ID` / `g:ID` → metadata JSON |
 //! | `P:{S}:state` | hash | `seq` (event sequence) and the away / gone watermarks per kind |
 //! | `P:{S}:config` | hash | the space's thresholds, absent for the defaults |
@@ -33,6 +32,17 @@
 //! | `P:{S}:events` | channel | events: `PUBLISH` on a server, `SPUBLISH` (sharded, same slot) on a cluster |
 //! | `P:{spaces}:names`, `P:{spaces}:touched` | sorted sets | the registry of spaces: names (score 0, for listing) and when a writer last marked each (for dropping empty ones) |
 //! | `P:friends:ID` | set | a user's friends (global, one slot of its own) |
+//!
+//! Each member is stored once, in its kind's sorted set: there is no
+//! second index by id (there was one, `P:{S}:iu` / `P:{S}:ig`, which
+//! doubled a space's memory). Listing by id (`order=id`) reads the ids of
+//! the window's members in bounded slices and sorts them per page: exact,
+//! but O(members in the window) per page, so a window holding more than
+//! [`RedisOptions::id_order_max`] members (10,000 by default) answers
+//! `Error::Unsupported` naming the limit, and `order=recent` (O(page), no
+//! limit) is the listing for big spaces. Keys `P:{S}:iu` / `P:{S}:ig` left
+//! by earlier versions are no longer read or written; once every server
+//! runs this version they can be deleted (`UNLINK`).
 //!
 //! Online friends read the friend set first and then look the friends up in
 //! the space's slot (the friend set and the space live in different slots

@@ -101,7 +101,7 @@ fn script(body: &str) -> Script {
     Script::new(&format!("{PRELUDE}\n{body}"))
 }
 
-/// Heartbeats. KEYS: zu zg iu ig meta state config. ARGV: now, the four
+/// Heartbeats. KEYS: zu zg meta state config. ARGV: now, the four
 /// default thresholds, publish command, channel, then `kind id at meta`
 /// per member (one per member: the caller coalesces; meta `''` keeps it).
 /// Returns `{accepted, joined, stale}`.
@@ -109,13 +109,12 @@ pub static HEARTBEAT: LazyLock<Script> = LazyLock::new(|| {
     script(
         r#"
 local now = tonumber(ARGV[1])
-local on, aw, win, ret = cfg_load(KEYS[7], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+local on, aw, win, ret = cfg_load(KEYS[5], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
 local z = {u = KEYS[1], g = KEYS[2]}
-local ix = {u = KEYS[3], g = KEYS[4]}
 local mk = {}
 for _, k in ipairs({'u', 'g'}) do
-  local x, fresh = marks_load(KEYS[6], k, now, on, aw)
-  if fresh then marks_save(KEYS[6], k, x) end
+  local x, fresh = marks_load(KEYS[4], k, now, on, aw)
+  if fresh then marks_save(KEYS[4], k, x) end
   mk[k] = x
 end
 local acc, joined, stale = 0, 0, 0
@@ -136,13 +135,12 @@ for i = 8, #ARGV, 4 do
       local changed = false
       if meta ~= '' then
         local f = k .. ':' .. id
-        if redis.call('HGET', KEYS[5], f) ~= meta then
-          redis.call('HSET', KEYS[5], f, meta)
+        if redis.call('HGET', KEYS[3], f) ~= meta then
+          redis.call('HSET', KEYS[3], f, meta)
           changed = true
         end
       end
       if old ~= at then redis.call('ZADD', z[k], S(at), id) end
-      if not old then redis.call('ZADD', ix[k], 0, id) end
       local np = presence(mk[k], at, id)
       local e = nil
       if np ~= 0 then
@@ -155,17 +153,17 @@ for i = 8, #ARGV, 4 do
           e = 'update'
         end
       end
-      if e then ev_add(ev, KEYS[5], e, k, id, at, np, '') end
+      if e then ev_add(ev, KEYS[3], e, k, id, at, np, '') end
     end
   end
 end
-publish(KEYS[6], ARGV[6], ARGV[7], ev)
+publish(KEYS[4], ARGV[6], ARGV[7], ev)
 return {acc, joined, stale}
 "#,
     )
 });
 
-/// Explicit leave. KEYS: zu zg iu ig meta state config. ARGV: now, the four
+/// Explicit leave. KEYS: zu zg meta state config. ARGV: now, the four
 /// defaults, publish command, channel, then `kind id upto` triples: `upto`
 /// empty removes the member whatever its time; a time removes it only if
 /// its last heartbeat is at or before it (a leave replayed from the write
@@ -175,11 +173,10 @@ pub static LEAVE: LazyLock<Script> = LazyLock::new(|| {
     script(
         r#"
 local now = tonumber(ARGV[1])
-local on, aw = cfg_load(KEYS[7], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+local on, aw = cfg_load(KEYS[5], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
 local z = {u = KEYS[1], g = KEYS[2]}
-local ix = {u = KEYS[3], g = KEYS[4]}
 local mk = {}
-for _, k in ipairs({'u', 'g'}) do mk[k] = marks_load(KEYS[6], k, now, on, aw) end
+for _, k in ipairs({'u', 'g'}) do mk[k] = marks_load(KEYS[4], k, now, on, aw) end
 local present = 0
 local ev = {}
 for i = 8, #ARGV, 3 do
@@ -190,14 +187,13 @@ for i = 8, #ARGV, 3 do
   if s then
     if presence(mk[k], s, id) ~= 0 then
       present = present + 1
-      ev_add(ev, KEYS[5], 'leave', k, id, s, 0, 'explicit')
+      ev_add(ev, KEYS[3], 'leave', k, id, s, 0, 'explicit')
     end
     redis.call('ZREM', z[k], id)
-    redis.call('ZREM', ix[k], id)
-    redis.call('HDEL', KEYS[5], k .. ':' .. id)
+    redis.call('HDEL', KEYS[3], k .. ':' .. id)
   end
 end
-publish(KEYS[6], ARGV[6], ARGV[7], ev)
+publish(KEYS[4], ARGV[6], ARGV[7], ev)
 return present
 "#,
     )
@@ -205,8 +201,8 @@ return present
 
 /// One bounded step of background work on a space: advance the away and
 /// gone watermarks (emitting `away` and timeout `leave`), then forget
-/// members past their retention. KEYS: zu zg iu ig meta state config
-/// lease. ARGV: now, the four defaults, publish command, channel, budget
+/// members past their retention. KEYS: zu zg meta state config lease.
+/// ARGV: now, the four defaults, publish command, channel, budget
 /// (members), lease owner, lease duration (ms).
 ///
 /// Only the holder of the space's sweep lease works: the script takes the
@@ -219,19 +215,18 @@ pub static TICK: LazyLock<Script> = LazyLock::new(|| script(TICK_BODY));
 /// The body of [`TICK`], also run by [`SWEEP`](crate::conn_scripts::SWEEP)
 /// (which the store uses) after it has closed expired connections.
 pub(crate) const TICK_BODY: &str = r#"
-if not redis.call('SET', KEYS[8], ARGV[9], 'NX', 'PX', ARGV[10]) then
-  if redis.call('GET', KEYS[8]) ~= ARGV[9] then return {0, 0, 0, -1} end
-  redis.call('PEXPIRE', KEYS[8], ARGV[10])
+if not redis.call('SET', KEYS[6], ARGV[9], 'NX', 'PX', ARGV[10]) then
+  if redis.call('GET', KEYS[6]) ~= ARGV[9] then return {0, 0, 0, -1} end
+  redis.call('PEXPIRE', KEYS[6], ARGV[10])
 end
 local now = tonumber(ARGV[1])
-local on, aw, win, ret = cfg_load(KEYS[7], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+local on, aw, win, ret = cfg_load(KEYS[5], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
 local budget = tonumber(ARGV[8])
 local z = {u = KEYS[1], g = KEYS[2]}
-local ix = {u = KEYS[3], g = KEYS[4]}
 local ex, tr, more = 0, 0, 0
 local ev = {}
 for _, k in ipairs({'u', 'g'}) do
-  local x = marks_load(KEYS[6], k, now, on, aw)
+  local x = marks_load(KEYS[4], k, now, on, aw)
   for pass = 1, 2 do
     local cut = now - on
     local si, mi = 1, 2
@@ -263,11 +258,11 @@ for _, k in ipairs({'u', 'g'}) do
           if pass == 1 then
             if not le_mark(s, id, x[3], x[4]) then
               tr = tr + 1
-              ev_add(ev, KEYS[5], 'away', k, id, s, 1, '')
+              ev_add(ev, KEYS[3], 'away', k, id, s, 1, '')
             end
           else
             tr = tr + 1
-            ev_add(ev, KEYS[5], 'leave', k, id, s, 0, 'timeout')
+            ev_add(ev, KEYS[3], 'leave', k, id, s, 0, 'timeout')
           end
           ls, lm = s, id
         end
@@ -276,7 +271,7 @@ for _, k in ipairs({'u', 'g'}) do
       x[si], x[mi] = ns, nm
     end
   end
-  marks_save(KEYS[6], k, x)
+  marks_save(KEYS[4], k, x)
   local before = S(now - ret)
   while budget > 0 do
     local xs = redis.call('ZRANGEBYSCORE', z[k], '-inf', before, 'WITHSCORES', 'LIMIT', 0, 256)
@@ -286,17 +281,16 @@ for _, k in ipairs({'u', 'g'}) do
       budget = budget - 1
       local id, s = xs[j], tonumber(xs[j + 1])
       if not le_mark(s, id, x[3], x[4]) then
-        ev_add(ev, KEYS[5], 'leave', k, id, s, 0, 'expired')
+        ev_add(ev, KEYS[3], 'leave', k, id, s, 0, 'expired')
       end
       redis.call('ZREM', z[k], id)
-      redis.call('ZREM', ix[k], id)
-      redis.call('HDEL', KEYS[5], k .. ':' .. id)
+      redis.call('HDEL', KEYS[3], k .. ':' .. id)
       ex = ex + 1
     end
   end
   if budget == 0 and redis.call('ZCOUNT', z[k], '-inf', before) > 0 then more = 1 end
 end
-publish(KEYS[6], ARGV[6], ARGV[7], ev)
+publish(KEYS[4], ARGV[6], ARGV[7], ev)
 return {ex, tr, more, redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2])}
 "#;
 
@@ -438,65 +432,40 @@ return out
     )
 });
 
-/// One page by id, per kind, from the lexicographic indexes. KEYS: zu zg
-/// iu ig meta config. ARGV: the four defaults, now, window, limit, kinds,
-/// cursor `id kind` or two `''`, scan budget per kind. The order is (id,
-/// kind) ascending, users before guests for equal ids. Returns `{0, online,
-/// away, window, retention, part_u, part_g}`, each part `{truncated,
-/// last_scanned, id, score, meta, ...}` with up to limit+1 items in the
-/// window after the cursor; a part is truncated when the budget ran out
-/// before it had them all.
-pub static LIST_BY_ID: LazyLock<Script> = LazyLock::new(|| {
+/// One slice of a kind's members in the window, for listing by id
+/// (`RedisStore::list` with `order=id`; there is no index by id, see the crate
+/// documentation). KEYS: z config. ARGV: the four defaults, now, window (0:
+/// the space's), then the scan cursor `score member` (two `''` for the
+/// first slice: start at the window's edge), and the most members to
+/// return. Members come in ascending (score, member) order strictly after
+/// the cursor, so a scan that resumes from the last member it read misses
+/// nobody whose time only grows (heartbeats never lower a score). Only
+/// ids: formatting every score costs more than reading the members.
+/// Returns `{0, in_window, last_score, ids}` with `in_window` the members
+/// in the window (first slice only, else -1) and `last_score` the score of
+/// the last id (`''` if none); `{-1, retention}` for a bad window.
+pub static ID_SLICE: LazyLock<Script> = LazyLock::new(|| {
     script(
         r#"
-local on, aw, win, ret = cfg_load(KEYS[6], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+local on, aw, win, ret = cfg_load(KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 local w = tonumber(ARGV[6])
 if w == 0 then w = win end
 if w < 1 or w > ret then return {-1, S(ret)} end
 local cut = tonumber(ARGV[5]) - w
-local want = tonumber(ARGV[7]) + 1
-local kinds = ARGV[8]
-local cid, ck = ARGV[9], ARGV[10]
-local budget = tonumber(ARGV[11])
-local out = {0, S(on), S(aw), S(win), S(ret), {}, {}}
-local zs = {KEYS[1], KEYS[2]}
-local ixs = {KEYS[3], KEYS[4]}
-for i, k in ipairs({'u', 'g'}) do
-  if kinds == 'a' or kinds == k then
-    local start = '-'
-    if ck ~= '' then
-      if k == 'g' and ck == 'u' then start = '[' .. cid else start = '(' .. cid end
-    end
-    local part = {0, ''}
-    local got, scanned = 0, 0
-    local fin = false
-    while not fin do
-      local n = budget - scanned
-      if n > 256 then n = 256 end
-      if n <= 0 then
-        part[1] = 1
-        break
-      end
-      local ids = redis.call('ZRANGEBYLEX', ixs[i], start, '+', 'LIMIT', 0, n)
-      for _, id in ipairs(ids) do
-        scanned = scanned + 1
-        part[2] = id
-        local s = redis.call('ZSCORE', zs[i], id)
-        if s and tonumber(s) >= cut then
-          part[#part + 1] = id
-          part[#part + 1] = s
-          part[#part + 1] = redis.call('HGET', KEYS[5], k .. ':' .. id)
-          got = got + 1
-          if got == want then fin = true break end
-        end
-      end
-      if #ids < n then fin = true end
-      start = '(' .. part[2]
-    end
-    out[5 + i] = part
-  end
+local n = tonumber(ARGV[9])
+local from, in_window
+if ARGV[7] == '' then
+  from = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. S(cut))
+  in_window = redis.call('ZCARD', KEYS[1]) - from
+else
+  from = count_le(KEYS[1], tonumber(ARGV[7]), ARGV[8])
+  in_window = -1
 end
-return out
+local ids = {}
+if n > 0 then ids = redis.call('ZRANGE', KEYS[1], from, from + n - 1) end
+local last = ''
+if #ids > 0 then last = S(tonumber(redis.call('ZSCORE', KEYS[1], ids[#ids]))) end
+return {0, in_window, last, ids}
 "#,
     )
 });

@@ -1,5 +1,6 @@
 //! [`RedisStore`]: the [`PresenceStore`] over Redis or Redis Cluster.
 
+mod by_id;
 mod connections;
 
 use std::collections::{BTreeSet, HashMap};
@@ -27,11 +28,6 @@ use crate::conn::{Conn, Target};
 use crate::events::Router;
 use crate::writer::{self, BeatArg, ReplayTuning, SpaceKeys, TOUCH_EVERY_MS, Writer, timed};
 use crate::{conn_scripts, scripts};
-
-/// Most lexicographic-index entries one by-id page reads per kind before it
-/// returns a short page with a cursor (members outside the window are read
-/// and skipped).
-const ID_SCAN_BUDGET: usize = 8 * limits::MAX_PAGE;
 
 /// Tuning of a [`RedisStore`].
 #[derive(Clone, Debug)]
@@ -64,6 +60,13 @@ pub struct RedisOptions {
     /// stops ticking another store takes over after at most this long, so
     /// it should be several tick intervals.
     pub lease: Duration,
+    /// Most members a window may hold to be listed by id (`order=id`).
+    /// There is no index by id (it would store every member twice): a
+    /// by-id page reads the whole window in bounded slices and sorts it,
+    /// so its cost grows with the window. Past this many members such a
+    /// listing answers [`Error::Unsupported`] naming the limit; listing
+    /// most recent first has no such limit.
+    pub id_order_max: usize,
 }
 
 impl Default for RedisOptions {
@@ -77,6 +80,7 @@ impl Default for RedisOptions {
             backoff_min: Duration::from_millis(50),
             backoff_max: Duration::from_secs(5),
             lease: Duration::from_secs(10),
+            id_order_max: 10_000,
         }
     }
 }
@@ -229,7 +233,7 @@ impl RedisStore {
     pub fn space_keys(&self, space: &SpaceName) -> Vec<String> {
         let k = self.keys(space);
         vec![
-            k.zu, k.zg, k.iu, k.ig, k.meta, k.state, k.config, k.lease, k.conns, k.cinfo, k.mconn,
+            k.zu, k.zg, k.meta, k.state, k.config, k.lease, k.conns, k.cinfo, k.mconn,
         ]
     }
 
@@ -866,95 +870,7 @@ impl PresenceStore for RedisStore {
                     next_cursor,
                 })
             }
-            Order::Id => {
-                let cursor = match &query.cursor {
-                    None => None,
-                    Some(c) => Some(decode_id(c).ok_or(InvalidInput::BadCursor)?),
-                };
-                let (cid, ck) = match &cursor {
-                    None => ("", ""),
-                    Some((id, kind)) => (id.as_str(), kind_letter(*kind)),
-                };
-                let v: Value = self
-                    .io("list", async {
-                        scripts::LIST_BY_ID
-                            .key(&k.zu)
-                            .key(&k.zg)
-                            .key(&k.iu)
-                            .key(&k.ig)
-                            .key(&k.meta)
-                            .key(&k.config)
-                            .arg(&self.defaults_args()[..])
-                            .arg(now)
-                            .arg(window)
-                            .arg(limit)
-                            .arg(kinds_letter(query.kinds))
-                            .arg(cid)
-                            .arg(ck)
-                            .arg(ID_SCAN_BUDGET)
-                            .invoke_async(&mut c)
-                            .await
-                    })
-                    .await?;
-                let v = array(v)?;
-                if let Some(e) = window_error(&v, query.window_ms)? {
-                    return Err(e);
-                }
-                let config = config_of(&v[1..])?;
-                let mut items = Vec::new();
-                // The smallest (id, kind) up to which every kind was read
-                // completely: a kind cut short by the scan budget holds
-                // back the others, so nothing is skipped.
-                let mut horizon: Option<(String, MemberKind)> = None;
-                let mut any_more = false;
-                for (part, kind) in v
-                    .into_iter()
-                    .skip(5)
-                    .zip([MemberKind::User, MemberKind::Guest])
-                {
-                    let part = array(part)?;
-                    if part.is_empty() {
-                        continue;
-                    }
-                    let truncated = int(part.first())? != 0;
-                    let last = opt_string(part.get(1).cloned())?.unwrap_or_default();
-                    let got = items_of(Some(Value::Array(part)), kind, 2)?;
-                    any_more |= got.len() > limit;
-                    if truncated {
-                        any_more = true;
-                        let h = (last, kind);
-                        let lower = match &horizon {
-                            None => true,
-                            Some(cur) => (h.0.as_bytes(), h.1) < (cur.0.as_bytes(), cur.1),
-                        };
-                        if lower {
-                            horizon = Some(h);
-                        }
-                    }
-                    items.extend(got);
-                }
-                items.sort_by(|a, b| (a.2.as_bytes(), a.1).cmp(&(b.2.as_bytes(), b.1)));
-                if let Some((hid, hk)) = &horizon {
-                    items.retain(|i| (i.2.as_bytes(), i.1) <= (hid.as_bytes(), *hk));
-                }
-                let full = items.len() > limit;
-                items.truncate(limit);
-                let next_cursor = if full || (any_more && items.len() == limit) {
-                    items.last().map(|i| encode_id(&i.2, i.1))
-                } else if let Some((hid, hk)) = horizon {
-                    Some(encode_id(&hid, hk))
-                } else {
-                    None
-                };
-                let members = items
-                    .into_iter()
-                    .map(|i| to_status(i, &config, now))
-                    .collect::<Result<_>>()?;
-                Ok(Page {
-                    members,
-                    next_cursor,
-                })
-            }
+            Order::Id => self.list_by_id(space, query, now).await,
         }
     }
 

@@ -48,8 +48,6 @@ const REPLAY_CONCURRENCY: usize = 8;
 pub(crate) struct SpaceKeys {
     pub zu: String,
     pub zg: String,
-    pub iu: String,
-    pub ig: String,
     pub meta: String,
     pub state: String,
     pub config: String,
@@ -144,8 +142,6 @@ impl Writer {
         SpaceKeys {
             zu: format!("{base}:u"),
             zg: format!("{base}:g"),
-            iu: format!("{base}:iu"),
-            ig: format!("{base}:ig"),
             meta: format!("{base}:meta"),
             state: format!("{base}:state"),
             config: format!("{base}:config"),
@@ -240,8 +236,6 @@ impl Writer {
         let mut inv = scripts::HEARTBEAT.prepare_invoke();
         inv.key(&k.zu)
             .key(&k.zg)
-            .key(&k.iu)
-            .key(&k.ig)
             .key(&k.meta)
             .key(&k.state)
             .key(&k.config)
@@ -280,8 +274,6 @@ impl Writer {
         let mut inv = scripts::LEAVE.prepare_invoke();
         inv.key(&k.zu)
             .key(&k.zg)
-            .key(&k.iu)
-            .key(&k.ig)
             .key(&k.meta)
             .key(&k.state)
             .key(&k.config)

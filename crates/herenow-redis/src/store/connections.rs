@@ -22,12 +22,10 @@ use crate::conn_scripts;
 use crate::writer::SpaceKeys;
 
 /// Adds the keys every connection script (and the sweep) takes, in order:
-/// `zu zg iu ig meta state config lease conns cinfo mconn`.
+/// `zu zg meta state config lease conns cinfo mconn`.
 pub(super) fn space_script_keys(inv: &mut ScriptInvocation<'_>, k: &SpaceKeys) {
     inv.key(&k.zu)
         .key(&k.zg)
-        .key(&k.iu)
-        .key(&k.ig)
         .key(&k.meta)
         .key(&k.state)
         .key(&k.config)
