@@ -103,6 +103,7 @@ pub fn main(args: ServeArgs) -> Result<()> {
     // keys, thresholds out of order) before touching the network.
     config.check(args.listen)?;
     init_logging(args.log_format)?;
+    check_open_files(config.max_connections);
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -146,6 +147,56 @@ fn bind_error(addr: SocketAddr, e: std::io::Error) -> anyhow::Error {
         _ => "",
     };
     anyhow::anyhow!("cannot listen on {addr}: {e}{hint}")
+}
+
+/// Raises the soft limit on open files to the hard one (as Go's runtime
+/// does): every connection, WebSocket or not, is a file descriptor, and a
+/// soft limit of 1,024 would refuse connections long before
+/// `--max-connections`. Warns when even the hard limit is too low.
+fn check_open_files(max_connections: usize) {
+    match raise_open_files_limit() {
+        Some(limit) if limit < max_connections as u64 + 64 => tracing::warn!(
+            limit,
+            max_connections,
+            "the open-file limit is below --max-connections: connections past it will fail; \
+             raise it (ulimit -n, LimitNOFILE=) or lower --max-connections"
+        ),
+        Some(limit) => tracing::debug!(limit, "open-file limit"),
+        None => {}
+    }
+}
+
+/// The soft `RLIMIT_NOFILE` after raising it to the hard limit, or `None`
+/// where it cannot be read.
+#[cfg(unix)]
+pub fn raise_open_files_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return None;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: limit.rlim_max,
+                rlim_max: limit.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit = raised;
+            }
+        }
+    }
+    #[allow(clippy::useless_conversion)] // rlim_t is u64 on Linux, not everywhere
+    Some(u64::from(limit.rlim_cur))
+}
+
+/// The soft `RLIMIT_NOFILE`: not known here.
+#[cfg(not(unix))]
+pub fn raise_open_files_limit() -> Option<u64> {
+    None
 }
 
 /// A future that completes on the first SIGINT or SIGTERM.
@@ -281,6 +332,15 @@ mod tests {
                 .check("127.0.0.1:1".parse().unwrap()),
             Err(herenow_server::ConfigError::SpaceDefaults(_))
         ));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_open_files_limit_is_raised_to_the_hard_limit() {
+        let limit = raise_open_files_limit().expect("readable on unix");
+        assert!(limit >= 64);
+        // Idempotent: a second call finds it raised already.
+        assert_eq!(raise_open_files_limit(), Some(limit));
     }
 
     #[test]
