@@ -477,3 +477,66 @@ fn serve_refuses_layout_flags_that_do_not_fit() {
         assert!(out.stdout.is_empty());
     }
 }
+
+/// Issue 4's "no ghosts" across servers: a user connected by WebSocket to
+/// server A, whose process is then killed (SIGKILL: no detach, no close
+/// frame), is offline on server B once the connection's TTL has run out —
+/// B's sweep closes connections nobody pings any more.
+#[test]
+fn a_killed_server_leaves_no_ghosts() {
+    let redis = RedisServer::standalone();
+    let url = redis.url();
+    let args = [
+        "--store",
+        &url,
+        "--token-secret",
+        "one-secret-for-both-servers-32-bytes-long",
+        "--ws-ttl",
+        "2s",
+    ];
+    let mut a = Server::start_with(&args);
+    let b = Server::start_with(&args);
+    let token = b.ok(&["token", "ann", "--space", "room:ghost"]);
+    let (mut ws, _) = tungstenite::connect(format!("ws://{}/v1/ws?token={}", a.addr, token.trim()))
+        .expect("the upgrade");
+    if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
+        s.set_read_timeout(Some(DEADLINE)).unwrap();
+    }
+    let next = |ws: &mut tungstenite::WebSocket<_>| loop {
+        if let tungstenite::Message::Text(t) = ws.read().expect("a message") {
+            return serde_json::from_str::<Value>(t.as_str()).unwrap();
+        }
+    };
+    assert_eq!(next(&mut ws)["type"], "welcome");
+    ws.send(tungstenite::Message::text(
+        r#"{"type":"join","space":"room:ghost","ref":1}"#,
+    ))
+    .unwrap();
+    assert_eq!(next(&mut ws)["type"], "ok");
+    let online = |s: &Server| s.json(&["online", "room:ghost"])["members"].clone();
+    assert_eq!(online(&b)[0]["id"], "ann", "B sees the socket on A");
+
+    let _ = a.child.kill();
+    let _ = a.child.wait();
+    let killed = Instant::now();
+    // The bound: the TTL, plus B's sweep interval, plus the sweep lease A
+    // may have held when it died (10 s by default), plus slack for a
+    // loaded machine. Polled, not slept: B answers as soon as it knows.
+    let bound = Duration::from_secs(2 + 1 + 10 + 5);
+    loop {
+        let members = online(&b);
+        if members.as_array().is_some_and(Vec::is_empty) {
+            break;
+        }
+        assert!(
+            killed.elapsed() < bound,
+            "ann is still online {:?} after A died: {members}",
+            killed.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("ghost gone {:?} after the kill", killed.elapsed());
+    let status = b.json(&["status", "room:ghost", "ann"]);
+    assert_eq!(status["members"][0]["status"], "offline", "{status}");
+    drop(ws);
+}
