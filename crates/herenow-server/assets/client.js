@@ -396,10 +396,15 @@
         return Promise.resolve(null);
       }
       const ref = this._ref();
-      return new Promise((resolve, reject) => {
+      const reply = new Promise((resolve, reject) => {
         this._refs.set(ref, { resolve, reject });
         this._sendRaw({ ...msg, ref });
       });
+      // A caller may await the reply (and see an error or a closed socket)
+      // or ignore it: an ignored failure is not an unhandled rejection,
+      // since everything is said again after a reconnect anyway.
+      reply.catch(() => {});
+      return reply;
     }
 
     _sendRaw(msg) {

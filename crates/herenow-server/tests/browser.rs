@@ -10,6 +10,8 @@
 //! - `tests/browser/two_users.js` opens two pages as Alice and Bob (the
 //!   page joins with `?as=NAME` over `/v1/ws` and `/client.js`); each sees
 //!   the other join, and Alice sees Bob leave when his page closes.
+//! - `tests/browser/client_test.js` (no browser: `node --test`) checks
+//!   `/client.js`'s reconnect, token and ping logic with a scripted socket.
 //!
 //! What it needs installed (the test fails with these instructions if not):
 //!
@@ -213,6 +215,26 @@ fn two_pages_as_two_users_see_each_other_come_and_go() {
     );
     check_screenshot(&screenshot, "two-users");
     server.stop();
+}
+
+/// `/client.js`'s connection logic (reconnect with backoff and jitter,
+/// restoring joins, refreshing refused tokens, dead-socket detection, pings
+/// on visibility, snapshot pages and metas) against a scripted WebSocket
+/// and fake timers: `node --test tests/browser/client_test.js`.
+#[test]
+fn client_js_unit_tests() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
+    let out = Command::new("node")
+        .args(["--test", "client_test.js"])
+        .current_dir(&dir)
+        .output()
+        .expect("node not found: install Node.js (apt-get install nodejs npm)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("# fail 0"),
+        "client.js tests failed:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Waits for `/healthz` to answer, so the browser never races the listener.
