@@ -74,6 +74,23 @@
 //! a connection caused name it, so every server's subscribers see the
 //! connections of every other server.
 //!
+//! # Throughput
+//!
+//! Concurrent heartbeat calls of a space share flushes (`flush.rs`): each
+//! call joins the space's queue, and one task per space writes what waits in
+//! rounds (two in flight at once), merged to one entry per member (newest
+//! time, latest metadata), in script calls of at most 1,000 members sent
+//! together on the multiplexed connection. Each call still learns its own
+//! accepted / joined / stale counts: the script reports every entry's
+//! outcome, and exactly one call counts a member's `join`. A heartbeat without
+//! an explicit time is stamped with its round's time (milliseconds after the
+//! call's), so the script takes it as one argument; inside, old scores are
+//! read with one `ZMSCORE` and new ones written with one variadic `ZADD` per
+//! 250 members, rather than a command per member. A call of more than
+//! 1,000 members is several script calls sent together, so a reader may
+//! see part of it before the rest. BENCHMARKS.md has the figures against
+//! `redis-benchmark ZADD -P 64`.
+//!
 //! # When Redis fails
 //!
 //! Heartbeats and leaves that cannot be written (Redis down, slow,
@@ -102,6 +119,7 @@ pub mod buffer;
 pub mod conn;
 pub mod conn_scripts;
 pub mod events;
+mod flush;
 pub mod layouts;
 pub mod scripts;
 mod store;

@@ -101,64 +101,134 @@ fn script(body: &str) -> Script {
     Script::new(&format!("{PRELUDE}\n{body}"))
 }
 
-/// Heartbeats. KEYS: zu zg meta state config. ARGV: now, the four
-/// default thresholds, publish command, channel, then `kind id at meta`
-/// per member (one per member: the caller coalesces; meta `''` keeps it).
-/// Returns `{accepted, joined, stale}`.
+/// Heartbeats. KEYS: zu zg meta state config. ARGV: now, the four default
+/// thresholds, publish command, channel, the number of users `nu` and of
+/// guests `ng`, then the `nu` user ids and the `ng` guest ids (one entry
+/// per member: the caller coalesces), then `pos at meta` for each entry
+/// whose time is not `now` or that brings metadata (`pos` its 1-based
+/// place among the ids, meta `''` keeps the member's). Returns `{accepted,
+/// joined, stale, outcomes}`, outcomes one byte per entry in the order of
+/// the ids: `0` accepted, `1` accepted and joined, `2` stale (so a caller
+/// that merged several requests into one call can tell each its own
+/// answer).
+///
+/// Per member it reads the old score and writes the new one, as seed
+/// 001's `ZADD` does, in bulk: for each chunk of 250 members of a kind, one `ZMSCORE` and then one variadic `ZADD` (while the
+/// members are still in the CPU's cache); one `HMGET` for the members that
+/// bring metadata and one `HSET` for those whose metadata changed. The
+/// common heartbeat (now, no metadata) is one argument, and its score the
+/// one string `now`. The old score decides `join` / `back` / `update`
+/// against the watermarks.
 pub static HEARTBEAT: LazyLock<Script> = LazyLock::new(|| {
     script(
         r#"
-local now = tonumber(ARGV[1])
+local snow = ARGV[1]
+local now = tonumber(snow)
 local on, aw, win, ret = cfg_load(KEYS[5], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
-local z = {u = KEYS[1], g = KEYS[2]}
 local mk = {}
 for _, k in ipairs({'u', 'g'}) do
   local x, fresh = marks_load(KEYS[4], k, now, on, aw)
   if fresh then marks_save(KEYS[4], k, x) end
   mk[k] = x
 end
-local acc, joined, stale = 0, 0, 0
-local ev = {}
-for i = 8, #ARGV, 4 do
-  local k, id, at, meta = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
-  if now - at >= ret then
-    stale = stale + 1
-  else
-    local old = redis.call('ZSCORE', z[k], id)
-    if old then old = tonumber(old) end
-    if old and old > at then
-      stale = stale + 1
-    else
-      acc = acc + 1
-      local op = 0
-      if old then op = presence(mk[k], old, id) end
-      local changed = false
-      if meta ~= '' then
-        local f = k .. ':' .. id
-        if redis.call('HGET', KEYS[3], f) ~= meta then
-          redis.call('HSET', KEYS[3], f, meta)
-          changed = true
-        end
-      end
-      if old ~= at then redis.call('ZADD', z[k], S(at), id) end
-      local np = presence(mk[k], at, id)
-      local e = nil
-      if np ~= 0 then
-        if op == 0 then
-          e = 'join'
-          joined = joined + 1
-        elseif op == 1 and np == 2 then
-          e = 'back'
-        elseif changed then
-          e = 'update'
-        end
-      end
-      if e then ev_add(ev, KEYS[3], e, k, id, at, np, '') end
-    end
+local nu, ng = tonumber(ARGV[8]), tonumber(ARGV[9])
+local base = 9
+local total = nu + ng
+local xat, xmeta = {}, {}
+local mf, mpos = {}, {}
+for i = base + total + 1, #ARGV, 3 do
+  local p = tonumber(ARGV[i])
+  xat[p] = tonumber(ARGV[i + 1])
+  local m = ARGV[i + 2]
+  if m ~= '' then
+    xmeta[p] = m
+    local k = 'u'
+    if p > nu then k = 'g' end
+    mf[#mf + 1] = k .. ':' .. ARGV[base + p]
+    mpos[#mf] = p
   end
 end
+local cur = {}
+for j = 1, #mf, 500 do
+  local e = j + 499
+  if e > #mf then e = #mf end
+  local r = redis.call('HMGET', KEYS[3], unpack(mf, j, e))
+  for x = 1, #r do cur[mpos[j + x - 1]] = r[x] end
+end
+local acc, joined, stale = 0, 0, 0
+local res = {}
+local ev = {}
+local sets = {}
+local CH = 250
+for _, part in ipairs({{'u', KEYS[1], 1, nu}, {'g', KEYS[2], nu + 1, total}}) do
+  local k, z, lo, hi = part[1], part[2], part[3], part[4]
+  local x = mk[k]
+  for j = lo, hi, CH do
+    local e = j + CH - 1
+    if e > hi then e = hi end
+    local olds = redis.call('ZMSCORE', z, unpack(ARGV, base + j, base + e))
+    local adds, na = {}, 0
+    for p = j, e do
+      local id = ARGV[base + p]
+      local old = olds[p - j + 1]
+      if old then old = tonumber(old) end
+      local at = xat[p] or now
+      if now - at >= ret or (old and old > at) then
+        stale = stale + 1
+        res[p] = '2'
+      else
+        acc = acc + 1
+        -- Above the away mark is online whatever the member: no need to
+        -- compare ids (the usual case, so it skips the function calls).
+        local op = 0
+        if old then
+          if old > x[1] then op = 2 else op = presence(x, old, id) end
+        end
+        local meta = xmeta[p]
+        local changed = false
+        if meta and cur[p] ~= meta then
+          sets[#sets + 1] = k .. ':' .. id
+          sets[#sets + 1] = meta
+          changed = true
+        end
+        if old ~= at then
+          if at == now then adds[na + 1] = snow else adds[na + 1] = S(at) end
+          adds[na + 2] = id
+          na = na + 2
+        end
+        local np = 2
+        if at <= x[1] then np = presence(x, at, id) end
+        local ty = nil
+        if np ~= 0 then
+          if op == 0 then
+            ty = 'join'
+            joined = joined + 1
+          elseif op == 1 and np == 2 then
+            ty = 'back'
+          elseif changed then
+            ty = 'update'
+          end
+        end
+        if ty then
+          -- The member's metadata after this call: what it brought, else
+          -- what it had.
+          local m = meta
+          if not m then m = redis.call('HGET', KEYS[3], k .. ':' .. id) end
+          ev[#ev + 1] = {ty, k, id, S(at), np, '', m}
+        end
+        if ty == 'join' then res[p] = '1' else res[p] = '0' end
+      end
+    end
+    if na > 0 then redis.call('ZADD', z, unpack(adds, 1, na)) end
+  end
+end
+for j = 1, #sets, 1000 do
+  local e = j + 999
+  if e > #sets then e = #sets end
+  redis.call('HSET', KEYS[3], unpack(sets, j, e))
+end
 publish(KEYS[4], ARGV[6], ARGV[7], ev)
-return {acc, joined, stale}
+return {acc, joined, stale, table.concat(res)}
 "#,
     )
 });

@@ -26,6 +26,7 @@ use herenow_core::{
 use crate::buffer::Pending;
 use crate::conn::{Conn, Target};
 use crate::events::Router;
+use crate::flush::Flusher;
 use crate::writer::{self, BeatArg, ReplayTuning, SpaceKeys, TOUCH_EVERY_MS, Writer, timed};
 use crate::{conn_scripts, scripts};
 
@@ -122,6 +123,8 @@ pub struct RedisStore {
     sub_lock: tokio::sync::Mutex<()>,
     /// The write path, shared with the replayer.
     writer: Writer,
+    /// Per-space queues that merge concurrent heartbeats.
+    flusher: Arc<Flusher>,
     /// This store's name on sweep leases.
     owner: String,
     /// Tells the replayer to stop.
@@ -177,6 +180,7 @@ impl RedisStore {
             opts: options,
             router,
             sub_lock: tokio::sync::Mutex::new(()),
+            flusher: Flusher::new(writer.clone()),
             writer,
             owner: lease_owner(),
             stop,
@@ -704,7 +708,17 @@ impl PresenceStore for RedisStore {
         if let Some(r) = self.buffer_beats(space, &merged, report, false) {
             return r;
         }
-        match self.writer.write_beats(space, now, &merged).await {
+        // Concurrent calls share flushes (see `flush`); past the queue's
+        // bound, a call writes on its own.
+        let written = match self.flusher.submit(space, now, &merged).await {
+            Some(r) => r,
+            None => self
+                .writer
+                .write_beats(space, now, &merged)
+                .await
+                .map(|o| writer::tally(&o)),
+        };
+        match written {
             Ok([accepted, joined, stale]) => {
                 report.accepted += accepted;
                 report.joined += joined;

@@ -24,12 +24,14 @@ use parking_lot::Mutex;
 use redis::{RedisResult, Value};
 use tokio::sync::{Notify, watch};
 
-use herenow_core::{Clock, Error, MemberKey, Metadata, Millis, Result, SpaceConfig, SpaceName};
+use herenow_core::{
+    Clock, Error, MemberKey, MemberKind, Metadata, Millis, Result, SpaceConfig, SpaceName,
+};
 
 use crate::buffer::{Pending, WriteBuffer};
 use crate::conn::Conn;
 use crate::scripts;
-use crate::store::{int, kind_letter, map_err};
+use crate::store::{kind_letter, map_err};
 
 /// How often one store re-marks a space it writes to in the space registry.
 /// The sweep drops a space from the registry only when it is empty and was
@@ -43,6 +45,67 @@ pub const PROBE_EVERY: Duration = Duration::from_secs(1);
 
 /// Batches the replayer writes at once.
 const REPLAY_CONCURRENCY: usize = 8;
+
+/// Most members one heartbeat script call writes: about a millisecond of
+/// Redis's time, so a big batch never blocks it for long. Bigger batches
+/// are split and the calls pipelined.
+pub(crate) const SCRIPT_BATCH: usize = 1_000;
+
+/// What the heartbeat script did with one entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Written; the member was present already.
+    Accepted,
+    /// Written, and the member joined.
+    Joined,
+    /// Ignored: the member had a newer time, or the time was past the
+    /// retention.
+    Stale,
+}
+
+/// `[accepted, joined, stale]` of a list of outcomes.
+pub(crate) fn tally(outcomes: &[Outcome]) -> [u64; 3] {
+    let mut t = [0u64; 3];
+    for o in outcomes {
+        match o {
+            Outcome::Accepted => t[0] += 1,
+            Outcome::Joined => {
+                t[0] += 1;
+                t[1] += 1;
+            }
+            Outcome::Stale => t[2] += 1,
+        }
+    }
+    t
+}
+
+/// Reads the heartbeat script's reply: one outcome byte per entry.
+fn outcomes_of(v: Value, entries: usize) -> Result<Vec<Outcome>> {
+    let v = crate::store::array(v)?;
+    let bytes = match v.into_iter().nth(3) {
+        Some(Value::BulkString(b)) => b,
+        Some(Value::SimpleString(s)) => s.into_bytes(),
+        // An empty Lua string may come back as an empty bulk string; no
+        // entries means nothing to read.
+        _ if entries == 0 => Vec::new(),
+        _ => return Err(Error::Internal("heartbeat script: no outcomes".into())),
+    };
+    if bytes.len() != entries {
+        return Err(Error::Internal(format!(
+            "heartbeat script: {} outcomes for {entries} heartbeats",
+            bytes.len()
+        )));
+    }
+    bytes
+        .into_iter()
+        .map(|b| match b {
+            b'0' => Ok(Outcome::Accepted),
+            b'1' => Ok(Outcome::Joined),
+            b'2' => Ok(Outcome::Stale),
+            _ => Err(Error::Internal("heartbeat script: a bad outcome".into())),
+        })
+        .collect()
+}
 
 /// The names of one space's keys: all share the `{space}` hash tag.
 pub(crate) struct SpaceKeys {
@@ -224,41 +287,68 @@ impl Writer {
     }
 
     /// Registers the space and runs the heartbeat script: one entry per
-    /// member (the caller coalesces). Returns `[accepted, joined, stale]`.
+    /// member (the caller coalesces), at most [`SCRIPT_BATCH`] members per
+    /// script call, the calls sent at once (the multiplexed connection
+    /// pipelines them). Returns the script's outcome for each entry, in
+    /// order (see [`Outcome`]). Entries at `now` without metadata cost one
+    /// argument each (the script's argument list is described at
+    /// [`scripts::HEARTBEAT`]).
     pub async fn write_beats(
         &self,
         space: &SpaceName,
         now: Millis,
         beats: &[BeatArg<'_>],
-    ) -> Result<[u64; 3]> {
+    ) -> Result<Vec<Outcome>> {
         self.register(space, now).await?;
         let k = self.keys(space);
-        let mut inv = scripts::HEARTBEAT.prepare_invoke();
-        inv.key(&k.zu)
-            .key(&k.zg)
-            .key(&k.meta)
-            .key(&k.state)
-            .key(&k.config)
-            .arg(now)
-            .arg(&self.defaults_args()[..])
-            .arg(self.publish_cmd())
-            .arg(&k.channel);
-        for (member, at, meta) in beats {
-            inv.arg(kind_letter(member.kind))
-                .arg(member.id.as_str())
-                .arg(*at)
-                .arg(meta.map_or("", |m| m.as_json()));
-        }
-        let mut c = self.conn.clone();
-        let v: Value = self
-            .io("heartbeat", async { inv.invoke_async(&mut c).await })
-            .await?;
-        let v = crate::store::array(v)?;
-        Ok([
-            int(v.first())? as u64,
-            int(v.get(1))? as u64,
-            int(v.get(2))? as u64,
-        ])
+        let calls = beats.chunks(SCRIPT_BATCH).map(|chunk| {
+            // Users first, then guests: the order of the script's ids and
+            // of its outcomes.
+            let order: Vec<usize> = (0..chunk.len())
+                .filter(|&i| chunk[i].0.kind == MemberKind::User)
+                .chain((0..chunk.len()).filter(|&i| chunk[i].0.kind == MemberKind::Guest))
+                .collect();
+            let users = chunk
+                .iter()
+                .filter(|b| b.0.kind == MemberKind::User)
+                .count();
+            let mut inv = scripts::HEARTBEAT.prepare_invoke();
+            inv.key(&k.zu)
+                .key(&k.zg)
+                .key(&k.meta)
+                .key(&k.state)
+                .key(&k.config)
+                .arg(now)
+                .arg(&self.defaults_args()[..])
+                .arg(self.publish_cmd())
+                .arg(&k.channel)
+                .arg(users)
+                .arg(chunk.len() - users);
+            for &i in &order {
+                inv.arg(chunk[i].0.id.as_str());
+            }
+            for (pos, &i) in order.iter().enumerate() {
+                let (_, at, meta) = chunk[i];
+                if at != now || meta.is_some() {
+                    inv.arg(pos + 1)
+                        .arg(at)
+                        .arg(meta.map_or("", |m| m.as_json()));
+                }
+            }
+            let mut c = self.conn.clone();
+            async move {
+                let v: Value = self
+                    .io("heartbeat", async { inv.invoke_async(&mut c).await })
+                    .await?;
+                let got = outcomes_of(v, chunk.len())?;
+                let mut out = vec![Outcome::Accepted; chunk.len()];
+                for (o, &i) in got.into_iter().zip(&order) {
+                    out[i] = o;
+                }
+                Ok::<_, Error>(out)
+            }
+        });
+        Ok(futures::future::try_join_all(calls).await?.concat())
     }
 
     /// Runs the leave script. `upto`: remove the member only if its last
