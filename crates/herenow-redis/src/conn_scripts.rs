@@ -250,6 +250,37 @@ return out
     )
 });
 
+/// Claims connection id `CONN` for a member in a space split over
+/// several shards (see [`crate::shard`]): the claim key lives in the shard
+/// the id hashes to, the member's connections in the member's shard.
+/// KEYS: the claim key. ARGV: owner (`u:ID` / `g:ID`), time to live (ms).
+/// Returns 1 if the member holds the id now (claimed or renewed), 0 if
+/// another member does.
+pub static CLAIM: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local v = redis.call('GET', KEYS[1])
+if v and v ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"#,
+    )
+});
+
+/// Gives up a claim made by [`CLAIM`] if the member holds it. KEYS: the
+/// claim key. ARGV: owner. Returns 1 if it did.
+pub static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+"#,
+    )
+});
+
 /// One bounded step of background work on a space, connections first:
 /// close the connections whose expiry has passed (as the memory engine
 /// does at the top of its tick: `disconnect`, or a `leave` with reason
@@ -262,14 +293,18 @@ return out
 /// connections_expired}`: `left` counts the members *and* the connections
 /// still stored, so a space that holds only connections (invisible ones,
 /// say) is not dropped from the registry while they live, and `more` is
-/// set when either budget ran out.
+/// set when either budget ran out. When another store holds the lease:
+/// `{0, 0, 0, -1, 0, stored}`, `stored` counting the same (so a space
+/// split over shards swept by several stores can still be found empty).
 ///
 /// [`TICK`]: crate::scripts::TICK
 pub static SWEEP: LazyLock<Script> = LazyLock::new(|| {
     conn_script(&format!(
         r#"
 if not redis.call('SET', KEYS[6], ARGV[9], 'NX', 'PX', ARGV[10]) then
-  if redis.call('GET', KEYS[6]) ~= ARGV[9] then return {{0, 0, 0, -1, 0}} end
+  if redis.call('GET', KEYS[6]) ~= ARGV[9] then
+    return {{0, 0, 0, -1, 0, redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[7])}}
+  end
   redis.call('PEXPIRE', KEYS[6], ARGV[10])
 end
 local now = tonumber(ARGV[1])

@@ -9,6 +9,12 @@
 //! subscriber that sees a gap in the sequence (a message lost while the
 //! connection was down) is closed rather than shown a wrong picture: it
 //! should subscribe again for a fresh snapshot.
+//!
+//! A space split over shards ([`crate::shard`]) has a channel per shard,
+//! each with its own sequence. Its subscriber is registered on every one
+//! under one id, with one sender; whatever closes it on one channel (a
+//! gap, an overflow, a bad message) closes it on all, so it never goes on
+//! with a hole in one shard's events.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -148,11 +154,28 @@ impl Router {
         space: &SpaceName,
         tx: broadcast::Sender<Arc<Event>>,
     ) -> (u64, bool) {
-        let id = {
-            let mut n = self.next_id.lock();
-            *n += 1;
-            *n
-        };
+        let id = self.new_id();
+        let new = self.add_pending_as(id, channel, space, tx);
+        (id, new)
+    }
+
+    /// A fresh subscriber id, for [`add_pending_as`](Self::add_pending_as).
+    pub fn new_id(&self) -> u64 {
+        let mut n = self.next_id.lock();
+        *n += 1;
+        *n
+    }
+
+    /// Registers pending subscriber `id` on `channel` (one subscriber may
+    /// be registered on the channels of several shards). Returns whether
+    /// the channel is new (the caller must subscribe to it).
+    pub fn add_pending_as(
+        &self,
+        id: u64,
+        channel: &str,
+        space: &SpaceName,
+        tx: broadcast::Sender<Arc<Event>>,
+    ) -> bool {
         let mut channels = self.channels.lock();
         let new = !channels.contains_key(channel);
         channels
@@ -167,31 +190,31 @@ impl Router {
                 tx,
                 state: SubState::Pending(Vec::new()),
             });
-        (id, new)
+        new
     }
 
     /// The snapshot of subscriber `id` reflects events up to `seq`: deliver
-    /// what it buffered after that and go live. False if it was dropped.
+    /// what it buffered after that and go live. False if it was dropped
+    /// (it is then dropped from every channel).
     pub fn activate(&self, channel: &str, id: u64, seq: u64) -> bool {
         let mut channels = self.channels.lock();
-        let Some(ch) = channels.get_mut(channel) else {
-            return false;
-        };
-        let Some(pos) = ch.subs.iter().position(|s| s.id == id) else {
-            return false;
-        };
-        let sub = &mut ch.subs[pos];
-        let buffered = match std::mem::replace(&mut sub.state, SubState::Live { after: seq }) {
-            SubState::Pending(buf) => buf,
-            SubState::Live { .. } => Vec::new(),
-        };
-        for (s, e) in buffered {
-            if !sub.offer(s, &e) {
-                ch.subs.remove(pos);
-                return false;
-            }
+        let live = (|| {
+            let ch = channels.get_mut(channel)?;
+            let sub = ch.subs.iter_mut().find(|s| s.id == id)?;
+            let buffered = match std::mem::replace(&mut sub.state, SubState::Live { after: seq }) {
+                SubState::Pending(buf) => buf,
+                SubState::Live { .. } => Vec::new(),
+            };
+            buffered
+                .into_iter()
+                .all(|(s, e)| sub.offer(s, &e))
+                .then_some(())
+        })()
+        .is_some();
+        if !live {
+            drop_everywhere(&mut channels, &[id]);
         }
-        true
+        live
     }
 
     /// Forgets subscriber `id` (its snapshot could not be read).
@@ -199,6 +222,11 @@ impl Router {
         if let Some(ch) = self.channels.lock().get_mut(channel) {
             ch.subs.retain(|s| s.id != id);
         }
+    }
+
+    /// Forgets subscriber `id` on every channel.
+    pub fn remove_everywhere(&self, id: u64) {
+        drop_everywhere(&mut self.channels.lock(), &[id]);
     }
 
     /// Forgets a channel whose subscription failed.
@@ -268,20 +296,40 @@ impl Router {
         let Some(ch) = channels.get_mut(chan) else {
             return;
         };
-        let Some(wire) = parse_message(payload) else {
-            tracing::warn!(
-                channel = chan,
-                "unreadable event message; closing its subscribers"
-            );
-            ch.subs.clear();
-            return;
-        };
-        let events: Vec<(u64, Arc<Event>)> = wire
-            .into_iter()
-            .filter_map(|w| decode(&ch.space, w))
-            .collect();
-        ch.subs
-            .retain_mut(|sub| events.iter().all(|(seq, e)| sub.offer(*seq, e)));
+        let mut dropped = Vec::new();
+        match parse_message(payload) {
+            None => {
+                tracing::warn!(
+                    channel = chan,
+                    "unreadable event message; closing its subscribers"
+                );
+                dropped.extend(ch.subs.drain(..).map(|s| s.id));
+            }
+            Some(wire) => {
+                let events: Vec<(u64, Arc<Event>)> = wire
+                    .into_iter()
+                    .filter_map(|w| decode(&ch.space, w))
+                    .collect();
+                ch.subs.retain_mut(|sub| {
+                    let keep = events.iter().all(|(seq, e)| sub.offer(*seq, e));
+                    if !keep {
+                        dropped.push(sub.id);
+                    }
+                    keep
+                });
+            }
+        }
+        if !dropped.is_empty() {
+            drop_everywhere(&mut channels, &dropped);
+        }
+    }
+}
+
+/// Removes subscribers `ids` from every channel (a subscriber of a sharded
+/// space is registered on several).
+fn drop_everywhere(channels: &mut HashMap<String, Channel>, ids: &[u64]) {
+    for ch in channels.values_mut() {
+        ch.subs.retain(|s| !ids.contains(&s.id));
     }
 }
 
@@ -415,6 +463,29 @@ mod tests {
             Some(r#"{"d":"phone"}"#)
         );
         assert_eq!(got[1].1.status, Status::Away);
+    }
+
+    /// A subscriber of a sharded space listens on one channel per shard;
+    /// a gap on one closes it on all.
+    #[test]
+    fn a_gap_on_one_shard_closes_the_subscriber_everywhere() {
+        let router = Router::default();
+        let (tx, mut rx) = broadcast::channel(16);
+        let id = router.new_id();
+        for ch in ["s0", "s1"] {
+            assert!(router.add_pending_as(id, ch, &space(), tx.clone()));
+        }
+        drop(tx);
+        assert!(router.activate("s0", id, 0) && router.activate("s1", id, 4));
+        router.deliver("s1", br#"[["join","u","ann","5",2,"",false,"5"]]"#);
+        assert_eq!(rx.try_recv().unwrap().member.id.as_str(), "ann");
+        // Shard 0 skips from 0 to 2: a message was lost.
+        router.deliver("s0", br#"[["join","u","bo","5",2,"",false,"2"]]"#);
+        assert_eq!((router.listeners("s0"), router.listeners("s1")), (0, 0));
+        assert!(matches!(
+            rx.try_recv(),
+            Err(broadcast::error::TryRecvError::Closed)
+        ));
     }
 
     #[test]

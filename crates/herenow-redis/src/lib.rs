@@ -17,7 +17,8 @@
 //!
 //! `P` is [`RedisOptions::prefix`] (`herenow`), `S` the space. Every key of
 //! a space carries the hash tag `{S}`, so all of them live in one cluster
-//! slot and every multi-key script runs on one node:
+//! slot and every multi-key script runs on one node (a space split over
+//! several shards has one such set of keys per shard, see below):
 //!
 //! | key | type | holds |
 //! | --- | --- | --- |
@@ -31,6 +32,7 @@
 //! | `P:{S}:lease` | string | the sweep lease: the id of the store that runs background work on the space, `SET NX PX`, renewed by each tick of its holder |
 //! | `P:{S}:events` | channel | events: `PUBLISH` on a server, `SPUBLISH` (sharded, same slot) on a cluster |
 //! | `P:{spaces}:names`, `P:{spaces}:touched` | sorted sets | the registry of spaces: names (score 0, for listing) and when a writer last marked each (for dropping empty ones) |
+//! | `P:{spaces}:shards` | hash | space → the number of shards it was created with (a store configured otherwise refuses to write to it) |
 //! | `P:friends:ID` | set | a user's friends (global, one slot of its own) |
 //!
 //! Each member is stored once, in its kind's sorted set: there is no
@@ -43,6 +45,24 @@
 //! limit) is the listing for big spaces. Keys `P:{S}:iu` / `P:{S}:ig` left
 //! by earlier versions are no longer read or written; once every server
 //! runs this version they can be deleted (`UNLINK`).
+//!
+//! # Big spaces: shards
+//!
+//! A space may be split over N shard keys ([`RedisOptions::shards`], or per
+//! space [`RedisOptions::space_shards`]; see [`shard`]): shard 0 is the
+//! layout above, `P:{S}:…`, so N = 1 is exactly the unsharded layout;
+//! shard k ≥ 1 is the same set of keys under the tag `{S#k}`, in a slot of
+//! its own. A member always lives in shard [`shard::shard_of`] (FNV-1a of
+//! kind and id, modulo N) with its metadata and connections; each shard
+//! has its own event channel and sequence, watermarks, sweep lease and a
+//! copy of the space's policy. Heartbeats and leaves are split per shard
+//! and sent together; counts sum the shards; status looks each member up
+//! in its shard; most-recent-first pages merge every shard's first
+//! `limit + 1` after the cursor in the one total order (score, kind, id),
+//! so they stay exact; a subscriber listens to every shard's channel and
+//! merges their snapshots. With N > 1, connection ids are kept unique per
+//! space by a claim key `P:{S#j}:claim:CONN` (string, the owner `u:ID`,
+//! expiring 10 s after the connection's TTL) in the shard the id hashes to.
 //!
 //! Online friends read the friend set first and then look the friends up in
 //! the space's slot (the friend set and the space live in different slots
@@ -112,8 +132,9 @@
 //! be long gone.
 //!
 //! Modules: [`conn`] (targets and the connection), [`scripts`],
-//! [`conn_scripts`] (live connections), [`events`], [`buffer`], the write
-//! path with its replayer, and the store itself.
+//! [`conn_scripts`] (live connections), [`events`], [`buffer`], [`shard`]
+//! (big spaces), the write path with its replayer and the coalescing of
+//! heartbeats, and the store itself.
 
 pub mod buffer;
 pub mod conn;
@@ -122,6 +143,7 @@ pub mod events;
 mod flush;
 pub mod layouts;
 pub mod scripts;
+pub mod shard;
 mod store;
 mod writer;
 

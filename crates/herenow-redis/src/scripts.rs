@@ -1,6 +1,7 @@
 //! The Lua scripts: every multi-step operation on a space runs as one
 //! script, so it is atomic and costs one round trip. All keys a script
-//! touches share the space's hash tag, so every script runs on one node of a
+//! touches share the space's hash tag (the shard's, for a space split over
+//! shards: see [`crate::shard`]), so every script runs on one node of a
 //! cluster.
 //!
 //! Each script is `PRELUDE` followed by its body. [`redis::Script`] sends
@@ -555,19 +556,26 @@ return 1
     )
 });
 
-/// Marks a space in the registry. KEYS: names touched. ARGV: space, now.
+/// Marks a space in the registry and records its shard count (see
+/// [`crate::shard`]). KEYS: names touched shards. ARGV: space, now, shard
+/// count. Returns 1, or `-recorded` (nothing marked) when the space is
+/// recorded with another shard count.
 pub static REGISTER: LazyLock<Script> = LazyLock::new(|| {
     script(
         r#"
+local rec = redis.call('HGET', KEYS[3], ARGV[1])
+if rec and rec ~= ARGV[3] then return -tonumber(rec) end
 redis.call('ZADD', KEYS[1], 0, ARGV[1])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+if not rec then redis.call('HSET', KEYS[3], ARGV[1], ARGV[3]) end
 return 1
 "#,
     )
 });
 
-/// Drops a space from the registry unless it was touched since `cutoff`.
-/// KEYS: names touched. ARGV: space, cutoff. Returns 1 if dropped.
+/// Drops a space from the registry (and its shard count) unless it was
+/// touched since `cutoff`. KEYS: names touched shards. ARGV: space, cutoff.
+/// Returns 1 if dropped.
 pub static UNREGISTER: LazyLock<Script> = LazyLock::new(|| {
     script(
         r#"
@@ -575,6 +583,7 @@ local t = redis.call('ZSCORE', KEYS[2], ARGV[1])
 if t and tonumber(t) >= tonumber(ARGV[2]) then return 0 end
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
 return 1
 "#,
     )

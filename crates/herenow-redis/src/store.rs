@@ -27,6 +27,7 @@ use crate::buffer::Pending;
 use crate::conn::{Conn, Target};
 use crate::events::Router;
 use crate::flush::Flusher;
+use crate::shard::Sharding;
 use crate::writer::{self, BeatArg, ReplayTuning, SpaceKeys, TOUCH_EVERY_MS, Writer, timed};
 use crate::{conn_scripts, scripts};
 
@@ -68,6 +69,18 @@ pub struct RedisOptions {
     /// listing answers [`Error::Unsupported`] naming the limit; listing
     /// most recent first has no such limit.
     pub id_order_max: usize,
+    /// Shard keys per space (1 to [`MAX_SHARDS`](crate::shard::MAX_SHARDS)):
+    /// a space with more than one keeps its members in that many copies of
+    /// the layout, each under its own hash tag, spread over a cluster's
+    /// slots, so one space can outgrow one sorted set and one node (see
+    /// [`crate::shard`]). 1, the default, is the unsharded layout. Every
+    /// server on one Redis must agree: a space keeps the count it was
+    /// created with, and a store configured otherwise refuses to write to
+    /// it.
+    pub shards: u16,
+    /// Per-space exceptions to [`shards`](Self::shards), e.g. one huge
+    /// lobby split in 16 while every other space has one shard.
+    pub space_shards: HashMap<SpaceName, u16>,
 }
 
 impl Default for RedisOptions {
@@ -82,6 +95,8 @@ impl Default for RedisOptions {
             backoff_max: Duration::from_secs(5),
             lease: Duration::from_secs(10),
             id_order_max: 10_000,
+            shards: 1,
+            space_shards: HashMap::new(),
         }
     }
 }
@@ -145,6 +160,12 @@ impl RedisStore {
         options: RedisOptions,
     ) -> Result<RedisStore> {
         defaults.validate()?;
+        if !Sharding::new(options.shards, options.space_shards.clone()).valid() {
+            return Err(InvalidInput::BadConfig {
+                why: "redis shards must be between 1 and 1024",
+            }
+            .into());
+        }
         let target = Target::parse(spec)?;
         let router = Arc::new(Router::default());
         let push_router = router.clone();
@@ -159,9 +180,7 @@ impl RedisStore {
             target.is_cluster(),
             clock.clone(),
             defaults,
-            &options.prefix,
-            options.timeout,
-            options.buffer_cap,
+            &options,
         );
         // Fail now, loudly, rather than at the first heartbeat.
         writer.ping().await?;
@@ -233,12 +252,26 @@ impl RedisStore {
     }
 
     /// The names of `space`'s keys (for operators and tests): every one of
-    /// them hashes to the same cluster slot.
+    /// them hashes to the same cluster slot. For a space split over several
+    /// shards, the keys of shard 0 (see [`shard_keys`](Self::shard_keys)).
     pub fn space_keys(&self, space: &SpaceName) -> Vec<String> {
-        let k = self.keys(space);
-        vec![
-            k.zu, k.zg, k.meta, k.state, k.config, k.lease, k.conns, k.cinfo, k.mconn,
-        ]
+        key_names(self.keys(space))
+    }
+
+    /// The names of the keys of every shard of `space`, shard 0 first (one
+    /// list for an unsharded space): the keys of one shard share a slot,
+    /// and each shard has its own (see [`crate::shard`]).
+    pub fn shard_keys(&self, space: &SpaceName) -> Vec<Vec<String>> {
+        self.writer
+            .all_keys(space)
+            .into_iter()
+            .map(key_names)
+            .collect()
+    }
+
+    /// How many shard keys `space` is split over.
+    pub fn shards_of(&self, space: &SpaceName) -> u16 {
+        self.writer.shards(space)
     }
 
     fn keys(&self, space: &SpaceName) -> SpaceKeys {
@@ -337,44 +370,68 @@ impl RedisStore {
         Some(Ok(0))
     }
 
-    /// Last seen, status and metadata of `members`, and the space's policy.
+    /// Last seen, status and metadata of `members`, and the space's policy:
+    /// one status script per shard that has some of them, at once.
     async fn status_with_config(
         &self,
         space: &SpaceName,
         members: &[MemberKey],
         now: Millis,
     ) -> Result<(SpaceConfig, Vec<MemberStatus>)> {
-        let k = self.keys(space);
-        let mut inv = scripts::STATUS.prepare_invoke();
-        inv.key(&k.zu)
-            .key(&k.zg)
-            .key(&k.meta)
-            .key(&k.config)
-            .arg(&self.defaults_args()[..]);
-        for m in members {
-            inv.arg(kind_letter(m.kind)).arg(m.id.as_str());
+        let groups = self.writer.by_shard(space, members.len(), |i| &members[i]);
+        let calls = groups.iter().map(|(shard, idx)| {
+            let k = self.writer.shard_keys(space, *shard);
+            let mut inv = scripts::STATUS.prepare_invoke();
+            inv.key(&k.zu)
+                .key(&k.zg)
+                .key(&k.meta)
+                .key(&k.config)
+                .arg(&self.defaults_args()[..]);
+            for &i in idx {
+                inv.arg(kind_letter(members[i].kind))
+                    .arg(members[i].id.as_str());
+            }
+            let mut c = self.conn.clone();
+            async move {
+                let v: Value = self
+                    .io("status", async { inv.invoke_async(&mut c).await })
+                    .await?;
+                array(v)
+            }
+        });
+        let replies = futures::future::try_join_all(calls).await?;
+        let mut config = None;
+        let mut found: Vec<Option<(Option<Millis>, Option<Metadata>)>> = vec![None; members.len()];
+        for ((_, idx), v) in groups.iter().zip(replies) {
+            // Every shard holds a copy of the policy.
+            let c = config_of(&v)?;
+            config.get_or_insert(c);
+            let mut it = v.into_iter().skip(4);
+            for &i in idx {
+                let score = match it.next() {
+                    None | Some(Value::Nil) | Some(Value::Boolean(false)) => None,
+                    Some(s) => Some(int(Some(&s))? as Millis),
+                };
+                found[i] = Some((score, meta_of(it.next())?));
+            }
         }
-        let mut c = self.conn.clone();
-        let v: Value = self
-            .io("status", async { inv.invoke_async(&mut c).await })
-            .await?;
-        let v = array(v)?;
-        let config = config_of(&v)?;
-        let mut it = v.into_iter().skip(4);
-        let mut out = Vec::with_capacity(members.len());
-        for m in members {
-            let score = match it.next() {
-                None | Some(Value::Nil) | Some(Value::Boolean(false)) => None,
-                Some(s) => Some(int(Some(&s))? as Millis),
-            };
-            let meta = meta_of(it.next())?;
-            out.push(MemberStatus {
-                member: m.clone(),
-                status: config.status(score, now),
-                last_seen_ms: score,
-                meta,
-            });
-        }
+        let config = match config {
+            Some(c) => c,
+            None => self.config(space).await?,
+        };
+        let out = members
+            .iter()
+            .zip(found)
+            .map(|(m, f)| {
+                let (score, meta) = f.unwrap_or((None, None));
+                MemberStatus {
+                    member: m.clone(),
+                    status: config.status(score, now),
+                    last_seen_ms: score,
+                    meta,
+                }
+            })
+            .collect();
         Ok((config, out))
     }
 
@@ -390,17 +447,56 @@ impl RedisStore {
         }
     }
 
+    /// Background work on every shard of `space` (at once), then drops the
+    /// space from the registry if nothing is stored in any shard.
     async fn tick_space(&self, space: &SpaceName, report: &mut TickReport) -> Result<()> {
-        let k = self.keys(space);
+        let shards = self.writer.all_keys(space);
+        let done = futures::future::try_join_all(shards.iter().map(|k| self.tick_shard(k))).await?;
+        let mut left = 0;
+        for (r, stored) in done {
+            report.expired += r.expired;
+            report.transitions += r.transitions;
+            report.connections_expired += r.connections_expired;
+            report.max_hold_us = report.max_hold_us.max(r.max_hold_us);
+            left += stored;
+        }
+        if left == 0 {
+            let now = self.clock.now_ms();
+            let (names, touched) = self.registry();
+            let cutoff = now.saturating_sub(2 * TOUCH_EVERY_MS);
+            let mut c = self.conn.clone();
+            let dropped: i64 = self
+                .io("unregister", async {
+                    scripts::UNREGISTER
+                        .key(names)
+                        .key(touched)
+                        .key(self.writer.registry_shards())
+                        .arg(space.as_str())
+                        .arg(cutoff)
+                        .invoke_async(&mut c)
+                        .await
+                })
+                .await?;
+            report.spaces_dropped += dropped as u64;
+        }
+        Ok(())
+    }
+
+    /// Bounded steps of background work on one shard until nothing is left
+    /// to do, or nothing at all if another store holds its sweep lease.
+    /// Returns what it did and how many members and connections the shard
+    /// still stores.
+    async fn tick_shard(&self, k: &SpaceKeys) -> Result<(TickReport, i64)> {
         let d = self.defaults_args();
         let lease_ms = self.opts.lease.as_millis().max(1) as u64;
+        let mut report = TickReport::default();
         loop {
             let now = self.clock.now_ms();
             let started = Instant::now();
             // Connections first (their own budget), then the watermarks
             // and expiry of members: one script call.
             let mut inv = conn_scripts::SWEEP.prepare_invoke();
-            connections::space_script_keys(&mut inv, &k);
+            connections::space_script_keys(&mut inv, k);
             inv.arg(now)
                 .arg(&d[..])
                 .arg(self.publish_cmd())
@@ -421,32 +517,57 @@ impl RedisStore {
             let more = int(v.get(2))? != 0;
             let left = int(v.get(3))?;
             if left < 0 {
-                // Another store holds the sweep lease: it does this space.
-                return Ok(());
+                // Another store holds the sweep lease: it does this shard.
+                return Ok((report, int(v.get(5))?));
             }
-            if more {
-                continue;
+            if !more {
+                return Ok((report, left));
             }
-            if left == 0 {
-                let (names, touched) = self.registry();
-                let cutoff = now.saturating_sub(2 * TOUCH_EVERY_MS);
-                let mut c = self.conn.clone();
-                let dropped: i64 = self
-                    .io("unregister", async {
-                        scripts::UNREGISTER
-                            .key(names)
-                            .key(touched)
-                            .arg(space.as_str())
-                            .arg(cutoff)
-                            .invoke_async(&mut c)
-                            .await
-                    })
-                    .await?;
-                report.spaces_dropped += dropped as u64;
-            }
-            return Ok(());
         }
     }
+}
+
+/// Reads the snapshot scripts' replies, one per shard: the members present
+/// (all of them, counted), each shard's sequence number, and the members
+/// sent (at most [`limits::MAX_SNAPSHOT`] per kind and shard).
+fn read_snapshots(snaps: Vec<Vec<Value>>) -> Result<(u64, Vec<u64>, Vec<MemberStatus>)> {
+    let mut present = 0u64;
+    let mut seqs = Vec::with_capacity(snaps.len());
+    let mut snapshot = Vec::new();
+    for v in snaps {
+        seqs.push(int(v.first())? as u64);
+        present += int(v.get(1))? as u64 + int(v.get(2))? as u64;
+        for (part, kind) in v.into_iter().skip(3).zip(MemberKind::ALL) {
+            let flat = array(part)?;
+            let mut it = flat.into_iter();
+            while let Some(id) = it.next() {
+                let id = opt_string(Some(id))?.ok_or_else(|| bad_reply("a member id"))?;
+                let score = int(it.next().as_ref())? as Millis;
+                let status = match int(it.next().as_ref())? {
+                    1 => Status::Away,
+                    _ => Status::Online,
+                };
+                let meta = meta_of(it.next())?;
+                snapshot.push(MemberStatus {
+                    member: MemberKey {
+                        kind,
+                        id: MemberId::new(&id).map_err(|_| bad_reply("a stored member id"))?,
+                    },
+                    status,
+                    last_seen_ms: Some(score),
+                    meta,
+                });
+            }
+        }
+    }
+    Ok((present, seqs, snapshot))
+}
+
+/// A shard's key names, in the order [`RedisStore::space_keys`] lists them.
+fn key_names(k: SpaceKeys) -> Vec<String> {
+    vec![
+        k.zu, k.zg, k.meta, k.state, k.config, k.lease, k.conns, k.cinfo, k.mconn,
+    ]
 }
 
 /// Connection trouble, timeouts, a cluster that is down or failing over:
@@ -812,16 +933,18 @@ impl PresenceStore for RedisStore {
         Ok(online)
     }
 
+    /// Most recent first: every shard answers its own first `limit + 1`
+    /// members per kind after the cursor (at once), and the merge keeps
+    /// the first `limit` in the one total order (score, kind, id)
+    /// descending, so pages stay exact however many shards.
     async fn list(&self, space: &SpaceName, query: &ListQuery) -> Result<Page> {
         query.check_limit()?;
         if query.window_ms == Some(0) {
             return Err(self.zero_window(space).await);
         }
         let now = self.clock.now_ms();
-        let k = self.keys(space);
         let limit = query.limit;
         let window = query.window_ms.unwrap_or(0);
-        let mut c = self.conn.clone();
         match query.order {
             Order::Recent => {
                 let cursor = match &query.cursor {
@@ -832,33 +955,46 @@ impl PresenceStore for RedisStore {
                     None => (String::new(), "", ""),
                     Some((s, kind, id)) => (s.to_string(), kind_letter(*kind), id.as_str()),
                 };
-                let v: Value = self
-                    .io("list", async {
-                        scripts::LIST_RECENT
-                            .key(&k.zu)
-                            .key(&k.zg)
-                            .key(&k.meta)
-                            .key(&k.config)
-                            .arg(&self.defaults_args()[..])
-                            .arg(now)
-                            .arg(window)
-                            .arg(limit)
-                            .arg(kinds_letter(query.kinds))
-                            .arg(cs)
-                            .arg(ck)
-                            .arg(cm)
-                            .invoke_async(&mut c)
-                            .await
-                    })
-                    .await?;
-                let v = array(v)?;
-                if let Some(e) = window_error(&v, query.window_ms)? {
-                    return Err(e);
+                let shards = self.writer.all_keys(space);
+                let calls = shards.iter().map(|k| {
+                    let mut c = self.conn.clone();
+                    let (cs, ck, cm) = (&cs, ck, cm);
+                    async move {
+                        let v: Value = self
+                            .io("list", async {
+                                scripts::LIST_RECENT
+                                    .key(&k.zu)
+                                    .key(&k.zg)
+                                    .key(&k.meta)
+                                    .key(&k.config)
+                                    .arg(&self.defaults_args()[..])
+                                    .arg(now)
+                                    .arg(window)
+                                    .arg(limit)
+                                    .arg(kinds_letter(query.kinds))
+                                    .arg(cs)
+                                    .arg(ck)
+                                    .arg(cm)
+                                    .invoke_async(&mut c)
+                                    .await
+                            })
+                            .await?;
+                        array(v)
+                    }
+                });
+                let replies = futures::future::try_join_all(calls).await?;
+                let mut config = None;
+                let mut items = Vec::new();
+                for v in replies {
+                    if let Some(e) = window_error(&v, query.window_ms)? {
+                        return Err(e);
+                    }
+                    config.get_or_insert(config_of(&v[1..])?);
+                    let mut it = v.into_iter().skip(5);
+                    items.extend(items_of(it.next(), MemberKind::User, 0)?);
+                    items.extend(items_of(it.next(), MemberKind::Guest, 0)?);
                 }
-                let config = config_of(&v[1..])?;
-                let mut it = v.into_iter().skip(5);
-                let mut items = items_of(it.next(), MemberKind::User, 0)?;
-                items.extend(items_of(it.next(), MemberKind::Guest, 0)?);
+                let config = config.ok_or_else(|| bad_reply("no shard answered"))?;
                 // (score, kind, id) descending, users above guests: the
                 // order the script's per-kind cursors assume.
                 items.sort_by(|a, b| {
@@ -893,29 +1029,35 @@ impl PresenceStore for RedisStore {
             return Err(self.zero_window(space).await);
         }
         let now = self.clock.now_ms();
-        let k = self.keys(space);
-        let mut c = self.conn.clone();
-        let v: Value = self
-            .io("count", async {
-                scripts::COUNT
-                    .key(&k.zu)
-                    .key(&k.zg)
-                    .key(&k.config)
-                    .arg(&self.defaults_args()[..])
-                    .arg(now)
-                    .arg(window_ms.unwrap_or(0))
-                    .invoke_async(&mut c)
-                    .await
-            })
-            .await?;
-        let v = array(v)?;
-        if let Some(e) = window_error(&v, window_ms)? {
-            return Err(e);
+        let shards = self.writer.all_keys(space);
+        let calls = shards.iter().map(|k| {
+            let mut c = self.conn.clone();
+            async move {
+                let v: Value = self
+                    .io("count", async {
+                        scripts::COUNT
+                            .key(&k.zu)
+                            .key(&k.zg)
+                            .key(&k.config)
+                            .arg(&self.defaults_args()[..])
+                            .arg(now)
+                            .arg(window_ms.unwrap_or(0))
+                            .invoke_async(&mut c)
+                            .await
+                    })
+                    .await?;
+                array(v)
+            }
+        });
+        let mut counts = Counts::default();
+        for v in futures::future::try_join_all(calls).await? {
+            if let Some(e) = window_error(&v, window_ms)? {
+                return Err(e);
+            }
+            counts.users += int(v.first())? as u64;
+            counts.guests += int(v.get(1))? as u64;
         }
-        Ok(Counts {
-            users: int(v.first())? as u64,
-            guests: int(v.get(1))? as u64,
-        })
+        Ok(counts)
     }
 
     async fn config(&self, space: &SpaceName) -> Result<SpaceConfig> {
@@ -943,13 +1085,16 @@ impl PresenceStore for RedisStore {
         }
     }
 
+    /// Writes the policy to every shard (each script reads its own shard's
+    /// copy). Not atomic across shards: a call that fails part-way leaves
+    /// shards disagreeing until it is repeated.
     async fn set_config(&self, space: &SpaceName, config: SpaceConfig) -> Result<()> {
         config.validate()?;
         let now = self.clock.now_ms();
-        let k = self.keys(space);
-        let mut c = self.conn.clone();
-        let _: Value = self
-            .io("set_config", async {
+        let shards = self.writer.all_keys(space);
+        let calls = shards.iter().map(|k| {
+            let mut c = self.conn.clone();
+            self.io("set_config", async move {
                 scripts::SET_CONFIG
                     .key(&k.state)
                     .key(&k.config)
@@ -958,10 +1103,11 @@ impl PresenceStore for RedisStore {
                     .arg(config.away_ms)
                     .arg(config.window_ms)
                     .arg(config.retention_ms)
-                    .invoke_async(&mut c)
+                    .invoke_async::<Value>(&mut c)
                     .await
             })
-            .await?;
+        });
+        futures::future::try_join_all(calls).await?;
         Ok(())
     }
 
@@ -992,12 +1138,17 @@ impl PresenceStore for RedisStore {
             .filter_map(|n| SpaceName::new(n).ok())
             .collect();
         let counts = futures::future::try_join_all(spaces.iter().map(|s| {
-            let k = self.keys(s);
+            let shards = self.writer.all_keys(s);
             let mut c = self.conn.clone();
             self.io("spaces", async move {
-                let users: u64 = c.zcard(&k.zu).await?;
-                let guests: u64 = c.zcard(&k.zg).await?;
-                Ok(Counts { users, guests })
+                let mut n = Counts::default();
+                for k in &shards {
+                    let users: u64 = c.zcard(&k.zu).await?;
+                    let guests: u64 = c.zcard(&k.zg).await?;
+                    n.users += users;
+                    n.guests += guests;
+                }
+                Ok(n)
             })
         }))
         .await?;
@@ -1083,85 +1234,88 @@ impl PresenceStore for RedisStore {
         Ok(out)
     }
 
+    /// Subscribes to the channel of every shard (one subscriber, one
+    /// sender), then reads every shard's snapshot with the sequence number
+    /// it reflects: each shard's events are delivered after its own
+    /// snapshot, in order.
     async fn subscribe(&self, space: &SpaceName) -> Result<Subscription> {
-        let k = self.keys(space);
+        let shards = self.writer.all_keys(space);
         let (tx, rx) = broadcast::channel(limits::EVENT_QUEUE);
         let id = {
             let _guard = self.sub_lock.lock().await;
             self.prune_channels().await;
-            let (id, new) = self.router.add_pending(&k.channel, space, tx);
-            if new {
-                let mut c = self.conn.clone();
-                let channel = k.channel.clone();
-                if let Err(e) = self
-                    .io("subscribe", async move { c.subscribe(&channel).await })
-                    .await
-                {
-                    self.router.remove_channel(&k.channel);
-                    return Err(e);
+            let id = self.router.new_id();
+            for k in &shards {
+                let new = self
+                    .router
+                    .add_pending_as(id, &k.channel, space, tx.clone());
+                if new {
+                    let mut c = self.conn.clone();
+                    let channel = k.channel.clone();
+                    if let Err(e) = self
+                        .io("subscribe", async move { c.subscribe(&channel).await })
+                        .await
+                    {
+                        self.router.remove_channel(&k.channel);
+                        // Channels subscribed above and left without
+                        // listeners are dropped by the next prune.
+                        self.router.remove_everywhere(id);
+                        return Err(e);
+                    }
                 }
             }
             id
         };
+        drop(tx);
         // Subscribed first, snapshot second: every event the snapshot does
         // not reflect arrives on the channel, and the sequence number says
         // which ones it does.
         let now = self.clock.now_ms();
-        let mut c = self.conn.clone();
-        let v: Result<Value> = self
-            .io("subscribe", async {
-                scripts::SNAPSHOT
-                    .key(&k.zu)
-                    .key(&k.zg)
-                    .key(&k.meta)
-                    .key(&k.state)
-                    .key(&k.config)
-                    .arg(now)
-                    .arg(&self.defaults_args()[..])
-                    .arg(limits::MAX_SNAPSHOT)
-                    .invoke_async(&mut c)
-                    .await
-            })
-            .await;
-        let v = match v.and_then(array) {
+        let snaps = futures::future::try_join_all(shards.iter().map(|k| {
+            let mut c = self.conn.clone();
+            async move {
+                let v: Value = self
+                    .io("subscribe", async {
+                        scripts::SNAPSHOT
+                            .key(&k.zu)
+                            .key(&k.zg)
+                            .key(&k.meta)
+                            .key(&k.state)
+                            .key(&k.config)
+                            .arg(now)
+                            .arg(&self.defaults_args()[..])
+                            .arg(limits::MAX_SNAPSHOT)
+                            .invoke_async(&mut c)
+                            .await
+                    })
+                    .await?;
+                array(v)
+            }
+        }))
+        .await;
+        let snaps = match snaps {
             Ok(v) => v,
             Err(e) => {
-                self.router.remove(&k.channel, id);
+                self.router.remove_everywhere(id);
                 return Err(e);
             }
         };
-        let seq = int(v.first())? as u64;
-        let present = int(v.get(1))? as u64 + int(v.get(2))? as u64;
-        let mut snapshot = Vec::new();
-        for (part, kind) in v.into_iter().skip(3).zip(MemberKind::ALL) {
-            let flat = array(part)?;
-            let mut it = flat.into_iter();
-            while let Some(id) = it.next() {
-                let id = opt_string(Some(id))?.ok_or_else(|| bad_reply("a member id"))?;
-                let score = int(it.next().as_ref())? as Millis;
-                let status = match int(it.next().as_ref())? {
-                    1 => Status::Away,
-                    _ => Status::Online,
-                };
-                let meta = meta_of(it.next())?;
-                snapshot.push(MemberStatus {
-                    member: MemberKey {
-                        kind,
-                        id: MemberId::new(&id).map_err(|_| bad_reply("a stored member id"))?,
-                    },
-                    status,
-                    last_seen_ms: Some(score),
-                    meta,
-                });
+        let (present, seqs, mut snapshot) = match read_snapshots(snaps) {
+            Ok(r) => r,
+            Err(e) => {
+                self.router.remove_everywhere(id);
+                return Err(e);
             }
-        }
+        };
         sort_most_recent_first(&mut snapshot);
         snapshot.truncate(limits::MAX_SNAPSHOT);
-        if !self.router.activate(&k.channel, id, seq) {
-            return Err(Error::Unavailable {
-                reason: "the event stream broke while subscribing".into(),
-                source: None,
-            });
+        for (k, seq) in shards.iter().zip(seqs) {
+            if !self.router.activate(&k.channel, id, seq) {
+                return Err(Error::Unavailable {
+                    reason: "the event stream broke while subscribing".into(),
+                    source: None,
+                });
+            }
         }
         Ok(Subscription {
             snapshot_omitted: present.saturating_sub(snapshot.len() as u64),

@@ -28,9 +28,11 @@ use herenow_core::{
     Clock, Error, MemberKey, MemberKind, Metadata, Millis, Result, SpaceConfig, SpaceName,
 };
 
+use crate::RedisOptions;
 use crate::buffer::{Pending, WriteBuffer};
 use crate::conn::Conn;
 use crate::scripts;
+use crate::shard::{self, Sharding};
 use crate::store::{kind_letter, map_err};
 
 /// How often one store re-marks a space it writes to in the space registry.
@@ -107,7 +109,9 @@ fn outcomes_of(v: Value, entries: usize) -> Result<Vec<Outcome>> {
         .collect()
 }
 
-/// The names of one space's keys: all share the `{space}` hash tag.
+/// The names of one shard's keys (of the space itself when it has one
+/// shard): all share the shard's hash tag (see [`crate::shard`]).
+#[derive(Clone)]
 pub(crate) struct SpaceKeys {
     pub zu: String,
     pub zg: String,
@@ -170,29 +174,32 @@ pub(crate) struct Writer {
     pub timeout: Duration,
     /// When this store last marked each space in the registry.
     touched: Arc<Mutex<HashMap<SpaceName, Millis>>>,
+    /// How many shards each space has.
+    pub sharding: Arc<Sharding>,
     pub shared: Arc<Shared>,
 }
 
 impl Writer {
+    /// The write path for a store connected with `opts` (whose shard
+    /// counts the caller has checked).
     pub fn new(
         conn: Conn,
         cluster: bool,
         clock: Arc<dyn Clock>,
         defaults: SpaceConfig,
-        prefix: &str,
-        timeout: Duration,
-        buffer_cap: usize,
+        opts: &RedisOptions,
     ) -> Self {
         Writer {
+            sharding: Arc::new(Sharding::new(opts.shards, opts.space_shards.clone())),
             conn,
             cluster,
             clock,
             defaults,
-            prefix: prefix.into(),
-            timeout,
+            prefix: opts.prefix.as_str().into(),
+            timeout: opts.timeout,
             touched: Arc::new(Mutex::new(HashMap::new())),
             shared: Arc::new(Shared {
-                buffer: WriteBuffer::new(buffer_cap),
+                buffer: WriteBuffer::new(opts.buffer_cap),
                 up: AtomicBool::new(true),
                 wake: Notify::new(),
                 replayed: AtomicU64::new(0),
@@ -200,8 +207,26 @@ impl Writer {
         }
     }
 
+    /// The keys of shard 0: the whole space when it has one shard.
     pub fn keys(&self, space: &SpaceName) -> SpaceKeys {
-        let base = format!("{}:{{{}}}", self.prefix, space.as_str());
+        self.shard_keys(space, 0)
+    }
+
+    /// How many shards `space` has.
+    pub fn shards(&self, space: &SpaceName) -> u16 {
+        self.sharding.of(space)
+    }
+
+    /// The keys of every shard of `space`, shard 0 first.
+    pub fn all_keys(&self, space: &SpaceName) -> Vec<SpaceKeys> {
+        (0..self.shards(space))
+            .map(|k| self.shard_keys(space, k))
+            .collect()
+    }
+
+    /// The keys of shard `k` of `space`.
+    pub fn shard_keys(&self, space: &SpaceName, k: u16) -> SpaceKeys {
+        let base = format!("{}:{}", self.prefix, shard::tag(space, k));
         SpaceKeys {
             zu: format!("{base}:u"),
             zg: format!("{base}:g"),
@@ -222,6 +247,36 @@ impl Writer {
             format!("{p}:{{spaces}}:names"),
             format!("{p}:{{spaces}}:touched"),
         )
+    }
+
+    /// The registry's record of each space's shard count.
+    pub fn registry_shards(&self) -> String {
+        format!("{}:{{spaces}}:shards", self.prefix)
+    }
+
+    /// Groups `n` items by the shard of `member(i)`: `(shard, indices)`,
+    /// in shard order, only shards that have some.
+    pub fn by_shard<'m>(
+        &self,
+        space: &SpaceName,
+        n: usize,
+        member: impl Fn(usize) -> &'m MemberKey,
+    ) -> Vec<(u16, Vec<usize>)> {
+        let shards = self.shards(space);
+        if shards == 1 {
+            return vec![(0, (0..n).collect())];
+        }
+        let mut groups: Vec<Vec<usize>> = vec![Vec::new(); usize::from(shards)];
+        for i in 0..n {
+            let m = member(i);
+            groups[usize::from(shard::shard_of(m.kind, m.id.as_str(), shards))].push(i);
+        }
+        groups
+            .into_iter()
+            .enumerate()
+            .filter(|(_, g)| !g.is_empty())
+            .map(|(k, g)| (k as u16, g))
+            .collect()
     }
 
     pub fn publish_cmd(&self) -> &'static str {
@@ -267,17 +322,35 @@ impl Writer {
             return Ok(());
         }
         let (names, touched) = self.registry();
+        let shards = self.shards(space);
         let mut c = self.conn.clone();
-        self.io("register", async move {
-            scripts::REGISTER
-                .key(names)
-                .key(touched)
-                .arg(space.as_str())
-                .arg(now)
-                .invoke_async::<Value>(&mut c)
-                .await
-        })
-        .await?;
+        let r: i64 = self
+            .io("register", async move {
+                scripts::REGISTER
+                    .key(names)
+                    .key(touched)
+                    .key(self.registry_shards())
+                    .arg(space.as_str())
+                    .arg(now)
+                    .arg(shards)
+                    .invoke_async(&mut c)
+                    .await
+            })
+            .await?;
+        if r < 0 {
+            tracing::error!(
+                space = space.as_str(),
+                recorded = -r,
+                configured = shards,
+                "space has another shard count than this store is configured with; not writing"
+            );
+            return Err(Error::Internal(format!(
+                "space {} is split over {} shards in redis but this server is configured \
+                 with {shards} (RedisOptions::shards / space_shards must agree on every server)",
+                space.as_str(),
+                -r
+            )));
+        }
         let mut t = self.touched.lock();
         if t.len() > 100_000 {
             t.retain(|_, at| now.saturating_sub(*at) < TOUCH_EVERY_MS);
@@ -287,10 +360,11 @@ impl Writer {
     }
 
     /// Registers the space and runs the heartbeat script: one entry per
-    /// member (the caller coalesces), at most [`SCRIPT_BATCH`] members per
-    /// script call, the calls sent at once (the multiplexed connection
-    /// pipelines them). Returns the script's outcome for each entry, in
-    /// order (see [`Outcome`]). Entries at `now` without metadata cost one
+    /// member (the caller coalesces), split by shard, at most
+    /// [`SCRIPT_BATCH`] members per script call, the calls sent at once (the
+    /// multiplexed connection pipelines them; on a cluster each goes to its
+    /// shard's node). Returns the script's outcome for each entry, in order
+    /// (see [`Outcome`]). Entries at `now` without metadata cost one
     /// argument each (the script's argument list is described at
     /// [`scripts::HEARTBEAT`]).
     pub async fn write_beats(
@@ -300,55 +374,77 @@ impl Writer {
         beats: &[BeatArg<'_>],
     ) -> Result<Vec<Outcome>> {
         self.register(space, now).await?;
-        let k = self.keys(space);
-        let calls = beats.chunks(SCRIPT_BATCH).map(|chunk| {
-            // Users first, then guests: the order of the script's ids and
-            // of its outcomes.
-            let order: Vec<usize> = (0..chunk.len())
-                .filter(|&i| chunk[i].0.kind == MemberKind::User)
-                .chain((0..chunk.len()).filter(|&i| chunk[i].0.kind == MemberKind::Guest))
-                .collect();
-            let users = chunk
-                .iter()
-                .filter(|b| b.0.kind == MemberKind::User)
-                .count();
-            let mut inv = scripts::HEARTBEAT.prepare_invoke();
-            inv.key(&k.zu)
-                .key(&k.zg)
-                .key(&k.meta)
-                .key(&k.state)
-                .key(&k.config)
-                .arg(now)
-                .arg(&self.defaults_args()[..])
-                .arg(self.publish_cmd())
-                .arg(&k.channel)
-                .arg(users)
-                .arg(chunk.len() - users);
-            for &i in &order {
-                inv.arg(chunk[i].0.id.as_str());
-            }
-            for (pos, &i) in order.iter().enumerate() {
-                let (_, at, meta) = chunk[i];
-                if at != now || meta.is_some() {
-                    inv.arg(pos + 1)
-                        .arg(at)
-                        .arg(meta.map_or("", |m| m.as_json()));
-                }
-            }
-            let mut c = self.conn.clone();
-            async move {
-                let v: Value = self
-                    .io("heartbeat", async { inv.invoke_async(&mut c).await })
-                    .await?;
-                let got = outcomes_of(v, chunk.len())?;
-                let mut out = vec![Outcome::Accepted; chunk.len()];
-                for (o, &i) in got.into_iter().zip(&order) {
-                    out[i] = o;
-                }
-                Ok::<_, Error>(out)
-            }
+        let groups = self.by_shard(space, beats.len(), |i| beats[i].0);
+        let calls = groups.iter().flat_map(|(shard, idx)| {
+            let k = self.shard_keys(space, *shard);
+            idx.chunks(SCRIPT_BATCH)
+                .map(move |chunk| self.heartbeat_call(k.clone(), now, beats, chunk))
         });
-        Ok(futures::future::try_join_all(calls).await?.concat())
+        let parts = futures::future::try_join_all(calls).await?;
+        let mut out = vec![Outcome::Accepted; beats.len()];
+        for (idx, got) in parts {
+            for (o, i) in got.into_iter().zip(idx) {
+                out[i] = o;
+            }
+        }
+        Ok(out)
+    }
+
+    /// One heartbeat script call on one shard for `beats[i]`, `i` in
+    /// `chunk`. Returns the chunk and its outcomes, in the chunk's order.
+    async fn heartbeat_call(
+        &self,
+        k: SpaceKeys,
+        now: Millis,
+        beats: &[BeatArg<'_>],
+        chunk: &[usize],
+    ) -> Result<(Vec<usize>, Vec<Outcome>)> {
+        // Users first, then guests: the order of the script's ids and of
+        // its outcomes.
+        let order: Vec<usize> = chunk
+            .iter()
+            .copied()
+            .filter(|&i| beats[i].0.kind == MemberKind::User)
+            .chain(
+                chunk
+                    .iter()
+                    .copied()
+                    .filter(|&i| beats[i].0.kind == MemberKind::Guest),
+            )
+            .collect();
+        let users = chunk
+            .iter()
+            .filter(|&&i| beats[i].0.kind == MemberKind::User)
+            .count();
+        let mut inv = scripts::HEARTBEAT.prepare_invoke();
+        inv.key(&k.zu)
+            .key(&k.zg)
+            .key(&k.meta)
+            .key(&k.state)
+            .key(&k.config)
+            .arg(now)
+            .arg(&self.defaults_args()[..])
+            .arg(self.publish_cmd())
+            .arg(&k.channel)
+            .arg(users)
+            .arg(chunk.len() - users);
+        for &i in &order {
+            inv.arg(beats[i].0.id.as_str());
+        }
+        for (pos, &i) in order.iter().enumerate() {
+            let (_, at, meta) = beats[i];
+            if at != now || meta.is_some() {
+                inv.arg(pos + 1)
+                    .arg(at)
+                    .arg(meta.map_or("", |m| m.as_json()));
+            }
+        }
+        let mut c = self.conn.clone();
+        let v: Value = self
+            .io("heartbeat", async { inv.invoke_async(&mut c).await })
+            .await?;
+        let got = outcomes_of(v, order.len())?;
+        Ok((order, got))
     }
 
     /// Runs the leave script. `upto`: remove the member only if its last
@@ -360,27 +456,37 @@ impl Writer {
         now: Millis,
         members: &[(&MemberKey, Option<Millis>)],
     ) -> Result<u64> {
-        let k = self.keys(space);
-        let mut inv = scripts::LEAVE.prepare_invoke();
-        inv.key(&k.zu)
-            .key(&k.zg)
-            .key(&k.meta)
-            .key(&k.state)
-            .key(&k.config)
-            .arg(now)
-            .arg(&self.defaults_args()[..])
-            .arg(self.publish_cmd())
-            .arg(&k.channel);
-        for (m, upto) in members {
-            inv.arg(kind_letter(m.kind))
-                .arg(m.id.as_str())
-                .arg(upto.map_or(String::new(), |t| t.to_string()));
-        }
-        let mut c = self.conn.clone();
-        let n: i64 = self
-            .io("leave", async { inv.invoke_async(&mut c).await })
-            .await?;
-        Ok(n as u64)
+        let groups = self.by_shard(space, members.len(), |i| members[i].0);
+        let calls = groups.iter().map(|(shard, idx)| {
+            let k = self.shard_keys(space, *shard);
+            let mut inv = scripts::LEAVE.prepare_invoke();
+            inv.key(&k.zu)
+                .key(&k.zg)
+                .key(&k.meta)
+                .key(&k.state)
+                .key(&k.config)
+                .arg(now)
+                .arg(&self.defaults_args()[..])
+                .arg(self.publish_cmd())
+                .arg(&k.channel);
+            for &i in idx {
+                let (m, upto) = members[i];
+                inv.arg(kind_letter(m.kind))
+                    .arg(m.id.as_str())
+                    .arg(upto.map_or(String::new(), |t| t.to_string()));
+            }
+            let mut c = self.conn.clone();
+            async move {
+                let n: i64 = self
+                    .io("leave", async { inv.invoke_async(&mut c).await })
+                    .await?;
+                Ok::<_, Error>(n as u64)
+            }
+        });
+        Ok(futures::future::try_join_all(calls)
+            .await?
+            .into_iter()
+            .sum())
     }
 
     /// Writes one batch taken from the buffer: its leaves first, then the

@@ -1,6 +1,8 @@
 //! The shared contract suite against a standalone server and a 3-master
-//! cluster, both started by the test. Each scenario gets a store with its
-//! own key prefix, so scenarios never see each other's keys.
+//! cluster, both started by the test, with every space in one shard (the
+//! default layout) and split over four (issue 3, "Big spaces"). Each
+//! scenario gets a store with its own key prefix, so scenarios never see
+//! each other's keys.
 
 use herenow_testkit as common;
 
@@ -13,13 +15,14 @@ use herenow_redis::{RedisOptions, RedisStore};
 
 static PREFIX: AtomicU64 = AtomicU64::new(0);
 
-fn factory(url: String) -> Factory {
+fn factory(url: String, shards: u16) -> Factory {
     Arc::new(move |clock| {
         let url = url.clone();
         Box::pin(async move {
             let n = PREFIX.fetch_add(1, Ordering::SeqCst);
             let opts = RedisOptions {
                 prefix: format!("t{n}"),
+                shards,
                 ..RedisOptions::default()
             };
             let store = RedisStore::connect(&url, Arc::new(clock), SpaceConfig::default(), opts)
@@ -33,11 +36,23 @@ fn factory(url: String) -> Factory {
 #[tokio::test]
 async fn contract_standalone() {
     let server = common::RedisServer::standalone();
-    run_all(factory(server.url())).await;
+    run_all(factory(server.url(), 1)).await;
 }
 
 #[tokio::test]
 async fn contract_cluster() {
     let cluster = common::RedisCluster::start();
-    run_all(factory(cluster.url())).await;
+    run_all(factory(cluster.url(), 1)).await;
+}
+
+#[tokio::test]
+async fn contract_standalone_four_shards() {
+    let server = common::RedisServer::standalone();
+    run_all(factory(server.url(), 4)).await;
+}
+
+#[tokio::test]
+async fn contract_cluster_four_shards() {
+    let cluster = common::RedisCluster::start();
+    run_all(factory(cluster.url(), 4)).await;
 }

@@ -78,17 +78,23 @@ impl RedisStore {
             Some(c) => Some(decode_id(c).ok_or(InvalidInput::BadCursor)?),
         };
         let window = query.window_ms.unwrap_or(0);
-        let k = self.keys(space);
-        let parts: Vec<Part> = MemberKind::ALL
+        // Every kind asked for, in every shard.
+        let parts: Vec<Part> = self
+            .writer
+            .all_keys(space)
             .into_iter()
-            .filter(|kind| query.kinds.admits(*kind))
-            .map(|kind| Part {
-                z: match kind {
-                    MemberKind::User => k.zu.clone(),
-                    MemberKind::Guest => k.zg.clone(),
-                },
-                config: k.config.clone(),
-                kind,
+            .flat_map(|k| {
+                MemberKind::ALL
+                    .into_iter()
+                    .filter(|kind| query.kinds.admits(*kind))
+                    .map(move |kind| Part {
+                        z: match kind {
+                            MemberKind::User => k.zu.clone(),
+                            MemberKind::Guest => k.zg.clone(),
+                        },
+                        config: k.config.clone(),
+                        kind,
+                    })
             })
             .collect();
         // The first slice of every part at once: it also says how many

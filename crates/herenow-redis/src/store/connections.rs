@@ -7,6 +7,13 @@
 //! retries), and a connection whose detach was lost expires after its TTL.
 //! Buffering them would mean replaying a socket's state that may be long
 //! gone by the time Redis answers.
+//!
+//! In a space split over shards, a member's connections live in the
+//! member's shard, and a claim key in the shard the connection id hashes
+//! to keeps ids unique per space (see [`crate::shard`]): an attach claims
+//! the id first (renewing the claim on every ping), a detach gives it up,
+//! and a connection that just expires leaves its claim to expire in Redis
+//! [`CLAIM_SLACK_MS`] after the connection's TTL.
 
 use redis::{ScriptInvocation, Value};
 
@@ -19,7 +26,13 @@ use herenow_core::{
 
 use super::{RedisStore, array, bad_reply, int, kind_letter, opt_string};
 use crate::conn_scripts;
+use crate::shard::{self, claim_shard};
 use crate::writer::SpaceKeys;
+
+/// How long a connection id's claim outlives the connection's TTL: time
+/// for the sweep to close the connection (and for clocks to disagree)
+/// before another member may take the id.
+pub const CLAIM_SLACK_MS: u64 = 10_000;
 
 /// Adds the keys every connection script (and the sweep) takes, in order:
 /// `zu zg meta state config lease conns cinfo mconn`.
@@ -58,7 +71,11 @@ impl RedisStore {
         self.refuse_while_held()?;
         let now = self.clock.now_ms();
         self.writer.register(space, now).await?;
-        let k = self.keys(space);
+        let shards = self.writer.shards(space);
+        if shards > 1 && !self.claim(space, &a.member, &a.conn, a.ttl_ms).await? {
+            return Err(InvalidInput::ConnIdTaken.into());
+        }
+        let k = self.member_keys(space, &a.member);
         let mut inv = conn_scripts::ATTACH.prepare_invoke();
         space_script_keys(&mut inv, &k);
         inv.arg(now)
@@ -99,7 +116,7 @@ impl RedisStore {
     ) -> Result<DetachReport> {
         self.refuse_while_held()?;
         let now = self.clock.now_ms();
-        let k = self.keys(space);
+        let k = self.member_keys(space, member);
         let mut inv = conn_scripts::DETACH.prepare_invoke();
         space_script_keys(&mut inv, &k);
         inv.arg(now)
@@ -110,9 +127,16 @@ impl RedisStore {
             .arg(member.id.as_str())
             .arg(conn.as_str());
         let mut c = self.conn.clone();
-        let v: Value = self
-            .io("detach", async { inv.invoke_async(&mut c).await })
-            .await?;
+        let detach = self.io("detach", async { inv.invoke_async::<Value>(&mut c).await });
+        let v = if self.writer.shards(space) > 1 {
+            // The claim goes with the connection (a claim that is not this
+            // member's is left alone).
+            let (v, released) = futures::join!(detach, self.release(space, member, conn));
+            released?;
+            v?
+        } else {
+            detach.await?
+        };
         let v = array(v)?;
         Ok(DetachReport {
             found: int(v.first())? != 0,
@@ -127,21 +151,98 @@ impl RedisStore {
         members: &[MemberKey],
     ) -> Result<Vec<Vec<Connection>>> {
         check_batch(members.len())?;
-        let k = self.keys(space);
-        let mut inv = conn_scripts::CONNECTIONS.prepare_invoke();
-        inv.key(&k.conns).key(&k.cinfo).key(&k.mconn);
-        for m in members {
-            inv.arg(format!("{}:{}", kind_letter(m.kind), m.id.as_str()));
+        let groups = self.writer.by_shard(space, members.len(), |i| &members[i]);
+        let calls = groups.iter().map(|(shard, idx)| {
+            let k = self.writer.shard_keys(space, *shard);
+            let mut inv = conn_scripts::CONNECTIONS.prepare_invoke();
+            inv.key(&k.conns).key(&k.cinfo).key(&k.mconn);
+            for &i in idx {
+                let m = &members[i];
+                inv.arg(format!("{}:{}", kind_letter(m.kind), m.id.as_str()));
+            }
+            let mut c = self.conn.clone();
+            async move {
+                let v: Value = self
+                    .io("connections", async { inv.invoke_async(&mut c).await })
+                    .await?;
+                let parts = array(v)?;
+                if parts.len() != idx.len() {
+                    return Err(bad_reply("one list of connections per member"));
+                }
+                parts
+                    .into_iter()
+                    .map(connections_of)
+                    .collect::<Result<Vec<_>>>()
+            }
+        });
+        let replies = futures::future::try_join_all(calls).await?;
+        let mut out = vec![Vec::new(); members.len()];
+        for ((_, idx), lists) in groups.iter().zip(replies) {
+            for (&i, list) in idx.iter().zip(lists) {
+                out[i] = list;
+            }
         }
+        Ok(out)
+    }
+
+    /// The keys of the shard `member` lives in.
+    fn member_keys(&self, space: &SpaceName, member: &MemberKey) -> SpaceKeys {
+        let n = self.writer.shards(space);
+        self.writer
+            .shard_keys(space, shard::shard_of(member.kind, member.id.as_str(), n))
+    }
+
+    /// The claim key of connection id `conn` (spaces of several shards).
+    fn claim_key(&self, space: &SpaceName, conn: &ConnId) -> String {
+        let n = self.writer.shards(space);
+        format!(
+            "{}:{}:claim:{}",
+            self.opts.prefix,
+            shard::tag(space, claim_shard(conn.as_str(), n)),
+            conn.as_str()
+        )
+    }
+
+    /// Claims (or renews) `conn` for `member`; false if another member
+    /// holds it.
+    async fn claim(
+        &self,
+        space: &SpaceName,
+        member: &MemberKey,
+        conn: &ConnId,
+        ttl_ms: u64,
+    ) -> Result<bool> {
+        let key = self.claim_key(space, conn);
+        let owner = format!("{}:{}", kind_letter(member.kind), member.id.as_str());
         let mut c = self.conn.clone();
-        let v: Value = self
-            .io("connections", async { inv.invoke_async(&mut c).await })
+        let got: i64 = self
+            .io("attach", async {
+                conn_scripts::CLAIM
+                    .key(&key)
+                    .arg(&owner)
+                    .arg(ttl_ms.saturating_add(CLAIM_SLACK_MS))
+                    .invoke_async(&mut c)
+                    .await
+            })
             .await?;
-        let parts = array(v)?;
-        if parts.len() != members.len() {
-            return Err(bad_reply("one list of connections per member"));
-        }
-        parts.into_iter().map(connections_of).collect()
+        Ok(got == 1)
+    }
+
+    /// Gives up `member`'s claim on `conn`, if it holds it.
+    async fn release(&self, space: &SpaceName, member: &MemberKey, conn: &ConnId) -> Result<()> {
+        let key = self.claim_key(space, conn);
+        let owner = format!("{}:{}", kind_letter(member.kind), member.id.as_str());
+        let mut c = self.conn.clone();
+        let _: i64 = self
+            .io("detach", async {
+                conn_scripts::RELEASE
+                    .key(&key)
+                    .arg(&owner)
+                    .invoke_async(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(())
     }
 }
 

@@ -1,0 +1,154 @@
+//! Big spaces: one space split over N shard keys.
+//!
+//! A sorted set holds at most 2^32−1 members (seed 004) and lives on one
+//! node of a cluster. A space configured with N > 1 shards
+//! ([`RedisOptions::shards`](crate::RedisOptions::shards), or per space
+//! [`RedisOptions::space_shards`](crate::RedisOptions::space_shards)) keeps
+//! its members in N copies of the default layout, each under its own hash
+//! tag, so the shards spread over the cluster's slots and nodes:
+//!
+//! - shard 0 is `P:{S}:…`, exactly the unsharded layout (N = 1 is today's
+//!   layout, no migration);
+//! - shard k ≥ 1 is `P:{S#k}:…` (`#` is not allowed in space names, so no
+//!   other space can own that tag).
+//!
+//! A member always lives in shard [`shard_of`]`(kind, id, N)`: FNV-1a (64
+//! bits) of the kind letter, `:` and the id, modulo N — stable across
+//! processes, versions and platforms, so any tool can compute it. Each shard
+//! keeps its own members' metadata, connections, event sequence,
+//! watermarks and sweep lease (a store sweeps the shards whose lease it
+//! holds), and a copy of the space's policy (written to every shard by
+//! `set_config`, read from shard 0 by `config`). Events are published on
+//! each shard's channel, numbered per shard; a subscriber listens to all N
+//! and takes each shard's snapshot with its own sequence number, so every
+//! member's events arrive in order (events of members in different shards
+//! have no order between them).
+//!
+//! Changing N remaps members, so a space keeps the N it was created with:
+//! the registry records it (`P:{spaces}:shards`) when it is first written,
+//! and a store configured with another N refuses to write heartbeats or
+//! connections to it ([`Error::Internal`](herenow_core::Error::Internal),
+//! logged; its reads and leaves are not checked, so every server on one
+//! Redis must be configured alike). A space dropped from the registry
+//! (empty) may come back with another N.
+//!
+//! Connection ids are unique per space: with N > 1 a member's connections
+//! live in its shard, and a claim key `P:{S#j}:claim:CONN` (in the shard j
+//! the connection id hashes to, expiring with the connection) says which
+//! member owns the id, so another member's attach with the same id is
+//! refused as it is with one shard.
+
+use std::collections::HashMap;
+
+use herenow_core::{MemberKind, SpaceName};
+
+/// Most shards a space may have.
+pub const MAX_SHARDS: u16 = 1024;
+
+/// The shard of a member in a space of `shards` shards: FNV-1a (64 bits)
+/// of `u:ID` or `g:ID`, modulo `shards`. Always 0 for one shard.
+pub fn shard_of(kind: MemberKind, id: &str, shards: u16) -> u16 {
+    let letter = match kind {
+        MemberKind::User => b'u',
+        MemberKind::Guest => b'g',
+    };
+    hash_mod(&[letter, b':'], id, shards)
+}
+
+/// The shard holding the claim on connection id `conn`: FNV-1a of
+/// `c:CONN`, modulo `shards`.
+pub fn claim_shard(conn: &str, shards: u16) -> u16 {
+    hash_mod(b"c:", conn, shards)
+}
+
+fn hash_mod(prefix: &[u8], s: &str, shards: u16) -> u16 {
+    if shards <= 1 {
+        return 0;
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in prefix.iter().chain(s.as_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (h % u64::from(shards)) as u16
+}
+
+/// How many shards each space has.
+#[derive(Clone, Debug)]
+pub(crate) struct Sharding {
+    default: u16,
+    per_space: HashMap<SpaceName, u16>,
+}
+
+impl Sharding {
+    pub fn new(default: u16, per_space: HashMap<SpaceName, u16>) -> Self {
+        Sharding { default, per_space }
+    }
+
+    /// Whether every count is within 1..=[`MAX_SHARDS`].
+    pub fn valid(&self) -> bool {
+        std::iter::once(&self.default)
+            .chain(self.per_space.values())
+            .all(|n| (1..=MAX_SHARDS).contains(n))
+    }
+
+    pub fn of(&self, space: &SpaceName) -> u16 {
+        self.per_space.get(space).copied().unwrap_or(self.default)
+    }
+}
+
+/// The hash tag of shard `k` of `space`: `{S}` for shard 0, `{S#k}` after.
+pub(crate) fn tag(space: &SpaceName, k: u16) -> String {
+    if k == 0 {
+        format!("{{{}}}", space.as_str())
+    } else {
+        format!("{{{}#{k}}}", space.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_shard_is_shard_zero() {
+        for id in ["", "a", "alice", "🙂"] {
+            assert_eq!(shard_of(MemberKind::User, id, 1), 0);
+            assert_eq!(shard_of(MemberKind::Guest, id, 0), 0);
+        }
+    }
+
+    /// The mapping is part of the key layout: it must never change.
+    #[test]
+    fn the_mapping_is_stable() {
+        // FNV-1a 64 of "u:alice" is 0x536621b7aa09e6b6 (computed apart).
+        let h: u64 = 0x5366_21b7_aa09_e6b6;
+        assert_eq!(shard_of(MemberKind::User, "alice", 7), (h % 7) as u16);
+        assert_eq!(shard_of(MemberKind::User, "alice", 1000), (h % 1000) as u16);
+        let got: Vec<u16> = ["alice", "bob", "carol", "dave"]
+            .iter()
+            .map(|id| shard_of(MemberKind::User, id, 4))
+            .collect();
+        assert_eq!(got, FIXED);
+        // A user and a guest with one id may live apart.
+        assert_eq!(shard_of(MemberKind::Guest, "alice", 1), 0);
+    }
+
+    const FIXED: [u16; 4] = [2, 1, 3, 0];
+
+    #[test]
+    fn members_spread_over_shards() {
+        let mut per = [0u32; 4];
+        for i in 0..10_000 {
+            per[shard_of(MemberKind::User, &format!("user-{i}"), 4) as usize] += 1;
+        }
+        assert!(per.iter().all(|&n| (2_200..2_800).contains(&n)), "{per:?}");
+    }
+
+    #[test]
+    fn tags() {
+        let s = SpaceName::new("room:1").unwrap();
+        assert_eq!(tag(&s, 0), "{room:1}");
+        assert_eq!(tag(&s, 3), "{room:1#3}");
+    }
+}
