@@ -296,6 +296,13 @@ pub struct Config {
     /// With a seed layout: the guests' key template; none means guests are
     /// not tracked in that layout.
     pub redis_guest_key: Option<String>,
+    /// With herenow's Redis layout: how many shard keys each space is split
+    /// over (1 to 1024; 1 is one sorted set per kind). Every server on one
+    /// Redis must use the same value.
+    pub redis_shards: u16,
+    /// Per-space exceptions to `redis_shards` (one huge space over many
+    /// shards, the others over one).
+    pub redis_space_shards: std::collections::HashMap<herenow_core::SpaceName, u16>,
 }
 
 impl Default for Config {
@@ -319,6 +326,8 @@ impl Default for Config {
             redis_layout: herenow_redis::Layout::Herenow,
             redis_key: None,
             redis_guest_key: None,
+            redis_shards: 1,
+            redis_space_shards: std::collections::HashMap::new(),
         }
     }
 }
@@ -343,6 +352,16 @@ impl Config {
         }
         if !seed_layout && (self.redis_key.is_some() || self.redis_guest_key.is_some()) {
             return Err(ConfigError::KeyWithoutLayout);
+        }
+        let sharded = self.redis_shards != 1 || !self.redis_space_shards.is_empty();
+        if sharded && (!self.store.is_redis() || seed_layout) {
+            return Err(ConfigError::ShardsWithoutRedis);
+        }
+        if std::iter::once(&self.redis_shards)
+            .chain(self.redis_space_shards.values())
+            .any(|n| !(1..=1024).contains(n))
+        {
+            return Err(ConfigError::BadShards);
         }
         self.space_defaults
             .validate()
@@ -401,6 +420,15 @@ pub enum ConfigError {
         /// What is wrong with it.
         why: &'static str,
     },
+    /// `--redis-shards` without herenow's Redis layout.
+    #[error(
+        "--redis-shards and --redis-space-shards split herenow's own Redis layout; \
+         they need --store redis://… (or redis+cluster://…) and no seed --redis-layout"
+    )]
+    ShardsWithoutRedis,
+    /// A shard count out of range.
+    #[error("a space is split over 1 to 1024 shards")]
+    BadShards,
     /// `--data-dir` with a Redis store, which keeps the state itself.
     #[error(
         "--data-dir {} is for the memory store's snapshot; with a Redis store the state \
@@ -608,5 +636,29 @@ mod tests {
         let redis: StoreSpec = "redis://h:1".parse().unwrap();
         assert_eq!(redis.tick_interval(), Duration::from_secs(1));
         assert_eq!(redis.name(), "redis");
+    }
+
+    #[test]
+    fn shards_need_herenows_redis_layout_and_a_range() {
+        let listen: SocketAddr = "127.0.0.1:7700".parse().unwrap();
+        let memory = Config {
+            redis_shards: 4,
+            ..Config::default()
+        };
+        assert!(matches!(
+            memory.check(listen),
+            Err(ConfigError::ShardsWithoutRedis)
+        ));
+        let redis = Config {
+            store: StoreSpec::Redis("redis://127.0.0.1:6379".into()),
+            redis_shards: 4,
+            ..Config::default()
+        };
+        assert!(redis.check(listen).is_ok());
+        let zero = Config {
+            redis_shards: 0,
+            ..redis.clone()
+        };
+        assert!(matches!(zero.check(listen), Err(ConfigError::BadShards)));
     }
 }

@@ -269,7 +269,11 @@ impl Store {
                     url,
                     Arc::new(SystemClock),
                     config.space_defaults,
-                    RedisOptions::default(),
+                    RedisOptions {
+                        shards: config.redis_shards,
+                        space_shards: config.redis_space_shards.clone(),
+                        ..RedisOptions::default()
+                    },
                 )
                 .await
                 .map_err(|source| ServerError::StoreConnect {

@@ -103,6 +103,19 @@ pub struct ServeArgs {
     #[arg(long, env = "HERENOW_REDIS_GUEST_KEY", value_name = "TEMPLATE")]
     pub redis_guest_key: Option<String>,
 
+    /// With herenow's Redis layout: split every space over N shard keys
+    /// (each its own cluster slot), so one space can outgrow one sorted set
+    /// and one node. Every server on one Redis must use the same N.
+    #[arg(long, env = "HERENOW_REDIS_SHARDS", default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub redis_shards: u16,
+
+    /// Per-space shard counts, `SPACE=N,…` (e.g. `lobby=16`): exceptions
+    /// to --redis-shards.
+    #[arg(long, env = "HERENOW_REDIS_SPACE_SHARDS", value_name = "SPACE=N,…",
+          value_parser = space_shards)]
+    pub redis_space_shards: Option<SpaceShards>,
+
     /// Directory for the memory store's snapshot, so a restart loses nothing
     /// (not with Redis, which keeps the state itself).
     #[arg(long, env = "HERENOW_DATA_DIR")]
@@ -458,6 +471,31 @@ pub fn server_url(s: &str) -> Result<Url, String> {
     Ok(url)
 }
 
+/// `--redis-space-shards`: space → shard count.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SpaceShards(pub std::collections::HashMap<herenow_core::SpaceName, u16>);
+
+/// Parses `--redis-space-shards SPACE=N,…`.
+fn space_shards(s: &str) -> Result<SpaceShards, String> {
+    let mut map = std::collections::HashMap::new();
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (space, n) = item
+            .rsplit_once('=')
+            .ok_or_else(|| format!("{item:?}: expected SPACE=N, like lobby=16"))?;
+        let space = herenow_core::SpaceName::new(space).map_err(|e| format!("{item:?}: {e}"))?;
+        let n: u16 = n
+            .parse()
+            .ok()
+            .filter(|n| (1..=1024).contains(n))
+            .ok_or_else(|| format!("{item:?}: the shard count must be 1 to 1024"))?;
+        map.insert(space, n);
+    }
+    if map.is_empty() {
+        return Err("expected SPACE=N,…, like lobby=16".to_owned());
+    }
+    Ok(SpaceShards(map))
+}
+
 /// Parses `--redis-layout`.
 fn redis_layout(s: &str) -> Result<herenow_redis::Layout, String> {
     s.parse().map_err(|e: herenow_core::Error| e.to_string())
@@ -573,6 +611,11 @@ mod tests {
             &["serve", "--store", "redis+cluster://"],
             &["serve", "--store", "redis+cluster://a:1,b"],
             &["serve", "--store", "rediss://"],
+            &["serve", "--redis-shards", "0"],
+            &["serve", "--redis-shards", "1025"],
+            &["serve", "--redis-space-shards", "lobby"],
+            &["serve", "--redis-space-shards", "lobby=0"],
+            &["serve", "--redis-space-shards", "bad/space=2"],
             &["serve", "--listen", "nowhere"],
             &["serve", "--window", "10"],
             &["serve", "--max-connections", "0"],

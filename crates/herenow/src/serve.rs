@@ -63,6 +63,12 @@ pub fn config(args: &ServeArgs) -> Result<Config, ConfigError> {
         redis_layout: args.redis_layout,
         redis_key: args.redis_key.clone(),
         redis_guest_key: args.redis_guest_key.clone(),
+        redis_shards: args.redis_shards,
+        redis_space_shards: args
+            .redis_space_shards
+            .clone()
+            .map(|s| s.0)
+            .unwrap_or_default(),
     })
 }
 

@@ -540,3 +540,31 @@ fn a_killed_server_leaves_no_ghosts() {
     assert_eq!(status["members"][0]["status"], "offline", "{status}");
     drop(ws);
 }
+
+/// `--redis-shards`: a space split over 4 shard keys (their own hash tags)
+/// answers as one; sharding without herenow's Redis layout is refused.
+#[test]
+fn serve_splits_spaces_over_redis_shards() {
+    let redis = RedisServer::standalone();
+    let server = Server::start_with(&["--store", &redis.url(), "--redis-shards", "4"]);
+    let ids: Vec<String> = (0..40).map(|i| format!("m{i}")).collect();
+    let mut args = vec!["seen", "big"];
+    args.extend(ids.iter().map(String::as_str));
+    server.ok(&args);
+    let count = server.json(&["count", "big"]);
+    assert_eq!(count["users"], 40, "{count}");
+    let page = server.json(&["online", "big", "--limit", "25"]);
+    assert_eq!(page["members"].as_array().unwrap().len(), 25, "{page}");
+    // The members are spread over the shards' keys.
+    for shard in ["{big}", "{big#1}", "{big#2}", "{big#3}"] {
+        let keys = raw_command(redis.port, &format!("EXISTS herenow:{shard}:u")).unwrap();
+        assert_eq!(keys.trim(), ":1", "{shard}: {keys}");
+    }
+
+    let out = herenow()
+        .args(["serve", "--listen", "127.0.0.1:0", "--redis-shards", "4"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--redis-shards"), "{}", stderr(&out));
+}
