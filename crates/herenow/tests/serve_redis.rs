@@ -4,186 +4,59 @@
 //! subscribed through the other; a Redis that cannot be reached at start
 //! and `--data-dir` with Redis are refused loudly.
 //!
-//! Servers listen on `127.0.0.1:0` and the test reads the port from the
-//! line they print. The environment is scrubbed of `HERENOW_*` and
-//! `RUST_LOG`.
+//! Servers are started by `support::Server` (shared with `e2e.rs`).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use herenow_testkit::{RedisCluster, RedisServer, raw_command};
 
-const BIN: &str = env!("CARGO_BIN_EXE_herenow");
+mod support;
+use support::{DEADLINE, Server, herenow, stderr, ws_read, ws_with_token};
 
-/// Generous: the machine is shared and slow under parallel builds.
-const DEADLINE: Duration = Duration::from_secs(60);
-
-fn herenow() -> Command {
-    let mut cmd = Command::new(BIN);
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("HERENOW_") {
-            cmd.env_remove(&key);
-        }
-    }
-    cmd.env_remove("RUST_LOG");
-    cmd.stdin(Stdio::null());
-    cmd
+/// `GET path` on `server`: the status code and the body.
+fn get(server: &Server, path: &str) -> (u16, String) {
+    let addr = server.addr();
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    let code = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, answer)
 }
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// A running `herenow serve`, killed on drop.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-    log: Arc<Mutex<String>>,
-}
-
-impl Server {
-    /// Starts `herenow serve --listen 127.0.0.1:0 --store STORE` and waits
-    /// for its address line.
-    fn start(store: &str) -> Server {
-        Server::start_with(&["--store", store])
-    }
-
-    /// Starts `herenow serve --listen 127.0.0.1:0 ARGS…`.
-    fn start_with(args: &[&str]) -> Server {
-        Server::start_env(args, &[])
-    }
-
-    /// Starts `herenow serve --listen 127.0.0.1:0 ARGS…` with `ENV`.
-    fn start_env(args: &[&str], env: &[(&str, &str)]) -> Server {
-        let mut child = herenow()
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn herenow serve");
-        let log = Arc::new(Mutex::new(String::new()));
-        let mut err = child.stderr.take().unwrap();
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = err.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(out).lines();
-            let _ = tx.send(lines.next());
-            for _ in lines {}
-        });
-        let line = match rx.recv_timeout(DEADLINE) {
-            Ok(Some(Ok(line))) => line,
-            other => panic!(
-                "herenow serve printed no address ({other:?}); stderr:\n{}",
-                log.lock().unwrap()
-            ),
-        };
-        let addr = line
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("http://"))
-            .unwrap_or_else(|| panic!("no URL in {line:?}"))
-            .trim_end_matches('/')
-            .parse()
-            .unwrap();
-        Server { child, addr, log }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().clone()
-    }
-
-    /// Runs the client against this server and asserts success.
-    fn ok(&self, args: &[&str]) -> String {
-        let out = herenow()
-            .args(args)
-            .args(["--server", &self.url()])
-            .output()
-            .expect("run herenow");
-        assert!(
-            out.status.success(),
-            "herenow {args:?} failed: {}\nserver log:\n{}",
-            stderr(&out),
-            self.log()
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let mut args = args.to_vec();
-        args.push("--json");
-        let out = self.ok(&args);
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
-    }
-
-    /// `GET path`: the status code and the body.
-    fn get(&self, path: &str) -> (u16, String) {
-        let mut s = TcpStream::connect_timeout(&self.addr, Duration::from_secs(2)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
-            self.addr
-        )
+/// Opens `GET /v1/spaces/SPACE/events` on `server` and waits for its
+/// snapshot, so the stream is subscribed before the caller makes anything
+/// happen.
+fn subscribe(server: &Server, space: &str) -> EventStream {
+    let addr = server.addr();
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
-        let mut answer = String::new();
-        let _ = s.read_to_string(&mut answer);
-        let code = answer
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        (code, answer)
-    }
-
-    /// Opens `GET /v1/spaces/SPACE/events` and waits for its snapshot, so
-    /// the stream is subscribed before the caller makes anything happen.
-    fn subscribe(&self, space: &str) -> EventStream {
-        let mut s = TcpStream::connect_timeout(&self.addr, Duration::from_secs(2)).unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
-        write!(
-            s,
-            "GET /v1/spaces/{space}/events HTTP/1.1\r\nHost: {}\r\n\
-             Accept: text/event-stream\r\n\r\n",
-            self.addr
-        )
-        .unwrap();
-        let mut stream = EventStream {
-            socket: s,
-            seen: String::new(),
-        };
-        stream.wait_for(&["event: snapshot"]);
-        stream
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    write!(
+        s,
+        "GET /v1/spaces/{space}/events HTTP/1.1\r\nHost: {addr}\r\n\
+         Accept: text/event-stream\r\n\r\n"
+    )
+    .unwrap();
+    let mut stream = EventStream {
+        socket: s,
+        seen: String::new(),
+    };
+    stream.wait_for(&["event: snapshot"]);
+    stream
 }
 
 /// An open event stream, read as raw text (HTTP chunk headers included,
@@ -239,9 +112,9 @@ fn ids(page: &Value) -> Vec<String> {
 
 /// Heartbeats through A; list, count, status and events through B.
 fn two_servers_share_one_state(store: &str) {
-    let a = Server::start(store);
-    let b = Server::start(store);
-    let mut events = b.subscribe("lobby");
+    let a = Server::start(&["--store", store]);
+    let b = Server::start(&["--store", store]);
+    let mut events = subscribe(&b, "lobby");
 
     a.ok(&["seen", "lobby", "ada", "grace"]);
     a.ok(&["seen", "lobby", "10.0.0.7", "--guest"]);
@@ -269,8 +142,8 @@ fn two_servers_share_one_state(store: &str) {
     assert_eq!(ids(&online), ["ada"], "{online}");
 
     for s in [&a, &b] {
-        assert_eq!(s.get("/readyz").0, 200, "{}", s.log());
-        let (_, metrics) = s.get("/metrics");
+        assert_eq!(get(s, "/readyz").0, 200, "{}", s.log());
+        let (_, metrics) = get(s, "/metrics");
         assert!(metrics.contains(r#"store="redis""#), "{metrics}");
     }
 }
@@ -376,7 +249,7 @@ fn serve_speaks_tls_to_redis_and_checks_the_certificate() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("127.0.0.1"), "{}", stderr(&out));
 
-    let server = Server::start_env(&["--store", &redis.tls_url()], &[("SSL_CERT_FILE", ca)]);
+    let server = Server::start_with_env(&["--store", &redis.tls_url()], &[("SSL_CERT_FILE", ca)]);
     server.ok(&["seen", "tls-room", "ada"]);
     let online = server.ok(&["online", "tls-room", "--json"]);
     let v: Value = serde_json::from_str(&online).unwrap();
@@ -392,7 +265,7 @@ fn serve_speaks_tls_to_redis_and_checks_the_certificate() {
 #[test]
 fn serve_shares_seed_001s_sorted_set_with_the_seeds_code() {
     let redis = RedisServer::standalone();
-    let server = Server::start_with(&[
+    let server = Server::start(&[
         "--store",
         &redis.url(),
         "--redis-layout",
@@ -432,7 +305,7 @@ fn serve_shares_seed_001s_sorted_set_with_the_seeds_code() {
             "--meta",
             r#"{"a":1}"#,
             "--server",
-            &server.url(),
+            server.url(),
         ])
         .output()
         .unwrap();
@@ -494,30 +367,20 @@ fn a_killed_server_leaves_no_ghosts() {
         "--ws-ttl",
         "2s",
     ];
-    let mut a = Server::start_with(&args);
-    let b = Server::start_with(&args);
+    let mut a = Server::start(&args);
+    let b = Server::start(&args);
     let token = b.ok(&["token", "ann", "--space", "room:ghost"]);
-    let (mut ws, _) = tungstenite::connect(format!("ws://{}/v1/ws?token={}", a.addr, token.trim()))
-        .expect("the upgrade");
-    if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
-        s.set_read_timeout(Some(DEADLINE)).unwrap();
-    }
-    let next = |ws: &mut tungstenite::WebSocket<_>| loop {
-        if let tungstenite::Message::Text(t) = ws.read().expect("a message") {
-            return serde_json::from_str::<Value>(t.as_str()).unwrap();
-        }
-    };
-    assert_eq!(next(&mut ws)["type"], "welcome");
+    let (mut ws, welcome) = ws_with_token(&a, token.trim());
+    assert_eq!(welcome.expect("welcome")["type"], "welcome");
     ws.send(tungstenite::Message::text(
         r#"{"type":"join","space":"room:ghost","ref":1}"#,
     ))
     .unwrap();
-    assert_eq!(next(&mut ws)["type"], "ok");
+    assert_eq!(ws_read(&mut ws).expect("ok")["type"], "ok");
     let online = |s: &Server| s.json(&["online", "room:ghost"])["members"].clone();
     assert_eq!(online(&b)[0]["id"], "ann", "B sees the socket on A");
 
-    let _ = a.child.kill();
-    let _ = a.child.wait();
+    a.kill();
     let killed = Instant::now();
     // The bound: the TTL, plus B's sweep interval, plus the sweep lease A
     // may have held when it died (10 s by default), plus slack for a
@@ -546,7 +409,7 @@ fn a_killed_server_leaves_no_ghosts() {
 #[test]
 fn serve_splits_spaces_over_redis_shards() {
     let redis = RedisServer::standalone();
-    let server = Server::start_with(&["--store", &redis.url(), "--redis-shards", "4"]);
+    let server = Server::start(&["--store", &redis.url(), "--redis-shards", "4"]);
     let ids: Vec<String> = (0..40).map(|i| format!("m{i}")).collect();
     let mut args = vec!["seen", "big"];
     args.extend(ids.iter().map(String::as_str));
