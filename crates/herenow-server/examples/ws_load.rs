@@ -23,9 +23,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
+use herenow_core::{MemberId, MemberKey};
+use herenow_server::TokenSecret;
+use herenow_server::token::{self, Spaces, Tokens};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
@@ -33,7 +36,8 @@ use tokio_tungstenite::tungstenite::Message;
 
 struct Args {
     url: String,
-    secret: String,
+    /// Signs tokens as the server does, with its `--token-secret`.
+    tokens: Tokens,
     connections: usize,
     subscribers: usize,
     ping_secs: u64,
@@ -43,53 +47,49 @@ struct Args {
 }
 
 fn args() -> Args {
-    let mut a = Args {
-        url: "ws://127.0.0.1:7700/v1/ws".into(),
-        secret: String::new(),
-        connections: 10_000,
-        subscribers: 100,
-        ping_secs: 10,
-        hold_secs: 30,
-        probes: 100,
-        space: "load".into(),
-    };
+    let (mut url, mut secret, mut space) = (
+        "ws://127.0.0.1:7700/v1/ws".to_owned(),
+        String::new(),
+        "load".to_owned(),
+    );
+    let (mut connections, mut subscribers, mut ping_secs, mut hold_secs, mut probes) =
+        (10_000, 100, 10, 30, 100);
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut val = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
         match flag.as_str() {
-            "--url" => a.url = val(),
-            "--secret" => a.secret = val(),
-            "--connections" => a.connections = val().parse().expect("a number"),
-            "--subscribers" => a.subscribers = val().parse().expect("a number"),
-            "--ping-secs" => a.ping_secs = val().parse().expect("a number"),
-            "--hold-secs" => a.hold_secs = val().parse().expect("a number"),
-            "--probes" => a.probes = val().parse().expect("a number"),
-            "--space" => a.space = val(),
+            "--url" => url = val(),
+            "--secret" => secret = val(),
+            "--connections" => connections = val().parse().expect("a number"),
+            "--subscribers" => subscribers = val().parse().expect("a number"),
+            "--ping-secs" => ping_secs = val().parse().expect("a number"),
+            "--hold-secs" => hold_secs = val().parse().expect("a number"),
+            "--probes" => probes = val().parse().expect("a number"),
+            "--space" => space = val(),
             other => panic!("unknown flag {other}"),
         }
     }
-    assert!(
-        !a.secret.is_empty(),
-        "--secret (the server's --token-secret) is required"
-    );
-    a
+    let secret =
+        TokenSecret::new(secret).expect("--secret: the server's --token-secret, at least 32 bytes");
+    Args {
+        url,
+        tokens: Tokens::new(&secret),
+        connections,
+        subscribers,
+        ping_secs,
+        hold_secs,
+        probes,
+        space,
+    }
 }
 
-fn token(secret: &str, user: &str, space: &str) -> String {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let claims = json!({
-        "sub": user, "kind": "user", "spaces": [space],
-        "iat": now, "exp": now + 3600, "iss": "herenow",
-    });
-    jsonwebtoken::encode(
-        &jsonwebtoken::Header::default(),
-        &claims,
-        &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()),
-    )
-    .expect("sign a token")
+/// A user token for `space`, minted as the server mints them.
+fn token(a: &Args, user: &str) -> String {
+    let member = MemberKey::user(MemberId::new(user).expect("a valid member id"));
+    let spaces = Spaces::parse(&[a.space.as_str()]).expect("a valid space");
+    a.tokens
+        .mint(&member, &spaces, token::now_s(), token::DEFAULT_TTL_S)
+        .expect("sign a token")
 }
 
 /// When each probe's join was sent, and the latencies seen.
@@ -116,7 +116,7 @@ async fn open(a: &Args, user: &str, subscribe: bool) -> Result<Ws, String> {
     let (mut ws, _) = tokio_tungstenite::connect_async(a.url.as_str())
         .await
         .map_err(|e| e.to_string())?;
-    let t = token(&a.secret, user, &a.space);
+    let t = token(a, user);
     send(&mut ws, json!({"type": "hello", "token": t})).await?;
     expect(&mut ws, "welcome").await?;
     send(
@@ -295,7 +295,7 @@ async fn main() {
                 continue;
             }
         };
-        let t = token(&a.secret, &id, &a.space);
+        let t = token(&a, &id);
         if send(&mut ws, json!({"type": "hello", "token": t}))
             .await
             .is_err()
