@@ -159,6 +159,24 @@ impl MemberKind {
             MemberKind::Guest => "guest",
         }
     }
+
+    /// The one-letter code stores write in keys, script arguments, events
+    /// and cursors: `u` for users, `g` for guests.
+    pub fn letter(self) -> &'static str {
+        match self {
+            MemberKind::User => "u",
+            MemberKind::Guest => "g",
+        }
+    }
+
+    /// The kind a [`letter`](Self::letter) names; `None` for anything else.
+    pub fn from_letter(letter: &str) -> Option<MemberKind> {
+        match letter {
+            "u" => Some(MemberKind::User),
+            "g" => Some(MemberKind::Guest),
+            _ => None,
+        }
+    }
 }
 
 /// A member of a space: its kind and id.

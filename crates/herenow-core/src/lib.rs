@@ -10,6 +10,7 @@
 //!   the values that cross it;
 //! - [`conn`]: live connections (WebSocket presence): many per member,
 //!   each with its own metadata, expiring unless pinged;
+//! - [`cursor`]: the one format of listing cursors, shared by every store;
 //! - [`event`]: join / away / back / leave / update events and
 //!   subscriptions;
 //! - [`memory`]: [`MemoryStore`], the embedded default engine, with
@@ -24,6 +25,7 @@
 pub mod conn;
 #[cfg(feature = "contract")]
 pub mod contract;
+pub mod cursor;
 pub mod error;
 pub mod event;
 pub mod id;

@@ -363,11 +363,7 @@ fn decode(space: &SpaceName, w: Wire) -> Option<(u64, Arc<Event>)> {
         "disconnect" => EventKind::Disconnect,
         _ => return None,
     };
-    let member_kind = match kind.as_str() {
-        "u" => MemberKind::User,
-        "g" => MemberKind::Guest,
-        _ => return None,
-    };
+    let member_kind = MemberKind::from_letter(&kind)?;
     let status = match presence {
         0 => Status::Offline,
         1 => Status::Away,

@@ -147,6 +147,6 @@ pub mod shard;
 mod store;
 mod writer;
 
-pub use layouts::{KeyTemplate, Layout, LayoutOptions, SeedLayoutStore};
+pub use layouts::{KeyTemplate, LayoutOptions, SeedLayout, SeedLayoutStore};
 pub use store::{RedisOptions, RedisStats, RedisStore};
 pub use writer::PROBE_EVERY;

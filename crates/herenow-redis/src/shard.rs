@@ -48,11 +48,7 @@ pub const MAX_SHARDS: u16 = 1024;
 /// The shard of a member in a space of `shards` shards: FNV-1a (64 bits)
 /// of `u:ID` or `g:ID`, modulo `shards`. Always 0 for one shard.
 pub fn shard_of(kind: MemberKind, id: &str, shards: u16) -> u16 {
-    let letter = match kind {
-        MemberKind::User => b'u',
-        MemberKind::Guest => b'g',
-    };
-    hash_mod(&[letter, b':'], id, shards)
+    hash_mod(&[kind.letter().as_bytes()[0], b':'], id, shards)
 }
 
 /// The shard holding the claim on connection id `conn`: FNV-1a of

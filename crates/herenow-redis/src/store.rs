@@ -15,6 +15,7 @@ use redis::{AsyncCommands, RedisError, RedisResult, Value};
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
+use herenow_core::cursor::RecentCursor;
 use herenow_core::store::{check_batch, sort_most_recent_first};
 use herenow_core::{
     Attach, AttachReport, Clock, ConnId, Connection, Counts, DetachReport, Error, EventReceiver,
@@ -388,7 +389,7 @@ impl RedisStore {
                 .key(&k.config)
                 .arg(&self.defaults_args()[..]);
             for &i in idx {
-                inv.arg(kind_letter(members[i].kind))
+                inv.arg(members[i].kind.letter())
                     .arg(members[i].id.as_str());
             }
             let mut c = self.conn.clone();
@@ -643,13 +644,6 @@ fn opt_string(v: Option<Value>) -> Result<Option<String>> {
     }
 }
 
-pub(crate) fn kind_letter(kind: MemberKind) -> &'static str {
-    match kind {
-        MemberKind::User => "u",
-        MemberKind::Guest => "g",
-    }
-}
-
 fn kinds_letter(kinds: KindFilter) -> &'static str {
     match kinds {
         KindFilter::Users => "u",
@@ -688,53 +682,18 @@ fn window_error(v: &[Value], asked: Option<Millis>) -> Result<Option<Error>> {
     Ok(None)
 }
 
-/// Cursor of a most-recent-first listing: the last member returned.
-fn encode_recent(score: Millis, kind: MemberKind, id: &str) -> String {
-    format!("r{score:x}.{}.{}", kind_letter(kind), hex(id))
-}
-
-fn decode_recent(c: &str) -> Option<(Millis, MemberKind, String)> {
-    let mut parts = c.strip_prefix('r')?.splitn(3, '.');
-    let score = u64::from_str_radix(parts.next()?, 16).ok()?;
-    let kind = match parts.next()? {
-        "u" => MemberKind::User,
-        "g" => MemberKind::Guest,
-        _ => return None,
-    };
-    let id = unhex(parts.next()?)?;
-    Some((score, kind, id))
-}
-
-/// Cursor of a by-id listing: the last (id, kind) covered.
-fn encode_id(id: &str, kind: MemberKind) -> String {
-    format!("i{}{}", kind_letter(kind), hex(id))
-}
-
-fn decode_id(c: &str) -> Option<(String, MemberKind)> {
-    let rest = c.strip_prefix('i')?;
-    let kind = match rest.as_bytes().first()? {
-        b'u' => MemberKind::User,
-        b'g' => MemberKind::Guest,
-        _ => return None,
-    };
-    Some((unhex(&rest[1..])?, kind))
-}
-
-fn hex(s: &str) -> String {
-    s.bytes().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(h: &str) -> Option<String> {
-    if h.is_empty() || !h.len().is_multiple_of(2) || h.len() > 2 * limits::MAX_ID_BYTES {
-        return None;
-    }
-    let bytes: Option<Vec<u8>> = (0..h.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
-        .collect();
-    let id = String::from_utf8(bytes?).ok()?;
-    MemberId::new(&id).ok()?;
-    Some(id)
+/// The cursor after the last member of a most-recent-first page. Ties of
+/// score are broken by kind and id, so the tiebreak is 0.
+fn recent_cursor(score: Millis, kind: MemberKind, id: &str) -> Option<String> {
+    let id = MemberId::new(id).ok()?;
+    Some(
+        RecentCursor {
+            at_ms: score,
+            tiebreak: 0,
+            member: MemberKey { kind, id },
+        }
+        .encode(),
+    )
 }
 
 /// One listed member before merging: (score, kind, id, meta).
@@ -949,11 +908,15 @@ impl PresenceStore for RedisStore {
             Order::Recent => {
                 let cursor = match &query.cursor {
                     None => None,
-                    Some(c) => Some(decode_recent(c).ok_or(InvalidInput::BadCursor)?),
+                    Some(c) => Some(RecentCursor::decode(c).ok_or(InvalidInput::BadCursor)?),
                 };
                 let (cs, ck, cm) = match &cursor {
                     None => (String::new(), "", ""),
-                    Some((s, kind, id)) => (s.to_string(), kind_letter(*kind), id.as_str()),
+                    Some(c) => (
+                        c.at_ms.to_string(),
+                        c.member.kind.letter(),
+                        c.member.id.as_str(),
+                    ),
                 };
                 let shards = self.writer.all_keys(space);
                 let calls = shards.iter().map(|k| {
@@ -1007,7 +970,7 @@ impl PresenceStore for RedisStore {
                 let next_cursor = if more {
                     items
                         .last()
-                        .map(|(s, kind, id, _)| encode_recent(*s, *kind, id))
+                        .and_then(|(s, kind, id, _)| recent_cursor(*s, *kind, id))
                 } else {
                     None
                 };
@@ -1359,30 +1322,6 @@ impl PresenceStore for RedisStore {
                 Some(last) if batch.len() == 256 => start = format!("({last}"),
                 _ => return Ok(report),
             }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cursors_round_trip() {
-        let c = encode_recent(1_700_000_000_123, MemberKind::Guest, "Zoë 🙂");
-        assert_eq!(
-            decode_recent(&c),
-            Some((1_700_000_000_123, MemberKind::Guest, "Zoë 🙂".to_owned()))
-        );
-        let c = encode_id("alpha", MemberKind::User);
-        assert_eq!(decode_id(&c), Some(("alpha".to_owned(), MemberKind::User)));
-        for bad in [
-            "", "r", "garbage", "rzz.u.61", "r1.x.61", "iu", "ix61", "iu6",
-        ] {
-            assert!(
-                decode_recent(bad).is_none() && decode_id(bad).is_none(),
-                "{bad}"
-            );
         }
     }
 }

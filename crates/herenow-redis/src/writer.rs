@@ -33,7 +33,7 @@ use crate::buffer::{Pending, WriteBuffer};
 use crate::conn::Conn;
 use crate::scripts;
 use crate::shard::{self, Sharding};
-use crate::store::{kind_letter, map_err};
+use crate::store::map_err;
 
 /// How often one store re-marks a space it writes to in the space registry.
 /// The sweep drops a space from the registry only when it is empty and was
@@ -471,7 +471,7 @@ impl Writer {
                 .arg(&k.channel);
             for &i in idx {
                 let (m, upto) = members[i];
-                inv.arg(kind_letter(m.kind))
+                inv.arg(m.kind.letter())
                     .arg(m.id.as_str())
                     .arg(upto.map_or(String::new(), |t| t.to_string()));
             }

@@ -20,7 +20,7 @@ use herenow_core::{
     Attach, ConnId, Error, Heartbeat, KindFilter, ListQuery, ManualClock, MemberId, MemberKey,
     Metadata, Order, PresenceStore, SpaceConfig, SpaceName, Status,
 };
-use herenow_redis::{Layout, LayoutOptions, SeedLayoutStore};
+use herenow_redis::{LayoutOptions, SeedLayout, SeedLayoutStore};
 
 /// 2023-11-14 22:13:20 UTC: minute 13 of the hour.
 const T0: u64 = 1_700_000_000_000;
@@ -52,7 +52,7 @@ async fn raw(url: &str) -> MultiplexedConnection {
 
 async fn open(
     url: &str,
-    layout: Layout,
+    layout: SeedLayout,
     key: &str,
     guests: Option<&str>,
     clock: &ManualClock,
@@ -159,7 +159,7 @@ mod sorted_set {
         let clock = ManualClock::new(T0);
         let s = open(
             &server.url(),
-            Layout::SortedSet,
+            SeedLayout::SortedSet,
             KEY,
             None,
             &clock,
@@ -204,7 +204,7 @@ mod sorted_set {
         let clock = ManualClock::new(T0 + 999);
         let s = open(
             &server.url(),
-            Layout::SortedSet,
+            SeedLayout::SortedSet,
             "presence:{space}",
             None,
             &clock,
@@ -260,7 +260,7 @@ mod sorted_set {
         let clock = ManualClock::new(T0);
         let s = open(
             &server.url(),
-            Layout::SortedSet,
+            SeedLayout::SortedSet,
             KEY,
             None,
             &clock,
@@ -312,7 +312,15 @@ mod sorted_set {
             expire_batch: 4,
             ..LayoutOptions::default()
         };
-        let s = open(&server.url(), Layout::SortedSet, KEY, None, &clock, opts).await;
+        let s = open(
+            &server.url(),
+            SeedLayout::SortedSet,
+            KEY,
+            None,
+            &clock,
+            opts,
+        )
+        .await;
         for order in [Order::Recent, Order::Id] {
             let mut seen = Vec::new();
             let mut cursor = None;
@@ -354,7 +362,15 @@ mod sorted_set {
             tick_batches: 2,
             ..LayoutOptions::default()
         };
-        let s = open(&server.url(), Layout::SortedSet, KEY, None, &clock, opts).await;
+        let s = open(
+            &server.url(),
+            SeedLayout::SortedSet,
+            KEY,
+            None,
+            &clock,
+            opts,
+        )
+        .await;
         // Past the retention they are forgotten before any sweep.
         let st = s.status(&space("a"), &[user("old7")]).await.unwrap();
         assert_eq!(st[0].last_seen_ms, None);
@@ -377,7 +393,7 @@ mod sorted_set {
         let clock = ManualClock::new(T0);
         let s = open(
             &server.url(),
-            Layout::SortedSet,
+            SeedLayout::SortedSet,
             KEY,
             Some("whos_online:guests"),
             &clock,
@@ -411,7 +427,7 @@ mod sorted_set {
         let clock = ManualClock::new(T0);
         let s = open(
             &server.url(),
-            Layout::SortedSet,
+            SeedLayout::SortedSet,
             KEY,
             None,
             &clock,
@@ -429,7 +445,7 @@ mod sorted_set {
         let clock = ManualClock::new(T0);
         let s = open(
             &cluster.url(),
-            Layout::SortedSet,
+            SeedLayout::SortedSet,
             "presence:{space}",
             None,
             &clock,
@@ -502,7 +518,7 @@ mod minute_buckets {
         let clock = ManualClock::new(T0);
         let s = open(
             &server.url(),
-            Layout::MinuteBuckets,
+            SeedLayout::MinuteBuckets,
             KEY,
             None,
             &clock,
@@ -542,7 +558,7 @@ mod minute_buckets {
         let clock = ManualClock::new(T0);
         let s = open(
             &server.url(),
-            Layout::MinuteBuckets,
+            SeedLayout::MinuteBuckets,
             KEY,
             None,
             &clock,
@@ -601,7 +617,7 @@ mod minute_buckets {
         let clock = ManualClock::new(T0);
         let s = open(
             &server.url(),
-            Layout::MinuteBuckets,
+            SeedLayout::MinuteBuckets,
             KEY,
             None,
             &clock,
@@ -619,7 +635,7 @@ mod minute_buckets {
         };
         let refused = SeedLayoutStore::connect(
             &server.url(),
-            Layout::MinuteBuckets,
+            SeedLayout::MinuteBuckets,
             KEY,
             None,
             Arc::new(clock.clone()),
@@ -660,7 +676,15 @@ mod rotation {
         let _: () = r.sadd(CURRENT, "alice").await.unwrap();
         let _: () = r.sadd(OLD, "bob").await.unwrap();
         let clock = ManualClock::new(T0);
-        let s = open(&server.url(), Layout::Rotation, KEY, None, &clock, opts()).await;
+        let s = open(
+            &server.url(),
+            SeedLayout::Rotation,
+            KEY,
+            None,
+            &clock,
+            opts(),
+        )
+        .await;
         let sp = space("site");
         let page = s.list(&sp, &by_id(10)).await.unwrap();
         assert_eq!(ids(&page.members), ["alice", "bob"]);
@@ -692,7 +716,15 @@ mod rotation {
         let mut r = raw(&server.url()).await;
         let _: () = r.sadd(OLD, "alice").await.unwrap();
         let clock = ManualClock::new(T0);
-        let s = open(&server.url(), Layout::Rotation, KEY, None, &clock, opts()).await;
+        let s = open(
+            &server.url(),
+            SeedLayout::Rotation,
+            KEY,
+            None,
+            &clock,
+            opts(),
+        )
+        .await;
         let sp = space("site");
         let report = s
             .heartbeat(
@@ -722,9 +754,25 @@ mod rotation {
         let _: () = r.sadd(CURRENT, "alice").await.unwrap();
         let _: () = r.sadd(OLD, "bob").await.unwrap();
         let clock = ManualClock::new(T0);
-        let s = open(&server.url(), Layout::Rotation, KEY, None, &clock, opts()).await;
+        let s = open(
+            &server.url(),
+            SeedLayout::Rotation,
+            KEY,
+            None,
+            &clock,
+            opts(),
+        )
+        .await;
         // A second server on the same keys: they must not both rotate.
-        let s2 = open(&server.url(), Layout::Rotation, KEY, None, &clock, opts()).await;
+        let s2 = open(
+            &server.url(),
+            SeedLayout::Rotation,
+            KEY,
+            None,
+            &clock,
+            opts(),
+        )
+        .await;
         let sp = space("site");
         // The first tick only starts the period: when the seed's cron
         // last rotated is unknown.
@@ -772,7 +820,7 @@ mod rotation {
         let clock = ManualClock::new(T0);
         let s = open(
             &server.url(),
-            Layout::Rotation,
+            SeedLayout::Rotation,
             KEY,
             Some("wo_guest_{generation}"),
             &clock,
@@ -809,7 +857,7 @@ mod rotation {
         let clock = ManualClock::new(T0);
         let untagged = SeedLayoutStore::connect(
             &cluster.url(),
-            Layout::Rotation,
+            SeedLayout::Rotation,
             KEY,
             None,
             Arc::new(clock.clone()),
@@ -820,7 +868,7 @@ mod rotation {
         assert!(matches!(untagged, Err(Error::Invalid(_))));
         let s = open(
             &cluster.url(),
-            Layout::Rotation,
+            SeedLayout::Rotation,
             "{wo}_user_{generation}",
             Some("{wo}_guest_{generation}"),
             &clock,

@@ -289,7 +289,8 @@ pub struct Config {
     /// With a Redis store: herenow's own key layout, or one of the seeds'
     /// (`sorted-set`, `minute-buckets`, `rotation`) so a site running the
     /// seeds' code shares its keys with herenow.
-    pub redis_layout: herenow_redis::Layout,
+    /// `None`: herenow's own.
+    pub redis_layout: Option<herenow_redis::SeedLayout>,
     /// With a seed layout: the key template (`whos_online:users`,
     /// `presence:{space}`, `active.users:{minute}`, `wo_user_{generation}`).
     pub redis_key: Option<String>,
@@ -323,7 +324,7 @@ impl Default for Config {
             token_secret: None,
             max_event_streams: 1_024,
             request_timeout: Duration::from_secs(10),
-            redis_layout: herenow_redis::Layout::Herenow,
+            redis_layout: None,
             redis_key: None,
             redis_guest_key: None,
             redis_shards: 1,
@@ -343,12 +344,16 @@ impl Config {
         {
             return Err(ConfigError::DataDirWithRedis(dir.clone()));
         }
-        let seed_layout = self.redis_layout != herenow_redis::Layout::Herenow;
-        if seed_layout && !self.store.is_redis() {
-            return Err(ConfigError::LayoutWithoutRedis(self.redis_layout));
+        let seed_layout = self.redis_layout.is_some();
+        if let Some(layout) = self.redis_layout
+            && !self.store.is_redis()
+        {
+            return Err(ConfigError::LayoutWithoutRedis(layout));
         }
-        if seed_layout && self.redis_key.is_none() {
-            return Err(ConfigError::LayoutNeedsKey(self.redis_layout));
+        if let Some(layout) = self.redis_layout
+            && self.redis_key.is_none()
+        {
+            return Err(ConfigError::LayoutNeedsKey(layout));
         }
         if !seed_layout && (self.redis_key.is_some() || self.redis_guest_key.is_some()) {
             return Err(ConfigError::KeyWithoutLayout);
@@ -443,13 +448,13 @@ pub enum ConfigError {
     #[error(
         "--redis-layout {0} is a layout of Redis keys: it needs --store redis://… or redis+cluster://…"
     )]
-    LayoutWithoutRedis(herenow_redis::Layout),
+    LayoutWithoutRedis(herenow_redis::SeedLayout),
     /// A seed layout without `--redis-key`.
     #[error(
         "--redis-layout {0} needs --redis-key TEMPLATE naming the keys the seed's code uses \
          (e.g. whos_online:users, active.users:{{minute}}, wo_user_{{generation}})"
     )]
-    LayoutNeedsKey(herenow_redis::Layout),
+    LayoutNeedsKey(herenow_redis::SeedLayout),
     /// `--redis-key` or `--redis-guest-key` with herenow's own layout.
     #[error(
         "--redis-key and --redis-guest-key go with --redis-layout sorted-set, minute-buckets or rotation"

@@ -233,13 +233,14 @@ impl Store {
                 })
             }
             StoreSpec::Redis(url) | StoreSpec::RedisCluster(url)
-                if config.redis_layout != herenow_redis::Layout::Herenow =>
+                if config.redis_layout.is_some() =>
             {
+                let layout = config.redis_layout.expect("matched by the guard");
                 // A seed's layout: checked by `Config::check` to have a key.
                 let key = config.redis_key.as_deref().unwrap_or_default();
                 let seed = herenow_redis::SeedLayoutStore::connect(
                     url,
-                    config.redis_layout,
+                    layout,
                     key,
                     config.redis_guest_key.as_deref(),
                     Arc::new(SystemClock),
@@ -254,7 +255,7 @@ impl Store {
                 })?;
                 tracing::info!(
                     store = %config.store.redacted(),
-                    layout = %config.redis_layout,
+                    %layout,
                     key,
                     "connected to Redis with a seed's key layout"
                 );

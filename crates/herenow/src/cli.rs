@@ -91,7 +91,7 @@ pub struct ServeArgs {
     /// keys with code already running it: `sorted-set` (seeds 001/004),
     /// `minute-buckets` (seed 002), `rotation` (seed 000).
     #[arg(long, env = "HERENOW_REDIS_LAYOUT", default_value = "herenow", value_parser = redis_layout)]
-    pub redis_layout: herenow_redis::Layout,
+    pub redis_layout: RedisLayoutArg,
 
     /// With a seed layout: the key template, e.g. `whos_online:users`,
     /// `presence:{space}`, `active.users:{minute}`, `wo_user_{generation}`.
@@ -496,9 +496,18 @@ fn space_shards(s: &str) -> Result<SpaceShards, String> {
     Ok(SpaceShards(map))
 }
 
+/// `--redis-layout`: herenow's own (`None`) or a seed's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RedisLayoutArg(pub Option<herenow_redis::SeedLayout>);
+
 /// Parses `--redis-layout`.
-fn redis_layout(s: &str) -> Result<herenow_redis::Layout, String> {
-    s.parse().map_err(|e: herenow_core::Error| e.to_string())
+fn redis_layout(s: &str) -> Result<RedisLayoutArg, String> {
+    if s == "herenow" {
+        return Ok(RedisLayoutArg(None));
+    }
+    s.parse().map(|l| RedisLayoutArg(Some(l))).map_err(|_| {
+        "redis layout must be one of herenow, sorted-set, minute-buckets, rotation".to_owned()
+    })
 }
 
 #[cfg(test)]

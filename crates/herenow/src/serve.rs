@@ -60,7 +60,7 @@ pub fn config(args: &ServeArgs) -> Result<Config, ConfigError> {
             .max_event_streams
             .map_or(defaults.max_event_streams, |n| n as usize),
         request_timeout: args.request_timeout.unwrap_or(defaults.request_timeout),
-        redis_layout: args.redis_layout,
+        redis_layout: args.redis_layout.0,
         redis_key: args.redis_key.clone(),
         redis_guest_key: args.redis_guest_key.clone(),
         redis_shards: args.redis_shards,

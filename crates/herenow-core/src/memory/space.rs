@@ -41,6 +41,7 @@ use tokio::sync::broadcast;
 
 use super::conns::{Conn, ConnTable};
 use crate::conn::{Attach, AttachReport, ConnId, Connection, DetachReport};
+use crate::cursor::{IdCursor, RecentCursor};
 use crate::error::InvalidInput;
 use crate::event::{Event, EventKind, EventReceiver, LeaveReason, Subscription};
 use crate::id::{MemberId, MemberKey, MemberKind, SpaceName};
@@ -1116,6 +1117,10 @@ impl Space {
             None => None,
             Some(c) => Some(RecentCursor::decode(c).ok_or(InvalidInput::BadCursor)?),
         };
+        let after = after.map(|c| {
+            let key: Key = (c.at_ms, c.tiebreak);
+            (key, self.find(c.member.kind, c.member.id.as_str()))
+        });
         let mut next = [NIL; 2];
         for kind in MemberKind::ALL {
             if !q.kinds.admits(kind) {
@@ -1124,13 +1129,13 @@ impl Space {
             let k = kind.index();
             next[k] = match after {
                 None => self.lists[k].head,
-                Some(c) => {
-                    let hint = self.entries.get(c.slot as usize);
+                Some((key, slot)) => {
+                    let hint = slot.map(|s| &self.entries[s as usize]);
                     match hint {
-                        Some(e) if !e.is_free() && e.kind() == kind && e.key() == c.key => e.next,
+                        Some(e) if e.kind() == kind && e.key() == key => e.next,
                         _ => {
-                            let mut s = self.seek_le(kind, c.key);
-                            while s != NIL && self.entries[s as usize].key() >= c.key {
+                            let mut s = self.seek_le(kind, key);
+                            while s != NIL && self.entries[s as usize].key() >= key {
                                 s = self.entries[s as usize].next;
                             }
                             s
@@ -1160,10 +1165,19 @@ impl Space {
                 break;
             }
             if members.len() == q.limit {
-                let (slot, key) = last.expect("limit is at least 1");
+                let (slot, key): (u32, Key) = last.expect("limit is at least 1");
+                let e = &self.entries[slot as usize];
+                let cursor = RecentCursor {
+                    at_ms: key.0,
+                    tiebreak: key.1,
+                    member: MemberKey {
+                        kind: e.kind(),
+                        id: MemberId::from_compact_unchecked(e.id.clone()),
+                    },
+                };
                 return Ok(Page {
                     members,
-                    next_cursor: Some(RecentCursor { key, slot }.encode()),
+                    next_cursor: Some(cursor.encode()),
                 });
             }
             members.push(self.member_status(pick, now));
@@ -1179,7 +1193,10 @@ impl Space {
     fn list_by_id(&self, q: &ListQuery, cutoff: Millis, now: Millis) -> Result<Page, InvalidInput> {
         let after = match &q.cursor {
             None => None,
-            Some(c) => Some(decode_id_cursor(c).ok_or(InvalidInput::BadCursor)?),
+            Some(c) => {
+                let c = IdCursor::decode(c).ok_or(InvalidInput::BadCursor)?;
+                Some((c.member.id, c.member.kind))
+            }
         };
         // The `limit + 1` smallest (id, kind) after the cursor: a bounded
         // max-heap over one pass of the slab.
@@ -1205,9 +1222,15 @@ impl Space {
         let more = items.len() > q.limit;
         items.truncate(q.limit);
         let next_cursor = if more {
-            items
-                .last()
-                .map(|(id, kind, _)| encode_id_cursor(id, *kind))
+            items.last().map(|(id, kind, _)| {
+                IdCursor {
+                    member: MemberKey {
+                        kind: *kind,
+                        id: MemberId::from_compact_unchecked(CompactString::from(*id)),
+                    },
+                }
+                .encode()
+            })
         } else {
             None
         };
@@ -1542,59 +1565,4 @@ impl Space {
             assert!(seen <= INDEX_ABOVE, "large space without an index");
         }
     }
-}
-
-#[derive(Clone, Copy)]
-struct RecentCursor {
-    key: Key,
-    slot: u32,
-}
-
-impl RecentCursor {
-    fn encode(&self) -> String {
-        format!("r{:x}.{:x}.{:x}", self.key.0, self.key.1, self.slot)
-    }
-
-    fn decode(s: &str) -> Option<Self> {
-        let mut parts = s.strip_prefix('r')?.split('.');
-        let ts = u64::from_str_radix(parts.next()?, 16).ok()?;
-        let seq = u64::from_str_radix(parts.next()?, 16).ok()?;
-        let slot = u32::from_str_radix(parts.next()?, 16).ok()?;
-        if parts.next().is_some() || seq > SEQ_MASK {
-            return None;
-        }
-        Some(RecentCursor {
-            key: (ts, seq),
-            slot,
-        })
-    }
-}
-
-fn encode_id_cursor(id: &str, kind: MemberKind) -> String {
-    let mut s = String::with_capacity(2 + id.len() * 2);
-    s.push('i');
-    s.push(if kind == MemberKind::User { 'u' } else { 'g' });
-    for b in id.as_bytes() {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
-}
-
-fn decode_id_cursor(s: &str) -> Option<(MemberId, MemberKind)> {
-    let rest = s.strip_prefix('i')?;
-    let kind = match rest.as_bytes().first()? {
-        b'u' => MemberKind::User,
-        b'g' => MemberKind::Guest,
-        _ => return None,
-    };
-    let hex = &rest[1..];
-    if hex.len() % 2 != 0 || hex.len() > 2 * limits::MAX_ID_BYTES {
-        return None;
-    }
-    let bytes: Option<Vec<u8>> = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
-        .collect();
-    let id = String::from_utf8(bytes?).ok()?;
-    Some((MemberId::new(&id).ok()?, kind))
 }

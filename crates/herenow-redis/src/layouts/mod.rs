@@ -10,7 +10,7 @@
 //! [`Error::Unsupported`] naming the layout (`redis layout rotation`, …),
 //! which the server turns into a 501: never a wrong or an empty answer.
 //!
-//! | [`Layout`] | seed | keys | precision of last-seen |
+//! | [`SeedLayout`] | seed | keys | precision of last-seen |
 //! | --- | --- | --- | --- |
 //! | `sorted-set` ([`sorted_set`]) | 001, 004 | one sorted set, score = whole UNIX seconds (`whos_online:users`, `presence:{space}`) | 1 s |
 //! | `minute-buckets` ([`minute_buckets`]) | 002 | a set per minute of the hour with `EXPIRE` (`active.users:{minute}`) | 1 min |
@@ -73,6 +73,7 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 use redis::{RedisError, RedisResult, Value};
 
+use herenow_core::cursor;
 use herenow_core::store::check_batch;
 use herenow_core::{
     Attach, AttachReport, Clock, ConnId, Counts, DetachReport, Error, Heartbeat, HeartbeatReport,
@@ -83,13 +84,12 @@ use herenow_core::{
 
 use crate::conn::{Conn, Target};
 
-/// Which layout of keys a Redis store reads and writes: the `--redis-layout`
-/// flag. Parses from `herenow`, `sorted-set`, `minute-buckets`, `rotation`.
+/// Which of the seeds' key layouts a [`SeedLayoutStore`] reads and writes
+/// (`--redis-layout`). Parses from `sorted-set`, `minute-buckets`,
+/// `rotation`. herenow's own layout is not one of them: it is
+/// [`RedisStore`](crate::RedisStore)'s.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Layout {
-    /// herenow's own layout: [`RedisStore`](crate::RedisStore), which
-    /// answers everything. Not served by [`SeedLayoutStore`].
-    Herenow,
+pub enum SeedLayout {
     /// Seeds 001 and 004: one sorted set, score = whole UNIX seconds.
     SortedSet,
     /// Seed 002: a set per minute of the hour, with `EXPIRE`.
@@ -98,14 +98,13 @@ pub enum Layout {
     Rotation,
 }
 
-impl Layout {
+impl SeedLayout {
     /// The name used on the command line and in errors.
     pub fn as_str(self) -> &'static str {
         match self {
-            Layout::Herenow => "herenow",
-            Layout::SortedSet => "sorted-set",
-            Layout::MinuteBuckets => "minute-buckets",
-            Layout::Rotation => "rotation",
+            SeedLayout::SortedSet => "sorted-set",
+            SeedLayout::MinuteBuckets => "minute-buckets",
+            SeedLayout::Rotation => "rotation",
         }
     }
 
@@ -113,30 +112,29 @@ impl Layout {
     /// layout has several keys per space.
     fn part_placeholder(self) -> Option<&'static str> {
         match self {
-            Layout::MinuteBuckets => Some(MINUTE),
-            Layout::Rotation => Some(GENERATION),
-            Layout::Herenow | Layout::SortedSet => None,
+            SeedLayout::MinuteBuckets => Some(MINUTE),
+            SeedLayout::Rotation => Some(GENERATION),
+            SeedLayout::SortedSet => None,
         }
     }
 }
 
-impl fmt::Display for Layout {
+impl fmt::Display for SeedLayout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
 }
 
-impl FromStr for Layout {
+impl FromStr for SeedLayout {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self> {
         match s {
-            "herenow" => Ok(Layout::Herenow),
-            "sorted-set" => Ok(Layout::SortedSet),
-            "minute-buckets" => Ok(Layout::MinuteBuckets),
-            "rotation" => Ok(Layout::Rotation),
+            "sorted-set" => Ok(SeedLayout::SortedSet),
+            "minute-buckets" => Ok(SeedLayout::MinuteBuckets),
+            "rotation" => Ok(SeedLayout::Rotation),
             _ => Err(bad_config(
-                "redis layout must be one of herenow, sorted-set, minute-buckets, rotation",
+                "a seed's redis layout is one of sorted-set, minute-buckets, rotation",
             )),
         }
     }
@@ -158,7 +156,7 @@ impl KeyTemplate {
     /// Checks `text` for `layout`: `{minute}` is required by
     /// `minute-buckets` and allowed nowhere else, `{generation}` likewise
     /// for `rotation`; `{space}` is optional everywhere.
-    pub fn parse(text: &str, layout: Layout) -> Result<Self> {
+    pub fn parse(text: &str, layout: SeedLayout) -> Result<Self> {
         if text.is_empty() {
             return Err(bad_config("the redis key template is empty"));
         }
@@ -169,23 +167,18 @@ impl KeyTemplate {
         }
         let part = layout.part_placeholder();
         match layout {
-            Layout::Herenow => {
-                return Err(bad_config(
-                    "the herenow layout takes a key prefix, not a key template",
-                ));
-            }
-            Layout::SortedSet => {}
-            Layout::MinuteBuckets if !text.contains(MINUTE) => {
+            SeedLayout::SortedSet => {}
+            SeedLayout::MinuteBuckets if !text.contains(MINUTE) => {
                 return Err(bad_config(
                     "a minute-buckets key template needs {minute} (e.g. active.users:{minute})",
                 ));
             }
-            Layout::Rotation if !text.contains(GENERATION) => {
+            SeedLayout::Rotation if !text.contains(GENERATION) => {
                 return Err(bad_config(
                     "a rotation key template needs {generation} (e.g. wo_user_{generation})",
                 ));
             }
-            Layout::MinuteBuckets | Layout::Rotation => {}
+            SeedLayout::MinuteBuckets | SeedLayout::Rotation => {}
         }
         for other in [MINUTE, GENERATION] {
             if Some(other) != part && text.contains(other) {
@@ -277,7 +270,7 @@ impl Default for LayoutOptions {
 /// stores, and the seed's own code, may use the same keys.
 pub struct SeedLayoutStore {
     conn: Conn,
-    layout: Layout,
+    layout: SeedLayout,
     users: KeyTemplate,
     guests: Option<KeyTemplate>,
     clock: Arc<dyn Clock>,
@@ -309,13 +302,12 @@ impl SeedLayoutStore {
     ///   union.
     ///
     /// Fails with [`Error::Invalid`] for a bad spec, template or policy
-    /// (including `Layout::Herenow`, which is [`RedisStore`](crate::RedisStore)'s,
-    /// and, on a cluster, a template whose keys of one space would span
+    /// (and, on a cluster, a template whose keys of one space would span
     /// several slots), and with [`Error::Unavailable`] if Redis does not
     /// answer within the timeout. It never falls back to anything else.
     pub async fn connect(
         spec: &str,
-        layout: Layout,
+        layout: SeedLayout,
         key_template: &str,
         guest_template: Option<&str>,
         clock: Arc<dyn Clock>,
@@ -370,7 +362,7 @@ impl SeedLayoutStore {
     }
 
     /// The layout this store serves.
-    pub fn layout(&self) -> Layout {
+    pub fn layout(&self) -> SeedLayout {
         self.layout
     }
 
@@ -419,7 +411,7 @@ impl SeedLayoutStore {
 
     /// Remembers `space` for background work, when keys are per space.
     fn touch(&self, space: &SpaceName) {
-        if !self.users.per_space() || self.layout == Layout::MinuteBuckets {
+        if !self.users.per_space() || self.layout == SeedLayout::MinuteBuckets {
             return;
         }
         let mut known = self.known.lock();
@@ -486,15 +478,10 @@ impl SeedLayoutStore {
     }
 }
 
-fn policy_for(layout: Layout, d: SpaceConfig, opts: &LayoutOptions) -> Result<SpaceConfig> {
+fn policy_for(layout: SeedLayout, d: SpaceConfig, opts: &LayoutOptions) -> Result<SpaceConfig> {
     let span = match layout {
-        Layout::Herenow => {
-            return Err(bad_config(
-                "the herenow layout is served by RedisStore, not SeedLayoutStore",
-            ));
-        }
-        Layout::SortedSet => return Ok(d),
-        Layout::MinuteBuckets => {
+        SeedLayout::SortedSet => return Ok(d),
+        SeedLayout::MinuteBuckets => {
             let minutes = d.window_ms.div_ceil(60_000);
             if minutes > 59 {
                 return Err(bad_config(
@@ -503,7 +490,7 @@ fn policy_for(layout: Layout, d: SpaceConfig, opts: &LayoutOptions) -> Result<Sp
             }
             minutes * 60_000
         }
-        Layout::Rotation => {
+        SeedLayout::Rotation => {
             let period = opts.rotate_every.as_millis() as Millis;
             if period < 1_000 {
                 return Err(bad_config(
@@ -525,11 +512,11 @@ fn policy_for(layout: Layout, d: SpaceConfig, opts: &LayoutOptions) -> Result<Sp
 
 /// On a cluster, every key of one space must share a slot for the
 /// multi-key commands of the set layouts (`SUNION`, `RENAME`, scripts).
-fn check_one_slot(t: &KeyTemplate, layout: Layout) -> Result<()> {
+fn check_one_slot(t: &KeyTemplate, layout: SeedLayout) -> Result<()> {
     let parts: &[&str] = match layout {
-        Layout::MinuteBuckets => &["00", "59", minute_buckets::TEMP_PART],
-        Layout::Rotation => &["current", "old", rotation::MARK_PART, rotation::TEMP_PART],
-        Layout::Herenow | Layout::SortedSet => return Ok(()),
+        SeedLayout::MinuteBuckets => &["00", "59", minute_buckets::TEMP_PART],
+        SeedLayout::Rotation => &["current", "old", rotation::MARK_PART, rotation::TEMP_PART],
+        SeedLayout::SortedSet => return Ok(()),
     };
     let space = SpaceName::new("s").expect("a valid space name");
     let first = t.render(&space, parts[0]);
@@ -757,7 +744,7 @@ fn page_of(
 struct Cursor {
     at: Option<Millis>,
     kind: MemberKind,
-    id: String,
+    id: MemberId,
 }
 
 impl Cursor {
@@ -768,7 +755,7 @@ impl Cursor {
                 Order::Id => None,
             },
             kind: item.member.kind,
-            id: item.member.id.as_str().to_owned(),
+            id: item.member.id.clone(),
         }
     }
 
@@ -784,46 +771,37 @@ impl Cursor {
         }
     }
 
-    /// `r.<ms>.<u|g>.<hex id>` or `i.<u|g>.<hex id>`: ids in hex, so no
-    /// separator can appear in them.
+    /// In the one cursor format of every store ([`herenow_core::cursor`]);
+    /// ties of time are broken by kind and id, so the tiebreak is 0.
     fn encode(&self) -> String {
-        let kind = match self.kind {
-            MemberKind::User => 'u',
-            MemberKind::Guest => 'g',
+        let member = MemberKey {
+            kind: self.kind,
+            id: self.id.clone(),
         };
-        let hex: String = self.id.bytes().map(|b| format!("{b:02x}")).collect();
         match self.at {
-            Some(at) => format!("r.{at}.{kind}.{hex}"),
-            None => format!("i.{kind}.{hex}"),
+            Some(at_ms) => cursor::RecentCursor {
+                at_ms,
+                tiebreak: 0,
+                member,
+            }
+            .encode(),
+            None => cursor::IdCursor { member }.encode(),
         }
     }
 
     fn decode(s: &str, order: Order) -> Result<Cursor> {
-        let bad = || Error::Invalid(InvalidInput::BadCursor);
-        let parts: Vec<&str> = s.split('.').collect();
-        let (at, kind, hex) = match (order, parts.as_slice()) {
-            (Order::Recent, ["r", at, kind, hex]) => {
-                (Some(at.parse::<Millis>().map_err(|_| bad())?), *kind, *hex)
-            }
-            (Order::Id, ["i", kind, hex]) => (None, *kind, *hex),
-            _ => return Err(bad()),
-        };
-        let kind = match kind {
-            "u" => MemberKind::User,
-            "g" => MemberKind::Guest,
-            _ => return Err(bad()),
-        };
-        if hex.len() % 2 != 0 || hex.is_empty() {
-            return Err(bad());
-        }
-        let bytes: Option<Vec<u8>> = (0..hex.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
-            .collect();
-        let id = bytes
-            .and_then(|b| String::from_utf8(b).ok())
-            .ok_or_else(bad)?;
-        Ok(Cursor { at, kind, id })
+        Ok(match cursor::Cursor::decode(s, order)? {
+            cursor::Cursor::Recent(c) => Cursor {
+                at: Some(c.at_ms),
+                kind: c.member.kind,
+                id: c.member.id,
+            },
+            cursor::Cursor::Id(c) => Cursor {
+                at: None,
+                kind: c.member.kind,
+                id: c.member.id,
+            },
+        })
     }
 }
 
@@ -841,20 +819,18 @@ impl PresenceStore for SeedLayoutStore {
         self.check_beats(beats)?;
         self.touch(space);
         match self.layout {
-            Layout::SortedSet => sorted_set::heartbeat(self, space, beats).await,
-            Layout::MinuteBuckets => minute_buckets::heartbeat(self, space, beats).await,
-            Layout::Rotation => rotation::heartbeat(self, space, beats).await,
-            Layout::Herenow => Err(self.unsupported("the herenow layout")),
+            SeedLayout::SortedSet => sorted_set::heartbeat(self, space, beats).await,
+            SeedLayout::MinuteBuckets => minute_buckets::heartbeat(self, space, beats).await,
+            SeedLayout::Rotation => rotation::heartbeat(self, space, beats).await,
         }
     }
 
     async fn leave(&self, space: &SpaceName, members: &[MemberKey]) -> Result<u64> {
         self.check_members(members)?;
         match self.layout {
-            Layout::SortedSet => sorted_set::leave(self, space, members).await,
-            Layout::MinuteBuckets => minute_buckets::leave(self, space, members).await,
-            Layout::Rotation => rotation::leave(self, space, members).await,
-            Layout::Herenow => Err(self.unsupported("the herenow layout")),
+            SeedLayout::SortedSet => sorted_set::leave(self, space, members).await,
+            SeedLayout::MinuteBuckets => minute_buckets::leave(self, space, members).await,
+            SeedLayout::Rotation => rotation::leave(self, space, members).await,
         }
     }
 
@@ -862,10 +838,9 @@ impl PresenceStore for SeedLayoutStore {
         self.check_members(members)?;
         self.touch(space);
         match self.layout {
-            Layout::SortedSet => sorted_set::status(self, space, members).await,
-            Layout::MinuteBuckets => minute_buckets::status(self, space, members).await,
-            Layout::Rotation => Err(self.unsupported("last-seen times and statuses")),
-            Layout::Herenow => Err(self.unsupported("the herenow layout")),
+            SeedLayout::SortedSet => sorted_set::status(self, space, members).await,
+            SeedLayout::MinuteBuckets => minute_buckets::status(self, space, members).await,
+            SeedLayout::Rotation => Err(self.unsupported("last-seen times and statuses")),
         }
     }
 
@@ -878,22 +853,20 @@ impl PresenceStore for SeedLayoutStore {
             .transpose()?;
         self.touch(space);
         match self.layout {
-            Layout::SortedSet => sorted_set::list(self, space, query, cursor.as_ref()).await,
-            Layout::MinuteBuckets => {
+            SeedLayout::SortedSet => sorted_set::list(self, space, query, cursor.as_ref()).await,
+            SeedLayout::MinuteBuckets => {
                 minute_buckets::list(self, space, query, cursor.as_ref()).await
             }
-            Layout::Rotation => rotation::list(self, space, query, cursor.as_ref()).await,
-            Layout::Herenow => Err(self.unsupported("the herenow layout")),
+            SeedLayout::Rotation => rotation::list(self, space, query, cursor.as_ref()).await,
         }
     }
 
     async fn count(&self, space: &SpaceName, window_ms: Option<Millis>) -> Result<Counts> {
         self.touch(space);
         match self.layout {
-            Layout::SortedSet => sorted_set::count(self, space, window_ms).await,
-            Layout::MinuteBuckets => minute_buckets::count(self, space, window_ms).await,
-            Layout::Rotation => rotation::count(self, space, window_ms).await,
-            Layout::Herenow => Err(self.unsupported("the herenow layout")),
+            SeedLayout::SortedSet => sorted_set::count(self, space, window_ms).await,
+            SeedLayout::MinuteBuckets => minute_buckets::count(self, space, window_ms).await,
+            SeedLayout::Rotation => rotation::count(self, space, window_ms).await,
         }
     }
 
@@ -947,11 +920,10 @@ impl PresenceStore for SeedLayoutStore {
 
     async fn tick(&self) -> Result<TickReport> {
         match self.layout {
-            Layout::SortedSet => sorted_set::tick(self).await,
+            SeedLayout::SortedSet => sorted_set::tick(self).await,
             // The seed's buckets expire by themselves (EXPIRE).
-            Layout::MinuteBuckets => Ok(TickReport::default()),
-            Layout::Rotation => rotation::tick(self).await,
-            Layout::Herenow => Err(self.unsupported("the herenow layout")),
+            SeedLayout::MinuteBuckets => Ok(TickReport::default()),
+            SeedLayout::Rotation => rotation::tick(self).await,
         }
     }
 }
@@ -963,41 +935,43 @@ mod tests {
     #[test]
     fn layouts_parse() {
         for l in [
-            Layout::Herenow,
-            Layout::SortedSet,
-            Layout::MinuteBuckets,
-            Layout::Rotation,
+            SeedLayout::SortedSet,
+            SeedLayout::MinuteBuckets,
+            SeedLayout::Rotation,
         ] {
-            assert_eq!(l.as_str().parse::<Layout>().unwrap(), l);
+            assert_eq!(l.as_str().parse::<SeedLayout>().unwrap(), l);
         }
-        assert!("zset".parse::<Layout>().is_err());
+        assert!("zset".parse::<SeedLayout>().is_err());
+        // herenow's own layout is RedisStore's, not a seed's.
+        assert!("herenow".parse::<SeedLayout>().is_err());
     }
 
     #[test]
     fn templates_render_and_check() {
         let room = SpaceName::new("room:1").unwrap();
-        let t = KeyTemplate::parse("presence:{space}", Layout::SortedSet).unwrap();
+        let t = KeyTemplate::parse("presence:{space}", SeedLayout::SortedSet).unwrap();
         assert_eq!(t.render(&room, ""), "presence:room:1");
         assert!(t.per_space());
-        let t = KeyTemplate::parse("wo_user_{generation}", Layout::Rotation).unwrap();
+        let t = KeyTemplate::parse("wo_user_{generation}", SeedLayout::Rotation).unwrap();
         assert_eq!(t.render(&room, "old"), "wo_user_old");
         assert!(!t.per_space());
-        let t = KeyTemplate::parse("p:{{space}}:{minute}", Layout::MinuteBuckets).unwrap();
+        let t = KeyTemplate::parse("p:{{space}}:{minute}", SeedLayout::MinuteBuckets).unwrap();
         assert_eq!(t.render(&room, "07"), "p:{room:1}:07");
-        assert!(KeyTemplate::parse("wo_user", Layout::Rotation).is_err());
-        assert!(KeyTemplate::parse("a:{minute}", Layout::SortedSet).is_err());
-        assert!(KeyTemplate::parse("a:{minute}:{generation}", Layout::Rotation).is_err());
-        assert!(KeyTemplate::parse("", Layout::SortedSet).is_err());
+        assert!(KeyTemplate::parse("wo_user", SeedLayout::Rotation).is_err());
+        assert!(KeyTemplate::parse("a:{minute}", SeedLayout::SortedSet).is_err());
+        assert!(KeyTemplate::parse("a:{minute}:{generation}", SeedLayout::Rotation).is_err());
+        assert!(KeyTemplate::parse("", SeedLayout::SortedSet).is_err());
     }
 
     #[test]
     fn cluster_templates_need_one_slot() {
-        let ok = KeyTemplate::parse("{wo}_user_{generation}", Layout::Rotation).unwrap();
-        assert!(check_one_slot(&ok, Layout::Rotation).is_ok());
-        let seed = KeyTemplate::parse("wo_user_{generation}", Layout::Rotation).unwrap();
-        assert!(check_one_slot(&seed, Layout::Rotation).is_err());
-        let per_space = KeyTemplate::parse("au:{{space}}:{minute}", Layout::MinuteBuckets).unwrap();
-        assert!(check_one_slot(&per_space, Layout::MinuteBuckets).is_ok());
+        let ok = KeyTemplate::parse("{wo}_user_{generation}", SeedLayout::Rotation).unwrap();
+        assert!(check_one_slot(&ok, SeedLayout::Rotation).is_ok());
+        let seed = KeyTemplate::parse("wo_user_{generation}", SeedLayout::Rotation).unwrap();
+        assert!(check_one_slot(&seed, SeedLayout::Rotation).is_err());
+        let per_space =
+            KeyTemplate::parse("au:{{space}}:{minute}", SeedLayout::MinuteBuckets).unwrap();
+        assert!(check_one_slot(&per_space, SeedLayout::MinuteBuckets).is_ok());
         assert_eq!(slot_tag("a{}b{c}"), "a{}b{c}");
         assert_eq!(slot_tag("x{tag}y"), "tag");
     }
@@ -1009,7 +983,7 @@ mod tests {
                 Cursor {
                     at: Some(42),
                     kind: MemberKind::Guest,
-                    id: "a.b 🙂".into(),
+                    id: MemberId::new("a.b 🙂").unwrap(),
                 },
                 Order::Recent,
             ),
@@ -1017,7 +991,7 @@ mod tests {
                 Cursor {
                     at: None,
                     kind: MemberKind::User,
-                    id: "x".into(),
+                    id: MemberId::new("x").unwrap(),
                 },
                 Order::Id,
             ),
@@ -1033,17 +1007,16 @@ mod tests {
     fn policies_follow_the_layout() {
         let d = SpaceConfig::default();
         let o = LayoutOptions::default();
-        assert_eq!(policy_for(Layout::SortedSet, d, &o).unwrap(), d);
-        let b = policy_for(Layout::MinuteBuckets, d, &o).unwrap();
+        assert_eq!(policy_for(SeedLayout::SortedSet, d, &o).unwrap(), d);
+        let b = policy_for(SeedLayout::MinuteBuckets, d, &o).unwrap();
         assert_eq!((b.window_ms, b.retention_ms), (600_000, 600_000));
-        let r = policy_for(Layout::Rotation, d, &o).unwrap();
+        let r = policy_for(SeedLayout::Rotation, d, &o).unwrap();
         assert_eq!((r.window_ms, r.retention_ms), (600_000, 600_000));
         let long = SpaceConfig {
             window_ms: 60 * 60_000,
             retention_ms: 60 * 60_000,
             ..d
         };
-        assert!(policy_for(Layout::MinuteBuckets, long, &o).is_err());
-        assert!(policy_for(Layout::Herenow, d, &o).is_err());
+        assert!(policy_for(SeedLayout::MinuteBuckets, long, &o).is_err());
     }
 }

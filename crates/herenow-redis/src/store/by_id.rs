@@ -29,7 +29,9 @@ use herenow_core::{
     SpaceName,
 };
 
-use super::{RedisStore, array, bad_reply, decode_id, encode_id, int, opt_string, window_error};
+use herenow_core::cursor::IdCursor;
+
+use super::{RedisStore, array, bad_reply, int, opt_string, window_error};
 use crate::scripts;
 
 /// Most ids one slice reads: one short script call.
@@ -75,7 +77,10 @@ impl RedisStore {
     ) -> Result<Page> {
         let cursor = match &query.cursor {
             None => None,
-            Some(c) => Some(decode_id(c).ok_or(InvalidInput::BadCursor)?),
+            Some(c) => {
+                let c = IdCursor::decode(c).ok_or(InvalidInput::BadCursor)?;
+                Some((c.member.id.as_str().to_owned(), c.member.kind))
+            }
         };
         let window = query.window_ms.unwrap_or(0);
         // Every kind asked for, in every shard.
@@ -166,7 +171,13 @@ impl RedisStore {
         let more = found.len() > query.limit;
         found.truncate(query.limit);
         let next_cursor = if more {
-            found.last().map(|(id, kind)| encode_id(id, *kind))
+            found.last().and_then(|(id, kind)| {
+                let member = MemberKey {
+                    kind: *kind,
+                    id: MemberId::new(id).ok()?,
+                };
+                Some(IdCursor { member }.encode())
+            })
         } else {
             None
         };

@@ -24,7 +24,7 @@ use herenow_core::{
     Metadata, Millis, Result, SpaceName, limits,
 };
 
-use super::{RedisStore, array, bad_reply, int, kind_letter, opt_string};
+use super::{RedisStore, array, bad_reply, int, opt_string};
 use crate::conn_scripts;
 use crate::shard::{self, claim_shard};
 use crate::writer::SpaceKeys;
@@ -82,7 +82,7 @@ impl RedisStore {
             .arg(&self.defaults_args()[..])
             .arg(self.publish_cmd())
             .arg(&k.channel)
-            .arg(kind_letter(a.member.kind))
+            .arg(a.member.kind.letter())
             .arg(a.member.id.as_str())
             .arg(a.conn.as_str())
             .arg(a.meta.as_ref().map_or("", Metadata::as_json))
@@ -123,7 +123,7 @@ impl RedisStore {
             .arg(&self.defaults_args()[..])
             .arg(self.publish_cmd())
             .arg(&k.channel)
-            .arg(kind_letter(member.kind))
+            .arg(member.kind.letter())
             .arg(member.id.as_str())
             .arg(conn.as_str());
         let mut c = self.conn.clone();
@@ -158,7 +158,7 @@ impl RedisStore {
             inv.key(&k.conns).key(&k.cinfo).key(&k.mconn);
             for &i in idx {
                 let m = &members[i];
-                inv.arg(format!("{}:{}", kind_letter(m.kind), m.id.as_str()));
+                inv.arg(format!("{}:{}", m.kind.letter(), m.id.as_str()));
             }
             let mut c = self.conn.clone();
             async move {
@@ -213,7 +213,7 @@ impl RedisStore {
         ttl_ms: u64,
     ) -> Result<bool> {
         let key = self.claim_key(space, conn);
-        let owner = format!("{}:{}", kind_letter(member.kind), member.id.as_str());
+        let owner = format!("{}:{}", member.kind.letter(), member.id.as_str());
         let mut c = self.conn.clone();
         let got: i64 = self
             .io("attach", async {
@@ -231,7 +231,7 @@ impl RedisStore {
     /// Gives up `member`'s claim on `conn`, if it holds it.
     async fn release(&self, space: &SpaceName, member: &MemberKey, conn: &ConnId) -> Result<()> {
         let key = self.claim_key(space, conn);
-        let owner = format!("{}:{}", kind_letter(member.kind), member.id.as_str());
+        let owner = format!("{}:{}", member.kind.letter(), member.id.as_str());
         let mut c = self.conn.clone();
         let _: i64 = self
             .io("detach", async {
