@@ -1,0 +1,363 @@
+//! herenow-journal: an append-only, checksummed, group-committed log of
+//! opaque records, so the embedded store loses nothing it acknowledged.
+//!
+//! It knows files and `fsync`, and nothing of presence: a record is bytes
+//! the caller encoded. The memory store's durability is *snapshot +
+//! journal*: every change is appended here; a periodic snapshot folds the
+//! journal (the writer moves to a new file, the snapshot is written, the
+//! older files are deleted); a start loads the snapshot and replays the
+//! files it does not cover.
+//!
+//! # Promises
+//!
+//! - A [`Durability::Sync`] append resolves once the record is on disk
+//!   (`fdatasync`). Appends waiting at the same time share one write and
+//!   one `fdatasync` (group commit): the writer thread takes everything
+//!   queued, writes it at once, syncs once, and acknowledges all of it.
+//! - A [`Durability::Lazy`] append is written within milliseconds and
+//!   synced within [`JournalOptions::lazy_sync`] (1 s, like Redis's
+//!   `appendfsync everysec`), or sooner by any `Sync` append behind it:
+//!   a crash loses at most that last second of lazy records.
+//! - Replay yields the records in the order they were appended.
+//!
+//! # Format
+//!
+//! Files `journal-<16 hex digits>.log` in the data directory, numbered in
+//! order. Each starts with the line `herenow-journal 1\n` and holds
+//! records `[length: u32 LE][CRC-32 of payload: u32 LE][payload]`.
+//!
+//! A crash or power cut can leave the newest file with a torn tail: a
+//! record cut short, a checksum that does not match on the last record,
+//! or zeros the file system allocated but never wrote. That tail is cut
+//! off, logged with its byte offset, and the journal goes on from there.
+//! Damage anywhere else — a bad record followed by more data, or any
+//! defect in an older file — is corruption, not a crash, and
+//! [`Journal::open`] refuses it with [`JournalError::Corrupt`] naming the
+//! file and offset: starting over it would silently lose acknowledged
+//! writes.
+
+mod file;
+mod writer;
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+pub use file::{HEADER, MAX_RECORD};
+
+/// How soon a record must be on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// On disk before the append resolves: friend sets, configuration,
+    /// erasures — writes the caller acknowledges as durable.
+    Sync,
+    /// Written at once, synced within [`JournalOptions::lazy_sync`]:
+    /// heartbeats, whose newest time a crash may set back by that much.
+    Lazy,
+}
+
+/// Tuning of a [`Journal`].
+#[derive(Clone, Debug)]
+pub struct JournalOptions {
+    /// The longest a lazy record waits for its `fdatasync`.
+    pub lazy_sync: Duration,
+    /// Appends queued for the writer thread before `append` blocks: the
+    /// bound on the journal's memory when the disk is slower than the
+    /// writers.
+    pub queue: usize,
+}
+
+impl Default for JournalOptions {
+    fn default() -> Self {
+        Self {
+            lazy_sync: Duration::from_secs(1),
+            queue: 65_536,
+        }
+    }
+}
+
+/// Why the journal could not be opened or written.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    /// A file system call failed.
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// A journal file is damaged where a crash cannot have damaged it.
+    #[error(
+        "journal {} is corrupt at byte {offset}: {why}; move it away (and lose what it holds) to start",
+        path.display()
+    )]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// Where the damage starts.
+        offset: u64,
+        /// What is wrong.
+        why: &'static str,
+    },
+    /// The caller's replay function refused a record.
+    #[error("replaying {} at byte {offset}: {why}", path.display())]
+    Replay {
+        /// The file.
+        path: PathBuf,
+        /// Where the record starts.
+        offset: u64,
+        /// The caller's reason.
+        why: String,
+    },
+    /// A record larger than [`MAX_RECORD`].
+    #[error("a journal record of {0} bytes is larger than the limit of {MAX_RECORD}")]
+    TooLarge(usize),
+    /// The journal failed earlier (a write or sync error) or was closed;
+    /// nothing more is accepted, so nothing is acknowledged that is not
+    /// on disk.
+    #[error("the journal is not writable: {0}")]
+    Failed(String),
+}
+
+/// A torn tail cut off at open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TornTail {
+    /// The file.
+    pub path: PathBuf,
+    /// Where the file now ends.
+    pub offset: u64,
+    /// Bytes cut off.
+    pub cut: u64,
+}
+
+/// What [`Journal::open`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpenReport {
+    /// Records replayed.
+    pub records: u64,
+    /// Files replayed.
+    pub files: u64,
+    /// The torn tail cut off the newest file, if there was one.
+    pub torn: Option<TornTail>,
+}
+
+/// Counters, for metrics and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JournalStats {
+    /// Records appended since open.
+    pub records: u64,
+    /// Bytes appended since open (record headers included).
+    pub bytes: u64,
+    /// `fdatasync` calls since open: fewer than `Sync` appends when group
+    /// commit works.
+    pub syncs: u64,
+    /// The number of the file being written.
+    pub file: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    records: AtomicU64,
+    bytes: AtomicU64,
+    syncs: AtomicU64,
+    file: AtomicU64,
+}
+
+/// The journal: appends go to a writer thread that owns the file.
+pub struct Journal {
+    tx: mpsc::SyncSender<writer::Cmd>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    counters: Arc<Counters>,
+    dir: PathBuf,
+}
+
+/// Resolves when an append is as durable as it asked to be.
+pub struct Ack(Option<oneshot::Receiver<Result<(), String>>>);
+
+impl Ack {
+    /// Waits for the record's `fdatasync` (at once for lazy appends).
+    pub async fn durable(self) -> Result<(), JournalError> {
+        match self.0 {
+            None => Ok(()),
+            Some(rx) => match rx.await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(why)) => Err(JournalError::Failed(why)),
+                Err(_) => Err(JournalError::Failed("the journal closed".into())),
+            },
+        }
+    }
+}
+
+impl Journal {
+    /// Opens the journal in `dir` (creating it), replays every record of
+    /// files numbered `from` or higher through `replay` in order, deletes
+    /// older files (a snapshot covers them), cuts a torn tail, and starts
+    /// the writer at the end of the newest file.
+    pub fn open(
+        dir: &Path,
+        from: u64,
+        options: JournalOptions,
+        mut replay: impl FnMut(&[u8]) -> Result<(), String>,
+    ) -> Result<(Journal, OpenReport), JournalError> {
+        fs::create_dir_all(dir).map_err(|source| JournalError::Io {
+            what: "creating",
+            path: dir.to_owned(),
+            source,
+        })?;
+        let mut files = file::list(dir)?;
+        for &(n, ref path) in &files {
+            if n < from {
+                fs::remove_file(path).map_err(|source| JournalError::Io {
+                    what: "removing folded journal",
+                    path: path.clone(),
+                    source,
+                })?;
+            }
+        }
+        files.retain(|(n, _)| *n >= from);
+        let mut report = OpenReport::default();
+        let last = files.len().checked_sub(1);
+        for (i, (_, path)) in files.iter().enumerate() {
+            let torn = file::replay(path, Some(i) == last, &mut replay, &mut report.records)?;
+            report.files += 1;
+            if let Some(t) = torn {
+                tracing::warn!(
+                    file = %t.path.display(),
+                    offset = t.offset,
+                    cut = t.cut,
+                    "journal had a torn tail (a crash mid-write); cut it off"
+                );
+                report.torn = Some(t);
+            }
+        }
+        let (number, file) = match files.last() {
+            Some((n, path)) => (*n, file::open_append(path)?),
+            None => {
+                let n = from.max(1);
+                (n, file::create(dir, n)?)
+            }
+        };
+        let counters = Arc::new(Counters::default());
+        counters.file.store(number, Ordering::Relaxed);
+        let (tx, rx) = mpsc::sync_channel(options.queue.max(1));
+        let state = writer::Writer::new(dir.to_owned(), number, file, options, counters.clone());
+        let thread = std::thread::Builder::new()
+            .name("herenow-journal".into())
+            .spawn(move || state.run(rx))
+            .map_err(|source| JournalError::Io {
+                what: "starting the writer thread for",
+                path: dir.to_owned(),
+                source,
+            })?;
+        Ok((
+            Journal {
+                tx,
+                thread: Some(thread),
+                counters,
+                dir: dir.to_owned(),
+            },
+            report,
+        ))
+    }
+
+    /// Appends `record`. The order of appends is the order of replay, so
+    /// a caller whose records must replay in the order it applied them
+    /// appends while it still holds the lock it applied them under, and
+    /// awaits the [`Ack`] after releasing it. Blocks only while
+    /// [`JournalOptions::queue`] appends wait for the disk.
+    pub fn append(&self, record: Vec<u8>, durability: Durability) -> Result<Ack, JournalError> {
+        if record.len() > MAX_RECORD {
+            return Err(JournalError::TooLarge(record.len()));
+        }
+        let (ack, rx) = match durability {
+            Durability::Sync => {
+                let (tx, rx) = oneshot::channel();
+                (Some(tx), Some(rx))
+            }
+            Durability::Lazy => (None, None),
+        };
+        self.tx
+            .send(writer::Cmd::Append { record, ack })
+            .map_err(|_| JournalError::Failed("the journal closed".into()))?;
+        Ok(Ack(rx))
+    }
+
+    /// Moves the writer to a new file and returns its number: every
+    /// record appended after this call goes there. A snapshot taken after
+    /// `rotate` returns covers every record of older files, which
+    /// [`remove_before`](Self::remove_before) then deletes.
+    pub async fn rotate(&self) -> Result<u64, JournalError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(writer::Cmd::Rotate { ack: tx })
+            .map_err(|_| JournalError::Failed("the journal closed".into()))?;
+        match rx.await {
+            Ok(Ok(n)) => Ok(n),
+            Ok(Err(why)) => Err(JournalError::Failed(why)),
+            Err(_) => Err(JournalError::Failed("the journal closed".into())),
+        }
+    }
+
+    /// Deletes the files numbered below `number` (folded into a snapshot
+    /// that is already on disk).
+    pub fn remove_before(&self, number: u64) -> Result<(), JournalError> {
+        for (n, path) in file::list(&self.dir)? {
+            if n < number {
+                fs::remove_file(&path).map_err(|source| JournalError::Io {
+                    what: "removing folded journal",
+                    path,
+                    source,
+                })?;
+            }
+        }
+        file::sync_dir(&self.dir)
+    }
+
+    /// Counters since open.
+    pub fn stats(&self) -> JournalStats {
+        let c = &self.counters;
+        JournalStats {
+            records: c.records.load(Ordering::Relaxed),
+            bytes: c.bytes.load(Ordering::Relaxed),
+            syncs: c.syncs.load(Ordering::Relaxed),
+            file: c.file.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Writes and syncs what is queued, then stops the writer thread.
+    pub fn close(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        let _ = self.tx.send(writer::Cmd::Close);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("dir", &self.dir)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
