@@ -10,6 +10,7 @@
 //!   the values that cross it;
 //! - [`conn`]: live connections (WebSocket presence): many per member,
 //!   each with its own metadata, expiring unless pinged;
+//! - [`changes`]: what the memory store tells its journal (no I/O here);
 //! - [`cursor`]: the one format of listing cursors, shared by every store;
 //! - [`event`]: join / away / back / leave / update events and
 //!   subscriptions;
@@ -22,6 +23,7 @@
 //! nothing of HTTP or Redis. The server crate maps its errors to problem
 //! responses; store crates implement its trait.
 
+pub mod changes;
 pub mod conn;
 #[cfg(feature = "contract")]
 pub mod contract;
