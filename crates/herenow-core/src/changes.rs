@@ -175,7 +175,113 @@ pub trait ChangeLog: Send + Sync + 'static {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
+
     use super::*;
+    use crate::id::MemberKind;
+    use crate::memory::MemoryStore;
+    use crate::store::{Heartbeat, PresenceStore};
+    use crate::time::ManualClock;
+
+    /// A log that keeps encoded changes in memory, durable at once.
+    #[derive(Default)]
+    struct Kept(Mutex<Vec<Vec<u8>>>);
+
+    impl ChangeLog for Kept {
+        fn record(&self, change: &Change) -> Result<Durable> {
+            self.0.lock().unwrap().push(change.encode());
+            Ok(Box::pin(async { Ok(()) }))
+        }
+    }
+
+    /// A log whose disk failed: nothing may be acknowledged.
+    struct Broken;
+
+    impl ChangeLog for Broken {
+        fn record(&self, _: &Change) -> Result<Durable> {
+            Ok(Box::pin(async {
+                Err(Error::Unavailable {
+                    reason: "disk full".into(),
+                    source: None,
+                })
+            }))
+        }
+    }
+
+    fn id(s: &str) -> MemberId {
+        MemberId::new(s).unwrap()
+    }
+
+    #[tokio::test]
+    async fn replaying_the_journal_rebuilds_what_the_store_acknowledged() {
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let store = MemoryStore::new(clock.clone(), SpaceConfig::default());
+        let log = Arc::new(Kept::default());
+        assert!(store.set_change_log(log.clone()));
+        let lobby = SpaceName::new("lobby").unwrap();
+        let ann = MemberKey::user(id("ann"));
+        let guest = MemberKey::guest(id("10.0.0.7"));
+        store
+            .heartbeat(
+                &lobby,
+                &[Heartbeat::now(ann.clone()), Heartbeat::now(guest.clone())],
+            )
+            .await
+            .unwrap();
+        clock.advance(std::time::Duration::from_secs(1));
+        store
+            .heartbeat(&lobby, &[Heartbeat::now(ann.clone())])
+            .await
+            .unwrap();
+        store.leave(&lobby, &[guest.clone()]).await.unwrap();
+        let config = SpaceConfig {
+            online_ms: 30_000,
+            ..SpaceConfig::default()
+        };
+        store.set_config(&lobby, config).await.unwrap();
+        store
+            .set_friends(&id("ann"), &[id("bob"), id("cy")])
+            .await
+            .unwrap();
+        store.add_friends(&id("ann"), &[id("dee")]).await.unwrap();
+        store
+            .remove_friends(&id("ann"), &[id("bob")])
+            .await
+            .unwrap();
+
+        let replayed = MemoryStore::new(clock.clone(), SpaceConfig::default());
+        for bytes in log.0.lock().unwrap().iter() {
+            replayed
+                .apply_change(&Change::decode(bytes).unwrap())
+                .unwrap();
+        }
+        assert_eq!(
+            replayed.friends(&id("ann")).await.unwrap(),
+            vec![id("cy"), id("dee")]
+        );
+        assert_eq!(replayed.config(&lobby).await.unwrap(), config);
+        let status = replayed.status(&lobby, &[ann, guest]).await.unwrap();
+        assert_eq!(status[0].last_seen_ms, Some(1_700_000_001_000));
+        assert_eq!(status[1].member.kind, MemberKind::Guest);
+        assert_eq!(status[1].last_seen_ms, None, "the guest left");
+    }
+
+    #[tokio::test]
+    async fn a_write_the_journal_cannot_keep_is_not_acknowledged() {
+        let store = MemoryStore::default();
+        store.set_change_log(Arc::new(Broken));
+        let err = store
+            .set_friends(&id("ann"), &[id("bob")])
+            .await
+            .unwrap_err();
+        assert!(err.is_retryable());
+        let lobby = SpaceName::new("lobby").unwrap();
+        let err = store
+            .set_config(&lobby, SpaceConfig::default())
+            .await
+            .unwrap_err();
+        assert!(err.is_retryable());
+    }
 
     #[test]
     fn changes_round_trip_and_bad_bytes_are_refused() {

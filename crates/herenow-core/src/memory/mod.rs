@@ -14,7 +14,7 @@ mod snapshot;
 mod space;
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use async_trait::async_trait;
@@ -23,6 +23,7 @@ use parking_lot::{Mutex, RwLock};
 pub use snapshot::RestoreReport;
 pub use space::{INDEX_ABOVE, Retired, Space, TickWork};
 
+use crate::changes::{Beat, Change, ChangeLog, Durable};
 use crate::conn::{Attach, AttachReport, ConnId, Connection, DetachReport};
 use crate::error::{InvalidInput, Result};
 use crate::event::Subscription;
@@ -40,6 +41,7 @@ use crate::time::{Clock, Millis, SystemClock};
 pub const TICK_BUDGET: usize = 2_048;
 
 type SpaceMap = HashMap<SpaceName, Arc<Mutex<Space>>, foldhash::fast::RandomState>;
+type FriendMap = HashMap<MemberId, BTreeSet<MemberId>>;
 
 /// The embedded presence store. Cheap to share: use it as
 /// `Arc<dyn PresenceStore>`.
@@ -47,7 +49,11 @@ pub struct MemoryStore {
     clock: Arc<dyn Clock>,
     defaults: SpaceConfig,
     spaces: RwLock<SpaceMap>,
-    friends: RwLock<HashMap<MemberId, BTreeSet<MemberId>>>,
+    friends: RwLock<FriendMap>,
+    /// Where changes are journaled, once the server has replayed the
+    /// journal (see [`crate::changes`]). A `OnceLock`: the hot path reads
+    /// it without a lock.
+    log: OnceLock<Arc<dyn ChangeLog>>,
 }
 
 impl Default for MemoryStore {
@@ -64,6 +70,64 @@ impl MemoryStore {
             defaults,
             spaces: RwLock::new(SpaceMap::default()),
             friends: RwLock::new(HashMap::new()),
+            log: OnceLock::new(),
+        }
+    }
+
+    /// From now on, records every change in `log` and acknowledges a write
+    /// only once it is as durable as [`Change::durability`] says. Set it
+    /// after replaying the journal with [`apply_change`](Self::apply_change),
+    /// so replayed changes are not journaled again. Only the first call
+    /// takes effect; later ones return `false`.
+    pub fn set_change_log(&self, log: Arc<dyn ChangeLog>) -> bool {
+        self.log.set(log).is_ok()
+    }
+
+    /// Applies a journaled change, as at start before serving. Replaying a
+    /// journal suffix over a snapshot that already holds part of it gives
+    /// the state the store had (see [`crate::changes`]).
+    pub fn apply_change(&self, change: &Change) -> Result<()> {
+        match change {
+            Change::Heartbeats { space, now, beats } => {
+                let beats: Vec<Heartbeat> = beats
+                    .iter()
+                    .map(|b| Heartbeat {
+                        member: b.member.clone(),
+                        at_ms: b.at_ms,
+                        meta: b.meta.clone(),
+                    })
+                    .collect();
+                self.write(space, |s| s.heartbeat(&beats, *now))?;
+            }
+            Change::Leave { space, members, .. } => {
+                if self.spaces.read().contains_key(space) {
+                    self.write(space, |s| s.leave(members))?;
+                }
+            }
+            Change::SetConfig { space, config } => {
+                config.validate()?;
+                let now = self.clock.now_ms();
+                self.write(space, |s| s.set_config(*config, now));
+            }
+            Change::SetFriends { user, friends } => {
+                set_friends(&mut self.friends.write(), user, friends)?;
+            }
+            Change::AddFriends { user, friends } => {
+                add_friends(&mut self.friends.write(), user, friends)?;
+            }
+            Change::RemoveFriends { user, friends } => {
+                remove_friends(&mut self.friends.write(), user, friends);
+            }
+        }
+        Ok(())
+    }
+
+    /// Journals `change` if a log is set. Called under the lock the change
+    /// was applied under, so the journal's order is the order applied.
+    fn record(&self, change: impl FnOnce() -> Change) -> Result<Option<Durable>> {
+        match self.log.get() {
+            None => Ok(None),
+            Some(log) => log.record(&change()).map(Some),
         }
     }
 
@@ -132,7 +196,29 @@ impl PresenceStore for MemoryStore {
     async fn heartbeat(&self, space: &SpaceName, beats: &[Heartbeat]) -> Result<HeartbeatReport> {
         check_batch(beats.len())?;
         let now = self.clock.now_ms();
-        Ok(self.write(space, |s| s.heartbeat(beats, now))?)
+        let (report, durable) = self.write(space, |s| -> Result<_> {
+            let report = s.heartbeat(beats, now)?;
+            if report.accepted == 0 {
+                return Ok((report, None));
+            }
+            let durable = self.record(|| Change::Heartbeats {
+                space: space.clone(),
+                now,
+                beats: beats
+                    .iter()
+                    .map(|b| Beat {
+                        member: b.member.clone(),
+                        at_ms: b.at_ms,
+                        meta: b.meta.clone(),
+                    })
+                    .collect(),
+            })?;
+            Ok((report, durable))
+        })?;
+        if let Some(d) = durable {
+            d.await?;
+        }
+        Ok(report)
     }
 
     async fn leave(&self, space: &SpaceName, members: &[MemberKey]) -> Result<u64> {
@@ -141,7 +227,20 @@ impl PresenceStore for MemoryStore {
         if !self.spaces.read().contains_key(space) {
             return Ok(0);
         }
-        Ok(self.write(space, |s| s.leave(members))?)
+        let now = self.clock.now_ms();
+        let (left, durable) = self.write(space, |s| -> Result<_> {
+            let left = s.leave(members)?;
+            let durable = self.record(|| Change::Leave {
+                space: space.clone(),
+                at: now,
+                members: members.to_vec(),
+            })?;
+            Ok((left, durable))
+        })?;
+        if let Some(d) = durable {
+            d.await?;
+        }
+        Ok(left)
     }
 
     async fn status(&self, space: &SpaceName, members: &[MemberKey]) -> Result<Vec<MemberStatus>> {
@@ -200,7 +299,16 @@ impl PresenceStore for MemoryStore {
     async fn set_config(&self, space: &SpaceName, config: SpaceConfig) -> Result<()> {
         config.validate()?;
         let now = self.clock.now_ms();
-        self.write(space, |s| s.set_config(config, now));
+        let durable = self.write(space, |s| {
+            s.set_config(config, now);
+            self.record(|| Change::SetConfig {
+                space: space.clone(),
+                config,
+            })
+        })?;
+        if let Some(d) = durable {
+            d.await?;
+        }
         Ok(())
     }
 
@@ -222,51 +330,51 @@ impl PresenceStore for MemoryStore {
     }
 
     async fn set_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
-        let set: BTreeSet<MemberId> = friends.iter().filter(|f| *f != user).cloned().collect();
-        if set.len() > limits::MAX_FRIENDS {
-            return Err(InvalidInput::TooManyFriends { len: set.len() }.into());
-        }
-        let n = set.len() as u64;
-        let mut all = self.friends.write();
-        if set.is_empty() {
-            all.remove(user);
-        } else {
-            all.insert(user.clone(), set);
+        let (n, durable) = {
+            let mut all = self.friends.write();
+            let n = set_friends(&mut all, user, friends)?;
+            let durable = self.record(|| Change::SetFriends {
+                user: user.clone(),
+                friends: friends.to_vec(),
+            })?;
+            (n, durable)
+        };
+        if let Some(d) = durable {
+            d.await?;
         }
         Ok(n)
     }
 
     async fn add_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
         check_batch(friends.len())?;
-        let mut all = self.friends.write();
-        let current = all.get(user).map_or(0, BTreeSet::len);
-        let new: BTreeSet<&MemberId> = friends
-            .iter()
-            .filter(|f| *f != user && !all.get(user).is_some_and(|s| s.contains(*f)))
-            .collect();
-        if current + new.len() > limits::MAX_FRIENDS {
-            return Err(InvalidInput::TooManyFriends {
-                len: current + new.len(),
-            }
-            .into());
+        let (n, durable) = {
+            let mut all = self.friends.write();
+            let n = add_friends(&mut all, user, friends)?;
+            let durable = self.record(|| Change::AddFriends {
+                user: user.clone(),
+                friends: friends.to_vec(),
+            })?;
+            (n, durable)
+        };
+        if let Some(d) = durable {
+            d.await?;
         }
-        let set = all.entry(user.clone()).or_default();
-        set.extend(new.into_iter().cloned());
-        Ok(set.len() as u64)
+        Ok(n)
     }
 
     async fn remove_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
         check_batch(friends.len())?;
-        let mut all = self.friends.write();
-        let Some(set) = all.get_mut(user) else {
-            return Ok(0);
+        let (n, durable) = {
+            let mut all = self.friends.write();
+            let n = remove_friends(&mut all, user, friends);
+            let durable = self.record(|| Change::RemoveFriends {
+                user: user.clone(),
+                friends: friends.to_vec(),
+            })?;
+            (n, durable)
         };
-        for f in friends {
-            set.remove(f);
-        }
-        let n = set.len() as u64;
-        if n == 0 {
-            all.remove(user);
+        if let Some(d) = durable {
+            d.await?;
         }
         Ok(n)
     }
@@ -424,3 +532,55 @@ fn defaults_window_check(
 
 #[cfg(test)]
 mod tests;
+
+/// Replaces `user`'s friend set (itself left out); its new size.
+fn set_friends(all: &mut FriendMap, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
+    let set: BTreeSet<MemberId> = friends.iter().filter(|f| *f != user).cloned().collect();
+    if set.len() > limits::MAX_FRIENDS {
+        return Err(InvalidInput::TooManyFriends { len: set.len() }.into());
+    }
+    let n = set.len() as u64;
+    if set.is_empty() {
+        all.remove(user);
+    } else {
+        all.insert(user.clone(), set);
+    }
+    Ok(n)
+}
+
+/// Adds to `user`'s friend set, all or nothing within the bound; its new
+/// size.
+fn add_friends(all: &mut FriendMap, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
+    let current = all.get(user).map_or(0, BTreeSet::len);
+    let new: BTreeSet<&MemberId> = friends
+        .iter()
+        .filter(|f| *f != user && !all.get(user).is_some_and(|s| s.contains(*f)))
+        .collect();
+    if current + new.len() > limits::MAX_FRIENDS {
+        return Err(InvalidInput::TooManyFriends {
+            len: current + new.len(),
+        }
+        .into());
+    }
+    if new.is_empty() {
+        return Ok(current as u64);
+    }
+    let set = all.entry(user.clone()).or_default();
+    set.extend(new.into_iter().cloned());
+    Ok(set.len() as u64)
+}
+
+/// Removes from `user`'s friend set; its new size.
+fn remove_friends(all: &mut FriendMap, user: &MemberId, friends: &[MemberId]) -> u64 {
+    let Some(set) = all.get_mut(user) else {
+        return 0;
+    };
+    for f in friends {
+        set.remove(f);
+    }
+    let n = set.len() as u64;
+    if n == 0 {
+        all.remove(user);
+    }
+    n
+}

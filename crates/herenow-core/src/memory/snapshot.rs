@@ -22,11 +22,21 @@ use crate::store::Heartbeat;
 use crate::time::Millis;
 
 const MAGIC: &[u8; 17] = b"herenow snapshot\n";
-const VERSION: u32 = 1;
+/// Version 2 added `mark`; version 1 files are still read (mark 0).
+const VERSION: u32 = 2;
 const HEADER: usize = MAGIC.len() + 4 + 4;
 
 #[derive(Serialize, Deserialize)]
 struct Body {
+    taken_ms: Millis,
+    spaces: Vec<SpaceDump>,
+    friends: Vec<(String, Vec<String>)>,
+    mark: u64,
+}
+
+/// The body of version 1, before `mark`.
+#[derive(Serialize, Deserialize)]
+struct BodyV1 {
     taken_ms: Millis,
     spaces: Vec<SpaceDump>,
     friends: Vec<(String, Vec<String>)>,
@@ -59,6 +69,9 @@ pub struct RestoreReport {
     pub friend_sets: u64,
     /// When the snapshot was taken.
     pub taken_ms: Millis,
+    /// The number the snapshot was taken with (see
+    /// [`MemoryStore::snapshot_marked`]); 0 for snapshots without one.
+    pub mark: u64,
 }
 
 fn bad(what: impl Into<String>) -> Error {
@@ -68,6 +81,14 @@ fn bad(what: impl Into<String>) -> Error {
 impl MemoryStore {
     /// The whole store as snapshot bytes.
     pub fn snapshot(&self) -> Vec<u8> {
+        self.snapshot_marked(0)
+    }
+
+    /// The whole store as snapshot bytes, carrying `mark`, a number
+    /// opaque to the store that [`restore`](Self::restore) hands back: the
+    /// server stores the journal file the snapshot covers everything
+    /// before, so a start replays only what came after.
+    pub fn snapshot_marked(&self, mark: u64) -> Vec<u8> {
         let spaces: Vec<Arc<Mutex<Space>>> = self.spaces.read().values().cloned().collect();
         let spaces = spaces
             .iter()
@@ -99,6 +120,7 @@ impl MemoryStore {
             taken_ms: self.clock.now_ms(),
             spaces,
             friends,
+            mark,
         };
         let body = postcard::to_stdvec(&body).expect("snapshot body serializes");
         let mut out = Vec::with_capacity(HEADER + body.len());
@@ -119,9 +141,9 @@ impl MemoryStore {
             return Err(bad("is truncated (no header)"));
         }
         let version = u32::from_le_bytes(bytes[17..21].try_into().expect("4 bytes"));
-        if version != VERSION {
+        if version != VERSION && version != 1 {
             return Err(bad(format!(
-                "has format version {version}; this herenow reads version {VERSION}"
+                "has format version {version}; this herenow reads versions 1 to {VERSION}"
             )));
         }
         let crc = u32::from_le_bytes(bytes[21..25].try_into().expect("4 bytes"));
@@ -129,14 +151,25 @@ impl MemoryStore {
         if crc32fast::hash(body) != crc {
             return Err(bad("is corrupt (checksum mismatch)"));
         }
-        let body: Body =
-            postcard::from_bytes(body).map_err(|e| bad(format!("cannot be decoded: {e}")))?;
+        let undecodable = |e: postcard::Error| bad(format!("cannot be decoded: {e}"));
+        let body: Body = if version == 1 {
+            let v1: BodyV1 = postcard::from_bytes(body).map_err(undecodable)?;
+            Body {
+                taken_ms: v1.taken_ms,
+                spaces: v1.spaces,
+                friends: v1.friends,
+                mark: 0,
+            }
+        } else {
+            postcard::from_bytes(body).map_err(undecodable)?
+        };
 
         // Build everything first, then swap it in: a bad record leaves the
         // store as it was.
         let now = self.clock.now_ms();
         let mut report = RestoreReport {
             taken_ms: body.taken_ms,
+            mark: body.mark,
             ..Default::default()
         };
         let mut spaces = Vec::with_capacity(body.spaces.len());
@@ -193,5 +226,49 @@ impl MemoryStore {
         }
         *self.friends.write() = friends;
         Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::PresenceStore;
+
+    #[tokio::test]
+    async fn a_marked_snapshot_hands_its_mark_back_and_version_1_still_reads() {
+        let store = MemoryStore::default();
+        let lobby = SpaceName::new("lobby").unwrap();
+        let ann = MemberKey::user(MemberId::new("ann").unwrap());
+        store
+            .heartbeat(&lobby, &[Heartbeat::now(ann.clone())])
+            .await
+            .unwrap();
+        let restored = MemoryStore::default();
+        let report = restored.restore(&store.snapshot_marked(7)).unwrap();
+        assert_eq!((report.mark, report.members), (7, 1));
+
+        // A version 1 file, as herenow wrote it before marks.
+        let v1 = BodyV1 {
+            taken_ms: 1,
+            spaces: vec![SpaceDump {
+                name: "lobby".into(),
+                config: SpaceConfig::default(),
+                members: vec![MemberDump {
+                    guest: false,
+                    id: "ann".into(),
+                    last_seen_ms: store.clock.now_ms(),
+                    meta: None,
+                }],
+            }],
+            friends: vec![("ann".into(), vec!["bob".into()])],
+        };
+        let body = postcard::to_stdvec(&v1).unwrap();
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&1u32.to_le_bytes());
+        bytes.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        bytes.extend_from_slice(&body);
+        let old = MemoryStore::default();
+        let report = old.restore(&bytes).unwrap();
+        assert_eq!((report.mark, report.members, report.friend_sets), (0, 1, 1));
     }
 }
