@@ -35,6 +35,7 @@ pub mod config;
 pub mod demo;
 mod extract;
 pub mod history;
+pub mod journal;
 mod listener;
 pub mod metrics;
 pub mod openapi;
