@@ -1,0 +1,101 @@
+//! What the journal costs heartbeats, in the engine: the same heartbeats
+//! into a memory store without a journal and into one journaling to a
+//! temporary directory, alternated in one run so the machine's noise hits
+//! both alike. Issue 8's target: at most 10 % slower.
+//!
+//! ```sh
+//! cargo run --release -p herenow-server --example journal_cost
+//! ```
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use herenow_core::{
+    Heartbeat, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig, SpaceName,
+    SystemClock,
+};
+
+const USERS: usize = 100_000;
+const BATCH: usize = 1_000;
+const ROUNDS: usize = 15;
+const BATCHES_PER_ROUND: usize = 200;
+const SINGLES_PER_ROUND: usize = 50_000;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let dir = std::env::temp_dir().join(format!("herenow-journal-cost-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let plain = Arc::new(MemoryStore::new(
+        Arc::new(SystemClock),
+        SpaceConfig::default(),
+    ));
+    let journaled = Arc::new(MemoryStore::new(
+        Arc::new(SystemClock),
+        SpaceConfig::default(),
+    ));
+    let (log, _) = herenow_server::journal::open(&journaled, &dir, 0).expect("journal");
+    let space = SpaceName::new("load").unwrap();
+    let users: Vec<MemberKey> = (0..USERS)
+        .map(|i| MemberKey::user(MemberId::new(&format!("user-{i}")).unwrap()))
+        .collect();
+    let batches: Vec<Vec<Heartbeat>> = users
+        .chunks(BATCH)
+        .map(|c| c.iter().cloned().map(Heartbeat::now).collect())
+        .collect();
+
+    let mut rates: [(Vec<f64>, Vec<f64>); 2] = Default::default();
+    for round in 0..ROUNDS {
+        for (which, store) in [(0, &plain), (1, &journaled)] {
+            // Alternate which goes first, so neither always gets the warm
+            // caches.
+            let _ = round;
+            let started = Instant::now();
+            for b in 0..BATCHES_PER_ROUND {
+                store
+                    .heartbeat(&space, &batches[b % batches.len()])
+                    .await
+                    .unwrap();
+            }
+            let members = (BATCHES_PER_ROUND * BATCH) as f64;
+            rates[which].0.push(members / started.elapsed().as_secs_f64());
+
+            let started = Instant::now();
+            for i in 0..SINGLES_PER_ROUND {
+                let beat = [Heartbeat::now(users[(i * 7919) % USERS].clone())];
+                store.heartbeat(&space, &beat).await.unwrap();
+            }
+            rates[which]
+                .1
+                .push(SINGLES_PER_ROUND as f64 / started.elapsed().as_secs_f64());
+        }
+    }
+    let stats = log.stats();
+    println!("{ROUNDS} rounds; medians (members per second)");
+    for (name, (batch, single)) in ["journal off", "journal on"].iter().zip(&rates) {
+        println!(
+            "{name:12} batches of {BATCH}: {:>11.0}   single heartbeats: {:>10.0}",
+            median(batch.clone()),
+            median(single.clone())
+        );
+    }
+    let ratio = |i: usize| {
+        let off = median(if i == 0 { rates[0].0.clone() } else { rates[0].1.clone() });
+        let on = median(if i == 0 { rates[1].0.clone() } else { rates[1].1.clone() });
+        on / off
+    };
+    println!(
+        "journal on / off: batches {:.3}, single {:.3}; journal wrote {} records, {} bytes, {} fdatasyncs",
+        ratio(0),
+        ratio(1),
+        stats.records,
+        stats.bytes,
+        stats.syncs
+    );
+    drop(log);
+    let _ = std::fs::remove_dir_all(&dir);
+}
