@@ -49,8 +49,8 @@ use crate::limits;
 use crate::meta::Metadata;
 use crate::policy::{SpaceConfig, Status};
 use crate::store::{
-    Counts, Heartbeat, HeartbeatReport, ListQuery, MemberStatus, Order, Page, check_batch,
-    sort_most_recent_first,
+    Counts, Heartbeat, HeartbeatReport, KindFilter, ListQuery, MemberStatus, Order, Page,
+    check_batch, sort_most_recent_first,
 };
 use crate::time::Millis;
 
@@ -242,6 +242,66 @@ struct Cause<'a> {
     meta_changed: bool,
 }
 
+/// Slots of both lists in key order: descending when `NEWEST`, ascending
+/// otherwise. Keys are unique, so the order is total.
+struct Merge<'a, const NEWEST: bool> {
+    entries: &'a [Entry],
+    /// The next slot of each kind's walk; `NIL` when that walk is done.
+    at: [u32; 2],
+}
+
+/// Newest key first: top-N, pages, snapshots.
+type NewestFirst<'a> = Merge<'a, true>;
+/// Oldest key first: the watermark sweep and expiry, which must resume
+/// exactly where a spent budget stopped them, and exports.
+type OldestFirst<'a> = Merge<'a, false>;
+
+impl<'a, const NEWEST: bool> Merge<'a, NEWEST> {
+    /// Starts each kind `kinds` admits at `start(kind)` (`NIL`: none of
+    /// that kind), and skips the others without asking `start`, which may
+    /// have to seek.
+    fn new(
+        entries: &'a [Entry],
+        kinds: KindFilter,
+        mut start: impl FnMut(MemberKind) -> u32,
+    ) -> Self {
+        let mut at = [NIL; 2];
+        for kind in MemberKind::ALL {
+            if kinds.admits(kind) {
+                at[kind.index()] = start(kind);
+            }
+        }
+        Merge { entries, at }
+    }
+}
+
+impl<const NEWEST: bool> Iterator for Merge<'_, NEWEST> {
+    type Item = u32;
+
+    #[inline]
+    fn next(&mut self) -> Option<u32> {
+        let pick = match (self.at[0], self.at[1]) {
+            (NIL, NIL) => return None,
+            (a, NIL) => a,
+            (NIL, b) => b,
+            (a, b) => {
+                let (ka, kb) = (
+                    self.entries[a as usize].key(),
+                    self.entries[b as usize].key(),
+                );
+                if (NEWEST && ka >= kb) || (!NEWEST && ka <= kb) {
+                    a
+                } else {
+                    b
+                }
+            }
+        };
+        let e = &self.entries[pick as usize];
+        self.at[e.kind().index()] = if NEWEST { e.next } else { e.prev };
+        Some(pick)
+    }
+}
+
 /// One space's presence. See the module documentation.
 pub struct Space {
     name: SpaceName,
@@ -268,6 +328,15 @@ pub struct Space {
 pub struct Retired {
     _entries: Vec<Entry>,
     _index: HashTable<u32>,
+}
+
+/// Which watermark a sweep moves.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    /// `away_mark`, to `now - online_ms`: `away` events.
+    Away,
+    /// `gone_mark`, to `now - away_ms`: timeout `leave` events.
+    Gone,
 }
 
 impl Space {
@@ -360,6 +429,18 @@ impl Space {
             + ids
             + blocks
             + self.conns.heap_bytes()
+    }
+
+    /// The members `kinds` admits, newest first from the heads.
+    fn newest_first(&self, kinds: KindFilter) -> NewestFirst<'_> {
+        NewestFirst::new(&self.entries, kinds, |kind| self.lists[kind.index()].head)
+    }
+
+    /// Every member, oldest first from the tails.
+    fn oldest_first(&self) -> OldestFirst<'_> {
+        OldestFirst::new(&self.entries, KindFilter::All, |kind| {
+            self.lists[kind.index()].tail
+        })
     }
 
     // ----- look-up -------------------------------------------------------
@@ -1121,46 +1202,26 @@ impl Space {
             let key: Key = (c.at_ms, c.tiebreak);
             (key, self.find(c.member.kind, c.member.id.as_str()))
         });
-        let mut next = [NIL; 2];
-        for kind in MemberKind::ALL {
-            if !q.kinds.admits(kind) {
-                continue;
-            }
-            let k = kind.index();
-            next[k] = match after {
-                None => self.lists[k].head,
-                Some((key, slot)) => {
-                    let hint = slot.map(|s| &self.entries[s as usize]);
-                    match hint {
-                        Some(e) if e.kind() == kind && e.key() == key => e.next,
-                        _ => {
-                            let mut s = self.seek_le(kind, key);
-                            while s != NIL && self.entries[s as usize].key() >= key {
-                                s = self.entries[s as usize].next;
-                            }
-                            s
+        let walk = NewestFirst::new(&self.entries, q.kinds, |kind| match after {
+            None => self.lists[kind.index()].head,
+            Some((key, slot)) => {
+                let hint = slot.map(|s| &self.entries[s as usize]);
+                match hint {
+                    Some(e) if e.kind() == kind && e.key() == key => e.next,
+                    _ => {
+                        let mut s = self.seek_le(kind, key);
+                        while s != NIL && self.entries[s as usize].key() >= key {
+                            s = self.entries[s as usize].next;
                         }
+                        s
                     }
                 }
-            };
-        }
+            }
+        });
         let mut members = Vec::with_capacity(q.limit.min(64));
         let mut last = None;
-        loop {
-            // Merge the two lists, newest key first.
-            let pick = match (next[0], next[1]) {
-                (NIL, NIL) => break,
-                (a, NIL) => a,
-                (NIL, b) => b,
-                (a, b) => {
-                    if self.entries[a as usize].key() >= self.entries[b as usize].key() {
-                        a
-                    } else {
-                        b
-                    }
-                }
-            };
-            let e = &self.entries[pick as usize];
+        for slot in walk {
+            let e = &self.entries[slot as usize];
             if e.ts < cutoff {
                 break;
             }
@@ -1180,9 +1241,8 @@ impl Space {
                     next_cursor: Some(cursor.encode()),
                 });
             }
-            members.push(self.member_status(pick, now));
-            last = Some((pick, e.key()));
-            next[e.kind().index()] = e.next;
+            members.push(self.member_status(slot, now));
+            last = Some((slot, e.key()));
         }
         Ok(Page {
             members,
@@ -1251,22 +1311,8 @@ impl Space {
         let events = EventReceiver::new(self.events.subscribe());
         let mut snapshot = Vec::new();
         let mut omitted = 0u64;
-        let mut next = [self.lists[0].head, self.lists[1].head];
-        loop {
-            let pick = match (next[0], next[1]) {
-                (NIL, NIL) => break,
-                (a, NIL) => a,
-                (NIL, b) => b,
-                (a, b) => {
-                    if self.entries[a as usize].key() >= self.entries[b as usize].key() {
-                        a
-                    } else {
-                        b
-                    }
-                }
-            };
-            let e = &self.entries[pick as usize];
-            let presence = self.presence(e.key());
+        for slot in self.newest_first(KindFilter::All) {
+            let presence = self.presence(self.entries[slot as usize].key());
             if presence == Presence::Gone {
                 break;
             }
@@ -1275,10 +1321,9 @@ impl Space {
                 omitted = (u + g).saturating_sub(snapshot.len() as u64);
                 break;
             }
-            let mut status = self.member_status(pick, now);
+            let mut status = self.member_status(slot, now);
             status.status = presence.status();
             snapshot.push(status);
-            next[e.kind().index()] = e.next;
         }
         Subscription {
             snapshot,
@@ -1289,125 +1334,19 @@ impl Space {
 
     // ----- background work ---------------------------------------------------
 
-    /// Moves the watermarks toward `now` and forgets members past their
-    /// retention, doing at most `budget` members' worth of work.
+    /// Closes silent connections, moves the watermarks toward `now` and
+    /// forgets members past their retention, doing at most `budget`
+    /// members' (or connections') worth of work.
     pub fn tick(&mut self, now: Millis, budget: usize) -> TickWork {
         let mut work = TickWork::default();
         let mut budget = budget;
-        while let Some(conn) = self.conns.first_expired(now) {
-            if budget == 0 {
-                work.more = true;
-                return work;
-            }
-            budget -= 1;
-            self.drop_conn(&conn, LeaveReason::Timeout);
-            work.connections_expired += 1;
+        self.expire_conns(now, &mut budget, &mut work);
+        if work.more {
+            return work;
         }
-        let away_cut = (now.saturating_sub(self.config.online_ms), SEQ_MASK);
-        let gone_cut = (now.saturating_sub(self.config.away_ms), SEQ_MASK);
-        for gone in [false, true] {
-            let (mark, cut) = if gone {
-                (self.gone_mark, gone_cut)
-            } else {
-                (self.away_mark, away_cut)
-            };
-            if cut <= mark {
-                continue;
-            }
-            let mut cur = [NIL; 2];
-            for kind in MemberKind::ALL {
-                let s = self.seek_le(kind, mark);
-                cur[kind.index()] = if s == NIL {
-                    self.lists[kind.index()].tail
-                } else {
-                    self.entries[s as usize].prev
-                };
-            }
-            let mut new_mark = cut;
-            loop {
-                // Oldest first, so an interrupted walk resumes exactly.
-                let pick = match (cur[0], cur[1]) {
-                    (NIL, NIL) => break,
-                    (a, NIL) => a,
-                    (NIL, b) => b,
-                    (a, b) => {
-                        if self.entries[a as usize].key() <= self.entries[b as usize].key() {
-                            a
-                        } else {
-                            b
-                        }
-                    }
-                };
-                let e = &self.entries[pick as usize];
-                let key = e.key();
-                if key > cut {
-                    break;
-                }
-                if budget == 0 {
-                    work.more = true;
-                    new_mark = mark.max(self.last_done(pick));
-                    break;
-                }
-                budget -= 1;
-                cur[e.kind().index()] = e.prev;
-                if gone {
-                    if key > self.gone_mark {
-                        work.transitions += 1;
-                        self.emit(
-                            EventKind::Leave,
-                            pick,
-                            Status::Offline,
-                            Some(key.0),
-                            Some(LeaveReason::Timeout),
-                        );
-                    }
-                } else if key > self.gone_mark {
-                    work.transitions += 1;
-                    self.emit(EventKind::Away, pick, Status::Away, Some(key.0), None);
-                }
-            }
-            if gone {
-                self.gone_mark = new_mark;
-            } else {
-                self.away_mark = new_mark;
-            }
-        }
-        // Expiry: the oldest members are at the tails.
-        let expire_before = now.saturating_sub(self.config.retention_ms);
-        loop {
-            let pick = match (self.lists[0].tail, self.lists[1].tail) {
-                (NIL, NIL) => break,
-                (a, NIL) => a,
-                (NIL, b) => b,
-                (a, b) => {
-                    if self.entries[a as usize].key() <= self.entries[b as usize].key() {
-                        a
-                    } else {
-                        b
-                    }
-                }
-            };
-            let key = self.entries[pick as usize].key();
-            if key.0 > expire_before {
-                break;
-            }
-            if budget == 0 {
-                work.more = true;
-                break;
-            }
-            budget -= 1;
-            if self.presence(key) != Presence::Gone {
-                self.emit(
-                    EventKind::Leave,
-                    pick,
-                    Status::Offline,
-                    Some(key.0),
-                    Some(LeaveReason::Expired),
-                );
-            }
-            self.remove(pick);
-            work.expired += 1;
-        }
+        self.advance_mark(Mark::Away, now, &mut budget, &mut work);
+        self.advance_mark(Mark::Gone, now, &mut budget, &mut work);
+        self.expire_members(now, &mut budget, &mut work);
         // Rebuilding moves every live member in one hold, so it waits until
         // few are left: then it costs no more than one step of expiry.
         if self.free.len() > 1024
@@ -1423,6 +1362,103 @@ impl Space {
     /// after releasing the space.
     pub fn take_retired(&mut self) -> Option<Retired> {
         self.retired.take()
+    }
+
+    /// Closes the connections whose TTL ran out, first to expire first.
+    fn expire_conns(&mut self, now: Millis, budget: &mut usize, work: &mut TickWork) {
+        while let Some(conn) = self.conns.first_expired(now) {
+            if *budget == 0 {
+                work.more = true;
+                return;
+            }
+            *budget -= 1;
+            self.drop_conn(&conn, LeaveReason::Timeout);
+            work.connections_expired += 1;
+        }
+    }
+
+    /// Moves one watermark up to its cut, announcing the members it passes
+    /// (unless an earlier `leave` already covered them), oldest first.
+    fn advance_mark(&mut self, which: Mark, now: Millis, budget: &mut usize, work: &mut TickWork) {
+        let (mark, cut) = match which {
+            Mark::Away => (
+                self.away_mark,
+                (now.saturating_sub(self.config.online_ms), SEQ_MASK),
+            ),
+            Mark::Gone => (
+                self.gone_mark,
+                (now.saturating_sub(self.config.away_ms), SEQ_MASK),
+            ),
+        };
+        if cut <= mark {
+            return;
+        }
+        // The oldest member above the mark, of each kind.
+        let walk = OldestFirst::new(&self.entries, KindFilter::All, |kind| {
+            let s = self.seek_le(kind, mark);
+            if s == NIL {
+                self.lists[kind.index()].tail
+            } else {
+                self.entries[s as usize].prev
+            }
+        });
+        let mut new_mark = cut;
+        for slot in walk {
+            let key = self.entries[slot as usize].key();
+            if key > cut {
+                break;
+            }
+            if *budget == 0 {
+                work.more = true;
+                new_mark = mark.max(self.last_done(slot));
+                break;
+            }
+            *budget -= 1;
+            if key > self.gone_mark {
+                work.transitions += 1;
+                match which {
+                    Mark::Away => self.emit(EventKind::Away, slot, Status::Away, Some(key.0), None),
+                    Mark::Gone => self.emit(
+                        EventKind::Leave,
+                        slot,
+                        Status::Offline,
+                        Some(key.0),
+                        Some(LeaveReason::Timeout),
+                    ),
+                }
+            }
+        }
+        match which {
+            Mark::Away => self.away_mark = new_mark,
+            Mark::Gone => self.gone_mark = new_mark,
+        }
+    }
+
+    /// Forgets members past retention: the oldest, at the tails.
+    fn expire_members(&mut self, now: Millis, budget: &mut usize, work: &mut TickWork) {
+        let expire_before = now.saturating_sub(self.config.retention_ms);
+        while let Some(slot) = self.oldest_first().next() {
+            let key = self.entries[slot as usize].key();
+            if key.0 > expire_before {
+                break;
+            }
+            if *budget == 0 {
+                work.more = true;
+                break;
+            }
+            *budget -= 1;
+            if self.presence(key) != Presence::Gone {
+                self.emit(
+                    EventKind::Leave,
+                    slot,
+                    Status::Offline,
+                    Some(key.0),
+                    Some(LeaveReason::Expired),
+                );
+            }
+            self.remove(slot);
+            work.expired += 1;
+        }
     }
 
     /// The key just below `slot`'s, so a mark set to it covers everything
@@ -1478,27 +1514,21 @@ impl Space {
     }
 
     /// Every stored member with its last-seen time and metadata, for
-    /// snapshots: oldest first.
+    /// snapshots: oldest first, so a restore links each at its list's head.
     pub fn export(&self) -> Vec<(MemberKey, Millis, Option<Metadata>)> {
-        let mut out: Vec<(Key, MemberKey, Millis, Option<Metadata>)> = self
-            .entries
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| !e.is_free())
-            .map(|(slot, e)| {
-                (
-                    e.key(),
-                    MemberKey {
-                        kind: e.kind(),
-                        id: MemberId::from_compact_unchecked(e.id.clone()),
-                    },
-                    e.ts,
-                    self.meta.get(&(slot as u32)).cloned(),
-                )
-            })
-            .collect();
-        out.sort_unstable_by_key(|m| m.0);
-        out.into_iter().map(|(_, k, t, m)| (k, t, m)).collect()
+        let mut out = Vec::with_capacity(self.len());
+        out.extend(self.oldest_first().map(|slot| {
+            let e = &self.entries[slot as usize];
+            (
+                MemberKey {
+                    kind: e.kind(),
+                    id: MemberId::from_compact_unchecked(e.id.clone()),
+                },
+                e.ts,
+                self.meta.get(&slot).cloned(),
+            )
+        }));
+        out
     }
 
     /// Checks the engine's internal invariants; panics with a description
