@@ -78,7 +78,10 @@ use crate::policy::SpaceConfig;
 use crate::store::Counts;
 use crate::time::Millis;
 
-/// One space's presence. See the module documentation.
+/// One space's presence: its members in recency order, their
+/// connections, and its subscribers. Not synchronised itself:
+/// [`MemoryStore`](super::MemoryStore) keeps each behind its own mutex. See
+/// the module documentation.
 pub struct Space {
     name: SpaceName,
     config: SpaceConfig,

@@ -39,7 +39,8 @@ impl Space {
         }
     }
 
-    /// Last seen and status of each member, in the order given.
+    /// Last seen and status of each member, in the order given; a member
+    /// the space does not hold is offline with no last seen.
     pub fn status(
         &self,
         members: &[MemberKey],
@@ -60,7 +61,8 @@ impl Space {
             .collect())
     }
 
-    /// Members seen within the window, by kind.
+    /// Members seen within the window, by kind: exact, and from the block
+    /// index in a large space, so it never walks the members.
     pub fn count(&self, window_ms: Option<Millis>, now: Millis) -> Result<Counts, InvalidInput> {
         let window = self
             .config
