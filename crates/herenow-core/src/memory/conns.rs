@@ -10,7 +10,8 @@ use crate::id::MemberKey;
 use crate::meta::Metadata;
 use crate::time::Millis;
 
-/// One connection.
+/// What a space keeps of a connection; its id is the key it is kept
+/// under.
 #[derive(Clone, Debug)]
 pub(super) struct Conn {
     pub member: MemberKey,
@@ -19,7 +20,8 @@ pub(super) struct Conn {
     pub expires: Millis,
 }
 
-/// The connections of one space.
+/// The connections of one space, in three views kept in step by
+/// [`ConnTable::upsert`] and [`ConnTable::remove`].
 #[derive(Default)]
 pub(super) struct ConnTable {
     conns: HashMap<ConnId, Conn, foldhash::fast::RandomState>,
@@ -28,10 +30,12 @@ pub(super) struct ConnTable {
 }
 
 impl ConnTable {
+    /// Live connections, visible or not.
     pub fn len(&self) -> usize {
         self.conns.len()
     }
 
+    /// The connection `id`, whoever holds it: callers check the holder.
     pub fn get(&self, id: &ConnId) -> Option<&Conn> {
         self.conns.get(id)
     }
@@ -66,7 +70,8 @@ impl ConnTable {
         prev
     }
 
-    /// Removes a connection.
+    /// Removes a connection from all three views; returns it, for the
+    /// caller to announce.
     pub fn remove(&mut self, id: &ConnId) -> Option<Conn> {
         let conn = self.conns.remove(id)?;
         self.expiry.remove(&(conn.expires, id.clone()));

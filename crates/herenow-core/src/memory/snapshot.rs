@@ -61,13 +61,14 @@ struct MemberDump {
 /// What [`MemoryStore::restore`] brought back.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RestoreReport {
-    /// Spaces restored.
+    /// Spaces restored, empty ones included (their policy is kept).
     pub spaces: u64,
     /// Members restored (members already past their retention are not).
     pub members: u64,
-    /// Users with friend sets.
+    /// Users with a friend set (friend sets are global, not per space).
     pub friend_sets: u64,
-    /// When the snapshot was taken.
+    /// When the snapshot was taken, by the clock of the store that took
+    /// it: how old the restored state is.
     pub taken_ms: Millis,
     /// The number the snapshot was taken with (see
     /// [`MemoryStore::snapshot_marked`]); 0 for snapshots without one.
@@ -79,7 +80,9 @@ fn bad(what: impl Into<String>) -> Error {
 }
 
 impl MemoryStore {
-    /// The whole store as snapshot bytes.
+    /// The whole store as snapshot bytes. Spaces are locked one at a
+    /// time, never all together, so each space is consistent in itself but
+    /// the snapshot is not one instant across spaces.
     pub fn snapshot(&self) -> Vec<u8> {
         self.snapshot_marked(0)
     }

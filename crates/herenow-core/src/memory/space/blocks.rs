@@ -1,0 +1,361 @@
+//! The block index of a large space: 1024 ms blocks with per-kind counts,
+//! the newest member of each block, and per-millisecond counts for crowded
+//! blocks.
+//!
+//! It exists for two questions the lists alone answer only by walking from
+//! the head: "how many members since `t`" (window counts, exact and without
+//! a walk) and "where does key `k` go" (backfills, cursors, watermarks).
+//! Small spaces do not keep it: below [`INDEX_ABOVE`] members a walk is
+//! cheaper than keeping blocks up to date, as Redis keeps small sorted sets
+//! as listpacks.
+//!
+//! The slab calls [`Space::blocks_linked`] and [`Space::blocks_unlinked`]
+//! after every change to a list; this module builds, keeps and drops the
+//! index itself.
+
+use std::collections::VecDeque;
+
+use super::Space;
+use super::entry::{Key, NIL};
+use crate::id::MemberKind;
+use crate::time::Millis;
+
+/// Spaces above this many members keep a block index; smaller ones walk
+/// their lists, which is cheaper at that size than keeping blocks.
+pub const INDEX_ABOVE: usize = 512;
+/// The index is dropped below this many members, well under
+/// [`INDEX_ABOVE`], so a space hovering near the threshold does not build
+/// and drop it over and over.
+const UNINDEX_BELOW: usize = 128;
+/// A block gets per-millisecond counts once it holds this many members.
+const CELLS_ABOVE: u32 = 64;
+const BLOCK_SHIFT: u32 = 10;
+const BLOCK_MS: usize = 1 << BLOCK_SHIFT;
+
+/// Per-millisecond member counts of one block, by kind.
+type Cells = [[u32; 2]; BLOCK_MS];
+
+struct Block {
+    /// The newest member of each kind in this block.
+    head: [u32; 2],
+    count: [u32; 2],
+    cells: Option<Box<Cells>>,
+}
+
+impl Block {
+    const EMPTY: Block = Block {
+        head: [NIL, NIL],
+        count: [0, 0],
+        cells: None,
+    };
+
+    fn total(&self) -> u32 {
+        self.count[0] + self.count[1]
+    }
+}
+
+/// 1024 ms blocks covering the populated time range, oldest first.
+pub(super) struct BlockIndex {
+    /// Block number (`ts >> 10`) of `blocks[0]`.
+    base: u64,
+    blocks: VecDeque<Block>,
+}
+
+impl BlockIndex {
+    fn get(&self, bn: u64) -> Option<&Block> {
+        bn.checked_sub(self.base)
+            .and_then(|i| self.blocks.get(i as usize))
+    }
+
+    fn get_mut(&mut self, bn: u64) -> Option<&mut Block> {
+        bn.checked_sub(self.base)
+            .and_then(|i| self.blocks.get_mut(i as usize))
+    }
+
+    /// The block numbered `bn`, creating it and any gap before it.
+    fn ensure(&mut self, bn: u64) -> &mut Block {
+        if self.blocks.is_empty() {
+            self.base = bn;
+        }
+        while bn < self.base {
+            self.blocks.push_front(Block::EMPTY);
+            self.base -= 1;
+        }
+        let i = (bn - self.base) as usize;
+        while self.blocks.len() <= i {
+            self.blocks.push_back(Block::EMPTY);
+        }
+        &mut self.blocks[i]
+    }
+
+    /// Drops empty blocks at both ends.
+    fn trim(&mut self) {
+        while self.blocks.front().is_some_and(|b| b.total() == 0) {
+            self.blocks.pop_front();
+            self.base += 1;
+        }
+        while self.blocks.back().is_some_and(|b| b.total() == 0) {
+            self.blocks.pop_back();
+        }
+    }
+
+    fn last(&self) -> Option<u64> {
+        (!self.blocks.is_empty()).then(|| self.base + self.blocks.len() as u64 - 1)
+    }
+
+    /// Bytes of heap held, counting capacity.
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.blocks.capacity() * std::mem::size_of::<Block>()
+            + self.blocks.iter().filter(|b| b.cells.is_some()).count()
+                * std::mem::size_of::<Cells>()
+    }
+}
+
+fn block_of(ts: Millis) -> u64 {
+    ts >> BLOCK_SHIFT
+}
+
+fn offset_of(ts: Millis) -> usize {
+    (ts as usize) & (BLOCK_MS - 1)
+}
+
+impl Space {
+    /// The newest member of `kind` whose key is at or below `key`.
+    pub(super) fn seek_le(&self, kind: MemberKind, key: Key) -> u32 {
+        let k = kind.index();
+        let mut s = self.lists[k].head;
+        if let Some(bi) = &self.blocks {
+            let bn = block_of(key.0);
+            match bi.last() {
+                Some(last) if bn < last => {
+                    if bn < bi.base {
+                        return NIL;
+                    }
+                    // The nearest block at or before `bn` holding this kind.
+                    let mut i = (bn - bi.base) as usize;
+                    loop {
+                        let h = bi.blocks[i].head[k];
+                        if h != NIL {
+                            s = h;
+                            break;
+                        }
+                        if i == 0 {
+                            return NIL;
+                        }
+                        i -= 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        while s != NIL && self.entries[s as usize].key() > key {
+            s = self.entries[s as usize].next;
+        }
+        s
+    }
+
+    /// Accounts for `slot`, just linked into its list, in the block index;
+    /// builds the index when the space has just grown past
+    /// [`INDEX_ABOVE`].
+    pub(super) fn blocks_linked(&mut self, slot: u32) {
+        let (kind, key, prev) = {
+            let e = &self.entries[slot as usize];
+            (e.kind(), e.key(), e.prev)
+        };
+        let k = kind.index();
+        if let Some(bi) = &mut self.blocks {
+            let bn = block_of(key.0);
+            let prev_in_block = prev != NIL && block_of(self.entries[prev as usize].ts) == bn;
+            let block = bi.ensure(bn);
+            if !prev_in_block {
+                block.head[k] = slot;
+            }
+            block.count[k] += 1;
+            if let Some(cells) = &mut block.cells {
+                cells[offset_of(key.0)][k] += 1;
+            } else if block.total() > CELLS_ABOVE {
+                self.fill_cells(bn);
+            }
+        } else if self.len() > INDEX_ABOVE {
+            self.build_index();
+        }
+    }
+
+    /// Takes `slot`, just unlinked from its list (its own links still name
+    /// its old neighbours), out of the block index; drops the index when
+    /// the space has shrunk below [`UNINDEX_BELOW`].
+    pub(super) fn blocks_unlinked(&mut self, slot: u32) {
+        let (kind, ts, next) = {
+            let e = &self.entries[slot as usize];
+            (e.kind(), e.ts, e.next)
+        };
+        let k = kind.index();
+        if let Some(bi) = &mut self.blocks {
+            let bn = block_of(ts);
+            let next_in_block = next != NIL && block_of(self.entries[next as usize].ts) == bn;
+            if let Some(block) = bi.get_mut(bn) {
+                if block.head[k] == slot {
+                    block.head[k] = if next_in_block { next } else { NIL };
+                }
+                block.count[k] -= 1;
+                if let Some(cells) = &mut block.cells {
+                    cells[offset_of(ts)][k] -= 1;
+                }
+                if block.total() == 0 {
+                    block.cells = None;
+                    bi.trim();
+                }
+            }
+            if self.len() < UNINDEX_BELOW {
+                self.blocks = None;
+            }
+        }
+    }
+
+    fn build_index(&mut self) {
+        let mut bi = BlockIndex {
+            base: 0,
+            blocks: VecDeque::new(),
+        };
+        for kind in MemberKind::ALL {
+            let k = kind.index();
+            let mut s = self.lists[k].head;
+            let mut last_bn = None;
+            while s != NIL {
+                let e = &self.entries[s as usize];
+                let bn = block_of(e.ts);
+                let block = bi.ensure(bn);
+                if last_bn != Some(bn) {
+                    block.head[k] = s;
+                    last_bn = Some(bn);
+                }
+                block.count[k] += 1;
+                s = e.next;
+            }
+        }
+        self.blocks = Some(bi);
+        let crowded: Vec<u64> = {
+            let bi = self.blocks.as_ref().expect("just built");
+            (0..bi.blocks.len())
+                .filter(|&i| bi.blocks[i].total() > CELLS_ABOVE)
+                .map(|i| bi.base + i as u64)
+                .collect()
+        };
+        for bn in crowded {
+            self.fill_cells(bn);
+        }
+    }
+
+    /// Gives block `bn` per-millisecond counts, from its members.
+    fn fill_cells(&mut self, bn: u64) {
+        let mut cells: Box<Cells> = Box::new([[0; 2]; BLOCK_MS]);
+        let Some(bi) = &self.blocks else { return };
+        let Some(block) = bi.get(bn) else { return };
+        for k in 0..2 {
+            let mut s = block.head[k];
+            while s != NIL {
+                let e = &self.entries[s as usize];
+                if block_of(e.ts) != bn {
+                    break;
+                }
+                cells[offset_of(e.ts)][k] += 1;
+                s = e.next;
+            }
+        }
+        if let Some(block) = self.blocks.as_mut().and_then(|bi| bi.get_mut(bn)) {
+            block.cells = Some(cells);
+        }
+    }
+
+    /// Members with last seen at or after `cutoff`, by kind.
+    pub(super) fn count_since(&self, cutoff: Millis) -> [u64; 2] {
+        let mut out = [0u64; 2];
+        let Some(bi) = &self.blocks else {
+            for (k, n) in out.iter_mut().enumerate() {
+                let mut s = self.lists[k].head;
+                while s != NIL && self.entries[s as usize].ts >= cutoff {
+                    *n += 1;
+                    s = self.entries[s as usize].next;
+                }
+            }
+            return out;
+        };
+        let Some(last) = bi.last() else { return out };
+        let bn = block_of(cutoff);
+        if bn < bi.base {
+            return [self.lists[0].len as u64, self.lists[1].len as u64];
+        }
+        if bn > last {
+            return out;
+        }
+        let i = (bn - bi.base) as usize;
+        // Sum whichever side of the cutoff block has fewer blocks.
+        if bi.blocks.len() - 1 - i <= i {
+            for b in bi.blocks.range(i + 1..) {
+                out[0] += b.count[0] as u64;
+                out[1] += b.count[1] as u64;
+            }
+        } else {
+            out = [self.lists[0].len as u64, self.lists[1].len as u64];
+            for b in bi.blocks.range(..=i) {
+                out[0] -= b.count[0] as u64;
+                out[1] -= b.count[1] as u64;
+            }
+        }
+        let block = &bi.blocks[i];
+        match &block.cells {
+            Some(cells) => {
+                for c in &cells[offset_of(cutoff)..] {
+                    out[0] += c[0] as u64;
+                    out[1] += c[1] as u64;
+                }
+            }
+            None => {
+                for (k, n) in out.iter_mut().enumerate() {
+                    let mut s = block.head[k];
+                    while s != NIL {
+                        let e = &self.entries[s as usize];
+                        if e.ts < cutoff || block_of(e.ts) != bn {
+                            break;
+                        }
+                        *n += 1;
+                        s = e.next;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Panics unless every block's heads, counts and cells agree with the
+    /// lists, and a space too large to walk has its index. For tests.
+    pub(super) fn check_blocks(&self, members: usize) {
+        let Some(bi) = &self.blocks else {
+            assert!(members <= INDEX_ABOVE, "large space without an index");
+            return;
+        };
+        for (i, b) in bi.blocks.iter().enumerate() {
+            let bn = bi.base + i as u64;
+            for k in 0..2 {
+                let mut n = 0;
+                let mut s = b.head[k];
+                if s != NIL {
+                    let p = self.entries[s as usize].prev;
+                    assert!(
+                        p == NIL || block_of(self.entries[p as usize].ts) != bn,
+                        "block head is not the newest"
+                    );
+                }
+                while s != NIL && block_of(self.entries[s as usize].ts) == bn {
+                    n += 1;
+                    s = self.entries[s as usize].next;
+                }
+                assert_eq!(b.count[k], n, "block count");
+            }
+            if let Some(cells) = &b.cells {
+                let sum: u32 = cells.iter().map(|c| c[0] + c[1]).sum();
+                assert_eq!(sum, b.total(), "cells disagree with counts");
+            }
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! What subscribers are told: a member's [`Presence`] as the watermarks
+//! say, and the events the engine emits.
+//!
+//! Writes, connections and the background sweep decide *which* event a
+//! change means; this module only knows how the watermarks classify a key
+//! and how an event is built and sent.
+
+use std::sync::Arc;
+
+use super::Space;
+use super::entry::Key;
+use crate::conn::ConnId;
+use crate::event::{Event, EventKind, LeaveReason};
+use crate::id::{MemberId, MemberKey};
+use crate::meta::Metadata;
+use crate::policy::Status;
+use crate::time::Millis;
+
+/// A member's presence as subscribers know it, from the watermarks. It may
+/// lag the clock's verdict ([`crate::policy::SpaceConfig::status`]) until
+/// `tick` moves the marks, but it always agrees with the events sent.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub(super) enum Presence {
+    Gone,
+    Away,
+    Online,
+}
+
+impl Presence {
+    pub(super) fn status(self) -> Status {
+        match self {
+            Presence::Gone => Status::Offline,
+            Presence::Away => Status::Away,
+            Presence::Online => Status::Online,
+        }
+    }
+}
+
+/// The connection behind an event.
+#[derive(Clone, Copy)]
+pub(super) struct Cause<'a> {
+    pub(super) conn: &'a ConnId,
+    pub(super) meta: Option<&'a Metadata>,
+    /// The connection just became visible (opened, or stopped hiding).
+    pub(super) opened: bool,
+    /// The connection's metadata differs from what it had.
+    pub(super) meta_changed: bool,
+}
+
+impl Space {
+    pub(super) fn presence(&self, key: Key) -> Presence {
+        if key <= self.gone_mark {
+            Presence::Gone
+        } else if key <= self.away_mark {
+            Presence::Away
+        } else {
+            Presence::Online
+        }
+    }
+
+    /// Sends an event about `slot`, showing the member's own metadata.
+    pub(super) fn emit(
+        &self,
+        kind: EventKind,
+        slot: u32,
+        status: Status,
+        last_seen: Option<Millis>,
+        reason: Option<LeaveReason>,
+    ) {
+        self.emit_caused(kind, slot, status, last_seen, reason, None);
+    }
+
+    /// [`Space::emit`], for an event a connection caused: it names the
+    /// connection and carries the connection's metadata.
+    pub(super) fn emit_caused(
+        &self,
+        kind: EventKind,
+        slot: u32,
+        status: Status,
+        last_seen: Option<Millis>,
+        reason: Option<LeaveReason>,
+        cause: Option<Cause<'_>>,
+    ) {
+        if self.events.receiver_count() == 0 {
+            return;
+        }
+        let e = &self.entries[slot as usize];
+        let event = Event {
+            space: self.name.clone(),
+            kind,
+            member: MemberKey {
+                kind: e.kind(),
+                id: MemberId::from_compact_unchecked(e.id.clone()),
+            },
+            status,
+            last_seen_ms: last_seen,
+            meta: match cause {
+                Some(c) => c.meta.cloned(),
+                None => self.meta.get(&slot).cloned(),
+            },
+            reason,
+            conn: cause.map(|c| c.conn.clone()),
+        };
+        // An error only means nobody listens any more.
+        let _ = self.events.send(Arc::new(event));
+    }
+}

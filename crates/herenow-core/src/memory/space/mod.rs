@@ -1,0 +1,204 @@
+//! One space of the in-memory engine: a synchronous, clock-free data
+//! structure. Every method takes `now` from its caller, so the engine is
+//! deterministic and can be benchmarked and model-tested without a runtime.
+//!
+//! # Layout
+//!
+//! - `entries`: a slab of 48-byte entries (id inline up to 24 bytes, last
+//!   seen, sequence number and flags, two list links). Freed slots are
+//!   reused.
+//! - `index`: a `hashbrown::HashTable<u32>` of slots keyed by (kind, id):
+//!   five bytes per bucket.
+//! - `lists`: one intrusive doubly-linked list per kind, ordered by key =
+//!   (last seen, sequence) from newest (head) to oldest (tail).
+//!   Heartbeats at the store's clock go to the head in O(1); the oldest are
+//!   at the tail, where expiry pops them; top-N is a walk from the head.
+//! - `blocks`: for spaces above [`INDEX_ABOVE`] members, a block index of
+//!   1024 ms blocks with per-kind counts, the newest member of each block,
+//!   and per-millisecond counts for crowded blocks. It answers window counts
+//!   exactly without walking the list, and finds the place of an old
+//!   timestamp (backfills, cursors, watermarks) without walking from the
+//!   head. Small spaces walk instead, like Redis keeps small sorted sets as
+//!   a listpack.
+//!
+//! # Events and watermarks
+//!
+//! `away_mark` and `gone_mark` are keys: every member whose key is at or
+//! below `away_mark` has been announced `away`, and at or below `gone_mark`
+//! has been announced gone (`leave`). [`Space::tick`] moves them up to
+//! `now - online_ms` and `now - away_ms`, walking only the members in
+//! between, in bounded steps. A heartbeat compares the member's old and new
+//! keys with the marks to decide between `join`, `back` and `update`, so
+//! subscribers always see a consistent sequence.
+//!
+//! # Modules
+//!
+//! Each file but `entry` adds an `impl Space` block, and they build on each
+//! other in one direction (a module uses only those listed before it):
+//!
+//! - `entry`: the slab entry, the key and the list ends (no behaviour);
+//! - `blocks`: the block index: seeking a key, window counts;
+//! - `slab`: allocating, finding and freeing members, linking them into
+//!   their lists (and telling the block index);
+//! - `walk`: [`NewestFirst`](walk::NewestFirst) and
+//!   [`OldestFirst`](walk::OldestFirst), the one merge of the two lists;
+//! - `events`: presence by the watermarks, and sending events;
+//! - `write`: heartbeats and leaves; `connections`: attach and detach;
+//! - `read`: statuses, counts, pages, subscription snapshots, exports;
+//! - `background`: `tick` (connection expiry, watermarks, member expiry,
+//!   compaction);
+//! - `check`: the invariants, for tests.
+
+mod background;
+mod blocks;
+mod check;
+mod connections;
+mod entry;
+mod events;
+mod read;
+mod slab;
+mod walk;
+mod write;
+
+use std::sync::Arc;
+
+use hashbrown::HashTable;
+use tokio::sync::broadcast;
+
+pub use self::background::{Retired, TickWork};
+use self::blocks::BlockIndex;
+pub use self::blocks::INDEX_ABOVE;
+use self::entry::{Entry, Key, List, SEQ_MASK};
+use super::conns::ConnTable;
+use crate::event::Event;
+use crate::id::SpaceName;
+use crate::limits;
+use crate::meta::Metadata;
+use crate::policy::SpaceConfig;
+use crate::store::Counts;
+use crate::time::Millis;
+
+/// One space's presence: its members in recency order, their
+/// connections, and its subscribers. Not synchronised itself:
+/// [`MemoryStore`](super::MemoryStore) keeps each behind its own mutex. See
+/// the module documentation.
+pub struct Space {
+    name: SpaceName,
+    config: SpaceConfig,
+    entries: Vec<Entry>,
+    /// Slots of removed members, reused before the slab grows.
+    free: Vec<u32>,
+    index: HashTable<u32>,
+    hasher: foldhash::fast::RandomState,
+    /// By [`crate::id::MemberKind::index`]: users, then guests.
+    lists: [List; 2],
+    /// `None` at or below [`INDEX_ABOVE`] members.
+    blocks: Option<BlockIndex>,
+    /// By slot: most members show none, so it is not in the entry.
+    meta: hashbrown::HashMap<u32, Metadata, foldhash::fast::RandomState>,
+    /// The last sequence number given to a heartbeat.
+    seq: u64,
+    away_mark: Key,
+    gone_mark: Key,
+    events: broadcast::Sender<Arc<Event>>,
+    conns: ConnTable,
+    /// The slab and index a compaction replaced, kept until the owner
+    /// takes them ([`Space::take_retired`]) to free them outside its lock:
+    /// freeing a million-slot slab takes milliseconds.
+    retired: Option<Retired>,
+}
+
+impl Space {
+    /// An empty space with the given policy, created at `now`: its
+    /// watermarks start at `now`'s thresholds, so nothing older is ever
+    /// announced.
+    pub fn new(name: SpaceName, config: SpaceConfig, now: Millis) -> Self {
+        let (events, _) = broadcast::channel(limits::EVENT_QUEUE);
+        let mut space = Space {
+            name,
+            config,
+            entries: Vec::new(),
+            free: Vec::new(),
+            index: HashTable::new(),
+            hasher: foldhash::fast::RandomState::default(),
+            lists: [List::EMPTY; 2],
+            blocks: None,
+            meta: hashbrown::HashMap::default(),
+            seq: 0,
+            away_mark: (0, 0),
+            gone_mark: (0, 0),
+            events,
+            conns: ConnTable::default(),
+            retired: None,
+        };
+        space.reset_marks(now);
+        space
+    }
+
+    /// The name every event of this space carries.
+    pub fn name(&self) -> &SpaceName {
+        &self.name
+    }
+
+    /// The thresholds, window and retention this space answers with.
+    pub fn config(&self) -> SpaceConfig {
+        self.config
+    }
+
+    /// Changes the policy. Watermarks jump to the new thresholds without
+    /// emitting events for members whose status the change alone moved.
+    pub fn set_config(&mut self, config: SpaceConfig, now: Millis) {
+        self.config = config;
+        self.reset_marks(now);
+    }
+
+    fn reset_marks(&mut self, now: Millis) {
+        self.away_mark = (now.saturating_sub(self.config.online_ms), SEQ_MASK);
+        self.gone_mark = (now.saturating_sub(self.config.away_ms), SEQ_MASK);
+    }
+
+    /// Members stored, of both kinds, online or not: everyone not yet past
+    /// retention.
+    pub fn len(&self) -> usize {
+        (self.lists[0].len + self.lists[1].len) as usize
+    }
+
+    /// Whether no member is stored (connections and subscribers may still
+    /// keep the space alive).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Members stored, by kind, regardless of any window: for metrics and
+    /// the list of spaces. [`Space::count`] answers within a window.
+    pub fn totals(&self) -> Counts {
+        Counts {
+            users: self.lists[0].len as u64,
+            guests: self.lists[1].len as u64,
+        }
+    }
+
+    /// How many subscribers listen to this space; the store keeps a space
+    /// that has any, even with no member.
+    pub fn subscribers(&self) -> usize {
+        self.events.receiver_count()
+    }
+
+    /// Bytes of heap this space holds (an estimate that counts capacity).
+    pub fn heap_bytes(&self) -> usize {
+        let ids: usize = self
+            .entries
+            .iter()
+            .filter(|e| e.id.is_heap_allocated())
+            .map(|e| e.id.capacity())
+            .sum();
+        let blocks = self.blocks.as_ref().map_or(0, BlockIndex::heap_bytes);
+        self.entries.capacity() * std::mem::size_of::<Entry>()
+            + self.free.capacity() * 4
+            + self.index.capacity() * 5
+            + self.meta.capacity() * (4 + std::mem::size_of::<Metadata>() + 1)
+            + ids
+            + blocks
+            + self.conns.heap_bytes()
+    }
+}

@@ -1,0 +1,279 @@
+//! Answers: statuses, window counts, "who's online" pages in both orders,
+//! subscription snapshots and the export for store snapshots.
+//!
+//! Nothing here changes the space. Recent-order walks go through
+//! [`NewestFirst`]; counts go through the block index
+//! ([`Space::count_since`]).
+
+use std::collections::BinaryHeap;
+
+use compact_str::CompactString;
+
+use super::Space;
+use super::entry::{Key, NIL};
+use super::events::Presence;
+use super::walk::NewestFirst;
+use crate::cursor::{IdCursor, RecentCursor};
+use crate::error::InvalidInput;
+use crate::event::{EventReceiver, Subscription};
+use crate::id::{MemberId, MemberKey, MemberKind};
+use crate::limits;
+use crate::meta::Metadata;
+use crate::policy::Status;
+use crate::store::{
+    Counts, KindFilter, ListQuery, MemberStatus, Order, Page, check_batch, sort_most_recent_first,
+};
+use crate::time::Millis;
+
+impl Space {
+    fn member_status(&self, slot: u32, now: Millis) -> MemberStatus {
+        let e = &self.entries[slot as usize];
+        MemberStatus {
+            member: MemberKey {
+                kind: e.kind(),
+                id: MemberId::from_compact_unchecked(e.id.clone()),
+            },
+            status: self.config.status(Some(e.ts), now),
+            last_seen_ms: Some(e.ts),
+            meta: self.meta.get(&slot).cloned(),
+        }
+    }
+
+    /// Last seen and status of each member, in the order given; a member
+    /// the space does not hold is offline with no last seen.
+    pub fn status(
+        &self,
+        members: &[MemberKey],
+        now: Millis,
+    ) -> Result<Vec<MemberStatus>, InvalidInput> {
+        check_batch(members.len())?;
+        Ok(members
+            .iter()
+            .map(|m| match self.find(m.kind, m.id.as_str()) {
+                Some(slot) => self.member_status(slot, now),
+                None => MemberStatus {
+                    member: m.clone(),
+                    status: Status::Offline,
+                    last_seen_ms: None,
+                    meta: None,
+                },
+            })
+            .collect())
+    }
+
+    /// Members seen within the window, by kind: exact, and from the block
+    /// index in a large space, so it never walks the members.
+    pub fn count(&self, window_ms: Option<Millis>, now: Millis) -> Result<Counts, InvalidInput> {
+        let window = self
+            .config
+            .check_window(window_ms.unwrap_or(self.config.window_ms))?;
+        let [users, guests] = self.count_since(now.saturating_sub(window));
+        Ok(Counts { users, guests })
+    }
+
+    /// Of `members`, those seen within the window, most recent first.
+    pub fn online_among(
+        &self,
+        members: &[MemberKey],
+        window_ms: Option<Millis>,
+        limit: usize,
+        now: Millis,
+    ) -> Result<Vec<MemberStatus>, InvalidInput> {
+        let window = self
+            .config
+            .check_window(window_ms.unwrap_or(self.config.window_ms))?;
+        let cutoff = now.saturating_sub(window);
+        let mut slots: Vec<u32> = members
+            .iter()
+            .filter_map(|m| self.find(m.kind, m.id.as_str()))
+            .filter(|&s| self.entries[s as usize].ts >= cutoff)
+            .collect();
+        slots.sort_unstable();
+        slots.dedup();
+        let mut out: Vec<MemberStatus> = slots
+            .into_iter()
+            .map(|s| self.member_status(s, now))
+            .collect();
+        sort_most_recent_first(&mut out);
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    /// One page of the members seen within the window.
+    pub fn list(&self, query: &ListQuery, now: Millis) -> Result<Page, InvalidInput> {
+        query.check_limit()?;
+        let window = self
+            .config
+            .check_window(query.window_ms.unwrap_or(self.config.window_ms))?;
+        let cutoff = now.saturating_sub(window);
+        match query.order {
+            Order::Recent => self.list_recent(query, cutoff, now),
+            Order::Id => self.list_by_id(query, cutoff, now),
+        }
+    }
+
+    fn list_recent(
+        &self,
+        q: &ListQuery,
+        cutoff: Millis,
+        now: Millis,
+    ) -> Result<Page, InvalidInput> {
+        // Cursor: the key of the last member returned, and its slot as a
+        // hint: if that member has not moved, the next page starts right
+        // after it without a search.
+        let after = match &q.cursor {
+            None => None,
+            Some(c) => Some(RecentCursor::decode(c).ok_or(InvalidInput::BadCursor)?),
+        };
+        let after = after.map(|c| {
+            let key: Key = (c.at_ms, c.tiebreak);
+            (key, self.find(c.member.kind, c.member.id.as_str()))
+        });
+        let walk = NewestFirst::new(&self.entries, q.kinds, |kind| match after {
+            None => self.lists[kind.index()].head,
+            Some((key, slot)) => {
+                let hint = slot.map(|s| &self.entries[s as usize]);
+                match hint {
+                    Some(e) if e.kind() == kind && e.key() == key => e.next,
+                    _ => {
+                        let mut s = self.seek_le(kind, key);
+                        while s != NIL && self.entries[s as usize].key() >= key {
+                            s = self.entries[s as usize].next;
+                        }
+                        s
+                    }
+                }
+            }
+        });
+        let mut members = Vec::with_capacity(q.limit.min(64));
+        let mut last = None;
+        for slot in walk {
+            let e = &self.entries[slot as usize];
+            if e.ts < cutoff {
+                break;
+            }
+            if members.len() == q.limit {
+                let (slot, key): (u32, Key) = last.expect("limit is at least 1");
+                let e = &self.entries[slot as usize];
+                let cursor = RecentCursor {
+                    at_ms: key.0,
+                    tiebreak: key.1,
+                    member: MemberKey {
+                        kind: e.kind(),
+                        id: MemberId::from_compact_unchecked(e.id.clone()),
+                    },
+                };
+                return Ok(Page {
+                    members,
+                    next_cursor: Some(cursor.encode()),
+                });
+            }
+            members.push(self.member_status(slot, now));
+            last = Some((slot, e.key()));
+        }
+        Ok(Page {
+            members,
+            next_cursor: None,
+        })
+    }
+
+    fn list_by_id(&self, q: &ListQuery, cutoff: Millis, now: Millis) -> Result<Page, InvalidInput> {
+        let after = match &q.cursor {
+            None => None,
+            Some(c) => {
+                let c = IdCursor::decode(c).ok_or(InvalidInput::BadCursor)?;
+                Some((c.member.id, c.member.kind))
+            }
+        };
+        // The `limit + 1` smallest (id, kind) after the cursor: a bounded
+        // max-heap over one pass of the slab.
+        let mut heap: BinaryHeap<(&str, MemberKind, u32)> = BinaryHeap::with_capacity(q.limit + 1);
+        for (slot, e) in self.entries.iter().enumerate() {
+            if e.is_free() || e.ts < cutoff || !q.kinds.admits(e.kind()) {
+                continue;
+            }
+            let item = (e.id.as_str(), e.kind(), slot as u32);
+            if let Some((id, kind)) = &after
+                && (item.0, item.1) <= (id.as_str(), *kind)
+            {
+                continue;
+            }
+            if heap.len() <= q.limit {
+                heap.push(item);
+            } else if heap.peek().is_some_and(|top| item < *top) {
+                heap.pop();
+                heap.push(item);
+            }
+        }
+        let mut items = heap.into_sorted_vec();
+        let more = items.len() > q.limit;
+        items.truncate(q.limit);
+        let next_cursor = if more {
+            items.last().map(|(id, kind, _)| {
+                IdCursor {
+                    member: MemberKey {
+                        kind: *kind,
+                        id: MemberId::from_compact_unchecked(CompactString::from(*id)),
+                    },
+                }
+                .encode()
+            })
+        } else {
+            None
+        };
+        let members = items
+            .into_iter()
+            .map(|(_, _, s)| self.member_status(s, now))
+            .collect();
+        Ok(Page {
+            members,
+            next_cursor,
+        })
+    }
+
+    /// A snapshot of the members present (by the watermarks), most recent
+    /// first, and a receiver for every event after it. The caller holds the
+    /// space's lock, so no event can fall between the two.
+    pub fn subscribe(&self, now: Millis) -> Subscription {
+        let events = EventReceiver::new(self.events.subscribe());
+        let mut snapshot = Vec::new();
+        let mut omitted = 0u64;
+        for slot in self.newest_first(KindFilter::All) {
+            let presence = self.presence(self.entries[slot as usize].key());
+            if presence == Presence::Gone {
+                break;
+            }
+            if snapshot.len() == limits::MAX_SNAPSHOT {
+                let [u, g] = self.count_since(self.gone_mark.0.saturating_add(1));
+                omitted = (u + g).saturating_sub(snapshot.len() as u64);
+                break;
+            }
+            let mut status = self.member_status(slot, now);
+            status.status = presence.status();
+            snapshot.push(status);
+        }
+        Subscription {
+            snapshot,
+            snapshot_omitted: omitted,
+            events,
+        }
+    }
+
+    /// Every stored member with its last-seen time and metadata, for
+    /// snapshots: oldest first, so a restore links each at its list's head.
+    pub fn export(&self) -> Vec<(MemberKey, Millis, Option<Metadata>)> {
+        let mut out = Vec::with_capacity(self.len());
+        out.extend(self.oldest_first().map(|slot| {
+            let e = &self.entries[slot as usize];
+            (
+                MemberKey {
+                    kind: e.kind(),
+                    id: MemberId::from_compact_unchecked(e.id.clone()),
+                },
+                e.ts,
+                self.meta.get(&slot).cloned(),
+            )
+        }));
+        out
+    }
+}

@@ -1,0 +1,168 @@
+//! Heartbeats and leaves: the writes members make themselves.
+//!
+//! [`Space::apply`] is the one place a member is created or moved; a
+//! visible connection's attach goes through it too, with the connection as
+//! the [`Cause`]. It compares the member's presence before and after (by
+//! the watermarks) to choose `join`, `back`, `connect` or `update`.
+
+use super::Space;
+use super::entry::SEQ_MASK;
+use super::events::{Cause, Presence};
+use crate::error::InvalidInput;
+use crate::event::{EventKind, LeaveReason};
+use crate::id::{MemberId, MemberKey, MemberKind};
+use crate::limits;
+use crate::meta::Metadata;
+use crate::policy::Status;
+use crate::store::{Heartbeat, HeartbeatReport, check_batch};
+use crate::time::Millis;
+
+impl Space {
+    /// Applies a batch of heartbeats. The whole batch is checked before any
+    /// of it is applied, so a bad item leaves the space untouched.
+    pub fn heartbeat(
+        &mut self,
+        beats: &[Heartbeat],
+        now: Millis,
+    ) -> Result<HeartbeatReport, InvalidInput> {
+        check_batch(beats.len())?;
+        let latest = now + limits::MAX_FUTURE_SKEW_MS;
+        if let Some(at_ms) = beats.iter().filter_map(|b| b.at_ms).find(|&at| at > latest) {
+            return Err(InvalidInput::AtInFuture { at_ms });
+        }
+        let mut report = HeartbeatReport::default();
+        for beat in beats {
+            let at = beat.at_ms.unwrap_or(now);
+            self.apply(
+                beat.member.kind,
+                &beat.member.id,
+                at,
+                beat.meta.as_ref(),
+                now,
+                &mut report,
+                None,
+            );
+        }
+        Ok(report)
+    }
+
+    /// Applies one heartbeat "now" without metadata: the hot path, with no
+    /// batch checks and no copy of the id for a known member. Returns
+    /// whether the member joined.
+    pub fn touch(&mut self, kind: MemberKind, id: &MemberId, now: Millis) -> bool {
+        let mut report = HeartbeatReport::default();
+        self.apply(kind, id, now, None, now, &mut report, None);
+        report.joined == 1
+    }
+
+    /// One heartbeat of `member` seen `at`: stale if older than what the
+    /// space holds or past retention, else stored and announced.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn apply(
+        &mut self,
+        kind: MemberKind,
+        member: &MemberId,
+        at: Millis,
+        meta: Option<&Metadata>,
+        now: Millis,
+        report: &mut HeartbeatReport,
+        cause: Option<Cause<'_>>,
+    ) {
+        if now.saturating_sub(at) >= self.config.retention_ms {
+            report.stale += 1;
+            return;
+        }
+        let found = self.find(kind, member.as_str());
+        let (slot, old) = match found {
+            Some(slot) => {
+                let e = &self.entries[slot as usize];
+                if at < e.ts {
+                    report.stale += 1;
+                    return;
+                }
+                (slot, Some(e.key()))
+            }
+            None => {
+                self.seq += 1;
+                let slot = self.alloc(kind, member.clone().into_compact(), at, self.seq);
+                (slot, None)
+            }
+        };
+        report.accepted += 1;
+        let old_presence = old.map_or(Presence::Gone, |k| self.presence(k));
+        let meta_changed = match meta {
+            Some(m) => {
+                let changed = self.meta.get(&slot) != Some(m);
+                if changed {
+                    self.meta.insert(slot, m.clone());
+                }
+                changed
+            }
+            None => false,
+        };
+        let new_key = match old {
+            None => {
+                self.link(slot);
+                self.entries[slot as usize].key()
+            }
+            Some(old_key) if old_key.0 == at => old_key,
+            Some(_) => {
+                self.unlink(slot);
+                self.seq += 1;
+                let e = &mut self.entries[slot as usize];
+                e.ts = at;
+                e.seq_flags = (e.seq_flags & !SEQ_MASK) | self.seq;
+                self.link(slot);
+                self.entries[slot as usize].key()
+            }
+        };
+        let new_presence = self.presence(new_key);
+        let event = match (old_presence, new_presence) {
+            (_, Presence::Gone) => None,
+            (Presence::Gone, _) => {
+                report.joined += 1;
+                Some(EventKind::Join)
+            }
+            (Presence::Away, Presence::Online) => Some(EventKind::Back),
+            _ if cause.is_some_and(|c| c.opened) => Some(EventKind::Connect),
+            // A connection's metadata is its own: compared with what that
+            // connection had, not with what the member shows.
+            _ if cause.map_or(meta_changed, |c| c.meta_changed) => Some(EventKind::Update),
+            _ => None,
+        };
+        if let Some(kind) = event {
+            self.emit_caused(
+                kind,
+                slot,
+                new_presence.status(),
+                Some(new_key.0),
+                None,
+                cause,
+            );
+        }
+    }
+
+    /// Members say goodbye. Returns how many were present.
+    pub fn leave(&mut self, members: &[MemberKey]) -> Result<u64, InvalidInput> {
+        check_batch(members.len())?;
+        let mut present = 0;
+        for m in members {
+            let Some(slot) = self.find(m.kind, m.id.as_str()) else {
+                continue;
+            };
+            let key = self.entries[slot as usize].key();
+            if self.presence(key) != Presence::Gone {
+                present += 1;
+                self.emit(
+                    EventKind::Leave,
+                    slot,
+                    Status::Offline,
+                    Some(key.0),
+                    Some(LeaveReason::Explicit),
+                );
+            }
+            self.remove(slot);
+        }
+        Ok(present)
+    }
+}
