@@ -142,6 +142,7 @@ pub mod conn_scripts;
 pub mod events;
 mod flush;
 pub mod layouts;
+mod reply;
 pub mod scripts;
 pub mod shard;
 mod store;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use redis::{AsyncCommands, RedisError, RedisResult, Value};
+use redis::{AsyncCommands, RedisResult, Value};
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
@@ -28,8 +28,9 @@ use crate::buffer::Pending;
 use crate::conn::{Conn, Target};
 use crate::events::Router;
 use crate::flush::Flusher;
+use crate::reply::{array, bad_reply, config_of, int, meta_of, opt_string, timed, window_error};
 use crate::shard::Sharding;
-use crate::writer::{self, BeatArg, ReplayTuning, SpaceKeys, TOUCH_EVERY_MS, Writer, timed};
+use crate::writer::{self, BeatArg, ReplayTuning, SpaceKeys, TOUCH_EVERY_MS, Writer};
 use crate::{conn_scripts, scripts};
 
 /// Tuning of a [`RedisStore`].
@@ -571,27 +572,6 @@ fn key_names(k: SpaceKeys) -> Vec<String> {
     ]
 }
 
-/// Connection trouble, timeouts, a cluster that is down or failing over:
-/// retryable. A reply the scripts did not expect or a script error: a bug.
-pub(crate) fn map_err(what: &'static str, e: RedisError) -> Error {
-    use redis::ErrorKind as K;
-    use redis::ServerErrorKind as S;
-    let bug = match e.kind() {
-        K::Parse | K::UnexpectedReturnType => true,
-        K::Server(S::CrossSlot) => true,
-        K::Server(S::ResponseError) => e.detail().is_some_and(|d| d.contains("script")),
-        _ => e.code() == Some("WRONGTYPE"),
-    };
-    if bug {
-        Error::Internal(format!("redis {what}: {e}"))
-    } else {
-        Error::Unavailable {
-            reason: format!("redis {what} failed: {e}"),
-            source: Some(Box::new(e)),
-        }
-    }
-}
-
 /// A name for this store on sweep leases: the process id and a random
 /// part, so two stores in one process differ too.
 fn lease_owner() -> String {
@@ -608,78 +588,12 @@ fn buffer_full() -> Error {
     }
 }
 
-fn bad_reply(what: &str) -> Error {
-    Error::Internal(format!("unexpected reply from redis: {what}"))
-}
-
-pub(crate) fn array(v: Value) -> Result<Vec<Value>> {
-    match v {
-        Value::Array(a) | Value::Set(a) => Ok(a),
-        Value::Nil => Ok(Vec::new()),
-        other => Err(bad_reply(&format!("{other:?} where an array was expected"))),
-    }
-}
-
-pub(crate) fn int(v: Option<&Value>) -> Result<i64> {
-    match v {
-        Some(Value::Int(i)) => Ok(*i),
-        Some(Value::BulkString(b)) => std::str::from_utf8(b)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| bad_reply("a number")),
-        Some(Value::SimpleString(s)) => s.parse().map_err(|_| bad_reply("a number")),
-        Some(Value::Double(d)) => Ok(*d as i64),
-        _ => Err(bad_reply("a number")),
-    }
-}
-
-fn opt_string(v: Option<Value>) -> Result<Option<String>> {
-    match v {
-        None | Some(Value::Nil) | Some(Value::Boolean(false)) => Ok(None),
-        Some(Value::BulkString(b)) => String::from_utf8(b)
-            .map(Some)
-            .map_err(|_| bad_reply("text")),
-        Some(Value::SimpleString(s)) => Ok(Some(s)),
-        Some(other) => Err(bad_reply(&format!("{other:?} where text was expected"))),
-    }
-}
-
 fn kinds_letter(kinds: KindFilter) -> &'static str {
     match kinds {
         KindFilter::Users => "u",
         KindFilter::Guests => "g",
         KindFilter::All => "a",
     }
-}
-
-/// The first four values of a read script's reply: the space's policy.
-fn config_of(v: &[Value]) -> Result<SpaceConfig> {
-    Ok(SpaceConfig {
-        online_ms: int(v.first())? as Millis,
-        away_ms: int(v.get(1))? as Millis,
-        window_ms: int(v.get(2))? as Millis,
-        retention_ms: int(v.get(3))? as Millis,
-    })
-}
-
-fn meta_of(v: Option<Value>) -> Result<Option<Metadata>> {
-    // Metadata was checked on the way in; text that no longer parses
-    // (written by something else) is dropped rather than failing the read.
-    Ok(opt_string(v)?.and_then(|m| Metadata::from_json(&m).ok()))
-}
-
-/// `{-1, retention}`: the window asked for is out of range.
-fn window_error(v: &[Value], asked: Option<Millis>) -> Result<Option<Error>> {
-    if int(v.first())? == -1 {
-        return Ok(Some(
-            InvalidInput::WindowOutOfRange {
-                window_ms: asked.unwrap_or(0),
-                max_ms: int(v.get(1))? as Millis,
-            }
-            .into(),
-        ));
-    }
-    Ok(None)
 }
 
 /// The cursor after the last member of a most-recent-first page. Ties of

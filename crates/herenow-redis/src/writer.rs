@@ -31,9 +31,9 @@ use herenow_core::{
 use crate::RedisOptions;
 use crate::buffer::{Pending, WriteBuffer};
 use crate::conn::Conn;
+use crate::reply::{array, timed};
 use crate::scripts;
 use crate::shard::{self, Sharding};
-use crate::store::map_err;
 
 /// How often one store re-marks a space it writes to in the space registry.
 /// The sweep drops a space from the registry only when it is empty and was
@@ -83,7 +83,7 @@ pub(crate) fn tally(outcomes: &[Outcome]) -> [u64; 3] {
 
 /// Reads the heartbeat script's reply: one outcome byte per entry.
 fn outcomes_of(v: Value, entries: usize) -> Result<Vec<Outcome>> {
-    let v = crate::store::array(v)?;
+    let v = array(v)?;
     let bytes = match v.into_iter().nth(3) {
         Some(Value::BulkString(b)) => b,
         Some(Value::SimpleString(s)) => s.into_bytes(),
@@ -633,21 +633,6 @@ fn jitter(d: Duration) -> Duration {
     // retries, without a dependency.
     let r = std::collections::hash_map::RandomState::new().hash_one(Instant::now());
     d / 2 + d.mul_f64((r % 1_000) as f64 / 2_000.0)
-}
-
-pub(crate) async fn timed<T>(
-    timeout: Duration,
-    what: &'static str,
-    f: impl Future<Output = RedisResult<T>>,
-) -> Result<T> {
-    match tokio::time::timeout(timeout, f).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(map_err(what, e)),
-        Err(_) => Err(Error::Unavailable {
-            reason: format!("redis did not answer {what} within {timeout:?}"),
-            source: None,
-        }),
-    }
 }
 
 #[cfg(test)]

@@ -37,7 +37,9 @@ use herenow_core::{
     Millis, Page, Result, SpaceName,
 };
 
-use super::{Cursor, Item, KeyTemplate, SeedLayoutStore, bad_reply, members_of, page_of};
+use crate::reply::bad_reply;
+
+use super::{Cursor, Item, KeyTemplate, SeedLayoutStore, members_of, page_of};
 
 /// What `{minute}` becomes in the scratch key of counts.
 pub(super) const TEMP_PART: &str = "herenow-count";

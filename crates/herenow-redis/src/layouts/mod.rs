@@ -71,7 +71,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use redis::{RedisError, RedisResult, Value};
+use redis::{RedisResult, Value};
 
 use herenow_core::cursor;
 use herenow_core::store::check_batch;
@@ -83,6 +83,7 @@ use herenow_core::{
 };
 
 use crate::conn::{Conn, Target};
+use crate::reply::{bad_reply, timed};
 
 /// Which of the seeds' key layouts a [`SeedLayoutStore`] reads and writes
 /// (`--redis-layout`). Parses from `sorted-set`, `minute-buckets`,
@@ -612,48 +613,6 @@ impl SeedLayoutStore {
 
 fn bad_config(why: &'static str) -> Error {
     Error::Invalid(InvalidInput::BadConfig { why })
-}
-
-/// Runs one Redis call under `timeout`, mapping failures.
-async fn timed<T>(
-    timeout: Duration,
-    what: &'static str,
-    f: impl Future<Output = RedisResult<T>>,
-) -> Result<T> {
-    match tokio::time::timeout(timeout, f).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(map_err(what, e)),
-        Err(_) => Err(Error::Unavailable {
-            reason: format!("redis did not answer {what} within {timeout:?}"),
-            source: None,
-        }),
-    }
-}
-
-/// Connection trouble and timeouts are retryable. A key of the wrong type
-/// (the template names a key the seed's code does not use that way), a
-/// cross-slot command or a reply of the wrong shape are not.
-fn map_err(what: &'static str, e: RedisError) -> Error {
-    use redis::ErrorKind as K;
-    use redis::ServerErrorKind as S;
-    let bug = match e.kind() {
-        K::Parse | K::UnexpectedReturnType => true,
-        K::Server(S::CrossSlot) => true,
-        K::Server(S::ResponseError) => e.detail().is_some_and(|d| d.contains("script")),
-        _ => e.code() == Some("WRONGTYPE"),
-    };
-    if bug {
-        Error::Internal(format!("redis {what}: {e}"))
-    } else {
-        Error::Unavailable {
-            reason: format!("redis {what} failed: {e}"),
-            source: Some(Box::new(e)),
-        }
-    }
-}
-
-fn bad_reply(what: &str) -> Error {
-    Error::Internal(format!("unexpected reply from redis: {what}"))
 }
 
 /// A member id read from Redis. The seed's code may have written ids

@@ -28,7 +28,9 @@ use herenow_core::{
     Order, Page, Result, SpaceName, TickReport,
 };
 
-use super::{Cursor, Item, SeedLayoutStore, bad_reply, member_id, page_of};
+use crate::reply::bad_reply;
+
+use super::{Cursor, Item, SeedLayoutStore, member_id, page_of};
 
 /// ARGV: now ms, away ms, then (seconds, id) pairs. Returns accepted,
 /// joined, stale. A member joins when it was offline (absent, or last seen

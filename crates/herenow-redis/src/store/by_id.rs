@@ -31,7 +31,8 @@ use herenow_core::{
 
 use herenow_core::cursor::IdCursor;
 
-use super::{RedisStore, array, bad_reply, int, opt_string, window_error};
+use super::RedisStore;
+use crate::reply::{array, bad_reply, int, opt_string, window_error};
 use crate::scripts;
 
 /// Most ids one slice reads: one short script call.

@@ -24,8 +24,9 @@ use herenow_core::{
     Metadata, Millis, Result, SpaceName, limits,
 };
 
-use super::{RedisStore, array, bad_reply, int, opt_string};
+use super::RedisStore;
 use crate::conn_scripts;
+use crate::reply::{array, bad_reply, int, opt_string};
 use crate::shard::{self, claim_shard};
 use crate::writer::SpaceKeys;
 
