@@ -3,8 +3,9 @@
 //! presence state of their own and any number of them share one Redis.
 //!
 //! Build it with [`RedisStore::connect`] from a spec:
-//! `redis://HOST:PORT[/DB]` (one server, through a reconnecting connection
-//! manager) or `redis+cluster://H1:P1,H2:P2,…` (seed nodes of a cluster).
+//! `redis://HOST:PORT[/DB]` (one server, through redis-rs' reconnecting
+//! `ConnectionManager`) or `redis+cluster://H1:P1,H2:P2,…` (seed nodes of
+//! a cluster).
 //! Every command runs under a timeout ([`RedisOptions::timeout`]) and every
 //! failure to reach Redis is [`Error::Unavailable`](herenow_core::Error):
 //! the store never hangs and never falls back to memory. "Now" comes from
@@ -100,7 +101,7 @@
 //! call joins the space's queue, and one task per space writes what waits in
 //! rounds (two in flight at once), merged to one entry per member (newest
 //! time, latest metadata), in script calls of at most 1,000 members sent
-//! together on the multiplexed connection. Each call still learns its own
+//! together on the multiplexed client. Each call still learns its own
 //! accepted / joined / stale counts: the script reports every entry's
 //! outcome, and exactly one call counts a member's `join`. A heartbeat without
 //! an explicit time is stamped with its round's time (milliseconds after the
@@ -131,13 +132,13 @@
 //! socket's state replayed after an outage would describe sockets that may
 //! be long gone.
 //!
-//! Modules: [`conn`] (targets and the connection), [`scripts`],
+//! Modules: [`client`] (targets and the client of Redis), [`scripts`],
 //! [`conn_scripts`] (live connections), [`events`], [`buffer`], [`shard`]
 //! (big spaces), the write path with its replayer and the coalescing of
 //! heartbeats, and the store itself.
 
 pub mod buffer;
-pub mod conn;
+pub mod client;
 pub mod conn_scripts;
 pub mod events;
 mod flush;

@@ -25,7 +25,7 @@ use herenow_core::{
 };
 
 use crate::buffer::Pending;
-use crate::conn::{Conn, Target};
+use crate::client::{RedisClient, Target};
 use crate::events::Router;
 use crate::flush::Flusher;
 use crate::reply::{array, bad_reply, config_of, int, meta_of, opt_string, timed, window_error};
@@ -129,7 +129,7 @@ pub struct RedisStats {
 /// [`Error::Unavailable`] within the timeout. The task stops on
 /// [`shutdown`](Self::shutdown) or when the store is dropped.
 pub struct RedisStore {
-    conn: Conn,
+    client: RedisClient,
     cluster: bool,
     clock: Arc<dyn Clock>,
     defaults: SpaceConfig,
@@ -171,14 +171,14 @@ impl RedisStore {
         let target = Target::parse(spec)?;
         let router = Arc::new(Router::default());
         let push_router = router.clone();
-        let conn = timed(
+        let client = timed(
             options.timeout,
             "connect",
-            Conn::open(&target, options.timeout, move |info| push_router.push(info)),
+            RedisClient::open(&target, options.timeout, move |info| push_router.push(info)),
         )
         .await?;
         let writer = Writer::new(
-            conn.clone(),
+            client.clone(),
             target.is_cluster(),
             clock.clone(),
             defaults,
@@ -194,7 +194,7 @@ impl RedisStore {
         };
         let replayer = tokio::spawn(writer::run(writer.clone(), tuning, stopped));
         Ok(RedisStore {
-            conn,
+            client,
             cluster: target.is_cluster(),
             clock,
             defaults,
@@ -393,7 +393,7 @@ impl RedisStore {
                 inv.arg(members[i].kind.letter())
                     .arg(members[i].id.as_str());
             }
-            let mut c = self.conn.clone();
+            let mut c = self.client.clone();
             async move {
                 let v: Value = self
                     .io("status", async { inv.invoke_async(&mut c).await })
@@ -440,7 +440,7 @@ impl RedisStore {
     /// Unsubscribes from channels nobody listens to any more.
     async fn prune_channels(&self) {
         for channel in self.router.take_idle() {
-            let mut c = self.conn.clone();
+            let mut c = self.client.clone();
             // A failure only leaves a subscription whose messages are
             // ignored; the next prune does not retry it, which is harmless.
             let _ = self
@@ -466,7 +466,7 @@ impl RedisStore {
             let now = self.clock.now_ms();
             let (names, touched) = self.registry();
             let cutoff = now.saturating_sub(2 * TOUCH_EVERY_MS);
-            let mut c = self.conn.clone();
+            let mut c = self.client.clone();
             let dropped: i64 = self
                 .io("unregister", async {
                     scripts::UNREGISTER
@@ -507,7 +507,7 @@ impl RedisStore {
                 .arg(&self.owner)
                 .arg(lease_ms)
                 .arg(self.opts.tick_budget);
-            let mut c = self.conn.clone();
+            let mut c = self.client.clone();
             let v: Value = self
                 .io("tick", async { inv.invoke_async(&mut c).await })
                 .await?;
@@ -834,7 +834,7 @@ impl PresenceStore for RedisStore {
                 };
                 let shards = self.writer.all_keys(space);
                 let calls = shards.iter().map(|k| {
-                    let mut c = self.conn.clone();
+                    let mut c = self.client.clone();
                     let (cs, ck, cm) = (&cs, ck, cm);
                     async move {
                         let v: Value = self
@@ -908,7 +908,7 @@ impl PresenceStore for RedisStore {
         let now = self.clock.now_ms();
         let shards = self.writer.all_keys(space);
         let calls = shards.iter().map(|k| {
-            let mut c = self.conn.clone();
+            let mut c = self.client.clone();
             async move {
                 let v: Value = self
                     .io("count", async {
@@ -939,7 +939,7 @@ impl PresenceStore for RedisStore {
 
     async fn config(&self, space: &SpaceName) -> Result<SpaceConfig> {
         let k = self.keys(space);
-        let mut c = self.conn.clone();
+        let mut c = self.client.clone();
         let v: Vec<Option<Millis>> = self
             .io("config", async {
                 c.hmget(&k.config, &["online", "away", "window", "retention"])
@@ -970,7 +970,7 @@ impl PresenceStore for RedisStore {
         let now = self.clock.now_ms();
         let shards = self.writer.all_keys(space);
         let calls = shards.iter().map(|k| {
-            let mut c = self.conn.clone();
+            let mut c = self.client.clone();
             self.io("set_config", async move {
                 scripts::SET_CONFIG
                     .key(&k.state)
@@ -996,7 +996,7 @@ impl PresenceStore for RedisStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let mut c = self.conn.clone();
+        let mut c = self.client.clone();
         let found: Vec<String> = self
             .io("spaces", async {
                 redis::cmd("ZRANGEBYLEX")
@@ -1016,7 +1016,7 @@ impl PresenceStore for RedisStore {
             .collect();
         let counts = futures::future::try_join_all(spaces.iter().map(|s| {
             let shards = self.writer.all_keys(s);
-            let mut c = self.conn.clone();
+            let mut c = self.client.clone();
             self.io("spaces", async move {
                 let mut n = Counts::default();
                 for k in &shards {
@@ -1046,7 +1046,7 @@ impl PresenceStore for RedisStore {
             return Err(InvalidInput::TooManyFriends { len: set.len() }.into());
         }
         let key = self.friends_key(user);
-        let mut c = self.conn.clone();
+        let mut c = self.client.clone();
         let n: i64 = self
             .io("set_friends", async {
                 let mut inv = scripts::SET_FRIENDS.prepare_invoke();
@@ -1068,7 +1068,7 @@ impl PresenceStore for RedisStore {
             .map(MemberId::as_str)
             .collect();
         let key = self.friends_key(user);
-        let mut c = self.conn.clone();
+        let mut c = self.client.clone();
         let n: i64 = self
             .io("add_friends", async {
                 let mut inv = scripts::ADD_FRIENDS.prepare_invoke();
@@ -1088,7 +1088,7 @@ impl PresenceStore for RedisStore {
     async fn remove_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
         check_batch(friends.len())?;
         let key = self.friends_key(user);
-        let mut c = self.conn.clone();
+        let mut c = self.client.clone();
         let n: i64 = self
             .io("remove_friends", async {
                 let mut inv = scripts::REMOVE_FRIENDS.prepare_invoke();
@@ -1104,7 +1104,7 @@ impl PresenceStore for RedisStore {
 
     async fn friends(&self, user: &MemberId) -> Result<Vec<MemberId>> {
         let key = self.friends_key(user);
-        let mut c = self.conn.clone();
+        let mut c = self.client.clone();
         let ids: Vec<String> = self.io("friends", async { c.smembers(&key).await }).await?;
         let mut out: Vec<MemberId> = ids.iter().filter_map(|i| MemberId::new(i).ok()).collect();
         out.sort_unstable();
@@ -1127,7 +1127,7 @@ impl PresenceStore for RedisStore {
                     .router
                     .add_pending_as(id, &k.channel, space, tx.clone());
                 if new {
-                    let mut c = self.conn.clone();
+                    let mut c = self.client.clone();
                     let channel = k.channel.clone();
                     if let Err(e) = self
                         .io("subscribe", async move { c.subscribe(&channel).await })
@@ -1149,7 +1149,7 @@ impl PresenceStore for RedisStore {
         // which ones it does.
         let now = self.clock.now_ms();
         let snaps = futures::future::try_join_all(shards.iter().map(|k| {
-            let mut c = self.conn.clone();
+            let mut c = self.client.clone();
             async move {
                 let v: Value = self
                     .io("subscribe", async {
@@ -1213,7 +1213,7 @@ impl PresenceStore for RedisStore {
         let (names, _) = self.registry();
         let mut start = "-".to_owned();
         loop {
-            let mut c = self.conn.clone();
+            let mut c = self.client.clone();
             let batch: Vec<String> = self
                 .io("tick", async {
                     redis::cmd("ZRANGEBYLEX")

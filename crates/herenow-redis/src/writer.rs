@@ -6,7 +6,7 @@
 //! The replayer is one task per store. While writes are held it pings Redis
 //! with a jittered, doubling backoff; once Redis answers it takes bounded
 //! batches of one space from the buffer and writes several of them at once
-//! (the multiplexed connection pipelines them), with the same scripts a
+//! (the multiplexed client pipelines them), with the same scripts a
 //! direct call uses. Heartbeats carry their buffered times, so a newer
 //! heartbeat that reached Redis first still wins; leaves carry their time
 //! too, so a replayed leave never removes a newer heartbeat. While writes
@@ -30,7 +30,7 @@ use herenow_core::{
 
 use crate::RedisOptions;
 use crate::buffer::{Pending, WriteBuffer};
-use crate::conn::Conn;
+use crate::client::RedisClient;
 use crate::reply::{array, timed};
 use crate::scripts;
 use crate::shard::{self, Sharding};
@@ -166,7 +166,7 @@ pub(crate) struct ReplayTuning {
 /// Everything a write needs. Cheap to clone: the replayer has its own.
 #[derive(Clone)]
 pub(crate) struct Writer {
-    pub conn: Conn,
+    pub client: RedisClient,
     pub cluster: bool,
     pub clock: Arc<dyn Clock>,
     pub defaults: SpaceConfig,
@@ -183,7 +183,7 @@ impl Writer {
     /// The write path for a store connected with `opts` (whose shard
     /// counts the caller has checked).
     pub fn new(
-        conn: Conn,
+        client: RedisClient,
         cluster: bool,
         clock: Arc<dyn Clock>,
         defaults: SpaceConfig,
@@ -191,7 +191,7 @@ impl Writer {
     ) -> Self {
         Writer {
             sharding: Arc::new(Sharding::new(opts.shards, opts.space_shards.clone())),
-            conn,
+            client,
             cluster,
             clock,
             defaults,
@@ -303,7 +303,7 @@ impl Writer {
     }
 
     pub async fn ping(&self) -> Result<()> {
-        let mut c = self.conn.clone();
+        let mut c = self.client.clone();
         self.io("ping", async move {
             let _: Value = redis::cmd("PING").query_async(&mut c).await?;
             Ok(())
@@ -323,7 +323,7 @@ impl Writer {
         }
         let (names, touched) = self.registry();
         let shards = self.shards(space);
-        let mut c = self.conn.clone();
+        let mut c = self.client.clone();
         let r: i64 = self
             .io("register", async move {
                 scripts::REGISTER
@@ -362,7 +362,7 @@ impl Writer {
     /// Registers the space and runs the heartbeat script: one entry per
     /// member (the caller coalesces), split by shard, at most
     /// [`SCRIPT_BATCH`] members per script call, the calls sent at once (the
-    /// multiplexed connection pipelines them; on a cluster each goes to its
+    /// multiplexed client pipelines them; on a cluster each goes to its
     /// shard's node). Returns the script's outcome for each entry, in order
     /// (see [`Outcome`]). Entries at `now` without metadata cost one
     /// argument each (the script's argument list is described at
@@ -439,7 +439,7 @@ impl Writer {
                     .arg(meta.map_or("", |m| m.as_json()));
             }
         }
-        let mut c = self.conn.clone();
+        let mut c = self.client.clone();
         let v: Value = self
             .io("heartbeat", async { inv.invoke_async(&mut c).await })
             .await?;
@@ -475,7 +475,7 @@ impl Writer {
                     .arg(m.id.as_str())
                     .arg(upto.map_or(String::new(), |t| t.to_string()));
             }
-            let mut c = self.conn.clone();
+            let mut c = self.client.clone();
             async move {
                 let n: i64 = self
                     .io("leave", async { inv.invoke_async(&mut c).await })

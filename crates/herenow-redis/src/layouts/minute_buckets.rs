@@ -152,7 +152,7 @@ pub(super) async fn heartbeat(
             inv.key(k);
         }
         inv.arg(ttl).arg(&ids);
-        let mut c = s.conn.clone();
+        let mut c = s.client.clone();
         let joined: u64 = s.io("heartbeat", inv.invoke_async(&mut c)).await?;
         report.accepted += ids.len() as u64;
         report.joined += joined;
@@ -181,7 +181,7 @@ pub(super) async fn leave(
             inv.key(k);
         }
         inv.arg(s.policy_buckets()).arg(&ids);
-        let mut c = s.conn.clone();
+        let mut c = s.client.clone();
         present += s.io("leave", inv.invoke_async::<u64>(&mut c)).await?;
     }
     Ok(present)
@@ -209,7 +209,7 @@ pub(super) async fn status(
                 cmd.arg(members[i].id.as_str());
             }
         }
-        let mut c = s.conn.clone();
+        let mut c = s.client.clone();
         let found: Vec<Vec<i64>> = s.io("status", pipe.query_async(&mut c)).await?;
         if found.len() != buckets.len() || found.iter().any(|f| f.len() != at.len()) {
             return Err(bad_reply("SMISMEMBER answered a different number of flags"));
@@ -243,7 +243,7 @@ pub(super) async fn list(
         for k in &keys {
             pipe.cmd("SMEMBERS").arg(k);
         }
-        let mut c = s.conn.clone();
+        let mut c = s.client.clone();
         let sets: Vec<Value> = s.io("list", pipe.query_async(&mut c)).await?;
         if sets.len() != buckets.len() {
             return Err(bad_reply("SMEMBERS answered a different number of sets"));

@@ -82,7 +82,7 @@ use herenow_core::{
     TickReport, limits,
 };
 
-use crate::conn::{Conn, Target};
+use crate::client::{RedisClient, Target};
 use crate::reply::{bad_reply, timed};
 
 /// Which of the seeds' key layouts a [`SeedLayoutStore`] reads and writes
@@ -270,7 +270,7 @@ impl Default for LayoutOptions {
 /// answers. Cheap to share as `Arc<dyn PresenceStore>`; any number of
 /// stores, and the seed's own code, may use the same keys.
 pub struct SeedLayoutStore {
-    conn: Conn,
+    client: RedisClient,
     layout: SeedLayout,
     users: KeyTemplate,
     guests: Option<KeyTemplate>,
@@ -337,14 +337,14 @@ impl SeedLayoutStore {
                 "expire_batch, tick_batches and max_scan must be positive",
             ));
         }
-        let conn = timed(
+        let client = timed(
             options.timeout,
             "connect",
-            Conn::open(&target, options.timeout, |_| {}),
+            RedisClient::open(&target, options.timeout, |_| {}),
         )
         .await?;
         let store = SeedLayoutStore {
-            conn,
+            client,
             layout,
             users,
             guests,
@@ -355,7 +355,7 @@ impl SeedLayoutStore {
             label: format!("redis layout {}", layout.as_str()),
         };
         // Fail now, loudly, rather than at the first heartbeat.
-        let mut c = store.conn.clone();
+        let mut c = store.client.clone();
         store
             .io("ping", redis::cmd("PING").query_async::<()>(&mut c))
             .await?;
@@ -589,7 +589,7 @@ impl SeedLayoutStore {
         for k in sets {
             inv.key(k);
         }
-        let mut c = self.conn.clone();
+        let mut c = self.client.clone();
         self.io("count", inv.invoke_async(&mut c)).await
     }
 
@@ -600,7 +600,7 @@ impl SeedLayoutStore {
         for k in sets {
             pipe.cmd("SCARD").arg(k);
         }
-        let mut c = self.conn.clone();
+        let mut c = self.client.clone();
         let sizes: Vec<u64> = self.io("list", pipe.query_async(&mut c)).await?;
         if sizes.iter().sum::<u64>() > self.opts.max_scan as u64 {
             return Err(

@@ -145,7 +145,7 @@ pub(super) async fn heartbeat(
         }
         let mut inv = HEARTBEAT.prepare_invoke();
         inv.key(&pair(s.template(kind)?, space)[..]).arg(&ids);
-        let mut c = s.conn.clone();
+        let mut c = s.client.clone();
         report.joined += s.io("heartbeat", inv.invoke_async::<u64>(&mut c)).await?;
         report.accepted += ids.len() as u64;
     }
@@ -169,7 +169,7 @@ pub(super) async fn leave(
         }
         let mut inv = LEAVE.prepare_invoke();
         inv.key(&pair(s.template(kind)?, space)[..]).arg(&ids);
-        let mut c = s.conn.clone();
+        let mut c = s.client.clone();
         present += s.io("leave", inv.invoke_async::<u64>(&mut c)).await?;
     }
     Ok(present)
@@ -189,7 +189,7 @@ pub(super) async fn list(
     for (kind, t) in s.kinds(query.kinds)? {
         let keys = pair(t, space);
         s.check_scan(&keys).await?;
-        let mut c = s.conn.clone();
+        let mut c = s.client.clone();
         let union: Value = s
             .io(
                 "list",
@@ -242,7 +242,7 @@ pub(super) async fn tick(s: &SeedLayoutStore) -> Result<TickReport> {
                 .key(t.render(&space, MARK_PART))
                 .arg(now)
                 .arg(period);
-            let mut c = s.conn.clone();
+            let mut c = s.client.clone();
             let started = Instant::now();
             let (_rotated, gone, still): (u64, u64, u64) =
                 s.io("rotate", inv.invoke_async(&mut c)).await?;

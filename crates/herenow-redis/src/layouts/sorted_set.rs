@@ -188,7 +188,7 @@ pub(super) async fn heartbeat(
         if !any {
             continue;
         }
-        let mut c = s.conn.clone();
+        let mut c = s.client.clone();
         let (accepted, joined, stale): (u64, u64, u64) =
             s.io("heartbeat", inv.invoke_async(&mut c)).await?;
         report.accepted += accepted;
@@ -219,7 +219,7 @@ pub(super) async fn leave(
             .arg(now)
             .arg(s.policy.retention_ms)
             .arg(&ids);
-        let mut c = s.conn.clone();
+        let mut c = s.client.clone();
         present += s.io("leave", inv.invoke_async::<u64>(&mut c)).await?;
     }
     Ok(present)
@@ -244,7 +244,7 @@ pub(super) async fn status(
         for &i in &at {
             cmd.arg(members[i].id.as_str());
         }
-        let mut c = s.conn.clone();
+        let mut c = s.client.clone();
         let scores: Vec<Option<f64>> = s.io("status", cmd.query_async(&mut c)).await?;
         if scores.len() != at.len() {
             return Err(bad_reply("ZMSCORE answered a different number of scores"));
@@ -274,7 +274,7 @@ pub(super) async fn list(
         let read = match query.order {
             Order::Recent => recent(s, &key, kind, &min, cursor, query.limit).await?,
             Order::Id => {
-                let mut c = s.conn.clone();
+                let mut c = s.client.clone();
                 let n: u64 = s
                     .io(
                         "count",
@@ -333,7 +333,7 @@ async fn recent(
     let mut kept: Vec<Item> = Vec::new();
     let mut offset = 0;
     loop {
-        let mut c = s.conn.clone();
+        let mut c = s.client.clone();
         let v: Value = s
             .io(
                 "list",
@@ -382,7 +382,7 @@ pub(super) async fn count(
     let min = ms_score(now.saturating_sub(window));
     let mut counts = Counts::default();
     for (kind, t) in s.kinds(herenow_core::KindFilter::All)? {
-        let mut c = s.conn.clone();
+        let mut c = s.client.clone();
         let n: u64 = s
             .io(
                 "count",
@@ -416,7 +416,7 @@ pub(super) async fn tick(s: &SeedLayoutStore) -> Result<TickReport> {
             for _ in 0..s.opts.tick_batches {
                 let mut inv = EXPIRE_BATCH.prepare_invoke();
                 inv.key(&key).arg(&max).arg(s.opts.expire_batch);
-                let mut c = s.conn.clone();
+                let mut c = s.client.clone();
                 let started = Instant::now();
                 let (removed, still): (u64, u64) = s.io("expire", inv.invoke_async(&mut c)).await?;
                 report.max_hold_us = report.max_hold_us.max(started.elapsed().as_micros() as u64);

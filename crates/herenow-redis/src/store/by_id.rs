@@ -220,7 +220,7 @@ impl RedisStore {
             None => (String::new(), String::new()),
             Some((s, m)) => (s.to_string(), m),
         };
-        let mut c = self.conn.clone();
+        let mut c = self.client.clone();
         let v: Value = self
             .io("list", async {
                 scripts::ID_SLICE

@@ -90,7 +90,7 @@ impl RedisStore {
             .arg(if a.invisible { "1" } else { "0" })
             .arg(now.saturating_add(a.ttl_ms))
             .arg(limits::MAX_CONNS_PER_MEMBER);
-        let mut c = self.conn.clone();
+        let mut c = self.client.clone();
         let v: Value = self
             .io("attach", async { inv.invoke_async(&mut c).await })
             .await?;
@@ -127,7 +127,7 @@ impl RedisStore {
             .arg(member.kind.letter())
             .arg(member.id.as_str())
             .arg(conn.as_str());
-        let mut c = self.conn.clone();
+        let mut c = self.client.clone();
         let detach = self.io("detach", async { inv.invoke_async::<Value>(&mut c).await });
         let v = if self.writer.shards(space) > 1 {
             // The claim goes with the connection (a claim that is not this
@@ -161,7 +161,7 @@ impl RedisStore {
                 let m = &members[i];
                 inv.arg(format!("{}:{}", m.kind.letter(), m.id.as_str()));
             }
-            let mut c = self.conn.clone();
+            let mut c = self.client.clone();
             async move {
                 let v: Value = self
                     .io("connections", async { inv.invoke_async(&mut c).await })
@@ -215,7 +215,7 @@ impl RedisStore {
     ) -> Result<bool> {
         let key = self.claim_key(space, conn);
         let owner = format!("{}:{}", member.kind.letter(), member.id.as_str());
-        let mut c = self.conn.clone();
+        let mut c = self.client.clone();
         let got: i64 = self
             .io("attach", async {
                 conn_scripts::CLAIM
@@ -233,7 +233,7 @@ impl RedisStore {
     async fn release(&self, space: &SpaceName, member: &MemberKey, conn: &ConnId) -> Result<()> {
         let key = self.claim_key(space, conn);
         let owner = format!("{}:{}", member.kind.letter(), member.id.as_str());
-        let mut c = self.conn.clone();
+        let mut c = self.client.clone();
         let _: i64 = self
             .io("detach", async {
                 conn_scripts::RELEASE
