@@ -50,10 +50,10 @@
 //! # Big spaces: shards
 //!
 //! A space may be split over N shard keys ([`RedisOptions::shards`], or per
-//! space [`RedisOptions::space_shards`]; see [`shard`]): shard 0 is the
+//! space [`RedisOptions::space_shards`]; see [`keys`]): shard 0 is the
 //! layout above, `P:{S}:…`, so N = 1 is exactly the unsharded layout;
 //! shard k ≥ 1 is the same set of keys under the tag `{S#k}`, in a slot of
-//! its own. A member always lives in shard [`shard::shard_of`] (FNV-1a of
+//! its own. A member always lives in shard [`keys::shard_of`] (FNV-1a of
 //! kind and id, modulo N) with its metadata and connections; each shard
 //! has its own event channel and sequence, watermarks, sweep lease and a
 //! copy of the space's policy. Heartbeats and leaves are split per shard
@@ -133,7 +133,7 @@
 //! be long gone.
 //!
 //! Modules: [`client`] (targets and the client of Redis), [`scripts`],
-//! [`conn_scripts`] (live connections), [`events`], [`buffer`], [`shard`]
+//! [`conn_scripts`] (live connections), [`events`], [`buffer`], [`keys`]
 //! (big spaces), the write path with its replayer and the coalescing of
 //! heartbeats, and the store itself.
 
@@ -142,13 +142,17 @@ pub mod client;
 pub mod conn_scripts;
 pub mod events;
 mod flush;
+pub mod keys;
 pub mod layouts;
 mod reply;
 pub mod scripts;
-pub mod shard;
 mod store;
 mod writer;
 
 pub use layouts::{KeyTemplate, LayoutOptions, SeedLayout, SeedLayoutStore};
 pub use store::{RedisOptions, RedisStats, RedisStore};
 pub use writer::PROBE_EVERY;
+
+// The module's name before key naming joined it; `shard::shard_of` and
+// `shard::MAX_SHARDS` keep working.
+pub use keys as shard;

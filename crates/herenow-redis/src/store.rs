@@ -28,9 +28,9 @@ use crate::buffer::Pending;
 use crate::client::{RedisClient, Target};
 use crate::events::Router;
 use crate::flush::Flusher;
+use crate::keys::{Keys, SpaceKeys};
 use crate::reply::{array, bad_reply, config_of, int, meta_of, opt_string, timed, window_error};
-use crate::shard::Sharding;
-use crate::writer::{self, BeatArg, ReplayTuning, SpaceKeys, TOUCH_EVERY_MS, Writer};
+use crate::writer::{self, BeatArg, ReplayTuning, TOUCH_EVERY_MS, Writer};
 use crate::{conn_scripts, scripts};
 
 /// Tuning of a [`RedisStore`].
@@ -71,11 +71,11 @@ pub struct RedisOptions {
     /// listing answers [`Error::Unsupported`] naming the limit; listing
     /// most recent first has no such limit.
     pub id_order_max: usize,
-    /// Shard keys per space (1 to [`MAX_SHARDS`](crate::shard::MAX_SHARDS)):
+    /// Shard keys per space (1 to [`MAX_SHARDS`](crate::keys::MAX_SHARDS)):
     /// a space with more than one keeps its members in that many copies of
     /// the layout, each under its own hash tag, spread over a cluster's
     /// slots, so one space can outgrow one sorted set and one node (see
-    /// [`crate::shard`]). 1, the default, is the unsharded layout. Every
+    /// [`crate::keys`]). 1, the default, is the unsharded layout. Every
     /// server on one Redis must agree: a space keeps the count it was
     /// created with, and a store configured otherwise refuses to write to
     /// it.
@@ -162,12 +162,14 @@ impl RedisStore {
         options: RedisOptions,
     ) -> Result<RedisStore> {
         defaults.validate()?;
-        if !Sharding::new(options.shards, options.space_shards.clone()).valid() {
-            return Err(InvalidInput::BadConfig {
-                why: "redis shards must be between 1 and 1024",
-            }
-            .into());
-        }
+        let keys = Keys::new(
+            &options.prefix,
+            options.shards,
+            options.space_shards.clone(),
+        )
+        .ok_or(InvalidInput::BadConfig {
+            why: "redis shards must be between 1 and 1024",
+        })?;
         let target = Target::parse(spec)?;
         let router = Arc::new(Router::default());
         let push_router = router.clone();
@@ -182,6 +184,7 @@ impl RedisStore {
             target.is_cluster(),
             clock.clone(),
             defaults,
+            Arc::new(keys),
             &options,
         );
         // Fail now, loudly, rather than at the first heartbeat.
@@ -257,35 +260,24 @@ impl RedisStore {
     /// them hashes to the same cluster slot. For a space split over several
     /// shards, the keys of shard 0 (see [`shard_keys`](Self::shard_keys)).
     pub fn space_keys(&self, space: &SpaceName) -> Vec<String> {
-        key_names(self.keys(space))
+        self.writer.keys.space(space).names()
     }
 
     /// The names of the keys of every shard of `space`, shard 0 first (one
     /// list for an unsharded space): the keys of one shard share a slot,
-    /// and each shard has its own (see [`crate::shard`]).
+    /// and each shard has its own (see [`crate::keys`]).
     pub fn shard_keys(&self, space: &SpaceName) -> Vec<Vec<String>> {
         self.writer
-            .all_keys(space)
+            .keys
+            .all(space)
             .into_iter()
-            .map(key_names)
+            .map(SpaceKeys::names)
             .collect()
     }
 
     /// How many shard keys `space` is split over.
     pub fn shards_of(&self, space: &SpaceName) -> u16 {
-        self.writer.shards(space)
-    }
-
-    fn keys(&self, space: &SpaceName) -> SpaceKeys {
-        self.writer.keys(space)
-    }
-
-    fn registry(&self) -> (String, String) {
-        self.writer.registry()
-    }
-
-    fn friends_key(&self, user: &MemberId) -> String {
-        format!("{}:friends:{}", self.opts.prefix, user.as_str())
+        self.writer.keys.shards(space)
     }
 
     fn publish_cmd(&self) -> &'static str {
@@ -380,9 +372,12 @@ impl RedisStore {
         members: &[MemberKey],
         now: Millis,
     ) -> Result<(SpaceConfig, Vec<MemberStatus>)> {
-        let groups = self.writer.by_shard(space, members.len(), |i| &members[i]);
+        let groups = self
+            .writer
+            .keys
+            .by_shard(space, members.len(), |i| &members[i]);
         let calls = groups.iter().map(|(shard, idx)| {
-            let k = self.writer.shard_keys(space, *shard);
+            let k = self.writer.keys.shard(space, *shard);
             let mut inv = scripts::STATUS.prepare_invoke();
             inv.key(&k.zu)
                 .key(&k.zg)
@@ -452,7 +447,7 @@ impl RedisStore {
     /// Background work on every shard of `space` (at once), then drops the
     /// space from the registry if nothing is stored in any shard.
     async fn tick_space(&self, space: &SpaceName, report: &mut TickReport) -> Result<()> {
-        let shards = self.writer.all_keys(space);
+        let shards = self.writer.keys.all(space);
         let done = futures::future::try_join_all(shards.iter().map(|k| self.tick_shard(k))).await?;
         let mut left = 0;
         for (r, stored) in done {
@@ -464,7 +459,7 @@ impl RedisStore {
         }
         if left == 0 {
             let now = self.clock.now_ms();
-            let (names, touched) = self.registry();
+            let (names, touched) = self.writer.keys.registry();
             let cutoff = now.saturating_sub(2 * TOUCH_EVERY_MS);
             let mut c = self.client.clone();
             let dropped: i64 = self
@@ -472,7 +467,7 @@ impl RedisStore {
                     scripts::UNREGISTER
                         .key(names)
                         .key(touched)
-                        .key(self.writer.registry_shards())
+                        .key(self.writer.keys.registry_shards())
                         .arg(space.as_str())
                         .arg(cutoff)
                         .invoke_async(&mut c)
@@ -498,7 +493,7 @@ impl RedisStore {
             // Connections first (their own budget), then the watermarks
             // and expiry of members: one script call.
             let mut inv = conn_scripts::SWEEP.prepare_invoke();
-            connections::space_script_keys(&mut inv, k);
+            k.add_to(&mut inv);
             inv.arg(now)
                 .arg(&d[..])
                 .arg(self.publish_cmd())
@@ -563,13 +558,6 @@ fn read_snapshots(snaps: Vec<Vec<Value>>) -> Result<(u64, Vec<u64>, Vec<MemberSt
         }
     }
     Ok((present, seqs, snapshot))
-}
-
-/// A shard's key names, in the order [`RedisStore::space_keys`] lists them.
-fn key_names(k: SpaceKeys) -> Vec<String> {
-    vec![
-        k.zu, k.zg, k.meta, k.state, k.config, k.lease, k.conns, k.cinfo, k.mconn,
-    ]
 }
 
 /// A name for this store on sweep leases: the process id and a random
@@ -832,7 +820,7 @@ impl PresenceStore for RedisStore {
                         c.member.id.as_str(),
                     ),
                 };
-                let shards = self.writer.all_keys(space);
+                let shards = self.writer.keys.all(space);
                 let calls = shards.iter().map(|k| {
                     let mut c = self.client.clone();
                     let (cs, ck, cm) = (&cs, ck, cm);
@@ -906,7 +894,7 @@ impl PresenceStore for RedisStore {
             return Err(self.zero_window(space).await);
         }
         let now = self.clock.now_ms();
-        let shards = self.writer.all_keys(space);
+        let shards = self.writer.keys.all(space);
         let calls = shards.iter().map(|k| {
             let mut c = self.client.clone();
             async move {
@@ -938,7 +926,7 @@ impl PresenceStore for RedisStore {
     }
 
     async fn config(&self, space: &SpaceName) -> Result<SpaceConfig> {
-        let k = self.keys(space);
+        let k = self.writer.keys.space(space);
         let mut c = self.client.clone();
         let v: Vec<Option<Millis>> = self
             .io("config", async {
@@ -968,7 +956,7 @@ impl PresenceStore for RedisStore {
     async fn set_config(&self, space: &SpaceName, config: SpaceConfig) -> Result<()> {
         config.validate()?;
         let now = self.clock.now_ms();
-        let shards = self.writer.all_keys(space);
+        let shards = self.writer.keys.all(space);
         let calls = shards.iter().map(|k| {
             let mut c = self.client.clone();
             self.io("set_config", async move {
@@ -989,7 +977,7 @@ impl PresenceStore for RedisStore {
     }
 
     async fn spaces(&self, after: Option<&SpaceName>, limit: usize) -> Result<Vec<SpaceSummary>> {
-        let (names, _) = self.registry();
+        let (names, _) = self.writer.keys.registry();
         let start = after.map_or("-".to_owned(), |a| format!("({}", a.as_str()));
         // One call lists at most a batch; callers page with `after`.
         let limit = limit.min(limits::MAX_BATCH);
@@ -1015,7 +1003,7 @@ impl PresenceStore for RedisStore {
             .filter_map(|n| SpaceName::new(n).ok())
             .collect();
         let counts = futures::future::try_join_all(spaces.iter().map(|s| {
-            let shards = self.writer.all_keys(s);
+            let shards = self.writer.keys.all(s);
             let mut c = self.client.clone();
             self.io("spaces", async move {
                 let mut n = Counts::default();
@@ -1045,7 +1033,7 @@ impl PresenceStore for RedisStore {
         if set.len() > limits::MAX_FRIENDS {
             return Err(InvalidInput::TooManyFriends { len: set.len() }.into());
         }
-        let key = self.friends_key(user);
+        let key = self.writer.keys.friends(user);
         let mut c = self.client.clone();
         let n: i64 = self
             .io("set_friends", async {
@@ -1067,7 +1055,7 @@ impl PresenceStore for RedisStore {
             .filter(|f| *f != user)
             .map(MemberId::as_str)
             .collect();
-        let key = self.friends_key(user);
+        let key = self.writer.keys.friends(user);
         let mut c = self.client.clone();
         let n: i64 = self
             .io("add_friends", async {
@@ -1087,7 +1075,7 @@ impl PresenceStore for RedisStore {
 
     async fn remove_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
         check_batch(friends.len())?;
-        let key = self.friends_key(user);
+        let key = self.writer.keys.friends(user);
         let mut c = self.client.clone();
         let n: i64 = self
             .io("remove_friends", async {
@@ -1103,7 +1091,7 @@ impl PresenceStore for RedisStore {
     }
 
     async fn friends(&self, user: &MemberId) -> Result<Vec<MemberId>> {
-        let key = self.friends_key(user);
+        let key = self.writer.keys.friends(user);
         let mut c = self.client.clone();
         let ids: Vec<String> = self.io("friends", async { c.smembers(&key).await }).await?;
         let mut out: Vec<MemberId> = ids.iter().filter_map(|i| MemberId::new(i).ok()).collect();
@@ -1116,7 +1104,7 @@ impl PresenceStore for RedisStore {
     /// it reflects: each shard's events are delivered after its own
     /// snapshot, in order.
     async fn subscribe(&self, space: &SpaceName) -> Result<Subscription> {
-        let shards = self.writer.all_keys(space);
+        let shards = self.writer.keys.all(space);
         let (tx, rx) = broadcast::channel(limits::EVENT_QUEUE);
         let id = {
             let _guard = self.sub_lock.lock().await;
@@ -1210,7 +1198,7 @@ impl PresenceStore for RedisStore {
             self.prune_channels().await;
         }
         let mut report = TickReport::default();
-        let (names, _) = self.registry();
+        let (names, _) = self.writer.keys.registry();
         let mut start = "-".to_owned();
         loop {
             let mut c = self.client.clone();

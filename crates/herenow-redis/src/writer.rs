@@ -31,9 +31,9 @@ use herenow_core::{
 use crate::RedisOptions;
 use crate::buffer::{Pending, WriteBuffer};
 use crate::client::RedisClient;
+use crate::keys::{Keys, SpaceKeys};
 use crate::reply::{array, timed};
 use crate::scripts;
-use crate::shard::{self, Sharding};
 
 /// How often one store re-marks a space it writes to in the space registry.
 /// The sweep drops a space from the registry only when it is empty and was
@@ -109,26 +109,6 @@ fn outcomes_of(v: Value, entries: usize) -> Result<Vec<Outcome>> {
         .collect()
 }
 
-/// The names of one shard's keys (of the space itself when it has one
-/// shard): all share the shard's hash tag (see [`crate::shard`]).
-#[derive(Clone)]
-pub(crate) struct SpaceKeys {
-    pub zu: String,
-    pub zg: String,
-    pub meta: String,
-    pub state: String,
-    pub config: String,
-    pub channel: String,
-    /// The sweep lease: who may run background work on the space.
-    pub lease: String,
-    /// Live connections (see [`crate::conn_scripts`]): id → expiry.
-    pub conns: String,
-    /// Connection id → its record (member, visibility, metadata).
-    pub cinfo: String,
-    /// Member → its connection ids and their visibility.
-    pub mconn: String,
-}
-
 /// State shared by a store and its replayer.
 pub(crate) struct Shared {
     /// Writes waiting for Redis.
@@ -170,32 +150,30 @@ pub(crate) struct Writer {
     pub cluster: bool,
     pub clock: Arc<dyn Clock>,
     pub defaults: SpaceConfig,
-    pub prefix: Arc<str>,
     pub timeout: Duration,
     /// When this store last marked each space in the registry.
     touched: Arc<Mutex<HashMap<SpaceName, Millis>>>,
-    /// How many shards each space has.
-    pub sharding: Arc<Sharding>,
+    /// Every key name, and each space's shards.
+    pub keys: Arc<Keys>,
     pub shared: Arc<Shared>,
 }
 
 impl Writer {
-    /// The write path for a store connected with `opts` (whose shard
-    /// counts the caller has checked).
+    /// The write path for a store connected with `opts`.
     pub fn new(
         client: RedisClient,
         cluster: bool,
         clock: Arc<dyn Clock>,
         defaults: SpaceConfig,
+        keys: Arc<Keys>,
         opts: &RedisOptions,
     ) -> Self {
         Writer {
-            sharding: Arc::new(Sharding::new(opts.shards, opts.space_shards.clone())),
+            keys,
             client,
             cluster,
             clock,
             defaults,
-            prefix: opts.prefix.as_str().into(),
             timeout: opts.timeout,
             touched: Arc::new(Mutex::new(HashMap::new())),
             shared: Arc::new(Shared {
@@ -205,78 +183,6 @@ impl Writer {
                 replayed: AtomicU64::new(0),
             }),
         }
-    }
-
-    /// The keys of shard 0: the whole space when it has one shard.
-    pub fn keys(&self, space: &SpaceName) -> SpaceKeys {
-        self.shard_keys(space, 0)
-    }
-
-    /// How many shards `space` has.
-    pub fn shards(&self, space: &SpaceName) -> u16 {
-        self.sharding.of(space)
-    }
-
-    /// The keys of every shard of `space`, shard 0 first.
-    pub fn all_keys(&self, space: &SpaceName) -> Vec<SpaceKeys> {
-        (0..self.shards(space))
-            .map(|k| self.shard_keys(space, k))
-            .collect()
-    }
-
-    /// The keys of shard `k` of `space`.
-    pub fn shard_keys(&self, space: &SpaceName, k: u16) -> SpaceKeys {
-        let base = format!("{}:{}", self.prefix, shard::tag(space, k));
-        SpaceKeys {
-            zu: format!("{base}:u"),
-            zg: format!("{base}:g"),
-            meta: format!("{base}:meta"),
-            state: format!("{base}:state"),
-            config: format!("{base}:config"),
-            channel: format!("{base}:events"),
-            lease: format!("{base}:lease"),
-            conns: format!("{base}:conns"),
-            cinfo: format!("{base}:cinfo"),
-            mconn: format!("{base}:mconn"),
-        }
-    }
-
-    pub fn registry(&self) -> (String, String) {
-        let p = &self.prefix;
-        (
-            format!("{p}:{{spaces}}:names"),
-            format!("{p}:{{spaces}}:touched"),
-        )
-    }
-
-    /// The registry's record of each space's shard count.
-    pub fn registry_shards(&self) -> String {
-        format!("{}:{{spaces}}:shards", self.prefix)
-    }
-
-    /// Groups `n` items by the shard of `member(i)`: `(shard, indices)`,
-    /// in shard order, only shards that have some.
-    pub fn by_shard<'m>(
-        &self,
-        space: &SpaceName,
-        n: usize,
-        member: impl Fn(usize) -> &'m MemberKey,
-    ) -> Vec<(u16, Vec<usize>)> {
-        let shards = self.shards(space);
-        if shards == 1 {
-            return vec![(0, (0..n).collect())];
-        }
-        let mut groups: Vec<Vec<usize>> = vec![Vec::new(); usize::from(shards)];
-        for i in 0..n {
-            let m = member(i);
-            groups[usize::from(shard::shard_of(m.kind, m.id.as_str(), shards))].push(i);
-        }
-        groups
-            .into_iter()
-            .enumerate()
-            .filter(|(_, g)| !g.is_empty())
-            .map(|(k, g)| (k as u16, g))
-            .collect()
     }
 
     pub fn publish_cmd(&self) -> &'static str {
@@ -321,15 +227,15 @@ impl Writer {
         if fresh {
             return Ok(());
         }
-        let (names, touched) = self.registry();
-        let shards = self.shards(space);
+        let (names, touched) = self.keys.registry();
+        let shards = self.keys.shards(space);
         let mut c = self.client.clone();
         let r: i64 = self
             .io("register", async move {
                 scripts::REGISTER
                     .key(names)
                     .key(touched)
-                    .key(self.registry_shards())
+                    .key(self.keys.registry_shards())
                     .arg(space.as_str())
                     .arg(now)
                     .arg(shards)
@@ -374,9 +280,9 @@ impl Writer {
         beats: &[BeatArg<'_>],
     ) -> Result<Vec<Outcome>> {
         self.register(space, now).await?;
-        let groups = self.by_shard(space, beats.len(), |i| beats[i].0);
+        let groups = self.keys.by_shard(space, beats.len(), |i| beats[i].0);
         let calls = groups.iter().flat_map(|(shard, idx)| {
-            let k = self.shard_keys(space, *shard);
+            let k = self.keys.shard(space, *shard);
             idx.chunks(SCRIPT_BATCH)
                 .map(move |chunk| self.heartbeat_call(k.clone(), now, beats, chunk))
         });
@@ -456,9 +362,9 @@ impl Writer {
         now: Millis,
         members: &[(&MemberKey, Option<Millis>)],
     ) -> Result<u64> {
-        let groups = self.by_shard(space, members.len(), |i| members[i].0);
+        let groups = self.keys.by_shard(space, members.len(), |i| members[i].0);
         let calls = groups.iter().map(|(shard, idx)| {
-            let k = self.shard_keys(space, *shard);
+            let k = self.keys.shard(space, *shard);
             let mut inv = scripts::LEAVE.prepare_invoke();
             inv.key(&k.zu)
                 .key(&k.zg)

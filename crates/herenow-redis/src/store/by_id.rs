@@ -87,7 +87,8 @@ impl RedisStore {
         // Every kind asked for, in every shard.
         let parts: Vec<Part> = self
             .writer
-            .all_keys(space)
+            .keys
+            .all(space)
             .into_iter()
             .flat_map(|k| {
                 MemberKind::ALL

@@ -10,12 +10,12 @@
 //!
 //! In a space split over shards, a member's connections live in the
 //! member's shard, and a claim key in the shard the connection id hashes
-//! to keeps ids unique per space (see [`crate::shard`]): an attach claims
+//! to keeps ids unique per space (see [`crate::keys`]): an attach claims
 //! the id first (renewing the claim on every ping), a detach gives it up,
 //! and a connection that just expires leaves its claim to expire in Redis
 //! [`CLAIM_SLACK_MS`] after the connection's TTL.
 
-use redis::{ScriptInvocation, Value};
+use redis::Value;
 
 use herenow_core::conn::sort_connections;
 use herenow_core::store::check_batch;
@@ -27,27 +27,11 @@ use herenow_core::{
 use super::RedisStore;
 use crate::conn_scripts;
 use crate::reply::{array, bad_reply, int, opt_string};
-use crate::shard::{self, claim_shard};
-use crate::writer::SpaceKeys;
 
 /// How long a connection id's claim outlives the connection's TTL: time
 /// for the sweep to close the connection (and for clocks to disagree)
 /// before another member may take the id.
 pub const CLAIM_SLACK_MS: u64 = 10_000;
-
-/// Adds the keys every connection script (and the sweep) takes, in order:
-/// `zu zg meta state config lease conns cinfo mconn`.
-pub(super) fn space_script_keys(inv: &mut ScriptInvocation<'_>, k: &SpaceKeys) {
-    inv.key(&k.zu)
-        .key(&k.zg)
-        .key(&k.meta)
-        .key(&k.state)
-        .key(&k.config)
-        .key(&k.lease)
-        .key(&k.conns)
-        .key(&k.cinfo)
-        .key(&k.mconn);
-}
 
 impl RedisStore {
     /// While writes are held in the buffer (Redis failed and the buffer is
@@ -72,13 +56,13 @@ impl RedisStore {
         self.refuse_while_held()?;
         let now = self.clock.now_ms();
         self.writer.register(space, now).await?;
-        let shards = self.writer.shards(space);
+        let shards = self.writer.keys.shards(space);
         if shards > 1 && !self.claim(space, &a.member, &a.conn, a.ttl_ms).await? {
             return Err(InvalidInput::ConnIdTaken.into());
         }
-        let k = self.member_keys(space, &a.member);
+        let k = self.writer.keys.of_member(space, &a.member);
         let mut inv = conn_scripts::ATTACH.prepare_invoke();
-        space_script_keys(&mut inv, &k);
+        k.add_to(&mut inv);
         inv.arg(now)
             .arg(&self.defaults_args()[..])
             .arg(self.publish_cmd())
@@ -117,9 +101,9 @@ impl RedisStore {
     ) -> Result<DetachReport> {
         self.refuse_while_held()?;
         let now = self.clock.now_ms();
-        let k = self.member_keys(space, member);
+        let k = self.writer.keys.of_member(space, member);
         let mut inv = conn_scripts::DETACH.prepare_invoke();
-        space_script_keys(&mut inv, &k);
+        k.add_to(&mut inv);
         inv.arg(now)
             .arg(&self.defaults_args()[..])
             .arg(self.publish_cmd())
@@ -129,7 +113,7 @@ impl RedisStore {
             .arg(conn.as_str());
         let mut c = self.client.clone();
         let detach = self.io("detach", async { inv.invoke_async::<Value>(&mut c).await });
-        let v = if self.writer.shards(space) > 1 {
+        let v = if self.writer.keys.shards(space) > 1 {
             // The claim goes with the connection (a claim that is not this
             // member's is left alone).
             let (v, released) = futures::join!(detach, self.release(space, member, conn));
@@ -152,9 +136,12 @@ impl RedisStore {
         members: &[MemberKey],
     ) -> Result<Vec<Vec<Connection>>> {
         check_batch(members.len())?;
-        let groups = self.writer.by_shard(space, members.len(), |i| &members[i]);
+        let groups = self
+            .writer
+            .keys
+            .by_shard(space, members.len(), |i| &members[i]);
         let calls = groups.iter().map(|(shard, idx)| {
-            let k = self.writer.shard_keys(space, *shard);
+            let k = self.writer.keys.shard(space, *shard);
             let mut inv = conn_scripts::CONNECTIONS.prepare_invoke();
             inv.key(&k.conns).key(&k.cinfo).key(&k.mconn);
             for &i in idx {
@@ -186,24 +173,6 @@ impl RedisStore {
         Ok(out)
     }
 
-    /// The keys of the shard `member` lives in.
-    fn member_keys(&self, space: &SpaceName, member: &MemberKey) -> SpaceKeys {
-        let n = self.writer.shards(space);
-        self.writer
-            .shard_keys(space, shard::shard_of(member.kind, member.id.as_str(), n))
-    }
-
-    /// The claim key of connection id `conn` (spaces of several shards).
-    fn claim_key(&self, space: &SpaceName, conn: &ConnId) -> String {
-        let n = self.writer.shards(space);
-        format!(
-            "{}:{}:claim:{}",
-            self.opts.prefix,
-            shard::tag(space, claim_shard(conn.as_str(), n)),
-            conn.as_str()
-        )
-    }
-
     /// Claims (or renews) `conn` for `member`; false if another member
     /// holds it.
     async fn claim(
@@ -213,7 +182,7 @@ impl RedisStore {
         conn: &ConnId,
         ttl_ms: u64,
     ) -> Result<bool> {
-        let key = self.claim_key(space, conn);
+        let key = self.writer.keys.claim(space, conn);
         let owner = format!("{}:{}", member.kind.letter(), member.id.as_str());
         let mut c = self.client.clone();
         let got: i64 = self
@@ -231,7 +200,7 @@ impl RedisStore {
 
     /// Gives up `member`'s claim on `conn`, if it holds it.
     async fn release(&self, space: &SpaceName, member: &MemberKey, conn: &ConnId) -> Result<()> {
-        let key = self.claim_key(space, conn);
+        let key = self.writer.keys.claim(space, conn);
         let owner = format!("{}:{}", member.kind.letter(), member.id.as_str());
         let mut c = self.client.clone();
         let _: i64 = self
