@@ -140,18 +140,23 @@
 pub mod buffer;
 pub mod client;
 pub mod conn_scripts;
+mod ctx;
 pub mod events;
 mod flush;
 pub mod keys;
 pub mod layouts;
+mod options;
+mod replay;
 mod reply;
 pub mod scripts;
 mod store;
 mod writer;
 
+pub use ctx::RedisStats;
 pub use layouts::{KeyTemplate, LayoutOptions, SeedLayout, SeedLayoutStore};
-pub use store::{RedisOptions, RedisStats, RedisStore};
-pub use writer::PROBE_EVERY;
+pub use options::RedisOptions;
+pub use replay::PROBE_EVERY;
+pub use store::RedisStore;
 
 // The module's name before key naming joined it; `shard::shard_of` and
 // `shard::MAX_SHARDS` keep working.

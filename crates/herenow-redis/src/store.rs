@@ -4,14 +4,12 @@ mod by_id;
 mod connections;
 
 use std::collections::{BTreeSet, HashMap};
-use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use redis::{AsyncCommands, RedisResult, Value};
+use redis::{AsyncCommands, Value};
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
@@ -26,96 +24,15 @@ use herenow_core::{
 
 use crate::buffer::Pending;
 use crate::client::{RedisClient, Target};
+use crate::ctx::{Ctx, RedisStats};
 use crate::events::Router;
 use crate::flush::Flusher;
 use crate::keys::{Keys, SpaceKeys};
+use crate::options::RedisOptions;
+use crate::replay::{self, ReplayTuning};
 use crate::reply::{array, bad_reply, config_of, int, meta_of, opt_string, timed, window_error};
-use crate::writer::{self, BeatArg, ReplayTuning, TOUCH_EVERY_MS, Writer};
+use crate::writer::{self, BeatArg, TOUCH_EVERY_MS, Writer};
 use crate::{conn_scripts, scripts};
-
-/// Tuning of a [`RedisStore`].
-#[derive(Clone, Debug)]
-pub struct RedisOptions {
-    /// Prefix of every key (`herenow` gives `herenow:{room}:u`). Lets
-    /// several deployments, or tests, share one Redis.
-    pub prefix: String,
-    /// Longest wait for any one command, connecting included. A call that
-    /// takes longer fails with [`Error::Unavailable`].
-    pub timeout: Duration,
-    /// Members one script call of background work may touch in one space;
-    /// separately, the most expired live connections it may close.
-    pub tick_budget: usize,
-    /// Most members (over all spaces) whose heartbeats and leaves wait in
-    /// memory while Redis is unavailable. Members already waiting keep
-    /// being updated at the cap; writes of new members are dropped,
-    /// counted in [`RedisStats::dropped`] and logged.
-    pub buffer_cap: usize,
-    /// Most members one replayed script call writes (at most
-    /// [`limits::MAX_BATCH`]).
-    pub replay_batch: usize,
-    /// First wait before pinging Redis again after a failure; doubles (with
-    /// jitter) up to [`backoff_max`](Self::backoff_max).
-    pub backoff_min: Duration,
-    /// Longest wait between pings while Redis is unavailable.
-    pub backoff_max: Duration,
-    /// How long a space's sweep lease lasts (`P:{S}:lease`, `SET NX PX`):
-    /// with several stores on one Redis only the holder runs background
-    /// work on the space, renewing the lease at each tick. When the holder
-    /// stops ticking another store takes over after at most this long, so
-    /// it should be several tick intervals.
-    pub lease: Duration,
-    /// Most members a window may hold to be listed by id (`order=id`).
-    /// There is no index by id (it would store every member twice): a
-    /// by-id page reads the whole window in bounded slices and sorts it,
-    /// so its cost grows with the window. Past this many members such a
-    /// listing answers [`Error::Unsupported`] naming the limit; listing
-    /// most recent first has no such limit.
-    pub id_order_max: usize,
-    /// Shard keys per space (1 to [`MAX_SHARDS`](crate::keys::MAX_SHARDS)):
-    /// a space with more than one keeps its members in that many copies of
-    /// the layout, each under its own hash tag, spread over a cluster's
-    /// slots, so one space can outgrow one sorted set and one node (see
-    /// [`crate::keys`]). 1, the default, is the unsharded layout. Every
-    /// server on one Redis must agree: a space keeps the count it was
-    /// created with, and a store configured otherwise refuses to write to
-    /// it.
-    pub shards: u16,
-    /// Per-space exceptions to [`shards`](Self::shards), e.g. one huge
-    /// lobby split in 16 while every other space has one shard.
-    pub space_shards: HashMap<SpaceName, u16>,
-}
-
-impl Default for RedisOptions {
-    fn default() -> Self {
-        Self {
-            prefix: "herenow".into(),
-            timeout: Duration::from_secs(2),
-            tick_budget: 2_048,
-            buffer_cap: 1_000_000,
-            replay_batch: 1_000,
-            backoff_min: Duration::from_millis(50),
-            backoff_max: Duration::from_secs(5),
-            lease: Duration::from_secs(10),
-            id_order_max: 10_000,
-            shards: 1,
-            space_shards: HashMap::new(),
-        }
-    }
-}
-
-/// Counters of a [`RedisStore`]'s write buffer, for metrics.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RedisStats {
-    /// Members whose writes wait for Redis now.
-    pub buffered: u64,
-    /// Writes dropped since the start: refused by
-    /// [`RedisOptions::buffer_cap`], or refused by Redis on replay.
-    pub dropped: u64,
-    /// Members written back from the buffer since the start.
-    pub replayed: u64,
-    /// Whether Redis answered the last ping.
-    pub redis_up: bool,
-}
 
 /// A presence store on Redis or Redis Cluster. See the crate documentation
 /// for the key layout. Cheap to share as `Arc<dyn PresenceStore>`; any
@@ -129,17 +46,14 @@ pub struct RedisStats {
 /// [`Error::Unavailable`] within the timeout. The task stops on
 /// [`shutdown`](Self::shutdown) or when the store is dropped.
 pub struct RedisStore {
-    client: RedisClient,
-    cluster: bool,
-    clock: Arc<dyn Clock>,
-    defaults: SpaceConfig,
-    opts: RedisOptions,
+    /// What this store shares with its write path.
+    ctx: Arc<Ctx>,
     router: Arc<Router>,
     /// Serializes (un)subscribing so a channel being dropped is never
     /// dropped after a new subscriber has asked for it.
     sub_lock: tokio::sync::Mutex<()>,
-    /// The write path, shared with the replayer.
-    writer: Writer,
+    /// The write path, shared with the flusher and the replayer.
+    writer: Arc<Writer>,
     /// Per-space queues that merge concurrent heartbeats.
     flusher: Arc<Flusher>,
     /// This store's name on sweep leases.
@@ -179,29 +93,26 @@ impl RedisStore {
             RedisClient::open(&target, options.timeout, move |info| push_router.push(info)),
         )
         .await?;
-        let writer = Writer::new(
-            client.clone(),
-            target.is_cluster(),
-            clock.clone(),
-            defaults,
-            Arc::new(keys),
-            &options,
-        );
-        // Fail now, loudly, rather than at the first heartbeat.
-        writer.ping().await?;
-        let (stop, stopped) = watch::channel(false);
         let tuning = ReplayTuning {
             batch: options.replay_batch.clamp(1, limits::MAX_BATCH),
             backoff_min: options.backoff_min,
             backoff_max: options.backoff_max.max(options.backoff_min),
         };
-        let replayer = tokio::spawn(writer::run(writer.clone(), tuning, stopped));
-        Ok(RedisStore {
+        let ctx = Arc::new(Ctx::new(
             client,
-            cluster: target.is_cluster(),
+            target.is_cluster(),
             clock,
             defaults,
-            opts: options,
+            keys,
+            options,
+        ));
+        // Fail now, loudly, rather than at the first heartbeat.
+        ctx.ping().await?;
+        let writer = Arc::new(Writer::new(ctx.clone()));
+        let (stop, stopped) = watch::channel(false);
+        let replayer = tokio::spawn(replay::run(writer.clone(), tuning, stopped));
+        Ok(RedisStore {
+            ctx,
             router,
             sub_lock: tokio::sync::Mutex::new(()),
             flusher: Flusher::new(writer.clone()),
@@ -220,14 +131,7 @@ impl RedisStore {
 
     /// The write buffer's counters, for metrics.
     pub fn stats(&self) -> RedisStats {
-        let shared = &self.writer.shared;
-        let counts = shared.buffer.counts();
-        RedisStats {
-            buffered: counts.buffered,
-            dropped: counts.dropped,
-            replayed: shared.replayed.load(Ordering::Relaxed),
-            redis_up: shared.up.load(Ordering::SeqCst),
-        }
+        self.ctx.health.stats()
     }
 
     /// Whether Redis answers and every buffered write has been written back:
@@ -235,8 +139,7 @@ impl RedisStore {
     /// (or failed background ping, at most a second after Redis went away)
     /// and true again once the buffer is drained.
     pub fn is_ready(&self) -> bool {
-        let shared = &self.writer.shared;
-        shared.up.load(Ordering::SeqCst) && shared.buffer.is_drained()
+        self.ctx.health.is_ready()
     }
 
     /// Stops the background replayer after one last attempt, bounded by the
@@ -253,21 +156,21 @@ impl RedisStore {
 
     /// The options this store runs with.
     pub fn options(&self) -> &RedisOptions {
-        &self.opts
+        &self.ctx.opts
     }
 
     /// The names of `space`'s keys (for operators and tests): every one of
     /// them hashes to the same cluster slot. For a space split over several
     /// shards, the keys of shard 0 (see [`shard_keys`](Self::shard_keys)).
     pub fn space_keys(&self, space: &SpaceName) -> Vec<String> {
-        self.writer.keys.space(space).names()
+        self.ctx.keys.space(space).names()
     }
 
     /// The names of the keys of every shard of `space`, shard 0 first (one
     /// list for an unsharded space): the keys of one shard share a slot,
     /// and each shard has its own (see [`crate::keys`]).
     pub fn shard_keys(&self, space: &SpaceName) -> Vec<Vec<String>> {
-        self.writer
+        self.ctx
             .keys
             .all(space)
             .into_iter()
@@ -277,25 +180,7 @@ impl RedisStore {
 
     /// How many shard keys `space` is split over.
     pub fn shards_of(&self, space: &SpaceName) -> u16 {
-        self.writer.keys.shards(space)
-    }
-
-    fn publish_cmd(&self) -> &'static str {
-        if self.cluster { "SPUBLISH" } else { "PUBLISH" }
-    }
-
-    /// Runs one Redis call with the store's timeout, mapping failures.
-    async fn io<T>(
-        &self,
-        what: &'static str,
-        f: impl Future<Output = RedisResult<T>>,
-    ) -> Result<T> {
-        self.writer.io(what, f).await
-    }
-
-    fn defaults_args(&self) -> [Millis; 4] {
-        let d = self.defaults;
-        [d.online_ms, d.away_ms, d.window_ms, d.retention_ms]
+        self.ctx.keys.shards(space)
     }
 
     /// The retention of a space, for the error of a zero window.
@@ -323,7 +208,7 @@ impl RedisStore {
         force: bool,
     ) -> Option<Result<HeartbeatReport>> {
         let kept = {
-            let mut held = self.writer.shared.buffer.hold(force)?;
+            let mut held = self.ctx.health.buffer.hold(force)?;
             merged
                 .iter()
                 .filter(|(m, at, meta)| {
@@ -331,7 +216,7 @@ impl RedisStore {
                 })
                 .count() as u64
         };
-        self.writer.shared.wake.notify_one();
+        self.ctx.health.wake.notify_one();
         if kept == 0 {
             return Some(Err(buffer_full()));
         }
@@ -351,13 +236,13 @@ impl RedisStore {
         force: bool,
     ) -> Option<Result<u64>> {
         let kept = {
-            let mut held = self.writer.shared.buffer.hold(force)?;
+            let mut held = self.ctx.health.buffer.hold(force)?;
             members
                 .iter()
                 .filter(|m| held.put(space, (*m).clone(), Pending::leave(now)))
                 .count()
         };
-        self.writer.shared.wake.notify_one();
+        self.ctx.health.wake.notify_one();
         if kept == 0 {
             return Some(Err(buffer_full()));
         }
@@ -373,24 +258,25 @@ impl RedisStore {
         now: Millis,
     ) -> Result<(SpaceConfig, Vec<MemberStatus>)> {
         let groups = self
-            .writer
+            .ctx
             .keys
             .by_shard(space, members.len(), |i| &members[i]);
         let calls = groups.iter().map(|(shard, idx)| {
-            let k = self.writer.keys.shard(space, *shard);
+            let k = self.ctx.keys.shard(space, *shard);
             let mut inv = scripts::STATUS.prepare_invoke();
             inv.key(&k.zu)
                 .key(&k.zg)
                 .key(&k.meta)
                 .key(&k.config)
-                .arg(&self.defaults_args()[..]);
+                .arg(&self.ctx.defaults_args()[..]);
             for &i in idx {
                 inv.arg(members[i].kind.letter())
                     .arg(members[i].id.as_str());
             }
-            let mut c = self.client.clone();
+            let mut c = self.ctx.client.clone();
             async move {
                 let v: Value = self
+                    .ctx
                     .io("status", async { inv.invoke_async(&mut c).await })
                     .await?;
                 array(v)
@@ -435,10 +321,11 @@ impl RedisStore {
     /// Unsubscribes from channels nobody listens to any more.
     async fn prune_channels(&self) {
         for channel in self.router.take_idle() {
-            let mut c = self.client.clone();
+            let mut c = self.ctx.client.clone();
             // A failure only leaves a subscription whose messages are
             // ignored; the next prune does not retry it, which is harmless.
             let _ = self
+                .ctx
                 .io("unsubscribe", async move { c.unsubscribe(&channel).await })
                 .await;
         }
@@ -447,7 +334,7 @@ impl RedisStore {
     /// Background work on every shard of `space` (at once), then drops the
     /// space from the registry if nothing is stored in any shard.
     async fn tick_space(&self, space: &SpaceName, report: &mut TickReport) -> Result<()> {
-        let shards = self.writer.keys.all(space);
+        let shards = self.ctx.keys.all(space);
         let done = futures::future::try_join_all(shards.iter().map(|k| self.tick_shard(k))).await?;
         let mut left = 0;
         for (r, stored) in done {
@@ -458,16 +345,17 @@ impl RedisStore {
             left += stored;
         }
         if left == 0 {
-            let now = self.clock.now_ms();
-            let (names, touched) = self.writer.keys.registry();
+            let now = self.ctx.clock.now_ms();
+            let (names, touched) = self.ctx.keys.registry();
             let cutoff = now.saturating_sub(2 * TOUCH_EVERY_MS);
-            let mut c = self.client.clone();
+            let mut c = self.ctx.client.clone();
             let dropped: i64 = self
+                .ctx
                 .io("unregister", async {
                     scripts::UNREGISTER
                         .key(names)
                         .key(touched)
-                        .key(self.writer.keys.registry_shards())
+                        .key(self.ctx.keys.registry_shards())
                         .arg(space.as_str())
                         .arg(cutoff)
                         .invoke_async(&mut c)
@@ -484,11 +372,11 @@ impl RedisStore {
     /// Returns what it did and how many members and connections the shard
     /// still stores.
     async fn tick_shard(&self, k: &SpaceKeys) -> Result<(TickReport, i64)> {
-        let d = self.defaults_args();
-        let lease_ms = self.opts.lease.as_millis().max(1) as u64;
+        let d = self.ctx.defaults_args();
+        let lease_ms = self.ctx.opts.lease.as_millis().max(1) as u64;
         let mut report = TickReport::default();
         loop {
-            let now = self.clock.now_ms();
+            let now = self.ctx.clock.now_ms();
             let started = Instant::now();
             // Connections first (their own budget), then the watermarks
             // and expiry of members: one script call.
@@ -496,14 +384,15 @@ impl RedisStore {
             k.add_to(&mut inv);
             inv.arg(now)
                 .arg(&d[..])
-                .arg(self.publish_cmd())
+                .arg(self.ctx.publish_cmd())
                 .arg(&k.channel)
-                .arg(self.opts.tick_budget)
+                .arg(self.ctx.opts.tick_budget)
                 .arg(&self.owner)
                 .arg(lease_ms)
-                .arg(self.opts.tick_budget);
-            let mut c = self.client.clone();
+                .arg(self.ctx.opts.tick_budget);
+            let mut c = self.ctx.client.clone();
             let v: Value = self
+                .ctx
                 .io("tick", async { inv.invoke_async(&mut c).await })
                 .await?;
             report.max_hold_us = report.max_hold_us.max(started.elapsed().as_micros() as u64);
@@ -633,7 +522,7 @@ impl Drop for RedisStore {
     fn drop(&mut self) {
         if let Some(h) = self.replayer.get_mut().take() {
             h.abort();
-            let left = self.writer.shared.buffer.counts().buffered;
+            let left = self.ctx.health.buffer.counts().buffered;
             if left > 0 {
                 tracing::warn!(lost = left, "redis store dropped with buffered writes");
             }
@@ -648,12 +537,12 @@ impl PresenceStore for RedisStore {
     }
 
     fn now_ms(&self) -> Millis {
-        self.clock.now_ms()
+        self.ctx.clock.now_ms()
     }
 
     async fn heartbeat(&self, space: &SpaceName, beats: &[Heartbeat]) -> Result<HeartbeatReport> {
         check_batch(beats.len())?;
-        let now = self.clock.now_ms();
+        let now = self.ctx.clock.now_ms();
         let latest = now + limits::MAX_FUTURE_SKEW_MS;
         if let Some(at_ms) = beats.iter().filter_map(|b| b.at_ms).find(|&at| at > latest) {
             return Err(InvalidInput::AtInFuture { at_ms }.into());
@@ -718,7 +607,7 @@ impl PresenceStore for RedisStore {
     /// the members were present is not known until Redis answers.
     async fn leave(&self, space: &SpaceName, members: &[MemberKey]) -> Result<u64> {
         check_batch(members.len())?;
-        let now = self.clock.now_ms();
+        let now = self.ctx.clock.now_ms();
         if let Some(r) = self.buffer_leaves(space, members, now, false) {
             return r;
         }
@@ -760,7 +649,7 @@ impl PresenceStore for RedisStore {
 
     async fn status(&self, space: &SpaceName, members: &[MemberKey]) -> Result<Vec<MemberStatus>> {
         check_batch(members.len())?;
-        let now = self.clock.now_ms();
+        let now = self.ctx.clock.now_ms();
         Ok(self.status_with_config(space, members, now).await?.1)
     }
 
@@ -780,7 +669,7 @@ impl PresenceStore for RedisStore {
             return Ok(Vec::new());
         }
         check_batch(members.len())?;
-        let now = self.clock.now_ms();
+        let now = self.ctx.clock.now_ms();
         let (config, found) = self.status_with_config(space, members, now).await?;
         let window = config.check_window(window_ms.unwrap_or(config.window_ms))?;
         let cutoff = now.saturating_sub(window);
@@ -803,7 +692,7 @@ impl PresenceStore for RedisStore {
         if query.window_ms == Some(0) {
             return Err(self.zero_window(space).await);
         }
-        let now = self.clock.now_ms();
+        let now = self.ctx.clock.now_ms();
         let limit = query.limit;
         let window = query.window_ms.unwrap_or(0);
         match query.order {
@@ -820,19 +709,20 @@ impl PresenceStore for RedisStore {
                         c.member.id.as_str(),
                     ),
                 };
-                let shards = self.writer.keys.all(space);
+                let shards = self.ctx.keys.all(space);
                 let calls = shards.iter().map(|k| {
-                    let mut c = self.client.clone();
+                    let mut c = self.ctx.client.clone();
                     let (cs, ck, cm) = (&cs, ck, cm);
                     async move {
                         let v: Value = self
+                            .ctx
                             .io("list", async {
                                 scripts::LIST_RECENT
                                     .key(&k.zu)
                                     .key(&k.zg)
                                     .key(&k.meta)
                                     .key(&k.config)
-                                    .arg(&self.defaults_args()[..])
+                                    .arg(&self.ctx.defaults_args()[..])
                                     .arg(now)
                                     .arg(window)
                                     .arg(limit)
@@ -893,18 +783,19 @@ impl PresenceStore for RedisStore {
         if window_ms == Some(0) {
             return Err(self.zero_window(space).await);
         }
-        let now = self.clock.now_ms();
-        let shards = self.writer.keys.all(space);
+        let now = self.ctx.clock.now_ms();
+        let shards = self.ctx.keys.all(space);
         let calls = shards.iter().map(|k| {
-            let mut c = self.client.clone();
+            let mut c = self.ctx.client.clone();
             async move {
                 let v: Value = self
+                    .ctx
                     .io("count", async {
                         scripts::COUNT
                             .key(&k.zu)
                             .key(&k.zg)
                             .key(&k.config)
-                            .arg(&self.defaults_args()[..])
+                            .arg(&self.ctx.defaults_args()[..])
                             .arg(now)
                             .arg(window_ms.unwrap_or(0))
                             .invoke_async(&mut c)
@@ -926,9 +817,10 @@ impl PresenceStore for RedisStore {
     }
 
     async fn config(&self, space: &SpaceName) -> Result<SpaceConfig> {
-        let k = self.writer.keys.space(space);
-        let mut c = self.client.clone();
+        let k = self.ctx.keys.space(space);
+        let mut c = self.ctx.client.clone();
         let v: Vec<Option<Millis>> = self
+            .ctx
             .io("config", async {
                 c.hmget(&k.config, &["online", "away", "window", "retention"])
                     .await
@@ -946,7 +838,7 @@ impl PresenceStore for RedisStore {
                 window_ms: *window_ms,
                 retention_ms: *retention_ms,
             }),
-            _ => Ok(self.defaults),
+            _ => Ok(self.ctx.defaults),
         }
     }
 
@@ -955,11 +847,11 @@ impl PresenceStore for RedisStore {
     /// shards disagreeing until it is repeated.
     async fn set_config(&self, space: &SpaceName, config: SpaceConfig) -> Result<()> {
         config.validate()?;
-        let now = self.clock.now_ms();
-        let shards = self.writer.keys.all(space);
+        let now = self.ctx.clock.now_ms();
+        let shards = self.ctx.keys.all(space);
         let calls = shards.iter().map(|k| {
-            let mut c = self.client.clone();
-            self.io("set_config", async move {
+            let mut c = self.ctx.client.clone();
+            self.ctx.io("set_config", async move {
                 scripts::SET_CONFIG
                     .key(&k.state)
                     .key(&k.config)
@@ -977,15 +869,16 @@ impl PresenceStore for RedisStore {
     }
 
     async fn spaces(&self, after: Option<&SpaceName>, limit: usize) -> Result<Vec<SpaceSummary>> {
-        let (names, _) = self.writer.keys.registry();
+        let (names, _) = self.ctx.keys.registry();
         let start = after.map_or("-".to_owned(), |a| format!("({}", a.as_str()));
         // One call lists at most a batch; callers page with `after`.
         let limit = limit.min(limits::MAX_BATCH);
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let mut c = self.client.clone();
+        let mut c = self.ctx.client.clone();
         let found: Vec<String> = self
+            .ctx
             .io("spaces", async {
                 redis::cmd("ZRANGEBYLEX")
                     .arg(&names)
@@ -1003,9 +896,9 @@ impl PresenceStore for RedisStore {
             .filter_map(|n| SpaceName::new(n).ok())
             .collect();
         let counts = futures::future::try_join_all(spaces.iter().map(|s| {
-            let shards = self.writer.keys.all(s);
-            let mut c = self.client.clone();
-            self.io("spaces", async move {
+            let shards = self.ctx.keys.all(s);
+            let mut c = self.ctx.client.clone();
+            self.ctx.io("spaces", async move {
                 let mut n = Counts::default();
                 for k in &shards {
                     let users: u64 = c.zcard(&k.zu).await?;
@@ -1033,9 +926,10 @@ impl PresenceStore for RedisStore {
         if set.len() > limits::MAX_FRIENDS {
             return Err(InvalidInput::TooManyFriends { len: set.len() }.into());
         }
-        let key = self.writer.keys.friends(user);
-        let mut c = self.client.clone();
+        let key = self.ctx.keys.friends(user);
+        let mut c = self.ctx.client.clone();
         let n: i64 = self
+            .ctx
             .io("set_friends", async {
                 let mut inv = scripts::SET_FRIENDS.prepare_invoke();
                 inv.key(&key);
@@ -1055,9 +949,10 @@ impl PresenceStore for RedisStore {
             .filter(|f| *f != user)
             .map(MemberId::as_str)
             .collect();
-        let key = self.writer.keys.friends(user);
-        let mut c = self.client.clone();
+        let key = self.ctx.keys.friends(user);
+        let mut c = self.ctx.client.clone();
         let n: i64 = self
+            .ctx
             .io("add_friends", async {
                 let mut inv = scripts::ADD_FRIENDS.prepare_invoke();
                 inv.key(&key).arg(limits::MAX_FRIENDS);
@@ -1075,9 +970,10 @@ impl PresenceStore for RedisStore {
 
     async fn remove_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
         check_batch(friends.len())?;
-        let key = self.writer.keys.friends(user);
-        let mut c = self.client.clone();
+        let key = self.ctx.keys.friends(user);
+        let mut c = self.ctx.client.clone();
         let n: i64 = self
+            .ctx
             .io("remove_friends", async {
                 let mut inv = scripts::REMOVE_FRIENDS.prepare_invoke();
                 inv.key(&key);
@@ -1091,9 +987,12 @@ impl PresenceStore for RedisStore {
     }
 
     async fn friends(&self, user: &MemberId) -> Result<Vec<MemberId>> {
-        let key = self.writer.keys.friends(user);
-        let mut c = self.client.clone();
-        let ids: Vec<String> = self.io("friends", async { c.smembers(&key).await }).await?;
+        let key = self.ctx.keys.friends(user);
+        let mut c = self.ctx.client.clone();
+        let ids: Vec<String> = self
+            .ctx
+            .io("friends", async { c.smembers(&key).await })
+            .await?;
         let mut out: Vec<MemberId> = ids.iter().filter_map(|i| MemberId::new(i).ok()).collect();
         out.sort_unstable();
         Ok(out)
@@ -1104,7 +1003,7 @@ impl PresenceStore for RedisStore {
     /// it reflects: each shard's events are delivered after its own
     /// snapshot, in order.
     async fn subscribe(&self, space: &SpaceName) -> Result<Subscription> {
-        let shards = self.writer.keys.all(space);
+        let shards = self.ctx.keys.all(space);
         let (tx, rx) = broadcast::channel(limits::EVENT_QUEUE);
         let id = {
             let _guard = self.sub_lock.lock().await;
@@ -1115,9 +1014,10 @@ impl PresenceStore for RedisStore {
                     .router
                     .add_pending_as(id, &k.channel, space, tx.clone());
                 if new {
-                    let mut c = self.client.clone();
+                    let mut c = self.ctx.client.clone();
                     let channel = k.channel.clone();
                     if let Err(e) = self
+                        .ctx
                         .io("subscribe", async move { c.subscribe(&channel).await })
                         .await
                     {
@@ -1135,11 +1035,12 @@ impl PresenceStore for RedisStore {
         // Subscribed first, snapshot second: every event the snapshot does
         // not reflect arrives on the channel, and the sequence number says
         // which ones it does.
-        let now = self.clock.now_ms();
+        let now = self.ctx.clock.now_ms();
         let snaps = futures::future::try_join_all(shards.iter().map(|k| {
-            let mut c = self.client.clone();
+            let mut c = self.ctx.client.clone();
             async move {
                 let v: Value = self
+                    .ctx
                     .io("subscribe", async {
                         scripts::SNAPSHOT
                             .key(&k.zu)
@@ -1148,7 +1049,7 @@ impl PresenceStore for RedisStore {
                             .key(&k.state)
                             .key(&k.config)
                             .arg(now)
-                            .arg(&self.defaults_args()[..])
+                            .arg(&self.ctx.defaults_args()[..])
                             .arg(limits::MAX_SNAPSHOT)
                             .invoke_async(&mut c)
                             .await
@@ -1198,11 +1099,12 @@ impl PresenceStore for RedisStore {
             self.prune_channels().await;
         }
         let mut report = TickReport::default();
-        let (names, _) = self.writer.keys.registry();
+        let (names, _) = self.ctx.keys.registry();
         let mut start = "-".to_owned();
         loop {
-            let mut c = self.client.clone();
+            let mut c = self.ctx.client.clone();
             let batch: Vec<String> = self
+                .ctx
                 .io("tick", async {
                     redis::cmd("ZRANGEBYLEX")
                         .arg(&names)

@@ -1,38 +1,20 @@
-//! The write path shared by the store and its background replayer:
-//! heartbeat and leave scripts, the space registry, the timeout on every
-//! call, and the loop that writes the [`WriteBuffer`] back when Redis
-//! answers again.
-//!
-//! The replayer is one task per store. While writes are held it pings Redis
-//! with a jittered, doubling backoff; once Redis answers it takes bounded
-//! batches of one space from the buffer and writes several of them at once
-//! (the multiplexed client pipelines them), with the same scripts a
-//! direct call uses. Heartbeats carry their buffered times, so a newer
-//! heartbeat that reached Redis first still wins; leaves carry their time
-//! too, so a replayed leave never removes a newer heartbeat. While writes
-//! are not held it pings once a [`PROBE_EVERY`], so readiness notices an
-//! outage even when no request does.
+//! The write path: the heartbeat and leave scripts split per shard and
+//! sent together, and the registry mark that lets the sweep find a space.
+//! Used by direct calls, by the heartbeat flusher (`flush.rs`) and by the
+//! replayer (`replay.rs`), so a buffered write reaches Redis through the
+//! same scripts as a direct one.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::hash::BuildHasher;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redis::{RedisResult, Value};
-use tokio::sync::{Notify, watch};
+use redis::Value;
 
-use herenow_core::{
-    Clock, Error, MemberKey, MemberKind, Metadata, Millis, Result, SpaceConfig, SpaceName,
-};
+use herenow_core::{Error, MemberKey, MemberKind, Metadata, Millis, Result, SpaceName};
 
-use crate::RedisOptions;
-use crate::buffer::{Pending, WriteBuffer};
-use crate::client::RedisClient;
-use crate::keys::{Keys, SpaceKeys};
-use crate::reply::{array, timed};
+use crate::ctx::Ctx;
+use crate::keys::SpaceKeys;
+use crate::reply::array;
 use crate::scripts;
 
 /// How often one store re-marks a space it writes to in the space registry.
@@ -40,13 +22,6 @@ use crate::scripts;
 /// not marked for twice this long, so a writer's cached mark is never stale
 /// when the sweep looks.
 pub(crate) const TOUCH_EVERY_MS: Millis = 60_000;
-
-/// How often a healthy store pings Redis, so that readiness turns false
-/// during an outage nobody has written or read through yet.
-pub const PROBE_EVERY: Duration = Duration::from_secs(1);
-
-/// Batches the replayer writes at once.
-const REPLAY_CONCURRENCY: usize = 8;
 
 /// Most members one heartbeat script call writes: about a millisecond of
 /// Redis's time, so a big batch never blocks it for long. Bigger batches
@@ -109,112 +84,30 @@ fn outcomes_of(v: Value, entries: usize) -> Result<Vec<Outcome>> {
         .collect()
 }
 
-/// State shared by a store and its replayer.
-pub(crate) struct Shared {
-    /// Writes waiting for Redis.
-    pub buffer: WriteBuffer,
-    /// Whether Redis answered the replayer's last ping (or nothing failed
-    /// yet).
-    pub up: AtomicBool,
-    /// Wakes the replayer: a write was buffered or a call failed.
-    pub wake: Notify,
-    /// Members written back from the buffer since the start.
-    pub replayed: AtomicU64,
-}
-
-impl Shared {
-    /// A call could not reach Redis: hold writes until the replayer has
-    /// seen Redis answer and drained the buffer.
-    fn failed(&self) {
-        self.buffer.start_holding();
-        self.wake.notify_one();
-    }
-}
-
 /// A heartbeat as the script takes it: member, time, metadata (`None`
 /// keeps what the member had).
 pub(crate) type BeatArg<'a> = (&'a MemberKey, Millis, Option<&'a Metadata>);
 
-/// How the replayer backs off and how much it writes at once.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ReplayTuning {
-    pub batch: usize,
-    pub backoff_min: Duration,
-    pub backoff_max: Duration,
-}
-
-/// Everything a write needs. Cheap to clone: the replayer has its own.
-#[derive(Clone)]
+/// Writes heartbeats and leaves for one store. Shared (behind an `Arc`) by
+/// the store, its flusher and its replayer.
 pub(crate) struct Writer {
-    pub client: RedisClient,
-    pub cluster: bool,
-    pub clock: Arc<dyn Clock>,
-    pub defaults: SpaceConfig,
-    pub timeout: Duration,
+    ctx: Arc<Ctx>,
     /// When this store last marked each space in the registry.
-    touched: Arc<Mutex<HashMap<SpaceName, Millis>>>,
-    /// Every key name, and each space's shards.
-    pub keys: Arc<Keys>,
-    pub shared: Arc<Shared>,
+    touched: Mutex<HashMap<SpaceName, Millis>>,
 }
 
 impl Writer {
-    /// The write path for a store connected with `opts`.
-    pub fn new(
-        client: RedisClient,
-        cluster: bool,
-        clock: Arc<dyn Clock>,
-        defaults: SpaceConfig,
-        keys: Arc<Keys>,
-        opts: &RedisOptions,
-    ) -> Self {
+    /// The write path of the store whose context is `ctx`.
+    pub fn new(ctx: Arc<Ctx>) -> Self {
         Writer {
-            keys,
-            client,
-            cluster,
-            clock,
-            defaults,
-            timeout: opts.timeout,
-            touched: Arc::new(Mutex::new(HashMap::new())),
-            shared: Arc::new(Shared {
-                buffer: WriteBuffer::new(opts.buffer_cap),
-                up: AtomicBool::new(true),
-                wake: Notify::new(),
-                replayed: AtomicU64::new(0),
-            }),
+            ctx,
+            touched: Mutex::new(HashMap::new()),
         }
     }
 
-    pub fn publish_cmd(&self) -> &'static str {
-        if self.cluster { "SPUBLISH" } else { "PUBLISH" }
-    }
-
-    pub fn defaults_args(&self) -> [Millis; 4] {
-        let d = self.defaults;
-        [d.online_ms, d.away_ms, d.window_ms, d.retention_ms]
-    }
-
-    /// Runs one Redis call with the timeout, mapping failures. A failure to
-    /// reach Redis also holds writes in the buffer until Redis answers.
-    pub async fn io<T>(
-        &self,
-        what: &'static str,
-        f: impl Future<Output = RedisResult<T>>,
-    ) -> Result<T> {
-        let r = timed(self.timeout, what, f).await;
-        if let Err(Error::Unavailable { .. }) = &r {
-            self.shared.failed();
-        }
-        r
-    }
-
-    pub async fn ping(&self) -> Result<()> {
-        let mut c = self.client.clone();
-        self.io("ping", async move {
-            let _: Value = redis::cmd("PING").query_async(&mut c).await?;
-            Ok(())
-        })
-        .await
+    /// The context it writes with.
+    pub fn ctx(&self) -> &Ctx {
+        &self.ctx
     }
 
     /// Marks `space` in the registry unless this store did so recently.
@@ -227,15 +120,16 @@ impl Writer {
         if fresh {
             return Ok(());
         }
-        let (names, touched) = self.keys.registry();
-        let shards = self.keys.shards(space);
-        let mut c = self.client.clone();
+        let (names, touched) = self.ctx.keys.registry();
+        let shards = self.ctx.keys.shards(space);
+        let mut c = self.ctx.client.clone();
         let r: i64 = self
+            .ctx
             .io("register", async move {
                 scripts::REGISTER
                     .key(names)
                     .key(touched)
-                    .key(self.keys.registry_shards())
+                    .key(self.ctx.keys.registry_shards())
                     .arg(space.as_str())
                     .arg(now)
                     .arg(shards)
@@ -280,9 +174,9 @@ impl Writer {
         beats: &[BeatArg<'_>],
     ) -> Result<Vec<Outcome>> {
         self.register(space, now).await?;
-        let groups = self.keys.by_shard(space, beats.len(), |i| beats[i].0);
+        let groups = self.ctx.keys.by_shard(space, beats.len(), |i| beats[i].0);
         let calls = groups.iter().flat_map(|(shard, idx)| {
-            let k = self.keys.shard(space, *shard);
+            let k = self.ctx.keys.shard(space, *shard);
             idx.chunks(SCRIPT_BATCH)
                 .map(move |chunk| self.heartbeat_call(k.clone(), now, beats, chunk))
         });
@@ -329,8 +223,8 @@ impl Writer {
             .key(&k.state)
             .key(&k.config)
             .arg(now)
-            .arg(&self.defaults_args()[..])
-            .arg(self.publish_cmd())
+            .arg(&self.ctx.defaults_args()[..])
+            .arg(self.ctx.publish_cmd())
             .arg(&k.channel)
             .arg(users)
             .arg(chunk.len() - users);
@@ -345,8 +239,9 @@ impl Writer {
                     .arg(meta.map_or("", |m| m.as_json()));
             }
         }
-        let mut c = self.client.clone();
+        let mut c = self.ctx.client.clone();
         let v: Value = self
+            .ctx
             .io("heartbeat", async { inv.invoke_async(&mut c).await })
             .await?;
         let got = outcomes_of(v, order.len())?;
@@ -362,9 +257,12 @@ impl Writer {
         now: Millis,
         members: &[(&MemberKey, Option<Millis>)],
     ) -> Result<u64> {
-        let groups = self.keys.by_shard(space, members.len(), |i| members[i].0);
+        let groups = self
+            .ctx
+            .keys
+            .by_shard(space, members.len(), |i| members[i].0);
         let calls = groups.iter().map(|(shard, idx)| {
-            let k = self.keys.shard(space, *shard);
+            let k = self.ctx.keys.shard(space, *shard);
             let mut inv = scripts::LEAVE.prepare_invoke();
             inv.key(&k.zu)
                 .key(&k.zg)
@@ -372,8 +270,8 @@ impl Writer {
                 .key(&k.state)
                 .key(&k.config)
                 .arg(now)
-                .arg(&self.defaults_args()[..])
-                .arg(self.publish_cmd())
+                .arg(&self.ctx.defaults_args()[..])
+                .arg(self.ctx.publish_cmd())
                 .arg(&k.channel);
             for &i in idx {
                 let (m, upto) = members[i];
@@ -381,9 +279,10 @@ impl Writer {
                     .arg(m.id.as_str())
                     .arg(upto.map_or(String::new(), |t| t.to_string()));
             }
-            let mut c = self.client.clone();
+            let mut c = self.ctx.client.clone();
             async move {
                 let n: i64 = self
+                    .ctx
                     .io("leave", async { inv.invoke_async(&mut c).await })
                     .await?;
                 Ok::<_, Error>(n as u64)
@@ -393,166 +292,5 @@ impl Writer {
             .await?
             .into_iter()
             .sum())
-    }
-
-    /// Writes one batch taken from the buffer: its leaves first, then the
-    /// heartbeats that came after them.
-    async fn replay(&self, space: &SpaceName, items: &[(MemberKey, Pending)]) -> Result<()> {
-        let now = self.clock.now_ms();
-        let leaves: Vec<(&MemberKey, Option<Millis>)> = items
-            .iter()
-            .filter_map(|(m, p)| p.leave.map(|at| (m, Some(at))))
-            .collect();
-        if !leaves.is_empty() {
-            self.write_leaves(space, now, &leaves).await?;
-        }
-        let beats: Vec<BeatArg<'_>> = items
-            .iter()
-            .filter_map(|(m, p)| p.beat.as_ref().map(|b| (m, b.at, b.meta.as_ref())))
-            .collect();
-        if !beats.is_empty() {
-            self.write_beats(space, now, &beats).await?;
-        }
-        Ok(())
-    }
-
-    /// Writes everything buffered, [`REPLAY_CONCURRENCY`] batches at a time.
-    /// A batch Redis could not take goes back into the buffer and ends the
-    /// drain with the error; a batch Redis refused as a bug is dropped
-    /// (retrying it would fail forever) and counted.
-    async fn drain(&self, batch: usize) -> Result<()> {
-        let buffer = &self.shared.buffer;
-        loop {
-            let mut taken = Vec::new();
-            while taken.len() < REPLAY_CONCURRENCY {
-                match buffer.take(batch) {
-                    Some(t) => taken.push(t),
-                    None => break,
-                }
-            }
-            if taken.is_empty() {
-                return Ok(());
-            }
-            let results =
-                futures::future::join_all(taken.iter().map(|(s, items)| self.replay(s, items)))
-                    .await;
-            let mut failed = None;
-            for ((space, items), r) in taken.into_iter().zip(results) {
-                match r {
-                    Ok(()) => {
-                        self.shared
-                            .replayed
-                            .fetch_add(items.len() as u64, Ordering::Relaxed);
-                    }
-                    Err(e @ Error::Unavailable { .. }) => {
-                        buffer.restore(&space, items);
-                        failed = Some(e);
-                    }
-                    Err(e) => {
-                        tracing::error!(
-                            space = space.as_str(),
-                            members = items.len(),
-                            error = %e,
-                            "redis refused buffered writes; they are dropped"
-                        );
-                        buffer.add_dropped(items.len() as u64);
-                    }
-                }
-            }
-            if let Some(e) = failed {
-                return Err(e);
-            }
-        }
-    }
-}
-
-/// The replayer: see the module documentation. Runs until `stop` changes
-/// (or its sender is dropped), then makes one last attempt, bounded by the
-/// timeout, to write what is buffered.
-pub(crate) async fn run(w: Writer, tuning: ReplayTuning, mut stop: watch::Receiver<bool>) {
-    let shared = w.shared.clone();
-    let mut backoff = tuning.backoff_min;
-    loop {
-        if !shared.buffer.holding() {
-            tokio::select! {
-                _ = stop.changed() => break,
-                _ = shared.wake.notified() => {}
-                _ = tokio::time::sleep(PROBE_EVERY) => {}
-            }
-            if !shared.buffer.holding() {
-                // A failed probe holds writes by itself (see `io`).
-                let _ = w.ping().await;
-                continue;
-            }
-        }
-        let r = match w.ping().await {
-            Ok(()) => w.drain(tuning.batch).await,
-            Err(e) => Err(e),
-        };
-        match r {
-            Ok(()) => {
-                backoff = tuning.backoff_min;
-                if !shared.up.swap(true, Ordering::SeqCst) {
-                    tracing::info!("redis answers again; writing buffered heartbeats back");
-                }
-                if shared.buffer.settle() {
-                    tracing::info!(
-                        replayed = shared.replayed.load(Ordering::Relaxed),
-                        "write buffer drained; writing to redis directly"
-                    );
-                }
-            }
-            Err(e) => {
-                if shared.up.swap(false, Ordering::SeqCst) {
-                    tracing::warn!(
-                        error = %e,
-                        "redis unavailable: heartbeats and leaves are buffered until it answers"
-                    );
-                }
-                tokio::select! {
-                    _ = stop.changed() => break,
-                    _ = tokio::time::sleep(jitter(backoff)) => {}
-                }
-                backoff = (backoff * 2).min(tuning.backoff_max);
-            }
-        }
-    }
-    if shared.buffer.counts().buffered > 0 {
-        let last = async {
-            w.ping().await?;
-            w.drain(tuning.batch).await
-        };
-        match tokio::time::timeout(w.timeout, last).await {
-            Ok(Ok(())) => {}
-            _ => tracing::warn!(
-                lost = shared.buffer.counts().buffered,
-                "store stopped with buffered writes redis did not take"
-            ),
-        }
-    }
-}
-
-/// Somewhere between half of `d` and `d`, so that stores restarted together
-/// do not reconnect in lockstep.
-fn jitter(d: Duration) -> Duration {
-    // A fresh RandomState is randomly keyed: enough randomness for spreading
-    // retries, without a dependency.
-    let r = std::collections::hash_map::RandomState::new().hash_one(Instant::now());
-    d / 2 + d.mul_f64((r % 1_000) as f64 / 2_000.0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn jitter_stays_within_half_and_whole() {
-        for ms in [50, 400, 5_000] {
-            let d = Duration::from_millis(ms);
-            for _ in 0..100 {
-                let j = jitter(d);
-                assert!(j >= d / 2 && j <= d, "{j:?} for {d:?}");
-            }
-        }
     }
 }

@@ -38,7 +38,7 @@ impl RedisStore {
     /// not written back yet), connection writes are refused rather than
     /// buffered or slipped past the buffered heartbeats.
     fn refuse_while_held(&self) -> Result<()> {
-        if self.writer.shared.buffer.holding() {
+        if self.ctx.health.buffer.holding() {
             return Err(Error::Unavailable {
                 reason: "redis is unavailable; live connections are not buffered, retry later"
                     .into(),
@@ -54,18 +54,18 @@ impl RedisStore {
     pub(super) async fn attach_conn(&self, space: &SpaceName, a: &Attach) -> Result<AttachReport> {
         a.check()?;
         self.refuse_while_held()?;
-        let now = self.clock.now_ms();
+        let now = self.ctx.clock.now_ms();
         self.writer.register(space, now).await?;
-        let shards = self.writer.keys.shards(space);
+        let shards = self.ctx.keys.shards(space);
         if shards > 1 && !self.claim(space, &a.member, &a.conn, a.ttl_ms).await? {
             return Err(InvalidInput::ConnIdTaken.into());
         }
-        let k = self.writer.keys.of_member(space, &a.member);
+        let k = self.ctx.keys.of_member(space, &a.member);
         let mut inv = conn_scripts::ATTACH.prepare_invoke();
         k.add_to(&mut inv);
         inv.arg(now)
-            .arg(&self.defaults_args()[..])
-            .arg(self.publish_cmd())
+            .arg(&self.ctx.defaults_args()[..])
+            .arg(self.ctx.publish_cmd())
             .arg(&k.channel)
             .arg(a.member.kind.letter())
             .arg(a.member.id.as_str())
@@ -74,8 +74,9 @@ impl RedisStore {
             .arg(if a.invisible { "1" } else { "0" })
             .arg(now.saturating_add(a.ttl_ms))
             .arg(limits::MAX_CONNS_PER_MEMBER);
-        let mut c = self.client.clone();
+        let mut c = self.ctx.client.clone();
         let v: Value = self
+            .ctx
             .io("attach", async { inv.invoke_async(&mut c).await })
             .await?;
         let v = array(v)?;
@@ -100,20 +101,22 @@ impl RedisStore {
         conn: &ConnId,
     ) -> Result<DetachReport> {
         self.refuse_while_held()?;
-        let now = self.clock.now_ms();
-        let k = self.writer.keys.of_member(space, member);
+        let now = self.ctx.clock.now_ms();
+        let k = self.ctx.keys.of_member(space, member);
         let mut inv = conn_scripts::DETACH.prepare_invoke();
         k.add_to(&mut inv);
         inv.arg(now)
-            .arg(&self.defaults_args()[..])
-            .arg(self.publish_cmd())
+            .arg(&self.ctx.defaults_args()[..])
+            .arg(self.ctx.publish_cmd())
             .arg(&k.channel)
             .arg(member.kind.letter())
             .arg(member.id.as_str())
             .arg(conn.as_str());
-        let mut c = self.client.clone();
-        let detach = self.io("detach", async { inv.invoke_async::<Value>(&mut c).await });
-        let v = if self.writer.keys.shards(space) > 1 {
+        let mut c = self.ctx.client.clone();
+        let detach = self
+            .ctx
+            .io("detach", async { inv.invoke_async::<Value>(&mut c).await });
+        let v = if self.ctx.keys.shards(space) > 1 {
             // The claim goes with the connection (a claim that is not this
             // member's is left alone).
             let (v, released) = futures::join!(detach, self.release(space, member, conn));
@@ -137,20 +140,21 @@ impl RedisStore {
     ) -> Result<Vec<Vec<Connection>>> {
         check_batch(members.len())?;
         let groups = self
-            .writer
+            .ctx
             .keys
             .by_shard(space, members.len(), |i| &members[i]);
         let calls = groups.iter().map(|(shard, idx)| {
-            let k = self.writer.keys.shard(space, *shard);
+            let k = self.ctx.keys.shard(space, *shard);
             let mut inv = conn_scripts::CONNECTIONS.prepare_invoke();
             inv.key(&k.conns).key(&k.cinfo).key(&k.mconn);
             for &i in idx {
                 let m = &members[i];
                 inv.arg(format!("{}:{}", m.kind.letter(), m.id.as_str()));
             }
-            let mut c = self.client.clone();
+            let mut c = self.ctx.client.clone();
             async move {
                 let v: Value = self
+                    .ctx
                     .io("connections", async { inv.invoke_async(&mut c).await })
                     .await?;
                 let parts = array(v)?;
@@ -182,10 +186,11 @@ impl RedisStore {
         conn: &ConnId,
         ttl_ms: u64,
     ) -> Result<bool> {
-        let key = self.writer.keys.claim(space, conn);
+        let key = self.ctx.keys.claim(space, conn);
         let owner = format!("{}:{}", member.kind.letter(), member.id.as_str());
-        let mut c = self.client.clone();
+        let mut c = self.ctx.client.clone();
         let got: i64 = self
+            .ctx
             .io("attach", async {
                 conn_scripts::CLAIM
                     .key(&key)
@@ -200,10 +205,11 @@ impl RedisStore {
 
     /// Gives up `member`'s claim on `conn`, if it holds it.
     async fn release(&self, space: &SpaceName, member: &MemberKey, conn: &ConnId) -> Result<()> {
-        let key = self.writer.keys.claim(space, conn);
+        let key = self.ctx.keys.claim(space, conn);
         let owner = format!("{}:{}", member.kind.letter(), member.id.as_str());
-        let mut c = self.client.clone();
+        let mut c = self.ctx.client.clone();
         let _: i64 = self
+            .ctx
             .io("detach", async {
                 conn_scripts::RELEASE
                     .key(&key)
