@@ -86,7 +86,8 @@ impl Target {
         ))
     }
 
-    /// Whether it speaks TLS.
+    /// Whether it speaks TLS: then a rustls crypto provider must be
+    /// installed before connecting (see [`RedisClient::open`]).
     pub fn is_tls(&self) -> bool {
         match self {
             Target::Single { url } => url.starts_with("rediss://"),
@@ -105,9 +106,11 @@ impl Target {
 /// at once without a pool.
 #[derive(Clone)]
 pub enum RedisClient {
-    /// One server.
+    /// One server, through redis-rs' manager, which reconnects (and
+    /// resubscribes) in the background.
     Single(ConnectionManager),
-    /// A cluster.
+    /// A cluster: commands are routed to their slot's node, events go over
+    /// sharded pub/sub.
     Cluster(ClusterConnection),
 }
 

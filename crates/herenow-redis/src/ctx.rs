@@ -1,7 +1,7 @@
 //! What the store and its write path share: one [`Ctx`] per store, behind
-//! an `Arc`, held by [`RedisStore`](crate::RedisStore), the
-//! [`Writer`](crate::writer::Writer), the heartbeat flusher and the
-//! replayer. It owns the client, the clock, the policy defaults, the
+//! an `Arc`, held by [`RedisStore`](crate::RedisStore), the writer
+//! (`writer.rs`), the heartbeat flusher and the replayer. A leaf: it
+//! imports none of them. It owns the client, the clock, the policy defaults, the
 //! options, the key names and the write buffer's [`Health`], so no two of
 //! them keep copies that could disagree.
 

@@ -7,7 +7,7 @@
 //! per member — the newest time, and the metadata of the newest heartbeat
 //! that brought some, as one call's duplicates are merged — and writes
 //! them with the heartbeat script in calls of at most
-//! [`SCRIPT_BATCH`](crate::writer::SCRIPT_BATCH) members, sent at once
+//! [`SCRIPT_BATCH`] members, sent at once
 //! (pipelined on the multiplexed client). At most
 //! [`ROUNDS_IN_FLIGHT`] rounds of a space are in flight; meanwhile the next
 //! calls queue up, so under load each round carries what arrived during

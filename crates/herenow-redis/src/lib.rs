@@ -99,7 +99,7 @@
 //!
 //! Concurrent heartbeat calls of a space share flushes (`flush.rs`): each
 //! call joins the space's queue, and one task per space writes what waits in
-//! rounds (two in flight at once), merged to one entry per member (newest
+//! rounds (up to four in flight at once), merged to one entry per member (newest
 //! time, latest metadata), in script calls of at most 1,000 members sent
 //! together on the multiplexed client. Each call still learns its own
 //! accepted / joined / stale counts: the script reports every entry's
@@ -132,10 +132,42 @@
 //! socket's state replayed after an outage would describe sockets that may
 //! be long gone.
 //!
-//! Modules: [`client`] (targets and the client of Redis), [`scripts`],
-//! [`conn_scripts`] (live connections), [`events`], [`buffer`], [`keys`]
-//! (big spaces), the write path with its replayer and the coalescing of
-//! heartbeats, and the store itself.
+//! # Where things are
+//!
+//! In this crate a "connection" is always a live connection of a member
+//! (a WebSocket, [`herenow_core::ConnId`]); the socket to Redis is the
+//! *client*.
+//!
+//! - [`client`]: `--store` specs ([`client::Target`]) and the one
+//!   multiplexed [`client::RedisClient`], standalone or cluster.
+//! - `reply.rs`: the timeout on every call, how a Redis failure becomes
+//!   `Unavailable` (retryable) or `Internal` (a bug), and how script
+//!   replies are read; every other module uses it.
+//! - [`keys`]: every key name and the sharding of big spaces (also
+//!   reachable as `shard`, its former name).
+//! - `options.rs` ([`RedisOptions`]) and `ctx.rs`: the context one store
+//!   shares with its write path (client, clock, defaults, options, key
+//!   names, and the write buffer's health, [`RedisStats`]).
+//! - [`scripts`] (members) and [`conn_scripts`] (live connections): the
+//!   Lua scripts, each one atomic call in one slot.
+//! - `writer.rs` (heartbeat and leave scripts per shard, the registry
+//!   mark), `flush.rs` (coalescing of concurrent heartbeats), [`buffer`]
+//!   (the outage buffer) and `replay.rs` (writing it back,
+//!   [`PROBE_EVERY`]).
+//! - [`events`]: from pub/sub pushes to subscribers, in sequence.
+//! - `store/`: [`RedisStore`]; `mod.rs` is the type and its construction,
+//!   `presence.rs` the [`PresenceStore`](herenow_core::PresenceStore)
+//!   impl, and one file per job (`write.rs`, `read.rs`, `list.rs`,
+//!   `by_id.rs`, `subscribe.rs`, `sweep.rs`, `friends.rs`,
+//!   `connections.rs`).
+//! - [`layouts`]: [`SeedLayoutStore`], the seeds' own key layouts, one file
+//!   per layout behind one trait.
+//!
+//! No two modules import each other: shared helpers live in leaves
+//! (`reply.rs`, [`keys`], `ctx.rs`), and the files under `store/` and
+//! `layouts/` use only their parent's store type, or none of it.
+
+#![warn(missing_docs)]
 
 pub mod buffer;
 pub mod client;

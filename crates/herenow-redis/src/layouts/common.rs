@@ -328,9 +328,7 @@ pub(super) fn members_of(v: Value) -> Result<Vec<MemberId>> {
 
 /// A listed member: who, and when last seen (if the layout knows).
 pub(super) struct Item {
-    /// Who.
     pub member: MemberKey,
-    /// When last seen, if the layout knows.
     pub last_seen: Option<Millis>,
 }
 

@@ -120,7 +120,9 @@ impl KeyTemplate {
         })
     }
 
-    /// The template as given.
+    /// The template as given, placeholders and all, as
+    /// [`SeedLayoutStore::templates`](super::SeedLayoutStore::templates)
+    /// reports it.
     pub fn as_str(&self) -> &str {
         &self.text
     }

@@ -52,9 +52,19 @@
 //!
 //! Metadata, friends (and so online friends), events and subscriptions,
 //! live connections (attach and detach), setting a space's policy and
-//! listing spaces are `Unsupported` in every layout: the seeds' keys hold none of it. [`config`] answers the fixed
-//! policy the layout applies (derived from the defaults given at
-//! construction; see [`SeedLayoutStore::connect`]).
+//! listing spaces are `Unsupported` in every layout: the seeds' keys hold
+//! none of it. [`config`] answers the fixed policy the layout applies
+//! (derived from the defaults given at construction; see
+//! [`SeedLayoutStore::connect`]).
+//!
+//! # Code
+//!
+//! `config.rs` holds what the operator chooses ([`SeedLayout`],
+//! [`KeyTemplate`], [`LayoutOptions`]); `common.rs` what the layouts share
+//! (the store's context, the `LayoutOps` trait each layout implements,
+//! keyset paging and cursors); [`sorted_set`], [`minute_buckets`] and
+//! [`rotation`] one layout each. [`SeedLayoutStore`] checks every call's
+//! input and hands it to its layout.
 //!
 //! [`config`]: herenow_core::PresenceStore::config
 

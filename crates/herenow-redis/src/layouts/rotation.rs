@@ -24,7 +24,7 @@
 //! switch herenow's off with [`LayoutOptions::rotate`](super::LayoutOptions)).
 //! On a cluster `RENAME` needs both sets in one slot: the template must
 //! carry a hash tag (`{wo}_user_{generation}`), which
-//! [`LayoutCtx::connect`] checks.
+//! [`SeedLayoutStore::connect`](super::SeedLayoutStore::connect) checks.
 
 use std::sync::LazyLock;
 use std::time::Instant;

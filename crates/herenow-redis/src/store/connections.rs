@@ -1,6 +1,6 @@
 //! Live connections on Redis: [`RedisStore`]'s attach, detach and listing.
 //! The rules are the core's ([`herenow_core::conn`]); the scripts and the
-//! keys are in [`conn_scripts`](crate::conn_scripts).
+//! keys are in [`crate::conn_scripts`].
 //!
 //! Attach and detach are not buffered while Redis is unavailable: they
 //! answer [`Error::Unavailable`] at once (the server tells the client, which
