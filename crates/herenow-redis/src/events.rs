@@ -1,4 +1,4 @@
-//! From Redis pub/sub to subscribers: the [`Router`] that the connection's
+//! From Redis pub/sub to subscribers: the [`Router`] that the client's
 //! push callback feeds.
 //!
 //! Every script that changes presence publishes its events, numbered by the
@@ -10,7 +10,7 @@
 //! connection was down) is closed rather than shown a wrong picture: it
 //! should subscribe again for a fresh snapshot.
 //!
-//! A space split over shards ([`crate::shard`]) has a channel per shard,
+//! A space split over shards ([`crate::keys`]) has a channel per shard,
 //! each with its own sequence. Its subscriber is registered on every one
 //! under one id, with one sender; whatever closes it on one channel (a
 //! gap, an overflow, a bad message) closes it on all, so it never goes on
@@ -137,7 +137,7 @@ struct Channel {
     subs: Vec<Sub>,
 }
 
-/// Subscribers by channel. Shared between the store and the connection's
+/// Subscribers by channel. Shared between the store and the client's
 /// push callback; every method is short and never awaits.
 #[derive(Default)]
 pub struct Router {
@@ -261,7 +261,7 @@ impl Router {
             .map_or(0, |c| c.subs.len())
     }
 
-    /// Handles one push from the connection.
+    /// Handles one push from the client.
     pub fn push(&self, info: PushInfo) {
         match info.kind {
             PushKind::Message | PushKind::SMessage => {
@@ -278,7 +278,7 @@ impl Router {
                 self.deliver(&chan, &payload);
             }
             PushKind::Disconnection => {
-                // Messages published while the connection was down are
+                // Messages published while the link to Redis was down are
                 // lost; the sequence check catches that on the next event,
                 // but a quiet space would never tell. Close every
                 // subscriber now so it re-subscribes with a fresh snapshot.

@@ -7,8 +7,8 @@
 //! per member — the newest time, and the metadata of the newest heartbeat
 //! that brought some, as one call's duplicates are merged — and writes
 //! them with the heartbeat script in calls of at most
-//! [`SCRIPT_BATCH`](crate::writer::SCRIPT_BATCH) members, sent at once
-//! (pipelined on the multiplexed connection). At most
+//! [`SCRIPT_BATCH`] members, sent at once
+//! (pipelined on the multiplexed client). At most
 //! [`ROUNDS_IN_FLIGHT`] rounds of a space are in flight; meanwhile the next
 //! calls queue up, so under load each round carries what arrived during
 //! the previous ones: 64 concurrent single-member requests cost a few
@@ -80,12 +80,12 @@ struct Queue {
 /// The per-space queues. A space has an entry exactly while its drain task
 /// runs.
 pub(crate) struct Flusher {
-    writer: Writer,
+    writer: Arc<Writer>,
     queues: Mutex<HashMap<SpaceName, Queue>>,
 }
 
 impl Flusher {
-    pub fn new(writer: Writer) -> Arc<Self> {
+    pub fn new(writer: Arc<Writer>) -> Arc<Self> {
         Arc::new(Flusher {
             writer,
             queues: Mutex::new(HashMap::new()),
@@ -159,7 +159,7 @@ impl Flusher {
                 in_flight.push(async move {
                     // Writes held in the buffer (Redis failed): these join
                     // it, in order, rather than slip past what it holds.
-                    let result = if this.writer.shared.buffer.holding() {
+                    let result = if this.writer.ctx().health.buffer.holding() {
                         Err(Error::Unavailable {
                             reason: "redis failed; writes are buffered until it answers".into(),
                             source: None,
@@ -230,7 +230,7 @@ impl Flusher {
     /// Merges a round into one entry per member, writes it, and tells each
     /// call its own counts (see the module documentation).
     async fn write_round(&self, space: &SpaceName, round: &[Waiting]) -> Result<Vec<Tally>> {
-        let now = self.writer.clock.now_ms();
+        let now = self.writer.ctx().clock.now_ms();
         if let [only] = round {
             // One call: its entries are one per member already.
             let beats: Vec<BeatArg<'_>> = only

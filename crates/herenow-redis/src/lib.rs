@@ -3,8 +3,9 @@
 //! presence state of their own and any number of them share one Redis.
 //!
 //! Build it with [`RedisStore::connect`] from a spec:
-//! `redis://HOST:PORT[/DB]` (one server, through a reconnecting connection
-//! manager) or `redis+cluster://H1:P1,H2:P2,…` (seed nodes of a cluster).
+//! `redis://HOST:PORT[/DB]` (one server, through redis-rs' reconnecting
+//! `ConnectionManager`) or `redis+cluster://H1:P1,H2:P2,…` (seed nodes of
+//! a cluster).
 //! Every command runs under a timeout ([`RedisOptions::timeout`]) and every
 //! failure to reach Redis is [`Error::Unavailable`](herenow_core::Error):
 //! the store never hangs and never falls back to memory. "Now" comes from
@@ -49,10 +50,10 @@
 //! # Big spaces: shards
 //!
 //! A space may be split over N shard keys ([`RedisOptions::shards`], or per
-//! space [`RedisOptions::space_shards`]; see [`shard`]): shard 0 is the
+//! space [`RedisOptions::space_shards`]; see [`keys`]): shard 0 is the
 //! layout above, `P:{S}:…`, so N = 1 is exactly the unsharded layout;
 //! shard k ≥ 1 is the same set of keys under the tag `{S#k}`, in a slot of
-//! its own. A member always lives in shard [`shard::shard_of`] (FNV-1a of
+//! its own. A member always lives in shard [`keys::shard_of`] (FNV-1a of
 //! kind and id, modulo N) with its metadata and connections; each shard
 //! has its own event channel and sequence, watermarks, sweep lease and a
 //! copy of the space's policy. Heartbeats and leaves are split per shard
@@ -98,9 +99,9 @@
 //!
 //! Concurrent heartbeat calls of a space share flushes (`flush.rs`): each
 //! call joins the space's queue, and one task per space writes what waits in
-//! rounds (two in flight at once), merged to one entry per member (newest
+//! rounds (up to four in flight at once), merged to one entry per member (newest
 //! time, latest metadata), in script calls of at most 1,000 members sent
-//! together on the multiplexed connection. Each call still learns its own
+//! together on the multiplexed client. Each call still learns its own
 //! accepted / joined / stale counts: the script reports every entry's
 //! outcome, and exactly one call counts a member's `join`. A heartbeat without
 //! an explicit time is stamped with its round's time (milliseconds after the
@@ -131,22 +132,64 @@
 //! socket's state replayed after an outage would describe sockets that may
 //! be long gone.
 //!
-//! Modules: [`conn`] (targets and the connection), [`scripts`],
-//! [`conn_scripts`] (live connections), [`events`], [`buffer`], [`shard`]
-//! (big spaces), the write path with its replayer and the coalescing of
-//! heartbeats, and the store itself.
+//! # Where things are
+//!
+//! In this crate a "connection" is always a live connection of a member
+//! (a WebSocket, [`herenow_core::ConnId`]); the socket to Redis is the
+//! *client*.
+//!
+//! - [`client`]: `--store` specs ([`client::Target`]) and the one
+//!   multiplexed [`client::RedisClient`], standalone or cluster.
+//! - `reply.rs`: the timeout on every call, how a Redis failure becomes
+//!   `Unavailable` (retryable) or `Internal` (a bug), and how script
+//!   replies are read; every other module uses it.
+//! - [`keys`]: every key name and the sharding of big spaces (also
+//!   reachable as `shard`, its former name).
+//! - `options.rs` ([`RedisOptions`]) and `ctx.rs`: the context one store
+//!   shares with its write path (client, clock, defaults, options, key
+//!   names, and the write buffer's health, [`RedisStats`]).
+//! - [`scripts`] (members) and [`conn_scripts`] (live connections): the
+//!   Lua scripts, each one atomic call in one slot.
+//! - `writer.rs` (heartbeat and leave scripts per shard, the registry
+//!   mark), `flush.rs` (coalescing of concurrent heartbeats), [`buffer`]
+//!   (the outage buffer) and `replay.rs` (writing it back,
+//!   [`PROBE_EVERY`]).
+//! - [`events`]: from pub/sub pushes to subscribers, in sequence.
+//! - `store/`: [`RedisStore`]; `mod.rs` is the type and its construction,
+//!   `presence.rs` the [`PresenceStore`](herenow_core::PresenceStore)
+//!   impl, and one file per job (`write.rs`, `read.rs`, `list.rs`,
+//!   `by_id.rs`, `subscribe.rs`, `sweep.rs`, `friends.rs`,
+//!   `connections.rs`).
+//! - [`layouts`]: [`SeedLayoutStore`], the seeds' own key layouts, one file
+//!   per layout behind one trait.
+//!
+//! No two modules import each other: shared helpers live in leaves
+//! (`reply.rs`, [`keys`], `ctx.rs`), and the files under `store/` and
+//! `layouts/` use only their parent's store type, or none of it.
+
+#![warn(missing_docs)]
 
 pub mod buffer;
-pub mod conn;
+pub mod client;
 pub mod conn_scripts;
+mod ctx;
 pub mod events;
 mod flush;
+pub mod keys;
 pub mod layouts;
+mod options;
+mod replay;
+mod reply;
 pub mod scripts;
-pub mod shard;
 mod store;
 mod writer;
 
+pub use ctx::RedisStats;
 pub use layouts::{KeyTemplate, LayoutOptions, SeedLayout, SeedLayoutStore};
-pub use store::{RedisOptions, RedisStats, RedisStore};
-pub use writer::PROBE_EVERY;
+pub use options::RedisOptions;
+pub use replay::PROBE_EVERY;
+pub use store::RedisStore;
+
+// The module's name before key naming joined it; `shard::shard_of` and
+// `shard::MAX_SHARDS` keep working.
+pub use keys as shard;

@@ -1,7 +1,7 @@
 //! The Lua scripts: every multi-step operation on a space runs as one
 //! script, so it is atomic and costs one round trip. All keys a script
 //! touches share the space's hash tag (the shard's, for a space split over
-//! shards: see [`crate::shard`]), so every script runs on one node of a
+//! shards: see [`crate::keys`]), so every script runs on one node of a
 //! cluster.
 //!
 //! Each script is `PRELUDE` followed by its body. [`redis::Script`] sends
@@ -557,7 +557,7 @@ return 1
 });
 
 /// Marks a space in the registry and records its shard count (see
-/// [`crate::shard`]). KEYS: names touched shards. ARGV: space, now, shard
+/// [`crate::keys`]). KEYS: names touched shards. ARGV: space, now, shard
 /// count. Returns 1, or `-recorded` (nothing marked) when the space is
 /// recorded with another shard count.
 pub static REGISTER: LazyLock<Script> = LazyLock::new(|| {

@@ -1,52 +1,27 @@
-//! The write path shared by the store and its background replayer:
-//! heartbeat and leave scripts, the space registry, the timeout on every
-//! call, and the loop that writes the [`WriteBuffer`] back when Redis
-//! answers again.
-//!
-//! The replayer is one task per store. While writes are held it pings Redis
-//! with a jittered, doubling backoff; once Redis answers it takes bounded
-//! batches of one space from the buffer and writes several of them at once
-//! (the multiplexed connection pipelines them), with the same scripts a
-//! direct call uses. Heartbeats carry their buffered times, so a newer
-//! heartbeat that reached Redis first still wins; leaves carry their time
-//! too, so a replayed leave never removes a newer heartbeat. While writes
-//! are not held it pings once a [`PROBE_EVERY`], so readiness notices an
-//! outage even when no request does.
+//! The write path: the heartbeat and leave scripts split per shard and
+//! sent together, and the registry mark that lets the sweep find a space.
+//! Used by direct calls, by the heartbeat flusher (`flush.rs`) and by the
+//! replayer (`replay.rs`), so a buffered write reaches Redis through the
+//! same scripts as a direct one.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::hash::BuildHasher;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redis::{RedisResult, Value};
-use tokio::sync::{Notify, watch};
+use redis::Value;
 
-use herenow_core::{
-    Clock, Error, MemberKey, MemberKind, Metadata, Millis, Result, SpaceConfig, SpaceName,
-};
+use herenow_core::{Error, MemberKey, MemberKind, Metadata, Millis, Result, SpaceName};
 
-use crate::RedisOptions;
-use crate::buffer::{Pending, WriteBuffer};
-use crate::conn::Conn;
+use crate::ctx::Ctx;
+use crate::keys::SpaceKeys;
+use crate::reply::array;
 use crate::scripts;
-use crate::shard::{self, Sharding};
-use crate::store::map_err;
 
 /// How often one store re-marks a space it writes to in the space registry.
 /// The sweep drops a space from the registry only when it is empty and was
 /// not marked for twice this long, so a writer's cached mark is never stale
 /// when the sweep looks.
 pub(crate) const TOUCH_EVERY_MS: Millis = 60_000;
-
-/// How often a healthy store pings Redis, so that readiness turns false
-/// during an outage nobody has written or read through yet.
-pub const PROBE_EVERY: Duration = Duration::from_secs(1);
-
-/// Batches the replayer writes at once.
-const REPLAY_CONCURRENCY: usize = 8;
 
 /// Most members one heartbeat script call writes: about a millisecond of
 /// Redis's time, so a big batch never blocks it for long. Bigger batches
@@ -83,7 +58,7 @@ pub(crate) fn tally(outcomes: &[Outcome]) -> [u64; 3] {
 
 /// Reads the heartbeat script's reply: one outcome byte per entry.
 fn outcomes_of(v: Value, entries: usize) -> Result<Vec<Outcome>> {
-    let v = crate::store::array(v)?;
+    let v = array(v)?;
     let bytes = match v.into_iter().nth(3) {
         Some(Value::BulkString(b)) => b,
         Some(Value::SimpleString(s)) => s.into_bytes(),
@@ -109,206 +84,30 @@ fn outcomes_of(v: Value, entries: usize) -> Result<Vec<Outcome>> {
         .collect()
 }
 
-/// The names of one shard's keys (of the space itself when it has one
-/// shard): all share the shard's hash tag (see [`crate::shard`]).
-#[derive(Clone)]
-pub(crate) struct SpaceKeys {
-    pub zu: String,
-    pub zg: String,
-    pub meta: String,
-    pub state: String,
-    pub config: String,
-    pub channel: String,
-    /// The sweep lease: who may run background work on the space.
-    pub lease: String,
-    /// Live connections (see [`crate::conn_scripts`]): id → expiry.
-    pub conns: String,
-    /// Connection id → its record (member, visibility, metadata).
-    pub cinfo: String,
-    /// Member → its connection ids and their visibility.
-    pub mconn: String,
-}
-
-/// State shared by a store and its replayer.
-pub(crate) struct Shared {
-    /// Writes waiting for Redis.
-    pub buffer: WriteBuffer,
-    /// Whether Redis answered the replayer's last ping (or nothing failed
-    /// yet).
-    pub up: AtomicBool,
-    /// Wakes the replayer: a write was buffered or a call failed.
-    pub wake: Notify,
-    /// Members written back from the buffer since the start.
-    pub replayed: AtomicU64,
-}
-
-impl Shared {
-    /// A call could not reach Redis: hold writes until the replayer has
-    /// seen Redis answer and drained the buffer.
-    fn failed(&self) {
-        self.buffer.start_holding();
-        self.wake.notify_one();
-    }
-}
-
 /// A heartbeat as the script takes it: member, time, metadata (`None`
 /// keeps what the member had).
 pub(crate) type BeatArg<'a> = (&'a MemberKey, Millis, Option<&'a Metadata>);
 
-/// How the replayer backs off and how much it writes at once.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ReplayTuning {
-    pub batch: usize,
-    pub backoff_min: Duration,
-    pub backoff_max: Duration,
-}
-
-/// Everything a write needs. Cheap to clone: the replayer has its own.
-#[derive(Clone)]
+/// Writes heartbeats and leaves for one store. Shared (behind an `Arc`) by
+/// the store, its flusher and its replayer.
 pub(crate) struct Writer {
-    pub conn: Conn,
-    pub cluster: bool,
-    pub clock: Arc<dyn Clock>,
-    pub defaults: SpaceConfig,
-    pub prefix: Arc<str>,
-    pub timeout: Duration,
+    ctx: Arc<Ctx>,
     /// When this store last marked each space in the registry.
-    touched: Arc<Mutex<HashMap<SpaceName, Millis>>>,
-    /// How many shards each space has.
-    pub sharding: Arc<Sharding>,
-    pub shared: Arc<Shared>,
+    touched: Mutex<HashMap<SpaceName, Millis>>,
 }
 
 impl Writer {
-    /// The write path for a store connected with `opts` (whose shard
-    /// counts the caller has checked).
-    pub fn new(
-        conn: Conn,
-        cluster: bool,
-        clock: Arc<dyn Clock>,
-        defaults: SpaceConfig,
-        opts: &RedisOptions,
-    ) -> Self {
+    /// The write path of the store whose context is `ctx`.
+    pub fn new(ctx: Arc<Ctx>) -> Self {
         Writer {
-            sharding: Arc::new(Sharding::new(opts.shards, opts.space_shards.clone())),
-            conn,
-            cluster,
-            clock,
-            defaults,
-            prefix: opts.prefix.as_str().into(),
-            timeout: opts.timeout,
-            touched: Arc::new(Mutex::new(HashMap::new())),
-            shared: Arc::new(Shared {
-                buffer: WriteBuffer::new(opts.buffer_cap),
-                up: AtomicBool::new(true),
-                wake: Notify::new(),
-                replayed: AtomicU64::new(0),
-            }),
+            ctx,
+            touched: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The keys of shard 0: the whole space when it has one shard.
-    pub fn keys(&self, space: &SpaceName) -> SpaceKeys {
-        self.shard_keys(space, 0)
-    }
-
-    /// How many shards `space` has.
-    pub fn shards(&self, space: &SpaceName) -> u16 {
-        self.sharding.of(space)
-    }
-
-    /// The keys of every shard of `space`, shard 0 first.
-    pub fn all_keys(&self, space: &SpaceName) -> Vec<SpaceKeys> {
-        (0..self.shards(space))
-            .map(|k| self.shard_keys(space, k))
-            .collect()
-    }
-
-    /// The keys of shard `k` of `space`.
-    pub fn shard_keys(&self, space: &SpaceName, k: u16) -> SpaceKeys {
-        let base = format!("{}:{}", self.prefix, shard::tag(space, k));
-        SpaceKeys {
-            zu: format!("{base}:u"),
-            zg: format!("{base}:g"),
-            meta: format!("{base}:meta"),
-            state: format!("{base}:state"),
-            config: format!("{base}:config"),
-            channel: format!("{base}:events"),
-            lease: format!("{base}:lease"),
-            conns: format!("{base}:conns"),
-            cinfo: format!("{base}:cinfo"),
-            mconn: format!("{base}:mconn"),
-        }
-    }
-
-    pub fn registry(&self) -> (String, String) {
-        let p = &self.prefix;
-        (
-            format!("{p}:{{spaces}}:names"),
-            format!("{p}:{{spaces}}:touched"),
-        )
-    }
-
-    /// The registry's record of each space's shard count.
-    pub fn registry_shards(&self) -> String {
-        format!("{}:{{spaces}}:shards", self.prefix)
-    }
-
-    /// Groups `n` items by the shard of `member(i)`: `(shard, indices)`,
-    /// in shard order, only shards that have some.
-    pub fn by_shard<'m>(
-        &self,
-        space: &SpaceName,
-        n: usize,
-        member: impl Fn(usize) -> &'m MemberKey,
-    ) -> Vec<(u16, Vec<usize>)> {
-        let shards = self.shards(space);
-        if shards == 1 {
-            return vec![(0, (0..n).collect())];
-        }
-        let mut groups: Vec<Vec<usize>> = vec![Vec::new(); usize::from(shards)];
-        for i in 0..n {
-            let m = member(i);
-            groups[usize::from(shard::shard_of(m.kind, m.id.as_str(), shards))].push(i);
-        }
-        groups
-            .into_iter()
-            .enumerate()
-            .filter(|(_, g)| !g.is_empty())
-            .map(|(k, g)| (k as u16, g))
-            .collect()
-    }
-
-    pub fn publish_cmd(&self) -> &'static str {
-        if self.cluster { "SPUBLISH" } else { "PUBLISH" }
-    }
-
-    pub fn defaults_args(&self) -> [Millis; 4] {
-        let d = self.defaults;
-        [d.online_ms, d.away_ms, d.window_ms, d.retention_ms]
-    }
-
-    /// Runs one Redis call with the timeout, mapping failures. A failure to
-    /// reach Redis also holds writes in the buffer until Redis answers.
-    pub async fn io<T>(
-        &self,
-        what: &'static str,
-        f: impl Future<Output = RedisResult<T>>,
-    ) -> Result<T> {
-        let r = timed(self.timeout, what, f).await;
-        if let Err(Error::Unavailable { .. }) = &r {
-            self.shared.failed();
-        }
-        r
-    }
-
-    pub async fn ping(&self) -> Result<()> {
-        let mut c = self.conn.clone();
-        self.io("ping", async move {
-            let _: Value = redis::cmd("PING").query_async(&mut c).await?;
-            Ok(())
-        })
-        .await
+    /// The context it writes with.
+    pub fn ctx(&self) -> &Ctx {
+        &self.ctx
     }
 
     /// Marks `space` in the registry unless this store did so recently.
@@ -321,15 +120,16 @@ impl Writer {
         if fresh {
             return Ok(());
         }
-        let (names, touched) = self.registry();
-        let shards = self.shards(space);
-        let mut c = self.conn.clone();
+        let (names, touched) = self.ctx.keys.registry();
+        let shards = self.ctx.keys.shards(space);
+        let mut c = self.ctx.client.clone();
         let r: i64 = self
+            .ctx
             .io("register", async move {
                 scripts::REGISTER
                     .key(names)
                     .key(touched)
-                    .key(self.registry_shards())
+                    .key(self.ctx.keys.registry_shards())
                     .arg(space.as_str())
                     .arg(now)
                     .arg(shards)
@@ -362,7 +162,7 @@ impl Writer {
     /// Registers the space and runs the heartbeat script: one entry per
     /// member (the caller coalesces), split by shard, at most
     /// [`SCRIPT_BATCH`] members per script call, the calls sent at once (the
-    /// multiplexed connection pipelines them; on a cluster each goes to its
+    /// multiplexed client pipelines them; on a cluster each goes to its
     /// shard's node). Returns the script's outcome for each entry, in order
     /// (see [`Outcome`]). Entries at `now` without metadata cost one
     /// argument each (the script's argument list is described at
@@ -374,9 +174,9 @@ impl Writer {
         beats: &[BeatArg<'_>],
     ) -> Result<Vec<Outcome>> {
         self.register(space, now).await?;
-        let groups = self.by_shard(space, beats.len(), |i| beats[i].0);
+        let groups = self.ctx.keys.by_shard(space, beats.len(), |i| beats[i].0);
         let calls = groups.iter().flat_map(|(shard, idx)| {
-            let k = self.shard_keys(space, *shard);
+            let k = self.ctx.keys.shard(space, *shard);
             idx.chunks(SCRIPT_BATCH)
                 .map(move |chunk| self.heartbeat_call(k.clone(), now, beats, chunk))
         });
@@ -423,8 +223,8 @@ impl Writer {
             .key(&k.state)
             .key(&k.config)
             .arg(now)
-            .arg(&self.defaults_args()[..])
-            .arg(self.publish_cmd())
+            .arg(&self.ctx.defaults_args()[..])
+            .arg(self.ctx.publish_cmd())
             .arg(&k.channel)
             .arg(users)
             .arg(chunk.len() - users);
@@ -439,8 +239,9 @@ impl Writer {
                     .arg(meta.map_or("", |m| m.as_json()));
             }
         }
-        let mut c = self.conn.clone();
+        let mut c = self.ctx.client.clone();
         let v: Value = self
+            .ctx
             .io("heartbeat", async { inv.invoke_async(&mut c).await })
             .await?;
         let got = outcomes_of(v, order.len())?;
@@ -456,9 +257,12 @@ impl Writer {
         now: Millis,
         members: &[(&MemberKey, Option<Millis>)],
     ) -> Result<u64> {
-        let groups = self.by_shard(space, members.len(), |i| members[i].0);
+        let groups = self
+            .ctx
+            .keys
+            .by_shard(space, members.len(), |i| members[i].0);
         let calls = groups.iter().map(|(shard, idx)| {
-            let k = self.shard_keys(space, *shard);
+            let k = self.ctx.keys.shard(space, *shard);
             let mut inv = scripts::LEAVE.prepare_invoke();
             inv.key(&k.zu)
                 .key(&k.zg)
@@ -466,8 +270,8 @@ impl Writer {
                 .key(&k.state)
                 .key(&k.config)
                 .arg(now)
-                .arg(&self.defaults_args()[..])
-                .arg(self.publish_cmd())
+                .arg(&self.ctx.defaults_args()[..])
+                .arg(self.ctx.publish_cmd())
                 .arg(&k.channel);
             for &i in idx {
                 let (m, upto) = members[i];
@@ -475,9 +279,10 @@ impl Writer {
                     .arg(m.id.as_str())
                     .arg(upto.map_or(String::new(), |t| t.to_string()));
             }
-            let mut c = self.conn.clone();
+            let mut c = self.ctx.client.clone();
             async move {
                 let n: i64 = self
+                    .ctx
                     .io("leave", async { inv.invoke_async(&mut c).await })
                     .await?;
                 Ok::<_, Error>(n as u64)
@@ -487,181 +292,5 @@ impl Writer {
             .await?
             .into_iter()
             .sum())
-    }
-
-    /// Writes one batch taken from the buffer: its leaves first, then the
-    /// heartbeats that came after them.
-    async fn replay(&self, space: &SpaceName, items: &[(MemberKey, Pending)]) -> Result<()> {
-        let now = self.clock.now_ms();
-        let leaves: Vec<(&MemberKey, Option<Millis>)> = items
-            .iter()
-            .filter_map(|(m, p)| p.leave.map(|at| (m, Some(at))))
-            .collect();
-        if !leaves.is_empty() {
-            self.write_leaves(space, now, &leaves).await?;
-        }
-        let beats: Vec<BeatArg<'_>> = items
-            .iter()
-            .filter_map(|(m, p)| p.beat.as_ref().map(|b| (m, b.at, b.meta.as_ref())))
-            .collect();
-        if !beats.is_empty() {
-            self.write_beats(space, now, &beats).await?;
-        }
-        Ok(())
-    }
-
-    /// Writes everything buffered, [`REPLAY_CONCURRENCY`] batches at a time.
-    /// A batch Redis could not take goes back into the buffer and ends the
-    /// drain with the error; a batch Redis refused as a bug is dropped
-    /// (retrying it would fail forever) and counted.
-    async fn drain(&self, batch: usize) -> Result<()> {
-        let buffer = &self.shared.buffer;
-        loop {
-            let mut taken = Vec::new();
-            while taken.len() < REPLAY_CONCURRENCY {
-                match buffer.take(batch) {
-                    Some(t) => taken.push(t),
-                    None => break,
-                }
-            }
-            if taken.is_empty() {
-                return Ok(());
-            }
-            let results =
-                futures::future::join_all(taken.iter().map(|(s, items)| self.replay(s, items)))
-                    .await;
-            let mut failed = None;
-            for ((space, items), r) in taken.into_iter().zip(results) {
-                match r {
-                    Ok(()) => {
-                        self.shared
-                            .replayed
-                            .fetch_add(items.len() as u64, Ordering::Relaxed);
-                    }
-                    Err(e @ Error::Unavailable { .. }) => {
-                        buffer.restore(&space, items);
-                        failed = Some(e);
-                    }
-                    Err(e) => {
-                        tracing::error!(
-                            space = space.as_str(),
-                            members = items.len(),
-                            error = %e,
-                            "redis refused buffered writes; they are dropped"
-                        );
-                        buffer.add_dropped(items.len() as u64);
-                    }
-                }
-            }
-            if let Some(e) = failed {
-                return Err(e);
-            }
-        }
-    }
-}
-
-/// The replayer: see the module documentation. Runs until `stop` changes
-/// (or its sender is dropped), then makes one last attempt, bounded by the
-/// timeout, to write what is buffered.
-pub(crate) async fn run(w: Writer, tuning: ReplayTuning, mut stop: watch::Receiver<bool>) {
-    let shared = w.shared.clone();
-    let mut backoff = tuning.backoff_min;
-    loop {
-        if !shared.buffer.holding() {
-            tokio::select! {
-                _ = stop.changed() => break,
-                _ = shared.wake.notified() => {}
-                _ = tokio::time::sleep(PROBE_EVERY) => {}
-            }
-            if !shared.buffer.holding() {
-                // A failed probe holds writes by itself (see `io`).
-                let _ = w.ping().await;
-                continue;
-            }
-        }
-        let r = match w.ping().await {
-            Ok(()) => w.drain(tuning.batch).await,
-            Err(e) => Err(e),
-        };
-        match r {
-            Ok(()) => {
-                backoff = tuning.backoff_min;
-                if !shared.up.swap(true, Ordering::SeqCst) {
-                    tracing::info!("redis answers again; writing buffered heartbeats back");
-                }
-                if shared.buffer.settle() {
-                    tracing::info!(
-                        replayed = shared.replayed.load(Ordering::Relaxed),
-                        "write buffer drained; writing to redis directly"
-                    );
-                }
-            }
-            Err(e) => {
-                if shared.up.swap(false, Ordering::SeqCst) {
-                    tracing::warn!(
-                        error = %e,
-                        "redis unavailable: heartbeats and leaves are buffered until it answers"
-                    );
-                }
-                tokio::select! {
-                    _ = stop.changed() => break,
-                    _ = tokio::time::sleep(jitter(backoff)) => {}
-                }
-                backoff = (backoff * 2).min(tuning.backoff_max);
-            }
-        }
-    }
-    if shared.buffer.counts().buffered > 0 {
-        let last = async {
-            w.ping().await?;
-            w.drain(tuning.batch).await
-        };
-        match tokio::time::timeout(w.timeout, last).await {
-            Ok(Ok(())) => {}
-            _ => tracing::warn!(
-                lost = shared.buffer.counts().buffered,
-                "store stopped with buffered writes redis did not take"
-            ),
-        }
-    }
-}
-
-/// Somewhere between half of `d` and `d`, so that stores restarted together
-/// do not reconnect in lockstep.
-fn jitter(d: Duration) -> Duration {
-    // A fresh RandomState is randomly keyed: enough randomness for spreading
-    // retries, without a dependency.
-    let r = std::collections::hash_map::RandomState::new().hash_one(Instant::now());
-    d / 2 + d.mul_f64((r % 1_000) as f64 / 2_000.0)
-}
-
-pub(crate) async fn timed<T>(
-    timeout: Duration,
-    what: &'static str,
-    f: impl Future<Output = RedisResult<T>>,
-) -> Result<T> {
-    match tokio::time::timeout(timeout, f).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(map_err(what, e)),
-        Err(_) => Err(Error::Unavailable {
-            reason: format!("redis did not answer {what} within {timeout:?}"),
-            source: None,
-        }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn jitter_stays_within_half_and_whole() {
-        for ms in [50, 400, 5_000] {
-            let d = Duration::from_millis(ms);
-            for _ in 0..100 {
-                let j = jitter(d);
-                assert!(j >= d / 2 && j <= d, "{j:?} for {d:?}");
-            }
-        }
     }
 }

@@ -24,24 +24,29 @@
 //! switch herenow's off with [`LayoutOptions::rotate`](super::LayoutOptions)).
 //! On a cluster `RENAME` needs both sets in one slot: the template must
 //! carry a hash tag (`{wo}_user_{generation}`), which
-//! [`SeedLayoutStore::connect`] checks.
+//! [`SeedLayoutStore::connect`](super::SeedLayoutStore::connect) checks.
 
 use std::sync::LazyLock;
 use std::time::Instant;
 
+use async_trait::async_trait;
 use redis::{Script, Value};
 
 use herenow_core::{
-    Counts, Heartbeat, HeartbeatReport, KindFilter, ListQuery, MemberKey, MemberKind, Millis,
-    Order, Page, Result, SpaceName, Status, TickReport,
+    Counts, Heartbeat, HeartbeatReport, KindFilter, ListQuery, MemberKey, MemberKind, MemberStatus,
+    Millis, Order, Page, Result, SpaceConfig, SpaceName, Status, TickReport,
 };
 
-use super::{Cursor, Item, KeyTemplate, SeedLayoutStore, members_of, page_of};
+use super::common::{Cursor, Item, LayoutCtx, LayoutOps, members_of, page_of, policy_over};
+use super::config::{KeyTemplate, LayoutOptions, bad_config};
+
+/// Seed 000's layout: see the module documentation.
+pub(super) struct Rotation;
 
 /// What `{generation}` becomes in the rotation mark's key.
-pub(super) const MARK_PART: &str = "rotated-at";
+const MARK_PART: &str = "rotated-at";
 /// What `{generation}` becomes in the scratch key of counts.
-pub(super) const TEMP_PART: &str = "herenow-count";
+const TEMP_PART: &str = "herenow-count";
 
 /// KEYS: current, old. ARGV: ids. Adds them to current; returns how many
 /// were in neither set (joins).
@@ -109,150 +114,181 @@ fn pair(t: &KeyTemplate, space: &SpaceName) -> [String; 2] {
     [t.render(space, "current"), t.render(space, "old")]
 }
 
-impl SeedLayoutStore {
-    /// The layout answers for its own window only.
-    fn check_rotation_window(&self, asked: Option<Millis>) -> Result<()> {
-        match asked {
-            Some(w) if w != self.policy.window_ms => {
-                Err(self
-                    .unsupported("a window other than the rotation's (twice the rotation period)"))
+/// The layout answers for its own window only.
+fn check_rotation_window(s: &LayoutCtx, asked: Option<Millis>) -> Result<()> {
+    match asked {
+        Some(w) if w != s.policy.window_ms => {
+            Err(s.unsupported("a window other than the rotation's (twice the rotation period)"))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[async_trait]
+impl LayoutOps for Rotation {
+    /// Window and retention are twice the rotation period: the longest a
+    /// member stays in the union.
+    fn policy(&self, d: SpaceConfig, opts: &LayoutOptions) -> Result<SpaceConfig> {
+        let period = opts.rotate_every.as_millis() as Millis;
+        if period < 1_000 {
+            return Err(bad_config(
+                "the rotation period must be at least one second",
+            ));
+        }
+        policy_over(d, 2 * period)
+    }
+
+    fn slot_parts(&self) -> &'static [&'static str] {
+        &["current", "old", MARK_PART, TEMP_PART]
+    }
+
+    fn sweeps_spaces(&self) -> bool {
+        true
+    }
+
+    /// The sets record no times.
+    async fn status(
+        &self,
+        s: &LayoutCtx,
+        _space: &SpaceName,
+        _members: &[MemberKey],
+    ) -> Result<Vec<MemberStatus>> {
+        Err(s.unsupported("last-seen times and statuses"))
+    }
+
+    async fn heartbeat(
+        &self,
+        s: &LayoutCtx,
+        space: &SpaceName,
+        beats: &[Heartbeat],
+    ) -> Result<HeartbeatReport> {
+        let now = s.clock.now_ms();
+        if beats.iter().any(|b| b.at_ms.is_some_and(|at| at < now)) {
+            // The sets cannot place a heartbeat in the past: "current" means
+            // "since the last rotation", whenever that was.
+            return Err(s.unsupported("heartbeats with an explicit past time"));
+        }
+        let mut report = HeartbeatReport::default();
+        for kind in MemberKind::ALL {
+            let ids: Vec<&str> = beats
+                .iter()
+                .filter(|b| b.member.kind == kind)
+                .map(|b| b.member.id.as_str())
+                .collect();
+            if ids.is_empty() {
+                continue;
             }
-            _ => Ok(()),
+            let mut inv = HEARTBEAT.prepare_invoke();
+            inv.key(&pair(s.template(kind)?, space)[..]).arg(&ids);
+            let mut c = s.client.clone();
+            report.joined += s.io("heartbeat", inv.invoke_async::<u64>(&mut c)).await?;
+            report.accepted += ids.len() as u64;
         }
+        Ok(report)
     }
-}
 
-pub(super) async fn heartbeat(
-    s: &SeedLayoutStore,
-    space: &SpaceName,
-    beats: &[Heartbeat],
-) -> Result<HeartbeatReport> {
-    let now = s.clock.now_ms();
-    if beats.iter().any(|b| b.at_ms.is_some_and(|at| at < now)) {
-        // The sets cannot place a heartbeat in the past: "current" means
-        // "since the last rotation", whenever that was.
-        return Err(s.unsupported("heartbeats with an explicit past time"));
-    }
-    let mut report = HeartbeatReport::default();
-    for kind in MemberKind::ALL {
-        let ids: Vec<&str> = beats
-            .iter()
-            .filter(|b| b.member.kind == kind)
-            .map(|b| b.member.id.as_str())
-            .collect();
-        if ids.is_empty() {
-            continue;
+    async fn leave(&self, s: &LayoutCtx, space: &SpaceName, members: &[MemberKey]) -> Result<u64> {
+        let mut present = 0;
+        for kind in MemberKind::ALL {
+            let ids: Vec<&str> = members
+                .iter()
+                .filter(|m| m.kind == kind)
+                .map(|m| m.id.as_str())
+                .collect();
+            if ids.is_empty() {
+                continue;
+            }
+            let mut inv = LEAVE.prepare_invoke();
+            inv.key(&pair(s.template(kind)?, space)[..]).arg(&ids);
+            let mut c = s.client.clone();
+            present += s.io("leave", inv.invoke_async::<u64>(&mut c)).await?;
         }
-        let mut inv = HEARTBEAT.prepare_invoke();
-        inv.key(&pair(s.template(kind)?, space)[..]).arg(&ids);
-        let mut c = s.conn.clone();
-        report.joined += s.io("heartbeat", inv.invoke_async::<u64>(&mut c)).await?;
-        report.accepted += ids.len() as u64;
+        Ok(present)
     }
-    Ok(report)
-}
 
-pub(super) async fn leave(
-    s: &SeedLayoutStore,
-    space: &SpaceName,
-    members: &[MemberKey],
-) -> Result<u64> {
-    let mut present = 0;
-    for kind in MemberKind::ALL {
-        let ids: Vec<&str> = members
-            .iter()
-            .filter(|m| m.kind == kind)
-            .map(|m| m.id.as_str())
-            .collect();
-        if ids.is_empty() {
-            continue;
+    async fn list(
+        &self,
+        s: &LayoutCtx,
+        space: &SpaceName,
+        query: &ListQuery,
+        cursor: Option<&Cursor>,
+    ) -> Result<Page> {
+        check_rotation_window(s, query.window_ms)?;
+        if query.order == Order::Recent {
+            return Err(
+                s.unsupported("listing most recent first (the sets hold no times; list by id)")
+            );
         }
-        let mut inv = LEAVE.prepare_invoke();
-        inv.key(&pair(s.template(kind)?, space)[..]).arg(&ids);
-        let mut c = s.conn.clone();
-        present += s.io("leave", inv.invoke_async::<u64>(&mut c)).await?;
+        let mut items = Vec::new();
+        for (kind, t) in s.kinds(query.kinds)? {
+            let keys = pair(t, space);
+            s.check_scan(&keys).await?;
+            let mut c = s.client.clone();
+            let union: Value = s
+                .io(
+                    "list",
+                    redis::cmd("SUNION").arg(&keys[..]).query_async(&mut c),
+                )
+                .await?;
+            items.extend(members_of(union)?.into_iter().map(|id| Item {
+                member: MemberKey { kind, id },
+                last_seen: None,
+            }));
+        }
+        Ok(page_of(items, query.order, cursor, query.limit, |_| {
+            Status::Online
+        }))
     }
-    Ok(present)
-}
 
-pub(super) async fn list(
-    s: &SeedLayoutStore,
-    space: &SpaceName,
-    query: &ListQuery,
-    cursor: Option<&Cursor>,
-) -> Result<Page> {
-    s.check_rotation_window(query.window_ms)?;
-    if query.order == Order::Recent {
-        return Err(s.unsupported("listing most recent first (the sets hold no times; list by id)"));
+    async fn count(
+        &self,
+        s: &LayoutCtx,
+        space: &SpaceName,
+        window_ms: Option<Millis>,
+    ) -> Result<Counts> {
+        check_rotation_window(s, window_ms)?;
+        let mut counts = Counts::default();
+        for (kind, t) in s.kinds(KindFilter::All)? {
+            let n = s
+                .union_count(t.render(space, TEMP_PART), &pair(t, space))
+                .await?;
+            match kind {
+                MemberKind::User => counts.users = n,
+                MemberKind::Guest => counts.guests = n,
+            }
+        }
+        Ok(counts)
     }
-    let mut items = Vec::new();
-    for (kind, t) in s.kinds(query.kinds)? {
-        let keys = pair(t, space);
-        s.check_scan(&keys).await?;
-        let mut c = s.conn.clone();
-        let union: Value = s
-            .io(
-                "list",
-                redis::cmd("SUNION").arg(&keys[..]).query_async(&mut c),
-            )
-            .await?;
-        items.extend(members_of(union)?.into_iter().map(|id| Item {
-            member: MemberKey { kind, id },
-            last_seen: None,
-        }));
-    }
-    Ok(page_of(items, query.order, cursor, query.limit, |_| {
-        Status::Online
-    }))
-}
 
-pub(super) async fn count(
-    s: &SeedLayoutStore,
-    space: &SpaceName,
-    window_ms: Option<Millis>,
-) -> Result<Counts> {
-    s.check_rotation_window(window_ms)?;
-    let mut counts = Counts::default();
-    for (kind, t) in s.kinds(KindFilter::All)? {
-        let n = s
-            .union_count(t.render(space, TEMP_PART), &pair(t, space))
-            .await?;
-        match kind {
-            MemberKind::User => counts.users = n,
-            MemberKind::Guest => counts.guests = n,
+    async fn tick(&self, s: &LayoutCtx) -> Result<TickReport> {
+        let mut report = TickReport::default();
+        if !s.opts.rotate {
+            return Ok(report);
         }
-    }
-    Ok(counts)
-}
-
-pub(super) async fn tick(s: &SeedLayoutStore) -> Result<TickReport> {
-    let mut report = TickReport::default();
-    if !s.opts.rotate {
-        return Ok(report);
-    }
-    let now = s.clock.now_ms();
-    let period = s.opts.rotate_every.as_millis() as u64;
-    for space in s.sweep_spaces() {
-        let mut exists = false;
-        for (_, t) in s.kinds(KindFilter::All)? {
-            let [current, old] = pair(t, &space);
-            let mut inv = ROTATE.prepare_invoke();
-            inv.key(current)
-                .key(old)
-                .key(t.render(&space, MARK_PART))
-                .arg(now)
-                .arg(period);
-            let mut c = s.conn.clone();
-            let started = Instant::now();
-            let (_rotated, gone, still): (u64, u64, u64) =
-                s.io("rotate", inv.invoke_async(&mut c)).await?;
-            report.max_hold_us = report.max_hold_us.max(started.elapsed().as_micros() as u64);
-            report.expired += gone;
-            exists |= still == 1;
+        let now = s.clock.now_ms();
+        let period = s.opts.rotate_every.as_millis() as u64;
+        for space in s.sweep_spaces() {
+            let mut exists = false;
+            for (_, t) in s.kinds(KindFilter::All)? {
+                let [current, old] = pair(t, &space);
+                let mut inv = ROTATE.prepare_invoke();
+                inv.key(current)
+                    .key(old)
+                    .key(t.render(&space, MARK_PART))
+                    .arg(now)
+                    .arg(period);
+                let mut c = s.client.clone();
+                let started = Instant::now();
+                let (_rotated, gone, still): (u64, u64, u64) =
+                    s.io("rotate", inv.invoke_async(&mut c)).await?;
+                report.max_hold_us = report.max_hold_us.max(started.elapsed().as_micros() as u64);
+                report.expired += gone;
+                exists |= still == 1;
+            }
+            if !exists && s.forget(&space) {
+                report.spaces_dropped += 1;
+            }
         }
-        if !exists && s.forget(&space) {
-            report.spaces_dropped += 1;
-        }
+        Ok(report)
     }
-    Ok(report)
 }

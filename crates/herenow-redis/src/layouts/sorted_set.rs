@@ -21,14 +21,20 @@
 use std::sync::LazyLock;
 use std::time::Instant;
 
+use async_trait::async_trait;
 use redis::{Script, Value};
 
 use herenow_core::{
     Counts, Heartbeat, HeartbeatReport, ListQuery, MemberKey, MemberKind, MemberStatus, Millis,
-    Order, Page, Result, SpaceName, TickReport,
+    Order, Page, Result, SpaceConfig, SpaceName, TickReport,
 };
 
-use super::{Cursor, Item, SeedLayoutStore, bad_reply, member_id, page_of};
+use super::common::{Cursor, Item, LayoutCtx, LayoutOps, member_id, page_of};
+use super::config::LayoutOptions;
+use crate::reply::bad_reply;
+
+/// Seeds 001 and 004's layout: see the module documentation.
+pub(super) struct SortedSet;
 
 /// ARGV: now ms, away ms, then (seconds, id) pairs. Returns accepted,
 /// joined, stale. A member joins when it was offline (absent, or last seen
@@ -158,163 +164,12 @@ fn scored(v: Value, kind: MemberKind) -> Result<Vec<Item>> {
     Ok(out)
 }
 
-pub(super) async fn heartbeat(
-    s: &SeedLayoutStore,
-    space: &SpaceName,
-    beats: &[Heartbeat],
-) -> Result<HeartbeatReport> {
-    let now = s.clock.now_ms();
-    let mut report = HeartbeatReport::default();
-    for kind in MemberKind::ALL {
-        let mut inv = HEARTBEAT.prepare_invoke();
-        let mut any = false;
-        for b in beats.iter().filter(|b| b.member.kind == kind) {
-            let at = b.at_ms.unwrap_or(now);
-            if now.saturating_sub(at) >= s.policy.retention_ms {
-                report.stale += 1;
-                continue;
-            }
-            if !any {
-                inv.key(s.template(kind)?.render(space, ""))
-                    .arg(now)
-                    .arg(s.policy.away_ms);
-                any = true;
-            }
-            // Whole seconds, as the seeds write them.
-            inv.arg(at / 1000).arg(b.member.id.as_str());
-        }
-        if !any {
-            continue;
-        }
-        let mut c = s.conn.clone();
-        let (accepted, joined, stale): (u64, u64, u64) =
-            s.io("heartbeat", inv.invoke_async(&mut c)).await?;
-        report.accepted += accepted;
-        report.joined += joined;
-        report.stale += stale;
-    }
-    Ok(report)
-}
-
-pub(super) async fn leave(
-    s: &SeedLayoutStore,
-    space: &SpaceName,
-    members: &[MemberKey],
-) -> Result<u64> {
-    let now = s.clock.now_ms();
-    let mut present = 0;
-    for kind in MemberKind::ALL {
-        let ids: Vec<&str> = members
-            .iter()
-            .filter(|m| m.kind == kind)
-            .map(|m| m.id.as_str())
-            .collect();
-        if ids.is_empty() {
-            continue;
-        }
-        let mut inv = LEAVE.prepare_invoke();
-        inv.key(s.template(kind)?.render(space, ""))
-            .arg(now)
-            .arg(s.policy.retention_ms)
-            .arg(&ids);
-        let mut c = s.conn.clone();
-        present += s.io("leave", inv.invoke_async::<u64>(&mut c)).await?;
-    }
-    Ok(present)
-}
-
-pub(super) async fn status(
-    s: &SeedLayoutStore,
-    space: &SpaceName,
-    members: &[MemberKey],
-) -> Result<Vec<MemberStatus>> {
-    let now = s.clock.now_ms();
-    let mut seen: Vec<Option<Millis>> = vec![None; members.len()];
-    for kind in MemberKind::ALL {
-        let at: Vec<usize> = (0..members.len())
-            .filter(|&i| members[i].kind == kind)
-            .collect();
-        if at.is_empty() {
-            continue;
-        }
-        let mut cmd = redis::cmd("ZMSCORE");
-        cmd.arg(s.template(kind)?.render(space, ""));
-        for &i in &at {
-            cmd.arg(members[i].id.as_str());
-        }
-        let mut c = s.conn.clone();
-        let scores: Vec<Option<f64>> = s.io("status", cmd.query_async(&mut c)).await?;
-        if scores.len() != at.len() {
-            return Err(bad_reply("ZMSCORE answered a different number of scores"));
-        }
-        for (i, score) in at.into_iter().zip(scores) {
-            // Past the retention is forgotten, whether swept yet or not.
-            seen[i] = score
-                .map(score_ms)
-                .filter(|&t| t.saturating_add(s.policy.retention_ms) > now);
-        }
-    }
-    Ok(s.answer(members, seen, now))
-}
-
-pub(super) async fn list(
-    s: &SeedLayoutStore,
-    space: &SpaceName,
-    query: &ListQuery,
-    cursor: Option<&Cursor>,
-) -> Result<Page> {
-    let now = s.clock.now_ms();
-    let window = s.window(query.window_ms)?;
-    let min = ms_score(now.saturating_sub(window));
-    let mut items = Vec::new();
-    for (kind, t) in s.kinds(query.kinds)? {
-        let key = t.render(space, "");
-        let read = match query.order {
-            Order::Recent => recent(s, &key, kind, &min, cursor, query.limit).await?,
-            Order::Id => {
-                let mut c = s.conn.clone();
-                let n: u64 = s
-                    .io(
-                        "count",
-                        redis::cmd("ZCOUNT")
-                            .arg(&key)
-                            .arg(&min)
-                            .arg("+inf")
-                            .query_async(&mut c),
-                    )
-                    .await?;
-                if n > s.opts.max_scan as u64 {
-                    return Err(s.unsupported(
-                        "listing by id more members than max_scan (list most recent first)",
-                    ));
-                }
-                let v: Value = s
-                    .io(
-                        "list",
-                        redis::cmd("ZRANGEBYSCORE")
-                            .arg(&key)
-                            .arg(&min)
-                            .arg("+inf")
-                            .arg("WITHSCORES")
-                            .query_async(&mut c),
-                    )
-                    .await?;
-                scored(v, kind)?
-            }
-        };
-        items.extend(read);
-    }
-    Ok(page_of(items, query.order, cursor, query.limit, |t| {
-        s.policy.status(t, now)
-    }))
-}
-
 /// The first `limit + 1` members of `key` after the cursor, most recent
 /// first, read with seed 004's `ZRANGE … BYSCORE REV LIMIT` in chunks.
 /// Redis orders equal scores by id descending and herenow by id ascending,
 /// so reading goes on until the score of the boundary member is read whole.
 async fn recent(
-    s: &SeedLayoutStore,
+    s: &LayoutCtx,
     key: &str,
     kind: MemberKind,
     min: &str,
@@ -331,7 +186,7 @@ async fn recent(
     let mut kept: Vec<Item> = Vec::new();
     let mut offset = 0;
     loop {
-        let mut c = s.conn.clone();
+        let mut c = s.client.clone();
         let v: Value = s
             .io(
                 "list",
@@ -370,65 +225,234 @@ async fn recent(
     }
 }
 
-pub(super) async fn count(
-    s: &SeedLayoutStore,
-    space: &SpaceName,
-    window_ms: Option<Millis>,
-) -> Result<Counts> {
-    let now = s.clock.now_ms();
-    let window = s.window(window_ms)?;
-    let min = ms_score(now.saturating_sub(window));
-    let mut counts = Counts::default();
-    for (kind, t) in s.kinds(herenow_core::KindFilter::All)? {
-        let mut c = s.conn.clone();
-        let n: u64 = s
-            .io(
-                "count",
-                redis::cmd("ZCOUNT")
-                    .arg(t.render(space, ""))
-                    .arg(&min)
-                    .arg("+inf")
-                    .query_async(&mut c),
-            )
-            .await?;
-        match kind {
-            MemberKind::User => counts.users = n,
-            MemberKind::Guest => counts.guests = n,
-        }
+#[async_trait]
+impl LayoutOps for SortedSet {
+    /// The defaults as given: the sorted set keeps every member's time.
+    fn policy(&self, defaults: SpaceConfig, _opts: &LayoutOptions) -> Result<SpaceConfig> {
+        Ok(defaults)
     }
-    Ok(counts)
-}
 
-pub(super) async fn tick(s: &SeedLayoutStore) -> Result<TickReport> {
-    let now = s.clock.now_ms();
-    let mut report = TickReport::default();
-    let Some(horizon) = now.checked_sub(s.policy.retention_ms) else {
-        return Ok(report);
-    };
-    let max = ms_score(horizon);
-    for space in s.sweep_spaces() {
-        let mut exists = false;
-        for (_, t) in s.kinds(herenow_core::KindFilter::All)? {
-            let key = t.render(&space, "");
-            let mut key_exists = true;
-            for _ in 0..s.opts.tick_batches {
-                let mut inv = EXPIRE_BATCH.prepare_invoke();
-                inv.key(&key).arg(&max).arg(s.opts.expire_batch);
-                let mut c = s.conn.clone();
-                let started = Instant::now();
-                let (removed, still): (u64, u64) = s.io("expire", inv.invoke_async(&mut c)).await?;
-                report.max_hold_us = report.max_hold_us.max(started.elapsed().as_micros() as u64);
-                report.expired += removed;
-                key_exists = still == 1;
-                if removed < s.opts.expire_batch as u64 {
-                    break;
-                }
-            }
-            exists |= key_exists;
-        }
-        if !exists && s.forget(&space) {
-            report.spaces_dropped += 1;
-        }
+    fn slot_parts(&self) -> &'static [&'static str] {
+        &[]
     }
-    Ok(report)
+
+    fn sweeps_spaces(&self) -> bool {
+        true
+    }
+
+    async fn heartbeat(
+        &self,
+        s: &LayoutCtx,
+        space: &SpaceName,
+        beats: &[Heartbeat],
+    ) -> Result<HeartbeatReport> {
+        let now = s.clock.now_ms();
+        let mut report = HeartbeatReport::default();
+        for kind in MemberKind::ALL {
+            let mut inv = HEARTBEAT.prepare_invoke();
+            let mut any = false;
+            for b in beats.iter().filter(|b| b.member.kind == kind) {
+                let at = b.at_ms.unwrap_or(now);
+                if now.saturating_sub(at) >= s.policy.retention_ms {
+                    report.stale += 1;
+                    continue;
+                }
+                if !any {
+                    inv.key(s.template(kind)?.render(space, ""))
+                        .arg(now)
+                        .arg(s.policy.away_ms);
+                    any = true;
+                }
+                // Whole seconds, as the seeds write them.
+                inv.arg(at / 1000).arg(b.member.id.as_str());
+            }
+            if !any {
+                continue;
+            }
+            let mut c = s.client.clone();
+            let (accepted, joined, stale): (u64, u64, u64) =
+                s.io("heartbeat", inv.invoke_async(&mut c)).await?;
+            report.accepted += accepted;
+            report.joined += joined;
+            report.stale += stale;
+        }
+        Ok(report)
+    }
+
+    async fn leave(&self, s: &LayoutCtx, space: &SpaceName, members: &[MemberKey]) -> Result<u64> {
+        let now = s.clock.now_ms();
+        let mut present = 0;
+        for kind in MemberKind::ALL {
+            let ids: Vec<&str> = members
+                .iter()
+                .filter(|m| m.kind == kind)
+                .map(|m| m.id.as_str())
+                .collect();
+            if ids.is_empty() {
+                continue;
+            }
+            let mut inv = LEAVE.prepare_invoke();
+            inv.key(s.template(kind)?.render(space, ""))
+                .arg(now)
+                .arg(s.policy.retention_ms)
+                .arg(&ids);
+            let mut c = s.client.clone();
+            present += s.io("leave", inv.invoke_async::<u64>(&mut c)).await?;
+        }
+        Ok(present)
+    }
+
+    async fn status(
+        &self,
+        s: &LayoutCtx,
+        space: &SpaceName,
+        members: &[MemberKey],
+    ) -> Result<Vec<MemberStatus>> {
+        let now = s.clock.now_ms();
+        let mut seen: Vec<Option<Millis>> = vec![None; members.len()];
+        for kind in MemberKind::ALL {
+            let at: Vec<usize> = (0..members.len())
+                .filter(|&i| members[i].kind == kind)
+                .collect();
+            if at.is_empty() {
+                continue;
+            }
+            let mut cmd = redis::cmd("ZMSCORE");
+            cmd.arg(s.template(kind)?.render(space, ""));
+            for &i in &at {
+                cmd.arg(members[i].id.as_str());
+            }
+            let mut c = s.client.clone();
+            let scores: Vec<Option<f64>> = s.io("status", cmd.query_async(&mut c)).await?;
+            if scores.len() != at.len() {
+                return Err(bad_reply("ZMSCORE answered a different number of scores"));
+            }
+            for (i, score) in at.into_iter().zip(scores) {
+                // Past the retention is forgotten, whether swept yet or not.
+                seen[i] = score
+                    .map(score_ms)
+                    .filter(|&t| t.saturating_add(s.policy.retention_ms) > now);
+            }
+        }
+        Ok(s.answer(members, seen, now))
+    }
+
+    async fn list(
+        &self,
+        s: &LayoutCtx,
+        space: &SpaceName,
+        query: &ListQuery,
+        cursor: Option<&Cursor>,
+    ) -> Result<Page> {
+        let now = s.clock.now_ms();
+        let window = s.window(query.window_ms)?;
+        let min = ms_score(now.saturating_sub(window));
+        let mut items = Vec::new();
+        for (kind, t) in s.kinds(query.kinds)? {
+            let key = t.render(space, "");
+            let read = match query.order {
+                Order::Recent => recent(s, &key, kind, &min, cursor, query.limit).await?,
+                Order::Id => {
+                    let mut c = s.client.clone();
+                    let n: u64 = s
+                        .io(
+                            "count",
+                            redis::cmd("ZCOUNT")
+                                .arg(&key)
+                                .arg(&min)
+                                .arg("+inf")
+                                .query_async(&mut c),
+                        )
+                        .await?;
+                    if n > s.opts.max_scan as u64 {
+                        return Err(s.unsupported(
+                            "listing by id more members than max_scan (list most recent first)",
+                        ));
+                    }
+                    let v: Value = s
+                        .io(
+                            "list",
+                            redis::cmd("ZRANGEBYSCORE")
+                                .arg(&key)
+                                .arg(&min)
+                                .arg("+inf")
+                                .arg("WITHSCORES")
+                                .query_async(&mut c),
+                        )
+                        .await?;
+                    scored(v, kind)?
+                }
+            };
+            items.extend(read);
+        }
+        Ok(page_of(items, query.order, cursor, query.limit, |t| {
+            s.policy.status(t, now)
+        }))
+    }
+
+    async fn count(
+        &self,
+        s: &LayoutCtx,
+        space: &SpaceName,
+        window_ms: Option<Millis>,
+    ) -> Result<Counts> {
+        let now = s.clock.now_ms();
+        let window = s.window(window_ms)?;
+        let min = ms_score(now.saturating_sub(window));
+        let mut counts = Counts::default();
+        for (kind, t) in s.kinds(herenow_core::KindFilter::All)? {
+            let mut c = s.client.clone();
+            let n: u64 = s
+                .io(
+                    "count",
+                    redis::cmd("ZCOUNT")
+                        .arg(t.render(space, ""))
+                        .arg(&min)
+                        .arg("+inf")
+                        .query_async(&mut c),
+                )
+                .await?;
+            match kind {
+                MemberKind::User => counts.users = n,
+                MemberKind::Guest => counts.guests = n,
+            }
+        }
+        Ok(counts)
+    }
+
+    async fn tick(&self, s: &LayoutCtx) -> Result<TickReport> {
+        let now = s.clock.now_ms();
+        let mut report = TickReport::default();
+        let Some(horizon) = now.checked_sub(s.policy.retention_ms) else {
+            return Ok(report);
+        };
+        let max = ms_score(horizon);
+        for space in s.sweep_spaces() {
+            let mut exists = false;
+            for (_, t) in s.kinds(herenow_core::KindFilter::All)? {
+                let key = t.render(&space, "");
+                let mut key_exists = true;
+                for _ in 0..s.opts.tick_batches {
+                    let mut inv = EXPIRE_BATCH.prepare_invoke();
+                    inv.key(&key).arg(&max).arg(s.opts.expire_batch);
+                    let mut c = s.client.clone();
+                    let started = Instant::now();
+                    let (removed, still): (u64, u64) =
+                        s.io("expire", inv.invoke_async(&mut c)).await?;
+                    report.max_hold_us =
+                        report.max_hold_us.max(started.elapsed().as_micros() as u64);
+                    report.expired += removed;
+                    key_exists = still == 1;
+                    if removed < s.opts.expire_batch as u64 {
+                        break;
+                    }
+                }
+                exists |= key_exists;
+            }
+            if !exists && s.forget(&space) {
+                report.spaces_dropped += 1;
+            }
+        }
+        Ok(report)
+    }
 }

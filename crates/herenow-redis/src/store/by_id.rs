@@ -31,7 +31,8 @@ use herenow_core::{
 
 use herenow_core::cursor::IdCursor;
 
-use super::{RedisStore, array, bad_reply, int, opt_string, window_error};
+use super::RedisStore;
+use crate::reply::{array, bad_reply, int, opt_string, window_error};
 use crate::scripts;
 
 /// Most ids one slice reads: one short script call.
@@ -85,8 +86,9 @@ impl RedisStore {
         let window = query.window_ms.unwrap_or(0);
         // Every kind asked for, in every shard.
         let parts: Vec<Part> = self
-            .writer
-            .all_keys(space)
+            .ctx
+            .keys
+            .all(space)
             .into_iter()
             .flat_map(|k| {
                 MemberKind::ALL
@@ -120,7 +122,7 @@ impl RedisStore {
             Err(SliceError::Store(e)) => return Err(e),
         };
         let in_window: u64 = firsts.iter().filter_map(|f| f.in_window).sum();
-        let max = self.opts.id_order_max as u64;
+        let max = self.ctx.opts.id_order_max as u64;
         if in_window > max {
             return Err(too_many(in_window, max));
         }
@@ -219,13 +221,14 @@ impl RedisStore {
             None => (String::new(), String::new()),
             Some((s, m)) => (s.to_string(), m),
         };
-        let mut c = self.conn.clone();
+        let mut c = self.ctx.client.clone();
         let v: Value = self
+            .ctx
             .io("list", async {
                 scripts::ID_SLICE
                     .key(&part.z)
                     .key(&part.config)
-                    .arg(&self.defaults_args()[..])
+                    .arg(&self.ctx.defaults_args()[..])
                     .arg(now)
                     .arg(window)
                     .arg(cs)

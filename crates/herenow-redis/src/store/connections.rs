@@ -1,6 +1,6 @@
 //! Live connections on Redis: [`RedisStore`]'s attach, detach and listing.
 //! The rules are the core's ([`herenow_core::conn`]); the scripts and the
-//! keys are in [`conn_scripts`](crate::conn_scripts).
+//! keys are in [`crate::conn_scripts`].
 //!
 //! Attach and detach are not buffered while Redis is unavailable: they
 //! answer [`Error::Unavailable`] at once (the server tells the client, which
@@ -10,12 +10,12 @@
 //!
 //! In a space split over shards, a member's connections live in the
 //! member's shard, and a claim key in the shard the connection id hashes
-//! to keeps ids unique per space (see [`crate::shard`]): an attach claims
+//! to keeps ids unique per space (see [`crate::keys`]): an attach claims
 //! the id first (renewing the claim on every ping), a detach gives it up,
 //! and a connection that just expires leaves its claim to expire in Redis
 //! [`CLAIM_SLACK_MS`] after the connection's TTL.
 
-use redis::{ScriptInvocation, Value};
+use redis::Value;
 
 use herenow_core::conn::sort_connections;
 use herenow_core::store::check_batch;
@@ -24,36 +24,21 @@ use herenow_core::{
     Metadata, Millis, Result, SpaceName, limits,
 };
 
-use super::{RedisStore, array, bad_reply, int, opt_string};
+use super::RedisStore;
 use crate::conn_scripts;
-use crate::shard::{self, claim_shard};
-use crate::writer::SpaceKeys;
+use crate::reply::{array, bad_reply, int, opt_string};
 
 /// How long a connection id's claim outlives the connection's TTL: time
 /// for the sweep to close the connection (and for clocks to disagree)
 /// before another member may take the id.
 pub const CLAIM_SLACK_MS: u64 = 10_000;
 
-/// Adds the keys every connection script (and the sweep) takes, in order:
-/// `zu zg meta state config lease conns cinfo mconn`.
-pub(super) fn space_script_keys(inv: &mut ScriptInvocation<'_>, k: &SpaceKeys) {
-    inv.key(&k.zu)
-        .key(&k.zg)
-        .key(&k.meta)
-        .key(&k.state)
-        .key(&k.config)
-        .key(&k.lease)
-        .key(&k.conns)
-        .key(&k.cinfo)
-        .key(&k.mconn);
-}
-
 impl RedisStore {
     /// While writes are held in the buffer (Redis failed and the buffer is
     /// not written back yet), connection writes are refused rather than
     /// buffered or slipped past the buffered heartbeats.
     fn refuse_while_held(&self) -> Result<()> {
-        if self.writer.shared.buffer.holding() {
+        if self.ctx.health.buffer.holding() {
             return Err(Error::Unavailable {
                 reason: "redis is unavailable; live connections are not buffered, retry later"
                     .into(),
@@ -69,18 +54,18 @@ impl RedisStore {
     pub(super) async fn attach_conn(&self, space: &SpaceName, a: &Attach) -> Result<AttachReport> {
         a.check()?;
         self.refuse_while_held()?;
-        let now = self.clock.now_ms();
+        let now = self.ctx.clock.now_ms();
         self.writer.register(space, now).await?;
-        let shards = self.writer.shards(space);
+        let shards = self.ctx.keys.shards(space);
         if shards > 1 && !self.claim(space, &a.member, &a.conn, a.ttl_ms).await? {
             return Err(InvalidInput::ConnIdTaken.into());
         }
-        let k = self.member_keys(space, &a.member);
+        let k = self.ctx.keys.of_member(space, &a.member);
         let mut inv = conn_scripts::ATTACH.prepare_invoke();
-        space_script_keys(&mut inv, &k);
+        k.add_to(&mut inv);
         inv.arg(now)
-            .arg(&self.defaults_args()[..])
-            .arg(self.publish_cmd())
+            .arg(&self.ctx.defaults_args()[..])
+            .arg(self.ctx.publish_cmd())
             .arg(&k.channel)
             .arg(a.member.kind.letter())
             .arg(a.member.id.as_str())
@@ -89,8 +74,9 @@ impl RedisStore {
             .arg(if a.invisible { "1" } else { "0" })
             .arg(now.saturating_add(a.ttl_ms))
             .arg(limits::MAX_CONNS_PER_MEMBER);
-        let mut c = self.conn.clone();
+        let mut c = self.ctx.client.clone();
         let v: Value = self
+            .ctx
             .io("attach", async { inv.invoke_async(&mut c).await })
             .await?;
         let v = array(v)?;
@@ -115,20 +101,22 @@ impl RedisStore {
         conn: &ConnId,
     ) -> Result<DetachReport> {
         self.refuse_while_held()?;
-        let now = self.clock.now_ms();
-        let k = self.member_keys(space, member);
+        let now = self.ctx.clock.now_ms();
+        let k = self.ctx.keys.of_member(space, member);
         let mut inv = conn_scripts::DETACH.prepare_invoke();
-        space_script_keys(&mut inv, &k);
+        k.add_to(&mut inv);
         inv.arg(now)
-            .arg(&self.defaults_args()[..])
-            .arg(self.publish_cmd())
+            .arg(&self.ctx.defaults_args()[..])
+            .arg(self.ctx.publish_cmd())
             .arg(&k.channel)
             .arg(member.kind.letter())
             .arg(member.id.as_str())
             .arg(conn.as_str());
-        let mut c = self.conn.clone();
-        let detach = self.io("detach", async { inv.invoke_async::<Value>(&mut c).await });
-        let v = if self.writer.shards(space) > 1 {
+        let mut c = self.ctx.client.clone();
+        let detach = self
+            .ctx
+            .io("detach", async { inv.invoke_async::<Value>(&mut c).await });
+        let v = if self.ctx.keys.shards(space) > 1 {
             // The claim goes with the connection (a claim that is not this
             // member's is left alone).
             let (v, released) = futures::join!(detach, self.release(space, member, conn));
@@ -151,18 +139,22 @@ impl RedisStore {
         members: &[MemberKey],
     ) -> Result<Vec<Vec<Connection>>> {
         check_batch(members.len())?;
-        let groups = self.writer.by_shard(space, members.len(), |i| &members[i]);
+        let groups = self
+            .ctx
+            .keys
+            .by_shard(space, members.len(), |i| &members[i]);
         let calls = groups.iter().map(|(shard, idx)| {
-            let k = self.writer.shard_keys(space, *shard);
+            let k = self.ctx.keys.shard(space, *shard);
             let mut inv = conn_scripts::CONNECTIONS.prepare_invoke();
             inv.key(&k.conns).key(&k.cinfo).key(&k.mconn);
             for &i in idx {
                 let m = &members[i];
                 inv.arg(format!("{}:{}", m.kind.letter(), m.id.as_str()));
             }
-            let mut c = self.conn.clone();
+            let mut c = self.ctx.client.clone();
             async move {
                 let v: Value = self
+                    .ctx
                     .io("connections", async { inv.invoke_async(&mut c).await })
                     .await?;
                 let parts = array(v)?;
@@ -185,24 +177,6 @@ impl RedisStore {
         Ok(out)
     }
 
-    /// The keys of the shard `member` lives in.
-    fn member_keys(&self, space: &SpaceName, member: &MemberKey) -> SpaceKeys {
-        let n = self.writer.shards(space);
-        self.writer
-            .shard_keys(space, shard::shard_of(member.kind, member.id.as_str(), n))
-    }
-
-    /// The claim key of connection id `conn` (spaces of several shards).
-    fn claim_key(&self, space: &SpaceName, conn: &ConnId) -> String {
-        let n = self.writer.shards(space);
-        format!(
-            "{}:{}:claim:{}",
-            self.opts.prefix,
-            shard::tag(space, claim_shard(conn.as_str(), n)),
-            conn.as_str()
-        )
-    }
-
     /// Claims (or renews) `conn` for `member`; false if another member
     /// holds it.
     async fn claim(
@@ -212,10 +186,11 @@ impl RedisStore {
         conn: &ConnId,
         ttl_ms: u64,
     ) -> Result<bool> {
-        let key = self.claim_key(space, conn);
+        let key = self.ctx.keys.claim(space, conn);
         let owner = format!("{}:{}", member.kind.letter(), member.id.as_str());
-        let mut c = self.conn.clone();
+        let mut c = self.ctx.client.clone();
         let got: i64 = self
+            .ctx
             .io("attach", async {
                 conn_scripts::CLAIM
                     .key(&key)
@@ -230,10 +205,11 @@ impl RedisStore {
 
     /// Gives up `member`'s claim on `conn`, if it holds it.
     async fn release(&self, space: &SpaceName, member: &MemberKey, conn: &ConnId) -> Result<()> {
-        let key = self.claim_key(space, conn);
+        let key = self.ctx.keys.claim(space, conn);
         let owner = format!("{}:{}", member.kind.letter(), member.id.as_str());
-        let mut c = self.conn.clone();
+        let mut c = self.ctx.client.clone();
         let _: i64 = self
+            .ctx
             .io("detach", async {
                 conn_scripts::RELEASE
                     .key(&key)

@@ -1,9 +1,12 @@
-//! The connection: a standalone server through a reconnecting
+//! The link to Redis: a standalone server through a reconnecting
 //! [`ConnectionManager`], or a cluster through redis-rs' async cluster
-//! connection, behind one type that scripts and commands run on.
+//! connection, behind one type, [`RedisClient`], that scripts and commands
+//! run on. (In this crate, as everywhere in herenow, a "connection" is a
+//! live WebSocket connection of a member, [`herenow_core::ConnId`]; the
+//! socket to Redis is the client.)
 //!
 //! Both speak RESP3, so pub/sub messages arrive as pushes on the same
-//! multiplexed connection that carries commands (no second connection per
+//! multiplexed socket that carries commands (no second socket per
 //! store), and both resubscribe by themselves after a reconnect.
 
 use std::time::Duration;
@@ -83,7 +86,8 @@ impl Target {
         ))
     }
 
-    /// Whether it speaks TLS.
+    /// Whether it speaks TLS: then a rustls crypto provider must be
+    /// installed before connecting (see [`RedisClient::open`]).
     pub fn is_tls(&self) -> bool {
         match self {
             Target::Single { url } => url.starts_with("rediss://"),
@@ -97,23 +101,27 @@ impl Target {
     }
 }
 
-/// A connection to a server or a cluster. Cheap to clone: clones share one
-/// multiplexed connection.
+/// The client of a server or a cluster. Cheap to clone: clones share one
+/// multiplexed socket, which is what lets many script calls be in flight
+/// at once without a pool.
 #[derive(Clone)]
-pub enum Conn {
-    /// One server.
+pub enum RedisClient {
+    /// One server, through redis-rs' manager, which reconnects (and
+    /// resubscribes) in the background.
     Single(ConnectionManager),
-    /// A cluster.
+    /// A cluster: commands are routed to their slot's node, events go over
+    /// sharded pub/sub.
     Cluster(ClusterConnection),
 }
 
-impl Conn {
-    /// Connects, sending pub/sub pushes to `push`.
+impl RedisClient {
+    /// Connects, sending pub/sub pushes to `push` (the same socket carries
+    /// commands and event messages).
     pub async fn open(
         target: &Target,
         timeout: Duration,
         push: impl Fn(PushInfo) + Send + Sync + 'static,
-    ) -> RedisResult<Conn> {
+    ) -> RedisResult<RedisClient> {
         if target.is_tls() {
             // redis-rs leaves the choice of rustls' crypto to the program;
             // an error only means one is installed already.
@@ -136,7 +144,7 @@ impl Conn {
                     .set_max_delay(Duration::from_millis(500))
                     .set_push_sender(sender)
                     .set_automatic_resubscription();
-                Ok(Conn::Single(
+                Ok(RedisClient::Single(
                     client.get_connection_manager_with_config(config).await?,
                 ))
             }
@@ -148,7 +156,7 @@ impl Conn {
                     .retries(2)
                     .push_sender(sender)
                     .build()?;
-                Ok(Conn::Cluster(client.get_async_connection().await?))
+                Ok(RedisClient::Cluster(client.get_async_connection().await?))
             }
         }
     }
@@ -157,25 +165,25 @@ impl Conn {
     /// (sharded, routed to the channel's slot) on a cluster.
     pub async fn subscribe(&mut self, channel: &str) -> RedisResult<()> {
         match self {
-            Conn::Single(c) => c.subscribe(channel).await,
-            Conn::Cluster(c) => c.ssubscribe(channel).await,
+            RedisClient::Single(c) => c.subscribe(channel).await,
+            RedisClient::Cluster(c) => c.ssubscribe(channel).await,
         }
     }
 
     /// Undoes [`subscribe`](Self::subscribe).
     pub async fn unsubscribe(&mut self, channel: &str) -> RedisResult<()> {
         match self {
-            Conn::Single(c) => c.unsubscribe(channel).await,
-            Conn::Cluster(c) => c.sunsubscribe(channel).await,
+            RedisClient::Single(c) => c.unsubscribe(channel).await,
+            RedisClient::Cluster(c) => c.sunsubscribe(channel).await,
         }
     }
 }
 
-impl ConnectionLike for Conn {
+impl ConnectionLike for RedisClient {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Conn::Single(c) => c.req_packed_command(cmd),
-            Conn::Cluster(c) => c.req_packed_command(cmd),
+            RedisClient::Single(c) => c.req_packed_command(cmd),
+            RedisClient::Cluster(c) => c.req_packed_command(cmd),
         }
     }
 
@@ -186,15 +194,15 @@ impl ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
-            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            RedisClient::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            RedisClient::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
-            Conn::Single(c) => c.get_db(),
-            Conn::Cluster(c) => c.get_db(),
+            RedisClient::Single(c) => c.get_db(),
+            RedisClient::Cluster(c) => c.get_db(),
         }
     }
 }

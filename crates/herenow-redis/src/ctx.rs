@@ -1,0 +1,164 @@
+//! What the store and its write path share: one [`Ctx`] per store, behind
+//! an `Arc`, held by [`RedisStore`](crate::RedisStore), the writer
+//! (`writer.rs`), the heartbeat flusher and the replayer. A leaf: it
+//! imports none of them. It owns the client, the clock, the policy defaults, the
+//! options, the key names and the write buffer's [`Health`], so no two of
+//! them keep copies that could disagree.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use redis::{RedisResult, Value};
+use tokio::sync::Notify;
+
+use herenow_core::{Clock, Error, Millis, Result, SpaceConfig};
+
+use crate::buffer::WriteBuffer;
+use crate::client::RedisClient;
+use crate::keys::Keys;
+use crate::options::RedisOptions;
+use crate::reply::timed;
+
+/// Counters of a [`RedisStore`](crate::RedisStore)'s write buffer, for
+/// metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RedisStats {
+    /// Members whose writes wait for Redis now.
+    pub buffered: u64,
+    /// Writes dropped since the start: refused by
+    /// [`RedisOptions::buffer_cap`], or refused by Redis on replay.
+    pub dropped: u64,
+    /// Members written back from the buffer since the start.
+    pub replayed: u64,
+    /// Whether Redis answered the last ping.
+    pub redis_up: bool,
+}
+
+/// Whether Redis answers, and the writes waiting for it: what every call
+/// checks before it writes and what readiness and metrics report.
+pub(crate) struct Health {
+    /// Writes waiting for Redis.
+    pub buffer: WriteBuffer,
+    /// Whether Redis answered the replayer's last ping (or nothing failed
+    /// yet).
+    pub up: AtomicBool,
+    /// Wakes the replayer: a write was buffered or a call failed.
+    pub wake: Notify,
+    /// Members written back from the buffer since the start.
+    pub replayed: AtomicU64,
+}
+
+impl Health {
+    fn new(buffer_cap: usize) -> Self {
+        Health {
+            buffer: WriteBuffer::new(buffer_cap),
+            up: AtomicBool::new(true),
+            wake: Notify::new(),
+            replayed: AtomicU64::new(0),
+        }
+    }
+
+    /// A call could not reach Redis: hold writes until the replayer has
+    /// seen Redis answer and drained the buffer.
+    pub fn failed(&self) {
+        self.buffer.start_holding();
+        self.wake.notify_one();
+    }
+
+    /// The counters, read now.
+    pub fn stats(&self) -> RedisStats {
+        let counts = self.buffer.counts();
+        RedisStats {
+            buffered: counts.buffered,
+            dropped: counts.dropped,
+            replayed: self.replayed.load(Ordering::Relaxed),
+            redis_up: self.up.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Redis answers and nothing waits for it.
+    pub fn is_ready(&self) -> bool {
+        self.up.load(Ordering::SeqCst) && self.buffer.is_drained()
+    }
+}
+
+/// See the module documentation.
+pub(crate) struct Ctx {
+    /// The one multiplexed client every call clones.
+    pub client: RedisClient,
+    /// Events go out with `SPUBLISH` on a cluster, `PUBLISH` otherwise.
+    cluster: bool,
+    /// "Now", for every script: never Redis `TIME`.
+    pub clock: Arc<dyn Clock>,
+    /// The policy of spaces that have none of their own.
+    pub defaults: SpaceConfig,
+    /// As given to [`RedisStore::connect`](crate::RedisStore::connect).
+    pub opts: RedisOptions,
+    /// Every key name, and each space's shards.
+    pub keys: Keys,
+    /// Whether Redis answers, and the buffered writes.
+    pub health: Health,
+}
+
+impl Ctx {
+    /// The context of a store connected with `client`, whose options and
+    /// key names the caller has checked.
+    pub fn new(
+        client: RedisClient,
+        cluster: bool,
+        clock: Arc<dyn Clock>,
+        defaults: SpaceConfig,
+        keys: Keys,
+        opts: RedisOptions,
+    ) -> Self {
+        Ctx {
+            client,
+            cluster,
+            clock,
+            defaults,
+            keys,
+            health: Health::new(opts.buffer_cap),
+            opts,
+        }
+    }
+
+    /// The publish command the scripts run, an argument of each: sharded
+    /// pub/sub on a cluster keeps an event in its space's slot.
+    pub fn publish_cmd(&self) -> &'static str {
+        if self.cluster { "SPUBLISH" } else { "PUBLISH" }
+    }
+
+    /// The defaults as the scripts take them (online, away, window,
+    /// retention), for spaces without a policy of their own.
+    pub fn defaults_args(&self) -> [Millis; 4] {
+        let d = self.defaults;
+        [d.online_ms, d.away_ms, d.window_ms, d.retention_ms]
+    }
+
+    /// Runs one Redis call with the timeout, mapping failures. A failure to
+    /// reach Redis also holds writes in the buffer until Redis answers, so
+    /// a member's writes never overtake each other.
+    pub async fn io<T>(
+        &self,
+        what: &'static str,
+        f: impl Future<Output = RedisResult<T>>,
+    ) -> Result<T> {
+        let r = timed(self.opts.timeout, what, f).await;
+        if let Err(Error::Unavailable { .. }) = &r {
+            self.health.failed();
+        }
+        r
+    }
+
+    /// One `PING`, under the timeout: how the replayer and `connect` learn
+    /// that Redis answers.
+    pub async fn ping(&self) -> Result<()> {
+        let mut c = self.client.clone();
+        self.io("ping", async move {
+            let _: Value = redis::cmd("PING").query_async(&mut c).await?;
+            Ok(())
+        })
+        .await
+    }
+}

@@ -1,0 +1,314 @@
+//! Every key name the Redis store uses, and how a space is split over
+//! shards: the one place that knows the key layout (the table is in the
+//! [crate documentation](crate)), so the scripts' callers never format a
+//! key themselves.
+//!
+//! # Big spaces: shards
+//!
+//! A sorted set holds at most 2^32−1 members (seed 004) and lives on one
+//! node of a cluster. A space configured with N > 1 shards
+//! ([`RedisOptions::shards`](crate::RedisOptions::shards), or per space
+//! [`RedisOptions::space_shards`](crate::RedisOptions::space_shards)) keeps
+//! its members in N copies of the default layout, each under its own hash
+//! tag, so the shards spread over the cluster's slots and nodes:
+//!
+//! - shard 0 is `P:{S}:…`, exactly the unsharded layout (N = 1 is today's
+//!   layout, no migration);
+//! - shard k ≥ 1 is `P:{S#k}:…` (`#` is not allowed in space names, so no
+//!   other space can own that tag).
+//!
+//! A member always lives in shard [`shard_of`]`(kind, id, N)`: FNV-1a (64
+//! bits) of the kind letter, `:` and the id, modulo N — stable across
+//! processes, versions and platforms, so any tool can compute it. Each shard
+//! keeps its own members' metadata, connections, event sequence,
+//! watermarks and sweep lease (a store sweeps the shards whose lease it
+//! holds), and a copy of the space's policy (written to every shard by
+//! `set_config`, read from shard 0 by `config`). Events are published on
+//! each shard's channel, numbered per shard; a subscriber listens to all N
+//! and takes each shard's snapshot with its own sequence number, so every
+//! member's events arrive in order (events of members in different shards
+//! have no order between them).
+//!
+//! Changing N remaps members, so a space keeps the N it was created with:
+//! the registry records it (`P:{spaces}:shards`) when it is first written,
+//! and a store configured with another N refuses to write heartbeats or
+//! connections to it ([`Error::Internal`](herenow_core::Error::Internal),
+//! logged; its reads and leaves are not checked, so every server on one
+//! Redis must be configured alike). A space dropped from the registry
+//! (empty) may come back with another N.
+//!
+//! Connection ids are unique per space: with N > 1 a member's connections
+//! live in its shard, and a claim key `P:{S#j}:claim:CONN` (in the shard j
+//! the connection id hashes to, expiring with the connection) says which
+//! member owns the id, so another member's attach with the same id is
+//! refused as it is with one shard.
+
+use std::collections::HashMap;
+
+use redis::ScriptInvocation;
+
+use herenow_core::{ConnId, MemberId, MemberKey, MemberKind, SpaceName};
+
+/// Most shards a space may have.
+pub const MAX_SHARDS: u16 = 1024;
+
+/// The shard of a member in a space of `shards` shards: FNV-1a (64 bits)
+/// of `u:ID` or `g:ID`, modulo `shards`. Always 0 for one shard.
+pub fn shard_of(kind: MemberKind, id: &str, shards: u16) -> u16 {
+    hash_mod(&[kind.letter().as_bytes()[0], b':'], id, shards)
+}
+
+/// The shard holding the claim on connection id `conn`: FNV-1a of
+/// `c:CONN`, modulo `shards`.
+pub fn claim_shard(conn: &str, shards: u16) -> u16 {
+    hash_mod(b"c:", conn, shards)
+}
+
+fn hash_mod(prefix: &[u8], s: &str, shards: u16) -> u16 {
+    if shards <= 1 {
+        return 0;
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in prefix.iter().chain(s.as_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (h % u64::from(shards)) as u16
+}
+
+/// The hash tag of shard `k` of `space`: `{S}` for shard 0, `{S#k}` after.
+fn tag(space: &SpaceName, k: u16) -> String {
+    if k == 0 {
+        format!("{{{}}}", space.as_str())
+    } else {
+        format!("{{{}#{k}}}", space.as_str())
+    }
+}
+
+/// The names of one shard's keys (of the space itself when it has one
+/// shard): all share the shard's hash tag, so any script may take them
+/// together.
+#[derive(Clone)]
+pub(crate) struct SpaceKeys {
+    /// Users: id → last seen in ms.
+    pub zu: String,
+    /// Guests: id → last seen in ms.
+    pub zg: String,
+    /// `u:ID` / `g:ID` → metadata JSON.
+    pub meta: String,
+    /// The event sequence and the watermarks.
+    pub state: String,
+    /// The space's policy, absent for the defaults.
+    pub config: String,
+    /// The event channel (numbered per shard).
+    pub channel: String,
+    /// The sweep lease: who may run background work on the shard.
+    pub lease: String,
+    /// Live connections (see [`crate::conn_scripts`]): id → expiry.
+    pub conns: String,
+    /// Connection id → its record (member, visibility, metadata).
+    pub cinfo: String,
+    /// Member → its connection ids and their visibility.
+    pub mconn: String,
+}
+
+impl SpaceKeys {
+    /// The keys stored (not the channel), in the order
+    /// [`RedisStore::space_keys`](crate::RedisStore::space_keys) lists
+    /// them.
+    pub fn names(self) -> Vec<String> {
+        vec![
+            self.zu,
+            self.zg,
+            self.meta,
+            self.state,
+            self.config,
+            self.lease,
+            self.conns,
+            self.cinfo,
+            self.mconn,
+        ]
+    }
+
+    /// Adds the keys every connection script (and the sweep) takes, in
+    /// their order: `zu zg meta state config lease conns cinfo mconn`.
+    pub fn add_to(&self, inv: &mut ScriptInvocation<'_>) {
+        inv.key(&self.zu)
+            .key(&self.zg)
+            .key(&self.meta)
+            .key(&self.state)
+            .key(&self.config)
+            .key(&self.lease)
+            .key(&self.conns)
+            .key(&self.cinfo)
+            .key(&self.mconn);
+    }
+}
+
+/// The key names of one store: its prefix and how many shards each space
+/// has ([`RedisOptions::shards`](crate::RedisOptions::shards) and
+/// [`space_shards`](crate::RedisOptions::space_shards)).
+#[derive(Debug)]
+pub(crate) struct Keys {
+    prefix: String,
+    shards: u16,
+    space_shards: HashMap<SpaceName, u16>,
+}
+
+impl Keys {
+    /// Names under `prefix`, checking every shard count is within
+    /// 1..=[`MAX_SHARDS`] (`None` otherwise).
+    pub fn new(prefix: &str, shards: u16, space_shards: HashMap<SpaceName, u16>) -> Option<Self> {
+        let valid = std::iter::once(&shards)
+            .chain(space_shards.values())
+            .all(|n| (1..=MAX_SHARDS).contains(n));
+        valid.then(|| Keys {
+            prefix: prefix.to_owned(),
+            shards,
+            space_shards,
+        })
+    }
+
+    /// How many shards `space` has.
+    pub fn shards(&self, space: &SpaceName) -> u16 {
+        self.space_shards.get(space).copied().unwrap_or(self.shards)
+    }
+
+    /// The keys of shard 0: the whole space when it has one shard.
+    pub fn space(&self, space: &SpaceName) -> SpaceKeys {
+        self.shard(space, 0)
+    }
+
+    /// The keys of every shard of `space`, shard 0 first.
+    pub fn all(&self, space: &SpaceName) -> Vec<SpaceKeys> {
+        (0..self.shards(space))
+            .map(|k| self.shard(space, k))
+            .collect()
+    }
+
+    /// The keys of shard `k` of `space`.
+    pub fn shard(&self, space: &SpaceName, k: u16) -> SpaceKeys {
+        let base = format!("{}:{}", self.prefix, tag(space, k));
+        SpaceKeys {
+            zu: format!("{base}:u"),
+            zg: format!("{base}:g"),
+            meta: format!("{base}:meta"),
+            state: format!("{base}:state"),
+            config: format!("{base}:config"),
+            channel: format!("{base}:events"),
+            lease: format!("{base}:lease"),
+            conns: format!("{base}:conns"),
+            cinfo: format!("{base}:cinfo"),
+            mconn: format!("{base}:mconn"),
+        }
+    }
+
+    /// The keys of the shard `member` lives in.
+    pub fn of_member(&self, space: &SpaceName, member: &MemberKey) -> SpaceKeys {
+        let n = self.shards(space);
+        self.shard(space, shard_of(member.kind, member.id.as_str(), n))
+    }
+
+    /// Groups `n` items by the shard of `member(i)`: `(shard, indices)`,
+    /// in shard order, only shards that have some.
+    pub fn by_shard<'m>(
+        &self,
+        space: &SpaceName,
+        n: usize,
+        member: impl Fn(usize) -> &'m MemberKey,
+    ) -> Vec<(u16, Vec<usize>)> {
+        let shards = self.shards(space);
+        if shards == 1 {
+            return vec![(0, (0..n).collect())];
+        }
+        let mut groups: Vec<Vec<usize>> = vec![Vec::new(); usize::from(shards)];
+        for i in 0..n {
+            let m = member(i);
+            groups[usize::from(shard_of(m.kind, m.id.as_str(), shards))].push(i);
+        }
+        groups
+            .into_iter()
+            .enumerate()
+            .filter(|(_, g)| !g.is_empty())
+            .map(|(k, g)| (k as u16, g))
+            .collect()
+    }
+
+    /// The registry of spaces: names (for listing) and when a writer last
+    /// marked each (for dropping empty ones).
+    pub fn registry(&self) -> (String, String) {
+        let p = &self.prefix;
+        (
+            format!("{p}:{{spaces}}:names"),
+            format!("{p}:{{spaces}}:touched"),
+        )
+    }
+
+    /// The registry's record of each space's shard count.
+    pub fn registry_shards(&self) -> String {
+        format!("{}:{{spaces}}:shards", self.prefix)
+    }
+
+    /// A user's friend set: global, in a slot of its own.
+    pub fn friends(&self, user: &MemberId) -> String {
+        format!("{}:friends:{}", self.prefix, user.as_str())
+    }
+
+    /// The claim key of connection id `conn` (spaces of several shards).
+    pub fn claim(&self, space: &SpaceName, conn: &ConnId) -> String {
+        let n = self.shards(space);
+        format!(
+            "{}:{}:claim:{}",
+            self.prefix,
+            tag(space, claim_shard(conn.as_str(), n)),
+            conn.as_str()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_shard_is_shard_zero() {
+        for id in ["", "a", "alice", "🙂"] {
+            assert_eq!(shard_of(MemberKind::User, id, 1), 0);
+            assert_eq!(shard_of(MemberKind::Guest, id, 0), 0);
+        }
+    }
+
+    /// The mapping is part of the key layout: it must never change.
+    #[test]
+    fn the_mapping_is_stable() {
+        // FNV-1a 64 of "u:alice" is 0x536621b7aa09e6b6 (computed apart).
+        let h: u64 = 0x5366_21b7_aa09_e6b6;
+        assert_eq!(shard_of(MemberKind::User, "alice", 7), (h % 7) as u16);
+        assert_eq!(shard_of(MemberKind::User, "alice", 1000), (h % 1000) as u16);
+        let got: Vec<u16> = ["alice", "bob", "carol", "dave"]
+            .iter()
+            .map(|id| shard_of(MemberKind::User, id, 4))
+            .collect();
+        assert_eq!(got, FIXED);
+        // A user and a guest with one id may live apart.
+        assert_eq!(shard_of(MemberKind::Guest, "alice", 1), 0);
+    }
+
+    const FIXED: [u16; 4] = [2, 1, 3, 0];
+
+    #[test]
+    fn members_spread_over_shards() {
+        let mut per = [0u32; 4];
+        for i in 0..10_000 {
+            per[shard_of(MemberKind::User, &format!("user-{i}"), 4) as usize] += 1;
+        }
+        assert!(per.iter().all(|&n| (2_200..2_800).contains(&n)), "{per:?}");
+    }
+
+    #[test]
+    fn tags() {
+        let s = SpaceName::new("room:1").unwrap();
+        assert_eq!(tag(&s, 0), "{room:1}");
+        assert_eq!(tag(&s, 3), "{room:1#3}");
+    }
+}

@@ -1,0 +1,79 @@
+//! [`RedisOptions`]: what an operator tunes on a
+//! [`RedisStore`](crate::RedisStore). A module
+//! of its own so that the shared context (`ctx.rs`) and the store can both
+//! use it without importing each other.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use herenow_core::SpaceName;
+
+/// Tuning of a [`RedisStore`](crate::RedisStore).
+#[derive(Clone, Debug)]
+pub struct RedisOptions {
+    /// Prefix of every key (`herenow` gives `herenow:{room}:u`). Lets
+    /// several deployments, or tests, share one Redis.
+    pub prefix: String,
+    /// Longest wait for any one command, connecting included. A call that
+    /// takes longer fails with [`Error::Unavailable`](herenow_core::Error::Unavailable).
+    pub timeout: Duration,
+    /// Members one script call of background work may touch in one space;
+    /// separately, the most expired live connections it may close.
+    pub tick_budget: usize,
+    /// Most members (over all spaces) whose heartbeats and leaves wait in
+    /// memory while Redis is unavailable. Members already waiting keep
+    /// being updated at the cap; writes of new members are dropped,
+    /// counted in [`RedisStats::dropped`](crate::RedisStats::dropped) and logged.
+    pub buffer_cap: usize,
+    /// Most members one replayed script call writes (at most
+    /// [`limits::MAX_BATCH`](herenow_core::limits::MAX_BATCH)).
+    pub replay_batch: usize,
+    /// First wait before pinging Redis again after a failure; doubles (with
+    /// jitter) up to [`backoff_max`](Self::backoff_max).
+    pub backoff_min: Duration,
+    /// Longest wait between pings while Redis is unavailable.
+    pub backoff_max: Duration,
+    /// How long a space's sweep lease lasts (`P:{S}:lease`, `SET NX PX`):
+    /// with several stores on one Redis only the holder runs background
+    /// work on the space, renewing the lease at each tick. When the holder
+    /// stops ticking another store takes over after at most this long, so
+    /// it should be several tick intervals.
+    pub lease: Duration,
+    /// Most members a window may hold to be listed by id (`order=id`).
+    /// There is no index by id (it would store every member twice): a
+    /// by-id page reads the whole window in bounded slices and sorts it,
+    /// so its cost grows with the window. Past this many members such a
+    /// listing answers [`Error::Unsupported`](herenow_core::Error::Unsupported) naming the limit; listing
+    /// most recent first has no such limit.
+    pub id_order_max: usize,
+    /// Shard keys per space (1 to [`MAX_SHARDS`](crate::keys::MAX_SHARDS)):
+    /// a space with more than one keeps its members in that many copies of
+    /// the layout, each under its own hash tag, spread over a cluster's
+    /// slots, so one space can outgrow one sorted set and one node (see
+    /// [`crate::keys`]). 1, the default, is the unsharded layout. Every
+    /// server on one Redis must agree: a space keeps the count it was
+    /// created with, and a store configured otherwise refuses to write to
+    /// it.
+    pub shards: u16,
+    /// Per-space exceptions to [`shards`](Self::shards), e.g. one huge
+    /// lobby split in 16 while every other space has one shard.
+    pub space_shards: HashMap<SpaceName, u16>,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        Self {
+            prefix: "herenow".into(),
+            timeout: Duration::from_secs(2),
+            tick_budget: 2_048,
+            buffer_cap: 1_000_000,
+            replay_batch: 1_000,
+            backoff_min: Duration::from_millis(50),
+            backoff_max: Duration::from_secs(5),
+            lease: Duration::from_secs(10),
+            id_order_max: 10_000,
+            shards: 1,
+            space_shards: HashMap::new(),
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! [`RedisStore`]: the [`PresenceStore`](herenow_core::PresenceStore) over
+//! Redis or Redis Cluster. This file is the type, its construction and
+//! what the server asks of it besides the trait (readiness, counters,
+//! shutdown); `presence.rs` is the trait, and each of its jobs has a file:
+//!
+//! - `write.rs`: heartbeats and leaves, direct, coalesced or buffered;
+//! - `read.rs`: status, online among a list, counts, policy, spaces;
+//! - `list.rs`: pages most recent first, and `by_id.rs`: pages by id;
+//! - `subscribe.rs`: event subscriptions over every shard's channel;
+//! - `sweep.rs`: `tick`, per shard under a lease;
+//! - `friends.rs`: friend sets;
+//! - `connections.rs`: live connections (attach, detach, listing).
+
+mod by_id;
+mod connections;
+mod friends;
+mod list;
+mod presence;
+mod read;
+mod subscribe;
+mod sweep;
+mod write;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use herenow_core::{Clock, InvalidInput, Result, SpaceConfig, SpaceName, limits};
+
+use crate::client::{RedisClient, Target};
+use crate::ctx::{Ctx, RedisStats};
+use crate::events::Router;
+use crate::flush::Flusher;
+use crate::keys::{Keys, SpaceKeys};
+use crate::options::RedisOptions;
+use crate::replay::{self, ReplayTuning};
+use crate::reply::timed;
+use crate::writer::Writer;
+
+/// A presence store on Redis or Redis Cluster. See the crate documentation
+/// for the key layout. Cheap to share as `Arc<dyn PresenceStore>`; any
+/// number of stores (in any number of processes) may use the same Redis.
+///
+/// When Redis is down, slow, restarting or failing over, heartbeats and
+/// leaves are still accepted: they wait in a bounded buffer, coalesced per
+/// member, and a background task started by [`connect`](Self::connect)
+/// writes them back when Redis answers (see [`RedisOptions::buffer_cap`],
+/// [`stats`](Self::stats), [`is_ready`](Self::is_ready)). Reads answer
+/// [`Error::Unavailable`](herenow_core::Error::Unavailable) within the timeout. The task stops on
+/// [`shutdown`](Self::shutdown) or when the store is dropped.
+pub struct RedisStore {
+    /// What this store shares with its write path.
+    ctx: Arc<Ctx>,
+    router: Arc<Router>,
+    /// Serializes (un)subscribing so a channel being dropped is never
+    /// dropped after a new subscriber has asked for it.
+    sub_lock: tokio::sync::Mutex<()>,
+    /// The write path, shared with the flusher and the replayer.
+    writer: Arc<Writer>,
+    /// Per-space queues that merge concurrent heartbeats.
+    flusher: Arc<Flusher>,
+    /// This store's name on sweep leases.
+    owner: String,
+    /// Tells the replayer to stop.
+    stop: watch::Sender<bool>,
+    replayer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl RedisStore {
+    /// Connects to `spec`: `redis://HOST:PORT[/DB]` (one server, reconnecting
+    /// by itself) or `redis+cluster://H1:P1,H2:P2,…` (seed nodes of a
+    /// cluster). Fails with [`Error::Unavailable`](herenow_core::Error::Unavailable) if Redis cannot be reached
+    /// within the timeout, and with [`Error::Invalid`](herenow_core::Error::Invalid) for a bad spec; it
+    /// never falls back to anything else.
+    pub async fn connect(
+        spec: &str,
+        clock: Arc<dyn Clock>,
+        defaults: SpaceConfig,
+        options: RedisOptions,
+    ) -> Result<RedisStore> {
+        defaults.validate()?;
+        let keys = Keys::new(
+            &options.prefix,
+            options.shards,
+            options.space_shards.clone(),
+        )
+        .ok_or(InvalidInput::BadConfig {
+            why: "redis shards must be between 1 and 1024",
+        })?;
+        let target = Target::parse(spec)?;
+        let router = Arc::new(Router::default());
+        let push_router = router.clone();
+        let client = timed(
+            options.timeout,
+            "connect",
+            RedisClient::open(&target, options.timeout, move |info| push_router.push(info)),
+        )
+        .await?;
+        let tuning = ReplayTuning {
+            batch: options.replay_batch.clamp(1, limits::MAX_BATCH),
+            backoff_min: options.backoff_min,
+            backoff_max: options.backoff_max.max(options.backoff_min),
+        };
+        let ctx = Arc::new(Ctx::new(
+            client,
+            target.is_cluster(),
+            clock,
+            defaults,
+            keys,
+            options,
+        ));
+        // Fail now, loudly, rather than at the first heartbeat.
+        ctx.ping().await?;
+        let writer = Arc::new(Writer::new(ctx.clone()));
+        let (stop, stopped) = watch::channel(false);
+        let replayer = tokio::spawn(replay::run(writer.clone(), tuning, stopped));
+        Ok(RedisStore {
+            ctx,
+            router,
+            sub_lock: tokio::sync::Mutex::new(()),
+            flusher: Flusher::new(writer.clone()),
+            writer,
+            owner: lease_owner(),
+            stop,
+            replayer: Mutex::new(Some(replayer)),
+        })
+    }
+
+    /// This store's name on the sweep leases it holds (unique per store:
+    /// the process id and a random part).
+    pub fn lease_owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// The write buffer's counters, for metrics.
+    pub fn stats(&self) -> RedisStats {
+        self.ctx.health.stats()
+    }
+
+    /// Whether Redis answers and every buffered write has been written back:
+    /// what a readiness probe wants. It turns false at the first failed call
+    /// (or failed background ping, at most a second after Redis went away)
+    /// and true again once the buffer is drained.
+    pub fn is_ready(&self) -> bool {
+        self.ctx.health.is_ready()
+    }
+
+    /// Stops the background replayer after one last attempt, bounded by the
+    /// timeout, to write what is buffered. Call it when the server shuts
+    /// down: writes that fail after it are still accepted into the buffer
+    /// but nothing writes them back any more.
+    pub async fn shutdown(&self) {
+        let _ = self.stop.send(true);
+        let handle = self.replayer.lock().take();
+        if let Some(h) = handle {
+            let _ = h.await;
+        }
+    }
+
+    /// The options this store runs with.
+    pub fn options(&self) -> &RedisOptions {
+        &self.ctx.opts
+    }
+
+    /// The names of `space`'s keys (for operators and tests): every one of
+    /// them hashes to the same cluster slot. For a space split over several
+    /// shards, the keys of shard 0 (see [`shard_keys`](Self::shard_keys)).
+    pub fn space_keys(&self, space: &SpaceName) -> Vec<String> {
+        self.ctx.keys.space(space).names()
+    }
+
+    /// The names of the keys of every shard of `space`, shard 0 first (one
+    /// list for an unsharded space): the keys of one shard share a slot,
+    /// and each shard has its own (see [`crate::keys`]).
+    pub fn shard_keys(&self, space: &SpaceName) -> Vec<Vec<String>> {
+        self.ctx
+            .keys
+            .all(space)
+            .into_iter()
+            .map(SpaceKeys::names)
+            .collect()
+    }
+
+    /// How many shard keys `space` is split over.
+    pub fn shards_of(&self, space: &SpaceName) -> u16 {
+        self.ctx.keys.shards(space)
+    }
+}
+
+impl Drop for RedisStore {
+    /// Stops the replayer at once. Writes still buffered are lost (and
+    /// logged); [`RedisStore::shutdown`] gives them a last chance first.
+    fn drop(&mut self) {
+        if let Some(h) = self.replayer.get_mut().take() {
+            h.abort();
+            let left = self.ctx.health.buffer.counts().buffered;
+            if left > 0 {
+                tracing::warn!(lost = left, "redis store dropped with buffered writes");
+            }
+        }
+    }
+}
+
+/// A name for this store on sweep leases: the process id and a random
+/// part, so two stores in one process differ too.
+fn lease_owner() -> String {
+    use std::hash::BuildHasher;
+    // A fresh RandomState is randomly keyed.
+    let r = std::collections::hash_map::RandomState::new().hash_one(Instant::now());
+    format!("{}-{r:016x}", std::process::id())
+}

@@ -1,0 +1,144 @@
+//! [`PresenceStore`] for [`RedisStore`]: the trait's table of contents.
+//! Each method hands over to the file that does the job (`write.rs`,
+//! `read.rs`, `list.rs`, `subscribe.rs`, `sweep.rs`, `friends.rs`,
+//! `connections.rs`), so this file says what the store promises and those
+//! say how.
+
+use async_trait::async_trait;
+
+use herenow_core::{
+    Attach, AttachReport, ConnId, Connection, Counts, DetachReport, Heartbeat, HeartbeatReport,
+    ListQuery, MemberId, MemberKey, MemberStatus, Millis, Page, PresenceStore, Result, SpaceConfig,
+    SpaceName, SpaceSummary, Subscription, TickReport,
+};
+
+use super::RedisStore;
+
+#[async_trait]
+impl PresenceStore for RedisStore {
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+
+    fn now_ms(&self) -> Millis {
+        self.ctx.clock.now_ms()
+    }
+
+    /// While Redis fails, heartbeats are accepted into the write buffer and
+    /// written back when it answers (see the crate documentation).
+    async fn heartbeat(&self, space: &SpaceName, beats: &[Heartbeat]) -> Result<HeartbeatReport> {
+        self.accept_heartbeats(space, beats).await
+    }
+
+    /// While writes are held, leaves are buffered too and answer 0: whether
+    /// the members were present is not known until Redis answers.
+    async fn leave(&self, space: &SpaceName, members: &[MemberKey]) -> Result<u64> {
+        self.accept_leaves(space, members).await
+    }
+
+    /// Not buffered while Redis is unavailable: answers
+    /// [`Error::Unavailable`](herenow_core::Error::Unavailable) (see the
+    /// crate documentation).
+    async fn attach(&self, space: &SpaceName, attach: &Attach) -> Result<AttachReport> {
+        self.attach_conn(space, attach).await
+    }
+
+    /// Not buffered while Redis is unavailable, like
+    /// [`attach`](Self::attach); a connection whose detach is lost expires
+    /// after its TTL.
+    async fn detach(
+        &self,
+        space: &SpaceName,
+        member: &MemberKey,
+        conn: &ConnId,
+    ) -> Result<DetachReport> {
+        self.detach_conn(space, member, conn).await
+    }
+
+    async fn connections(
+        &self,
+        space: &SpaceName,
+        members: &[MemberKey],
+    ) -> Result<Vec<Vec<Connection>>> {
+        self.list_connections(space, members).await
+    }
+
+    async fn status(&self, space: &SpaceName, members: &[MemberKey]) -> Result<Vec<MemberStatus>> {
+        self.read_status(space, members).await
+    }
+
+    /// One round trip: the status script also answers the space's policy,
+    /// so the window is checked against it without a second call. An empty
+    /// list (a user without friends) is answered without Redis.
+    async fn online_among(
+        &self,
+        space: &SpaceName,
+        members: &[MemberKey],
+        window_ms: Option<Millis>,
+        limit: usize,
+    ) -> Result<Vec<MemberStatus>> {
+        self.read_online_among(space, members, window_ms, limit)
+            .await
+    }
+
+    /// Most recent first: every shard answers its own first `limit + 1`
+    /// members per kind after the cursor (at once), and the merge keeps
+    /// the first `limit` in the one total order (score, kind, id)
+    /// descending, so pages stay exact however many shards. By id: the
+    /// window is read in bounded slices and sorted, up to
+    /// [`RedisOptions::id_order_max`](crate::RedisOptions::id_order_max)
+    /// members.
+    async fn list(&self, space: &SpaceName, query: &ListQuery) -> Result<Page> {
+        self.list_page(space, query).await
+    }
+
+    async fn count(&self, space: &SpaceName, window_ms: Option<Millis>) -> Result<Counts> {
+        self.read_count(space, window_ms).await
+    }
+
+    async fn config(&self, space: &SpaceName) -> Result<SpaceConfig> {
+        self.read_config(space).await
+    }
+
+    /// Writes the policy to every shard (each script reads its own shard's
+    /// copy). Not atomic across shards: a call that fails part-way leaves
+    /// shards disagreeing until it is repeated.
+    async fn set_config(&self, space: &SpaceName, config: SpaceConfig) -> Result<()> {
+        self.write_config(space, config).await
+    }
+
+    async fn spaces(&self, after: Option<&SpaceName>, limit: usize) -> Result<Vec<SpaceSummary>> {
+        self.read_spaces(after, limit).await
+    }
+
+    async fn set_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
+        self.replace_friends(user, friends).await
+    }
+
+    async fn add_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
+        self.insert_friends(user, friends).await
+    }
+
+    async fn remove_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
+        self.delete_friends(user, friends).await
+    }
+
+    async fn friends(&self, user: &MemberId) -> Result<Vec<MemberId>> {
+        self.read_friends(user).await
+    }
+
+    /// Subscribes to the channel of every shard (one subscriber, one
+    /// sender), then reads every shard's snapshot with the sequence number
+    /// it reflects: each shard's events are delivered after its own
+    /// snapshot, in order.
+    async fn subscribe(&self, space: &SpaceName) -> Result<Subscription> {
+        self.open_subscription(space).await
+    }
+
+    /// Sweeps every registered space whose sweep lease this store holds or
+    /// can take; spaces another store holds are skipped (that store sweeps
+    /// them).
+    async fn tick(&self) -> Result<TickReport> {
+        self.sweep().await
+    }
+}

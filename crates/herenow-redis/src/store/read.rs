@@ -1,0 +1,292 @@
+//! Reads of members and policy: status (and online among a list, which
+//! friends use), counts, the space's policy, and the registry's list of
+//! spaces. Each runs one script per shard, the shards at once, and sums or
+//! merges their answers.
+
+use redis::{AsyncCommands, Value};
+
+use herenow_core::store::{check_batch, sort_most_recent_first};
+use herenow_core::{
+    Counts, Error, InvalidInput, MemberKey, MemberStatus, Metadata, Millis, Result, SpaceConfig,
+    SpaceName, SpaceSummary, limits,
+};
+
+use super::RedisStore;
+use crate::reply::{array, config_of, int, meta_of, window_error};
+use crate::scripts;
+
+impl RedisStore {
+    /// [`PresenceStore::status`](herenow_core::PresenceStore::status): one
+    /// status script per shard that holds some of the members.
+    pub(super) async fn read_status(
+        &self,
+        space: &SpaceName,
+        members: &[MemberKey],
+    ) -> Result<Vec<MemberStatus>> {
+        check_batch(members.len())?;
+        let now = self.ctx.clock.now_ms();
+        Ok(self.status_with_config(space, members, now).await?.1)
+    }
+
+    /// [`PresenceStore::online_among`](herenow_core::PresenceStore::online_among):
+    /// the statuses and the policy in one round trip, then filtered to the
+    /// window here.
+    pub(super) async fn read_online_among(
+        &self,
+        space: &SpaceName,
+        members: &[MemberKey],
+        window_ms: Option<Millis>,
+        limit: usize,
+    ) -> Result<Vec<MemberStatus>> {
+        if members.is_empty() {
+            let config = self.read_config(space).await?;
+            config.check_window(window_ms.unwrap_or(config.window_ms))?;
+            return Ok(Vec::new());
+        }
+        check_batch(members.len())?;
+        let now = self.ctx.clock.now_ms();
+        let (config, found) = self.status_with_config(space, members, now).await?;
+        let window = config.check_window(window_ms.unwrap_or(config.window_ms))?;
+        let cutoff = now.saturating_sub(window);
+        let mut online: Vec<MemberStatus> = found
+            .into_iter()
+            .filter(|m| m.last_seen_ms.is_some_and(|t| t >= cutoff))
+            .collect();
+        sort_most_recent_first(&mut online);
+        online.dedup_by(|a, b| a.member == b.member);
+        online.truncate(limit);
+        Ok(online)
+    }
+
+    /// [`PresenceStore::count`](herenow_core::PresenceStore::count): the
+    /// counts of every shard, summed.
+    pub(super) async fn read_count(
+        &self,
+        space: &SpaceName,
+        window_ms: Option<Millis>,
+    ) -> Result<Counts> {
+        if window_ms == Some(0) {
+            return Err(self.zero_window(space).await);
+        }
+        let now = self.ctx.clock.now_ms();
+        let shards = self.ctx.keys.all(space);
+        let calls = shards.iter().map(|k| {
+            let mut c = self.ctx.client.clone();
+            async move {
+                let v: Value = self
+                    .ctx
+                    .io("count", async {
+                        scripts::COUNT
+                            .key(&k.zu)
+                            .key(&k.zg)
+                            .key(&k.config)
+                            .arg(&self.ctx.defaults_args()[..])
+                            .arg(now)
+                            .arg(window_ms.unwrap_or(0))
+                            .invoke_async(&mut c)
+                            .await
+                    })
+                    .await?;
+                array(v)
+            }
+        });
+        let mut counts = Counts::default();
+        for v in futures::future::try_join_all(calls).await? {
+            if let Some(e) = window_error(&v, window_ms)? {
+                return Err(e);
+            }
+            counts.users += int(v.first())? as u64;
+            counts.guests += int(v.get(1))? as u64;
+        }
+        Ok(counts)
+    }
+
+    /// [`PresenceStore::config`](herenow_core::PresenceStore::config): shard
+    /// 0's copy, or the defaults when the space has none.
+    pub(super) async fn read_config(&self, space: &SpaceName) -> Result<SpaceConfig> {
+        let k = self.ctx.keys.space(space);
+        let mut c = self.ctx.client.clone();
+        let v: Vec<Option<Millis>> = self
+            .ctx
+            .io("config", async {
+                c.hmget(&k.config, &["online", "away", "window", "retention"])
+                    .await
+            })
+            .await?;
+        match v.as_slice() {
+            [
+                Some(online_ms),
+                Some(away_ms),
+                Some(window_ms),
+                Some(retention_ms),
+            ] => Ok(SpaceConfig {
+                online_ms: *online_ms,
+                away_ms: *away_ms,
+                window_ms: *window_ms,
+                retention_ms: *retention_ms,
+            }),
+            _ => Ok(self.ctx.defaults),
+        }
+    }
+
+    /// [`PresenceStore::set_config`](herenow_core::PresenceStore::set_config):
+    /// every shard's copy, the shards at once.
+    pub(super) async fn write_config(&self, space: &SpaceName, config: SpaceConfig) -> Result<()> {
+        config.validate()?;
+        let now = self.ctx.clock.now_ms();
+        let shards = self.ctx.keys.all(space);
+        let calls = shards.iter().map(|k| {
+            let mut c = self.ctx.client.clone();
+            self.ctx.io("set_config", async move {
+                scripts::SET_CONFIG
+                    .key(&k.state)
+                    .key(&k.config)
+                    .arg(now)
+                    .arg(config.online_ms)
+                    .arg(config.away_ms)
+                    .arg(config.window_ms)
+                    .arg(config.retention_ms)
+                    .invoke_async::<Value>(&mut c)
+                    .await
+            })
+        });
+        futures::future::try_join_all(calls).await?;
+        Ok(())
+    }
+
+    /// [`PresenceStore::spaces`](herenow_core::PresenceStore::spaces): a
+    /// page of the registry, each space's members counted over its shards.
+    pub(super) async fn read_spaces(
+        &self,
+        after: Option<&SpaceName>,
+        limit: usize,
+    ) -> Result<Vec<SpaceSummary>> {
+        let (names, _) = self.ctx.keys.registry();
+        let start = after.map_or("-".to_owned(), |a| format!("({}", a.as_str()));
+        // One call lists at most a batch; callers page with `after`.
+        let limit = limit.min(limits::MAX_BATCH);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut c = self.ctx.client.clone();
+        let found: Vec<String> = self
+            .ctx
+            .io("spaces", async {
+                redis::cmd("ZRANGEBYLEX")
+                    .arg(&names)
+                    .arg(&start)
+                    .arg("+")
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(limit)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        let spaces: Vec<SpaceName> = found
+            .iter()
+            .filter_map(|n| SpaceName::new(n).ok())
+            .collect();
+        let counts = futures::future::try_join_all(spaces.iter().map(|s| {
+            let shards = self.ctx.keys.all(s);
+            let mut c = self.ctx.client.clone();
+            self.ctx.io("spaces", async move {
+                let mut n = Counts::default();
+                for k in &shards {
+                    let users: u64 = c.zcard(&k.zu).await?;
+                    let guests: u64 = c.zcard(&k.zg).await?;
+                    n.users += users;
+                    n.guests += guests;
+                }
+                Ok(n)
+            })
+        }))
+        .await?;
+        Ok(spaces
+            .into_iter()
+            .zip(counts)
+            .map(|(space, members)| SpaceSummary { space, members })
+            .collect())
+    }
+
+    /// The retention of a space, for the error of a zero window.
+    pub(super) async fn zero_window(&self, space: &SpaceName) -> Error {
+        match self.read_config(space).await {
+            Ok(c) => InvalidInput::WindowOutOfRange {
+                window_ms: 0,
+                max_ms: c.retention_ms,
+            }
+            .into(),
+            Err(e) => e,
+        }
+    }
+
+    /// Last seen, status and metadata of `members`, and the space's policy:
+    /// one status script per shard that has some of them, at once.
+    pub(super) async fn status_with_config(
+        &self,
+        space: &SpaceName,
+        members: &[MemberKey],
+        now: Millis,
+    ) -> Result<(SpaceConfig, Vec<MemberStatus>)> {
+        let groups = self
+            .ctx
+            .keys
+            .by_shard(space, members.len(), |i| &members[i]);
+        let calls = groups.iter().map(|(shard, idx)| {
+            let k = self.ctx.keys.shard(space, *shard);
+            let mut inv = scripts::STATUS.prepare_invoke();
+            inv.key(&k.zu)
+                .key(&k.zg)
+                .key(&k.meta)
+                .key(&k.config)
+                .arg(&self.ctx.defaults_args()[..]);
+            for &i in idx {
+                inv.arg(members[i].kind.letter())
+                    .arg(members[i].id.as_str());
+            }
+            let mut c = self.ctx.client.clone();
+            async move {
+                let v: Value = self
+                    .ctx
+                    .io("status", async { inv.invoke_async(&mut c).await })
+                    .await?;
+                array(v)
+            }
+        });
+        let replies = futures::future::try_join_all(calls).await?;
+        let mut config = None;
+        let mut found: Vec<Option<(Option<Millis>, Option<Metadata>)>> = vec![None; members.len()];
+        for ((_, idx), v) in groups.iter().zip(replies) {
+            // Every shard holds a copy of the policy.
+            let c = config_of(&v)?;
+            config.get_or_insert(c);
+            let mut it = v.into_iter().skip(4);
+            for &i in idx {
+                let score = match it.next() {
+                    None | Some(Value::Nil) | Some(Value::Boolean(false)) => None,
+                    Some(s) => Some(int(Some(&s))? as Millis),
+                };
+                found[i] = Some((score, meta_of(it.next())?));
+            }
+        }
+        let config = match config {
+            Some(c) => c,
+            None => self.read_config(space).await?,
+        };
+        let out = members
+            .iter()
+            .zip(found)
+            .map(|(m, f)| {
+                let (score, meta) = f.unwrap_or((None, None));
+                MemberStatus {
+                    member: m.clone(),
+                    status: config.status(score, now),
+                    last_seen_ms: score,
+                    meta,
+                }
+            })
+            .collect();
+        Ok((config, out))
+    }
+}
