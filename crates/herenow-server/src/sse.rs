@@ -26,10 +26,9 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 
-use crate::api::MemberDto;
-use crate::api::config::SpaceConfigDto;
 use crate::extract::SpacePath;
 use crate::problem::{ApiError, Problem};
+use crate::protocol::dto::{MemberDto, SpaceConfigDto};
 use crate::state::AppState;
 
 /// Time between keep-alive comments, so proxies keep idle streams open.

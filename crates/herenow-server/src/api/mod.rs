@@ -1,9 +1,11 @@
 //! The JSON API under `/v1`, one file per resource (see `docs/API.md`).
 //!
 //! Handlers parse with the problem-rejecting extractors of `extract`,
-//! call the store, and answer with the DTOs here. Core types carry no
-//! OpenAPI schemas, so the wire shapes are defined here; most DTOs hold core
-//! values (ids, metadata) so building an answer moves them, never copies.
+//! call the store, and answer with DTOs. Core types carry no OpenAPI
+//! schemas, so the wire shapes are defined here (those only the API uses)
+//! or in [`crate::protocol::dto`] (those the event stream, the WebSocket
+//! and the tokens share, re-exported here); most DTOs hold core values
+//! (ids, metadata) so building an answer moves them, never copies.
 
 pub mod config;
 pub mod friends;
@@ -21,7 +23,7 @@ use axum::Router;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::routing::{get, post};
-use herenow_core::{InvalidInput, MemberId, MemberKey, MemberKind, MemberStatus, Metadata, Status};
+use herenow_core::{InvalidInput, MemberId, MemberKey, MemberStatus};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -29,6 +31,8 @@ use crate::auth::Access;
 use crate::config::Scope;
 use crate::problem::ApiError;
 use crate::state::AppState;
+
+pub use crate::protocol::dto::{Kind, MemberDto, Presence};
 
 /// The `/v1` routes, except the event stream.
 pub fn router() -> Router<AppState> {
@@ -58,57 +62,6 @@ pub fn router() -> Router<AppState> {
         .route("/v1/friends/{user}/add", post(friends::add))
         .route("/v1/friends/{user}/remove", post(friends::remove))
         .route("/v1/tokens", post(tokens::mint))
-}
-
-/// Users or guests, on the wire.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Kind {
-    /// An authenticated user (the default).
-    #[default]
-    User,
-    /// An anonymous visitor.
-    Guest,
-}
-
-impl From<Kind> for MemberKind {
-    fn from(k: Kind) -> Self {
-        match k {
-            Kind::User => MemberKind::User,
-            Kind::Guest => MemberKind::Guest,
-        }
-    }
-}
-
-impl From<MemberKind> for Kind {
-    fn from(k: MemberKind) -> Self {
-        match k {
-            MemberKind::User => Kind::User,
-            MemberKind::Guest => Kind::Guest,
-        }
-    }
-}
-
-/// Online, away or offline, on the wire.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Presence {
-    /// Seen within the space's `online_ms`.
-    Online,
-    /// Seen within the space's `away_ms`.
-    Away,
-    /// Seen longer ago, never seen, or left.
-    Offline,
-}
-
-impl From<Status> for Presence {
-    fn from(s: Status) -> Self {
-        match s {
-            Status::Online => Presence::Online,
-            Status::Away => Presence::Away,
-            Status::Offline => Presence::Offline,
-        }
-    }
 }
 
 /// A member named in a request body: `{"id": "alice", "kind": "user"}`.
@@ -153,36 +106,6 @@ impl MembersBody<'_> {
             .iter()
             .map(|m| m.key().map_err(ApiError::from))
             .collect()
-    }
-}
-
-/// A member's presence, as answered.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct MemberDto {
-    /// The id.
-    #[schema(value_type = String)]
-    pub id: MemberId,
-    /// User or guest.
-    pub kind: Kind,
-    /// By the space's thresholds.
-    pub status: Presence,
-    /// Last heartbeat, ms since the UNIX epoch; `null` if never seen.
-    pub last_seen_ms: Option<u64>,
-    /// The member's metadata, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
-    pub meta: Option<Metadata>,
-}
-
-impl From<MemberStatus> for MemberDto {
-    fn from(m: MemberStatus) -> Self {
-        Self {
-            id: m.member.id,
-            kind: m.member.kind.into(),
-            status: m.status.into(),
-            last_seen_ms: m.last_seen_ms,
-            meta: m.meta,
-        }
     }
 }
 

@@ -6,12 +6,13 @@ use herenow_core::{KindFilter, ListQuery, Order, SpaceName, limits};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::{MemberDto, MembersAnswer, MembersBody};
+use super::{MembersAnswer, MembersBody};
 use crate::extract::{
     ApiQuery, JsonBody, SpacePath, check_cursor, check_limit, page_limit, parse_duration, window_ms,
 };
 use crate::metrics::Query;
 use crate::problem::{ApiError, Problem};
+use crate::protocol::dto::MemberDto;
 use crate::state::AppState;
 
 /// The query of `GET online`.

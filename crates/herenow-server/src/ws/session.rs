@@ -46,12 +46,14 @@ use tokio::time::{Instant, sleep_until, timeout};
 use tokio_stream::StreamMap;
 
 use super::guard::{ErrorWindow, RateLimit};
-use super::{
-    ClientMessage, ConnMeta, DEFAULT_PAGE_SIZE, ERROR_WINDOW, Envelope, HELLO_TIMEOUT, MAX_ERRORS,
-    MAX_SUBSCRIBED, MIN_STORE_PING, RATE_BURST, RATE_PER_SECOND, Ref, RefOnly, SEND_QUEUE,
-    ServerMessage, SnapshotMember, WsError, close,
+use super::limits::{
+    DEFAULT_PAGE_SIZE, ERROR_WINDOW, HELLO_TIMEOUT, MAX_ERRORS, MAX_SUBSCRIBED, MIN_STORE_PING,
+    RATE_BURST, RATE_PER_SECOND, SEND_QUEUE,
 };
-use crate::api::MemberDto;
+use crate::protocol::dto::MemberDto;
+use crate::protocol::ws::{
+    ClientMessage, ConnMeta, Envelope, Ref, RefOnly, ServerMessage, SnapshotMember, WsError, close,
+};
 use crate::state::AppState;
 use crate::token::Grant;
 
@@ -459,7 +461,7 @@ impl Session {
             ttl_ms: millis(self.settings.ttl),
             server_time_ms: self.now_ms(),
         };
-        let text = json(&welcome);
+        let text = welcome.to_text();
         self.grant = Some(grant);
         if let Some(text) = text {
             self.reply_text(text);
@@ -598,7 +600,7 @@ impl Session {
 
     /// Queues a reply; a client too slow to take it is closed with `4009`.
     pub(crate) fn reply(&mut self, msg: &ServerMessage<'_>) {
-        if let Some(text) = json(msg) {
+        if let Some(text) = msg.to_text() {
             self.reply_text(text);
         }
     }
@@ -624,7 +626,7 @@ impl Session {
     fn lag(&mut self, space: &SpaceName, missed: u64) {
         self.lagging.insert(space.clone());
         let notice = ServerMessage::Lagged { space, missed };
-        if let Some(text) = json(&notice)
+        if let Some(text) = notice.to_text()
             && let Err(TrySendError::Closed(_)) = self.out.try_send(Outbound::Text(text))
         {
             self.gone = true;
@@ -648,7 +650,9 @@ impl Session {
             self.count_drop();
             return false;
         }
-        let Some(text) = json(msg) else { return false };
+        let Some(text) = msg.to_text() else {
+            return false;
+        };
         match self.queue(text) {
             Ok(()) => true,
             Err(TrySendError::Full(_)) => {
@@ -827,16 +831,6 @@ fn ref_of(text: &str) -> Option<Ref> {
     serde_json::from_str::<RefOnly>(text)
         .ok()
         .and_then(|r| r.reference)
-}
-
-fn json(msg: &ServerMessage<'_>) -> Option<String> {
-    match serde_json::to_string(msg) {
-        Ok(text) => Some(text),
-        Err(e) => {
-            tracing::error!(error = %e, "a WebSocket message could not be serialized");
-            None
-        }
-    }
 }
 
 fn millis(d: Duration) -> u64 {

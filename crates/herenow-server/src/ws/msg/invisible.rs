@@ -1,19 +1,7 @@
 //! `invisible`: hide this connection, or show it again.
 
-use serde::Deserialize;
-
+use crate::protocol::ws::{Invisible, Ref, WsError};
 use crate::ws::session::Session;
-use crate::ws::{Ref, WsError};
-
-/// `{"type": "invisible", "on": true}` → `ok`. Re-attaches every joined
-/// space with the new visibility; spaces joined later follow it. An
-/// invisible connection still subscribes and sees everyone.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Invisible {
-    /// Hide (`true`) or show (`false`).
-    pub on: bool,
-}
 
 impl Invisible {
     pub(crate) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {

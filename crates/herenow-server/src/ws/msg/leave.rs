@@ -1,22 +1,9 @@
 //! `leave`: end this connection's presence in a space.
 
-use std::borrow::Cow;
-
 use herenow_core::SpaceName;
-use serde::Deserialize;
 
+use crate::protocol::ws::{Leave, Ref, WsError};
 use crate::ws::session::Session;
-use crate::ws::{Ref, WsError};
-
-/// `{"type": "leave", "space": "room:1"}` → `ok`. The member leaves when
-/// this was its last visible connection there (`disconnect` otherwise).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Leave<'a> {
-    /// A space this connection joined.
-    #[serde(borrow)]
-    pub space: Cow<'a, str>,
-}
 
 impl Leave<'_> {
     pub(crate) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {

@@ -1,22 +1,9 @@
 //! `unsubscribe`: stop seeing a space.
 
-use std::borrow::Cow;
-
 use herenow_core::SpaceName;
-use serde::Deserialize;
 
+use crate::protocol::ws::{Ref, Unsubscribe, WsError};
 use crate::ws::session::Session;
-use crate::ws::{Ref, WsError};
-
-/// `{"type": "unsubscribe", "space": "room:1"}` → `ok`; no more of the
-/// space's events follow.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Unsubscribe<'a> {
-    /// A space this connection subscribed to.
-    #[serde(borrow)]
-    pub space: Cow<'a, str>,
-}
 
 impl Unsubscribe<'_> {
     pub(crate) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {

@@ -1,25 +1,10 @@
 //! `update`: change this connection's metadata in a joined space.
 
-use std::borrow::Cow;
-
 use herenow_core::SpaceName;
-use serde::Deserialize;
 
 use super::metadata;
+use crate::protocol::ws::{Ref, Update, WsError};
 use crate::ws::session::Session;
-use crate::ws::{Ref, WsError};
-
-/// `{"type": "update", "space": "room:1", "meta": {…} | null}` → `ok`;
-/// others see an `update` naming this connection.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Update<'a> {
-    /// A space this connection joined.
-    #[serde(borrow)]
-    pub space: Cow<'a, str>,
-    /// The new metadata, or `null` to clear it. Required.
-    pub meta: serde_json::Value,
-}
 
 impl Update<'_> {
     pub(crate) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {
