@@ -9,8 +9,11 @@
 //!   messages themselves are [`crate::protocol::ws`], re-exported here;
 //! - `limits`: the bounds of one connection;
 //! - `msg`: one file per client message, applying it to the session;
-//! - `session`: the per-connection task (reading, the send queue and its
-//!   writer, timers, subscriptions, detaching on every way out);
+//! - `session`: the per-connection task (reading, timers, subscriptions,
+//!   detaching on every way out);
+//! - `outbox`: the bounded send queue and its drop policy for a client
+//!   that does not read fast enough; `writer`: the task that drains it
+//!   into the socket;
 //! - `guard`: the rate limit and the abuse counter.
 //!
 //! Every connection task is tracked ([`Hub`]), so [`crate::serve`] waits
@@ -20,7 +23,9 @@
 mod guard;
 mod limits;
 mod msg;
+mod outbox;
 mod session;
+mod writer;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

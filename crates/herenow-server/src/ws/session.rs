@@ -3,74 +3,45 @@
 //! send queue.
 //!
 //! The task runs two futures side by side: the *session* (everything but
-//! writing) and the *writer* (the socket's sending half, fed by a queue of
-//! [`SEND_QUEUE`] messages). Nothing the session does waits on a slow
-//! client, so a client that stops reading costs at most the queue, and the
-//! session still notices timeouts and shutdown.
-//!
-//! The drop policy for a client that does not read fast enough:
-//!
-//! - a subscription message (an event or a snapshot page) that does not
-//!   fit makes that subscription *lagging*: a `lagged` notice is queued at
-//!   once (in slots kept free for notices), and the subscription's further
-//!   messages are dropped;
-//! - once the queue is half empty again, the subscription restarts with a
-//!   fresh snapshot;
-//! - if another queue's worth of messages is dropped before that, or a
-//!   reply (`ok`, `pong`, `error`) does not fit, the socket is closed with
-//!   `4009`.
-//!
-//! After the session ends, the writer has [`CLOSE_GRACE`] to send what is
-//! queued and the close frame; a client that reads nothing meanwhile is
-//! simply dropped.
+//! writing) and the *writer* (`writer`: the socket's sending half, fed by
+//! the bounded queue of an [`Outbox`]). Nothing the session does waits on
+//! a slow client, so a client that stops reading costs at most the queue,
+//! and the session still notices timeouts and shutdown. What a client too
+//! slow for the queue loses is the outbox's drop policy.
 //!
 //! However the session ends (the client closes or vanishes, a timeout,
 //! abuse, shutdown), it detaches the connection from every space it joined
 //! before the socket is closed.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
-use futures::stream::{SplitSink, SplitStream};
-use futures::{FutureExt, SinkExt, Stream, StreamExt};
+use axum::extract::ws::{Message, WebSocket};
+use futures::stream::SplitStream;
+use futures::{Stream, StreamExt};
 use herenow_core::{
     Attach, AttachReport, ConnId, DetachReport, Event, EventReceiver, MemberStatus, Metadata,
     RecvError, SpaceName,
 };
-use tokio::sync::mpsc::error::TrySendError;
-use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, oneshot};
 use tokio::time::{Instant, sleep_until, timeout};
 use tokio_stream::StreamMap;
 
 use super::guard::{ErrorWindow, RateLimit};
 use super::limits::{
     DEFAULT_PAGE_SIZE, ERROR_WINDOW, HELLO_TIMEOUT, MAX_ERRORS, MAX_SUBSCRIBED, MIN_STORE_PING,
-    RATE_BURST, RATE_PER_SECOND, SEND_QUEUE,
+    RATE_BURST, RATE_PER_SECOND,
 };
+use super::outbox::{Outbox, Outcome};
+use super::writer;
 use crate::protocol::dto::MemberDto;
 use crate::protocol::ws::{
     ClientMessage, ConnMeta, Envelope, Ref, RefOnly, ServerMessage, SnapshotMember, WsError, close,
 };
 use crate::state::AppState;
 use crate::token::Grant;
-
-/// How long what is queued and the close frame may take to go out once the
-/// session has ended, before the socket is simply dropped.
-const CLOSE_GRACE: Duration = Duration::from_secs(5);
-
-/// Queue slots kept for `lagged` notices and the close frame, beyond the
-/// [`SEND_QUEUE`] messages: a notice is queued when nothing else fits.
-const RESERVE: usize = 2 * MAX_SUBSCRIBED;
-
-/// Free slots the queue must have before a lagging subscription restarts:
-/// half of it, so the fresh snapshot has room.
-const LAG_ROOM: usize = SEND_QUEUE / 2 + RESERVE;
-
-/// The longest close reason the protocol allows, in bytes.
-const MAX_CLOSE_REASON: usize = 123;
 
 /// The timing a connection is told and held to.
 #[derive(Clone, Copy, Debug)]
@@ -79,13 +50,6 @@ pub(super) struct Settings {
     pub ttl: Duration,
     /// How often the client is asked to ping.
     pub ping: Duration,
-}
-
-/// What the writer sends.
-#[derive(Debug)]
-enum Outbound {
-    Text(String),
-    Close(u16, String),
 }
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<Arc<Event>, RecvError>> + Send + Sync>>;
@@ -102,93 +66,17 @@ pub(super) async fn run(
     let metrics = state.metrics().clone();
     metrics.ws_connections(state.ws().open());
     let (sink, stream) = socket.split();
-    let (tx, rx) = mpsc::channel(SEND_QUEUE + RESERVE);
-    let (urgent_tx, urgent_rx) = oneshot::channel();
+    let (outbox, outlet) = Outbox::new();
     let (ended_tx, ended_rx) = oneshot::channel::<()>();
-    let session = Session::new(state.clone(), conn, settings, tx, urgent_tx);
+    let session = Session::new(state.clone(), conn, settings, outbox);
     let session = async move {
         session.run(stream, url_token).await;
         // Dropped with the session: the writer's grace starts.
         drop(ended_tx);
     };
-    tokio::join!(session, write(sink, rx, urgent_rx, ended_rx));
+    tokio::join!(session, writer::write(sink, outlet, ended_rx));
     drop(permit);
     metrics.ws_connections(state.ws().open());
-}
-
-/// The writer: sends what the session queues, in order, until a close; an
-/// urgent close (nothing more fits in the queue) goes ahead of the queue.
-/// Once the session has ended, it has [`CLOSE_GRACE`] to finish.
-async fn write(
-    mut sink: SplitSink<WebSocket, Message>,
-    mut rx: mpsc::Receiver<Outbound>,
-    urgent: oneshot::Receiver<(u16, String)>,
-    ended: oneshot::Receiver<()>,
-) {
-    // Fused: once the session drops its sender, polling again must wait
-    // forever, not panic.
-    let mut urgent = urgent.fuse();
-    let writing = async {
-        loop {
-            let next = tokio::select! {
-                biased;
-                Ok((code, reason)) = &mut urgent => Outbound::Close(code, reason),
-                next = rx.recv() => match next {
-                    Some(next) => next,
-                    None => {
-                        // The session ended without a close of its own:
-                        // the client closed (finish its handshake) or
-                        // vanished.
-                        let _ = sink.close().await;
-                        return;
-                    }
-                },
-            };
-            match next {
-                Outbound::Text(text) => {
-                    let sent = tokio::select! {
-                        biased;
-                        Ok((code, reason)) = &mut urgent => {
-                            // A frame cut short stays whole in the
-                            // socket's buffer; the close goes after it.
-                            close_with(&mut sink, code, reason).await;
-                            return;
-                        }
-                        sent = sink.send(Message::Text(text.into())) => sent,
-                    };
-                    if sent.is_err() {
-                        return;
-                    }
-                }
-                Outbound::Close(code, reason) => {
-                    close_with(&mut sink, code, reason).await;
-                    return;
-                }
-            }
-        }
-    };
-    tokio::select! {
-        () = writing => {}
-        () = async {
-            let _ = ended.await;
-            tokio::time::sleep(CLOSE_GRACE).await;
-        } => {}
-    }
-}
-
-async fn close_with(sink: &mut SplitSink<WebSocket, Message>, code: u16, mut reason: String) {
-    if reason.len() > MAX_CLOSE_REASON {
-        let mut end = MAX_CLOSE_REASON;
-        while !reason.is_char_boundary(end) {
-            end -= 1;
-        }
-        reason.truncate(end);
-    }
-    let frame = CloseFrame {
-        code,
-        reason: reason.into(),
-    };
-    let _ = sink.send(Message::Close(Some(frame))).await;
 }
 
 /// The state of one connection, as the message handlers in `msg` see it.
@@ -205,16 +93,9 @@ pub(crate) struct Session {
     pub(crate) invisible: bool,
     subs: StreamMap<SpaceName, EventStream>,
     page_sizes: HashMap<SpaceName, usize>,
-    /// Lagging subscriptions: told, waiting for room to start over.
-    lagging: HashSet<SpaceName>,
-    /// Messages dropped since the connection started lagging.
-    dropped: u64,
-    out: mpsc::Sender<Outbound>,
-    urgent: Option<oneshot::Sender<(u16, String)>>,
+    outbox: Outbox,
     /// The close decided, sent once the session has detached.
     closing: Option<(u16, String)>,
-    /// The writer is gone: the socket failed.
-    gone: bool,
     started: Instant,
     last_message: Instant,
     /// When every joined space was last written by a ping or a keepalive.
@@ -224,13 +105,7 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    fn new(
-        state: AppState,
-        conn: ConnId,
-        settings: Settings,
-        out: mpsc::Sender<Outbound>,
-        urgent: oneshot::Sender<(u16, String)>,
-    ) -> Self {
+    fn new(state: AppState, conn: ConnId, settings: Settings, outbox: Outbox) -> Self {
         let now = Instant::now();
         Self {
             state,
@@ -241,12 +116,8 @@ impl Session {
             invisible: false,
             subs: StreamMap::new(),
             page_sizes: HashMap::new(),
-            lagging: HashSet::new(),
-            dropped: 0,
-            out,
-            urgent: Some(urgent),
+            outbox,
             closing: None,
-            gone: false,
             started: now,
             last_message: now,
             last_write: None,
@@ -263,13 +134,13 @@ impl Session {
         }
         let shutdown = self.state.shutdown_token().clone();
         // A second handle on the queue for waiting for room: a wait on
-        // `self.out` would borrow the session in every branch.
-        let room_tx = self.out.clone();
+        // `self.outbox` would borrow the session in every branch.
+        let room = self.outbox.room();
         let hello_deadline = self.started + HELLO_TIMEOUT.min(self.settings.ttl);
-        while self.closing.is_none() && !self.gone {
+        while self.closing.is_none() && !self.outbox.is_gone() {
             let idle_deadline = self.last_message + self.settings.ttl;
             let waiting_for_hello = self.grant.is_none();
-            let lagging = !self.lagging.is_empty();
+            let lagging = self.outbox.is_lagging();
             let has_subs = !self.subs.is_empty();
             tokio::select! {
                 biased;
@@ -282,14 +153,13 @@ impl Session {
                 () = sleep_until(idle_deadline) => {
                     self.close(close::IDLE, "no message within the TTL");
                 }
-                room = room_tx.reserve_many(LAG_ROOM), if lagging => {
-                    let Ok(room) = room else { break };
-                    drop(room);
+                has_room = room.wait(), if lagging => {
+                    if !has_room {
+                        break;
+                    }
                     // Room again: the notices went out when the lag began;
                     // now the fresh snapshots.
-                    let lagging = std::mem::take(&mut self.lagging);
-                    self.dropped = 0;
-                    for space in lagging {
+                    for space in self.outbox.recover() {
                         self.restart(space).await;
                     }
                 }
@@ -333,7 +203,7 @@ impl Session {
         );
         if let Some((code, reason)) = self.closing.take() {
             self.state.metrics().ws_close(code);
-            self.send_close(code, reason);
+            self.outbox.close(code, reason);
         }
     }
 
@@ -401,22 +271,16 @@ impl Session {
                     space: &space,
                     event: &event,
                 };
-                self.push(&space, &msg);
+                let outcome = self.outbox.push_event(&space, &msg);
+                self.settle(outcome);
             }
             // The store's queue overflowed: this subscriber missed events.
-            Err(RecvError::Lagged(missed)) => {
-                if self.lagging.contains(&space) {
-                    // Already told; the fresh snapshot covers these too.
-                    return;
+            Err(RecvError::Lagged(missed)) => match self.outbox.overflowed(&space, missed) {
+                Outcome::Restart => self.restart(space).await,
+                outcome => {
+                    self.settle(outcome);
                 }
-                self.lag(&space, missed);
-                if self.has_room() {
-                    self.lagging.remove(&space);
-                    self.restart(space).await;
-                } else {
-                    self.count_drop();
-                }
-            }
+            },
             // The stream ends (the store is going away); StreamMap drops it.
             Err(RecvError::Closed) => {}
         }
@@ -461,11 +325,9 @@ impl Session {
             ttl_ms: millis(self.settings.ttl),
             server_time_ms: self.now_ms(),
         };
-        let text = welcome.to_text();
+        let outcome = self.outbox.push_reply(&welcome);
         self.grant = Some(grant);
-        if let Some(text) = text {
-            self.reply_text(text);
-        }
+        self.settle(outcome);
         Ok(())
     }
 
@@ -568,7 +430,7 @@ impl Session {
             .store_call(self.state.store().subscribe(&space))
             .await?;
         // A fresh snapshot supersedes any lag of the old subscription.
-        self.lagging.remove(&space);
+        self.outbox.forget(&space);
         self.subs.insert(space.clone(), events(sub.events));
         self.page_sizes.insert(space.clone(), page_size);
         let sent = self
@@ -588,7 +450,7 @@ impl Session {
 
     /// Ends a subscription; false if there was none.
     pub(crate) fn unsubscribe(&mut self, space: &SpaceName) -> bool {
-        self.lagging.remove(space);
+        self.outbox.forget(space);
         self.subs.remove(space);
         self.page_sizes.remove(space).is_some()
     }
@@ -600,80 +462,22 @@ impl Session {
 
     /// Queues a reply; a client too slow to take it is closed with `4009`.
     pub(crate) fn reply(&mut self, msg: &ServerMessage<'_>) {
-        if let Some(text) = msg.to_text() {
-            self.reply_text(text);
-        }
+        let outcome = self.outbox.push_reply(msg);
+        self.settle(outcome);
     }
 
     // ----- internals ------------------------------------------------------
 
-    /// Whether the queue takes another message (beyond the reserve).
-    fn has_room(&self) -> bool {
-        self.out.capacity() > RESERVE
-    }
-
-    /// Queues a message unless only the reserve is left.
-    fn queue(&mut self, text: String) -> Result<(), TrySendError<Outbound>> {
-        if !self.has_room() {
-            return Err(TrySendError::Full(Outbound::Text(text)));
-        }
-        self.out.try_send(Outbound::Text(text))
-    }
-
-    /// Marks `space` lagging and queues its notice, in the reserve if need
-    /// be. A notice that does not fit even there is skipped: the fresh
-    /// snapshot still follows.
-    fn lag(&mut self, space: &SpaceName, missed: u64) {
-        self.lagging.insert(space.clone());
-        let notice = ServerMessage::Lagged { space, missed };
-        if let Some(text) = notice.to_text()
-            && let Err(TrySendError::Closed(_)) = self.out.try_send(Outbound::Text(text))
-        {
-            self.gone = true;
-        }
-    }
-
-    fn reply_text(&mut self, text: String) {
-        match self.queue(text) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
-                self.close(close::TOO_SLOW, "too slow: the send queue is full");
-            }
-            Err(TrySendError::Closed(_)) => self.gone = true,
-        }
-    }
-
-    /// Queues a message of `space`'s subscription; false when it was
-    /// dropped (the subscription is lagging).
-    fn push(&mut self, space: &SpaceName, msg: &ServerMessage<'_>) -> bool {
-        if self.lagging.contains(space) {
-            self.count_drop();
-            return false;
-        }
-        let Some(text) = msg.to_text() else {
-            return false;
-        };
-        match self.queue(text) {
-            Ok(()) => true,
-            Err(TrySendError::Full(_)) => {
-                self.lag(space, 1);
-                self.count_drop();
+    /// Acts on what the outbox made of a message: a client too slow for
+    /// its queue is closed. True when the message was queued.
+    fn settle(&mut self, outcome: Outcome) -> bool {
+        match outcome {
+            Outcome::Queued => true,
+            Outcome::Dropped | Outcome::Restart => false,
+            Outcome::TooSlow(reason) => {
+                self.close(close::TOO_SLOW, reason);
                 false
             }
-            Err(TrySendError::Closed(_)) => {
-                self.gone = true;
-                false
-            }
-        }
-    }
-
-    fn count_drop(&mut self) {
-        self.dropped += 1;
-        if self.dropped > SEND_QUEUE as u64 {
-            self.close(
-                close::TOO_SLOW,
-                "too slow: the send queue stayed full after a lagged notice",
-            );
         }
     }
 
@@ -725,7 +529,8 @@ impl Session {
                 last,
                 omitted: last.then_some(omitted),
             };
-            if !self.push(space, &msg) {
+            let outcome = self.outbox.push_event(space, &msg);
+            if !self.settle(outcome) {
                 // Lagging: the rest would be dropped too; a fresh snapshot
                 // follows the `lagged` notice.
                 break;
@@ -777,18 +582,6 @@ impl Session {
     fn close(&mut self, code: u16, reason: impl Into<String>) {
         if self.closing.is_none() {
             self.closing = Some((code, reason.into()));
-        }
-    }
-
-    /// Queues the close behind what is queued (so the client reads the
-    /// replies and notices before it), in the reserve if need be, or ahead
-    /// of the queue when even that is full.
-    fn send_close(&mut self, code: u16, reason: String) {
-        let queued = self.out.try_send(Outbound::Close(code, reason));
-        if let Err(TrySendError::Full(Outbound::Close(code, reason))) = queued
-            && let Some(urgent) = self.urgent.take()
-        {
-            let _ = urgent.send((code, reason));
         }
     }
 
