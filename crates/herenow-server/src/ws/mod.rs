@@ -8,23 +8,28 @@
 //!   the bound a `503` problem, never a queue) and the [`Hub`]; the
 //!   messages themselves are [`crate::protocol::ws`], re-exported here;
 //! - `limits`: the bounds of one connection;
-//! - `msg`: one file per client message, applying it to the session;
-//! - `session`: the per-connection task (reading, timers, subscriptions,
-//!   detaching on every way out);
-//! - `outbox`: the bounded send queue and its drop policy for a client
-//!   that does not read fast enough; `writer`: the task that drains it
-//!   into the socket;
-//! - `guard`: the rate limit and the abuse counter.
+//! - `session`: the per-connection task (reading, dispatching, detaching
+//!   on every way out), composing one type per job: `joined` (the spaces
+//!   it is present in), `subscriptions` (the spaces it watches),
+//!   `outbox` (the bounded send queue and its drop policy for a client
+//!   that does not read fast enough, drained by `writer`), `timers`
+//!   (hello, idle, presence refresh) and `guard` (the rate limit and the
+//!   abuse counter);
+//! - `msg`: one file per client message, applying it to the session
+//!   through the session's methods.
 //!
 //! Every connection task is tracked ([`Hub`]), so [`crate::serve`] waits
 //! for them to detach and close with `1001` at shutdown: axum's graceful
 //! shutdown does not wait for upgraded connections.
 
 mod guard;
+mod joined;
 mod limits;
 mod msg;
 mod outbox;
 mod session;
+mod subscriptions;
+mod timers;
 mod writer;
 
 use std::sync::Arc;
@@ -155,7 +160,7 @@ async fn upgrade(
     // now on, even if the upgrade completes after shutdown began.
     let tracked = hub.tracker().token();
     let conn = hub.next_conn();
-    let config = session::Settings {
+    let config = timers::Settings {
         ttl: hub.ttl,
         ping: hub.ping,
     };

@@ -9,32 +9,32 @@
 //! and the session still notices timeouts and shutdown. What a client too
 //! slow for the queue loses is the outbox's drop policy.
 //!
+//! [`Session`] composes the parts of a connection, each with its own
+//! type: the protocol state (the connection id, the token's grant, the
+//! [`Joined`] spaces), the [`Outbox`], the [`Subscriptions`], the
+//! [`Timers`] and the abuse [`Guards`]. The message handlers in `msg`
+//! call its methods; it dispatches to them through [`ClientMessage`].
+//!
 //! However the session ends (the client closes or vanishes, a timeout,
 //! abuse, shutdown), it detaches the connection from every space it joined
 //! before the socket is closed.
 
-use std::collections::{BTreeMap, HashMap};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::ws::{Message, WebSocket};
+use futures::StreamExt;
 use futures::stream::SplitStream;
-use futures::{Stream, StreamExt};
 use herenow_core::{
-    Attach, AttachReport, ConnId, DetachReport, Event, EventReceiver, MemberStatus, Metadata,
-    RecvError, SpaceName,
+    Attach, AttachReport, ConnId, DetachReport, Event, MemberStatus, Metadata, RecvError, SpaceName,
 };
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 use tokio::time::{Instant, sleep_until, timeout};
-use tokio_stream::StreamMap;
 
-use super::guard::{ErrorWindow, RateLimit};
-use super::limits::{
-    DEFAULT_PAGE_SIZE, ERROR_WINDOW, HELLO_TIMEOUT, MAX_ERRORS, MAX_SUBSCRIBED, MIN_STORE_PING,
-    RATE_BURST, RATE_PER_SECOND,
-};
+use super::guard::{Guards, rate_limited};
+use super::joined::Joined;
 use super::outbox::{Outbox, Outcome};
+use super::subscriptions::Subscriptions;
+use super::timers::{Settings, Timers};
 use super::writer;
 use crate::protocol::dto::MemberDto;
 use crate::protocol::ws::{
@@ -42,17 +42,6 @@ use crate::protocol::ws::{
 };
 use crate::state::AppState;
 use crate::token::Grant;
-
-/// The timing a connection is told and held to.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Settings {
-    /// Silence after which the connection is dropped.
-    pub ttl: Duration,
-    /// How often the client is asked to ping.
-    pub ping: Duration,
-}
-
-type EventStream = Pin<Box<dyn Stream<Item = Result<Arc<Event>, RecvError>> + Send + Sync>>;
 
 /// Runs one connection to its end, then frees its slot.
 pub(super) async fn run(
@@ -79,29 +68,20 @@ pub(super) async fn run(
     metrics.ws_connections(state.ws().open());
 }
 
-/// The state of one connection, as the message handlers in `msg` see it.
-pub(crate) struct Session {
+/// One connection, as the message handlers in `msg` see it.
+pub(super) struct Session {
     state: AppState,
-    settings: Settings,
     /// This connection's id.
-    pub(crate) conn: ConnId,
+    conn: ConnId,
     /// What the token allows; `None` until `hello`.
-    pub(crate) grant: Option<Grant>,
-    /// Joined spaces and this connection's metadata in each.
-    pub(crate) joined: BTreeMap<SpaceName, Option<Metadata>>,
-    /// Whether this connection hides its member.
-    pub(crate) invisible: bool,
-    subs: StreamMap<SpaceName, EventStream>,
-    page_sizes: HashMap<SpaceName, usize>,
+    grant: Option<Grant>,
+    joined: Joined,
+    subs: Subscriptions,
     outbox: Outbox,
+    timers: Timers,
+    guards: Guards,
     /// The close decided, sent once the session has detached.
     closing: Option<(u16, String)>,
-    started: Instant,
-    last_message: Instant,
-    /// When every joined space was last written by a ping or a keepalive.
-    last_write: Option<Instant>,
-    rate: RateLimit,
-    errors: ErrorWindow,
 }
 
 impl Session {
@@ -109,20 +89,14 @@ impl Session {
         let now = Instant::now();
         Self {
             state,
-            settings,
             conn,
             grant: None,
-            joined: BTreeMap::new(),
-            invisible: false,
-            subs: StreamMap::new(),
-            page_sizes: HashMap::new(),
+            joined: Joined::default(),
+            subs: Subscriptions::new(),
             outbox,
+            timers: Timers::new(settings, now),
+            guards: Guards::new(now),
             closing: None,
-            started: now,
-            last_message: now,
-            last_write: None,
-            rate: RateLimit::new(RATE_BURST, RATE_PER_SECOND, now),
-            errors: ErrorWindow::new(MAX_ERRORS, ERROR_WINDOW),
         }
     }
 
@@ -136,9 +110,9 @@ impl Session {
         // A second handle on the queue for waiting for room: a wait on
         // `self.outbox` would borrow the session in every branch.
         let room = self.outbox.room();
-        let hello_deadline = self.started + HELLO_TIMEOUT.min(self.settings.ttl);
+        let hello_deadline = self.timers.hello_deadline();
         while self.closing.is_none() && !self.outbox.is_gone() {
-            let idle_deadline = self.last_message + self.settings.ttl;
+            let idle_deadline = self.timers.idle_deadline();
             let waiting_for_hello = self.grant.is_none();
             let lagging = self.outbox.is_lagging();
             let has_subs = !self.subs.is_empty();
@@ -165,12 +139,12 @@ impl Session {
                 }
                 frame = stream.next() => match frame {
                     Some(Ok(Message::Text(text))) => {
-                        self.last_message = Instant::now();
+                        self.timers.heard(Instant::now());
                         self.on_text(text.as_str()).await;
                     }
                     Some(Ok(Message::Binary(_))) => {
-                        self.last_message = Instant::now();
-                        if self.rate.allow(Instant::now()) {
+                        self.timers.heard(Instant::now());
+                        if self.guards.allow(Instant::now()) {
                             self.fail(None, WsError::bad_message(
                                 "binary frames are not accepted; send JSON in text frames",
                             ));
@@ -209,7 +183,7 @@ impl Session {
 
     /// One text frame: rate limit, parse, dispatch, answer.
     async fn on_text(&mut self, text: &str) {
-        if !self.rate.allow(Instant::now()) {
+        if !self.guards.allow(Instant::now()) {
             self.fail(ref_of(text), rate_limited());
             return;
         }
@@ -281,27 +255,26 @@ impl Session {
                     self.settle(outcome);
                 }
             },
-            // The stream ends (the store is going away); StreamMap drops it.
+            // The stream ends (the store is going away); the subscriptions
+            // drop it.
             Err(RecvError::Closed) => {}
         }
     }
 
     // ----- for the message handlers -------------------------------------
 
-    /// The grant; handlers run only after `hello`.
-    pub(crate) fn grant(&self) -> Result<&Grant, WsError> {
-        self.grant
-            .as_ref()
-            .ok_or_else(|| WsError::new("hello-first", "send hello with a token first"))
+    /// The spaces this connection joined, for a handler's checks.
+    pub(super) fn joined(&self) -> &Joined {
+        &self.joined
     }
 
     /// The store's clock.
-    pub(crate) fn now_ms(&self) -> u64 {
+    pub(super) fn now_ms(&self) -> u64 {
         self.state.store().now_ms()
     }
 
     /// Checks `hello`'s token and welcomes the client.
-    pub(crate) fn hello(&mut self, token: &str, reference: Option<Ref>) -> Result<(), WsError> {
+    pub(super) fn hello(&mut self, token: &str, reference: Option<Ref>) -> Result<(), WsError> {
         if self.grant.is_some() {
             return Err(WsError::new(
                 "already-hello",
@@ -321,8 +294,8 @@ impl Session {
             conn: &self.conn,
             member: &grant.member,
             spaces: grant.spaces.names(),
-            ping_ms: millis(self.settings.ping),
-            ttl_ms: millis(self.settings.ttl),
+            ping_ms: self.timers.ping_ms(),
+            ttl_ms: self.timers.ttl_ms(),
             server_time_ms: self.now_ms(),
         };
         let outcome = self.outbox.push_reply(&welcome);
@@ -332,7 +305,7 @@ impl Session {
     }
 
     /// Checks a space name and that the token allows it.
-    pub(crate) fn allowed_space(&self, name: &str) -> Result<SpaceName, WsError> {
+    pub(super) fn allowed_space(&self, name: &str) -> Result<SpaceName, WsError> {
         let space = SpaceName::new(name)?;
         if !self.grant()?.spaces.allows(&space) {
             return Err(WsError::new(
@@ -343,96 +316,70 @@ impl Session {
         Ok(space)
     }
 
-    /// Opens, pings or changes this connection in `space`.
-    pub(crate) async fn attach(
-        &self,
-        space: &SpaceName,
+    /// Makes this connection present in `space` with `meta` (replacing
+    /// its metadata there, if it had joined already), and remembers the
+    /// space only once the store took it: what `join` and `update` do
+    /// after their checks.
+    pub(super) async fn join(
+        &mut self,
+        space: SpaceName,
         meta: Option<Metadata>,
-    ) -> Result<AttachReport, WsError> {
-        let attach = Attach {
-            member: self.grant()?.member.clone(),
-            conn: self.conn.clone(),
-            meta,
-            invisible: self.invisible,
-            ttl_ms: millis(self.settings.ttl),
-        };
-        self.store_call(self.state.store().attach(space, &attach))
-            .await
+    ) -> Result<(), WsError> {
+        self.attach(&space, meta.clone()).await?;
+        self.joined.record(space, meta);
+        Ok(())
     }
 
-    /// Closes this connection in `space`.
-    pub(crate) async fn detach(&self, space: &SpaceName) -> Result<DetachReport, WsError> {
-        let member = &self.grant()?.member;
-        self.store_call(self.state.store().detach(space, member, &self.conn))
-            .await
+    /// Ends this connection's presence in `space`. Forgotten first: should
+    /// the store fail now, the connection is no longer refreshed and
+    /// expires by its TTL.
+    pub(super) async fn leave(&mut self, space: &SpaceName) -> Result<(), WsError> {
+        self.joined.forget(space)?;
+        self.detach(space).await?;
+        Ok(())
     }
 
-    /// For a ping: re-attaches every joined space (with the current
-    /// metadata and visibility), unless the last such write was less than
-    /// `min_gap` ago.
-    pub(crate) async fn refresh(&mut self, min_gap: Duration) {
-        let now = Instant::now();
-        if self
-            .last_write
-            .is_some_and(|t| now.saturating_duration_since(t) < min_gap)
-        {
-            return;
+    /// Hides or shows this connection: every joined space is attached
+    /// again with the new visibility, and spaces joined later follow it.
+    /// A failure is tried everywhere before it is answered; the next ping
+    /// retries the rest.
+    pub(super) async fn set_invisible(&mut self, on: bool) -> Result<(), WsError> {
+        if !self.joined.set_invisible(on) {
+            return Ok(());
         }
-        self.write_all(now).await;
+        let mut failed = None;
+        for (space, meta) in self.joined.iter() {
+            if let Err(e) = self.attach(space, meta.clone()).await {
+                failed.get_or_insert(e);
+            }
+        }
+        failed.map_or(Ok(()), Err)
     }
 
-    /// For any other message: the same once a ping interval has passed
-    /// since the last write (or the start), so a socket busy with
-    /// everything but pings is not expired by the store. Joins and
-    /// updates wrote their own spaces already.
-    async fn keep_alive(&mut self) {
+    /// For a ping: attaches every joined space again (with the current
+    /// metadata and visibility), unless that was done a moment ago.
+    pub(super) async fn refresh(&mut self) {
         let now = Instant::now();
-        let since = self.last_write.unwrap_or(self.started);
-        if now.saturating_duration_since(since) >= self.settings.ping {
+        if self.timers.ping_write_due(now) {
             self.write_all(now).await;
         }
     }
 
-    async fn write_all(&mut self, now: Instant) {
-        if self.joined.is_empty() {
-            return;
-        }
-        self.last_write = Some(now);
-        for (space, meta) in &self.joined {
-            if let Err(e) = self.attach(space, meta.clone()).await {
-                tracing::debug!(%space, code = e.code, "refreshing a connection failed");
-            }
-        }
-    }
-
-    /// The shortest time between two pings' store writes: a second, or
-    /// half the ping interval when that is shorter (a TTL of a second or
-    /// two must still be refreshed within it).
-    pub(crate) fn ping_write_gap(&self) -> Duration {
-        MIN_STORE_PING.min(self.settings.ping / 2)
-    }
-
     /// Subscribes (or subscribes again) to `space`: a snapshot in pages,
     /// the last carrying `reference`, then its events.
-    pub(crate) async fn subscribe(
+    pub(super) async fn subscribe(
         &mut self,
         space: SpaceName,
         page_size: usize,
         reference: Option<Ref>,
     ) -> Result<(), WsError> {
-        if !self.page_sizes.contains_key(&space) && self.page_sizes.len() >= MAX_SUBSCRIBED {
-            return Err(WsError::new(
-                "too-many-spaces",
-                format!("a connection may subscribe to at most {MAX_SUBSCRIBED} spaces"),
-            ));
-        }
+        self.subs.admit(&space)?;
         let sub = self
             .store_call(self.state.store().subscribe(&space))
             .await?;
         // A fresh snapshot supersedes any lag of the old subscription.
         self.outbox.forget(&space);
-        self.subs.insert(space.clone(), events(sub.events));
-        self.page_sizes.insert(space.clone(), page_size);
+        self.subs.insert(space.clone(), sub.events, page_size);
         let sent = self
             .send_snapshot(
                 &space,
@@ -449,24 +396,77 @@ impl Session {
     }
 
     /// Ends a subscription; false if there was none.
-    pub(crate) fn unsubscribe(&mut self, space: &SpaceName) -> bool {
+    pub(super) fn unsubscribe(&mut self, space: &SpaceName) -> bool {
         self.outbox.forget(space);
-        self.subs.remove(space);
-        self.page_sizes.remove(space).is_some()
+        self.subs.remove(space)
     }
 
     /// Answers `ok`.
-    pub(crate) fn ok(&mut self, reference: Option<Ref>) {
+    pub(super) fn ok(&mut self, reference: Option<Ref>) {
         self.reply(&ServerMessage::Ok { reference });
     }
 
     /// Queues a reply; a client too slow to take it is closed with `4009`.
-    pub(crate) fn reply(&mut self, msg: &ServerMessage<'_>) {
+    pub(super) fn reply(&mut self, msg: &ServerMessage<'_>) {
         let outcome = self.outbox.push_reply(msg);
         self.settle(outcome);
     }
 
     // ----- internals ------------------------------------------------------
+
+    /// The grant; handlers run only after `hello`.
+    fn grant(&self) -> Result<&Grant, WsError> {
+        self.grant
+            .as_ref()
+            .ok_or_else(|| WsError::new("hello-first", "send hello with a token first"))
+    }
+
+    /// Opens, pings or changes this connection in `space`.
+    async fn attach(
+        &self,
+        space: &SpaceName,
+        meta: Option<Metadata>,
+    ) -> Result<AttachReport, WsError> {
+        let attach = Attach {
+            member: self.grant()?.member.clone(),
+            conn: self.conn.clone(),
+            meta,
+            invisible: self.joined.is_invisible(),
+            ttl_ms: self.timers.ttl_ms(),
+        };
+        self.store_call(self.state.store().attach(space, &attach))
+            .await
+    }
+
+    /// Closes this connection in `space`.
+    async fn detach(&self, space: &SpaceName) -> Result<DetachReport, WsError> {
+        let member = &self.grant()?.member;
+        self.store_call(self.state.store().detach(space, member, &self.conn))
+            .await
+    }
+
+    /// For any message but a ping: attaches every joined space again
+    /// once a ping interval has passed since the last such write. Joins
+    /// and updates wrote their own spaces already.
+    async fn keep_alive(&mut self) {
+        let now = Instant::now();
+        if self.timers.keepalive_due(now) {
+            self.write_all(now).await;
+        }
+    }
+
+    /// Attaches every joined space again, for a ping or a keepalive.
+    async fn write_all(&mut self, now: Instant) {
+        if self.joined.is_empty() {
+            return;
+        }
+        self.timers.wrote(now);
+        for (space, meta) in self.joined.iter() {
+            if let Err(e) = self.attach(space, meta.clone()).await {
+                tracing::debug!(%space, code = e.code, "refreshing a connection failed");
+            }
+        }
+    }
 
     /// Acts on what the outbox made of a message: a client too slow for
     /// its queue is closed. True when the message was queued.
@@ -541,11 +541,7 @@ impl Session {
 
     /// Starts a subscription over after lag.
     async fn restart(&mut self, space: SpaceName) {
-        let page_size = self
-            .page_sizes
-            .get(&space)
-            .copied()
-            .unwrap_or(DEFAULT_PAGE_SIZE);
+        let page_size = self.subs.page_size(&space);
         if let Err(e) = self.subscribe(space.clone(), page_size, None).await {
             self.unsubscribe(&space);
             self.fail(
@@ -571,14 +567,13 @@ impl Session {
             code: e.code,
             message: &e.message,
         });
-        if e.is_clients_fault() && self.errors.record(Instant::now()) {
-            self.close(
-                close::ABUSE,
-                format!("too many errors: {MAX_ERRORS} within {ERROR_WINDOW:?}"),
-            );
+        if let Some(reason) = self.guards.abuse(&e, Instant::now()) {
+            self.close(close::ABUSE, reason);
         }
     }
 
+    /// Decides the close, sent once the session has detached; the first
+    /// reason wins.
     fn close(&mut self, code: u16, reason: impl Into<String>) {
         if self.closing.is_none() {
             self.closing = Some((code, reason.into()));
@@ -587,8 +582,7 @@ impl Session {
 
     /// Leaves every joined space; the connection is going away.
     async fn detach_all(&mut self) {
-        let joined = std::mem::take(&mut self.joined);
-        for space in joined.into_keys() {
+        for space in self.joined.take_all() {
             if let Err(e) = self.detach(&space).await {
                 tracing::warn!(%space, code = e.code, "detaching a closed connection failed; it expires by its TTL");
             }
@@ -610,34 +604,11 @@ impl Session {
     }
 }
 
-fn rate_limited() -> WsError {
-    WsError::new(
-        "rate-limited",
-        format!(
-            "more than {RATE_BURST} messages in a burst ({RATE_PER_SECOND} per second sustained)"
-        ),
-    )
-}
-
 /// The `ref` of a message that was not (or could not be) processed.
 fn ref_of(text: &str) -> Option<Ref> {
     serde_json::from_str::<RefOnly>(text)
         .ok()
         .and_then(|r| r.reference)
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// A subscription's events as a stream that ends when the store closes.
-fn events(rx: EventReceiver) -> EventStream {
-    Box::pin(futures::stream::unfold(rx, |mut rx| async move {
-        match rx.recv().await {
-            Err(RecvError::Closed) => None,
-            item => Some((item, rx)),
-        }
-    }))
 }
 
 /// The close for a read that failed because of what the client sent: a

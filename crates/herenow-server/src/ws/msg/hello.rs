@@ -4,7 +4,8 @@ use crate::protocol::ws::{Hello, Ref, WsError};
 use crate::ws::session::Session;
 
 impl Hello<'_> {
-    pub(crate) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {
+    /// Verifies the token and welcomes the client; see `Session::hello`.
+    pub(in crate::ws) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {
         s.hello(&self.token, r)
     }
 }

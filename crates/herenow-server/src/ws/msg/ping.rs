@@ -4,8 +4,10 @@ use crate::protocol::ws::{Ping, Ref, ServerMessage, WsError};
 use crate::ws::session::Session;
 
 impl Ping {
-    pub(crate) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {
-        s.refresh(s.ping_write_gap()).await;
+    /// Refreshes the joined spaces (at most about once a second) and
+    /// answers with the store's clock.
+    pub(in crate::ws) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {
+        s.refresh().await;
         let server_time_ms = s.now_ms();
         s.reply(&ServerMessage::Pong {
             reference: r,

@@ -7,7 +7,9 @@ use crate::ws::limits::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 use crate::ws::session::Session;
 
 impl Subscribe<'_> {
-    pub(crate) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {
+    /// Checks the space (allowed by the token) and the page size, then
+    /// subscribes: the snapshot follows at once.
+    pub(in crate::ws) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {
         let space = s.allowed_space(&self.space)?;
         let page_size = match self.page_size {
             None => DEFAULT_PAGE_SIZE,

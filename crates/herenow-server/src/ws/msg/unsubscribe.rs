@@ -6,7 +6,8 @@ use crate::protocol::ws::{Ref, Unsubscribe, WsError};
 use crate::ws::session::Session;
 
 impl Unsubscribe<'_> {
-    pub(crate) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {
+    /// Ends a subscription; a space not subscribed to is `not-subscribed`.
+    pub(in crate::ws) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {
         let space = SpaceName::new(&self.space)?;
         if !s.unsubscribe(&space) {
             return Err(WsError::new(

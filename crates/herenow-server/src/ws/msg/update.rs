@@ -7,17 +7,13 @@ use crate::protocol::ws::{Ref, Update, WsError};
 use crate::ws::session::Session;
 
 impl Update<'_> {
-    pub(crate) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {
+    /// Checks that the space was joined, then the metadata, then attaches
+    /// again with it.
+    pub(in crate::ws) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {
         let space = SpaceName::new(&self.space)?;
-        if !s.joined.contains_key(&space) {
-            return Err(WsError::new(
-                "not-joined",
-                format!("this connection did not join {space}"),
-            ));
-        }
+        s.joined().require(&space)?;
         let meta = metadata(Some(&self.meta))?;
-        s.attach(&space, meta.clone()).await?;
-        s.joined.insert(space, meta);
+        s.join(space, meta).await?;
         s.ok(r);
         Ok(())
     }
