@@ -34,7 +34,9 @@ use crate::state::AppState;
 /// Time between keep-alive comments, so proxies keep idle streams open.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// The route.
+/// `GET /v1/spaces/{space}/events`. Behind the API-key middleware but not
+/// the request timeout ([`crate::app`]): a stream lasts until the client
+/// or the server ends it.
 pub fn router() -> Router<AppState> {
     Router::new().route("/v1/spaces/{space}/events", get(events))
 }
@@ -42,13 +44,14 @@ pub fn router() -> Router<AppState> {
 /// The data of the first event of a stream.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SnapshotData {
-    /// The space.
+    /// The space streamed.
     pub space: String,
     /// Members present, most recent first (at most 10,000).
     pub members: Vec<MemberDto>,
     /// Present members left out of `members`.
     pub omitted: u64,
-    /// The space's policy.
+    /// The space's policy: the thresholds that turn `last_seen_ms` into a
+    /// status.
     pub config: SpaceConfigDto,
 }
 

@@ -36,7 +36,7 @@ pub struct FriendCount {
 /// A user's friend set.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct FriendList {
-    /// The user.
+    /// The user whose friends these are.
     #[schema(value_type = String)]
     pub user: MemberId,
     /// The friends, sorted by id.

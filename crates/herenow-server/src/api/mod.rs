@@ -112,7 +112,7 @@ impl MembersBody<'_> {
 /// Members, in an order the endpoint documents.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MembersAnswer {
-    /// The members.
+    /// Each member's presence, in the endpoint's order.
     pub members: Vec<MemberDto>,
 }
 

@@ -37,11 +37,11 @@ pub struct OnlineQuery {
 /// One page of who's online.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct OnlineAnswer {
-    /// The members.
+    /// Members seen within the window, in the order asked for.
     pub members: Vec<MemberDto>,
     /// Pass back as `cursor` for the next page; `null` on the last page.
     pub next_cursor: Option<String>,
-    /// The window used.
+    /// The window used, in ms: the one asked for, or the space's.
     pub window_ms: u64,
 }
 
@@ -128,13 +128,13 @@ pub struct WindowQuery {
 /// How many users and guests were seen within a window.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CountAnswer {
-    /// Users.
+    /// Users seen within the window.
     pub users: u64,
-    /// Guests.
+    /// Guests seen within the window.
     pub guests: u64,
-    /// Both.
+    /// Users and guests together.
     pub total: u64,
-    /// The window used.
+    /// The window used, in ms: the one asked for, or the space's.
     pub window_ms: u64,
 }
 

@@ -63,7 +63,8 @@ impl From<Status> for Presence {
 /// A member's presence, as answered.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MemberDto {
-    /// The id.
+    /// The member's id; a user and a guest with the same id are two
+    /// members.
     #[schema(value_type = String)]
     pub id: MemberId,
     /// User or guest.

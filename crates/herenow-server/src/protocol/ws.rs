@@ -18,9 +18,9 @@ pub const MAX_REF_BYTES: usize = 64;
 
 /// The WebSocket close codes of the protocol.
 pub mod close {
-    /// Normal close.
+    /// Either side is done.
     pub const NORMAL: u16 = 1000;
-    /// The server shuts down.
+    /// The server shuts down; reconnect later, or to another server.
     pub const GOING_AWAY: u16 = 1001;
     /// A broken frame (unmasked, bad opcode, …).
     pub const PROTOCOL: u16 = 1002;
@@ -30,7 +30,7 @@ pub mod close {
     pub const TOO_BIG: u16 = 1009;
     /// Bad token: malformed, forged, or signed with another secret.
     pub const BAD_TOKEN: u16 = 4001;
-    /// Token expired.
+    /// The token is past its `exp`; a fresh one is needed.
     pub const TOKEN_EXPIRED: u16 = 4002;
     /// No `hello` in time.
     pub const NO_HELLO: u16 = 4003;
@@ -47,9 +47,9 @@ pub mod close {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum Ref {
-    /// An integer.
+    /// An integer, echoed as an integer.
     Int(i64),
-    /// A string.
+    /// A string of at most [`MAX_REF_BYTES`] bytes.
     Str(String),
 }
 
@@ -148,7 +148,7 @@ pub struct Envelope<'a> {
     /// Echoed by the reply.
     #[serde(rename = "ref", default)]
     pub reference: Option<Ref>,
-    /// The message.
+    /// The message itself, parsed by its `type`.
     #[serde(flatten, borrow)]
     pub message: ClientMessage<'a>,
 }
@@ -256,9 +256,10 @@ pub struct Invisible {
 /// A live connection of a member, as a snapshot lists it.
 #[derive(Debug, Serialize)]
 pub struct ConnMeta {
-    /// The connection's id.
+    /// The connection's id, as its `welcome` told it and as `connect`
+    /// and `disconnect` events name it.
     pub conn: ConnId,
-    /// Its metadata.
+    /// What the connection set with `join` or `update`; absent when none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub meta: Option<Metadata>,
 }
@@ -293,10 +294,11 @@ pub enum ServerMessage<'a> {
         ping_ms: u64,
         /// Silence after which the connection is dropped.
         ttl_ms: u64,
-        /// The store's clock.
+        /// The store's clock now, in ms since the UNIX epoch: the time
+        /// `last_seen_ms` values are on.
         server_time_ms: u64,
     },
-    /// Done.
+    /// The message was applied.
     Ok {
         /// The message's `ref`.
         #[serde(rename = "ref", skip_serializing_if = "Option::is_none")]
@@ -307,7 +309,7 @@ pub enum ServerMessage<'a> {
         /// The ping's `ref`.
         #[serde(rename = "ref", skip_serializing_if = "Option::is_none")]
         reference: Option<Ref>,
-        /// The store's clock.
+        /// The store's clock now, as in `welcome`.
         server_time_ms: u64,
     },
     /// A message was refused; the socket stays open.
@@ -315,9 +317,9 @@ pub enum ServerMessage<'a> {
         /// The message's `ref`, if it had a readable one.
         #[serde(rename = "ref", skip_serializing_if = "Option::is_none")]
         reference: Option<Ref>,
-        /// A stable code.
+        /// A stable code to match on (`not-joined`, `rate-limited`, …).
         code: &'a str,
-        /// For people.
+        /// A sentence for people; it may change, so never match on it.
         message: &'a str,
     },
     /// One page of a space's present members.
@@ -325,7 +327,7 @@ pub enum ServerMessage<'a> {
         /// The subscribe's `ref`, on the last page.
         #[serde(rename = "ref", skip_serializing_if = "Option::is_none")]
         reference: Option<Ref>,
-        /// The space.
+        /// The subscribed space.
         space: &'a SpaceName,
         /// Members, most recent first.
         members: Vec<SnapshotMember>,
@@ -337,14 +339,14 @@ pub enum ServerMessage<'a> {
     },
     /// A presence event, as the SSE stream sends it.
     Event {
-        /// The space.
+        /// The space the event happened in.
         space: &'a SpaceName,
-        /// The event.
+        /// The event, as the SSE stream's `data` carries it.
         event: &'a Event,
     },
     /// Events were lost; a fresh snapshot follows.
     Lagged {
-        /// The space.
+        /// The subscription that lost messages.
         space: &'a SpaceName,
         /// Messages this connection could not take.
         missed: u64,
@@ -369,16 +371,16 @@ impl ServerMessage<'_> {
 /// A refusal of one message: an `error` reply, or for a bad token a close.
 #[derive(Debug, Clone)]
 pub struct WsError {
-    /// The stable code.
+    /// The stable code of the `error` reply (or the close's reason).
     pub code: &'static str,
-    /// For people.
+    /// A sentence for people.
     pub message: Cow<'static, str>,
     /// Close the socket with this code instead of answering.
     pub close: Option<u16>,
 }
 
 impl WsError {
-    /// An error reply.
+    /// An `error` reply with this code; the socket stays open.
     pub fn new(code: &'static str, message: impl Into<Cow<'static, str>>) -> Self {
         Self {
             code,
@@ -387,7 +389,8 @@ impl WsError {
         }
     }
 
-    /// A close of the socket.
+    /// A refusal that closes the socket with `close` (a bad token)
+    /// instead of answering.
     pub fn closing(close: u16, code: &'static str, message: impl Into<Cow<'static, str>>) -> Self {
         Self {
             code,

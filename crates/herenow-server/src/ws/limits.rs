@@ -20,7 +20,7 @@ pub const RATE_BURST: u32 = 20;
 pub const RATE_PER_SECOND: u32 = 10;
 /// Errors within [`ERROR_WINDOW`] that close the socket with `4008`.
 pub const MAX_ERRORS: usize = 20;
-/// See [`MAX_ERRORS`].
+/// The window in which [`MAX_ERRORS`] errors close the socket.
 pub const ERROR_WINDOW: Duration = Duration::from_secs(10);
 /// Pings closer together than this are answered but not written to the
 /// store.

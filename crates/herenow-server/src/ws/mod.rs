@@ -60,7 +60,9 @@ pub use limits::{
     MAX_PAGE_SIZE, MAX_SUBSCRIBED, MIN_STORE_PING, RATE_BURST, RATE_PER_SECOND, SEND_QUEUE,
 };
 
-/// The route.
+/// `GET /v1/ws`. It sits outside the API-key middleware ([`crate::app`]):
+/// browsers cannot send headers with a WebSocket, so the token is the
+/// credential.
 pub fn router() -> Router<AppState> {
     Router::new().route("/v1/ws", get(upgrade))
 }

@@ -268,7 +268,8 @@ impl Session {
         &self.joined
     }
 
-    /// The store's clock.
+    /// The store's clock, which `welcome` and `pong` report: the time
+    /// `last_seen_ms` values are on, whatever the client's clock says.
     pub(super) fn now_ms(&self) -> u64 {
         self.state.store().now_ms()
     }

@@ -22,7 +22,7 @@ pub(super) struct Subscriptions {
 }
 
 impl Subscriptions {
-    /// None yet.
+    /// A connection starts watching nothing.
     pub(super) fn new() -> Self {
         Self {
             streams: StreamMap::new(),
