@@ -8,7 +8,7 @@ use herenow_core::{MemberId, limits};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::MembersAnswer;
+use super::dto::MembersAnswer;
 use crate::extract::{
     ApiQuery, JsonBody, SpaceUserPath, UserPath, page_limit, user_ids, window_ms,
 };

@@ -7,7 +7,7 @@ use herenow_core::MemberKey;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::{MembersAnswer, MembersBody};
+use super::dto::{MembersAnswer, MembersBody};
 use crate::extract::{ApiQuery, JsonBody, SpaceMemberPath, SpacePath, member_kind};
 use crate::metrics::Query;
 use crate::problem::{ApiError, Problem};

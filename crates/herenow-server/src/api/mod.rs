@@ -2,12 +2,14 @@
 //!
 //! Handlers parse with the problem-rejecting extractors of `extract`,
 //! call the store, and answer with DTOs. Core types carry no OpenAPI
-//! schemas, so the wire shapes are defined here (those only the API uses)
-//! or in [`crate::protocol::dto`] (those the event stream, the WebSocket
-//! and the tokens share, re-exported here); most DTOs hold core values
-//! (ids, metadata) so building an answer moves them, never copies.
+//! schemas, so the wire shapes are defined in the server: in each
+//! endpoint's file, in `dto` when several endpoints share them, or in
+//! [`crate::protocol::dto`] when the event stream, the WebSocket and the
+//! tokens share them too (both re-exported here). Most DTOs hold core
+//! values (ids, metadata), so building an answer moves them, never copies.
 
 pub mod config;
+mod dto;
 pub mod friends;
 pub mod heartbeat;
 pub mod history;
@@ -17,22 +19,17 @@ pub mod online;
 pub mod spaces;
 pub mod tokens;
 
-use std::borrow::Cow;
-
 use axum::Router;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::routing::{get, post};
-use herenow_core::{InvalidInput, MemberId, MemberKey, MemberStatus};
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use crate::auth::Access;
 use crate::config::Scope;
-use crate::problem::ApiError;
 use crate::state::AppState;
 
 pub use crate::protocol::dto::{Kind, MemberDto, Presence};
+pub use dto::{MemberRef, MembersAnswer, MembersBody};
 
 /// The `/v1` routes, except the event stream.
 pub fn router() -> Router<AppState> {
@@ -62,67 +59,6 @@ pub fn router() -> Router<AppState> {
         .route("/v1/friends/{user}/add", post(friends::add))
         .route("/v1/friends/{user}/remove", post(friends::remove))
         .route("/v1/tokens", post(tokens::mint))
-}
-
-/// A member named in a request body: `{"id": "alice", "kind": "user"}`.
-/// The id borrows from the body unless it has JSON escapes.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct MemberRef<'a> {
-    /// 1–256 bytes of UTF-8 without control characters.
-    #[serde(borrow)]
-    #[schema(value_type = String)]
-    pub id: Cow<'a, str>,
-    /// `user` (default) or `guest`.
-    #[serde(default)]
-    pub kind: Kind,
-}
-
-impl MemberRef<'_> {
-    /// Checks the id.
-    pub fn key(&self) -> Result<MemberKey, InvalidInput> {
-        Ok(MemberKey {
-            kind: self.kind.into(),
-            id: MemberId::new(&self.id)?,
-        })
-    }
-}
-
-/// A list of members: the body of `leave`, `status` and the answer of
-/// every member listing.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct MembersBody<'a> {
-    /// 1 to 10,000 members.
-    #[serde(borrow)]
-    pub members: Vec<MemberRef<'a>>,
-}
-
-impl MembersBody<'_> {
-    /// Checks the batch size, then every id.
-    pub fn keys(&self) -> Result<Vec<MemberKey>, ApiError> {
-        herenow_core::store::check_batch(self.members.len())?;
-        self.members
-            .iter()
-            .map(|m| m.key().map_err(ApiError::from))
-            .collect()
-    }
-}
-
-/// Members, in an order the endpoint documents.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct MembersAnswer {
-    /// Each member's presence, in the endpoint's order.
-    pub members: Vec<MemberDto>,
-}
-
-impl MembersAnswer {
-    /// Converts store answers.
-    pub fn from_statuses(members: Vec<MemberStatus>) -> Self {
-        Self {
-            members: members.into_iter().map(MemberDto::from).collect(),
-        }
-    }
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Access {

@@ -6,7 +6,7 @@ use herenow_core::{KindFilter, ListQuery, Order, SpaceName, limits};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::{MembersAnswer, MembersBody};
+use super::dto::{MemberRef, MembersAnswer, MembersBody};
 use crate::extract::{
     ApiQuery, JsonBody, SpacePath, check_cursor, check_limit, page_limit, parse_duration, window_ms,
 };
@@ -174,7 +174,7 @@ pub async fn count(
 pub struct AmongBody<'a> {
     /// 1 to 10,000 members to look at.
     #[serde(borrow)]
-    pub members: Vec<super::MemberRef<'a>>,
+    pub members: Vec<MemberRef<'a>>,
     /// A humantime duration (`10m`); default: the space's window.
     #[serde(borrow, default)]
     #[schema(value_type = Option<String>)]
