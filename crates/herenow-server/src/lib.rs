@@ -43,6 +43,7 @@ mod ops;
 pub mod page;
 pub mod persist;
 pub mod problem;
+pub mod protocol;
 pub mod sse;
 mod state;
 pub mod token;

@@ -13,7 +13,9 @@ use utoipa_swagger_ui::SwaggerUi;
 use crate::state::AppState;
 use crate::{api, problem, sse};
 
-/// The API description.
+/// The OpenAPI document of the JSON API, the event stream and the token
+/// endpoint, built from the handlers' `#[utoipa::path]` annotations and
+/// served at `/openapi.json`.
 #[derive(OpenApi)]
 #[openapi(
     info(

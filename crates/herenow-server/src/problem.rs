@@ -62,7 +62,7 @@ impl ApiError {
         }
     }
 
-    /// The HTTP status.
+    /// The HTTP status it answers with.
     pub fn status(&self) -> StatusCode {
         self.status
     }
@@ -113,7 +113,7 @@ pub struct Problem {
     pub type_: String,
     /// A short summary of the problem type.
     pub title: String,
-    /// The HTTP status.
+    /// The HTTP status, repeated in the body as RFC 9457 asks.
     pub status: u16,
     /// What went wrong with this request, for people.
     pub detail: String,

@@ -26,16 +26,17 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 
-use crate::api::MemberDto;
-use crate::api::config::SpaceConfigDto;
 use crate::extract::SpacePath;
 use crate::problem::{ApiError, Problem};
+use crate::protocol::dto::{MemberDto, SpaceConfigDto};
 use crate::state::AppState;
 
 /// Time between keep-alive comments, so proxies keep idle streams open.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// The route.
+/// `GET /v1/spaces/{space}/events`. Behind the API-key middleware but not
+/// the request timeout ([`crate::app`]): a stream lasts until the client
+/// or the server ends it.
 pub fn router() -> Router<AppState> {
     Router::new().route("/v1/spaces/{space}/events", get(events))
 }
@@ -43,13 +44,14 @@ pub fn router() -> Router<AppState> {
 /// The data of the first event of a stream.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SnapshotData {
-    /// The space.
+    /// The space streamed.
     pub space: String,
     /// Members present, most recent first (at most 10,000).
     pub members: Vec<MemberDto>,
     /// Present members left out of `members`.
     pub omitted: u64,
-    /// The space's policy.
+    /// The space's policy: the thresholds that turn `last_seen_ms` into a
+    /// status.
     pub config: SpaceConfigDto,
 }
 

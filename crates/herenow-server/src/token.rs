@@ -18,8 +18,9 @@ use jsonwebtoken::errors::ErrorKind as JwtErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 
-use crate::api::Kind;
 use crate::config::TokenSecret;
+use crate::protocol::dto::Kind;
+use crate::protocol::ws::close;
 
 /// The `iss` of every token.
 pub const ISSUER: &str = "herenow";
@@ -50,8 +51,8 @@ impl TokenError {
     /// The WebSocket close code: `4001` bad, `4002` expired.
     pub fn close_code(&self) -> u16 {
         match self {
-            TokenError::Invalid(_) => 4001,
-            TokenError::Expired => 4002,
+            TokenError::Invalid(_) => close::BAD_TOKEN,
+            TokenError::Expired => close::TOKEN_EXPIRED,
         }
     }
 }

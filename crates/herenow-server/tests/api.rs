@@ -4,167 +4,32 @@
 //!
 //! Time is a `ManualClock`: statuses and expiry are exact, nothing sleeps.
 
-use std::sync::Arc;
+mod support;
+
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
-use axum::http::{HeaderMap, Method, Request, StatusCode, header};
-use herenow_core::{ManualClock, MemoryStore, SpaceConfig};
-use herenow_server::{AppState, Config, app};
-use http_body_util::BodyExt;
+use axum::http::{Method, Request, StatusCode, header};
+use herenow_server::Config;
 use serde_json::{Value, json};
-use tower::ServiceExt;
+use support::T0;
+use support::http::{Api, call, request};
 
-const T0: u64 = 1_700_000_000_000;
 const READ_KEY: &str = "reader-secret-1";
 const WRITE_KEY: &str = "writer-secret-1";
 
-struct Harness {
-    app: Router,
-    clock: ManualClock,
-    state: AppState,
+fn harness() -> Api {
+    Api::memory(Config::default())
 }
 
-fn harness_with(config: Config) -> Harness {
-    let clock = ManualClock::new(T0);
-    let store = Arc::new(MemoryStore::new(
-        Arc::new(clock.clone()),
-        SpaceConfig::default(),
-    ));
-    let state = AppState::with_memory(store, &config);
-    Harness {
-        app: app(state.clone()),
-        clock,
-        state,
-    }
-}
-
-fn harness() -> Harness {
-    harness_with(Config::default())
-}
-
-fn keyed() -> Harness {
-    harness_with(Config {
+fn keyed() -> Api {
+    Api::memory(Config {
         api_keys: vec![
             format!("{READ_KEY}:read").parse().unwrap(),
             format!("{WRITE_KEY}:write").parse().unwrap(),
         ],
         ..Config::default()
     })
-}
-
-struct Answer {
-    status: StatusCode,
-    headers: HeaderMap,
-    body: Vec<u8>,
-}
-
-impl Answer {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
-            panic!(
-                "not JSON ({e}): {:?} {}",
-                self.status,
-                String::from_utf8_lossy(&self.body)
-            )
-        })
-    }
-
-    /// Asserts a problem answer with this status and code.
-    #[track_caller]
-    fn problem(&self, status: StatusCode, code: &str) {
-        assert_eq!(
-            self.status,
-            status,
-            "body: {}",
-            String::from_utf8_lossy(&self.body)
-        );
-        assert_eq!(
-            self.headers[header::CONTENT_TYPE],
-            "application/problem+json"
-        );
-        let p = self.json();
-        assert_eq!(p["code"], code, "problem: {p}");
-        assert_eq!(p["status"], status.as_u16());
-        assert!(p["type"].as_str().unwrap().ends_with(code));
-        assert!(!p["title"].as_str().unwrap().is_empty());
-        assert!(!p["detail"].as_str().unwrap().is_empty());
-    }
-
-    #[track_caller]
-    fn ok(&self) -> Value {
-        assert_eq!(
-            self.status,
-            StatusCode::OK,
-            "body: {}",
-            String::from_utf8_lossy(&self.body)
-        );
-        self.json()
-    }
-}
-
-async fn send(app: &Router, request: Request<Body>) -> Answer {
-    let response = app.clone().oneshot(request).await.unwrap();
-    let status = response.status();
-    let headers = response.headers().clone();
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .unwrap()
-        .to_bytes()
-        .to_vec();
-    Answer {
-        status,
-        headers,
-        body,
-    }
-}
-
-fn request(method: Method, uri: &str, body: Option<&Value>, key: Option<&str>) -> Request<Body> {
-    let mut b = Request::builder().method(method).uri(uri);
-    if let Some(k) = key {
-        b = b.header(header::AUTHORIZATION, format!("Bearer {k}"));
-    }
-    match body {
-        Some(v) => b
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(Body::from(serde_json::to_vec(v).unwrap()))
-            .unwrap(),
-        None => b.body(Body::empty()).unwrap(),
-    }
-}
-
-impl Harness {
-    async fn get(&self, uri: &str) -> Answer {
-        send(&self.app, request(Method::GET, uri, None, None)).await
-    }
-
-    async fn post(&self, uri: &str, body: Value) -> Answer {
-        send(&self.app, request(Method::POST, uri, Some(&body), None)).await
-    }
-
-    async fn put(&self, uri: &str, body: Value) -> Answer {
-        send(&self.app, request(Method::PUT, uri, Some(&body), None)).await
-    }
-
-    async fn raw(&self, uri: &str, content_type: Option<&str>, body: Vec<u8>) -> Answer {
-        let mut b = Request::builder().method(Method::POST).uri(uri);
-        if let Some(ct) = content_type {
-            b = b.header(header::CONTENT_TYPE, ct);
-        }
-        send(&self.app, b.body(Body::from(body)).unwrap()).await
-    }
-
-    async fn beat(&self, space: &str, id: &str) {
-        self.post(
-            &format!("/v1/spaces/{space}/heartbeat"),
-            json!({ "id": id }),
-        )
-        .await
-        .ok();
-    }
 }
 
 // ---------------------------------------------------------------- happy paths
@@ -857,7 +722,7 @@ async fn bodies_over_4_mib_are_refused() {
         .header(header::CONTENT_TYPE, "application/json")
         .body(body)
         .unwrap();
-    send(&h.app, request)
+    call(&h.app, request)
         .await
         .problem(StatusCode::PAYLOAD_TOO_LARGE, "body-too-large");
 }
@@ -868,7 +733,7 @@ async fn unknown_routes_and_methods_are_problems() {
     h.get("/v1/nothing-here")
         .await
         .problem(StatusCode::NOT_FOUND, "not-found");
-    let a = send(
+    let a = call(
         &h.app,
         request(Method::DELETE, "/v1/spaces/lobby/heartbeat", None, None),
     )
@@ -884,22 +749,22 @@ async fn keys_are_required_and_scoped() {
     let h = keyed();
     let hb = json!({"id": "a"});
     let uri = "/v1/spaces/lobby/heartbeat";
-    let a = send(&h.app, request(Method::POST, uri, Some(&hb), None)).await;
+    let a = call(&h.app, request(Method::POST, uri, Some(&hb), None)).await;
     a.problem(StatusCode::UNAUTHORIZED, "missing-api-key");
     assert!(a.headers.contains_key(header::WWW_AUTHENTICATE));
-    send(
+    call(
         &h.app,
         request(Method::POST, uri, Some(&hb), Some("nope-nope-nope")),
     )
     .await
     .problem(StatusCode::UNAUTHORIZED, "unknown-api-key");
-    send(
+    call(
         &h.app,
         request(Method::POST, uri, Some(&hb), Some(READ_KEY)),
     )
     .await
     .problem(StatusCode::FORBIDDEN, "insufficient-scope");
-    send(
+    call(
         &h.app,
         request(Method::POST, uri, Some(&hb), Some(WRITE_KEY)),
     )
@@ -907,14 +772,14 @@ async fn keys_are_required_and_scoped() {
     .ok();
 
     // A read key may GET and use the read-only POSTs.
-    send(
+    call(
         &h.app,
         request(Method::GET, "/v1/spaces/lobby/count", None, Some(READ_KEY)),
     )
     .await
     .ok();
     let status = json!({"members": [{"id": "a"}]});
-    send(
+    call(
         &h.app,
         request(
             Method::POST,
@@ -925,7 +790,7 @@ async fn keys_are_required_and_scoped() {
     )
     .await
     .ok();
-    send(
+    call(
         &h.app,
         request(
             Method::POST,
@@ -938,7 +803,7 @@ async fn keys_are_required_and_scoped() {
     .ok();
     // ...but not configure, befriend or leave.
     let cfg = json!({"online_ms": 1, "away_ms": 2, "window_ms": 3, "retention_ms": 4});
-    send(
+    call(
         &h.app,
         request(
             Method::PUT,
@@ -949,7 +814,7 @@ async fn keys_are_required_and_scoped() {
     )
     .await
     .problem(StatusCode::FORBIDDEN, "insufficient-scope");
-    send(
+    call(
         &h.app,
         request(
             Method::PUT,
@@ -960,7 +825,7 @@ async fn keys_are_required_and_scoped() {
     )
     .await
     .problem(StatusCode::FORBIDDEN, "insufficient-scope");
-    send(
+    call(
         &h.app,
         request(
             Method::POST,
@@ -974,13 +839,13 @@ async fn keys_are_required_and_scoped() {
 
     // Explicit times need write scope; a write key may backdate.
     let backdated = json!({"id": "a", "at_ms": T0 - 1000});
-    send(
+    call(
         &h.app,
         request(Method::POST, uri, Some(&backdated), Some(READ_KEY)),
     )
     .await
     .problem(StatusCode::FORBIDDEN, "insufficient-scope");
-    send(
+    call(
         &h.app,
         request(Method::POST, uri, Some(&backdated), Some(WRITE_KEY)),
     )
@@ -993,10 +858,10 @@ async fn keys_are_required_and_scoped() {
         .header("x-api-key", READ_KEY)
         .body(Body::empty())
         .unwrap();
-    send(&h.app, r).await.ok();
+    call(&h.app, r).await.ok();
 
     // Event streams need a key.
-    send(
+    call(
         &h.app,
         request(Method::GET, "/v1/spaces/lobby/events", None, None),
     )

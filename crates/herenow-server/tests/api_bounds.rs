@@ -2,23 +2,23 @@
 //! `Retry-After` (never a 500), `/readyz` says so, a stuck store call is
 //! cut off by the request timeout, and the connection bound holds.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
+use axum::http::{StatusCode, header};
 use herenow_core::{
     Counts, Error, Heartbeat, HeartbeatReport, ListQuery, MemberId, MemberKey, MemberStatus,
     Millis, Page, PresenceStore, Result, SpaceConfig, SpaceName, SpaceSummary, Subscription,
     TickReport,
 };
-use herenow_server::{AppState, Config, app, run};
-use http_body_util::BodyExt;
-use serde_json::Value;
+use herenow_server::{Config, app, run};
+use support::http::get;
+use support::state_over;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tower::ServiceExt;
 
 /// A store that is down (`hang: false`) or never answers (`hang: true`).
 struct Broken {
@@ -89,22 +89,9 @@ impl PresenceStore for Broken {
     }
 }
 
-async fn get(app: &axum::Router, uri: &str) -> (StatusCode, axum::http::HeaderMap, Value) {
-    let r = Request::builder().uri(uri).body(Body::empty()).unwrap();
-    let response = app.clone().oneshot(r).await.unwrap();
-    let status = response.status();
-    let headers = response.headers().clone();
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    (
-        status,
-        headers,
-        serde_json::from_slice(&body).unwrap_or(Value::Null),
-    )
-}
-
 #[tokio::test]
 async fn a_down_store_is_503_with_retry_after() {
-    let state = AppState::new(Arc::new(Broken { hang: false }), &Config::default());
+    let state = state_over(Arc::new(Broken { hang: false }), &Config::default());
     let app = app(state.clone());
     for uri in [
         "/v1/spaces/lobby/count",
@@ -113,20 +100,16 @@ async fn a_down_store_is_503_with_retry_after() {
         "/v1/spaces/lobby/events",
         "/v1/spaces",
     ] {
-        let (status, headers, problem) = get(&app, uri).await;
-        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{uri}");
-        assert_eq!(headers[header::RETRY_AFTER], "1", "{uri}");
-        assert_eq!(problem["code"], "store-unavailable", "{uri}");
+        let a = get(&app, uri).await;
+        assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE, "{uri}");
+        assert_eq!(a.headers[header::RETRY_AFTER], "1", "{uri}");
+        assert_eq!(a.json()["code"], "store-unavailable", "{uri}");
     }
-    let (status, _, problem) = get(&app, "/readyz").await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(problem["code"], "not-ready");
+    let a = get(&app, "/readyz").await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(a.json()["code"], "not-ready");
     // Alive all the same.
-    let r = Request::builder()
-        .uri("/healthz")
-        .body(Body::empty())
-        .unwrap();
-    assert_eq!(app.oneshot(r).await.unwrap().status(), StatusCode::OK);
+    assert_eq!(get(&app, "/healthz").await.status, StatusCode::OK);
     // The ticker survives a failing round.
     assert!(state.tick().await.is_none());
 }
@@ -137,12 +120,12 @@ async fn a_stuck_store_call_is_cut_off_by_the_request_timeout() {
         request_timeout: Duration::from_millis(500),
         ..Config::default()
     };
-    let state = AppState::new(Arc::new(Broken { hang: true }), &config);
+    let state = state_over(Arc::new(Broken { hang: true }), &config);
     let app = app(state);
-    let (status, headers, problem) = get(&app, "/v1/spaces/lobby/count").await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-    assert!(headers.contains_key(header::RETRY_AFTER));
-    assert_eq!(problem["code"], "timeout");
+    let a = get(&app, "/v1/spaces/lobby/count").await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(a.headers.contains_key(header::RETRY_AFTER));
+    assert_eq!(a.json()["code"], "timeout");
 }
 
 /// Sends a keep-alive request and reads one answer's head.

@@ -2,41 +2,36 @@
 //! `lagged` for a slow reader; the bound on streams; and shutdown ending
 //! every stream.
 
-use std::sync::Arc;
+mod support;
+
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{Method, Request, StatusCode, header};
-use herenow_core::{ManualClock, MemoryStore, SpaceConfig};
-use herenow_server::{AppState, Config, app};
+use axum::http::{Request, StatusCode, header};
+use herenow_server::{AppState, Config};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
+use support::T0;
+use support::http::{Answer, Api, post_json};
 use tower::ServiceExt;
 
-const T0: u64 = 1_700_000_000_000;
 /// A guard against a broken stream hanging the test; never reached when
 /// the server behaves.
 const PATIENCE: Duration = Duration::from_secs(10);
 
 fn setup(config: Config) -> (Router, AppState) {
-    let clock = ManualClock::new(T0);
-    let store = Arc::new(MemoryStore::new(Arc::new(clock), SpaceConfig::default()));
-    let state = AppState::with_memory(store, &config);
-    (app(state.clone()), state)
+    let api = Api::memory(config);
+    (api.app, api.state)
 }
 
 async fn heartbeat(app: &Router, space: &str, body: Value) {
-    let r = Request::builder()
-        .method(Method::POST)
-        .uri(format!("/v1/spaces/{space}/heartbeat"))
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap();
-    let response = app.clone().oneshot(r).await.unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
+    let a = post_json(app, &format!("/v1/spaces/{space}/heartbeat"), &body).await;
+    assert_eq!(a.status, StatusCode::OK);
 }
 
+/// Opens an event stream; its body is read as it comes ([`Events`]), not
+/// to an end.
 async fn subscribe(app: &Router, space: &str) -> axum::response::Response {
     let r = Request::builder()
         .uri(format!("/v1/spaces/{space}/events"))
@@ -131,13 +126,12 @@ async fn snapshot_then_join_then_shutdown_ends_the_stream() {
     assert_eq!(name, "update");
     assert_eq!(update["meta"], json!({"n": 2}));
 
-    let leave = Request::builder()
-        .method(Method::POST)
-        .uri("/v1/spaces/lobby/leave")
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(r#"{"members":[{"id":"a"}]}"#))
-        .unwrap();
-    app.clone().oneshot(leave).await.unwrap();
+    post_json(
+        &app,
+        "/v1/spaces/lobby/leave",
+        &json!({"members": [{"id": "a"}]}),
+    )
+    .await;
     let (name, left) = events.next().await.unwrap();
     assert_eq!(name, "leave");
     assert_eq!(left["reason"], "explicit");
@@ -163,16 +157,13 @@ async fn a_reader_that_falls_behind_gets_lagged_and_the_end() {
 
     // 5,000 joins in one batch: more than the 4,096 a reader may lag.
     let beats: Vec<Value> = (0..5_000).map(|i| json!({"id": format!("m{i}")})).collect();
-    let r = Request::builder()
-        .method(Method::POST)
-        .uri("/v1/spaces/crowd/heartbeats")
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(json!({ "heartbeats": beats }).to_string()))
-        .unwrap();
-    assert_eq!(
-        app.clone().oneshot(r).await.unwrap().status(),
-        StatusCode::OK
-    );
+    let a = post_json(
+        &app,
+        "/v1/spaces/crowd/heartbeats",
+        &json!({ "heartbeats": beats }),
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::OK);
 
     let (name, data) = events.next().await.unwrap();
     assert_eq!(name, "lagged");
@@ -192,12 +183,10 @@ async fn streams_are_bounded() {
     let mut first = Events::new(subscribe(&app, "lobby").await);
     assert_eq!(first.next().await.unwrap().0, "snapshot");
 
-    let second = subscribe(&app, "lobby").await;
-    assert_eq!(second.status(), StatusCode::SERVICE_UNAVAILABLE);
-    assert!(second.headers().contains_key(header::RETRY_AFTER));
-    let body = second.into_body().collect().await.unwrap().to_bytes();
-    let problem: Value = serde_json::from_slice(&body).unwrap();
-    assert_eq!(problem["code"], "too-many-streams");
+    let second = Answer::read(subscribe(&app, "lobby").await).await;
+    assert_eq!(second.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(second.headers.contains_key(header::RETRY_AFTER));
+    assert_eq!(second.json()["code"], "too-many-streams");
 
     // Closing the first frees its slot.
     drop(first);
@@ -209,9 +198,7 @@ async fn streams_are_bounded() {
 #[tokio::test]
 async fn bad_space_names_are_refused_before_streaming() {
     let (app, _state) = setup(Config::default());
-    let r = subscribe(&app, "no%20spaces").await;
-    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
-    let body = r.into_body().collect().await.unwrap().to_bytes();
-    let problem: Value = serde_json::from_slice(&body).unwrap();
-    assert_eq!(problem["code"], "bad-space-name");
+    let r = Answer::read(subscribe(&app, "no%20spaces").await).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(r.json()["code"], "bad-space-name");
 }

@@ -7,32 +7,26 @@
 //! Time is a `ManualClock` shared by the store and the test, so statuses
 //! are exact; nothing sleeps to wait for state.
 
+mod support;
+
 use herenow_testkit as common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Body;
-use axum::http::{Method, Request, StatusCode, header};
+use axum::http::StatusCode;
 use herenow_core::{ManualClock, SpaceConfig};
 use herenow_redis::{RedisOptions, RedisStore};
-use herenow_server::{AppState, Config, app};
-use http_body_util::BodyExt;
+use herenow_server::Config;
 use serde_json::{Value, json};
-use tower::ServiceExt;
+use support::http::Api;
+use support::{T0, redis_state};
 
 use common::{RedisCluster, RedisServer};
 
-const T0: u64 = 1_700_000_000_000;
-
-struct Harness {
-    app: Router,
-    clock: ManualClock,
-    store: Arc<RedisStore>,
-}
-
-async fn harness(url: &str) -> Harness {
+/// The API over a `RedisStore` at `url`, and the store, whose readiness
+/// and buffer the tests watch.
+async fn harness(url: &str) -> (Api, Arc<RedisStore>) {
     let clock = ManualClock::new(T0);
     let options = RedisOptions {
         timeout: Duration::from_millis(500),
@@ -47,96 +41,8 @@ async fn harness(url: &str) -> Harness {
     .await
     .expect("connect to the test's redis-server");
     let store = Arc::new(store);
-    let state = AppState::with_redis(store.clone(), &Config::default());
-    Harness {
-        app: app(state),
-        clock,
-        store,
-    }
-}
-
-struct Answer {
-    status: StatusCode,
-    retry_after: Option<String>,
-    body: Vec<u8>,
-}
-
-impl Answer {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
-            panic!(
-                "not JSON ({e}): {:?} {}",
-                self.status,
-                String::from_utf8_lossy(&self.body)
-            )
-        })
-    }
-
-    #[track_caller]
-    fn ok(&self) -> Value {
-        assert_eq!(
-            self.status,
-            StatusCode::OK,
-            "body: {}",
-            String::from_utf8_lossy(&self.body)
-        );
-        self.json()
-    }
-
-    #[track_caller]
-    fn unavailable(&self, code: &str) {
-        assert_eq!(
-            self.status,
-            StatusCode::SERVICE_UNAVAILABLE,
-            "body: {}",
-            String::from_utf8_lossy(&self.body)
-        );
-        assert_eq!(self.json()["code"], code);
-        assert!(self.retry_after.is_some(), "503 without Retry-After");
-    }
-}
-
-impl Harness {
-    async fn send(&self, method: Method, uri: &str, body: Option<Value>) -> Answer {
-        let b = Request::builder().method(method).uri(uri);
-        let request = match body {
-            Some(v) => b
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(Body::from(serde_json::to_vec(&v).unwrap()))
-                .unwrap(),
-            None => b.body(Body::empty()).unwrap(),
-        };
-        let response = self.app.clone().oneshot(request).await.unwrap();
-        let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(header::RETRY_AFTER)
-            .map(|v| v.to_str().unwrap().to_owned());
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .unwrap()
-            .to_bytes()
-            .to_vec();
-        Answer {
-            status,
-            retry_after,
-            body,
-        }
-    }
-
-    async fn get(&self, uri: &str) -> Answer {
-        self.send(Method::GET, uri, None).await
-    }
-
-    async fn post(&self, uri: &str, body: Value) -> Answer {
-        self.send(Method::POST, uri, Some(body)).await
-    }
-
-    async fn put(&self, uri: &str, body: Value) -> Answer {
-        self.send(Method::PUT, uri, Some(body)).await
-    }
+    let state = redis_state(store.clone(), &Config::default());
+    (Api::over(state, clock), store)
 }
 
 fn ids(page: &Value) -> Vec<&str> {
@@ -150,7 +56,7 @@ fn ids(page: &Value) -> Vec<&str> {
 
 /// Heartbeats, lists, counts, last seen, status, friends and readiness:
 /// what a client sees must not depend on the store behind the API.
-async fn endpoints_answer_as_over_memory(h: &Harness) {
+async fn endpoints_answer_as_over_memory(h: &Api) {
     let a = h
         .post(
             "/v1/spaces/lobby/heartbeat",
@@ -227,7 +133,7 @@ async fn endpoints_answer_as_over_memory(h: &Harness) {
 #[tokio::test]
 async fn endpoints_answer_as_over_memory_on_a_redis_server() {
     let redis = RedisServer::standalone();
-    let h = harness(&redis.url()).await;
+    let (h, _store) = harness(&redis.url()).await;
     endpoints_answer_as_over_memory(&h).await;
 
     let metrics = String::from_utf8(h.get("/metrics").await.body).unwrap();
@@ -240,14 +146,14 @@ async fn endpoints_answer_as_over_memory_on_a_redis_server() {
 #[tokio::test]
 async fn endpoints_answer_as_over_memory_on_a_redis_cluster() {
     let cluster = RedisCluster::start();
-    let h = harness(&cluster.url()).await;
+    let (h, _store) = harness(&cluster.url()).await;
     endpoints_answer_as_over_memory(&h).await;
 }
 
 #[tokio::test]
 async fn without_redis_reads_are_503_heartbeats_wait_and_readyz_says_not_ready() {
     let mut redis = RedisServer::standalone();
-    let h = harness(&redis.url()).await;
+    let (h, store) = harness(&redis.url()).await;
     h.post("/v1/spaces/lobby/heartbeat", json!({"id": "ada"}))
         .await
         .ok();
@@ -265,17 +171,17 @@ async fn without_redis_reads_are_503_heartbeats_wait_and_readyz_says_not_ready()
         .await
         .unavailable("store-unavailable");
     h.get("/readyz").await.unavailable("not-ready");
-    assert!(!h.store.is_ready());
+    assert!(!store.is_ready());
 
     redis.start_again();
     // The store's replayer writes the buffer back once Redis answers; wait
     // for that with a deadline (it pings with a backoff under a second).
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !h.store.is_ready() {
+    while !store.is_ready() {
         assert!(
             std::time::Instant::now() < deadline,
             "buffer not written back: {:?}",
-            h.store.stats()
+            store.stats()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

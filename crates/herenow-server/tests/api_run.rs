@@ -3,21 +3,19 @@
 //! the snapshot, restoring it, refusing a corrupt one, and shutdown ending
 //! open event streams.
 
+mod support;
+
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use herenow_core::{
-    Heartbeat, ManualClock, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig,
-    SpaceName, Status,
+    Heartbeat, ManualClock, MemberId, MemoryStore, PresenceStore, SpaceConfig, SpaceName, Status,
 };
 use herenow_server::{Config, ConfigError, ServerError, persist, run};
+use support::http::raw_http;
+use support::{PATIENCE, T0, user_key};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-
-const T0: u64 = 1_700_000_000_000;
-/// A guard against a hang; never reached when the server behaves.
-const PATIENCE: Duration = Duration::from_secs(20);
 
 /// A fresh directory under the system temp dir, removed on drop.
 struct TempDir(PathBuf);
@@ -36,22 +34,6 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-fn key(id: &str) -> MemberKey {
-    MemberKey::user(MemberId::new(id).unwrap())
-}
-
-/// Sends one HTTP/1.1 request and reads the answer to the end.
-async fn http(addr: std::net::SocketAddr, request: &str) -> String {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut answer = Vec::new();
-    tokio::time::timeout(PATIENCE, stream.read_to_end(&mut answer))
-        .await
-        .expect("server did not answer")
-        .unwrap();
-    String::from_utf8_lossy(&answer).into_owned()
 }
 
 #[tokio::test]
@@ -86,7 +68,7 @@ async fn snapshot_round_trip() {
     store
         .heartbeat(
             &lobby,
-            &[Heartbeat::now(key("a")), Heartbeat::now(key("b"))],
+            &[Heartbeat::now(user_key("a")), Heartbeat::now(user_key("b"))],
         )
         .await
         .unwrap();
@@ -103,7 +85,7 @@ async fn snapshot_round_trip() {
     let restored = MemoryStore::new(Arc::new(clock), SpaceConfig::default());
     let report = persist::restore(&restored, &dir.0).unwrap().unwrap();
     assert_eq!(report.members, 2);
-    let status = restored.status(&lobby, &[key("a")]).await.unwrap();
+    let status = restored.status(&lobby, &[user_key("a")]).await.unwrap();
     assert_eq!(status[0].status, Status::Online);
     assert_eq!(status[0].last_seen_ms, Some(T0));
     assert_eq!(
@@ -143,9 +125,12 @@ async fn a_corrupt_snapshot_is_an_error_naming_the_file() {
 
     // A real snapshot with a flipped byte.
     let good = MemoryStore::default();
-    good.heartbeat(&SpaceName::new("s").unwrap(), &[Heartbeat::now(key("a"))])
-        .await
-        .unwrap();
+    good.heartbeat(
+        &SpaceName::new("s").unwrap(),
+        &[Heartbeat::now(user_key("a"))],
+    )
+    .await
+    .unwrap();
     let mut bytes = good.snapshot();
     let last = bytes.len() - 1;
     bytes[last] ^= 0xff;
@@ -183,14 +168,14 @@ async fn serve_write_snapshot_on_shutdown_and_restore_it() {
         let _ = stopped.await;
     }));
 
-    let health = http(
+    let health = raw_http(
         addr,
         "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
     )
     .await;
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
     let body = r#"{"id":"alice"}"#;
-    let beat = http(
+    let beat = raw_http(
         addr,
         &format!(
             "POST /v1/spaces/lobby/heartbeat HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
@@ -237,7 +222,7 @@ async fn serve_write_snapshot_on_shutdown_and_restore_it() {
     let server = tokio::spawn(run(listener, config, async {
         let _ = stopped.await;
     }));
-    let member = http(
+    let member = raw_http(
         addr,
         "GET /v1/spaces/lobby/members/alice HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
     )

@@ -8,7 +8,7 @@
 //! timeouts are real (a 2 s TTL where a test waits for one). Nothing
 //! sleeps to wait for state: tests wait for messages, with a deadline.
 
-mod ws_support;
+mod support;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -17,8 +17,10 @@ use futures::SinkExt;
 use herenow_core::{EventKind, Heartbeat, LeaveReason, Metadata, SpaceName, Status};
 use herenow_server::Config;
 use serde_json::{Value, json};
+use support::http::raw_get;
+use support::ws::{Read, Server};
+use support::{PATIENCE, T0, user_key};
 use tokio_tungstenite::tungstenite::Message;
-use ws_support::{PATIENCE, Read, Server, T0, user_key};
 
 fn space(name: &str) -> SpaceName {
     SpaceName::new(name).unwrap()
@@ -830,23 +832,6 @@ async fn a_plain_get_is_not_an_upgrade() {
     // An unknown query parameter is refused before any upgrade.
     let answer = raw_get(s.addr, "/v1/ws?tokn=x").await;
     assert!(answer.contains("unknown-parameter"), "{answer}");
-}
-
-async fn raw_get(addr: std::net::SocketAddr, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream
-        .write_all(
-            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
-        )
-        .await
-        .unwrap();
-    let mut answer = Vec::new();
-    tokio::time::timeout(PATIENCE, stream.read_to_end(&mut answer))
-        .await
-        .unwrap()
-        .unwrap();
-    String::from_utf8_lossy(&answer).into_owned()
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@
 //!
 //! The stores run on one `ManualClock` the test moves.
 
-mod ws_support;
+mod support;
 
 use herenow_testkit as common;
 
@@ -15,9 +15,10 @@ use std::time::Duration;
 
 use herenow_core::{ManualClock, SpaceConfig, SpaceName, Status};
 use herenow_redis::{RedisOptions, RedisStore};
-use herenow_server::{Config, Store, TokenSecret};
+use herenow_server::{Config, TokenSecret};
 use serde_json::{Value, json};
-use ws_support::{PATIENCE, Server, T0, user_key};
+use support::ws::Server;
+use support::{PATIENCE, T0, redis_served, user_key};
 
 async fn server_on(redis: &common::RedisServer, clock: &ManualClock, config: &Config) -> Server {
     let store = RedisStore::connect(
@@ -28,7 +29,7 @@ async fn server_on(redis: &common::RedisServer, clock: &ManualClock, config: &Co
     )
     .await
     .expect("connect to the test's redis-server");
-    let opened = Store::from_redis(Arc::new(store), config);
+    let opened = redis_served(Arc::new(store), config);
     Server::serve(opened, config.clone(), clock.clone()).await
 }
 

@@ -2,17 +2,17 @@
 //! key scopes, the OpenAPI document), and what `/v1/ws` does with good,
 //! forged, expired, foreign and guest tokens on a real socket.
 
-mod ws_support;
+mod support;
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use herenow_core::{MemberKind, SpaceName, Status};
 use herenow_server::token::{Spaces, Tokens, now_s};
 use herenow_server::{AppState, Config, TokenSecret, app};
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
-use tower::ServiceExt;
-use ws_support::{Server, guest_key, user_key};
+use support::http::{call, get};
+use support::ws::Server;
+use support::{guest_key, user_key};
 
 fn secret(s: &str) -> TokenSecret {
     TokenSecret::new(s.repeat(32).into_bytes()).unwrap()
@@ -26,15 +26,14 @@ async fn mint(state: &AppState, key: Option<&str>, body: &str) -> (StatusCode, V
     if let Some(key) = key {
         r = r.header(header::AUTHORIZATION, format!("Bearer {key}"));
     }
-    let response = app(state.clone())
-        .oneshot(r.body(Body::from(body.to_owned())).unwrap())
-        .await
-        .unwrap();
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let answer = call(
+        &app(state.clone()),
+        r.body(Body::from(body.to_owned())).unwrap(),
+    )
+    .await;
     (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        answer.status,
+        serde_json::from_slice(&answer.body).unwrap_or(Value::Null),
     )
 }
 
@@ -150,17 +149,8 @@ async fn post_tokens_needs_a_write_key() {
 #[tokio::test]
 async fn the_openapi_document_has_post_tokens() {
     let s = Server::start().await;
-    let response = app(s.state.clone())
-        .oneshot(
-            Request::builder()
-                .uri("/openapi.json")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    let doc: Value = serde_json::from_slice(&bytes).unwrap();
+    let answer = get(&app(s.state.clone()), "/openapi.json").await;
+    let doc: Value = serde_json::from_slice(&answer.body).unwrap();
     let op = &doc["paths"]["/v1/tokens"]["post"];
     assert_eq!(op["operationId"], "mint_token");
     assert!(op["responses"]["201"].is_object());

@@ -3,50 +3,13 @@
 use axum::Json;
 use axum::extract::State;
 use herenow_core::SpaceConfig;
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use crate::extract::{JsonBody, SpacePath};
 use crate::metrics::Query;
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
 
-/// A space's thresholds, in ms. Must satisfy
-/// `0 < online ≤ away ≤ retention ≤ 24h` and `0 < window ≤ retention`.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SpaceConfigDto {
-    /// `online` while the last heartbeat is younger than this.
-    pub online_ms: u64,
-    /// `away` while younger than this; `offline` after.
-    pub away_ms: u64,
-    /// The default window of "who's online".
-    pub window_ms: u64,
-    /// How long a member is kept after its last heartbeat.
-    pub retention_ms: u64,
-}
-
-impl From<SpaceConfig> for SpaceConfigDto {
-    fn from(c: SpaceConfig) -> Self {
-        Self {
-            online_ms: c.online_ms,
-            away_ms: c.away_ms,
-            window_ms: c.window_ms,
-            retention_ms: c.retention_ms,
-        }
-    }
-}
-
-impl From<SpaceConfigDto> for SpaceConfig {
-    fn from(c: SpaceConfigDto) -> Self {
-        Self {
-            online_ms: c.online_ms,
-            away_ms: c.away_ms,
-            window_ms: c.window_ms,
-            retention_ms: c.retention_ms,
-        }
-    }
-}
+pub use crate::protocol::dto::SpaceConfigDto;
 
 /// The space's time policy (the defaults for a space never configured).
 #[utoipa::path(

@@ -8,7 +8,7 @@ use herenow_core::{MemberId, limits};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::MembersAnswer;
+use super::dto::MembersAnswer;
 use crate::extract::{
     ApiQuery, JsonBody, SpaceUserPath, UserPath, page_limit, user_ids, window_ms,
 };
@@ -36,7 +36,7 @@ pub struct FriendCount {
 /// A user's friend set.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct FriendList {
-    /// The user.
+    /// The user whose friends these are.
     #[schema(value_type = String)]
     pub user: MemberId,
     /// The friends, sorted by id.

@@ -13,10 +13,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
-use super::Kind;
 use crate::auth::{Access, forbidden};
 use crate::extract::{JsonBody, SpacePath};
 use crate::problem::{ApiError, Problem};
+use crate::protocol::dto::Kind;
 use crate::state::AppState;
 
 /// One heartbeat: "this member was active".

@@ -5,7 +5,7 @@ use axum::extract::State;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::MembersBody;
+use super::dto::MembersBody;
 use crate::extract::{JsonBody, SpacePath};
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;

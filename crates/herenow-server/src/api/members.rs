@@ -7,10 +7,11 @@ use herenow_core::MemberKey;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::{MemberDto, MembersAnswer, MembersBody};
+use super::dto::{MembersAnswer, MembersBody};
 use crate::extract::{ApiQuery, JsonBody, SpaceMemberPath, SpacePath, member_kind};
 use crate::metrics::Query;
 use crate::problem::{ApiError, Problem};
+use crate::protocol::dto::MemberDto;
 use crate::state::AppState;
 
 /// The query of `GET members/{id}`.

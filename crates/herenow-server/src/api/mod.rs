@@ -1,11 +1,15 @@
 //! The JSON API under `/v1`, one file per resource (see `docs/API.md`).
 //!
 //! Handlers parse with the problem-rejecting extractors of `extract`,
-//! call the store, and answer with the DTOs here. Core types carry no
-//! OpenAPI schemas, so the wire shapes are defined here; most DTOs hold core
-//! values (ids, metadata) so building an answer moves them, never copies.
+//! call the store, and answer with DTOs. Core types carry no OpenAPI
+//! schemas, so the wire shapes are defined in the server: in each
+//! endpoint's file, in `dto` when several endpoints share them, or in
+//! [`crate::protocol::dto`] when the event stream, the WebSocket and the
+//! tokens share them too (both re-exported here). Most DTOs hold core
+//! values (ids, metadata), so building an answer moves them, never copies.
 
 pub mod config;
+mod dto;
 pub mod friends;
 pub mod heartbeat;
 pub mod history;
@@ -15,20 +19,17 @@ pub mod online;
 pub mod spaces;
 pub mod tokens;
 
-use std::borrow::Cow;
-
 use axum::Router;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::routing::{get, post};
-use herenow_core::{InvalidInput, MemberId, MemberKey, MemberKind, MemberStatus, Metadata, Status};
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use crate::auth::Access;
 use crate::config::Scope;
-use crate::problem::ApiError;
 use crate::state::AppState;
+
+pub use crate::protocol::dto::{Kind, MemberDto, Presence};
+pub use dto::{MemberRef, MembersAnswer, MembersBody};
 
 /// The `/v1` routes, except the event stream.
 pub fn router() -> Router<AppState> {
@@ -58,148 +59,6 @@ pub fn router() -> Router<AppState> {
         .route("/v1/friends/{user}/add", post(friends::add))
         .route("/v1/friends/{user}/remove", post(friends::remove))
         .route("/v1/tokens", post(tokens::mint))
-}
-
-/// Users or guests, on the wire.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Kind {
-    /// An authenticated user (the default).
-    #[default]
-    User,
-    /// An anonymous visitor.
-    Guest,
-}
-
-impl From<Kind> for MemberKind {
-    fn from(k: Kind) -> Self {
-        match k {
-            Kind::User => MemberKind::User,
-            Kind::Guest => MemberKind::Guest,
-        }
-    }
-}
-
-impl From<MemberKind> for Kind {
-    fn from(k: MemberKind) -> Self {
-        match k {
-            MemberKind::User => Kind::User,
-            MemberKind::Guest => Kind::Guest,
-        }
-    }
-}
-
-/// Online, away or offline, on the wire.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Presence {
-    /// Seen within the space's `online_ms`.
-    Online,
-    /// Seen within the space's `away_ms`.
-    Away,
-    /// Seen longer ago, never seen, or left.
-    Offline,
-}
-
-impl From<Status> for Presence {
-    fn from(s: Status) -> Self {
-        match s {
-            Status::Online => Presence::Online,
-            Status::Away => Presence::Away,
-            Status::Offline => Presence::Offline,
-        }
-    }
-}
-
-/// A member named in a request body: `{"id": "alice", "kind": "user"}`.
-/// The id borrows from the body unless it has JSON escapes.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct MemberRef<'a> {
-    /// 1–256 bytes of UTF-8 without control characters.
-    #[serde(borrow)]
-    #[schema(value_type = String)]
-    pub id: Cow<'a, str>,
-    /// `user` (default) or `guest`.
-    #[serde(default)]
-    pub kind: Kind,
-}
-
-impl MemberRef<'_> {
-    /// Checks the id.
-    pub fn key(&self) -> Result<MemberKey, InvalidInput> {
-        Ok(MemberKey {
-            kind: self.kind.into(),
-            id: MemberId::new(&self.id)?,
-        })
-    }
-}
-
-/// A list of members: the body of `leave`, `status` and the answer of
-/// every member listing.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct MembersBody<'a> {
-    /// 1 to 10,000 members.
-    #[serde(borrow)]
-    pub members: Vec<MemberRef<'a>>,
-}
-
-impl MembersBody<'_> {
-    /// Checks the batch size, then every id.
-    pub fn keys(&self) -> Result<Vec<MemberKey>, ApiError> {
-        herenow_core::store::check_batch(self.members.len())?;
-        self.members
-            .iter()
-            .map(|m| m.key().map_err(ApiError::from))
-            .collect()
-    }
-}
-
-/// A member's presence, as answered.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct MemberDto {
-    /// The id.
-    #[schema(value_type = String)]
-    pub id: MemberId,
-    /// User or guest.
-    pub kind: Kind,
-    /// By the space's thresholds.
-    pub status: Presence,
-    /// Last heartbeat, ms since the UNIX epoch; `null` if never seen.
-    pub last_seen_ms: Option<u64>,
-    /// The member's metadata, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
-    pub meta: Option<Metadata>,
-}
-
-impl From<MemberStatus> for MemberDto {
-    fn from(m: MemberStatus) -> Self {
-        Self {
-            id: m.member.id,
-            kind: m.member.kind.into(),
-            status: m.status.into(),
-            last_seen_ms: m.last_seen_ms,
-            meta: m.meta,
-        }
-    }
-}
-
-/// Members, in an order the endpoint documents.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct MembersAnswer {
-    /// The members.
-    pub members: Vec<MemberDto>,
-}
-
-impl MembersAnswer {
-    /// Converts store answers.
-    pub fn from_statuses(members: Vec<MemberStatus>) -> Self {
-        Self {
-            members: members.into_iter().map(MemberDto::from).collect(),
-        }
-    }
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Access {

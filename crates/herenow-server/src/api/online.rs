@@ -6,12 +6,13 @@ use herenow_core::{KindFilter, ListQuery, Order, SpaceName, limits};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::{MemberDto, MembersAnswer, MembersBody};
+use super::dto::{MemberRef, MembersAnswer, MembersBody};
 use crate::extract::{
     ApiQuery, JsonBody, SpacePath, check_cursor, check_limit, page_limit, parse_duration, window_ms,
 };
 use crate::metrics::Query;
 use crate::problem::{ApiError, Problem};
+use crate::protocol::dto::MemberDto;
 use crate::state::AppState;
 
 /// The query of `GET online`.
@@ -36,11 +37,11 @@ pub struct OnlineQuery {
 /// One page of who's online.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct OnlineAnswer {
-    /// The members.
+    /// Members seen within the window, in the order asked for.
     pub members: Vec<MemberDto>,
     /// Pass back as `cursor` for the next page; `null` on the last page.
     pub next_cursor: Option<String>,
-    /// The window used.
+    /// The window used, in ms: the one asked for, or the space's.
     pub window_ms: u64,
 }
 
@@ -127,13 +128,13 @@ pub struct WindowQuery {
 /// How many users and guests were seen within a window.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CountAnswer {
-    /// Users.
+    /// Users seen within the window.
     pub users: u64,
-    /// Guests.
+    /// Guests seen within the window.
     pub guests: u64,
-    /// Both.
+    /// Users and guests together.
     pub total: u64,
-    /// The window used.
+    /// The window used, in ms: the one asked for, or the space's.
     pub window_ms: u64,
 }
 
@@ -173,7 +174,7 @@ pub async fn count(
 pub struct AmongBody<'a> {
     /// 1 to 10,000 members to look at.
     #[serde(borrow)]
-    pub members: Vec<super::MemberRef<'a>>,
+    pub members: Vec<MemberRef<'a>>,
     /// A humantime duration (`10m`); default: the space's window.
     #[serde(borrow, default)]
     #[schema(value_type = Option<String>)]

@@ -26,16 +26,16 @@ pub struct SpacesQuery {
 /// Members stored in a space, by kind.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MemberCounts {
-    /// Users.
+    /// Users among them.
     pub users: u64,
-    /// Guests.
+    /// Guests among them.
     pub guests: u64,
 }
 
-/// One space.
+/// A space that holds members, and how many.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SpaceDto {
-    /// Its name.
+    /// The space's name, as `after` takes it.
     #[schema(value_type = String)]
     pub space: SpaceName,
     /// Members stored (seen within the retention).

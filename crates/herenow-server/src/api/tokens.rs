@@ -14,9 +14,9 @@ use herenow_core::{MemberId, MemberKey};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::Kind;
 use crate::extract::JsonBody;
 use crate::problem::{ApiError, Problem};
+use crate::protocol::dto::Kind;
 use crate::state::AppState;
 use crate::token::{self, Spaces, SpacesError};
 

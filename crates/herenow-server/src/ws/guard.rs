@@ -6,9 +6,56 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::limits::{ERROR_WINDOW, MAX_ERRORS, RATE_BURST, RATE_PER_SECOND};
+use crate::protocol::ws::WsError;
+
+/// The guards of one connection, at the protocol's bounds: [`RATE_BURST`]
+/// messages at once and [`RATE_PER_SECOND`] sustained; [`MAX_ERRORS`] of
+/// the client's own errors within [`ERROR_WINDOW`] end it.
+#[derive(Debug)]
+pub(super) struct Guards {
+    rate: RateLimit,
+    errors: ErrorWindow,
+}
+
+impl Guards {
+    /// Fresh guards for a connection that starts at `now`: a full bucket,
+    /// no errors.
+    pub(super) fn new(now: Instant) -> Self {
+        Self {
+            rate: RateLimit::new(RATE_BURST, RATE_PER_SECOND, now),
+            errors: ErrorWindow::new(MAX_ERRORS, ERROR_WINDOW),
+        }
+    }
+
+    /// Whether a message arriving at `now` is within the rate; one that
+    /// is not earns [`rate_limited`].
+    pub(super) fn allow(&mut self, now: Instant) -> bool {
+        self.rate.allow(now)
+    }
+
+    /// Counts `e` if it is the client's fault (a store that is down is
+    /// nobody's abuse); `Some(reason)` when the connection must be closed
+    /// for abuse (`4008`).
+    pub(super) fn abuse(&mut self, e: &WsError, now: Instant) -> Option<String> {
+        (e.is_clients_fault() && self.errors.record(now))
+            .then(|| format!("too many errors: {MAX_ERRORS} within {ERROR_WINDOW:?}"))
+    }
+}
+
+/// The error for a message beyond the rate.
+pub(super) fn rate_limited() -> WsError {
+    WsError::new(
+        "rate-limited",
+        format!(
+            "more than {RATE_BURST} messages in a burst ({RATE_PER_SECOND} per second sustained)"
+        ),
+    )
+}
+
 /// A token bucket: `burst` messages at once, `per_second` sustained.
 #[derive(Debug)]
-pub(super) struct RateLimit {
+struct RateLimit {
     tokens: f64,
     burst: f64,
     per_second: f64,
@@ -16,7 +63,7 @@ pub(super) struct RateLimit {
 }
 
 impl RateLimit {
-    pub(super) fn new(burst: u32, per_second: u32, now: Instant) -> Self {
+    fn new(burst: u32, per_second: u32, now: Instant) -> Self {
         Self {
             tokens: f64::from(burst),
             burst: f64::from(burst),
@@ -26,7 +73,7 @@ impl RateLimit {
     }
 
     /// Takes a token if there is one.
-    pub(super) fn allow(&mut self, now: Instant) -> bool {
+    fn allow(&mut self, now: Instant) -> bool {
         let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
         self.at = now;
         self.tokens = (self.tokens + elapsed * self.per_second).min(self.burst);
@@ -41,14 +88,14 @@ impl RateLimit {
 
 /// The times of the last `max` errors.
 #[derive(Debug)]
-pub(super) struct ErrorWindow {
+struct ErrorWindow {
     times: VecDeque<Instant>,
     max: usize,
     window: Duration,
 }
 
 impl ErrorWindow {
-    pub(super) fn new(max: usize, window: Duration) -> Self {
+    fn new(max: usize, window: Duration) -> Self {
         Self {
             times: VecDeque::with_capacity(max),
             max,
@@ -57,7 +104,7 @@ impl ErrorWindow {
     }
 
     /// Records an error; true when `max` errors fell within the window.
-    pub(super) fn record(&mut self, now: Instant) -> bool {
+    fn record(&mut self, now: Instant) -> bool {
         while self
             .times
             .front()

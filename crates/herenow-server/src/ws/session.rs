@@ -3,90 +3,45 @@
 //! send queue.
 //!
 //! The task runs two futures side by side: the *session* (everything but
-//! writing) and the *writer* (the socket's sending half, fed by a queue of
-//! [`SEND_QUEUE`] messages). Nothing the session does waits on a slow
-//! client, so a client that stops reading costs at most the queue, and the
-//! session still notices timeouts and shutdown.
+//! writing) and the *writer* (`writer`: the socket's sending half, fed by
+//! the bounded queue of an [`Outbox`]). Nothing the session does waits on
+//! a slow client, so a client that stops reading costs at most the queue,
+//! and the session still notices timeouts and shutdown. What a client too
+//! slow for the queue loses is the outbox's drop policy.
 //!
-//! The drop policy for a client that does not read fast enough:
-//!
-//! - a subscription message (an event or a snapshot page) that does not
-//!   fit makes that subscription *lagging*: a `lagged` notice is queued at
-//!   once (in slots kept free for notices), and the subscription's further
-//!   messages are dropped;
-//! - once the queue is half empty again, the subscription restarts with a
-//!   fresh snapshot;
-//! - if another queue's worth of messages is dropped before that, or a
-//!   reply (`ok`, `pong`, `error`) does not fit, the socket is closed with
-//!   `4009`.
-//!
-//! After the session ends, the writer has [`CLOSE_GRACE`] to send what is
-//! queued and the close frame; a client that reads nothing meanwhile is
-//! simply dropped.
+//! [`Session`] composes the parts of a connection, each with its own
+//! type: the protocol state (the connection id, the token's grant, the
+//! [`Joined`] spaces), the [`Outbox`], the [`Subscriptions`], the
+//! [`Timers`] and the abuse [`Guards`]. The message handlers in `msg`
+//! call its methods; it dispatches to them through [`ClientMessage`].
 //!
 //! However the session ends (the client closes or vanishes, a timeout,
 //! abuse, shutdown), it detaches the connection from every space it joined
 //! before the socket is closed.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
-use futures::stream::{SplitSink, SplitStream};
-use futures::{FutureExt, SinkExt, Stream, StreamExt};
+use axum::extract::ws::{Message, WebSocket};
+use futures::StreamExt;
+use futures::stream::SplitStream;
 use herenow_core::{
-    Attach, AttachReport, ConnId, DetachReport, Event, EventReceiver, MemberStatus, Metadata,
-    RecvError, SpaceName,
+    Attach, AttachReport, ConnId, DetachReport, Event, MemberStatus, Metadata, RecvError, SpaceName,
 };
-use tokio::sync::mpsc::error::TrySendError;
-use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, oneshot};
 use tokio::time::{Instant, sleep_until, timeout};
-use tokio_stream::StreamMap;
 
-use super::guard::{ErrorWindow, RateLimit};
-use super::{
-    ClientMessage, ConnMeta, DEFAULT_PAGE_SIZE, ERROR_WINDOW, Envelope, HELLO_TIMEOUT, MAX_ERRORS,
-    MAX_SUBSCRIBED, MIN_STORE_PING, RATE_BURST, RATE_PER_SECOND, Ref, RefOnly, SEND_QUEUE,
-    ServerMessage, SnapshotMember, WsError, close,
+use super::guard::{Guards, rate_limited};
+use super::joined::Joined;
+use super::outbox::{Outbox, Outcome};
+use super::subscriptions::Subscriptions;
+use super::timers::{Settings, Timers};
+use super::writer;
+use crate::protocol::dto::MemberDto;
+use crate::protocol::ws::{
+    ClientMessage, ConnMeta, Envelope, Ref, RefOnly, ServerMessage, SnapshotMember, WsError, close,
 };
-use crate::api::MemberDto;
 use crate::state::AppState;
 use crate::token::Grant;
-
-/// How long what is queued and the close frame may take to go out once the
-/// session has ended, before the socket is simply dropped.
-const CLOSE_GRACE: Duration = Duration::from_secs(5);
-
-/// Queue slots kept for `lagged` notices and the close frame, beyond the
-/// [`SEND_QUEUE`] messages: a notice is queued when nothing else fits.
-const RESERVE: usize = 2 * MAX_SUBSCRIBED;
-
-/// Free slots the queue must have before a lagging subscription restarts:
-/// half of it, so the fresh snapshot has room.
-const LAG_ROOM: usize = SEND_QUEUE / 2 + RESERVE;
-
-/// The longest close reason the protocol allows, in bytes.
-const MAX_CLOSE_REASON: usize = 123;
-
-/// The timing a connection is told and held to.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Settings {
-    /// Silence after which the connection is dropped.
-    pub ttl: Duration,
-    /// How often the client is asked to ping.
-    pub ping: Duration,
-}
-
-/// What the writer sends.
-#[derive(Debug)]
-enum Outbound {
-    Text(String),
-    Close(u16, String),
-}
-
-type EventStream = Pin<Box<dyn Stream<Item = Result<Arc<Event>, RecvError>> + Send + Sync>>;
 
 /// Runs one connection to its end, then frees its slot.
 pub(super) async fn run(
@@ -100,156 +55,48 @@ pub(super) async fn run(
     let metrics = state.metrics().clone();
     metrics.ws_connections(state.ws().open());
     let (sink, stream) = socket.split();
-    let (tx, rx) = mpsc::channel(SEND_QUEUE + RESERVE);
-    let (urgent_tx, urgent_rx) = oneshot::channel();
+    let (outbox, outlet) = Outbox::new();
     let (ended_tx, ended_rx) = oneshot::channel::<()>();
-    let session = Session::new(state.clone(), conn, settings, tx, urgent_tx);
+    let session = Session::new(state.clone(), conn, settings, outbox);
     let session = async move {
         session.run(stream, url_token).await;
         // Dropped with the session: the writer's grace starts.
         drop(ended_tx);
     };
-    tokio::join!(session, write(sink, rx, urgent_rx, ended_rx));
+    tokio::join!(session, writer::write(sink, outlet, ended_rx));
     drop(permit);
     metrics.ws_connections(state.ws().open());
 }
 
-/// The writer: sends what the session queues, in order, until a close; an
-/// urgent close (nothing more fits in the queue) goes ahead of the queue.
-/// Once the session has ended, it has [`CLOSE_GRACE`] to finish.
-async fn write(
-    mut sink: SplitSink<WebSocket, Message>,
-    mut rx: mpsc::Receiver<Outbound>,
-    urgent: oneshot::Receiver<(u16, String)>,
-    ended: oneshot::Receiver<()>,
-) {
-    // Fused: once the session drops its sender, polling again must wait
-    // forever, not panic.
-    let mut urgent = urgent.fuse();
-    let writing = async {
-        loop {
-            let next = tokio::select! {
-                biased;
-                Ok((code, reason)) = &mut urgent => Outbound::Close(code, reason),
-                next = rx.recv() => match next {
-                    Some(next) => next,
-                    None => {
-                        // The session ended without a close of its own:
-                        // the client closed (finish its handshake) or
-                        // vanished.
-                        let _ = sink.close().await;
-                        return;
-                    }
-                },
-            };
-            match next {
-                Outbound::Text(text) => {
-                    let sent = tokio::select! {
-                        biased;
-                        Ok((code, reason)) = &mut urgent => {
-                            // A frame cut short stays whole in the
-                            // socket's buffer; the close goes after it.
-                            close_with(&mut sink, code, reason).await;
-                            return;
-                        }
-                        sent = sink.send(Message::Text(text.into())) => sent,
-                    };
-                    if sent.is_err() {
-                        return;
-                    }
-                }
-                Outbound::Close(code, reason) => {
-                    close_with(&mut sink, code, reason).await;
-                    return;
-                }
-            }
-        }
-    };
-    tokio::select! {
-        () = writing => {}
-        () = async {
-            let _ = ended.await;
-            tokio::time::sleep(CLOSE_GRACE).await;
-        } => {}
-    }
-}
-
-async fn close_with(sink: &mut SplitSink<WebSocket, Message>, code: u16, mut reason: String) {
-    if reason.len() > MAX_CLOSE_REASON {
-        let mut end = MAX_CLOSE_REASON;
-        while !reason.is_char_boundary(end) {
-            end -= 1;
-        }
-        reason.truncate(end);
-    }
-    let frame = CloseFrame {
-        code,
-        reason: reason.into(),
-    };
-    let _ = sink.send(Message::Close(Some(frame))).await;
-}
-
-/// The state of one connection, as the message handlers in `msg` see it.
-pub(crate) struct Session {
+/// One connection, as the message handlers in `msg` see it.
+pub(super) struct Session {
     state: AppState,
-    settings: Settings,
     /// This connection's id.
-    pub(crate) conn: ConnId,
+    conn: ConnId,
     /// What the token allows; `None` until `hello`.
-    pub(crate) grant: Option<Grant>,
-    /// Joined spaces and this connection's metadata in each.
-    pub(crate) joined: BTreeMap<SpaceName, Option<Metadata>>,
-    /// Whether this connection hides its member.
-    pub(crate) invisible: bool,
-    subs: StreamMap<SpaceName, EventStream>,
-    page_sizes: HashMap<SpaceName, usize>,
-    /// Lagging subscriptions: told, waiting for room to start over.
-    lagging: HashSet<SpaceName>,
-    /// Messages dropped since the connection started lagging.
-    dropped: u64,
-    out: mpsc::Sender<Outbound>,
-    urgent: Option<oneshot::Sender<(u16, String)>>,
+    grant: Option<Grant>,
+    joined: Joined,
+    subs: Subscriptions,
+    outbox: Outbox,
+    timers: Timers,
+    guards: Guards,
     /// The close decided, sent once the session has detached.
     closing: Option<(u16, String)>,
-    /// The writer is gone: the socket failed.
-    gone: bool,
-    started: Instant,
-    last_message: Instant,
-    /// When every joined space was last written by a ping or a keepalive.
-    last_write: Option<Instant>,
-    rate: RateLimit,
-    errors: ErrorWindow,
 }
 
 impl Session {
-    fn new(
-        state: AppState,
-        conn: ConnId,
-        settings: Settings,
-        out: mpsc::Sender<Outbound>,
-        urgent: oneshot::Sender<(u16, String)>,
-    ) -> Self {
+    fn new(state: AppState, conn: ConnId, settings: Settings, outbox: Outbox) -> Self {
         let now = Instant::now();
         Self {
             state,
-            settings,
             conn,
             grant: None,
-            joined: BTreeMap::new(),
-            invisible: false,
-            subs: StreamMap::new(),
-            page_sizes: HashMap::new(),
-            lagging: HashSet::new(),
-            dropped: 0,
-            out,
-            urgent: Some(urgent),
+            joined: Joined::default(),
+            subs: Subscriptions::new(),
+            outbox,
+            timers: Timers::new(settings, now),
+            guards: Guards::new(now),
             closing: None,
-            gone: false,
-            started: now,
-            last_message: now,
-            last_write: None,
-            rate: RateLimit::new(RATE_BURST, RATE_PER_SECOND, now),
-            errors: ErrorWindow::new(MAX_ERRORS, ERROR_WINDOW),
         }
     }
 
@@ -261,13 +108,13 @@ impl Session {
         }
         let shutdown = self.state.shutdown_token().clone();
         // A second handle on the queue for waiting for room: a wait on
-        // `self.out` would borrow the session in every branch.
-        let room_tx = self.out.clone();
-        let hello_deadline = self.started + HELLO_TIMEOUT.min(self.settings.ttl);
-        while self.closing.is_none() && !self.gone {
-            let idle_deadline = self.last_message + self.settings.ttl;
+        // `self.outbox` would borrow the session in every branch.
+        let room = self.outbox.room();
+        let hello_deadline = self.timers.hello_deadline();
+        while self.closing.is_none() && !self.outbox.is_gone() {
+            let idle_deadline = self.timers.idle_deadline();
             let waiting_for_hello = self.grant.is_none();
-            let lagging = !self.lagging.is_empty();
+            let lagging = self.outbox.is_lagging();
             let has_subs = !self.subs.is_empty();
             tokio::select! {
                 biased;
@@ -280,25 +127,24 @@ impl Session {
                 () = sleep_until(idle_deadline) => {
                     self.close(close::IDLE, "no message within the TTL");
                 }
-                room = room_tx.reserve_many(LAG_ROOM), if lagging => {
-                    let Ok(room) = room else { break };
-                    drop(room);
+                has_room = room.wait(), if lagging => {
+                    if !has_room {
+                        break;
+                    }
                     // Room again: the notices went out when the lag began;
                     // now the fresh snapshots.
-                    let lagging = std::mem::take(&mut self.lagging);
-                    self.dropped = 0;
-                    for space in lagging {
+                    for space in self.outbox.recover() {
                         self.restart(space).await;
                     }
                 }
                 frame = stream.next() => match frame {
                     Some(Ok(Message::Text(text))) => {
-                        self.last_message = Instant::now();
+                        self.timers.heard(Instant::now());
                         self.on_text(text.as_str()).await;
                     }
                     Some(Ok(Message::Binary(_))) => {
-                        self.last_message = Instant::now();
-                        if self.rate.allow(Instant::now()) {
+                        self.timers.heard(Instant::now());
+                        if self.guards.allow(Instant::now()) {
                             self.fail(None, WsError::bad_message(
                                 "binary frames are not accepted; send JSON in text frames",
                             ));
@@ -331,13 +177,13 @@ impl Session {
         );
         if let Some((code, reason)) = self.closing.take() {
             self.state.metrics().ws_close(code);
-            self.send_close(code, reason);
+            self.outbox.close(code, reason);
         }
     }
 
     /// One text frame: rate limit, parse, dispatch, answer.
     async fn on_text(&mut self, text: &str) {
-        if !self.rate.allow(Instant::now()) {
+        if !self.guards.allow(Instant::now()) {
             self.fail(ref_of(text), rate_limited());
             return;
         }
@@ -399,43 +245,37 @@ impl Session {
                     space: &space,
                     event: &event,
                 };
-                self.push(&space, &msg);
+                let outcome = self.outbox.push_event(&space, &msg);
+                self.settle(outcome);
             }
             // The store's queue overflowed: this subscriber missed events.
-            Err(RecvError::Lagged(missed)) => {
-                if self.lagging.contains(&space) {
-                    // Already told; the fresh snapshot covers these too.
-                    return;
+            Err(RecvError::Lagged(missed)) => match self.outbox.overflowed(&space, missed) {
+                Outcome::Restart => self.restart(space).await,
+                outcome => {
+                    self.settle(outcome);
                 }
-                self.lag(&space, missed);
-                if self.has_room() {
-                    self.lagging.remove(&space);
-                    self.restart(space).await;
-                } else {
-                    self.count_drop();
-                }
-            }
-            // The stream ends (the store is going away); StreamMap drops it.
+            },
+            // The stream ends (the store is going away); the subscriptions
+            // drop it.
             Err(RecvError::Closed) => {}
         }
     }
 
     // ----- for the message handlers -------------------------------------
 
-    /// The grant; handlers run only after `hello`.
-    pub(crate) fn grant(&self) -> Result<&Grant, WsError> {
-        self.grant
-            .as_ref()
-            .ok_or_else(|| WsError::new("hello-first", "send hello with a token first"))
+    /// The spaces this connection joined, for a handler's checks.
+    pub(super) fn joined(&self) -> &Joined {
+        &self.joined
     }
 
-    /// The store's clock.
-    pub(crate) fn now_ms(&self) -> u64 {
+    /// The store's clock, which `welcome` and `pong` report: the time
+    /// `last_seen_ms` values are on, whatever the client's clock says.
+    pub(super) fn now_ms(&self) -> u64 {
         self.state.store().now_ms()
     }
 
     /// Checks `hello`'s token and welcomes the client.
-    pub(crate) fn hello(&mut self, token: &str, reference: Option<Ref>) -> Result<(), WsError> {
+    pub(super) fn hello(&mut self, token: &str, reference: Option<Ref>) -> Result<(), WsError> {
         if self.grant.is_some() {
             return Err(WsError::new(
                 "already-hello",
@@ -455,20 +295,18 @@ impl Session {
             conn: &self.conn,
             member: &grant.member,
             spaces: grant.spaces.names(),
-            ping_ms: millis(self.settings.ping),
-            ttl_ms: millis(self.settings.ttl),
+            ping_ms: self.timers.ping_ms(),
+            ttl_ms: self.timers.ttl_ms(),
             server_time_ms: self.now_ms(),
         };
-        let text = json(&welcome);
+        let outcome = self.outbox.push_reply(&welcome);
         self.grant = Some(grant);
-        if let Some(text) = text {
-            self.reply_text(text);
-        }
+        self.settle(outcome);
         Ok(())
     }
 
     /// Checks a space name and that the token allows it.
-    pub(crate) fn allowed_space(&self, name: &str) -> Result<SpaceName, WsError> {
+    pub(super) fn allowed_space(&self, name: &str) -> Result<SpaceName, WsError> {
         let space = SpaceName::new(name)?;
         if !self.grant()?.spaces.allows(&space) {
             return Err(WsError::new(
@@ -479,96 +317,70 @@ impl Session {
         Ok(space)
     }
 
-    /// Opens, pings or changes this connection in `space`.
-    pub(crate) async fn attach(
-        &self,
-        space: &SpaceName,
+    /// Makes this connection present in `space` with `meta` (replacing
+    /// its metadata there, if it had joined already), and remembers the
+    /// space only once the store took it: what `join` and `update` do
+    /// after their checks.
+    pub(super) async fn join(
+        &mut self,
+        space: SpaceName,
         meta: Option<Metadata>,
-    ) -> Result<AttachReport, WsError> {
-        let attach = Attach {
-            member: self.grant()?.member.clone(),
-            conn: self.conn.clone(),
-            meta,
-            invisible: self.invisible,
-            ttl_ms: millis(self.settings.ttl),
-        };
-        self.store_call(self.state.store().attach(space, &attach))
-            .await
+    ) -> Result<(), WsError> {
+        self.attach(&space, meta.clone()).await?;
+        self.joined.record(space, meta);
+        Ok(())
     }
 
-    /// Closes this connection in `space`.
-    pub(crate) async fn detach(&self, space: &SpaceName) -> Result<DetachReport, WsError> {
-        let member = &self.grant()?.member;
-        self.store_call(self.state.store().detach(space, member, &self.conn))
-            .await
+    /// Ends this connection's presence in `space`. Forgotten first: should
+    /// the store fail now, the connection is no longer refreshed and
+    /// expires by its TTL.
+    pub(super) async fn leave(&mut self, space: &SpaceName) -> Result<(), WsError> {
+        self.joined.forget(space)?;
+        self.detach(space).await?;
+        Ok(())
     }
 
-    /// For a ping: re-attaches every joined space (with the current
-    /// metadata and visibility), unless the last such write was less than
-    /// `min_gap` ago.
-    pub(crate) async fn refresh(&mut self, min_gap: Duration) {
-        let now = Instant::now();
-        if self
-            .last_write
-            .is_some_and(|t| now.saturating_duration_since(t) < min_gap)
-        {
-            return;
+    /// Hides or shows this connection: every joined space is attached
+    /// again with the new visibility, and spaces joined later follow it.
+    /// A failure is tried everywhere before it is answered; the next ping
+    /// retries the rest.
+    pub(super) async fn set_invisible(&mut self, on: bool) -> Result<(), WsError> {
+        if !self.joined.set_invisible(on) {
+            return Ok(());
         }
-        self.write_all(now).await;
+        let mut failed = None;
+        for (space, meta) in self.joined.iter() {
+            if let Err(e) = self.attach(space, meta.clone()).await {
+                failed.get_or_insert(e);
+            }
+        }
+        failed.map_or(Ok(()), Err)
     }
 
-    /// For any other message: the same once a ping interval has passed
-    /// since the last write (or the start), so a socket busy with
-    /// everything but pings is not expired by the store. Joins and
-    /// updates wrote their own spaces already.
-    async fn keep_alive(&mut self) {
+    /// For a ping: attaches every joined space again (with the current
+    /// metadata and visibility), unless that was done a moment ago.
+    pub(super) async fn refresh(&mut self) {
         let now = Instant::now();
-        let since = self.last_write.unwrap_or(self.started);
-        if now.saturating_duration_since(since) >= self.settings.ping {
+        if self.timers.ping_write_due(now) {
             self.write_all(now).await;
         }
     }
 
-    async fn write_all(&mut self, now: Instant) {
-        if self.joined.is_empty() {
-            return;
-        }
-        self.last_write = Some(now);
-        for (space, meta) in &self.joined {
-            if let Err(e) = self.attach(space, meta.clone()).await {
-                tracing::debug!(%space, code = e.code, "refreshing a connection failed");
-            }
-        }
-    }
-
-    /// The shortest time between two pings' store writes: a second, or
-    /// half the ping interval when that is shorter (a TTL of a second or
-    /// two must still be refreshed within it).
-    pub(crate) fn ping_write_gap(&self) -> Duration {
-        MIN_STORE_PING.min(self.settings.ping / 2)
-    }
-
     /// Subscribes (or subscribes again) to `space`: a snapshot in pages,
     /// the last carrying `reference`, then its events.
-    pub(crate) async fn subscribe(
+    pub(super) async fn subscribe(
         &mut self,
         space: SpaceName,
         page_size: usize,
         reference: Option<Ref>,
     ) -> Result<(), WsError> {
-        if !self.page_sizes.contains_key(&space) && self.page_sizes.len() >= MAX_SUBSCRIBED {
-            return Err(WsError::new(
-                "too-many-spaces",
-                format!("a connection may subscribe to at most {MAX_SUBSCRIBED} spaces"),
-            ));
-        }
+        self.subs.admit(&space)?;
         let sub = self
             .store_call(self.state.store().subscribe(&space))
             .await?;
         // A fresh snapshot supersedes any lag of the old subscription.
-        self.lagging.remove(&space);
-        self.subs.insert(space.clone(), events(sub.events));
-        self.page_sizes.insert(space.clone(), page_size);
+        self.outbox.forget(&space);
+        self.subs.insert(space.clone(), sub.events, page_size);
         let sent = self
             .send_snapshot(
                 &space,
@@ -585,91 +397,88 @@ impl Session {
     }
 
     /// Ends a subscription; false if there was none.
-    pub(crate) fn unsubscribe(&mut self, space: &SpaceName) -> bool {
-        self.lagging.remove(space);
-        self.subs.remove(space);
-        self.page_sizes.remove(space).is_some()
+    pub(super) fn unsubscribe(&mut self, space: &SpaceName) -> bool {
+        self.outbox.forget(space);
+        self.subs.remove(space)
     }
 
     /// Answers `ok`.
-    pub(crate) fn ok(&mut self, reference: Option<Ref>) {
+    pub(super) fn ok(&mut self, reference: Option<Ref>) {
         self.reply(&ServerMessage::Ok { reference });
     }
 
     /// Queues a reply; a client too slow to take it is closed with `4009`.
-    pub(crate) fn reply(&mut self, msg: &ServerMessage<'_>) {
-        if let Some(text) = json(msg) {
-            self.reply_text(text);
-        }
+    pub(super) fn reply(&mut self, msg: &ServerMessage<'_>) {
+        let outcome = self.outbox.push_reply(msg);
+        self.settle(outcome);
     }
 
     // ----- internals ------------------------------------------------------
 
-    /// Whether the queue takes another message (beyond the reserve).
-    fn has_room(&self) -> bool {
-        self.out.capacity() > RESERVE
+    /// The grant; handlers run only after `hello`.
+    fn grant(&self) -> Result<&Grant, WsError> {
+        self.grant
+            .as_ref()
+            .ok_or_else(|| WsError::new("hello-first", "send hello with a token first"))
     }
 
-    /// Queues a message unless only the reserve is left.
-    fn queue(&mut self, text: String) -> Result<(), TrySendError<Outbound>> {
-        if !self.has_room() {
-            return Err(TrySendError::Full(Outbound::Text(text)));
+    /// Opens, pings or changes this connection in `space`.
+    async fn attach(
+        &self,
+        space: &SpaceName,
+        meta: Option<Metadata>,
+    ) -> Result<AttachReport, WsError> {
+        let attach = Attach {
+            member: self.grant()?.member.clone(),
+            conn: self.conn.clone(),
+            meta,
+            invisible: self.joined.is_invisible(),
+            ttl_ms: self.timers.ttl_ms(),
+        };
+        self.store_call(self.state.store().attach(space, &attach))
+            .await
+    }
+
+    /// Closes this connection in `space`.
+    async fn detach(&self, space: &SpaceName) -> Result<DetachReport, WsError> {
+        let member = &self.grant()?.member;
+        self.store_call(self.state.store().detach(space, member, &self.conn))
+            .await
+    }
+
+    /// For any message but a ping: attaches every joined space again
+    /// once a ping interval has passed since the last such write. Joins
+    /// and updates wrote their own spaces already.
+    async fn keep_alive(&mut self) {
+        let now = Instant::now();
+        if self.timers.keepalive_due(now) {
+            self.write_all(now).await;
         }
-        self.out.try_send(Outbound::Text(text))
     }
 
-    /// Marks `space` lagging and queues its notice, in the reserve if need
-    /// be. A notice that does not fit even there is skipped: the fresh
-    /// snapshot still follows.
-    fn lag(&mut self, space: &SpaceName, missed: u64) {
-        self.lagging.insert(space.clone());
-        let notice = ServerMessage::Lagged { space, missed };
-        if let Some(text) = json(&notice)
-            && let Err(TrySendError::Closed(_)) = self.out.try_send(Outbound::Text(text))
-        {
-            self.gone = true;
+    /// Attaches every joined space again, for a ping or a keepalive.
+    async fn write_all(&mut self, now: Instant) {
+        if self.joined.is_empty() {
+            return;
         }
-    }
-
-    fn reply_text(&mut self, text: String) {
-        match self.queue(text) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
-                self.close(close::TOO_SLOW, "too slow: the send queue is full");
+        self.timers.wrote(now);
+        for (space, meta) in self.joined.iter() {
+            if let Err(e) = self.attach(space, meta.clone()).await {
+                tracing::debug!(%space, code = e.code, "refreshing a connection failed");
             }
-            Err(TrySendError::Closed(_)) => self.gone = true,
         }
     }
 
-    /// Queues a message of `space`'s subscription; false when it was
-    /// dropped (the subscription is lagging).
-    fn push(&mut self, space: &SpaceName, msg: &ServerMessage<'_>) -> bool {
-        if self.lagging.contains(space) {
-            self.count_drop();
-            return false;
-        }
-        let Some(text) = json(msg) else { return false };
-        match self.queue(text) {
-            Ok(()) => true,
-            Err(TrySendError::Full(_)) => {
-                self.lag(space, 1);
-                self.count_drop();
+    /// Acts on what the outbox made of a message: a client too slow for
+    /// its queue is closed. True when the message was queued.
+    fn settle(&mut self, outcome: Outcome) -> bool {
+        match outcome {
+            Outcome::Queued => true,
+            Outcome::Dropped | Outcome::Restart => false,
+            Outcome::TooSlow(reason) => {
+                self.close(close::TOO_SLOW, reason);
                 false
             }
-            Err(TrySendError::Closed(_)) => {
-                self.gone = true;
-                false
-            }
-        }
-    }
-
-    fn count_drop(&mut self) {
-        self.dropped += 1;
-        if self.dropped > SEND_QUEUE as u64 {
-            self.close(
-                close::TOO_SLOW,
-                "too slow: the send queue stayed full after a lagged notice",
-            );
         }
     }
 
@@ -721,7 +530,8 @@ impl Session {
                 last,
                 omitted: last.then_some(omitted),
             };
-            if !self.push(space, &msg) {
+            let outcome = self.outbox.push_event(space, &msg);
+            if !self.settle(outcome) {
                 // Lagging: the rest would be dropped too; a fresh snapshot
                 // follows the `lagged` notice.
                 break;
@@ -732,11 +542,7 @@ impl Session {
 
     /// Starts a subscription over after lag.
     async fn restart(&mut self, space: SpaceName) {
-        let page_size = self
-            .page_sizes
-            .get(&space)
-            .copied()
-            .unwrap_or(DEFAULT_PAGE_SIZE);
+        let page_size = self.subs.page_size(&space);
         if let Err(e) = self.subscribe(space.clone(), page_size, None).await {
             self.unsubscribe(&space);
             self.fail(
@@ -762,36 +568,22 @@ impl Session {
             code: e.code,
             message: &e.message,
         });
-        if e.is_clients_fault() && self.errors.record(Instant::now()) {
-            self.close(
-                close::ABUSE,
-                format!("too many errors: {MAX_ERRORS} within {ERROR_WINDOW:?}"),
-            );
+        if let Some(reason) = self.guards.abuse(&e, Instant::now()) {
+            self.close(close::ABUSE, reason);
         }
     }
 
+    /// Decides the close, sent once the session has detached; the first
+    /// reason wins.
     fn close(&mut self, code: u16, reason: impl Into<String>) {
         if self.closing.is_none() {
             self.closing = Some((code, reason.into()));
         }
     }
 
-    /// Queues the close behind what is queued (so the client reads the
-    /// replies and notices before it), in the reserve if need be, or ahead
-    /// of the queue when even that is full.
-    fn send_close(&mut self, code: u16, reason: String) {
-        let queued = self.out.try_send(Outbound::Close(code, reason));
-        if let Err(TrySendError::Full(Outbound::Close(code, reason))) = queued
-            && let Some(urgent) = self.urgent.take()
-        {
-            let _ = urgent.send((code, reason));
-        }
-    }
-
     /// Leaves every joined space; the connection is going away.
     async fn detach_all(&mut self) {
-        let joined = std::mem::take(&mut self.joined);
-        for space in joined.into_keys() {
+        for space in self.joined.take_all() {
             if let Err(e) = self.detach(&space).await {
                 tracing::warn!(%space, code = e.code, "detaching a closed connection failed; it expires by its TTL");
             }
@@ -813,44 +605,11 @@ impl Session {
     }
 }
 
-fn rate_limited() -> WsError {
-    WsError::new(
-        "rate-limited",
-        format!(
-            "more than {RATE_BURST} messages in a burst ({RATE_PER_SECOND} per second sustained)"
-        ),
-    )
-}
-
 /// The `ref` of a message that was not (or could not be) processed.
 fn ref_of(text: &str) -> Option<Ref> {
     serde_json::from_str::<RefOnly>(text)
         .ok()
         .and_then(|r| r.reference)
-}
-
-fn json(msg: &ServerMessage<'_>) -> Option<String> {
-    match serde_json::to_string(msg) {
-        Ok(text) => Some(text),
-        Err(e) => {
-            tracing::error!(error = %e, "a WebSocket message could not be serialized");
-            None
-        }
-    }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// A subscription's events as a stream that ends when the store closes.
-fn events(rx: EventReceiver) -> EventStream {
-    Box::pin(futures::stream::unfold(rx, |mut rx| async move {
-        match rx.recv().await {
-            Err(RecvError::Closed) => None,
-            item => Some((item, rx)),
-        }
-    }))
 }
 
 /// The close for a read that failed because of what the client sent: a

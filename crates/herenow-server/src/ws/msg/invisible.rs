@@ -1,40 +1,13 @@
 //! `invisible`: hide this connection, or show it again.
 
-use serde::Deserialize;
-
+use crate::protocol::ws::{Invisible, Ref, WsError};
 use crate::ws::session::Session;
-use crate::ws::{Ref, WsError};
-
-/// `{"type": "invisible", "on": true}` → `ok`. Re-attaches every joined
-/// space with the new visibility; spaces joined later follow it. An
-/// invisible connection still subscribes and sees everyone.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Invisible {
-    /// Hide (`true`) or show (`false`).
-    pub on: bool,
-}
 
 impl Invisible {
-    pub(crate) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {
-        if s.invisible != self.on {
-            s.invisible = self.on;
-            let mut failed = None;
-            let joined: Vec<_> = s
-                .joined
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            for (space, meta) in joined {
-                if let Err(e) = s.attach(&space, meta).await {
-                    // Tried everywhere; the next ping retries the rest.
-                    failed.get_or_insert(e);
-                }
-            }
-            if let Some(e) = failed {
-                return Err(e);
-            }
-        }
+    /// Changes the visibility of every joined space (and of those joined
+    /// later); the same visibility again changes nothing.
+    pub(in crate::ws) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {
+        s.set_invisible(self.on).await?;
         s.ok(r);
         Ok(())
     }

@@ -1,20 +1,21 @@
-//! One file per client message (docs/PROTOCOL.md). Each defines the
-//! message's fields (unknown fields refused) and `apply`, which checks
-//! them, acts on the session and answers; an `Err` becomes an `error`
-//! reply (or, for a bad token, a close).
+//! What each client message does, one file per message (docs/PROTOCOL.md).
+//! The message's fields are parsed in [`crate::protocol::ws`] (unknown
+//! fields refused); here its `apply` checks them, acts on the session and
+//! answers. An `Err` becomes an `error` reply (or, for a bad token, a
+//! close).
 
-pub mod hello;
-pub mod invisible;
-pub mod join;
-pub mod leave;
-pub mod ping;
-pub mod subscribe;
-pub mod unsubscribe;
-pub mod update;
+mod hello;
+mod invisible;
+mod join;
+mod leave;
+mod ping;
+mod subscribe;
+mod unsubscribe;
+mod update;
 
 use herenow_core::Metadata;
 
-use super::WsError;
+use crate::protocol::ws::WsError;
 
 /// Checks metadata as it came in a message: a JSON object of at most
 /// 1 KiB (`null` and absence mean none).

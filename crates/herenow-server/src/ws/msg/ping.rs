@@ -1,21 +1,13 @@
 //! `ping`: keeps every joined space's presence alive.
 
-use serde::Deserialize;
-
+use crate::protocol::ws::{Ping, Ref, ServerMessage, WsError};
 use crate::ws::session::Session;
-use crate::ws::{Ref, ServerMessage, WsError};
-
-/// `{"type": "ping"}` → `pong`. Re-attaches every joined space, unless the
-/// last write was less than a second ago (`MIN_STORE_PING`; less for a
-/// very short TTL): a tab that pings on every focus change costs no more
-/// than one that pings on time.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Ping {}
 
 impl Ping {
-    pub(crate) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {
-        s.refresh(s.ping_write_gap()).await;
+    /// Refreshes the joined spaces (at most about once a second) and
+    /// answers with the store's clock.
+    pub(in crate::ws) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {
+        s.refresh().await;
         let server_time_ms = s.now_ms();
         s.reply(&ServerMessage::Pong {
             reference: r,

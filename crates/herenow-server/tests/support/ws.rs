@@ -1,15 +1,12 @@
-//! What the WebSocket tests share: a server on a real loopback socket over
-//! a memory store with a [`ManualClock`], and a WebSocket client
+//! WebSocket tests' tools: a server on a real loopback socket over a
+//! memory store with a [`ManualClock`], and a WebSocket client
 //! (tokio-tungstenite) that reads JSON messages with a deadline.
-
-#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
-use herenow_core::{ManualClock, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig};
+use herenow_core::{ManualClock, MemberKey, PresenceStore};
 use herenow_server::token::{Spaces, now_s};
 use herenow_server::{AppState, Config, ServerError, Store, serve};
 use serde_json::{Value, json};
@@ -20,10 +17,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-/// The store's start time.
-pub const T0: u64 = 1_700_000_000_000;
-/// A guard against a hang; never reached when the server behaves.
-pub const PATIENCE: Duration = Duration::from_secs(20);
+use super::{PATIENCE, T0, memory_served, memory_store, user_key};
 
 /// A server serving a memory store whose clock only the test moves.
 pub struct Server {
@@ -42,11 +36,7 @@ impl Server {
 
     pub async fn start_with(config: Config) -> Server {
         let clock = ManualClock::new(T0);
-        let store = Arc::new(MemoryStore::new(
-            Arc::new(clock.clone()),
-            SpaceConfig::default(),
-        ));
-        let opened = Store::from_memory(store, &config);
+        let opened = memory_served(memory_store(&clock), &config);
         Self::serve(opened, config, clock).await
     }
 
@@ -127,14 +117,6 @@ impl Drop for Server {
             let _ = stop.send(());
         }
     }
-}
-
-pub fn user_key(id: &str) -> MemberKey {
-    MemberKey::user(MemberId::new(id).unwrap())
-}
-
-pub fn guest_key(id: &str) -> MemberKey {
-    MemberKey::guest(MemberId::new(id).unwrap())
 }
 
 /// One end of a WebSocket, speaking JSON.

@@ -1,0 +1,129 @@
+//! JSON shapes shared by the HTTP API, the event stream, the WebSocket
+//! protocol and the token claims.
+//!
+//! Core types carry no OpenAPI schemas and no serde names of their own, so
+//! their wire form is defined here; the DTOs hold core values (ids,
+//! metadata), so building an answer moves them, never copies.
+
+use herenow_core::{MemberId, MemberKind, MemberStatus, Metadata, SpaceConfig, Status};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// Users or guests, on the wire.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// An authenticated user (the default).
+    #[default]
+    User,
+    /// An anonymous visitor.
+    Guest,
+}
+
+impl From<Kind> for MemberKind {
+    fn from(k: Kind) -> Self {
+        match k {
+            Kind::User => MemberKind::User,
+            Kind::Guest => MemberKind::Guest,
+        }
+    }
+}
+
+impl From<MemberKind> for Kind {
+    fn from(k: MemberKind) -> Self {
+        match k {
+            MemberKind::User => Kind::User,
+            MemberKind::Guest => Kind::Guest,
+        }
+    }
+}
+
+/// Online, away or offline, on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Presence {
+    /// Seen within the space's `online_ms`.
+    Online,
+    /// Seen within the space's `away_ms`.
+    Away,
+    /// Seen longer ago, never seen, or left.
+    Offline,
+}
+
+impl From<Status> for Presence {
+    fn from(s: Status) -> Self {
+        match s {
+            Status::Online => Presence::Online,
+            Status::Away => Presence::Away,
+            Status::Offline => Presence::Offline,
+        }
+    }
+}
+
+/// A member's presence, as answered.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MemberDto {
+    /// The member's id; a user and a guest with the same id are two
+    /// members.
+    #[schema(value_type = String)]
+    pub id: MemberId,
+    /// User or guest.
+    pub kind: Kind,
+    /// By the space's thresholds.
+    pub status: Presence,
+    /// Last heartbeat, ms since the UNIX epoch; `null` if never seen.
+    pub last_seen_ms: Option<u64>,
+    /// The member's metadata, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub meta: Option<Metadata>,
+}
+
+impl From<MemberStatus> for MemberDto {
+    fn from(m: MemberStatus) -> Self {
+        Self {
+            id: m.member.id,
+            kind: m.member.kind.into(),
+            status: m.status.into(),
+            last_seen_ms: m.last_seen_ms,
+            meta: m.meta,
+        }
+    }
+}
+
+/// A space's thresholds, in ms. Must satisfy
+/// `0 < online ≤ away ≤ retention ≤ 24h` and `0 < window ≤ retention`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpaceConfigDto {
+    /// `online` while the last heartbeat is younger than this.
+    pub online_ms: u64,
+    /// `away` while younger than this; `offline` after.
+    pub away_ms: u64,
+    /// The default window of "who's online".
+    pub window_ms: u64,
+    /// How long a member is kept after its last heartbeat.
+    pub retention_ms: u64,
+}
+
+impl From<SpaceConfig> for SpaceConfigDto {
+    fn from(c: SpaceConfig) -> Self {
+        Self {
+            online_ms: c.online_ms,
+            away_ms: c.away_ms,
+            window_ms: c.window_ms,
+            retention_ms: c.retention_ms,
+        }
+    }
+}
+
+impl From<SpaceConfigDto> for SpaceConfig {
+    fn from(c: SpaceConfigDto) -> Self {
+        Self {
+            online_ms: c.online_ms,
+            away_ms: c.away_ms,
+            window_ms: c.window_ms,
+            retention_ms: c.retention_ms,
+        }
+    }
+}

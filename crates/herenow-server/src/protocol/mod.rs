@@ -1,0 +1,18 @@
+//! The wire shapes every face of the server shares, and nothing else: no
+//! routes, no store calls, no session state.
+//!
+//! - [`dto`]: the JSON bodies more than one face sends — a member's
+//!   presence ([`dto::MemberDto`]) goes out in HTTP answers, SSE snapshots
+//!   and WebSocket snapshots alike; a member's [`dto::Kind`] is also a
+//!   token claim; a space's policy ([`dto::SpaceConfigDto`]) is an HTTP
+//!   body and part of the SSE snapshot;
+//! - [`ws`]: the WebSocket protocol (docs/PROTOCOL.md): every client and
+//!   server message, the `ref` they carry, the error a message can earn,
+//!   and the close codes.
+//!
+//! Kept apart so that `api`, `sse`, `ws` and `token` depend on one leaf
+//! module rather than on each other: a change to a shape shows up here,
+//! once, for every face.
+
+pub mod dto;
+pub mod ws;

@@ -1,0 +1,237 @@
+//! The bounded send queue of one connection, and what happens when a
+//! client does not read fast enough.
+//!
+//! The queue holds [`SEND_QUEUE`] messages, plus a reserve of a few slots
+//! that only `lagged` notices and the close frame may use. The drop
+//! policy:
+//!
+//! - a subscription message (an event or a snapshot page) that does not
+//!   fit makes that subscription *lagging*: a `lagged` notice is queued at
+//!   once (in the reserve), and the subscription's further messages are
+//!   dropped;
+//! - once the queue is half empty again ([`Room`]), the subscription
+//!   restarts with a fresh snapshot;
+//! - if another queue's worth of messages is dropped before that, or a
+//!   reply (`ok`, `pong`, `error`) does not fit, the client is too slow and
+//!   the socket is closed with `4009` ([`Outcome::TooSlow`]).
+//!
+//! The outbox decides; the session acts on the [`Outcome`] (closing,
+//! restarting a subscription), so the policy reads in one place.
+
+use std::collections::HashSet;
+
+use herenow_core::SpaceName;
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::{mpsc, oneshot};
+
+use super::limits::{MAX_SUBSCRIBED, SEND_QUEUE};
+use super::writer::{Outbound, Outlet};
+use crate::protocol::ws::ServerMessage;
+
+/// Queue slots kept for `lagged` notices and the close frame, beyond the
+/// [`SEND_QUEUE`] messages: a notice is queued when nothing else fits.
+const RESERVE: usize = 2 * MAX_SUBSCRIBED;
+
+/// Free slots the queue must have before a lagging subscription restarts:
+/// half of it, so the fresh snapshot has room.
+const LAG_ROOM: usize = SEND_QUEUE / 2 + RESERVE;
+
+/// What became of a message handed to the [`Outbox`].
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Outcome {
+    /// In the queue.
+    Queued,
+    /// Not queued, and nothing to do about it now: the subscription lags
+    /// (a fresh snapshot follows once there is room), or the writer is
+    /// gone ([`Outbox::is_gone`]).
+    Dropped,
+    /// Only from [`Outbox::overflowed`]: the `lagged` notice is queued and
+    /// there is room for a fresh snapshot at once.
+    Restart,
+    /// The client does not keep up: close the socket with `4009`, for this
+    /// reason.
+    TooSlow(&'static str),
+}
+
+/// The session's end of the send queue, with the lag bookkeeping.
+pub(super) struct Outbox {
+    tx: mpsc::Sender<Outbound>,
+    urgent: Option<oneshot::Sender<(u16, String)>>,
+    /// Lagging subscriptions: told, waiting for room to start over.
+    lagging: HashSet<SpaceName>,
+    /// Messages dropped since the connection started lagging.
+    dropped: u64,
+    /// The writer is gone: the socket failed.
+    gone: bool,
+}
+
+impl Outbox {
+    /// An empty queue, and the writer's ends of it.
+    pub(super) fn new() -> (Outbox, Outlet) {
+        let (tx, rx) = mpsc::channel(SEND_QUEUE + RESERVE);
+        let (urgent_tx, urgent) = oneshot::channel();
+        let outbox = Outbox {
+            tx,
+            urgent: Some(urgent_tx),
+            lagging: HashSet::new(),
+            dropped: 0,
+            gone: false,
+        };
+        (outbox, Outlet { rx, urgent })
+    }
+
+    /// Whether the writer has gone (the socket failed): nothing sent from
+    /// now on reaches the client.
+    pub(super) fn is_gone(&self) -> bool {
+        self.gone
+    }
+
+    /// Whether some subscription waits for [`Room`] to start over.
+    pub(super) fn is_lagging(&self) -> bool {
+        !self.lagging.is_empty()
+    }
+
+    /// Queues a reply (`welcome`, `ok`, `pong`, `error`). A reply is never
+    /// dropped: one that does not fit means the client is too slow.
+    pub(super) fn push_reply(&mut self, msg: &ServerMessage<'_>) -> Outcome {
+        let Some(text) = msg.to_text() else {
+            return Outcome::Dropped;
+        };
+        match self.queue(text) {
+            Ok(()) => Outcome::Queued,
+            Err(TrySendError::Full(_)) => Outcome::TooSlow("too slow: the send queue is full"),
+            Err(TrySendError::Closed(_)) => {
+                self.gone = true;
+                Outcome::Dropped
+            }
+        }
+    }
+
+    /// Queues a message of `sub`'s subscription (an event or a snapshot
+    /// page), unless the subscription lags; one that does not fit starts
+    /// the lag.
+    pub(super) fn push_event(&mut self, sub: &SpaceName, msg: &ServerMessage<'_>) -> Outcome {
+        if self.lagging.contains(sub) {
+            return self.count_drop();
+        }
+        let Some(text) = msg.to_text() else {
+            return Outcome::Dropped;
+        };
+        match self.queue(text) {
+            Ok(()) => Outcome::Queued,
+            Err(TrySendError::Full(_)) => {
+                self.lag(sub, 1);
+                self.count_drop()
+            }
+            Err(TrySendError::Closed(_)) => {
+                self.gone = true;
+                Outcome::Dropped
+            }
+        }
+    }
+
+    /// The store's queue for `sub` overflowed: the subscription missed
+    /// `missed` events. It lags like one whose message did not fit here,
+    /// but may start over at once ([`Outcome::Restart`]) when this queue
+    /// has room.
+    pub(super) fn overflowed(&mut self, sub: &SpaceName, missed: u64) -> Outcome {
+        if self.lagging.contains(sub) {
+            // Already told; the fresh snapshot covers these too.
+            return Outcome::Dropped;
+        }
+        self.lag(sub, missed);
+        if self.has_room() {
+            self.lagging.remove(sub);
+            // Issue 15: the subscription restarts at once, but `dropped`
+            // is not reset (it is only when lagging subscriptions restart
+            // on `Room`), so drops of an earlier lag still count towards
+            // 4009. Left as is in a structural change.
+            Outcome::Restart
+        } else {
+            self.count_drop()
+        }
+    }
+
+    /// A handle that waits for room for the lagging subscriptions to
+    /// start over, without borrowing the outbox.
+    pub(super) fn room(&self) -> Room {
+        Room(self.tx.clone())
+    }
+
+    /// There is room again: the lagging subscriptions, to start over with
+    /// fresh snapshots (their notices went out when the lag began), and a
+    /// fresh count of drops.
+    pub(super) fn recover(&mut self) -> HashSet<SpaceName> {
+        self.dropped = 0;
+        std::mem::take(&mut self.lagging)
+    }
+
+    /// Forgets `sub`'s lag: the subscription ended, or starts over with a
+    /// fresh snapshot that supersedes it.
+    pub(super) fn forget(&mut self, sub: &SpaceName) {
+        self.lagging.remove(sub);
+    }
+
+    /// Queues the close behind what is queued (so the client reads the
+    /// replies and notices before it), in the reserve if need be, or ahead
+    /// of the queue when even that is full.
+    pub(super) fn close(&mut self, code: u16, reason: String) {
+        let queued = self.tx.try_send(Outbound::Close(code, reason));
+        if let Err(TrySendError::Full(Outbound::Close(code, reason))) = queued
+            && let Some(urgent) = self.urgent.take()
+        {
+            let _ = urgent.send((code, reason));
+        }
+    }
+
+    /// Whether the queue takes another message (beyond the reserve).
+    fn has_room(&self) -> bool {
+        self.tx.capacity() > RESERVE
+    }
+
+    /// Queues a message unless only the reserve is left.
+    fn queue(&mut self, text: String) -> Result<(), TrySendError<Outbound>> {
+        if !self.has_room() {
+            return Err(TrySendError::Full(Outbound::Text(text)));
+        }
+        self.tx.try_send(Outbound::Text(text))
+    }
+
+    /// Marks `sub` lagging and queues its notice, in the reserve if need
+    /// be. A notice that does not fit even there is skipped: the fresh
+    /// snapshot still follows.
+    fn lag(&mut self, sub: &SpaceName, missed: u64) {
+        self.lagging.insert(sub.clone());
+        let notice = ServerMessage::Lagged { space: sub, missed };
+        if let Some(text) = notice.to_text()
+            && let Err(TrySendError::Closed(_)) = self.tx.try_send(Outbound::Text(text))
+        {
+            self.gone = true;
+        }
+    }
+
+    /// Counts a dropped message; another queue's worth of them since the
+    /// lag began means the client is too slow.
+    fn count_drop(&mut self) -> Outcome {
+        self.dropped += 1;
+        if self.dropped > SEND_QUEUE as u64 {
+            Outcome::TooSlow("too slow: the send queue stayed full after a lagged notice")
+        } else {
+            Outcome::Dropped
+        }
+    }
+}
+
+/// Waits for room for lagging subscriptions to start over; see
+/// [`Outbox::room`].
+pub(super) struct Room(mpsc::Sender<Outbound>);
+
+impl Room {
+    /// Resolves once half the queue is free; false when the writer is gone.
+    pub(super) async fn wait(&self) -> bool {
+        // The permits only measure the room; dropped at once, they
+        // reserve nothing.
+        self.0.reserve_many(LAG_ROOM).await.is_ok()
+    }
+}

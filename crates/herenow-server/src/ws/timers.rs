@@ -1,0 +1,102 @@
+//! A connection's clocks: the deadline for `hello`, the idle deadline, and
+//! when its joined spaces were last written to the store.
+//!
+//! These are socket timers on real time (tokio's [`Instant`], which tests
+//! may pause); presence expiry is the store's and runs on the store's
+//! clock.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::limits::{HELLO_TIMEOUT, MIN_STORE_PING};
+
+/// The timing a connection is told (in `welcome`) and held to.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Settings {
+    /// Silence after which the connection is dropped, here and, should the
+    /// server vanish, by the store.
+    pub(super) ttl: Duration,
+    /// How often the client is asked to ping.
+    pub(super) ping: Duration,
+}
+
+/// When the connection started, last spoke, and last refreshed its
+/// presence in the store.
+#[derive(Debug)]
+pub(super) struct Timers {
+    settings: Settings,
+    started: Instant,
+    last_message: Instant,
+    /// When every joined space was last written by a ping or a keepalive.
+    last_write: Option<Instant>,
+}
+
+impl Timers {
+    /// The clocks of a connection that starts at `now`.
+    pub(super) fn new(settings: Settings, now: Instant) -> Self {
+        Self {
+            settings,
+            started: now,
+            last_message: now,
+            last_write: None,
+        }
+    }
+
+    /// When a connection that has not said `hello` is closed: after
+    /// [`HELLO_TIMEOUT`], or the TTL if that is shorter.
+    pub(super) fn hello_deadline(&self) -> Instant {
+        self.started + HELLO_TIMEOUT.min(self.settings.ttl)
+    }
+
+    /// When the connection is closed for silence: a TTL after its last
+    /// message.
+    pub(super) fn idle_deadline(&self) -> Instant {
+        self.last_message + self.settings.ttl
+    }
+
+    /// A frame arrived at `now`: the idle deadline moves.
+    pub(super) fn heard(&mut self, now: Instant) {
+        self.last_message = now;
+    }
+
+    /// Whether a ping at `now` should write the joined spaces: not when
+    /// the last write is more recent than a second, or half the ping
+    /// interval when that is shorter (a TTL of a second or two must still
+    /// be refreshed within it). A tab that pings on every focus change
+    /// then costs no more than one that pings on time.
+    pub(super) fn ping_write_due(&self, now: Instant) -> bool {
+        let gap = MIN_STORE_PING.min(self.settings.ping / 2);
+        self.last_write
+            .is_none_or(|t| now.saturating_duration_since(t) >= gap)
+    }
+
+    /// Whether any other message at `now` should write the joined spaces:
+    /// once a ping interval has passed since the last write (or the
+    /// start), so a socket busy with everything but pings is not expired
+    /// by the store.
+    pub(super) fn keepalive_due(&self, now: Instant) -> bool {
+        let since = self.last_write.unwrap_or(self.started);
+        now.saturating_duration_since(since) >= self.settings.ping
+    }
+
+    /// The joined spaces were written at `now`.
+    pub(super) fn wrote(&mut self, now: Instant) {
+        self.last_write = Some(now);
+    }
+
+    /// The TTL in ms, as `welcome` tells it and every attach asks of the
+    /// store.
+    pub(super) fn ttl_ms(&self) -> u64 {
+        millis(self.settings.ttl)
+    }
+
+    /// The ping interval in ms, as `welcome` tells it.
+    pub(super) fn ping_ms(&self) -> u64 {
+        millis(self.settings.ping)
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,76 @@
+//! What the server's integration tests share, API and WebSocket alike.
+//!
+//! - this file: the clock's start, the deadline that guards against a
+//!   hang, member keys, and every construction of an [`AppState`] or a
+//!   [`Store`]: how the server builds its state is the server's business,
+//!   so a change there is one edit here;
+//! - [`http`]: requests through the router without a socket, answers read
+//!   to the end with their status and problem asserts, and raw HTTP/1.1
+//!   on a real socket;
+//! - [`ws`]: a server on a loopback socket and a WebSocket client that
+//!   reads JSON messages with a deadline.
+//!
+//! Each test file takes what it needs (`mod support;`), so most of it is
+//! unused in any one of them.
+
+#![allow(dead_code)]
+
+pub mod http;
+pub mod ws;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use herenow_core::{ManualClock, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig};
+use herenow_redis::RedisStore;
+use herenow_server::{AppState, Config, Store};
+
+/// The store's start time: the clock every test starts from.
+pub const T0: u64 = 1_700_000_000_000;
+/// A guard against a hang; never reached when the server behaves.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A user, by id.
+pub fn user_key(id: &str) -> MemberKey {
+    MemberKey::user(MemberId::new(id).unwrap())
+}
+
+/// A guest, by id.
+pub fn guest_key(id: &str) -> MemberKey {
+    MemberKey::guest(MemberId::new(id).unwrap())
+}
+
+/// A memory store with the default policy, whose time is `clock`.
+pub fn memory_store(clock: &ManualClock) -> Arc<MemoryStore> {
+    Arc::new(MemoryStore::new(
+        Arc::new(clock.clone()),
+        SpaceConfig::default(),
+    ))
+}
+
+// ----- every construction of the server's state --------------------------
+
+/// The state over a memory store, as the server builds it.
+pub fn memory_state(store: Arc<MemoryStore>, config: &Config) -> AppState {
+    AppState::with_memory(store, config)
+}
+
+/// The state over any store (one made up by a test, say).
+pub fn state_over(store: Arc<dyn PresenceStore>, config: &Config) -> AppState {
+    AppState::new(store, config)
+}
+
+/// The state over a Redis store, as the server builds it.
+pub fn redis_state(store: Arc<RedisStore>, config: &Config) -> AppState {
+    AppState::with_redis(store, config)
+}
+
+/// A memory store opened for `serve`.
+pub fn memory_served(store: Arc<MemoryStore>, config: &Config) -> Store {
+    Store::from_memory(store, config)
+}
+
+/// A Redis store opened for `serve`.
+pub fn redis_served(store: Arc<RedisStore>, config: &Config) -> Store {
+    Store::from_redis(store, config)
+}
