@@ -233,7 +233,10 @@ mod tests {
             .heartbeat(&lobby, &[Heartbeat::now(ann.clone())])
             .await
             .unwrap();
-        store.leave(&lobby, std::slice::from_ref(&guest)).await.unwrap();
+        store
+            .leave(&lobby, std::slice::from_ref(&guest))
+            .await
+            .unwrap();
         let config = SpaceConfig {
             online_ms: 30_000,
             ..SpaceConfig::default()

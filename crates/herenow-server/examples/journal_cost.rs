@@ -11,8 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use herenow_core::{
-    Heartbeat, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig, SpaceName,
-    SystemClock,
+    Heartbeat, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig, SpaceName, SystemClock,
 };
 
 const USERS: usize = 100_000;
@@ -62,7 +61,9 @@ async fn main() {
                     .unwrap();
             }
             let members = (BATCHES_PER_ROUND * BATCH) as f64;
-            rates[which].0.push(members / started.elapsed().as_secs_f64());
+            rates[which]
+                .0
+                .push(members / started.elapsed().as_secs_f64());
 
             let started = Instant::now();
             for i in 0..SINGLES_PER_ROUND {
@@ -84,8 +85,16 @@ async fn main() {
         );
     }
     let ratio = |i: usize| {
-        let off = median(if i == 0 { rates[0].0.clone() } else { rates[0].1.clone() });
-        let on = median(if i == 0 { rates[1].0.clone() } else { rates[1].1.clone() });
+        let off = median(if i == 0 {
+            rates[0].0.clone()
+        } else {
+            rates[0].1.clone()
+        });
+        let on = median(if i == 0 {
+            rates[1].0.clone()
+        } else {
+            rates[1].1.clone()
+        });
         on / off
     };
     println!(

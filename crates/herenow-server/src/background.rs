@@ -1,28 +1,27 @@
-//! Background tasks: the ticker, the history sampler and the snapshot
-//! writer. Each stops when the state's shutdown token is cancelled; none
-//! ever panics the process: failures are logged and the next round runs.
+//! Background tasks: the ticker, the history sampler and the store's
+//! periodic duty (the memory store's snapshot writer). Each stops when the
+//! state's shutdown token is cancelled; none ever panics the process:
+//! failures are logged and the next round runs.
 
 use std::time::Duration;
 
 use tokio::time::{Instant, MissedTickBehavior, interval, interval_at};
 use tokio_util::task::TaskTracker;
 
-use crate::config::Config;
 use crate::history;
-use crate::persist;
 use crate::state::AppState;
 
 /// Time between updates of the sampled gauges.
 const GAUGE_PERIOD: Duration = Duration::from_secs(5);
 
 /// Starts the background tasks on `tracker`. The ticker's period is the
-/// store's ([`StoreSpec::tick_interval`](crate::StoreSpec::tick_interval)):
+/// store's ([`Backend::tick_interval`](crate::Backend::tick_interval)):
 /// a quarter second for memory, a second for Redis.
-pub fn spawn(state: &AppState, config: &Config, tracker: &TaskTracker) {
-    tracker.spawn(ticker(state.clone(), config.store.tick_interval()));
+pub fn spawn(state: &AppState, tracker: &TaskTracker) {
+    tracker.spawn(ticker(state.clone(), state.backend().tick_interval()));
     tracker.spawn(sampler(state.clone()));
-    if let (Some(dir), Some(_)) = (config.data_dir.clone(), state.memory()) {
-        tracker.spawn(snapshotter(state.clone(), dir, config.snapshot_interval));
+    if let Some(period) = state.backend().duty_period() {
+        tracker.spawn(duty(state.clone(), period));
     }
 }
 
@@ -62,14 +61,11 @@ async fn sampler(state: AppState) {
     }
 }
 
-async fn snapshotter(state: AppState, dir: std::path::PathBuf, period: Duration) {
-    let Some(memory) = state.memory().cloned() else {
-        return;
-    };
+async fn duty(state: AppState, period: Duration) {
     let token = state.shutdown_token().clone();
     let period = period.max(Duration::from_secs(1));
-    // The first write is one period after start: the store was just
-    // restored from the file there.
+    // The first round is one period after start: the memory store was just
+    // restored from the file its duty writes.
     let mut every = interval_at(Instant::now() + period, period);
     every.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
@@ -78,11 +74,6 @@ async fn snapshotter(state: AppState, dir: std::path::PathBuf, period: Duration)
             _ = token.cancelled() => break,
             _ = every.tick() => {}
         }
-        let (memory, dir) = (memory.clone(), dir.clone());
-        match tokio::task::spawn_blocking(move || persist::write(&memory, &dir)).await {
-            Ok(Ok(bytes)) => tracing::debug!(bytes, "wrote snapshot"),
-            Ok(Err(e)) => tracing::error!(error = %e, "writing snapshot failed"),
-            Err(e) => tracing::error!(error = %e, "snapshot task failed"),
-        }
+        state.backend().periodic_duty().await;
     }
 }

@@ -1,15 +1,17 @@
 //! Server configuration, as built by the binary from flags and environment.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use herenow_core::SpaceConfig;
+use herenow_core::{SpaceConfig, SpaceName};
 
 /// What an API key may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Scope {
-    /// Queries only.
+    /// Queries only: for pages and dashboards that must not change
+    /// presence.
     Read,
     /// Queries, heartbeats, leaves, friends, configuration, explicit times.
     Write,
@@ -18,9 +20,9 @@ pub enum Scope {
 /// An API key and its scope, from `--api-key KEY:SCOPE`.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ApiKey {
-    /// The secret.
+    /// The secret a client sends as `Authorization: Bearer KEY`.
     pub key: String,
-    /// What it may do.
+    /// What requests carrying this key may do.
     pub scope: Scope,
 }
 
@@ -72,7 +74,7 @@ impl TokenSecret {
         Ok(Self(secret))
     }
 
-    /// The secret's bytes.
+    /// The secret's bytes, for the HS256 signer.
     pub fn as_bytes(&self) -> &[u8] {
         &self.0
     }
@@ -92,50 +94,193 @@ impl std::str::FromStr for TokenSecret {
     }
 }
 
-/// Which store to run on, from `--store`.
-///
-/// `Debug` and [`StoreSpec::redacted`] hide a password given in a Redis
-/// URL (`redis://:secret@host:6379`), so logs and errors can name the
-/// address safely.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub enum StoreSpec {
+/// Where presence lives, as `--store` names it: `memory` or a Redis
+/// address. It is half of a [`StoreSpec`]: the flags that only mean
+/// something for one kind of store (`--data-dir`, `--redis-layout`, …)
+/// complete it, and the binary refuses those that do not fit.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum StoreTarget {
     /// The embedded in-memory store.
     #[default]
     Memory,
-    /// One Redis server: `redis://[USER:PASSWORD@]HOST:PORT[/DB]`, kept as
-    /// given.
-    Redis(String),
-    /// A Redis Cluster: `redis+cluster://H1:P1,H2:P2,…` (seed nodes), kept
-    /// as given.
-    RedisCluster(String),
+    /// Redis, one server or a cluster.
+    Redis(RedisTarget),
 }
 
 /// The schemes `--store` accepts, for error messages.
 const ACCEPTED_STORES: &str =
     "memory, redis[s]://HOST:PORT[/DB], redis[s]+cluster://H1:P1,H2:P2,… (rediss: TLS)";
 
+impl StoreTarget {
+    /// A short name for logs and metrics: `memory`, `redis` or
+    /// `redis-cluster`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            StoreTarget::Memory => "memory",
+            StoreTarget::Redis(target) => target.name(),
+        }
+    }
+
+    /// The target as given, with any password replaced by `***`, for logs
+    /// and errors.
+    pub fn redacted(&self) -> String {
+        match self {
+            StoreTarget::Memory => "memory".into(),
+            StoreTarget::Redis(target) => target.redacted(),
+        }
+    }
+}
+
+/// A Redis deployment, its URL kept as given: the Redis crate reads it
+/// again with its own rules (TLS, database number, seed nodes), so only
+/// its shape is checked here.
+///
+/// `Debug` and [`RedisTarget::redacted`] hide a password given in the URL
+/// (`redis://:secret@host:6379`), so logs and errors can name the address
+/// safely.
+#[derive(Clone, PartialEq, Eq)]
+pub enum RedisTarget {
+    /// One Redis server: `redis://[USER:PASSWORD@]HOST:PORT[/DB]`.
+    Standalone(String),
+    /// A Redis Cluster: `redis+cluster://H1:P1,H2:P2,…` (seed nodes).
+    Cluster(String),
+}
+
+impl RedisTarget {
+    /// The URL as given, password included: for connecting, never for
+    /// printing (use [`RedisTarget::redacted`]).
+    pub fn url(&self) -> &str {
+        match self {
+            RedisTarget::Standalone(url) | RedisTarget::Cluster(url) => url,
+        }
+    }
+
+    /// `redis` or `redis-cluster`, for logs, metrics and errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RedisTarget::Standalone(_) => "redis",
+            RedisTarget::Cluster(_) => "redis-cluster",
+        }
+    }
+
+    /// The URL with any password replaced by `***`.
+    pub fn redacted(&self) -> String {
+        redact(self.url())
+    }
+}
+
+impl std::fmt::Debug for RedisTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RedisTarget::Standalone(_) => write!(f, "Standalone({:?})", self.redacted()),
+            RedisTarget::Cluster(_) => write!(f, "Cluster({:?})", self.redacted()),
+        }
+    }
+}
+
+/// Which keys presence is kept under in Redis.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RedisLayout {
+    /// herenow's own layout (events, live connections, sweep leases), with
+    /// every space split over `shards` shard keys unless `space_shards`
+    /// names it. Every server on one Redis must use the same counts.
+    Herenow {
+        /// Shard keys per space, 1 to 1024; 1 is one sorted set per kind.
+        shards: u16,
+        /// Per-space exceptions to `shards` (one huge space over many
+        /// shards, the others over one).
+        space_shards: HashMap<SpaceName, u16>,
+    },
+    /// A seed's own keys, so a site running the seed's code shares them
+    /// with herenow; what the layout cannot answer is `Unsupported`.
+    #[cfg(feature = "redis")]
+    Seed {
+        /// `sorted-set`, `minute-buckets` or `rotation`.
+        layout: herenow_redis::SeedLayout,
+        /// The key template the seed's code uses (`whos_online:users`,
+        /// `presence:{space}`, `active.users:{minute}`,
+        /// `wo_user_{generation}`).
+        key: String,
+        /// The guests' key template; none means guests are not tracked in
+        /// that layout.
+        guest_key: Option<String>,
+    },
+}
+
+impl Default for RedisLayout {
+    fn default() -> Self {
+        RedisLayout::Herenow {
+            shards: 1,
+            space_shards: HashMap::new(),
+        }
+    }
+}
+
+/// How often the memory store's snapshot is written unless told otherwise.
+pub const DEFAULT_SNAPSHOT_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Time between ticks on the memory store: its rounds are cheap and local.
+pub(crate) const MEMORY_TICK: Duration = Duration::from_millis(250);
+
+/// Time between ticks on Redis: a round costs a script call per space and
+/// is shared by every server through the sweep lease.
+pub(crate) const REDIS_TICK: Duration = Duration::from_secs(1);
+
+/// Which store to run on, with the settings that go with it and only
+/// those: a data directory belongs to the memory store, a key layout to
+/// Redis, a seed layout's key template to that layout. A combination that
+/// means nothing (`--data-dir` with Redis, shards with a seed layout)
+/// cannot be written, so no check at start has to refuse it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreSpec {
+    /// The embedded in-memory store, alone on one server.
+    Memory {
+        /// Where its snapshot is kept, so a restart loses nothing; `None`:
+        /// nowhere.
+        data_dir: Option<PathBuf>,
+        /// How often the snapshot is written while running.
+        snapshot_interval: Duration,
+    },
+    /// Redis or Redis Cluster, which keeps the state itself and shares it
+    /// between any number of servers.
+    Redis {
+        /// Where Redis is: one server, or a cluster's seed nodes.
+        target: RedisTarget,
+        /// Whose keys: herenow's own, or a seed's to share with its code.
+        layout: RedisLayout,
+    },
+}
+
+impl Default for StoreSpec {
+    fn default() -> Self {
+        StoreSpec::Memory {
+            data_dir: None,
+            snapshot_interval: DEFAULT_SNAPSHOT_INTERVAL,
+        }
+    }
+}
+
 impl StoreSpec {
     /// A short name for logs and metrics: `memory`, `redis` or
     /// `redis-cluster`.
     pub fn name(&self) -> &'static str {
         match self {
-            StoreSpec::Memory => "memory",
-            StoreSpec::Redis(_) => "redis",
-            StoreSpec::RedisCluster(_) => "redis-cluster",
+            StoreSpec::Memory { .. } => "memory",
+            StoreSpec::Redis { target, .. } => target.name(),
         }
     }
 
     /// Whether presence lives in Redis (standalone or cluster), outside
     /// this process.
     pub fn is_redis(&self) -> bool {
-        !matches!(self, StoreSpec::Memory)
+        matches!(self, StoreSpec::Redis { .. })
     }
 
-    /// The spec as given, with any password replaced by `***`.
+    /// Where the store is, with any password replaced by `***`.
     pub fn redacted(&self) -> String {
         match self {
-            StoreSpec::Memory => "memory".into(),
-            StoreSpec::Redis(url) | StoreSpec::RedisCluster(url) => redact(url),
+            StoreSpec::Memory { .. } => "memory".into(),
+            StoreSpec::Redis { target, .. } => target.redacted(),
         }
     }
 
@@ -145,18 +290,8 @@ impl StoreSpec {
     /// shared by every server through the sweep lease, so once a second.
     pub fn tick_interval(&self) -> Duration {
         match self {
-            StoreSpec::Memory => Duration::from_millis(250),
-            StoreSpec::Redis(_) | StoreSpec::RedisCluster(_) => Duration::from_secs(1),
-        }
-    }
-}
-
-impl std::fmt::Debug for StoreSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StoreSpec::Memory => f.write_str("Memory"),
-            StoreSpec::Redis(_) => write!(f, "Redis({:?})", self.redacted()),
-            StoreSpec::RedisCluster(_) => write!(f, "RedisCluster({:?})", self.redacted()),
+            StoreSpec::Memory { .. } => MEMORY_TICK,
+            StoreSpec::Redis { .. } => REDIS_TICK,
         }
     }
 }
@@ -195,7 +330,7 @@ fn check_node(node: &str) -> Result<(), &'static str> {
     }
 }
 
-impl std::str::FromStr for StoreSpec {
+impl std::str::FromStr for StoreTarget {
     type Err = ConfigError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -204,7 +339,7 @@ impl std::str::FromStr for StoreSpec {
             why,
         };
         if s == "memory" {
-            return Ok(StoreSpec::Memory);
+            return Ok(StoreTarget::Memory);
         }
         // TLS changes the transport, not the shape of the address.
         let plain = s.strip_prefix("rediss").map(|rest| format!("redis{rest}"));
@@ -222,7 +357,7 @@ impl std::str::FromStr for StoreSpec {
             for node in rest.split(',') {
                 check_node(node.trim()).map_err(bad)?;
             }
-            return Ok(StoreSpec::RedisCluster(s.to_owned()));
+            return Ok(StoreTarget::Redis(RedisTarget::Cluster(s.to_owned())));
         }
         if let Some(rest) = plain.strip_prefix("redis://") {
             if rest.contains(['?', '#', ',']) {
@@ -239,7 +374,7 @@ impl std::str::FromStr for StoreSpec {
             {
                 return Err(bad("the database in redis://HOST:PORT/DB must be a number"));
             }
-            return Ok(StoreSpec::Redis(s.to_owned()));
+            return Ok(StoreTarget::Redis(RedisTarget::Standalone(s.to_owned())));
         }
         Err(ConfigError::UnknownStore(redact(s)))
     }
@@ -248,18 +383,15 @@ impl std::str::FromStr for StoreSpec {
 /// Everything [`crate::run`] needs besides the listener.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// The store.
+    /// The store, with the settings of its kind.
     pub store: StoreSpec,
-    /// Where the memory store keeps its snapshot; `None`: nowhere. Refused
-    /// with a Redis store, which keeps the state itself.
-    pub data_dir: Option<PathBuf>,
-    /// How often the snapshot is written while running.
-    pub snapshot_interval: Duration,
     /// API keys; empty means no authentication (loopback only).
     pub api_keys: Vec<ApiKey>,
-    /// Run the visitor simulator.
+    /// Run the visitor simulator in a `demo` space, so the page moves
+    /// without real traffic.
     pub demo: bool,
-    /// The policy of spaces never configured.
+    /// The policy (thresholds, window, retention) of spaces never
+    /// configured through the API.
     pub space_defaults: SpaceConfig,
     /// Most concurrent connections, WebSockets included; further clients
     /// wait in the kernel's accept queue until one closes.
@@ -286,32 +418,12 @@ pub struct Config {
     /// How long a non-streaming request may take before it is answered with
     /// a `503` problem.
     pub request_timeout: Duration,
-    /// With a Redis store: herenow's own key layout, or one of the seeds'
-    /// (`sorted-set`, `minute-buckets`, `rotation`) so a site running the
-    /// seeds' code shares its keys with herenow.
-    /// `None`: herenow's own.
-    pub redis_layout: Option<herenow_redis::SeedLayout>,
-    /// With a seed layout: the key template (`whos_online:users`,
-    /// `presence:{space}`, `active.users:{minute}`, `wo_user_{generation}`).
-    pub redis_key: Option<String>,
-    /// With a seed layout: the guests' key template; none means guests are
-    /// not tracked in that layout.
-    pub redis_guest_key: Option<String>,
-    /// With herenow's Redis layout: how many shard keys each space is split
-    /// over (1 to 1024; 1 is one sorted set per kind). Every server on one
-    /// Redis must use the same value.
-    pub redis_shards: u16,
-    /// Per-space exceptions to `redis_shards` (one huge space over many
-    /// shards, the others over one).
-    pub redis_space_shards: std::collections::HashMap<herenow_core::SpaceName, u16>,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Self {
-            store: StoreSpec::Memory,
-            data_dir: None,
-            snapshot_interval: Duration::from_secs(30),
+            store: StoreSpec::default(),
             api_keys: Vec::new(),
             demo: false,
             space_defaults: SpaceConfig::default(),
@@ -324,47 +436,32 @@ impl Default for Config {
             token_secret: None,
             max_event_streams: 1_024,
             request_timeout: Duration::from_secs(10),
-            redis_layout: None,
-            redis_key: None,
-            redis_guest_key: None,
-            redis_shards: 1,
-            redis_space_shards: std::collections::HashMap::new(),
         }
     }
 }
 
 impl Config {
-    /// Checks the configuration against the address it will serve on.
+    /// Checks the configuration against the address it will serve on, and
+    /// against this build (a Redis store needs the `redis` feature).
     pub fn check(&self, listen: SocketAddr) -> Result<(), ConfigError> {
         if self.api_keys.is_empty() && !listen.ip().is_loopback() {
             return Err(ConfigError::OpenOnNetwork(listen));
         }
-        if self.store.is_redis()
-            && let Some(dir) = &self.data_dir
-        {
-            return Err(ConfigError::DataDirWithRedis(dir.clone()));
+        #[cfg(not(feature = "redis"))]
+        if let StoreSpec::Redis { target, .. } = &self.store {
+            return Err(ConfigError::NoRedisSupport(target.redacted()));
         }
-        let seed_layout = self.redis_layout.is_some();
-        if let Some(layout) = self.redis_layout
-            && !self.store.is_redis()
-        {
-            return Err(ConfigError::LayoutWithoutRedis(layout));
-        }
-        if let Some(layout) = self.redis_layout
-            && self.redis_key.is_none()
-        {
-            return Err(ConfigError::LayoutNeedsKey(layout));
-        }
-        if !seed_layout && (self.redis_key.is_some() || self.redis_guest_key.is_some()) {
-            return Err(ConfigError::KeyWithoutLayout);
-        }
-        let sharded = self.redis_shards != 1 || !self.redis_space_shards.is_empty();
-        if sharded && (!self.store.is_redis() || seed_layout) {
-            return Err(ConfigError::ShardsWithoutRedis);
-        }
-        if std::iter::once(&self.redis_shards)
-            .chain(self.redis_space_shards.values())
-            .any(|n| !(1..=1024).contains(n))
+        if let StoreSpec::Redis {
+            layout:
+                RedisLayout::Herenow {
+                    shards,
+                    space_shards,
+                },
+            ..
+        } = &self.store
+            && std::iter::once(shards)
+                .chain(space_shards.values())
+                .any(|n| !(1..=1024).contains(n))
         {
             return Err(ConfigError::BadShards);
         }
@@ -425,41 +522,19 @@ pub enum ConfigError {
         /// What is wrong with it.
         why: &'static str,
     },
-    /// `--redis-shards` without herenow's Redis layout.
-    #[error(
-        "--redis-shards and --redis-space-shards split herenow's own Redis layout; \
-         they need --store redis://… (or redis+cluster://…) and no seed --redis-layout"
-    )]
-    ShardsWithoutRedis,
     /// A shard count out of range.
     #[error("a space is split over 1 to 1024 shards")]
     BadShards,
-    /// `--data-dir` with a Redis store, which keeps the state itself.
+    /// A Redis store asked of a build without the `redis` feature, which
+    /// has the memory store only. Never a fallback to memory.
     #[error(
-        "--data-dir {} is for the memory store's snapshot; with a Redis store the state \
-         lives in Redis: drop --data-dir (and let Redis persist with RDB/AOF)",
-        .0.display()
+        "--store {0}: this build of herenow has no Redis support (built without the \
+         `redis` feature); use --store memory or a build with Redis"
     )]
-    DataDirWithRedis(PathBuf),
+    NoRedisSupport(String),
     /// Default thresholds that do not fit together.
     #[error("space defaults: {0}")]
     SpaceDefaults(herenow_core::InvalidInput),
-    /// `--redis-layout` other than `herenow` without a Redis store.
-    #[error(
-        "--redis-layout {0} is a layout of Redis keys: it needs --store redis://… or redis+cluster://…"
-    )]
-    LayoutWithoutRedis(herenow_redis::SeedLayout),
-    /// A seed layout without `--redis-key`.
-    #[error(
-        "--redis-layout {0} needs --redis-key TEMPLATE naming the keys the seed's code uses \
-         (e.g. whos_online:users, active.users:{{minute}}, wo_user_{{generation}})"
-    )]
-    LayoutNeedsKey(herenow_redis::SeedLayout),
-    /// `--redis-key` or `--redis-guest-key` with herenow's own layout.
-    #[error(
-        "--redis-key and --redis-guest-key go with --redis-layout sorted-set, minute-buckets or rotation"
-    )]
-    KeyWithoutLayout,
     /// A bound of zero, which would refuse every client.
     #[error("{0} must be greater than zero")]
     ZeroLimit(&'static str),
@@ -478,9 +553,9 @@ pub enum ConfigError {
          the TTL ({ttl:?}), so one lost ping does not drop a client"
     )]
     WsPing {
-        /// The ping interval.
+        /// The ping interval asked for.
         ping: Duration,
-        /// The TTL.
+        /// The TTL it must fit in twice.
         ttl: Duration,
     },
 }
@@ -491,7 +566,10 @@ mod tests {
 
     #[test]
     fn store_specs_parse() {
-        assert_eq!("memory".parse::<StoreSpec>().unwrap(), StoreSpec::Memory);
+        assert_eq!(
+            "memory".parse::<StoreTarget>().unwrap(),
+            StoreTarget::Memory
+        );
         for ok in [
             "redis://127.0.0.1:6379",
             "redis://127.0.0.1:6379/",
@@ -500,8 +578,8 @@ mod tests {
             "redis://[::1]:6379",
         ] {
             assert_eq!(
-                ok.parse::<StoreSpec>().unwrap(),
-                StoreSpec::Redis(ok.into()),
+                ok.parse::<StoreTarget>().unwrap(),
+                StoreTarget::Redis(RedisTarget::Standalone(ok.into())),
                 "{ok}"
             );
         }
@@ -511,8 +589,8 @@ mod tests {
             "redis+cluster://a:7000, b:7001/",
         ] {
             assert_eq!(
-                ok.parse::<StoreSpec>().unwrap(),
-                StoreSpec::RedisCluster(ok.into()),
+                ok.parse::<StoreTarget>().unwrap(),
+                StoreTarget::Redis(RedisTarget::Cluster(ok.into())),
                 "{ok}"
             );
         }
@@ -534,65 +612,56 @@ mod tests {
             "redis+cluster://a:1/0",
         ] {
             assert!(
-                matches!(bad.parse::<StoreSpec>(), Err(ConfigError::BadStore { .. })),
+                matches!(
+                    bad.parse::<StoreTarget>(),
+                    Err(ConfigError::BadStore { .. })
+                ),
                 "{bad}"
             );
         }
         for unknown in ["", "Memory", "floppy", "http://host:6379", "valkey://h:1"] {
             assert!(
                 matches!(
-                    unknown.parse::<StoreSpec>(),
+                    unknown.parse::<StoreTarget>(),
                     Err(ConfigError::UnknownStore(_))
                 ),
                 "{unknown}"
             );
         }
         assert_eq!(
-            "rediss://host:6380".parse::<StoreSpec>().unwrap(),
-            StoreSpec::Redis("rediss://host:6380".into())
+            "rediss://host:6380".parse::<StoreTarget>().unwrap(),
+            StoreTarget::Redis(RedisTarget::Standalone("rediss://host:6380".into()))
         );
         assert_eq!(
-            "rediss+cluster://a:1,b:2".parse::<StoreSpec>().unwrap(),
-            StoreSpec::RedisCluster("rediss+cluster://a:1,b:2".into())
+            "rediss+cluster://a:1,b:2".parse::<StoreTarget>().unwrap(),
+            StoreTarget::Redis(RedisTarget::Cluster("rediss+cluster://a:1,b:2".into()))
         );
         assert!(matches!(
-            "rediss://".parse::<StoreSpec>(),
+            "rediss://".parse::<StoreTarget>(),
             Err(ConfigError::BadStore { .. })
         ));
     }
 
     #[test]
     fn passwords_never_reach_debug_or_errors() {
-        let spec: StoreSpec = "redis://user:hunter2@h:6379/1".parse().unwrap();
+        let target: StoreTarget = "redis://user:hunter2@h:6379/1".parse().unwrap();
+        assert!(!format!("{target:?}").contains("hunter2"));
+        assert_eq!(target.redacted(), "redis://user:***@h:6379/1");
+        let StoreTarget::Redis(target) = target else {
+            panic!("not redis");
+        };
+        let spec = StoreSpec::Redis {
+            target,
+            layout: RedisLayout::default(),
+        };
         assert!(!format!("{spec:?}").contains("hunter2"));
         assert_eq!(spec.redacted(), "redis://user:***@h:6379/1");
-        let cluster: StoreSpec = "redis+cluster://:pw@a:1,:pw@b:2".parse().unwrap();
+        let cluster: StoreTarget = "redis+cluster://:pw@a:1,:pw@b:2".parse().unwrap();
         assert_eq!(cluster.redacted(), "redis+cluster://:***@a:1,:***@b:2");
-        let Err(e) = "redis://:hunter2@h".parse::<StoreSpec>() else {
+        let Err(e) = "redis://:hunter2@h".parse::<StoreTarget>() else {
             panic!("accepted a spec without a port");
         };
         assert!(!e.to_string().contains("hunter2"));
-    }
-
-    #[test]
-    fn a_data_dir_is_refused_with_redis() {
-        let listen: SocketAddr = "127.0.0.1:7700".parse().unwrap();
-        for store in ["redis://127.0.0.1:6400", "redis+cluster://127.0.0.1:7000"] {
-            let config = Config {
-                store: store.parse().unwrap(),
-                data_dir: Some("/var/lib/herenow".into()),
-                ..Config::default()
-            };
-            assert!(
-                matches!(config.check(listen), Err(ConfigError::DataDirWithRedis(_))),
-                "{store}"
-            );
-            let config = Config {
-                data_dir: None,
-                ..config
-            };
-            assert!(config.check(listen).is_ok());
-        }
     }
 
     #[test]
@@ -635,35 +704,56 @@ mod tests {
     #[test]
     fn the_redis_stores_tick_once_a_second() {
         assert_eq!(
-            StoreSpec::Memory.tick_interval(),
+            StoreSpec::default().tick_interval(),
             Duration::from_millis(250)
         );
-        let redis: StoreSpec = "redis://h:1".parse().unwrap();
+        let redis = StoreSpec::Redis {
+            target: RedisTarget::Standalone("redis://h:1".into()),
+            layout: RedisLayout::default(),
+        };
         assert_eq!(redis.tick_interval(), Duration::from_secs(1));
         assert_eq!(redis.name(), "redis");
     }
 
+    #[cfg(not(feature = "redis"))]
     #[test]
-    fn shards_need_herenows_redis_layout_and_a_range() {
+    fn a_build_without_redis_refuses_a_redis_store() {
+        let config = Config {
+            store: StoreSpec::Redis {
+                target: RedisTarget::Standalone("redis://:hunter2@h:1".into()),
+                layout: RedisLayout::default(),
+            },
+            ..Config::default()
+        };
+        let err = config.check("127.0.0.1:7700".parse().unwrap()).unwrap_err();
+        assert!(matches!(err, ConfigError::NoRedisSupport(_)), "{err:?}");
+        assert!(!err.to_string().contains("hunter2"));
+    }
+
+    /// Shards outside herenow's Redis layout cannot be written any more
+    /// (the binary refuses the flags); the range is still checked.
+    #[cfg(feature = "redis")]
+    #[test]
+    fn shard_counts_are_checked_against_their_range() {
         let listen: SocketAddr = "127.0.0.1:7700".parse().unwrap();
-        let memory = Config {
-            redis_shards: 4,
+        let sharded = |shards: u16, space: u16| Config {
+            store: StoreSpec::Redis {
+                target: RedisTarget::Standalone("redis://127.0.0.1:6379".into()),
+                layout: RedisLayout::Herenow {
+                    shards,
+                    space_shards: HashMap::from([(SpaceName::new("lobby").unwrap(), space)]),
+                },
+            },
             ..Config::default()
         };
+        assert!(sharded(4, 16).check(listen).is_ok());
         assert!(matches!(
-            memory.check(listen),
-            Err(ConfigError::ShardsWithoutRedis)
+            sharded(0, 1).check(listen),
+            Err(ConfigError::BadShards)
         ));
-        let redis = Config {
-            store: StoreSpec::Redis("redis://127.0.0.1:6379".into()),
-            redis_shards: 4,
-            ..Config::default()
-        };
-        assert!(redis.check(listen).is_ok());
-        let zero = Config {
-            redis_shards: 0,
-            ..redis.clone()
-        };
-        assert!(matches!(zero.check(listen), Err(ConfigError::BadShards)));
+        assert!(matches!(
+            sharded(4, 1025).check(listen),
+            Err(ConfigError::BadShards)
+        ));
     }
 }

@@ -50,7 +50,9 @@ impl ChangeLog for DiskLog {
             .journal
             .append(change.encode(), durability)
             .map_err(unavailable)?;
-        Ok(Box::pin(async move { ack.durable().await.map_err(unavailable) }))
+        Ok(Box::pin(
+            async move { ack.durable().await.map_err(unavailable) },
+        ))
     }
 }
 

@@ -45,8 +45,6 @@ use metrics_exporter_prometheus::{
 use metrics_util::MetricKindMask;
 use parking_lot::RwLock;
 
-use crate::state::AppState;
-
 /// Spaces whose size is exported as a gauge; more would let clients that
 /// invent space names blow up the metrics' cardinality.
 pub const MAX_GAUGED_SPACES: usize = 1_000;
@@ -108,7 +106,8 @@ impl Query {
 
 const META: Metadata<'static> = Metadata::new(module_path!(), Level::INFO, None);
 
-/// The metrics of one server.
+/// The metrics of one server, on a recorder of its own (not the global
+/// one). Cheap to clone (one `Arc`).
 #[derive(Clone)]
 pub struct Metrics(Arc<Inner>);
 
@@ -271,6 +270,7 @@ impl Metrics {
     }
 
     /// Sets the gauges and counters of a Redis store's write buffer.
+    #[cfg(feature = "redis")]
     pub fn redis(&self, stats: &herenow_redis::RedisStats) {
         let r = &self.0.recorder;
         r.register_gauge(&key("herenow_redis_up", vec![]), &META)
@@ -312,7 +312,7 @@ impl Metrics {
         self.0.handle.run_upkeep();
     }
 
-    /// The Prometheus text exposition.
+    /// The Prometheus text exposition that `/metrics` serves.
     pub fn render(&self) -> String {
         self.0.handle.render()
     }
@@ -320,9 +320,10 @@ impl Metrics {
 
 /// Middleware: records each request's latency under its matched route.
 /// Installed with `route_layer`, so unknown routes (unbounded paths) are
-/// not recorded.
+/// not recorded. It takes the metrics out of the state (`FromRef`), so
+/// this module does not depend on the state's.
 pub async fn track_latency(
-    State(state): State<AppState>,
+    State(metrics): State<Metrics>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -331,9 +332,7 @@ pub async fn track_latency(
     let method = method_label(request.method());
     let response = next.run(request).await;
     if let Some(route) = route {
-        state
-            .metrics()
-            .request(route.as_str(), method, started.elapsed());
+        metrics.request(route.as_str(), method, started.elapsed());
     }
     response
 }

@@ -15,7 +15,8 @@ use crate::state::AppState;
 /// How long `/readyz` waits for the store.
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The routes.
+/// `/healthz`, `/readyz` and `/metrics`: outside `/v1` and its API keys,
+/// so probes and scrapers need none.
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(healthz))
@@ -33,18 +34,7 @@ async fn healthz() -> &'static str {
 /// during an outage still wait to be written: a load balancer should send
 /// reads elsewhere until this server's view is whole again.
 async fn readyz(State(state): State<AppState>) -> Response {
-    if let Some(redis) = state.redis()
-        && !redis.is_ready()
-    {
-        let stats = redis.stats();
-        let why = if stats.redis_up {
-            format!(
-                "writing back {} members' heartbeats buffered while Redis was unavailable",
-                stats.buffered
-            )
-        } else {
-            "Redis does not answer; heartbeats are buffered until it does".to_owned()
-        };
+    if let Some(why) = state.backend().not_ready() {
         return ApiError::unavailable("not-ready", why, 1).into_response();
     }
     let probe = match SpaceName::new("herenow.readyz") {

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use herenow_core::MemoryStore;
 use herenow_core::memory::RestoreReport;
 
-use crate::ServerError;
+use crate::error::ServerError;
 
 /// The snapshot's file name inside the data directory.
 pub const SNAPSHOT_FILE: &str = "herenow.snapshot";

@@ -3,28 +3,27 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::extract::FromRef;
 use futures::FutureExt;
-use herenow_core::{MemoryStore, PresenceStore, SpaceName, TickReport};
-use herenow_redis::RedisStore;
+use herenow_core::{PresenceStore, SpaceName, TickReport};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Keys;
+use crate::backend::Backend;
 use crate::config::Config;
 use crate::history::History;
 use crate::metrics::{MAX_GAUGED_SPACES, Metrics};
 use crate::token::Tokens;
 use crate::ws::Hub;
 
-/// The state behind the router: the store, the keys, metrics, history and
-/// the shutdown signal. Cheap to clone (one `Arc`).
+/// The state behind the router: the store (as a [`Backend`]), the keys,
+/// metrics, history and the shutdown signal. Cheap to clone (one `Arc`).
 #[derive(Clone)]
 pub struct AppState(Arc<Inner>);
 
 struct Inner {
-    store: Arc<dyn PresenceStore>,
-    memory: Option<Arc<MemoryStore>>,
-    redis: Option<Arc<RedisStore>>,
+    backend: Backend,
     keys: Keys,
     metrics: Metrics,
     history: History,
@@ -37,35 +36,13 @@ struct Inner {
 }
 
 impl AppState {
-    /// State over any store, with keys and bounds from `config`.
-    pub fn new(store: Arc<dyn PresenceStore>, config: &Config) -> Self {
-        Self::build(store, None, None, config)
-    }
-
-    /// State over the memory store, which it can also snapshot.
-    pub fn with_memory(store: Arc<MemoryStore>, config: &Config) -> Self {
-        Self::build(store.clone(), Some(store), None, config)
-    }
-
-    /// State over a Redis store, whose readiness (Redis answers, nothing
-    /// waits in its write buffer) `/readyz` reports and whose buffer
-    /// counters the metrics export.
-    pub fn with_redis(store: Arc<RedisStore>, config: &Config) -> Self {
-        Self::build(store.clone(), None, Some(store), config)
-    }
-
-    fn build(
-        store: Arc<dyn PresenceStore>,
-        memory: Option<Arc<MemoryStore>>,
-        redis: Option<Arc<RedisStore>>,
-        config: &Config,
-    ) -> Self {
+    /// State over `backend`, with keys and bounds from `config`: the one
+    /// constructor, for the server and for tests alike.
+    pub fn new(backend: Backend, config: &Config) -> Self {
         let max_streams = config.max_event_streams.max(1);
-        let metrics = Metrics::for_store(store.name());
+        let metrics = Metrics::for_store(backend.store().name());
         Self(Arc::new(Inner {
-            store,
-            memory,
-            redis,
+            backend,
             keys: Keys::new(config.api_keys.clone()),
             metrics,
             history: History::new(),
@@ -81,32 +58,29 @@ impl AppState {
         }))
     }
 
-    /// The store.
+    /// The store every handler talks to.
     pub fn store(&self) -> &Arc<dyn PresenceStore> {
-        &self.0.store
+        self.0.backend.store()
     }
 
-    /// The memory store, when that is the store.
-    pub fn memory(&self) -> Option<&Arc<MemoryStore>> {
-        self.0.memory.as_ref()
+    /// The store with its kind's duties: readiness, gauges, snapshots,
+    /// the last flush.
+    pub fn backend(&self) -> &Backend {
+        &self.0.backend
     }
 
-    /// The Redis store, when that is the store.
-    pub fn redis(&self) -> Option<&Arc<RedisStore>> {
-        self.0.redis.as_ref()
-    }
-
-    /// The configured API keys.
+    /// The configured API keys, which the key middleware checks.
     pub fn keys(&self) -> &Keys {
         &self.0.keys
     }
 
-    /// This server's metrics.
+    /// This server's metrics: handlers count into them, `/metrics`
+    /// renders them.
     pub fn metrics(&self) -> &Metrics {
         &self.0.metrics
     }
 
-    /// The count history.
+    /// The count history that `/v1/spaces/{space}/history` answers from.
     pub fn history(&self) -> &History {
         &self.0.history
     }
@@ -127,7 +101,7 @@ impl AppState {
         &self.0.ws
     }
 
-    /// WebSocket connections open now.
+    /// WebSocket connections open now, for the gauge and shutdown logs.
     pub fn open_websockets(&self) -> usize {
         self.0.ws.open()
     }
@@ -144,7 +118,7 @@ impl AppState {
         permit
     }
 
-    /// Event streams open now.
+    /// Event streams open now, for the gauge.
     pub fn open_streams(&self) -> usize {
         self.0.max_streams - self.0.streams.available_permits()
     }
@@ -154,7 +128,7 @@ impl AppState {
     /// propagated: the ticker must outlive a bad round.
     pub async fn tick(&self) -> Option<TickReport> {
         let started = Instant::now();
-        let round = std::panic::AssertUnwindSafe(self.0.store.tick()).catch_unwind();
+        let round = std::panic::AssertUnwindSafe(self.store().tick()).catch_unwind();
         match round.await {
             Ok(Ok(report)) => {
                 self.0.metrics.sweep(started.elapsed(), &report);
@@ -172,21 +146,21 @@ impl AppState {
     }
 
     /// Sets the gauges that are sampled rather than counted: members per
-    /// space, open event streams and a Redis store's write buffer. Also
-    /// folds histogram samples.
+    /// space, open event streams and those of the store's kind (a Redis
+    /// store's write buffer). Also folds histogram samples.
     pub async fn update_gauges(&self) {
         let m = &self.0.metrics;
         m.sse_subscribers(self.open_streams());
         m.ws_connections(self.open_websockets());
-        if let Some(redis) = &self.0.redis {
-            m.redis(&redis.stats());
+        #[cfg(feature = "redis")]
+        if let Some(stats) = self.0.backend.redis_stats() {
+            m.redis(&stats);
         }
         let mut after: Option<SpaceName> = None;
         let mut done = 0;
         while done < MAX_GAUGED_SPACES {
             let page = match self
-                .0
-                .store
+                .store()
                 .spaces(after.as_ref(), MAX_GAUGED_SPACES - done)
                 .await
             {
@@ -210,8 +184,15 @@ impl AppState {
 
     /// Takes one history sample of every space.
     pub async fn sample_history(&self) {
-        if let Err(e) = self.0.history.sample(self.0.store.as_ref()).await {
+        if let Err(e) = self.0.history.sample(self.store().as_ref()).await {
             tracing::warn!(error = %e, "sampling count history failed");
         }
+    }
+}
+
+/// The latency middleware takes only the metrics.
+impl FromRef<AppState> for Metrics {
+    fn from_ref(state: &AppState) -> Self {
+        state.0.metrics.clone()
     }
 }

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use herenow_core::{
     Heartbeat, ManualClock, MemberId, MemoryStore, PresenceStore, SpaceConfig, SpaceName, Status,
 };
-use herenow_server::{Config, ConfigError, ServerError, persist, run};
+use herenow_server::config::DEFAULT_SNAPSHOT_INTERVAL;
+use herenow_server::{Config, ConfigError, ServerError, StoreSpec, persist, run};
 use support::http::raw_http;
 use support::{PATIENCE, T0, user_key};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -143,7 +144,10 @@ async fn a_corrupt_snapshot_is_an_error_naming_the_file() {
     // run refuses to start over it, and leaves the file alone.
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let config = Config {
-        data_dir: Some(dir.0.clone()),
+        store: StoreSpec::Memory {
+            data_dir: Some(dir.0.clone()),
+            snapshot_interval: DEFAULT_SNAPSHOT_INTERVAL,
+        },
         ..Config::default()
     };
     let err = run(listener, config, std::future::pending())
@@ -157,7 +161,10 @@ async fn a_corrupt_snapshot_is_an_error_naming_the_file() {
 async fn serve_write_snapshot_on_shutdown_and_restore_it() {
     let dir = TempDir::new("serve");
     let config = Config {
-        data_dir: Some(dir.0.clone()),
+        store: StoreSpec::Memory {
+            data_dir: Some(dir.0.clone()),
+            snapshot_interval: DEFAULT_SNAPSHOT_INTERVAL,
+        },
         ..Config::default()
     };
 

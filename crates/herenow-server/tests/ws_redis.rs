@@ -18,7 +18,7 @@ use herenow_redis::{RedisOptions, RedisStore};
 use herenow_server::{Config, TokenSecret};
 use serde_json::{Value, json};
 use support::ws::Server;
-use support::{PATIENCE, T0, redis_served, user_key};
+use support::{PATIENCE, T0, redis_backend, user_key};
 
 async fn server_on(redis: &common::RedisServer, clock: &ManualClock, config: &Config) -> Server {
     let store = RedisStore::connect(
@@ -29,7 +29,7 @@ async fn server_on(redis: &common::RedisServer, clock: &ManualClock, config: &Co
     )
     .await
     .expect("connect to the test's redis-server");
-    let opened = redis_served(Arc::new(store), config);
+    let opened = redis_backend(Arc::new(store));
     Server::serve(opened, config.clone(), clock.clone()).await
 }
 

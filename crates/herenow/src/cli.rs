@@ -10,7 +10,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use herenow_server::{ApiKey, StoreSpec};
+#[cfg(feature = "redis")]
+pub(crate) use herenow_redis::SeedLayout;
+use herenow_server::{ApiKey, StoreTarget};
 use reqwest::Url;
 
 /// herenow: who is here right now, and when was everyone else last seen.
@@ -85,7 +87,7 @@ pub struct ServeArgs {
         default_value = "memory",
         value_name = "STORE"
     )]
-    pub store: StoreSpec,
+    pub store: StoreTarget,
 
     /// With Redis: the key layout. `herenow` (its own), or a seed's, to share
     /// keys with code already running it: `sorted-set` (seeds 001/004),
@@ -498,22 +500,47 @@ fn space_shards(s: &str) -> Result<SpaceShards, String> {
 
 /// `--redis-layout`: herenow's own (`None`) or a seed's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RedisLayoutArg(pub Option<herenow_redis::SeedLayout>);
+pub struct RedisLayoutArg(pub Option<SeedLayout>);
+
+/// Stands in for the seeds' layouts in a build without Redis support: it
+/// has no values, so `--redis-layout` takes only `herenow` and the code
+/// that would use a seed layout cannot be reached.
+#[cfg(not(feature = "redis"))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeedLayout {}
+
+#[cfg(not(feature = "redis"))]
+impl std::fmt::Display for SeedLayout {
+    fn fmt(&self, _: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {}
+    }
+}
 
 /// Parses `--redis-layout`.
 fn redis_layout(s: &str) -> Result<RedisLayoutArg, String> {
     if s == "herenow" {
         return Ok(RedisLayoutArg(None));
     }
-    s.parse().map(|l| RedisLayoutArg(Some(l))).map_err(|_| {
+    seed_layout_named(s).map(|l| RedisLayoutArg(Some(l)))
+}
+
+#[cfg(feature = "redis")]
+fn seed_layout_named(s: &str) -> Result<SeedLayout, String> {
+    s.parse().map_err(|_| {
         "redis layout must be one of herenow, sorted-set, minute-buckets, rotation".to_owned()
     })
+}
+
+#[cfg(not(feature = "redis"))]
+fn seed_layout_named(_: &str) -> Result<SeedLayout, String> {
+    Err("this build of herenow has no Redis support: the only layout is herenow".to_owned())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::CommandFactory;
+    use herenow_server::RedisTarget;
 
     #[test]
     fn clap_definition_is_consistent() {
@@ -561,7 +588,7 @@ mod tests {
             panic!("not serve");
         };
         assert_eq!(s.listen, "127.0.0.1:7700".parse().unwrap());
-        assert_eq!(s.store, StoreSpec::Memory);
+        assert_eq!(s.store, StoreTarget::Memory);
         assert_eq!(s.online_after, Duration::from_secs(60));
         assert_eq!(s.away_after, Duration::from_secs(300));
         assert_eq!(s.window, Duration::from_secs(600));
@@ -579,11 +606,13 @@ mod tests {
         };
         assert_eq!(
             store("redis://127.0.0.1:6400/2"),
-            StoreSpec::Redis("redis://127.0.0.1:6400/2".into())
+            StoreTarget::Redis(RedisTarget::Standalone("redis://127.0.0.1:6400/2".into()))
         );
         assert_eq!(
             store("redis+cluster://10.0.0.1:7000,10.0.0.2:7000"),
-            StoreSpec::RedisCluster("redis+cluster://10.0.0.1:7000,10.0.0.2:7000".into())
+            StoreTarget::Redis(RedisTarget::Cluster(
+                "redis+cluster://10.0.0.1:7000,10.0.0.2:7000".into()
+            ))
         );
     }
 

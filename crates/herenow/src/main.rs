@@ -1,10 +1,11 @@
 //! The `herenow` binary: `herenow serve` runs the server, every other
 //! subcommand is a small client of its HTTP API (docs/API.md).
 //!
-//! The binary is glue: [`cli`] parses flags and environment, [`serve`]
-//! turns them into a `herenow_server::Config` and calls
-//! `herenow_server::run`, [`commands`] sends requests through [`client`]
-//! and prints with [`output`]. Errors end here, as one line on stderr and an
+//! The binary is glue: [`cli`] parses flags and environment,
+//! [`store_flags`] checks the store's flags together into a
+//! `herenow_server::StoreSpec`, [`serve`] turns them into a
+//! `herenow_server::Config` and serves it, [`commands`] sends requests
+//! through [`client`] and prints with [`output`]. Errors end here, as one line on stderr and an
 //! exit code:
 //!
 //! - 0: done;
@@ -18,6 +19,7 @@ mod client;
 mod commands;
 mod output;
 mod serve;
+mod store_flags;
 
 use std::process::ExitCode;
 
@@ -28,7 +30,12 @@ use crate::cli::{Cli, Command};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve(args) => serve::main(args),
+        Command::Serve(args) => {
+            // Flags that do not fit the store are usage errors, told and
+            // exited on as clap's own.
+            let store = store_flags::store_spec(&args).unwrap_or_else(|e| e.exit());
+            serve::main(args, store)
+        }
         Command::Client(command) => commands::main(command),
     };
     match result {

@@ -1,14 +1,14 @@
 //! `herenow serve`: flags to a [`Config`], a bound listener, the opened
-//! store ([`herenow_server::Store::open`]), a shutdown future from
-//! SIGINT/SIGTERM, then [`herenow_server::serve`]. Everything
-//! else is the server crate's business.
+//! store ([`Backend::open`]), a shutdown future from SIGINT/SIGTERM, then
+//! [`herenow_server::serve`]. Everything else is the server crate's
+//! business.
 
 use std::io::{IsTerminal as _, Write as _};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use anyhow::{Context as _, Result};
 use herenow_core::SpaceConfig;
-use herenow_server::{Config, ConfigError, TokenSecret};
+use herenow_server::{AppState, Backend, Config, ConfigError, StoreSpec, TokenSecret};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::LevelFilter;
 
@@ -21,11 +21,12 @@ fn ms(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// The server configuration the flags describe. Settings without a flag
-/// keep the server's defaults. Fails only for a token secret too short to
-/// sign with (checked here, not by clap, so the secret is never echoed in
-/// an error).
-pub fn config(args: &ServeArgs) -> Result<Config, ConfigError> {
+/// The server configuration the flags describe, over the store
+/// [`store_spec`](crate::store_flags::store_spec) built from them.
+/// Settings without a flag keep the server's defaults. Fails only for a
+/// token secret too short to sign with (checked here, not by clap, so the
+/// secret is never echoed in an error).
+pub fn config(args: &ServeArgs, store: StoreSpec) -> Result<Config, ConfigError> {
     let defaults = Config::default();
     let token_secret = args
         .token_secret
@@ -38,9 +39,7 @@ pub fn config(args: &ServeArgs) -> Result<Config, ConfigError> {
         None => (defaults.ws_ttl, defaults.ws_ping),
     };
     Ok(Config {
-        store: args.store.clone(),
-        data_dir: args.data_dir.clone(),
-        snapshot_interval: args.snapshot_interval,
+        store,
         api_keys: args.api_keys.clone(),
         demo: args.demo,
         space_defaults: SpaceConfig {
@@ -60,15 +59,6 @@ pub fn config(args: &ServeArgs) -> Result<Config, ConfigError> {
             .max_event_streams
             .map_or(defaults.max_event_streams, |n| n as usize),
         request_timeout: args.request_timeout.unwrap_or(defaults.request_timeout),
-        redis_layout: args.redis_layout.0,
-        redis_key: args.redis_key.clone(),
-        redis_guest_key: args.redis_guest_key.clone(),
-        redis_shards: args.redis_shards,
-        redis_space_shards: args
-            .redis_space_shards
-            .clone()
-            .map(|s| s.0)
-            .unwrap_or_default(),
     })
 }
 
@@ -102,9 +92,10 @@ fn init_logging(format: LogFormat) -> Result<()> {
     installed.map_err(|e| anyhow::anyhow!("cannot set up logging: {e}"))
 }
 
-/// Runs `herenow serve` until SIGINT or SIGTERM.
-pub fn main(args: ServeArgs) -> Result<()> {
-    let config = config(&args)?;
+/// Runs `herenow serve` on `store` (the flags'
+/// [`store_spec`](crate::store_flags::store_spec)) until SIGINT or SIGTERM.
+pub fn main(args: ServeArgs, store: StoreSpec) -> Result<()> {
+    let config = config(&args, store)?;
     // Refuse a configuration that cannot be served (an open address without
     // keys, thresholds out of order) before touching the network.
     config.check(args.listen)?;
@@ -124,7 +115,7 @@ pub fn main(args: ServeArgs) -> Result<()> {
             .context("cannot read the listening address")?;
         // The store first (a Redis that cannot be reached is an error, not
         // a server that prints its address and then dies).
-        let store = herenow_server::Store::open(&config).await?;
+        let backend = Backend::open(&config).await?;
         // Installed before the "listening" line: a SIGTERM sent as soon as
         // the server is up must shut it down cleanly, not kill it.
         let shutdown = shutdown_signal()?;
@@ -138,7 +129,8 @@ pub fn main(args: ServeArgs) -> Result<()> {
         .context("cannot write to stdout")?;
         drop(out);
         // The server logs its own start and stop.
-        herenow_server::serve(listener, config, store, shutdown).await?;
+        let state = AppState::new(backend, &config);
+        herenow_server::serve(listener, config, state, shutdown).await?;
         Ok(())
     })
 }
@@ -243,9 +235,15 @@ mod tests {
         }
     }
 
+    /// The config `herenow serve ARGS` runs with.
+    fn config_of(args: &[&str]) -> Result<Config, ConfigError> {
+        let args = serve_args(args);
+        config(&args, crate::store_flags::store_spec(&args).unwrap())
+    }
+
     #[test]
     fn flags_become_the_config() {
-        let c = config(&serve_args(&[
+        let c = config_of(&[
             "--ws-ttl",
             "15s",
             "--ws-max-connections",
@@ -269,7 +267,7 @@ mod tests {
             "7",
             "--request-timeout",
             "3s",
-        ]))
+        ])
         .unwrap();
         assert_eq!(
             c.space_defaults,
@@ -281,8 +279,11 @@ mod tests {
             }
         );
         assert_eq!(
-            c.data_dir.as_deref(),
-            Some(std::path::Path::new("/var/lib/herenow"))
+            c.store,
+            StoreSpec::Memory {
+                data_dir: Some("/var/lib/herenow".into()),
+                snapshot_interval: std::time::Duration::from_secs(30),
+            }
         );
         assert!(c.demo);
         assert_eq!(c.max_connections, 50);
@@ -300,10 +301,10 @@ mod tests {
 
     #[test]
     fn the_defaults_are_the_core_defaults() {
-        let c = config(&serve_args(&[])).unwrap();
+        let c = config_of(&[]).unwrap();
         assert_eq!(c.space_defaults, SpaceConfig::default());
         assert_eq!(c.max_connections, Config::default().max_connections);
-        assert_eq!(c.snapshot_interval, Config::default().snapshot_interval);
+        assert_eq!(c.store, Config::default().store);
         assert_eq!(c.max_event_streams, Config::default().max_event_streams);
         assert_eq!(c.request_timeout, Config::default().request_timeout);
         assert_eq!(c.max_ws_connections, Config::default().max_ws_connections);
@@ -314,7 +315,7 @@ mod tests {
 
     #[test]
     fn a_short_token_secret_is_refused_without_echoing_it() {
-        let err = config(&serve_args(&["--token-secret", "hunter2"])).unwrap_err();
+        let err = config_of(&["--token-secret", "hunter2"]).unwrap_err();
         assert!(matches!(err, ConfigError::TokenSecretTooShort(7)));
         assert!(!err.to_string().contains("hunter2"));
     }
@@ -323,21 +324,36 @@ mod tests {
     fn open_addresses_need_a_key_and_thresholds_must_be_ordered() {
         let open: SocketAddr = "0.0.0.0:7700".parse().unwrap();
         assert!(matches!(
-            config(&serve_args(&[])).unwrap().check(open),
+            config_of(&[]).unwrap().check(open),
             Err(herenow_server::ConfigError::OpenOnNetwork(_))
         ));
         assert!(
-            config(&serve_args(&["--api-key", "0123456789:write"]))
+            config_of(&["--api-key", "0123456789:write"])
                 .unwrap()
                 .check(open)
                 .is_ok()
         );
         assert!(matches!(
-            config(&serve_args(&["--online-after", "10m"]))
+            config_of(&["--online-after", "10m"])
                 .unwrap()
                 .check("127.0.0.1:1".parse().unwrap()),
             Err(herenow_server::ConfigError::SpaceDefaults(_))
         ));
+    }
+
+    #[cfg(not(feature = "redis"))]
+    #[test]
+    fn a_build_without_redis_refuses_a_redis_store_before_serving() {
+        let c = config_of(&["--store", "redis://127.0.0.1:6379"]).unwrap();
+        assert!(matches!(
+            c.check("127.0.0.1:7700".parse().unwrap()),
+            Err(ConfigError::NoRedisSupport(_))
+        ));
+        let argv = ["herenow", "serve", "--redis-layout", "sorted-set"];
+        assert_eq!(
+            Cli::try_parse_from(argv).unwrap_err().kind(),
+            clap::error::ErrorKind::ValueValidation
+        );
     }
 
     #[cfg(unix)]

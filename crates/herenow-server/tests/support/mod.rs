@@ -2,7 +2,7 @@
 //!
 //! - this file: the clock's start, the deadline that guards against a
 //!   hang, member keys, and every construction of an [`AppState`] or a
-//!   [`Store`]: how the server builds its state is the server's business,
+//!   [`Backend`]: how the server builds its state is the server's business,
 //!   so a change there is one edit here;
 //! - [`http`]: requests through the router without a socket, answers read
 //!   to the end with their status and problem asserts, and raw HTTP/1.1
@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use herenow_core::{ManualClock, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig};
 use herenow_redis::RedisStore;
-use herenow_server::{AppState, Config, Store};
+use herenow_server::{AppState, Backend, Config};
 
 /// The store's start time: the clock every test starts from.
 pub const T0: u64 = 1_700_000_000_000;
@@ -52,25 +52,25 @@ pub fn memory_store(clock: &ManualClock) -> Arc<MemoryStore> {
 
 /// The state over a memory store, as the server builds it.
 pub fn memory_state(store: Arc<MemoryStore>, config: &Config) -> AppState {
-    AppState::with_memory(store, config)
+    AppState::new(Backend::memory(store), config)
 }
 
 /// The state over any store (one made up by a test, say).
 pub fn state_over(store: Arc<dyn PresenceStore>, config: &Config) -> AppState {
-    AppState::new(store, config)
+    AppState::new(Backend::custom(store), config)
 }
 
 /// The state over a Redis store, as the server builds it.
 pub fn redis_state(store: Arc<RedisStore>, config: &Config) -> AppState {
-    AppState::with_redis(store, config)
+    AppState::new(Backend::redis(store), config)
 }
 
-/// A memory store opened for `serve`.
-pub fn memory_served(store: Arc<MemoryStore>, config: &Config) -> Store {
-    Store::from_memory(store, config)
+/// A memory store as the backend `serve` takes.
+pub fn memory_backend(store: Arc<MemoryStore>) -> Backend {
+    Backend::memory(store)
 }
 
-/// A Redis store opened for `serve`.
-pub fn redis_served(store: Arc<RedisStore>, config: &Config) -> Store {
-    Store::from_redis(store, config)
+/// A Redis store as the backend `serve` takes.
+pub fn redis_backend(store: Arc<RedisStore>) -> Backend {
+    Backend::redis(store)
 }

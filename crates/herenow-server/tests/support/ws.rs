@@ -8,7 +8,7 @@ use std::sync::Arc;
 use futures::{SinkExt, StreamExt};
 use herenow_core::{ManualClock, MemberKey, PresenceStore};
 use herenow_server::token::{Spaces, now_s};
-use herenow_server::{AppState, Config, ServerError, Store, serve};
+use herenow_server::{AppState, Backend, Config, ServerError, serve};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
@@ -17,7 +17,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use super::{PATIENCE, T0, memory_served, memory_store, user_key};
+use super::{PATIENCE, T0, memory_backend, memory_store, user_key};
 
 /// A server serving a memory store whose clock only the test moves.
 pub struct Server {
@@ -36,18 +36,17 @@ impl Server {
 
     pub async fn start_with(config: Config) -> Server {
         let clock = ManualClock::new(T0);
-        let opened = memory_served(memory_store(&clock), &config);
-        Self::serve(opened, config, clock).await
+        Self::serve(memory_backend(memory_store(&clock)), config, clock).await
     }
 
     /// Serves a store the caller opened, whose clock is `clock`.
-    pub async fn serve(opened: Store, config: Config, clock: ManualClock) -> Server {
-        let state = opened.state().clone();
+    pub async fn serve(backend: Backend, config: Config, clock: ManualClock) -> Server {
+        let state = AppState::new(backend, &config);
         let store = state.store().clone();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve(listener, config, opened, async {
+        let task = tokio::spawn(serve(listener, config, state.clone(), async {
             let _ = stopped.await;
         }));
         Server {
