@@ -28,4 +28,5 @@ if [ -f "$browser/package-lock.json" ]; then
   (cd "$browser" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+python3 scripts/check-module-cycles.py
 cargo test --workspace --all-features --locked --no-fail-fast

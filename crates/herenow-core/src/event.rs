@@ -9,8 +9,8 @@ use crate::conn::ConnId;
 use crate::id::{MemberKey, SpaceName};
 use crate::meta::Metadata;
 use crate::policy::Status;
-use crate::store::MemberStatus;
 use crate::time::Millis;
+use crate::values::MemberStatus;
 
 /// What happened to a member.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]

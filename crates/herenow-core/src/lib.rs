@@ -37,6 +37,7 @@ pub mod meta;
 pub mod policy;
 pub mod store;
 pub mod time;
+pub mod values;
 
 pub use conn::{Attach, AttachReport, ConnId, Connection, DetachReport};
 pub use error::{Error, ErrorKind, InvalidInput, Result};

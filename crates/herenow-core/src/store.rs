@@ -1,198 +1,27 @@
-//! The [`PresenceStore`] trait and the values that cross it.
+//! The [`PresenceStore`] trait. The values that cross it live in
+//! [`crate::values`] and are re-exported here.
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 
 use crate::conn::{Attach, AttachReport, ConnId, Connection, DetachReport};
-use crate::error::{Error, InvalidInput, Result};
+use crate::error::{Error, Result};
 use crate::event::Subscription;
-use crate::id::{MemberId, MemberKey, MemberKind, SpaceName};
-use crate::limits;
-use crate::meta::Metadata;
-use crate::policy::{SpaceConfig, Status};
+use crate::id::{MemberId, MemberKey, SpaceName};
+
+use crate::policy::SpaceConfig;
 use crate::time::Millis;
 
-/// "This member was active": one item of a heartbeat call.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Heartbeat {
-    /// Who.
-    pub member: MemberKey,
-    /// When; `None` means "now" by the store's clock. An explicit time is
-    /// for imports and backfills, and the server allows it to write-scoped
-    /// callers only.
-    pub at_ms: Option<Millis>,
-    /// New metadata; `None` keeps what the member had.
-    pub meta: Option<Metadata>,
-}
-
-impl Heartbeat {
-    /// A heartbeat "now" without metadata.
-    pub fn now(member: MemberKey) -> Self {
-        Self {
-            member,
-            at_ms: None,
-            meta: None,
-        }
-    }
-}
-
-/// What a heartbeat call did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct HeartbeatReport {
-    /// Heartbeats applied.
-    pub accepted: u64,
-    /// Of those, members that became present (a `join`).
-    pub joined: u64,
-    /// Heartbeats ignored because the member already had a newer time, or
-    /// because the time was already past the retention.
-    pub stale: u64,
-}
-
-/// A member's presence as answered to queries.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct MemberStatus {
-    /// Who.
-    #[serde(flatten)]
-    pub member: MemberKey,
-    /// Online, away or offline, by the space's thresholds.
-    pub status: Status,
-    /// Last heartbeat; `None` if never seen (or forgotten).
-    pub last_seen_ms: Option<Millis>,
-    /// Metadata, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub meta: Option<Metadata>,
-}
-
-/// Which kinds of members a query covers.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum KindFilter {
-    /// Users only (the default, like seed 000's "who's online").
-    #[default]
-    Users,
-    /// Guests only.
-    Guests,
-    /// Both.
-    All,
-}
-
-impl KindFilter {
-    /// Whether `kind` passes.
-    pub fn admits(self, kind: MemberKind) -> bool {
-        match self {
-            KindFilter::Users => kind == MemberKind::User,
-            KindFilter::Guests => kind == MemberKind::Guest,
-            KindFilter::All => true,
-        }
-    }
-}
-
-/// The order of a listing.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Order {
-    /// Most recently seen first.
-    #[default]
-    Recent,
-    /// By id (bytewise), users before guests for equal ids.
-    Id,
-}
-
-/// A "who's online" query.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ListQuery {
-    /// Members seen within this many ms; `None`: the space's window.
-    pub window_ms: Option<Millis>,
-    /// Users, guests or both.
-    pub kinds: KindFilter,
-    /// Sort order.
-    pub order: Order,
-    /// Page size, 1 to [`limits::MAX_PAGE`].
-    pub limit: usize,
-    /// Where the previous page ended.
-    pub cursor: Option<String>,
-}
-
-impl Default for ListQuery {
-    fn default() -> Self {
-        Self {
-            window_ms: None,
-            kinds: KindFilter::Users,
-            order: Order::Recent,
-            limit: 100,
-            cursor: None,
-        }
-    }
-}
-
-impl ListQuery {
-    /// Checks the page size.
-    pub fn check_limit(&self) -> Result<(), InvalidInput> {
-        if self.limit == 0 || self.limit > limits::MAX_PAGE {
-            return Err(InvalidInput::LimitOutOfRange {
-                got: self.limit as i64,
-                max: limits::MAX_PAGE,
-            });
-        }
-        Ok(())
-    }
-}
-
-/// One page of a listing.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Page {
-    /// The members.
-    pub members: Vec<MemberStatus>,
-    /// Pass this back for the next page; `None` on the last page.
-    pub next_cursor: Option<String>,
-}
-
-/// How many members were seen within a window.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Counts {
-    /// Users.
-    pub users: u64,
-    /// Guests.
-    pub guests: u64,
-}
-
-impl Counts {
-    /// Users and guests together.
-    pub fn total(&self) -> u64 {
-        self.users + self.guests
-    }
-}
-
-/// A space, as listed by [`PresenceStore::spaces`].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct SpaceSummary {
-    /// Its name.
-    pub space: SpaceName,
-    /// Members stored (seen within the retention), by kind.
-    pub members: Counts,
-}
-
-/// What one round of background maintenance did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TickReport {
-    /// Members forgotten at the end of their retention.
-    pub expired: u64,
-    /// `away` and timeout `leave` events emitted.
-    pub transitions: u64,
-    /// Spaces dropped because they held nothing and nobody listened.
-    pub spaces_dropped: u64,
-    /// The longest time one space was held, in microseconds.
-    pub max_hold_us: u64,
-    /// Connections closed because they stopped pinging.
-    pub connections_expired: u64,
-}
+pub use crate::values::{
+    Counts, Heartbeat, HeartbeatReport, KindFilter, ListQuery, MemberStatus, Order, Page,
+    SpaceSummary, TickReport, check_batch, sort_most_recent_first,
+};
 
 /// Where presence lives.
 ///
 /// Small, async and fallible, used as `Arc<dyn PresenceStore>`. It knows no
 /// HTTP and no Redis types. Every batch argument is bounded by
-/// [`limits::MAX_BATCH`]; stores check it and answer
-/// [`InvalidInput::BatchTooLarge`]. The derived queries
+/// [`crate::limits::MAX_BATCH`]; stores check it and answer
+/// [`InvalidInput::BatchTooLarge`](crate::InvalidInput::BatchTooLarge). The derived queries
 /// ([`online_friends`](Self::online_friends),
 /// [`online_among`](Self::online_among)) have default implementations over
 /// the primitives; a store overrides them where it can do better.
@@ -331,28 +160,4 @@ pub trait PresenceStore: Send + Sync + 'static {
             .collect();
         self.online_among(space, &friends, window_ms, limit).await
     }
-}
-
-/// Sorts by last-seen time, newest first; ties by kind and id, so every
-/// store answers in the same order.
-pub fn sort_most_recent_first(members: &mut [MemberStatus]) {
-    members.sort_by(|a, b| {
-        b.last_seen_ms
-            .cmp(&a.last_seen_ms)
-            .then_with(|| a.member.cmp(&b.member))
-    });
-}
-
-/// Checks a batch's size.
-pub fn check_batch(len: usize) -> Result<(), InvalidInput> {
-    if len == 0 {
-        return Err(InvalidInput::EmptyBatch);
-    }
-    if len > limits::MAX_BATCH {
-        return Err(InvalidInput::BatchTooLarge {
-            len,
-            max: limits::MAX_BATCH,
-        });
-    }
-    Ok(())
 }

@@ -1,11 +1,9 @@
 //! API keys: who may call `/v1`, and what they may do.
 //!
-//! A key comes as `Authorization: Bearer KEY` or `X-API-Key: KEY`. It is
-//! compared against every configured key in constant time (`subtle`), and
-//! all keys are always compared, so timing tells neither which key nearly
-//! matched nor how many bytes of it did (only whether a key of the same
-//! length exists: `subtle` returns early on a length mismatch). With no keys configured (loopback
-//! only, checked by [`crate::Config::check`]) everything is allowed.
+//! A key comes as `Authorization: Bearer KEY` or `X-API-Key: KEY`; its
+//! scope is looked up in constant time by [`crate::keys::Keys`]. With no
+//! keys configured (loopback only, checked by [`crate::Config::check`])
+//! everything is allowed.
 //!
 //! The scope a route needs is decided in one place, [`required_scope`]:
 //! reads are `GET`s and the two read-only `POST`s; everything else writes.
@@ -14,9 +12,8 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use subtle::{ConditionallySelectable, ConstantTimeEq, ConstantTimeGreater};
 
-use crate::config::{ApiKey, Scope};
+use crate::config::Scope;
 use crate::problem::ApiError;
 use crate::state::AppState;
 
@@ -34,44 +31,6 @@ impl Access {
     /// Whether this caller may write (and so backdate heartbeats).
     pub fn can_write(self) -> bool {
         matches!(self, Access::Open | Access::Key(Scope::Write))
-    }
-}
-
-/// The configured keys.
-#[derive(Clone, Default)]
-pub struct Keys(Vec<ApiKey>);
-
-impl Keys {
-    /// Keys from the configuration.
-    pub fn new(keys: Vec<ApiKey>) -> Self {
-        Self(keys)
-    }
-
-    /// Whether authentication is off.
-    pub fn is_open(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// The scope of `presented`, if it is a configured key.
-    fn scope_of(&self, presented: &[u8]) -> Option<Scope> {
-        // 0: no match, 1: read, 2: write. Every key is compared and the
-        // result selected without branching on secret data.
-        let mut found = 0u8;
-        for key in &self.0 {
-            let equal = key.key.as_bytes().ct_eq(presented);
-            let scope = match key.scope {
-                Scope::Read => 1u8,
-                Scope::Write => 2u8,
-            };
-            // A write key wins if the same secret were listed twice.
-            let better = equal & scope.ct_gt(&found);
-            found = u8::conditional_select(&found, &scope, better);
-        }
-        match found {
-            1 => Some(Scope::Read),
-            2 => Some(Scope::Write),
-            _ => None,
-        }
     }
 }
 
@@ -156,22 +115,6 @@ pub fn forbidden(detail: &'static str) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn keys() -> Keys {
-        Keys::new(vec![
-            "readerkey1:read".parse().unwrap(),
-            "writerkey1:write".parse().unwrap(),
-        ])
-    }
-
-    #[test]
-    fn finds_scopes() {
-        let k = keys();
-        assert_eq!(k.scope_of(b"readerkey1"), Some(Scope::Read));
-        assert_eq!(k.scope_of(b"writerkey1"), Some(Scope::Write));
-        assert_eq!(k.scope_of(b"writerkey"), None);
-        assert_eq!(k.scope_of(b""), None);
-    }
 
     #[test]
     fn keys_come_from_bearer_or_x_api_key() {

@@ -9,13 +9,13 @@ use herenow_core::{PresenceStore, SpaceName, TickReport};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::Keys;
 use crate::backend::Backend;
 use crate::config::Config;
 use crate::history::History;
+use crate::hub::Hub;
+use crate::keys::Keys;
 use crate::metrics::{MAX_GAUGED_SPACES, Metrics};
 use crate::token::Tokens;
-use crate::ws::Hub;
 
 /// The state behind the router: the store (as a [`Backend`]), the keys,
 /// metrics, history and the shutdown signal. Cheap to clone (one `Arc`).

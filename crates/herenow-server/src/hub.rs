@@ -1,0 +1,108 @@
+//! [`Hub`]: the server's live WebSocket connections as a whole: their
+//! bound, the tracker every connection task runs under (so shutdown can
+//! wait for them), connection ids, and the timing told to clients.
+//!
+//! A leaf: [`crate::state::AppState`] holds one and [`crate::ws`] uses it,
+//! and it knows neither.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use herenow_core::ConnId;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::task::TaskTracker;
+
+use crate::config::Config;
+
+/// The WebSocket side of the server: the connection bound, the tracker
+/// every connection task runs under, connection ids, and the timing told
+/// to clients.
+pub struct Hub {
+    permits: Arc<Semaphore>,
+    max: usize,
+    tracker: TaskTracker,
+    prefix: String,
+    next: AtomicU64,
+    ttl: Duration,
+    ping: Duration,
+}
+
+impl Hub {
+    /// A hub with the bounds and timing of `config`.
+    pub fn new(config: &Config) -> Self {
+        let max = config.max_ws_connections.max(1);
+        Self {
+            permits: Arc::new(Semaphore::new(max)),
+            max,
+            tracker: TaskTracker::new(),
+            prefix: conn_prefix(),
+            next: AtomicU64::new(1),
+            ttl: config.ws_ttl,
+            ping: config.ws_ping,
+        }
+    }
+
+    /// WebSocket connections open now.
+    pub fn open(&self) -> usize {
+        self.max - self.permits.available_permits()
+    }
+
+    /// The tracker of connection tasks: closed and waited for at shutdown.
+    pub fn tracker(&self) -> &TaskTracker {
+        &self.tracker
+    }
+
+    /// A place for one more connection, held until it closes; `None` when
+    /// the server holds its maximum already.
+    pub(crate) fn admit(&self) -> Option<OwnedSemaphorePermit> {
+        self.permits.clone().try_acquire_owned().ok()
+    }
+
+    /// The presence TTL and the ping interval told to clients.
+    pub(crate) fn timing(&self) -> (Duration, Duration) {
+        (self.ttl, self.ping)
+    }
+
+    /// A connection id unique across servers: this process's random
+    /// prefix and a counter.
+    pub(crate) fn next_conn(&self) -> ConnId {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        // Hex digits, a dash and a decimal number: always a valid id.
+        ConnId::new(&format!("{}-{n}", self.prefix))
+            .unwrap_or_else(|_| unreachable!("prefix and counter make a valid connection id"))
+    }
+}
+
+/// 48 random bits as 12 hex digits: servers sharing a Redis store (and a
+/// restarted server) never hand out the same connection id.
+fn conn_prefix() -> String {
+    let mut bytes = [0u8; 6];
+    if getrandom::fill(&mut bytes).is_err() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        bytes.copy_from_slice(&nanos.to_le_bytes()[..6]);
+        bytes[0] ^= std::process::id() as u8;
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_ids_are_valid_and_distinct() {
+        let hub = Hub::new(&Config::default());
+        let a = hub.next_conn();
+        let b = hub.next_conn();
+        assert_ne!(a, b);
+        assert!(a.as_str().len() <= herenow_core::limits::MAX_CONN_ID_BYTES);
+        assert_eq!(hub.open(), 0);
+        let held = hub.admit().expect("room for one");
+        assert_eq!(hub.open(), 1);
+        drop(held);
+        assert_eq!(hub.open(), 0);
+    }
+}
