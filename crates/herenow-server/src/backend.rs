@@ -23,16 +23,28 @@ use crate::config::{Config, MEMORY_TICK, StoreSpec};
 #[cfg(feature = "redis")]
 use crate::config::{REDIS_TICK, RedisLayout};
 use crate::error::ServerError;
+use crate::journal::{self, DiskLog};
 use crate::persist;
 
-/// Where the memory store's snapshot lives and how often it is written
-/// while running (it is also restored at open and written at shutdown).
+/// Where the memory store keeps its data (the snapshot and the journal)
+/// and how often the journal is folded into a new snapshot while running
+/// (it is also restored and replayed at open, and folded at shutdown).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Snapshots {
-    /// The data directory holding `herenow.snapshot`.
+    /// The data directory holding `herenow.snapshot` and the journal
+    /// files.
     pub dir: PathBuf,
-    /// Time between writes while running.
+    /// Time between folds of the journal into the snapshot while running:
+    /// it bounds start time (replay) and the journal's size on disk, not
+    /// what a crash loses (the journal does that).
     pub interval: Duration,
+}
+
+/// A memory store on disk: its directory and the journal its changes go
+/// to.
+struct OnDisk {
+    snapshots: Snapshots,
+    log: Arc<DiskLog>,
 }
 
 /// The store the server runs on, as one value: the `PresenceStore` every
@@ -46,8 +58,9 @@ pub struct Backend {
 /// The concrete store behind `Backend::store`, for the duties the trait
 /// does not cover.
 enum Kind {
-    /// The embedded engine, snapshotted to disk when `Snapshots` are given.
-    Memory(Arc<MemoryStore>, Option<Snapshots>),
+    /// The embedded engine, journaled and snapshotted to disk when it has
+    /// a data directory.
+    Memory(Arc<MemoryStore>, Option<OnDisk>),
     /// herenow's own Redis layout, with its write buffer.
     #[cfg(feature = "redis")]
     Redis(Arc<RedisStore>),
@@ -69,14 +82,48 @@ impl Backend {
         }
     }
 
-    /// The memory store, snapshotted into `snapshots.dir` while running
-    /// and at shutdown. It is not restored from there: a store built by
-    /// the caller is taken as it is ([`Backend::open`] restores).
-    pub fn memory_with_snapshots(store: Arc<MemoryStore>, snapshots: Snapshots) -> Self {
-        Self {
-            store: store.clone(),
-            kind: Kind::Memory(store, Some(snapshots)),
+    /// The memory store on disk in `snapshots.dir`: the snapshot there is
+    /// restored into `store` and the journal replayed on top, then every
+    /// change `store` acknowledges is journaled first (friend sets,
+    /// configuration and erasures synced before their `2xx`, heartbeats
+    /// within [`journal::LAZY_SYNC`]). The journal is folded into a new
+    /// snapshot every `snapshots.interval` and at shutdown.
+    ///
+    /// `store` must be fresh (nothing written yet): it is the caller's so
+    /// that it can carry its own clock. Fails, naming the file, when the
+    /// snapshot or a journal file is corrupt: the server refuses to start
+    /// empty over data it cannot read.
+    pub async fn memory_on_disk(
+        store: Arc<MemoryStore>,
+        snapshots: Snapshots,
+    ) -> Result<Self, ServerError> {
+        let mark = restore(&store, snapshots.dir.clone()).await?;
+        let (memory, dir) = (store.clone(), snapshots.dir.clone());
+        let (log, report) = tokio::task::spawn_blocking(move || journal::open(&memory, &dir, mark))
+            .await
+            .map_err(|e| ServerError::Store(herenow_core::Error::Internal(e.to_string())))?
+            .map_err(|source| ServerError::Journal {
+                dir: snapshots.dir.clone(),
+                source,
+            })?;
+        tracing::info!(
+            files = report.files,
+            records = report.records,
+            "replayed the journal"
+        );
+        if let Some(torn) = &report.torn {
+            tracing::warn!(
+                file = %torn.path.display(),
+                offset = torn.offset,
+                bytes = torn.cut,
+                "cut a half-written record off the journal's end (a crash during its write; \
+                 it was never acknowledged)"
+            );
         }
+        Ok(Self {
+            store: store.clone(),
+            kind: Kind::Memory(store, Some(OnDisk { snapshots, log })),
+        })
     }
 
     /// A Redis store connected by the caller (with its own clock, say):
@@ -134,14 +181,14 @@ impl Backend {
                 let Some(dir) = data_dir else {
                     return Ok(Self::memory(memory));
                 };
-                restore(&memory, dir.clone()).await?;
-                Ok(Self::memory_with_snapshots(
+                Self::memory_on_disk(
                     memory,
                     Snapshots {
                         dir: dir.clone(),
                         interval: *snapshot_interval,
                     },
-                ))
+                )
+                .await
             }
             #[cfg(not(feature = "redis"))]
             StoreSpec::Redis { target, .. } => Err(ServerError::Config(
@@ -263,40 +310,34 @@ impl Backend {
     /// has none.
     pub(crate) fn duty_period(&self) -> Option<Duration> {
         match &self.kind {
-            Kind::Memory(_, Some(snapshots)) => Some(snapshots.interval),
+            Kind::Memory(_, Some(disk)) => Some(disk.snapshots.interval),
             _ => None,
         }
     }
 
     /// What this store needs done every [`Backend::duty_period`]: the
-    /// memory store's snapshot, written off the async threads. Failures
-    /// are logged; the next round tries again.
+    /// memory store's journal folded into a new snapshot, off the async
+    /// threads. Failures are logged; the journal keeps everything until a
+    /// fold succeeds, so only start time grows.
     pub(crate) async fn periodic_duty(&self) {
-        let Kind::Memory(memory, Some(snapshots)) = &self.kind else {
+        let Kind::Memory(memory, Some(disk)) = &self.kind else {
             return;
         };
-        let (memory, dir) = (memory.clone(), snapshots.dir.clone());
-        match tokio::task::spawn_blocking(move || persist::write(&memory, &dir)).await {
-            Ok(Ok(bytes)) => tracing::debug!(bytes, "wrote snapshot"),
-            Ok(Err(e)) => tracing::error!(error = %e, "writing snapshot failed"),
-            Err(e) => tracing::error!(error = %e, "snapshot task failed"),
+        match fold(memory, disk).await {
+            Ok(bytes) => tracing::debug!(bytes, "folded the journal into a snapshot"),
+            Err(e) => tracing::error!(error = %e, "folding the journal into a snapshot failed"),
         }
     }
 
     /// What this store needs done once serving has stopped and every
-    /// socket has detached: the memory store's final snapshot (an error if
-    /// it cannot be written), or one last bounded attempt to write what a
-    /// Redis store buffered during an outage (what still cannot be written
-    /// is counted and logged).
+    /// socket has detached: the memory store's final fold (an error if it
+    /// cannot be written; the journal still holds everything), or one
+    /// last bounded attempt to write what a Redis store buffered during an
+    /// outage (what still cannot be written is counted and logged).
     pub(crate) async fn shutdown(&self) -> Result<(), ServerError> {
         match &self.kind {
-            Kind::Memory(memory, Some(snapshots)) => {
-                let (memory, dir) = (memory.clone(), snapshots.dir.clone());
-                let bytes = tokio::task::spawn_blocking(move || persist::write(&memory, &dir))
-                    .await
-                    .map_err(|e| {
-                        ServerError::Store(herenow_core::Error::Internal(e.to_string()))
-                    })??;
+            Kind::Memory(memory, Some(disk)) => {
+                let bytes = fold(memory, disk).await?;
                 tracing::info!(bytes, "wrote final snapshot");
             }
             #[cfg(feature = "redis")]
@@ -316,6 +357,31 @@ impl Backend {
         }
         Ok(())
     }
+
+    /// The memory store's journal counters, when it has a data directory.
+    pub fn journal_stats(&self) -> Option<herenow_journal::JournalStats> {
+        match &self.kind {
+            Kind::Memory(_, Some(disk)) => Some(disk.log.stats()),
+            _ => None,
+        }
+    }
+}
+
+/// Folds `disk`'s journal into a snapshot of `memory`; returns its size.
+async fn fold(memory: &Arc<MemoryStore>, disk: &OnDisk) -> Result<usize, ServerError> {
+    let dir = disk.snapshots.dir.clone();
+    journal::fold(memory, &disk.log, move |bytes| {
+        persist::write_bytes(&dir, &bytes)
+    })
+    .await
+    .map_err(|e| match e {
+        journal::FoldError::Write(e) => e,
+        journal::FoldError::Journal(source) => ServerError::Journal {
+            dir: disk.snapshots.dir.clone(),
+            source,
+        },
+        journal::FoldError::Panicked(why) => ServerError::Store(herenow_core::Error::Internal(why)),
+    })
 }
 
 /// Why a Redis store is not ready though it may answer; `None` when it is.
@@ -335,23 +401,30 @@ fn redis_not_ready(redis: &RedisStore) -> Option<String> {
     })
 }
 
-/// Loads the snapshot in `dir` into `memory`, off the async threads.
-async fn restore(memory: &Arc<MemoryStore>, dir: PathBuf) -> Result<(), ServerError> {
+/// Loads the snapshot in `dir` into `memory`, off the async threads;
+/// returns its mark (the first journal file it does not cover; 0 when
+/// there is no snapshot yet).
+async fn restore(memory: &Arc<MemoryStore>, dir: PathBuf) -> Result<u64, ServerError> {
     let store = memory.clone();
     let restored = tokio::task::spawn_blocking(move || persist::restore(&store, &dir))
         .await
         .map_err(|e| ServerError::Store(herenow_core::Error::Internal(e.to_string())))??;
     match restored {
-        Some(r) => tracing::info!(
-            spaces = r.spaces,
-            members = r.members,
-            friend_sets = r.friend_sets,
-            taken_ms = r.taken_ms,
-            "restored snapshot"
-        ),
-        None => tracing::info!("no snapshot yet; starting empty"),
+        Some(r) => {
+            tracing::info!(
+                spaces = r.spaces,
+                members = r.members,
+                friend_sets = r.friend_sets,
+                taken_ms = r.taken_ms,
+                "restored snapshot"
+            );
+            Ok(r.mark)
+        }
+        None => {
+            tracing::info!("no snapshot yet");
+            Ok(0)
+        }
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -365,13 +438,5 @@ mod tests {
         assert!(!memory.is_shared());
         assert!(memory.not_ready().is_none());
         assert!(memory.duty_period().is_none());
-        let snapshotted = Backend::memory_with_snapshots(
-            Arc::new(MemoryStore::default()),
-            Snapshots {
-                dir: "/nowhere".into(),
-                interval: Duration::from_secs(7),
-            },
-        );
-        assert_eq!(snapshotted.duty_period(), Some(Duration::from_secs(7)));
     }
 }

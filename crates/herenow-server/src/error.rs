@@ -43,6 +43,17 @@ pub enum ServerError {
         #[source]
         source: herenow_core::Error,
     },
+    /// The memory store's journal in the data directory cannot be opened,
+    /// replayed or written: a corrupt record (not a torn tail, which is
+    /// cut), a file that cannot be read, a full disk.
+    #[error("the journal in {}: {source}", dir.display())]
+    Journal {
+        /// The data directory.
+        dir: PathBuf,
+        /// What went wrong, naming the file and offset where it applies.
+        #[source]
+        source: herenow_journal::JournalError,
+    },
     /// Reading or writing the data directory failed.
     #[error("{what}: {source}")]
     Io {

@@ -12,7 +12,9 @@ use herenow_core::{
     Heartbeat, ManualClock, MemberId, MemoryStore, PresenceStore, SpaceConfig, SpaceName, Status,
 };
 use herenow_server::config::DEFAULT_SNAPSHOT_INTERVAL;
-use herenow_server::{Config, ConfigError, ServerError, StoreSpec, persist, run};
+use herenow_server::{
+    Backend, Config, ConfigError, ServerError, Snapshots, StoreSpec, persist, run,
+};
 use support::http::raw_http;
 use support::{PATIENCE, T0, user_key};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -241,4 +243,113 @@ async fn serve_write_snapshot_on_shutdown_and_restore_it() {
         .unwrap()
         .unwrap()
         .unwrap();
+}
+
+/// A memory store on disk whose writes were acknowledged, then dropped
+/// without a shutdown (as a crash would leave it): a second open on the
+/// same directory replays the journal and has everything.
+#[tokio::test]
+async fn acknowledged_writes_survive_without_a_shutdown_through_the_journal() {
+    let dir = TempDir::new("journal-replay");
+    let clock = ManualClock::new(T0);
+    let on_disk = || Snapshots {
+        dir: dir.0.clone(),
+        interval: DEFAULT_SNAPSHOT_INTERVAL,
+    };
+    let ann = MemberId::new("ann").unwrap();
+    let lobby = SpaceName::new("lobby").unwrap();
+    {
+        let store = Arc::new(MemoryStore::new(
+            Arc::new(clock.clone()),
+            SpaceConfig::default(),
+        ));
+        let backend = Backend::memory_on_disk(store.clone(), on_disk())
+            .await
+            .unwrap();
+        let store = backend.store();
+        store
+            .set_friends(&ann, &[MemberId::new("bob").unwrap()])
+            .await
+            .unwrap();
+        let config = SpaceConfig {
+            online_ms: 7_000,
+            ..SpaceConfig::default()
+        };
+        store.set_config(&lobby, config).await.unwrap();
+        store
+            .heartbeat(&lobby, &[Heartbeat::now(user_key("ann"))])
+            .await
+            .unwrap();
+        // No shutdown, no fold: only the journal holds these.
+        assert!(!persist::snapshot_path(&dir.0).exists());
+    }
+    let store = Arc::new(MemoryStore::new(
+        Arc::new(clock.clone()),
+        SpaceConfig::default(),
+    ));
+    let backend = Backend::memory_on_disk(store, on_disk()).await.unwrap();
+    let store = backend.store();
+    assert_eq!(
+        store.friends(&ann).await.unwrap(),
+        vec![MemberId::new("bob").unwrap()]
+    );
+    assert_eq!(store.config(&lobby).await.unwrap().online_ms, 7_000);
+    let status = store.status(&lobby, &[user_key("ann")]).await.unwrap();
+    assert_eq!(status[0].last_seen_ms, Some(T0));
+}
+
+/// A journal damaged in the middle (not a torn tail) is refused at start
+/// with an error naming the file: starting without it would drop
+/// acknowledged writes and then fold the loss into the next snapshot.
+#[tokio::test]
+async fn a_corrupt_journal_is_an_error_naming_the_file() {
+    let dir = TempDir::new("journal-corrupt");
+    let on_disk = || Snapshots {
+        dir: dir.0.clone(),
+        interval: DEFAULT_SNAPSHOT_INTERVAL,
+    };
+    {
+        let backend = Backend::memory_on_disk(Arc::new(MemoryStore::default()), on_disk())
+            .await
+            .unwrap();
+        for i in 0..20 {
+            backend
+                .store()
+                .set_friends(
+                    &MemberId::new(&format!("u{i}")).unwrap(),
+                    &[MemberId::new("bob").unwrap()],
+                )
+                .await
+                .unwrap();
+        }
+    }
+    let file = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("journal-")
+        })
+        .expect("a journal file");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x55;
+    std::fs::write(&file, &bytes).unwrap();
+
+    let err = match Backend::memory_on_disk(Arc::new(MemoryStore::default()), on_disk()).await {
+        Ok(_) => panic!("a corrupt journal was accepted"),
+        Err(e) => e,
+    };
+    assert!(
+        matches!(err, ServerError::Journal { .. }),
+        "expected a journal error, got {err:?}"
+    );
+    let message = format!("{err}: {:?}", std::error::Error::source(&err));
+    assert!(
+        message.contains(&file.file_name().unwrap().to_str().unwrap().to_string()),
+        "the error names the file: {message}"
+    );
 }

@@ -118,12 +118,15 @@ pub struct ServeArgs {
           value_parser = space_shards)]
     pub redis_space_shards: Option<SpaceShards>,
 
-    /// Directory for the memory store's snapshot, so a restart loses nothing
-    /// (not with Redis, which keeps the state itself).
+    /// Directory for the memory store's journal and snapshot, so a restart
+    /// or a crash loses nothing acknowledged (at most the last second of
+    /// heartbeats); not with Redis, which keeps the state itself.
     #[arg(long, env = "HERENOW_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
 
-    /// How often the snapshot is written while running.
+    /// How often the journal is folded into a new snapshot while running
+    /// (bounds start time and disk use; the journal bounds what a crash
+    /// loses).
     #[arg(long, env = "HERENOW_SNAPSHOT_INTERVAL", default_value = "30s", value_parser = positive_duration)]
     pub snapshot_interval: Duration,
 

@@ -76,7 +76,6 @@ struct Model {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "issue 8: the journal is not wired into serve yet; this test shows the loss"]
 async fn issue_8_sigkill_under_load_loses_nothing_acknowledged() {
     let dir = temp_dir("crash");
     let data = dir.to_str().unwrap().to_owned();
