@@ -7,8 +7,9 @@
 //! what changed, encoded as bytes, and how durable it must be before the
 //! write is acknowledged:
 //!
-//! - friend sets and space configuration are [`Durability::Sync`]: the
-//!   store's call returns only once they are on disk;
+//! - friend sets, space configuration and erasures are
+//!   [`Durability::Sync`]: the store's call returns only once they are on
+//!   disk;
 //! - heartbeats and leaves are [`Durability::Lazy`]: on disk within about
 //!   a second, so a crash may set a last-seen time back by that much (the
 //!   promise Redis makes with `appendfsync everysec`).
@@ -114,6 +115,12 @@ pub enum Change {
         /// Who was removed.
         friends: Vec<MemberId>,
     },
+    /// A user erased everywhere (presence, remembered times, friend set,
+    /// and its place in other users' friend sets).
+    Erase {
+        /// The user.
+        user: MemberId,
+    },
 }
 
 impl Change {
@@ -124,7 +131,8 @@ impl Change {
             Change::SetConfig { .. }
             | Change::SetFriends { .. }
             | Change::AddFriends { .. }
-            | Change::RemoveFriends { .. } => Durability::Sync,
+            | Change::RemoveFriends { .. }
+            | Change::Erase { .. } => Durability::Sync,
         }
     }
 

@@ -47,7 +47,7 @@ pub use memory::MemoryStore;
 pub use meta::Metadata;
 pub use policy::{SpaceConfig, Status};
 pub use store::{
-    Counts, Heartbeat, HeartbeatReport, KindFilter, ListQuery, MemberStatus, Order, Page,
-    PresenceStore, SpaceSummary, TickReport,
+    Counts, ErasureReport, Heartbeat, HeartbeatReport, KindFilter, ListQuery, MemberStatus, Order,
+    Page, PresenceStore, SeenAnywhere, SpaceSummary, TickReport,
 };
 pub use time::{Clock, ManualClock, Millis, SystemClock};

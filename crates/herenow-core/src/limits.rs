@@ -19,6 +19,8 @@ pub const MAX_SNAPSHOT: usize = 10_000;
 pub const MAX_FUTURE_SKEW_MS: u64 = 60_000;
 /// Longest retention a space may be configured with (24 hours).
 pub const MAX_RETENTION_MS: u64 = 24 * 60 * 60 * 1000;
+/// Longest a space may remember last-seen times (three years).
+pub const MAX_REMEMBER_MS: u64 = 1_096 * 24 * 60 * 60 * 1000;
 /// Events a subscriber may fall behind before it is told it lagged.
 pub const EVENT_QUEUE: usize = 4_096;
 /// Longest connection id, in bytes.

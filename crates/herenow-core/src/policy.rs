@@ -32,7 +32,18 @@ pub struct SpaceConfig {
     pub window_ms: Millis,
     /// A member is forgotten this long after its last heartbeat.
     pub retention_ms: Millis,
+    /// How long a user's last-seen time is remembered after presence ends
+    /// (by leave or at the retention): `status` answers it as
+    /// `offline, last_seen_ms` until `last_seen + remember_ms`. `0` turns
+    /// remembering off. At most [`limits::MAX_REMEMBER_MS`].
+    pub remember_ms: Millis,
+    /// Whether guests are remembered too (they churn by the million, so
+    /// not by default).
+    pub remember_guests: bool,
 }
+
+/// How long last-seen times are remembered unless configured: 30 days.
+pub const DEFAULT_REMEMBER_MS: Millis = 30 * 24 * 60 * 60 * 1000;
 
 impl Default for SpaceConfig {
     fn default() -> Self {
@@ -41,6 +52,8 @@ impl Default for SpaceConfig {
             away_ms: 5 * 60_000,
             window_ms: 10 * 60_000,
             retention_ms: 15 * 60_000,
+            remember_ms: DEFAULT_REMEMBER_MS,
+            remember_guests: false,
         }
     }
 }
@@ -65,7 +78,21 @@ impl SpaceConfig {
         if self.retention_ms > limits::MAX_RETENTION_MS {
             return bad("retention_ms must not exceed 24 hours");
         }
+        if self.remember_ms > limits::MAX_REMEMBER_MS {
+            return bad("remember_ms must not exceed 1,096 days (three years)");
+        }
         Ok(())
+    }
+
+    /// Whether a member of `kind` is remembered after its presence ends.
+    pub fn remembers(&self, kind: crate::id::MemberKind) -> bool {
+        self.remember_ms > 0 && (kind == crate::id::MemberKind::User || self.remember_guests)
+    }
+
+    /// Whether a time remembered as `last_seen` is still within the
+    /// horizon at `now`.
+    pub fn still_remembered(&self, last_seen: Millis, now: Millis) -> bool {
+        now < last_seen.saturating_add(self.remember_ms)
     }
 
     /// The status of a member last seen at `last_seen` (None: never seen).

@@ -12,8 +12,8 @@ use crate::policy::SpaceConfig;
 use crate::time::Millis;
 
 pub use crate::values::{
-    Counts, Heartbeat, HeartbeatReport, KindFilter, ListQuery, MemberStatus, Order, Page,
-    SpaceSummary, TickReport, check_batch, sort_most_recent_first,
+    Counts, ErasureReport, Heartbeat, HeartbeatReport, KindFilter, ListQuery, MemberStatus, Order,
+    Page, SeenAnywhere, SpaceSummary, TickReport, check_batch, sort_most_recent_first,
 };
 
 /// Where presence lives.
@@ -36,7 +36,9 @@ pub trait PresenceStore: Send + Sync + 'static {
     /// Records heartbeats in `space`; newest time wins per member.
     async fn heartbeat(&self, space: &SpaceName, beats: &[Heartbeat]) -> Result<HeartbeatReport>;
 
-    /// Members say goodbye: offline at once. Returns how many were present.
+    /// Members say goodbye: offline at once, their last seen remembered as
+    /// the leave's time (see [`SpaceConfig::remember_ms`]). Returns how
+    /// many were present.
     async fn leave(&self, space: &SpaceName, members: &[MemberKey]) -> Result<u64>;
 
     /// Last-seen time and status of each member, in the order asked.
@@ -78,6 +80,30 @@ pub trait PresenceStore: Send + Sync + 'static {
     /// status changed with time, and forget members past their retention,
     /// without holding any space for long.
     async fn tick(&self) -> Result<TickReport>;
+
+    /// Each user's newest last seen over every space, present or
+    /// remembered, in the order asked (at most [`crate::limits::MAX_BATCH`]):
+    /// "last seen anywhere", what a contact list shows.
+    async fn seen_anywhere(&self, users: &[MemberId]) -> Result<Vec<SeenAnywhere>> {
+        let _ = users;
+        Err(Error::Unsupported {
+            what: "last seen anywhere",
+            store: self.name().to_owned(),
+        })
+    }
+
+    /// Erases a user everywhere, for account deletion and erasure
+    /// requests: its presence in every space (each space gets a `leave`),
+    /// its remembered last-seen times, its friend set, and its place in
+    /// other users' friend sets. Durable before it returns, like a friend
+    /// write.
+    async fn erase_user(&self, user: &MemberId) -> Result<ErasureReport> {
+        let _ = user;
+        Err(Error::Unsupported {
+            what: "erasing a user",
+            store: self.name().to_owned(),
+        })
+    }
 
     /// Opens, pings or changes a live connection (see [`crate::conn`]).
     /// Stores without connections answer [`Error::Unsupported`].

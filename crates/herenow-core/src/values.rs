@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{InvalidInput, Result};
-use crate::id::{MemberKey, MemberKind, SpaceName};
+use crate::id::{MemberId, MemberKey, MemberKind, SpaceName};
 use crate::limits;
 use crate::meta::Metadata;
 use crate::policy::Status;
@@ -58,11 +58,66 @@ pub struct MemberStatus {
     pub member: MemberKey,
     /// Online, away or offline, by the space's thresholds.
     pub status: Status,
-    /// Last heartbeat; `None` if never seen (or forgotten).
+    /// Last heartbeat, or for a member no longer present the remembered
+    /// time presence ended (its leave or last heartbeat) until the
+    /// space's `remember_ms` horizon; `None` if never seen or forgotten.
     pub last_seen_ms: Option<Millis>,
     /// Metadata, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub meta: Option<Metadata>,
+}
+
+/// A user's newest last seen over every space: what a contact list shows
+/// next to an avatar ([`PresenceStore::seen_anywhere`](crate::PresenceStore::seen_anywhere)).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SeenAnywhere {
+    /// The user asked about.
+    pub id: MemberId,
+    /// The best status over the spaces the user is present in (online if
+    /// online in any); `offline` when present nowhere.
+    pub status: Status,
+    /// The newest last-seen time over every space, present or remembered;
+    /// `None` when never seen or past every horizon.
+    pub last_seen_ms: Option<Millis>,
+    /// The space of `last_seen_ms`.
+    pub space: Option<SpaceName>,
+}
+
+impl SeenAnywhere {
+    /// A user seen nowhere.
+    pub fn unseen(id: MemberId) -> Self {
+        Self {
+            id,
+            status: Status::Offline,
+            last_seen_ms: None,
+            space: None,
+        }
+    }
+
+    /// Folds in what one space knows of the user: its status there and
+    /// its last-seen time (`None`: not known there).
+    pub fn merge(&mut self, space: &SpaceName, status: Status, last_seen_ms: Option<Millis>) {
+        self.status = self.status.min(status);
+        if let Some(t) = last_seen_ms
+            && self.last_seen_ms.is_none_or(|mine| t > mine)
+        {
+            self.last_seen_ms = Some(t);
+            self.space = Some(space.clone());
+        }
+    }
+}
+
+/// What erasing a user removed ([`PresenceStore::erase_user`](crate::PresenceStore::erase_user)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ErasureReport {
+    /// Spaces the user was present in (each got a `leave`).
+    pub presence: u64,
+    /// Remembered last-seen times forgotten.
+    pub remembered: u64,
+    /// Whether the user's own friend set existed.
+    pub friend_set: bool,
+    /// Other users' friend sets the user was removed from.
+    pub listed_by: u64,
 }
 
 /// Which kinds of members a query covers.

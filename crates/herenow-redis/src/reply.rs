@@ -111,6 +111,8 @@ pub(crate) fn config_of(v: &[Value]) -> Result<SpaceConfig> {
         away_ms: int(v.get(1))? as Millis,
         window_ms: int(v.get(2))? as Millis,
         retention_ms: int(v.get(3))? as Millis,
+        // Issue 8: remembered last seen is not stored in Redis yet.
+        ..SpaceConfig::default()
     })
 }
 

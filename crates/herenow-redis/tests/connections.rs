@@ -332,6 +332,7 @@ async fn same_answers_and_events_as_the_memory_engine() {
         away_ms: 12_000,
         window_ms: 12_000,
         retention_ms: 30_000,
+        ..SpaceConfig::default()
     };
     for seed in [1_u64, 2, 3] {
         let clock = ManualClock::new(T0);

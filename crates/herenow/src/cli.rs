@@ -161,6 +161,12 @@ pub struct ServeArgs {
     #[arg(long, env = "HERENOW_RETENTION", default_value = "15m", value_parser = positive_duration)]
     pub retention: Duration,
 
+    /// Default for spaces: how long a user's last-seen time is remembered
+    /// after presence ends (leave or retention), e.g. 30d; 0 turns it off.
+    /// At most 1096d.
+    #[arg(long, env = "HERENOW_REMEMBER", default_value = "30d", value_parser = remember_duration)]
+    pub remember: Duration,
+
     /// Most connections served at once, WebSockets included; more wait.
     #[arg(long, env = "HERENOW_MAX_CONNECTIONS", default_value_t = 16_000,
           value_parser = clap::value_parser!(u32).range(1..))]
@@ -431,6 +437,19 @@ pub fn token_ttl(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// Parses `--remember`: a humantime duration or `0` (off), at most three
+/// years.
+pub fn remember_duration(s: &str) -> Result<Duration, String> {
+    if s.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let d = positive_duration(s)?;
+    if d.as_millis() > u128::from(herenow_core::limits::MAX_REMEMBER_MS) {
+        return Err("remembering is limited to 1096d (three years)".to_owned());
+    }
+    Ok(d)
+}
+
 /// Parses a humantime duration (`90s`, `10m`, `1h30m`, `1500ms`) that is
 /// longer than zero. A bare number is refused, as the API refuses it: is
 /// `10` seconds or minutes?
@@ -596,6 +615,10 @@ mod tests {
         assert_eq!(s.away_after, Duration::from_secs(300));
         assert_eq!(s.window, Duration::from_secs(600));
         assert_eq!(s.retention, Duration::from_secs(900));
+        assert_eq!(s.remember, Duration::from_secs(30 * 24 * 3600));
+        assert_eq!(remember_duration("0"), Ok(Duration::ZERO));
+        assert!(remember_duration("1097d").is_err());
+        assert!(remember_duration("soon").is_err());
         assert_eq!(s.snapshot_interval, Duration::from_secs(30));
         assert!(s.api_keys.is_empty());
         assert_eq!(s.log_format, LogFormat::Text);

@@ -47,6 +47,8 @@ pub fn config(args: &ServeArgs, store: StoreSpec) -> Result<Config, ConfigError>
             away_ms: ms(args.away_after),
             window_ms: ms(args.window),
             retention_ms: ms(args.retention),
+            remember_ms: ms(args.remember),
+            remember_guests: false,
         },
         max_connections: args.max_connections as usize,
         max_ws_connections: args
@@ -276,6 +278,7 @@ mod tests {
                 away_ms: 120_000,
                 window_ms: 300_000,
                 retention_ms: 3_600_000,
+                ..SpaceConfig::default()
             }
         );
         assert_eq!(

@@ -120,6 +120,12 @@ impl MemoryStore {
             Change::RemoveFriends { user, friends } => {
                 remove_friends(&mut self.friends.write(), user, friends);
             }
+            Change::Erase { .. } => {
+                return Err(crate::Error::Unsupported {
+                    what: "erasing a user (being built)",
+                    store: "memory".into(),
+                });
+            }
         }
         Ok(())
     }

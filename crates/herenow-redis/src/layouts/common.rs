@@ -96,6 +96,7 @@ pub(super) fn policy_over(d: SpaceConfig, span: Millis) -> Result<SpaceConfig> {
         away_ms: d.away_ms.min(span),
         window_ms: span,
         retention_ms: span,
+        ..d
     };
     policy.validate()?;
     Ok(policy)

@@ -124,6 +124,8 @@ impl RedisStore {
                 away_ms: *away_ms,
                 window_ms: *window_ms,
                 retention_ms: *retention_ms,
+                // Issue 8: remembered last seen is not stored in Redis yet.
+                ..self.ctx.defaults
             }),
             _ => Ok(self.ctx.defaults),
         }

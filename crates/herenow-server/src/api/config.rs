@@ -32,7 +32,8 @@ pub async fn get_config(
     Ok(Json(state.store().config(&space).await?.into()))
 }
 
-/// Sets the space's time policy; all four fields are required.
+/// Sets the space's time policy; the four thresholds are required, the
+/// remembering fields keep their value when absent.
 #[utoipa::path(
     put,
     path = "/v1/spaces/{space}/config",
@@ -51,7 +52,8 @@ pub async fn put_config(
     SpacePath(space): SpacePath,
     body: JsonBody,
 ) -> Result<Json<SpaceConfigDto>, ApiError> {
-    let config: SpaceConfig = body.parse::<SpaceConfigDto>()?.into();
+    let current = state.store().config(&space).await?;
+    let config: SpaceConfig = body.parse::<SpaceConfigDto>()?.onto(current);
     config.validate()?;
     state.store().set_config(&space, config).await?;
     Ok(Json(config.into()))

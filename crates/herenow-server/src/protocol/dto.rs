@@ -104,6 +104,29 @@ pub struct SpaceConfigDto {
     pub window_ms: u64,
     /// How long a member is kept after its last heartbeat.
     pub retention_ms: u64,
+    /// How long a last-seen time is remembered after presence ends (`0`:
+    /// not at all). Absent in a `PUT`: the space keeps what it has.
+    #[serde(default)]
+    pub remember_ms: Option<u64>,
+    /// Whether guests are remembered too. Absent in a `PUT`: unchanged.
+    #[serde(default)]
+    pub remember_guests: Option<bool>,
+}
+
+impl SpaceConfigDto {
+    /// The policy this body sets on a space whose policy is `current`:
+    /// the four thresholds as given, the remembering fields as given or
+    /// as they were.
+    pub fn onto(self, current: SpaceConfig) -> SpaceConfig {
+        SpaceConfig {
+            online_ms: self.online_ms,
+            away_ms: self.away_ms,
+            window_ms: self.window_ms,
+            retention_ms: self.retention_ms,
+            remember_ms: self.remember_ms.unwrap_or(current.remember_ms),
+            remember_guests: self.remember_guests.unwrap_or(current.remember_guests),
+        }
+    }
 }
 
 impl From<SpaceConfig> for SpaceConfigDto {
@@ -113,17 +136,8 @@ impl From<SpaceConfig> for SpaceConfigDto {
             away_ms: c.away_ms,
             window_ms: c.window_ms,
             retention_ms: c.retention_ms,
-        }
-    }
-}
-
-impl From<SpaceConfigDto> for SpaceConfig {
-    fn from(c: SpaceConfigDto) -> Self {
-        Self {
-            online_ms: c.online_ms,
-            away_ms: c.away_ms,
-            window_ms: c.window_ms,
-            retention_ms: c.retention_ms,
+            remember_ms: Some(c.remember_ms),
+            remember_guests: Some(c.remember_guests),
         }
     }
 }
