@@ -191,16 +191,16 @@ async fn newest_time_wins(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
         s.status(&sp, &[user("a")]).await.unwrap()[0].last_seen_ms,
         Some(T0)
     );
-    // Older than the retention: ignored.
+    // Older than the retention: not presence (only remembered, see
+    // `expiry_keeps_last_seen`).
     let r = s
         .heartbeat(&sp, &[beat_at(user("b"), T0 - 16 * 60_000)])
         .await
         .unwrap();
     assert_eq!(r.stale, 1);
-    assert_eq!(
-        s.status(&sp, &[user("b")]).await.unwrap()[0].last_seen_ms,
-        None
-    );
+    let st = s.status(&sp, &[user("b")]).await.unwrap();
+    assert_eq!(st[0].status, Status::Offline);
+    assert_eq!(s.count(&sp, Some(15 * 60_000)).await.unwrap().users, 1);
 }
 
 async fn bad_batches_change_nothing(s: Arc<dyn PresenceStore>, _clock: ManualClock) {

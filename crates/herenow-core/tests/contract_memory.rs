@@ -89,6 +89,12 @@ mod defaults {
         async fn tick(&self) -> Result<TickReport> {
             self.0.tick().await
         }
+        async fn seen_anywhere(&self, u: &[MemberId]) -> Result<Vec<SeenAnywhere>> {
+            self.0.seen_anywhere(u).await
+        }
+        async fn erase_user(&self, u: &MemberId) -> Result<ErasureReport> {
+            self.0.erase_user(u).await
+        }
     }
 }
 

@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 mod conns;
+pub mod seen;
 mod snapshot;
 mod space;
 
@@ -33,14 +34,17 @@ use crate::id::{MemberId, MemberKey, SpaceName};
 use crate::limits;
 use crate::policy::SpaceConfig;
 use crate::store::{
-    Counts, Heartbeat, HeartbeatReport, ListQuery, MemberStatus, Page, PresenceStore, SpaceSummary,
-    TickReport, check_batch,
+    Counts, ErasureReport, Heartbeat, HeartbeatReport, ListQuery, MemberStatus, Page,
+    PresenceStore, SeenAnywhere, SpaceSummary, TickReport, check_batch,
 };
 use crate::time::{Clock, Millis, SystemClock};
 
 /// Members one space may be held for in one step of background work:
 /// about a millisecond's worth.
 pub const TICK_BUDGET: usize = 2_048;
+
+/// Slices of [`TICK_BUDGET`] slots of the `Seen` table swept per round.
+const SWEEP_SLICES: usize = 16;
 
 type SpaceMap = HashMap<SpaceName, Arc<Mutex<Space>>, foldhash::fast::RandomState>;
 type FriendMap = HashMap<MemberId, BTreeSet<MemberId>>;
@@ -56,6 +60,11 @@ pub struct MemoryStore {
     /// journal (see [`crate::changes`]). A `OnceLock`: the hot path reads
     /// it without a lock.
     log: OnceLock<Arc<dyn ChangeLog>>,
+    /// Where members were seen across spaces: remembered last-seen times
+    /// and users' present spaces.
+    seen: seen::Seen,
+    /// Erasures run one at a time (each locks several spaces).
+    erasing: Mutex<()>,
 }
 
 impl Default for MemoryStore {
@@ -73,6 +82,8 @@ impl MemoryStore {
             spaces: RwLock::new(SpaceMap::default()),
             friends: RwLock::new(HashMap::new()),
             log: OnceLock::new(),
+            seen: seen::Seen::default(),
+            erasing: Mutex::new(()),
         }
     }
 
@@ -101,9 +112,9 @@ impl MemoryStore {
                     .collect();
                 self.write(space, |s| s.heartbeat(&beats, *now))?;
             }
-            Change::Leave { space, members, .. } => {
+            Change::Leave { space, at, members } => {
                 if self.spaces.read().contains_key(space) {
-                    self.write(space, |s| s.leave(members))?;
+                    self.write(space, |s| s.leave(members, *at))?;
                 }
             }
             Change::SetConfig { space, config } => {
@@ -120,11 +131,8 @@ impl MemoryStore {
             Change::RemoveFriends { user, friends } => {
                 remove_friends(&mut self.friends.write(), user, friends);
             }
-            Change::Erase { .. } => {
-                return Err(crate::Error::Unsupported {
-                    what: "erasing a user (being built)",
-                    store: "memory".into(),
-                });
+            Change::Erase { user } => {
+                self.erase(user)?;
             }
         }
         Ok(())
@@ -159,17 +167,90 @@ impl MemoryStore {
         {
             let spaces = self.spaces.read();
             if let Some(space) = spaces.get(name) {
-                return f(&mut space.lock());
+                let mut guard = space.lock();
+                let out = f(&mut guard);
+                self.absorb(&mut guard);
+                return out;
             }
         }
         let mut spaces = self.spaces.write();
         let now = self.clock.now_ms();
         let space = spaces
             .entry(name.clone())
-            .or_insert_with(|| Arc::new(Mutex::new(Space::new(name.clone(), self.defaults, now))))
+            .or_insert_with(|| Arc::new(Mutex::new(self.new_space(name.clone(), now))))
             .clone();
         let mut guard = space.lock();
-        f(&mut guard)
+        let out = f(&mut guard);
+        self.absorb(&mut guard);
+        out
+    }
+
+    /// A new space with the defaults, registered in the `Seen` table.
+    fn new_space(&self, name: SpaceName, now: Millis) -> Space {
+        let mut space = Space::new(name, self.defaults, now);
+        space.set_seen_id(self.seen.register(space.name(), &self.defaults));
+        space
+    }
+
+    /// Hands what `space` noted about its members to the `Seen` table,
+    /// under the space's lock.
+    fn absorb(&self, space: &mut Space) {
+        let notes = space.take_sightings();
+        if let Some(id) = space.seen_id() {
+            self.seen.absorb(id, &space.config(), notes);
+        }
+    }
+
+    /// The remembered last-seen time of each absent member of `statuses`.
+    fn fill_remembered(&self, space: &Space, statuses: &mut [MemberStatus], now: Millis) {
+        let Some(id) = space.seen_id() else {
+            return;
+        };
+        let config = space.config();
+        for st in statuses.iter_mut().filter(|st| st.last_seen_ms.is_none()) {
+            st.last_seen_ms =
+                self.seen
+                    .remembered(id, &config, st.member.kind, st.member.id.as_str(), now);
+        }
+    }
+
+    /// Erases `user` everywhere (see [`PresenceStore::erase_user`]): the
+    /// spaces it has sightings in and the friend sets are locked together
+    /// and the erasure journaled under those locks, so the journal orders
+    /// it exactly against every write it could race with there.
+    fn erase(&self, user: &MemberId) -> Result<(ErasureReport, Option<Durable>)> {
+        let _one_at_a_time = self.erasing.lock();
+        let ids = self.seen.user_spaces(user.as_str());
+        let held: Vec<Arc<Mutex<Space>>> = {
+            let names = self.seen.names(&ids);
+            let spaces = self.spaces.read();
+            names
+                .iter()
+                .filter_map(|n| spaces.get(n).cloned())
+                .collect()
+        };
+        // Only erasure locks several spaces, one erasure at a time, and it
+        // takes no other lock before them: no deadlock.
+        let mut guards: Vec<_> = held.iter().map(|s| s.lock()).collect();
+        let mut friends = self.friends.write();
+        let mut report = ErasureReport::default();
+        for g in guards.iter_mut() {
+            if g.erase_user(user) {
+                report.presence += 1;
+            }
+        }
+        report.remembered = self.seen.forget_user(user.as_str());
+        report.friend_set = friends.remove(user).is_some();
+        friends.retain(|_, set| {
+            if set.remove(user) {
+                report.listed_by += 1;
+            }
+            !set.is_empty()
+        });
+        let durable = self.record(|| Change::Erase { user: user.clone() })?;
+        drop(friends);
+        drop(guards);
+        Ok((report, durable))
     }
 
     /// Bytes of heap held by all spaces (an estimate).
@@ -237,7 +318,7 @@ impl PresenceStore for MemoryStore {
         }
         let now = self.clock.now_ms();
         let (left, durable) = self.write(space, |s| -> Result<_> {
-            let left = s.leave(members)?;
+            let left = s.leave(members, now)?;
             let durable = self.record(|| Change::Leave {
                 space: space.clone(),
                 at: now,
@@ -256,7 +337,11 @@ impl PresenceStore for MemoryStore {
         let now = self.clock.now_ms();
         let defaults = self.defaults;
         Ok(self.read(space, |s| match s {
-            Some(s) => s.status(members, now),
+            Some(s) => {
+                let mut statuses = s.status(members, now)?;
+                self.fill_remembered(s, &mut statuses, now);
+                Ok::<_, InvalidInput>(statuses)
+            }
             None => Ok(members
                 .iter()
                 .map(|m| MemberStatus {
@@ -309,6 +394,9 @@ impl PresenceStore for MemoryStore {
         let now = self.clock.now_ms();
         let durable = self.write(space, |s| {
             s.set_config(config, now);
+            if let Some(id) = s.seen_id() {
+                self.seen.set_policy(id, &config);
+            }
             self.record(|| Change::SetConfig {
                 space: space.clone(),
                 config,
@@ -438,6 +526,39 @@ impl PresenceStore for MemoryStore {
         })?)
     }
 
+    async fn seen_anywhere(&self, users: &[MemberId]) -> Result<Vec<SeenAnywhere>> {
+        check_batch(users.len())?;
+        let now = self.clock.now_ms();
+        let mut out = Vec::with_capacity(users.len());
+        for user in users {
+            let mut seen = SeenAnywhere::unseen(user.clone());
+            for found in self.seen.of_user(user.as_str(), now) {
+                if found.present {
+                    let key = [MemberKey::user(user.clone())];
+                    let here = self.read(&found.space, |s| {
+                        s.and_then(|s| s.status(&key, now).ok())
+                            .and_then(|mut v| v.pop())
+                    });
+                    if let Some(st) = here {
+                        seen.merge(&found.space, st.status, st.last_seen_ms);
+                    }
+                } else {
+                    seen.merge(&found.space, crate::policy::Status::Offline, Some(found.ms));
+                }
+            }
+            out.push(seen);
+        }
+        Ok(out)
+    }
+
+    async fn erase_user(&self, user: &MemberId) -> Result<ErasureReport> {
+        let (report, durable) = self.erase(user)?;
+        if let Some(d) = durable {
+            d.await?;
+        }
+        Ok(report)
+    }
+
     async fn attach(&self, space: &SpaceName, attach: &Attach) -> Result<AttachReport> {
         attach.check()?;
         let now = self.clock.now_ms();
@@ -453,7 +574,12 @@ impl PresenceStore for MemoryStore {
         // A detach from an unknown space creates nothing.
         let spaces = self.spaces.read();
         Ok(match spaces.get(space) {
-            Some(s) => s.lock().detach(member, conn),
+            Some(s) => {
+                let mut s = s.lock();
+                let report = s.detach(member, conn);
+                self.absorb(&mut s);
+                report
+            }
             None => DetachReport::default(),
         })
     }
@@ -485,10 +611,12 @@ impl PresenceStore for MemoryStore {
                 let started = Instant::now();
                 let mut s = space.lock();
                 let work = s.tick(now, TICK_BUDGET);
+                self.absorb(&mut s);
                 let idle = s.is_empty()
                     && s.connection_count() == 0
                     && s.subscribers() == 0
-                    && s.config() == self.defaults;
+                    && s.config() == self.defaults
+                    && s.seen_id().is_none_or(|id| self.seen.entries_of(id) == 0);
                 let name = s.name().clone();
                 let retired = s.take_retired();
                 drop(s);
@@ -507,20 +635,30 @@ impl PresenceStore for MemoryStore {
                 }
             }
         }
+        // Remembered times past their horizon, a few slices at a time.
+        let now = self.clock.now_ms();
+        for _ in 0..SWEEP_SLICES {
+            report.expired += self.seen.sweep(now, TICK_BUDGET);
+        }
         if !empty.is_empty() {
             let mut spaces = self.spaces.write();
             for name in empty {
                 // Check again under the write lock: a heartbeat or a
                 // subscriber may have arrived since.
-                let still_idle = spaces.get(&name).is_some_and(|s| {
+                let still_idle = spaces.get(&name).and_then(|s| {
                     let s = s.lock();
-                    s.is_empty()
+                    let idle = s.is_empty()
                         && s.connection_count() == 0
                         && s.subscribers() == 0
                         && s.config() == self.defaults
+                        && s.seen_id().is_none_or(|id| self.seen.entries_of(id) == 0);
+                    idle.then(|| s.seen_id())
                 });
-                if still_idle {
+                if let Some(seen_id) = still_idle {
                     spaces.remove(&name);
+                    if let Some(id) = seen_id {
+                        self.seen.unregister(id);
+                    }
                     report.spaces_dropped += 1;
                 }
             }

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
+use super::seen::RememberedEntry;
 use super::{MemoryStore, Space};
 use crate::error::{Error, Result};
 use crate::id::{MemberId, MemberKey, MemberKind, SpaceName};
@@ -22,8 +23,10 @@ use crate::store::Heartbeat;
 use crate::time::Millis;
 
 const MAGIC: &[u8; 17] = b"herenow snapshot\n";
-/// Version 2 added `mark`; version 1 files are still read (mark 0).
-const VERSION: u32 = 2;
+/// Version 2 added `mark`; version 3 the remembered last-seen times, the
+/// fingerprint seed and the remembering policy. Versions 1 and 2 are still
+/// read (mark 0, nothing remembered, remembering by the defaults).
+const VERSION: u32 = 3;
 const HEADER: usize = MAGIC.len() + 4 + 4;
 
 #[derive(Serialize, Deserialize)]
@@ -32,13 +35,26 @@ struct Body {
     spaces: Vec<SpaceDump>,
     friends: Vec<(String, Vec<String>)>,
     mark: u64,
+    /// The seed of the remembered times' fingerprints.
+    seen_seed: u64,
+    /// Remembered last-seen times by space: (fingerprint, guest, ms).
+    remembered: Vec<(String, Vec<RememberedEntry>)>,
+}
+
+/// The body of version 2, before remembered times.
+#[derive(Serialize, Deserialize)]
+struct BodyV2 {
+    taken_ms: Millis,
+    spaces: Vec<SpaceDumpV2>,
+    friends: Vec<(String, Vec<String>)>,
+    mark: u64,
 }
 
 /// The body of version 1, before `mark`.
 #[derive(Serialize, Deserialize)]
 struct BodyV1 {
     taken_ms: Millis,
-    spaces: Vec<SpaceDump>,
+    spaces: Vec<SpaceDumpV2>,
     friends: Vec<(String, Vec<String>)>,
 }
 
@@ -48,6 +64,31 @@ struct SpaceDump {
     config: SpaceConfig,
     /// Oldest first: restoring in this order links every member at the head.
     members: Vec<MemberDump>,
+}
+
+/// A space of versions 1 and 2: the policy had four fields.
+#[derive(Serialize, Deserialize)]
+struct SpaceDumpV2 {
+    name: String,
+    config: [Millis; 4],
+    members: Vec<MemberDump>,
+}
+
+impl SpaceDumpV2 {
+    fn upgrade(self, defaults: SpaceConfig) -> SpaceDump {
+        let [online_ms, away_ms, window_ms, retention_ms] = self.config;
+        SpaceDump {
+            name: self.name,
+            config: SpaceConfig {
+                online_ms,
+                away_ms,
+                window_ms,
+                retention_ms,
+                ..defaults
+            },
+            members: self.members,
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -65,6 +106,8 @@ pub struct RestoreReport {
     pub spaces: u64,
     /// Members restored (members already past their retention are not).
     pub members: u64,
+    /// Remembered last-seen times restored.
+    pub remembered: u64,
     /// Users with a friend set (friend sets are global, not per space).
     pub friend_sets: u64,
     /// When the snapshot was taken, by the clock of the store that took
@@ -119,11 +162,23 @@ impl MemoryStore {
             .iter()
             .map(|(u, set)| (u.to_string(), set.iter().map(|f| f.to_string()).collect()))
             .collect();
+        // After the spaces: a member who leaves in between is present in
+        // its space's dump and remembered here (restore keeps the
+        // presence), and the journal's leave, replayed, remembers it again;
+        // the other order could lose the remembered time.
+        let remembered = self
+            .seen
+            .remembered_entries()
+            .into_iter()
+            .map(|(space, list)| (space.to_string(), list))
+            .collect();
         let body = Body {
             taken_ms: self.clock.now_ms(),
             spaces,
             friends,
             mark,
+            seen_seed: self.seen.seed(),
+            remembered,
         };
         let body = postcard::to_stdvec(&body).expect("snapshot body serializes");
         let mut out = Vec::with_capacity(HEADER + body.len());
@@ -144,7 +199,7 @@ impl MemoryStore {
             return Err(bad("is truncated (no header)"));
         }
         let version = u32::from_le_bytes(bytes[17..21].try_into().expect("4 bytes"));
-        if version != VERSION && version != 1 {
+        if !(1..=VERSION).contains(&version) {
             return Err(bad(format!(
                 "has format version {version}; this herenow reads versions 1 to {VERSION}"
             )));
@@ -155,16 +210,31 @@ impl MemoryStore {
             return Err(bad("is corrupt (checksum mismatch)"));
         }
         let undecodable = |e: postcard::Error| bad(format!("cannot be decoded: {e}"));
-        let body: Body = if version == 1 {
-            let v1: BodyV1 = postcard::from_bytes(body).map_err(undecodable)?;
-            Body {
-                taken_ms: v1.taken_ms,
-                spaces: v1.spaces,
-                friends: v1.friends,
-                mark: 0,
+        let defaults = self.defaults;
+        let body: Body = match version {
+            1 => {
+                let v1: BodyV1 = postcard::from_bytes(body).map_err(undecodable)?;
+                Body {
+                    taken_ms: v1.taken_ms,
+                    spaces: v1.spaces.into_iter().map(|s| s.upgrade(defaults)).collect(),
+                    friends: v1.friends,
+                    mark: 0,
+                    seen_seed: self.seen.seed(),
+                    remembered: Vec::new(),
+                }
             }
-        } else {
-            postcard::from_bytes(body).map_err(undecodable)?
+            2 => {
+                let v2: BodyV2 = postcard::from_bytes(body).map_err(undecodable)?;
+                Body {
+                    taken_ms: v2.taken_ms,
+                    spaces: v2.spaces.into_iter().map(|s| s.upgrade(defaults)).collect(),
+                    friends: v2.friends,
+                    mark: v2.mark,
+                    seen_seed: self.seen.seed(),
+                    remembered: Vec::new(),
+                }
+            }
+            _ => postcard::from_bytes(body).map_err(undecodable)?,
         };
 
         // Build everything first, then swap it in: a bad record leaves the
@@ -223,10 +293,30 @@ impl MemoryStore {
             friends.insert(user, set);
         }
         report.friend_sets = friends.len() as u64;
+        let mut remembered = Vec::with_capacity(body.remembered.len());
+        for (name, list) in body.remembered {
+            let name = SpaceName::new(&name)
+                .map_err(|e| bad(format!("remembers a bad space name: {e}")))?;
+            remembered.push((name, list));
+        }
+        // The fingerprints in the snapshot were made with its seed.
+        self.seen.set_seed(body.seen_seed);
         let mut map = self.spaces.write();
-        for (name, space) in spaces {
+        for (name, mut space) in spaces {
+            space.set_seen_id(self.seen.register(&name, &space.config()));
+            self.absorb(&mut space);
             map.insert(name, Arc::new(Mutex::new(space)));
         }
+        for (name, list) in remembered {
+            let space = map
+                .entry(name.clone())
+                .or_insert_with(|| Arc::new(Mutex::new(self.new_space(name, now))));
+            if let Some(id) = space.lock().seen_id() {
+                self.seen.restore_remembered(id, &list);
+                report.remembered += list.len() as u64;
+            }
+        }
+        drop(map);
         *self.friends.write() = friends;
         Ok(report)
     }
@@ -253,9 +343,9 @@ mod tests {
         // A version 1 file, as herenow wrote it before marks.
         let v1 = BodyV1 {
             taken_ms: 1,
-            spaces: vec![SpaceDump {
+            spaces: vec![SpaceDumpV2 {
                 name: "lobby".into(),
-                config: SpaceConfig::default(),
+                config: [5_000, 20_000, 30_000, 60_000],
                 members: vec![MemberDump {
                     guest: false,
                     id: "ann".into(),
@@ -273,5 +363,44 @@ mod tests {
         let old = MemoryStore::default();
         let report = old.restore(&bytes).unwrap();
         assert_eq!((report.mark, report.members, report.friend_sets), (0, 1, 1));
+        let config = old.config(&lobby).await.unwrap();
+        assert_eq!((config.online_ms, config.retention_ms), (5_000, 60_000));
+        assert_eq!(config.remember_ms, SpaceConfig::default().remember_ms);
+    }
+
+    #[tokio::test]
+    async fn remembered_times_survive_a_snapshot_with_their_fingerprints() {
+        let clock = crate::time::ManualClock::new(1_700_000_000_000);
+        let store = MemoryStore::new(Arc::new(clock.clone()), SpaceConfig::default());
+        let lobby = SpaceName::new("lobby").unwrap();
+        let key = |id: &str| MemberKey::user(MemberId::new(id).unwrap());
+        store
+            .heartbeat(
+                &lobby,
+                &[Heartbeat::now(key("ann")), Heartbeat::now(key("bob"))],
+            )
+            .await
+            .unwrap();
+        store.leave(&lobby, &[key("ann")]).await.unwrap();
+        let bytes = store.snapshot();
+
+        // Another store, with another random seed until it restores.
+        let restored = MemoryStore::new(Arc::new(clock.clone()), SpaceConfig::default());
+        assert_ne!(restored.seen.seed(), store.seen.seed());
+        let report = restored.restore(&bytes).unwrap();
+        assert_eq!((report.members, report.remembered), (1, 1));
+        let st = restored
+            .status(&lobby, &[key("ann"), key("bob")])
+            .await
+            .unwrap();
+        assert_eq!(st[0].status, crate::policy::Status::Offline);
+        assert_eq!(st[0].last_seen_ms, Some(1_700_000_000_000));
+        assert_eq!(st[1].status, crate::policy::Status::Online);
+        let anywhere = restored
+            .seen_anywhere(&[MemberId::new("ann").unwrap(), MemberId::new("bob").unwrap()])
+            .await
+            .unwrap();
+        assert_eq!(anywhere[0].space.as_ref(), Some(&lobby));
+        assert_eq!(anywhere[1].status, crate::policy::Status::Online);
     }
 }

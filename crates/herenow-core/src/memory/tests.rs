@@ -115,7 +115,7 @@ fn users_and_guests_are_apart() {
     assert_eq!(s.list(&q(KindFilter::Users), T0).unwrap().members.len(), 1);
     assert_eq!(s.list(&q(KindFilter::Guests), T0).unwrap().members.len(), 2);
     assert_eq!(s.list(&q(KindFilter::All), T0).unwrap().members.len(), 3);
-    s.leave(&[guest("x")]).unwrap();
+    s.leave(&[guest("x")], T0).unwrap();
     assert_eq!(
         s.status(&[user("x")], T0).unwrap()[0].status,
         Status::Online
@@ -293,7 +293,7 @@ fn events_follow_status() {
     // Coming back after leaving is a join.
     s.heartbeat(&[beat(user("ada"))], T0 + 2_000_000).unwrap();
     assert_eq!(next(&mut sub).unwrap().kind, EventKind::Join);
-    s.leave(&[user("ada")]).unwrap();
+    s.leave(&[user("ada")], T0).unwrap();
     let e = next(&mut sub).unwrap();
     assert_eq!(
         (e.kind, e.reason),
@@ -425,7 +425,7 @@ fn large_space_counts_and_backfills_exactly() {
     }
     // Shrinking back below the threshold drops the index.
     let leaves: Vec<MemberKey> = beats.iter().skip(100).map(|b| b.member.clone()).collect();
-    s.leave(&leaves).unwrap();
+    s.leave(&leaves, T0).unwrap();
     s.check_invariants();
     assert_eq!(s.len(), 100);
 }
@@ -556,7 +556,7 @@ proptest! {
                 }
                 Op::Leave { guest, id } => {
                     let key = key_of(guest, format!("m{id}"));
-                    s.leave(std::slice::from_ref(&key)).unwrap();
+                    s.leave(std::slice::from_ref(&key), now).unwrap();
                     model.members.remove(&(key.kind, key.id.to_string()));
                 }
                 Op::Advance(ms) => now += ms as u64,

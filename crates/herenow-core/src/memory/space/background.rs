@@ -15,7 +15,8 @@ use super::entry::{Entry, Key, List, NIL, SEQ_MASK};
 use super::events::Presence;
 use super::walk::OldestFirst;
 use crate::event::{EventKind, LeaveReason};
-use crate::id::MemberKind;
+use crate::id::{MemberId, MemberKind};
+use crate::memory::seen::SightingNote;
 use crate::meta::Metadata;
 use crate::policy::Status;
 use crate::store::KindFilter;
@@ -179,7 +180,16 @@ impl Space {
                     Some(LeaveReason::Expired),
                 );
             }
+            let (kind, id) = {
+                let e = &self.entries[slot as usize];
+                (e.kind(), e.id.clone())
+            };
             self.remove(slot);
+            self.sightings.push(SightingNote::Ended(
+                kind,
+                MemberId::from_compact_unchecked(id),
+                key.0,
+            ));
             work.expired += 1;
         }
     }

@@ -15,6 +15,7 @@ use crate::event::{EventKind, LeaveReason};
 use crate::id::MemberKey;
 use crate::limits;
 use crate::memory::conns::Conn;
+use crate::memory::seen::SightingNote;
 use crate::policy::Status;
 use crate::store::{HeartbeatReport, check_batch};
 use crate::time::Millis;
@@ -146,6 +147,8 @@ impl Space {
             Some(cause),
         );
         self.remove(slot);
+        self.sightings
+            .push(SightingNote::Ended(member.kind, member.id.clone(), key.0));
         true
     }
 

@@ -70,6 +70,7 @@ use self::blocks::BlockIndex;
 pub use self::blocks::INDEX_ABOVE;
 use self::entry::{Entry, Key, List, SEQ_MASK};
 use super::conns::ConnTable;
+use super::seen::SightingNote;
 use crate::event::Event;
 use crate::id::SpaceName;
 use crate::limits;
@@ -106,6 +107,13 @@ pub struct Space {
     /// takes them ([`Space::take_retired`]) to free them outside its lock:
     /// freeing a million-slot slab takes milliseconds.
     retired: Option<Retired>,
+    /// This space's id in the store's [`Seen`](super::seen::Seen) table;
+    /// `None` until registered (or when every id is taken).
+    seen_id: Option<u32>,
+    /// What happened to members that the store's `Seen` table must learn,
+    /// drained by the store under this space's lock
+    /// ([`Space::take_sightings`]).
+    sightings: Vec<SightingNote>,
 }
 
 impl Space {
@@ -130,9 +138,27 @@ impl Space {
             events,
             conns: ConnTable::default(),
             retired: None,
+            seen_id: None,
+            sightings: Vec::new(),
         };
         space.reset_marks(now);
         space
+    }
+
+    /// This space's id in the store's `Seen` table.
+    pub fn seen_id(&self) -> Option<u32> {
+        self.seen_id
+    }
+
+    /// Sets the id the store registered this space under.
+    pub fn set_seen_id(&mut self, id: Option<u32>) {
+        self.seen_id = id;
+    }
+
+    /// Takes what happened to members since the last call: joins, ends of
+    /// presence and old sightings, for the store's `Seen` table.
+    pub fn take_sightings(&mut self) -> Vec<SightingNote> {
+        std::mem::take(&mut self.sightings)
     }
 
     /// The name every event of this space carries.

@@ -12,6 +12,7 @@ use crate::error::InvalidInput;
 use crate::event::{EventKind, LeaveReason};
 use crate::id::{MemberId, MemberKey, MemberKind};
 use crate::limits;
+use crate::memory::seen::SightingNote;
 use crate::meta::Metadata;
 use crate::policy::Status;
 use crate::store::{Heartbeat, HeartbeatReport, check_batch};
@@ -70,6 +71,8 @@ impl Space {
     ) {
         if now.saturating_sub(at) >= self.config.retention_ms {
             report.stale += 1;
+            self.sightings
+                .push(SightingNote::Backfill(kind, member.clone(), at));
             return;
         }
         let found = self.find(kind, member.as_str());
@@ -85,6 +88,10 @@ impl Space {
             None => {
                 self.seq += 1;
                 let slot = self.alloc(kind, member.clone().into_compact(), at, self.seq);
+                if kind == MemberKind::User {
+                    self.sightings
+                        .push(SightingNote::Joined(kind, member.clone(), at));
+                }
                 (slot, None)
             }
         };
@@ -142,8 +149,9 @@ impl Space {
         }
     }
 
-    /// Members say goodbye. Returns how many were present.
-    pub fn leave(&mut self, members: &[MemberKey]) -> Result<u64, InvalidInput> {
+    /// Members say goodbye at `now`, the last-seen time remembered for
+    /// them. Returns how many were present.
+    pub fn leave(&mut self, members: &[MemberKey], now: Millis) -> Result<u64, InvalidInput> {
         check_batch(members.len())?;
         let mut present = 0;
         for m in members {
@@ -161,8 +169,33 @@ impl Space {
                     Some(LeaveReason::Explicit),
                 );
             }
+            let last = self.entries[slot as usize].ts.max(now);
             self.remove(slot);
+            self.sightings
+                .push(SightingNote::Ended(m.kind, m.id.clone(), last));
         }
         Ok(present)
+    }
+
+    /// Erases user `id` from this space: a `leave` if it was present, and
+    /// nothing remembered (the store forgets its sightings itself).
+    /// Returns whether it was present.
+    pub fn erase_user(&mut self, id: &MemberId) -> bool {
+        let Some(slot) = self.find(MemberKind::User, id.as_str()) else {
+            return false;
+        };
+        let key = self.entries[slot as usize].key();
+        let present = self.presence(key) != Presence::Gone;
+        if present {
+            self.emit(
+                EventKind::Leave,
+                slot,
+                Status::Offline,
+                Some(key.0),
+                Some(LeaveReason::Explicit),
+            );
+        }
+        self.remove(slot);
+        present
     }
 }
