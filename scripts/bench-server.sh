@@ -8,18 +8,23 @@
 #
 # Needs wrk (Debian: apt-get install -y wrk). Starts its own server on a free
 # port and stops it at the end. DURATION (default 10s), THREADS (default 1)
-# and CONNECTIONS (default 64) tune the load.
+# and CONNECTIONS (default 64) tune the load. JOURNAL=1 serves with
+# --data-dir (a scratch directory): every heartbeat is journaled.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=${DURATION:-10s}
 THREADS=${THREADS:-1}
 CONNECTIONS=${CONNECTIONS:-64}
+JOURNAL=${JOURNAL:-0}
 
 cargo build --release -p herenow --quiet
 dir=$(mktemp -d)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-RUST_LOG=warn target/release/herenow serve --listen "127.0.0.1:$port" >"$dir/server.log" 2>&1 &
+store_args=()
+if [ "$JOURNAL" = 1 ]; then store_args=(--data-dir "$dir/data"); fi
+echo "== herenow serve ${store_args[*]:-(no data dir)}"
+RUST_LOG=warn target/release/herenow serve --listen "127.0.0.1:$port" "${store_args[@]}" >"$dir/server.log" 2>&1 &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$dir"' EXIT
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done

@@ -262,6 +262,12 @@ impl MemoryStore {
             .sum()
     }
 
+    /// Entries of the `Seen` table (remembered times, and users' present
+    /// spaces) and the bytes of heap it holds.
+    pub fn seen_usage(&self) -> (usize, usize) {
+        self.seen.usage()
+    }
+
     /// Members stored per space, for metrics.
     pub fn space_sizes(&self) -> Vec<(SpaceName, Counts)> {
         self.spaces
@@ -638,7 +644,9 @@ impl PresenceStore for MemoryStore {
         // Remembered times past their horizon, a few slices at a time.
         let now = self.clock.now_ms();
         for _ in 0..SWEEP_SLICES {
-            report.expired += self.seen.sweep(now, TICK_BUDGET);
+            let (removed, held_us) = self.seen.sweep(now, TICK_BUDGET);
+            report.expired += removed;
+            report.max_hold_us = report.max_hold_us.max(held_us);
         }
         if !empty.is_empty() {
             let mut spaces = self.spaces.write();

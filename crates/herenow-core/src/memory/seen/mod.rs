@@ -116,10 +116,12 @@ impl Seen {
 
     /// The member's fingerprint (never 0).
     pub fn fingerprint(&self, kind: MemberKind, id: &str) -> u64 {
-        let mut bytes = Vec::with_capacity(id.len() + 1);
-        bytes.extend_from_slice(kind.letter().as_bytes());
-        bytes.extend_from_slice(id.as_bytes());
-        xxhash_rust::xxh3::xxh3_64_with_seed(&bytes, self.seed()).max(1)
+        // On the stack: ids are at most MAX_ID_BYTES long.
+        let mut bytes = [0u8; 1 + crate::limits::MAX_ID_BYTES];
+        let id = &id.as_bytes()[..id.len().min(crate::limits::MAX_ID_BYTES)];
+        bytes[0] = kind.letter().as_bytes()[0];
+        bytes[1..=id.len()].copy_from_slice(id);
+        xxhash_rust::xxh3::xxh3_64_with_seed(&bytes[..=id.len()], self.seed()).max(1)
     }
 
     fn shard(&self, fp: u64) -> &Mutex<Table> {
@@ -360,8 +362,9 @@ impl Seen {
 
     /// One step of sweeping: looks at up to `budget` slots, removing
     /// remembered times past their space's horizon (or no longer
-    /// remembered by its policy). Returns how many were removed.
-    pub fn sweep(&self, now: Millis, budget: usize) -> u64 {
+    /// remembered by its policy). Returns how many were removed and how
+    /// long the shard was held, in microseconds.
+    pub fn sweep(&self, now: Millis, budget: usize) -> (u64, u64) {
         let policies: Vec<Option<(u64, bool)>> = self
             .spaces
             .read()
@@ -379,7 +382,9 @@ impl Seen {
         let mut removed_per_space: Vec<(u32, u64)> = Vec::new();
         let mut cursor = self.cursor.lock();
         let (shard, slot) = *cursor;
-        let (removed, next) = self.shards[shard].lock().sweep(slot, budget, |s| {
+        let started = std::time::Instant::now();
+        let mut table = self.shards[shard].lock();
+        let (removed, next) = table.sweep(slot, budget, |s| {
             if s.present {
                 return false;
             }
@@ -397,6 +402,8 @@ impl Seen {
             }
             doomed
         });
+        drop(table);
+        let held_us = started.elapsed().as_micros() as u64;
         *cursor = if next == 0 {
             ((shard + 1) % SHARDS, 0)
         } else {
@@ -409,7 +416,7 @@ impl Seen {
                 slot.entries.fetch_sub(n, Ordering::Relaxed);
             }
         }
-        removed
+        (removed, held_us)
     }
 
     /// Remembered entries (not presence), by space name: for snapshots.

@@ -181,8 +181,8 @@ impl Table {
 
     /// Visits up to `budget` slots from `cursor`, removing the entries
     /// `doomed` picks. Returns the removed count and the next cursor (0
-    /// once the table has been gone over). An entry shifted back over the
-    /// cursor by a removal is seen on the next pass.
+    /// once the table has been gone over). An entry shifted back into the
+    /// slice by a removal is seen on the next pass.
     pub fn sweep(
         &mut self,
         cursor: usize,
@@ -190,17 +190,17 @@ impl Table {
         mut doomed: impl FnMut(Sighting) -> bool,
     ) -> (u64, usize) {
         let mut removed = 0;
-        let mut i = cursor;
         let end = (cursor + budget).min(self.slots.len());
-        while i < end {
+        // Backwards: deleting the last entries of a run first leaves
+        // nothing behind them to shift, so clearing a run of k doomed
+        // entries costs O(k), not O(k²). What a delete shifts back into
+        // the slice was looked at already or lies past it: seen next pass.
+        for i in (cursor..end).rev() {
             let [f, v] = self.slots[i];
             if f != EMPTY && doomed(Sighting::unpack(v)) {
                 self.delete_at(i);
                 removed += 1;
-                // Slot i now holds what shifted back: look at it again.
-                continue;
             }
-            i += 1;
         }
         let next = if end >= self.slots.len() { 0 } else { end };
         if self.len * 4 * MAX_LOAD_DEN < self.slots.len() * MAX_LOAD_NUM && next == 0 {
@@ -342,19 +342,24 @@ mod tests {
                         prop_assert_eq!(t.remove(fp(f), u32::from(s)), model.remove(&(fp(f), u32::from(s))));
                     }
                     Op::Sweep(cursor, below) => {
+                        // A pass from any cursor, then full passes until one
+                        // removes nothing: a pass that removes nothing moved
+                        // nothing, so it saw every entry.
                         let mut c = cursor.min(t.capacity());
                         loop {
                             let (_, next) = t.sweep(c, 7, |s| s.ms < below);
                             if next == 0 { break; }
                             c = next;
                         }
-                        // One pass may miss entries shifted over the cursor;
-                        // a second full pass from 0 catches them.
-                        let mut c = 0;
-                        loop {
-                            let (_, next) = t.sweep(c, 7, |s| s.ms < below);
-                            if next == 0 { break; }
-                            c = next;
+                        for _ in 0..100 {
+                            let (mut c, mut removed) = (0, 0);
+                            loop {
+                                let (r, next) = t.sweep(c, 7, |s| s.ms < below);
+                                removed += r;
+                                if next == 0 { break; }
+                                c = next;
+                            }
+                            if removed == 0 { break; }
                         }
                         model.retain(|_, s| s.ms >= below);
                     }
