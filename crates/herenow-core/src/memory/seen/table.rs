@@ -190,11 +190,16 @@ impl Table {
         mut doomed: impl FnMut(Sighting) -> bool,
     ) -> (u64, usize) {
         let mut removed = 0;
-        let end = (cursor + budget).min(self.slots.len());
+        let mut end = (cursor + budget).min(self.slots.len());
+        // To the end of the run of entries the slice ends in: a delete
+        // shifts only entries of its own run, so every entry it can move
+        // has then been looked at (and kept).
+        while end < self.slots.len() && self.slots[end][0] != EMPTY {
+            end += 1;
+        }
         // Backwards: deleting the last entries of a run first leaves
         // nothing behind them to shift, so clearing a run of k doomed
-        // entries costs O(k), not O(k²). What a delete shifts back into
-        // the slice was looked at already or lies past it: seen next pass.
+        // entries costs O(k), not O(k²).
         for i in (cursor..end).rev() {
             let [f, v] = self.slots[i];
             if f != EMPTY && doomed(Sighting::unpack(v)) {
