@@ -142,7 +142,12 @@ pub trait PresenceStore: Send + Sync + 'static {
     }
 
     /// Of `members`, those seen within the window, most recent first, at
-    /// most `limit`.
+    /// most `limit`: present members only, never remembered ones.
+    ///
+    /// The default filters [`status`](Self::status) by time, so it cannot
+    /// tell a remembered member who left a minute ago from a present one:
+    /// a store that remembers last seen must override it (the memory and
+    /// Redis stores do; the seed layouts remember nothing).
     async fn online_among(
         &self,
         space: &SpaceName,

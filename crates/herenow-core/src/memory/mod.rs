@@ -348,15 +348,27 @@ impl PresenceStore for MemoryStore {
                 self.fill_remembered(s, &mut statuses, now);
                 Ok::<_, InvalidInput>(statuses)
             }
-            None => Ok(members
-                .iter()
-                .map(|m| MemberStatus {
-                    member: m.clone(),
-                    status: defaults.status(None, now),
-                    last_seen_ms: None,
-                    meta: None,
-                })
-                .collect()),
+            None => {
+                // Dropped when idle, its remembered times may live on.
+                let detached = self.seen.detached(space);
+                Ok(members
+                    .iter()
+                    .map(|m| MemberStatus {
+                        member: m.clone(),
+                        status: defaults.status(None, now),
+                        last_seen_ms: detached.and_then(|(id, remember_ms, guests)| {
+                            let config = SpaceConfig {
+                                remember_ms,
+                                remember_guests: guests,
+                                ..defaults
+                            };
+                            self.seen
+                                .remembered(id, &config, m.kind, m.id.as_str(), now)
+                        }),
+                        meta: None,
+                    })
+                    .collect())
+            }
         })?)
     }
 
@@ -621,8 +633,7 @@ impl PresenceStore for MemoryStore {
                 let idle = s.is_empty()
                     && s.connection_count() == 0
                     && s.subscribers() == 0
-                    && s.config() == self.defaults
-                    && s.seen_id().is_none_or(|id| self.seen.entries_of(id) == 0);
+                    && s.config() == self.defaults;
                 let name = s.name().clone();
                 let retired = s.take_retired();
                 drop(s);
@@ -658,8 +669,7 @@ impl PresenceStore for MemoryStore {
                     let idle = s.is_empty()
                         && s.connection_count() == 0
                         && s.subscribers() == 0
-                        && s.config() == self.defaults
-                        && s.seen_id().is_none_or(|id| self.seen.entries_of(id) == 0);
+                        && s.config() == self.defaults;
                     idle.then(|| s.seen_id())
                 });
                 if let Some(seen_id) = still_idle {

@@ -623,3 +623,50 @@ proptest! {
         s.check_invariants();
     }
 }
+
+/// A space left holding only remembered times is dropped like any idle
+/// space (not listed, no struct kept), and its remembered times still
+/// answer under its name, and come back with it.
+#[tokio::test]
+async fn remembered_times_outlive_their_idle_space() {
+    use std::sync::Arc;
+
+    use crate::store::PresenceStore;
+    use crate::time::ManualClock;
+
+    let clock = ManualClock::new(T0);
+    let store = super::MemoryStore::new(Arc::new(clock.clone()), SpaceConfig::default());
+    let room = SpaceName::new("dm-ann-bob").unwrap();
+    store.heartbeat(&room, &[beat(user("ann"))]).await.unwrap();
+    store.leave(&room, &[user("ann")]).await.unwrap();
+    let report = store.tick().await.unwrap();
+    assert_eq!(report.spaces_dropped, 1);
+    assert!(store.spaces(None, 10).await.unwrap().is_empty());
+    let st = store
+        .status(&room, &[user("ann"), user("bob")])
+        .await
+        .unwrap();
+    assert_eq!(st[0].last_seen_ms, Some(T0));
+    assert_eq!(st[1].last_seen_ms, None);
+    let anywhere = store
+        .seen_anywhere(&[MemberId::new("ann").unwrap()])
+        .await
+        .unwrap();
+    assert_eq!(anywhere[0].space.as_ref(), Some(&room));
+    // The space comes back under the same id: bob joins, ann still
+    // remembered.
+    store.heartbeat(&room, &[beat(user("bob"))]).await.unwrap();
+    let st = store.status(&room, &[user("ann")]).await.unwrap();
+    assert_eq!(st[0].last_seen_ms, Some(T0));
+    // Past the horizon the sweep forgets ann, and the id is released.
+    store.leave(&room, &[user("bob")]).await.unwrap();
+    clock.advance(std::time::Duration::from_millis(
+        SpaceConfig::default().remember_ms,
+    ));
+    for _ in 0..4 {
+        store.tick().await.unwrap();
+    }
+    assert_eq!(store.seen_usage().0, 0);
+    let st = store.status(&room, &[user("ann")]).await.unwrap();
+    assert_eq!(st[0].last_seen_ms, None);
+}

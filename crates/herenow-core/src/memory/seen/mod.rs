@@ -61,14 +61,35 @@ struct SpaceSlot {
     name: SpaceName,
     remember_ms: AtomicU64,
     remember_guests: AtomicBool,
-    /// Entries naming this space: the space is kept while any does.
+    /// Entries naming this space: the id is kept while any does.
     entries: AtomicU64,
+    /// Whether the space itself exists in the store (it is dropped when
+    /// idle; its remembered times outlive it, under this id).
+    attached: AtomicBool,
 }
 
 #[derive(Default)]
 struct SpaceIds {
     slots: Vec<Option<std::sync::Arc<SpaceSlot>>>,
+    by_name: std::collections::HashMap<SpaceName, u32>,
     free: Vec<u32>,
+}
+
+impl SpaceIds {
+    /// Frees `id` if its space is gone and no entry names it.
+    fn release_if_unused(&mut self, id: u32) {
+        let unused = self
+            .slots
+            .get(id as usize)
+            .and_then(Option::as_ref)
+            .is_some_and(|s| {
+                !s.attached.load(Ordering::Relaxed) && s.entries.load(Ordering::Relaxed) == 0
+            });
+        if unused && let Some(slot) = self.slots[id as usize].take() {
+            self.by_name.remove(&slot.name);
+            self.free.push(id);
+        }
+    }
 }
 
 /// The store-wide table of sightings. See the module documentation.
@@ -128,16 +149,29 @@ impl Seen {
         &self.shards[(fp as usize) % SHARDS]
     }
 
-    /// A space id for `name`, with its remembering policy; `None` when
-    /// every id is taken (then nothing of that space is remembered).
+    /// The id of space `name` as it (re)enters the store, with its
+    /// remembering policy: the id it had if its remembered times outlived
+    /// it, else a new one; `None` when every id is taken (then nothing of
+    /// that space is remembered).
     pub fn register(&self, name: &SpaceName, config: &SpaceConfig) -> Option<u32> {
+        let mut ids = self.spaces.write();
+        if let Some(&id) = ids.by_name.get(name)
+            && let Some(Some(slot)) = ids.slots.get(id as usize)
+        {
+            slot.attached.store(true, Ordering::Relaxed);
+            slot.remember_ms
+                .store(config.remember_ms, Ordering::Relaxed);
+            slot.remember_guests
+                .store(config.remember_guests, Ordering::Relaxed);
+            return Some(id);
+        }
         let slot = std::sync::Arc::new(SpaceSlot {
             name: name.clone(),
             remember_ms: AtomicU64::new(config.remember_ms),
             remember_guests: AtomicBool::new(config.remember_guests),
             entries: AtomicU64::new(0),
+            attached: AtomicBool::new(true),
         });
-        let mut ids = self.spaces.write();
         let id = match ids.free.pop() {
             Some(id) => {
                 ids.slots[id as usize] = Some(slot);
@@ -151,18 +185,31 @@ impl Seen {
                 (ids.slots.len() - 1) as u32
             }
         };
+        ids.by_name.insert(name.clone(), id);
         Some(id)
     }
 
-    /// Gives a space id back once the space is dropped (and no entry
-    /// names it).
+    /// The space of `id` left the store (dropped when idle): its id stays
+    /// while remembered times name it, so they keep answering.
     pub fn unregister(&self, id: u32) {
         let mut ids = self.spaces.write();
-        if let Some(slot) = ids.slots.get_mut(id as usize)
-            && slot.take().is_some()
-        {
-            ids.free.push(id);
+        if let Some(Some(slot)) = ids.slots.get(id as usize) {
+            slot.attached.store(false, Ordering::Relaxed);
         }
+        ids.release_if_unused(id);
+    }
+
+    /// The id and policy of a space that is not in the store but whose
+    /// remembered times are: `(id, remember_ms, remember_guests)`.
+    pub fn detached(&self, name: &SpaceName) -> Option<(u32, u64, bool)> {
+        let ids = self.spaces.read();
+        let &id = ids.by_name.get(name)?;
+        let slot = ids.slots.get(id as usize)?.as_ref()?;
+        Some((
+            id,
+            slot.remember_ms.load(Ordering::Relaxed),
+            slot.remember_guests.load(Ordering::Relaxed),
+        ))
     }
 
     fn slot(&self, id: u32) -> Option<std::sync::Arc<SpaceSlot>> {
@@ -181,12 +228,6 @@ impl Seen {
                     .map(|s| s.name.clone())
             })
             .collect()
-    }
-
-    /// Entries naming space `id`: a space with any is not dropped.
-    pub fn entries_of(&self, id: u32) -> u64 {
-        self.slot(id)
-            .map_or(0, |s| s.entries.load(Ordering::Relaxed))
     }
 
     /// A space's policy changed: remembered entries follow it at once
@@ -347,12 +388,13 @@ impl Seen {
     pub fn forget_user(&self, id: &str) -> u64 {
         let fp = self.fingerprint(MemberKind::User, id);
         let gone = self.shard(fp).lock().remove_where(fp, |s| !s.guest);
-        let ids = self.spaces.read();
+        let mut ids = self.spaces.write();
         let mut remembered = 0;
         for s in &gone {
             if let Some(Some(slot)) = ids.slots.get(s.space as usize) {
                 slot.entries.fetch_sub(1, Ordering::Relaxed);
             }
+            ids.release_if_unused(s.space);
             if !s.present {
                 remembered += 1;
             }
@@ -410,10 +452,13 @@ impl Seen {
             (shard, next)
         };
         drop(cursor);
-        let ids = self.spaces.read();
-        for (space, n) in removed_per_space {
-            if let Some(Some(slot)) = ids.slots.get(space as usize) {
-                slot.entries.fetch_sub(n, Ordering::Relaxed);
+        if !removed_per_space.is_empty() {
+            let mut ids = self.spaces.write();
+            for (space, n) in removed_per_space {
+                if let Some(Some(slot)) = ids.slots.get(space as usize) {
+                    slot.entries.fetch_sub(n, Ordering::Relaxed);
+                }
+                ids.release_if_unused(space);
             }
         }
         (removed, held_us)
