@@ -97,3 +97,33 @@ fn issue_8_erase_needs_a_write_key() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(server.terminate().success());
 }
+
+#[test]
+fn issue_8_an_erasure_survives_a_crash() {
+    let data = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "herenow-erase-crash-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&data).unwrap();
+    let data_arg = data.to_str().unwrap();
+    let mut server = Server::start(&["--data-dir", data_arg]);
+    server.ok(&["seen", "lobby", "ann", "bob"]);
+    server.ok(&["friends", "set", "bob", "ann", "cy"]);
+    assert_eq!(server.json(&["erase", "ann"])["presence"], 1);
+    // SIGKILL: no shutdown snapshot; the erasure's 2xx came after its
+    // journal record was synced.
+    server.kill();
+
+    let mut server = Server::start(&["--data-dir", data_arg]);
+    assert!(server.json(&["user", "ann"])["last_seen_ms"].is_null());
+    assert_eq!(
+        server.json(&["friends", "list", "bob"])["friends"],
+        serde_json::json!(["cy"])
+    );
+    assert!(server.terminate().success());
+    let _ = std::fs::remove_dir_all(&data);
+}
