@@ -6,7 +6,8 @@
 //! everything is allowed.
 //!
 //! The scope a route needs is decided in one place, [`required_scope`]:
-//! reads are `GET`s and the two read-only `POST`s; everything else writes.
+//! reads are `GET`s and the three read-only `POST`s; everything else
+//! writes (`DELETE /v1/users/{id}` included).
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
@@ -48,17 +49,16 @@ fn presented_key(headers: &HeaderMap) -> Option<&[u8]> {
 }
 
 /// The scope a route needs: read for `GET`s and the read-only `POST`s
-/// (`status`, `online-among`), write for everything else.
+/// (`status`, `online-among`, `/v1/users/status`), write for everything
+/// else.
 pub fn required_scope(method: &Method, route: Option<&str>) -> Scope {
     if method == Method::GET || method == Method::HEAD {
         return Scope::Read;
     }
     match route {
-        Some("/v1/spaces/{space}/status" | "/v1/spaces/{space}/online-among")
-            if method == Method::POST =>
-        {
-            Scope::Read
-        }
+        Some(
+            "/v1/spaces/{space}/status" | "/v1/spaces/{space}/online-among" | "/v1/users/status",
+        ) if method == Method::POST => Scope::Read,
         _ => Scope::Write,
     }
 }
@@ -143,5 +143,20 @@ mod tests {
             required_scope(&Method::PUT, Some("/v1/friends/{user}")),
             Scope::Write
         );
+        assert_eq!(
+            required_scope(&Method::POST, Some("/v1/users/status")),
+            Scope::Read
+        );
+        assert_eq!(
+            required_scope(&Method::GET, Some("/v1/users/{id}")),
+            Scope::Read
+        );
+        for route in ["/v1/users/{id}", "/v1/users/status"] {
+            assert_eq!(
+                required_scope(&Method::DELETE, Some(route)),
+                Scope::Write,
+                "{route}"
+            );
+        }
     }
 }

@@ -4,8 +4,8 @@
 //!   into a type that borrows from it (ids are not copied into `String`s on
 //!   the hot path);
 //! - [`ApiQuery`]: a query string, unknown parameters refused;
-//! - [`SpacePath`], [`SpaceMemberPath`], [`UserPath`], [`SpaceUserPath`]:
-//!   path segments, validated into core ids.
+//! - [`SpacePath`], [`SpaceMemberPath`], [`UserPath`], [`IdPath`],
+//!   [`SpaceUserPath`]: path segments, validated into core ids.
 //!
 //! Ids arrive as plain strings and are checked with the core constructors,
 //! so a bad id answers with the core's precise code (`bad-member-id`), not a
@@ -173,6 +173,17 @@ impl<S: Send + Sync> FromRequestParts<S> for UserPath {
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         path_param(parts, state, &["user"], |v| Ok(Self(MemberId::new(v[0])?))).await
+    }
+}
+
+/// `{id}` from the path, a user id (`/v1/users/{id}`).
+pub struct IdPath(pub MemberId);
+
+impl<S: Send + Sync> FromRequestParts<S> for IdPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        path_param(parts, state, &["id"], |v| Ok(Self(MemberId::new(v[0])?))).await
     }
 }
 

@@ -10,6 +10,7 @@
 //!
 //! - `herenow_heartbeats_total`: heartbeats received;
 //! - `herenow_queries_total{endpoint}`: queries answered, by endpoint;
+//! - `herenow_erasures_total`: users erased (`DELETE /v1/users/{id}`);
 //! - `herenow_space_members{space,kind}`: members stored per space (gauge,
 //!   set by the ticker for up to [`MAX_GAUGED_SPACES`] spaces; a space that
 //!   disappears drops out after a minute);
@@ -72,10 +73,14 @@ pub enum Query {
     Spaces,
     /// `GET history`.
     History,
+    /// `GET /v1/users/{id}`.
+    User,
+    /// `POST /v1/users/status`.
+    UsersStatus,
 }
 
 impl Query {
-    const ALL: [Query; 10] = [
+    const ALL: [Query; 12] = [
         Query::Member,
         Query::Status,
         Query::Online,
@@ -86,6 +91,8 @@ impl Query {
         Query::Config,
         Query::Spaces,
         Query::History,
+        Query::User,
+        Query::UsersStatus,
     ];
 
     fn label(self) -> &'static str {
@@ -100,6 +107,8 @@ impl Query {
             Query::Config => "config",
             Query::Spaces => "spaces",
             Query::History => "history",
+            Query::User => "user",
+            Query::UsersStatus => "users_status",
         }
     }
 }
@@ -115,6 +124,7 @@ struct Inner {
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
     heartbeats: Counter,
+    erasures: Counter,
     queries: HashMap<Query, Counter>,
     sweep: Histogram,
     expired: Counter,
@@ -162,6 +172,7 @@ impl Metrics {
             .build_recorder();
         let handle = recorder.handle();
         let heartbeats = recorder.register_counter(&key("herenow_heartbeats_total", vec![]), &META);
+        let erasures = recorder.register_counter(&key("herenow_erasures_total", vec![]), &META);
         let queries = Query::ALL
             .iter()
             .map(|q| {
@@ -188,6 +199,7 @@ impl Metrics {
             recorder,
             handle,
             heartbeats,
+            erasures,
             queries,
             sweep,
             expired,
@@ -200,6 +212,11 @@ impl Metrics {
     /// Counts received heartbeats.
     pub fn heartbeats(&self, n: u64) {
         self.0.heartbeats.increment(n);
+    }
+
+    /// Counts one erased user.
+    pub fn erasure(&self) {
+        self.0.erasures.increment(1);
     }
 
     /// Counts one answered query.

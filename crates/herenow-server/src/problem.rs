@@ -62,6 +62,15 @@ impl ApiError {
         }
     }
 
+    /// The same status and code with a more precise detail: which item
+    /// of a batch, say, or the bound it broke.
+    pub fn with_detail(self, detail: impl Into<Cow<'static, str>>) -> Self {
+        Self {
+            detail: detail.into(),
+            ..self
+        }
+    }
+
     /// The HTTP status it answers with.
     pub fn status(&self) -> StatusCode {
         self.status

@@ -27,6 +27,8 @@ use reqwest::Url;
   herenow online lobby --all
   herenow status lobby alice carol
   herenow friends set alice bob carol && herenow friends online lobby alice
+  herenow user alice && herenow users status alice bob carol
+  herenow erase alice
   herenow token alice --space room:1 --ttl 1h
 
 Client commands talk to --server (HERENOW_SERVER, default http://127.0.0.1:7700);
@@ -63,6 +65,15 @@ pub enum ClientCommand {
     Status(StatusArgs),
     /// Manage a user's friends and see which of them are online.
     Friends(FriendsArgs),
+    /// Show when a user was last seen anywhere: the newest time over every
+    /// space, remembered after leaving (default 30 days), and where.
+    User(UserArgs),
+    /// Look up many users at once (`users status ID…`).
+    Users(UsersArgs),
+    /// Erase a user everywhere: presence, remembered last-seen times, its
+    /// friend set and its place in others'. For account deletion and
+    /// erasure requests; asks nothing, cannot be undone; needs a write key.
+    Erase(EraseArgs),
     /// Mint a token for the WebSocket protocol (/v1/ws); needs a write key.
     Token(TokenArgs),
 }
@@ -404,6 +415,45 @@ pub enum FriendsCommand {
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
         limit: Option<u32>,
     },
+}
+
+/// `herenow user`.
+#[derive(Debug, Args)]
+pub struct UserArgs {
+    /// The user id.
+    pub id: String,
+    #[command(flatten)]
+    pub client: ClientOpts,
+}
+
+/// `herenow users`.
+#[derive(Debug, Args)]
+pub struct UsersArgs {
+    /// What to look up.
+    #[command(subcommand)]
+    pub command: UsersCommand,
+    #[command(flatten)]
+    pub client: ClientOpts,
+}
+
+/// `herenow users …`.
+#[derive(Debug, Subcommand)]
+pub enum UsersCommand {
+    /// Show when users were last seen anywhere, in the order given.
+    Status {
+        /// User ids; many are sent as batches of up to 10,000.
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
+    },
+}
+
+/// `herenow erase`.
+#[derive(Debug, Args)]
+pub struct EraseArgs {
+    /// The user id to erase.
+    pub id: String,
+    #[command(flatten)]
+    pub client: ClientOpts,
 }
 
 /// `herenow token`.
@@ -750,6 +800,41 @@ mod tests {
         assert!(f.client.json);
         assert!(
             matches!(f.command, FriendsCommand::Online { window: Some(w), .. } if w == Duration::from_secs(300))
+        );
+    }
+
+    #[test]
+    fn user_commands_take_ids() {
+        let Command::Client(ClientCommand::User(u)) =
+            parse(&["user", "ann", "--json"]).unwrap().command
+        else {
+            panic!("not user");
+        };
+        assert_eq!(u.id, "ann");
+        assert!(u.client.json);
+        let cli = parse(&["users", "status", "ann", "bob", "--json"]).unwrap();
+        let Command::Client(ClientCommand::Users(u)) = cli.command else {
+            panic!("not users");
+        };
+        assert!(u.client.json);
+        let UsersCommand::Status { ids } = u.command;
+        assert_eq!(ids, ["ann", "bob"]);
+        let Command::Client(ClientCommand::Erase(e)) = parse(&["erase", "ann"]).unwrap().command
+        else {
+            panic!("not erase");
+        };
+        assert_eq!(e.id, "ann");
+        for bad in [&["user"][..], &["users", "status"], &["erase"]] {
+            assert_eq!(
+                parse(bad).unwrap_err().kind(),
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "{bad:?}"
+            );
+        }
+        // One user at a time: `erase` does not take a list by accident.
+        assert_eq!(
+            parse(&["erase", "ann", "bob"]).unwrap_err().kind(),
+            clap::error::ErrorKind::UnknownArgument
         );
     }
 

@@ -65,6 +65,11 @@ impl Api {
         self.send(Method::GET, url, None::<&()>).await
     }
 
+    /// `DELETE url`; the answer's body.
+    pub async fn delete(&self, url: Url) -> Result<String> {
+        self.send(Method::DELETE, url, None::<&()>).await
+    }
+
     /// `method url` with a JSON body; the answer's body.
     pub async fn send_json<B: Serialize>(
         &self,

@@ -11,11 +11,11 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::cli::{
-    ClientCommand, ClientOpts, CountArgs, FriendsArgs, FriendsCommand, LeaveArgs, OnlineArgs,
-    SeenArgs, StatusArgs, TokenArgs,
+    ClientCommand, ClientOpts, CountArgs, EraseArgs, FriendsArgs, FriendsCommand, LeaveArgs,
+    OnlineArgs, SeenArgs, StatusArgs, TokenArgs, UserArgs, UsersArgs, UsersCommand,
 };
 use crate::client::Api;
-use crate::output::{self, CountAnswer, HeartbeatAnswer, Members};
+use crate::output::{self, CountAnswer, Erasure, HeartbeatAnswer, Members, SeenAnywhere, Users};
 
 /// Runs a client command to completion.
 pub fn main(command: ClientCommand) -> Result<()> {
@@ -32,6 +32,9 @@ pub fn main(command: ClientCommand) -> Result<()> {
             ClientCommand::Count(a) => count(a).await,
             ClientCommand::Status(a) => status(a).await,
             ClientCommand::Friends(a) => friends(a).await,
+            ClientCommand::User(a) => user(a).await,
+            ClientCommand::Users(a) => users(a).await,
+            ClientCommand::Erase(a) => erase(a).await,
             ClientCommand::Token(a) => token(a).await,
         }
     })
@@ -406,6 +409,56 @@ async fn friends(a: FriendsArgs) -> Result<()> {
 }
 
 #[derive(Serialize)]
+struct UserIds<'a> {
+    ids: &'a [String],
+}
+
+async fn user(a: UserArgs) -> Result<()> {
+    let api = Api::new(&a.client)?;
+    let body = api.get(api.url(&["v1", "users", &a.id])).await?;
+    if a.client.json {
+        return emit_json(&body);
+    }
+    let one: SeenAnywhere = parse(&body)?;
+    emit(&output::users_table(&[one], now_ms()))
+}
+
+async fn users(a: UsersArgs) -> Result<()> {
+    let api = Api::new(&a.client)?;
+    let UsersCommand::Status { ids } = &a.command;
+    let url = api.url(&["v1", "users", "status"]);
+    let mut all = Users {
+        users: Vec::with_capacity(ids.len()),
+    };
+    // Batches as for `status`: 10,000 ids or 3 MiB of body each.
+    let chunks = batches(ids.as_slice(), |id| json_len(id) + 1);
+    let mut last_body = String::new();
+    for chunk in &chunks {
+        last_body = api
+            .send_json(Method::POST, url.clone(), &UserIds { ids: chunk })
+            .await?;
+        all.users.extend(parse::<Users>(&last_body)?.users);
+    }
+    if a.client.json {
+        if chunks.len() > 1 {
+            last_body = serde_json::to_string(&all)?;
+        }
+        return emit_json(&last_body);
+    }
+    emit(&output::users_table(&all.users, now_ms()))
+}
+
+async fn erase(a: EraseArgs) -> Result<()> {
+    let api = Api::new(&a.client)?;
+    let body = api.delete(api.url(&["v1", "users", &a.id])).await?;
+    if a.client.json {
+        return emit_json(&body);
+    }
+    let report: Erasure = parse(&body)?;
+    emit(&output::erasure_line(&a.id, &report))
+}
+
+#[derive(Serialize)]
 struct TokenRequest<'a> {
     user: &'a str,
     kind: &'static str,
@@ -506,6 +559,10 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&FriendList { friends: &ids }).unwrap(),
             r#"{"friends":["a","b"]}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&UserIds { ids: &ids }).unwrap(),
+            r#"{"ids":["a","b"]}"#
         );
         assert_eq!(
             serde_json::to_string(&TokenRequest {

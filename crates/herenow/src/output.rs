@@ -45,6 +45,42 @@ pub struct Members {
     pub window_ms: Option<u64>,
 }
 
+/// One user's last seen anywhere, as the API describes it.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+pub struct SeenAnywhere {
+    /// The user id.
+    pub id: String,
+    /// The best status over the spaces the user is present in.
+    pub status: String,
+    /// The newest last-seen time over every space; `None`: never seen
+    /// (or erased, or past every space's horizon).
+    #[serde(default)]
+    pub last_seen_ms: Option<u64>,
+    /// The space of that time.
+    #[serde(default)]
+    pub space: Option<String>,
+}
+
+/// `{"users": [...]}`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+pub struct Users {
+    /// The users, in the order asked.
+    pub users: Vec<SeenAnywhere>,
+}
+
+/// What erasing a user removed.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+pub struct Erasure {
+    /// Spaces the user was present in (each got a leave).
+    pub presence: u64,
+    /// Remembered last-seen times forgotten.
+    pub remembered: u64,
+    /// Whether the user's own friend set existed.
+    pub friend_set: bool,
+    /// Other users' friend sets the user was removed from.
+    pub listed_by: u64,
+}
+
 /// The answer to a heartbeat or a batch of them.
 #[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 pub struct HeartbeatAnswer {
@@ -138,6 +174,55 @@ pub fn members_table(members: &[Member], now_ms: u64) -> String {
         rows.push(row);
     }
     align(&rows)
+}
+
+/// An aligned table of users' last seen anywhere: id, status, last seen
+/// and the space it was in (empty when never seen).
+pub fn users_table(users: &[SeenAnywhere], now_ms: u64) -> String {
+    let mut rows: Vec<Vec<String>> = Vec::with_capacity(users.len() + 1);
+    rows.push(
+        ["ID", "STATUS", "LAST SEEN", "SPACE"]
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
+    );
+    for u in users {
+        rows.push(vec![
+            u.id.clone(),
+            status_cell(&u.status),
+            ago(now_ms, u.last_seen_ms),
+            u.space.clone().unwrap_or_default(),
+        ]);
+    }
+    align(&rows)
+}
+
+/// The `erase` line: what was removed, or that there was nothing.
+pub fn erasure_line(user: &str, e: &Erasure) -> String {
+    if *e
+        == (Erasure {
+            presence: 0,
+            remembered: 0,
+            friend_set: false,
+            listed_by: 0,
+        })
+    {
+        return format!("{user}: nothing to erase (never seen, or erased already)\n");
+    }
+    let own = if e.friend_set {
+        "deleted its friend set"
+    } else {
+        "had no friend set"
+    };
+    format!(
+        "{user} erased: left {} {}, forgot {} last-seen {}, {own}, removed from {} {}\n",
+        e.presence,
+        plural(e.presence, "space", "spaces"),
+        e.remembered,
+        plural(e.remembered, "time", "times"),
+        e.listed_by,
+        plural(e.listed_by, "friend set", "friend sets"),
+    )
 }
 
 /// Pads every column but the last to its widest cell (counted in chars,
@@ -341,6 +426,58 @@ bb  user  ○ offline  never
         assert_eq!(
             heartbeat_line("lobby", &a),
             "lobby: 3 seen, 1 joined, 1 stale (older than stored, ignored)\n"
+        );
+    }
+
+    #[test]
+    fn users_table_names_the_space() {
+        let now = 1_700_000_000_000;
+        let users = [
+            SeenAnywhere {
+                id: "ann".to_owned(),
+                status: "offline".to_owned(),
+                last_seen_ms: Some(now - 2 * 86_400_000),
+                space: Some("lobby".to_owned()),
+            },
+            SeenAnywhere {
+                id: "nobody".to_owned(),
+                status: "offline".to_owned(),
+                last_seen_ms: None,
+                space: None,
+            },
+        ];
+        let expected = "\
+ID      STATUS     LAST SEEN  SPACE
+ann     ○ offline  2d ago     lobby
+nobody  ○ offline  never
+";
+        assert_eq!(users_table(&users, now), expected);
+    }
+
+    #[test]
+    fn erasure_lines() {
+        let mut e = Erasure {
+            presence: 1,
+            remembered: 2,
+            friend_set: true,
+            listed_by: 1,
+        };
+        assert_eq!(
+            erasure_line("ann", &e),
+            "ann erased: left 1 space, forgot 2 last-seen times, deleted its friend set, \
+             removed from 1 friend set\n"
+        );
+        e.friend_set = false;
+        assert!(erasure_line("ann", &e).contains("had no friend set"));
+        let none = Erasure {
+            presence: 0,
+            remembered: 0,
+            friend_set: false,
+            listed_by: 0,
+        };
+        assert_eq!(
+            erasure_line("ann", &none),
+            "ann: nothing to erase (never seen, or erased already)\n"
         );
     }
 

@@ -23,8 +23,10 @@ pub struct KindQuery {
     pub kind: Option<String>,
 }
 
-/// One member's status and last-seen time. A never-seen id is `offline`
-/// with `last_seen_ms: null`.
+/// One member's status and last-seen time. A member who left or expired
+/// is `offline` with its remembered last-seen time until the space's
+/// `remember_ms`; a never-seen (or forgotten) id is `offline` with
+/// `last_seen_ms: null`.
 #[utoipa::path(
     get,
     path = "/v1/spaces/{space}/members/{id}",
@@ -63,7 +65,8 @@ pub async fn one(
     Ok(Json(member.into()))
 }
 
-/// Status and last-seen time of up to 10,000 members, in the order asked.
+/// Status and last-seen time of up to 10,000 members, in the order asked,
+/// remembered times of absent members included.
 #[utoipa::path(
     post,
     path = "/v1/spaces/{space}/status",

@@ -18,6 +18,7 @@ pub mod members;
 pub mod online;
 pub mod spaces;
 pub mod tokens;
+pub mod users;
 
 use axum::Router;
 use axum::extract::FromRequestParts;
@@ -58,6 +59,15 @@ pub fn router() -> Router<AppState> {
         )
         .route("/v1/friends/{user}/add", post(friends::add))
         .route("/v1/friends/{user}/remove", post(friends::remove))
+        .route("/v1/users/{id}", get(users::one).delete(users::erase))
+        // The static segment wins over `{id}`: the user called `status`
+        // is served here too.
+        .route(
+            "/v1/users/status",
+            post(users::status)
+                .get(users::one_named_status)
+                .delete(users::erase_named_status),
+        )
         .route("/v1/tokens", post(tokens::mint))
 }
 

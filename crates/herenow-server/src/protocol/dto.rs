@@ -46,7 +46,7 @@ pub enum Presence {
     Online,
     /// Seen within the space's `away_ms`.
     Away,
-    /// Seen longer ago, never seen, or left.
+    /// Seen longer ago, never seen, or left (however recently).
     Offline,
 }
 
@@ -71,7 +71,12 @@ pub struct MemberDto {
     pub kind: Kind,
     /// By the space's thresholds.
     pub status: Presence,
-    /// Last heartbeat, ms since the UNIX epoch; `null` if never seen.
+    /// Last seen, ms since the UNIX epoch: the last heartbeat of a
+    /// present member; for one whose presence ended (a leave, or expiry at
+    /// the retention) the remembered time it ended (the leave's time, or
+    /// its last heartbeat), with `status: offline`, until the space's
+    /// `remember_ms` horizon. `null` if never seen, erased, past the
+    /// horizon, or a guest in a space that does not remember guests.
     pub last_seen_ms: Option<u64>,
     /// The member's metadata, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -91,8 +96,9 @@ impl From<MemberStatus> for MemberDto {
     }
 }
 
-/// A space's thresholds, in ms. Must satisfy
-/// `0 < online ≤ away ≤ retention ≤ 24h` and `0 < window ≤ retention`.
+/// A space's time policy, in ms. The thresholds must satisfy
+/// `0 < online ≤ away ≤ retention ≤ 24h` and `0 < window ≤ retention`;
+/// `remember_ms` is at most 1,096 days.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SpaceConfigDto {
@@ -104,11 +110,16 @@ pub struct SpaceConfigDto {
     pub window_ms: u64,
     /// How long a member is kept after its last heartbeat.
     pub retention_ms: u64,
-    /// How long a last-seen time is remembered after presence ends (`0`:
-    /// not at all). Absent in a `PUT`: the space keeps what it has.
+    /// How long a user's last-seen time is remembered after presence
+    /// ends (by leave or at the retention): status answers give it, with
+    /// `offline`, until `last_seen + remember_ms`. `0`: not remembered.
+    /// Default 30 days (the server's `--remember`), at most 1,096 days
+    /// (94,694,400,000 ms). Absent in a `PUT`: the space keeps what it has.
     #[serde(default)]
+    #[schema(minimum = 0, maximum = 94694400000.0)]
     pub remember_ms: Option<u64>,
-    /// Whether guests are remembered too. Absent in a `PUT`: unchanged.
+    /// Whether guests are remembered too (default `false`: guests churn
+    /// by the million). Absent in a `PUT`: unchanged.
     #[serde(default)]
     pub remember_guests: Option<bool>,
 }
