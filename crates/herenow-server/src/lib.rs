@@ -39,8 +39,6 @@
 //! [`PresenceStore`]: herenow_core::PresenceStore
 //! [`MemoryStore`]: herenow_core::MemoryStore
 
-#![warn(missing_docs)]
-
 pub mod api;
 pub mod auth;
 mod backend;
