@@ -39,7 +39,7 @@ const VERSION: u8 = 1;
 /// One heartbeat as the store applied it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Beat {
-    /// Who.
+    /// The member whose heartbeat this was.
     pub member: MemberKey,
     /// The explicit time, if the caller gave one (else the change's `now`).
     pub at_ms: Option<Millis>,
@@ -70,7 +70,7 @@ mod meta_text {
 pub enum Change {
     /// Heartbeats of one call, with the store's time when it applied them.
     Heartbeats {
-        /// The space.
+        /// Where the beats were applied.
         space: SpaceName,
         /// "Now" for beats without an explicit time.
         now: Millis,
@@ -79,40 +79,40 @@ pub enum Change {
     },
     /// Explicit goodbyes at `at`.
     Leave {
-        /// The space.
+        /// The space they left.
         space: SpaceName,
         /// When they left: a replay leaves a member only if it was last
         /// seen no later, so a heartbeat after the leave survives.
         at: Millis,
-        /// Who left.
+        /// The members that said goodbye, in call order.
         members: Vec<MemberKey>,
     },
     /// A space's new time policy.
     SetConfig {
-        /// The space.
+        /// The space configured.
         space: SpaceName,
-        /// Its policy.
+        /// The policy it has from now on, already validated.
         config: SpaceConfig,
     },
     /// A user's friend set replaced.
     SetFriends {
-        /// The user.
+        /// Whose set (friend sets are global, not per space).
         user: MemberId,
         /// The whole new set.
         friends: Vec<MemberId>,
     },
     /// Friends added to a user's set.
     AddFriends {
-        /// The user.
+        /// Whose set grew.
         user: MemberId,
-        /// Who was added.
+        /// The user ids added; those already friends change nothing.
         friends: Vec<MemberId>,
     },
     /// Friends removed from a user's set.
     RemoveFriends {
-        /// The user.
+        /// Whose set shrank.
         user: MemberId,
-        /// Who was removed.
+        /// The user ids removed; those not friends change nothing.
         friends: Vec<MemberId>,
     },
     /// A user erased everywhere (presence, remembered times, friend set,

@@ -84,9 +84,10 @@ impl fmt::Debug for ConnId {
 /// change and visibility change are all one upsert.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Attach {
-    /// Whose connection.
+    /// The member the connection holds present; a connection id attached
+    /// for another member is refused ([`InvalidInput::ConnIdTaken`]).
     pub member: MemberKey,
-    /// Which connection.
+    /// The connection's id, the same for every attach of its life.
     pub conn: ConnId,
     /// The connection's metadata (`None`: none).
     pub meta: Option<Metadata>,
@@ -97,7 +98,8 @@ pub struct Attach {
 }
 
 impl Attach {
-    /// Checks the TTL.
+    /// Refuses a TTL outside [`limits::MIN_CONN_TTL_MS`] ..=
+    /// [`limits::MAX_CONN_TTL_MS`] with [`InvalidInput::ConnTtlOutOfRange`].
     pub fn check(&self) -> Result<(), InvalidInput> {
         if !(limits::MIN_CONN_TTL_MS..=limits::MAX_CONN_TTL_MS).contains(&self.ttl_ms) {
             return Err(InvalidInput::ConnTtlOutOfRange {
@@ -122,7 +124,8 @@ pub struct AttachReport {
 /// What a detach did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct DetachReport {
-    /// The connection was known.
+    /// The connection was attached (`false`: already gone, expired or
+    /// never seen; the detach changed nothing).
     pub found: bool,
     /// Its member stopped being present (it was the last visible one).
     pub left: bool,
@@ -131,9 +134,9 @@ pub struct DetachReport {
 /// One live connection, as listed under its member (Phoenix's "metas").
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Connection {
-    /// Its id.
+    /// The id it was attached with.
     pub conn: ConnId,
-    /// Its metadata.
+    /// The metadata of its latest attach (`None`: none given).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<Metadata>,
     /// Whether it hides its member.

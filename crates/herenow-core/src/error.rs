@@ -47,7 +47,7 @@ pub enum InvalidInput {
     BatchTooLarge {
         /// Items sent.
         len: usize,
-        /// The limit.
+        /// The most one call may carry ([`limits::MAX_BATCH`]).
         max: usize,
     },
     /// A batch with no items.
@@ -71,9 +71,9 @@ pub enum InvalidInput {
     /// A page size out of range.
     #[error("limit must be between 1 and {max}; got {got}")]
     LimitOutOfRange {
-        /// What was asked for.
+        /// What was asked for, as sent (a query parameter may be negative).
         got: i64,
-        /// The largest allowed.
+        /// The largest page allowed ([`limits::MAX_PAGE`]).
         max: usize,
     },
     /// A window of zero, or longer than the space keeps members.
@@ -92,7 +92,7 @@ pub enum InvalidInput {
         limits::MAX_FUTURE_SKEW_MS
     )]
     AtInFuture {
-        /// The time given.
+        /// The time given, in ms since the UNIX epoch.
         at_ms: u64,
     },
     /// A friend set larger than the limit.
@@ -186,13 +186,15 @@ pub enum ErrorKind {
 /// The error of every store operation.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// See [`InvalidInput`].
+    /// The caller's input was refused; [`InvalidInput`] says which rule
+    /// it broke.
     #[error(transparent)]
     Invalid(#[from] InvalidInput),
     /// The store cannot answer this question.
     #[error("{what} is not supported by {store}")]
     Unsupported {
-        /// The operation or field.
+        /// The operation or field it cannot serve, as a phrase
+        /// ("live connections").
         what: &'static str,
         /// The store or layout that lacks it.
         store: String,
@@ -212,7 +214,8 @@ pub enum Error {
         /// What is wrong with it.
         what: String,
     },
-    /// A broken invariant.
+    /// A broken invariant: a bug, or a reply from a backend that does not
+    /// have the shape the store wrote. Not retryable.
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -233,7 +236,8 @@ impl Error {
         self.kind() == ErrorKind::Unavailable
     }
 
-    /// A stable, machine-readable code.
+    /// A stable, machine-readable code (the server's problem `code`); for
+    /// invalid input, [`InvalidInput::code`].
     pub fn code(&self) -> &'static str {
         match self {
             Error::Invalid(i) => i.code(),

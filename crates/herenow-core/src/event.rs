@@ -52,7 +52,8 @@ impl EventKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LeaveReason {
-    /// It said goodbye.
+    /// It said goodbye: a `leave` call, or a detach of its last visible
+    /// connection.
     Explicit,
     /// It went silent for longer than the space's `away_ms`.
     Timeout,
@@ -64,12 +65,13 @@ pub enum LeaveReason {
 /// One change to a space's presence.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Event {
-    /// The space.
+    /// The space it happened in; a subscription carries only its own.
     pub space: SpaceName,
-    /// What happened.
+    /// What happened (`type` on the wire).
     #[serde(rename = "type")]
     pub kind: EventKind,
-    /// To whom.
+    /// The member it happened to; kind and id are flattened into the JSON
+    /// object.
     #[serde(flatten)]
     pub member: MemberKey,
     /// The member's status after the event.
@@ -80,7 +82,7 @@ pub struct Event {
     /// caused, that connection's metadata.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub meta: Option<Metadata>,
-    /// For `leave`: why.
+    /// Why the member left; only on `leave`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<LeaveReason>,
     /// The connection that caused the event, if one did (see
@@ -123,7 +125,8 @@ impl EventReceiver {
         Self(rx)
     }
 
-    /// The next event.
+    /// Waits for the next event. [`RecvError::Lagged`] means events were
+    /// lost and the subscriber must start over from a new snapshot.
     pub async fn recv(&mut self) -> Result<Arc<Event>, RecvError> {
         match self.0.recv().await {
             Ok(e) => Ok(e),

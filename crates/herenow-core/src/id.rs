@@ -139,7 +139,8 @@ pub enum MemberKind {
     /// An authenticated user: the default.
     #[default]
     User,
-    /// An anonymous visitor.
+    /// An anonymous visitor (seed 000's guests by IP): counted and listed
+    /// apart, with no friend set.
     Guest,
 }
 
@@ -185,7 +186,7 @@ pub struct MemberKey {
     /// User or guest.
     #[serde(default)]
     pub kind: MemberKind,
-    /// The id.
+    /// The id, unique within its kind only.
     pub id: MemberId,
 }
 

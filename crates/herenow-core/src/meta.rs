@@ -38,7 +38,8 @@ impl Metadata {
         Ok(Self(Arc::from(compact)))
     }
 
-    /// The JSON text.
+    /// The JSON text, compact (re-serialized when it was checked), at most
+    /// [`limits::MAX_META_BYTES`] bytes.
     pub fn as_json(&self) -> &str {
         &self.0
     }

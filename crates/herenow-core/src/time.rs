@@ -40,12 +40,14 @@ impl ManualClock {
         Self(Arc::new(AtomicU64::new(start_ms)))
     }
 
-    /// Moves the clock forward.
+    /// Moves the clock forward by `by` (whole milliseconds; the rest is
+    /// dropped).
     pub fn advance(&self, by: Duration) {
         self.0.fetch_add(by.as_millis() as u64, Ordering::SeqCst);
     }
 
-    /// Sets the clock.
+    /// Sets the clock to `ms`; unlike [`advance`](Self::advance) it may
+    /// move time backwards.
     pub fn set(&self, ms: Millis) {
         self.0.store(ms, Ordering::SeqCst);
     }

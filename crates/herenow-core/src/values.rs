@@ -17,7 +17,8 @@ use crate::time::Millis;
 /// "This member was active": one item of a heartbeat call.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Heartbeat {
-    /// Who.
+    /// The member that was active; its kind decides which list (users or
+    /// guests) it is counted in.
     pub member: MemberKey,
     /// When; `None` means "now" by the store's clock. An explicit time is
     /// for imports and backfills, and the server allows it to write-scoped
@@ -41,7 +42,8 @@ impl Heartbeat {
 /// What a heartbeat call did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct HeartbeatReport {
-    /// Heartbeats applied.
+    /// Heartbeats that moved a member's last-seen time (the call's items
+    /// minus the `stale` ones).
     pub accepted: u64,
     /// Of those, members that became present (a `join`).
     pub joined: u64,
@@ -53,7 +55,8 @@ pub struct HeartbeatReport {
 /// A member's presence as answered to queries.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct MemberStatus {
-    /// Who.
+    /// The member answered about; its kind and id are flattened into the
+    /// JSON object.
     #[serde(flatten)]
     pub member: MemberKey,
     /// Online, away or offline, by the space's thresholds.
@@ -62,7 +65,8 @@ pub struct MemberStatus {
     /// time presence ended (its leave or last heartbeat) until the
     /// space's `remember_ms` horizon; `None` if never seen or forgotten.
     pub last_seen_ms: Option<Millis>,
-    /// Metadata, if any.
+    /// The latest metadata a heartbeat (or connection) gave it, kept across
+    /// heartbeats that send none; left out of the JSON when absent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub meta: Option<Metadata>,
 }
@@ -127,14 +131,14 @@ pub enum KindFilter {
     /// Users only (the default, like seed 000's "who's online").
     #[default]
     Users,
-    /// Guests only.
+    /// Guests only (seed 000's visitors by IP).
     Guests,
-    /// Both.
+    /// Users and guests, in one listing.
     All,
 }
 
 impl KindFilter {
-    /// Whether `kind` passes.
+    /// Whether members of `kind` belong in the answer.
     pub fn admits(self, kind: MemberKind) -> bool {
         match self {
             KindFilter::Users => kind == MemberKind::User,
@@ -162,11 +166,13 @@ pub struct ListQuery {
     pub window_ms: Option<Millis>,
     /// Users, guests or both.
     pub kinds: KindFilter,
-    /// Sort order.
+    /// Most recent first, or by id; a store that cannot sort by id at this
+    /// size answers [`Error::Unsupported`](crate::Error::Unsupported).
     pub order: Order,
     /// Page size, 1 to [`limits::MAX_PAGE`].
     pub limit: usize,
-    /// Where the previous page ended.
+    /// [`Page::next_cursor`] of the previous page; it must come from a
+    /// listing in the same `order` ([`InvalidInput::BadCursor`] otherwise).
     pub cursor: Option<String>,
 }
 
@@ -183,7 +189,8 @@ impl Default for ListQuery {
 }
 
 impl ListQuery {
-    /// Checks the page size.
+    /// Refuses a `limit` of 0 or above [`limits::MAX_PAGE`] with
+    /// [`InvalidInput::LimitOutOfRange`].
     pub fn check_limit(&self) -> Result<(), InvalidInput> {
         if self.limit == 0 || self.limit > limits::MAX_PAGE {
             return Err(InvalidInput::LimitOutOfRange {
@@ -198,7 +205,7 @@ impl ListQuery {
 /// One page of a listing.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Page {
-    /// The members.
+    /// At most the query's `limit` members, in its order.
     pub members: Vec<MemberStatus>,
     /// Pass this back for the next page; `None` on the last page.
     pub next_cursor: Option<String>,
@@ -207,9 +214,9 @@ pub struct Page {
 /// How many members were seen within a window.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Counts {
-    /// Users.
+    /// Users seen within the window.
     pub users: u64,
-    /// Guests.
+    /// Guests seen within the window.
     pub guests: u64,
 }
 
@@ -223,7 +230,7 @@ impl Counts {
 /// A space, as listed by [`PresenceStore::spaces`](crate::PresenceStore::spaces).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SpaceSummary {
-    /// Its name.
+    /// The space's name; listings are sorted by it.
     pub space: SpaceName,
     /// Members stored (seen within the retention), by kind.
     pub members: Counts,
@@ -254,7 +261,10 @@ pub fn sort_most_recent_first(members: &mut [MemberStatus]) {
     });
 }
 
-/// Checks a batch's size.
+/// Refuses an empty batch ([`InvalidInput::EmptyBatch`]) or one of more
+/// than [`limits::MAX_BATCH`] items ([`InvalidInput::BatchTooLarge`]).
+/// Stores call it again on every batch, so a direct caller cannot bypass
+/// the bound.
 pub fn check_batch(len: usize) -> Result<(), InvalidInput> {
     if len == 0 {
         return Err(InvalidInput::EmptyBatch);

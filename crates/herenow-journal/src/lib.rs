@@ -88,11 +88,11 @@ pub enum JournalError {
     /// A file system call failed.
     #[error("{what} {}: {source}", path.display())]
     Io {
-        /// What was being done.
+        /// What was being done, as a phrase ("removing folded journal").
         what: &'static str,
-        /// The file or directory.
+        /// The file or directory it was done to.
         path: PathBuf,
-        /// The error.
+        /// The operating system's error.
         #[source]
         source: io::Error,
     },
@@ -102,19 +102,19 @@ pub enum JournalError {
         path.display()
     )]
     Corrupt {
-        /// The file.
+        /// The damaged file, to move away by hand.
         path: PathBuf,
-        /// Where the damage starts.
+        /// Where the damage starts, in bytes from the start of the file.
         offset: u64,
-        /// What is wrong.
+        /// What is wrong, as a phrase.
         why: &'static str,
     },
     /// The caller's replay function refused a record.
     #[error("replaying {} at byte {offset}: {why}", path.display())]
     Replay {
-        /// The file.
+        /// The file holding the refused record.
         path: PathBuf,
-        /// Where the record starts.
+        /// Where the record starts, in bytes from the start of the file.
         offset: u64,
         /// The caller's reason.
         why: String,
@@ -132,7 +132,7 @@ pub enum JournalError {
 /// A torn tail cut off at open.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TornTail {
-    /// The file.
+    /// The newest file, the only one a crash can tear.
     pub path: PathBuf,
     /// Where the file now ends.
     pub offset: u64,
@@ -143,9 +143,10 @@ pub struct TornTail {
 /// What [`Journal::open`] found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OpenReport {
-    /// Records replayed.
+    /// Records handed to `replay`, over every file.
     pub records: u64,
-    /// Files replayed.
+    /// Journal files replayed (those numbered `from` or higher), empty
+    /// ones included.
     pub files: u64,
     /// The torn tail cut off the newest file, if there was one.
     pub torn: Option<TornTail>,
@@ -323,7 +324,7 @@ impl Journal {
         file::sync_dir(&self.dir)
     }
 
-    /// Counters since open.
+    /// Counters since open; cheap (relaxed atomic loads), for metrics.
     pub fn stats(&self) -> JournalStats {
         let c = &self.counters;
         JournalStats {

@@ -49,7 +49,8 @@ pub struct Pending {
 }
 
 impl Pending {
-    /// A heartbeat.
+    /// A heartbeat made at `at`; `meta` `None` keeps the member's stored
+    /// metadata, as a heartbeat without metadata does.
     pub fn beat(at: Millis, meta: Option<Metadata>) -> Self {
         Pending {
             leave: None,
@@ -99,7 +100,8 @@ impl Pending {
 /// Counters of a [`WriteBuffer`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BufferCounts {
-    /// Members waiting now.
+    /// Members with writes waiting now: one entry per member, however many
+    /// writes it coalesces.
     pub buffered: u64,
     /// Writes refused by the cap since the start.
     pub dropped: u64,

@@ -1,6 +1,6 @@
 //! The link to Redis: a standalone server through a reconnecting
-//! [`ConnectionManager`], or a cluster through redis-rs' async cluster
-//! connection, behind one type, [`RedisClient`], that scripts and commands
+//! [`ConnectionManager`], or a cluster through redis-rs' async
+//! `ClusterConnection`, behind one type, [`RedisClient`], that scripts and commands
 //! run on. (In this crate, as everywhere in herenow, a "connection" is a
 //! live WebSocket connection of a member, [`herenow_core::ConnId`]; the
 //! socket to Redis is the client.)

@@ -7,7 +7,7 @@
 //! arrives meanwhile; once the snapshot (and the sequence number it
 //! reflects) is known, older events are dropped and the rest delivered. A
 //! subscriber that sees a gap in the sequence (a message lost while the
-//! connection was down) is closed rather than shown a wrong picture: it
+//! link to Redis was down) is closed rather than shown a wrong picture: it
 //! should subscribe again for a fresh snapshot.
 //!
 //! A space split over shards ([`crate::keys`]) has a channel per shard,

@@ -24,8 +24,8 @@
 //!
 //! A round that fails to reach Redis answers every call waiting in the
 //! queue with [`Error::Unavailable`] (each then buffers its own heartbeats,
-//! see [`crate::buffer`]), so none waits behind a dead connection for a
-//! timeout per round. A queue already holding [`QUEUE_MAX`] members lets
+//! see [`crate::buffer`]), so none waits behind a dead link to Redis for
+//! a timeout per round. A queue already holding [`QUEUE_MAX`] members lets
 //! further calls write directly, as before coalescing: the queue never
 //! grows without bound.
 
@@ -55,7 +55,7 @@ const QUEUE_MAX: usize = 65_536;
 /// is sent, so Redis is not idle while herenow reads a reply. A round
 /// starts while another is in flight only if it fills a script call
 /// ([`SCRIPT_BATCH`] members); smaller ones wait and merge. (Rounds go out
-/// in order on one connection; whatever order Redis runs them in, a
+/// in order on the one Redis client; whatever order Redis runs them in, a
 /// member's newest time wins.)
 const ROUNDS_IN_FLIGHT: usize = 4;
 
@@ -190,7 +190,7 @@ impl Flusher {
                 Err(e) => {
                     let mut all: Vec<Waiting> = round;
                     if matches!(e, Error::Unavailable { .. }) {
-                        // Nobody waits behind a dead connection.
+                        // Nobody waits behind a dead link to Redis.
                         let mut queues = self.queues.lock();
                         if let Some(q) = queues.get_mut(&space) {
                             q.members = 0;

@@ -167,8 +167,6 @@
 //! (`reply.rs`, [`keys`], `ctx.rs`), and the files under `store/` and
 //! `layouts/` use only their parent's store type, or none of it.
 
-#![warn(missing_docs)]
-
 pub mod buffer;
 pub mod client;
 pub mod conn_scripts;

@@ -30,7 +30,7 @@ pub(crate) async fn timed<T>(
     }
 }
 
-/// Connection trouble, timeouts, a cluster that is down or failing over:
+/// Trouble reaching Redis, timeouts, a cluster that is down or failing over:
 /// retryable. A reply the caller did not expect, a script error, a
 /// cross-slot command or a key of the wrong type (a key template naming a
 /// key the seed's code does not use that way): a bug, which retrying

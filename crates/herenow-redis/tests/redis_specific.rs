@@ -91,7 +91,8 @@ async fn scripts_reload_after_script_flush_on_a_cluster() {
 }
 
 /// Reads fail fast while Redis is down; heartbeats are buffered (issue 3)
-/// and written back after the connection manager reconnects.
+/// and written back after the client (redis-rs' `ConnectionManager`)
+/// reconnects.
 #[tokio::test]
 async fn a_stopped_server_is_unavailable_within_the_timeout() {
     let mut server = common::RedisServer::standalone();
@@ -119,7 +120,7 @@ async fn a_stopped_server_is_unavailable_within_the_timeout() {
     }
     assert!(!s.is_ready());
     assert_eq!(s.stats().buffered, 1, "coalesced to one member");
-    // Back again: the connection manager reconnects by itself and the
+    // Back again: the client reconnects by itself and the
     // buffer is written back.
     server.restart();
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -34,11 +34,11 @@ const MAX_ARRIVALS_PER_STEP: usize = 12;
 /// A simulated space: its name and the shape of its population wave.
 struct SpacePlan {
     name: &'static str,
-    /// Mean population.
+    /// The population the wave swings around, in visitors.
     base: f64,
     /// How far the population swings around the mean, as a fraction of it.
     swing: f64,
-    /// One full wave.
+    /// How long one full wave takes, crest to crest.
     period: Duration,
     /// Where on the wave the simulation starts, in radians.
     phase: f64,

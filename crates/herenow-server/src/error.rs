@@ -26,7 +26,8 @@ pub enum ServerError {
         kind: &'static str,
         /// The address as given, password redacted.
         address: String,
-        /// Why it failed.
+        /// What `connect` answered: `Unavailable` when Redis did not
+        /// answer within the timeout, `Invalid` for a spec it cannot use.
         #[source]
         source: herenow_core::Error,
     },
@@ -37,7 +38,7 @@ pub enum ServerError {
         path.display()
     )]
     Snapshot {
-        /// The file.
+        /// The snapshot that cannot be loaded, to move away by hand.
         path: PathBuf,
         /// What is wrong with it.
         #[source]
@@ -59,7 +60,7 @@ pub enum ServerError {
     Io {
         /// What was being done, naming the file.
         what: String,
-        /// The I/O error.
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },

@@ -33,14 +33,15 @@ pub struct Sample {
     pub guests: u32,
 }
 
-/// Per-space rings of samples.
+/// Per-space rings of count samples, [`INTERVAL`] apart and 24 hours
+/// long, for at most [`MAX_SPACES`] spaces.
 #[derive(Default)]
 pub struct History {
     rings: Mutex<HashMap<SpaceName, VecDeque<Sample>>>,
 }
 
 impl History {
-    /// An empty history.
+    /// A history tracking no space yet; [`sample`](Self::sample) adds them.
     pub fn new() -> Self {
         Self::default()
     }

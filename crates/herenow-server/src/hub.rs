@@ -43,7 +43,8 @@ impl Hub {
         }
     }
 
-    /// WebSocket connections open now.
+    /// WebSocket connections open now: permits taken from the bound of
+    /// `--ws-max-connections`.
     pub fn open(&self) -> usize {
         self.max - self.permits.available_permits()
     }

@@ -57,7 +57,8 @@ impl ChangeLog for DiskLog {
 }
 
 impl DiskLog {
-    /// The journal's counters.
+    /// The journal's counters since open: records, bytes, `fdatasync`
+    /// calls (fewer than synced records when group commit works).
     pub fn stats(&self) -> herenow_journal::JournalStats {
         self.journal.stats()
     }

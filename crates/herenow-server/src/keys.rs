@@ -11,17 +11,20 @@ use subtle::{ConditionallySelectable, ConstantTimeEq, ConstantTimeGreater};
 
 use crate::config::{ApiKey, Scope};
 
-/// The configured keys.
+/// The API keys a server accepts, with their scopes; none means the API
+/// is open (allowed on loopback only, see
+/// [`Config::check`](crate::Config::check)).
 #[derive(Clone, Default)]
 pub struct Keys(Vec<ApiKey>);
 
 impl Keys {
-    /// Keys from the configuration.
+    /// The keys `--api-key` gave, in any order.
     pub fn new(keys: Vec<ApiKey>) -> Self {
         Self(keys)
     }
 
-    /// Whether authentication is off.
+    /// Whether no key is configured, so every request gets write access
+    /// without presenting one.
     pub fn is_open(&self) -> bool {
         self.0.is_empty()
     }

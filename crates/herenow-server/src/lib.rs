@@ -9,23 +9,33 @@
 //! - [`config`]: what the binary builds from flags, the store included
 //!   ([`StoreSpec`]: memory with its data directory, or Redis with its key
 //!   layout);
-//! - `backend`: [`Backend`], the store built from that spec with the
-//!   duties of its kind (snapshots, readiness, a last flush);
-//! - `api`: the JSON API under `/v1` (see `docs/API.md`), one file per
+//! - `backend`: [`Backend`], the one handle on the store built from that
+//!   spec, with the duties of its kind (snapshots, readiness, buffer
+//!   gauges, a last flush); `state`: [`AppState`], what every handler
+//!   shares;
+//! - [`protocol`]: the wire shapes every face shares (members, kinds,
+//!   policies, and every WebSocket message), so `api`, `sse`, `ws` and
+//!   `token` depend on it rather than on each other;
+//! - [`api`]: the JSON API under `/v1` (see `docs/API.md`), one file per
 //!   resource, with RFC 9457 problem responses for every error
-//!   ([`problem`]; extractors that reject with problems in `extract`;
-//!   API keys and scopes in [`auth`]);
+//!   ([`problem`]; extractors that reject with problems in `extract`);
+//! - [`auth`]: the key middleware and the scope each route needs, over
+//!   [`keys`], the configured API keys and their constant-time lookup;
 //! - [`sse`]: Server-Sent Events, a snapshot then every event of a space;
 //! - [`ws`]: the WebSocket protocol at `/v1/ws` (docs/PROTOCOL.md): live
-//!   connections, invisible mode, subscriptions, with tokens from
-//!   [`token`] (`POST /v1/tokens`);
-//! - `page`: the live who's-online page at `/` and its assets, embedded in
-//!   the binary;
-//! - `demo`: simulated visitors for `herenow serve --demo`;
-//! - [`metrics`], `ops` (health), [`openapi`], [`persist`] (snapshots to
-//!   disk), [`history`] (count history), `background` (the ticker,
-//!   samplers and the store's periodic duty), `listener` (the connection
-//!   bound), `error` ([`ServerError`]).
+//!   connections, invisible mode, subscriptions, one session type per job,
+//!   with tokens from [`token`] (`POST /v1/tokens`); [`hub`]: the sockets
+//!   as a whole (their bound, the tracker shutdown waits on, connection
+//!   ids);
+//! - [`persist`] (the memory store's snapshot file) and [`journal`] (its
+//!   journal in the data directory, [`journal::DiskLog`] over
+//!   `herenow-journal`);
+//! - [`page`]: the live who's-online page at `/` and its assets, embedded
+//!   in the binary; [`demo`]: simulated visitors for `herenow serve
+//!   --demo`;
+//! - [`metrics`], `ops` (health), [`openapi`], [`history`] (count
+//!   history), `background` (the ticker, samplers and the store's periodic
+//!   duty), `listener` (the connection bound), `error` ([`ServerError`]).
 //!
 //! It knows HTTP and files, but no store internals: it talks to
 //! `Arc<dyn PresenceStore>`; only [`Backend`] knows the concrete
@@ -38,8 +48,6 @@
 //!
 //! [`PresenceStore`]: herenow_core::PresenceStore
 //! [`MemoryStore`]: herenow_core::MemoryStore
-
-#![warn(missing_docs)]
 
 pub mod api;
 pub mod auth;

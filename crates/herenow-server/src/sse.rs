@@ -44,7 +44,7 @@ pub fn router() -> Router<AppState> {
 /// The data of the first event of a stream.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SnapshotData {
-    /// The space streamed.
+    /// The space this stream follows; every later event is of it.
     pub space: String,
     /// Members present, most recent first (at most 10,000).
     pub members: Vec<MemberDto>,

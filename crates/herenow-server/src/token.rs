@@ -124,7 +124,8 @@ impl Spaces {
 /// What a valid token grants.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Grant {
-    /// Who the socket is.
+    /// The member the socket is present as, user or guest: the token's
+    /// subject.
     pub member: MemberKey,
     /// Where it may join and subscribe.
     pub spaces: Spaces,

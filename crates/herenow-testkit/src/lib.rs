@@ -171,7 +171,8 @@ pub struct RedisServer {
 }
 
 impl RedisServer {
-    /// A standalone server.
+    /// A standalone server on a free port, answering `PING` before this
+    /// returns (it panics if the server will not start).
     pub fn standalone() -> Self {
         Self::start(false, false)
     }
@@ -320,7 +321,8 @@ impl Drop for RedisServer {
 
 /// Three masters, no replicas, every slot assigned.
 pub struct RedisCluster {
-    /// The nodes.
+    /// The three masters, each a [`RedisServer`] of its own, so a test can
+    /// stop, kill or restart one node.
     pub nodes: Vec<RedisServer>,
 }
 

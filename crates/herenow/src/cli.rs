@@ -275,12 +275,12 @@ pub struct SeenArgs {
 /// `herenow leave`.
 #[derive(Debug, Args)]
 pub struct LeaveArgs {
-    /// The space.
+    /// The space, e.g. `lobby`.
     pub space: String,
-    /// Member ids.
+    /// Member ids; they are offline at once.
     #[arg(required = true, value_name = "ID")]
     pub ids: Vec<String>,
-    /// The ids are guests.
+    /// The ids are guests (anonymous visitors), not users.
     #[arg(long)]
     pub guest: bool,
     #[command(flatten)]
@@ -292,7 +292,8 @@ pub struct LeaveArgs {
 pub enum Order {
     /// Most recently seen first.
     Recent,
-    /// By id.
+    /// By id, bytewise (a Redis store refuses it past 10,000 members in
+    /// the window).
     Id,
 }
 
@@ -309,7 +310,7 @@ impl Order {
 /// `herenow online`.
 #[derive(Debug, Args)]
 pub struct OnlineArgs {
-    /// The space.
+    /// The space, e.g. `lobby`.
     pub space: String,
     /// Seen within this (default: the space's window).
     #[arg(long, value_parser = positive_duration)]
@@ -323,7 +324,7 @@ pub struct OnlineArgs {
     /// List users and guests.
     #[arg(long)]
     pub all: bool,
-    /// Order of the list.
+    /// Order of the list (default: most recently seen first).
     #[arg(long, value_enum)]
     pub order: Option<Order>,
     /// Continue from a previous page's cursor (same other options).
@@ -336,7 +337,7 @@ pub struct OnlineArgs {
 /// `herenow count`.
 #[derive(Debug, Args)]
 pub struct CountArgs {
-    /// The space.
+    /// The space, e.g. `lobby`.
     pub space: String,
     /// Seen within this (default: the space's window).
     #[arg(long, value_parser = positive_duration)]
@@ -348,12 +349,12 @@ pub struct CountArgs {
 /// `herenow status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// The space.
+    /// The space, e.g. `lobby`.
     pub space: String,
     /// Member ids, answered in the order given.
     #[arg(required = true, value_name = "ID")]
     pub ids: Vec<String>,
-    /// The ids are guests.
+    /// The ids are guests (anonymous visitors), not users.
     #[arg(long)]
     pub guest: bool,
     #[command(flatten)]
@@ -375,7 +376,7 @@ pub struct FriendsArgs {
 pub enum FriendsCommand {
     /// Replace a user's friends (no ids: none).
     Set {
-        /// The user.
+        /// The user whose friend set is replaced.
         user: String,
         /// The friends' user ids.
         #[arg(value_name = "ID")]
@@ -383,7 +384,7 @@ pub enum FriendsCommand {
     },
     /// Add friends to a user's set.
     Add {
-        /// The user.
+        /// The user whose friend set grows.
         user: String,
         /// The friends' user ids.
         #[arg(required = true, value_name = "ID")]
@@ -391,7 +392,7 @@ pub enum FriendsCommand {
     },
     /// Remove friends from a user's set.
     Remove {
-        /// The user.
+        /// The user whose friend set shrinks.
         user: String,
         /// The friends' user ids.
         #[arg(required = true, value_name = "ID")]
@@ -399,14 +400,14 @@ pub enum FriendsCommand {
     },
     /// List a user's friends.
     List {
-        /// The user.
+        /// The user whose friends to list.
         user: String,
     },
     /// List a user's friends seen in a space within the window.
     Online {
-        /// The space.
+        /// The space, e.g. `lobby`.
         space: String,
-        /// The user.
+        /// The user whose friends to look up (friend sets are global).
         user: String,
         /// Seen within this (default: the space's window).
         #[arg(long, value_parser = positive_duration)]

@@ -35,7 +35,7 @@ fn user_kind() -> String {
 /// `{"members": [...]}` and the online listing's extra fields.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 pub struct Members {
-    /// The members.
+    /// The members of this page, in the server's order.
     pub members: Vec<Member>,
     /// The cursor of the next page; `None`: last page (or not paged).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -84,7 +84,7 @@ pub struct Erasure {
 /// The answer to a heartbeat or a batch of them.
 #[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 pub struct HeartbeatAnswer {
-    /// Heartbeats taken.
+    /// Heartbeats that moved a last-seen time (sent minus `stale`).
     pub accepted: u64,
     /// Members that were offline and are now online.
     pub joined: u64,
@@ -108,9 +108,9 @@ pub struct CountAnswer {
     pub users: u64,
     /// Guests online within the window.
     pub guests: u64,
-    /// Both.
+    /// Users and guests together.
     pub total: u64,
-    /// The window used.
+    /// The window counted, in ms: the one asked for, or the space's.
     pub window_ms: u64,
 }
 

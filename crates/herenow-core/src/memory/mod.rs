@@ -9,8 +9,6 @@
 //! A `parking_lot` mutex, not tokio's: no lock is ever held across an
 //! `.await`, and the critical sections are microseconds long.
 
-#![warn(missing_docs)]
-
 mod conns;
 pub mod seen;
 mod snapshot;

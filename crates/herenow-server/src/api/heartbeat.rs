@@ -70,7 +70,8 @@ pub struct HeartbeatsBody<'a> {
 /// What a heartbeat call did.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct HeartbeatAnswer {
-    /// Heartbeats applied.
+    /// Heartbeats that moved a member's last-seen time (those sent minus
+    /// the `stale` ones).
     pub accepted: u64,
     /// Of those, members that became present.
     pub joined: u64,

@@ -284,13 +284,15 @@ pub enum ServerMessage<'a> {
         /// The hello's `ref`.
         #[serde(rename = "ref", skip_serializing_if = "Option::is_none")]
         reference: Option<Ref>,
-        /// This connection's id.
+        /// This connection's id, unique across servers: events this socket
+        /// causes carry it as `conn`.
         conn: &'a ConnId,
-        /// Who this connection is.
+        /// The member the token names; the socket joins spaces as it.
         member: &'a MemberKey,
         /// The spaces the token allows (`["*"]`: all).
         spaces: Vec<String>,
-        /// How often to ping.
+        /// How often the client should ping, in ms (a third of the TTL by
+        /// default), so one lost ping does not drop it.
         ping_ms: u64,
         /// Silence after which the connection is dropped.
         ttl_ms: u64,
@@ -298,7 +300,8 @@ pub enum ServerMessage<'a> {
         /// `last_seen_ms` values are on.
         server_time_ms: u64,
     },
-    /// The message was applied.
+    /// The message was applied; for a message that changes presence
+    /// (`join`, `update`, `leave`), the store had it before this was sent.
     Ok {
         /// The message's `ref`.
         #[serde(rename = "ref", skip_serializing_if = "Option::is_none")]
@@ -327,9 +330,11 @@ pub enum ServerMessage<'a> {
         /// The subscribe's `ref`, on the last page.
         #[serde(rename = "ref", skip_serializing_if = "Option::is_none")]
         reference: Option<Ref>,
-        /// The subscribed space.
+        /// The space the pages are of: a socket may be subscribed to
+        /// several at once.
         space: &'a SpaceName,
-        /// Members, most recent first.
+        /// This page's members, most recent first, continuing the previous
+        /// page.
         members: Vec<SnapshotMember>,
         /// Whether this is the last page.
         last: bool,
