@@ -255,12 +255,20 @@ async fn space_config_get_and_put() {
     let c = h.get("/v1/spaces/room/config").await.ok();
     assert_eq!(
         c,
-        json!({"online_ms": 60000, "away_ms": 300000, "window_ms": 600000, "retention_ms": 900000})
+        json!({"online_ms": 60000, "away_ms": 300000, "window_ms": 600000, "retention_ms": 900000,
+               "remember_ms": 2_592_000_000u64, "remember_guests": false})
     );
+    // The four thresholds alone: remembering keeps what the space had.
     let new =
         json!({"online_ms": 10000, "away_ms": 20000, "window_ms": 30000, "retention_ms": 40000});
-    assert_eq!(h.put("/v1/spaces/room/config", new.clone()).await.ok(), new);
-    assert_eq!(h.get("/v1/spaces/room/config").await.ok(), new);
+    let full = json!({"online_ms": 10000, "away_ms": 20000, "window_ms": 30000,
+                      "retention_ms": 40000, "remember_ms": 2_592_000_000u64,
+                      "remember_guests": false});
+    assert_eq!(
+        h.put("/v1/spaces/room/config", new.clone()).await.ok(),
+        full
+    );
+    assert_eq!(h.get("/v1/spaces/room/config").await.ok(), full);
 
     // The new thresholds drive status.
     h.beat("room", "a").await;

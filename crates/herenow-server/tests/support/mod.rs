@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herenow_core::{ManualClock, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig};
+#[cfg(feature = "redis")]
 use herenow_redis::RedisStore;
 use herenow_server::{AppState, Backend, Config};
 
@@ -61,6 +62,7 @@ pub fn state_over(store: Arc<dyn PresenceStore>, config: &Config) -> AppState {
 }
 
 /// The state over a Redis store, as the server builds it.
+#[cfg(feature = "redis")]
 pub fn redis_state(store: Arc<RedisStore>, config: &Config) -> AppState {
     AppState::new(Backend::redis(store), config)
 }
@@ -71,6 +73,7 @@ pub fn memory_backend(store: Arc<MemoryStore>) -> Backend {
 }
 
 /// A Redis store as the backend `serve` takes.
+#[cfg(feature = "redis")]
 pub fn redis_backend(store: Arc<RedisStore>) -> Backend {
     Backend::redis(store)
 }
