@@ -128,8 +128,8 @@ fn conn_script(body: &str) -> Script {
 /// new_user}`;
 /// status 0 is done, -1 the id belongs to another member, -2 the member
 /// has too many connections (nothing changed in either case); `new_user`
-/// is 1 when a user was stored anew (added to `unidx`, as by a heartbeat:
-/// the caller indexes it).
+/// is 1 when a user neither stored nor remembered was stored (added to
+/// `unidx`, as by a heartbeat: the caller indexes it).
 ///
 /// A visible attach is the member's heartbeat "now": `join` if the member
 /// was not present, `back` if it was away, else `connect` if this
@@ -173,15 +173,15 @@ local ev = {}
 if inv == '0' then
   if fresh then
     marks_save(CK.state, k, x)
-    redis.call('HSET', CK.state, 'ix', 'done')
+    if k == 'u' then redis.call('HSET', CK.state, 'ix', 'done') end
   end
   local z = CK.z[k]
   local old = redis.call('ZSCORE', z, id)
   if old then old = tonumber(old) end
   if not old then
-    -- Stored anew: present again, no longer only remembered.
-    redis.call('ZREM', CK.rz[k], id)
-    if k == 'u' then
+    -- Stored anew: present again, no longer only remembered (and, if it
+    -- was not remembered, new to its index).
+    if redis.call('ZREM', CK.rz[k], id) == 0 and k == 'u' then
       redis.call('SADD', CK.unidx, id)
       new = 1
     end

@@ -94,14 +94,17 @@
 //! user's keys are in other slots than the spaces', so no script can keep
 //! them together. The index `P:{~B}:seen:ID` is kept a superset: the
 //! heartbeat (and attach) script adds every user it stores or remembers
-//! anew to the shard's `unidx`, the writer then marks the space in the
-//! user's index (one script per bucket on a cluster, a pipeline on one
-//! server) and takes the user off `unidx`, and the sweep indexes whatever a
-//! writer left in `unidx` (it failed or died in between). Entries are
-//! dropped only when found empty and their mark is older than ten minutes
-//! (a writer that stored the user again since marks it later and keeps
-//! it): by the sweep when it forgets a remembered time, by a read that
-//! finds nothing of the user in a listed space, and by erasure. Users
+//! that was neither stored nor remembered there (a remembered user is
+//! indexed already, so a returning user costs nothing more) to the shard's
+//! `unidx`, the writer then marks the space in the user's index (one
+//! script per bucket on a cluster, a pipeline on one server) and takes the
+//! user off `unidx`, and the sweep indexes whatever a writer left in
+//! `unidx` (it failed or died in between). An entry is dropped only once
+//! nothing of the user is left in the space and its mark is older than ten
+//! minutes (a writer that stored the user again since marks it later, and
+//! keeps it): by the sweep when it forgets a remembered time, and by a
+//! read that finds nothing of the user in a listed space; erasure drops
+//! the entries whose mark has not changed since it read them. Users
 //! stored by a version before the index are walked into `unidx` once per
 //! shard by the sweep (`ZSCAN`, a step per tick: the sorted set, then the
 //! remembered set). Guests are not users: they are not indexed.

@@ -159,7 +159,8 @@ fn script(body: &str) -> Script {
 /// set before) is dropped from the remembered set (presence answers
 /// first); a heartbeat already past the retention is stale, but remembered
 /// if the member is not stored and the time is within the horizon (never
-/// moving a remembered time back). Users stored or remembered anew are
+/// moving a remembered time back). Users stored or remembered anew (not
+/// remembered before: a remembered user is in its index already) are
 /// added to `unidx` and returned in `new_users`: the caller adds the space
 /// to each one's index of spaces and then removes them from `unidx` (the
 /// sweep finishes the job if the caller never does).
@@ -182,9 +183,10 @@ for _, k in ipairs({'u', 'g'}) do
   local x, fresh = marks_load(KEYS[4], k, now, on, aw)
   if fresh then
     marks_save(KEYS[4], k, x)
-    -- A shard written for the first time has nothing to index from
-    -- before users were indexed (see the sweep).
-    redis.call('HSET', KEYS[4], 'ix', 'done')
+    -- Users' marks are saved when a user is first stored: without them
+    -- the shard holds no user from before users were indexed (see the
+    -- sweep's walk).
+    if k == 'u' then redis.call('HSET', KEYS[4], 'ix', 'done') end
   end
   mk[k] = x
 end
@@ -244,7 +246,6 @@ for _, part in ipairs({{'u', KEYS[1], 1, nu}, {'g', KEYS[2], nu + 1, total}}) do
         if not old then
           nf = nf + 1
           fresh[nf] = id
-          if k == 'u' then newu[#newu + 1] = id end
         end
         -- Above the away mark is online whatever the member: no need to
         -- compare ids (the usual case, so it skips the function calls).
@@ -288,7 +289,17 @@ for _, part in ipairs({{'u', KEYS[1], 1, nu}, {'g', KEYS[2], nu + 1, total}}) do
       end
     end
     if na > 0 then redis.call('ZADD', z, unpack(adds, 1, na)) end
-    if nf > 0 then redis.call('ZREM', rz[k], unpack(fresh, 1, nf)) end
+    if nf > 0 then
+      -- A user remembered here is in its index already: only the others
+      -- are new to it.
+      if k == 'u' then
+        local was = redis.call('ZMSCORE', rz[k], unpack(fresh, 1, nf))
+        for q = 1, nf do
+          if not was[q] then newu[#newu + 1] = fresh[q] end
+        end
+      end
+      redis.call('ZREM', rz[k], unpack(fresh, 1, nf))
+    end
   end
 end
 for j = 1, #sets, 1000 do

@@ -377,3 +377,36 @@ async fn a_policy_written_before_remembering_remembers_by_the_defaults() {
     clock.advance(Duration::from_secs(1));
     assert_eq!(s.status(&sp, &[g]).await.unwrap()[0].last_seen_ms, None);
 }
+
+#[tokio::test]
+async fn a_returning_user_costs_no_index_write() {
+    let server = common::RedisServer::standalone();
+    let clock = ManualClock::new(T0);
+    let s = store(&server.url(), &clock, "ls-return", SpaceConfig::default()).await;
+    let mut r = raw(&server.url()).await;
+    let sp = space("room");
+    let [seen, _, _] = s.user_keys(&id("ann"));
+    s.heartbeat(&sp, &[herenow_core::Heartbeat::now(user("ann"))])
+        .await
+        .unwrap();
+    s.leave(&sp, &[user("ann")]).await.unwrap();
+    clock.advance(Duration::from_secs(60));
+    // Back from remembered: present again, and the index already lists
+    // the space (its mark stays the first join's).
+    let rep = s
+        .heartbeat(&sp, &[herenow_core::Heartbeat::now(user("ann"))])
+        .await
+        .unwrap();
+    assert_eq!(rep.joined, 1);
+    let mark: Option<u64> = r.zscore(&seen, "room").await.unwrap();
+    assert_eq!(mark, Some(T0));
+    let waiting: u64 = r.scard(space_key(&s, &sp, "unidx")).await.unwrap();
+    assert_eq!(waiting, 0);
+    // A user new to the space is marked at its join.
+    let other = space("hall");
+    s.attach(&other, &attach(user("ann"), "h1", false))
+        .await
+        .unwrap();
+    let mark: Option<u64> = r.zscore(&seen, "hall").await.unwrap();
+    assert_eq!(mark, Some(T0 + 60_000));
+}
