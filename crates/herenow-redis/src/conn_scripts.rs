@@ -19,9 +19,13 @@
 //!   entries, so "the member's other visible connections" and the listing
 //!   read one short field.
 //!
-//! Every script but [`CONNECTIONS`] takes the same keys, in the order of
-//! [`TICK`] plus three: `zu zg meta state config lease conns cinfo mconn`
-//! (attach and detach never touch the lease).
+//! Every script but [`CONNECTIONS`] takes the same keys (as does
+//! [`TICK`]): `zu zg meta state config lease conns cinfo mconn ru rg
+//! unidx` (attach and detach never touch the lease). When a member's last
+//! visible connection goes, the member is remembered (see
+//! [`crate::scripts`]): at the time of the close (a detach, or turning
+//! invisible) or at its last heartbeat (a connection that expired), never
+//! before its last heartbeat.
 //!
 //! Events caused by a connection carry its id as a ninth element of the
 //! event tuple (see [`scripts`](crate::scripts)) and the connection's
@@ -39,7 +43,8 @@ use crate::scripts::{PRELUDE, TICK_BODY};
 const CONN_PRELUDE: &str = r#"
 local CK = {z = {u = KEYS[1], g = KEYS[2]},
   meta = KEYS[3], state = KEYS[4], config = KEYS[5],
-  conns = KEYS[7], cinfo = KEYS[8], mconn = KEYS[9]}
+  conns = KEYS[7], cinfo = KEYS[8], mconn = KEYS[9],
+  rz = {u = KEYS[10], g = KEYS[11]}, unidx = KEYS[12]}
 local function cinfo_enc(inv, k, id, meta) return inv .. k .. id .. '\n' .. meta end
 -- inv, kind, id, meta
 local function cinfo_dec(v)
@@ -73,9 +78,9 @@ local function ev_conn(ev, typ, k, id, ts, p, reason, meta, conn)
 end
 -- A visible connection of member (k, id) went away (closed, expired or
 -- turned invisible) and `others` visible ones remain: `disconnect`, or
--- `leave` and the member forgotten if it was the last. Returns 1 if the
--- member left.
-local function conn_gone(x, k, id, others, reason, conn, meta, ev)
+-- `leave` if it was the last, the member then no longer stored but
+-- remembered (pol: now, rem, rg). Returns 1 if the member left.
+local function conn_gone(x, k, id, others, reason, conn, meta, ev, pol)
   local s = redis.call('ZSCORE', CK.z[k], id)
   if not s then return 0 end
   s = tonumber(s)
@@ -88,11 +93,14 @@ local function conn_gone(x, k, id, others, reason, conn, meta, ev)
   ev_conn(ev, 'leave', k, id, s, 0, reason, meta, conn)
   redis.call('ZREM', CK.z[k], id)
   redis.call('HDEL', CK.meta, k .. ':' .. id)
+  local t = s
+  if reason ~= 'timeout' and pol.now > s then t = pol.now end
+  remember(CK.rz[k], k, id, t, pol.now, pol.rem, pol.rg)
   return 1
 end
 -- Removes connection `conn` (record `rec`) and announces it. Returns 1 if
 -- its member left.
-local function conn_drop(conn, rec, now, on, aw, reason, ev)
+local function conn_drop(conn, rec, now, on, aw, pol, reason, ev)
   local inv, k, id, meta = cinfo_dec(rec)
   local mf = k .. ':' .. id
   redis.call('ZREM', CK.conns, conn)
@@ -105,7 +113,7 @@ local function conn_drop(conn, rec, now, on, aw, reason, ev)
   end
   if inv ~= '0' then return 0 end
   local x = marks_load(CK.state, k, now, on, aw)
-  return conn_gone(x, k, id, mc_visible_others(list, conn), reason, conn, meta, ev)
+  return conn_gone(x, k, id, mc_visible_others(list, conn), reason, conn, meta, ev, pol)
 end
 "#;
 
@@ -114,11 +122,14 @@ fn conn_script(body: &str) -> Script {
 }
 
 /// Opens, pings or changes a connection. KEYS: see the module docs. ARGV:
-/// now, the four default thresholds, publish command, channel, kind, id,
+/// now, the six defaults, publish command, channel, kind, id,
 /// connection id, metadata (`''`: none), invisible (`0`/`1`), expiry (ms),
-/// most connections per member. Returns `{status, opened, joined, left}`;
+/// most connections per member. Returns `{status, opened, joined, left,
+/// new_user}`;
 /// status 0 is done, -1 the id belongs to another member, -2 the member
-/// has too many connections (nothing changed in either case).
+/// has too many connections (nothing changed in either case); `new_user`
+/// is 1 when a user neither stored nor remembered was stored (added to
+/// `unidx`, as by a heartbeat: the caller indexes it).
 ///
 /// A visible attach is the member's heartbeat "now": `join` if the member
 /// was not present, `back` if it was away, else `connect` if this
@@ -131,17 +142,17 @@ pub static ATTACH: LazyLock<Script> = LazyLock::new(|| {
     conn_script(
         r#"
 local now = tonumber(ARGV[1])
-local k, id, conn, meta, inv = ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12]
+local k, id, conn, meta, inv = ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14]
 local mf = k .. ':' .. id
 local prev = redis.call('HGET', CK.cinfo, conn)
 local pinv, pmeta = nil, nil
 if prev then
   local pk, pid
   pinv, pk, pid, pmeta = cinfo_dec(prev)
-  if pk ~= k or pid ~= id then return {-1, 0, 0, 0} end
+  if pk ~= k or pid ~= id then return {-1, 0, 0, 0, 0} end
 end
 local list = redis.call('HGET', CK.mconn, mf) or ''
-if not prev and mc_count(list) >= tonumber(ARGV[14]) then return {-2, 0, 0, 0} end
+if not prev and mc_count(list) >= tonumber(ARGV[16]) then return {-2, 0, 0, 0, 0} end
 -- HGET answers false, not nil, for a missing field.
 local was_visible, meta_changed = false, false
 if prev then
@@ -149,20 +160,32 @@ if prev then
   meta_changed = pmeta ~= meta
 end
 local others = mc_visible_others(list, conn)
-redis.call('ZADD', CK.conns, ARGV[13], conn)
+redis.call('ZADD', CK.conns, ARGV[15], conn)
 local rec = cinfo_enc(inv, k, id, meta)
 if rec ~= prev then redis.call('HSET', CK.cinfo, conn, rec) end
 if pinv ~= inv then redis.call('HSET', CK.mconn, mf, mc_set(list, conn, inv)) end
-local opened, joined, left = 1, 0, 0
+local opened, joined, left, new = 1, 0, 0, 0
 if prev then opened = 0 end
-local on, aw = cfg_load(CK.config, ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+local on, aw, win, ret, rem, rg = cfg_load(CK.config, 2)
+local pol = {now = now, rem = rem, rg = rg}
 local x, fresh = marks_load(CK.state, k, now, on, aw)
 local ev = {}
 if inv == '0' then
-  if fresh then marks_save(CK.state, k, x) end
+  if fresh then
+    marks_save(CK.state, k, x)
+    if k == 'u' then redis.call('HSET', CK.state, 'ix', 'done') end
+  end
   local z = CK.z[k]
   local old = redis.call('ZSCORE', z, id)
   if old then old = tonumber(old) end
+  if not old then
+    -- Stored anew: present again, no longer only remembered (and, if it
+    -- was not remembered, new to its index).
+    if redis.call('ZREM', CK.rz[k], id) == 0 and k == 'u' then
+      redis.call('SADD', CK.unidx, id)
+      new = 1
+    end
+  end
   -- A member whose last heartbeat is in the future (an explicit time)
   -- keeps it, as after any older heartbeat.
   if not (old and old > now) then
@@ -189,32 +212,87 @@ if inv == '0' then
     if e then ev_conn(ev, e, k, id, now, np, '', meta, conn) end
   end
 elseif was_visible then
-  left = conn_gone(x, k, id, others, 'explicit', conn, meta, ev)
+  left = conn_gone(x, k, id, others, 'explicit', conn, meta, ev, pol)
 end
-publish(CK.state, ARGV[6], ARGV[7], ev)
-return {0, opened, joined, left}
+publish(CK.state, ARGV[8], ARGV[9], ev)
+return {0, opened, joined, left, new}
 "#,
     )
 });
 
 /// Closes a connection of a member. KEYS: see the module docs. ARGV: now,
-/// the four defaults, publish command, channel, kind, id, connection id.
+/// the six defaults, publish command, channel, kind, id, connection id.
 /// Returns `{found, left}`; an id that is unknown or another member's is
 /// not found.
 pub static DETACH: LazyLock<Script> = LazyLock::new(|| {
     conn_script(
         r#"
 local now = tonumber(ARGV[1])
-local k, id, conn = ARGV[8], ARGV[9], ARGV[10]
+local k, id, conn = ARGV[10], ARGV[11], ARGV[12]
 local rec = redis.call('HGET', CK.cinfo, conn)
 if not rec then return {0, 0} end
 local _, pk, pid = cinfo_dec(rec)
 if pk ~= k or pid ~= id then return {0, 0} end
-local on, aw = cfg_load(CK.config, ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+local on, aw, win, ret, rem, rg = cfg_load(CK.config, 2)
 local ev = {}
-local left = conn_drop(conn, rec, now, on, aw, 'explicit', ev)
-publish(CK.state, ARGV[6], ARGV[7], ev)
+local left = conn_drop(conn, rec, now, on, aw, {now = now, rem = rem, rg = rg}, 'explicit', ev)
+publish(CK.state, ARGV[8], ARGV[9], ev)
 return {1, left}
+"#,
+    )
+});
+
+/// Erases a user from one shard of a space
+/// ([`PresenceStore::erase_user`](herenow_core::PresenceStore::erase_user)):
+/// its presence (a `leave` with reason `explicit` if it was present), its
+/// metadata, its live connections (closed without further events: the
+/// leave says it), its remembered time and its place in `unidx`. KEYS: see
+/// the module docs. ARGV: now, the six defaults, publish command, channel,
+/// user id. Returns `{present, remembered, connections}`: `remembered` is
+/// 1 only for a time still within the horizon (one past it was already
+/// forgotten, only not yet swept). Running it again does nothing.
+///
+/// Claims of the user's connection ids in other shards (spaces of several
+/// shards) are not touched: they hold the owner's id and expire by
+/// themselves shortly after the connection's TTL.
+pub static ERASE: LazyLock<Script> = LazyLock::new(|| {
+    conn_script(
+        r#"
+local now = tonumber(ARGV[1])
+local id = ARGV[10]
+local mf = 'u:' .. id
+local on, aw, win, ret, rem, rg = cfg_load(CK.config, 2)
+local ev = {}
+local present, remembered, closed = 0, 0, 0
+local list = redis.call('HGET', CK.mconn, mf)
+if list then
+  for e in string.gmatch(list, '%S+') do
+    local conn = string.sub(e, 2)
+    redis.call('ZREM', CK.conns, conn)
+    redis.call('HDEL', CK.cinfo, conn)
+    closed = closed + 1
+  end
+  redis.call('HDEL', CK.mconn, mf)
+end
+local s = redis.call('ZSCORE', CK.z.u, id)
+if s then
+  s = tonumber(s)
+  local x = marks_load(CK.state, 'u', now, on, aw)
+  if presence(x, s, id) ~= 0 then
+    present = 1
+    ev_add(ev, CK.meta, 'leave', 'u', id, s, 0, 'explicit')
+  end
+  redis.call('ZREM', CK.z.u, id)
+  redis.call('HDEL', CK.meta, mf)
+end
+local r = redis.call('ZSCORE', CK.rz.u, id)
+if r then
+  if remembers('u', rem, rg) and now < tonumber(r) + rem then remembered = 1 end
+  redis.call('ZREM', CK.rz.u, id)
+end
+redis.call('SREM', CK.unidx, id)
+publish(CK.state, ARGV[8], ARGV[9], ev)
+return {present, remembered, closed}
 "#,
     )
 });
@@ -289,27 +367,33 @@ return 0
 /// connections this call may close.
 ///
 /// Only the holder of the space's sweep lease works (the same check as
-/// [`TICK`]'s). Returns `{expired, transitions, more, left,
-/// connections_expired}`: `left` counts the members *and* the connections
-/// still stored, so a space that holds only connections (invisible ones,
-/// say) is not dropped from the registry while they live, and `more` is
-/// set when either budget ran out. When another store holds the lease:
-/// `{0, 0, 0, -1, 0, stored}`, `stored` counting the same (so a space
-/// split over shards swept by several stores can still be found empty).
+/// [`TICK`]'s). Returns [`TICK`]'s reply with `left` also counting the
+/// connections still stored (so a space that holds only connections,
+/// invisible ones say, is not dropped from the registry while they live)
+/// and the connections it closed fifth, `more` set when either budget ran
+/// out: `{expired, transitions, more, left, connections_expired, 0,
+/// remembered, due, unindexed, trimmed}`. When another store holds the
+/// lease: `{0, 0, 0, -1, 0, stored, remembered, due}`, `stored` counting
+/// what `left` counts (so a space split over shards swept by several
+/// stores can still be found empty, and its remembered times scheduled).
 ///
 /// [`TICK`]: crate::scripts::TICK
 pub static SWEEP: LazyLock<Script> = LazyLock::new(|| {
     conn_script(&format!(
         r#"
-if not redis.call('SET', KEYS[6], ARGV[9], 'NX', 'PX', ARGV[10]) then
-  if redis.call('GET', KEYS[6]) ~= ARGV[9] then
-    return {{0, 0, 0, -1, 0, redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[7])}}
-  end
-  redis.call('PEXPIRE', KEYS[6], ARGV[10])
-end
 local now = tonumber(ARGV[1])
-local on, aw = cfg_load(CK.config, ARGV[2], ARGV[3], ARGV[4], ARGV[5])
-local budget = tonumber(ARGV[11])
+local on, aw, win, ret, rem, rg = cfg_load(CK.config, 2)
+if not redis.call('SET', KEYS[6], ARGV[11], 'NX', 'PX', ARGV[12]) then
+  if redis.call('GET', KEYS[6]) ~= ARGV[11] then
+    local stored = redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2])
+      + redis.call('ZCARD', KEYS[7]) + redis.call('SCARD', KEYS[12])
+    local n, due = rem_due(KEYS[10], KEYS[11], now, rem, rg)
+    return {{0, 0, 0, -1, 0, stored, n, due}}
+  end
+  redis.call('PEXPIRE', KEYS[6], ARGV[12])
+end
+local pol = {{now = now, rem = rem, rg = rg}}
+local budget = tonumber(ARGV[13])
 local closed, cmore = 0, 0
 local cev = {{}}
 while budget > 0 do
@@ -321,7 +405,7 @@ while budget > 0 do
     budget = budget - 1
     local rec = redis.call('HGET', CK.cinfo, conn)
     if rec then
-      conn_drop(conn, rec, now, on, aw, 'timeout', cev)
+      conn_drop(conn, rec, now, on, aw, pol, 'timeout', cev)
     else
       redis.call('ZREM', CK.conns, conn)
     end
@@ -329,7 +413,7 @@ while budget > 0 do
   end
 end
 if budget == 0 and redis.call('ZCOUNT', CK.conns, '-inf', S(now)) > 0 then cmore = 1 end
-publish(CK.state, ARGV[6], ARGV[7], cev)
+publish(CK.state, ARGV[8], ARGV[9], cev)
 local function tick_body()
 {TICK_BODY}
 end
@@ -356,6 +440,7 @@ mod tests {
         let shas = [
             ATTACH.get_hash(),
             DETACH.get_hash(),
+            ERASE.get_hash(),
             CONNECTIONS.get_hash(),
             SWEEP.get_hash(),
         ];

@@ -123,6 +123,26 @@ impl Ctx {
         }
     }
 
+    /// Whether Redis is a cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.cluster
+    }
+
+    /// Groups `ids` for one script (or pipeline) per group over users'
+    /// keys: per bucket on a cluster (a bucket is one slot, see
+    /// [`crate::keys::user_bucket`]), in chunks of 1,000 on one server
+    /// (where any keys may share a call).
+    pub fn user_groups<S: AsRef<str>>(&self, ids: &[S]) -> Vec<Vec<usize>> {
+        if self.cluster {
+            return Keys::by_bucket(ids);
+        }
+        (0..ids.len())
+            .collect::<Vec<_>>()
+            .chunks(1_000)
+            .map(<[usize]>::to_vec)
+            .collect()
+    }
+
     /// The publish command the scripts run, an argument of each: sharded
     /// pub/sub on a cluster keeps an event in its space's slot.
     pub fn publish_cmd(&self) -> &'static str {
@@ -130,10 +150,18 @@ impl Ctx {
     }
 
     /// The defaults as the scripts take them (online, away, window,
-    /// retention), for spaces without a policy of their own.
-    pub fn defaults_args(&self) -> [Millis; 4] {
+    /// retention, remember, remember guests as 0/1), for spaces without a
+    /// policy of their own.
+    pub fn defaults_args(&self) -> [Millis; 6] {
         let d = self.defaults;
-        [d.online_ms, d.away_ms, d.window_ms, d.retention_ms]
+        [
+            d.online_ms,
+            d.away_ms,
+            d.window_ms,
+            d.retention_ms,
+            d.remember_ms,
+            Millis::from(d.remember_guests),
+        ]
     }
 
     /// Runs one Redis call with the timeout, mapping failures. A failure to

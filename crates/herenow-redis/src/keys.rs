@@ -58,6 +58,19 @@ pub fn shard_of(kind: MemberKind, id: &str, shards: u16) -> u16 {
     hash_mod(&[kind.letter().as_bytes()[0], b':'], id, shards)
 }
 
+/// How many slots users' indexes of spaces and the reverse index of
+/// friend sets are spread over (see [`user_bucket`]).
+pub const USER_BUCKETS: u16 = 256;
+
+/// The bucket of a user's index of spaces and of its followers: FNV-1a of
+/// `x:ID`, modulo [`USER_BUCKETS`]. Each bucket is one hash tag, `{~B}`
+/// (`~` is not allowed in space names, so no space's tag is one), so the
+/// indexes of many users are written and read by one script per bucket
+/// rather than one command per user.
+pub fn user_bucket(id: &str) -> u16 {
+    hash_mod(b"x:", id, USER_BUCKETS)
+}
+
 /// The shard holding the claim on connection id `conn`: FNV-1a of
 /// `c:CONN`, modulo `shards`.
 pub fn claim_shard(conn: &str, shards: u16) -> u16 {
@@ -110,6 +123,13 @@ pub(crate) struct SpaceKeys {
     pub cinfo: String,
     /// Member → its connection ids and their visibility.
     pub mconn: String,
+    /// Remembered users: id → last seen in ms, once no longer present.
+    pub ru: String,
+    /// Remembered guests (spaces that remember guests).
+    pub rg: String,
+    /// Users stored or remembered anew whose index of spaces may not list
+    /// this space yet (see [`Keys::seen`]).
+    pub unidx: String,
 }
 
 impl SpaceKeys {
@@ -127,11 +147,15 @@ impl SpaceKeys {
             self.conns,
             self.cinfo,
             self.mconn,
+            self.ru,
+            self.rg,
+            self.unidx,
         ]
     }
 
-    /// Adds the keys every connection script (and the sweep) takes, in
-    /// their order: `zu zg meta state config lease conns cinfo mconn`.
+    /// Adds the keys every connection script (and the sweep and erase)
+    /// takes, in their order: `zu zg meta state config lease conns cinfo
+    /// mconn ru rg unidx`.
     pub fn add_to(&self, inv: &mut ScriptInvocation<'_>) {
         inv.key(&self.zu)
             .key(&self.zg)
@@ -141,7 +165,10 @@ impl SpaceKeys {
             .key(&self.lease)
             .key(&self.conns)
             .key(&self.cinfo)
-            .key(&self.mconn);
+            .key(&self.mconn)
+            .key(&self.ru)
+            .key(&self.rg)
+            .key(&self.unidx);
     }
 }
 
@@ -200,6 +227,9 @@ impl Keys {
             conns: format!("{base}:conns"),
             cinfo: format!("{base}:cinfo"),
             mconn: format!("{base}:mconn"),
+            ru: format!("{base}:ru"),
+            rg: format!("{base}:rg"),
+            unidx: format!("{base}:unidx"),
         }
     }
 
@@ -249,9 +279,48 @@ impl Keys {
         format!("{}:{{spaces}}:shards", self.prefix)
     }
 
+    /// The registry of remembered times: space → when the sweep should
+    /// next visit it to forget remembered times past the horizon (spaces
+    /// that hold nothing else leave the registry of names).
+    pub fn due(&self) -> String {
+        format!("{}:{{spaces}}:due", self.prefix)
+    }
+
     /// A user's friend set: global, in a slot of its own.
     pub fn friends(&self, user: &MemberId) -> String {
-        format!("{}:friends:{}", self.prefix, user.as_str())
+        self.friends_of(user.as_str())
+    }
+
+    /// [`friends`](Self::friends) of an id read back from Redis.
+    pub fn friends_of(&self, user: &str) -> String {
+        format!("{}:friends:{user}", self.prefix)
+    }
+
+    /// The users whose friend set holds `user` (or did: a superset, the
+    /// reverse index that erasing a user needs), in `user`'s bucket.
+    pub fn followers(&self, user: &str) -> String {
+        format!(
+            "{}:{{~{}}}:followers:{user}",
+            self.prefix,
+            user_bucket(user)
+        )
+    }
+
+    /// A user's index of spaces, in its bucket: a sorted set, member = a
+    /// space the user is stored or remembered in (or was: a superset),
+    /// score = when a writer last marked it (ms).
+    pub fn seen(&self, user: &str) -> String {
+        format!("{}:{{~{}}}:seen:{user}", self.prefix, user_bucket(user))
+    }
+
+    /// Groups `ids` by [`user_bucket`]: the indices of each bucket's ids,
+    /// one group per bucket that has some.
+    pub fn by_bucket<S: AsRef<str>>(ids: &[S]) -> Vec<Vec<usize>> {
+        let mut groups: HashMap<u16, Vec<usize>> = HashMap::new();
+        for (i, id) in ids.iter().enumerate() {
+            groups.entry(user_bucket(id.as_ref())).or_default().push(i);
+        }
+        groups.into_values().collect()
     }
 
     /// The claim key of connection id `conn` (spaces of several shards).
@@ -303,6 +372,18 @@ mod tests {
             per[shard_of(MemberKind::User, &format!("user-{i}"), 4) as usize] += 1;
         }
         assert!(per.iter().all(|&n| (2_200..2_800).contains(&n)), "{per:?}");
+    }
+
+    #[test]
+    fn user_buckets_are_tags_of_their_own() {
+        let k = Keys::new("p", 1, HashMap::new()).unwrap();
+        let b = user_bucket("alice");
+        assert!(b < USER_BUCKETS);
+        assert_eq!(k.seen("alice"), format!("p:{{~{b}}}:seen:alice"));
+        assert_eq!(k.followers("alice"), format!("p:{{~{b}}}:followers:alice"));
+        let groups = Keys::by_bucket(&["a", "b", "a"]);
+        assert_eq!(groups.iter().map(Vec::len).sum::<usize>(), 3);
+        assert!(groups.iter().any(|g| g.contains(&0) && g.contains(&2)));
     }
 
     #[test]

@@ -25,16 +25,21 @@
 //! | --- | --- | --- |
 //! | `P:{S}:u`, `P:{S}:g` | sorted set | users / guests: member = id, score = last seen in ms (seeds 001/004's set, split by kind so counts are two `ZCOUNT`s) |
 //! | `P:{S}:meta` | hash | `u:ID` / `g:ID` → metadata JSON |
-//! | `P:{S}:state` | hash | `seq` (event sequence) and the away / gone watermarks per kind |
-//! | `P:{S}:config` | hash | the space's thresholds, absent for the defaults |
+//! | `P:{S}:state` | hash | `seq` (event sequence), the away / gone watermarks per kind, and `ix` / `ixc` (the one-time walk of users stored before indexing, see below) |
+//! | `P:{S}:config` | hash | the space's policy (`online`, `away`, `window`, `retention`, `remember`, `rguests`), absent for the defaults; one written before remembering existed has no `remember` / `rguests` and remembers by the defaults |
+//! | `P:{S}:ru`, `P:{S}:rg` | sorted sets | remembered users / guests: member = id, score = remembered last seen in ms; a member is in these or in `u` / `g`, never both |
+//! | `P:{S}:unidx` | set | users stored or remembered anew whose index (`seen`, below) may not list the space yet |
 //! | `P:{S}:conns` | sorted set | live connections: member = connection id, score = expiry in ms |
 //! | `P:{S}:cinfo` | hash | connection id → `F K ID \n META`: visible (`0`) or invisible (`1`), the member's kind and id, the connection's metadata |
 //! | `P:{S}:mconn` | hash | `u:ID` / `g:ID` → that member's connections, space-separated, each `0`/`1` then the id (at most 64) |
 //! | `P:{S}:lease` | string | the sweep lease: the id of the store that runs background work on the space, `SET NX PX`, renewed by each tick of its holder |
 //! | `P:{S}:events` | channel | events: `PUBLISH` on a server, `SPUBLISH` (sharded, same slot) on a cluster |
 //! | `P:{spaces}:names`, `P:{spaces}:touched` | sorted sets | the registry of spaces: names (score 0, for listing) and when a writer last marked each (for dropping empty ones) |
-//! | `P:{spaces}:shards` | hash | space → the number of shards it was created with (a store configured otherwise refuses to write to it) |
+//! | `P:{spaces}:shards` | hash | space → the number of shards it was created with (a store configured otherwise refuses to write to it); kept while the space remembers anyone |
+//! | `P:{spaces}:due` | sorted set | spaces holding only remembered times → when the sweep should next visit them (the first horizon) |
 //! | `P:friends:ID` | set | a user's friends (global, one slot of its own) |
+//! | `P:{~B}:followers:ID` | set | the users whose friend set holds ID (a superset: the reverse index erasure uses); `B` is the id's bucket, [`keys::user_bucket`] |
+//! | `P:{~B}:seen:ID` | sorted set | a user's index of spaces: member = a space the user is stored or remembered in (a superset), score = when a writer last marked it (ms) |
 //!
 //! Each member is stored once, in its kind's sorted set: there is no
 //! second index by id (there was one, `P:{S}:iu` / `P:{S}:ig`, which
@@ -64,6 +69,56 @@
 //! merges their snapshots. With N > 1, connection ids are kept unique per
 //! space by a claim key `P:{S#j}:claim:CONN` (string, the owner `u:ID`,
 //! expiring 10 s after the connection's TTL) in the shard the id hashes to.
+//!
+//! # Remembered last seen
+//!
+//! When presence ends, the member moves (in the same script, so atomically)
+//! from its kind's sorted set to the remembered set of its shard, if the
+//! space's policy remembers its kind ([`SpaceConfig::remembers`](herenow_core::SpaceConfig::remembers)):
+//! an explicit leave (or the close of its last visible connection, or that
+//! connection turning invisible) remembers the leave's own time; expiry at
+//! the retention (or a connection that stopped pinging) the last heartbeat.
+//! A heartbeat already past the retention is not presence but is
+//! remembered if the member is not stored and the time is newer than what
+//! is remembered (`ZADD GT`). A member stored again (it comes back) leaves
+//! the remembered set: presence answers first. Status reads the remembered
+//! time of a member not stored and answers it, `offline`, only while
+//! `last_seen + remember_ms` is ahead by the policy read at that moment, so
+//! a horizon is kept before any sweep ran and a shortened one applies at
+//! once. The sweep forgets remembered times past the horizon in bounded
+//! steps (the same budget as expiry). A space that holds nothing else
+//! leaves the registry of names (it is not listed and not walked every
+//! tick) for `P:{spaces}:due`, visited when its first horizon comes.
+//!
+//! "Last seen anywhere" and erasure need the spaces a user is in, and the
+//! user's keys are in other slots than the spaces', so no script can keep
+//! them together. The index `P:{~B}:seen:ID` is kept a superset: the
+//! heartbeat (and attach) script adds every user it stores or remembers
+//! that was neither stored nor remembered there (a remembered user is
+//! indexed already, so a returning user costs nothing more) to the shard's
+//! `unidx`, the writer then marks the space in the user's index (one
+//! script per bucket on a cluster, a pipeline on one server) and takes the
+//! user off `unidx`, and the sweep indexes whatever a writer left in
+//! `unidx` (it failed or died in between). An entry is dropped only once
+//! nothing of the user is left in the space and its mark is older than ten
+//! minutes (a writer that stored the user again since marks it later, and
+//! keeps it): by the sweep when it forgets a remembered time, and by a
+//! read that finds nothing of the user in a listed space; erasure drops
+//! the entries whose mark has not changed since it read them. Users
+//! stored by a version before the index are walked into `unidx` once per
+//! shard by the sweep (`ZSCAN`, a step per tick: the sorted set, then the
+//! remembered set). Guests are not users: they are not indexed.
+//!
+//! Erasing a user is atomic per slot, not across them: one script per
+//! space (the user's shard: presence with a `leave`, metadata,
+//! connections, the remembered time, `unidx`), then the index; the user's
+//! own friend set and the reverse index; one `SREM` per friend set that
+//! lists the user. A call that fails part-way answers the error; calling
+//! again finishes the job (each step is idempotent, and the index and the
+//! reverse index are emptied last so a retry still finds what is left).
+//! It is refused while writes wait in the outage buffer, which could bring
+//! the user back. Friend sets written before the reverse index existed are
+//! not in it: erasure does not find those until they are written again.
 //!
 //! Online friends read the friend set first and then look the friends up in
 //! the space's slot (the friend set and the space live in different slots

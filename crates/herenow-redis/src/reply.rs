@@ -104,15 +104,25 @@ pub(crate) fn meta_of(v: Option<Value>) -> Result<Option<Metadata>> {
     Ok(opt_string(v)?.and_then(|m| Metadata::from_json(&m).ok()))
 }
 
-/// The first four values of a read script's reply: the space's policy.
-pub(crate) fn config_of(v: &[Value]) -> Result<SpaceConfig> {
+/// The first four values of a read script's reply: the space's
+/// thresholds, over `base` (whose remembering a listing does not need).
+pub(crate) fn thresholds_of(v: &[Value], base: SpaceConfig) -> Result<SpaceConfig> {
     Ok(SpaceConfig {
         online_ms: int(v.first())? as Millis,
         away_ms: int(v.get(1))? as Millis,
         window_ms: int(v.get(2))? as Millis,
         retention_ms: int(v.get(3))? as Millis,
-        // Issue 8: remembered last seen is not stored in Redis yet.
-        ..SpaceConfig::default()
+        ..base
+    })
+}
+
+/// The first six values of a read script's reply: the space's whole
+/// policy, the thresholds then `remember_ms` and `remember_guests` (0/1).
+pub(crate) fn config_of(v: &[Value]) -> Result<SpaceConfig> {
+    Ok(SpaceConfig {
+        remember_ms: int(v.get(4))? as Millis,
+        remember_guests: int(v.get(5))? != 0,
+        ..thresholds_of(v, SpaceConfig::default())?
     })
 }
 

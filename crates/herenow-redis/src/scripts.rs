@@ -11,6 +11,10 @@
 //!
 //! Conventions shared with the Rust side:
 //!
+//! - "The six defaults" are the policy of a space that has none of its
+//!   own: online, away, window, retention, remember (ms) and whether
+//!   guests are remembered (`0`/`1`), read by `cfg_load` from the ARGV
+//!   index each script names.
 //! - Numbers that reach Redis or the reply are formatted with `%d` by `S()`:
 //!   Redis formats Lua numbers with its own float rules otherwise, and
 //!   millisecond times must stay exact integers.
@@ -39,10 +43,47 @@ local function blt(a, b)
   end
   return la < lb
 end
-local function cfg_load(key, d1, d2, d3, d4)
-  local c = redis.call('HMGET', key, 'online', 'away', 'window', 'retention')
-  if c[1] then return tonumber(c[1]), tonumber(c[2]), tonumber(c[3]), tonumber(c[4]) end
-  return tonumber(d1), tonumber(d2), tonumber(d3), tonumber(d4)
+-- The space's policy: online, away, window, retention, remember (ms) and
+-- whether guests are remembered. The defaults are six arguments from
+-- ARGV[a] on (a config written before remembering existed has no
+-- remember fields: those come from the defaults too).
+local function cfg_load(key, a)
+  local c = redis.call('HMGET', key, 'online', 'away', 'window', 'retention', 'remember', 'rguests')
+  local rem, rg = c[5], c[6]
+  if not rem then rem, rg = ARGV[a + 4], ARGV[a + 5] end
+  if c[1] then
+    return tonumber(c[1]), tonumber(c[2]), tonumber(c[3]), tonumber(c[4]), tonumber(rem), rg == '1'
+  end
+  return tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(rem), rg == '1'
+end
+-- Whether the policy remembers members of kind k.
+local function remembers(k, rem, rg)
+  return rem > 0 and (k == 'u' or rg)
+end
+-- Remembers (k, id) as last seen at t in the remembered set rz, if the
+-- policy remembers its kind and t is still within the horizon at now;
+-- never moves a remembered time back (ZADD GT). Returns 1 if the member
+-- was not remembered before (its index entry may be new).
+local function remember(rz, k, id, t, now, rem, rg)
+  if not remembers(k, rem, rg) or now >= t + rem then return 0 end
+  return redis.call('ZADD', rz, 'GT', S(t), id)
+end
+-- How many members the remembered sets hold, and when the first of them
+-- passes the horizon (-1: none; now for a kind no longer remembered).
+local function rem_due(ru, rgk, now, rem, rg)
+  local n, due = 0, -1
+  for k, z in pairs({u = ru, g = rgk}) do
+    local c = redis.call('ZCARD', z)
+    if c > 0 then
+      n = n + c
+      local d = now
+      if remembers(k, rem, rg) then
+        d = tonumber(redis.call('ZRANGE', z, 0, 0, 'WITHSCORES')[2]) + rem
+      end
+      if due < 0 or d < due then due = d end
+    end
+  end
+  return n, due
 end
 local function le_mark(s, m, ms, mm)
   if s ~= ms then return s < ms end
@@ -102,16 +143,27 @@ fn script(body: &str) -> Script {
     Script::new(&format!("{PRELUDE}\n{body}"))
 }
 
-/// Heartbeats. KEYS: zu zg meta state config. ARGV: now, the four default
-/// thresholds, publish command, channel, the number of users `nu` and of
+/// Heartbeats. KEYS: zu zg meta state config ru rg unidx. ARGV: now, the
+/// six defaults, publish command,
+/// channel, the number of users `nu` and of
 /// guests `ng`, then the `nu` user ids and the `ng` guest ids (one entry
 /// per member: the caller coalesces), then `pos at meta` for each entry
 /// whose time is not `now` or that brings metadata (`pos` its 1-based
 /// place among the ids, meta `''` keeps the member's). Returns `{accepted,
-/// joined, stale, outcomes}`, outcomes one byte per entry in the order of
+/// joined, stale, outcomes, new_users}`, outcomes one byte per entry in the order of
 /// the ids: `0` accepted, `1` accepted and joined, `2` stale (so a caller
 /// that merged several requests into one call can tell each its own
 /// answer).
+///
+/// Remembered last seen: a member stored anew (not in its kind's sorted
+/// set before) is dropped from the remembered set (presence answers
+/// first); a heartbeat already past the retention is stale, but remembered
+/// if the member is not stored and the time is within the horizon (never
+/// moving a remembered time back). Users stored or remembered anew (not
+/// remembered before: a remembered user is in its index already) are
+/// added to `unidx` and returned in `new_users`: the caller adds the space
+/// to each one's index of spaces and then removes them from `unidx` (the
+/// sweep finishes the job if the caller never does).
 ///
 /// Per member it reads the old score and writes the new one, as seed
 /// 001's `ZADD` does, in bulk: for each chunk of 250 members of a kind, one `ZMSCORE` and then one variadic `ZADD` (while the
@@ -125,15 +177,23 @@ pub static HEARTBEAT: LazyLock<Script> = LazyLock::new(|| {
         r#"
 local snow = ARGV[1]
 local now = tonumber(snow)
-local on, aw, win, ret = cfg_load(KEYS[5], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+local on, aw, win, ret, rem, rg = cfg_load(KEYS[5], 2)
 local mk = {}
 for _, k in ipairs({'u', 'g'}) do
   local x, fresh = marks_load(KEYS[4], k, now, on, aw)
-  if fresh then marks_save(KEYS[4], k, x) end
+  if fresh then
+    marks_save(KEYS[4], k, x)
+    -- Users' marks are saved when a user is first stored: without them
+    -- the shard holds no user from before users were indexed (see the
+    -- sweep's walk).
+    if k == 'u' then redis.call('HSET', KEYS[4], 'ix', 'done') end
+  end
   mk[k] = x
 end
-local nu, ng = tonumber(ARGV[8]), tonumber(ARGV[9])
-local base = 9
+local rz = {u = KEYS[6], g = KEYS[7]}
+local newu = {}
+local nu, ng = tonumber(ARGV[10]), tonumber(ARGV[11])
+local base = 11
 local total = nu + ng
 local xat, xmeta = {}, {}
 local mf, mpos = {}, {}
@@ -169,6 +229,7 @@ for _, part in ipairs({{'u', KEYS[1], 1, nu}, {'g', KEYS[2], nu + 1, total}}) do
     if e > hi then e = hi end
     local olds = redis.call('ZMSCORE', z, unpack(ARGV, base + j, base + e))
     local adds, na = {}, 0
+    local fresh, nf = {}, 0
     for p = j, e do
       local id = ARGV[base + p]
       local old = olds[p - j + 1]
@@ -177,8 +238,15 @@ for _, part in ipairs({{'u', KEYS[1], 1, nu}, {'g', KEYS[2], nu + 1, total}}) do
       if now - at >= ret or (old and old > at) then
         stale = stale + 1
         res[p] = '2'
+        if not old and now - at >= ret and remember(rz[k], k, id, at, now, rem, rg) == 1 and k == 'u' then
+          newu[#newu + 1] = id
+        end
       else
         acc = acc + 1
+        if not old then
+          nf = nf + 1
+          fresh[nf] = id
+        end
         -- Above the away mark is online whatever the member: no need to
         -- compare ids (the usual case, so it skips the function calls).
         local op = 0
@@ -221,6 +289,17 @@ for _, part in ipairs({{'u', KEYS[1], 1, nu}, {'g', KEYS[2], nu + 1, total}}) do
       end
     end
     if na > 0 then redis.call('ZADD', z, unpack(adds, 1, na)) end
+    if nf > 0 then
+      -- A user remembered here is in its index already: only the others
+      -- are new to it.
+      if k == 'u' then
+        local was = redis.call('ZMSCORE', rz[k], unpack(fresh, 1, nf))
+        for q = 1, nf do
+          if not was[q] then newu[#newu + 1] = fresh[q] end
+        end
+      end
+      redis.call('ZREM', rz[k], unpack(fresh, 1, nf))
+    end
   end
 end
 for j = 1, #sets, 1000 do
@@ -228,43 +307,58 @@ for j = 1, #sets, 1000 do
   if e > #sets then e = #sets end
   redis.call('HSET', KEYS[3], unpack(sets, j, e))
 end
-publish(KEYS[4], ARGV[6], ARGV[7], ev)
-return {acc, joined, stale, table.concat(res)}
+for j = 1, #newu, 1000 do
+  local e = j + 999
+  if e > #newu then e = #newu end
+  redis.call('SADD', KEYS[8], unpack(newu, j, e))
+end
+publish(KEYS[4], ARGV[8], ARGV[9], ev)
+return {acc, joined, stale, table.concat(res), newu}
 "#,
     )
 });
 
-/// Explicit leave. KEYS: zu zg meta state config. ARGV: now, the four
+/// Explicit leave. KEYS: zu zg meta state config ru rg. ARGV: now, the six
 /// defaults, publish command, channel, then `kind id upto` triples: `upto`
 /// empty removes the member whatever its time; a time removes it only if
 /// its last heartbeat is at or before it (a leave replayed from the write
 /// buffer must not remove a newer heartbeat). Returns how many were
 /// present.
+///
+/// A member that was present is remembered as last seen at the leave's
+/// own time (`upto` for a replayed leave, else `now`; never before its last
+/// heartbeat); one stored but no longer present (timed out, not yet
+/// expired) at its last heartbeat.
 pub static LEAVE: LazyLock<Script> = LazyLock::new(|| {
     script(
         r#"
 local now = tonumber(ARGV[1])
-local on, aw = cfg_load(KEYS[5], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+local on, aw, win, ret, rem, rg = cfg_load(KEYS[5], 2)
 local z = {u = KEYS[1], g = KEYS[2]}
+local rz = {u = KEYS[6], g = KEYS[7]}
 local mk = {}
 for _, k in ipairs({'u', 'g'}) do mk[k] = marks_load(KEYS[4], k, now, on, aw) end
 local present = 0
 local ev = {}
-for i = 8, #ARGV, 3 do
+for i = 10, #ARGV, 3 do
   local k, id, upto = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
   local s = redis.call('ZSCORE', z[k], id)
   if s then s = tonumber(s) end
   if s and upto and s > upto then s = nil end
   if s then
+    local t = s
     if presence(mk[k], s, id) ~= 0 then
       present = present + 1
       ev_add(ev, KEYS[3], 'leave', k, id, s, 0, 'explicit')
+      t = upto or now
+      if t < s then t = s end
     end
     redis.call('ZREM', z[k], id)
     redis.call('HDEL', KEYS[3], k .. ':' .. id)
+    remember(rz[k], k, id, t, now, rem, rg)
   end
 end
-publish(KEYS[4], ARGV[6], ARGV[7], ev)
+publish(KEYS[4], ARGV[8], ARGV[9], ev)
 return present
 "#,
     )
@@ -272,28 +366,42 @@ return present
 
 /// One bounded step of background work on a space: advance the away and
 /// gone watermarks (emitting `away` and timeout `leave`), then forget
-/// members past their retention. KEYS: zu zg meta state config lease.
-/// ARGV: now, the four defaults, publish command, channel, budget
-/// (members), lease owner, lease duration (ms).
+/// members past their retention (remembering them as last seen at their
+/// last heartbeat), then forget remembered times past the horizon (or of a
+/// kind the policy no longer remembers). KEYS: those of every connection
+/// script (see [`crate::conn_scripts`]; it reads `zu zg meta state config
+/// lease ru rg unidx`). ARGV: now, the six defaults, publish command,
+/// channel, budget (members), lease owner, lease duration (ms).
+///
+/// It also walks, one `ZSCAN` step per call, the users a shard stored
+/// before users' spaces were indexed (the sorted set, then the remembered
+/// set) into `unidx`, once: the state hash's `ix` field says where it is
+/// (`done` for a shard first written by an indexing version).
 ///
 /// Only the holder of the space's sweep lease works: the script takes the
 /// lease if it is free (`SET NX PX`), renews it if the caller holds it, and
 /// otherwise returns `{0, 0, 0, -1}` without touching anything. The lease
 /// expires by itself when its holder stops sweeping.
-/// Returns `{expired, transitions, more, members_left}`.
+/// Returns `{expired, transitions, more, left, 0, 0, remembered, due,
+/// unindexed, trimmed}`: `left` the members stored plus the users waiting
+/// in `unidx`, `remembered` the members of the remembered sets, `due` when
+/// the first of them passes the horizon (-1: none), `unindexed` the size
+/// of `unidx`, `trimmed` the users whose remembered time this call forgot
+/// (so the caller can drop the space from their index).
 pub static TICK: LazyLock<Script> = LazyLock::new(|| script(TICK_BODY));
 
 /// The body of [`TICK`], also run by [`SWEEP`](crate::conn_scripts::SWEEP)
 /// (which the store uses) after it has closed expired connections.
 pub(crate) const TICK_BODY: &str = r#"
-if not redis.call('SET', KEYS[6], ARGV[9], 'NX', 'PX', ARGV[10]) then
-  if redis.call('GET', KEYS[6]) ~= ARGV[9] then return {0, 0, 0, -1} end
-  redis.call('PEXPIRE', KEYS[6], ARGV[10])
+if not redis.call('SET', KEYS[6], ARGV[11], 'NX', 'PX', ARGV[12]) then
+  if redis.call('GET', KEYS[6]) ~= ARGV[11] then return {0, 0, 0, -1} end
+  redis.call('PEXPIRE', KEYS[6], ARGV[12])
 end
 local now = tonumber(ARGV[1])
-local on, aw, win, ret = cfg_load(KEYS[5], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
-local budget = tonumber(ARGV[8])
+local on, aw, win, ret, rem, rg = cfg_load(KEYS[5], 2)
+local budget = tonumber(ARGV[10])
 local z = {u = KEYS[1], g = KEYS[2]}
+local rz = {u = KEYS[10], g = KEYS[11]}
 local ex, tr, more = 0, 0, 0
 local ev = {}
 for _, k in ipairs({'u', 'g'}) do
@@ -356,26 +464,66 @@ for _, k in ipairs({'u', 'g'}) do
       end
       redis.call('ZREM', z[k], id)
       redis.call('HDEL', KEYS[3], k .. ':' .. id)
+      remember(rz[k], k, id, s, now, rem, rg)
       ex = ex + 1
     end
   end
   if budget == 0 and redis.call('ZCOUNT', z[k], '-inf', before) > 0 then more = 1 end
 end
-publish(KEYS[4], ARGV[6], ARGV[7], ev)
-return {ex, tr, more, redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2])}
+publish(KEYS[4], ARGV[8], ARGV[9], ev)
+-- Remembered times past the horizon, oldest first.
+local trimmed = {}
+for _, k in ipairs({'u', 'g'}) do
+  local cut = '+inf'
+  if remembers(k, rem, rg) then cut = S(now - rem) end
+  while budget > 0 do
+    local n = budget
+    if n > 256 then n = 256 end
+    local xs = redis.call('ZRANGEBYSCORE', rz[k], '-inf', cut, 'LIMIT', 0, n)
+    if #xs == 0 then break end
+    budget = budget - #xs
+    redis.call('ZREM', rz[k], unpack(xs))
+    if k == 'u' then
+      for _, id in ipairs(xs) do trimmed[#trimmed + 1] = id end
+    end
+  end
+  if budget == 0 and redis.call('ZCOUNT', rz[k], '-inf', cut) > 0 then more = 1 end
+end
+-- Users stored before spaces were indexed by user: one step of the walk.
+local ix = redis.call('HGET', KEYS[4], 'ix')
+if ix ~= 'done' then
+  local src = KEYS[1]
+  if ix == 'r' then src = KEYS[10] end
+  local r = redis.call('ZSCAN', src, redis.call('HGET', KEYS[4], 'ixc') or '0', 'COUNT', 500)
+  local ids = {}
+  for j = 1, #r[2], 2 do ids[#ids + 1] = r[2][j] end
+  if #ids > 0 then redis.call('SADD', KEYS[12], unpack(ids)) end
+  if r[1] ~= '0' then
+    redis.call('HSET', KEYS[4], 'ixc', r[1])
+  elseif ix == 'r' then
+    redis.call('HSET', KEYS[4], 'ix', 'done')
+    redis.call('HDEL', KEYS[4], 'ixc')
+  else
+    redis.call('HSET', KEYS[4], 'ix', 'r', 'ixc', '0')
+  end
+end
+local remembered, due = rem_due(KEYS[10], KEYS[11], now, rem, rg)
+local unidx = redis.call('SCARD', KEYS[12])
+local left = redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2]) + unidx
+return {ex, tr, more, left, 0, 0, remembered, due, unidx, trimmed}
 "#;
 
 /// A subscriber's snapshot: the event sequence number and the members
 /// present by the watermarks. KEYS: zu zg meta state config. ARGV: now, the
-/// four defaults, the most members per kind. Returns `{seq, present_u,
+/// six defaults, the most members per kind. Returns `{seq, present_u,
 /// present_g, items_u, items_g}`, items oldest first as flat
 /// `id, score, presence, meta` groups.
 pub static SNAPSHOT: LazyLock<Script> = LazyLock::new(|| {
     script(
         r#"
 local now = tonumber(ARGV[1])
-local on, aw = cfg_load(KEYS[5], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
-local max = tonumber(ARGV[6])
+local on, aw = cfg_load(KEYS[5], 2)
+local max = tonumber(ARGV[8])
 local seq = tonumber(redis.call('HGET', KEYS[4], 'seq') or '0')
 local out = {seq, 0, 0, {}, {}}
 local zs = {KEYS[1], KEYS[2]}
@@ -404,23 +552,32 @@ return out
     )
 });
 
-/// Last seen and metadata of members. KEYS: zu zg meta config. ARGV: the
-/// four defaults, then `kind id` pairs. Returns `{online, away, window,
-/// retention, score|false, meta|false, ...}`.
+/// Last seen and metadata of members, and the remembered time of those
+/// not stored. KEYS: zu zg meta config ru rg. ARGV: the six defaults, then
+/// `kind id` pairs. Returns `{online, away, window, retention, remember,
+/// remember_guests (0/1), score|false, meta|false, remembered|false,
+/// ...}`. The horizon is checked by the caller (it has the policy and the
+/// time), so the raw remembered time also tells it whether the space
+/// holds anything of the member.
 pub static STATUS: LazyLock<Script> = LazyLock::new(|| {
     script(
         r#"
-local on, aw, win, ret = cfg_load(KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
-local out = {S(on), S(aw), S(win), S(ret)}
+local on, aw, win, ret, rem, rg = cfg_load(KEYS[4], 1)
+local g = 0
+if rg then g = 1 end
+local out = {S(on), S(aw), S(win), S(ret), S(rem), g}
 local z = {u = KEYS[1], g = KEYS[2]}
-for i = 5, #ARGV, 2 do
+local rz = {u = KEYS[5], g = KEYS[6]}
+for i = 7, #ARGV, 2 do
   local k, id = ARGV[i], ARGV[i + 1]
   local s = redis.call('ZSCORE', z[k], id)
   out[#out + 1] = s
   if s then
     out[#out + 1] = redis.call('HGET', KEYS[3], k .. ':' .. id)
+    out[#out + 1] = false
   else
     out[#out + 1] = false
+    out[#out + 1] = redis.call('ZSCORE', rz[k], id)
   end
 end
 return out
@@ -428,24 +585,24 @@ return out
     )
 });
 
-/// Window counts. KEYS: zu zg config. ARGV: the four defaults, now, window
+/// Window counts. KEYS: zu zg config. ARGV: the six defaults, now, window
 /// (0: the space's). Returns `{users, guests}` or `{-1, retention}` for a
 /// window out of range.
 pub static COUNT: LazyLock<Script> = LazyLock::new(|| {
     script(
         r#"
-local on, aw, win, ret = cfg_load(KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
-local w = tonumber(ARGV[6])
+local on, aw, win, ret = cfg_load(KEYS[3], 1)
+local w = tonumber(ARGV[8])
 if w == 0 then w = win end
 if w < 1 or w > ret then return {-1, S(ret)} end
-local cut = S(tonumber(ARGV[5]) - w)
+local cut = S(tonumber(ARGV[7]) - w)
 return {redis.call('ZCOUNT', KEYS[1], cut, '+inf'), redis.call('ZCOUNT', KEYS[2], cut, '+inf')}
 "#,
     )
 });
 
 /// One page, most recent first, per kind. KEYS: zu zg meta config. ARGV:
-/// the four defaults, now, window (0: the space's), limit, kinds (`u`, `g`
+/// the six defaults, now, window (0: the space's), limit, kinds (`u`, `g`
 /// or `a`), then the cursor `score kind id` or three `''`. The merged order
 /// is (score, kind, id) descending with users above guests at equal
 /// scores. Returns `{0, online, away, window, retention, items_u,
@@ -455,14 +612,14 @@ return {redis.call('ZCOUNT', KEYS[1], cut, '+inf'), redis.call('ZCOUNT', KEYS[2]
 pub static LIST_RECENT: LazyLock<Script> = LazyLock::new(|| {
     script(
         r#"
-local on, aw, win, ret = cfg_load(KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
-local w = tonumber(ARGV[6])
+local on, aw, win, ret = cfg_load(KEYS[4], 1)
+local w = tonumber(ARGV[8])
 if w == 0 then w = win end
 if w < 1 or w > ret then return {-1, S(ret)} end
-local cut = tonumber(ARGV[5]) - w
-local want = tonumber(ARGV[7]) + 1
-local kinds = ARGV[8]
-local cs, ck, cm = ARGV[9], ARGV[10], ARGV[11]
+local cut = tonumber(ARGV[7]) - w
+local want = tonumber(ARGV[9]) + 1
+local kinds = ARGV[10]
+local cs, ck, cm = ARGV[11], ARGV[12], ARGV[13]
 local rank = {u = 1, g = 0}
 local out = {0, S(on), S(aw), S(win), S(ret), {}, {}}
 local zs = {KEYS[1], KEYS[2]}
@@ -505,7 +662,7 @@ return out
 
 /// One slice of a kind's members in the window, for listing by id
 /// (`RedisStore::list` with `order=id`; there is no index by id, see the crate
-/// documentation). KEYS: z config. ARGV: the four defaults, now, window (0:
+/// documentation). KEYS: z config. ARGV: the six defaults, now, window (0:
 /// the space's), then the scan cursor `score member` (two `''` for the
 /// first slice: start at the window's edge), and the most members to
 /// return. Members come in ascending (score, member) order strictly after
@@ -518,18 +675,18 @@ return out
 pub static ID_SLICE: LazyLock<Script> = LazyLock::new(|| {
     script(
         r#"
-local on, aw, win, ret = cfg_load(KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
-local w = tonumber(ARGV[6])
+local on, aw, win, ret = cfg_load(KEYS[2], 1)
+local w = tonumber(ARGV[8])
 if w == 0 then w = win end
 if w < 1 or w > ret then return {-1, S(ret)} end
-local cut = tonumber(ARGV[5]) - w
-local n = tonumber(ARGV[9])
+local cut = tonumber(ARGV[7]) - w
+local n = tonumber(ARGV[11])
 local from, in_window
-if ARGV[7] == '' then
+if ARGV[9] == '' then
   from = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. S(cut))
   in_window = redis.call('ZCARD', KEYS[1]) - from
 else
-  from = count_le(KEYS[1], tonumber(ARGV[7]), ARGV[8])
+  from = count_le(KEYS[1], tonumber(ARGV[9]), ARGV[10])
   in_window = -1
 end
 local ids = {}
@@ -543,13 +700,16 @@ return {0, in_window, last, ids}
 
 /// Sets a space's policy and moves its watermarks to the new thresholds
 /// without events (as the memory store does). KEYS: state config. ARGV:
-/// now, online, away, window, retention.
+/// now, online, away, window, retention, remember, remember guests (0/1).
+/// Remembered times are not touched: reads apply the new horizon at once,
+/// and the sweep trims by it.
 pub static SET_CONFIG: LazyLock<Script> = LazyLock::new(|| {
     script(
         r#"
 local now = tonumber(ARGV[1])
 local on, aw = tonumber(ARGV[2]), tonumber(ARGV[3])
-redis.call('HSET', KEYS[2], 'online', ARGV[2], 'away', ARGV[3], 'window', ARGV[4], 'retention', ARGV[5])
+redis.call('HSET', KEYS[2], 'online', ARGV[2], 'away', ARGV[3], 'window', ARGV[4], 'retention', ARGV[5],
+  'remember', ARGV[6], 'rguests', ARGV[7])
 for _, k in ipairs({'u', 'g'}) do marks_save(KEYS[1], k, {now - on, '', now - aw, ''}) end
 return 1
 "#,
@@ -573,33 +733,117 @@ return 1
     )
 });
 
-/// Drops a space from the registry (and its shard count) unless it was
-/// touched since `cutoff`. KEYS: names touched shards. ARGV: space, cutoff.
-/// Returns 1 if dropped.
+/// Drops a space from the registry (and its shard count, unless `keep`)
+/// unless it was touched since `cutoff` (or is not registered). KEYS: names touched shards. ARGV:
+/// space, cutoff, keep (`1` while the space still remembers members: their
+/// shard must not change). Returns 1 if dropped.
 pub static UNREGISTER: LazyLock<Script> = LazyLock::new(|| {
     script(
         r#"
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
 local t = redis.call('ZSCORE', KEYS[2], ARGV[1])
 if t and tonumber(t) >= tonumber(ARGV[2]) then return 0 end
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('HDEL', KEYS[3], ARGV[1])
+if ARGV[3] ~= '1' then redis.call('HDEL', KEYS[3], ARGV[1]) end
 return 1
 "#,
     )
 });
 
-/// Replaces a friend set. KEYS: the set. ARGV: friends.
+/// Drops a space from the registry of remembered times (`due`) once
+/// nothing is remembered in it, unless another sweep rescheduled it since
+/// it was read; then its shard count too, unless the space is registered
+/// again. KEYS: names due shards. ARGV: space, the `due` score read.
+/// Returns 1 if dropped.
+pub static DUE_DONE: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local d = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if not d or tonumber(d) > tonumber(ARGV[2]) then return 0 end
+redis.call('ZREM', KEYS[2], ARGV[1])
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then redis.call('HDEL', KEYS[3], ARGV[1]) end
+return 1
+"#,
+    )
+});
+
+/// Marks a space in users' indexes of spaces. KEYS: the indexes (of one
+/// bucket, see [`crate::keys::user_bucket`]). ARGV: mark (ms), space.
+pub static INDEX: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+for i = 1, #KEYS do redis.call('ZADD', KEYS[i], ARGV[1], ARGV[2]) end
+return #KEYS
+"#,
+    )
+});
+
+/// Drops a space from users' indexes of spaces where its mark is at or
+/// before `upto` (a writer that stored the user there since marked it
+/// later, and keeps it). KEYS: the indexes (of one bucket). ARGV: space,
+/// upto (ms). Returns how many dropped it.
+pub static UNINDEX: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local n = 0
+for i = 1, #KEYS do
+  local s = redis.call('ZSCORE', KEYS[i], ARGV[1])
+  if s and tonumber(s) <= tonumber(ARGV[2]) then n = n + redis.call('ZREM', KEYS[i], ARGV[1]) end
+end
+return n
+"#,
+    )
+});
+
+/// Reads users' indexes of spaces. KEYS: the indexes (of one bucket).
+/// Returns one flat `space, mark` array per key.
+pub static READ_INDEXES: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local out = {}
+for i = 1, #KEYS do out[i] = redis.call('ZRANGE', KEYS[i], 0, -1, 'WITHSCORES') end
+return out
+"#,
+    )
+});
+
+/// Adds a user to (`SADD`) or removes it from (`SREM`) the followers of
+/// several users. KEYS: their followers sets (of one bucket). ARGV:
+/// command, user.
+pub static FOLLOW: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+for i = 1, #KEYS do redis.call(ARGV[1], KEYS[i], ARGV[2]) end
+return #KEYS
+"#,
+    )
+});
+
+/// Replaces a friend set. KEYS: the set. ARGV: friends. Returns `{size,
+/// removed, added}`: the friends the set no longer has and those it did
+/// not have, so the caller can keep the reverse index (`followers`) right.
 pub static SET_FRIENDS: LazyLock<Script> = LazyLock::new(|| {
     script(
         r#"
+local new = {}
+for i = 1, #ARGV do new[ARGV[i]] = true end
+local old = {}
+local removed, added = {}, {}
+for _, f in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  old[f] = true
+  if not new[f] then removed[#removed + 1] = f end
+end
+for i = 1, #ARGV do
+  if not old[ARGV[i]] then added[#added + 1] = ARGV[i] end
+end
 redis.call('DEL', KEYS[1])
 for i = 1, #ARGV, 500 do
   local j = i + 499
   if j > #ARGV then j = #ARGV end
   redis.call('SADD', KEYS[1], unpack(ARGV, i, j))
 end
-return redis.call('SCARD', KEYS[1])
+return {redis.call('SCARD', KEYS[1]), removed, added}
 "#,
     )
 });

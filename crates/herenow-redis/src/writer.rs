@@ -14,7 +14,7 @@ use herenow_core::{Error, MemberKey, MemberKind, Metadata, Millis, Result, Space
 
 use crate::ctx::Ctx;
 use crate::keys::SpaceKeys;
-use crate::reply::array;
+use crate::reply::{array, bad_reply, opt_string};
 use crate::scripts;
 
 /// How often one store re-marks a space it writes to in the space registry.
@@ -56,10 +56,19 @@ pub(crate) fn tally(outcomes: &[Outcome]) -> [u64; 3] {
     t
 }
 
-/// Reads the heartbeat script's reply: one outcome byte per entry.
-fn outcomes_of(v: Value, entries: usize) -> Result<Vec<Outcome>> {
-    let v = array(v)?;
-    let bytes = match v.into_iter().nth(3) {
+/// Reads the heartbeat script's reply: one outcome byte per entry, and
+/// the users stored or remembered anew (to index).
+fn outcomes_of(v: Value, entries: usize) -> Result<(Vec<Outcome>, Vec<String>)> {
+    let mut v = array(v)?.into_iter().skip(3);
+    let outcomes = v.next();
+    let fresh = match v.next() {
+        Some(ids) => array(ids)?
+            .into_iter()
+            .map(|id| opt_string(Some(id))?.ok_or_else(|| bad_reply("a user id")))
+            .collect::<Result<Vec<String>>>()?,
+        None => Vec::new(),
+    };
+    let bytes = match outcomes {
         Some(Value::BulkString(b)) => b,
         Some(Value::SimpleString(s)) => s.into_bytes(),
         // An empty Lua string may come back as an empty bulk string; no
@@ -73,7 +82,7 @@ fn outcomes_of(v: Value, entries: usize) -> Result<Vec<Outcome>> {
             bytes.len()
         )));
     }
-    bytes
+    let outcomes = bytes
         .into_iter()
         .map(|b| match b {
             b'0' => Ok(Outcome::Accepted),
@@ -81,7 +90,8 @@ fn outcomes_of(v: Value, entries: usize) -> Result<Vec<Outcome>> {
             b'2' => Ok(Outcome::Stale),
             _ => Err(Error::Internal("heartbeat script: a bad outcome".into())),
         })
-        .collect()
+        .collect::<Result<_>>()?;
+    Ok((outcomes, fresh))
 }
 
 /// A heartbeat as the script takes it: member, time, metadata (`None`
@@ -182,12 +192,83 @@ impl Writer {
         });
         let parts = futures::future::try_join_all(calls).await?;
         let mut out = vec![Outcome::Accepted; beats.len()];
-        for (idx, got) in parts {
+        let mut fresh = Vec::new();
+        for (idx, got, k, ids) in parts {
             for (o, i) in got.into_iter().zip(idx) {
                 out[i] = o;
             }
+            if !ids.is_empty() {
+                fresh.push((k, ids));
+            }
         }
+        // Before the call answers, so the user's "last seen anywhere" and
+        // erasure see the space at once.
+        futures::future::try_join_all(
+            fresh
+                .iter()
+                .map(|(k, ids)| self.index_users(space, k, ids, now)),
+        )
+        .await?;
         Ok(out)
+    }
+
+    /// Adds `space` to the index of spaces of each of `users`, stored or
+    /// remembered anew in shard `k` (and so listed in its `unidx`), then
+    /// takes them off `unidx`. Users' indexes live in slots of their own,
+    /// so this cannot be part of the script that stored them: `unidx`,
+    /// written by that script, is what makes it certain. Should this call
+    /// never happen or fail, the sweep does it (see `store/sweep.rs`).
+    pub async fn index_users(
+        &self,
+        space: &SpaceName,
+        k: &SpaceKeys,
+        users: &[String],
+        now: Millis,
+    ) -> Result<()> {
+        // One script per bucket of indexes on a cluster (see
+        // `keys::user_bucket`), one pipeline per 1,000 users on a server.
+        let cluster = self.ctx.is_cluster();
+        futures::future::try_join_all(self.ctx.user_groups(users).into_iter().map(|group| {
+            let mut c = self.ctx.client.clone();
+            let keys: Vec<String> = group
+                .iter()
+                .map(|&i| self.ctx.keys.seen(&users[i]))
+                .collect();
+            self.ctx.io("index", async move {
+                if cluster {
+                    let mut inv = scripts::INDEX.prepare_invoke();
+                    for k in &keys {
+                        inv.key(k);
+                    }
+                    inv.arg(now).arg(space.as_str());
+                    inv.invoke_async::<Value>(&mut c).await
+                } else {
+                    let mut pipe = redis::pipe();
+                    for k in &keys {
+                        pipe.cmd("ZADD")
+                            .arg(k)
+                            .arg(now)
+                            .arg(space.as_str())
+                            .ignore();
+                    }
+                    pipe.query_async::<Value>(&mut c).await
+                }
+            })
+        }))
+        .await?;
+        for chunk in users.chunks(1_000) {
+            let mut c = self.ctx.client.clone();
+            self.ctx
+                .io("index", async {
+                    redis::cmd("SREM")
+                        .arg(&k.unidx)
+                        .arg(chunk)
+                        .query_async::<Value>(&mut c)
+                        .await
+                })
+                .await?;
+        }
+        Ok(())
     }
 
     /// One heartbeat script call on one shard for `beats[i]`, `i` in
@@ -198,7 +279,7 @@ impl Writer {
         now: Millis,
         beats: &[BeatArg<'_>],
         chunk: &[usize],
-    ) -> Result<(Vec<usize>, Vec<Outcome>)> {
+    ) -> Result<(Vec<usize>, Vec<Outcome>, SpaceKeys, Vec<String>)> {
         // Users first, then guests: the order of the script's ids and of
         // its outcomes.
         let order: Vec<usize> = chunk
@@ -222,6 +303,9 @@ impl Writer {
             .key(&k.meta)
             .key(&k.state)
             .key(&k.config)
+            .key(&k.ru)
+            .key(&k.rg)
+            .key(&k.unidx)
             .arg(now)
             .arg(&self.ctx.defaults_args()[..])
             .arg(self.ctx.publish_cmd())
@@ -244,13 +328,14 @@ impl Writer {
             .ctx
             .io("heartbeat", async { inv.invoke_async(&mut c).await })
             .await?;
-        let got = outcomes_of(v, order.len())?;
-        Ok((order, got))
+        let (got, fresh) = outcomes_of(v, order.len())?;
+        Ok((order, got, k, fresh))
     }
 
     /// Runs the leave script. `upto`: remove the member only if its last
-    /// heartbeat is at or before this time (`None`: whatever its time).
-    /// Returns how many were present.
+    /// heartbeat is at or before this time (`None`: whatever its time); it
+    /// is also the leave's time, remembered as the member's last seen
+    /// (`None`: `now`). Returns how many were present.
     pub async fn write_leaves(
         &self,
         space: &SpaceName,
@@ -269,6 +354,8 @@ impl Writer {
                 .key(&k.meta)
                 .key(&k.state)
                 .key(&k.config)
+                .key(&k.ru)
+                .key(&k.rg)
                 .arg(now)
                 .arg(&self.ctx.defaults_args()[..])
                 .arg(self.ctx.publish_cmd())

@@ -90,7 +90,8 @@ fn assert_unsupported<T: std::fmt::Debug>(r: herenow_core::Result<T>, layout: &s
 }
 
 /// What no seed layout stores: metadata, friends, events, live
-/// connections, policies, the list of spaces.
+/// connections, policies, the list of spaces, remembered last seen (issue
+/// 8: "last seen anywhere" and erasure).
 async fn assert_no_extras(s: &SeedLayoutStore, layout: &str) {
     let sp = space("room");
     let alice = MemberId::new("alice").unwrap();
@@ -106,6 +107,8 @@ async fn assert_no_extras(s: &SeedLayoutStore, layout: &str) {
     assert_unsupported(s.subscribe(&sp).await.map(|_| ()), layout);
     assert_unsupported(s.set_config(&sp, SpaceConfig::default()).await, layout);
     assert_unsupported(s.spaces(None, 10).await, layout);
+    assert_unsupported(s.seen_anywhere(std::slice::from_ref(&alice)).await, layout);
+    assert_unsupported(s.erase_user(&alice).await, layout);
     // Live connections: the seeds' keys hold none.
     let phone = Attach {
         member: user("alice"),

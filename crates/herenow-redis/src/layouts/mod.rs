@@ -51,9 +51,12 @@
 //! # What no layout here answers
 //!
 //! Metadata, friends (and so online friends), events and subscriptions,
-//! live connections (attach and detach), setting a space's policy and
-//! listing spaces are `Unsupported` in every layout: the seeds' keys hold
-//! none of it. [`config`] answers the fixed policy the layout applies
+//! live connections (attach and detach), setting a space's policy,
+//! listing spaces, remembered last seen ("last seen anywhere", and
+//! erasing a user, which needs every space a user was in) are
+//! `Unsupported` in every layout: the seeds' keys hold none of it. A
+//! member's leave or expiry forgets it there, as the seeds' code does
+//! (`status` answers `last_seen_ms: null`). [`config`] answers the fixed policy the layout applies
 //! (derived from the defaults given at construction; see
 //! [`SeedLayoutStore::connect`]).
 //!
@@ -81,9 +84,9 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 
 use herenow_core::{
-    Attach, AttachReport, Clock, ConnId, Counts, DetachReport, Error, Heartbeat, HeartbeatReport,
-    ListQuery, MemberId, MemberKey, MemberStatus, Millis, Page, PresenceStore, Result, SpaceConfig,
-    SpaceName, SpaceSummary, Subscription, TickReport,
+    Attach, AttachReport, Clock, ConnId, Counts, DetachReport, ErasureReport, Error, Heartbeat,
+    HeartbeatReport, ListQuery, MemberId, MemberKey, MemberStatus, Millis, Page, PresenceStore,
+    Result, SeenAnywhere, SpaceConfig, SpaceName, SpaceSummary, Subscription, TickReport,
 };
 
 pub use config::{KeyTemplate, LayoutOptions, SeedLayout};
@@ -346,6 +349,18 @@ impl PresenceStore for SeedLayoutStore {
 
     async fn tick(&self) -> Result<TickReport> {
         self.ops.tick(&self.ctx).await
+    }
+
+    /// The seeds' keys remember nobody once presence ends, and keep no
+    /// index of a user's spaces: `Unsupported`, naming the layout.
+    async fn seen_anywhere(&self, _users: &[MemberId]) -> Result<Vec<SeenAnywhere>> {
+        Err(self.unsupported("last seen anywhere"))
+    }
+
+    /// Per-space keys cannot be found from a user, and no layout holds
+    /// friend sets: `Unsupported`, naming the layout.
+    async fn erase_user(&self, _user: &MemberId) -> Result<ErasureReport> {
+        Err(self.unsupported("erasing a user"))
     }
 }
 

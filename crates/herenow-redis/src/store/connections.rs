@@ -37,7 +37,7 @@ impl RedisStore {
     /// While writes are held in the buffer (Redis failed and the buffer is
     /// not written back yet), connection writes are refused rather than
     /// buffered or slipped past the buffered heartbeats.
-    fn refuse_while_held(&self) -> Result<()> {
+    pub(super) fn refuse_while_held(&self) -> Result<()> {
         if self.ctx.health.buffer.holding() {
             return Err(Error::Unavailable {
                 reason: "redis is unavailable; live connections are not buffered, retry later"
@@ -85,6 +85,12 @@ impl RedisStore {
             -1 => return Err(InvalidInput::ConnIdTaken.into()),
             -2 => return Err(InvalidInput::TooManyConnections.into()),
             _ => return Err(bad_reply("an attach status")),
+        }
+        if int(v.get(4))? != 0 {
+            // A user stored anew: into its index of spaces (see
+            // `Writer::index_users`).
+            let id = [a.member.id.as_str().to_owned()];
+            self.writer.index_users(space, &k, &id, now).await?;
         }
         Ok(AttachReport {
             opened: int(v.get(1))? != 0,

@@ -2,15 +2,25 @@
 //! apart from every space), so they are read before a space's script runs
 //! rather than inside it. Online friends are the trait's default methods
 //! over [`read_friends`](RedisStore::read_friends) and the status script.
+//!
+//! Beside them, the reverse index erasure needs: `followers:F`, the users
+//! whose set holds F. It lives in F's own slot, so it is written by its
+//! own commands around the friend set's script, in the order that keeps
+//! it a superset: a user is listed as F's follower before F enters its
+//! set, and taken off after F left it (and listed again if F came back in
+//! the meantime). A refused add may leave spurious entries; they cost
+//! erasure one `SREM` that finds nothing.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
-use redis::AsyncCommands;
+use redis::{AsyncCommands, Value};
 
 use herenow_core::store::check_batch;
 use herenow_core::{InvalidInput, MemberId, Result, limits};
 
 use super::RedisStore;
+use super::sweep::ids_of;
+use crate::reply::{array, int};
 use crate::scripts;
 
 impl RedisStore {
@@ -30,8 +40,13 @@ impl RedisStore {
             return Err(InvalidInput::TooManyFriends { len: set.len() }.into());
         }
         let key = self.ctx.keys.friends(user);
+        // Friends new to the set are listed as followed first.
+        let old = self.members_of(&key).await?;
+        let old: HashSet<&str> = old.iter().map(String::as_str).collect();
+        let marked: Vec<&str> = set.iter().copied().filter(|f| !old.contains(f)).collect();
+        self.mark_followers(user.as_str(), &marked).await?;
         let mut c = self.ctx.client.clone();
-        let n: i64 = self
+        let v: Value = self
             .ctx
             .io("set_friends", async {
                 let mut inv = scripts::SET_FRIENDS.prepare_invoke();
@@ -41,6 +56,22 @@ impl RedisStore {
                 }
                 inv.invoke_async(&mut c).await
             })
+            .await?;
+        let mut v = array(v)?.into_iter();
+        let n = int(v.next().as_ref())?;
+        let removed = ids_of(v.next())?;
+        let added = ids_of(v.next())?;
+        // Added although it was there when read: another call removed it
+        // in between (and took this user off its followers).
+        let marked: HashSet<&str> = marked.into_iter().collect();
+        let late: Vec<&str> = added
+            .iter()
+            .map(String::as_str)
+            .filter(|f| !marked.contains(f))
+            .collect();
+        self.mark_followers(user.as_str(), &late).await?;
+        let removed: Vec<&str> = removed.iter().map(String::as_str).collect();
+        self.unmark_followers(user.as_str(), Some(&key), &removed)
             .await?;
         Ok(n as u64)
     }
@@ -59,6 +90,8 @@ impl RedisStore {
             .map(MemberId::as_str)
             .collect();
         let key = self.ctx.keys.friends(user);
+        let listed: Vec<&str> = set.iter().copied().collect();
+        self.mark_followers(user.as_str(), &listed).await?;
         let mut c = self.ctx.client.clone();
         let n: i64 = self
             .ctx
@@ -96,6 +129,10 @@ impl RedisStore {
                 }
                 inv.invoke_async(&mut c).await
             })
+            .await?;
+        let gone: BTreeSet<&str> = friends.iter().map(MemberId::as_str).collect();
+        let gone: Vec<&str> = gone.into_iter().collect();
+        self.unmark_followers(user.as_str(), Some(&key), &gone)
             .await?;
         Ok(n as u64)
     }

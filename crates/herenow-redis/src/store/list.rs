@@ -14,7 +14,7 @@ use herenow_core::{
 };
 
 use super::RedisStore;
-use crate::reply::{array, bad_reply, config_of, int, meta_of, opt_string, window_error};
+use crate::reply::{array, bad_reply, int, meta_of, opt_string, thresholds_of, window_error};
 use crate::scripts;
 
 impl RedisStore {
@@ -77,7 +77,7 @@ impl RedisStore {
                     if let Some(e) = window_error(&v, query.window_ms)? {
                         return Err(e);
                     }
-                    config.get_or_insert(config_of(&v[1..])?);
+                    config.get_or_insert(thresholds_of(&v[1..], self.ctx.defaults)?);
                     let mut it = v.into_iter().skip(5);
                     items.extend(items_of(it.next(), MemberKind::User, 0)?);
                     items.extend(items_of(it.next(), MemberKind::Guest, 0)?);

@@ -8,9 +8,11 @@
 //! - `list.rs`: pages most recent first, and `by_id.rs`: pages by id;
 //! - `subscribe.rs`: event subscriptions over every shard's channel;
 //! - `sweep.rs`: `tick`, per shard under a lease;
-//! - `friends.rs`: friend sets;
+//! - `friends.rs`: friend sets (and their reverse index);
+//! - `anywhere.rs`: users across spaces, "last seen anywhere" and erasure;
 //! - `connections.rs`: live connections (attach, detach, listing).
 
+mod anywhere;
 mod by_id;
 mod connections;
 mod friends;
@@ -28,7 +30,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use herenow_core::{Clock, InvalidInput, Result, SpaceConfig, SpaceName, limits};
+use herenow_core::{Clock, InvalidInput, MemberId, Result, SpaceConfig, SpaceName, limits};
 
 use crate::client::{RedisClient, Target};
 use crate::ctx::{Ctx, RedisStats};
@@ -182,6 +184,30 @@ impl RedisStore {
             .into_iter()
             .map(SpaceKeys::names)
             .collect()
+    }
+
+    /// The names of a user's keys outside every space (for operators and
+    /// tests): its index of spaces, its followers (the reverse index of
+    /// friend sets) and its friend set. The first two share the slot of the
+    /// user's bucket ([`crate::keys::user_bucket`]); the friend set has its
+    /// own.
+    pub fn user_keys(&self, user: &MemberId) -> [String; 3] {
+        let k = &self.ctx.keys;
+        [
+            k.seen(user.as_str()),
+            k.followers(user.as_str()),
+            k.friends(user),
+        ]
+    }
+
+    /// The registry's keys (for operators and tests): the names of the
+    /// spaces, when each was last marked, each one's shard count, and when
+    /// each space that holds only remembered times is next due for the
+    /// sweep.
+    pub fn registry_keys(&self) -> [String; 4] {
+        let k = &self.ctx.keys;
+        let (names, touched) = k.registry();
+        [names, touched, k.registry_shards(), k.due()]
     }
 
     /// How many shard keys `space` is split over.

@@ -1,15 +1,15 @@
 //! [`PresenceStore`] for [`RedisStore`]: the trait's table of contents.
 //! Each method hands over to the file that does the job (`write.rs`,
 //! `read.rs`, `list.rs`, `subscribe.rs`, `sweep.rs`, `friends.rs`,
-//! `connections.rs`), so this file says what the store promises and those
+//! `anywhere.rs`, `connections.rs`), so this file says what the store promises and those
 //! say how.
 
 use async_trait::async_trait;
 
 use herenow_core::{
-    Attach, AttachReport, ConnId, Connection, Counts, DetachReport, Heartbeat, HeartbeatReport,
-    ListQuery, MemberId, MemberKey, MemberStatus, Millis, Page, PresenceStore, Result, SpaceConfig,
-    SpaceName, SpaceSummary, Subscription, TickReport,
+    Attach, AttachReport, ConnId, Connection, Counts, DetachReport, ErasureReport, Heartbeat,
+    HeartbeatReport, ListQuery, MemberId, MemberKey, MemberStatus, Millis, Page, PresenceStore,
+    Result, SeenAnywhere, SpaceConfig, SpaceName, SpaceSummary, Subscription, TickReport,
 };
 
 use super::RedisStore;
@@ -125,6 +125,20 @@ impl PresenceStore for RedisStore {
 
     async fn friends(&self, user: &MemberId) -> Result<Vec<MemberId>> {
         self.read_friends(user).await
+    }
+
+    /// From the user's index of spaces (see the crate documentation): one
+    /// status look-up per space listed, for every user that lists it.
+    async fn seen_anywhere(&self, users: &[MemberId]) -> Result<Vec<SeenAnywhere>> {
+        self.read_seen_anywhere(users).await
+    }
+
+    /// Atomic per space (and per friend set), not across them: a call that
+    /// fails part-way answers the error, and calling again finishes the
+    /// job. Refused with [`Error::Unavailable`](herenow_core::Error::Unavailable)
+    /// while writes wait in the outage buffer.
+    async fn erase_user(&self, user: &MemberId) -> Result<ErasureReport> {
+        self.erase(user).await
     }
 
     /// Subscribes to the channel of every shard (one subscriber, one

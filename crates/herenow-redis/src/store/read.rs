@@ -7,8 +7,8 @@ use redis::{AsyncCommands, Value};
 
 use herenow_core::store::{check_batch, sort_most_recent_first};
 use herenow_core::{
-    Counts, Error, InvalidInput, MemberKey, MemberStatus, Metadata, Millis, Result, SpaceConfig,
-    SpaceName, SpaceSummary, limits,
+    Counts, Error, InvalidInput, MemberKey, MemberKind, MemberStatus, Metadata, Millis, Result,
+    SpaceConfig, SpaceName, SpaceSummary, Status, limits,
 };
 
 use super::RedisStore;
@@ -45,12 +45,16 @@ impl RedisStore {
         }
         check_batch(members.len())?;
         let now = self.ctx.clock.now_ms();
-        let (config, found) = self.status_with_config(space, members, now).await?;
+        let (config, found) = self.lookup(space, members).await?;
         let window = config.check_window(window_ms.unwrap_or(config.window_ms))?;
         let cutoff = now.saturating_sub(window);
-        let mut online: Vec<MemberStatus> = found
-            .into_iter()
-            .filter(|m| m.last_seen_ms.is_some_and(|t| t >= cutoff))
+        // Members present (stored) in the window: a remembered time, however
+        // recent, is not "online".
+        let mut online: Vec<MemberStatus> = members
+            .iter()
+            .zip(found)
+            .filter(|(_, f)| f.score.is_some_and(|t| t >= cutoff))
+            .map(|(m, f)| f.status(m, &config, now))
             .collect();
         sort_most_recent_first(&mut online);
         online.dedup_by(|a, b| a.member == b.member);
@@ -109,25 +113,40 @@ impl RedisStore {
         let v: Vec<Option<Millis>> = self
             .ctx
             .io("config", async {
-                c.hmget(&k.config, &["online", "away", "window", "retention"])
-                    .await
+                c.hmget(
+                    &k.config,
+                    &[
+                        "online",
+                        "away",
+                        "window",
+                        "retention",
+                        "remember",
+                        "rguests",
+                    ],
+                )
+                .await
             })
             .await?;
+        let d = self.ctx.defaults;
         match v.as_slice() {
             [
                 Some(online_ms),
                 Some(away_ms),
                 Some(window_ms),
                 Some(retention_ms),
+                remember_ms,
+                remember_guests,
             ] => Ok(SpaceConfig {
                 online_ms: *online_ms,
                 away_ms: *away_ms,
                 window_ms: *window_ms,
                 retention_ms: *retention_ms,
-                // Issue 8: remembered last seen is not stored in Redis yet.
-                ..self.ctx.defaults
+                // A policy written before remembering existed has neither
+                // field: the defaults remember for it (as the scripts do).
+                remember_ms: remember_ms.unwrap_or(d.remember_ms),
+                remember_guests: remember_guests.map_or(d.remember_guests, |g| g != 0),
             }),
-            _ => Ok(self.ctx.defaults),
+            _ => Ok(d),
         }
     }
 
@@ -148,6 +167,8 @@ impl RedisStore {
                     .arg(config.away_ms)
                     .arg(config.window_ms)
                     .arg(config.retention_ms)
+                    .arg(config.remember_ms)
+                    .arg(u8::from(config.remember_guests))
                     .invoke_async::<Value>(&mut c)
                     .await
             })
@@ -223,14 +244,31 @@ impl RedisStore {
         }
     }
 
-    /// Last seen, status and metadata of `members`, and the space's policy:
-    /// one status script per shard that has some of them, at once.
+    /// Last seen, status and metadata of `members`, and the space's policy.
     pub(super) async fn status_with_config(
         &self,
         space: &SpaceName,
         members: &[MemberKey],
         now: Millis,
     ) -> Result<(SpaceConfig, Vec<MemberStatus>)> {
+        let (config, found) = self.lookup(space, members).await?;
+        let out = members
+            .iter()
+            .zip(found)
+            .map(|(m, f)| f.status(m, &config, now))
+            .collect();
+        Ok((config, out))
+    }
+
+    /// What the space stores of each of `members` (its last heartbeat and
+    /// metadata, or its remembered time, unchecked against the horizon),
+    /// and the space's policy: one status script per shard that has some
+    /// of them, at once.
+    pub(super) async fn lookup(
+        &self,
+        space: &SpaceName,
+        members: &[MemberKey],
+    ) -> Result<(SpaceConfig, Vec<Found>)> {
         let groups = self
             .ctx
             .keys
@@ -242,6 +280,8 @@ impl RedisStore {
                 .key(&k.zg)
                 .key(&k.meta)
                 .key(&k.config)
+                .key(&k.ru)
+                .key(&k.rg)
                 .arg(&self.ctx.defaults_args()[..]);
             for &i in idx {
                 inv.arg(members[i].kind.letter())
@@ -258,37 +298,77 @@ impl RedisStore {
         });
         let replies = futures::future::try_join_all(calls).await?;
         let mut config = None;
-        let mut found: Vec<Option<(Option<Millis>, Option<Metadata>)>> = vec![None; members.len()];
+        let mut found: Vec<Found> = vec![Found::default(); members.len()];
         for ((_, idx), v) in groups.iter().zip(replies) {
             // Every shard holds a copy of the policy.
             let c = config_of(&v)?;
             config.get_or_insert(c);
-            let mut it = v.into_iter().skip(4);
+            let mut it = v.into_iter().skip(6);
             for &i in idx {
-                let score = match it.next() {
-                    None | Some(Value::Nil) | Some(Value::Boolean(false)) => None,
-                    Some(s) => Some(int(Some(&s))? as Millis),
+                found[i] = Found {
+                    score: opt_millis(it.next())?,
+                    meta: meta_of(it.next())?,
+                    remembered: opt_millis(it.next())?,
                 };
-                found[i] = Some((score, meta_of(it.next())?));
             }
         }
         let config = match config {
             Some(c) => c,
             None => self.read_config(space).await?,
         };
-        let out = members
-            .iter()
-            .zip(found)
-            .map(|(m, f)| {
-                let (score, meta) = f.unwrap_or((None, None));
-                MemberStatus {
-                    member: m.clone(),
-                    status: config.status(score, now),
-                    last_seen_ms: score,
-                    meta,
-                }
-            })
-            .collect();
-        Ok((config, out))
+        Ok((config, found))
+    }
+}
+
+/// What a space stores of one member ([`RedisStore::lookup`]).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Found {
+    /// Its last heartbeat, if it is stored (present, or past its away
+    /// threshold but within the retention).
+    pub score: Option<Millis>,
+    /// Its metadata, if stored.
+    pub meta: Option<Metadata>,
+    /// Its remembered last seen, if not stored: possibly past the horizon
+    /// already (the sweep forgets it in its own time).
+    pub remembered: Option<Millis>,
+}
+
+impl Found {
+    /// The remembered time, if the space's policy still remembers it now.
+    pub fn remembered_now(
+        &self,
+        config: &SpaceConfig,
+        kind: MemberKind,
+        now: Millis,
+    ) -> Option<Millis> {
+        self.remembered
+            .filter(|&t| config.remembers(kind) && config.still_remembered(t, now))
+    }
+
+    /// The member's status: by its last heartbeat if stored, else offline
+    /// with the remembered time while it is remembered.
+    pub fn status(self, member: &MemberKey, config: &SpaceConfig, now: Millis) -> MemberStatus {
+        match self.score {
+            Some(t) => MemberStatus {
+                member: member.clone(),
+                status: config.status(Some(t), now),
+                last_seen_ms: Some(t),
+                meta: self.meta,
+            },
+            None => MemberStatus {
+                member: member.clone(),
+                status: Status::Offline,
+                last_seen_ms: self.remembered_now(config, member.kind, now),
+                meta: None,
+            },
+        }
+    }
+}
+
+/// A time in a script's reply, or `None` for nil and Lua's `false`.
+fn opt_millis(v: Option<Value>) -> Result<Option<Millis>> {
+    match v {
+        None | Some(Value::Nil) | Some(Value::Boolean(false)) => Ok(None),
+        Some(s) => Ok(Some(int(Some(&s))? as Millis)),
     }
 }
