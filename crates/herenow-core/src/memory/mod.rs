@@ -592,7 +592,7 @@ impl PresenceStore for MemoryStore {
         Ok(match spaces.get(space) {
             Some(s) => {
                 let mut s = s.lock();
-                let report = s.detach(member, conn);
+                let report = s.detach(member, conn, self.clock.now_ms());
                 self.absorb(&mut s);
                 report
             }

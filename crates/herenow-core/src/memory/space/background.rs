@@ -96,7 +96,7 @@ impl Space {
                 return;
             }
             *budget -= 1;
-            self.drop_conn(&conn, LeaveReason::Timeout);
+            self.drop_conn(&conn, LeaveReason::Timeout, now);
             work.connections_expired += 1;
         }
     }

@@ -75,24 +75,24 @@ impl Space {
             );
             report.joined = beat.joined == 1;
         } else if was_visible {
-            report.left = self.conn_gone(&a.member, others, LeaveReason::Explicit, cause);
+            report.left = self.conn_gone(&a.member, others, LeaveReason::Explicit, cause, now);
         }
         Ok(report)
     }
 
-    /// Closes a connection of `member`. A connection id that is unknown or
-    /// belongs to someone else is not found.
-    pub fn detach(&mut self, member: &MemberKey, conn: &ConnId) -> DetachReport {
+    /// Closes a connection of `member` at `now`. A connection id that is
+    /// unknown or belongs to someone else is not found.
+    pub fn detach(&mut self, member: &MemberKey, conn: &ConnId, now: Millis) -> DetachReport {
         if self.conns.get(conn).is_none_or(|c| c.member != *member) {
             return DetachReport::default();
         }
-        let left = self.drop_conn(conn, LeaveReason::Explicit);
+        let left = self.drop_conn(conn, LeaveReason::Explicit, now);
         DetachReport { found: true, left }
     }
 
     /// Removes a connection and announces it; returns whether its member
     /// left.
-    pub(super) fn drop_conn(&mut self, conn: &ConnId, reason: LeaveReason) -> bool {
+    pub(super) fn drop_conn(&mut self, conn: &ConnId, reason: LeaveReason, now: Millis) -> bool {
         let Some(c) = self.conns.remove(conn) else {
             return false;
         };
@@ -106,18 +106,21 @@ impl Space {
             opened: false,
             meta_changed: false,
         };
-        self.conn_gone(&c.member, others, reason, cause)
+        self.conn_gone(&c.member, others, reason, cause, now)
     }
 
     /// A visible connection of `member` went away (closed, expired or
     /// turned invisible) and `others` visible ones remain: `disconnect`, or
-    /// `leave` if it was the last. Returns whether the member left.
+    /// `leave` if it was the last. Returns whether the member left. The
+    /// last-seen time remembered is `now` when the connection was closed
+    /// (a goodbye, like a leave) and its last ping when it expired.
     fn conn_gone(
         &mut self,
         member: &MemberKey,
         others: usize,
         reason: LeaveReason,
         cause: Cause<'_>,
+        now: Millis,
     ) -> bool {
         let Some(slot) = self.find(member.kind, member.id.as_str()) else {
             return false;
@@ -147,8 +150,12 @@ impl Space {
             Some(cause),
         );
         self.remove(slot);
+        let ended = match reason {
+            LeaveReason::Explicit => key.0.max(now),
+            LeaveReason::Timeout | LeaveReason::Expired => key.0,
+        };
         self.sightings
-            .push(SightingNote::Ended(member.kind, member.id.clone(), key.0));
+            .push(SightingNote::Ended(member.kind, member.id.clone(), ended));
         true
     }
 
