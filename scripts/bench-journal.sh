@@ -11,8 +11,9 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 for r in $(seq "$ROUNDS"); do
   for j in 0 1; do
-    JOURNAL=$j scripts/bench-server.sh | tee /dev/stderr \
-      | awk -v j="$j" '/Requests\/sec/ { n++; print j, n, $2 }' >>"$out"
+    run=$(JOURNAL=$j scripts/bench-server.sh)
+    echo "$run"
+    echo "$run" | awk -v j="$j" '/^Requests\/sec/ { n++; print j, n, $2 }' >>"$out"
   done
 done
 python3 - "$out" <<'PY'
