@@ -25,6 +25,13 @@
 //!   `[type, kind, id, last_seen, presence, reason, meta|false, seq]` where
 //!   presence is 0 gone, 1 away, 2 online; events a live connection caused
 //!   add a ninth element, the connection id ([`crate::conn_scripts`]).
+//!
+//! One file on purpose, though it passes 800 lines: it is Lua text, one
+//! constant per script and no Rust logic, and every script is `PRELUDE`
+//! plus a body written against the conventions above, so a change to one
+//! convention is checked by reading all of them side by side. The scripts
+//! of live connections, which add their own conventions, are
+//! [`crate::conn_scripts`].
 
 use std::sync::LazyLock;
 

@@ -18,6 +18,7 @@ mod cli;
 mod client;
 mod commands;
 mod output;
+mod parse;
 mod serve;
 mod store_flags;
 

@@ -1,0 +1,692 @@
+//! The contract every [`PresenceStore`] must keep: one suite of presence
+//! scenarios, run against every store (memory, Redis, Redis Cluster).
+//!
+//! A store crate enables the `contract` feature in its dev-dependencies and
+//! calls [`run_all`] with a factory that builds a fresh, empty store reading
+//! time from the given [`ManualClock`]. Each scenario uses its own space
+//! names, so a factory may return stores that share a backend.
+//!
+//! Scenarios panic with a description on failure, like any test. They never
+//! sleep to wait for state: time moves by the manual clock, and events are
+//! awaited with a deadline (stores that deliver events asynchronously, such
+//! as Redis pub/sub, need one).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::conn::{Attach, ConnId};
+use crate::error::{Error, InvalidInput};
+use crate::event::{Event, EventKind, LeaveReason, Subscription};
+use crate::id::{MemberId, MemberKey, SpaceName};
+use crate::meta::Metadata;
+use crate::policy::{SpaceConfig, Status};
+use crate::store::{Heartbeat, KindFilter, ListQuery, Order, PresenceStore};
+use crate::time::Clock;
+use crate::time::ManualClock;
+
+/// The time every scenario starts at.
+pub const T0: u64 = 1_700_000_000_000;
+
+/// Builds a fresh store on a clock. Called once per scenario.
+pub type Factory = Arc<
+    dyn Fn(ManualClock) -> Pin<Box<dyn Future<Output = Arc<dyn PresenceStore>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// One scenario: its name and body.
+pub type Scenario = (
+    &'static str,
+    fn(Arc<dyn PresenceStore>, ManualClock) -> Pin<Box<dyn Future<Output = ()> + Send>>,
+);
+
+mod connections;
+mod remembered;
+mod time;
+
+use self::connections::{
+    connection_bad_input, connections_expire_without_pings, connections_join_first_leave_last,
+    invisible_connections,
+};
+use self::remembered::{
+    erase_forgets_everywhere, expiry_keeps_last_seen, leave_keeps_last_seen,
+    remembered_until_the_horizon, seen_anywhere_over_spaces,
+};
+use self::time::{config_per_space, events_follow_status, expiry_after_retention};
+
+macro_rules! scenarios {
+    ($($name:ident),* $(,)?) => {
+        /// Every scenario of the contract, by name.
+        pub fn scenarios() -> Vec<Scenario> {
+            vec![$((stringify!($name), |s, c| Box::pin($name(s, c)))),*]
+        }
+    };
+}
+
+scenarios!(
+    heartbeat_and_status,
+    newest_time_wins,
+    bad_batches_change_nothing,
+    leave_is_immediate,
+    users_and_guests_apart,
+    recent_order_pages_completely,
+    pages_stable_under_writes,
+    id_order_pages,
+    window_and_counts,
+    metadata_kept_and_replaced,
+    friends_and_online_friends,
+    online_among_ad_hoc,
+    expiry_after_retention,
+    events_follow_status,
+    config_per_space,
+    spaces_listed,
+    big_batches,
+    connections_join_first_leave_last,
+    connections_expire_without_pings,
+    invisible_connections,
+    connection_bad_input,
+    leave_keeps_last_seen,
+    expiry_keeps_last_seen,
+    remembered_until_the_horizon,
+    seen_anywhere_over_spaces,
+    erase_forgets_everywhere,
+);
+
+/// Runs every scenario, each on a fresh store from `factory`.
+pub async fn run_all(factory: Factory) {
+    for (name, scenario) in scenarios() {
+        let clock = ManualClock::new(T0);
+        let store = factory(clock.clone()).await;
+        eprintln!("contract: {name}");
+        scenario(store, clock).await;
+    }
+}
+
+fn space(name: &str) -> SpaceName {
+    SpaceName::new(name).expect("valid space name")
+}
+
+fn user(id: &str) -> MemberKey {
+    MemberKey::user(MemberId::new(id).expect("valid id"))
+}
+
+fn guest(id: &str) -> MemberKey {
+    MemberKey::guest(MemberId::new(id).expect("valid id"))
+}
+
+fn beat(m: MemberKey) -> Heartbeat {
+    Heartbeat::now(m)
+}
+
+fn beat_at(m: MemberKey, at: u64) -> Heartbeat {
+    Heartbeat {
+        member: m,
+        at_ms: Some(at),
+        meta: None,
+    }
+}
+
+fn ids(members: &[crate::store::MemberStatus]) -> Vec<String> {
+    members.iter().map(|m| m.member.id.to_string()).collect()
+}
+
+/// Runs background work until it reports nothing left to do.
+async fn settle(store: &Arc<dyn PresenceStore>) {
+    for _ in 0..100 {
+        let r = store.tick().await.expect("tick");
+        if r.expired == 0 && r.transitions == 0 && r.connections_expired == 0 {
+            return;
+        }
+    }
+}
+
+/// The next event, waiting at most two seconds.
+async fn next_event(sub: &mut Subscription) -> Arc<Event> {
+    tokio::time::timeout(Duration::from_secs(2), sub.events.recv())
+        .await
+        .expect("an event within 2 s")
+        .expect("an event, not an error")
+}
+
+/// Asserts no event arrives within a short grace period.
+async fn no_event(sub: &mut Subscription) {
+    if let Ok(Ok(e)) = tokio::time::timeout(Duration::from_millis(150), sub.events.recv()).await {
+        panic!("unexpected event {e:?}");
+    }
+}
+
+fn is_invalid(r: &Error) -> bool {
+    matches!(r, Error::Invalid(_))
+}
+
+async fn heartbeat_and_status(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+    let sp = space("c-status");
+    let r = s.heartbeat(&sp, &[beat(user("ada"))]).await.unwrap();
+    assert_eq!((r.accepted, r.joined), (1, 1));
+    let st = s.status(&sp, &[user("ada"), user("nobody")]).await.unwrap();
+    assert_eq!(st[0].status, Status::Online);
+    assert_eq!(st[0].last_seen_ms, Some(T0));
+    assert_eq!(st[1].status, Status::Offline);
+    assert_eq!(st[1].last_seen_ms, None);
+    assert_eq!(ids(&st), ["ada", "nobody"], "answers keep the order asked");
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(
+        s.status(&sp, &[user("ada")]).await.unwrap()[0].status,
+        Status::Away
+    );
+    clock.advance(Duration::from_secs(240));
+    assert_eq!(
+        s.status(&sp, &[user("ada")]).await.unwrap()[0].status,
+        Status::Offline
+    );
+    // Unknown space: everyone offline, nothing created.
+    let st = s.status(&space("c-nowhere"), &[user("ada")]).await.unwrap();
+    assert_eq!(st[0].status, Status::Offline);
+}
+
+async fn newest_time_wins(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+    let sp = space("c-newest");
+    s.heartbeat(&sp, &[beat_at(user("a"), T0 - 10_000)])
+        .await
+        .unwrap();
+    let r = s
+        .heartbeat(&sp, &[beat_at(user("a"), T0 - 20_000)])
+        .await
+        .unwrap();
+    assert_eq!(r.stale, 1);
+    assert_eq!(
+        s.status(&sp, &[user("a")]).await.unwrap()[0].last_seen_ms,
+        Some(T0 - 10_000)
+    );
+    s.heartbeat(&sp, &[beat(user("a"))]).await.unwrap();
+    assert_eq!(
+        s.status(&sp, &[user("a")]).await.unwrap()[0].last_seen_ms,
+        Some(T0)
+    );
+    // Older than the retention: not presence (only remembered, see
+    // `expiry_keeps_last_seen`).
+    let r = s
+        .heartbeat(&sp, &[beat_at(user("b"), T0 - 16 * 60_000)])
+        .await
+        .unwrap();
+    assert_eq!(r.stale, 1);
+    let st = s.status(&sp, &[user("b")]).await.unwrap();
+    assert_eq!(st[0].status, Status::Offline);
+    assert_eq!(s.count(&sp, Some(15 * 60_000)).await.unwrap().users, 1);
+}
+
+async fn bad_batches_change_nothing(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+    let sp = space("c-bad");
+    let batch = [beat(user("a")), beat_at(user("b"), T0 + 61_000)];
+    let e = s.heartbeat(&sp, &batch).await.unwrap_err();
+    assert!(
+        matches!(e, Error::Invalid(InvalidInput::AtInFuture { .. })),
+        "{e:?}"
+    );
+    assert!(is_invalid(&s.heartbeat(&sp, &[]).await.unwrap_err()));
+    let big = vec![beat(user("a")); 10_001];
+    let e = s.heartbeat(&sp, &big).await.unwrap_err();
+    assert!(
+        matches!(e, Error::Invalid(InvalidInput::BatchTooLarge { .. })),
+        "{e:?}"
+    );
+    assert_eq!(
+        s.count(&sp, None).await.unwrap().total(),
+        0,
+        "a refused batch writes nothing"
+    );
+    let e = s.status(&sp, &vec![user("a"); 10_001]).await.unwrap_err();
+    assert!(is_invalid(&e));
+    let e = s.leave(&sp, &vec![user("a"); 10_001]).await.unwrap_err();
+    assert!(is_invalid(&e));
+}
+
+async fn leave_is_immediate(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+    let sp = space("c-leave");
+    s.heartbeat(&sp, &[beat(user("a")), beat(user("b"))])
+        .await
+        .unwrap();
+    assert_eq!(s.leave(&sp, &[user("a"), user("zed")]).await.unwrap(), 1);
+    let st = s.status(&sp, &[user("a"), user("b")]).await.unwrap();
+    assert_eq!(st[0].status, Status::Offline);
+    assert_eq!(st[1].status, Status::Online);
+    assert_eq!(s.count(&sp, None).await.unwrap().users, 1);
+    assert_eq!(
+        s.leave(&space("c-leave-none"), &[user("a")]).await.unwrap(),
+        0
+    );
+}
+
+async fn users_and_guests_apart(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+    let sp = space("c-kinds");
+    s.heartbeat(
+        &sp,
+        &[beat(user("x")), beat(guest("x")), beat(guest("10.0.0.7"))],
+    )
+    .await
+    .unwrap();
+    let c = s.count(&sp, None).await.unwrap();
+    assert_eq!((c.users, c.guests), (1, 2));
+    let list = |kinds| {
+        let s = s.clone();
+        let sp = sp.clone();
+        async move {
+            s.list(
+                &sp,
+                &ListQuery {
+                    kinds,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap()
+            .members
+            .len()
+        }
+    };
+    assert_eq!(list(KindFilter::Users).await, 1);
+    assert_eq!(list(KindFilter::Guests).await, 2);
+    assert_eq!(list(KindFilter::All).await, 3);
+    s.leave(&sp, &[guest("x")]).await.unwrap();
+    assert_eq!(
+        s.status(&sp, &[user("x")]).await.unwrap()[0].status,
+        Status::Online
+    );
+    assert_eq!(
+        s.status(&sp, &[guest("x")]).await.unwrap()[0].status,
+        Status::Offline
+    );
+}
+
+async fn recent_order_pages_completely(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+    let sp = space("c-pages");
+    let beats: Vec<_> = (0..250u64)
+        .map(|i| beat_at(user(&format!("m{i:03}")), T0 - 250 + i))
+        .collect();
+    s.heartbeat(&sp, &beats).await.unwrap();
+    let mut q = ListQuery {
+        limit: 7,
+        ..Default::default()
+    };
+    let mut got = Vec::new();
+    loop {
+        let p = s.list(&sp, &q).await.unwrap();
+        assert!(p.members.len() <= 7);
+        got.extend(ids(&p.members));
+        match p.next_cursor {
+            Some(c) => q.cursor = Some(c),
+            None => break,
+        }
+    }
+    let want: Vec<String> = (0..250u64).rev().map(|i| format!("m{i:03}")).collect();
+    assert_eq!(got, want, "most recent first, every member once");
+    let e = s
+        .list(
+            &sp,
+            &ListQuery {
+                cursor: Some("garbage".into()),
+                ..Default::default()
+            },
+        )
+        .await;
+    assert!(
+        matches!(e, Err(Error::Invalid(InvalidInput::BadCursor))),
+        "{e:?}"
+    );
+    for limit in [0, 1001] {
+        let e = s
+            .list(
+                &sp,
+                &ListQuery {
+                    limit,
+                    ..Default::default()
+                },
+            )
+            .await;
+        assert!(
+            matches!(e, Err(Error::Invalid(InvalidInput::LimitOutOfRange { .. }))),
+            "{e:?}"
+        );
+    }
+}
+
+async fn pages_stable_under_writes(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+    let sp = space("c-stable");
+    let beats: Vec<_> = (0..100u64)
+        .map(|i| beat_at(user(&format!("m{i:03}")), T0 - 1000 + i * 5))
+        .collect();
+    s.heartbeat(&sp, &beats).await.unwrap();
+    let mut q = ListQuery {
+        limit: 10,
+        ..Default::default()
+    };
+    let mut got = Vec::new();
+    let mut moved = Vec::new();
+    let mut round = 0u64;
+    loop {
+        let p = s.list(&sp, &q).await.unwrap();
+        got.extend(ids(&p.members));
+        // Between pages, some members heartbeat (moving to the front) and
+        // some leave; newcomers arrive.
+        round += 1;
+        clock.advance(Duration::from_millis(1));
+        let mover = format!("m{:03}", (round * 37) % 100);
+        moved.push(mover.clone());
+        s.heartbeat(
+            &sp,
+            &[beat(user(&mover)), beat(user(&format!("new{round}")))],
+        )
+        .await
+        .unwrap();
+        match p.next_cursor {
+            Some(c) => q.cursor = Some(c),
+            None => break,
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    for id in &got {
+        assert!(
+            seen.insert(id.clone()) || moved.contains(id),
+            "{id} repeated without moving"
+        );
+    }
+    for i in 0..100u64 {
+        let id = format!("m{i:03}");
+        assert!(
+            seen.contains(&id) || moved.contains(&id),
+            "{id} skipped without moving"
+        );
+    }
+}
+
+async fn id_order_pages(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+    let sp = space("c-byid");
+    let names = [
+        "delta", "alpha", "charlie", "bravo", "echo", "foxtrot", "golf",
+    ];
+    let beats: Vec<_> = names.iter().map(|n| beat(user(n))).collect();
+    s.heartbeat(&sp, &beats).await.unwrap();
+    s.heartbeat(&sp, &[beat(guest("alpha"))]).await.unwrap();
+    let mut q = ListQuery {
+        limit: 3,
+        order: Order::Id,
+        kinds: KindFilter::All,
+        ..Default::default()
+    };
+    let mut got = Vec::new();
+    loop {
+        let p = s.list(&sp, &q).await.unwrap();
+        got.extend(
+            p.members
+                .iter()
+                .map(|m| format!("{}:{}", m.member.kind.as_str(), m.member.id)),
+        );
+        match p.next_cursor {
+            Some(c) => q.cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(
+        got,
+        [
+            "user:alpha",
+            "guest:alpha",
+            "user:bravo",
+            "user:charlie",
+            "user:delta",
+            "user:echo",
+            "user:foxtrot",
+            "user:golf"
+        ]
+    );
+}
+
+async fn window_and_counts(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+    let sp = space("c-window");
+    let ages = [
+        0u64, 30_000, 59_999, 60_000, 299_999, 300_000, 599_999, 600_000, 600_001, 899_000,
+    ];
+    let beats: Vec<_> = ages
+        .iter()
+        .enumerate()
+        .map(|(i, age)| {
+            let m = if i % 2 == 0 {
+                user(&format!("u{i}"))
+            } else {
+                guest(&format!("g{i}"))
+            };
+            beat_at(m, T0 - age)
+        })
+        .collect();
+    s.heartbeat(&sp, &beats).await.unwrap();
+    for window in [1u64, 30_000, 60_000, 300_000, 600_000, 900_000] {
+        let want_u = ages
+            .iter()
+            .enumerate()
+            .filter(|(i, a)| i % 2 == 0 && **a <= window)
+            .count() as u64;
+        let want_g = ages
+            .iter()
+            .enumerate()
+            .filter(|(i, a)| i % 2 == 1 && **a <= window)
+            .count() as u64;
+        let c = s.count(&sp, Some(window)).await.unwrap();
+        assert_eq!((c.users, c.guests), (want_u, want_g), "window {window}");
+        let p = s
+            .list(
+                &sp,
+                &ListQuery {
+                    window_ms: Some(window),
+                    kinds: KindFilter::All,
+                    limit: 1000,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            p.members.len() as u64,
+            want_u + want_g,
+            "list in window {window}"
+        );
+    }
+    // Default window: 10 minutes.
+    assert_eq!(s.count(&sp, None).await.unwrap().total(), 8);
+    let e = s.count(&sp, Some(900_001)).await.unwrap_err();
+    assert!(
+        matches!(e, Error::Invalid(InvalidInput::WindowOutOfRange { .. })),
+        "{e:?}"
+    );
+    let e = s.count(&sp, Some(0)).await.unwrap_err();
+    assert!(is_invalid(&e));
+    // Status comes with every listed member.
+    let p = s
+        .list(
+            &sp,
+            &ListQuery {
+                kinds: KindFilter::All,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let statuses: Vec<Status> = p.members.iter().map(|m| m.status).collect();
+    assert_eq!(
+        &statuses[..4],
+        [Status::Online, Status::Online, Status::Online, Status::Away]
+    );
+}
+
+async fn metadata_kept_and_replaced(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+    let sp = space("c-meta");
+    let meta = |j: &str| Some(Metadata::from_json(j).unwrap());
+    s.heartbeat(
+        &sp,
+        &[Heartbeat {
+            member: user("ada"),
+            at_ms: None,
+            meta: meta(r#"{"name":"Ada"}"#),
+        }],
+    )
+    .await
+    .unwrap();
+    let st = &s.status(&sp, &[user("ada")]).await.unwrap()[0];
+    assert_eq!(st.meta.as_ref().unwrap().as_json(), r#"{"name":"Ada"}"#);
+    // A heartbeat without metadata keeps it.
+    s.heartbeat(&sp, &[beat(user("ada"))]).await.unwrap();
+    let p = s.list(&sp, &ListQuery::default()).await.unwrap();
+    assert_eq!(
+        p.members[0].meta.as_ref().unwrap().as_json(),
+        r#"{"name":"Ada"}"#
+    );
+    s.heartbeat(
+        &sp,
+        &[Heartbeat {
+            member: user("ada"),
+            at_ms: None,
+            meta: meta(r#"{"name":"Ada L."}"#),
+        }],
+    )
+    .await
+    .unwrap();
+    let st = &s.status(&sp, &[user("ada")]).await.unwrap()[0];
+    assert_eq!(st.meta.as_ref().unwrap().as_json(), r#"{"name":"Ada L."}"#);
+    // Leaving forgets it.
+    s.leave(&sp, &[user("ada")]).await.unwrap();
+    s.heartbeat(&sp, &[beat(user("ada"))]).await.unwrap();
+    assert_eq!(s.status(&sp, &[user("ada")]).await.unwrap()[0].meta, None);
+}
+
+async fn friends_and_online_friends(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+    let sp = space("c-friends");
+    let id = |s: &str| MemberId::new(s).unwrap();
+    let me = id("c-me");
+    assert_eq!(
+        s.set_friends(&me, &[id("b"), id("c"), id("d"), id("c-me")])
+            .await
+            .unwrap(),
+        3,
+        "self is not a friend"
+    );
+    assert_eq!(s.add_friends(&me, &[id("e"), id("b")]).await.unwrap(), 4);
+    assert_eq!(
+        s.remove_friends(&me, &[id("d"), id("zzz")]).await.unwrap(),
+        3
+    );
+    let f: Vec<String> = s
+        .friends(&me)
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.to_string())
+        .collect();
+    assert_eq!(f, ["b", "c", "e"]);
+    s.heartbeat(
+        &sp,
+        &[
+            beat_at(user("b"), T0 - 700_000),
+            beat_at(user("c"), T0 - 5_000),
+            beat(user("x")),
+        ],
+    )
+    .await
+    .unwrap();
+    s.heartbeat(&sp, &[beat(guest("e"))]).await.unwrap();
+    clock.advance(Duration::from_secs(1));
+    s.heartbeat(&sp, &[beat(user("e"))]).await.unwrap();
+    let on = s.online_friends(&sp, &me, None, 100).await.unwrap();
+    assert_eq!(
+        ids(&on),
+        ["e", "c"],
+        "friends within the window, most recent first; guests are not friends"
+    );
+    let on = s
+        .online_friends(&sp, &me, Some(900_000), 100)
+        .await
+        .unwrap();
+    assert_eq!(ids(&on), ["e", "c", "b"]);
+    let on = s.online_friends(&sp, &me, Some(900_000), 1).await.unwrap();
+    assert_eq!(ids(&on), ["e"]);
+    assert!(
+        s.online_friends(&sp, &id("nobody"), None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let many: Vec<MemberId> = (0..5001).map(|i| id(&format!("f{i}"))).collect();
+    let e = s.set_friends(&me, &many).await.unwrap_err();
+    assert!(
+        matches!(e, Error::Invalid(InvalidInput::TooManyFriends { .. })),
+        "{e:?}"
+    );
+    assert_eq!(
+        s.friends(&me).await.unwrap().len(),
+        3,
+        "a refused set leaves the old one"
+    );
+    s.set_friends(&me, &[]).await.unwrap();
+    assert!(s.friends(&me).await.unwrap().is_empty());
+}
+
+async fn online_among_ad_hoc(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+    let sp = space("c-among");
+    s.heartbeat(
+        &sp,
+        &[
+            beat_at(user("a"), T0 - 2),
+            beat_at(user("b"), T0 - 1),
+            beat(guest("g")),
+        ],
+    )
+    .await
+    .unwrap();
+    let on = s
+        .online_among(
+            &sp,
+            &[user("a"), user("nope"), guest("g"), user("b"), user("a")],
+            None,
+            100,
+        )
+        .await
+        .unwrap();
+    let got: Vec<String> = on.iter().map(|m| format!("{:?}", m.member)).collect();
+    assert_eq!(got, ["guest:g", "user:b", "user:a"]);
+}
+
+async fn spaces_listed(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+    for name in ["c-sp-b", "c-sp-a", "c-sp-c"] {
+        s.heartbeat(&space(name), &[beat(user("x")), beat(guest("y"))])
+            .await
+            .unwrap();
+    }
+    let all = s.spaces(None, 1000).await.unwrap();
+    let ours: Vec<&str> = all
+        .iter()
+        .map(|x| x.space.as_str())
+        .filter(|n| n.starts_with("c-sp-"))
+        .collect();
+    assert_eq!(ours, ["c-sp-a", "c-sp-b", "c-sp-c"]);
+    let a = all.iter().find(|x| x.space.as_str() == "c-sp-a").unwrap();
+    assert_eq!((a.members.users, a.members.guests), (1, 1));
+    let after = s.spaces(Some(&space("c-sp-a")), 1).await.unwrap();
+    assert_eq!(after.len(), 1);
+    assert!(after[0].space.as_str() > "c-sp-a");
+}
+
+async fn big_batches(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+    let sp = space("c-big");
+    let beats: Vec<_> = (0..10_000u64)
+        .map(|i| beat_at(user(&format!("u{i}")), T0 - (i % 600_000)))
+        .collect();
+    let r = s.heartbeat(&sp, &beats).await.unwrap();
+    assert_eq!(r.accepted, 10_000);
+    assert_eq!(s.count(&sp, None).await.unwrap().users, 10_000);
+    let keys: Vec<MemberKey> = (0..10_000u64).map(|i| user(&format!("u{i}"))).collect();
+    let st = s.status(&sp, &keys).await.unwrap();
+    assert!(st.iter().all(|m| m.last_seen_ms.is_some()));
+    assert_eq!(s.count(&sp, Some(5_000)).await.unwrap().users, 5_001);
+    assert_eq!(s.leave(&sp, &keys[..5000]).await.unwrap(), 5000);
+    assert_eq!(s.count(&sp, None).await.unwrap().users, 5_000);
+}
