@@ -249,6 +249,9 @@ pub struct TickReport {
     pub max_hold_us: u64,
     /// Connections closed because they stopped pinging.
     pub connections_expired: u64,
+    /// Remembered last-seen times forgotten at their horizon (stores that
+    /// remember and count them; 0 otherwise).
+    pub forgotten: u64,
 }
 
 /// Sorts by last-seen time, newest first; ties by kind and id, so every

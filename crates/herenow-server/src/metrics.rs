@@ -15,6 +15,7 @@
 //!   set by the ticker for up to [`MAX_GAUGED_SPACES`] spaces; a space that
 //!   disappears drops out after a minute);
 //! - `herenow_sweep_duration_seconds`, `herenow_expired_total`,
+//!   `herenow_forgotten_total` (remembered times past their horizon),
 //!   `herenow_transitions_total`: background maintenance;
 //! - `herenow_http_request_duration_seconds{route,method}`: latency;
 //! - `herenow_sse_subscribers`: open event streams (gauge);
@@ -128,6 +129,7 @@ struct Inner {
     queries: HashMap<Query, Counter>,
     sweep: Histogram,
     expired: Counter,
+    forgotten: Counter,
     transitions: Counter,
     ws_messages: HashMap<&'static str, Counter>,
     routes: RwLock<HashMap<String, HashMap<&'static str, Histogram>>>,
@@ -186,6 +188,7 @@ impl Metrics {
         let sweep =
             recorder.register_histogram(&key("herenow_sweep_duration_seconds", vec![]), &META);
         let expired = recorder.register_counter(&key("herenow_expired_total", vec![]), &META);
+        let forgotten = recorder.register_counter(&key("herenow_forgotten_total", vec![]), &META);
         let transitions =
             recorder.register_counter(&key("herenow_transitions_total", vec![]), &META);
         let ws_messages = crate::protocol::ws::MESSAGE_TYPES
@@ -203,6 +206,7 @@ impl Metrics {
             queries,
             sweep,
             expired,
+            forgotten,
             transitions,
             ws_messages,
             routes: RwLock::new(HashMap::new()),
@@ -230,6 +234,7 @@ impl Metrics {
     pub fn sweep(&self, took: Duration, report: &TickReport) {
         self.0.sweep.record(took.as_secs_f64());
         self.0.expired.increment(report.expired);
+        self.0.forgotten.increment(report.forgotten);
         self.0.transitions.increment(report.transitions);
     }
 

@@ -145,6 +145,23 @@ impl MemoryStore {
         }
     }
 
+    /// Applies a friend write under the friend sets' lock, journals it
+    /// there, and returns once it is durable: the one path of every friend
+    /// write.
+    async fn write_friends(
+        &self,
+        apply: impl FnOnce(&mut FriendMap) -> Result<u64>,
+        change: impl FnOnce() -> Change,
+    ) -> Result<u64> {
+        let (n, durable) = {
+            let mut all = self.friends.write();
+            let n = apply(&mut all)?;
+            (n, self.record(change)?)
+        };
+        settle(durable).await?;
+        Ok(n)
+    }
+
     /// The policy new spaces get.
     pub fn defaults(&self) -> SpaceConfig {
         self.defaults
@@ -308,9 +325,7 @@ impl PresenceStore for MemoryStore {
             })?;
             Ok((report, durable))
         })?;
-        if let Some(d) = durable {
-            d.await?;
-        }
+        settle(durable).await?;
         Ok(report)
     }
 
@@ -330,9 +345,7 @@ impl PresenceStore for MemoryStore {
             })?;
             Ok((left, durable))
         })?;
-        if let Some(d) = durable {
-            d.await?;
-        }
+        settle(durable).await?;
         Ok(left)
     }
 
@@ -418,9 +431,7 @@ impl PresenceStore for MemoryStore {
                 config,
             })
         })?;
-        if let Some(d) = durable {
-            d.await?;
-        }
+        settle(durable).await?;
         Ok(())
     }
 
@@ -442,53 +453,38 @@ impl PresenceStore for MemoryStore {
     }
 
     async fn set_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
-        let (n, durable) = {
-            let mut all = self.friends.write();
-            let n = set_friends(&mut all, user, friends)?;
-            let durable = self.record(|| Change::SetFriends {
+        self.write_friends(
+            |all| set_friends(all, user, friends),
+            || Change::SetFriends {
                 user: user.clone(),
                 friends: friends.to_vec(),
-            })?;
-            (n, durable)
-        };
-        if let Some(d) = durable {
-            d.await?;
-        }
-        Ok(n)
+            },
+        )
+        .await
     }
 
     async fn add_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
         check_batch(friends.len())?;
-        let (n, durable) = {
-            let mut all = self.friends.write();
-            let n = add_friends(&mut all, user, friends)?;
-            let durable = self.record(|| Change::AddFriends {
+        self.write_friends(
+            |all| add_friends(all, user, friends),
+            || Change::AddFriends {
                 user: user.clone(),
                 friends: friends.to_vec(),
-            })?;
-            (n, durable)
-        };
-        if let Some(d) = durable {
-            d.await?;
-        }
-        Ok(n)
+            },
+        )
+        .await
     }
 
     async fn remove_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
         check_batch(friends.len())?;
-        let (n, durable) = {
-            let mut all = self.friends.write();
-            let n = remove_friends(&mut all, user, friends);
-            let durable = self.record(|| Change::RemoveFriends {
+        self.write_friends(
+            |all| Ok(remove_friends(all, user, friends)),
+            || Change::RemoveFriends {
                 user: user.clone(),
                 friends: friends.to_vec(),
-            })?;
-            (n, durable)
-        };
-        if let Some(d) = durable {
-            d.await?;
-        }
-        Ok(n)
+            },
+        )
+        .await
     }
 
     async fn friends(&self, user: &MemberId) -> Result<Vec<MemberId>> {
@@ -569,9 +565,7 @@ impl PresenceStore for MemoryStore {
 
     async fn erase_user(&self, user: &MemberId) -> Result<ErasureReport> {
         let (report, durable) = self.erase(user)?;
-        if let Some(d) = durable {
-            d.await?;
-        }
+        settle(durable).await?;
         Ok(report)
     }
 
@@ -652,11 +646,9 @@ impl PresenceStore for MemoryStore {
         }
         // Remembered times past their horizon, a few slices at a time.
         let now = self.clock.now_ms();
-        for _ in 0..SWEEP_SLICES {
-            let (removed, held_us) = self.seen.sweep(now, TICK_BUDGET);
-            report.expired += removed;
-            report.max_hold_us = report.max_hold_us.max(held_us);
-        }
+        let (forgotten, held_us) = self.seen.sweep(now, SWEEP_SLICES, TICK_BUDGET);
+        report.forgotten += forgotten;
+        report.max_hold_us = report.max_hold_us.max(held_us);
         if !empty.is_empty() {
             let mut spaces = self.spaces.write();
             for name in empty {
@@ -680,6 +672,15 @@ impl PresenceStore for MemoryStore {
             }
         }
         Ok(report)
+    }
+}
+
+/// Waits until a journaled change is as durable as it must be (at once
+/// when the store journals nothing).
+async fn settle(durable: Option<Durable>) -> Result<()> {
+    match durable {
+        Some(d) => d.await,
+        None => Ok(()),
     }
 }
 

@@ -402,11 +402,14 @@ impl Seen {
         remembered
     }
 
-    /// One step of sweeping: looks at up to `budget` slots, removing
-    /// remembered times past their space's horizon (or no longer
-    /// remembered by its policy). Returns how many were removed and how
-    /// long the shard was held, in microseconds.
-    pub fn sweep(&self, now: Millis, budget: usize) -> (u64, u64) {
+    /// One round of sweeping: `slices` steps, each looking at up to
+    /// `budget` slots of one shard (and the rest of the run of entries it
+    /// ends in), removing remembered times past their space's horizon or
+    /// no longer remembered by its policy. Returns how many were removed
+    /// and the longest a shard was held, in microseconds.
+    pub fn sweep(&self, now: Millis, slices: usize, budget: usize) -> (u64, u64) {
+        // Policies read once per round, not per slice: there may be many
+        // spaces.
         let policies: Vec<Option<(u64, bool)>> = self
             .spaces
             .read()
@@ -421,47 +424,51 @@ impl Seen {
                 })
             })
             .collect();
-        let mut removed_per_space: Vec<(u32, u64)> = Vec::new();
-        let mut cursor = self.cursor.lock();
-        let (shard, slot) = *cursor;
-        let started = std::time::Instant::now();
-        let mut table = self.shards[shard].lock();
-        let (removed, next) = table.sweep(slot, budget, |s| {
-            if s.present {
-                return false;
-            }
-            let doomed = match policies.get(s.space as usize).copied().flatten() {
-                None => true,
-                Some((horizon, guests)) => {
-                    horizon == 0 || (s.guest && !guests) || now >= s.ms.saturating_add(horizon)
+        let doomed = |s: Sighting| {
+            !s.present
+                && match policies.get(s.space as usize).copied().flatten() {
+                    None => true,
+                    Some((horizon, guests)) => {
+                        horizon == 0 || (s.guest && !guests) || now >= s.ms.saturating_add(horizon)
+                    }
                 }
-            };
-            if doomed {
-                match removed_per_space.last_mut() {
-                    Some((space, n)) if *space == s.space => *n += 1,
-                    _ => removed_per_space.push((s.space, 1)),
-                }
-            }
-            doomed
-        });
-        drop(table);
-        let held_us = started.elapsed().as_micros() as u64;
-        *cursor = if next == 0 {
-            ((shard + 1) % SHARDS, 0)
-        } else {
-            (shard, next)
         };
-        drop(cursor);
-        if !removed_per_space.is_empty() {
+        let (mut removed, mut longest_us) = (0, 0);
+        let mut per_space: Vec<(u32, u64)> = Vec::new();
+        for _ in 0..slices {
+            let mut cursor = self.cursor.lock();
+            let (shard, slot) = *cursor;
+            let started = std::time::Instant::now();
+            let mut table = self.shards[shard].lock();
+            let (n, next) = table.sweep(slot, budget, |s| {
+                let d = doomed(s);
+                if d {
+                    match per_space.last_mut() {
+                        Some((space, k)) if *space == s.space => *k += 1,
+                        _ => per_space.push((s.space, 1)),
+                    }
+                }
+                d
+            });
+            drop(table);
+            longest_us = longest_us.max(started.elapsed().as_micros() as u64);
+            removed += n;
+            *cursor = if next == 0 {
+                ((shard + 1) % SHARDS, 0)
+            } else {
+                (shard, next)
+            };
+        }
+        if !per_space.is_empty() {
             let mut ids = self.spaces.write();
-            for (space, n) in removed_per_space {
+            for (space, n) in per_space {
                 if let Some(Some(slot)) = ids.slots.get(space as usize) {
                     slot.entries.fetch_sub(n, Ordering::Relaxed);
                 }
                 ids.release_if_unused(space);
             }
         }
-        (removed, held_us)
+        (removed, longest_us)
     }
 
     /// Remembered entries (not presence), by space name: for snapshots.
