@@ -114,6 +114,14 @@ impl<'de> Deserialize<'de> for MemberId {
     }
 }
 
+/// Lets maps keyed by ids be searched with a `&str` (the hash and order
+/// of a [`MemberId`] are those of its string).
+impl std::borrow::Borrow<str> for MemberId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 impl fmt::Display for MemberId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

@@ -14,6 +14,8 @@
 //! - [`cursor`]: the one format of listing cursors, shared by every store;
 //! - [`event`]: join / away / back / leave / update events and
 //!   subscriptions;
+//! - [`follow`]: following users across spaces, the store's side of
+//!   watching a contact list;
 //! - [`memory`]: [`MemoryStore`], the embedded default engine, with
 //!   snapshots to bytes;
 //! - [`limits`] and [`error`]: the bounds on every input and the errors,
@@ -30,6 +32,7 @@ pub mod contract;
 pub mod cursor;
 pub mod error;
 pub mod event;
+pub mod follow;
 pub mod id;
 pub mod limits;
 pub mod memory;
@@ -42,6 +45,7 @@ pub mod values;
 pub use conn::{Attach, AttachReport, ConnId, Connection, DetachReport};
 pub use error::{Error, ErrorKind, InvalidInput, Result};
 pub use event::{Event, EventKind, EventReceiver, LeaveReason, RecvError, Subscription};
+pub use follow::{FollowTap, UserChange, UserFeed};
 pub use id::{MemberId, MemberKey, MemberKind, SpaceName};
 pub use memory::MemoryStore;
 pub use meta::Metadata;

@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use crate::conn::{Attach, AttachReport, ConnId, Connection, DetachReport};
 use crate::error::{Error, Result};
 use crate::event::Subscription;
+use crate::follow::UserFeed;
 use crate::id::{MemberId, MemberKey, SpaceName};
 
 use crate::policy::SpaceConfig;
@@ -103,6 +104,35 @@ pub trait PresenceStore: Send + Sync + 'static {
             what: "erasing a user",
             store: self.name().to_owned(),
         })
+    }
+
+    /// A feed of what happens to the users this server follows
+    /// ([`follow`](Self::follow)), in every space: their status-changing
+    /// events and friend-set changes (see [`crate::follow`]). A server
+    /// opens one and reads it for as long as it has watchers.
+    fn user_feed(&self) -> Result<UserFeed> {
+        Err(Error::Unsupported {
+            what: "watching users",
+            store: self.name().to_owned(),
+        })
+    }
+
+    /// Follows each of `users` once more: from now on their changes
+    /// reach [`user_feed`](Self::user_feed)s, whichever server made them.
+    /// Counted: a user followed twice stays followed until unfollowed
+    /// twice.
+    async fn follow(&self, users: &[MemberId]) -> Result<()> {
+        let _ = users;
+        Err(Error::Unsupported {
+            what: "watching users",
+            store: self.name().to_owned(),
+        })
+    }
+
+    /// Follows each of `users` once less.
+    async fn unfollow(&self, users: &[MemberId]) -> Result<()> {
+        let _ = users;
+        Ok(())
     }
 
     /// Opens, pings or changes a live connection (see [`crate::conn`]).

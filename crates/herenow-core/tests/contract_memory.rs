@@ -95,6 +95,15 @@ mod defaults {
         async fn erase_user(&self, u: &MemberId) -> Result<ErasureReport> {
             self.0.erase_user(u).await
         }
+        fn user_feed(&self) -> Result<UserFeed> {
+            self.0.user_feed()
+        }
+        async fn follow(&self, u: &[MemberId]) -> Result<()> {
+            self.0.follow(u).await
+        }
+        async fn unfollow(&self, u: &[MemberId]) -> Result<()> {
+            self.0.unfollow(u).await
+        }
     }
 }
 

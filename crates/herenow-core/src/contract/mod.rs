@@ -43,12 +43,17 @@ pub type Scenario = (
 );
 
 mod connections;
+mod follow;
 mod remembered;
 mod time;
 
 use self::connections::{
     connection_bad_input, connections_expire_without_pings, connections_join_first_leave_last,
     invisible_connections,
+};
+use self::follow::{
+    followed_users_are_fed_from_every_space, followed_users_go_offline_by_time,
+    friend_set_changes_are_fed, invisible_users_are_not_fed,
 };
 use self::remembered::{
     erase_forgets_everywhere, expiry_keeps_last_seen, leave_keeps_last_seen,
@@ -92,6 +97,10 @@ scenarios!(
     remembered_until_the_horizon,
     seen_anywhere_over_spaces,
     erase_forgets_everywhere,
+    followed_users_are_fed_from_every_space,
+    followed_users_go_offline_by_time,
+    invisible_users_are_not_fed,
+    friend_set_changes_are_fed,
 );
 
 /// Runs every scenario, each on a fresh store from `factory`.

@@ -28,6 +28,7 @@ use crate::changes::{Beat, Change, ChangeLog, Durable};
 use crate::conn::{Attach, AttachReport, ConnId, Connection, DetachReport};
 use crate::error::{InvalidInput, Result};
 use crate::event::Subscription;
+use crate::follow::{FollowTap, UserFeed};
 use crate::id::{MemberId, MemberKey, SpaceName};
 use crate::limits;
 use crate::policy::SpaceConfig;
@@ -63,6 +64,8 @@ pub struct MemoryStore {
     seen: seen::Seen,
     /// Erasures run one at a time (each locks several spaces).
     erasing: Mutex<()>,
+    /// The users this store's watchers follow ([`crate::follow`]).
+    follow: Arc<FollowTap>,
 }
 
 impl Default for MemoryStore {
@@ -82,6 +85,7 @@ impl MemoryStore {
             log: OnceLock::new(),
             seen: seen::Seen::default(),
             erasing: Mutex::new(()),
+            follow: Arc::default(),
         }
     }
 
@@ -150,6 +154,7 @@ impl MemoryStore {
     /// write.
     async fn write_friends(
         &self,
+        user: &MemberId,
         apply: impl FnOnce(&mut FriendMap) -> Result<u64>,
         change: impl FnOnce() -> Change,
     ) -> Result<u64> {
@@ -158,6 +163,7 @@ impl MemoryStore {
             let n = apply(&mut all)?;
             (n, self.record(change)?)
         };
+        self.follow.friends(user);
         settle(durable).await?;
         Ok(n)
     }
@@ -203,6 +209,7 @@ impl MemoryStore {
     /// A new space with the defaults, registered in the `Seen` table.
     fn new_space(&self, name: SpaceName, now: Millis) -> Space {
         let mut space = Space::new(name, self.defaults, now);
+        space.set_follow_tap(self.follow.clone());
         space.set_seen_id(self.seen.register(space.name(), &self.defaults));
         space
     }
@@ -256,9 +263,13 @@ impl MemoryStore {
         }
         report.remembered = self.seen.forget_user(user.as_str());
         report.friend_set = friends.remove(user).is_some();
-        friends.retain(|_, set| {
+        if report.friend_set {
+            self.follow.friends(user);
+        }
+        friends.retain(|owner, set| {
             if set.remove(user) {
                 report.listed_by += 1;
+                self.follow.friends(owner);
             }
             !set.is_empty()
         });
@@ -454,6 +465,7 @@ impl PresenceStore for MemoryStore {
 
     async fn set_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
         self.write_friends(
+            user,
             |all| set_friends(all, user, friends),
             || Change::SetFriends {
                 user: user.clone(),
@@ -466,6 +478,7 @@ impl PresenceStore for MemoryStore {
     async fn add_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
         check_batch(friends.len())?;
         self.write_friends(
+            user,
             |all| add_friends(all, user, friends),
             || Change::AddFriends {
                 user: user.clone(),
@@ -478,6 +491,7 @@ impl PresenceStore for MemoryStore {
     async fn remove_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
         check_batch(friends.len())?;
         self.write_friends(
+            user,
             |all| Ok(remove_friends(all, user, friends)),
             || Change::RemoveFriends {
                 user: user.clone(),
@@ -561,6 +575,22 @@ impl PresenceStore for MemoryStore {
             out.push(seen);
         }
         Ok(out)
+    }
+
+    fn user_feed(&self) -> Result<UserFeed> {
+        Ok(self.follow.feed())
+    }
+
+    async fn follow(&self, users: &[MemberId]) -> Result<()> {
+        check_batch(users.len())?;
+        self.follow.follow(users);
+        Ok(())
+    }
+
+    async fn unfollow(&self, users: &[MemberId]) -> Result<()> {
+        check_batch(users.len())?;
+        self.follow.unfollow(users);
+        Ok(())
     }
 
     async fn erase_user(&self, user: &MemberId) -> Result<ErasureReport> {

@@ -303,6 +303,7 @@ impl MemoryStore {
         self.seen.set_seed(body.seen_seed);
         let mut map = self.spaces.write();
         for (name, mut space) in spaces {
+            space.set_follow_tap(self.follow.clone());
             space.set_seen_id(self.seen.register(&name, &space.config()));
             self.absorb(&mut space);
             map.insert(name, Arc::new(Mutex::new(space)));

@@ -11,6 +11,7 @@ use super::Space;
 use super::entry::Key;
 use crate::conn::ConnId;
 use crate::event::{Event, EventKind, LeaveReason};
+use crate::follow::{UserChange, changes_status};
 use crate::id::{MemberId, MemberKey};
 use crate::meta::Metadata;
 use crate::policy::Status;
@@ -81,10 +82,15 @@ impl Space {
         reason: Option<LeaveReason>,
         cause: Option<Cause<'_>>,
     ) {
-        if self.events.receiver_count() == 0 {
+        let e = &self.entries[slot as usize];
+        let followed = changes_status(kind)
+            && self
+                .follow
+                .as_ref()
+                .is_some_and(|tap| tap.wants(e.kind(), &e.id));
+        if self.events.receiver_count() == 0 && !followed {
             return;
         }
-        let e = &self.entries[slot as usize];
         let event = Event {
             space: self.name.clone(),
             kind,
@@ -101,7 +107,11 @@ impl Space {
             reason,
             conn: cause.map(|c| c.conn.clone()),
         };
+        let event = Arc::new(event);
+        if followed && let Some(tap) = &self.follow {
+            tap.send(UserChange::Presence(event.clone()));
+        }
         // An error only means nobody listens any more.
-        let _ = self.events.send(Arc::new(event));
+        let _ = self.events.send(event);
     }
 }

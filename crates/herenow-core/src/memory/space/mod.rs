@@ -72,6 +72,7 @@ use self::entry::{Entry, Key, List, SEQ_MASK};
 use super::conns::ConnTable;
 use super::seen::SightingNote;
 use crate::event::Event;
+use crate::follow::FollowTap;
 use crate::id::SpaceName;
 use crate::limits;
 use crate::meta::Metadata;
@@ -114,6 +115,9 @@ pub struct Space {
     /// drained by the store under this space's lock
     /// ([`Space::take_sightings`]).
     sightings: Vec<SightingNote>,
+    /// The store's followed users, told of their status changes here
+    /// ([`crate::follow`]); `None` for a space outside a store.
+    follow: Option<Arc<FollowTap>>,
 }
 
 impl Space {
@@ -140,6 +144,7 @@ impl Space {
             retired: None,
             seen_id: None,
             sightings: Vec::new(),
+            follow: None,
         };
         space.reset_marks(now);
         space
@@ -148,6 +153,11 @@ impl Space {
     /// This space's id in the store's `Seen` table.
     pub fn seen_id(&self) -> Option<u32> {
         self.seen_id
+    }
+
+    /// Tells `tap` of the status changes of the users it follows.
+    pub fn set_follow_tap(&mut self, tap: Arc<FollowTap>) {
+        self.follow = Some(tap);
     }
 
     /// Sets the id the store registered this space under.
