@@ -82,6 +82,16 @@ impl UserFeed {
             Err(broadcast::error::RecvError::Closed) => Err(RecvError::Closed),
         }
     }
+
+    /// The next change if one is queued now, without waiting.
+    pub fn try_recv(&mut self) -> Option<Result<UserChange, RecvError>> {
+        match self.0.try_recv() {
+            Ok(c) => Some(Ok(c)),
+            Err(broadcast::error::TryRecvError::Empty) => None,
+            Err(broadcast::error::TryRecvError::Lagged(n)) => Some(Err(RecvError::Lagged(n))),
+            Err(broadcast::error::TryRecvError::Closed) => Some(Err(RecvError::Closed)),
+        }
+    }
 }
 
 /// Counted follows and the channel of their changes: what a store that

@@ -72,6 +72,7 @@ pub mod protocol;
 pub mod sse;
 mod state;
 pub mod token;
+pub mod watch;
 pub mod ws;
 
 pub use backend::{Backend, Snapshots};

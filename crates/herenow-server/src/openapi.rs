@@ -45,6 +45,7 @@ use crate::{api, problem, sse};
         api::users::erase,
         api::tokens::mint,
         sse::events,
+        sse::watch::watch,
     ),
     components(schemas(problem::Problem)),
     modifiers(&Security, &CommonAnswers),

@@ -16,6 +16,7 @@ use crate::hub::Hub;
 use crate::keys::Keys;
 use crate::metrics::{MAX_GAUGED_SPACES, Metrics};
 use crate::token::Tokens;
+use crate::watch::WatchHub;
 
 /// The state behind the router: the store (as a [`Backend`]), the keys,
 /// metrics, history and the shutdown signal. Cheap to clone (one `Arc`).
@@ -33,6 +34,7 @@ struct Inner {
     request_timeout: Duration,
     tokens: Tokens,
     ws: Hub,
+    watch: Arc<WatchHub>,
 }
 
 impl AppState {
@@ -41,12 +43,14 @@ impl AppState {
     pub fn new(backend: Backend, config: &Config) -> Self {
         let max_streams = config.max_event_streams.max(1);
         let metrics = Metrics::for_store(backend.store().name());
+        let shutdown = CancellationToken::new();
+        let watch = Arc::new(WatchHub::new(backend.store().clone(), shutdown.clone()));
         Self(Arc::new(Inner {
             backend,
             keys: Keys::new(config.api_keys.clone()),
             metrics,
             history: History::new(),
-            shutdown: CancellationToken::new(),
+            shutdown,
             streams: Arc::new(Semaphore::new(max_streams)),
             max_streams,
             request_timeout: config.request_timeout,
@@ -55,6 +59,7 @@ impl AppState {
                 None => Tokens::random(),
             },
             ws: Hub::new(config),
+            watch,
         }))
     }
 
@@ -99,6 +104,11 @@ impl AppState {
     /// The WebSocket connections: their bound, tracker and ids.
     pub fn ws(&self) -> &Hub {
         &self.0.ws
+    }
+
+    /// The watchers of users (WebSocket `watch`, `POST /v1/watch`).
+    pub fn watch(&self) -> &Arc<WatchHub> {
+        &self.0.watch
     }
 
     /// WebSocket connections open now, for the gauge and shutdown logs.

@@ -6,8 +6,9 @@
 //! with a WebSocket), so it names exactly what the socket may do: be
 //! `sub` (a user or a guest) in the spaces of `spaces`, until `exp`.
 //!
-//! Claims (docs/PROTOCOL.md): `sub`, `kind`, `spaces`, `exp`, `iat`,
-//! `iss` (always `herenow`). Only HS256 is accepted (no `none`, no
+//! Claims (docs/PROTOCOL.md): `sub`, `kind`, `spaces`, `watch` (whom
+//! the socket may watch: `friends`, the default, `any` or `none`), `exp`,
+//! `iat`, `iss` (always `herenow`). Only HS256 is accepted (no `none`, no
 //! algorithm from the token's header), the signature is checked before
 //! anything in the token is believed, and `exp` has no leeway.
 
@@ -19,7 +20,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 
 use crate::config::TokenSecret;
-use crate::protocol::dto::Kind;
+use crate::protocol::dto::{Kind, WatchGrant};
 use crate::protocol::ws::close;
 
 /// The `iss` of every token.
@@ -129,6 +130,8 @@ pub struct Grant {
     pub member: MemberKey,
     /// Where it may join and subscribe.
     pub spaces: Spaces,
+    /// Whom it may watch.
+    pub watch: WatchGrant,
     /// When the token expires, in seconds since the UNIX epoch.
     pub expires_at_s: u64,
 }
@@ -140,6 +143,9 @@ struct Claims {
     #[serde(default)]
     kind: Kind,
     spaces: Vec<String>,
+    /// Absent in tokens minted before watching: friends only.
+    #[serde(default)]
+    watch: WatchGrant,
     exp: u64,
     iat: u64,
     iss: String,
@@ -210,10 +216,23 @@ impl Tokens {
         issued_at_s: u64,
         ttl_s: u64,
     ) -> Result<String, TokenError> {
+        self.mint_watching(member, spaces, WatchGrant::default(), issued_at_s, ttl_s)
+    }
+
+    /// [`mint`](Self::mint), naming whom the socket may watch.
+    pub fn mint_watching(
+        &self,
+        member: &MemberKey,
+        spaces: &Spaces,
+        watch: WatchGrant,
+        issued_at_s: u64,
+        ttl_s: u64,
+    ) -> Result<String, TokenError> {
         let claims = Claims {
             sub: member.id.as_str().to_owned(),
             kind: member.kind.into(),
             spaces: spaces.names(),
+            watch,
             exp: issued_at_s.saturating_add(ttl_s),
             iat: issued_at_s,
             iss: ISSUER.to_owned(),
@@ -249,6 +268,7 @@ impl Tokens {
         Ok(Grant {
             member: MemberKey { kind, id },
             spaces,
+            watch: claims.watch,
             expires_at_s: claims.exp,
         })
     }

@@ -16,7 +16,7 @@ use utoipa::ToSchema;
 
 use crate::extract::JsonBody;
 use crate::problem::{ApiError, Problem};
-use crate::protocol::dto::Kind;
+use crate::protocol::dto::{Kind, WatchGrant};
 use crate::state::AppState;
 use crate::token::{self, Spaces, SpacesError};
 
@@ -38,6 +38,10 @@ pub struct TokenRequest<'a> {
     pub spaces: Vec<Cow<'a, str>>,
     /// Lifetime in seconds, 1 to 86,400 (default 3,600).
     pub ttl_s: Option<u64>,
+    /// Whom the socket may watch: `friends` (default: its user's friends
+    /// only), `any` user, or `none`.
+    #[serde(default)]
+    pub watch: WatchGrant,
 }
 
 /// A minted token.
@@ -89,7 +93,7 @@ pub async fn mint(
     let issued_at_s = token::now_s();
     let token = state
         .tokens()
-        .mint(&member, &spaces, issued_at_s, ttl_s)
+        .mint_watching(&member, &spaces, req.watch, issued_at_s, ttl_s)
         .map_err(|e| ApiError::from(herenow_core::Error::Internal(e.to_string())))?;
     Ok((
         StatusCode::CREATED,

@@ -38,6 +38,20 @@ impl From<MemberKind> for Kind {
     }
 }
 
+/// Whom a token's socket may watch: its `watch` claim.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum WatchGrant {
+    /// Its user's friends only (the default): a browser cannot probe the
+    /// site's other users.
+    #[default]
+    Friends,
+    /// Any user.
+    Any,
+    /// Nobody.
+    None,
+}
+
 /// Online, away or offline, on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]

@@ -8,11 +8,14 @@
 //!   body and part of the SSE snapshot;
 //! - [`ws`]: the WebSocket protocol (docs/PROTOCOL.md): every client and
 //!   server message, the `ref` they carry, the error a message can earn,
-//!   and the close codes.
+//!   and the close codes;
+//! - [`watch`]: watching users, what the WebSocket and the
+//!   `POST /v1/watch` stream both send.
 //!
 //! Kept apart so that `api`, `sse`, `ws` and `token` depend on one leaf
 //! module rather than on each other: a change to a shape shows up here,
 //! once, for every face.
 
 pub mod dto;
+pub mod watch;
 pub mod ws;

@@ -8,10 +8,11 @@
 
 use std::borrow::Cow;
 
-use herenow_core::{ConnId, Event, MemberKey, Metadata, SpaceName};
+use herenow_core::{ConnId, Event, MemberId, MemberKey, Metadata, SpaceName};
 use serde::{Deserialize, Serialize};
 
 use super::dto::MemberDto;
+use super::watch::{WatchedUser, WatchingPage};
 
 /// Longest string `ref`.
 pub const MAX_REF_BYTES: usize = 64;
@@ -111,6 +112,10 @@ pub enum ClientMessage<'a> {
     Unsubscribe(Unsubscribe<'a>),
     /// Hide this connection, or show it again.
     Invisible(Invisible),
+    /// Watch users' status: a list, or the token's user's friends.
+    Watch(Watch),
+    /// Stop watching some users, or everyone.
+    Unwatch(Unwatch),
 }
 
 impl ClientMessage<'_> {
@@ -125,12 +130,14 @@ impl ClientMessage<'_> {
             ClientMessage::Subscribe(_) => "subscribe",
             ClientMessage::Unsubscribe(_) => "unsubscribe",
             ClientMessage::Invisible(_) => "invisible",
+            ClientMessage::Watch(_) => "watch",
+            ClientMessage::Unwatch(_) => "unwatch",
         }
     }
 }
 
 /// The types of [`ClientMessage`], for metrics.
-pub const MESSAGE_TYPES: [&str; 8] = [
+pub const MESSAGE_TYPES: [&str; 10] = [
     "hello",
     "join",
     "leave",
@@ -139,6 +146,8 @@ pub const MESSAGE_TYPES: [&str; 8] = [
     "subscribe",
     "unsubscribe",
     "invisible",
+    "watch",
+    "unwatch",
 ];
 
 /// A client message with its `ref`. The `ref` is taken here, so no message
@@ -251,6 +260,41 @@ pub struct Invisible {
     pub on: bool,
 }
 
+/// `{"type": "watch", "users": ["bob"], "friends": true, "space": "site"}`
+/// → `watching` pages of the users it added (the last echoes the `ref`),
+/// then a `status` whenever a watched user's status changes. Without
+/// `space`, status is anywhere (online if online in any space).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Watch {
+    /// User ids to watch too (at most 5,000 watched in all).
+    #[serde(default)]
+    pub users: Vec<String>,
+    /// Also watch the token's user's friend set, as it changes.
+    #[serde(default)]
+    pub friends: bool,
+    /// Watch within this space (the token must allow it); absent:
+    /// anywhere.
+    #[serde(default)]
+    pub space: Option<String>,
+    /// Replace what is watched (and its scope) instead of adding to it.
+    #[serde(default)]
+    pub replace: bool,
+    /// Users per `watching` page, 1 to 1,000 (default 500).
+    #[serde(default)]
+    pub page_size: Option<u64>,
+}
+
+/// `{"type": "unwatch", "users": ["bob"]}` → `ok`; without `users`,
+/// nothing is watched any more (the friend set included).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Unwatch {
+    /// The users to stop watching; absent: all.
+    #[serde(default)]
+    pub users: Option<Vec<String>>,
+}
+
 // ----------------------------------------------------------------- server
 
 /// A live connection of a member, as a snapshot lists it.
@@ -348,6 +392,26 @@ pub enum ServerMessage<'a> {
         space: &'a SpaceName,
         /// The event, as the SSE stream's `data` carries it.
         event: &'a Event,
+    },
+    /// A page of watched users' states.
+    Watching {
+        /// The watch's `ref`, on the last page of its answer.
+        #[serde(rename = "ref", skip_serializing_if = "Option::is_none")]
+        reference: Option<Ref>,
+        /// The page.
+        #[serde(flatten)]
+        page: WatchingPage,
+    },
+    /// A watched user's status changed.
+    Status {
+        /// The user's new state.
+        #[serde(flatten)]
+        user: &'a WatchedUser,
+    },
+    /// Users no longer watched (they left the followed friend set).
+    Unwatched {
+        /// Their ids.
+        users: &'a [MemberId],
     },
     /// Events were lost; a fresh snapshot follows.
     Lagged {

@@ -31,6 +31,7 @@ mod outbox;
 mod session;
 mod subscriptions;
 mod timers;
+mod watch;
 mod writer;
 
 use axum::Router;

@@ -60,6 +60,8 @@ pub(super) struct Outbox {
     urgent: Option<oneshot::Sender<(u16, String)>>,
     /// Lagging subscriptions: told, waiting for room to start over.
     lagging: HashSet<SpaceName>,
+    /// The watch lags: waiting for room to send a fresh picture.
+    watch_lagging: bool,
     /// Messages dropped since the connection started lagging.
     dropped: u64,
     /// The writer is gone: the socket failed.
@@ -75,6 +77,7 @@ impl Outbox {
             tx,
             urgent: Some(urgent_tx),
             lagging: HashSet::new(),
+            watch_lagging: false,
             dropped: 0,
             gone: false,
         };
@@ -89,7 +92,7 @@ impl Outbox {
 
     /// Whether some subscription waits for [`Room`] to start over.
     pub(super) fn is_lagging(&self) -> bool {
-        !self.lagging.is_empty()
+        !self.lagging.is_empty() || self.watch_lagging
     }
 
     /// Queues a reply (`welcome`, `ok`, `pong`, `error`). A reply is never
@@ -129,6 +132,35 @@ impl Outbox {
                 Outcome::Dropped
             }
         }
+    }
+
+    /// Queues a message of the watch (a page, a `status`, `unwatched`)
+    /// unless the watch lags; one that does not fit starts the lag. No
+    /// notice: the fresh picture sent on [`Room`] says `resync`.
+    pub(super) fn push_watch(&mut self, msg: &ServerMessage<'_>) -> Outcome {
+        if self.watch_lagging {
+            return self.count_drop();
+        }
+        let Some(text) = msg.to_text() else {
+            return Outcome::Dropped;
+        };
+        match self.queue(text) {
+            Ok(()) => Outcome::Queued,
+            Err(TrySendError::Full(_)) => {
+                self.watch_lagging = true;
+                self.count_drop()
+            }
+            Err(TrySendError::Closed(_)) => {
+                self.gone = true;
+                Outcome::Dropped
+            }
+        }
+    }
+
+    /// Whether the watch lagged and must send a fresh picture; the lag
+    /// is forgotten (called once there is room).
+    pub(super) fn take_watch_lag(&mut self) -> bool {
+        std::mem::take(&mut self.watch_lagging)
     }
 
     /// The store's queue for `sub` overflowed: the subscription missed

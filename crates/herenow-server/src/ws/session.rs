@@ -32,6 +32,7 @@ use tokio::time::{Instant, sleep_until, timeout};
 
 use super::guard::{Guards, rate_limited};
 use super::joined::Joined;
+use super::limits::DEFAULT_PAGE_SIZE;
 use super::outbox::{Outbox, Outcome};
 use super::subscriptions::Subscriptions;
 use super::timers::{Settings, Timers};
@@ -42,6 +43,8 @@ use crate::protocol::ws::{
 };
 use crate::state::AppState;
 use crate::token::Grant;
+use crate::watch::Watching;
+use crate::watch::registry::Note;
 
 /// Runs one connection to its end, then frees its slot.
 pub(super) async fn run(
@@ -70,16 +73,20 @@ pub(super) async fn run(
 
 /// One connection, as the message handlers in `msg` see it.
 pub(super) struct Session {
-    state: AppState,
+    pub(super) state: AppState,
     /// This connection's id.
     conn: ConnId,
     /// What the token allows; `None` until `hello`.
     grant: Option<Grant>,
     joined: Joined,
     subs: Subscriptions,
-    outbox: Outbox,
+    pub(super) outbox: Outbox,
     timers: Timers,
     guards: Guards,
+    /// What this connection watches, once it sent `watch`.
+    pub(super) watching: Option<Watching>,
+    /// Users per `watching` page.
+    pub(super) watch_page: usize,
     /// The close decided, sent once the session has detached.
     closing: Option<(u16, String)>,
 }
@@ -96,6 +103,8 @@ impl Session {
             outbox,
             timers: Timers::new(settings, now),
             guards: Guards::new(now),
+            watching: None,
+            watch_page: DEFAULT_PAGE_SIZE,
             closing: None,
         }
     }
@@ -116,6 +125,7 @@ impl Session {
             let waiting_for_hello = self.grant.is_none();
             let lagging = self.outbox.is_lagging();
             let has_subs = !self.subs.is_empty();
+            let has_watch = self.watching.is_some();
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => {
@@ -135,6 +145,9 @@ impl Session {
                     // now the fresh snapshots.
                     for space in self.outbox.recover() {
                         self.restart(space).await;
+                    }
+                    if self.outbox.take_watch_lag() {
+                        self.watch_resync().await;
                     }
                 }
                 frame = stream.next() => match frame {
@@ -165,6 +178,9 @@ impl Session {
                 },
                 Some((space, item)) = self.subs.next(), if has_subs => {
                     self.on_event(space, item).await;
+                }
+                Some(note) = next_note(&mut self.watching), if has_watch => {
+                    self.on_watch_note(note).await;
                 }
             }
         }
@@ -225,6 +241,8 @@ impl Session {
             ClientMessage::Subscribe(m) => m.apply(self, r).await,
             ClientMessage::Unsubscribe(m) => m.apply(self, r).await,
             ClientMessage::Invisible(m) => m.apply(self, r).await,
+            ClientMessage::Watch(m) => m.apply(self, r).await,
+            ClientMessage::Unwatch(m) => m.apply(self, r).await,
         };
         if let Err(e) = done {
             self.fail(reference, e);
@@ -416,7 +434,7 @@ impl Session {
     // ----- internals ------------------------------------------------------
 
     /// The grant; handlers run only after `hello`.
-    fn grant(&self) -> Result<&Grant, WsError> {
+    pub(super) fn grant(&self) -> Result<&Grant, WsError> {
         self.grant
             .as_ref()
             .ok_or_else(|| WsError::new("hello-first", "send hello with a token first"))
@@ -471,7 +489,7 @@ impl Session {
 
     /// Acts on what the outbox made of a message: a client too slow for
     /// its queue is closed. True when the message was queued.
-    fn settle(&mut self, outcome: Outcome) -> bool {
+    pub(super) fn settle(&mut self, outcome: Outcome) -> bool {
         match outcome {
             Outcome::Queued => true,
             Outcome::Dropped | Outcome::Restart => false,
@@ -557,7 +575,7 @@ impl Session {
 
     /// Answers an error, or closes for a bad token; too many of the
     /// client's own errors close the socket with `4008`.
-    fn fail(&mut self, reference: Option<Ref>, e: WsError) {
+    pub(super) fn fail(&mut self, reference: Option<Ref>, e: WsError) {
         self.state.metrics().ws_error(e.code);
         if let Some(code) = e.close {
             self.close(code, e.message);
@@ -602,6 +620,14 @@ impl Session {
                 "the store took longer than the server's request timeout",
             )),
         }
+    }
+}
+
+/// The next note of the watch, if any (for `select!`).
+async fn next_note(watching: &mut Option<Watching>) -> Option<Note> {
+    match watching {
+        Some(w) => w.next().await,
+        None => None,
     }
 }
 

@@ -7,6 +7,7 @@
 //! - [`http`]: requests through the router without a socket, answers read
 //!   to the end with their status and problem asserts, and raw HTTP/1.1
 //!   on a real socket;
+//! - [`sse`]: Server-Sent Events read off a response body;
 //! - [`ws`]: a server on a loopback socket and a WebSocket client that
 //!   reads JSON messages with a deadline.
 //!
@@ -16,6 +17,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod sse;
 pub mod ws;
 
 use std::sync::Arc;

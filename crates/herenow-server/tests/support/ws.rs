@@ -181,7 +181,10 @@ impl Client {
                 return m;
             }
             assert!(
-                matches!(m["type"].as_str(), Some("event" | "snapshot" | "lagged")),
+                matches!(
+                    m["type"].as_str(),
+                    Some("event" | "snapshot" | "lagged" | "watching" | "status" | "unwatched")
+                ),
                 "an unexpected message before the reply: {m}"
             );
         }

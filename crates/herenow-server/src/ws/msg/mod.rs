@@ -12,6 +12,7 @@ mod ping;
 mod subscribe;
 mod unsubscribe;
 mod update;
+mod watch;
 
 use herenow_core::Metadata;
 

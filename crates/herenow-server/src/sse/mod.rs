@@ -1,4 +1,5 @@
-//! `GET /v1/spaces/{space}/events`: Server-Sent Events.
+//! Server-Sent Events: `GET /v1/spaces/{space}/events` here, and
+//! `POST /v1/watch` in [`watch`].
 //!
 //! A stream opens with one `snapshot` event (the members present, from
 //! `store.subscribe`, and the space's policy), then one event per change,
@@ -11,6 +12,8 @@
 //! Bounded: at most `max_event_streams` streams are open at once; one more
 //! is answered `503` with `Retry-After`. Every stream ends when the server
 //! shuts down (axum's graceful shutdown would otherwise wait for it).
+
+pub mod watch;
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -38,7 +41,9 @@ pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// the request timeout ([`crate::app`]): a stream lasts until the client
 /// or the server ends it.
 pub fn router() -> Router<AppState> {
-    Router::new().route("/v1/spaces/{space}/events", get(events))
+    Router::new()
+        .route("/v1/spaces/{space}/events", get(events))
+        .merge(watch::router())
 }
 
 /// The data of the first event of a stream.
@@ -57,9 +62,34 @@ pub struct SnapshotData {
 
 /// Frees the stream's slot and updates the gauge when the stream ends,
 /// however it ends (client gone, lag, shutdown).
-struct Slot {
+pub(crate) struct Slot {
     permit: Option<OwnedSemaphorePermit>,
     state: AppState,
+}
+
+impl Slot {
+    /// A place for one more stream; `503` while shutting down or when
+    /// every place is taken.
+    pub(crate) fn open(state: &AppState) -> Result<Slot, ApiError> {
+        if state.shutdown_token().is_cancelled() {
+            return Err(ApiError::unavailable(
+                "shutting-down",
+                "the server is shutting down",
+                1,
+            ));
+        }
+        let permit = state.try_stream_slot().ok_or_else(|| {
+            ApiError::unavailable(
+                "too-many-streams",
+                "the server has as many event streams open as it allows; retry later",
+                5,
+            )
+        })?;
+        Ok(Slot {
+            permit: Some(permit),
+            state: state.clone(),
+        })
+    }
 }
 
 impl Drop for Slot {
@@ -144,24 +174,7 @@ pub async fn events(
     SpacePath(space): SpacePath,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let stop = state.shutdown_token().clone();
-    if stop.is_cancelled() {
-        return Err(ApiError::unavailable(
-            "shutting-down",
-            "the server is shutting down",
-            1,
-        ));
-    }
-    let permit = state.try_stream_slot().ok_or_else(|| {
-        ApiError::unavailable(
-            "too-many-streams",
-            "the server has as many event streams open as it allows; retry later",
-            5,
-        )
-    })?;
-    let slot = Slot {
-        permit: Some(permit),
-        state: state.clone(),
-    };
+    let slot = Slot::open(&state)?;
     let config = state.store().config(&space).await?;
     let subscription = state.store().subscribe(&space).await?;
     let snapshot = SnapshotData {

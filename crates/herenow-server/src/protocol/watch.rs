@@ -1,0 +1,77 @@
+//! The shapes of watching a contact list (docs/PROTOCOL.md, "Watching
+//! users"): what a watched user looks like to a watcher, and what a
+//! watcher is told. The WebSocket sends them as messages, the
+//! `POST /v1/watch` stream as SSE events of the same names and bodies.
+
+use herenow_core::{MemberId, Millis, SpaceName};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::dto::Presence;
+
+/// A watched user, as a watcher sees it: its status (within the watched
+/// space, or its best over every space) and its last seen.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, ToSchema)]
+pub struct WatchedUser {
+    /// The user's id.
+    #[schema(value_type = String)]
+    pub id: MemberId,
+    /// `online` or `away` while present (anywhere: in any space),
+    /// `offline` otherwise. An invisible user is `offline`.
+    pub status: Presence,
+    /// Last seen, ms since the UNIX epoch: the last heartbeat while
+    /// present, the remembered time after (see `GET /v1/users/{id}`);
+    /// `null` when never seen or past the horizon.
+    pub last_seen_ms: Option<Millis>,
+    /// Watching anywhere: the space of `last_seen_ms`, when the watcher
+    /// may know it (a token that allows that space; always for an API
+    /// key). Absent otherwise, and when watching within one space.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub space: Option<SpaceName>,
+}
+
+/// Where a watch looks: one space, or every space.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum WatchScope {
+    /// Presence within this space.
+    Space(SpaceName),
+    /// Presence anywhere: online if online in any space.
+    Anywhere,
+}
+
+impl WatchScope {
+    /// The space, or `None` for anywhere, as the wire says it.
+    pub fn space(&self) -> Option<&SpaceName> {
+        match self {
+            WatchScope::Space(s) => Some(s),
+            WatchScope::Anywhere => None,
+        }
+    }
+}
+
+/// One page of watched users' states: the answer to a `watch` (the users
+/// it added), what a friend added to a followed friend set brings, and
+/// after lag a fresh picture of everyone watched (`resync`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WatchingPage {
+    /// The watched space, or `null` when watching anywhere.
+    #[schema(value_type = Option<String>)]
+    pub space: Option<SpaceName>,
+    /// The users of this page.
+    pub users: Vec<WatchedUser>,
+    /// Whether this is the last page of this answer.
+    pub last: bool,
+    /// This picture replaces everything watched before (after lag, or a
+    /// `watch` with `replace`): users not in it are no longer watched.
+    pub resync: bool,
+}
+
+/// Users no longer watched because they left the followed friend set
+/// (or, with a friends-only token, stopped being friends).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UnwatchedData {
+    /// Their ids.
+    #[schema(value_type = Vec<String>)]
+    pub users: Vec<MemberId>,
+}

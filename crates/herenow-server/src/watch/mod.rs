@@ -1,0 +1,219 @@
+//! Watching a contact list: live status of any set of users, within a
+//! space or anywhere, for WebSocket clients (`watch`) and backends
+//! (`POST /v1/watch`).
+//!
+//! The store does not know watchers. It feeds the server the changes of
+//! the users the server *follows* ([`herenow_core::follow`]); the
+//! [`WatchHub`] keeps who watches whom ([`registry`]) and one dispatcher
+//! task that, for each change, reads the user's state once per scope its
+//! watchers use (`seen_anywhere`, or `status` in one space) and queues it
+//! to each of them. A status change therefore costs its user's watchers,
+//! not every connection; reading after the change (rather than trusting
+//! the event) makes "anywhere" right when a user leaves one space while
+//! online in another, and gives the remembered last seen after a leave.
+//!
+//! Each watcher ([`Watching`]) remembers what it last showed per user and
+//! sends a `status` only when the status changed. A watcher whose queue
+//! overflows, or any watcher when the store's feed lags, reads everything
+//! again and sends a fresh picture: it catches up instead of being cut.
+
+pub(crate) mod registry;
+mod watching;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use herenow_core::limits::MAX_BATCH;
+use herenow_core::{
+    MemberId, MemberKey, PresenceStore, RecvError, Result, SpaceName, UserChange, UserFeed,
+};
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use crate::protocol::dto::Presence;
+use crate::protocol::watch::{WatchScope, WatchedUser};
+use registry::{Note, Registry};
+pub(crate) use watching::{Out, Policy, WatchError, Watching};
+
+/// The bounds of watching (docs/PROTOCOL.md states them to clients).
+pub mod limits {
+    /// Most users one connection (or one `POST /v1/watch` stream)
+    /// watches.
+    pub const MAX_WATCHED: usize = 5_000;
+    /// Most watchers one user has on one server.
+    pub const MAX_WATCHERS_PER_USER: usize = 20_000;
+    /// Most (watcher, user) pairs one server holds: about 200 bytes each.
+    pub const MAX_WATCH_PAIRS: usize = 5_000_000;
+    /// Notes queued for one watcher before it lags and reads everything
+    /// again.
+    pub const NOTE_QUEUE: usize = 1_024;
+    /// Changes the dispatcher takes from the feed before it reads states.
+    pub const DISPATCH_BATCH: usize = 1_024;
+}
+
+/// The server's watchers and the task that feeds them.
+pub struct WatchHub {
+    store: Arc<dyn PresenceStore>,
+    registry: Mutex<Registry>,
+    /// Whether the dispatcher runs: it starts with the first watcher, so a
+    /// store that cannot follow users fails only when someone watches.
+    started: Mutex<bool>,
+    stop: CancellationToken,
+}
+
+impl WatchHub {
+    /// A hub over `store`; its dispatcher stops with `stop`.
+    pub fn new(store: Arc<dyn PresenceStore>, stop: CancellationToken) -> Self {
+        Self {
+            store,
+            registry: Mutex::new(Registry::default()),
+            started: Mutex::new(false),
+            stop,
+        }
+    }
+
+    /// (watcher, user) pairs and watchers held now, for metrics.
+    pub fn usage(&self) -> (usize, usize) {
+        self.registry.lock().usage()
+    }
+
+    /// Starts the dispatcher if it does not run yet: the feed is open
+    /// before any watcher follows a user, so no change is missed.
+    fn ensure_started(self: &Arc<Self>) -> Result<()> {
+        let mut started = self.started.lock();
+        if !*started {
+            let feed = self.store.user_feed()?;
+            let hub = self.clone();
+            tokio::spawn(async move { hub.dispatch(feed).await });
+            *started = true;
+        }
+        Ok(())
+    }
+
+    /// Reads the feed until the server stops: each batch of changes is
+    /// turned into the states their watchers need, read once per scope.
+    async fn dispatch(self: Arc<Self>, mut feed: UserFeed) {
+        loop {
+            let first = tokio::select! {
+                () = self.stop.cancelled() => return,
+                c = feed.recv() => c,
+            };
+            let mut batch = vec![first];
+            while batch.len() < limits::DISPATCH_BATCH {
+                match feed.try_recv() {
+                    Some(c) => batch.push(c),
+                    None => break,
+                }
+            }
+            let mut wanted: HashMap<WatchScope, HashSet<MemberId>> = HashMap::new();
+            for change in batch {
+                match change {
+                    Ok(UserChange::Presence(e)) => {
+                        let registry = self.registry.lock();
+                        for w in registry.watchers_of(e.member.id.as_str()) {
+                            let hit = match &w.scope {
+                                WatchScope::Anywhere => true,
+                                WatchScope::Space(s) => *s == e.space,
+                            };
+                            if hit {
+                                wanted
+                                    .entry(w.scope.clone())
+                                    .or_default()
+                                    .insert(e.member.id.clone());
+                            }
+                        }
+                    }
+                    Ok(UserChange::Friends(owner)) => {
+                        for w in self.registry.lock().followers_of(owner.as_str()) {
+                            w.tell(Note::Friends);
+                        }
+                    }
+                    Err(RecvError::Lagged(missed)) => {
+                        tracing::warn!(
+                            missed,
+                            "the feed of watched users lagged; every watcher reads again"
+                        );
+                        for w in self.registry.lock().all() {
+                            w.resync();
+                        }
+                    }
+                    Err(RecvError::Closed) => return,
+                }
+            }
+            for (scope, users) in wanted {
+                let users: Vec<MemberId> = users.into_iter().collect();
+                match read_states(&*self.store, &scope, &users).await {
+                    Ok(states) => {
+                        let registry = self.registry.lock();
+                        for state in states {
+                            for w in registry.watchers_of(state.id.as_str()) {
+                                if w.scope == scope {
+                                    w.tell(Note::User(state.clone()));
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        // The store is down: these watchers read again
+                        // when it answers (their next note, or lag).
+                        tracing::warn!(error = %e, "reading watched users failed");
+                        let registry = self.registry.lock();
+                        for u in &users {
+                            for w in registry.watchers_of(u.as_str()) {
+                                if w.scope == scope {
+                                    w.resync();
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The states of `users` in `scope`, in the order asked, read in batches
+/// the store accepts.
+pub(crate) async fn read_states(
+    store: &dyn PresenceStore,
+    scope: &WatchScope,
+    users: &[MemberId],
+) -> Result<Vec<WatchedUser>> {
+    let mut out = Vec::with_capacity(users.len());
+    for chunk in users.chunks(MAX_BATCH) {
+        match scope {
+            WatchScope::Anywhere => {
+                for s in store.seen_anywhere(chunk).await? {
+                    out.push(WatchedUser {
+                        id: s.id,
+                        status: Presence::from(s.status),
+                        last_seen_ms: s.last_seen_ms,
+                        space: s.space,
+                    });
+                }
+            }
+            WatchScope::Space(space) => {
+                let keys: Vec<MemberKey> = chunk.iter().cloned().map(MemberKey::user).collect();
+                for m in store.status(space, &keys).await? {
+                    out.push(WatchedUser {
+                        id: m.member.id,
+                        status: Presence::from(m.status),
+                        last_seen_ms: m.last_seen_ms,
+                        space: None,
+                    });
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The space a watcher may be told, or `None`.
+pub(crate) fn visible_space(space: Option<SpaceName>, policy: &Policy) -> Option<SpaceName> {
+    space.filter(|s| {
+        policy
+            .spaces
+            .as_ref()
+            .is_none_or(|allowed| allowed.allows(s))
+    })
+}

@@ -1,0 +1,199 @@
+//! The watch of one connection (`watch`, `unwatch`, and the notes of
+//! [`crate::watch`]) as the session runs it: its messages go through the
+//! outbox's watch lane, which lags as a whole and catches up with a fresh
+//! picture (`resync`) once there is room.
+
+use herenow_core::{MemberId, MemberKind};
+use tokio::time::timeout;
+
+use super::session::Session;
+use crate::protocol::dto::WatchGrant;
+use crate::protocol::watch::{WatchScope, WatchedUser, WatchingPage};
+use crate::protocol::ws::{Ref, ServerMessage, WsError};
+use crate::watch::registry::Note;
+use crate::watch::{Out, Policy, WatchError, Watching};
+
+impl Session {
+    /// Watches `users` (and with `friends` the token's user's friend set)
+    /// in `scope`: a fresh watch with `replace`, else added to the
+    /// current one, which must have the same scope. The added users'
+    /// states follow in pages, the last carrying `reference`.
+    pub(super) async fn watch(
+        &mut self,
+        scope: WatchScope,
+        users: Vec<MemberId>,
+        friends: bool,
+        replace: bool,
+        page_size: usize,
+        reference: Option<Ref>,
+    ) -> Result<(), WsError> {
+        let grant = self.grant()?;
+        if grant.watch == WatchGrant::None {
+            return Err(WsError::new(
+                "watch-not-allowed",
+                "this token may not watch anyone (its watch claim is none)",
+            ));
+        }
+        let policy = Policy {
+            owner: (grant.member.kind == MemberKind::User).then(|| grant.member.id.clone()),
+            friends_only: grant.watch == WatchGrant::Friends,
+            spaces: Some(grant.spaces.clone()),
+        };
+        if let Some(w) = &self.watching
+            && !replace
+            && *w.scope() != scope
+        {
+            return Err(WsError::new(
+                "watch-scope",
+                "this connection watches in another scope; send replace: true to change it",
+            ));
+        }
+        let fresh = replace || self.watching.is_none();
+        if fresh {
+            // The old watch ends before the new one follows anyone.
+            self.watching = None;
+            let hub = self.state.watch().clone();
+            let w = self
+                .watch_call(Watching::open(&hub, scope.clone(), policy))
+                .await?;
+            self.watching = Some(w);
+        }
+        let w = self.watching.as_mut().expect("a watch was opened above");
+        let call = w.watch(users, friends);
+        let answer = match timeout(self.state.request_timeout(), call).await {
+            Ok(r) => r.map_err(watch_error),
+            Err(_) => Err(timed_out()),
+        };
+        let added = match answer {
+            Ok(added) => added,
+            Err(e) => {
+                // A refused fresh watch leaves nothing watched.
+                if fresh {
+                    self.watching = None;
+                }
+                return Err(e);
+            }
+        };
+        self.watch_page = page_size;
+        self.send_watching(added, replace, reference);
+        Ok(())
+    }
+
+    /// Stops watching `users`, or everything.
+    pub(super) async fn unwatch(&mut self, users: Option<Vec<MemberId>>) -> Result<(), WsError> {
+        let all = users.is_none();
+        let Some(w) = self.watching.as_mut() else {
+            return Err(WsError::new(
+                "not-watching",
+                "this connection watches nobody",
+            ));
+        };
+        match timeout(self.state.request_timeout(), w.unwatch(users)).await {
+            Ok(r) => r.map_err(watch_error)?,
+            Err(_) => return Err(timed_out()),
+        };
+        if all {
+            self.watching = None;
+        }
+        Ok(())
+    }
+
+    /// One note of the watch.
+    pub(super) async fn on_watch_note(&mut self, note: Note) {
+        let Some(w) = self.watching.as_mut() else {
+            return;
+        };
+        match timeout(self.state.request_timeout(), w.on_note(note)).await {
+            Ok(Ok(outs)) => self.send_watch_outs(outs),
+            Ok(Err(e)) => self.fail(None, watch_error(e)),
+            Err(_) => self.fail(None, timed_out()),
+        }
+    }
+
+    /// After the watch lagged: a fresh picture of everything watched.
+    pub(super) async fn watch_resync(&mut self) {
+        let Some(w) = self.watching.as_mut() else {
+            return;
+        };
+        match timeout(self.state.request_timeout(), w.resync()).await {
+            Ok(Ok(outs)) => self.send_watch_outs(outs),
+            Ok(Err(e)) => self.fail(None, watch_error(e)),
+            Err(_) => self.fail(None, timed_out()),
+        }
+    }
+
+    fn send_watch_outs(&mut self, outs: Vec<Out>) {
+        for out in outs {
+            match out {
+                Out::Status(user) => {
+                    let outcome = self
+                        .outbox
+                        .push_watch(&ServerMessage::Status { user: &user });
+                    self.settle(outcome);
+                }
+                Out::Unwatched(users) => {
+                    let outcome = self
+                        .outbox
+                        .push_watch(&ServerMessage::Unwatched { users: &users });
+                    self.settle(outcome);
+                }
+                Out::Added(users) => self.send_watching(users, false, None),
+                Out::Resync(users) => self.send_watching(users, true, None),
+            }
+        }
+    }
+
+    /// Sends `users` as `watching` pages, the last carrying `reference`.
+    fn send_watching(&mut self, users: Vec<WatchedUser>, resync: bool, reference: Option<Ref>) {
+        let Some(scope) = self.watching.as_ref().map(|w| w.scope().clone()) else {
+            return;
+        };
+        let pages = users.len().div_ceil(self.watch_page).max(1);
+        let mut rest = users.into_iter();
+        let mut reference = reference;
+        for page in 0..pages {
+            let last = page + 1 == pages;
+            let msg = ServerMessage::Watching {
+                reference: if last { reference.take() } else { None },
+                page: WatchingPage {
+                    space: scope.space().cloned(),
+                    users: rest.by_ref().take(self.watch_page).collect(),
+                    last,
+                    resync,
+                },
+            };
+            let outcome = self.outbox.push_watch(&msg);
+            if !self.settle(outcome) {
+                // Lagging: a fresh picture follows once there is room.
+                break;
+            }
+        }
+    }
+
+    /// A call of the watch, bounded by the request timeout.
+    async fn watch_call<T>(
+        &self,
+        call: impl Future<Output = Result<T, WatchError>>,
+    ) -> Result<T, WsError> {
+        match timeout(self.state.request_timeout(), call).await {
+            Ok(r) => r.map_err(watch_error),
+            Err(_) => Err(timed_out()),
+        }
+    }
+}
+
+/// A refusal of the watch, as the protocol says it.
+fn watch_error(e: WatchError) -> WsError {
+    match e {
+        WatchError::Store(e) => WsError::from(e),
+        other => WsError::new(other.code(), other.to_string()),
+    }
+}
+
+/// The refusal of a call the store did not answer in time.
+fn timed_out() -> WsError {
+    WsError::new(
+        "timeout",
+        "the store took longer than the server's request timeout",
+    )
+}
