@@ -33,7 +33,7 @@ use crate::parse::{
   herenow friends set alice bob carol && herenow friends online lobby alice
   herenow user alice && herenow users status alice bob carol
   herenow erase alice
-  herenow token alice --space room:1 --ttl 1h
+  herenow token alice --space room:1 --ttl 1h --watch any
 
 Client commands talk to --server (HERENOW_SERVER, default http://127.0.0.1:7700);
 --json prints the server's answer as is. Exit codes: 0 done, 1 failed, 2 bad usage."
@@ -476,8 +476,34 @@ pub struct TokenArgs {
     /// How long the token is accepted: 1s to 24h.
     #[arg(long, default_value = "1h", value_parser = token_ttl)]
     pub ttl: Duration,
+    /// Whom the socket may watch: its user's friends, any user, or
+    /// nobody.
+    #[arg(long, value_enum, default_value_t = WatchArg::Friends)]
+    pub watch: WatchArg,
     #[command(flatten)]
     pub client: ClientOpts,
+}
+
+/// `herenow token --watch`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum WatchArg {
+    /// Its user's friends only.
+    Friends,
+    /// Any user.
+    Any,
+    /// Nobody.
+    None,
+}
+
+impl WatchArg {
+    /// The claim's name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WatchArg::Friends => "friends",
+            WatchArg::Any => "any",
+            WatchArg::None => "none",
+        }
+    }
 }
 
 #[cfg(test)]

@@ -464,6 +464,7 @@ struct TokenRequest<'a> {
     kind: &'static str,
     spaces: &'a [String],
     ttl_s: u64,
+    watch: &'static str,
 }
 
 async fn token(a: TokenArgs) -> Result<()> {
@@ -481,6 +482,7 @@ async fn token(a: TokenArgs) -> Result<()> {
                 kind: kind(a.guest),
                 spaces: &a.spaces,
                 ttl_s: a.ttl.as_secs(),
+                watch: a.watch.as_str(),
             },
         )
         .await?;

@@ -478,7 +478,12 @@ impl WsError {
     pub fn is_clients_fault(&self) -> bool {
         !matches!(
             self.code,
-            "store-unavailable" | "timeout" | "internal" | "unsupported" | "bad-snapshot"
+            "store-unavailable"
+                | "timeout"
+                | "internal"
+                | "unsupported"
+                | "bad-snapshot"
+                | "watch-capacity"
         )
     }
 }
