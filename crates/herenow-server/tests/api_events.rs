@@ -1,6 +1,6 @@
 //! Server-Sent Events through the router: the snapshot first, then events;
-//! `lagged` for a slow reader; the bound on streams; and shutdown ending
-//! every stream.
+//! `lagged` then a `resync` snapshot for a slow reader; the bound on
+//! streams; and shutdown ending every stream.
 
 mod support;
 
@@ -89,7 +89,7 @@ async fn snapshot_then_join_then_shutdown_ends_the_stream() {
 }
 
 #[tokio::test]
-async fn a_reader_that_falls_behind_gets_lagged_and_the_end() {
+async fn a_reader_that_falls_behind_catches_up_with_a_resync() {
     let (app, _state) = setup(Config::default());
     let mut events = Events::new(subscribe(&app, "crowd").await);
     assert_eq!(events.next().await.unwrap().0, "snapshot");
@@ -107,10 +107,14 @@ async fn a_reader_that_falls_behind_gets_lagged_and_the_end() {
     let (name, data) = events.next().await.unwrap();
     assert_eq!(name, "lagged");
     assert!(data["missed"].as_u64().unwrap() > 0);
-    assert!(
-        events.next().await.is_none(),
-        "the stream ends after lagged"
-    );
+    // Not the end: a fresh snapshot with exactly the room, then events.
+    let (name, snap) = events.next().await.unwrap();
+    assert_eq!(name, "snapshot");
+    assert_eq!(snap["resync"], true);
+    assert_eq!(snap["members"].as_array().unwrap().len(), 5_000);
+    heartbeat(&app, "crowd", json!({"id": "late"})).await;
+    let (name, data) = events.next().await.unwrap();
+    assert_eq!((name.as_str(), &data["id"]), ("join", &json!("late")));
 }
 
 #[tokio::test]

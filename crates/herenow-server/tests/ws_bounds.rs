@@ -393,15 +393,22 @@ async fn pings_keep_presence_alive_and_write_at_most_once_a_second() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_that_stops_reading_gets_lagged_then_4009() {
-    let s = Server::start().await;
+    // A 6 s TTL: a queue without room for 2 s (a third of it) means the
+    // reader stopped; a slow one would have made room by then.
+    let s = Server::start_with(Config {
+        ws_ttl: Duration::from_secs(6),
+        ws_ping: Duration::from_secs(2),
+        ..Config::default()
+    })
+    .await;
     let (mut slow, _) = s.hello("slow", &["*"]).await;
     slow.ok(json!({"type": "join", "space": "here"})).await;
     assert!(slow.subscribe("crowd").await.is_empty());
 
     // Events of about 1 KiB each, until the server gives up on the reader
     // (it detaches it from `here` before closing). Kernel buffers take a
-    // few megabytes first, then the queue's 1,024 messages, then 1,024
-    // more dropped.
+    // few megabytes first, then the queue's 1,024 messages; then the
+    // queue stays full for the stall limit.
     let crowd = space("crowd");
     let here = space("here");
     let pad = "x".repeat(900);

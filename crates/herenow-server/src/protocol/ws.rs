@@ -385,6 +385,10 @@ pub enum ServerMessage<'a> {
         /// On the last page: present members beyond the snapshot limit.
         #[serde(skip_serializing_if = "Option::is_none")]
         omitted: Option<u64>,
+        /// The subscription lagged and starts over: this snapshot replaces
+        /// everything the client knew of the space (absent otherwise).
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        resync: bool,
     },
     /// A presence event, as the SSE stream sends it.
     Event {

@@ -4,10 +4,11 @@
 //! A stream opens with one `snapshot` event (the members present, from
 //! `store.subscribe`, and the space's policy), then one event per change,
 //! named by its type (`join`, `away`, `back`, `leave`, `update`, and
-//! `connect`/`disconnect` for WebSocket connections). A
-//! subscriber that falls more than the store's queue behind gets one
-//! `lagged` event (`{"missed": N}`) and the stream ends: a fresh snapshot
-//! is cheaper than replaying, and the client knows to reconnect.
+//! `connect`/`disconnect` for WebSocket connections). A subscriber that
+//! falls more than the store's queue behind gets one `lagged` event
+//! (`{"missed": N}`), then a fresh `snapshot` marked `"resync": true`,
+//! and the stream goes on: a fresh snapshot is cheaper than replaying,
+//! and the reader catches up instead of being cut.
 //!
 //! Bounded: at most `max_event_streams` streams are open at once; one more
 //! is answered `503` with `Retry-After`. Every stream ends when the server
@@ -23,7 +24,9 @@ use axum::extract::State;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::routing::get;
 use futures::Stream;
-use herenow_core::{EventReceiver, RecvError};
+use std::sync::Arc;
+
+use herenow_core::{EventReceiver, PresenceStore, RecvError, SpaceName};
 use serde::Serialize;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
@@ -58,6 +61,10 @@ pub struct SnapshotData {
     /// The space's policy: the thresholds that turn `last_seen_ms` into a
     /// status.
     pub config: SpaceConfigDto,
+    /// The stream lagged and starts over: this snapshot replaces
+    /// everything the reader knew of the space (absent otherwise).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub resync: bool,
 }
 
 /// Frees the stream's slot and updates the gauge when the stream ends,
@@ -110,6 +117,8 @@ enum Phase {
 struct Feed {
     phase: Phase,
     events: EventReceiver,
+    store: Arc<dyn PresenceStore>,
+    space: SpaceName,
     stop: CancellationToken,
     _slot: Slot,
 }
@@ -143,7 +152,19 @@ async fn next(mut feed: Feed) -> Option<(Result<SseEvent, Infallible>, Feed)> {
                     Some((Ok(sse), feed))
                 }
                 Err(RecvError::Lagged(missed)) => {
-                    feed.phase = Phase::Done;
+                    // Start over rather than end: the notice, then a fresh
+                    // snapshot marked `resync`, then its events. Only a
+                    // store that cannot answer ends the stream.
+                    feed.phase = match snapshot(feed.store.as_ref(), &feed.space, true).await {
+                        Ok((data, events)) => {
+                            feed.events = events;
+                            Phase::Snapshot(data)
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, space = %feed.space, "an event stream could not start over after lag");
+                            Phase::Done
+                        }
+                    };
                     let sse = SseEvent::default()
                         .event("lagged")
                         .data(format!("{{\"missed\":{missed}}}"));
@@ -163,7 +184,7 @@ async fn next(mut feed: Feed) -> Option<(Result<SseEvent, Infallible>, Feed)> {
     tag = "events",
     params(("space" = String, Path, description = "Space name")),
     responses(
-        (status = 200, description = "An event stream: `snapshot`, then `join`, `away`, `back`, `leave`, `update`, `connect`, `disconnect`; `lagged` before it ends for a slow reader", body = SnapshotData, content_type = "text/event-stream"),
+        (status = 200, description = "An event stream: `snapshot`, then `join`, `away`, `back`, `leave`, `update`, `connect`, `disconnect`; `lagged` then a `snapshot` with `resync: true` for a reader that fell behind", body = SnapshotData, content_type = "text/event-stream"),
         (status = 400, description = "Bad space name", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Too many open streams, or shutting down", body = Problem, content_type = "application/problem+json"),
     ),
@@ -175,8 +196,28 @@ pub async fn events(
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let stop = state.shutdown_token().clone();
     let slot = Slot::open(&state)?;
-    let config = state.store().config(&space).await?;
-    let subscription = state.store().subscribe(&space).await?;
+    let (data, events) = snapshot(state.store().as_ref(), &space, false).await?;
+    let feed = Feed {
+        phase: Phase::Snapshot(data),
+        events,
+        store: state.store().clone(),
+        space,
+        stop,
+        _slot: slot,
+    };
+    let stream = futures::stream::unfold(feed, next);
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
+}
+
+/// Subscribes to `space`: the first event's data (the snapshot and the
+/// policy) and the events after it.
+async fn snapshot(
+    store: &dyn PresenceStore,
+    space: &SpaceName,
+    resync: bool,
+) -> herenow_core::Result<(String, EventReceiver)> {
+    let config = store.config(space).await?;
+    let subscription = store.subscribe(space).await?;
     let snapshot = SnapshotData {
         space: space.to_string(),
         members: subscription
@@ -186,18 +227,10 @@ pub async fn events(
             .collect(),
         omitted: subscription.snapshot_omitted,
         config: config.into(),
+        resync,
     };
     let data = serde_json::to_string(&snapshot).map_err(|e| {
-        ApiError::from(herenow_core::Error::Internal(format!(
-            "snapshot could not be serialized: {e}"
-        )))
+        herenow_core::Error::Internal(format!("snapshot could not be serialized: {e}"))
     })?;
-    let feed = Feed {
-        phase: Phase::Snapshot(data),
-        events: subscription.events,
-        stop,
-        _slot: slot,
-    };
-    let stream = futures::stream::unfold(feed, next);
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
+    Ok((data, subscription.events))
 }

@@ -8,6 +8,10 @@ use std::time::Duration;
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 /// Messages queued for one client before it counts as lagging.
 pub const SEND_QUEUE: usize = 1_024;
+/// The longest a lagging connection's queue may stay without room
+/// before the reader counts as stopped and is closed with `4009` (or a
+/// third of the TTL, if shorter).
+pub const MAX_STALL: Duration = Duration::from_secs(10);
 /// Most spaces one connection may join.
 pub const MAX_JOINED: usize = 16;
 /// Most spaces one connection may subscribe to.

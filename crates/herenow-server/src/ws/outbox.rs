@@ -2,18 +2,25 @@
 //! client does not read fast enough.
 //!
 //! The queue holds [`SEND_QUEUE`] messages, plus a reserve of a few slots
-//! that only `lagged` notices and the close frame may use. The drop
-//! policy:
+//! that only replies, `lagged` notices and the close frame may use. The
+//! drop policy (issue 15: a slow reader catches up, it is not cut):
 //!
 //! - a subscription message (an event or a snapshot page) that does not
 //!   fit makes that subscription *lagging*: a `lagged` notice is queued at
 //!   once (in the reserve), and the subscription's further messages are
-//!   dropped;
-//! - once the queue is half empty again ([`Room`]), the subscription
-//!   restarts with a fresh snapshot;
-//! - if another queue's worth of messages is dropped before that, or a
-//!   reply (`ok`, `pong`, `error`) does not fit, the client is too slow and
-//!   the socket is closed with `4009` ([`Outcome::TooSlow`]).
+//!   dropped, unqueued and uncounted: the fresh snapshot supersedes them;
+//! - the watch lags the same way, as a whole, without a notice;
+//! - once the queue is half empty again ([`Room`]), each lagging
+//!   subscription restarts with a fresh snapshot marked `resync`, and the
+//!   watch sends a fresh picture;
+//! - only a reader that stops reading is cut: the session closes the
+//!   socket with `4009` when the queue has had no room for the stall
+//!   limit since the lag began ([`Outbox::lagging_since`]), or when a
+//!   reply (`ok`, `pong`, `error`) does not fit even in the reserve
+//!   ([`Outcome::TooSlow`]).
+//!
+//! Memory stays bounded per socket: the queue and the reserve, whatever
+//! the rate of events.
 //!
 //! The outbox decides; the session acts on the [`Outcome`] (closing,
 //! restarting a subscription), so the policy reads in one place.
@@ -23,6 +30,7 @@ use std::collections::HashSet;
 use herenow_core::SpaceName;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 
 use super::limits::{MAX_SUBSCRIBED, SEND_QUEUE};
 use super::writer::{Outbound, Outlet};
@@ -62,8 +70,9 @@ pub(super) struct Outbox {
     lagging: HashSet<SpaceName>,
     /// The watch lags: waiting for room to send a fresh picture.
     watch_lagging: bool,
-    /// Messages dropped since the connection started lagging.
-    dropped: u64,
+    /// When the first of the current lags began: the stall limit runs
+    /// from here.
+    lag_since: Option<Instant>,
     /// The writer is gone: the socket failed.
     gone: bool,
 }
@@ -78,7 +87,7 @@ impl Outbox {
             urgent: Some(urgent_tx),
             lagging: HashSet::new(),
             watch_lagging: false,
-            dropped: 0,
+            lag_since: None,
             gone: false,
         };
         (outbox, Outlet { rx, urgent })
@@ -95,13 +104,14 @@ impl Outbox {
         !self.lagging.is_empty() || self.watch_lagging
     }
 
-    /// Queues a reply (`welcome`, `ok`, `pong`, `error`). A reply is never
-    /// dropped: one that does not fit means the client is too slow.
+    /// Queues a reply (`welcome`, `ok`, `pong`, `error`), in the reserve
+    /// if need be. A reply is never dropped: one that does not fit even
+    /// there means the client stopped reading.
     pub(super) fn push_reply(&mut self, msg: &ServerMessage<'_>) -> Outcome {
         let Some(text) = msg.to_text() else {
             return Outcome::Dropped;
         };
-        match self.queue(text) {
+        match self.tx.try_send(Outbound::Text(text)) {
             Ok(()) => Outcome::Queued,
             Err(TrySendError::Full(_)) => Outcome::TooSlow("too slow: the send queue is full"),
             Err(TrySendError::Closed(_)) => {
@@ -116,7 +126,7 @@ impl Outbox {
     /// the lag.
     pub(super) fn push_event(&mut self, sub: &SpaceName, msg: &ServerMessage<'_>) -> Outcome {
         if self.lagging.contains(sub) {
-            return self.count_drop();
+            return Outcome::Dropped;
         }
         let Some(text) = msg.to_text() else {
             return Outcome::Dropped;
@@ -125,7 +135,7 @@ impl Outbox {
             Ok(()) => Outcome::Queued,
             Err(TrySendError::Full(_)) => {
                 self.lag(sub, 1);
-                self.count_drop()
+                Outcome::Dropped
             }
             Err(TrySendError::Closed(_)) => {
                 self.gone = true;
@@ -139,7 +149,7 @@ impl Outbox {
     /// notice: the fresh picture sent on [`Room`] says `resync`.
     pub(super) fn push_watch(&mut self, msg: &ServerMessage<'_>) -> Outcome {
         if self.watch_lagging {
-            return self.count_drop();
+            return Outcome::Dropped;
         }
         let Some(text) = msg.to_text() else {
             return Outcome::Dropped;
@@ -148,7 +158,8 @@ impl Outbox {
             Ok(()) => Outcome::Queued,
             Err(TrySendError::Full(_)) => {
                 self.watch_lagging = true;
-                self.count_drop()
+                self.lag_since.get_or_insert_with(Instant::now);
+                Outcome::Dropped
             }
             Err(TrySendError::Closed(_)) => {
                 self.gone = true;
@@ -160,7 +171,15 @@ impl Outbox {
     /// Whether the watch lagged and must send a fresh picture; the lag
     /// is forgotten (called once there is room).
     pub(super) fn take_watch_lag(&mut self) -> bool {
-        std::mem::take(&mut self.watch_lagging)
+        let lagged = std::mem::take(&mut self.watch_lagging);
+        self.lag_ended();
+        lagged
+    }
+
+    /// When the current lag began, if the connection lags: the session
+    /// cuts a reader whose queue stays without room for the stall limit.
+    pub(super) fn lagging_since(&self) -> Option<Instant> {
+        self.lag_since
     }
 
     /// The store's queue for `sub` overflowed: the subscription missed
@@ -175,13 +194,10 @@ impl Outbox {
         self.lag(sub, missed);
         if self.has_room() {
             self.lagging.remove(sub);
-            // Issue 15: the subscription restarts at once, but `dropped`
-            // is not reset (it is only when lagging subscriptions restart
-            // on `Room`), so drops of an earlier lag still count towards
-            // 4009. Left as is in a structural change.
+            self.lag_ended();
             Outcome::Restart
         } else {
-            self.count_drop()
+            Outcome::Dropped
         }
     }
 
@@ -192,17 +208,25 @@ impl Outbox {
     }
 
     /// There is room again: the lagging subscriptions, to start over with
-    /// fresh snapshots (their notices went out when the lag began), and a
-    /// fresh count of drops.
+    /// fresh snapshots (their notices went out when the lag began).
     pub(super) fn recover(&mut self) -> HashSet<SpaceName> {
-        self.dropped = 0;
-        std::mem::take(&mut self.lagging)
+        let lagging = std::mem::take(&mut self.lagging);
+        self.lag_ended();
+        lagging
     }
 
     /// Forgets `sub`'s lag: the subscription ended, or starts over with a
     /// fresh snapshot that supersedes it.
     pub(super) fn forget(&mut self, sub: &SpaceName) {
         self.lagging.remove(sub);
+        self.lag_ended();
+    }
+
+    /// Clears the stall clock once nothing lags any more.
+    fn lag_ended(&mut self) {
+        if !self.is_lagging() {
+            self.lag_since = None;
+        }
     }
 
     /// Queues the close behind what is queued (so the client reads the
@@ -235,22 +259,12 @@ impl Outbox {
     /// snapshot still follows.
     fn lag(&mut self, sub: &SpaceName, missed: u64) {
         self.lagging.insert(sub.clone());
+        self.lag_since.get_or_insert_with(Instant::now);
         let notice = ServerMessage::Lagged { space: sub, missed };
         if let Some(text) = notice.to_text()
             && let Err(TrySendError::Closed(_)) = self.tx.try_send(Outbound::Text(text))
         {
             self.gone = true;
-        }
-    }
-
-    /// Counts a dropped message; another queue's worth of them since the
-    /// lag began means the client is too slow.
-    fn count_drop(&mut self) -> Outcome {
-        self.dropped += 1;
-        if self.dropped > SEND_QUEUE as u64 {
-            Outcome::TooSlow("too slow: the send queue stayed full after a lagged notice")
-        } else {
-            Outcome::Dropped
         }
     }
 }

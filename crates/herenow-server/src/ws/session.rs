@@ -124,6 +124,10 @@ impl Session {
             let idle_deadline = self.timers.idle_deadline();
             let waiting_for_hello = self.grant.is_none();
             let lagging = self.outbox.is_lagging();
+            let stall_deadline = self
+                .outbox
+                .lagging_since()
+                .map(|since| since + self.timers.stall());
             let has_subs = !self.subs.is_empty();
             let has_watch = self.watching.is_some();
             tokio::select! {
@@ -136,6 +140,9 @@ impl Session {
                 }
                 () = sleep_until(idle_deadline) => {
                     self.close(close::IDLE, "no message within the TTL");
+                }
+                () = sleep_until(stall_deadline.unwrap_or(idle_deadline)), if stall_deadline.is_some() => {
+                    self.close(close::TOO_SLOW, "too slow: the send queue stayed full");
                 }
                 has_room = room.wait(), if lagging => {
                     if !has_room {
@@ -392,6 +399,18 @@ impl Session {
         page_size: usize,
         reference: Option<Ref>,
     ) -> Result<(), WsError> {
+        self.subscribe_as(space, page_size, reference, false).await
+    }
+
+    /// [`subscribe`](Self::subscribe), its snapshot marked `resync` when
+    /// it starts a lagging subscription over.
+    async fn subscribe_as(
+        &mut self,
+        space: SpaceName,
+        page_size: usize,
+        reference: Option<Ref>,
+        resync: bool,
+    ) -> Result<(), WsError> {
         self.subs.admit(&space)?;
         let sub = self
             .store_call(self.state.store().subscribe(&space))
@@ -406,6 +425,7 @@ impl Session {
                 sub.snapshot_omitted,
                 page_size,
                 reference,
+                resync,
             )
             .await;
         if sent.is_err() {
@@ -509,6 +529,7 @@ impl Session {
         omitted: u64,
         page_size: usize,
         reference: Option<Ref>,
+        resync: bool,
     ) -> Result<(), WsError> {
         let pages = snapshot.len().div_ceil(page_size).max(1);
         let mut rest = snapshot.into_iter();
@@ -547,6 +568,7 @@ impl Session {
                 members,
                 last,
                 omitted: last.then_some(omitted),
+                resync,
             };
             let outcome = self.outbox.push_event(space, &msg);
             if !self.settle(outcome) {
@@ -561,7 +583,10 @@ impl Session {
     /// Starts a subscription over after lag.
     async fn restart(&mut self, space: SpaceName) {
         let page_size = self.subs.page_size(&space);
-        if let Err(e) = self.subscribe(space.clone(), page_size, None).await {
+        if let Err(e) = self
+            .subscribe_as(space.clone(), page_size, None, true)
+            .await
+        {
             self.unsubscribe(&space);
             self.fail(
                 None,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::limits::{HELLO_TIMEOUT, MIN_STORE_PING};
+use super::limits::{HELLO_TIMEOUT, MAX_STALL, MIN_STORE_PING};
 
 /// The timing a connection is told (in `welcome`) and held to.
 #[derive(Clone, Copy, Debug)]
@@ -53,6 +53,12 @@ impl Timers {
     /// message.
     pub(super) fn idle_deadline(&self) -> Instant {
         self.last_message + self.settings.ttl
+    }
+
+    /// How long a lagging connection's queue may stay without room:
+    /// [`MAX_STALL`], or a third of the TTL if shorter.
+    pub(super) fn stall(&self) -> Duration {
+        MAX_STALL.min(self.settings.ttl / 3)
     }
 
     /// A frame arrived at `now`: the idle deadline moves.
