@@ -51,8 +51,8 @@ use self::connections::{
     invisible_connections,
 };
 use self::remembered::{
-    erase_forgets_everywhere, expiry_keeps_last_seen, leave_keeps_last_seen,
-    remembered_until_the_horizon, seen_anywhere_over_spaces,
+    erase_forgets_everywhere, expiry_keeps_last_seen, leave_after_timeout_keeps_last_heartbeat,
+    leave_keeps_last_seen, remembered_until_the_horizon, seen_anywhere_over_spaces,
 };
 use self::time::{config_per_space, events_follow_status, expiry_after_retention};
 
@@ -88,6 +88,7 @@ scenarios!(
     invisible_connections,
     connection_bad_input,
     leave_keeps_last_seen,
+    leave_after_timeout_keeps_last_heartbeat,
     expiry_keeps_last_seen,
     remembered_until_the_horizon,
     seen_anywhere_over_spaces,

@@ -63,6 +63,74 @@ pub(super) async fn leave_keeps_last_seen(s: Arc<dyn PresenceStore>, clock: Manu
     );
 }
 
+/// A goodbye from a member whose presence already ended is not a
+/// sighting (issue 8; the memory and Redis stores once differed here, seed
+/// 2 of the Redis model walk): one that timed out and is still stored
+/// keeps its last heartbeat when it then leaves or closes its last
+/// connection, as the timeout `leave` said. Only a present member is
+/// remembered at the time it says goodbye.
+pub(super) async fn leave_after_timeout_keeps_last_heartbeat(
+    s: Arc<dyn PresenceStore>,
+    clock: ManualClock,
+) {
+    let sp = space("c-rem-late-bye");
+    s.set_config(&sp, short_retention()).await.unwrap();
+    s.heartbeat(&sp, &[beat(user("ann"))]).await.unwrap();
+    // bob's connection outlives his presence: it does not ping.
+    let bob = Attach {
+        member: user("bob"),
+        conn: ConnId::new("late-bob").expect("valid connection id"),
+        meta: None,
+        invisible: false,
+        ttl_ms: 30_000,
+    };
+    s.attach(&sp, &bob).await.unwrap();
+    let mut sub = s.subscribe(&sp).await.unwrap();
+    // Past away_ms, before retention_ms: timed out, still stored.
+    clock.advance(Duration::from_secs(3));
+    settle(&s).await;
+    let mut leaves = 0;
+    while leaves < 2 {
+        let e = next_event(&mut sub).await;
+        if e.kind == EventKind::Away {
+            continue;
+        }
+        assert_eq!(
+            (e.kind, e.reason, e.last_seen_ms),
+            (EventKind::Leave, Some(LeaveReason::Timeout), Some(T0))
+        );
+        leaves += 1;
+    }
+    assert_eq!(s.leave(&sp, &[user("ann")]).await.unwrap(), 0);
+    let r = s.detach(&sp, &user("bob"), &bob.conn).await.unwrap();
+    assert!(r.found && !r.left, "{r:?}");
+    assert_eq!(s.leave(&sp, &[user("bob")]).await.unwrap(), 0);
+    no_event(&mut sub).await;
+    let st = s.status(&sp, &[user("ann"), user("bob")]).await.unwrap();
+    for m in &st {
+        assert_eq!(
+            (m.status, m.last_seen_ms),
+            (Status::Offline, Some(T0)),
+            "{m:?}"
+        );
+    }
+    // Past the retention nothing moves either.
+    clock.advance(Duration::from_secs(5));
+    settle(&s).await;
+    let st = s.status(&sp, &[user("ann"), user("bob")]).await.unwrap();
+    for m in &st {
+        assert_eq!(
+            (m.status, m.last_seen_ms),
+            (Status::Offline, Some(T0)),
+            "{m:?}"
+        );
+    }
+    assert_eq!(
+        s.seen_anywhere(&[id("ann")]).await.unwrap()[0].last_seen_ms,
+        Some(T0)
+    );
+}
+
 pub(super) async fn expiry_keeps_last_seen(s: Arc<dyn PresenceStore>, clock: ManualClock) {
     let sp = space("c-rem-expiry");
     s.set_config(&sp, short_retention()).await.unwrap();
