@@ -51,8 +51,9 @@ use self::connections::{
     invisible_connections,
 };
 use self::remembered::{
-    erase_forgets_everywhere, expiry_keeps_last_seen, leave_after_timeout_keeps_last_heartbeat,
-    leave_keeps_last_seen, remembered_until_the_horizon, seen_anywhere_over_spaces,
+    erase_forgets_everywhere, expiry_keeps_last_seen, forgotten_times_are_counted,
+    leave_after_timeout_keeps_last_heartbeat, leave_keeps_last_seen, remembered_until_the_horizon,
+    seen_anywhere_over_spaces,
 };
 use self::time::{config_per_space, events_follow_status, expiry_after_retention};
 
@@ -91,6 +92,7 @@ scenarios!(
     leave_after_timeout_keeps_last_heartbeat,
     expiry_keeps_last_seen,
     remembered_until_the_horizon,
+    forgotten_times_are_counted,
     seen_anywhere_over_spaces,
     erase_forgets_everywhere,
 );

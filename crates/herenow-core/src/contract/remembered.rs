@@ -245,6 +245,52 @@ pub(super) async fn remembered_until_the_horizon(s: Arc<dyn PresenceStore>, cloc
     ));
 }
 
+/// Remembered times the sweep drops at the horizon are counted in
+/// `TickReport::forgotten` (the server's `herenow_forgotten_total`), once
+/// each, users and guests alike.
+pub(super) async fn forgotten_times_are_counted(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+    let config = SpaceConfig {
+        remember_ms: 10_000,
+        remember_guests: true,
+        ..SpaceConfig::default()
+    };
+    // One space where someone stays present, one that only remembers.
+    let (busy, quiet) = (space("c-forget-busy"), space("c-forget-quiet"));
+    for sp in [&busy, &quiet] {
+        s.set_config(sp, config).await.unwrap();
+    }
+    s.heartbeat(
+        &busy,
+        &[beat(user("ann")), beat(guest("g1")), beat(user("cy"))],
+    )
+    .await
+    .unwrap();
+    s.heartbeat(&quiet, &[beat(user("bob"))]).await.unwrap();
+    s.leave(&busy, &[user("ann"), guest("g1")]).await.unwrap();
+    s.leave(&quiet, &[user("bob")]).await.unwrap();
+    // A store may need several rounds to go over all it remembers.
+    async fn forgotten(s: &Arc<dyn PresenceStore>) -> u64 {
+        let mut n = 0;
+        for _ in 0..16 {
+            n += s.tick().await.expect("tick").forgotten;
+        }
+        n
+    }
+    assert_eq!(forgotten(&s).await, 0);
+    clock.advance(Duration::from_millis(9_999));
+    s.heartbeat(&busy, &[beat(user("cy"))]).await.unwrap();
+    assert_eq!(forgotten(&s).await, 0, "not before the horizon");
+    // Past the horizon, and past any delay a store puts on revisiting a
+    // space that only remembers.
+    clock.advance(Duration::from_secs(20));
+    s.heartbeat(&busy, &[beat(user("cy"))]).await.unwrap();
+    assert_eq!(forgotten(&s).await, 3);
+    assert_eq!(forgotten(&s).await, 0, "each counted once");
+    let st = s.status(&busy, &[user("ann"), user("cy")]).await.unwrap();
+    assert_eq!(st[0].last_seen_ms, None);
+    assert_eq!(st[1].status, Status::Online);
+}
+
 fn id(s: &str) -> MemberId {
     MemberId::new(s).expect("valid id")
 }
