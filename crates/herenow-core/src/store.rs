@@ -38,8 +38,9 @@ pub trait PresenceStore: Send + Sync + 'static {
     async fn heartbeat(&self, space: &SpaceName, beats: &[Heartbeat]) -> Result<HeartbeatReport>;
 
     /// Members say goodbye: offline at once, their last seen remembered as
-    /// the leave's time (see [`SpaceConfig::remember_ms`]). Returns how
-    /// many were present.
+    /// the leave's time (see [`SpaceConfig::remember_ms`]); one no longer
+    /// present (timed out, not yet expired) keeps its last heartbeat.
+    /// Returns how many were present.
     async fn leave(&self, space: &SpaceName, members: &[MemberKey]) -> Result<u64>;
 
     /// Last-seen time and status of each member, in the order asked.

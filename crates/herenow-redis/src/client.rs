@@ -170,6 +170,56 @@ impl RedisClient {
         }
     }
 
+    /// One slot served by each master, so that [`query_on`](Self::query_on)
+    /// each reaches every master once: `[0]` on one server (where slots
+    /// mean nothing), on a cluster the first slot of each master's ranges
+    /// (from `CLUSTER SLOTS`). For commands that see one node's keys only,
+    /// such as `SCAN`.
+    pub async fn master_slots(&mut self) -> RedisResult<Vec<u16>> {
+        let RedisClient::Cluster(c) = self else {
+            return Ok(vec![0]);
+        };
+        let v: Value = redis::cmd("CLUSTER").arg("SLOTS").query_async(c).await?;
+        // Each range: start, end, then the master as host, port, id, …
+        let mut first: std::collections::BTreeMap<(String, i64), u16> = Default::default();
+        let Value::Array(ranges) = v else {
+            return Err(unexpected("CLUSTER SLOTS: an array"));
+        };
+        for r in ranges {
+            let Value::Array(r) = r else {
+                return Err(unexpected("CLUSTER SLOTS: ranges as arrays"));
+            };
+            let (Some(Value::Int(start)), Some(Value::Array(master))) = (r.first(), r.get(2))
+            else {
+                return Err(unexpected("CLUSTER SLOTS: a start and a master"));
+            };
+            let host = match master.first() {
+                Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+                Some(Value::SimpleString(s)) => s.clone(),
+                _ => return Err(unexpected("CLUSTER SLOTS: a master's host")),
+            };
+            let Some(Value::Int(port)) = master.get(1) else {
+                return Err(unexpected("CLUSTER SLOTS: a master's port"));
+            };
+            let start = u16::try_from(*start).map_err(|_| unexpected("a slot"))?;
+            let slot = first.entry((host, *port)).or_insert(start);
+            *slot = (*slot).min(start);
+        }
+        Ok(first.into_values().collect())
+    }
+
+    /// Runs `cmd` on the master serving `slot` (on one server, there).
+    pub async fn query_on(&mut self, slot: u16, cmd: Cmd) -> RedisResult<Value> {
+        use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+        match self {
+            RedisClient::Single(c) => cmd.query_async(c).await,
+            RedisClient::Cluster(c) => {
+                let to = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
+                c.route_command(cmd, RoutingInfo::SingleNode(to)).await
+            }
+        }
+    }
+
     /// Undoes [`subscribe`](Self::subscribe).
     pub async fn unsubscribe(&mut self, channel: &str) -> RedisResult<()> {
         match self {
@@ -177,6 +227,11 @@ impl RedisClient {
             RedisClient::Cluster(c) => c.sunsubscribe(channel).await,
         }
     }
+}
+
+/// A reply that does not have the shape a command promises.
+fn unexpected(what: &'static str) -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, what))
 }
 
 impl ConnectionLike for RedisClient {

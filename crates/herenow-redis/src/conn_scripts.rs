@@ -371,11 +371,12 @@ return 0
 /// connections still stored (so a space that holds only connections,
 /// invisible ones say, is not dropped from the registry while they live)
 /// and the connections it closed fifth, `more` set when either budget ran
-/// out: `{expired, transitions, more, left, connections_expired, 0,
-/// remembered, due, unindexed, trimmed}`. When another store holds the
-/// lease: `{0, 0, 0, -1, 0, stored, remembered, due}`, `stored` counting
-/// what `left` counts (so a space split over shards swept by several
-/// stores can still be found empty, and its remembered times scheduled).
+/// out: `{expired, transitions, more, left, connections_expired,
+/// forgotten, remembered, due, unindexed, trimmed}`. When another store
+/// holds the lease: `{0, 0, 0, -1, 0, stored, remembered, due}`, `stored`
+/// counting what `left` counts (so a space split over shards swept by
+/// several stores can still be found empty, and its remembered times
+/// scheduled).
 ///
 /// [`TICK`]: crate::scripts::TICK
 pub static SWEEP: LazyLock<Script> = LazyLock::new(|| {

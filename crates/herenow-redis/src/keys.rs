@@ -296,6 +296,32 @@ impl Keys {
         format!("{}:friends:{user}", self.prefix)
     }
 
+    /// A `SCAN … MATCH` pattern for every friend set under this prefix
+    /// (glob characters of the prefix escaped).
+    pub fn friends_pattern(&self) -> String {
+        let mut p = String::with_capacity(self.prefix.len() + 10);
+        for c in self.prefix.chars() {
+            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                p.push('\\');
+            }
+            p.push(c);
+        }
+        p + ":friends:*"
+    }
+
+    /// The owner of a friend set from its key name (`None`: not one).
+    pub fn owner_of_friends<'a>(&self, key: &'a str) -> Option<&'a str> {
+        key.strip_prefix(self.prefix.as_str())?
+            .strip_prefix(":friends:")
+    }
+
+    /// The one-time migrations this store has run on its data: a hash,
+    /// migration → when it finished (ms). `followers`: friend sets written
+    /// before the reverse index existed were indexed.
+    pub fn migrations(&self) -> String {
+        format!("{}:migrations", self.prefix)
+    }
+
     /// The users whose friend set holds `user` (or did: a superset, the
     /// reverse index that erasing a user needs), in `user`'s bucket.
     pub fn followers(&self, user: &str) -> String {
@@ -381,6 +407,11 @@ mod tests {
         assert!(b < USER_BUCKETS);
         assert_eq!(k.seen("alice"), format!("p:{{~{b}}}:seen:alice"));
         assert_eq!(k.followers("alice"), format!("p:{{~{b}}}:followers:alice"));
+        let k = Keys::new("p*[x]", 1, HashMap::new()).unwrap();
+        assert_eq!(k.friends_pattern(), r"p\*\[x\]:friends:*");
+        assert_eq!(k.owner_of_friends("p*[x]:friends:ann"), Some("ann"));
+        assert_eq!(k.owner_of_friends("p*[x]:friendsann"), None);
+        assert_eq!(k.owner_of_friends("q:friends:ann"), None);
         let groups = Keys::by_bucket(&["a", "b", "a"]);
         assert_eq!(groups.iter().map(Vec::len).sum::<usize>(), 3);
         assert!(groups.iter().any(|g| g.contains(&0) && g.contains(&2)));

@@ -40,6 +40,7 @@
 //! | `P:friends:ID` | set | a user's friends (global, one slot of its own) |
 //! | `P:{~B}:followers:ID` | set | the users whose friend set holds ID (a superset: the reverse index erasure uses); `B` is the id's bucket, [`keys::user_bucket`] |
 //! | `P:{~B}:seen:ID` | sorted set | a user's index of spaces: member = a space the user is stored or remembered in (a superset), score = when a writer last marked it (ms) |
+//! | `P:migrations` | hash | one-time migrations that have run on this prefix's data → when each finished (ms): `followers` (friend sets written before the reverse index, indexed) |
 //!
 //! Each member is stored once, in its kind's sorted set: there is no
 //! second index by id (there was one, `P:{S}:iu` / `P:{S}:ig`, which
@@ -118,7 +119,12 @@
 //! reverse index are emptied last so a retry still finds what is left).
 //! It is refused while writes wait in the outage buffer, which could bring
 //! the user back. Friend sets written before the reverse index existed are
-//! not in it: erasure does not find those until they are written again.
+//! put in it once, by the first store of this version to open
+//! ([`RedisStore::connect`] `SCAN`s every master for `P:friends:*`, then
+//! records `followers` in `P:migrations`; see `store/migrate.rs`), so
+//! erasure finds every set. Sets written after that by a server of an
+//! earlier version are not: once none runs, `HDEL P:migrations followers`
+//! and the next start indexes them.
 //!
 //! Online friends read the friend set first and then look the friends up in
 //! the space's slot (the friend set and the space live in different slots

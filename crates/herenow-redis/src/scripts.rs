@@ -389,12 +389,14 @@ return present
 /// lease if it is free (`SET NX PX`), renews it if the caller holds it, and
 /// otherwise returns `{0, 0, 0, -1}` without touching anything. The lease
 /// expires by itself when its holder stops sweeping.
-/// Returns `{expired, transitions, more, left, 0, 0, remembered, due,
-/// unindexed, trimmed}`: `left` the members stored plus the users waiting
-/// in `unidx`, `remembered` the members of the remembered sets, `due` when
-/// the first of them passes the horizon (-1: none), `unindexed` the size
-/// of `unidx`, `trimmed` the users whose remembered time this call forgot
-/// (so the caller can drop the space from their index).
+/// Returns `{expired, transitions, more, left, 0, forgotten, remembered,
+/// due, unindexed, trimmed}`: `left` the members stored plus the users
+/// waiting in `unidx`, `forgotten` how many remembered times (users' and
+/// guests') this call forgot (`TickReport::forgotten`), `remembered` the
+/// members of the remembered sets, `due` when the first of them passes
+/// the horizon (-1: none), `unindexed` the size of `unidx`, `trimmed` the
+/// users whose remembered time this call forgot (so the caller can drop
+/// the space from their index).
 pub static TICK: LazyLock<Script> = LazyLock::new(|| script(TICK_BODY));
 
 /// The body of [`TICK`], also run by [`SWEEP`](crate::conn_scripts::SWEEP)
@@ -479,7 +481,7 @@ for _, k in ipairs({'u', 'g'}) do
 end
 publish(KEYS[4], ARGV[8], ARGV[9], ev)
 -- Remembered times past the horizon, oldest first.
-local trimmed = {}
+local trimmed, fg = {}, 0
 for _, k in ipairs({'u', 'g'}) do
   local cut = '+inf'
   if remembers(k, rem, rg) then cut = S(now - rem) end
@@ -489,6 +491,7 @@ for _, k in ipairs({'u', 'g'}) do
     local xs = redis.call('ZRANGEBYSCORE', rz[k], '-inf', cut, 'LIMIT', 0, n)
     if #xs == 0 then break end
     budget = budget - #xs
+    fg = fg + #xs
     redis.call('ZREM', rz[k], unpack(xs))
     if k == 'u' then
       for _, id in ipairs(xs) do trimmed[#trimmed + 1] = id end
@@ -517,7 +520,7 @@ end
 local remembered, due = rem_due(KEYS[10], KEYS[11], now, rem, rg)
 local unidx = redis.call('SCARD', KEYS[12])
 local left = redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2]) + unidx
-return {ex, tr, more, left, 0, 0, remembered, due, unidx, trimmed}
+return {ex, tr, more, left, 0, fg, remembered, due, unidx, trimmed}
 "#;
 
 /// A subscriber's snapshot: the event sequence number and the members

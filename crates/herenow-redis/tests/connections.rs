@@ -326,17 +326,14 @@ async fn same_answers_and_events_as_the_memory_engine() {
     let server = common::RedisServer::standalone();
     let mut seen = std::collections::BTreeMap::new();
     // Thresholds short enough for the walk to see members go away, come
-    // back, time out and expire while their connections live on. Nothing
-    // remembered: with remembering on, seed 2 still finds one remembered
-    // time on which the two stores differ (open in issue 8), so the walk
-    // compares presence alone; what Redis remembers when connections end
-    // is pinned in `last_seen.rs`, the memory store's in its own tests.
+    // back, time out and expire while their connections live on; members
+    // that go away are remembered (the default), so their remembered
+    // last-seen times are compared too.
     let policy = SpaceConfig {
         online_ms: 4_000,
         away_ms: 12_000,
         window_ms: 12_000,
         retention_ms: 30_000,
-        remember_ms: 0,
         ..SpaceConfig::default()
     };
     for seed in [1_u64, 2, 3] {

@@ -2,8 +2,9 @@
 //! cannot look: what live connections leave remembered, the users' index
 //! of spaces repaired by the sweep (a writer that died before indexing,
 //! users stored by an earlier version), the registry of remembered times,
-//! the reverse index of friend sets that erasure uses, and policies
-//! written before remembering existed.
+//! the reverse index of friend sets that erasure uses (and its one-time
+//! migration of friend sets written before it), and policies written
+//! before remembering existed.
 
 use herenow_testkit as common;
 
@@ -313,6 +314,67 @@ async fn erasure_finds_every_friend_set_through_the_reverse_index() {
         s.erase_user(&id("ann")).await.unwrap(),
         ErasureReport::default()
     );
+}
+
+/// Runs an inline command on whichever of `ports` holds its key (the one
+/// that does not answer `MOVED`): a client of an earlier version.
+fn raw_on_owner(ports: &[u16], cmd: &str) -> String {
+    for &p in ports {
+        let r = common::raw_command(p, cmd).unwrap();
+        if !r.starts_with("-MOVED") {
+            assert!(!r.starts_with('-'), "{cmd}: {r}");
+            return r;
+        }
+    }
+    panic!("no node took {cmd}");
+}
+
+/// Friend sets written before the reverse index existed (issue 8) are
+/// indexed once, when a store opens, so erasure finds them; the migration
+/// is recorded and runs again only when its record is deleted.
+async fn old_friend_sets_are_indexed_at_open(url: &str, ports: &[u16]) {
+    // Written the old way: the sets alone, no reverse index. Enough owners
+    // for their sets to spread over a cluster's masters.
+    raw_on_owner(ports, "SADD mig:friends:bob ann cy");
+    for i in 0..12 {
+        raw_on_owner(ports, &format!("SADD mig:friends:o{i} ann"));
+    }
+    // Another prefix's set is not this store's.
+    raw_on_owner(ports, "SADD other:friends:zed ann");
+    let clock = ManualClock::new(T0);
+    let s = store(url, &clock, "mig", SpaceConfig::default()).await;
+    let report = s.erase_user(&id("ann")).await.unwrap();
+    assert_eq!(report.listed_by, 13, "{report:?}");
+    assert_eq!(s.friends(&id("bob")).await.unwrap(), [id("cy")]);
+    assert!(s.friends(&id("o7")).await.unwrap().is_empty());
+    assert_eq!(
+        raw_on_owner(ports, "SISMEMBER other:friends:zed ann"),
+        ":1\r\n"
+    );
+
+    // Recorded: a store opened later does not scan again...
+    raw_on_owner(ports, "SADD mig:friends:fay ann");
+    drop(store(url, &clock, "mig", SpaceConfig::default()).await);
+    assert_eq!(s.erase_user(&id("ann")).await.unwrap().listed_by, 0);
+    // ...unless the record is deleted (servers of an earlier version wrote
+    // friend sets after it ran).
+    raw_on_owner(ports, "HDEL mig:migrations followers");
+    let again = store(url, &clock, "mig", SpaceConfig::default()).await;
+    assert_eq!(again.erase_user(&id("ann")).await.unwrap().listed_by, 1);
+    assert!(again.friends(&id("fay")).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn old_friend_sets_are_indexed_at_open_standalone() {
+    let server = common::RedisServer::standalone();
+    old_friend_sets_are_indexed_at_open(&server.url(), &[server.port]).await;
+}
+
+#[tokio::test]
+async fn old_friend_sets_are_indexed_at_open_cluster() {
+    let cluster = common::RedisCluster::start();
+    let ports: Vec<u16> = cluster.nodes.iter().map(|n| n.port).collect();
+    old_friend_sets_are_indexed_at_open(&cluster.url(), &ports).await;
 }
 
 #[tokio::test]

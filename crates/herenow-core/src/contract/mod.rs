@@ -56,8 +56,9 @@ use self::follow::{
     friend_set_changes_are_fed, invisible_users_are_not_fed,
 };
 use self::remembered::{
-    erase_forgets_everywhere, expiry_keeps_last_seen, leave_keeps_last_seen,
-    remembered_until_the_horizon, seen_anywhere_over_spaces,
+    erase_forgets_everywhere, expiry_keeps_last_seen, forgotten_times_are_counted,
+    leave_after_timeout_keeps_last_heartbeat, leave_keeps_last_seen, remembered_until_the_horizon,
+    seen_anywhere_over_spaces,
 };
 use self::time::{config_per_space, events_follow_status, expiry_after_retention};
 
@@ -93,8 +94,10 @@ scenarios!(
     invisible_connections,
     connection_bad_input,
     leave_keeps_last_seen,
+    leave_after_timeout_keeps_last_heartbeat,
     expiry_keeps_last_seen,
     remembered_until_the_horizon,
+    forgotten_times_are_counted,
     seen_anywhere_over_spaces,
     erase_forgets_everywhere,
     followed_users_are_fed_from_every_space,

@@ -63,6 +63,74 @@ pub(super) async fn leave_keeps_last_seen(s: Arc<dyn PresenceStore>, clock: Manu
     );
 }
 
+/// A goodbye from a member whose presence already ended is not a
+/// sighting (issue 8; the memory and Redis stores once differed here, seed
+/// 2 of the Redis model walk): one that timed out and is still stored
+/// keeps its last heartbeat when it then leaves or closes its last
+/// connection, as the timeout `leave` said. Only a present member is
+/// remembered at the time it says goodbye.
+pub(super) async fn leave_after_timeout_keeps_last_heartbeat(
+    s: Arc<dyn PresenceStore>,
+    clock: ManualClock,
+) {
+    let sp = space("c-rem-late-bye");
+    s.set_config(&sp, short_retention()).await.unwrap();
+    s.heartbeat(&sp, &[beat(user("ann"))]).await.unwrap();
+    // bob's connection outlives his presence: it does not ping.
+    let bob = Attach {
+        member: user("bob"),
+        conn: ConnId::new("late-bob").expect("valid connection id"),
+        meta: None,
+        invisible: false,
+        ttl_ms: 30_000,
+    };
+    s.attach(&sp, &bob).await.unwrap();
+    let mut sub = s.subscribe(&sp).await.unwrap();
+    // Past away_ms, before retention_ms: timed out, still stored.
+    clock.advance(Duration::from_secs(3));
+    settle(&s).await;
+    let mut leaves = 0;
+    while leaves < 2 {
+        let e = next_event(&mut sub).await;
+        if e.kind == EventKind::Away {
+            continue;
+        }
+        assert_eq!(
+            (e.kind, e.reason, e.last_seen_ms),
+            (EventKind::Leave, Some(LeaveReason::Timeout), Some(T0))
+        );
+        leaves += 1;
+    }
+    assert_eq!(s.leave(&sp, &[user("ann")]).await.unwrap(), 0);
+    let r = s.detach(&sp, &user("bob"), &bob.conn).await.unwrap();
+    assert!(r.found && !r.left, "{r:?}");
+    assert_eq!(s.leave(&sp, &[user("bob")]).await.unwrap(), 0);
+    no_event(&mut sub).await;
+    let st = s.status(&sp, &[user("ann"), user("bob")]).await.unwrap();
+    for m in &st {
+        assert_eq!(
+            (m.status, m.last_seen_ms),
+            (Status::Offline, Some(T0)),
+            "{m:?}"
+        );
+    }
+    // Past the retention nothing moves either.
+    clock.advance(Duration::from_secs(5));
+    settle(&s).await;
+    let st = s.status(&sp, &[user("ann"), user("bob")]).await.unwrap();
+    for m in &st {
+        assert_eq!(
+            (m.status, m.last_seen_ms),
+            (Status::Offline, Some(T0)),
+            "{m:?}"
+        );
+    }
+    assert_eq!(
+        s.seen_anywhere(&[id("ann")]).await.unwrap()[0].last_seen_ms,
+        Some(T0)
+    );
+}
+
 pub(super) async fn expiry_keeps_last_seen(s: Arc<dyn PresenceStore>, clock: ManualClock) {
     let sp = space("c-rem-expiry");
     s.set_config(&sp, short_retention()).await.unwrap();
@@ -175,6 +243,52 @@ pub(super) async fn remembered_until_the_horizon(s: Arc<dyn PresenceStore>, cloc
     assert!(is_invalid(
         &s.set_config(&shrink, too_long).await.unwrap_err()
     ));
+}
+
+/// Remembered times the sweep drops at the horizon are counted in
+/// `TickReport::forgotten` (the server's `herenow_forgotten_total`), once
+/// each, users and guests alike.
+pub(super) async fn forgotten_times_are_counted(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+    let config = SpaceConfig {
+        remember_ms: 10_000,
+        remember_guests: true,
+        ..SpaceConfig::default()
+    };
+    // One space where someone stays present, one that only remembers.
+    let (busy, quiet) = (space("c-forget-busy"), space("c-forget-quiet"));
+    for sp in [&busy, &quiet] {
+        s.set_config(sp, config).await.unwrap();
+    }
+    s.heartbeat(
+        &busy,
+        &[beat(user("ann")), beat(guest("g1")), beat(user("cy"))],
+    )
+    .await
+    .unwrap();
+    s.heartbeat(&quiet, &[beat(user("bob"))]).await.unwrap();
+    s.leave(&busy, &[user("ann"), guest("g1")]).await.unwrap();
+    s.leave(&quiet, &[user("bob")]).await.unwrap();
+    // A store may need several rounds to go over all it remembers.
+    async fn forgotten(s: &Arc<dyn PresenceStore>) -> u64 {
+        let mut n = 0;
+        for _ in 0..16 {
+            n += s.tick().await.expect("tick").forgotten;
+        }
+        n
+    }
+    assert_eq!(forgotten(&s).await, 0);
+    clock.advance(Duration::from_millis(9_999));
+    s.heartbeat(&busy, &[beat(user("cy"))]).await.unwrap();
+    assert_eq!(forgotten(&s).await, 0, "not before the horizon");
+    // Past the horizon, and past any delay a store puts on revisiting a
+    // space that only remembers.
+    clock.advance(Duration::from_secs(20));
+    s.heartbeat(&busy, &[beat(user("cy"))]).await.unwrap();
+    assert_eq!(forgotten(&s).await, 3);
+    assert_eq!(forgotten(&s).await, 0, "each counted once");
+    let st = s.status(&busy, &[user("ann"), user("cy")]).await.unwrap();
+    assert_eq!(st[0].last_seen_ms, None);
+    assert_eq!(st[1].status, Status::Online);
 }
 
 fn id(s: &str) -> MemberId {

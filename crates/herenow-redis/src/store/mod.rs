@@ -10,6 +10,8 @@
 //! - `sweep.rs`: `tick`, per shard under a lease;
 //! - `friends.rs`: friend sets (and their reverse index);
 //! - `anywhere.rs`: users across spaces, "last seen anywhere" and erasure;
+//! - `migrate.rs`: one-time migrations of what earlier versions wrote, run
+//!   by `connect`;
 //! - `connections.rs`: live connections (attach, detach, listing).
 
 mod anywhere;
@@ -17,6 +19,7 @@ mod by_id;
 mod connections;
 mod friends;
 mod list;
+mod migrate;
 mod presence;
 mod read;
 mod subscribe;
@@ -76,7 +79,10 @@ impl RedisStore {
     /// by itself) or `redis+cluster://H1:P1,H2:P2,…` (seed nodes of a
     /// cluster). Fails with [`Error::Unavailable`](herenow_core::Error::Unavailable) if Redis cannot be reached
     /// within the timeout, and with [`Error::Invalid`](herenow_core::Error::Invalid) for a bad spec; it
-    /// never falls back to anything else.
+    /// never falls back to anything else. Before it answers it runs the
+    /// one-time migrations an earlier version's data needs (recorded in
+    /// `P:migrations`; see the crate documentation), and fails if one
+    /// does.
     pub async fn connect(
         spec: &str,
         clock: Arc<dyn Clock>,
@@ -119,7 +125,7 @@ impl RedisStore {
         let writer = Arc::new(Writer::new(ctx.clone()));
         let (stop, stopped) = watch::channel(false);
         let replayer = tokio::spawn(replay::run(writer.clone(), tuning, stopped));
-        Ok(RedisStore {
+        let store = RedisStore {
             ctx,
             router,
             sub_lock: tokio::sync::Mutex::new(()),
@@ -128,7 +134,9 @@ impl RedisStore {
             owner: lease_owner(),
             stop,
             replayer: Mutex::new(Some(replayer)),
-        })
+        };
+        store.migrate().await?;
+        Ok(store)
     }
 
     /// This store's name on the sweep leases it holds (unique per store:

@@ -158,6 +158,7 @@ impl RedisStore {
             report.expired += r.expired;
             report.transitions += r.transitions;
             report.connections_expired += r.connections_expired;
+            report.forgotten += r.forgotten;
             report.max_hold_us = report.max_hold_us.max(r.max_hold_us);
             left += s.stored;
             remembered += s.remembered;
@@ -266,6 +267,9 @@ impl RedisStore {
                     due: int(v.get(7))?,
                 });
             }
+            // Only the lease holder's reply counts what it forgot (another
+            // store's answers `stored` in that place).
+            report.forgotten += int(v.get(5))? as u64;
             let trimmed = ids_of(v.get_mut(9).map(std::mem::take))?;
             self.unindex(space, &trimmed, now.saturating_sub(INDEX_GRACE_MS))
                 .await?;

@@ -149,8 +149,14 @@ impl Space {
         }
     }
 
-    /// Members say goodbye at `now`, the last-seen time remembered for
-    /// them. Returns how many were present.
+    /// Members say goodbye at `now`. Returns how many were present.
+    ///
+    /// A present member is remembered as last seen at `now` (never before
+    /// its last heartbeat). One still stored but no longer present (timed
+    /// out, not yet expired) is remembered at its last heartbeat: its
+    /// presence already ended there, with a timeout `leave` saying so, and
+    /// a goodbye from someone absent is not a sighting (as for a member
+    /// already remembered, the leave changes nothing anyone can read).
     pub fn leave(&mut self, members: &[MemberKey], now: Millis) -> Result<u64, InvalidInput> {
         check_batch(members.len())?;
         let mut present = 0;
@@ -159,6 +165,7 @@ impl Space {
                 continue;
             };
             let key = self.entries[slot as usize].key();
+            let mut last = key.0;
             if self.presence(key) != Presence::Gone {
                 present += 1;
                 self.emit(
@@ -168,8 +175,8 @@ impl Space {
                     Some(key.0),
                     Some(LeaveReason::Explicit),
                 );
+                last = last.max(now);
             }
-            let last = self.entries[slot as usize].ts.max(now);
             self.remove(slot);
             self.sightings
                 .push(SightingNote::Ended(m.kind, m.id.clone(), last));

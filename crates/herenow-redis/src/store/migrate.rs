@@ -1,0 +1,219 @@
+//! One-time migrations of what earlier versions wrote, run by
+//! [`RedisStore::connect`] before it answers. Each is idempotent and, once
+//! it has finished, recorded in `P:migrations` (a hash: migration → when it
+//! finished, ms), so a later store skips it for one `HEXISTS`. Stores
+//! started together may each run one not recorded yet: the work is done
+//! twice, not wrongly. A migration that fails fails `connect` (loudly, as
+//! a Redis that cannot be reached does); the next start runs it again.
+//!
+//! - `followers`: friend sets written before the reverse index
+//!   `P:{~B}:followers:ID` existed are not in it, and erasure finds the sets
+//!   that list a user only through it. The migration `SCAN`s every master
+//!   (a cluster's keys are spread over them) for the sets `P:friends:*`, in
+//!   pages of [`SCAN_COUNT`], and lists each set's owner among the
+//!   followers of each of its friends: per page, one script per group of
+//!   followers keys (per bucket on a cluster), at most [`PAIRS_PER_CALL`]
+//!   entries a call. A set this version writes meanwhile is indexed by its
+//!   writer; a friend removed meanwhile may be left listed, which the
+//!   index allows (it is a superset: erasure's `SREM` finds nothing).
+//!   Servers of an earlier version that still write friend sets after the
+//!   migration ran are not covered: once none is left, `HDEL P:migrations
+//!   followers` runs it again at the next start.
+
+use std::collections::BTreeMap;
+use std::sync::LazyLock;
+
+use futures::{StreamExt, TryStreamExt, stream};
+use redis::{Script, Value};
+
+use herenow_core::{MemberId, Result};
+
+use super::RedisStore;
+use super::sweep::ids_of;
+use crate::reply::{array, bad_reply, opt_string};
+
+/// The `COUNT` hint of each `SCAN` step: keys looked at per round trip.
+const SCAN_COUNT: usize = 1_000;
+
+/// Most (follower, friend) entries one script call adds.
+const PAIRS_PER_CALL: usize = 10_000;
+
+/// Most friend sets read at a time.
+const READS: usize = 64;
+
+/// The `followers` migration's field in `P:migrations`.
+const FOLLOWERS: &str = "followers";
+
+/// Adds users to the followers of several users. KEYS: their followers
+/// sets (of one bucket on a cluster). ARGV: for each key in turn, how many
+/// users, then the users. Returns the number of keys.
+static FOLLOWED_BY: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local j = 1
+for i = 1, #KEYS do
+  local n = tonumber(ARGV[j])
+  -- unpack() in slices: Lua's stack is bounded.
+  for a = j + 1, j + n, 1000 do
+    local b = a + 999
+    if b > j + n then b = j + n end
+    redis.call('SADD', KEYS[i], unpack(ARGV, a, b))
+  end
+  j = j + n + 1
+end
+return #KEYS
+"#,
+    )
+});
+
+impl RedisStore {
+    /// Runs the migrations not yet recorded (see the module docs).
+    pub(super) async fn migrate(&self) -> Result<()> {
+        if !self.migrated(FOLLOWERS).await? {
+            self.index_old_friend_sets().await?;
+            self.record_migration(FOLLOWERS).await?;
+        }
+        Ok(())
+    }
+
+    async fn migrated(&self, name: &str) -> Result<bool> {
+        let key = self.ctx.keys.migrations();
+        let mut c = self.ctx.client.clone();
+        self.ctx
+            .io("migrate", async {
+                redis::cmd("HEXISTS")
+                    .arg(&key)
+                    .arg(name)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await
+    }
+
+    async fn record_migration(&self, name: &str) -> Result<()> {
+        let key = self.ctx.keys.migrations();
+        let now = self.ctx.clock.now_ms();
+        let mut c = self.ctx.client.clone();
+        self.ctx
+            .io("migrate", async {
+                redis::cmd("HSET")
+                    .arg(&key)
+                    .arg(name)
+                    .arg(now)
+                    .query_async::<Value>(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// The `followers` migration: every friend set under this prefix, on
+    /// every master, into the reverse index.
+    async fn index_old_friend_sets(&self) -> Result<()> {
+        let pattern = self.ctx.keys.friends_pattern();
+        let mut c = self.ctx.client.clone();
+        let slots = self.ctx.io("migrate", c.master_slots()).await?;
+        let (mut sets, mut entries) = (0, 0);
+        for slot in slots {
+            let mut cursor = "0".to_owned();
+            loop {
+                let mut cmd = redis::cmd("SCAN");
+                cmd.arg(&cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(SCAN_COUNT)
+                    .arg("TYPE")
+                    .arg("set");
+                let mut c = self.ctx.client.clone();
+                let v = self.ctx.io("migrate", c.query_on(slot, cmd)).await?;
+                let mut v = array(v)?.into_iter();
+                let next = opt_string(v.next())?.ok_or_else(|| bad_reply("a SCAN cursor"))?;
+                let keys = ids_of(v.next())?;
+                let (n, e) = self.index_friend_sets(&keys).await?;
+                sets += n;
+                entries += e;
+                if next == "0" {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+        if sets > 0 {
+            tracing::info!(
+                sets,
+                entries,
+                "friend sets indexed for erasure (written before the reverse index)"
+            );
+        }
+        Ok(())
+    }
+
+    /// Lists the owner of each of the friend sets `keys` among the
+    /// followers of each of its friends. Returns how many sets and
+    /// entries.
+    async fn index_friend_sets(&self, keys: &[String]) -> Result<(u64, u64)> {
+        let calls: Vec<_> = keys
+            .iter()
+            .filter_map(|k| {
+                let owner = self.ctx.keys.owner_of_friends(k)?;
+                MemberId::new(owner).ok()?;
+                Some(
+                    async move { Ok::<_, herenow_core::Error>((owner, self.members_of(k).await?)) },
+                )
+            })
+            .collect();
+        let sets: Vec<(&str, Vec<String>)> = stream::iter(calls)
+            .buffer_unordered(READS)
+            .try_collect()
+            .await?;
+        let mut by_friend: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (owner, friends) in &sets {
+            for f in friends {
+                by_friend.entry(f.as_str()).or_default().push(owner);
+            }
+        }
+        let friends: Vec<&str> = by_friend.keys().copied().collect();
+        let mut batches: Vec<Vec<usize>> = Vec::new();
+        for group in self.ctx.user_groups(&friends) {
+            let mut batch = Vec::new();
+            let mut pairs = 0;
+            for i in group {
+                pairs += by_friend[friends[i]].len();
+                batch.push(i);
+                if pairs >= PAIRS_PER_CALL {
+                    batches.push(std::mem::take(&mut batch));
+                    pairs = 0;
+                }
+            }
+            if !batch.is_empty() {
+                batches.push(batch);
+            }
+        }
+        let calls: Vec<_> = batches
+            .into_iter()
+            .map(|batch| {
+                let mut inv = FOLLOWED_BY.prepare_invoke();
+                for i in batch {
+                    let owners = &by_friend[friends[i]];
+                    inv.key(self.ctx.keys.followers(friends[i]))
+                        .arg(owners.len());
+                    for o in owners {
+                        inv.arg(*o);
+                    }
+                }
+                let mut c = self.ctx.client.clone();
+                self.ctx.io(
+                    "migrate",
+                    async move { inv.invoke_async::<Value>(&mut c).await },
+                )
+            })
+            .collect();
+        let _: Vec<Value> = stream::iter(calls)
+            .buffer_unordered(READS)
+            .try_collect()
+            .await?;
+        let entries = by_friend.values().map(Vec::len).sum::<usize>();
+        Ok((sets.len() as u64, entries as u64))
+    }
+}
