@@ -228,6 +228,7 @@ pub mod conn_scripts;
 mod ctx;
 pub mod events;
 mod flush;
+mod follow;
 pub mod keys;
 pub mod layouts;
 mod options;
