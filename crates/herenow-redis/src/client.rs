@@ -180,7 +180,7 @@ impl RedisClient {
 }
 
 impl RedisClient {
-    /// Subscribes to users' channels ([`crate::follow`]): classic
+    /// Subscribes to users' channels (`follow.rs`): classic
     /// `SUBSCRIBE` on a server and on a cluster alike, since the scripts
     /// publish there with `PUBLISH`, which a cluster carries to every node
     /// (a cluster client sends it to the node of the first channel's slot).

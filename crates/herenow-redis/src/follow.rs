@@ -16,7 +16,8 @@
 //!   ([`crate::events`]) but without metadata (a watcher shows a status,
 //!   and on a cluster every byte crosses to every node);
 //! - `friends`, after a write to the user's friend set or the erasure of
-//!   a user it held ([`ANNOUNCE`]).
+//!   a user it held ([`ANNOUNCE`]), once the write is done (a call cut
+//!   short in between answered an error; its retry says it).
 //!
 //! A store subscribes to the channel of each user it follows (counted:
 //! the first follow subscribes, the last unfollow unsubscribes), so a

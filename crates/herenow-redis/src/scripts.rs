@@ -26,7 +26,7 @@
 //!   presence is 0 gone, 1 away, 2 online; events a live connection caused
 //!   add a ninth element, the connection id ([`crate::conn_scripts`]).
 //!   A user's `join`, `away`, `back` and `leave` also go, one message
-//!   each, to the user's channel (`publish_users`, see [`crate::follow`]).
+//!   each, to the user's channel (`publish_users`, see `follow.rs`).
 //!
 //! One file on purpose, though it passes 800 lines: it is Lua text, one
 //! constant per script and no Rust logic, and every script is `PRELUDE`
