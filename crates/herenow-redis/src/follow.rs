@@ -10,7 +10,7 @@
 //!
 //! - a user's status changes (`join`, `away`, `back`, `leave`) in any
 //!   space, published by the same script call that made them (heartbeat,
-//!   leave, attach, detach, the sweep, erasure: the `publish_users` helper
+//!   leave, attach, detach, the sweep, erasure: the `publish` helper
 //!   every script shares, see [`crate::scripts`]), one message per event:
 //!   `[space, tuple]`, the tuple as the space's channel has it
 //!   ([`crate::events`]) but without metadata (a watcher shows a status,
@@ -32,13 +32,13 @@
 //! carries it to every node, so a subscriber connected anywhere receives
 //! it. The cost: each status change of a user crosses the cluster bus to
 //! every node, whether anyone follows the user or not (a heartbeat that
-//! changes no status publishes nothing; only joins, aways, backs and
-//! leaves do). The alternative, sharded channels in the users' slots,
-//! would take the publish out of the script (the script returns its
-//! events and the server publishes them afterwards): a second round
-//! trip per write, and a server that dies in between loses events that
-//! nobody would ever send again. Watchers would then stay wrong with no
-//! lag to tell them, so exactness won.
+//! changes no status publishes nothing; only joins, aways, backs and leaves
+//! do; BENCHMARKS.md, "Users' channels", has figures). The alternative,
+//! sharded channels in the users' slots, would take the publish out of the
+//! script (the script returns its events and the server publishes them
+//! afterwards): a second round trip per write, and a server that dies in
+//! between loses events that nobody would ever send again. Watchers would
+//! then stay wrong with no lag to tell them, so exactness won.
 //!
 //! # Lost messages
 //!

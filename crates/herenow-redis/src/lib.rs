@@ -153,15 +153,15 @@
 //! server receives only what its watchers need. On a cluster these are
 //! classic channels, not sharded ones: a script may not `SPUBLISH` outside
 //! its slot, while a cluster carries a `PUBLISH` to every node. The price:
-//! each status change of a user crosses the cluster bus to every node,
-//! followed or not (heartbeats that change no status publish nothing, so it
-//! grows with joins, aways, backs and leaves, not with heartbeats). On a
-//! 3-master cluster on one shared 2-core machine, `redis-benchmark -P 16`
-//! ran a `PUBLISH` nobody listens to at about a third of the rate of an
-//! `SPUBLISH` (some 150,000 against 470,000 a second), and each other node
-//! handles the message too. When the link to Redis drops, messages may be
-//! lost: the store subscribes again and then every feed lags, so its reader
-//! reads the followed users again.
+//! each status change of a user is one more message, and on a cluster it
+//! crosses the cluster bus to every node, followed or not. Heartbeats that
+//! change no status publish nothing, so the cost grows with joins, aways,
+//! backs and leaves, not with heartbeats: in batches of joins or leaves,
+//! Redis' time per member grew by about a quarter on one server and up to
+//! about double on a 3-master cluster (BENCHMARKS.md, "Users' channels").
+//! When the link to Redis drops, messages may be lost: the store subscribes
+//! again and then every feed lags, so its reader reads the followed users
+//! again.
 //!
 //! Live connections ([`conn_scripts`]) follow the memory engine's rules
 //! ([`herenow_core::conn`]): attach and detach are one script each, the

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use herenow_core::{
     Attach, ConnId, Error, EventKind, Heartbeat, InvalidInput, LeaveReason, ManualClock, MemberId,
-    MemberKey, PresenceStore, RecvError, SpaceConfig, SpaceName, Status, UserChange, UserFeed,
+    MemberKey, Metadata, PresenceStore, RecvError, SpaceConfig, SpaceName, Status, UserChange,
+    UserFeed,
 };
 use herenow_redis::{RedisOptions, RedisStore};
 
@@ -280,4 +281,34 @@ async fn feeds_lag_and_subscriptions_come_back_when_cluster_links_drop() {
     lag_then(&mut feed, leave, EventKind::Leave).await;
     let subscribed: u64 = cluster.nodes.iter().map(|n| subscriptions(n.port)).sum();
     assert_eq!(subscribed, 1);
+}
+
+/// A user's channel says what changed, not the metadata: the space's
+/// events still carry it.
+#[tokio::test]
+async fn users_channels_leave_metadata_out() {
+    let server = common::RedisServer::standalone();
+    let clock = ManualClock::new(T0);
+    let s = store(&server.url(), &clock, "meta").await;
+    let mut feed = s.user_feed().unwrap();
+    s.follow(&[id("ann")]).await.unwrap();
+    let mut sub = s.subscribe(&room()).await.unwrap();
+    let beat = Heartbeat {
+        member: user("ann"),
+        at_ms: None,
+        meta: Some(Metadata::from_json(r#"{"device":"phone"}"#).unwrap()),
+    };
+    s.heartbeat(&room(), &[beat]).await.unwrap();
+    let Ok(UserChange::Presence(e)) = next(&mut feed, Duration::from_secs(2)).await else {
+        panic!("expected ann's join");
+    };
+    assert_eq!((e.kind, e.meta.as_ref()), (EventKind::Join, None));
+    let e = tokio::time::timeout(Duration::from_secs(2), sub.events.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        e.meta.as_ref().map(Metadata::as_json),
+        Some(r#"{"device":"phone"}"#)
+    );
 }

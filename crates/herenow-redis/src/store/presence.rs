@@ -145,7 +145,8 @@ impl PresenceStore for RedisStore {
     /// the scripts publish them on each user's channel, and this store
     /// listens to the channels of the users it follows (see the crate
     /// documentation). Lags after the link to Redis dropped, once the
-    /// subscriptions are back.
+    /// subscriptions are back. Its events carry no metadata (the space's
+    /// events do).
     fn user_feed(&self) -> Result<UserFeed> {
         self.open_user_feed()
     }
