@@ -234,6 +234,27 @@ fn unexpected(what: &'static str) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, what))
 }
 
+impl RedisClient {
+    /// Subscribes to users' channels (`follow.rs`): classic
+    /// `SUBSCRIBE` on a server and on a cluster alike, since the scripts
+    /// publish there with `PUBLISH`, which a cluster carries to every node
+    /// (a cluster client sends it to the node of the first channel's slot).
+    pub async fn subscribe_users(&mut self, channels: &[String]) -> RedisResult<()> {
+        match self {
+            RedisClient::Single(c) => c.subscribe(channels).await,
+            RedisClient::Cluster(c) => c.subscribe(channels).await,
+        }
+    }
+
+    /// Undoes [`subscribe_users`](Self::subscribe_users).
+    pub async fn unsubscribe_users(&mut self, channels: &[String]) -> RedisResult<()> {
+        match self {
+            RedisClient::Single(c) => c.unsubscribe(channels).await,
+            RedisClient::Cluster(c) => c.unsubscribe(channels).await,
+        }
+    }
+}
+
 impl ConnectionLike for RedisClient {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {

@@ -86,6 +86,12 @@ impl Wire {
     }
 }
 
+/// Reads one event tuple of `space`, as a user's channel carries it
+/// ([`crate::follow`]); `None` if it is not shaped like one.
+pub(crate) fn read_tuple(space: &SpaceName, tuple: serde_json::Value) -> Option<Arc<Event>> {
+    decode(space, Wire::parse(tuple)?).map(|(_, e)| e)
+}
+
 /// Reads one published message: a JSON array of tuples. `None` if any
 /// tuple is malformed (the subscribers are closed then).
 fn parse_message(payload: &[u8]) -> Option<Vec<Wire>> {

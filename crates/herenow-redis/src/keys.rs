@@ -349,6 +349,19 @@ impl Keys {
         groups.into_values().collect()
     }
 
+    /// The prefix of every user's channel ([`user_channel`](Self::user_channel)).
+    pub fn user_channels(&self) -> String {
+        format!("{}:u:", self.prefix)
+    }
+
+    /// A user's channel: its status changes in every space, and a word
+    /// when its friend set changes, for the servers that follow it
+    /// ([`crate::follow`]). The scripts derive the same name from a
+    /// space's channel.
+    pub fn user_channel(&self, user: &str) -> String {
+        format!("{}:u:{user}", self.prefix)
+    }
+
     /// The claim key of connection id `conn` (spaces of several shards).
     pub fn claim(&self, space: &SpaceName, conn: &ConnId) -> String {
         let n = self.shards(space);

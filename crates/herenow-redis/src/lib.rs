@@ -34,6 +34,7 @@
 //! | `P:{S}:mconn` | hash | `u:ID` / `g:ID` → that member's connections, space-separated, each `0`/`1` then the id (at most 64) |
 //! | `P:{S}:lease` | string | the sweep lease: the id of the store that runs background work on the space, `SET NX PX`, renewed by each tick of its holder |
 //! | `P:{S}:events` | channel | events: `PUBLISH` on a server, `SPUBLISH` (sharded, same slot) on a cluster |
+//! | `P:u:ID` | channel | a user's status changes in every space (`[space, tuple]`, no metadata) and `friends` after its friend set changed, for the servers that follow the user (see below): classic `PUBLISH` on a server and on a cluster alike |
 //! | `P:{spaces}:names`, `P:{spaces}:touched` | sorted sets | the registry of spaces: names (score 0, for listing) and when a writer last marked each (for dropping empty ones) |
 //! | `P:{spaces}:shards` | hash | space → the number of shards it was created with (a store configured otherwise refuses to write to it); kept while the space remembers anyone |
 //! | `P:{spaces}:due` | sorted set | spaces holding only remembered times → when the sweep should next visit them (the first horizon) |
@@ -146,6 +147,28 @@
 //! and does nothing when another store holds it
 //! ([`RedisOptions::lease`]).
 //!
+//! Watchers of a contact list ([`herenow_core::follow`]) hear of the users
+//! they watch through each user's channel `P:u:ID` (`follow.rs`): the
+//! scripts' shared `publish` also sends each `join`, `away`, `back` and
+//! `leave` of a user there, in the same call that made it (so no server can
+//! die between the change and its announcement), and friend-set writes and
+//! erasure say `friends` there once they are written (a call cut short in
+//! between failed, and its retry says it). A store subscribes to the
+//! channels of the users it follows, counted (the first follow subscribes,
+//! the last unfollow unsubscribes, at most 256 channels a command), so a
+//! server receives only what its watchers need. On a cluster these are
+//! classic channels, not sharded ones: a script may not `SPUBLISH` outside
+//! its slot, while a cluster carries a `PUBLISH` to every node. The price:
+//! each status change of a user is one more message, and on a cluster it
+//! crosses the cluster bus to every node, followed or not. Heartbeats that
+//! change no status publish nothing, so the cost grows with joins, aways,
+//! backs and leaves, not with heartbeats: in batches of joins or leaves,
+//! Redis' time per member grew by about a quarter on one server and up to
+//! about double on a 3-master cluster (BENCHMARKS.md, "Users' channels").
+//! When the link to Redis drops, messages may be lost: the store subscribes
+//! again and then every feed lags, so its reader reads the followed users
+//! again.
+//!
 //! Live connections ([`conn_scripts`]) follow the memory engine's rules
 //! ([`herenow_core::conn`]): attach and detach are one script each, the
 //! visible attach being the member's heartbeat with `join` / `back` /
@@ -220,7 +243,10 @@
 //!   `presence.rs` the [`PresenceStore`](herenow_core::PresenceStore)
 //!   impl, and one file per job (`write.rs`, `read.rs`, `list.rs`,
 //!   `by_id.rs`, `subscribe.rs`, `sweep.rs`, `friends.rs`,
-//!   `connections.rs`).
+//!   `connections.rs`, `follow.rs`).
+//! - `follow.rs`: users' channels, counted follows and the feeds of
+//!   followed users' changes, fed by the client's pushes before the
+//!   [`events`] router sees them.
 //! - [`layouts`]: [`SeedLayoutStore`], the seeds' own key layouts, one file
 //!   per layout behind one trait.
 //!
@@ -234,6 +260,7 @@ pub mod conn_scripts;
 mod ctx;
 pub mod events;
 mod flush;
+mod follow;
 pub mod keys;
 pub mod layouts;
 mod options;

@@ -25,6 +25,8 @@
 //!   `[type, kind, id, last_seen, presence, reason, meta|false, seq]` where
 //!   presence is 0 gone, 1 away, 2 online; events a live connection caused
 //!   add a ninth element, the connection id ([`crate::conn_scripts`]).
+//!   A user's `join`, `away`, `back` and `leave` also go, one message
+//!   each, to the user's channel (`publish`, see `follow.rs`).
 //!
 //! One file on purpose, though it passes 800 lines: it is Lua text, one
 //! constant per script and no Rust logic, and every script is `PRELUDE`
@@ -138,11 +140,33 @@ end
 local function ev_add(ev, meta, typ, k, id, ts, p, reason)
   ev[#ev + 1] = {typ, k, id, S(ts), p, reason, redis.call('HGET', meta, k .. ':' .. id)}
 end
+-- Status changes of users (join, away, back, leave) also go to each
+-- user's own channel, P:u:ID, for the servers that follow the user
+-- (follow.rs): `[space, tuple]`, the tuple without metadata. Always
+-- classic PUBLISH: a script may not SPUBLISH outside its slot, and a
+-- cluster carries a PUBLISH to every node. P and the space are read from
+-- the space's channel, P:{S}:events or P:{S#k}:events (a space name needs
+-- no JSON escaping). Each tuple is encoded once, for both messages, unless
+-- it has metadata to leave out.
+local STATUS_EVENTS = {join = true, away = true, back = true, leave = true}
 local function publish(state, cmd, chan, ev)
   if #ev == 0 then return end
   local last = redis.call('HINCRBY', state, 'seq', #ev)
-  for i, e in ipairs(ev) do e[8] = S(last - #ev + i) end
-  redis.call(cmd, chan, cjson.encode(ev))
+  local enc = {}
+  for i, e in ipairs(ev) do
+    e[8] = S(last - #ev + i)
+    enc[i] = cjson.encode(e)
+  end
+  redis.call(cmd, chan, '[' .. table.concat(enc, ',') .. ']')
+  local p, s = string.match(chan, '^(.*):{([^{}#]*)[^{}]*}:events$')
+  if not p then return end
+  for i, e in ipairs(ev) do
+    if e[2] == 'u' and STATUS_EVENTS[e[1]] then
+      local t = enc[i]
+      if e[7] then t = cjson.encode({e[1], e[2], e[3], e[4], e[5], e[6], false, e[8], e[9]}) end
+      redis.call('PUBLISH', p .. ':u:' .. e[3], '["' .. s .. '",' .. t .. ']')
+    end
+  end
 end
 "#;
 

@@ -233,6 +233,12 @@ impl RedisStore {
             .await?;
         report.listed_by = removed.into_iter().filter(|&n| n > 0).count() as u64;
         let listed_by: Vec<&str> = listed_by.iter().map(String::as_str).collect();
+        // Servers that follow those users (or the user) read their sets
+        // again: said of every owner the reverse index lists (a superset),
+        // before it is emptied, so a retry says it too.
+        let mut owners = listed_by.clone();
+        owners.push(user.as_str());
+        self.announce_friends(&owners).await?;
         self.remove_members(&followers, &listed_by).await?;
         Ok(report)
     }

@@ -10,6 +10,9 @@
 //! set, and taken off after F left it (and listed again if F came back in
 //! the meantime). A refused add may leave spurious entries; they cost
 //! erasure one `SREM` that finds nothing.
+//!
+//! Every write that succeeds ends by saying `friends` on the owner's
+//! channel, for the servers that follow the owner ([`crate::follow`]).
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -73,6 +76,7 @@ impl RedisStore {
         let removed: Vec<&str> = removed.iter().map(String::as_str).collect();
         self.unmark_followers(user.as_str(), Some(&key), &removed)
             .await?;
+        self.announce_friends(&[user.as_str()]).await?;
         Ok(n as u64)
     }
 
@@ -107,6 +111,7 @@ impl RedisStore {
         if n < 0 {
             return Err(InvalidInput::TooManyFriends { len: (-n) as usize }.into());
         }
+        self.announce_friends(&[user.as_str()]).await?;
         Ok(n as u64)
     }
 
@@ -134,6 +139,7 @@ impl RedisStore {
         let gone: Vec<&str> = gone.into_iter().collect();
         self.unmark_followers(user.as_str(), Some(&key), &gone)
             .await?;
+        self.announce_friends(&[user.as_str()]).await?;
         Ok(n as u64)
     }
 

@@ -12,11 +12,13 @@
 //! - `anywhere.rs`: users across spaces, "last seen anywhere" and erasure;
 //! - `migrate.rs`: one-time migrations of what earlier versions wrote, run
 //!   by `connect`;
-//! - `connections.rs`: live connections (attach, detach, listing).
+//! - `connections.rs`: live connections (attach, detach, listing);
+//! - `follow.rs`: following users across spaces (users' channels).
 
 mod anywhere;
 mod by_id;
 mod connections;
+mod follow;
 mod friends;
 mod list;
 mod migrate;
@@ -39,6 +41,7 @@ use crate::client::{RedisClient, Target};
 use crate::ctx::{Ctx, RedisStats};
 use crate::events::Router;
 use crate::flush::Flusher;
+use crate::follow::Follows;
 use crate::keys::{Keys, SpaceKeys};
 use crate::options::RedisOptions;
 use crate::replay::{self, ReplayTuning};
@@ -60,6 +63,8 @@ pub struct RedisStore {
     /// What this store shares with its write path.
     ctx: Arc<Ctx>,
     router: Arc<Router>,
+    /// The users this store follows, and their feeds.
+    follows: Arc<Follows>,
     /// Serializes (un)subscribing so a channel being dropped is never
     /// dropped after a new subscriber has asked for it.
     sub_lock: tokio::sync::Mutex<()>,
@@ -101,10 +106,17 @@ impl RedisStore {
         let target = Target::parse(spec)?;
         let router = Arc::new(Router::default());
         let push_router = router.clone();
+        let follows = Arc::new(Follows::new(keys.user_channels()));
+        let push_follows = follows.clone();
+        let push = move |info| {
+            if let Some(info) = push_follows.push(info) {
+                push_router.push(info);
+            }
+        };
         let client = timed(
             options.timeout,
             "connect",
-            RedisClient::open(&target, options.timeout, move |info| push_router.push(info)),
+            RedisClient::open(&target, options.timeout, push),
         )
         .await?;
         let tuning = ReplayTuning {
@@ -124,10 +136,16 @@ impl RedisStore {
         ctx.ping().await?;
         let writer = Arc::new(Writer::new(ctx.clone()));
         let (stop, stopped) = watch::channel(false);
+        tokio::spawn(follow::restore(
+            ctx.clone(),
+            follows.clone(),
+            stopped.clone(),
+        ));
         let replayer = tokio::spawn(replay::run(writer.clone(), tuning, stopped));
         let store = RedisStore {
             ctx,
             router,
+            follows,
             sub_lock: tokio::sync::Mutex::new(()),
             flusher: Flusher::new(writer.clone()),
             writer,

@@ -1,15 +1,15 @@
 //! [`PresenceStore`] for [`RedisStore`]: the trait's table of contents.
 //! Each method hands over to the file that does the job (`write.rs`,
 //! `read.rs`, `list.rs`, `subscribe.rs`, `sweep.rs`, `friends.rs`,
-//! `anywhere.rs`, `connections.rs`), so this file says what the store promises and those
-//! say how.
+//! `anywhere.rs`, `connections.rs`, `follow.rs`), so this file says what
+//! the store promises and those say how.
 
 use async_trait::async_trait;
 
 use herenow_core::{
     Attach, AttachReport, ConnId, Connection, Counts, DetachReport, ErasureReport, Heartbeat,
     HeartbeatReport, ListQuery, MemberId, MemberKey, MemberStatus, Millis, Page, PresenceStore,
-    Result, SeenAnywhere, SpaceConfig, SpaceName, SpaceSummary, Subscription, TickReport,
+    Result, SeenAnywhere, SpaceConfig, SpaceName, SpaceSummary, Subscription, TickReport, UserFeed,
 };
 
 use super::RedisStore;
@@ -139,6 +139,26 @@ impl PresenceStore for RedisStore {
     /// while writes wait in the outage buffer.
     async fn erase_user(&self, user: &MemberId) -> Result<ErasureReport> {
         self.erase(user).await
+    }
+
+    /// Changes of followed users made through any server on this Redis:
+    /// the scripts publish them on each user's channel, and this store
+    /// listens to the channels of the users it follows (see the crate
+    /// documentation). Lags after the link to Redis dropped, once the
+    /// subscriptions are back. Its events carry no metadata (the space's
+    /// events do).
+    fn user_feed(&self) -> Result<UserFeed> {
+        self.open_user_feed()
+    }
+
+    /// Counted: the first follow of a user subscribes to its channel.
+    async fn follow(&self, users: &[MemberId]) -> Result<()> {
+        self.follow_users(users).await
+    }
+
+    /// The last unfollow of a user unsubscribes from its channel.
+    async fn unfollow(&self, users: &[MemberId]) -> Result<()> {
+        self.unfollow_users(users).await
     }
 
     /// Subscribes to the channel of every shard (one subscriber, one

@@ -1,0 +1,152 @@
+//! Following users ([`crate::follow`]): counted subscriptions to users'
+//! channels, the `friends` word after friend-set writes, and the restorer
+//! that subscribes again after the link to Redis dropped and then makes
+//! every feed lag.
+
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt, stream};
+use redis::Value;
+use tokio::sync::watch;
+
+use herenow_core::store::check_batch;
+use herenow_core::{MemberId, Result, UserFeed};
+
+use super::RedisStore;
+use crate::ctx::Ctx;
+use crate::follow::{ANNOUNCE, CHANNELS_PER_COMMAND, Follows};
+
+/// Most [`ANNOUNCE`] calls in flight at once (erasing a user listed by
+/// very many).
+const ANNOUNCING: usize = 16;
+
+impl RedisStore {
+    /// [`PresenceStore::user_feed`](herenow_core::PresenceStore::user_feed).
+    pub(super) fn open_user_feed(&self) -> Result<UserFeed> {
+        Ok(self.follows.feed())
+    }
+
+    /// [`PresenceStore::follow`](herenow_core::PresenceStore::follow):
+    /// subscribes to the channels of the users followed now and not
+    /// before. On failure nothing stays counted (a retry counts once); a
+    /// subscription that reached Redis anyway only brings messages that
+    /// are dropped.
+    pub(super) async fn follow_users(&self, users: &[MemberId]) -> Result<()> {
+        check_batch(users.len())?;
+        let _order = self.follows.order.lock().await;
+        let new = self.follows.add(users);
+        if let Err(e) = subscribe(&self.ctx, &new).await {
+            let gone = self.follows.remove(users);
+            let _ = unsubscribe(&self.ctx, &gone).await;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// [`PresenceStore::unfollow`](herenow_core::PresenceStore::unfollow):
+    /// unsubscribes from the channels of users no longer followed. Their
+    /// messages are dropped from the moment their count reaches zero, so
+    /// an unsubscribe that fails costs traffic, never a wrong change: it
+    /// is logged and the call succeeds.
+    pub(super) async fn unfollow_users(&self, users: &[MemberId]) -> Result<()> {
+        check_batch(users.len())?;
+        let _order = self.follows.order.lock().await;
+        let gone = self.follows.remove(users);
+        if let Err(e) = unsubscribe(&self.ctx, &gone).await {
+            tracing::debug!(error = %e, "could not unsubscribe from users' channels");
+        }
+        Ok(())
+    }
+
+    /// Users followed now by this store (for metrics and tests).
+    pub fn followed_users(&self) -> usize {
+        self.follows.followed()
+    }
+
+    /// Says `friends` on each of `owners`' channels: their friend sets
+    /// changed. Every server that follows one of them hears it.
+    pub(super) async fn announce_friends(&self, owners: &[&str]) -> Result<()> {
+        let calls: Vec<_> = owners
+            .chunks(CHANNELS_PER_COMMAND)
+            .map(|chunk| {
+                let mut inv = ANNOUNCE.prepare_invoke();
+                for o in chunk {
+                    inv.arg(self.ctx.keys.user_channel(o));
+                }
+                let mut c = self.ctx.client.clone();
+                self.ctx.io(
+                    "friends",
+                    async move { inv.invoke_async::<Value>(&mut c).await },
+                )
+            })
+            .collect();
+        let _: Vec<Value> = stream::iter(calls)
+            .buffer_unordered(ANNOUNCING)
+            .try_collect()
+            .await?;
+        Ok(())
+    }
+}
+
+/// Subscribes to `channels`, at most [`CHANNELS_PER_COMMAND`] a command,
+/// all sent at once.
+async fn subscribe(ctx: &Ctx, channels: &[String]) -> Result<()> {
+    futures::future::try_join_all(channels.chunks(CHANNELS_PER_COMMAND).map(|chunk| {
+        let mut c = ctx.client.clone();
+        ctx.io("follow", async move { c.subscribe_users(chunk).await })
+    }))
+    .await?;
+    Ok(())
+}
+
+/// Undoes [`subscribe`].
+async fn unsubscribe(ctx: &Ctx, channels: &[String]) -> Result<()> {
+    futures::future::try_join_all(channels.chunks(CHANNELS_PER_COMMAND).map(|chunk| {
+        let mut c = ctx.client.clone();
+        ctx.io("unfollow", async move { c.unsubscribe_users(chunk).await })
+    }))
+    .await?;
+    Ok(())
+}
+
+/// The restorer, one task per store: each time the link to Redis drops,
+/// subscribes to every followed user's channel again (with the replayer's
+/// backoff until Redis answers), then makes every feed lag, so their
+/// readers read the followed users again through a link that misses
+/// nothing any more. Stops when the store stops (or is dropped).
+pub(super) async fn restore(ctx: Arc<Ctx>, follows: Arc<Follows>, mut stop: watch::Receiver<bool>) {
+    let most = ctx.opts.backoff_max.max(ctx.opts.backoff_min);
+    loop {
+        tokio::select! {
+            () = follows.broken() => {}
+            () = stopping(&mut stop) => return,
+        }
+        let mut wait = ctx.opts.backoff_min;
+        loop {
+            let done = {
+                let _order = follows.order.lock().await;
+                subscribe(&ctx, &follows.channels()).await
+            };
+            match done {
+                Ok(()) => {
+                    follows.lost();
+                    break;
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "could not subscribe to users' channels again");
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = stopping(&mut stop) => return,
+            }
+            wait = (wait * 2).min(most);
+        }
+    }
+}
+
+/// Returns once the store stops: shut down, or dropped.
+async fn stopping(stop: &mut watch::Receiver<bool>) {
+    // An error means the store was dropped.
+    let _ = stop.wait_for(|stopped| *stopped).await;
+}
