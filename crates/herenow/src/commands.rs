@@ -571,10 +571,11 @@ mod tests {
                 user: "ann",
                 kind: "guest",
                 spaces: &ids,
-                ttl_s: 60
+                ttl_s: 60,
+                watch: "any",
             })
             .unwrap(),
-            r#"{"user":"ann","kind":"guest","spaces":["a","b"],"ttl_s":60}"#
+            r#"{"user":"ann","kind":"guest","spaces":["a","b"],"ttl_s":60,"watch":"any"}"#
         );
     }
 }
