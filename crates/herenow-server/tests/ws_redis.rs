@@ -2,7 +2,8 @@
 //! `redis-server` (started by the test) and one token secret. A member's
 //! devices on different servers are one presence; a subscriber on either
 //! server sees every connection's events; a connection whose server stops
-//! answering for it is swept by the store within the TTL.
+//! answering for it is swept by the store within the TTL; a watcher on
+//! one server sees the users of another.
 //!
 //! The stores run on one `ManualClock` the test moves.
 
@@ -136,4 +137,74 @@ async fn two_servers_on_one_redis_share_live_presence() {
     );
     assert_eq!(bo.closed().await, Some(1001));
     b.stop().await;
+}
+
+/// Watching a contact list across servers: ann watches her friends on
+/// server B; bob comes and goes through server A, and a friend added
+/// through A is watched on B from then on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watcher_on_one_server_sees_users_of_another() {
+    let redis = common::RedisServer::standalone();
+    let clock = ManualClock::new(T0);
+    let config = Config {
+        token_secret: Some(TokenSecret::new(b"a-secret-every-server-shares-123".to_vec()).unwrap()),
+        ..Config::default()
+    };
+    let a = server_on(&redis, &clock, &config).await;
+    let b = server_on(&redis, &clock, &config).await;
+    let ann = herenow_core::MemberId::new("ann").unwrap();
+    let bob = herenow_core::MemberId::new("bob").unwrap();
+    a.store.set_friends(&ann, &[bob]).await.unwrap();
+
+    let (mut watcher, _) = b.hello("ann", &["*"]).await;
+    let page = watcher
+        .request(json!({"type": "watch", "friends": true}))
+        .await;
+    assert_eq!(page["type"], "watching", "{page}");
+    assert_eq!(
+        page["users"],
+        json!([{"id": "bob", "status": "offline", "last_seen_ms": null}])
+    );
+
+    // bob opens the site through server A.
+    let (mut laptop, _) = a.hello("bob", &["*"]).await;
+    laptop.ok(json!({"type": "join", "space": "site"})).await;
+    let m = watcher.recv().await;
+    assert_eq!(
+        m,
+        json!({"type": "status", "id": "bob", "status": "online", "last_seen_ms": T0, "space": "site"})
+    );
+    // bob's laptop closes: offline, with a last seen.
+    laptop.close().await;
+    let m = loop {
+        let m = watcher.recv().await;
+        if m["status"] == "offline" {
+            break m;
+        }
+        assert_eq!(m["type"], "status", "{m}");
+    };
+    assert_eq!(m["id"], "bob");
+    assert!(m["last_seen_ms"].as_u64().is_some(), "{m}");
+
+    // A friend added through server A is watched on B from then on.
+    let cy = herenow_core::MemberId::new("cy").unwrap();
+    a.store.add_friends(&ann, &[cy]).await.unwrap();
+    let m = watcher.recv().await;
+    assert_eq!(m["type"], "watching", "{m}");
+    assert_eq!(m["users"][0]["id"], "cy");
+    // cy heartbeats through A (HTTP), then goes away by the store's
+    // clock, swept by A.
+    a.store
+        .heartbeat(
+            &SpaceName::new("site").unwrap(),
+            &[herenow_core::Heartbeat::now(user_key("cy"))],
+        )
+        .await
+        .unwrap();
+    let m = watcher.recv().await;
+    assert_eq!((&m["id"], &m["status"]), (&json!("cy"), &json!("online")));
+    clock.advance(Duration::from_secs(61));
+    a.state.tick().await;
+    let m = watcher.recv().await;
+    assert_eq!((&m["id"], &m["status"]), (&json!("cy"), &json!("away")));
 }
