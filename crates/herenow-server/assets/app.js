@@ -5,9 +5,11 @@
 // patch it, `leave` removes it (or, for a timeout, greys it until it falls
 // out of the window). With `?as=NAME` (or the join form) the page is also
 // present itself, as that user. Counts of the window and the
-// history chart are polled every 10 s. Member ids and metadata are user
-// input: they only ever reach the page through textContent and attributes,
-// never through markup that the browser would parse.
+// history chart are polled every 10 s. Signed in as a user, the page also
+// lists that user's friends with live dots (friends.js, one watch).
+// Member ids and metadata are user input: they only ever reach the page
+// through textContent and attributes, never through markup that the
+// browser would parse.
 "use strict";
 
 (() => {
@@ -52,7 +54,11 @@
   };
 
   const keyOf = (m) => `${m.kind}:${m.id}`;
-  const serverNow = () => Date.now() + state.skewMs;
+  // The socket's `welcome` tells the store's clock to the millisecond;
+  // until then, the Date header's coarser offset.
+  const serverNow = () => (state.client && state.client.serverOffsetMs !== null
+    ? state.client.serverNow()
+    : Date.now() + state.skewMs);
   const api = (path) => `/v1/spaces/${encodeURIComponent(state.space)}${path}`;
 
   // ---- HTTP ---------------------------------------------------------------
@@ -260,6 +266,7 @@
     client.on("error", (e) => {
       if (client === state.client && e && e.code !== "no-token") showError(`${e.code}: ${e.message}`);
     });
+    friends.start(client, state.as);
     client.connect();
   }
 
@@ -705,7 +712,11 @@
 
   // ---- Start -------------------------------------------------------------------------
 
-  setInterval(() => scheduleRender(true), LABEL_MS);
+  const friends = new HerenowPage.FriendsPanel({ now: serverNow, showError, fmtAgo, initialsOf, colorOf });
+  setInterval(() => {
+    scheduleRender(true);
+    friends.schedule();
+  }, LABEL_MS);
   const as = new URLSearchParams(location.search).get("as");
   if (as && as.trim()) {
     state.as = as.trim().slice(0, 64);

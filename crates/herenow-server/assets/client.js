@@ -14,11 +14,17 @@
 //   room.subscribe();                                // see who else is
 //   client.setInvisible(true);                       // see without being seen
 //
+//   const contacts = client.watch({ friends: true }); // users' status, anywhere
+//   contacts.on("change", (users) => dots(users));    // Map id → {status, last_seen_ms, space}
+//   contacts.on("status", (u, before) => toast(`${u.id} is ${u.status}`));
+//   client.connect();
+//
 // The protocol is docs/PROTOCOL.md. The client pings every `ping_ms` the
 // server asks for and whenever the tab becomes visible again, reconnects
 // with exponential backoff and full jitter, and on every reconnect says
-// hello again, re-joins, re-applies invisibility and re-subscribes (each
-// subscription restarts from a fresh snapshot, so nothing is missed).
+// hello again, re-joins, re-applies invisibility, re-subscribes and
+// watches again (each subscription restarts from a fresh snapshot, each
+// watch from a fresh picture that replaces the old, so nothing is missed).
 // Member ids and metadata are other people's input: render them as text.
 "use strict";
 
@@ -151,6 +157,151 @@
     }
   }
 
+  function watchedUser(u) {
+    return {
+      id: String(u.id),
+      status: u.status === "online" || u.status === "away" ? u.status : "offline",
+      last_seen_ms: typeof u.last_seen_ms === "number" ? u.last_seen_ms : null,
+      // Watching anywhere: where it was last seen, when the token may know.
+      space: typeof u.space === "string" ? u.space : null,
+    };
+  }
+
+  // Users' status, as the client's one watch sees it: the ids asked for
+  // and, with `friends`, the signed-in user's friend set as it changes. A
+  // connection has at most one watch, in one scope (a space, or anywhere),
+  // so `client.watch()` always hands back this same object.
+  class Watch extends Emitter {
+    constructor(client) {
+      super();
+      this.client = client;
+      this.users = new Map(); // id → {id, status, last_seen_ms, space}
+      this.space = null; // the space watched in; null: anywhere
+      this.ids = new Set(); // users asked for by id
+      this.friends = false; // the friend set is followed
+      this.active = false; // something is (to be) watched
+      this.synced = false; // the latest full picture is complete
+      this._pending = null; // a full picture being received, page by page
+      this.ready = Promise.resolve(null); // the latest watch's answer
+      this._fresh = 0; // counts fresh watches, so a stale refusal undoes nothing
+    }
+
+    // Watches more users (and with `friends` the friend set too), in the
+    // current scope. Resolves with the answer's last page.
+    add(users = [], { friends = false } = {}) {
+      return this.client.watch({ users, friends, space: this.space }).ready;
+    }
+
+    // Stops watching `users`. With the friend set followed, one of them may
+    // be a friend (and stays watched, as the server decides), so the watch
+    // is sent again whole and its answer replaces the map exactly.
+    remove(users) {
+      if (!this.active) return Promise.resolve(null);
+      const drop = (users || []).map(String);
+      for (const id of drop) this.ids.delete(id);
+      if (this.friends) return this._sendFresh();
+      for (const id of drop) this.users.delete(id);
+      this._emit("change", this.users);
+      return this.client._send({ type: "unwatch", users: drop });
+    }
+
+    // Stops watching anyone.
+    stop() {
+      if (!this.active) return Promise.resolve(null);
+      this._reset(false);
+      this._emit("change", this.users);
+      return this.client._send({ type: "unwatch" });
+    }
+
+    // Users online first, then away, then offline; each most recent first.
+    list() {
+      const rank = { online: 0, away: 1, offline: 2 };
+      return [...this.users.values()].sort((a, b) => rank[a.status] - rank[b.status]
+        || (b.last_seen_ms ?? -1) - (a.last_seen_ms ?? -1)
+        || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    }
+
+    _reset(active) {
+      this.active = active;
+      this.synced = false;
+      this._pending = null;
+      if (!active) {
+        this.ids = new Set();
+        this.friends = false;
+        this.users = new Map();
+      }
+    }
+
+    // Everything wanted, as one watch that replaces whatever the server
+    // holds: its `resync` answer is the whole picture.
+    _sendFresh() {
+      this.synced = false;
+      this._pending = null;
+      const fresh = ++this._fresh;
+      const reply = this.client._send({
+        type: "watch", users: [...this.ids], friends: this.friends,
+        space: this.space ?? undefined, replace: true,
+      });
+      this.ready = this._refusal(reply, () => {
+        // A refused fresh watch leaves nothing watched, here as there.
+        if (fresh !== this._fresh) return;
+        this._reset(false);
+        this._emit("change", this.users);
+      });
+      return this.ready;
+    }
+
+    _refusal(reply, undo) {
+      reply.then(null, (e) => {
+        // Only a refusal by the server: a closed socket is said again later.
+        if (!e || !e.code) return;
+        undo();
+        this._emit("error", e);
+      });
+      return reply;
+    }
+
+    _page(msg) {
+      if (msg.resync) {
+        // Lag, a reconnect or a replace: this picture replaces the map, but
+        // only once complete, so nobody blinks out between two pages.
+        if (!this._pending) this._pending = new Map();
+        for (const u of msg.users || []) this._pending.set(String(u.id), watchedUser(u));
+        if (!msg.last) return;
+        this.users = this._pending;
+        this._pending = null;
+      } else {
+        // Users the watch added (or a new friend): merged as they come.
+        for (const u of msg.users || []) this.users.set(String(u.id), watchedUser(u));
+      }
+      if (msg.last && !this._pending) {
+        this.synced = true;
+        this._emit("sync", this.users);
+      }
+      this._emit("change", this.users);
+    }
+
+    _status(msg) {
+      const u = watchedUser(msg);
+      const old = this.users.get(u.id);
+      const before = old ? old.status : null;
+      if (old) Object.assign(old, u);
+      else this.users.set(u.id, u);
+      this._emit("status", old || u, before);
+      this._emit("change", this.users);
+    }
+
+    _unwatched(msg) {
+      const ids = (msg.users || []).map(String);
+      for (const id of ids) {
+        this.users.delete(id);
+        if (this._pending) this._pending.delete(id);
+      }
+      this._emit("unwatched", ids);
+      this._emit("change", this.users);
+    }
+  }
+
   class Client extends Emitter {
     // options.token: a token string, or a function (async or not) returning
     //   one; a function is called again whenever a new token is needed.
@@ -163,7 +314,10 @@
       this.conn = null; // this connection's id, from `welcome`
       this.member = null; // {kind, id}, from `welcome`
       this.invisible = false;
+      // Server clock minus this browser's, from `welcome` and `pong`.
+      this.serverOffsetMs = null;
       this._spaces = new Map();
+      this._watch = null; // the Watch, once watch() was called
       this._ws = null;
       this._refs = new Map(); // ref → {resolve, reject}
       this._nextRef = 1;
@@ -192,6 +346,49 @@
     space(name) {
       if (!this._spaces.has(name)) this._spaces.set(name, new Space(this, name));
       return this._spaces.get(name);
+    }
+
+    // Watches users' status: `users` by id and, with `friends: true`, the
+    // signed-in user's friend set as it changes; within `space`, or
+    // anywhere (online if online in any space). Adds to the current watch
+    // when the scope is the same; another scope, or `replace: true`,
+    // starts afresh. Returns the Watch (the same object every time); its
+    // `ready` promise settles with the answer (its last `watching` page)
+    // or the refusal, also told by the Watch's `error` event.
+    watch({ users = [], friends = false, space = null, replace = false } = {}) {
+      if (!this._watch) this._watch = new Watch(this);
+      const w = this._watch;
+      const ids = [...users].map(String);
+      const scope = space ?? null;
+      if (replace || !w.active || w.space !== scope) {
+        // The old map stays until the new picture is complete.
+        w.ids = new Set(ids);
+        w.friends = !!friends;
+        w.space = scope;
+        w.active = true;
+        w._sendFresh();
+        return w;
+      }
+      const fresh = ids.filter((id) => !w.ids.has(id));
+      const follow = !!friends && !w.friends;
+      if (!fresh.length && !follow) {
+        w.ready = Promise.resolve(null);
+        return w;
+      }
+      for (const id of fresh) w.ids.add(id);
+      if (follow) w.friends = true;
+      const reply = this._send({ type: "watch", users: fresh, friends: follow, space: scope ?? undefined });
+      w.ready = w._refusal(reply, () => {
+        for (const id of fresh) w.ids.delete(id);
+        if (follow) w.friends = false;
+      });
+      return w;
+    }
+
+    // The server's clock now, in ms since the epoch: `last_seen_ms` values
+    // are on it, and a browser's clock may be minutes off.
+    serverNow() {
+      return Date.now() + (this.serverOffsetMs ?? 0);
     }
 
     connect() {
@@ -318,6 +515,7 @@
           this.conn = msg.conn;
           this.member = msg.member;
           this._pingMs = msg.ping_ms || this._pingMs;
+          this._noteTime(msg.server_time_ms);
           this._attempt = 0;
           this._awaitingPong = 0;
           clearInterval(this._pingTimer);
@@ -342,6 +540,18 @@
           this._emit("lagged", msg);
           break;
         }
+        case "pong":
+          this._noteTime(msg.server_time_ms);
+          break;
+        case "watching":
+          if (this._watch && this._watch.active) this._watch._page(msg);
+          break;
+        case "status":
+          if (this._watch && this._watch.active) this._watch._status(msg);
+          break;
+        case "unwatched":
+          if (this._watch && this._watch.active) this._watch._unwatched(msg);
+          break;
         case "error":
           this._emit("error", msg);
           this._settle(msg.ref, null, msg);
@@ -370,6 +580,13 @@
           this._send({ type: "subscribe", space: s.name });
         }
       }
+      // A new socket watches nothing: everything wanted, as a fresh picture.
+      if (this._watch && this._watch.active) this._watch._sendFresh();
+    }
+
+    // Off by the message's one-way trip at most: plenty for "2 min ago".
+    _noteTime(ms) {
+      if (typeof ms === "number" && Number.isFinite(ms)) this.serverOffsetMs = ms - Date.now();
     }
 
     _tick() {
@@ -412,5 +629,5 @@
     }
   }
 
-  global.Herenow = { Client, Space, version: "1" };
+  global.Herenow = { Client, Space, Watch, version: "1" };
 })(typeof window !== "undefined" ? window : globalThis);

@@ -5,7 +5,9 @@
 //! machine with no network. The files live in `crates/herenow-server/assets`
 //! and are compiled in with `include_str!`. The script talks to the public
 //! API only (`/v1/spaces`, `.../count`, `.../history`, `.../online`,
-//! `/v1/tokens`, and the `/v1/ws` socket through `/client.js`), so the page needs nothing from the server that any
+//! `/v1/tokens`, `/v1/friends/{user}/add` and `/remove`, and the `/v1/ws`
+//! socket through `/client.js`, whose `watch` feeds the friends list in
+//! `/friends.js`), so the page needs nothing from the server that any
 //! other client could not have.
 
 use axum::Router;
@@ -16,6 +18,7 @@ use axum::routing::get;
 const INDEX_HTML: &str = include_str!("../assets/index.html");
 const APP_JS: &str = include_str!("../assets/app.js");
 const CLIENT_JS: &str = include_str!("../assets/client.js");
+const FRIENDS_JS: &str = include_str!("../assets/friends.js");
 const STYLE_CSS: &str = include_str!("../assets/style.css");
 const FAVICON_SVG: &str = include_str!("../assets/favicon.svg");
 
@@ -33,13 +36,14 @@ const HTML_CACHE: &str = "no-cache";
 const ASSET_CACHE: &str = "public, max-age=60";
 
 /// Routes for `/` and the page's assets (`/app.js`, `/client.js`,
-/// `/style.css`, `/favicon.svg`). Stateless, so it merges into a router of any state.
+/// `/friends.js`, `/style.css`, `/favicon.svg`). Stateless, so it merges into a router of any state.
 pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
         .route("/", get(index))
         .route("/index.html", get(index))
         .route("/app.js", get(app_js))
         .route("/client.js", get(client_js))
+        .route("/friends.js", get(friends_js))
         .route("/style.css", get(style_css))
         .route("/favicon.svg", get(favicon))
 }
@@ -66,6 +70,11 @@ async fn app_js() -> Response {
 /// The browser client (docs/PROTOCOL.md), for this page and for any site's.
 async fn client_js() -> Response {
     asset(CLIENT_JS, "text/javascript; charset=utf-8", ASSET_CACHE)
+}
+
+/// The page's friends list, a part of the page split from `app.js`.
+async fn friends_js() -> Response {
+    asset(FRIENDS_JS, "text/javascript; charset=utf-8", ASSET_CACHE)
 }
 
 async fn style_css() -> Response {
@@ -117,6 +126,8 @@ mod tests {
             ("/", "text/html; charset=utf-8", HTML_CACHE),
             ("/index.html", "text/html; charset=utf-8", HTML_CACHE),
             ("/app.js", "text/javascript; charset=utf-8", ASSET_CACHE),
+            ("/client.js", "text/javascript; charset=utf-8", ASSET_CACHE),
+            ("/friends.js", "text/javascript; charset=utf-8", ASSET_CACHE),
             ("/style.css", "text/css; charset=utf-8", ASSET_CACHE),
             ("/favicon.svg", "image/svg+xml", ASSET_CACHE),
         ] {
@@ -136,12 +147,20 @@ mod tests {
         assert!(header(&res, header::CONTENT_SECURITY_POLICY).contains("script-src 'self'"));
         let body = res.into_body().collect().await.unwrap().to_bytes();
         let html = std::str::from_utf8(&body).unwrap();
-        for asset in ["/app.js", "/style.css", "/favicon.svg"] {
+        for asset in [
+            "/app.js",
+            "/client.js",
+            "/friends.js",
+            "/style.css",
+            "/favicon.svg",
+        ] {
             assert!(html.contains(asset), "index.html links {asset}");
         }
         // No CDN: nothing is fetched from another origin.
         assert!(!html.contains("http://") && !html.contains("https://"));
-        assert!(!APP_JS.contains("innerHTML"), "ids are user input");
+        for script in [APP_JS, FRIENDS_JS, CLIENT_JS] {
+            assert!(!script.contains("innerHTML"), "ids are user input");
+        }
     }
 
     #[tokio::test]

@@ -10,8 +10,13 @@
 //! - `tests/browser/two_users.js` opens two pages as Alice and Bob (the
 //!   page joins with `?as=NAME` over `/v1/ws` and `/client.js`); each sees
 //!   the other join, and Alice sees Bob leave when his page closes.
+//! - `tests/browser/watch_friends.js` opens Alice's page, which watches
+//!   her friends (issue 9): Bob's dot turns green when his page opens,
+//!   yellow when the store's clock (a `ManualClock` the test moves) passes
+//!   `online_ms`, grey with "last seen" when his page closes.
 //! - `tests/browser/client_test.js` (no browser: `node --test`) checks
-//!   `/client.js`'s reconnect, token and ping logic with a scripted socket.
+//!   `/client.js`'s reconnect, token, ping and watch logic with a
+//!   scripted socket.
 //!
 //! What it needs installed (the test fails with these instructions if not):
 //!
@@ -30,10 +35,11 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-use herenow_server::Config;
+use herenow_core::{ManualClock, MemoryStore, PresenceStore, SpaceConfig};
+use herenow_server::{AppState, Backend, Config};
 
 /// How long the page may take to do each step.
 const STEP: Duration = Duration::from_secs(15);
@@ -84,12 +90,29 @@ impl Setup {
 struct Server {
     runtime: tokio::runtime::Runtime,
     addr: SocketAddr,
+    /// The store, when the test built it (to tick it).
+    store: Option<Arc<dyn PresenceStore>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<Result<(), herenow_server::ServerError>>>,
 }
 
 impl Server {
+    /// The server as the binary runs it, on the system clock.
     fn start() -> Self {
+        Self::start_on(None, Config::default())
+    }
+
+    /// The server over a memory store whose time is `clock`, which only
+    /// the test moves.
+    fn start_with_clock(clock: &ManualClock, config: Config) -> Self {
+        let store = Arc::new(MemoryStore::new(
+            Arc::new(clock.clone()),
+            SpaceConfig::default(),
+        ));
+        Self::start_on(Some(store), config)
+    }
+
+    fn start_on(store: Option<Arc<MemoryStore>>, config: Config) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -100,16 +123,38 @@ impl Server {
             .unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = runtime.spawn(herenow_server::run(listener, Config::default(), async {
+        let shutdown = async {
             let _ = stopped.await;
-        }));
+        };
+        let (task, store) = match store {
+            None => (
+                runtime.spawn(herenow_server::run(listener, config, shutdown)),
+                None,
+            ),
+            Some(memory) => {
+                let state = AppState::new(Backend::memory(memory), &config);
+                let store = state.store().clone();
+                let task = runtime.spawn(herenow_server::serve(listener, config, state, shutdown));
+                (task, Some(store))
+            }
+        };
         wait_until_serving(addr);
         Self {
             runtime,
             addr,
+            store,
             stop: Some(stop),
             task: Some(task),
         }
+    }
+
+    /// One round of the store's maintenance (away and leave by time) now,
+    /// rather than at the background ticker's next round.
+    fn tick(&self) {
+        let store = self.store.as_ref().expect("a store the test built");
+        self.runtime
+            .block_on(store.tick())
+            .expect("the store ticks");
     }
 
     fn base(&self) -> String {
@@ -217,10 +262,63 @@ fn two_pages_as_two_users_see_each_other_come_and_go() {
     server.stop();
 }
 
+/// Issue 9's browser test: Alice's page watches her friends Bob and Cy.
+/// Bob's page opens: his dot on hers turns green; the store's clock moves
+/// past `online_ms`: yellow; his page closes: grey, with "last seen".
+/// Cy, never seen, stays grey with no last seen. The clock starts in 2023,
+/// so a page reading last-seen times on the browser's clock instead of
+/// the server's (from `welcome`) would say "… days ago".
+#[test]
+fn a_page_watching_friends_shows_them_online_away_and_gone() {
+    let setup = Setup::new();
+    let screenshot = setup.scratch.0.join("watch-friends.png");
+    let clock = ManualClock::new(1_700_000_000_000);
+    // A TTL longer than the clock's jump, and pings far apart: a ping
+    // would make Bob online again, and a connection outlived by the jump
+    // would expire (offline, not away).
+    let config = Config {
+        ws_ttl: Duration::from_secs(600),
+        ws_ping: Duration::from_secs(300),
+        ..Config::default()
+    };
+    let server = Server::start_with_clock(&clock, config);
+    let (status, body) = request(
+        server.addr,
+        "PUT",
+        "/v1/friends/alice",
+        Some(r#"{"friends":["bob"]}"#),
+    )
+    .expect("the API answers");
+    assert_eq!(status, 200, "{body}");
+
+    let base = server.base();
+    let mut browser = setup.browser("watch_friends.js", &[base.as_ref(), screenshot.as_ref()]);
+    browser.expect("watching");
+    browser.expect("bob-online");
+    clock.advance(Duration::from_millis(
+        SpaceConfig::default().online_ms + 1_000,
+    ));
+    server.tick();
+    browser.send("idle");
+    browser.expect("bob-away");
+    browser.expect("bob-offline");
+    browser.expect("done");
+    browser.finish();
+    let (status, body) = request(server.addr, "GET", "/v1/friends/alice", None).expect("answers");
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains(r#""friends":["bob","cy"]"#),
+        "the page added cy: {body}"
+    );
+    check_screenshot(&screenshot, "watch-friends");
+    server.stop();
+}
+
 /// `/client.js`'s connection logic (reconnect with backoff and jitter,
-/// restoring joins, refreshing refused tokens, dead-socket detection, pings
-/// on visibility, snapshot pages and metas) against a scripted WebSocket
-/// and fake timers: `node --test tests/browser/client_test.js`.
+/// restoring joins and watches, refreshing refused tokens, dead-socket
+/// detection, pings on visibility, snapshot pages and metas, watching
+/// pages, status changes and resyncs) against a scripted WebSocket and
+/// fake timers: `node --test tests/browser/client_test.js`.
 #[test]
 fn client_js_unit_tests() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser");

@@ -28,7 +28,7 @@ use crate::changes::{Beat, Change, ChangeLog, Durable};
 use crate::conn::{Attach, AttachReport, ConnId, Connection, DetachReport};
 use crate::error::{InvalidInput, Result};
 use crate::event::Subscription;
-use crate::follow::{FollowTap, UserFeed};
+use crate::follow::{FollowTap, UserChange, UserFeed};
 use crate::id::{MemberId, MemberKey, SpaceName};
 use crate::limits;
 use crate::policy::SpaceConfig;
@@ -215,11 +215,21 @@ impl MemoryStore {
     }
 
     /// Hands what `space` noted about its members to the `Seen` table,
-    /// under the space's lock.
+    /// then its followed users' status changes to the follow tap, under
+    /// the space's lock: a watcher that reads a user on its change (as
+    /// `seen_anywhere` does) finds the table already up to date.
     fn absorb(&self, space: &mut Space) {
         let notes = space.take_sightings();
         if let Some(id) = space.seen_id() {
             self.seen.absorb(id, &space.config(), notes);
+        }
+        self.tell_followers(space);
+    }
+
+    /// Sends `space`'s followed users' status changes to the feed.
+    fn tell_followers(&self, space: &mut Space) {
+        for event in space.take_followed() {
+            self.follow.send(UserChange::Presence(event));
         }
     }
 
@@ -262,6 +272,9 @@ impl MemoryStore {
             }
         }
         report.remembered = self.seen.forget_user(user.as_str());
+        for g in guards.iter_mut() {
+            self.tell_followers(g);
+        }
         report.friend_set = friends.remove(user).is_some();
         if report.friend_set {
             self.follow.friends(user);
@@ -562,8 +575,13 @@ impl PresenceStore for MemoryStore {
                 if found.present {
                     let key = [MemberKey::user(user.clone())];
                     let here = self.read(&found.space, |s| {
-                        s.and_then(|s| s.status(&key, now).ok())
-                            .and_then(|mut v| v.pop())
+                        let s = s?;
+                        let mut v = s.status(&key, now).ok()?;
+                        // Gone since `of_user` (a leave between the two
+                        // reads): its leave handed the remembered time
+                        // over under this lock, so it is there to answer.
+                        self.fill_remembered(s, &mut v, now);
+                        v.pop()
                     });
                     if let Some(st) = here {
                         seen.merge(&found.space, st.status, st.last_seen_ms);

@@ -670,3 +670,74 @@ async fn remembered_times_outlive_their_idle_space() {
     let st = store.status(&room, &[user("ann")]).await.unwrap();
     assert_eq!(st[0].last_seen_ms, None);
 }
+
+/// Issue 9: a watcher reads a user "anywhere" as soon as the feed says
+/// the user changed (the server's dispatcher does). Whatever thread it
+/// reads on, it must find what the change did: online after a join
+/// (never "offline, never seen"), offline with the leave's time after a
+/// leave. The writer runs on another thread and waits for each read, so
+/// the answer is exact, and a store that fed the change before the `Seen`
+/// table had it fails within a few hundred rounds.
+#[test]
+fn seen_anywhere_on_a_fed_change_finds_the_change() {
+    use std::sync::Arc;
+    use std::sync::mpsc;
+
+    use crate::follow::UserChange;
+    use crate::store::PresenceStore;
+    use crate::time::{Clock, ManualClock};
+
+    const ROUNDS: u64 = 2_000;
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+    };
+    let clock = ManualClock::new(T0);
+    let store = Arc::new(super::MemoryStore::new(
+        Arc::new(clock.clone()),
+        SpaceConfig::default(),
+    ));
+    let room = SpaceName::new("room").unwrap();
+    let bob = [MemberId::new("bob").unwrap()];
+    let rt = runtime();
+    let mut feed = store.user_feed().unwrap();
+    rt.block_on(store.follow(&bob)).unwrap();
+    let (read, wait) = mpsc::channel::<()>();
+    let writer = {
+        let (store, room, clock) = (store.clone(), room.clone(), clock.clone());
+        std::thread::spawn(move || {
+            let rt = runtime();
+            for _ in 0..ROUNDS {
+                clock.advance(std::time::Duration::from_millis(1));
+                rt.block_on(store.heartbeat(&room, &[beat(user("bob"))]))
+                    .unwrap();
+                wait.recv().unwrap();
+                clock.advance(std::time::Duration::from_millis(1));
+                rt.block_on(store.leave(&room, &[user("bob")])).unwrap();
+                wait.recv().unwrap();
+            }
+        })
+    };
+    for _ in 0..ROUNDS * 2 {
+        let Ok(UserChange::Presence(event)) = rt.block_on(feed.recv()) else {
+            panic!("the feed carries bob's presence only");
+        };
+        let seen = rt.block_on(store.seen_anywhere(&bob)).unwrap();
+        let now = clock.now_ms();
+        let want = match event.kind {
+            EventKind::Join => (Status::Online, event.last_seen_ms),
+            // A leave is remembered at its own time, which is now.
+            EventKind::Leave => (Status::Offline, Some(now)),
+            other => panic!("unexpected {other:?}"),
+        };
+        assert_eq!(
+            (seen[0].status, seen[0].last_seen_ms),
+            want,
+            "bob read on his {:?}",
+            event.kind
+        );
+        read.send(()).unwrap();
+    }
+    writer.join().unwrap();
+}

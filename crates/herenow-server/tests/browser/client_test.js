@@ -5,8 +5,9 @@
 //
 // The real server and browser are covered by two_users.js; these cover what
 // a real network rarely shows on cue: reconnecting with backoff and jitter,
-// restoring joins/subscriptions/invisibility, refreshing a refused token,
-// noticing a dead socket, pinging when the tab becomes visible.
+// restoring joins/subscriptions/invisibility/watches, refreshing a refused
+// token, noticing a dead socket, pinging when the tab becomes visible, and
+// a watch's pages, status changes and resyncs.
 "use strict";
 
 const test = require("node:test");
@@ -85,10 +86,10 @@ function load(w) {
   return g.Herenow;
 }
 
-async function welcome(ws, ping = 10_000) {
+async function welcome(ws, ping = 10_000, extra = {}) {
   ws.open();
   await flush();
-  ws.recv({ type: "welcome", conn: `c${ws.url.length}`, member: { kind: "user", id: "ann" }, ping_ms: ping });
+  ws.recv({ type: "welcome", conn: `c${ws.url.length}`, member: { kind: "user", id: "ann" }, ping_ms: ping, ...extra });
   await flush();
 }
 
@@ -234,4 +235,149 @@ test("snapshot pages, then events with per-connection metas", async () => {
   assert.deepEqual([...room.members.keys()], ["user:c"]);
   client.close();
   assert.equal(ws.closed, 1000, "close() says goodbye, so the server detaches at once");
+});
+
+// ---- watching users ------------------------------------------------------------
+
+const ids = (watch) => [...watch.users.keys()].sort();
+
+test("watching: a picture shown once complete, then status, new friends, unwatched and a resync that replaces it", async () => {
+  const w = world();
+  const H = load(w);
+  const client = new H.Client({ token: "t" }).connect();
+  const contacts = client.watch({ friends: true });
+  assert.equal(client.watch({ friends: true }), contacts, "one watch per client");
+  await flush();
+  const ws = w.sockets[0];
+  await welcome(ws);
+  assert.deepEqual(ws.types(), ["hello", "watch"], "said once the socket is open");
+  const sent = ws.last("watch");
+  assert.deepEqual(sent.users, []);
+  assert.equal(sent.friends, true);
+  assert.equal(sent.space, undefined, "no space: anywhere");
+  assert.equal(sent.replace, true, "a fresh watch replaces whatever the server holds");
+  let changes = 0;
+  contacts.on("change", () => changes++);
+
+  ws.recv({ type: "watching", space: null, users: [{ id: "bob", status: "online", last_seen_ms: 5, space: "site" }], last: false, resync: true });
+  assert.equal(contacts.users.size, 0, "nothing shown before the last page");
+  ws.recv({ type: "watching", space: null, users: [{ id: "cy", status: "offline", last_seen_ms: null }], last: true, resync: true, ref: sent.ref });
+  assert.deepEqual(ids(contacts), ["bob", "cy"]);
+  assert.deepEqual(contacts.users.get("bob"), { id: "bob", status: "online", last_seen_ms: 5, space: "site" });
+  assert.deepEqual(contacts.users.get("cy"), { id: "cy", status: "offline", last_seen_ms: null, space: null });
+  assert.equal(contacts.synced, true);
+  assert.equal(changes, 1);
+  assert.equal((await contacts.ready).ref, sent.ref, "ready settles with the answer");
+
+  const seen = [];
+  contacts.on("status", (u, before) => seen.push([u.id, u.status, before]));
+  ws.recv({ type: "status", id: "bob", status: "away", last_seen_ms: 5, space: "site" });
+  assert.deepEqual(seen, [["bob", "away", "online"]]);
+  assert.equal(contacts.users.get("bob").status, "away");
+
+  // A friend added to the set: a page without resync, merged.
+  ws.recv({ type: "watching", space: null, users: [{ id: "dee", status: "online", last_seen_ms: 9 }], last: true, resync: false });
+  assert.deepEqual(ids(contacts), ["bob", "cy", "dee"]);
+  // A friend gone from it.
+  const gone = [];
+  contacts.on("unwatched", (list) => gone.push(...list));
+  ws.recv({ type: "unwatched", users: ["cy"] });
+  assert.deepEqual(gone, ["cy"]);
+  assert.deepEqual(ids(contacts), ["bob", "dee"]);
+
+  // After lag: a fresh picture replaces the map exactly, once complete.
+  ws.recv({ type: "watching", space: null, users: [{ id: "bob", status: "offline", last_seen_ms: 7 }], last: false, resync: true });
+  assert.deepEqual(ids(contacts), ["bob", "dee"], "the old map stays until the last page");
+  assert.equal(contacts.users.get("bob").status, "away");
+  ws.recv({ type: "watching", space: null, users: [{ id: "eve", status: "online", last_seen_ms: 8 }], last: true, resync: true });
+  assert.deepEqual(ids(contacts), ["bob", "eve"], "dee is not in the picture: no longer watched");
+  assert.deepEqual(contacts.users.get("bob"), { id: "bob", status: "offline", last_seen_ms: 7, space: null });
+  assert.deepEqual(contacts.list().map((u) => u.id), ["eve", "bob"], "online first");
+  client.close();
+});
+
+test("watching again after a reconnect, as a fresh picture; adding, changing scope and stopping", async () => {
+  const w = world();
+  const H = load(w);
+  const client = new H.Client({ token: "t" }).connect();
+  await flush();
+  const ws0 = w.sockets[0];
+  await welcome(ws0);
+  const contacts = client.watch({ users: ["bob"], space: "site" });
+  let sent = ws0.last("watch");
+  assert.deepEqual([sent.users, sent.space, sent.replace], [["bob"], "site", true]);
+  ws0.recv({ type: "watching", space: "site", users: [{ id: "bob", status: "online", last_seen_ms: 1 }], last: true, resync: true, ref: sent.ref });
+
+  // Same scope: only what is new is asked for, and its answer is merged.
+  assert.equal(contacts.add(["bob", "cy"]) instanceof Promise, true);
+  sent = ws0.last("watch");
+  assert.deepEqual([sent.users, sent.space, sent.replace, sent.friends], [["cy"], "site", undefined, false]);
+  ws0.recv({ type: "watching", space: "site", users: [{ id: "cy", status: "offline", last_seen_ms: null }], last: true, resync: false, ref: sent.ref });
+  assert.deepEqual(ids(contacts), ["bob", "cy"]);
+
+  ws0.drop(1006);
+  await w.advance(BACKOFF_CAP(0));
+  const ws1 = w.sockets[1];
+  await welcome(ws1);
+  assert.deepEqual(ws1.types(), ["hello", "watch"]);
+  sent = ws1.last("watch");
+  assert.deepEqual([sent.users.sort(), sent.space, sent.replace, sent.friends], [["bob", "cy"], "site", true, false]);
+  assert.equal(contacts.synced, false, "stale until the fresh picture");
+  ws1.recv({ type: "watching", space: "site", users: [{ id: "bob", status: "offline", last_seen_ms: 3 }], last: true, resync: true, ref: sent.ref });
+  assert.deepEqual(ids(contacts), ["bob"], "the fresh picture replaces the old map");
+  assert.equal(contacts.synced, true);
+
+  // Without the friend set, removing is an unwatch, and local at once.
+  contacts.remove(["bob"]);
+  assert.deepEqual(ws1.last("unwatch").users, ["bob"]);
+  assert.equal(contacts.users.size, 0);
+  // With it, the server decides who stays (a friend does): sent afresh.
+  client.watch({ users: ["x"], friends: true, space: "site", replace: true });
+  contacts.remove(["x"]);
+  sent = ws1.last("watch");
+  assert.deepEqual([sent.users, sent.friends, sent.replace], [[], true, true]);
+
+  // Another scope starts afresh.
+  client.watch({ users: ["zed"] });
+  sent = ws1.last("watch");
+  assert.deepEqual([sent.users, sent.space, sent.replace], [["zed"], undefined, true]);
+  assert.equal(contacts.space, null);
+
+  contacts.stop();
+  assert.equal(ws1.last("unwatch").users, undefined, "unwatch without users: everything");
+  assert.equal(contacts.active, false);
+  ws1.recv({ type: "status", id: "zed", status: "online", last_seen_ms: 4 });
+  assert.equal(contacts.users.size, 0, "what is still in flight is ignored");
+  ws1.drop(1006);
+  await w.advance(BACKOFF_CAP(0));
+  await welcome(w.sockets[2]);
+  assert.deepEqual(w.sockets[2].types(), ["hello"], "a stopped watch is not said again");
+  client.close();
+});
+
+test("a refused watch is not said again; serverNow follows the server's clock", async () => {
+  const w = world();
+  const H = load(w);
+  const client = new H.Client({ token: "t" }).connect();
+  const contacts = client.watch({ friends: true });
+  const errors = [];
+  contacts.on("error", (e) => errors.push(e.code));
+  await flush();
+  const ahead = 90_000;
+  await welcome(w.sockets[0], 10_000, { server_time_ms: Date.now() + ahead });
+  assert.ok(Math.abs(client.serverNow() - Date.now() - ahead) < 1000, "welcome sets the offset");
+  const sent = w.sockets[0].last("watch");
+  w.sockets[0].recv({ type: "error", ref: sent.ref, code: "no-friend-set", message: "a guest" });
+  await flush();
+  assert.deepEqual(errors, ["no-friend-set"]);
+  assert.equal(contacts.active, false);
+  await assert.rejects(contacts.ready, (e) => e.code === "no-friend-set");
+
+  w.sockets[0].recv({ type: "pong", server_time_ms: Date.now() - ahead });
+  assert.ok(Math.abs(client.serverNow() - Date.now() + ahead) < 1000, "a pong moves it");
+  w.sockets[0].drop(1006);
+  await w.advance(BACKOFF_CAP(0));
+  await welcome(w.sockets[1]);
+  assert.deepEqual(w.sockets[1].types(), ["hello"]);
+  client.close();
 });

@@ -11,7 +11,7 @@ use super::Space;
 use super::entry::Key;
 use crate::conn::ConnId;
 use crate::event::{Event, EventKind, LeaveReason};
-use crate::follow::{UserChange, changes_status};
+use crate::follow::changes_status;
 use crate::id::{MemberId, MemberKey};
 use crate::meta::Metadata;
 use crate::policy::Status;
@@ -108,8 +108,8 @@ impl Space {
             conn: cause.map(|c| c.conn.clone()),
         };
         let event = Arc::new(event);
-        if followed && let Some(tap) = &self.follow {
-            tap.send(UserChange::Presence(event.clone()));
+        if followed {
+            self.followed.borrow_mut().push(event.clone());
         }
         // An error only means nobody listens any more.
         let _ = self.events.send(event);

@@ -60,6 +60,7 @@ mod slab;
 mod walk;
 mod write;
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use hashbrown::HashTable;
@@ -115,9 +116,15 @@ pub struct Space {
     /// drained by the store under this space's lock
     /// ([`Space::take_sightings`]).
     sightings: Vec<SightingNote>,
-    /// The store's followed users, told of their status changes here
-    /// ([`crate::follow`]); `None` for a space outside a store.
+    /// The store's followed users ([`crate::follow`]): whose status
+    /// changes are kept in `followed`; `None` for a space outside a store.
     follow: Option<Arc<FollowTap>>,
+    /// Status events of followed users, drained by the store under this
+    /// space's lock ([`Space::take_followed`]) *after* `sightings`: a
+    /// watcher reading a user's state on such an event must find the
+    /// `Seen` table already knowing of it. A cell, since events are sent
+    /// while the sweep walks the slab.
+    followed: RefCell<Vec<Arc<Event>>>,
 }
 
 impl Space {
@@ -145,6 +152,7 @@ impl Space {
             seen_id: None,
             sightings: Vec::new(),
             follow: None,
+            followed: RefCell::new(Vec::new()),
         };
         space.reset_marks(now);
         space
@@ -155,7 +163,8 @@ impl Space {
         self.seen_id
     }
 
-    /// Tells `tap` of the status changes of the users it follows.
+    /// Keeps the status changes of the users `tap` follows, for
+    /// [`Space::take_followed`].
     pub fn set_follow_tap(&mut self, tap: Arc<FollowTap>) {
         self.follow = Some(tap);
     }
@@ -169,6 +178,12 @@ impl Space {
     /// presence and old sightings, for the store's `Seen` table.
     pub fn take_sightings(&mut self) -> Vec<SightingNote> {
         std::mem::take(&mut self.sightings)
+    }
+
+    /// Takes the status events of followed users since the last call, in
+    /// the order they happened, for the store to hand to its follow tap.
+    pub fn take_followed(&mut self) -> Vec<Arc<Event>> {
+        self.followed.take()
     }
 
     /// The name every event of this space carries.
