@@ -534,9 +534,14 @@
           break;
         }
         case "lagged": {
-          // The server restarts the subscription with a fresh snapshot.
+          // The server restarts the subscription with a fresh snapshot
+          // (its pages say resync): what was known, and any snapshot
+          // half received, is superseded by it.
           const s = this._spaces.get(msg.space);
-          if (s) s.synced = false;
+          if (s) {
+            s.synced = false;
+            s._pending = null;
+          }
           this._emit("lagged", msg);
           break;
         }

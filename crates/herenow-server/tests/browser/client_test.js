@@ -233,6 +233,13 @@ test("snapshot pages, then events with per-connection metas", async () => {
   assert.equal(room.members.has("user:c"), false);
   ws.recv({ type: "snapshot", space: "r", members: [{ kind: "user", id: "c", status: "online", metas: [] }], last: true });
   assert.deepEqual([...room.members.keys()], ["user:c"]);
+  // A lag in the middle of a resync snapshot: the half received pages are
+  // superseded by the next resync, so nobody of them is left over.
+  ws.recv({ type: "lagged", space: "r", missed: 1 });
+  ws.recv({ type: "snapshot", space: "r", members: [{ kind: "user", id: "gone", status: "online", metas: [] }], last: false, resync: true });
+  ws.recv({ type: "lagged", space: "r", missed: 1 });
+  ws.recv({ type: "snapshot", space: "r", members: [{ kind: "user", id: "d", status: "online", metas: [] }], last: true, resync: true });
+  assert.deepEqual([...room.members.keys()], ["user:d"], "the map is exactly the resync snapshot");
   client.close();
   assert.equal(ws.closed, 1000, "close() says goodbye, so the server detaches at once");
 });
