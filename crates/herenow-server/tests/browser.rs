@@ -14,6 +14,9 @@
 //!   her friends (issue 9): Bob's dot turns green when his page opens,
 //!   yellow when the store's clock (a `ManualClock` the test moves) passes
 //!   `online_ms`, grey with "last seen" when his page closes.
+//! - `tests/browser/resync.js` blocks a subscribed page's main thread
+//!   during a join storm (issue 15): the page lags, takes the `resync`
+//!   snapshot and ends with exactly the room, never cut.
 //! - `tests/browser/client_test.js` (no browser: `node --test`) checks
 //!   `/client.js`'s reconnect, token, ping and watch logic with a
 //!   scripted socket.
@@ -311,6 +314,51 @@ fn a_page_watching_friends_shows_them_online_away_and_gone() {
         "the page added cy: {body}"
     );
     check_screenshot(&screenshot, "watch-friends");
+    server.stop();
+}
+
+/// Issue 15's browser test: a page subscribed to a room is busy (its main
+/// thread blocked, so Chromium stops reading the socket) while 9,000
+/// members join and 500 leave. The server lags it instead of cutting it;
+/// once the page runs again, `/client.js` takes the `resync` snapshot and
+/// its map is exactly the room's 8,500 members.
+#[test]
+fn a_busy_page_catches_up_after_a_join_storm() {
+    let setup = Setup::new();
+    let clock = ManualClock::new(1_700_000_000_000);
+    let server = Server::start_with_clock(&clock, Config::default());
+    let base = server.base();
+    let mut browser = setup.browser("resync.js", &[base.as_ref(), "8500".as_ref()]);
+    browser.expect("subscribed");
+    browser.expect("blocking");
+    let store = server.store.clone().expect("a store the test built");
+    server.runtime.block_on(async {
+        let storm = herenow_core::SpaceName::new("storm").unwrap();
+        // 800 bytes of metadata each: about 9 MB, more than the socket's
+        // buffers and the server's queue hold.
+        let meta =
+            herenow_core::Metadata::from_json(&format!(r#"{{"pad":"{}"}}"#, "x".repeat(800)))
+                .unwrap();
+        let key = |i: usize| {
+            herenow_core::MemberKey::user(herenow_core::MemberId::new(&format!("m{i}")).unwrap())
+        };
+        for chunk in (0..9_000).collect::<Vec<_>>().chunks(500) {
+            let beats: Vec<herenow_core::Heartbeat> = chunk
+                .iter()
+                .map(|&i| herenow_core::Heartbeat {
+                    member: key(i),
+                    at_ms: None,
+                    meta: Some(meta.clone()),
+                })
+                .collect();
+            store.heartbeat(&storm, &beats).await.unwrap();
+        }
+        let leaving: Vec<_> = (0..500).map(key).collect();
+        store.leave(&storm, &leaving).await.unwrap();
+    });
+    browser.send("stormed");
+    browser.expect("exact");
+    browser.finish();
     server.stop();
 }
 

@@ -25,7 +25,8 @@ use std::sync::Arc;
 
 use herenow_core::limits::MAX_BATCH;
 use herenow_core::{
-    MemberId, MemberKey, PresenceStore, RecvError, Result, SpaceName, UserChange, UserFeed,
+    MemberId, MemberKey, Millis, PresenceStore, RecvError, Result, SpaceName, Status, UserChange,
+    UserFeed,
 };
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -106,9 +107,18 @@ impl WatchHub {
                 }
             }
             let mut wanted: HashMap<WatchScope, HashSet<MemberId>> = HashMap::new();
+            // What each change said of its user in its space, the newest
+            // per (user, space): folded into an "anywhere" read, which may
+            // not show it yet on a store that indexes a user's spaces
+            // apart from the space itself (Redis).
+            let mut hints = Hints::new();
             for change in batch {
                 match change {
                     Ok(UserChange::Presence(e)) => {
+                        hints
+                            .entry(e.member.id.clone())
+                            .or_default()
+                            .insert(e.space.clone(), (e.status, e.last_seen_ms));
                         let registry = self.registry.lock();
                         for w in registry.watchers_of(e.member.id.as_str()) {
                             let hit = match &w.scope {
@@ -142,7 +152,7 @@ impl WatchHub {
             }
             for (scope, users) in wanted {
                 let users: Vec<MemberId> = users.into_iter().collect();
-                match read_states(&*self.store, &scope, &users).await {
+                match read_states(&*self.store, &scope, &users, &hints).await {
                     Ok(states) => {
                         let registry = self.registry.lock();
                         for state in states {
@@ -172,18 +182,26 @@ impl WatchHub {
     }
 }
 
+/// What changes said of users in spaces: user → space → (status, last
+/// seen), the newest per space, folded into "anywhere" reads.
+pub(crate) type Hints = HashMap<MemberId, HashMap<SpaceName, (Status, Option<Millis>)>>;
+
 /// The states of `users` in `scope`, in the order asked, read in batches
-/// the store accepts.
+/// the store accepts; an "anywhere" read folds in `hints`.
 pub(crate) async fn read_states(
     store: &dyn PresenceStore,
     scope: &WatchScope,
     users: &[MemberId],
+    hints: &Hints,
 ) -> Result<Vec<WatchedUser>> {
     let mut out = Vec::with_capacity(users.len());
     for chunk in users.chunks(MAX_BATCH) {
         match scope {
             WatchScope::Anywhere => {
-                for s in store.seen_anywhere(chunk).await? {
+                for mut s in store.seen_anywhere(chunk).await? {
+                    for (space, (status, last_seen)) in hints.get(&s.id).into_iter().flatten() {
+                        s.merge(space, *status, *last_seen);
+                    }
                     out.push(WatchedUser {
                         id: s.id,
                         status: Presence::from(s.status),

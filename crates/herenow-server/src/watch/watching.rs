@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 
 use super::limits::{MAX_WATCHED, NOTE_QUEUE};
 use super::registry::{Full, Note, WatcherId};
-use super::{WatchHub, read_states, visible_space};
+use super::{Hints, WatchHub, read_states, visible_space};
 use crate::protocol::dto::Presence;
 use crate::protocol::watch::{WatchScope, WatchedUser};
 use crate::token::Spaces;
@@ -363,7 +363,7 @@ impl Watching {
 
     /// The states of `users`, with the spaces the watcher may know.
     async fn read(&self, users: &[MemberId]) -> Result<Vec<WatchedUser>, WatchError> {
-        let mut states = read_states(&*self.hub.store, &self.scope, users).await?;
+        let mut states = read_states(&*self.hub.store, &self.scope, users, &Hints::new()).await?;
         for s in &mut states {
             s.space = visible_space(s.space.take(), &self.policy);
         }
