@@ -15,7 +15,8 @@
 # them open, and with them watching (per socket and per watching socket);
 # its CPU while holding HOLD seconds (default 20; pings only, at the
 # welcome's ping_ms), as percent of one core, and the client's; status
-# latency p50/p99/max over every (flip, watcher) pair. The raw JSON of each
+# latency p50/p99/max over every (flip, watcher) pair, and of each flip's
+# first status (the head of its fan-out). The raw JSON of each
 # run is printed too. A store that cannot watch (answers `unsupported`)
 # is reported as such and the script exits 2.
 #
@@ -130,6 +131,8 @@ def row(r):
         "samples": r["latency_samples"], "expected": r["latency_expected"],
         "unexplained": r["unexplained_statuses"],
         "p50 ms": lat["p50"] / 1000, "p99 ms": lat["p99"] / 1000, "max ms": lat["max"] / 1000,
+        "first p50 ms": r["first_status_latency_us"]["p50"] / 1000,
+        "first p99 ms": r["first_status_latency_us"]["p99"] / 1000,
     }
 
 rows = [row(r) for r in rs]

@@ -6,7 +6,7 @@
 //! cargo run --release -p herenow-server --example watch_load -- \
 //!     --url ws://127.0.0.1:7700/v1/ws --secret S [--users 10000] \
 //!     [--contacts 200] [--flips 100] [--flip-ms 50] [--hold-secs 20] \
-//!     [--seed 9] [--server-pid PID] [--clk-tck 100]
+//!     [--settle-secs 3] [--seed 9] [--server-pid PID] [--clk-tck 100]
 //! ```
 //!
 //! 1. Opens one socket per user `u0`..`u{users-1}` (at most 256
@@ -22,13 +22,14 @@
 //!    (online), then one after another they `leave` it (offline). Every
 //!    socket watching a flipped user notes when that user's `status`
 //!    arrives: latency over every (flip, watcher) pair, against a count
-//!    known in advance from the draw.
+//!    known in advance from the draw; and over flips, the latency of each
+//!    flip's first status (the fan-out's head).
 //!
 //! With `--server-pid` (same machine), the server's RSS (`VmRSS`) is read
-//! before the sockets, after opening them, and after watching; its CPU
-//! time (`utime + stime`) over the hold and over the watch and flip
-//! phases. The client's own CPU is read the same way, since both share
-//! the machine.
+//! before the sockets, and `--settle-secs` after opening them and after
+//! watching; its CPU time (`utime + stime`) over the hold and over the
+//! watch and flip phases. The client's own CPU is read the same way, since
+//! both share the machine.
 //!
 //! The result is one line of JSON on stdout; progress goes to stderr. A
 //! refused `watch` (a store that cannot follow users answers
@@ -163,11 +164,12 @@ impl Draw {
 }
 
 /// When each flip was sent: per user, `[online, offline]` in ns since
-/// `base` (0: not flipped), and the latencies seen.
+/// `base` (0: not flipped), and the latencies seen with their flip
+/// (`2 * user + offline`).
 struct Flips {
     base: Instant,
     sent_ns: Vec<[AtomicU64; 2]>,
-    latencies_us: Mutex<Vec<u64>>,
+    latencies_us: Mutex<Vec<(usize, u64)>>,
 }
 
 impl Flips {
@@ -195,9 +197,10 @@ impl Flips {
             return false;
         }
         let now = at.duration_since(self.base).as_nanos() as u64;
-        self.latencies_us
-            .lock()
-            .push(now.saturating_sub(sent) / 1_000);
+        self.latencies_us.lock().push((
+            2 * user + usize::from(!online),
+            now.saturating_sub(sent) / 1_000,
+        ));
         true
     }
 }
@@ -598,8 +601,18 @@ async fn main() {
     }
     let complete = until(15, || flips.latencies_us.lock().len() as u64 >= want).await;
     let flip_cpu = cpu.percent();
-    let mut lat = flips.latencies_us.lock().clone();
+    let seen = flips.latencies_us.lock().clone();
+    let mut lat: Vec<u64> = seen.iter().map(|&(_, l)| l).collect();
     lat.sort_unstable();
+    // Each flip's first status: the path from the store to one socket,
+    // without waiting behind the rest of the fan-out.
+    let mut first = std::collections::HashMap::new();
+    for &(flip, l) in &seen {
+        let f = first.entry(flip).or_insert(l);
+        *f = (*f).min(l);
+    }
+    let mut first: Vec<u64> = first.into_values().collect();
+    first.sort_unstable();
     stop.cancel();
     for (_, mut ws) in flippers {
         let _ = ws.close(None).await;
@@ -631,6 +644,11 @@ async fn main() {
             "p50": pct(&lat, 0.5),
             "p99": pct(&lat, 0.99),
             "max": lat.last().copied().unwrap_or(0),
+        },
+        "first_status_latency_us": {
+            "p50": pct(&first, 0.5),
+            "p99": pct(&first, 0.99),
+            "max": first.last().copied().unwrap_or(0),
         },
     });
     if let (Value::Object(o), Value::Object(m)) = (&mut out, more) {
