@@ -229,9 +229,10 @@ fn rewrite_header(path: &Path) -> Result<(), JournalError> {
     file.sync_all().map_err(io_err("syncing", path))
 }
 
-/// Frames `payload` as a record: length, checksum, payload.
-pub(crate) fn frame(payload: &[u8], out: &mut Vec<u8>) {
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
-    out.extend_from_slice(payload);
+/// Fills in the head of `record`, a [`RECORD_HEAD`] placeholder followed
+/// by the payload: its length and checksum.
+pub(crate) fn seal(record: &mut [u8]) {
+    let (head, payload) = record.split_at_mut(RECORD_HEAD);
+    head[..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    head[4..].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
 }

@@ -5,6 +5,7 @@
 //!
 //! ```sh
 //! cargo run --release -p herenow-server --example journal_cost
+//! ROUNDS=41 cargo run --release -p herenow-server --example journal_cost
 //! ```
 
 use std::sync::Arc;
@@ -16,7 +17,6 @@ use herenow_core::{
 
 const USERS: usize = 100_000;
 const BATCH: usize = 1_000;
-const ROUNDS: usize = 15;
 const BATCHES_PER_ROUND: usize = 200;
 const SINGLES_PER_ROUND: usize = 50_000;
 
@@ -47,12 +47,17 @@ async fn main() {
         .map(|c| c.iter().cloned().map(Heartbeat::now).collect())
         .collect();
 
+    let rounds: usize = std::env::var("ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(15);
     let mut rates: [(Vec<f64>, Vec<f64>); 2] = Default::default();
-    for round in 0..ROUNDS {
-        for (which, store) in [(0, &plain), (1, &journaled)] {
-            // Alternate which goes first, so neither always gets the warm
-            // caches.
-            let _ = round;
+    for round in 0..rounds {
+        // Alternate which goes first, so neither always runs right after
+        // the other's writes.
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for which in order {
+            let store = if which == 0 { &plain } else { &journaled };
             let started = Instant::now();
             for b in 0..BATCHES_PER_ROUND {
                 store
@@ -76,7 +81,7 @@ async fn main() {
         }
     }
     let stats = log.stats();
-    println!("{ROUNDS} rounds; medians (members per second)");
+    println!("{rounds} rounds; medians (members per second)");
     for (name, (batch, single)) in ["journal off", "journal on"].iter().zip(&rates) {
         println!(
             "{name:12} batches of {BATCH}: {:>11.0}   single heartbeats: {:>10.0}",
