@@ -10,9 +10,10 @@
 //!
 //! # Promises
 //!
-//! - An append frames its record straight into a buffer shared with one
+//! - An append encodes its record straight into a buffer shared with one
 //!   writer thread ([`Journal::append_with`] lets the caller encode in
-//!   place): no message, allocation or thread wake-up per record.
+//!   place): no message, allocation or thread wake-up per record. The
+//!   writer checksums and writes what gathered, a batch per write call.
 //! - A [`Durability::Sync`] append's [`Ack`] resolves once the record is
 //!   on disk (`fdatasync`). Appends waiting at the same time share one
 //!   write and one `fdatasync` (group commit): the writer thread takes
@@ -277,7 +278,7 @@ impl Journal {
     /// buffer and appends the payload to it (appending only; what is
     /// already there belongs to other records), with the journal's lock
     /// held, so it should be quick and must not append to this journal.
-    /// The record is framed in place: no copy, no allocation, no message
+    /// The record is encoded in place: no copy, no allocation, no message
     /// to the writer thread.
     ///
     /// The order of appends is the order of replay, so a caller whose

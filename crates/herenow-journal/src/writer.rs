@@ -1,11 +1,19 @@
 //! The hand-off between appenders and the writer thread, and the thread.
 //!
-//! Appenders frame their records straight into one shared buffer under a
-//! mutex ([`Shared::append`]): no message, no allocation and no wake-up
-//! per record. The writer thread swaps that buffer for its empty spare,
-//! writes it with one call, and syncs when a `Sync` record is in it, a
-//! rotation or close asks for it, or the oldest lazy write reaches its
-//! deadline. It does nothing per record: the bytes are framed already.
+//! Appenders encode their records straight into one shared buffer under a
+//! mutex ([`Shared::append`]), each behind a head holding its length: no
+//! message, no allocation and no wake-up per record. The writer thread
+//! swaps that buffer for its empty spare, fills in the records'
+//! checksums, writes it with one call, and syncs when a `Sync` record is
+//! in it, a rotation or close asks for it, or the oldest lazy write
+//! reaches its deadline.
+//!
+//! Why the checksum is the writer's: it is the one per-byte cost of
+//! framing, about a quarter of an appender's instructions on a single
+//! heartbeat's record, and the appender works while the store holds a
+//! space's lock. The writer does it over a whole batch, off the request
+//! path, before a write it had to make anyway; the buffer only ever holds
+//! whole records, so what it seals is exactly what it writes.
 //!
 //! The writer sleeps on a condition variable, and an appender wakes it
 //! only when it must act: a `Sync` record arrived (group commit: while one
@@ -123,7 +131,8 @@ impl Shared {
         (Arc::new(shared), tx)
     }
 
-    /// Frames the record `encode` appends to the buffer. Returns the
+    /// Adds the record `encode` appends to the buffer, behind its length
+    /// (the writer adds the checksum). Returns the
     /// record's number when it is `Sync` (to wait for with
     /// [`wait_synced`](Self::wait_synced)), `None` when it is lazy.
     pub(crate) fn append(
@@ -156,7 +165,7 @@ impl Shared {
             if len > MAX_RECORD {
                 return Err(JournalError::TooLarge(len));
             }
-            file::seal(&mut partial.buf[start..]);
+            file::write_length(&mut partial.buf[start..]);
             partial.start = usize::MAX;
             len
         };
@@ -304,6 +313,7 @@ impl Writer {
         let mut spare = Vec::with_capacity(64 * 1024);
         loop {
             let job = self.take(&mut spare);
+            file::seal_all(&mut spare);
             self.write(&spare);
             spare.clear();
             if job.sync || job.rotate.is_some() || job.close || self.sync_due(Instant::now()) {
