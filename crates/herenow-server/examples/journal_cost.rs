@@ -89,23 +89,16 @@ async fn main() {
             median(single.clone())
         );
     }
-    let ratio = |i: usize| {
-        let off = median(if i == 0 {
-            rates[0].0.clone()
-        } else {
-            rates[0].1.clone()
-        });
-        let on = median(if i == 0 {
-            rates[1].0.clone()
-        } else {
-            rates[1].1.clone()
-        });
-        on / off
-    };
+    // Each round measures off and on back to back, so the ratio within a
+    // round is the least disturbed by the machine's load drifting.
+    let paired = |off: &[f64], on: &[f64]| median(on.iter().zip(off).map(|(n, f)| n / f).collect());
     println!(
-        "journal on / off: batches {:.3}, single {:.3}; journal wrote {} records, {} bytes, {} fdatasyncs",
-        ratio(0),
-        ratio(1),
+        "journal on / off: batches {:.3}, single {:.3} (medians of per-round ratios: {:.3}, {:.3}); \
+         journal wrote {} records, {} bytes, {} fdatasyncs",
+        median(rates[1].0.clone()) / median(rates[0].0.clone()),
+        median(rates[1].1.clone()) / median(rates[0].1.clone()),
+        paired(&rates[0].0, &rates[1].0),
+        paired(&rates[0].1, &rates[1].1),
         stats.records,
         stats.bytes,
         stats.syncs
