@@ -1,30 +1,98 @@
 #!/usr/bin/env bash
 # What the journal costs heartbeats over HTTP (issue 8: at most 10 %
-# slower): scripts/bench-server.sh without and with --data-dir, alternated
-# ROUNDS times (default 3) in one run so the machine's noise hits both
-# alike; prints every run, then the medians. DURATION defaults to 5s.
+# slower). Starts two release servers side by side, one without and one
+# with --data-dir (every heartbeat journaled), and drives them with wrk in
+# turns: ROUNDS rounds (default 10) of DURATION (default 3s) per load and
+# server, the order of the two servers swapped every round, so the
+# machine's noise hits both alike. Loads as in scripts/bench-server.sh:
+# single heartbeats (64 connections, ids over 100k users) and batches of
+# 1,000 (8 connections). Prints every run, then the medians and the median
+# of the per-round ratios. Needs wrk (Debian: apt-get install -y wrk).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS=${ROUNDS:-3}
-export DURATION=${DURATION:-5s}
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+ROUNDS=${ROUNDS:-10}
+DURATION=${DURATION:-3s}
+THREADS=${THREADS:-1}
+
+cargo build --release -p herenow --quiet
+dir=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$dir"' EXIT
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+declare -A port
+for j in 0 1; do
+  port[$j]=$(free_port)
+  args=(serve --listen "127.0.0.1:${port[$j]}")
+  if [ "$j" = 1 ]; then args+=(--data-dir "$dir/data"); fi
+  RUST_LOG=warn target/release/herenow "${args[@]}" >"$dir/server-$j.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 100); do curl -sf "http://127.0.0.1:${port[$j]}/healthz" >/dev/null && break; sleep 0.1; done
+done
+
+cat >"$dir/single.lua" <<'LUA'
+-- One heartbeat per request, for ids spread over 100k users.
+local counter = 0
+request = function()
+  counter = counter + 1
+  local id = (counter * 7919) % 100000
+  return wrk.format("POST", "/v1/spaces/load/heartbeat",
+    {["Content-Type"] = "application/json"}, '{"id":"user-' .. id .. '"}')
+end
+LUA
+python3 - "$dir/batch.lua" <<'PY'
+import sys
+# Ten different bodies of 1,000 members each, rotated (as in
+# scripts/bench-server.sh).
+bodies = []
+for b in range(10):
+    items = ",".join('{"id":"user-%d"}' % (b * 1000 + i) for i in range(1000))
+    bodies.append('{"heartbeats":[%s]}' % items)
+with open(sys.argv[1], "w") as f:
+    f.write("local bodies = {\n")
+    for body in bodies:
+        f.write("  [==[%s]==],\n" % body)
+    f.write("}\nlocal n = 0\n")
+    f.write("request = function()\n  n = n %% %d + 1\n" % len(bodies))
+    f.write('  return wrk.format("POST", "/v1/spaces/load/heartbeats", {["Content-Type"] = "application/json"}, bodies[n])\nend\n')
+PY
+
+run() { # load server -> requests/s
+  local conns=64
+  if [ "$1" = batch ]; then conns=8; fi
+  wrk -t"$THREADS" -c"$conns" -d"$DURATION" -s "$dir/$1.lua" "http://127.0.0.1:${port[$2]}" |
+    awk '/^Requests\/sec/ { print $2 } /Non-2xx/ { print "non-2xx answers: " $0 > "/dev/stderr"; exit 1 }'
+}
+
+# Warm both: every user present in both stores, the journal's file and
+# buffers grown.
+for j in 0 1; do run batch "$j" >/dev/null; done
+echo "== $ROUNDS rounds of wrk -t$THREADS -d$DURATION per load and server, alternated"
+out="$dir/runs"
 for r in $(seq "$ROUNDS"); do
-  for j in 0 1; do
-    run=$(JOURNAL=$j scripts/bench-server.sh)
-    echo "$run"
-    echo "$run" | awk -v j="$j" '/^Requests\/sec/ { n++; print j, n, $2 }' >>"$out"
+  order="0 1"
+  if [ $((r % 2)) = 0 ]; then order="1 0"; fi
+  for load in single batch; do
+    for j in $order; do
+      rps=$(run "$load" "$j")
+      echo "round $r $load journal=$j $rps req/s"
+      echo "$r $load $j $rps" >>"$out"
+    done
   done
 done
 python3 - "$out" <<'PY'
 import statistics, sys
 runs = {}
 for line in open(sys.argv[1]):
-    j, n, rps = line.split()
-    runs.setdefault((j, n), []).append(float(rps))
-names = {"1": "single heartbeats (req/s)", "2": "batches of 1,000 (req/s)"}
-for n in ("1", "2"):
-    off = statistics.median(runs[("0", n)])
-    on = statistics.median(runs[("1", n)])
-    print(f"{names[n]}: journal off {off:,.0f}, on {on:,.0f}: {on / off:.2f}x")
+    r, load, j, rps = line.split()
+    runs.setdefault((load, j), {})[r] = float(rps)
+names = {"single": "single heartbeats (req/s)", "batch": "batches of 1,000 (req/s)"}
+for load in ("single", "batch"):
+    off, on = runs[(load, "0")], runs[(load, "1")]
+    m_off, m_on = statistics.median(off.values()), statistics.median(on.values())
+    paired = statistics.median(on[r] / off[r] for r in off)
+    print(f"{names[load]}: journal off {m_off:,.0f}, on {m_on:,.0f}: {m_on / m_off:.2f}x "
+          f"(median of per-round ratios {paired:.2f}x)")
 PY
+echo "== journal: $(du -sh "$dir/data" | cut -f1) in $dir/data"

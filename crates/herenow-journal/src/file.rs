@@ -229,9 +229,23 @@ fn rewrite_header(path: &Path) -> Result<(), JournalError> {
     file.sync_all().map_err(io_err("syncing", path))
 }
 
-/// Frames `payload` as a record: length, checksum, payload.
-pub(crate) fn frame(payload: &[u8], out: &mut Vec<u8>) {
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
-    out.extend_from_slice(payload);
+/// Writes the length into the head of `record`, a [`RECORD_HEAD`]
+/// placeholder followed by the payload; the checksum is left for
+/// [`seal_all`].
+pub(crate) fn write_length(record: &mut [u8]) {
+    let len = (record.len() - RECORD_HEAD) as u32;
+    record[..4].copy_from_slice(&len.to_le_bytes());
+}
+
+/// Fills in the checksum of every record in `records`, whole records
+/// whose heads hold their lengths (from [`write_length`]).
+pub(crate) fn seal_all(records: &mut [u8]) {
+    let mut rest = records;
+    while !rest.is_empty() {
+        let (head, tail) = rest.split_at_mut(RECORD_HEAD);
+        let len = u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as usize;
+        let (payload, next) = tail.split_at_mut(len);
+        head[4..].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
+        rest = next;
+    }
 }

@@ -10,14 +10,20 @@
 //!
 //! # Promises
 //!
-//! - A [`Durability::Sync`] append resolves once the record is on disk
-//!   (`fdatasync`). Appends waiting at the same time share one write and
-//!   one `fdatasync` (group commit): the writer thread takes everything
-//!   queued, writes it at once, syncs once, and acknowledges all of it.
-//! - A [`Durability::Lazy`] append is written within milliseconds and
-//!   synced within [`JournalOptions::lazy_sync`] (1 s, like Redis's
-//!   `appendfsync everysec`), or sooner by any `Sync` append behind it:
-//!   a crash loses at most that last second of lazy records.
+//! - An append encodes its record straight into a buffer shared with one
+//!   writer thread ([`Journal::append_with`] lets the caller encode in
+//!   place): no message, allocation or thread wake-up per record. The
+//!   writer checksums and writes what gathered, a batch per write call.
+//! - A [`Durability::Sync`] append's [`Ack`] resolves once the record is
+//!   on disk (`fdatasync`). Appends waiting at the same time share one
+//!   write and one `fdatasync` (group commit): the writer thread takes
+//!   everything buffered, writes it at once, syncs once, and acknowledges
+//!   all of it.
+//! - A [`Durability::Lazy`] append has nothing to wait for. It is written
+//!   within 10 ms and synced within [`JournalOptions::lazy_sync`] (1 s,
+//!   like Redis's `appendfsync everysec`), or sooner by any `Sync` append
+//!   behind it: a crash of the machine loses at most that last second of
+//!   lazy records, a crash of the process alone the last 10 ms.
 //! - Replay yields the records in the order they were appended.
 //!
 //! # Format
@@ -43,11 +49,8 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
-
-use tokio::sync::oneshot;
 
 pub use file::{HEADER, MAX_RECORD};
 
@@ -67,17 +70,18 @@ pub enum Durability {
 pub struct JournalOptions {
     /// The longest a lazy record waits for its `fdatasync`.
     pub lazy_sync: Duration,
-    /// Appends queued for the writer thread before `append` blocks: the
-    /// bound on the journal's memory when the disk is slower than the
-    /// writers.
-    pub queue: usize,
+    /// Bytes buffered for the writer thread before an append blocks
+    /// (1 MiB at least): the bound on the journal's memory when the disk
+    /// is slower than the appenders. The writer's spare buffer can grow
+    /// as large.
+    pub max_buffered: usize,
 }
 
 impl Default for JournalOptions {
     fn default() -> Self {
         Self {
             lazy_sync: Duration::from_secs(1),
-            queue: 65_536,
+            max_buffered: 64 * 1024 * 1024,
         }
     }
 }
@@ -166,35 +170,30 @@ pub struct JournalStats {
     pub file: u64,
 }
 
-#[derive(Default)]
-struct Counters {
-    records: AtomicU64,
-    bytes: AtomicU64,
-    syncs: AtomicU64,
-    file: AtomicU64,
-}
-
-/// The journal: appends go to a writer thread that owns the file.
+/// The journal: appends go into a buffer that a writer thread, which
+/// owns the file, writes and syncs.
 pub struct Journal {
-    tx: mpsc::SyncSender<writer::Cmd>,
+    shared: Arc<writer::Shared>,
     thread: Option<std::thread::JoinHandle<()>>,
-    counters: Arc<Counters>,
     dir: PathBuf,
 }
 
 /// Resolves when an append is as durable as it asked to be.
-pub struct Ack(Option<oneshot::Receiver<Result<(), String>>>);
+#[must_use = "a Sync append is durable only once its Ack resolves"]
+pub struct Ack(Option<(u64, Arc<writer::Shared>)>);
 
 impl Ack {
+    /// Whether there is anything to wait for: `false` for a lazy append,
+    /// which needs no future at all.
+    pub fn is_pending(&self) -> bool {
+        self.0.is_some()
+    }
+
     /// Waits for the record's `fdatasync` (at once for lazy appends).
     pub async fn durable(self) -> Result<(), JournalError> {
         match self.0 {
             None => Ok(()),
-            Some(rx) => match rx.await {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(why)) => Err(JournalError::Failed(why)),
-                Err(_) => Err(JournalError::Failed("the journal closed".into())),
-            },
+            Some((number, shared)) => shared.wait_synced(number).await,
         }
     }
 }
@@ -248,13 +247,18 @@ impl Journal {
                 (n, file::create(dir, n)?)
             }
         };
-        let counters = Arc::new(Counters::default());
-        counters.file.store(number, Ordering::Relaxed);
-        let (tx, rx) = mpsc::sync_channel(options.queue.max(1));
-        let state = writer::Writer::new(dir.to_owned(), number, file, options, counters.clone());
+        let (shared, published) = writer::Shared::new(number, options.max_buffered);
+        let state = writer::Writer::new(
+            dir.to_owned(),
+            number,
+            file,
+            shared.clone(),
+            published,
+            options.lazy_sync,
+        );
         let thread = std::thread::Builder::new()
             .name("herenow-journal".into())
-            .spawn(move || state.run(rx))
+            .spawn(move || state.run())
             .map_err(|source| JournalError::Io {
                 what: "starting the writer thread for",
                 path: dir.to_owned(),
@@ -262,46 +266,53 @@ impl Journal {
             })?;
         Ok((
             Journal {
-                tx,
+                shared,
                 thread: Some(thread),
-                counters,
                 dir: dir.to_owned(),
             },
             report,
         ))
     }
 
-    /// Appends `record`. The order of appends is the order of replay, so
-    /// a caller whose records must replay in the order it applied them
-    /// appends while it still holds the lock it applied them under, and
-    /// awaits the [`Ack`] after releasing it. Blocks only while
-    /// [`JournalOptions::queue`] appends wait for the disk.
-    pub fn append(&self, record: Vec<u8>, durability: Durability) -> Result<Ack, JournalError> {
+    /// Appends the record `encode` writes: it is handed the journal's
+    /// buffer and appends the payload to it (appending only; what is
+    /// already there belongs to other records), with the journal's lock
+    /// held, so it should be quick and must not append to this journal.
+    /// The record is encoded in place: no copy, no allocation, no message
+    /// to the writer thread.
+    ///
+    /// The order of appends is the order of replay, so a caller whose
+    /// records must replay in the order it applied them appends while it
+    /// still holds the lock it applied them under, and awaits the [`Ack`]
+    /// after releasing it. Blocks only while
+    /// [`JournalOptions::max_buffered`] bytes wait for the disk. A payload
+    /// over [`MAX_RECORD`] is taken back out and refused with
+    /// [`JournalError::TooLarge`].
+    pub fn append_with(
+        &self,
+        durability: Durability,
+        encode: impl FnOnce(&mut Vec<u8>),
+    ) -> Result<Ack, JournalError> {
+        let number = self.shared.append(durability, encode)?;
+        Ok(Ack(number.map(|n| (n, self.shared.clone()))))
+    }
+
+    /// Appends `record`, as [`append_with`](Self::append_with) does.
+    pub fn append(&self, record: &[u8], durability: Durability) -> Result<Ack, JournalError> {
         if record.len() > MAX_RECORD {
             return Err(JournalError::TooLarge(record.len()));
         }
-        let (ack, rx) = match durability {
-            Durability::Sync => {
-                let (tx, rx) = oneshot::channel();
-                (Some(tx), Some(rx))
-            }
-            Durability::Lazy => (None, None),
-        };
-        self.tx
-            .send(writer::Cmd::Append { record, ack })
-            .map_err(|_| JournalError::Failed("the journal closed".into()))?;
-        Ok(Ack(rx))
+        self.append_with(durability, |buf| buf.extend_from_slice(record))
     }
 
-    /// Moves the writer to a new file and returns its number: every
-    /// record appended after this call goes there. A snapshot taken after
-    /// `rotate` returns covers every record of older files, which
-    /// [`remove_before`](Self::remove_before) then deletes.
+    /// Moves the writer to a new file and returns its number. Every
+    /// record appended before the call goes to the older file, every one
+    /// appended after it returns to the new one (one appended meanwhile
+    /// may go to either, and was applied before `rotate` returned). So a
+    /// snapshot taken after `rotate` returns covers every record of older
+    /// files, which [`remove_before`](Self::remove_before) then deletes.
     pub async fn rotate(&self) -> Result<u64, JournalError> {
-        let (tx, rx) = oneshot::channel();
-        self.tx
-            .send(writer::Cmd::Rotate { ack: tx })
-            .map_err(|_| JournalError::Failed("the journal closed".into()))?;
+        let rx = self.shared.request_rotate()?;
         match rx.await {
             Ok(Ok(n)) => Ok(n),
             Ok(Err(why)) => Err(JournalError::Failed(why)),
@@ -324,24 +335,26 @@ impl Journal {
         file::sync_dir(&self.dir)
     }
 
-    /// Counters since open; cheap (relaxed atomic loads), for metrics.
+    /// Counters since open; cheap (the append lock, briefly), for
+    /// metrics.
     pub fn stats(&self) -> JournalStats {
-        let c = &self.counters;
+        let (records, bytes) = self.shared.appended();
         JournalStats {
-            records: c.records.load(Ordering::Relaxed),
-            bytes: c.bytes.load(Ordering::Relaxed),
-            syncs: c.syncs.load(Ordering::Relaxed),
-            file: c.file.load(Ordering::Relaxed),
+            records,
+            bytes,
+            syncs: self.shared.syncs.load(Ordering::Relaxed),
+            file: self.shared.file.load(Ordering::Relaxed),
         }
     }
 
-    /// Writes and syncs what is queued, then stops the writer thread.
+    /// Writes and syncs what is buffered, then stops the writer thread;
+    /// later appends are refused.
     pub fn close(mut self) {
         self.stop();
     }
 
     fn stop(&mut self) {
-        let _ = self.tx.send(writer::Cmd::Close);
+        self.shared.request_close();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

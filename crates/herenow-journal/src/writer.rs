@@ -1,45 +1,288 @@
-//! The writer thread: owns the open file, batches what is queued into one
-//! write, syncs once per batch when any append asked for it (group
-//! commit), and syncs lazy records within their deadline.
+//! The hand-off between appenders and the writer thread, and the thread.
+//!
+//! Appenders encode their records straight into one shared buffer under a
+//! mutex ([`Shared::append`]), each behind a head holding its length: no
+//! message, no allocation and no wake-up per record. The writer thread
+//! swaps that buffer for its empty spare, fills in the records'
+//! checksums, writes it with one call, and syncs when a `Sync` record is
+//! in it, a rotation or close asks for it, or the oldest lazy write
+//! reaches its deadline.
+//!
+//! Why the checksum is the writer's: it is the one per-byte cost of
+//! framing, about a quarter of an appender's instructions on a single
+//! heartbeat's record, and the appender works while the store holds a
+//! space's lock. The writer does it over a whole batch, off the request
+//! path, before a write it had to make anyway; the buffer only ever holds
+//! whole records, so what it seals is exactly what it writes.
+//!
+//! The writer sleeps on a condition variable, and an appender wakes it
+//! only when it must act: a `Sync` record arrived (group commit: while one
+//! `fdatasync` runs, the next `Sync` records gather in the buffer and
+//! share the next one), the buffer passed [`WAKE_BYTES`], or the first
+//! record arrived in an empty buffer while nothing brings the writer back
+//! within [`WRITE_EVERY`]. Otherwise it comes back on its own at the next
+//! write or sync deadline.
+//!
+//! `Sync` records are numbered in append order; after each `fdatasync`
+//! the writer publishes the number of the last record it covers on a
+//! `watch` channel, which every [`Ack`](crate::Ack) waits on.
 
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-use tokio::sync::oneshot;
+use parking_lot::{Condvar, Mutex};
+use tokio::sync::{oneshot, watch};
 
 use crate::file::{self, RECORD_HEAD};
-use crate::{Counters, JournalOptions};
+use crate::{Durability, JournalError, MAX_RECORD};
 
-/// Most bytes one batch gathers before it is written.
-const BATCH_BYTES: usize = 4 * 1024 * 1024;
+/// Buffered bytes at which an appender wakes a napping writer: big
+/// enough that a write call carries many records, small enough to keep
+/// the page cache fed steadily.
+const WAKE_BYTES: usize = 1024 * 1024;
 
-pub(crate) enum Cmd {
-    Append {
-        record: Vec<u8>,
-        ack: Option<oneshot::Sender<Result<(), String>>>,
-    },
-    Rotate {
-        ack: oneshot::Sender<Result<u64, String>>,
-    },
-    Close,
+/// The longest a lazy record waits in the buffer before it is written
+/// (it is synced later, within `lazy_sync`): what a crash of the process
+/// alone, not of the machine, can lose of it.
+pub(crate) const WRITE_EVERY: Duration = Duration::from_millis(10);
+
+/// What the writer has made durable, published after every `fdatasync`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Synced {
+    /// Every record numbered up to this one is on disk.
+    pub(crate) upto: u64,
+    /// Why the journal stopped, once it has.
+    pub(crate) failed: Option<Arc<str>>,
 }
 
+/// The state appenders and the writer share, behind [`Shared::state`].
+struct State {
+    /// Framed records not yet taken by the writer.
+    buf: Vec<u8>,
+    /// Records appended since open; the number of the newest.
+    records: u64,
+    /// Bytes appended since open, record heads included.
+    bytes: u64,
+    /// The number of the newest `Sync` record (0: none yet).
+    sync_wanted: u64,
+    /// A rotation asked for and not yet done.
+    rotate: Option<oneshot::Sender<Result<u64, String>>>,
+    /// `close` was called: write and sync what is buffered, then stop.
+    closing: bool,
+    /// Set by the first write or sync error (or the writer's end): from
+    /// then on every append is refused, so nothing is acknowledged that
+    /// may not be on disk.
+    failed: Option<Arc<str>>,
+    /// The writer waits on [`Shared::work`].
+    sleeping: bool,
+    /// ... and only a wake-up brings it back before the next write is
+    /// due: the first record into an empty buffer must wake it.
+    wake_on_first: bool,
+}
+
+/// The half of the journal both sides hold.
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    /// Wakes the writer.
+    work: Condvar,
+    /// Wakes appenders waiting for room in a full buffer.
+    room: Condvar,
+    /// What is synced; the writer holds the sender.
+    synced: watch::Receiver<Synced>,
+    /// The most bytes buffered before an append waits for the writer.
+    max_buffered: usize,
+    /// `fdatasync` calls since open.
+    pub(crate) syncs: AtomicU64,
+    /// The number of the file being written.
+    pub(crate) file: AtomicU64,
+}
+
+fn closed() -> JournalError {
+    JournalError::Failed("the journal closed".into())
+}
+
+impl Shared {
+    /// The shared half, and the sender of what is synced for the writer.
+    pub(crate) fn new(number: u64, max_buffered: usize) -> (Arc<Shared>, watch::Sender<Synced>) {
+        let (tx, rx) = watch::channel(Synced::default());
+        let shared = Shared {
+            state: Mutex::new(State {
+                buf: Vec::new(),
+                records: 0,
+                bytes: 0,
+                sync_wanted: 0,
+                rotate: None,
+                closing: false,
+                failed: None,
+                sleeping: false,
+                wake_on_first: false,
+            }),
+            work: Condvar::new(),
+            room: Condvar::new(),
+            synced: rx,
+            max_buffered: max_buffered.max(WAKE_BYTES),
+            syncs: AtomicU64::new(0),
+            file: AtomicU64::new(number),
+        };
+        (Arc::new(shared), tx)
+    }
+
+    /// Adds the record `encode` appends to the buffer, behind its length
+    /// (the writer adds the checksum). Returns the
+    /// record's number when it is `Sync` (to wait for with
+    /// [`wait_synced`](Self::wait_synced)), `None` when it is lazy.
+    pub(crate) fn append(
+        &self,
+        durability: Durability,
+        encode: impl FnOnce(&mut Vec<u8>),
+    ) -> Result<Option<u64>, JournalError> {
+        let mut st = self.state.lock();
+        while st.buf.len() >= self.max_buffered && st.failed.is_none() && !st.closing {
+            self.room.wait(&mut st);
+        }
+        if let Some(why) = &st.failed {
+            return Err(JournalError::Failed(why.to_string()));
+        }
+        if st.closing {
+            return Err(closed());
+        }
+        let was_empty = st.buf.is_empty();
+        let start = st.buf.len();
+        st.buf.extend_from_slice(&[0; RECORD_HEAD]);
+        let len = {
+            // Should `encode` panic, the half-written record goes: the
+            // buffer must hold whole records only.
+            let mut partial = Partial {
+                buf: &mut st.buf,
+                start,
+            };
+            encode(partial.buf);
+            let len = partial.buf.len() - start - RECORD_HEAD;
+            if len > MAX_RECORD {
+                return Err(JournalError::TooLarge(len));
+            }
+            file::write_length(&mut partial.buf[start..]);
+            partial.start = usize::MAX;
+            len
+        };
+        st.records += 1;
+        st.bytes += (RECORD_HEAD + len) as u64;
+        let number = st.records;
+        let sync = durability == Durability::Sync;
+        if sync {
+            st.sync_wanted = number;
+        }
+        if st.sleeping && (sync || st.buf.len() >= WAKE_BYTES || (was_empty && st.wake_on_first)) {
+            st.sleeping = false;
+            self.work.notify_one();
+        }
+        Ok(sync.then_some(number))
+    }
+
+    /// Resolves once record `number` is synced, or the journal failed
+    /// before it was.
+    pub(crate) async fn wait_synced(&self, number: u64) -> Result<(), JournalError> {
+        let mut rx = self.synced.clone();
+        let outcome = rx
+            .wait_for(|s| s.upto >= number || s.failed.is_some())
+            .await
+            .map(|s| (s.upto >= number, s.failed.clone()));
+        match outcome {
+            Ok((true, _)) => Ok(()),
+            Ok((false, failed)) => Err(JournalError::Failed(
+                failed.map_or_else(|| "the journal closed".into(), |w| w.to_string()),
+            )),
+            Err(_) => Err(closed()),
+        }
+    }
+
+    /// Asks the writer to move to a new file after writing everything
+    /// appended so far to the current one.
+    pub(crate) fn request_rotate(
+        &self,
+    ) -> Result<oneshot::Receiver<Result<u64, String>>, JournalError> {
+        let (tx, rx) = oneshot::channel();
+        let mut st = self.state.lock();
+        if let Some(why) = &st.failed {
+            return Err(JournalError::Failed(why.to_string()));
+        }
+        if st.closing {
+            return Err(closed());
+        }
+        // Two rotations at once: the first one's caller learns of the
+        // second file through its own.
+        if st.rotate.replace(tx).is_some() {
+            tracing::debug!("a journal rotation replaced one not yet done");
+        }
+        st.sleeping = false;
+        self.work.notify_one();
+        Ok(rx)
+    }
+
+    /// Asks the writer to write and sync what is buffered, then stop.
+    pub(crate) fn request_close(&self) {
+        let mut st = self.state.lock();
+        st.closing = true;
+        st.sleeping = false;
+        self.work.notify_one();
+        self.room.notify_all();
+    }
+
+    /// Records and bytes appended since open.
+    pub(crate) fn appended(&self) -> (u64, u64) {
+        let st = self.state.lock();
+        (st.records, st.bytes)
+    }
+}
+
+/// A record being encoded into the buffer; cut off again if dropped
+/// before it is sealed (`start` is then `usize::MAX`).
+struct Partial<'a> {
+    buf: &'a mut Vec<u8>,
+    start: usize,
+}
+
+impl Drop for Partial<'_> {
+    fn drop(&mut self) {
+        if self.start != usize::MAX {
+            self.buf.truncate(self.start);
+        }
+    }
+}
+
+/// What one round of the writer does, taken under the lock.
+struct Job {
+    /// A `Sync` record is among the bytes taken.
+    sync: bool,
+    rotate: Option<oneshot::Sender<Result<u64, String>>>,
+    close: bool,
+    /// The number of the last record taken.
+    upto: u64,
+}
+
+/// The writer thread's state: it owns the file.
 pub(crate) struct Writer {
     dir: PathBuf,
     number: u64,
     file: File,
-    options: JournalOptions,
-    counters: Arc<Counters>,
+    shared: Arc<Shared>,
+    published: watch::Sender<Synced>,
+    lazy_sync: Duration,
+    /// Records up to this number have been taken from the buffer.
+    taken: u64,
+    /// ... and written, when nothing failed.
+    written: u64,
+    /// When the buffer may be written next (one write per
+    /// [`WRITE_EVERY`] unless a wake-up asks for more).
+    next_write: Instant,
     /// Written but not yet synced since this instant.
     dirty_since: Option<Instant>,
-    /// Set by the first write or sync error: from then on every append is
-    /// refused, so nothing is acknowledged that may not be on disk.
-    failed: Option<String>,
+    /// The first write or sync error.
+    failed: Option<Arc<str>>,
 }
 
 impl Writer {
@@ -47,107 +290,110 @@ impl Writer {
         dir: PathBuf,
         number: u64,
         file: File,
-        options: JournalOptions,
-        counters: Arc<Counters>,
+        shared: Arc<Shared>,
+        published: watch::Sender<Synced>,
+        lazy_sync: Duration,
     ) -> Self {
         Self {
             dir,
             number,
             file,
-            options,
-            counters,
+            shared,
+            published,
+            lazy_sync,
+            taken: 0,
+            written: 0,
+            next_write: Instant::now(),
             dirty_since: None,
             failed: None,
         }
     }
 
-    pub(crate) fn run(mut self, rx: Receiver<Cmd>) {
-        let mut buf = Vec::with_capacity(64 * 1024);
-        let mut acks = Vec::new();
+    pub(crate) fn run(mut self) {
+        let mut spare = Vec::with_capacity(64 * 1024);
         loop {
-            let first = match self.dirty_since {
-                None => match rx.recv() {
-                    Ok(c) => c,
-                    Err(_) => break,
-                },
-                Some(since) => {
-                    let wait = self.options.lazy_sync.saturating_sub(since.elapsed());
-                    match rx.recv_timeout(wait) {
-                        Ok(c) => c,
-                        Err(RecvTimeoutError::Timeout) => {
-                            self.sync();
-                            continue;
-                        }
-                        Err(RecvTimeoutError::Disconnected) => break,
-                    }
-                }
-            };
-            // Everything queued behind the first command joins its batch.
-            let mut next = Some(first);
-            let mut stop = false;
-            let mut rotate = None;
-            while let Some(cmd) = next.take() {
-                match cmd {
-                    Cmd::Append { record, ack } => {
-                        file::frame(&record, &mut buf);
-                        self.counters.records.fetch_add(1, Ordering::Relaxed);
-                        self.counters
-                            .bytes
-                            .fetch_add((RECORD_HEAD + record.len()) as u64, Ordering::Relaxed);
-                        if let Some(a) = ack {
-                            acks.push(a);
-                        }
-                    }
-                    // A rotation or close ends the batch: what came before
-                    // it belongs to the old file.
-                    Cmd::Rotate { ack } => {
-                        rotate = Some(ack);
-                        break;
-                    }
-                    Cmd::Close => {
-                        stop = true;
-                        break;
-                    }
-                }
-                if buf.len() >= BATCH_BYTES {
-                    break;
-                }
-                next = rx.try_recv().ok();
-            }
-            self.write(&mut buf);
-            if !acks.is_empty() || rotate.is_some() || stop {
+            let job = self.take(&mut spare);
+            file::seal_all(&mut spare);
+            self.write(&spare);
+            spare.clear();
+            if job.sync || job.rotate.is_some() || job.close || self.sync_due(Instant::now()) {
                 self.sync();
             }
-            let outcome = match &self.failed {
-                None => Ok(()),
-                Some(why) => Err(why.clone()),
-            };
-            for a in acks.drain(..) {
-                let _ = a.send(outcome.clone());
-            }
-            if let Some(ack) = rotate {
+            if let Some(ack) = job.rotate {
                 let _ = ack.send(self.rotate());
             }
-            if stop {
+            if job.close {
                 break;
             }
         }
-        self.sync();
     }
 
-    fn write(&mut self, buf: &mut Vec<u8>) {
-        if buf.is_empty() {
+    /// Sleeps until there is work, then swaps the buffer into `spare`.
+    fn take(&mut self, spare: &mut Vec<u8>) -> Job {
+        let shared = Arc::clone(&self.shared);
+        let mut st = shared.state.lock();
+        loop {
+            if st.closing
+                || st.rotate.is_some()
+                || st.sync_wanted > self.taken
+                || st.buf.len() >= WAKE_BYTES
+            {
+                break;
+            }
+            let write_due = (!st.buf.is_empty()).then_some(self.next_write);
+            let sync_due = self.dirty_since.map(|t| t + self.sync_after());
+            let due = match (write_due, sync_due) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            st.sleeping = true;
+            st.wake_on_first = st.buf.is_empty();
+            match due {
+                None => shared.work.wait(&mut st),
+                Some(t) if t <= Instant::now() => break,
+                Some(t) => {
+                    shared.work.wait_until(&mut st, t);
+                }
+            }
+            st.sleeping = false;
+        }
+        st.sleeping = false;
+        std::mem::swap(&mut st.buf, spare);
+        let job = Job {
+            sync: st.sync_wanted > self.taken,
+            rotate: st.rotate.take(),
+            close: st.closing,
+            upto: st.records,
+        };
+        self.taken = job.upto;
+        drop(st);
+        shared.room.notify_all();
+        self.next_write = Instant::now() + WRITE_EVERY;
+        job
+    }
+
+    /// How long after the first unsynced write the sync is due: the
+    /// write came up to [`WRITE_EVERY`] after its records were appended.
+    fn sync_after(&self) -> Duration {
+        self.lazy_sync.saturating_sub(WRITE_EVERY)
+    }
+
+    fn sync_due(&self, now: Instant) -> bool {
+        self.dirty_since
+            .is_some_and(|t| now.duration_since(t) >= self.sync_after())
+    }
+
+    fn write(&mut self, buf: &[u8]) {
+        if buf.is_empty() || self.failed.is_some() {
             return;
         }
-        if self.failed.is_none() {
-            match self.file.write_all(buf) {
-                Ok(()) => {
-                    self.dirty_since.get_or_insert_with(Instant::now);
-                }
-                Err(e) => self.fail(format!("writing the journal: {e}")),
+        match self.file.write_all(buf) {
+            Ok(()) => {
+                self.written = self.taken;
+                self.dirty_since.get_or_insert_with(Instant::now);
             }
+            Err(e) => self.fail(format!("writing the journal: {e}")),
         }
-        buf.clear();
     }
 
     fn sync(&mut self) {
@@ -156,8 +402,14 @@ impl Writer {
         }
         match self.file.sync_data() {
             Ok(()) => {
-                self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+                self.shared.syncs.fetch_add(1, Ordering::Relaxed);
                 self.dirty_since = None;
+                let upto = self.written;
+                self.published.send_if_modified(|s| {
+                    let newer = s.upto < upto;
+                    s.upto = upto;
+                    newer
+                });
             }
             Err(e) => self.fail(format!("syncing the journal: {e}")),
         }
@@ -165,14 +417,14 @@ impl Writer {
 
     fn rotate(&mut self) -> Result<u64, String> {
         if let Some(why) = &self.failed {
-            return Err(why.clone());
+            return Err(why.to_string());
         }
         let number = self.number + 1;
         match file::create(&self.dir, number) {
             Ok(f) => {
                 self.file = f;
                 self.number = number;
-                self.counters.file.store(number, Ordering::Relaxed);
+                self.shared.file.store(number, Ordering::Relaxed);
                 Ok(number)
             }
             Err(e) => Err(e.to_string()),
@@ -181,6 +433,26 @@ impl Writer {
 
     fn fail(&mut self, why: String) {
         tracing::error!(error = %why, "the journal failed; durable writes are refused from now on");
-        self.failed = Some(why);
+        let why: Arc<str> = why.into();
+        self.failed = Some(why.clone());
+        self.stop_appends(why.clone());
+        self.published.send_modify(|s| s.failed = Some(why));
+    }
+
+    /// Refuses every later append with `why` (the first reason stays).
+    fn stop_appends(&self, why: Arc<str>) {
+        let mut st = self.shared.state.lock();
+        st.failed.get_or_insert(why);
+        drop(st);
+        self.shared.room.notify_all();
+    }
+}
+
+impl Drop for Writer {
+    /// However the thread ends (closed, or a panic), appends stop being
+    /// accepted; dropping `published` fails every `Sync` append still
+    /// waiting.
+    fn drop(&mut self) {
+        self.stop_appends("the journal closed".into());
     }
 }

@@ -69,7 +69,7 @@ async fn records_replay_in_append_order_whatever_their_durability() {
         } else {
             Durability::Lazy
         };
-        let ack = j.append(r.clone(), d).unwrap();
+        let ack = j.append(r, d).unwrap();
         if d == Durability::Sync {
             ack.durable().await.unwrap();
         }
@@ -87,7 +87,7 @@ async fn concurrent_sync_appends_share_fsyncs() {
     let (j, _, _) = open(&dir.0, 0).unwrap();
     let acks: Vec<_> = records(200)
         .into_iter()
-        .map(|r| j.append(r, Durability::Sync).unwrap())
+        .map(|r| j.append(&r, Durability::Sync).unwrap())
         .collect();
     for a in acks {
         a.durable().await.unwrap();
@@ -103,7 +103,7 @@ async fn a_record_cut_short_by_a_crash_is_cut_off_and_the_rest_replays() {
     let dir = TempDir::new("short");
     let (j, _, _) = open(&dir.0, 0).unwrap();
     for r in records(10) {
-        j.append(r, Durability::Sync)
+        j.append(&r, Durability::Sync)
             .unwrap()
             .durable()
             .await
@@ -125,7 +125,7 @@ async fn a_record_cut_short_by_a_crash_is_cut_off_and_the_rest_replays() {
     assert_eq!(torn.cut, 10);
     assert_eq!(fs::metadata(&path).unwrap().len(), good);
     // The journal goes on after the cut.
-    j.append(b"after".to_vec(), Durability::Sync)
+    j.append(b"after", Durability::Sync)
         .unwrap()
         .durable()
         .await
@@ -143,7 +143,7 @@ async fn a_bad_checksum_on_the_last_record_or_zeros_at_the_end_are_a_torn_tail()
         let dir = TempDir::new(damage);
         let (j, _, _) = open(&dir.0, 0).unwrap();
         for r in records(5) {
-            j.append(r, Durability::Sync)
+            j.append(&r, Durability::Sync)
                 .unwrap()
                 .durable()
                 .await
@@ -177,7 +177,7 @@ async fn damage_before_the_end_is_corruption_naming_the_file() {
     let dir = TempDir::new("corrupt");
     let (j, _, _) = open(&dir.0, 0).unwrap();
     for r in records(5) {
-        j.append(r, Durability::Sync)
+        j.append(&r, Durability::Sync)
             .unwrap()
             .durable()
             .await
@@ -210,14 +210,14 @@ async fn damage_before_the_end_is_corruption_naming_the_file() {
 async fn rotation_folds_older_files_away() {
     let dir = TempDir::new("rotate");
     let (j, _, _) = open(&dir.0, 0).unwrap();
-    j.append(b"old".to_vec(), Durability::Sync)
+    j.append(b"old", Durability::Sync)
         .unwrap()
         .durable()
         .await
         .unwrap();
     let n = j.rotate().await.unwrap();
     assert_eq!(j.stats().file, n);
-    j.append(b"new".to_vec(), Durability::Lazy).unwrap();
+    let _ = j.append(b"new", Durability::Lazy).unwrap();
     j.close();
     // Before the snapshot is written, both files replay.
     let (j, seen, report) = open(&dir.0, 0).unwrap();
@@ -235,7 +235,7 @@ async fn rotation_folds_older_files_away() {
 async fn a_file_cut_inside_its_header_is_empty_and_an_older_damaged_file_is_not_a_tail() {
     let dir = TempDir::new("header");
     let (j, _, _) = open(&dir.0, 0).unwrap();
-    j.append(b"kept".to_vec(), Durability::Sync)
+    j.append(b"kept", Durability::Sync)
         .unwrap()
         .durable()
         .await
@@ -264,7 +264,7 @@ async fn a_record_over_the_limit_is_refused_before_it_is_queued() {
     let dir = TempDir::new("large");
     let (j, _, _) = open(&dir.0, 0).unwrap();
     assert!(matches!(
-        j.append(vec![0; MAX_RECORD + 1], Durability::Sync),
+        j.append(&vec![0; MAX_RECORD + 1], Durability::Sync),
         Err(JournalError::TooLarge(_))
     ));
     assert_eq!(j.stats().records, 0);
@@ -274,7 +274,7 @@ async fn a_record_over_the_limit_is_refused_before_it_is_queued() {
 async fn a_replay_function_that_refuses_a_record_stops_the_open() {
     let dir = TempDir::new("refuse");
     let (j, _, _) = open(&dir.0, 0).unwrap();
-    j.append(b"bad".to_vec(), Durability::Sync)
+    j.append(b"bad", Durability::Sync)
         .unwrap()
         .durable()
         .await
@@ -282,4 +282,117 @@ async fn a_replay_function_that_refuses_a_record_stops_the_open() {
     j.close();
     let r = Journal::open(&dir.0, 0, JournalOptions::default(), |_| Err("no".into()));
     assert!(matches!(r, Err(JournalError::Replay { .. })));
+}
+
+#[tokio::test]
+async fn a_record_encoded_in_place_replays_and_an_oversized_one_leaves_no_trace() {
+    let dir = TempDir::new("in-place");
+    let (j, _, _) = open(&dir.0, 0).unwrap();
+    let lazy = j
+        .append_with(Durability::Lazy, |buf| buf.extend_from_slice(b"one"))
+        .unwrap();
+    // A lazy append has nothing to wait for: no future, no allocation.
+    assert!(!lazy.is_pending());
+    let too_large = j.append_with(Durability::Sync, |buf| {
+        buf.extend_from_slice(b"x");
+        buf.resize(buf.len() + MAX_RECORD, 7);
+    });
+    assert!(matches!(too_large, Err(JournalError::TooLarge(n)) if n == MAX_RECORD + 1));
+    let sync = j
+        .append_with(Durability::Sync, |buf| buf.extend_from_slice(b"two"))
+        .unwrap();
+    assert!(sync.is_pending());
+    sync.durable().await.unwrap();
+    assert_eq!(j.stats().records, 2);
+    j.close();
+    let (_j, seen, report) = open(&dir.0, 0).unwrap();
+    assert_eq!(seen, vec![b"one".to_vec(), b"two".to_vec()]);
+    assert_eq!(report.torn, None);
+}
+
+#[test]
+fn an_encoder_that_panics_leaves_no_partial_record() {
+    let dir = TempDir::new("panic");
+    let (j, _, _) = open(&dir.0, 0).unwrap();
+    let _ = j.append(b"before", Durability::Lazy).unwrap();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = j.append_with(Durability::Lazy, |buf| {
+            buf.extend_from_slice(b"half a rec");
+            panic!("the encoder failed");
+        });
+    }));
+    assert!(panicked.is_err());
+    let _ = j.append(b"after", Durability::Lazy).unwrap();
+    j.close();
+    let (_j, seen, report) = open(&dir.0, 0).unwrap();
+    assert_eq!(seen, vec![b"before".to_vec(), b"after".to_vec()]);
+    assert_eq!(report.torn, None);
+}
+
+#[test]
+fn appends_from_many_threads_replay_whole_and_in_each_threads_order() {
+    let dir = TempDir::new("threads");
+    let (j, _, _) = open(&dir.0, 0).unwrap();
+    const THREADS: usize = 4;
+    const EACH: usize = 5_000;
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let j = &j;
+            s.spawn(move || {
+                for i in 0..EACH {
+                    // Sizes up to 2 KiB, so the buffer passes the writer's
+                    // wake-up size many times over.
+                    let pad = (i * 37 + t) % 2_048;
+                    let d = if i % 500 == 0 {
+                        Durability::Sync
+                    } else {
+                        Durability::Lazy
+                    };
+                    let _ = j
+                        .append_with(d, |buf| {
+                            buf.extend_from_slice(format!("{t} {i} ").as_bytes());
+                            buf.resize(buf.len() + pad, b'.');
+                        })
+                        .unwrap();
+                }
+            });
+        }
+    });
+    j.close();
+    let (_j, seen, report) = open(&dir.0, 0).unwrap();
+    assert_eq!(report.records, (THREADS * EACH) as u64);
+    let mut next = [0usize; THREADS];
+    for r in seen {
+        let text = String::from_utf8(r).unwrap();
+        let mut words = text.split(' ');
+        let t: usize = words.next().unwrap().parse().unwrap();
+        let i: usize = words.next().unwrap().parse().unwrap();
+        assert_eq!(i, next[t], "thread {t}'s records out of order");
+        assert_eq!(text.len(), format!("{t} {i} ").len() + (i * 37 + t) % 2_048);
+        next[t] += 1;
+    }
+    assert_eq!(next, [EACH; THREADS]);
+}
+
+#[test]
+fn lazy_records_are_synced_without_anyone_asking() {
+    let dir = TempDir::new("lazy");
+    let options = JournalOptions {
+        lazy_sync: std::time::Duration::from_millis(50),
+        ..JournalOptions::default()
+    };
+    let (j, _) = Journal::open(&dir.0, 0, options, |_| Ok(())).unwrap();
+    let _ = j.append(b"lazy", Durability::Lazy).unwrap();
+    // The writer syncs on its own deadline; poll for it, with a generous
+    // bound for a loaded machine.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while j.stats().syncs == 0 {
+        assert!(std::time::Instant::now() < deadline, "never synced");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let file = only_file(&dir.0);
+    assert_eq!(
+        fs::metadata(&file).unwrap().len(),
+        (HEADER.len() + 8 + 4) as u64
+    );
 }

@@ -5,6 +5,7 @@
 //!
 //! ```sh
 //! cargo run --release -p herenow-server --example journal_cost
+//! ROUNDS=41 cargo run --release -p herenow-server --example journal_cost
 //! ```
 
 use std::sync::Arc;
@@ -16,7 +17,6 @@ use herenow_core::{
 
 const USERS: usize = 100_000;
 const BATCH: usize = 1_000;
-const ROUNDS: usize = 15;
 const BATCHES_PER_ROUND: usize = 200;
 const SINGLES_PER_ROUND: usize = 50_000;
 
@@ -47,12 +47,17 @@ async fn main() {
         .map(|c| c.iter().cloned().map(Heartbeat::now).collect())
         .collect();
 
+    let rounds: usize = std::env::var("ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(15);
     let mut rates: [(Vec<f64>, Vec<f64>); 2] = Default::default();
-    for round in 0..ROUNDS {
-        for (which, store) in [(0, &plain), (1, &journaled)] {
-            // Alternate which goes first, so neither always gets the warm
-            // caches.
-            let _ = round;
+    for round in 0..rounds {
+        // Alternate which goes first, so neither always runs right after
+        // the other's writes.
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for which in order {
+            let store = if which == 0 { &plain } else { &journaled };
             let started = Instant::now();
             for b in 0..BATCHES_PER_ROUND {
                 store
@@ -76,7 +81,7 @@ async fn main() {
         }
     }
     let stats = log.stats();
-    println!("{ROUNDS} rounds; medians (members per second)");
+    println!("{rounds} rounds; medians (members per second)");
     for (name, (batch, single)) in ["journal off", "journal on"].iter().zip(&rates) {
         println!(
             "{name:12} batches of {BATCH}: {:>11.0}   single heartbeats: {:>10.0}",
@@ -84,23 +89,16 @@ async fn main() {
             median(single.clone())
         );
     }
-    let ratio = |i: usize| {
-        let off = median(if i == 0 {
-            rates[0].0.clone()
-        } else {
-            rates[0].1.clone()
-        });
-        let on = median(if i == 0 {
-            rates[1].0.clone()
-        } else {
-            rates[1].1.clone()
-        });
-        on / off
-    };
+    // Each round measures off and on back to back, so the ratio within a
+    // round is the least disturbed by the machine's load drifting.
+    let paired = |off: &[f64], on: &[f64]| median(on.iter().zip(off).map(|(n, f)| n / f).collect());
     println!(
-        "journal on / off: batches {:.3}, single {:.3}; journal wrote {} records, {} bytes, {} fdatasyncs",
-        ratio(0),
-        ratio(1),
+        "journal on / off: batches {:.3}, single {:.3} (medians of per-round ratios: {:.3}, {:.3}); \
+         journal wrote {} records, {} bytes, {} fdatasyncs",
+        median(rates[1].0.clone()) / median(rates[0].0.clone()),
+        median(rates[1].1.clone()) / median(rates[0].1.clone()),
+        paired(&rates[0].0, &rates[1].0),
+        paired(&rates[0].1, &rates[1].1),
         stats.records,
         stats.bytes,
         stats.syncs

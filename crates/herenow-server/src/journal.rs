@@ -19,7 +19,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use herenow_core::changes::{Change, ChangeLog, Durability, Durable};
+use herenow_core::changes::{Change, ChangeLog, ChangeRef, Durability, Durable};
 use herenow_core::{Error, MemoryStore, Result};
 use herenow_journal::{Journal, JournalError, JournalOptions, OpenReport};
 
@@ -41,18 +41,21 @@ fn unavailable(e: JournalError) -> Error {
 }
 
 impl ChangeLog for DiskLog {
-    fn record(&self, change: &Change) -> Result<Durable> {
+    /// Encodes `change` straight into the journal's buffer. A lazy change
+    /// (a heartbeat, a leave) costs no allocation and returns `None`; only
+    /// a synced one gets a future to await.
+    fn record(&self, change: ChangeRef<'_>) -> Result<Option<Durable>> {
         let durability = match change.durability() {
             Durability::Sync => herenow_journal::Durability::Sync,
             Durability::Lazy => herenow_journal::Durability::Lazy,
         };
         let ack = self
             .journal
-            .append(change.encode(), durability)
+            .append_with(durability, |buf| change.encode_into(buf))
             .map_err(unavailable)?;
-        Ok(Box::pin(
-            async move { ack.durable().await.map_err(unavailable) },
-        ))
+        Ok(ack.is_pending().then(|| -> Durable {
+            Box::pin(async move { ack.durable().await.map_err(unavailable) })
+        }))
     }
 }
 

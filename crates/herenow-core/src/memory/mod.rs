@@ -24,7 +24,7 @@ use parking_lot::{Mutex, RwLock};
 pub use snapshot::RestoreReport;
 pub use space::{INDEX_ABOVE, Retired, Space, TickWork};
 
-use crate::changes::{Beat, Change, ChangeLog, Durable};
+use crate::changes::{Change, ChangeLog, ChangeRef, Durable};
 use crate::conn::{Attach, AttachReport, ConnId, Connection, DetachReport};
 use crate::error::{InvalidInput, Result};
 use crate::event::Subscription;
@@ -90,7 +90,7 @@ impl MemoryStore {
     }
 
     /// From now on, records every change in `log` and acknowledges a write
-    /// only once it is as durable as [`Change::durability`] says. Set it
+    /// only once it is as durable as [`ChangeRef::durability`] says. Set it
     /// after replaying the journal with [`apply_change`](Self::apply_change),
     /// so replayed changes are not journaled again. Only the first call
     /// takes effect; later ones return `false`.
@@ -142,10 +142,11 @@ impl MemoryStore {
 
     /// Journals `change` if a log is set. Called under the lock the change
     /// was applied under, so the journal's order is the order applied.
-    fn record(&self, change: impl FnOnce() -> Change) -> Result<Option<Durable>> {
+    /// The change borrows the call's arguments: nothing is cloned.
+    fn record(&self, change: ChangeRef<'_>) -> Result<Option<Durable>> {
         match self.log.get() {
             None => Ok(None),
-            Some(log) => log.record(&change()).map(Some),
+            Some(log) => log.record(change),
         }
     }
 
@@ -156,7 +157,7 @@ impl MemoryStore {
         &self,
         user: &MemberId,
         apply: impl FnOnce(&mut FriendMap) -> Result<u64>,
-        change: impl FnOnce() -> Change,
+        change: ChangeRef<'_>,
     ) -> Result<u64> {
         let (n, durable) = {
             let mut all = self.friends.write();
@@ -286,7 +287,7 @@ impl MemoryStore {
             }
             !set.is_empty()
         });
-        let durable = self.record(|| Change::Erase { user: user.clone() })?;
+        let durable = self.record(ChangeRef::Erase { user })?;
         drop(friends);
         drop(guards);
         Ok((report, durable))
@@ -335,18 +336,7 @@ impl PresenceStore for MemoryStore {
             if report.accepted == 0 {
                 return Ok((report, None));
             }
-            let durable = self.record(|| Change::Heartbeats {
-                space: space.clone(),
-                now,
-                beats: beats
-                    .iter()
-                    .map(|b| Beat {
-                        member: b.member.clone(),
-                        at_ms: b.at_ms,
-                        meta: b.meta.clone(),
-                    })
-                    .collect(),
-            })?;
+            let durable = self.record(ChangeRef::Heartbeats { space, now, beats })?;
             Ok((report, durable))
         })?;
         settle(durable).await?;
@@ -362,10 +352,10 @@ impl PresenceStore for MemoryStore {
         let now = self.clock.now_ms();
         let (left, durable) = self.write(space, |s| -> Result<_> {
             let left = s.leave(members, now)?;
-            let durable = self.record(|| Change::Leave {
-                space: space.clone(),
+            let durable = self.record(ChangeRef::Leave {
+                space,
                 at: now,
-                members: members.to_vec(),
+                members,
             })?;
             Ok((left, durable))
         })?;
@@ -450,10 +440,7 @@ impl PresenceStore for MemoryStore {
             if let Some(id) = s.seen_id() {
                 self.seen.set_policy(id, &config);
             }
-            self.record(|| Change::SetConfig {
-                space: space.clone(),
-                config,
-            })
+            self.record(ChangeRef::SetConfig { space, config })
         })?;
         settle(durable).await?;
         Ok(())
@@ -480,10 +467,7 @@ impl PresenceStore for MemoryStore {
         self.write_friends(
             user,
             |all| set_friends(all, user, friends),
-            || Change::SetFriends {
-                user: user.clone(),
-                friends: friends.to_vec(),
-            },
+            ChangeRef::SetFriends { user, friends },
         )
         .await
     }
@@ -493,10 +477,7 @@ impl PresenceStore for MemoryStore {
         self.write_friends(
             user,
             |all| add_friends(all, user, friends),
-            || Change::AddFriends {
-                user: user.clone(),
-                friends: friends.to_vec(),
-            },
+            ChangeRef::AddFriends { user, friends },
         )
         .await
     }
@@ -506,10 +487,7 @@ impl PresenceStore for MemoryStore {
         self.write_friends(
             user,
             |all| Ok(remove_friends(all, user, friends)),
-            || Change::RemoveFriends {
-                user: user.clone(),
-                friends: friends.to_vec(),
-            },
+            ChangeRef::RemoveFriends { user, friends },
         )
         .await
     }

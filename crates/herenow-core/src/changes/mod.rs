@@ -2,7 +2,7 @@
 //! acknowledged.
 //!
 //! The memory store applies every write to its own structures and then
-//! hands a [`Change`] to a [`ChangeLog`], if it was given one. The log
+//! hands a [`ChangeRef`] to a [`ChangeLog`], if it was given one. The log
 //! (the server's, over `herenow-journal`) does the I/O; core only says
 //! what changed, encoded as bytes, and how durable it must be before the
 //! write is acknowledged:
@@ -21,17 +21,26 @@
 //! the same state: heartbeats keep the newest time, and every other change
 //! assigns (a set, a config, membership of one friend) rather than
 //! accumulates.
+//!
+//! Two shapes of one format: [`ChangeRef`] borrows the store call's own
+//! arguments, so recording a heartbeat clones no id and allocates nothing
+//! (it is encoded straight into the journal's buffer); [`Change`] owns its
+//! data and is what [`Change::decode`] gives back at replay. Both encode
+//! to the same bytes, so journals written by either replay alike.
+
+mod wire;
 
 use std::future::Future;
 use std::pin::Pin;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::error::{Error, Result};
 use crate::id::{MemberId, MemberKey, SpaceName};
 use crate::meta::Metadata;
 use crate::policy::SpaceConfig;
 use crate::time::Millis;
+use crate::values::Heartbeat;
 
 /// The format version written first in every encoded change.
 const VERSION: u8 = 1;
@@ -160,6 +169,130 @@ impl Change {
     }
 }
 
+/// A write the memory store applied, borrowing the call's arguments: what
+/// the store hands its [`ChangeLog`]. It encodes to exactly the bytes of
+/// the matching [`Change`] (same variants in the same order, same fields,
+/// heartbeats as [`Beat`]s), so [`Change::decode`] reads it back.
+#[derive(Clone, Copy, Debug, Serialize)]
+#[serde(rename = "Change")]
+pub enum ChangeRef<'a> {
+    /// See [`Change::Heartbeats`].
+    Heartbeats {
+        /// Where the beats were applied.
+        space: &'a SpaceName,
+        /// "Now" for beats without an explicit time.
+        now: Millis,
+        /// The call's beats, in call order, encoded as [`Beat`]s.
+        #[serde(serialize_with = "beats_as_owned")]
+        beats: &'a [Heartbeat],
+    },
+    /// See [`Change::Leave`].
+    Leave {
+        /// The space they left.
+        space: &'a SpaceName,
+        /// When they left.
+        at: Millis,
+        /// The members that said goodbye, in call order.
+        members: &'a [MemberKey],
+    },
+    /// See [`Change::SetConfig`].
+    SetConfig {
+        /// The space configured.
+        space: &'a SpaceName,
+        /// Its new policy, already validated.
+        config: SpaceConfig,
+    },
+    /// See [`Change::SetFriends`].
+    SetFriends {
+        /// Whose set.
+        user: &'a MemberId,
+        /// The whole new set.
+        friends: &'a [MemberId],
+    },
+    /// See [`Change::AddFriends`].
+    AddFriends {
+        /// Whose set grew.
+        user: &'a MemberId,
+        /// The user ids added.
+        friends: &'a [MemberId],
+    },
+    /// See [`Change::RemoveFriends`].
+    RemoveFriends {
+        /// Whose set shrank.
+        user: &'a MemberId,
+        /// The user ids removed.
+        friends: &'a [MemberId],
+    },
+    /// See [`Change::Erase`].
+    Erase {
+        /// The user.
+        user: &'a MemberId,
+    },
+}
+
+/// A [`Heartbeat`] serialized as the [`Beat`] it becomes at replay.
+#[derive(Serialize)]
+#[serde(rename = "Beat")]
+struct BeatRef<'a> {
+    member: &'a MemberKey,
+    at_ms: Option<Millis>,
+    /// As [`Beat::meta`]: the JSON text.
+    meta: Option<&'a str>,
+}
+
+fn beats_as_owned<S: Serializer>(beats: &&[Heartbeat], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(beats.iter().map(|b| BeatRef {
+        member: &b.member,
+        at_ms: b.at_ms,
+        meta: b.meta.as_ref().map(Metadata::as_json),
+    }))
+}
+
+impl ChangeRef<'_> {
+    /// How durable this change must be before its write is acknowledged:
+    /// as [`Change::durability`].
+    pub fn durability(&self) -> Durability {
+        match self {
+            ChangeRef::Heartbeats { .. } | ChangeRef::Leave { .. } => Durability::Lazy,
+            ChangeRef::SetConfig { .. }
+            | ChangeRef::SetFriends { .. }
+            | ChangeRef::AddFriends { .. }
+            | ChangeRef::RemoveFriends { .. }
+            | ChangeRef::Erase { .. } => Durability::Sync,
+        }
+    }
+
+    /// Appends the change's journal bytes to `out` (the bytes
+    /// [`Change::encode`] gives for the same change), allocating nothing
+    /// beyond `out`'s growth.
+    ///
+    /// Heartbeats and leaves, one record per call on the hot path, are
+    /// written by hand in postcard's format (`wire.rs`: under half the
+    /// instructions of going through serde); the rest go through postcard
+    /// itself. The tests pin both to the owned [`Change`]'s bytes.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        match *self {
+            ChangeRef::Heartbeats { space, now, beats } => {
+                wire::heartbeats(out, VERSION, space, now, beats);
+            }
+            ChangeRef::Leave { space, at, members } => {
+                wire::leave(out, VERSION, space, at, members);
+            }
+            _ => {
+                out.push(VERSION);
+                postcard::to_io(self, &mut *out).expect("writing to a Vec cannot fail");
+            }
+        }
+    }
+
+    /// The change's journal bytes in a new `Vec`.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode_into(&mut out);
+        out
+    }
+}
+
 /// How soon a change must be on disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Durability {
@@ -176,150 +309,13 @@ pub type Durable = Pin<Box<dyn Future<Output = Result<()>> + Send>>;
 /// Where the memory store records its changes (the server's journal).
 pub trait ChangeLog: Send + Sync + 'static {
     /// Records `change`. Called while the store holds the lock it applied
-    /// the change under, so it must not block for long (queue, don't
-    /// write); the returned future is awaited after the lock is released.
-    fn record(&self, change: &Change) -> Result<Durable>;
+    /// the change under, so it must not block for long (buffer, don't
+    /// write). `None` when nothing is left to wait for (a lazy change,
+    /// buffered: the common case, which must cost no allocation); else a
+    /// future, awaited after the lock is released, that resolves once the
+    /// change is as durable as [`ChangeRef::durability`] says.
+    fn record(&self, change: ChangeRef<'_>) -> Result<Option<Durable>>;
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::{Arc, Mutex};
-
-    use super::*;
-    use crate::id::MemberKind;
-    use crate::memory::MemoryStore;
-    use crate::store::{Heartbeat, PresenceStore};
-    use crate::time::ManualClock;
-
-    /// A log that keeps encoded changes in memory, durable at once.
-    #[derive(Default)]
-    struct Kept(Mutex<Vec<Vec<u8>>>);
-
-    impl ChangeLog for Kept {
-        fn record(&self, change: &Change) -> Result<Durable> {
-            self.0.lock().unwrap().push(change.encode());
-            Ok(Box::pin(async { Ok(()) }))
-        }
-    }
-
-    /// A log whose disk failed: nothing may be acknowledged.
-    struct Broken;
-
-    impl ChangeLog for Broken {
-        fn record(&self, _: &Change) -> Result<Durable> {
-            Ok(Box::pin(async {
-                Err(Error::Unavailable {
-                    reason: "disk full".into(),
-                    source: None,
-                })
-            }))
-        }
-    }
-
-    fn id(s: &str) -> MemberId {
-        MemberId::new(s).unwrap()
-    }
-
-    #[tokio::test]
-    async fn replaying_the_journal_rebuilds_what_the_store_acknowledged() {
-        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-        let store = MemoryStore::new(clock.clone(), SpaceConfig::default());
-        let log = Arc::new(Kept::default());
-        assert!(store.set_change_log(log.clone()));
-        let lobby = SpaceName::new("lobby").unwrap();
-        let ann = MemberKey::user(id("ann"));
-        let guest = MemberKey::guest(id("10.0.0.7"));
-        store
-            .heartbeat(
-                &lobby,
-                &[Heartbeat::now(ann.clone()), Heartbeat::now(guest.clone())],
-            )
-            .await
-            .unwrap();
-        clock.advance(std::time::Duration::from_secs(1));
-        store
-            .heartbeat(&lobby, &[Heartbeat::now(ann.clone())])
-            .await
-            .unwrap();
-        store
-            .leave(&lobby, std::slice::from_ref(&guest))
-            .await
-            .unwrap();
-        let config = SpaceConfig {
-            online_ms: 30_000,
-            ..SpaceConfig::default()
-        };
-        store.set_config(&lobby, config).await.unwrap();
-        store
-            .set_friends(&id("ann"), &[id("bob"), id("cy")])
-            .await
-            .unwrap();
-        store.add_friends(&id("ann"), &[id("dee")]).await.unwrap();
-        store
-            .remove_friends(&id("ann"), &[id("bob")])
-            .await
-            .unwrap();
-
-        let replayed = MemoryStore::new(clock.clone(), SpaceConfig::default());
-        for bytes in log.0.lock().unwrap().iter() {
-            replayed
-                .apply_change(&Change::decode(bytes).unwrap())
-                .unwrap();
-        }
-        assert_eq!(
-            replayed.friends(&id("ann")).await.unwrap(),
-            vec![id("cy"), id("dee")]
-        );
-        assert_eq!(replayed.config(&lobby).await.unwrap(), config);
-        let status = replayed.status(&lobby, &[ann, guest]).await.unwrap();
-        assert_eq!(status[0].last_seen_ms, Some(1_700_000_001_000));
-        assert_eq!(status[1].member.kind, MemberKind::Guest);
-        assert_eq!(status[1].last_seen_ms, None, "the guest left");
-    }
-
-    #[tokio::test]
-    async fn a_write_the_journal_cannot_keep_is_not_acknowledged() {
-        let store = MemoryStore::default();
-        store.set_change_log(Arc::new(Broken));
-        let err = store
-            .set_friends(&id("ann"), &[id("bob")])
-            .await
-            .unwrap_err();
-        assert!(err.is_retryable());
-        let lobby = SpaceName::new("lobby").unwrap();
-        let err = store
-            .set_config(&lobby, SpaceConfig::default())
-            .await
-            .unwrap_err();
-        assert!(err.is_retryable());
-    }
-
-    #[test]
-    fn changes_round_trip_and_bad_bytes_are_refused() {
-        let changes = [
-            Change::Heartbeats {
-                space: SpaceName::new("lobby").unwrap(),
-                now: 1_700_000_000_000,
-                beats: vec![Beat {
-                    member: MemberKey::guest(MemberId::new("10.0.0.7").unwrap()),
-                    at_ms: Some(5),
-                    meta: Some(Metadata::from_json(r#"{"n":1}"#).unwrap()),
-                }],
-            },
-            Change::SetFriends {
-                user: MemberId::new("ann").unwrap(),
-                friends: vec![MemberId::new("bob").unwrap()],
-            },
-            Change::SetConfig {
-                space: SpaceName::new("s").unwrap(),
-                config: SpaceConfig::default(),
-            },
-        ];
-        for c in changes {
-            assert_eq!(Change::decode(&c.encode()).unwrap(), c);
-        }
-        assert!(Change::decode(&[]).is_err());
-        assert!(Change::decode(&[9, 1, 2]).is_err());
-        assert!(Change::decode(&[VERSION, 0xff, 0xff, 0xff]).is_err());
-    }
-}
+mod tests;

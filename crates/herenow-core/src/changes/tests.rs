@@ -1,0 +1,320 @@
+//! The change log's contract: replay rebuilds what the store
+//! acknowledged, a failed log refuses writes, and the borrowed and owned
+//! changes are one format, byte for byte.
+
+use std::sync::{Arc, Mutex};
+
+use super::*;
+use crate::id::MemberKind;
+use crate::memory::MemoryStore;
+use crate::store::{Heartbeat, PresenceStore};
+use crate::time::ManualClock;
+
+/// A log that keeps encoded changes in memory, durable at once.
+#[derive(Default)]
+struct Kept(Mutex<Vec<Vec<u8>>>);
+
+impl ChangeLog for Kept {
+    fn record(&self, change: ChangeRef<'_>) -> Result<Option<Durable>> {
+        self.0.lock().unwrap().push(change.encode());
+        Ok(None)
+    }
+}
+
+/// A log whose disk failed: nothing may be acknowledged.
+struct Broken;
+
+impl ChangeLog for Broken {
+    fn record(&self, _: ChangeRef<'_>) -> Result<Option<Durable>> {
+        Ok(Some(Box::pin(async {
+            Err(Error::Unavailable {
+                reason: "disk full".into(),
+                source: None,
+            })
+        })))
+    }
+}
+
+fn id(s: &str) -> MemberId {
+    MemberId::new(s).unwrap()
+}
+
+#[tokio::test]
+async fn replaying_the_journal_rebuilds_what_the_store_acknowledged() {
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let store = MemoryStore::new(clock.clone(), SpaceConfig::default());
+    let log = Arc::new(Kept::default());
+    assert!(store.set_change_log(log.clone()));
+    let lobby = SpaceName::new("lobby").unwrap();
+    let ann = MemberKey::user(id("ann"));
+    let guest = MemberKey::guest(id("10.0.0.7"));
+    store
+        .heartbeat(
+            &lobby,
+            &[Heartbeat::now(ann.clone()), Heartbeat::now(guest.clone())],
+        )
+        .await
+        .unwrap();
+    clock.advance(std::time::Duration::from_secs(1));
+    store
+        .heartbeat(&lobby, &[Heartbeat::now(ann.clone())])
+        .await
+        .unwrap();
+    store
+        .leave(&lobby, std::slice::from_ref(&guest))
+        .await
+        .unwrap();
+    let config = SpaceConfig {
+        online_ms: 30_000,
+        ..SpaceConfig::default()
+    };
+    store.set_config(&lobby, config).await.unwrap();
+    store
+        .set_friends(&id("ann"), &[id("bob"), id("cy")])
+        .await
+        .unwrap();
+    store.add_friends(&id("ann"), &[id("dee")]).await.unwrap();
+    store
+        .remove_friends(&id("ann"), &[id("bob")])
+        .await
+        .unwrap();
+
+    let replayed = MemoryStore::new(clock.clone(), SpaceConfig::default());
+    for bytes in log.0.lock().unwrap().iter() {
+        replayed
+            .apply_change(&Change::decode(bytes).unwrap())
+            .unwrap();
+    }
+    assert_eq!(
+        replayed.friends(&id("ann")).await.unwrap(),
+        vec![id("cy"), id("dee")]
+    );
+    assert_eq!(replayed.config(&lobby).await.unwrap(), config);
+    let status = replayed.status(&lobby, &[ann, guest]).await.unwrap();
+    assert_eq!(status[0].last_seen_ms, Some(1_700_000_001_000));
+    assert_eq!(status[1].member.kind, MemberKind::Guest);
+    assert_eq!(status[1].last_seen_ms, None, "the guest left");
+}
+
+#[tokio::test]
+async fn a_write_the_journal_cannot_keep_is_not_acknowledged() {
+    let store = MemoryStore::default();
+    store.set_change_log(Arc::new(Broken));
+    let err = store
+        .set_friends(&id("ann"), &[id("bob")])
+        .await
+        .unwrap_err();
+    assert!(err.is_retryable());
+    let lobby = SpaceName::new("lobby").unwrap();
+    let err = store
+        .set_config(&lobby, SpaceConfig::default())
+        .await
+        .unwrap_err();
+    assert!(err.is_retryable());
+}
+
+/// Issue 8: the store records borrowed changes, replay decodes owned
+/// ones; the two must be one format, byte for byte, for every variant,
+/// or journals written before (or after) would not replay.
+#[test]
+fn a_borrowed_change_encodes_to_the_bytes_of_the_owned_one() {
+    let lobby = SpaceName::new("lobby").unwrap();
+    let ann = id("ann");
+    let friends = [id("bob"), id("cy")];
+    let members = [MemberKey::user(id("ann")), MemberKey::guest(id("10.0.0.7"))];
+    let heartbeats = [
+        Heartbeat::now(members[0].clone()),
+        Heartbeat {
+            member: members[1].clone(),
+            at_ms: Some(1_700_000_000_123),
+            meta: Some(Metadata::from_json(r#"{"device":"phone","n":1}"#).unwrap()),
+        },
+        Heartbeat {
+            member: MemberKey::user(id("dee")),
+            at_ms: None,
+            meta: Some(Metadata::from_json("{}").unwrap()),
+        },
+        // Lengths and times around the varints' byte boundaries.
+        Heartbeat {
+            member: MemberKey::user(id(&"x".repeat(200))),
+            at_ms: Some(127),
+            meta: Some(Metadata::from_json(&format!(r#"{{"k":"{}"}}"#, "v".repeat(150))).unwrap()),
+        },
+        Heartbeat {
+            member: MemberKey::guest(id(&"y".repeat(127))),
+            at_ms: Some(128),
+            meta: None,
+        },
+    ];
+    let beats: Vec<Beat> = heartbeats
+        .iter()
+        .map(|h| Beat {
+            member: h.member.clone(),
+            at_ms: h.at_ms,
+            meta: h.meta.clone(),
+        })
+        .collect();
+    let config = SpaceConfig {
+        online_ms: 30_000,
+        ..SpaceConfig::default()
+    };
+    let now = 1_700_000_000_000;
+    let pairs: Vec<(ChangeRef<'_>, Change)> = vec![
+        (
+            ChangeRef::Heartbeats {
+                space: &lobby,
+                now,
+                beats: &heartbeats,
+            },
+            Change::Heartbeats {
+                space: lobby.clone(),
+                now,
+                beats,
+            },
+        ),
+        (
+            ChangeRef::Heartbeats {
+                space: &lobby,
+                now,
+                beats: &[],
+            },
+            Change::Heartbeats {
+                space: lobby.clone(),
+                now,
+                beats: Vec::new(),
+            },
+        ),
+        (
+            ChangeRef::Leave {
+                space: &lobby,
+                at: now,
+                members: &members,
+            },
+            Change::Leave {
+                space: lobby.clone(),
+                at: now,
+                members: members.to_vec(),
+            },
+        ),
+        (
+            ChangeRef::SetConfig {
+                space: &lobby,
+                config,
+            },
+            Change::SetConfig {
+                space: lobby.clone(),
+                config,
+            },
+        ),
+        (
+            ChangeRef::SetFriends {
+                user: &ann,
+                friends: &friends,
+            },
+            Change::SetFriends {
+                user: ann.clone(),
+                friends: friends.to_vec(),
+            },
+        ),
+        (
+            ChangeRef::AddFriends {
+                user: &ann,
+                friends: &friends[..1],
+            },
+            Change::AddFriends {
+                user: ann.clone(),
+                friends: friends[..1].to_vec(),
+            },
+        ),
+        (
+            ChangeRef::RemoveFriends {
+                user: &ann,
+                friends: &[],
+            },
+            Change::RemoveFriends {
+                user: ann.clone(),
+                friends: Vec::new(),
+            },
+        ),
+        (
+            ChangeRef::Erase { user: &ann },
+            Change::Erase { user: ann.clone() },
+        ),
+    ];
+    for (borrowed, owned) in pairs {
+        let bytes = borrowed.encode();
+        assert_eq!(bytes, owned.encode(), "{owned:?}");
+        // The hand-written variants agree with serde's view of them.
+        let mut through_serde = vec![VERSION];
+        postcard::to_io(&borrowed, &mut through_serde).unwrap();
+        assert_eq!(bytes, through_serde, "{owned:?}");
+        assert_eq!(Change::decode(&bytes).unwrap(), owned);
+        assert_eq!(borrowed.durability(), owned.durability());
+        // Appending goes after what the buffer already holds.
+        let mut buf = b"before".to_vec();
+        borrowed.encode_into(&mut buf);
+        assert_eq!(&buf[6..], &bytes[..]);
+    }
+}
+
+/// The bytes of journals already on disk: whatever shape the code
+/// takes, these must still decode to the same changes.
+#[test]
+fn journal_records_of_format_1_still_decode() {
+    let heartbeats: &[u8] = &[
+        1, 0, 5, 108, 111, 98, 98, 121, 128, 208, 149, 255, 188, 49, 2, 1, 2, 97, 98, 1, 5, 1, 7,
+        123, 34, 110, 34, 58, 49, 125, 0, 1, 99, 0, 0,
+    ];
+    let owned = Change::Heartbeats {
+        space: SpaceName::new("lobby").unwrap(),
+        now: 1_700_000_000_000,
+        beats: vec![
+            Beat {
+                member: MemberKey::guest(id("ab")),
+                at_ms: Some(5),
+                meta: Some(Metadata::from_json(r#"{"n":1}"#).unwrap()),
+            },
+            Beat {
+                member: MemberKey::user(id("c")),
+                at_ms: None,
+                meta: None,
+            },
+        ],
+    };
+    assert_eq!(Change::decode(heartbeats).unwrap(), owned);
+    assert_eq!(owned.encode(), heartbeats);
+    let erase: &[u8] = &[1, 6, 3, 97, 110, 110];
+    assert_eq!(
+        Change::decode(erase).unwrap(),
+        Change::Erase { user: id("ann") }
+    );
+}
+
+#[test]
+fn changes_round_trip_and_bad_bytes_are_refused() {
+    let changes = [
+        Change::Heartbeats {
+            space: SpaceName::new("lobby").unwrap(),
+            now: 1_700_000_000_000,
+            beats: vec![Beat {
+                member: MemberKey::guest(MemberId::new("10.0.0.7").unwrap()),
+                at_ms: Some(5),
+                meta: Some(Metadata::from_json(r#"{"n":1}"#).unwrap()),
+            }],
+        },
+        Change::SetFriends {
+            user: MemberId::new("ann").unwrap(),
+            friends: vec![MemberId::new("bob").unwrap()],
+        },
+        Change::SetConfig {
+            space: SpaceName::new("s").unwrap(),
+            config: SpaceConfig::default(),
+        },
+    ];
+    for c in changes {
+        assert_eq!(Change::decode(&c.encode()).unwrap(), c);
+    }
+    assert!(Change::decode(&[]).is_err());
+    assert!(Change::decode(&[9, 1, 2]).is_err());
+    assert!(Change::decode(&[VERSION, 0xff, 0xff, 0xff]).is_err());
+}
