@@ -43,7 +43,7 @@ use crate::time::Millis;
 use crate::values::Heartbeat;
 
 /// The format version written first in every encoded change.
-const VERSION: u8 = 1;
+pub(crate) const VERSION: u8 = 1;
 
 /// One heartbeat as the store applied it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -316,6 +316,3 @@ pub trait ChangeLog: Send + Sync + 'static {
     /// change is as durable as [`ChangeRef::durability`] says.
     fn record(&self, change: ChangeRef<'_>) -> Result<Option<Durable>>;
 }
-
-#[cfg(test)]
-mod tests;

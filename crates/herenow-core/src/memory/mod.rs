@@ -720,6 +720,8 @@ fn defaults_window_check(
 }
 
 #[cfg(test)]
+mod journaled;
+#[cfg(test)]
 mod tests;
 
 /// Replaces `user`'s friend set (itself left out); its new size.

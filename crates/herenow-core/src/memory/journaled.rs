@@ -1,12 +1,17 @@
-//! The change log's contract: replay rebuilds what the store
-//! acknowledged, a failed log refuses writes, and the borrowed and owned
-//! changes are one format, byte for byte.
+//! The memory store over a change log (`crate::changes`): replay
+//! rebuilds what the store acknowledged, a failed log refuses writes, and
+//! the borrowed and owned changes are one format, byte for byte. Here, not
+//! in `changes/`, so that `changes` stays a leaf the store builds on.
 
 use std::sync::{Arc, Mutex};
 
-use super::*;
+use super::MemoryStore;
+use crate::changes::*;
+use crate::error::{Error, Result};
 use crate::id::MemberKind;
-use crate::memory::MemoryStore;
+use crate::id::{MemberId, MemberKey, SpaceName};
+use crate::meta::Metadata;
+use crate::policy::SpaceConfig;
 use crate::store::{Heartbeat, PresenceStore};
 use crate::time::ManualClock;
 
