@@ -268,6 +268,7 @@ mod replay;
 mod reply;
 pub mod scripts;
 mod store;
+pub mod user_scripts;
 mod writer;
 
 pub use ctx::RedisStats;

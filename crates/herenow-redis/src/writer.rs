@@ -16,6 +16,7 @@ use crate::ctx::Ctx;
 use crate::keys::SpaceKeys;
 use crate::reply::{array, bad_reply, opt_string};
 use crate::scripts;
+use crate::user_scripts;
 
 /// How often one store re-marks a space it writes to in the space registry.
 /// The sweep drops a space from the registry only when it is empty and was
@@ -136,7 +137,7 @@ impl Writer {
         let r: i64 = self
             .ctx
             .io("register", async move {
-                scripts::REGISTER
+                user_scripts::REGISTER
                     .key(names)
                     .key(touched)
                     .key(self.ctx.keys.registry_shards())
@@ -236,7 +237,7 @@ impl Writer {
                 .collect();
             self.ctx.io("index", async move {
                 if cluster {
-                    let mut inv = scripts::INDEX.prepare_invoke();
+                    let mut inv = user_scripts::INDEX.prepare_invoke();
                     for k in &keys {
                         inv.key(k);
                     }

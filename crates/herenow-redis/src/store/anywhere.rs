@@ -29,7 +29,7 @@ use super::RedisStore;
 use super::sweep::{INDEX_GRACE_MS, ids_of, scored};
 use crate::conn_scripts;
 use crate::reply::{array, int};
-use crate::scripts;
+use crate::user_scripts;
 
 /// Most spaces (or friend sets) one call looks up or writes at a time.
 const LOOKUPS: usize = 64;
@@ -44,7 +44,7 @@ impl RedisStore {
     ) -> Result<Vec<Vec<(String, Millis)>>> {
         let groups = self.ctx.user_groups(users);
         let read = futures::future::try_join_all(groups.iter().map(|group| {
-            let mut inv = scripts::READ_INDEXES.prepare_invoke();
+            let mut inv = user_scripts::READ_INDEXES.prepare_invoke();
             for &i in group {
                 inv.key(self.ctx.keys.seen(users[i].as_ref()));
             }
@@ -185,7 +185,7 @@ impl RedisStore {
                 let mut c = self.ctx.client.clone();
                 let seen = &seen;
                 self.ctx.io("erase", async move {
-                    scripts::UNINDEX
+                    user_scripts::UNINDEX
                         .key(seen)
                         .arg(name)
                         .arg(*mark)
@@ -283,7 +283,7 @@ impl RedisStore {
     /// `friends`: one script per group of them (see `Ctx::user_groups`).
     async fn follow(&self, cmd: &'static str, user: &str, friends: &[&str]) -> Result<()> {
         futures::future::try_join_all(self.ctx.user_groups(friends).into_iter().map(|group| {
-            let mut inv = scripts::FOLLOW.prepare_invoke();
+            let mut inv = user_scripts::FOLLOW.prepare_invoke();
             for i in group {
                 inv.key(self.ctx.keys.followers(friends[i]));
             }

@@ -24,7 +24,7 @@ use herenow_core::{InvalidInput, MemberId, Result, limits};
 use super::RedisStore;
 use super::sweep::ids_of;
 use crate::reply::{array, int};
-use crate::scripts;
+use crate::user_scripts;
 
 impl RedisStore {
     /// [`PresenceStore::set_friends`](herenow_core::PresenceStore::set_friends):
@@ -52,7 +52,7 @@ impl RedisStore {
         let v: Value = self
             .ctx
             .io("set_friends", async {
-                let mut inv = scripts::SET_FRIENDS.prepare_invoke();
+                let mut inv = user_scripts::SET_FRIENDS.prepare_invoke();
                 inv.key(&key);
                 for f in &set {
                     inv.arg(*f);
@@ -100,7 +100,7 @@ impl RedisStore {
         let n: i64 = self
             .ctx
             .io("add_friends", async {
-                let mut inv = scripts::ADD_FRIENDS.prepare_invoke();
+                let mut inv = user_scripts::ADD_FRIENDS.prepare_invoke();
                 inv.key(&key).arg(limits::MAX_FRIENDS);
                 for f in &set {
                     inv.arg(*f);
@@ -127,7 +127,7 @@ impl RedisStore {
         let n: i64 = self
             .ctx
             .io("remove_friends", async {
-                let mut inv = scripts::REMOVE_FRIENDS.prepare_invoke();
+                let mut inv = user_scripts::REMOVE_FRIENDS.prepare_invoke();
                 inv.key(&key);
                 for f in friends {
                     inv.arg(f.as_str());

@@ -33,7 +33,7 @@ use super::RedisStore;
 use crate::conn_scripts;
 use crate::keys::SpaceKeys;
 use crate::reply::{array, bad_reply, int, opt_string};
-use crate::scripts;
+use crate::user_scripts;
 use crate::writer::TOUCH_EVERY_MS;
 
 /// How old a user's mark for a space must be before the sweep (or a
@@ -175,7 +175,7 @@ impl RedisStore {
             let dropped: i64 = self
                 .ctx
                 .io("unregister", async {
-                    scripts::UNREGISTER
+                    user_scripts::UNREGISTER
                         .key(names)
                         .key(touched)
                         .key(self.ctx.keys.registry_shards())
@@ -209,7 +209,7 @@ impl RedisStore {
             let (names, _) = self.ctx.keys.registry();
             self.ctx
                 .io("unschedule", async {
-                    scripts::DUE_DONE
+                    user_scripts::DUE_DONE
                         .key(names)
                         .key(self.ctx.keys.due())
                         .key(self.ctx.keys.registry_shards())
@@ -309,7 +309,7 @@ impl RedisStore {
     }
 
     /// Drops `space` from the index of each of `users` if their mark there
-    /// is at or before `upto` (see [`scripts::UNINDEX`]): one script per
+    /// is at or before `upto` (see [`user_scripts::UNINDEX`]): one script per
     /// group of indexes (see `Ctx::user_groups`).
     pub(super) async fn unindex(
         &self,
@@ -318,7 +318,7 @@ impl RedisStore {
         upto: Millis,
     ) -> Result<()> {
         futures::future::try_join_all(self.ctx.user_groups(users).into_iter().map(|group| {
-            let mut inv = scripts::UNINDEX.prepare_invoke();
+            let mut inv = user_scripts::UNINDEX.prepare_invoke();
             for i in group {
                 inv.key(self.ctx.keys.seen(&users[i]));
             }
