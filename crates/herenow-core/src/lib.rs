@@ -37,6 +37,7 @@ pub mod id;
 pub mod limits;
 pub mod memory;
 pub mod meta;
+pub mod outbox;
 pub mod policy;
 pub mod store;
 pub mod time;
@@ -49,6 +50,7 @@ pub use follow::{FollowTap, UserChange, UserFeed};
 pub use id::{MemberId, MemberKey, MemberKind, SpaceName};
 pub use memory::MemoryStore;
 pub use meta::Metadata;
+pub use outbox::{OutboxEvent, OutboxKind, OutboxOptions, OutboxStats};
 pub use policy::{SpaceConfig, Status};
 pub use store::{
     Counts, ErasureReport, Heartbeat, HeartbeatReport, KindFilter, ListQuery, MemberStatus, Order,

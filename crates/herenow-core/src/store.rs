@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::event::Subscription;
 use crate::follow::UserFeed;
 use crate::id::{MemberId, MemberKey, SpaceName};
+use crate::outbox::{OutboxEvent, OutboxOptions, OutboxStats};
 
 use crate::policy::SpaceConfig;
 use crate::time::Millis;
@@ -134,6 +135,54 @@ pub trait PresenceStore: Send + Sync + 'static {
     async fn unfollow(&self, users: &[MemberId]) -> Result<()> {
         let _ = users;
         Ok(())
+    }
+
+    /// Turns the webhook outbox on (see [`crate::outbox`]): from now on
+    /// every `join`, `away`, `back`, `leave` and `update`, and a space's
+    /// `occupied` / `vacated`, is kept until a consumer acknowledges it.
+    /// Calling it again changes the options.
+    async fn outbox_open(&self, options: OutboxOptions) -> Result<()> {
+        let _ = options;
+        Err(Error::Unsupported {
+            what: "webhooks",
+            store: self.name().to_owned(),
+        })
+    }
+
+    /// Claims up to `max` events for `consumer` (a name unique to the
+    /// server): first those another consumer claimed and left
+    /// unacknowledged for at least `reclaim_idle_ms`, then new ones, each
+    /// space's in the order they happened. A space's events go to one
+    /// consumer at a time.
+    async fn outbox_claim(
+        &self,
+        consumer: &str,
+        max: usize,
+        reclaim_idle_ms: Millis,
+    ) -> Result<Vec<OutboxEvent>> {
+        let _ = (consumer, max, reclaim_idle_ms);
+        Err(Error::Unsupported {
+            what: "webhooks",
+            store: self.name().to_owned(),
+        })
+    }
+
+    /// Forgets delivered events, by [`OutboxEvent::id`]; unknown ids (acknowledged
+    /// before, or trimmed) are ignored.
+    async fn outbox_ack(&self, ids: &[String]) -> Result<()> {
+        let _ = ids;
+        Err(Error::Unsupported {
+            what: "webhooks",
+            store: self.name().to_owned(),
+        })
+    }
+
+    /// How many events wait, are claimed, and were trimmed.
+    async fn outbox_stats(&self) -> Result<OutboxStats> {
+        Err(Error::Unsupported {
+            what: "webhooks",
+            store: self.name().to_owned(),
+        })
     }
 
     /// Opens, pings or changes a live connection (see [`crate::conn`]).

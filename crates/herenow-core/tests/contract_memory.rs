@@ -104,6 +104,18 @@ mod defaults {
         async fn unfollow(&self, u: &[MemberId]) -> Result<()> {
             self.0.unfollow(u).await
         }
+        async fn outbox_open(&self, o: OutboxOptions) -> Result<()> {
+            self.0.outbox_open(o).await
+        }
+        async fn outbox_claim(&self, c: &str, n: usize, idle: Millis) -> Result<Vec<OutboxEvent>> {
+            self.0.outbox_claim(c, n, idle).await
+        }
+        async fn outbox_ack(&self, ids: &[String]) -> Result<()> {
+            self.0.outbox_ack(ids).await
+        }
+        async fn outbox_stats(&self) -> Result<OutboxStats> {
+            self.0.outbox_stats().await
+        }
     }
 }
 

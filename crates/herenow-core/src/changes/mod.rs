@@ -54,24 +54,8 @@ pub struct Beat {
     pub at_ms: Option<Millis>,
     /// New metadata, if any. Kept as its JSON text: the compact binary
     /// format cannot carry a raw JSON value.
-    #[serde(with = "meta_text")]
+    #[serde(with = "crate::meta::as_text")]
     pub meta: Option<Metadata>,
-}
-
-mod meta_text {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    use crate::meta::Metadata;
-
-    pub fn serialize<S: Serializer>(meta: &Option<Metadata>, s: S) -> Result<S::Ok, S::Error> {
-        meta.as_ref().map(Metadata::as_json).serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Metadata>, D::Error> {
-        Option::<String>::deserialize(d)?
-            .map(|text| Metadata::from_json(&text).map_err(serde::de::Error::custom))
-            .transpose()
-    }
 }
 
 /// A write the memory store applied.

@@ -44,6 +44,7 @@ pub type Scenario = (
 
 mod connections;
 mod follow;
+mod outbox;
 mod remembered;
 mod time;
 
@@ -54,6 +55,10 @@ use self::connections::{
 use self::follow::{
     followed_users_are_fed_from_every_space, followed_users_go_offline_by_time,
     friend_set_changes_are_fed, invisible_users_are_not_fed,
+};
+use self::outbox::{
+    outbox_follows_a_member_in_order, outbox_is_bounded, outbox_keeps_events_until_acknowledged,
+    outbox_reclaims_what_a_consumer_left,
 };
 use self::remembered::{
     erase_forgets_everywhere, expiry_keeps_last_seen, forgotten_times_are_counted,
@@ -104,6 +109,10 @@ scenarios!(
     followed_users_go_offline_by_time,
     invisible_users_are_not_fed,
     friend_set_changes_are_fed,
+    outbox_keeps_events_until_acknowledged,
+    outbox_reclaims_what_a_consumer_left,
+    outbox_follows_a_member_in_order,
+    outbox_is_bounded,
 );
 
 /// Runs every scenario, each on a fresh store from `factory`.

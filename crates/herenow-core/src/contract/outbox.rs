@@ -1,0 +1,233 @@
+//! The webhook outbox ([`crate::outbox`]): what a store keeps for
+//! backends, claimed by one consumer at a time, acknowledged once told.
+//!
+//! A factory may share one backend between scenarios, and another
+//! scenario's space may have left events behind: every claim here keeps
+//! the events of its own spaces and acknowledges the rest away.
+
+use super::*;
+use crate::outbox::{OutboxEvent, OutboxKind, OutboxOptions};
+
+/// Claims for `consumer` and returns the events of `spaces`, in order,
+/// acknowledging (discarding) every other space's.
+async fn claim(
+    s: &Arc<dyn PresenceStore>,
+    consumer: &str,
+    idle_ms: u64,
+    spaces: &[&SpaceName],
+) -> Vec<OutboxEvent> {
+    let mut mine = Vec::new();
+    // Enough rounds to get past leftovers of other scenarios.
+    for _ in 0..50 {
+        let got = s.outbox_claim(consumer, 100, idle_ms).await.expect("claim");
+        if got.is_empty() {
+            break;
+        }
+        let (keep, other): (Vec<_>, Vec<_>) =
+            got.into_iter().partition(|e| spaces.contains(&&e.space));
+        let others: Vec<String> = other.into_iter().map(|e| e.id).collect();
+        if !others.is_empty() {
+            s.outbox_ack(&others).await.expect("ack");
+        }
+        let done = keep.is_empty();
+        mine.extend(keep);
+        if done && others.is_empty() {
+            break;
+        }
+    }
+    mine
+}
+
+async fn ack(s: &Arc<dyn PresenceStore>, events: &[OutboxEvent]) {
+    let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
+    s.outbox_ack(&ids).await.expect("ack");
+}
+
+/// (kind, member id) of each event, `-` for a space's own events.
+fn said(events: &[OutboxEvent]) -> Vec<(OutboxKind, String)> {
+    events
+        .iter()
+        .map(|e| {
+            (
+                e.kind,
+                e.member
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), |m| m.id.to_string()),
+            )
+        })
+        .collect()
+}
+
+fn k(kind: OutboxKind, id: &str) -> (OutboxKind, String) {
+    (kind, id.to_owned())
+}
+
+pub(super) async fn outbox_keeps_events_until_acknowledged(
+    s: Arc<dyn PresenceStore>,
+    _clock: ManualClock,
+) {
+    let sp = space("c-outbox-ack");
+    // Nothing is kept before the outbox is open.
+    s.heartbeat(&sp, &[beat(user("early"))]).await.unwrap();
+    s.leave(&sp, &[user("early")]).await.unwrap();
+    s.outbox_open(OutboxOptions::default()).await.unwrap();
+    assert!(claim(&s, "one", 60_000, &[&sp]).await.is_empty());
+
+    s.heartbeat(&sp, &[beat(user("ann")), beat(guest("10.0.0.1"))])
+        .await
+        .unwrap();
+    let got = claim(&s, "one", 60_000, &[&sp]).await;
+    assert_eq!(
+        said(&got),
+        [
+            k(OutboxKind::Occupied, "-"),
+            k(OutboxKind::Join, "ann"),
+            k(OutboxKind::Join, "10.0.0.1"),
+        ],
+        "the first join occupies the space"
+    );
+    let join = &got[1];
+    assert_eq!(join.space, sp);
+    assert_eq!(join.member, Some(user("ann")));
+    assert_eq!(join.status, Some(Status::Online));
+    assert_eq!((join.last_seen_ms, join.at_ms), (Some(T0), T0));
+    assert_eq!(got[2].member, Some(guest("10.0.0.1")));
+    let mut ids: Vec<&str> = got.iter().map(|e| e.id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 3, "ids are unique");
+
+    // Claimed and not acknowledged: not handed out again before the idle
+    // time, to this consumer or another.
+    assert!(claim(&s, "one", 60_000, &[&sp]).await.is_empty());
+    assert!(claim(&s, "two", 60_000, &[&sp]).await.is_empty());
+    ack(&s, &got).await;
+    // A heartbeat that changes no status says nothing; metadata does.
+    s.heartbeat(&sp, &[beat(user("ann"))]).await.unwrap();
+    s.heartbeat(
+        &sp,
+        &[Heartbeat {
+            member: user("ann"),
+            at_ms: None,
+            meta: Some(Metadata::from_json(r#"{"page":"/"}"#).unwrap()),
+        }],
+    )
+    .await
+    .unwrap();
+    let got = claim(&s, "one", 60_000, &[&sp]).await;
+    assert_eq!(said(&got), [k(OutboxKind::Update, "ann")]);
+    assert_eq!(got[0].meta.as_ref().unwrap().as_json(), r#"{"page":"/"}"#);
+    ack(&s, &got).await;
+    // Acknowledging twice, or an id never given, is harmless.
+    ack(&s, &got).await;
+    s.outbox_ack(&["no-such-event".to_owned()]).await.unwrap();
+    assert!(claim(&s, "one", 0, &[&sp]).await.is_empty());
+}
+
+pub(super) async fn outbox_reclaims_what_a_consumer_left(
+    s: Arc<dyn PresenceStore>,
+    clock: ManualClock,
+) {
+    let sp = space("c-outbox-reclaim");
+    s.outbox_open(OutboxOptions::default()).await.unwrap();
+    s.heartbeat(&sp, &[beat(user("ann"))]).await.unwrap();
+    let first = claim(&s, "dead", 60_000, &[&sp]).await;
+    assert_eq!(
+        said(&first),
+        [k(OutboxKind::Occupied, "-"), k(OutboxKind::Join, "ann")]
+    );
+    // The consumer dies without acknowledging. Until its claim is idle
+    // long enough, nobody else gets the space's events, not even newer
+    // ones: a member's events stay in order.
+    clock.advance(Duration::from_secs(5));
+    s.heartbeat(&sp, &[beat(user("bob"))]).await.unwrap();
+    assert!(claim(&s, "heir", 30_000, &[&sp]).await.is_empty());
+    clock.advance(Duration::from_secs(30));
+    let again = claim(&s, "heir", 30_000, &[&sp]).await;
+    assert_eq!(
+        said(&again),
+        [
+            k(OutboxKind::Occupied, "-"),
+            k(OutboxKind::Join, "ann"),
+            k(OutboxKind::Join, "bob"),
+        ],
+        "the abandoned events first, with their ids, then the newer one"
+    );
+    assert_eq!(again[0].id, first[0].id);
+    assert_eq!(again[1].id, first[1].id);
+    ack(&s, &again).await;
+    assert!(claim(&s, "heir", 0, &[&sp]).await.is_empty());
+    let stats = s.outbox_stats().await.unwrap();
+    assert_eq!(stats.pending, 0, "{stats:?}");
+}
+
+pub(super) async fn outbox_follows_a_member_in_order(
+    s: Arc<dyn PresenceStore>,
+    clock: ManualClock,
+) {
+    let (a, b) = (space("c-outbox-order-a"), space("c-outbox-order-b"));
+    s.outbox_open(OutboxOptions::default()).await.unwrap();
+    s.heartbeat(&a, &[beat(user("ann"))]).await.unwrap();
+    s.heartbeat(&b, &[beat(user("ann"))]).await.unwrap();
+    clock.advance(Duration::from_secs(60));
+    settle(&s).await;
+    s.heartbeat(&a, &[beat(user("ann"))]).await.unwrap();
+    s.leave(&a, &[user("ann")]).await.unwrap();
+    // b: away, then gone by time.
+    clock.advance(Duration::from_secs(300));
+    settle(&s).await;
+    let got = claim(&s, "one", 60_000, &[&a, &b]).await;
+    let of = |sp: &SpaceName| -> Vec<OutboxEvent> {
+        got.iter().filter(|e| &e.space == sp).cloned().collect()
+    };
+    let in_a = of(&a);
+    assert_eq!(
+        said(&in_a),
+        [
+            k(OutboxKind::Occupied, "-"),
+            k(OutboxKind::Join, "ann"),
+            k(OutboxKind::Away, "ann"),
+            k(OutboxKind::Back, "ann"),
+            k(OutboxKind::Leave, "ann"),
+            k(OutboxKind::Vacated, "-"),
+        ]
+    );
+    let leave = &in_a[4];
+    assert_eq!(leave.reason, Some(LeaveReason::Explicit));
+    assert_eq!(leave.status, Some(Status::Offline));
+    assert_eq!(in_a[3].at_ms, T0 + 60_000);
+    let in_b = of(&b);
+    assert_eq!(
+        said(&in_b),
+        [
+            k(OutboxKind::Occupied, "-"),
+            k(OutboxKind::Join, "ann"),
+            k(OutboxKind::Away, "ann"),
+            k(OutboxKind::Leave, "ann"),
+            k(OutboxKind::Vacated, "-"),
+        ]
+    );
+    assert_eq!(in_b[3].reason, Some(LeaveReason::Timeout));
+    assert_eq!(in_b[3].last_seen_ms, Some(T0), "{:?}", in_b[3]);
+    ack(&s, &got).await;
+}
+
+pub(super) async fn outbox_is_bounded(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+    let sp = space("c-outbox-cap");
+    s.outbox_open(OutboxOptions { max_events: 4 }).await.unwrap();
+    let before = s.outbox_stats().await.unwrap().trimmed;
+    let beats: Vec<Heartbeat> = (0..10).map(|i| beat(user(&format!("m{i}")))).collect();
+    s.heartbeat(&sp, &beats).await.unwrap();
+    let stats = s.outbox_stats().await.unwrap();
+    // 11 events (occupied and ten joins) into room for 4.
+    assert!(stats.trimmed >= before + 7, "{stats:?}");
+    let got = claim(&s, "one", 60_000, &[&sp]).await;
+    assert!(got.len() <= 4, "{:?}", said(&got));
+    assert_eq!(
+        said(&got).last(),
+        Some(&k(OutboxKind::Join, "m9")),
+        "the oldest are trimmed, the newest kept"
+    );
+    ack(&s, &got).await;
+    s.outbox_open(OutboxOptions::default()).await.unwrap();
+}

@@ -1,0 +1,186 @@
+//! The outbox: the events a store keeps until a backend has been told of
+//! them (webhooks), each handed to exactly one consumer at a time.
+//!
+//! Webhooks must survive what the store survives and, with many servers on
+//! one Redis, be delivered by exactly one of them. So the outbox belongs to
+//! the store, not to a server: the memory store keeps it beside its spaces
+//! (in its snapshot and journal with a data directory), the Redis stores
+//! keep it in Redis Streams written by the same scripts that change
+//! presence. A server only claims, delivers and acknowledges:
+//!
+//! 1. [`PresenceStore::outbox_open`] turns capture on (off by default: a
+//!    store without webhooks keeps nothing).
+//! 2. [`PresenceStore::outbox_claim`] hands a consumer the next events,
+//!    oldest first, together with the events another consumer claimed and
+//!    left unacknowledged for longer than `reclaim_idle_ms` (a server that
+//!    died mid-delivery). Within a space, events are claimed in the order
+//!    they happened, and a space's events are claimed by one consumer at a
+//!    time, so a member's events reach a backend in order.
+//! 3. [`PresenceStore::outbox_ack`] forgets delivered events.
+//!
+//! Delivery is at least once: an event claimed, delivered, and not yet
+//! acknowledged when its consumer dies is delivered again by the next. The
+//! [`OutboxEvent::id`] is stable across those deliveries, for receivers to
+//! deduplicate.
+//!
+//! Capture is bounded ([`OutboxOptions::max_events`]): past the cap the
+//! oldest events are trimmed and counted ([`OutboxStats::trimmed`]), never
+//! kept without bound.
+
+use serde::{Deserialize, Serialize};
+
+use crate::conn::ConnId;
+use crate::event::{Event, EventKind, LeaveReason};
+use crate::id::{MemberKey, SpaceName};
+use crate::meta::Metadata;
+use crate::policy::Status;
+use crate::time::Millis;
+
+/// What an outbox event says happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutboxKind {
+    /// A member became present.
+    Join,
+    /// A member went away (silent past the space's `online_ms`).
+    Away,
+    /// An away member came back.
+    Back,
+    /// A member stopped being present ([`OutboxEvent::reason`] says why).
+    Leave,
+    /// A present member's metadata changed.
+    Update,
+    /// The space's first present member joined.
+    Occupied,
+    /// The space's last present member left.
+    Vacated,
+}
+
+impl OutboxKind {
+    /// The lowercase name webhooks carry.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutboxKind::Join => "join",
+            OutboxKind::Away => "away",
+            OutboxKind::Back => "back",
+            OutboxKind::Leave => "leave",
+            OutboxKind::Update => "update",
+            OutboxKind::Occupied => "occupied",
+            OutboxKind::Vacated => "vacated",
+        }
+    }
+
+    /// The kind of a member event, `None` for the events webhooks do not
+    /// carry (`connect` / `disconnect` of a member's further devices).
+    pub fn of_event(kind: EventKind) -> Option<OutboxKind> {
+        Some(match kind {
+            EventKind::Join => OutboxKind::Join,
+            EventKind::Away => OutboxKind::Away,
+            EventKind::Back => OutboxKind::Back,
+            EventKind::Leave => OutboxKind::Leave,
+            EventKind::Update => OutboxKind::Update,
+            EventKind::Connect | EventKind::Disconnect => return None,
+        })
+    }
+
+    /// Every kind, in a fixed order.
+    pub const ALL: [OutboxKind; 7] = [
+        OutboxKind::Join,
+        OutboxKind::Away,
+        OutboxKind::Back,
+        OutboxKind::Leave,
+        OutboxKind::Update,
+        OutboxKind::Occupied,
+        OutboxKind::Vacated,
+    ];
+}
+
+/// One event waiting in the outbox.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutboxEvent {
+    /// Unique in the store and stable across redeliveries.
+    pub id: String,
+    /// When it happened, by the store's clock.
+    pub at_ms: Millis,
+    /// The space it happened in.
+    pub space: SpaceName,
+    /// What happened.
+    pub kind: OutboxKind,
+    /// The member it happened to; `None` for `occupied` / `vacated`.
+    pub member: Option<MemberKey>,
+    /// The member's status after the event.
+    pub status: Option<Status>,
+    /// The member's last heartbeat after the event.
+    pub last_seen_ms: Option<Millis>,
+    /// The member's metadata after the event.
+    #[serde(with = "crate::meta::as_text")]
+    pub meta: Option<Metadata>,
+    /// Why the member left; only on `leave`.
+    pub reason: Option<LeaveReason>,
+    /// The live connection that caused it, if one did.
+    pub conn: Option<ConnId>,
+}
+
+impl OutboxEvent {
+    /// The outbox form of a member event at `at_ms`, `None` for kinds
+    /// webhooks do not carry. The id is the store's to give.
+    pub fn of_member(id: String, at_ms: Millis, event: &Event) -> Option<OutboxEvent> {
+        Some(OutboxEvent {
+            id,
+            at_ms,
+            space: event.space.clone(),
+            kind: OutboxKind::of_event(event.kind)?,
+            member: Some(event.member.clone()),
+            status: Some(event.status),
+            last_seen_ms: event.last_seen_ms,
+            meta: event.meta.clone(),
+            reason: event.reason,
+            conn: event.conn.clone(),
+        })
+    }
+
+    /// An `occupied` or `vacated` event of `space` at `at_ms`.
+    pub fn of_space(id: String, at_ms: Millis, space: SpaceName, kind: OutboxKind) -> OutboxEvent {
+        OutboxEvent {
+            id,
+            at_ms,
+            space,
+            kind,
+            member: None,
+            status: None,
+            last_seen_ms: None,
+            meta: None,
+            reason: None,
+            conn: None,
+        }
+    }
+}
+
+/// How the outbox captures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutboxOptions {
+    /// The most events kept (per space stream on Redis, in all on the
+    /// memory store); older ones are trimmed and counted.
+    pub max_events: u64,
+}
+
+impl Default for OutboxOptions {
+    fn default() -> Self {
+        Self {
+            max_events: 100_000,
+        }
+    }
+}
+
+/// The outbox's state, for metrics and `GET /v1/webhooks`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct OutboxStats {
+    /// Events kept and not yet acknowledged (claimed or not).
+    pub depth: u64,
+    /// Of those, claimed by a consumer and not yet acknowledged.
+    pub pending: u64,
+    /// Events trimmed by the cap before they were acknowledged, since
+    /// the store started counting (this process, or the Redis stream's
+    /// life).
+    pub trimmed: u64,
+}
