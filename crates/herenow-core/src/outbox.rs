@@ -159,8 +159,9 @@ impl OutboxEvent {
 /// How the outbox captures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OutboxOptions {
-    /// The most events kept (per space stream on Redis, in all on the
-    /// memory store); older ones are trimmed and counted.
+    /// The most events kept: in all on the memory store, per space on
+    /// Redis (each of a big space's shards keeping its share, at least
+    /// one). Older ones are trimmed and counted.
     pub max_events: u64,
 }
 
