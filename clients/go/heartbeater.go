@@ -28,12 +28,12 @@ type Logger interface {
 
 // Defaults of [HeartbeaterOptions].
 const (
-	DefaultInterval     = 60 * time.Second
-	DefaultMaxTracked   = 100_000
-	DefaultQueueSize    = 10_000
-	DefaultMaxBatch     = 1_000
-	DefaultSendTimeout  = 5 * time.Second
-	maxServerBatch      = 10_000
+	DefaultInterval    = 60 * time.Second
+	DefaultMaxTracked  = 100_000
+	DefaultQueueSize   = 10_000
+	DefaultMaxBatch    = 1_000
+	DefaultSendTimeout = 5 * time.Second
+	maxServerBatch     = 10_000
 )
 
 // HeartbeaterOptions configures a [Heartbeater]. The zero value is the
