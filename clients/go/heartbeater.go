@@ -243,8 +243,14 @@ func (h *Heartbeater) track(m MemberRef, now time.Time) {
 }
 
 // Flush waits until every heartbeat queued before it was sent (or
-// failed), or ctx ends.
+// failed), or ctx ends; ErrClosed after Close (which flushes itself).
 func (h *Heartbeater) Flush(ctx context.Context) error {
+	h.mu.Lock()
+	closed := h.closed
+	h.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
 	done := make(chan struct{})
 	select {
 	case h.queue <- item{flushed: done}:
