@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 	main_ = s
 	code := m.Run()
 	s.stop()
+	if aux != nil {
+		aux.stop()
+	}
 	os.Exit(code)
 }
 
@@ -96,6 +99,7 @@ func startServer(args ...string) (*server, error) {
 	}
 	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), "RUST_LOG=warn")
+	dieWithParent(cmd)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

@@ -11,7 +11,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(git -C "$here" rev-parse --show-toplevel)"
+root="$(git -C "$here" rev-parse --show-toplevel 2>/dev/null || (cd "$here/../.." && pwd))"
 export HERENOW_BIN="${HERENOW_BIN:-$root/target/debug/herenow}"
 if [ ! -x "$HERENOW_BIN" ]; then
     echo "clients/go: no server at $HERENOW_BIN; build it (cargo build -p herenow) or set HERENOW_BIN" >&2

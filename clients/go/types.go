@@ -172,11 +172,15 @@ type SpaceConfig struct {
 
 // SpaceInfo is one space in the list of spaces.
 type SpaceInfo struct {
-	Space   string `json:"space"`
-	Members struct {
-		Users  int64 `json:"users"`
-		Guests int64 `json:"guests"`
-	} `json:"members"`
+	Space string `json:"space"`
+	// Members stored in the space now, users and guests apart.
+	Members MemberCounts `json:"members"`
+}
+
+// MemberCounts counts a space's members, users and guests apart.
+type MemberCounts struct {
+	Users  int64 `json:"users"`
+	Guests int64 `json:"guests"`
 }
 
 // SpacesOptions pages the list of spaces. The zero value asks for the
