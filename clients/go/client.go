@@ -141,6 +141,12 @@ func (c *Client) endpoint(query url.Values, segments ...string) (*url.URL, strin
 	raw.WriteString(c.base.EscapedPath())
 	for _, s := range segments {
 		raw.WriteByte('/')
+		if s == "." || s == ".." {
+			// A dot segment would be folded away by any proxy or
+			// client that normalises paths; escaped it stays an id.
+			raw.WriteString(strings.Repeat("%2E", len(s)))
+			continue
+		}
 		raw.WriteString(url.PathEscape(s))
 	}
 	u := *c.base

@@ -115,6 +115,12 @@ func TestBaseURLPrefixAndHeaders(t *testing.T) {
 	if got.URL.EscapedPath() != "/presence/v1/spaces/room:1/members/a%2Fb" {
 		t.Fatalf("an id with a slash is one segment: %q", got.URL.EscapedPath())
 	}
+	if _, err := c.Member(context.Background(), "room:1", User("..")); err != nil {
+		t.Fatal(err)
+	}
+	if got.URL.EscapedPath() != "/presence/v1/spaces/room:1/members/%2E%2E" {
+		t.Fatalf("a dot-dot id is escaped: %q", got.URL.EscapedPath())
+	}
 }
 
 func TestParseRetryAfter(t *testing.T) {
