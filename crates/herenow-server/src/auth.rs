@@ -49,15 +49,18 @@ fn presented_key(headers: &HeaderMap) -> Option<&[u8]> {
 }
 
 /// The scope a route needs: read for `GET`s and the read-only `POST`s
-/// (`status`, `online-among`, `/v1/users/status`), write for everything
-/// else.
+/// (`status`, `online-among`, `/v1/users/status`, the `/v1/watch`
+/// stream), write for everything else.
 pub fn required_scope(method: &Method, route: Option<&str>) -> Scope {
     if method == Method::GET || method == Method::HEAD {
         return Scope::Read;
     }
     match route {
         Some(
-            "/v1/spaces/{space}/status" | "/v1/spaces/{space}/online-among" | "/v1/users/status",
+            "/v1/spaces/{space}/status"
+            | "/v1/spaces/{space}/online-among"
+            | "/v1/users/status"
+            | "/v1/watch",
         ) if method == Method::POST => Scope::Read,
         _ => Scope::Write,
     }
