@@ -18,6 +18,7 @@ It is not the browser's WebSocket client (``/client.js``, served by the
 server): a backend mints tokens for browsers with :meth:`Client.mint_token`.
 """
 
+from ._identity import Visitor
 from ._ops import Duration
 from ._stream import AsyncEventStream, EventStream, Reconnect
 from ._version import __version__
@@ -84,6 +85,7 @@ __all__ = [
     "PresenceTracker",
     "TrackerStats",
     "Duration",
+    "Visitor",
     # models
     "Kind",
     "Status",

@@ -344,7 +344,8 @@ class AsyncClient:
         """``space``'s live events: a :class:`~herenow.events.Snapshot`, then
         a :class:`~herenow.events.PresenceEvent` per change. A dropped
         stream reconnects by itself and yields a fresh snapshot with
-        ``resync=True``. Close the stream when done (``async with``)."""
+        ``resync=True``. The stream connects when first read, so its
+        snapshot is the space at that moment. Close the stream when done (``async with``)."""
         op = ops.events_request(space)
         return AsyncEventStream(
             self._http, f"event stream of {space!r}", op, self._stream_timeout, reconnect or Reconnect()
@@ -361,8 +362,8 @@ class AsyncClient:
         """Watches ``users`` and/or ``friends_of``'s friend set (followed as
         it changes), anywhere or within ``space``: ``watching`` pages, then
         a :class:`~herenow.events.StatusChange` whenever one goes online,
-        away, back or offline. Reconnects by itself; the pages after a
-        reconnect say ``resync=True``."""
+        away, back or offline. Connects when first read; reconnects by
+        itself, and the pages after a reconnect say ``resync=True``."""
         op = ops.watch_request(users, friends_of=friends_of, space=space)
         return AsyncEventStream(self._http, "watch stream", op, self._stream_timeout, reconnect or Reconnect())
 

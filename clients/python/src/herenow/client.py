@@ -341,7 +341,8 @@ class Client:
         """``space``'s live events: a :class:`~herenow.events.Snapshot`, then
         a :class:`~herenow.events.PresenceEvent` per change. A dropped
         stream reconnects by itself and yields a fresh snapshot with
-        ``resync=True``. Close the stream when done (``with``)."""
+        ``resync=True``. The stream connects when first read, so its
+        snapshot is the space at that moment. Close the stream when done (``with``)."""
         op = ops.events_request(space)
         return EventStream(
             self._http, f"event stream of {space!r}", op, self._stream_timeout, reconnect or Reconnect()
@@ -358,8 +359,8 @@ class Client:
         """Watches ``users`` and/or ``friends_of``'s friend set (followed as
         it changes), anywhere or within ``space``: ``watching`` pages, then
         a :class:`~herenow.events.StatusChange` whenever one goes online,
-        away, back or offline. Reconnects by itself; the pages after a
-        reconnect say ``resync=True``."""
+        away, back or offline. Connects when first read; reconnects by
+        itself, and the pages after a reconnect say ``resync=True``."""
         op = ops.watch_request(users, friends_of=friends_of, space=space)
         return EventStream(self._http, "watch stream", op, self._stream_timeout, reconnect or Reconnect())
 

@@ -354,6 +354,15 @@ class PresenceTracker:
             self._wake.notify_all()
         if thread is not None:
             thread.join(timeout)
+            if thread.is_alive():
+                # herenow is slow or hanging: give up on what is still
+                # queued, so the thread ends after the batch in the air.
+                with self._lock:
+                    lost = len(self._queue)
+                    self._queue.clear()
+                    self._counts["dropped"] += lost
+                if lost:
+                    self._log.failed(f"closing with {lost} heartbeat(s) unsent", lost)
         else:
             self.flush()
         if self._owns_client and (thread is None or not thread.is_alive()):

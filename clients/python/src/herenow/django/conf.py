@@ -98,6 +98,7 @@ def hook(name: str) -> Optional[Callable[..., Any]]:
 
 _lock = threading.Lock()
 _tracker: Optional[PresenceTracker] = None
+_tracker_owned = False  # made here from the settings, so closed here
 _client: Optional[Client] = None
 _cache: "OrderedDict[Hashable, Tuple[float, Any]]" = OrderedDict()
 _query_log = _FailureLog(log, 60.0, time.monotonic)
@@ -105,9 +106,10 @@ _query_log = _FailureLog(log, 60.0, time.monotonic)
 
 def get_tracker() -> PresenceTracker:
     """The process's tracker, made from the settings on first use."""
-    global _tracker
+    global _tracker, _tracker_owned
     with _lock:
         if _tracker is None:
+            _tracker_owned = True
             _tracker = PresenceTracker(
                 base_url=setting("URL"),
                 api_key=setting("API_KEY"),
@@ -123,12 +125,18 @@ def get_tracker() -> PresenceTracker:
 
 
 def set_tracker(tracker: Optional[PresenceTracker]) -> Optional[PresenceTracker]:
-    """Uses ``tracker`` from now on (a custom one, or a test's); answers the
-    previous one, which the caller closes."""
-    global _tracker
+    """Uses ``tracker`` from now on (a custom one, or a test's), or with
+    ``None`` one made from the settings on next use. The caller owns
+    ``tracker`` (and closes it); answers the previous tracker if it was one
+    the caller gave, else closes it and answers ``None``."""
+    global _tracker, _tracker_owned
     with _lock:
-        previous, _tracker = _tracker, tracker
-        return previous
+        previous, owned = _tracker, _tracker_owned
+        _tracker, _tracker_owned = tracker, False
+    if previous is not None and owned:
+        previous.close(timeout=1.0)
+        return None
+    return previous
 
 
 def get_client() -> Client:
@@ -173,15 +181,15 @@ def cached(key: Hashable, compute: Callable[[], T], fallback: T) -> T:
 
 
 def reset() -> None:
-    """Forgets the tracker (closing it), the client and the cache: the next
-    use makes them again from the settings."""
-    global _client
-    previous = set_tracker(None)
+    """Forgets the tracker (closing it if it was made from the settings),
+    the client, the cache and the failure log: the next use makes them
+    again from the settings."""
+    global _client, _query_log
+    set_tracker(None)
     with _lock:
         client, _client = _client, None
         _cache.clear()
-    if previous is not None:
-        previous.close(timeout=1.0)
+        _query_log = _FailureLog(log, 60.0, time.monotonic)
     if client is not None:
         client.close()
 
