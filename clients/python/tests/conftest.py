@@ -193,6 +193,11 @@ def blackhole_url() -> Iterator[str]:
     s.close()
 
 
+def lines(caplog: pytest.LogCaptureFixture, logger: str = "herenow.tracker") -> list:
+    """The records ``logger`` wrote during the test."""
+    return [r for r in caplog.records if r.name == logger]
+
+
 class FakeClock:
     """A monotonic clock the test moves by hand."""
 

@@ -64,7 +64,7 @@ import herenow  # noqa: E402
 from herenow import Kind, PresenceTracker, Status, Visitor  # noqa: E402
 from herenow.django import conf  # noqa: E402
 
-from conftest import FakeClock, Server, uid  # noqa: E402
+from conftest import FakeClock, Server, lines, uid  # noqa: E402
 
 
 # --- the site under test ---------------------------------------------------
@@ -233,7 +233,7 @@ def test_middleware_drives_on_when_herenow_is_down(
             assert page.status_code == 200 and "Nobody is online." in page.content.decode()
             assert browser.get("/members").content.decode() == "|"
             assert browser.get(f"/seen/{ada.pk}").content.decode() == "|"
-        tracker_lines = [r for r in caplog.records if r.name == "herenow.tracker"]
+        tracker_lines = lines(caplog)
         query_lines = [r for r in caplog.records if r.name == "herenow.django"]
         assert len(tracker_lines) == 2  # one per interval
         assert len(query_lines) == 1  # once a minute, however many queries

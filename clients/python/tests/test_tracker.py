@@ -15,7 +15,7 @@ import pytest
 import herenow
 from herenow import Kind, PresenceTracker, Status
 
-from conftest import FakeClock, Server, uid
+from conftest import FakeClock, Server, lines, uid
 
 
 class Recording(httpx.BaseTransport):
@@ -141,7 +141,7 @@ def test_the_queue_is_capped_and_a_dropped_member_tries_again(
     assert results == [True, True, True, False, False]
     stats = tracker.stats()
     assert (stats.queued, stats.dropped, stats.pending) == (3, 2, 3)
-    assert len([r for r in caplog.records if "queue is full" in r.getMessage()]) == 1
+    assert len([r for r in lines(caplog) if "queue is full" in r.getMessage()]) == 1
     tracker.flush()
     assert tracker.track("d") is True  # not debounced: it was never sent
     assert tracker.track("a") is False
@@ -161,10 +161,10 @@ def test_drives_on_when_herenow_is_down_logging_once_per_interval(
                 assert tracker.track(f"m{minute}-{second}") is True
                 assert tracker.flush() == 0  # never raises
                 clock.advance(10)
-    lines = [r for r in caplog.records if r.name == "herenow.tracker"]
-    assert len(lines) == 3  # one per minute, not one per failure
-    assert all(r.levelno == logging.WARNING for r in lines)
-    assert "6 heartbeat(s) lost" in lines[1].getMessage()  # those of the minute before
+    logged = lines(caplog)
+    assert len(logged) == 3  # one per minute, not one per failure
+    assert all(r.levelno == logging.WARNING for r in logged)
+    assert "6 heartbeat(s) lost" in logged[1].getMessage()  # those of the minute before
     stats = tracker.stats()
     assert (stats.sent, stats.failures, stats.dropped) == (0, 18, 18)
     tracker.close()
@@ -183,7 +183,7 @@ def test_recovery_is_logged_once(
         for m in "bcd":
             tracker.track(m)
             tracker.flush()
-    messages = [r.getMessage() for r in caplog.records if r.name == "herenow.tracker"]
+    messages = [r.getMessage() for r in lines(caplog)]
     assert len(messages) == 2
     assert "failed" in messages[0] and "going through again" in messages[1]
     tracker.close()
@@ -197,7 +197,7 @@ def test_track_never_raises_on_bad_input(clock: FakeClock, dead_url: str, caplog
         assert tracker.track(None) is False  # type: ignore[arg-type]
         assert tracker.track("ann", kind="robot") is False
     assert tracker.stats().queued == 0
-    assert len(caplog.records) == 1  # once per interval, however many
+    assert len(lines(caplog)) == 1  # once per interval, however many
     tracker.close()
 
 
@@ -208,7 +208,7 @@ def test_the_server_refusing_a_batch_is_driven_on(
     tracker.track("x" * 300)  # a bad id: the server refuses the whole batch
     with caplog.at_level(logging.WARNING, logger="herenow.tracker"):
         assert tracker.flush() == 0
-    assert "bad-member-id" in caplog.records[0].getMessage()
+    assert "bad-member-id" in lines(caplog)[0].getMessage()
     tracker.close()
 
 
