@@ -147,9 +147,12 @@ READ_KEY = "py-read-key-0123456789"
 def keyed_server() -> Iterator[Server]:
     """A server with API keys, and room for one event stream only."""
     s = Server(
-        "--api-key", f"{WRITE_KEY}:write",
-        "--api-key", f"{READ_KEY}:read",
-        "--max-event-streams", "1",
+        "--api-key",
+        f"{WRITE_KEY}:write",
+        "--api-key",
+        f"{READ_KEY}:read",
+        "--max-event-streams",
+        "1",
     ).start()
     yield s
     s.stop()
@@ -277,7 +280,9 @@ class TcpProxy:
         for a, b in pairs:
             for s in (a, b):
                 try:
-                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                    s.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
+                    )
                     s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass

@@ -9,11 +9,10 @@ from typing import Any, Awaitable, Callable, List, TypeVar
 
 import httpx
 import pytest
+from conftest import Server, TcpProxy, uid
 
 import herenow
 from herenow import Kind, Reconnect, SpaceConfig, Status
-
-from conftest import Server, TcpProxy, uid
 
 T = TypeVar("T")
 
@@ -28,10 +27,14 @@ def test_async_heartbeat_online_status_and_friends(server: Server, space: str) -
     async def main() -> None:
         async with herenow.AsyncClient(server.url) as c:
             assert (await c.heartbeat(space, ann, meta={"name": "Ann"})).joined == 1
-            assert (await c.heartbeats(space, [bob, herenow.Heartbeat("g1", Kind.GUEST)])).accepted == 2
+            assert (
+                await c.heartbeats(space, [bob, herenow.Heartbeat("g1", Kind.GUEST)])
+            ).accepted == 2
             page = await c.online(space, kind="all", order="id")
             assert [m.id for m in page.members] == sorted([ann, bob, "g1"])
-            assert [m.id async for m in c.iter_online(space, order="id", page_size=1)] == sorted([ann, bob])
+            assert [m.id async for m in c.iter_online(space, order="id", page_size=1)] == sorted(
+                [ann, bob]
+            )
             assert (await c.count(space)).total == 3
             unknown = await c.member(space, nobody)
             assert (unknown.status, unknown.last_seen_ms) == (Status.OFFLINE, None)
@@ -46,13 +49,18 @@ def test_async_heartbeat_online_status_and_friends(server: Server, space: str) -
             assert [m.id for m in await c.online_friends(space, ann)] == [bob]
 
             users = await c.users_status([ann, nobody])
-            assert [(u.id, u.status) for u in users] == [(ann, Status.ONLINE), (nobody, Status.OFFLINE)]
+            assert [(u.id, u.status) for u in users] == [
+                (ann, Status.ONLINE),
+                (nobody, Status.OFFLINE),
+            ]
             assert (await c.user(ann)).space == space
             assert await c.leave(space, [bob]) == 1
             assert (await c.erase_user(ann)).presence == 1
             assert (await c.user(ann)).last_seen_ms is None
 
-            cfg = await c.set_config(space, SpaceConfig(30_000, 60_000, 60_000, 120_000, remember_guests=True))
+            cfg = await c.set_config(
+                space, SpaceConfig(30_000, 60_000, 60_000, 120_000, remember_guests=True)
+            )
             assert cfg.remember_guests is True and (await c.config(space)) == cfg
             assert space in [s.space async for s in c.iter_spaces()]
             assert (await c.history(space)).interval_ms == 10_000
@@ -174,11 +182,16 @@ def test_async_client_sends_json_bodies_as_documented() -> None:
         return httpx.Response(200, json={"left": 1})
 
     async def main() -> int:
-        async with herenow.AsyncClient("http://h.test", transport=httpx.MockTransport(handler)) as c:
+        async with herenow.AsyncClient(
+            "http://h.test", transport=httpx.MockTransport(handler)
+        ) as c:
             return await c.leave("lobby", ["ann", herenow.MemberRef("10.0.0.1", Kind.GUEST)])
 
     assert run(main) == 1
     assert seen == [
-        ("POST", "/v1/spaces/lobby/leave",
-         {"members": [{"id": "ann", "kind": "user"}, {"id": "10.0.0.1", "kind": "guest"}]}),
+        (
+            "POST",
+            "/v1/spaces/lobby/leave",
+            {"members": [{"id": "ann", "kind": "user"}, {"id": "10.0.0.1", "kind": "guest"}]},
+        ),
     ]

@@ -6,12 +6,11 @@ import datetime as dt
 import time
 
 import pytest
+from conftest import uid
 
 import herenow
 from herenow import Kind, MemberRef, SpaceConfig, Status
 from herenow import _ops as ops
-
-from conftest import uid
 
 
 def test_heartbeat_then_online_lists_the_member(client: herenow.Client, space: str) -> None:
@@ -39,7 +38,9 @@ def test_heartbeat_then_online_lists_the_member(client: herenow.Client, space: s
     assert client.count(space) == herenow.Count(users=1, guests=0, total=1, window_ms=600_000)
 
 
-def test_status_of_an_unknown_member_is_offline_never_seen(client: herenow.Client, space: str) -> None:
+def test_status_of_an_unknown_member_is_offline_never_seen(
+    client: herenow.Client, space: str
+) -> None:
     nobody = uid("nobody")
     member = client.member(space, nobody)
     assert member.id == nobody
@@ -81,7 +82,9 @@ def test_batch_of_heartbeats_users_and_guests(client: herenow.Client, space: str
     assert client.member(space, "10.0.0.7").status is Status.OFFLINE
 
 
-def test_an_explicit_time_is_recorded_and_an_older_one_is_stale(client: herenow.Client, space: str) -> None:
+def test_an_explicit_time_is_recorded_and_an_older_one_is_stale(
+    client: herenow.Client, space: str
+) -> None:
     m = uid()
     now_ms = int(time.time() * 1000)
     client.heartbeat(space, m, at_ms=now_ms - 120_000)
@@ -181,7 +184,9 @@ def test_space_config_round_trip(client: herenow.Client, space: str) -> None:
     assert client.online(space).window_ms == 300_000
 
     with pytest.raises(herenow.BadRequest) as e:
-        client.set_config(space, SpaceConfig(online_ms=600_000, away_ms=1, window_ms=1, retention_ms=1))
+        client.set_config(
+            space, SpaceConfig(online_ms=600_000, away_ms=1, window_ms=1, retention_ms=1)
+        )
     assert e.value.code == "bad-config"
 
 

@@ -10,9 +10,8 @@ import os
 import tempfile
 from typing import Any, Iterator
 
-import pytest
-
 import django
+import pytest
 from django.conf import settings
 
 if not settings.configured:
@@ -53,6 +52,7 @@ if not settings.configured:
     )
     django.setup()
 
+from conftest import FakeClock, Server, lines, uid  # noqa: E402
 from django.contrib.auth.models import User  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.http import HttpRequest, HttpResponse  # noqa: E402
@@ -63,9 +63,6 @@ from django.urls import path  # noqa: E402
 import herenow  # noqa: E402
 from herenow import Kind, PresenceTracker, Status, Visitor  # noqa: E402
 from herenow.django import conf  # noqa: E402
-
-from conftest import FakeClock, Server, lines, uid  # noqa: E402
-
 
 # --- the site under test ---------------------------------------------------
 
@@ -93,7 +90,10 @@ urlpatterns = [
     path("online", render("{% load herenow %}{% whos_online %}")),
     path(
         "seen/<str:who>",
-        render("{% load herenow %}{% herenow_last_seen who as seen %}{{ seen.status.value }}|{{ seen.space }}"),
+        render(
+            "{% load herenow %}{% herenow_last_seen who as seen %}"
+            "{{ seen.status.value }}|{{ seen.space }}"
+        ),
     ),
     path(
         "members",
@@ -190,9 +190,13 @@ def test_middleware_hooks(site: PresenceTracker, ada: User) -> None:
         browser = Client()
         browser.force_login(ada)
         browser.get("/")
-    assert beats(site) == [("user", f"django:{ada.username}", {"name": ada.username.title(), "staff": False})]
+    assert beats(site) == [
+        ("user", f"django:{ada.username}", {"name": ada.username.title(), "staff": False})
+    ]
 
-    with override_settings(HERENOW={"IDENTIFY": lambda request: Visitor(request.path.strip("/"), Kind.GUEST)}):
+    with override_settings(
+        HERENOW={"IDENTIFY": lambda request: Visitor(request.path.strip("/"), Kind.GUEST)}
+    ):
         conf.set_tracker(site)
         Client().get("/ctx")
     assert beats(site)[-1] == ("guest", "ctx", None)
@@ -209,7 +213,10 @@ def test_async_middleware(site: PresenceTracker, ada: User, space: str) -> None:
 
     responses = asyncio.run(visit())
     assert [r.status_code for r in responses] == [200] * 4
-    assert beats(site) == [("user", str(ada.pk), {"name": ada.username}), ("guest", "127.0.0.1", None)]
+    assert beats(site) == [
+        ("user", str(ada.pk), {"name": ada.username}),
+        ("guest", "127.0.0.1", None),
+    ]
 
 
 def test_middleware_drives_on_when_herenow_is_down(
@@ -221,7 +228,7 @@ def test_middleware_drives_on_when_herenow_is_down(
         browser = Client()
         browser.force_login(ada)
         with caplog.at_level(logging.WARNING):
-            for minute in range(2):
+            for _minute in range(2):
                 for _ in range(10):
                     assert browser.get("/").status_code == 200
                     assert Client(REMOTE_ADDR="192.0.2.1").get("/").status_code == 200
@@ -241,7 +248,9 @@ def test_middleware_drives_on_when_herenow_is_down(
 
 
 def test_settings_make_the_tracker(server: Server, space: str) -> None:
-    with override_settings(HERENOW={"URL": server.url, "SPACE": space, "INTERVAL": 5, "QUEUE_SIZE": 7}):
+    with override_settings(
+        HERENOW={"URL": server.url, "SPACE": space, "INTERVAL": 5, "QUEUE_SIZE": 7}
+    ):
         tracker = conf.get_tracker()
         assert conf.get_tracker() is tracker
         assert (tracker.space, tracker.interval, tracker.queue_size) == (space, 5.0, 7)
@@ -279,7 +288,9 @@ def test_template_tags_show_who_is_online_and_last_seen(site: PresenceTracker, s
 
 
 def test_template_answers_are_cached_briefly(site: PresenceTracker, space: str) -> None:
-    with override_settings(HERENOW={"URL": site.client.base_url, "SPACE": space, "CACHE_SECONDS": 60}):
+    with override_settings(
+        HERENOW={"URL": site.client.base_url, "SPACE": space, "CACHE_SECONDS": 60}
+    ):
         conf.set_tracker(site)
         assert Client().get("/members").content.decode() == "|0"
         with herenow.Client(site.client.base_url) as c:

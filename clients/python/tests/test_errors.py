@@ -8,13 +8,11 @@ from typing import List
 
 import httpx
 import pytest
+from conftest import READ_KEY, WRITE_KEY, Server, uid
 
 import herenow
 from herenow import Kind, MemberRef
 from herenow.errors import parse_retry_after, problem_error
-
-from conftest import READ_KEY, WRITE_KEY, Server, uid
-
 
 # --- problems from the real server -----------------------------------------
 
@@ -151,8 +149,13 @@ def problem(status: int, code: str, retry_after: str = "") -> httpx.Response:
     headers = {"content-type": "application/problem+json"}
     if retry_after:
         headers["retry-after"] = retry_after
-    body = {"type": f"https://herenow.dev/problems/{code}", "title": code, "status": status,
-            "detail": "d", "code": code}
+    body = {
+        "type": f"https://herenow.dev/problems/{code}",
+        "title": code,
+        "status": status,
+        "detail": "d",
+        "code": code,
+    }
     return httpx.Response(status, headers=headers, content=json.dumps(body))
 
 
@@ -171,7 +174,9 @@ COUNT = {"users": 1, "guests": 0, "total": 1, "window_ms": 600000}
 
 
 def test_503_is_retried_after_its_retry_after() -> None:
-    calls, transport = scripted(problem(503, "store-unavailable", "1"), httpx.Response(200, json=COUNT))
+    calls, transport = scripted(
+        problem(503, "store-unavailable", "1"), httpx.Response(200, json=COUNT)
+    )
     waits: List[float] = []
     with herenow.Client("http://h.test", transport=transport, sleep=waits.append) as c:
         assert c.count("lobby") == herenow.Count(1, 0, 1, 600000)
@@ -181,7 +186,9 @@ def test_503_is_retried_after_its_retry_after() -> None:
 def test_a_retry_after_longer_than_max_retry_wait_is_raised_at_once() -> None:
     calls, transport = scripted(problem(503, "not-ready", "120"))
     waits: List[float] = []
-    with herenow.Client("http://h.test", transport=transport, sleep=waits.append, max_retry_wait=10) as c:
+    with herenow.Client(
+        "http://h.test", transport=transport, sleep=waits.append, max_retry_wait=10
+    ) as c:
         with pytest.raises(herenow.ServiceUnavailable) as e:
             c.count("lobby")
     assert e.value.retry_after == 120.0 and e.value.code == "not-ready"
@@ -278,7 +285,7 @@ def test_retry_after_parsing() -> None:
 
 def test_connections_are_reused(proxy) -> None:
     with herenow.Client(proxy.url) as c:
-        for i in range(5):
+        for _ in range(5):
             c.heartbeat(f"reuse-{uid()}", "ann", kind=Kind.USER)
             c.count("lobby")
     assert proxy.accepted == 1

@@ -7,13 +7,12 @@ import threading
 from typing import List
 
 import pytest
+from conftest import Server, TcpProxy, uid
 
 import herenow
 from herenow import Kind, Reconnect, Status
 from herenow.errors import HerenowError, ProtocolError
 from herenow.events import SSEDecoder, parse_event
-
-from conftest import Server, TcpProxy, uid
 
 FAST = Reconnect(initial_delay=0.05, max_delay=0.2, jitter=0.0)
 
@@ -33,17 +32,31 @@ def test_space_events_snapshot_then_changes(client: herenow.Client, space: str) 
         client.heartbeat(space, new, kind="guest", meta={"device": "phone"})
         join = next(stream)
         assert isinstance(join, herenow.PresenceEvent)
-        assert (join.type, join.id, join.kind, join.status) == ("join", new, Kind.GUEST, Status.ONLINE)
+        assert (join.type, join.id, join.kind, join.status) == (
+            "join",
+            new,
+            Kind.GUEST,
+            Status.ONLINE,
+        )
         assert join.meta == {"device": "phone"} and join.space == space
         assert join.member.ref == herenow.MemberRef(new, Kind.GUEST)
 
         client.heartbeat(space, old, meta={"name": "Old", "busy": True})
         update = next(stream)
-        assert (update.type, update.id, update.meta) == ("update", old, {"name": "Old", "busy": True})
+        assert (update.type, update.id, update.meta) == (
+            "update",
+            old,
+            {"name": "Old", "busy": True},
+        )
 
         client.leave(space, [old])
         leave = next(stream)
-        assert (leave.type, leave.id, leave.status, leave.reason) == ("leave", old, Status.OFFLINE, "explicit")
+        assert (leave.type, leave.id, leave.status, leave.reason) == (
+            "leave",
+            old,
+            Status.OFFLINE,
+            "explicit",
+        )
     assert stream.closed
 
 
@@ -63,8 +76,13 @@ def test_the_stream_resumes_after_the_connection_drops(
     a, b = uid("a"), uid("b")
     client.heartbeat(space, a)
     reconnects: List[float] = []
-    policy = Reconnect(initial_delay=0.05, jitter=0.0, on_reconnect=lambda e, d: reconnects.append(d))
-    with herenow.Client(proxy.url) as via_proxy, via_proxy.events(space, reconnect=policy) as stream:
+    policy = Reconnect(
+        initial_delay=0.05, jitter=0.0, on_reconnect=lambda e, d: reconnects.append(d)
+    )
+    with (
+        herenow.Client(proxy.url) as via_proxy,
+        via_proxy.events(space, reconnect=policy) as stream,
+    ):
         first = next(stream)
         assert [m.id for m in first.members] == [a] and not first.resync
         proxy.cut()  # the network drops
@@ -101,7 +119,9 @@ def test_the_stream_survives_a_server_restart(space: str) -> None:
 def test_the_stream_waits_for_a_server_that_is_down(space: str) -> None:
     server = Server().start()
     failures = threading.Semaphore(0)
-    policy = Reconnect(initial_delay=0.05, max_delay=0.1, jitter=0.0, on_reconnect=lambda e, d: failures.release())
+    policy = Reconnect(
+        initial_delay=0.05, max_delay=0.1, jitter=0.0, on_reconnect=lambda e, d: failures.release()
+    )
     try:
         with herenow.Client(server.url) as c, c.events(space, reconnect=policy) as stream:
             assert isinstance(next(stream), herenow.Snapshot)
@@ -244,9 +264,9 @@ def test_decoder_is_bounded() -> None:
 
 def test_parse_event_types_and_refuses_bad_shapes() -> None:
     assert parse_event("lagged", '{"missed": 5}') == herenow.Lagged(5)
-    assert parse_event("error", '{"code": "store-unavailable", "detail": "down"}') == herenow.StreamError(
-        "store-unavailable", "down"
-    )
+    assert parse_event(
+        "error", '{"code": "store-unavailable", "detail": "down"}'
+    ) == herenow.StreamError("store-unavailable", "down")
     assert parse_event("someday", "{}") == herenow.UnknownEvent("someday", "{}")
     with pytest.raises(ProtocolError):
         parse_event("join", "not json")

@@ -11,11 +11,10 @@ from typing import Any, Dict, List, Tuple
 
 import httpx
 import pytest
+from conftest import FakeClock, Server, lines, uid
 
 import herenow
 from herenow import Kind, PresenceTracker, Status
-
-from conftest import FakeClock, Server, lines, uid
 
 
 class Recording(httpx.BaseTransport):
@@ -105,7 +104,9 @@ def client_member(tracker: PresenceTracker, space: str, id: str) -> herenow.Memb
     return tracker.client.member(space, id)
 
 
-def test_batches_are_bounded(server: Server, recording: Recording, clock: FakeClock, space: str) -> None:
+def test_batches_are_bounded(
+    server: Server, recording: Recording, clock: FakeClock, space: str
+) -> None:
     tracker = make(server, recording, clock, space=space, batch_size=100)
     for i in range(250):
         tracker.track(f"m{i}", meta={"n": i})
@@ -133,7 +134,11 @@ def test_the_debounce_map_is_capped(server: Server, recording: Recording, clock:
 
 
 def test_the_queue_is_capped_and_a_dropped_member_tries_again(
-    server: Server, recording: Recording, clock: FakeClock, space: str, caplog: pytest.LogCaptureFixture
+    server: Server,
+    recording: Recording,
+    clock: FakeClock,
+    space: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     tracker = make(server, recording, clock, space=space, queue_size=3)
     with caplog.at_level(logging.WARNING, logger="herenow.tracker"):
@@ -174,7 +179,9 @@ def test_recovery_is_logged_once(
     server: Server, dead_url: str, clock: FakeClock, caplog: pytest.LogCaptureFixture, space: str
 ) -> None:
     up = herenow.Client(server.url)
-    tracker = PresenceTracker(herenow.Client(dead_url, retries=0), space=space, clock=clock, background=False)
+    tracker = PresenceTracker(
+        herenow.Client(dead_url, retries=0), space=space, clock=clock, background=False
+    )
     with caplog.at_level(logging.INFO, logger="herenow.tracker"):
         tracker.track("a")
         tracker.flush()
@@ -190,7 +197,9 @@ def test_recovery_is_logged_once(
     up.close()
 
 
-def test_track_never_raises_on_bad_input(clock: FakeClock, dead_url: str, caplog: pytest.LogCaptureFixture) -> None:
+def test_track_never_raises_on_bad_input(
+    clock: FakeClock, dead_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     tracker = PresenceTracker(base_url=dead_url, clock=clock, background=False)
     with caplog.at_level(logging.WARNING, logger="herenow.tracker"):
         assert tracker.track("") is False
@@ -202,7 +211,11 @@ def test_track_never_raises_on_bad_input(clock: FakeClock, dead_url: str, caplog
 
 
 def test_the_server_refusing_a_batch_is_driven_on(
-    server: Server, recording: Recording, clock: FakeClock, space: str, caplog: pytest.LogCaptureFixture
+    server: Server,
+    recording: Recording,
+    clock: FakeClock,
+    space: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     tracker = make(server, recording, clock, space=space)
     tracker.track("x" * 300)  # a bad id: the server refuses the whole batch

@@ -11,15 +11,13 @@ from wsgiref.util import setup_testing_defaults
 
 import httpx
 import pytest
+from conftest import FakeClock, Server, lines, uid
 
 import herenow
 from herenow import Kind, PresenceTracker, Status
 from herenow._identity import guest_from_cookie
 from herenow.asgi import HerenowASGIMiddleware
 from herenow.wsgi import HerenowWSGIMiddleware, Visitor
-
-from conftest import FakeClock, Server, lines, uid
-
 
 # --- WSGI --------------------------------------------------------------------
 
@@ -105,7 +103,7 @@ def test_wsgi_drives_on_when_herenow_is_down(
     tracker = PresenceTracker(base_url=dead_url, interval=60, clock=clock, background=False)
     app = HerenowWSGIMiddleware(hello_app, tracker)
     with caplog.at_level(logging.WARNING, logger="herenow.tracker"):
-        for minute in range(2):
+        for _minute in range(2):
             for n in range(20):
                 assert call_wsgi(app, REMOTE_USER=f"user{n % 4}") == "200 OK"
                 tracker.flush()
@@ -166,7 +164,13 @@ class User:
 
 async def hello_asgi(scope: Dict[str, Any], receive: Any, send: Any) -> None:
     assert scope["type"] == "http"
-    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/plain")],
+        }
+    )
     await send({"type": "http.response.body", "body": b"hello"})
 
 
@@ -209,7 +213,9 @@ def test_asgi_tracks_the_user_or_a_guest(offline_tracker: PresenceTracker) -> No
 
 
 def test_asgi_forwarded_and_custom(offline_tracker: PresenceTracker) -> None:
-    app = HerenowASGIMiddleware(hello_asgi, offline_tracker, trust_forwarded=True, space=lambda s: s["path"].strip("/"))
+    app = HerenowASGIMiddleware(
+        hello_asgi, offline_tracker, trust_forwarded=True, space=lambda s: s["path"].strip("/")
+    )
     get_all(app, {"path": "/room1", "headers": {"x-forwarded-for": "203.0.113.9"}})
     assert queued(offline_tracker) == [("room1", "guest", "203.0.113.9", None)]
 
@@ -245,7 +251,7 @@ def test_asgi_drives_on_when_herenow_is_down(
     tracker = PresenceTracker(base_url=dead_url, interval=60, clock=clock, background=False)
     app = with_user(HerenowASGIMiddleware(hello_asgi, tracker))
     with caplog.at_level(logging.WARNING, logger="herenow.tracker"):
-        for minute in range(3):
+        for _minute in range(3):
             answers = get_all(app, *({"params": {"as": f"u{n}"}} for n in range(5)))
             assert all(r.status_code == 200 for r in answers)
             tracker.flush()

@@ -136,7 +136,7 @@ def retry_delay(
     """
     if not err.retryable:
         return None
-    backoff = min(max_wait, 0.1 * (2**attempt)) * (0.5 + rng.random() / 2)
+    backoff = min(max_wait, 0.1 * (2.0**attempt)) * (0.5 + rng.random() / 2)
     if isinstance(err, ProblemError) and err.retry_after is not None:
         if err.retry_after > max_wait:
             return None

@@ -282,7 +282,10 @@ def online_among(
 
 def set_friends(user: str, friends: Iterable[str]) -> Op[int]:
     return Op(
-        "PUT", f"/v1/friends/{seg(user, 'user')}", _friend_count, json={"friends": _ids(friends, "friends")}
+        "PUT",
+        f"/v1/friends/{seg(user, 'user')}",
+        _friend_count,
+        json={"friends": _ids(friends, "friends")},
     )
 
 

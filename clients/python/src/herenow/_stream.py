@@ -25,9 +25,11 @@ import time
 from dataclasses import dataclass, replace
 from typing import (
     Any,
+    AsyncGenerator,
     AsyncIterator,
     Callable,
     Dict,
+    Generator,
     Generic,
     Iterator,
     Optional,
@@ -40,7 +42,7 @@ import httpx
 from ._http import error_of, transport_error
 from ._ops import Op
 from .errors import HerenowError, ProblemError, TransportError
-from .events import SSEDecoder, Snapshot, WatchingPage, parse_event
+from .events import Snapshot, SSEDecoder, WatchingPage, parse_event
 
 __all__ = ["Reconnect", "EventStream", "AsyncEventStream"]
 
@@ -203,7 +205,7 @@ class EventStream(_Base[E], Iterator[E]):
         self._closed = True
         self._gen.close()
 
-    def _run(self) -> Iterator[Any]:
+    def _run(self) -> Generator[Any, None, None]:
         op, r = self._op, self._resume
         try:
             while not self._closed:
@@ -266,7 +268,7 @@ class AsyncEventStream(_Base[E], AsyncIterator[E]):
         self._closed = True
         await self._gen.aclose()
 
-    async def _run(self) -> AsyncIterator[Any]:
+    async def _run(self) -> AsyncGenerator[Any, None]:
         op, r = self._op, self._resume
         try:
             while not self._closed:

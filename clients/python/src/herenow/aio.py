@@ -9,10 +9,22 @@ typed value from :mod:`herenow.models`, or raises a typed error from
 
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
 import random
-import asyncio
-from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Iterable, List, Mapping, Optional, TypeVar, Union
+from typing import (
+    Any,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    TypeVar,
+    Union,
+)
 
 import httpx
 
@@ -104,7 +116,10 @@ class AsyncClient:
         self.base_url = (base_url or env_url()).rstrip("/")
         self._timeout = make_timeout(timeout, connect_timeout)
         self._stream_timeout = httpx.Timeout(
-            connect=connect_timeout, read=stream_read_timeout, write=connect_timeout, pool=connect_timeout
+            connect=connect_timeout,
+            read=stream_read_timeout,
+            write=connect_timeout,
+            pool=connect_timeout,
         )
         self._retries = retries
         self._max_retry_wait = max_retry_wait
@@ -139,15 +154,19 @@ class AsyncClient:
         while True:
             err: HerenowError
             try:
-                response = await self._http.request(op.method, op.path, params=op.params, json=op.json)
+                response = await self._http.request(
+                    op.method, op.path, params=op.params, json=op.json
+                )
             except httpx.HTTPError as e:
                 err = transport_error(e, op.method, op.path)
             else:
                 if response.is_success:
                     return decode(op, response)
                 err = error_of(response)
-            delay = None if attempt >= self._retries else retry_delay(
-                err, attempt, self._max_retry_wait, self._rng
+            delay = (
+                None
+                if attempt >= self._retries
+                else retry_delay(err, attempt, self._max_retry_wait, self._rng)
             )
             if delay is None:
                 raise err
@@ -301,7 +320,9 @@ class AsyncClient:
         """Sets ``space``'s time policy; answers the policy now in force."""
         return await self._call(ops.set_config(space, config))
 
-    async def spaces(self, *, after: Optional[str] = None, limit: Optional[int] = None) -> List[SpaceSummary]:
+    async def spaces(
+        self, *, after: Optional[str] = None, limit: Optional[int] = None
+    ) -> List[SpaceSummary]:
         """One page of the spaces holding members, by name, after ``after``."""
         return await self._call(ops.spaces(after=after, limit=limit))
 
@@ -340,7 +361,9 @@ class AsyncClient:
 
     # --- live events -------------------------------------------------------
 
-    def events(self, space: str, *, reconnect: Optional[Reconnect] = None) -> "AsyncEventStream[SpaceEvent]":
+    def events(
+        self, space: str, *, reconnect: Optional[Reconnect] = None
+    ) -> "AsyncEventStream[SpaceEvent]":
         """``space``'s live events: a :class:`~herenow.events.Snapshot`, then
         a :class:`~herenow.events.PresenceEvent` per change. A dropped
         stream reconnects by itself and yields a fresh snapshot with
@@ -348,7 +371,11 @@ class AsyncClient:
         snapshot is the space at that moment. Close the stream when done (``async with``)."""
         op = ops.events_request(space)
         return AsyncEventStream(
-            self._http, f"event stream of {space!r}", op, self._stream_timeout, reconnect or Reconnect()
+            self._http,
+            f"event stream of {space!r}",
+            op,
+            self._stream_timeout,
+            reconnect or Reconnect(),
         )
 
     def watch(
@@ -365,7 +392,9 @@ class AsyncClient:
         away, back or offline. Connects when first read; reconnects by
         itself, and the pages after a reconnect say ``resync=True``."""
         op = ops.watch_request(users, friends_of=friends_of, space=space)
-        return AsyncEventStream(self._http, "watch stream", op, self._stream_timeout, reconnect or Reconnect())
+        return AsyncEventStream(
+            self._http, "watch stream", op, self._stream_timeout, reconnect or Reconnect()
+        )
 
     # --- operations --------------------------------------------------------
 

@@ -104,7 +104,9 @@ class HerenowASGIMiddleware:
                 visitor = self.identify(scope)
                 if visitor is not None:
                     space = self.space(scope) if callable(self.space) else self.space
-                    self.tracker.track(visitor.id, kind=visitor.kind, meta=visitor.meta, space=space)
+                    self.tracker.track(
+                        visitor.id, kind=visitor.kind, meta=visitor.meta, space=space
+                    )
             except Exception as e:
                 self.tracker.note_failure(f"identifying a request failed ({type(e).__name__}: {e})")
         await self.app(scope, receive, send)

@@ -103,7 +103,10 @@ class Client:
         self.base_url = (base_url or env_url()).rstrip("/")
         self._timeout = make_timeout(timeout, connect_timeout)
         self._stream_timeout = httpx.Timeout(
-            connect=connect_timeout, read=stream_read_timeout, write=connect_timeout, pool=connect_timeout
+            connect=connect_timeout,
+            read=stream_read_timeout,
+            write=connect_timeout,
+            pool=connect_timeout,
         )
         self._retries = retries
         self._max_retry_wait = max_retry_wait
@@ -145,8 +148,10 @@ class Client:
                 if response.is_success:
                     return decode(op, response)
                 err = error_of(response)
-            delay = None if attempt >= self._retries else retry_delay(
-                err, attempt, self._max_retry_wait, self._rng
+            delay = (
+                None
+                if attempt >= self._retries
+                else retry_delay(err, attempt, self._max_retry_wait, self._rng)
             )
             if delay is None:
                 raise err
@@ -299,7 +304,9 @@ class Client:
         """Sets ``space``'s time policy; answers the policy now in force."""
         return self._call(ops.set_config(space, config))
 
-    def spaces(self, *, after: Optional[str] = None, limit: Optional[int] = None) -> List[SpaceSummary]:
+    def spaces(
+        self, *, after: Optional[str] = None, limit: Optional[int] = None
+    ) -> List[SpaceSummary]:
         """One page of the spaces holding members, by name, after ``after``."""
         return self._call(ops.spaces(after=after, limit=limit))
 
@@ -337,7 +344,9 @@ class Client:
 
     # --- live events -------------------------------------------------------
 
-    def events(self, space: str, *, reconnect: Optional[Reconnect] = None) -> "EventStream[SpaceEvent]":
+    def events(
+        self, space: str, *, reconnect: Optional[Reconnect] = None
+    ) -> "EventStream[SpaceEvent]":
         """``space``'s live events: a :class:`~herenow.events.Snapshot`, then
         a :class:`~herenow.events.PresenceEvent` per change. A dropped
         stream reconnects by itself and yields a fresh snapshot with
@@ -345,7 +354,11 @@ class Client:
         snapshot is the space at that moment. Close the stream when done (``with``)."""
         op = ops.events_request(space)
         return EventStream(
-            self._http, f"event stream of {space!r}", op, self._stream_timeout, reconnect or Reconnect()
+            self._http,
+            f"event stream of {space!r}",
+            op,
+            self._stream_timeout,
+            reconnect or Reconnect(),
         )
 
     def watch(
@@ -362,7 +375,9 @@ class Client:
         away, back or offline. Connects when first read; reconnects by
         itself, and the pages after a reconnect say ``resync=True``."""
         op = ops.watch_request(users, friends_of=friends_of, space=space)
-        return EventStream(self._http, "watch stream", op, self._stream_timeout, reconnect or Reconnect())
+        return EventStream(
+            self._http, "watch stream", op, self._stream_timeout, reconnect or Reconnect()
+        )
 
     # --- operations --------------------------------------------------------
 

@@ -18,6 +18,7 @@ see the README), whose bodies will be these same event objects.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Union
@@ -31,9 +32,9 @@ from .models import (
     _enum,
     _get,
     _list,
+    _ms_to_datetime,
     _obj,
     _opt,
-    _ms_to_datetime,
 )
 
 __all__ = [
@@ -97,7 +98,7 @@ class PresenceEvent:
         return Member(self.id, self.kind, self.status, self.last_seen_ms, self.meta)
 
     @property
-    def last_seen(self):  # type: ignore[no-untyped-def]
+    def last_seen(self) -> Optional[_dt.datetime]:
         """:attr:`last_seen_ms` as an aware UTC datetime (or ``None``)."""
         return _ms_to_datetime(self.last_seen_ms)
 
@@ -121,7 +122,7 @@ class WatchedUser:
     space: Optional[str] = None
 
     @property
-    def last_seen(self):  # type: ignore[no-untyped-def]
+    def last_seen(self) -> Optional[_dt.datetime]:
         """:attr:`last_seen_ms` as an aware UTC datetime (or ``None``)."""
         return _ms_to_datetime(self.last_seen_ms)
 
@@ -183,7 +184,14 @@ WatchEvent = Union[WatchingPage, StatusChange, Unwatched, StreamError, UnknownEv
 """What :meth:`herenow.Client.watch` yields."""
 
 Event = Union[
-    Snapshot, PresenceEvent, Lagged, WatchingPage, StatusChange, Unwatched, StreamError, UnknownEvent
+    Snapshot,
+    PresenceEvent,
+    Lagged,
+    WatchingPage,
+    StatusChange,
+    Unwatched,
+    StreamError,
+    UnknownEvent,
 ]
 
 
@@ -326,9 +334,7 @@ class SSEDecoder:
         self._line.append(part)
         self._line_len += len(part)
         if self._line_len + self._data_len > self.max_event_chars:
-            raise ProtocolError(
-                f"an event stream event is over {self.max_event_chars} characters"
-            )
+            raise ProtocolError(f"an event stream event is over {self.max_event_chars} characters")
 
     def _line_done(self, out: List[ServerSentEvent]) -> None:
         line = "".join(self._line)

@@ -83,7 +83,7 @@ def coerce_enum(cls: Type[E], value: Any, what: str) -> E:
     try:
         return cls(value)
     except ValueError:
-        allowed = ", ".join(repr(m.value) for m in cls)  # type: ignore[attr-defined]
+        allowed = ", ".join(repr(m.value) for m in cls)
         raise InvalidArgument(f"{what} {value!r} is not one of {allowed}") from None
 
 
@@ -450,8 +450,9 @@ class Erasure:
 class Token:
     """A WebSocket token for a browser or device (``/v1/ws``)."""
 
+    #: The JWT; left out of ``repr`` so it does not end up in logs.
     token: str = field(repr=False)
-    expires_at_ms: int = 0
+    expires_at_ms: int
 
     @property
     def expires_at(self) -> _dt.datetime:

@@ -167,7 +167,9 @@ class PresenceTracker:
         self.batch_size = batch_size
         self.flush_interval = flush_interval
         self._clock = clock
-        self._log = _FailureLog(logger or log, interval if log_interval is None else log_interval, clock)
+        self._log = _FailureLog(
+            logger or log, interval if log_interval is None else log_interval, clock
+        )
         self._background = background
 
         self._lock = threading.Lock()
@@ -374,12 +376,13 @@ class PresenceTracker:
     def stats(self) -> TrackerStats:
         """The tracker's counters."""
         with self._lock:
-            return TrackerStats(
-                pending=len(self._queue), members=len(self._seen), **self._counts
-            )
+            return TrackerStats(pending=len(self._queue), members=len(self._seen), **self._counts)
 
     def __repr__(self) -> str:
-        return f"PresenceTracker({self.client.base_url!r}, space={self.space!r}, interval={self.interval})"
+        return (
+            f"PresenceTracker({self.client.base_url!r}, space={self.space!r}, "
+            f"interval={self.interval})"
+        )
 
 
 _live: "weakref.WeakSet[PresenceTracker]" = weakref.WeakSet()

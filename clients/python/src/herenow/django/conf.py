@@ -35,7 +35,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Callable, Dict, Hashable, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Hashable, Optional, Tuple, TypeVar, cast
 
 from django.conf import settings
 from django.utils.module_loading import import_string
@@ -91,9 +91,11 @@ def setting(name: str) -> Any:
 def hook(name: str) -> Optional[Callable[..., Any]]:
     """A setting that is a callable or the dotted path of one."""
     value = setting(name)
-    if value is None or callable(value):
-        return value
-    return import_string(value)  # type: ignore[no-any-return]
+    if value is None:
+        return None
+    if callable(value):
+        return cast(Callable[..., Any], value)
+    return cast(Callable[..., Any], import_string(value))
 
 
 _lock = threading.Lock()

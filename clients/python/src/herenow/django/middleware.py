@@ -31,7 +31,7 @@ from . import conf
 try:  # asgiref >= 3.5.2 (Django >= 4.1)
     from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 except ImportError:  # pragma: no cover - Django 3.2 / 4.0
-    iscoroutinefunction = asyncio.iscoroutinefunction
+    iscoroutinefunction = asyncio.iscoroutinefunction  # type: ignore[assignment]
 
     def markcoroutinefunction(func: Any) -> Any:
         func._is_coroutine = asyncio.coroutines._is_coroutine  # type: ignore[attr-defined]
@@ -64,7 +64,11 @@ def identify(request: Any, user: Any) -> Optional[Visitor]:
     if not conf.setting("TRACK_GUESTS"):
         return None
     meta = request.META
-    ip = forwarded_ip(meta.get("HTTP_X_FORWARDED_FOR")) if conf.setting("TRUST_X_FORWARDED_FOR") else None
+    ip = (
+        forwarded_ip(meta.get("HTTP_X_FORWARDED_FOR"))
+        if conf.setting("TRUST_X_FORWARDED_FOR")
+        else None
+    )
     ip = ip or meta.get("REMOTE_ADDR") or None
     return guest(request.COOKIES, conf.setting("GUEST_COOKIE"), ip)
 
