@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import warnings
 from collections import Counter
 from typing import Any, Dict, List, Tuple
 
@@ -260,3 +262,28 @@ def test_arguments_are_checked() -> None:
         PresenceTracker(base_url="http://x", queue_size=0)
     with pytest.raises(ValueError):
         PresenceTracker(base_url="http://x", interval=-1)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_worker_sends_its_own_heartbeats(server: Server, space: str) -> None:
+    """A prefork server (gunicorn, uWSGI) forks after the app loaded: the
+    child gets no sender thread and a copy of the parent's sockets. The
+    tracker starts afresh there."""
+    tracker = PresenceTracker(base_url=server.url, space=space, flush_interval=0.01)
+    tracker.track("parent")
+    assert tracker.wait_idle(10)  # the parent's thread and a pooled connection exist
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads
+        pid = os.fork()
+    if pid == 0:  # the child: report through the exit status only
+        code = 1
+        try:
+            tracker.track("child")
+            if tracker.wait_idle(10) and tracker.stats().sent == 2:
+                code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert tracker.client.member(space, "child").status is Status.ONLINE
+    tracker.close()

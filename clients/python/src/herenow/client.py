@@ -68,7 +68,8 @@ class Client:
         api_key: sent as ``Authorization: Bearer``; default
             ``$HERENOW_API_KEY``. A ``read`` key may query; heartbeats,
             leaves, friends, config, tokens and erasure need ``write``.
-        timeout: seconds for a whole request (or an ``httpx.Timeout``).
+        timeout: seconds to wait at each step of a request (sending, each
+            read, a free pooled connection), or an ``httpx.Timeout``.
         connect_timeout: seconds to open a connection.
         stream_read_timeout: seconds an event stream may stay silent before
             it is deemed dead and reconnected (the server sends a keep-alive

@@ -288,14 +288,14 @@ class SSEDecoder:
 
     #: A snapshot holds up to 10,000 members of up to ~1.3 KiB each.
     max_event_chars: int = 32 * 1024 * 1024
-    _line: List[str] = field(default_factory=list)
-    _line_len: int = 0
-    _data: List[str] = field(default_factory=list)
-    _data_len: int = 0
-    _event: str = ""
-    _last_id: Optional[str] = None
-    _retry: Optional[int] = None
-    _pending_cr: bool = False
+    _line: List[str] = field(default_factory=list, init=False, repr=False)
+    _line_len: int = field(default=0, init=False, repr=False)
+    _data: List[str] = field(default_factory=list, init=False, repr=False)
+    _data_len: int = field(default=0, init=False, repr=False)
+    _event: str = field(default="", init=False, repr=False)
+    _last_id: Optional[str] = field(default=None, init=False, repr=False)
+    _retry: Optional[int] = field(default=None, init=False, repr=False)
+    _pending_cr: bool = field(default=False, init=False, repr=False)
 
     @property
     def last_event_id(self) -> Optional[str]:

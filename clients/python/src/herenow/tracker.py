@@ -35,12 +35,13 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import threading
 import time
 import weakref
 from collections import OrderedDict, deque
 from dataclasses import dataclass
-from typing import Callable, Deque, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple, Union
 
 from .client import Client
 from .models import Heartbeat, Kind, Meta, coerce_enum
@@ -75,35 +76,42 @@ class TrackerStats:
 
 
 class _FailureLog:
-    """Logs a failure at most once per interval, with what was lost since."""
+    """Logs a failure at most once per interval, with what was lost since:
+    a site whose herenow is down gets one line a minute, not one per
+    request."""
 
     def __init__(self, logger: logging.Logger, interval: float, clock: Callable[[], float]) -> None:
         self.logger = logger
         self.interval = interval
         self.clock = clock
+        self.lock = threading.Lock()
         self.last: Optional[float] = None
         self.lost_since = 0
         self.failing = False
 
     def failed(self, message: str, lost: int) -> None:
-        self.lost_since += lost
-        self.failing = True
-        now = self.clock()
-        if self.last is not None and now - self.last < self.interval:
-            return
-        self.last = now
+        with self.lock:
+            self.lost_since += lost
+            self.failing = True
+            now = self.clock()
+            if self.last is not None and now - self.last < self.interval:
+                return
+            self.last = now
+            lost_since, self.lost_since = self.lost_since, 0
+        lost_text = (
+            f"; {lost_since} heartbeat(s) lost since the last such message" if lost_since else ""
+        )
         self.logger.warning(
-            "herenow: %s; %d heartbeat(s) lost since the last such message; "
-            "the site goes on without them (next message in %.0f s at the earliest)",
+            "herenow: %s%s; driving on (the next such message in %.0f s at the earliest)",
             message,
-            self.lost_since,
+            lost_text,
             self.interval,
         )
-        self.lost_since = 0
 
     def succeeded(self) -> None:
-        if self.failing:
-            self.failing = False
+        with self.lock:
+            was_failing, self.failing = self.failing, False
+        if was_failing:
             self.logger.info("herenow: heartbeats are going through again")
 
 
@@ -157,9 +165,15 @@ class PresenceTracker:
         if not 1 <= batch_size <= 10_000:
             raise ValueError("batch_size must be between 1 and 10,000")
         self._owns_client = client is None
-        self.client = client or Client(
-            base_url, api_key=api_key, timeout=timeout, connect_timeout=min(timeout, 2.0), retries=0
+        # Kept to make the client again in a forked child (see _after_fork).
+        self._client_args: Dict[str, Any] = dict(
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            connect_timeout=min(timeout, 2.0),
+            retries=0,
         )
+        self.client = client if client is not None else Client(**self._client_args)
         self.space = space
         self.interval = interval
         self.max_members = max_members
@@ -172,10 +186,7 @@ class PresenceTracker:
         )
         self._background = background
 
-        self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)
-        self._idle = threading.Condition(self._lock)
-        self._send_lock = threading.Lock()  # one batch in flight at a time
+        self._new_locks()
         self._seen: "OrderedDict[_Key, float]" = OrderedDict()
         self._queue: Deque[Tuple[str, Heartbeat]] = deque()
         self._in_flight = 0
@@ -186,6 +197,26 @@ class PresenceTracker:
             ("tracked", "debounced", "queued", "sent", "dropped", "failures"), 0
         )
         _live.add(self)
+
+    def _new_locks(self) -> None:
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._idle = threading.Condition(self._lock)
+        self._send_lock = threading.Lock()  # one batch in flight at a time
+
+    def _after_fork(self) -> None:
+        """In a forked child (a prefork server's worker): the parent's
+        thread does not exist here and its locks may be held by it, its
+        queue is the parent's to send, and its sockets must not be shared.
+        Start afresh; the thread starts again on the next track. A client
+        given to the tracker is the caller's: make it after the fork."""
+        self._new_locks()
+        self._log.lock = threading.Lock()
+        self._queue.clear()
+        self._in_flight = 0
+        self._thread = None
+        if self._owns_client and not self._closed:
+            self.client = Client(**self._client_args)
 
     # --- the request path ---------------------------------------------------
 
@@ -386,6 +417,15 @@ class PresenceTracker:
 
 
 _live: "weakref.WeakSet[PresenceTracker]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for tracker in list(_live):
+        tracker._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register
