@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from typing import List
 
+import httpx
 import pytest
 from conftest import Server, TcpProxy, uid
 
@@ -275,3 +276,38 @@ def test_parse_event_types_and_refuses_bad_shapes() -> None:
     with pytest.raises(ProtocolError):
         parse_event("watching", '{"users": [], "last": "yes", "resync": false}')
     assert issubclass(ProtocolError, HerenowError)
+
+
+def test_an_answer_that_is_not_an_event_stream_is_a_protocol_error() -> None:
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, html="<p>login</p>"))
+    with herenow.Client("http://h.test", transport=transport) as c:
+        with pytest.raises(ProtocolError) as e:
+            next(c.events("lobby"))
+    assert "text/event-stream" in str(e.value)
+
+
+def test_a_stream_sends_last_event_id_back_when_the_server_gives_ids() -> None:
+    """herenow sends no ids today; SSE says a client resumes from the last
+    one, and this client will, should the server start sending them."""
+    seen: List[httpx.Request] = []
+    bodies = iter(
+        [
+            b'id: 41\nevent: lagged\ndata: {"missed": 1}\n\n',
+            b'event: lagged\ndata: {"missed": 2}\n\n',
+        ]
+    )
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, content=next(bodies)
+        )
+
+    with herenow.Client("http://h.test", transport=httpx.MockTransport(handler)) as c:
+        with c.events("lobby", reconnect=FAST) as stream:
+            assert next(stream) == herenow.Lagged(1)
+            assert next(stream) == herenow.Lagged(2)  # after the stream ended and came back
+            assert stream.last_event_id == "41" and stream.reconnects == 1
+    assert "last-event-id" not in seen[0].headers
+    assert seen[1].headers["last-event-id"] == "41"
+    assert seen[1].headers["accept"] == "text/event-stream"

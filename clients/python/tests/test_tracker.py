@@ -220,10 +220,42 @@ def test_the_server_refusing_a_batch_is_driven_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     tracker = make(server, recording, clock, space=space)
-    tracker.track("x" * 300)  # a bad id: the server refuses the whole batch
+    tracker.track("ann", space="bad space!")  # the server refuses the batch
+    tracker.track("bob")  # another space, another batch: it goes through
     with caplog.at_level(logging.WARNING, logger="herenow.tracker"):
-        assert tracker.flush() == 0
-    assert "bad-member-id" in lines(caplog)[0].getMessage()
+        assert tracker.flush() == 1
+    assert "bad-space-name" in lines(caplog)[0].getMessage()
+    assert tracker.client.member(space, "bob").status is Status.ONLINE
+    tracker.close()
+
+
+def test_heartbeats_the_server_would_refuse_are_not_queued(
+    server: Server,
+    recording: Recording,
+    clock: FakeClock,
+    space: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One bad heartbeat would have the server refuse its whole batch."""
+    tracker = make(server, recording, clock, space=space)
+    with caplog.at_level(logging.WARNING, logger="herenow.tracker"):
+        assert tracker.track("x" * 257) is False
+        assert tracker.track("é" * 129) is False  # 258 bytes
+        assert tracker.track("tab\there") is False
+        assert tracker.track("nul\x00") is False
+        assert tracker.track("c1\x85") is False
+        assert tracker.track("big", meta={"x": "y" * 1020}) is False
+        assert tracker.track("odd", meta={"when": object()}) is False
+        assert tracker.track("list", meta=["not", "an", "object"]) is False  # type: ignore[arg-type]
+        assert tracker.track("nan", meta={"x": float("nan")}) is False
+        # The good ones, at the limits, in the same batch.
+        assert tracker.track("x" * 256) is True
+        assert tracker.track("é" * 128) is True
+        assert tracker.track("fits", meta={"x": "y" * 1016}) is True  # 1024 bytes
+    assert len(lines(caplog)) == 1  # once per interval
+    assert tracker.flush() == 3
+    assert tracker.client.member(space, "fits").meta == {"x": "y" * 1016}
+    assert tracker.client.count(space).users == 3
     tracker.close()
 
 

@@ -41,7 +41,7 @@ import httpx
 
 from ._http import error_of, transport_error
 from ._ops import Op
-from .errors import HerenowError, ProblemError, TransportError
+from .errors import HerenowError, ProblemError, ProtocolError, TransportError
 from .events import Snapshot, SSEDecoder, WatchingPage, parse_event
 
 __all__ = ["Reconnect", "EventStream", "AsyncEventStream"]
@@ -144,6 +144,14 @@ class _Resumer:
         return delay
 
 
+def _check_event_stream(response: httpx.Response, what: str) -> None:
+    # A proxy's or a load balancer's page is not a stream: reading it as
+    # one would yield nothing and reconnect forever.
+    ctype = response.headers.get("content-type", "")
+    if not ctype.lower().startswith("text/event-stream"):
+        raise ProtocolError(f"{what}: the answer is {ctype or 'untyped'}, not text/event-stream")
+
+
 class _Base(Generic[E]):
     def __init__(
         self, what: str, op: Op[Any], timeout: httpx.Timeout, reconnect: Reconnect
@@ -217,6 +225,7 @@ class EventStream(_Base[E], Iterator[E]):
                         if not response.is_success:
                             response.read()
                             raise error_of(response)
+                        _check_event_stream(response, r.what)
                         r.opened()
                         decoder = SSEDecoder()
                         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -280,6 +289,7 @@ class AsyncEventStream(_Base[E], AsyncIterator[E]):
                         if not response.is_success:
                             await response.aread()
                             raise error_of(response)
+                        _check_event_stream(response, r.what)
                         r.opened()
                         decoder = SSEDecoder()
                         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")

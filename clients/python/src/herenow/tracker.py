@@ -23,6 +23,10 @@ Bounds, and what happens at each:
   un-debounced so the next request tries again.
 - a batch holds at most ``batch_size`` heartbeats (the server takes 10,000;
   a smaller batch keeps each request well under its 4 MiB body limit).
+- a heartbeat the server would refuse (an id over 256 bytes or with a
+  control character, metadata that is not a JSON object of at most 1 KiB)
+  is refused by :meth:`~PresenceTracker.track` instead, since the server
+  refuses a batch whole.
 
 When herenow fails (down, slow, refusing), the batch is dropped, the
 failure is logged once per ``log_interval`` (with how many heartbeats were
@@ -34,14 +38,16 @@ stay debounced, so a site does not hammer a server that is struggling.
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import os
+import re
 import threading
 import time
 import weakref
 from collections import OrderedDict, deque
 from dataclasses import dataclass
-from typing import Any, Callable, Deque, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple, Union
 
 from .client import Client
 from .models import Heartbeat, Kind, Meta, coerce_enum
@@ -73,6 +79,40 @@ class TrackerStats:
     pending: int
     #: Members in the debounce map now.
     members: int
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+MAX_ID_BYTES = 256
+MAX_META_BYTES = 1024
+
+
+def check_id(id: object) -> None:
+    """Refuses what the server would refuse in a member id (docs/API.md:
+    1 to 256 bytes of UTF-8 without control characters). A batch with one
+    bad heartbeat is refused whole, so the tracker checks each before
+    queueing it: one odd visitor must not cost everyone's heartbeats."""
+    if not isinstance(id, str) or not id:
+        raise ValueError(f"member id {id!r} is not a non-empty str")
+    if len(id.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
+        raise ValueError(f"member id {id[:32]!r}… is over {MAX_ID_BYTES} bytes")
+    if _CONTROL.search(id):
+        raise ValueError(f"member id {id[:32]!r} holds a control character")
+
+
+def check_meta(meta: Optional[Meta]) -> None:
+    """Refuses metadata the server would refuse: not a JSON object, or
+    over 1 KiB as compact JSON."""
+    if meta is None:
+        return
+    if not isinstance(meta, Mapping):
+        raise ValueError(f"meta must be a JSON object (a mapping), not {type(meta).__name__}")
+    try:
+        text = json.dumps(meta, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"meta is not JSON: {e}") from None
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_META_BYTES:
+        raise ValueError(f"meta is {size} bytes of JSON; the limit is {MAX_META_BYTES}")
 
 
 class _FailureLog:
@@ -243,8 +283,7 @@ class PresenceTracker:
         self._log.failed(message, 1)
 
     def _track(self, id: str, kind: Kind, meta: Optional[Meta], space: str) -> bool:
-        if not isinstance(id, str) or not id:
-            raise ValueError(f"member id {id!r} is not a non-empty str")
+        check_id(id)
         key: _Key = (space, kind.value, id)
         now = self._clock()
         with self._lock:
@@ -256,6 +295,7 @@ class PresenceTracker:
             if sent_at is not None and now - sent_at < self.interval:
                 self._counts["debounced"] += 1
                 return False
+            check_meta(meta)  # only when sending: json.dumps is not free
             if len(self._queue) >= self.queue_size:
                 self._counts["dropped"] += 1
                 self._seen.pop(key, None)
