@@ -269,7 +269,9 @@ class PresenceTracker:
         space: Optional[str] = None,
     ) -> bool:
         """Notes that member ``id`` is active; answers whether a heartbeat
-        was queued (``False``: debounced, dropped, or the tracker is closed).
+        was queued (``False``: debounced, dropped, refused, or the tracker
+        is closed). ``meta`` goes with the heartbeat it is queued with: a
+        change within ``interval`` waits for the member's next heartbeat.
         Never raises and never blocks on the network."""
         try:
             return self._track(id, coerce_enum(Kind, kind, "kind"), meta, space or self.space)
@@ -306,7 +308,9 @@ class PresenceTracker:
                 self._seen.move_to_end(key)
                 while len(self._seen) > self.max_members:
                     self._seen.popitem(last=False)
-                self._queue.append((space, Heartbeat(id, kind, meta)))
+                # A copy: the caller may change its dict before the send.
+                beat = Heartbeat(id, kind, None if meta is None else dict(meta))
+                self._queue.append((space, beat))
                 self._counts["queued"] += 1
                 self._wake.notify()
         if full:
