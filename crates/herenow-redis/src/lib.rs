@@ -264,6 +264,8 @@ mod follow;
 pub mod keys;
 pub mod layouts;
 mod options;
+mod outbox;
+pub mod outbox_scripts;
 mod replay;
 mod reply;
 pub mod scripts;
