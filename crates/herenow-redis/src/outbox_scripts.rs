@@ -132,7 +132,13 @@ pub(crate) const GROUP: &str = "herenow";
 /// first shard fills or its last empties. KEYS: occupancy, shard 0's
 /// stream, its state hash. ARGV: now, cap, shard, the transition (its
 /// number, negative when the shard emptied). Returns how many events it
-/// added (0 or 1). A transition numbered at or below the shard's last one
+/// added (0 or 1).
+///
+/// Trimming keeps the newest events, and the space's event comes first
+/// among those of its millisecond (with one shard it is added before the
+/// call's joins): so when shard 0's stream is full and its oldest entry
+/// is no older than the transition, the space's event is the one trimmed
+/// (counted, not added) rather than a member's event of the same moment. A transition numbered at or below the shard's last one
 /// is stale (reported late) and ignored.
 pub static OCCUPY: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -149,6 +155,13 @@ local n = redis.call('HINCRBY', KEYS[1], 'n', d)
 local what
 if is and n == 1 then what = '["occupied"]' elseif not is and n == 0 then what = '["vacated"]' end
 if not what then return 0 end
+if redis.call('XLEN', KEYS[2]) >= tonumber(ARGV[2]) then
+  local first = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 1)[1]
+  if first and tonumber(first[2][2]) >= tonumber(ARGV[1]) then
+    redis.call('HINCRBY', KEYS[3], 'trimmed', 1)
+    return 0
+  end
+end
 redis.call('XADD', KEYS[2], '*', 't', ARGV[1], 'e', what)
 local cut = redis.call('XTRIM', KEYS[2], 'MAXLEN', ARGV[2])
 if cut > 0 then redis.call('HINCRBY', KEYS[3], 'trimmed', cut) end
