@@ -205,8 +205,9 @@ return 1
 });
 
 /// Hands a consumer (the space's owner, by [`CLAIM_SPACE`]) up to `max`
-/// events of one stream. KEYS: stream, its state hash. ARGV: consumer,
-/// now, idle (ms), max, group.
+/// events of one stream. KEYS: stream, its state hash (and, for a space
+/// of one shard, its owner hash). ARGV: consumer, now, idle (ms), max,
+/// group.
 ///
 /// Pending entries of other consumers (the space changed hands) are moved
 /// to this one (`XAUTOCLAIM` with min-idle 0: the owner's clock decided)
@@ -214,6 +215,12 @@ return 1
 /// nothing from the stream for `idle`. Then what it has not been handed
 /// (`upto`, the last id handed), then new entries. Entries trimmed while
 /// pending are acknowledged away.
+///
+/// A space of one shard needs no [`CLAIM_SPACE`] and [`TOUCH_SPACE`]
+/// around it: its owner hash shares the stream's slot, so it comes as a
+/// third key and this script does both (one round trip per space): it
+/// answers `{2, 0}` while another consumer owns the space, and records the
+/// consumer as owner, since now, when it hands anything out.
 ///
 /// Returns `{0, 0, id, t, e, …}`, or `{1, trimmed}` when the stream is
 /// drained: no entries, none pending. It is deleted then (with its state
@@ -223,6 +230,10 @@ pub static CLAIM_STREAM: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
 local me, now, idle, max, g = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+if KEYS[3] then
+  local o = redis.call('HMGET', KEYS[3], 'owner', 'at')
+  if o[1] and o[1] ~= me and now - tonumber(o[2]) < idle then return {2, 0} end
+end
 local function drained()
   local t = redis.call('HGET', KEYS[2], 'trimmed') or '0'
   redis.call('DEL', KEYS[1], KEYS[2])
@@ -279,6 +290,7 @@ if n > 0 then
 end
 if last then
   redis.call('HSET', KEYS[2], 'upto', last, 'at', ARGV[2])
+  if KEYS[3] then redis.call('HSET', KEYS[3], 'owner', me, 'at', ARGV[2]) end
 elseif redis.call('XLEN', KEYS[1]) == 0 and tonumber(redis.call('XPENDING', KEYS[1], g)[1]) == 0 then
   return drained()
 end

@@ -13,7 +13,8 @@
 //! back if an event arrived meanwhile. Now and then (every [`RESCAN_MS`]
 //! by the store's clock, and at its first claim) it also `SCAN`s every
 //! master for streams, a bounded step per claim, so a stream whose writer
-//! died before indexing it is found.
+//! died before indexing it is found. A space of one shard keeps its owner
+//! in its stream's slot: one script call takes it and its events.
 //!
 //! Claims and acknowledgements of one store run one at a time (an async
 //! lock): a server's own acknowledgement never gives a space back while
@@ -149,6 +150,17 @@ impl RedisStore {
                     self.unindex_stream(tag).await?;
                     continue;
                 };
+                if self.ctx.keys.shards(&space) == 1 {
+                    // Ownership inside the stream's own script.
+                    let got = self
+                        .claim_stream(&space, tag, true, consumer, now, idle_ms, max - out.len())
+                        .await?;
+                    out.extend(got);
+                    if out.len() >= max || seen >= visit {
+                        break 'walk;
+                    }
+                    continue;
+                }
                 let owned = match spaces.get(&space) {
                     Some(&(r, _)) => r,
                     None => {
@@ -161,7 +173,7 @@ impl RedisStore {
                     continue;
                 }
                 let got = self
-                    .claim_stream(&space, tag, consumer, now, idle_ms, max - out.len())
+                    .claim_stream(&space, tag, false, consumer, now, idle_ms, max - out.len())
                     .await?;
                 if !got.is_empty() {
                     if let Some(s) = spaces.get_mut(&space) {
@@ -384,36 +396,42 @@ impl RedisStore {
         Ok(())
     }
 
-    /// [`CLAIM_STREAM`] on the stream tagged `tag`, decoded; a drained
-    /// stream leaves the index (its trimmed count kept store-wide).
+    /// [`CLAIM_STREAM`] on the stream tagged `tag`, decoded (nothing
+    /// while another consumer owns the space); a drained stream leaves the
+    /// index (its trimmed count kept store-wide). `solo`: the space has
+    /// one shard, and the script also takes the space.
+    #[allow(clippy::too_many_arguments)]
     async fn claim_stream(
         &self,
         space: &SpaceName,
         tag: &str,
+        solo: bool,
         consumer: &str,
         now: Millis,
         idle_ms: Millis,
         max: usize,
     ) -> Result<Vec<OutboxEvent>> {
         let (stream, state) = self.ctx.keys.stream(tag);
+        let owner = self.ctx.keys.space_owner(space);
         let mut c = self.ctx.client.clone();
         let v: Value = self
             .ctx
             .io("outbox claim", async {
-                CLAIM_STREAM
-                    .key(&stream)
-                    .key(&state)
-                    .arg(consumer)
-                    .arg(now)
-                    .arg(idle_ms)
-                    .arg(max)
-                    .arg(GROUP)
-                    .invoke_async(&mut c)
-                    .await
+                let mut inv = CLAIM_STREAM.prepare_invoke();
+                inv.key(&stream).key(&state);
+                if solo {
+                    inv.key(&owner);
+                }
+                inv.arg(consumer).arg(now).arg(idle_ms).arg(max).arg(GROUP);
+                inv.invoke_async(&mut c).await
             })
             .await?;
         let v = array(v)?;
-        if int(v.first())? == 1 {
+        let status = int(v.first())?;
+        if status == 2 {
+            return Ok(Vec::new());
+        }
+        if status == 1 {
             let trimmed = opt_string(v.into_iter().nth(1))?
                 .and_then(|t| t.parse::<i64>().ok())
                 .unwrap_or(0);
