@@ -43,7 +43,7 @@
 //! | `P:{~B}:seen:ID` | sorted set | a user's index of spaces: member = a space the user is stored or remembered in (a superset), score = when a writer last marked it (ms) |
 //! | `P:{S}:wh` | stream | the webhook outbox of the shard (`{S#k}` for shard k): entries `t` (ms) and `e` (the event's tuple, or `["occupied"]` / `["vacated"]`), consumer group `herenow`; only while a store's outbox is open, deleted once drained (see "Webhooks" below) |
 //! | `P:{S}:whs` | hash | the stream's `trimmed` count and its consumer's place: `upto` (the last entry handed out), `at` (when, by the store's clock) |
-//! | `P:{S}:whown` | hash | the consumer the space's events go to (`owner`) and when it last took some (`at`, ms): in shard 0's slot, one per space |
+//! | `P:{S}:whown` | hash | the consumer the space's events go to (`owner`) and when it last took some (`at`, ms): in shard 0's slot, one per space, expiring a day after its last write |
 //! | `P:{S}:whocc` | hash | a space split over shards: shard → the number of its last occupancy transition (negative: emptied), `n` → shards occupied |
 //! | `P:{~outbox}:streams`, `P:{~outbox}:trimmed` | sorted set, string | the tags (`S`, `S#k`) of streams that may hold events (score 0), and the trimmed count of streams since deleted |
 //! | `P:migrations` | hash | one-time migrations that have run on this prefix's data → when each finished (ms): `followers` (friend sets written before the reverse index, indexed) |

@@ -50,7 +50,10 @@
 //! a time: [`CLAIM_SPACE`] records the owner and when it last took events
 //! (the injected clock, never Redis' own idle times) in `P:{S}:whown`;
 //! another consumer may take the space only once that is `idle` old (or
-//! after the owner acknowledged everything and let go). [`CLAIM_STREAM`]
+//! after the owner acknowledged everything and let go). The owner hash
+//! also expires a day (Redis' time) after its last write, so a space
+//! nobody claims again leaves nothing behind; an owner silent that long
+//! is long past any idle time. [`CLAIM_STREAM`]
 //! then reads each of the space's streams for the owner: pending entries
 //! of other consumers (a dead owner's) are moved to it with `XAUTOCLAIM …
 //! 0` first and handed out again, oldest first, then new ones with
@@ -182,6 +185,7 @@ local o = redis.call('HMGET', KEYS[1], 'owner', 'at')
 if o[1] == ARGV[1] then return 0 end
 if o[1] and tonumber(ARGV[2]) - tonumber(o[2]) < tonumber(ARGV[3]) then return -1 end
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'at', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], 86400000)
 return 1
 "#,
     )
@@ -198,6 +202,7 @@ if ARGV[2] == '' then
   redis.call('DEL', KEYS[1])
 else
   redis.call('HSET', KEYS[1], 'at', ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], 86400000)
 end
 return 1
 "#,
@@ -290,7 +295,10 @@ if n > 0 then
 end
 if last then
   redis.call('HSET', KEYS[2], 'upto', last, 'at', ARGV[2])
-  if KEYS[3] then redis.call('HSET', KEYS[3], 'owner', me, 'at', ARGV[2]) end
+  if KEYS[3] then
+    redis.call('HSET', KEYS[3], 'owner', me, 'at', ARGV[2])
+    redis.call('PEXPIRE', KEYS[3], 86400000)
+  end
 elseif redis.call('XLEN', KEYS[1]) == 0 and tonumber(redis.call('XPENDING', KEYS[1], g)[1]) == 0 then
   return drained()
 end
