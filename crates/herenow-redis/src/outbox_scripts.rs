@@ -216,8 +216,9 @@ return 1
 ///
 /// Pending entries of other consumers (the space changed hands) are moved
 /// to this one (`XAUTOCLAIM` with min-idle 0: the owner's clock decided)
-/// and handed out again from the first; so are its own once it took
-/// nothing from the stream for `idle`. Then what it has not been handed
+/// and handed out again from the first; its own pending entries are in
+/// its hands (it is claiming, so alive) and are not handed out twice. Then
+/// what it has not been handed
 /// (`upto`, the last id handed), then new entries. Entries trimmed while
 /// pending are acknowledged away.
 ///
@@ -238,6 +239,9 @@ local me, now, idle, max, g = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ton
 if KEYS[3] then
   local o = redis.call('HMGET', KEYS[3], 'owner', 'at')
   if o[1] and o[1] ~= me and now - tonumber(o[2]) < idle then return {2, 0} end
+  -- The owner is claiming, so it is alive: its hold is fresh, even while
+  -- its events wait on a slow endpoint and it takes nothing new.
+  if o[1] == me then redis.call('HSET', KEYS[3], 'at', ARGV[2]) end
 end
 local function drained()
   local t = redis.call('HGET', KEYS[2], 'trimmed') or '0'
@@ -252,7 +256,7 @@ if not ok then
 end
 local pend = tonumber(p[1])
 local st = redis.call('HMGET', KEYS[2], 'upto', 'at')
-local upto, at = st[1] or '0-0', tonumber(st[2] or '0')
+local upto = st[1] or '0-0'
 if pend > 0 then
   local others = false
   for _, c in ipairs(p[4]) do
@@ -263,8 +267,6 @@ if pend > 0 then
     repeat
       cur = redis.call('XAUTOCLAIM', KEYS[1], g, me, 0, cur, 'COUNT', 1000, 'JUSTID')[1]
     until cur == '0-0'
-    upto = '0-0'
-  elseif now - at >= idle then
     upto = '0-0'
   end
 end

@@ -57,7 +57,8 @@ use self::follow::{
     friend_set_changes_are_fed, invisible_users_are_not_fed,
 };
 use self::outbox::{
-    outbox_follows_a_member_in_order, outbox_is_bounded, outbox_keeps_events_until_acknowledged,
+    outbox_follows_a_member_in_order, outbox_is_bounded,
+    outbox_keeps_a_claiming_consumer_in_charge, outbox_keeps_events_until_acknowledged,
     outbox_reclaims_what_a_consumer_left,
 };
 use self::remembered::{
@@ -111,6 +112,7 @@ scenarios!(
     friend_set_changes_are_fed,
     outbox_keeps_events_until_acknowledged,
     outbox_reclaims_what_a_consumer_left,
+    outbox_keeps_a_claiming_consumer_in_charge,
     outbox_follows_a_member_in_order,
     outbox_is_bounded,
 );

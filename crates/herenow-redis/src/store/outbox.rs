@@ -188,7 +188,10 @@ impl RedisStore {
         }
         st.next = pos;
         for (space, (r, took)) in spaces {
-            if took {
+            // Owning a space and claiming is being alive: the hold is
+            // refreshed even when nothing new came (its events may wait
+            // on a slow endpoint for hours), so nobody takes it over.
+            if took || r == 0 {
                 self.touch_space(&space, consumer, &now.to_string()).await?;
             } else if r == 1 {
                 self.touch_space(&space, consumer, "").await?;
