@@ -358,6 +358,20 @@ async fn recent_order_pages_completely(s: Arc<dyn PresenceStore>, _clock: Manual
         matches!(e, Err(Error::Invalid(InvalidInput::BadCursor))),
         "{e:?}"
     );
+    // The same in a space that never had a member.
+    let e = s
+        .list(
+            &space("c-pages-never"),
+            &ListQuery {
+                cursor: Some("garbage".into()),
+                ..Default::default()
+            },
+        )
+        .await;
+    assert!(
+        matches!(e, Err(Error::Invalid(InvalidInput::BadCursor))),
+        "an empty space refuses a bad cursor too: {e:?}"
+    );
     for limit in [0, 1001] {
         let e = s
             .list(
