@@ -62,10 +62,12 @@ export interface WindowLimitOptions extends CallOptions {
  * const { members } = await herenow.online("lobby", { window: "5m" });
  * ```
  *
- * Every method rejects with a {@link HerenowError} for what the server
- * refused or could not answer, and with a `TypeError` for arguments that
- * cannot even be sent (an empty space name, a member that is not a string
- * or `{id}`).
+ * Every call answers a promise (it never throws synchronously): it rejects
+ * with a {@link HerenowError} for what the server refused or could not
+ * answer, and with a `TypeError` / `RangeError` for arguments that cannot
+ * even be sent (an empty space name, a member that is not a string or
+ * `{id}`, a negative duration). `events()` and `watch()` answer their
+ * stream at once and throw such argument errors synchronously.
  */
 export class Herenow {
   /** The transport (base URL, key, timeout) the calls share. */
@@ -83,12 +85,12 @@ export class Herenow {
   // ---- heartbeats and leaves --------------------------------------------
 
   /** Records one heartbeat: the member is here now (`POST /v1/spaces/{space}/heartbeat`). */
-  heartbeat(space: string, member: string | HeartbeatInput, options: CallOptions = {}): Promise<HeartbeatReport> {
+  async heartbeat(space: string, member: string | HeartbeatInput, options: CallOptions = {}): Promise<HeartbeatReport> {
     return this.call("POST", `${spacePath(space)}/heartbeat`, options, { body: heartbeatBody(member, "member") });
   }
 
   /** Records up to 10,000 heartbeats at once (`POST /v1/spaces/{space}/heartbeats`). */
-  heartbeats(space: string, beats: ReadonlyArray<string | HeartbeatInput>, options: CallOptions = {}): Promise<HeartbeatReport> {
+  async heartbeats(space: string, beats: ReadonlyArray<string | HeartbeatInput>, options: CallOptions = {}): Promise<HeartbeatReport> {
     const list = array(beats, "beats").map((b, i) => heartbeatBody(b, `beats[${i}]`));
     return this.call("POST", `${spacePath(space)}/heartbeats`, options, { body: { heartbeats: list } });
   }
@@ -153,14 +155,14 @@ export class Herenow {
    * and its place in others' (`DELETE /v1/users/{id}`, write scope). An
    * unknown user is not an error: all zeros.
    */
-  eraseUser(id: string, options: CallOptions = {}): Promise<ErasureReport> {
+  async eraseUser(id: string, options: CallOptions = {}): Promise<ErasureReport> {
     return this.call("DELETE", `/v1/users/${segment(id, "id")}`, options);
   }
 
   // ---- who's online ---------------------------------------------------------
 
   /** One page of the members seen within the window (`GET /v1/spaces/{space}/online`). */
-  online(space: string, options: OnlineOptions = {}): Promise<OnlinePage> {
+  async online(space: string, options: OnlineOptions = {}): Promise<OnlinePage> {
     const { window, kind, order, limit, cursor, ...call } = options;
     return this.call("GET", `${spacePath(space)}/online`, call, {
       query: { window: duration(window, "window"), kind, order, limit, cursor },
@@ -182,7 +184,7 @@ export class Herenow {
   }
 
   /** How many users and guests were seen within the window (`GET /v1/spaces/{space}/count`). */
-  count(space: string, options: CallOptions & { window?: Duration } = {}): Promise<Counts> {
+  async count(space: string, options: CallOptions & { window?: Duration } = {}): Promise<Counts> {
     const { window, ...call } = options;
     return this.call("GET", `${spacePath(space)}/count`, call, { query: { window: duration(window, "window") } });
   }
@@ -245,12 +247,12 @@ export class Herenow {
   // ---- spaces ---------------------------------------------------------------
 
   /** A space's time policy (`GET /v1/spaces/{space}/config`). */
-  config(space: string, options: CallOptions = {}): Promise<SpaceConfig> {
+  async config(space: string, options: CallOptions = {}): Promise<SpaceConfig> {
     return this.call("GET", `${spacePath(space)}/config`, options);
   }
 
   /** Sets a space's time policy; answers the new one (`PUT /v1/spaces/{space}/config`). */
-  setConfig(space: string, config: SpaceConfigInput, options: CallOptions = {}): Promise<SpaceConfig> {
+  async setConfig(space: string, config: SpaceConfigInput, options: CallOptions = {}): Promise<SpaceConfig> {
     if (typeof config !== "object" || config === null) throw new TypeError("herenow: config must be an object");
     const body: Record<string, unknown> = {
       online_ms: config.online_ms,
@@ -284,7 +286,7 @@ export class Herenow {
   }
 
   /** A space's online count, sampled every 10 s, oldest first (`GET /v1/spaces/{space}/history`). */
-  history(space: string, options: CallOptions & { range?: Duration } = {}): Promise<History> {
+  async history(space: string, options: CallOptions & { range?: Duration } = {}): Promise<History> {
     const { range, ...call } = options;
     return this.call("GET", `${spacePath(space)}/history`, call, { query: { range: duration(range, "range") } });
   }
@@ -292,7 +294,7 @@ export class Herenow {
   // ---- tokens ---------------------------------------------------------------
 
   /** Mints a token for the WebSocket protocol and `/client.js` (`POST /v1/tokens`, write scope). */
-  createToken(request: TokenRequest, options: CallOptions = {}): Promise<Token> {
+  async createToken(request: TokenRequest, options: CallOptions = {}): Promise<Token> {
     if (typeof request !== "object" || request === null) throw new TypeError("herenow: the token request must be an object");
     const body: Record<string, unknown> = { user: request.user, spaces: request.spaces };
     if (request.kind !== undefined) body.kind = request.kind;
@@ -339,12 +341,12 @@ export class Herenow {
   }
 
   /** Prometheus metrics, as text (`GET /metrics`). */
-  metrics(options: CallOptions = {}): Promise<string> {
+  async metrics(options: CallOptions = {}): Promise<string> {
     return this.call("GET", "/metrics", options, { text: true });
   }
 
   /** The server's OpenAPI document (`GET /openapi.json`). */
-  openapi(options: CallOptions = {}): Promise<Record<string, unknown>> {
+  async openapi(options: CallOptions = {}): Promise<Record<string, unknown>> {
     return this.call("GET", "/openapi.json", options);
   }
 

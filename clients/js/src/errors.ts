@@ -134,6 +134,9 @@ export function parseRetryAfter(value: string | null | undefined, nowMs: number 
     const n = Number(v);
     return Number.isSafeInteger(n) ? n : null;
   }
+  // An HTTP date names its day and month; a bare "1.5" or "-3" would
+  // otherwise parse as some year.
+  if (!/[A-Za-z]/.test(v)) return null;
   const at = Date.parse(v);
   if (Number.isNaN(at)) return null;
   return Math.max(0, Math.ceil((at - nowMs) / 1000));

@@ -119,16 +119,23 @@ export class SseParser {
 /**
  * Reads a response body as SSE messages. `onActivity` is called for every
  * chunk (keep-alive comments included), so a caller can tell a quiet
- * stream from a dead one.
+ * stream from a dead one. Aborting `signal` cancels the body (closing the
+ * connection) even while nobody is reading; the messages then end.
  */
 export async function* readSse(
   body: ReadableStream<Uint8Array>,
   maxEventSize: number,
   onActivity: () => void,
+  signal?: AbortSignal,
 ): AsyncGenerator<SseMessage, void, undefined> {
   const reader = body.getReader();
   const decoder = new TextDecoder("utf-8");
   const parser = new SseParser(maxEventSize);
+  const cancel = () => {
+    reader.cancel().catch(() => {});
+  };
+  if (signal?.aborted) cancel();
+  else signal?.addEventListener("abort", cancel, { once: true });
   try {
     for (;;) {
       const { done, value } = await reader.read();
@@ -137,6 +144,7 @@ export async function* readSse(
       for (const m of parser.feed(decoder.decode(value, { stream: true }))) yield m;
     }
   } finally {
+    signal?.removeEventListener("abort", cancel);
     // Ends the request when the consumer stops early (or the read failed).
     reader.cancel().catch(() => {});
     try {

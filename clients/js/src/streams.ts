@@ -215,35 +215,41 @@ abstract class ResumableStream<T> implements AsyncIterable<T> {
       deadline.dispose();
     }
     this.opened(fresh);
-    const idle = new AbortController();
+    // Ends this connection: when it goes quiet for too long, or when the
+    // stream is closed, even while the consumer is not reading.
+    const conn = new AbortController();
+    let idle = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const arm = () => {
       if (timer !== undefined) clearTimeout(timer);
-      timer = setTimeout(() => idle.abort(), this.opts.idleTimeoutMs);
+      timer = setTimeout(() => {
+        idle = true;
+        conn.abort();
+      }, this.opts.idleTimeoutMs);
     };
-    const onIdle = () => {
-      res.body?.cancel().catch(() => {});
+    const onStop = () => {
+      if (timer !== undefined) clearTimeout(timer);
+      conn.abort();
     };
-    idle.signal.addEventListener("abort", onIdle, { once: true });
+    this.stop.signal.addEventListener("abort", onStop, { once: true });
     arm();
+    const quiet = () =>
+      new HerenowError({ code: "request-timeout", status: null, detail: `no byte for ${this.opts.idleTimeoutMs} ms on the event stream`, method, path });
     try {
-      for await (const message of readSse(res.body, this.opts.maxEventSize, arm)) {
+      for await (const message of readSse(res.body, this.opts.maxEventSize, arm, conn.signal)) {
         const item = this.convert(message, fresh);
         if (item !== undefined) yield item;
       }
-      if (idle.signal.aborted) {
-        throw new HerenowError({ code: "request-timeout", status: null, detail: `no byte for ${this.opts.idleTimeoutMs} ms on the event stream`, method, path });
-      }
+      if (idle) throw quiet();
     } catch (e) {
       if (this.closed) return;
-      if (idle.signal.aborted && !(e instanceof HerenowError)) {
-        throw new HerenowError({ code: "request-timeout", status: null, detail: `no byte for ${this.opts.idleTimeoutMs} ms on the event stream`, method, path, cause: e });
-      }
+      if (idle) throw quiet();
       if (e instanceof HerenowError) throw e;
       throw new HerenowError({ code: "connection-failed", status: null, detail: `the event stream broke: ${String((e as Error)?.message ?? e)}`, method, path, cause: e });
     } finally {
       if (timer !== undefined) clearTimeout(timer);
-      idle.signal.removeEventListener("abort", onIdle);
+      this.stop.signal.removeEventListener("abort", onStop);
+      conn.abort();
     }
   }
 }

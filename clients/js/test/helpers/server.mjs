@@ -127,3 +127,67 @@ export function within(promise, ms, what) {
     }),
   ]);
 }
+
+/**
+ * A TCP proxy in front of a server, whose open connections a test can cut
+ * (a dropped network, a restarted load balancer) while the server runs on.
+ */
+export async function startProxy(targetUrl) {
+  const net = await import("node:net");
+  const target = new URL(targetUrl);
+  const sockets = new Set();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port), target.hostname);
+    sockets.add(client);
+    sockets.add(upstream);
+    const drop = () => {
+      client.destroy();
+      upstream.destroy();
+      sockets.delete(client);
+      sockets.delete(upstream);
+    };
+    client.on("error", drop);
+    upstream.on("error", drop);
+    client.on("close", drop);
+    upstream.on("close", drop);
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  const { port } = server.address();
+  return {
+    baseUrl: `http://127.0.0.1:${port}`,
+    /** Connections open through the proxy now. */
+    get open() {
+      return sockets.size / 2;
+    },
+    /** Cuts every connection open now; new ones are still accepted. */
+    cut() {
+      for (const s of sockets) s.destroy();
+      sockets.clear();
+    },
+    close() {
+      this.cut();
+      return new Promise((r) => server.close(r));
+    },
+  };
+}
+
+/** Reads `herenow_heartbeats_total` from /metrics: the server's own count of heartbeats recorded. */
+export async function heartbeatsTotal(baseUrl) {
+  const text = await (await fetch(`${baseUrl}/metrics`)).text();
+  const m = /^herenow_heartbeats_total(?:\{[^}]*\})?\s+(\d+)/m.exec(text);
+  return m ? Number(m[1]) : 0;
+}
+
+/** A `fetch` that records every request (method, path, JSON body) before sending it. */
+export function recordingFetch() {
+  const calls = [];
+  const f = async (url, init = {}) => {
+    const u = new URL(String(url));
+    calls.push({ method: init.method ?? "GET", path: u.pathname, query: u.search, body: init.body ? JSON.parse(init.body) : undefined });
+    return fetch(url, init);
+  };
+  f.calls = calls;
+  return f;
+}
