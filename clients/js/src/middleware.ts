@@ -44,8 +44,11 @@ export interface PresenceResponse {
   setHeader(name: string, value: string | string[]): unknown;
 }
 
-/** Who a request is: a user id, or an id with metadata. `null`/`undefined`: not signed in. */
-export type Identity = string | { id: string; meta?: Meta } | null | undefined;
+/**
+ * Who a request is: a user id (a number is taken as its decimal string), or
+ * an id with metadata. `null`/`undefined`/`false`: not signed in.
+ */
+export type Identity = string | number | { id: string | number; meta?: Meta } | null | undefined | false;
 
 /** Where the middleware writes the one line per interval it says about herenow's problems. */
 export interface PresenceLogger {
@@ -303,12 +306,13 @@ export class Presence<Req extends PresenceRequest = PresenceRequest> {
   }
 
   private identified(space: string, who: Identity, req: Req, res: PresenceResponse): void {
-    if (typeof who === "string") {
-      this.seen(space, { id: who });
+    if (typeof who === "string" || typeof who === "number") {
+      this.seen(space, { id: idString(who) });
       return;
     }
     if (who && typeof who === "object") {
-      this.seen(space, who.meta === undefined ? { id: who.id } : { id: who.id, meta: who.meta });
+      const id = idString(who.id);
+      this.seen(space, who.meta === undefined ? { id } : { id, meta: who.meta });
       return;
     }
     const id = this.guestId(req, res);
@@ -387,6 +391,11 @@ export class Presence<Req extends PresenceRequest = PresenceRequest> {
       // A logger that throws must not fail the request either.
     }
   }
+}
+
+/** Numeric user ids (common from databases) as their decimal form; anything else is checked by `seen`. */
+function idString(id: unknown): string {
+  return typeof id === "number" && Number.isSafeInteger(id) ? String(id) : (id as string);
 }
 
 function isThenable(v: unknown): v is PromiseLike<Identity> {

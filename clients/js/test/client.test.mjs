@@ -3,7 +3,9 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { Herenow, HerenowError } from "../dist/index.js";
+import { readFileSync } from "node:fs";
+
+import { Herenow, HerenowError, VERSION } from "../dist/index.js";
 import { recordingFetch, startServer, unique } from "./helpers/server.mjs";
 
 let server;
@@ -328,6 +330,11 @@ describe("spaces, config, history, tokens, operations", () => {
       proxy.close();
       proxy.unref();
     }
+  });
+
+  test("the User-Agent's version is the package's", () => {
+    const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
+    assert.equal(VERSION, pkg.version);
   });
 
   test("the API key goes in Authorization, with the client's headers", async () => {

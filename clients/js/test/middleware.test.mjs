@@ -179,7 +179,11 @@ describe("middleware against a real herenow", () => {
       client,
       space,
       guest: "ip",
-      user: (req) => (req.headers["x-user"] ? { id: req.headers["x-user"], meta: { plan: "pro" } } : null),
+      user: (req) => {
+        const u = req.headers["x-user"];
+        if (u === "42") return 42; // a numeric id from a database
+        return u ? { id: u, meta: { plan: "pro" } } : null;
+      },
       skip: (req) => req.headers["x-health"] === "1",
       now: clock(),
       logger: logger(),
@@ -189,9 +193,10 @@ describe("middleware against a real herenow", () => {
       await web.get(null);
       await web.get("dora");
       await web.get("skipped", { "x-health": "1" });
+      await web.get("42");
       await mw.presence.flush();
       const all = await client.online(space, { kind: "all", order: "id" });
-      assert.deepEqual(all.members.map((m) => [m.id, m.kind]), [["127.0.0.1", "guest"], ["dora", "user"]]);
+      assert.deepEqual(all.members.map((m) => [m.id, m.kind]), [["127.0.0.1", "guest"], ["42", "user"], ["dora", "user"]]);
       assert.deepEqual((await client.member(space, "dora")).meta, { plan: "pro" });
     } finally {
       await mw.presence.close();
