@@ -26,7 +26,8 @@ if [ "$node_major" -lt 18 ]; then
 fi
 
 if [ -z "${HERENOW_BIN:-}" ]; then
-  HERENOW_BIN="$(git rev-parse --show-toplevel)/target/debug/herenow"
+  root=$(git rev-parse --show-toplevel 2>/dev/null || (cd ../.. && pwd))
+  HERENOW_BIN="$root/target/debug/herenow"
 fi
 if [ ! -x "$HERENOW_BIN" ]; then
   echo "clients/js/test.sh: no herenow binary at $HERENOW_BIN; build it (cargo build -p herenow) or set HERENOW_BIN" >&2

@@ -117,21 +117,25 @@ describe("middleware against a real herenow", () => {
   });
 
   test("the response does not wait for herenow, even one that never answers", async () => {
-    // A herenow that never answers: a request waiting on it would hang.
-    const stuck = http.createServer(() => {});
+    // A herenow that takes heartbeats in and never answers.
+    let received;
+    const inFlight = new Promise((r) => (received = r));
+    const stuck = http.createServer((req) => received(req.url));
     await new Promise((r) => stuck.listen(0, "127.0.0.1", r));
-    const f = recordingFetch();
-    const client = new Herenow({ baseUrl: `http://127.0.0.1:${stuck.address().port}`, fetch: f, timeoutMs: 200 });
+    const client = new Herenow({ baseUrl: `http://127.0.0.1:${stuck.address().port}`, timeoutMs: 30_000 });
     const mw = herenowPresence({ client, space: "site", user: userFromHeader, now: clock(), logger: logger(), flushDelayMs: 0 });
     const web = await site(mw);
     try {
-      const started = Date.now();
-      for (let i = 0; i < 5; i++) assert.equal((await web.get(`u${i}`)).status, 200);
-      assert.ok(Date.now() - started < 1000, "five requests answered without waiting for herenow");
+      assert.equal((await web.get("u1")).body, "ok");
+      // The heartbeat is now in flight, unanswered...
+      assert.equal(await within(inFlight, 5000, "the heartbeat request"), "/v1/spaces/site/heartbeats");
+      // ...and requests are answered all the same.
+      for (let i = 2; i <= 5; i++) assert.equal((await web.get(`u${i}`)).body, "ok");
+      assert.equal(mw.presence.stats.sent, 0, "no heartbeat has been answered");
     } finally {
+      stuck.closeAllConnections?.(); // the flush in flight fails now, and close() returns
       await mw.presence.close();
       await web.close();
-      stuck.closeAllConnections?.();
       stuck.close();
     }
   });

@@ -171,7 +171,7 @@ describe("space events", () => {
     await new Promise((r) => silent.listen(0, "127.0.0.1", r));
     const c = new Herenow({ baseUrl: `http://127.0.0.1:${silent.address().port}` });
     const codes = [];
-    const stream = c.events("s", { idleTimeoutMs: 100, minDelayMs: 5, maxDelayMs: 10, onRetry: (e) => codes.push(e.code) });
+    const stream = c.events("s", { idleTimeoutMs: 300, minDelayMs: 5, maxDelayMs: 10, onRetry: (e) => codes.push(e.code) });
     const it = stream[Symbol.asyncIterator]();
     try {
       assert.equal((await next(it, "the first snapshot")).resync, false);
