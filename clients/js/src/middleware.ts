@@ -159,7 +159,8 @@ export class Presence<Req extends PresenceRequest = PresenceRequest> {
   private pending = new Map<string, Map<string, Pending>>();
   private pendingCount = 0;
   private timer: ReturnType<typeof setTimeout> | undefined;
-  private chain: Promise<void> = Promise.resolve();
+  /** The flush being sent; at most one at a time, so waiting heartbeats stay within maxPending. */
+  private inFlight: Promise<void> | null = null;
   private lastLogAt: number | null = null;
   private unsaid = 0;
   private closed = false;
@@ -242,7 +243,7 @@ export class Presence<Req extends PresenceRequest = PresenceRequest> {
     if (member.meta !== undefined) beat.meta = member.meta;
     if (!batch.has(key)) this.pendingCount += 1;
     batch.set(key, { beat, at: t });
-    if (batch.size >= MAX_BATCH) void this.flush();
+    if (batch.size >= MAX_BATCH && !this.inFlight) void this.flush();
     else this.schedule();
     return true;
   }
@@ -256,13 +257,18 @@ export class Presence<Req extends PresenceRequest = PresenceRequest> {
       clearTimeout(this.timer);
       this.timer = undefined;
     }
+    // One flush at a time: what arrives meanwhile waits in `pending`
+    // (bounded), not in a queue of batches behind a slow herenow.
+    if (this.inFlight) return this.inFlight.then(() => this.flush());
+    if (this.pending.size === 0) return Promise.resolve();
     const work = this.pending;
-    if (work.size > 0) {
-      this.pending = new Map();
-      this.pendingCount = 0;
-    }
-    this.chain = this.chain.then(() => this.send(work));
-    return this.chain;
+    this.pending = new Map();
+    this.pendingCount = 0;
+    this.inFlight = this.send(work).finally(() => {
+      this.inFlight = null;
+      if (this.pendingCount > 0 && !this.closed) this.schedule();
+    });
+    return this.inFlight;
   }
 
   /** Stops taking heartbeats and sends those waiting. */
@@ -346,7 +352,8 @@ export class Presence<Req extends PresenceRequest = PresenceRequest> {
     if (this.timer !== undefined) return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      void this.flush();
+      // A flush in flight schedules the next one when it is done.
+      if (!this.inFlight) void this.flush();
     }, this.flushDelayMs);
     // A pending flush must not keep the process alive; close() sends it.
     this.timer.unref?.();

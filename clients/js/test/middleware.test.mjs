@@ -132,11 +132,13 @@ describe("middleware against a real herenow", () => {
       // ...and requests are answered all the same.
       for (let i = 2; i <= 5; i++) assert.equal((await web.get(`u${i}`)).body, "ok");
       assert.equal(mw.presence.stats.sent, 0, "no heartbeat has been answered");
+      assert.ok(mw.presence.waiting >= 1, "the later heartbeats wait for the one in flight, not in a queue of requests");
     } finally {
-      stuck.closeAllConnections?.(); // the flush in flight fails now, and close() returns
-      await mw.presence.close();
-      await web.close();
+      // herenow goes away: the flush in flight fails, the rest is refused, close() returns.
       stuck.close();
+      stuck.closeAllConnections?.();
+      await within(mw.presence.close(), 10_000, "close");
+      await web.close();
     }
   });
 
