@@ -57,6 +57,12 @@ export interface StreamOptions {
   maxEventSize?: number;
   /** Told of each failure before the stream tries again (logging, metrics). */
   onRetry?: (error: unknown, attempt: number, delayMs: number) => void;
+  /**
+   * Events: most members kept in `members` (default 100,000); past it new
+   * members are not kept and `truncated` says so. The items are yielded
+   * all the same.
+   */
+  maxMembers?: number;
 }
 
 interface Resolved {
@@ -110,6 +116,8 @@ abstract class ResumableStream<T> implements AsyncIterable<T> {
   private readonly stop = new AbortController();
   private readonly onRetry: StreamOptions["onRetry"];
   private iterating = false;
+  /** Whether an item was read: a later connection's first picture then replaces it. */
+  private delivered = false;
 
   constructor(
     private readonly transport: Transport,
@@ -145,7 +153,7 @@ abstract class ResumableStream<T> implements AsyncIterable<T> {
   /** Converts one wire message; `undefined` skips it. `error` events throw to reconnect. */
   protected abstract convert(message: SseMessage, fresh: boolean): T | undefined;
 
-  /** Called as each connection opens; `fresh` for every one after the first. */
+  /** Called as each connection opens; `fresh` once an earlier connection delivered items. */
   protected opened(_fresh: boolean): void {}
 
   /** Updates the kept picture with an item about to be yielded. */
@@ -161,11 +169,12 @@ abstract class ResumableStream<T> implements AsyncIterable<T> {
     let failures = 0;
     try {
       while (!this.closed) {
-        const fresh = this.connections > 0;
+        const fresh = this.delivered;
         let error: unknown;
         try {
           for await (const item of this.connect(fresh)) {
             failures = 0;
+            this.delivered = true;
             this.apply(item);
             yield item;
           }
@@ -278,10 +287,13 @@ export function memberKey(m: { kind: string; id: string }): string {
  * reconnect. Iterate it with `for await`; `close()` (or the `signal`) ends it.
  */
 export class EventStream extends ResumableStream<SpaceEvent> {
-  /** The members present, by `kind:id`, as of the last item read. */
+  /** The members present, by `kind:id`, as of the last item read (at most `maxMembers`). */
   members = new Map<string, MemberStatus>();
   /** Whether a snapshot has been read, and no `lagged` since. */
   synced = false;
+  /** Whether present members are missing from `members`: the snapshot's `omitted`, or `maxMembers` reached. */
+  truncated = false;
+  private readonly maxMembers: number;
 
   constructor(
     transport: Transport,
@@ -290,6 +302,9 @@ export class EventStream extends ResumableStream<SpaceEvent> {
     options: StreamOptions = {},
   ) {
     super(transport, { method: "GET", path }, options);
+    const max = options.maxMembers ?? 100_000;
+    if (typeof max !== "number" || !(max >= 0)) throw new RangeError(`herenow: maxMembers must be a non-negative number, got ${String(max)}`);
+    this.maxMembers = max;
   }
 
   protected convert(message: SseMessage, fresh: boolean): SpaceEvent | undefined {
@@ -319,7 +334,8 @@ export class EventStream extends ResumableStream<SpaceEvent> {
   protected apply(item: SpaceEvent): void {
     switch (item.type) {
       case "snapshot":
-        this.members = new Map(item.members.map((m) => [memberKey(m), m]));
+        this.members = new Map(item.members.slice(0, this.maxMembers).map((m) => [memberKey(m), m]));
+        this.truncated = item.omitted > 0 || item.members.length > this.maxMembers;
         this.synced = true;
         break;
       case "lagged":
@@ -331,6 +347,10 @@ export class EventStream extends ResumableStream<SpaceEvent> {
       default: {
         const key = memberKey(item);
         const old = this.members.get(key);
+        if (!old && this.members.size >= this.maxMembers) {
+          this.truncated = true;
+          break;
+        }
         const m: MemberStatus = {
           id: item.id,
           kind: item.kind,

@@ -153,7 +153,7 @@ describe("503 with Retry-After", () => {
     await it.return(); // frees the slot
     const got = await within(next, 15_000, "the third stream after Retry-After");
     assert.equal(got.value.type, "snapshot");
-    assert.equal(got.value.resync, true, "a stream that had to reconnect starts with a resync snapshot");
+    assert.equal(got.value.resync, false, "the first picture the reader gets replaces nothing");
     assert.equal(retries[0][0], "too-many-streams");
     assert.equal(retries[0][1], 1);
     assert.ok(retries[0][2] >= 5000, `waited ${retries[0][2]} ms, at least Retry-After`);

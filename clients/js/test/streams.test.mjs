@@ -110,6 +110,24 @@ describe("space events", () => {
     assert.deepEqual(await it.next(), { done: true, value: undefined }, "a closed stream ends");
   });
 
+  test("the kept members are bounded by maxMembers; the items flow all the same", async () => {
+    const space = unique("big");
+    await herenow.heartbeats(space, ["a", "b"]);
+    const stream = herenow.events(space, { maxMembers: 2 });
+    const it = stream[Symbol.asyncIterator]();
+    try {
+      await next(it, "the snapshot");
+      assert.equal(stream.members.size, 2);
+      assert.equal(stream.truncated, false);
+      await herenow.heartbeat(space, "c");
+      assert.equal((await next(it, "c's join")).id, "c");
+      assert.equal(stream.members.size, 2);
+      assert.equal(stream.truncated, true);
+    } finally {
+      stream.close();
+    }
+  });
+
   test("close() ends a pending next() at once, and break ends the stream too", async () => {
     const space = unique("quiet");
     const stream = herenow.events(space);
