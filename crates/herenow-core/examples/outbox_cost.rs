@@ -17,8 +17,7 @@ use std::time::Instant;
 
 use herenow_core::outbox::OutboxOptions;
 use herenow_core::{
-    Heartbeat, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig, SpaceName,
-    SystemClock,
+    Heartbeat, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig, SpaceName, SystemClock,
 };
 
 const MEMBERS: usize = 100_000;
@@ -68,19 +67,25 @@ async fn main() {
             for b in &batches {
                 store.heartbeat(&space, b).await.unwrap();
             }
-            rates[which].0.push(MEMBERS as f64 / t.elapsed().as_secs_f64());
+            rates[which]
+                .0
+                .push(MEMBERS as f64 / t.elapsed().as_secs_f64());
             let t = Instant::now();
             for (b, keys) in batches.iter().zip(members.chunks(BATCH)) {
                 store.leave(&space, keys).await.unwrap();
                 store.heartbeat(&space, b).await.unwrap();
             }
-            rates[which].1.push(MEMBERS as f64 / t.elapsed().as_secs_f64());
+            rates[which]
+                .1
+                .push(MEMBERS as f64 / t.elapsed().as_secs_f64());
         }
         let t = Instant::now();
         let n = drain(&open).await;
         delivered.push(n as f64 / t.elapsed().as_secs_f64());
     }
-    println!("{rounds} rounds, {MEMBERS} members in batches of {BATCH}; medians, members per second");
+    println!(
+        "{rounds} rounds, {MEMBERS} members in batches of {BATCH}; medians, members per second"
+    );
     for (name, (steady, churn)) in ["outbox closed", "outbox open"].iter().zip(&rates) {
         println!(
             "{name:14} steady: {:>10.0}   churn (leave + join): {:>10.0}",
