@@ -12,7 +12,7 @@
 //! time, and the next consumer then takes its spaces over, their
 //! unacknowledged events first.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,22 +42,31 @@ impl Default for Outbox {
 
 struct Queue {
     options: OutboxOptions,
-    /// Random per process: with `next`, ids unique across restarts even
-    /// without a data directory.
-    epoch: u64,
-    /// Ids given so far.
-    issued: u64,
-    /// The next local sequence number; the order of the queue.
-    next: u64,
-    events: BTreeMap<u64, OutboxEvent>,
+    /// `{epoch:016x}-`, the start of every id this process gives.
+    prefix: String,
+    /// The number of the event at the front of `slots`; events are
+    /// numbered in queue order, and this process's ids end with it.
+    base: u64,
+    /// By number from `base`; an acknowledged or trimmed event leaves a
+    /// hole until the events before it go too.
+    slots: VecDeque<Option<Kept>>,
+    /// Events kept (the slots that are not holes).
+    kept: usize,
+    /// No event numbered below this is unclaimed.
+    cursor: u64,
+    /// Events restored from an earlier process (snapshot, journal), by
+    /// their ids; this process's own are found by their number.
     by_id: HashMap<String, u64>,
-    /// Never claimed, or handed back by a takeover.
-    unclaimed: BTreeSet<u64>,
     /// Spaces with claimed, unacknowledged events, and who claimed them.
     owners: HashMap<SpaceName, Owner>,
     /// When each consumer last called `claim`.
     consumers: HashMap<String, Millis>,
     trimmed: u64,
+}
+
+struct Kept {
+    event: OutboxEvent,
+    claimed: bool,
 }
 
 struct Owner {
@@ -73,55 +82,109 @@ impl Queue {
     fn new(options: OutboxOptions) -> Self {
         Self {
             options,
-            epoch: std::collections::hash_map::RandomState::new().hash_one(0u8),
-            issued: 0,
-            next: 0,
-            events: BTreeMap::new(),
+            prefix: format!(
+                "{:016x}-",
+                std::collections::hash_map::RandomState::new().hash_one(0u8)
+            ),
+            base: 0,
+            slots: VecDeque::new(),
+            kept: 0,
+            cursor: 0,
             by_id: HashMap::new(),
-            unclaimed: BTreeSet::new(),
             owners: HashMap::new(),
             consumers: HashMap::new(),
             trimmed: 0,
         }
     }
 
-    fn fresh_id(&mut self) -> String {
-        self.issued += 1;
-        format!("{:016x}-{}", self.epoch, self.issued)
+    /// The number the next event gets.
+    fn next(&self) -> u64 {
+        self.base + self.slots.len() as u64
     }
 
-    /// Adds an event with its id given; trims the oldest past the cap.
-    fn push(&mut self, event: OutboxEvent) {
-        if self.by_id.contains_key(&event.id) {
+    /// The id of the event `ahead` places after the next: random per
+    /// process, then the event's number, so ids stay unique across
+    /// restarts even without a data directory.
+    fn next_id(&self, ahead: u64) -> String {
+        format!("{}{}", self.prefix, self.next() + ahead)
+    }
+
+    fn slot(&self, seq: u64) -> Option<&Kept> {
+        let i = usize::try_from(seq.checked_sub(self.base)?).ok()?;
+        self.slots.get(i)?.as_ref()
+    }
+
+    fn slot_mut(&mut self, seq: u64) -> Option<&mut Kept> {
+        let i = usize::try_from(seq.checked_sub(self.base)?).ok()?;
+        self.slots.get_mut(i)?.as_mut()
+    }
+
+    /// The number of the event with `id`, if it is kept.
+    fn seq_of(&self, id: &str) -> Option<u64> {
+        if let Some(n) = id.strip_prefix(&self.prefix) {
+            let seq = n.parse().ok()?;
+            return self.slot(seq).is_some().then_some(seq);
+        }
+        self.by_id.get(id).copied()
+    }
+
+    /// Adds an event numbered [`Queue::next`], as [`Queue::next_id`]
+    /// named it.
+    fn push_own(&mut self, event: OutboxEvent) {
+        self.slots.push_back(Some(Kept {
+            event,
+            claimed: false,
+        }));
+        self.kept += 1;
+        self.trim();
+    }
+
+    /// Adds an event of an earlier process (its id is its own); one kept
+    /// already is not added twice.
+    fn push_restored(&mut self, event: OutboxEvent) {
+        if self.seq_of(&event.id).is_some() {
             return;
         }
-        let seq = self.next;
-        self.next += 1;
-        self.by_id.insert(event.id.clone(), seq);
-        self.events.insert(seq, event);
-        self.unclaimed.insert(seq);
-        while self.events.len() as u64 > self.options.max_events.max(1) {
-            let Some((&oldest, _)) = self.events.first_key_value() else {
+        self.by_id.insert(event.id.clone(), self.next());
+        self.push_own(event);
+    }
+
+    /// Forgets the oldest events past the cap, counting them.
+    fn trim(&mut self) {
+        while self.kept as u64 > self.options.max_events.max(1) {
+            // Holes at the front are popped as they appear, so the front
+            // is kept.
+            if !self.remove(self.base) {
                 break;
-            };
-            self.remove(oldest);
+            }
             self.trimmed += 1;
         }
     }
 
     /// Forgets event `seq`, wherever it is.
     fn remove(&mut self, seq: u64) -> bool {
-        let Some(event) = self.events.remove(&seq) else {
+        let Some(i) = seq
+            .checked_sub(self.base)
+            .and_then(|i| usize::try_from(i).ok())
+        else {
             return false;
         };
-        self.by_id.remove(&event.id);
-        if !self.unclaimed.remove(&seq)
-            && let Some(owner) = self.owners.get_mut(&event.space)
-        {
+        let Some(Kept { event, claimed }) = self.slots.get_mut(i).and_then(Option::take) else {
+            return false;
+        };
+        self.kept -= 1;
+        if !event.id.starts_with(&self.prefix) {
+            self.by_id.remove(&event.id);
+        }
+        if claimed && let Some(owner) = self.owners.get_mut(&event.space) {
             owner.claimed.remove(&seq);
             if owner.claimed.is_empty() {
                 self.owners.remove(&event.space);
             }
+        }
+        while matches!(self.slots.front(), Some(None)) {
+            self.slots.pop_front();
+            self.base += 1;
         }
         true
     }
@@ -141,25 +204,42 @@ impl Queue {
             .collect();
         for space in gone {
             if let Some(owner) = self.owners.remove(&space) {
-                self.unclaimed.extend(owner.claimed);
+                for seq in owner.claimed {
+                    if let Some(k) = self.slot_mut(seq) {
+                        k.claimed = false;
+                    }
+                    self.cursor = self.cursor.min(seq);
+                }
             }
         }
         self.touch(consumer, now);
         let mut out = Vec::new();
-        let mut taken = Vec::new();
-        for &seq in &self.unclaimed {
+        // The first event left unclaimed (another consumer's space), or
+        // where the walk stopped: where the next walk starts.
+        let mut resume = None;
+        let mut seq = self.cursor.max(self.base);
+        while seq < self.next() {
             if out.len() >= max {
+                resume.get_or_insert(seq);
                 break;
             }
-            let event = &self.events[&seq];
-            match self.owners.get_mut(&event.space) {
-                Some(o) if o.consumer != consumer => continue,
+            let i = (seq - self.base) as usize;
+            let Some(kept) = self.slots[i].as_mut().filter(|k| !k.claimed) else {
+                seq += 1;
+                continue;
+            };
+            match self.owners.get_mut(&kept.event.space) {
+                Some(o) if o.consumer != consumer => {
+                    resume.get_or_insert(seq);
+                    seq += 1;
+                    continue;
+                }
                 Some(o) => {
                     o.claimed.insert(seq);
                 }
                 None => {
                     self.owners.insert(
-                        event.space.clone(),
+                        kept.event.space.clone(),
                         Owner {
                             consumer: consumer.to_owned(),
                             claimed: BTreeSet::from([seq]),
@@ -167,12 +247,11 @@ impl Queue {
                     );
                 }
             }
-            taken.push(seq);
-            out.push(event.clone());
+            kept.claimed = true;
+            out.push(kept.event.clone());
+            seq += 1;
         }
-        for seq in taken {
-            self.unclaimed.remove(&seq);
-        }
+        self.cursor = resume.unwrap_or(seq);
         out
     }
 
@@ -195,10 +274,18 @@ impl Queue {
 
     fn stats(&self) -> OutboxStats {
         OutboxStats {
-            depth: self.events.len() as u64,
+            depth: self.kept as u64,
             pending: self.owners.values().map(|o| o.claimed.len() as u64).sum(),
             trimmed: self.trimmed,
         }
+    }
+
+    fn export(&self) -> Vec<OutboxEvent> {
+        self.slots
+            .iter()
+            .flatten()
+            .map(|k| k.event.clone())
+            .collect()
     }
 }
 
@@ -225,24 +312,25 @@ impl Outbox {
         let mut q = self.queue.lock();
         let mut events = Vec::with_capacity(captured.len());
         for (kind, event) in captured {
-            let id = q.fresh_id();
+            let id = q.next_id(events.len() as u64);
             let e = match event {
                 Some(e) => OutboxEvent::of_member(id, now, &e),
                 None => Some(OutboxEvent::of_space(id, now, space.clone(), kind)),
             };
             events.extend(e);
         }
-        for e in &events {
-            q.push(e.clone());
-        }
+        // Journaled first, then moved in: the ids were given in order.
         record(&events);
+        for e in events {
+            q.push_own(e);
+        }
     }
 
     /// Restores journaled events, as at start.
     pub(super) fn restore(&self, events: &[OutboxEvent]) {
         let mut q = self.queue.lock();
         for e in events {
-            q.push(e.clone());
+            q.push_restored(e.clone());
         }
     }
 
@@ -263,7 +351,7 @@ impl Outbox {
         let mut q = self.queue.lock();
         let mut known = Vec::new();
         for id in ids {
-            if let Some(seq) = q.by_id.get(id).copied() {
+            if let Some(seq) = q.seq_of(id) {
                 q.remove(seq);
                 known.push(id.clone());
             }
@@ -284,6 +372,6 @@ impl Outbox {
 
     /// Every event kept, in order: for the snapshot.
     pub(super) fn export(&self) -> Vec<OutboxEvent> {
-        self.queue.lock().events.values().cloned().collect()
+        self.queue.lock().export()
     }
 }
