@@ -33,6 +33,9 @@
 //! - [`page`]: the live who's-online page at `/` and its assets, embedded
 //!   in the binary; [`demo`]: simulated visitors for `herenow serve
 //!   --demo`;
+//! - [`webhooks`]: the backend told of joins and leaves, signed (Standard
+//!   Webhooks), claimed from the store's outbox so that one of many
+//!   servers delivers each event;
 //! - [`metrics`], `ops` (health), [`openapi`], [`history`] (count
 //!   history), `background` (the ticker, samplers and the store's periodic
 //!   duty), `listener` (the connection bound), `error` ([`ServerError`]).
@@ -73,6 +76,7 @@ pub mod sse;
 mod state;
 pub mod token;
 pub mod watch;
+pub mod webhooks;
 pub mod ws;
 
 pub use backend::{Backend, Snapshots};
@@ -199,6 +203,16 @@ pub async fn serve(
     }
     let token = state.shutdown_token().clone();
     let tracker = TaskTracker::new();
+    // Before serving: a store without an outbox, or an outbox that cannot
+    // be opened, stops the start rather than losing events quietly.
+    state
+        .webhooks()
+        .start(&tracker, &token)
+        .await
+        .map_err(|e| match e {
+            webhooks::StartError::Config(e) => ServerError::Config(e.into()),
+            webhooks::StartError::Store(e) => ServerError::Store(e),
+        })?;
     background::spawn(&state, &tracker);
     if config.demo {
         tracker.spawn(demo::run(state.store().clone(), token.clone()));
