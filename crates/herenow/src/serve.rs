@@ -23,9 +23,9 @@ fn ms(d: std::time::Duration) -> u64 {
 
 /// The server configuration the flags describe, over the store
 /// [`store_spec`](crate::store_flags::store_spec) built from them.
-/// Settings without a flag keep the server's defaults. Fails only for a
-/// token secret too short to sign with (checked here, not by clap, so the
-/// secret is never echoed in an error).
+/// Settings without a flag keep the server's defaults. Fails for a token
+/// secret too short to sign with and for a bad webhook or webhook secret
+/// (checked here, not by clap, so a secret is never echoed in an error).
 pub fn config(args: &ServeArgs, store: StoreSpec) -> Result<Config, ConfigError> {
     let defaults = Config::default();
     let token_secret = args
@@ -61,6 +61,7 @@ pub fn config(args: &ServeArgs, store: StoreSpec) -> Result<Config, ConfigError>
             .max_event_streams
             .map_or(defaults.max_event_streams, |n| n as usize),
         request_timeout: args.request_timeout.unwrap_or(defaults.request_timeout),
+        webhooks: crate::webhook_flags::config(&args.webhooks)?,
     })
 }
 
