@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of herenow: unit, property, contract (memory, Redis,
-# Redis Cluster), API, end-to-end and browser tests.
+# Redis Cluster), API, end-to-end and browser tests, then each client
+# library's tests (clients/<language>/test.sh) against the built server.
 #
 # Installs what the tests need when it is missing (Debian packages
 # redis-server and chromium, Node.js for the browser driver, and the browser
@@ -29,4 +30,17 @@ if [ -f "$browser/package-lock.json" ]; then
 fi
 
 python3 scripts/check-module-cycles.py
-cargo test --workspace --all-features --locked --no-fail-fast
+status=0
+cargo test --workspace --all-features --locked --no-fail-fast || status=$?
+
+# The client libraries, each against a real `herenow serve` it starts.
+# Each script installs its own toolchain when missing (golang-go, a Python
+# venv, npm packages).
+cargo build -p herenow --locked
+export HERENOW_BIN="$PWD/target/debug/herenow"
+for client in clients/*/test.sh; do
+  [ -e "$client" ] || continue
+  echo "test.sh: $client"
+  "$client" || { echo "test.sh: $client failed"; status=1; }
+done
+exit "$status"

@@ -12,7 +12,10 @@
 //!   disk;
 //! - heartbeats and leaves are [`Durability::Lazy`]: on disk within about
 //!   a second, so a crash may set a last-seen time back by that much (the
-//!   promise Redis makes with `appendfsync everysec`).
+//!   promise Redis makes with `appendfsync everysec`); so are the webhook
+//!   outbox's events and acknowledgements, journaled with the changes that
+//!   caused them (a crash loses both or neither; a lost acknowledgement
+//!   means a delivery is repeated, as at-least-once allows).
 //!
 //! A change is recorded while the store still holds the lock it applied
 //! the change under, so the journal's order is the order of application
@@ -38,6 +41,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use crate::error::{Error, Result};
 use crate::id::{MemberId, MemberKey, SpaceName};
 use crate::meta::Metadata;
+use crate::outbox::OutboxEvent;
 use crate::policy::SpaceConfig;
 use crate::time::Millis;
 use crate::values::Heartbeat;
@@ -114,13 +118,26 @@ pub enum Change {
         /// The user.
         user: MemberId,
     },
+    /// Events the webhook outbox captured, in order.
+    OutboxAdd {
+        /// The events, their ids given.
+        events: Vec<OutboxEvent>,
+    },
+    /// Outbox events acknowledged (delivered).
+    OutboxAck {
+        /// Their ids.
+        ids: Vec<String>,
+    },
 }
 
 impl Change {
     /// How durable this change must be before its write is acknowledged.
     pub fn durability(&self) -> Durability {
         match self {
-            Change::Heartbeats { .. } | Change::Leave { .. } => Durability::Lazy,
+            Change::Heartbeats { .. }
+            | Change::Leave { .. }
+            | Change::OutboxAdd { .. }
+            | Change::OutboxAck { .. } => Durability::Lazy,
             Change::SetConfig { .. }
             | Change::SetFriends { .. }
             | Change::AddFriends { .. }
@@ -212,6 +229,16 @@ pub enum ChangeRef<'a> {
         /// The user.
         user: &'a MemberId,
     },
+    /// See [`Change::OutboxAdd`].
+    OutboxAdd {
+        /// The events, in order.
+        events: &'a [OutboxEvent],
+    },
+    /// See [`Change::OutboxAck`].
+    OutboxAck {
+        /// Their ids.
+        ids: &'a [String],
+    },
 }
 
 /// A [`Heartbeat`] serialized as the [`Beat`] it becomes at replay.
@@ -237,7 +264,10 @@ impl ChangeRef<'_> {
     /// as [`Change::durability`].
     pub fn durability(&self) -> Durability {
         match self {
-            ChangeRef::Heartbeats { .. } | ChangeRef::Leave { .. } => Durability::Lazy,
+            ChangeRef::Heartbeats { .. }
+            | ChangeRef::Leave { .. }
+            | ChangeRef::OutboxAdd { .. }
+            | ChangeRef::OutboxAck { .. } => Durability::Lazy,
             ChangeRef::SetConfig { .. }
             | ChangeRef::SetFriends { .. }
             | ChangeRef::AddFriends { .. }

@@ -10,6 +10,8 @@
 //! `.await`, and the critical sections are microseconds long.
 
 mod conns;
+mod erase;
+mod outbox;
 pub mod seen;
 mod snapshot;
 mod space;
@@ -31,6 +33,7 @@ use crate::event::Subscription;
 use crate::follow::{FollowTap, UserChange, UserFeed};
 use crate::id::{MemberId, MemberKey, SpaceName};
 use crate::limits;
+use crate::outbox::{OutboxEvent, OutboxOptions, OutboxStats};
 use crate::policy::SpaceConfig;
 use crate::store::{
     Counts, ErasureReport, Heartbeat, HeartbeatReport, ListQuery, MemberStatus, Page,
@@ -66,6 +69,8 @@ pub struct MemoryStore {
     erasing: Mutex<()>,
     /// The users this store's watchers follow ([`crate::follow`]).
     follow: Arc<FollowTap>,
+    /// The webhook outbox ([`crate::outbox`]), capturing once opened.
+    outbox: outbox::Outbox,
 }
 
 impl Default for MemoryStore {
@@ -86,6 +91,7 @@ impl MemoryStore {
             seen: seen::Seen::default(),
             erasing: Mutex::new(()),
             follow: Arc::default(),
+            outbox: outbox::Outbox::default(),
         }
     }
 
@@ -136,6 +142,8 @@ impl MemoryStore {
             Change::Erase { user } => {
                 self.erase(user)?;
             }
+            Change::OutboxAdd { events } => self.outbox.restore(events),
+            Change::OutboxAck { ids } => self.outbox.restore_acks(ids),
         }
         Ok(())
     }
@@ -211,20 +219,37 @@ impl MemoryStore {
     fn new_space(&self, name: SpaceName, now: Millis) -> Space {
         let mut space = Space::new(name, self.defaults, now);
         space.set_follow_tap(self.follow.clone());
+        space.set_outbox_flag(self.outbox.capturing.clone());
         space.set_seen_id(self.seen.register(space.name(), &self.defaults));
         space
     }
 
     /// Hands what `space` noted about its members to the `Seen` table,
-    /// then its followed users' status changes to the follow tap, under
-    /// the space's lock: a watcher that reads a user on its change (as
-    /// `seen_anywhere` does) finds the table already up to date.
+    /// then its followed users' status changes to the follow tap, then
+    /// its events to the outbox (journaled), under the space's lock: a
+    /// watcher that reads a user on its change (as `seen_anywhere` does)
+    /// finds the table already up to date.
     fn absorb(&self, space: &mut Space) {
         let notes = space.take_sightings();
         if let Some(id) = space.seen_id() {
             self.seen.absorb(id, &space.config(), notes);
         }
         self.tell_followers(space);
+        self.to_outbox(space);
+    }
+
+    /// Moves `space`'s captured events into the outbox and journals them.
+    fn to_outbox(&self, space: &mut Space) {
+        let captured = space.take_outboxed();
+        if captured.is_empty() {
+            return;
+        }
+        let now = self.clock.now_ms();
+        self.outbox.add(space.name(), captured, now, |events| {
+            // Lazy, like the change that caused them: an error here is
+            // the journal's failure, which that change reported.
+            let _ = self.record(ChangeRef::OutboxAdd { events });
+        });
     }
 
     /// Sends `space`'s followed users' status changes to the feed.
@@ -245,52 +270,6 @@ impl MemoryStore {
                 self.seen
                     .remembered(id, &config, st.member.kind, st.member.id.as_str(), now);
         }
-    }
-
-    /// Erases `user` everywhere (see [`PresenceStore::erase_user`]): the
-    /// spaces it has sightings in and the friend sets are locked together
-    /// and the erasure journaled under those locks, so the journal orders
-    /// it exactly against every write it could race with there.
-    fn erase(&self, user: &MemberId) -> Result<(ErasureReport, Option<Durable>)> {
-        let _one_at_a_time = self.erasing.lock();
-        let ids = self.seen.user_spaces(user.as_str());
-        let held: Vec<Arc<Mutex<Space>>> = {
-            let names = self.seen.names(&ids);
-            let spaces = self.spaces.read();
-            names
-                .iter()
-                .filter_map(|n| spaces.get(n).cloned())
-                .collect()
-        };
-        // Only erasure locks several spaces, one erasure at a time, and it
-        // takes no other lock before them: no deadlock.
-        let mut guards: Vec<_> = held.iter().map(|s| s.lock()).collect();
-        let mut friends = self.friends.write();
-        let mut report = ErasureReport::default();
-        for g in guards.iter_mut() {
-            if g.erase_user(user) {
-                report.presence += 1;
-            }
-        }
-        report.remembered = self.seen.forget_user(user.as_str());
-        for g in guards.iter_mut() {
-            self.tell_followers(g);
-        }
-        report.friend_set = friends.remove(user).is_some();
-        if report.friend_set {
-            self.follow.friends(user);
-        }
-        friends.retain(|owner, set| {
-            if set.remove(user) {
-                report.listed_by += 1;
-                self.follow.friends(owner);
-            }
-            !set.is_empty()
-        });
-        let durable = self.record(ChangeRef::Erase { user })?;
-        drop(friends);
-        drop(guards);
-        Ok((report, durable))
     }
 
     /// Bytes of heap held by all spaces (an estimate).
@@ -587,6 +566,34 @@ impl PresenceStore for MemoryStore {
         check_batch(users.len())?;
         self.follow.unfollow(users);
         Ok(())
+    }
+
+    async fn outbox_open(&self, options: OutboxOptions) -> Result<()> {
+        self.outbox.open(options);
+        Ok(())
+    }
+
+    async fn outbox_claim(
+        &self,
+        consumer: &str,
+        max: usize,
+        reclaim_idle_ms: Millis,
+    ) -> Result<Vec<OutboxEvent>> {
+        let max = max.min(limits::MAX_BATCH);
+        let now = self.clock.now_ms();
+        Ok(self.outbox.claim(consumer, max, reclaim_idle_ms, now))
+    }
+
+    async fn outbox_ack(&self, ids: &[String]) -> Result<()> {
+        check_batch(ids.len())?;
+        self.outbox.ack(ids, |ids| {
+            let _ = self.record(ChangeRef::OutboxAck { ids });
+        });
+        Ok(())
+    }
+
+    async fn outbox_stats(&self) -> Result<OutboxStats> {
+        Ok(self.outbox.stats())
     }
 
     async fn erase_user(&self, user: &MemberId) -> Result<ErasureReport> {

@@ -14,6 +14,7 @@ use crate::event::{Event, EventKind, LeaveReason};
 use crate::follow::changes_status;
 use crate::id::{MemberId, MemberKey};
 use crate::meta::Metadata;
+use crate::outbox::OutboxKind;
 use crate::policy::Status;
 use crate::time::Millis;
 
@@ -83,12 +84,28 @@ impl Space {
         cause: Option<Cause<'_>>,
     ) {
         let e = &self.entries[slot as usize];
+        // Occupancy follows the events, whoever listens.
+        let (occupied, vacated) = match kind {
+            EventKind::Join => {
+                self.present.set(self.present.get() + 1);
+                (self.present.get() == 1, false)
+            }
+            EventKind::Leave => {
+                self.present.set(self.present.get().saturating_sub(1));
+                (false, self.present.get() == 0)
+            }
+            _ => (false, false),
+        };
+        let outboxed = self
+            .outboxing()
+            .then(|| OutboxKind::of_event(kind))
+            .flatten();
         let followed = changes_status(kind)
             && self
                 .follow
                 .as_ref()
                 .is_some_and(|tap| tap.wants(e.kind(), &e.id));
-        if self.events.receiver_count() == 0 && !followed {
+        if self.events.receiver_count() == 0 && !followed && outboxed.is_none() {
             return;
         }
         let event = Event {
@@ -110,6 +127,16 @@ impl Space {
         let event = Arc::new(event);
         if followed {
             self.followed.borrow_mut().push(event.clone());
+        }
+        if let Some(ok) = outboxed {
+            let mut out = self.outboxed.borrow_mut();
+            if occupied {
+                out.push((OutboxKind::Occupied, None));
+            }
+            out.push((ok, Some(event.clone())));
+            if vacated {
+                out.push((OutboxKind::Vacated, None));
+            }
         }
         // An error only means nobody listens any more.
         let _ = self.events.send(event);

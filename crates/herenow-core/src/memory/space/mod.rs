@@ -60,8 +60,9 @@ mod slab;
 mod walk;
 mod write;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use hashbrown::HashTable;
 use tokio::sync::broadcast;
@@ -77,6 +78,7 @@ use crate::follow::FollowTap;
 use crate::id::SpaceName;
 use crate::limits;
 use crate::meta::Metadata;
+use crate::outbox::OutboxKind;
 use crate::policy::SpaceConfig;
 use crate::store::Counts;
 use crate::time::Millis;
@@ -125,6 +127,16 @@ pub struct Space {
     /// `Seen` table already knowing of it. A cell, since events are sent
     /// while the sweep walks the slab.
     followed: RefCell<Vec<Arc<Event>>>,
+    /// Members present (announced `join` and not yet `leave`): kept by
+    /// the events themselves, so `occupied` / `vacated` agree with them.
+    present: Cell<u64>,
+    /// The store's webhook outbox is capturing ([`crate::outbox`]);
+    /// `None` for a space outside a store.
+    outbox: Option<Arc<AtomicBool>>,
+    /// What the outbox must learn, drained by the store under this
+    /// space's lock ([`Space::take_outboxed`]): a member event, or the
+    /// space's own `occupied` / `vacated` (no event).
+    outboxed: RefCell<Vec<(OutboxKind, Option<Arc<Event>>)>>,
 }
 
 impl Space {
@@ -153,6 +165,9 @@ impl Space {
             sightings: Vec::new(),
             follow: None,
             followed: RefCell::new(Vec::new()),
+            present: Cell::new(0),
+            outbox: None,
+            outboxed: RefCell::new(Vec::new()),
         };
         space.reset_marks(now);
         space
@@ -167,6 +182,30 @@ impl Space {
     /// [`Space::take_followed`].
     pub fn set_follow_tap(&mut self, tap: Arc<FollowTap>) {
         self.follow = Some(tap);
+    }
+
+    /// Keeps what the store's outbox must learn while `capturing` is set,
+    /// for [`Space::take_outboxed`].
+    pub fn set_outbox_flag(&mut self, capturing: Arc<AtomicBool>) {
+        self.outbox = Some(capturing);
+    }
+
+    /// Takes the outbox's events since the last call, in the order they
+    /// happened.
+    pub fn take_outboxed(&mut self) -> Vec<(OutboxKind, Option<Arc<Event>>)> {
+        self.outboxed.take()
+    }
+
+    /// Whether the store's outbox is capturing.
+    fn outboxing(&self) -> bool {
+        self.outbox
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::Relaxed))
+    }
+
+    /// Members present, as the events told.
+    pub fn present(&self) -> u64 {
+        self.present.get()
     }
 
     /// Sets the id the store registered this space under.
@@ -201,6 +240,19 @@ impl Space {
     pub fn set_config(&mut self, config: SpaceConfig, now: Millis) {
         self.config = config;
         self.reset_marks(now);
+        // The marks moved without events: count who is present now.
+        let present: u64 = (0..2)
+            .map(|k| {
+                let mut n = 0;
+                let mut s = self.lists[k].head;
+                while s != entry::NIL && self.entries[s as usize].key() > self.gone_mark {
+                    n += 1;
+                    s = self.entries[s as usize].next;
+                }
+                n
+            })
+            .sum();
+        self.present.set(present);
     }
 
     fn reset_marks(&mut self, now: Millis) {

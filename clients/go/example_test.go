@@ -1,0 +1,120 @@
+package herenow_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net/http"
+	"time"
+
+	herenow "github.com/herenow/herenow/clients/go"
+)
+
+// These examples are compiled with the tests (not run: they need a
+// server at the default address).
+
+func Example() {
+	ctx := context.Background()
+	c, err := herenow.New(herenow.Options{BaseURL: "http://127.0.0.1:7700", APIKey: "KEY"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := c.Heartbeat(ctx, "lobby", herenow.Heartbeat{ID: "ada", Meta: herenow.Meta{"name": "Ada"}}); err != nil {
+		var e *herenow.Error
+		if errors.As(err, &e) && e.Retryable() {
+			log.Printf("herenow is busy; retry in %s", e.RetryAfter)
+		}
+		log.Fatal(err)
+	}
+	page, err := c.Online(ctx, "lobby", &herenow.OnlineOptions{Window: 5 * time.Minute, Limit: 50})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, m := range page.Members {
+		fmt.Println(m.ID, m.Status)
+	}
+}
+
+func ExampleMiddleware() {
+	c, err := herenow.New(herenow.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	beats, err := herenow.NewHeartbeater(c, "site", herenow.HeartbeaterOptions{Interval: 30 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer beats.Close(context.Background())
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "hello") })
+	presence := herenow.Middleware(beats, herenow.MiddlewareOptions{
+		// Your session's user; everyone else is a guest by IP.
+		Identify: func(r *http.Request) (herenow.MemberRef, bool) {
+			if u := r.Header.Get("X-User"); u != "" {
+				return herenow.User(u), true
+			}
+			return herenow.MemberRef{}, false
+		},
+	})
+	log.Fatal(http.ListenAndServe("127.0.0.1:8080", presence(mux)))
+}
+
+func ExampleClient_Watch() {
+	ctx := context.Background()
+	c, err := herenow.New(herenow.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	stream, err := c.Watch(ctx, herenow.WatchRequest{FriendsOf: "ann"}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stream.Close()
+	contacts := herenow.NewWatchState()
+	for {
+		ev, err := stream.Next() // resumes by itself after a drop
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, id := range contacts.Apply(ev) {
+			u, _ := contacts.User(id)
+			fmt.Println(id, "is", u.Status)
+		}
+	}
+}
+
+func ExampleClient_Events() {
+	ctx := context.Background()
+	c, err := herenow.New(herenow.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	stream, err := c.Events(ctx, "lobby", &herenow.StreamOptions{
+		OnDrop: func(err error) { log.Printf("lobby events dropped (%v); resuming", err) },
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stream.Close()
+	present := map[herenow.MemberRef]herenow.Status{}
+	for {
+		ev, err := stream.Next()
+		if err != nil {
+			log.Fatal(err)
+		}
+		switch {
+		case ev.Snapshot != nil: // the first, and after lag or a reconnect
+			present = map[herenow.MemberRef]herenow.Status{}
+			for _, m := range ev.Snapshot.Members {
+				present[m.Ref()] = m.Status
+			}
+		case ev.Change != nil && ev.Change.Type == herenow.EventLeave:
+			delete(present, ev.Change.Ref())
+		case ev.Change != nil:
+			present[ev.Change.Ref()] = ev.Change.Status
+		}
+		fmt.Println(len(present), "here")
+	}
+}

@@ -1,0 +1,3 @@
+module github.com/herenow/herenow/clients/go
+
+go 1.19

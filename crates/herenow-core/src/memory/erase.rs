@@ -1,0 +1,63 @@
+//! Erasing a user everywhere ([`PresenceStore::erase_user`]): the one
+//! write that locks several spaces.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::{MemoryStore, Space};
+use crate::changes::{ChangeRef, Durable};
+use crate::error::Result;
+use crate::id::MemberId;
+use crate::store::ErasureReport;
+#[cfg(doc)]
+use crate::store::PresenceStore;
+
+impl MemoryStore {
+    /// Erases `user` everywhere (see [`PresenceStore::erase_user`]): the
+    /// spaces it has sightings in and the friend sets are locked together
+    /// and the erasure journaled under those locks, so the journal orders
+    /// it exactly against every write it could race with there.
+    pub(super) fn erase(&self, user: &MemberId) -> Result<(ErasureReport, Option<Durable>)> {
+        let _one_at_a_time = self.erasing.lock();
+        let ids = self.seen.user_spaces(user.as_str());
+        let held: Vec<Arc<Mutex<Space>>> = {
+            let names = self.seen.names(&ids);
+            let spaces = self.spaces.read();
+            names
+                .iter()
+                .filter_map(|n| spaces.get(n).cloned())
+                .collect()
+        };
+        // Only erasure locks several spaces, one erasure at a time, and it
+        // takes no other lock before them: no deadlock.
+        let mut guards: Vec<_> = held.iter().map(|s| s.lock()).collect();
+        let mut friends = self.friends.write();
+        let mut report = ErasureReport::default();
+        for g in guards.iter_mut() {
+            if g.erase_user(user) {
+                report.presence += 1;
+            }
+        }
+        report.remembered = self.seen.forget_user(user.as_str());
+        for g in guards.iter_mut() {
+            self.tell_followers(g);
+            self.to_outbox(g);
+        }
+        report.friend_set = friends.remove(user).is_some();
+        if report.friend_set {
+            self.follow.friends(user);
+        }
+        friends.retain(|owner, set| {
+            if set.remove(user) {
+                report.listed_by += 1;
+                self.follow.friends(owner);
+            }
+            !set.is_empty()
+        });
+        let durable = self.record(ChangeRef::Erase { user })?;
+        drop(friends);
+        drop(guards);
+        Ok((report, durable))
+    }
+}
