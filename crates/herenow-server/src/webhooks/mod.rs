@@ -8,7 +8,8 @@
 //!
 //! - the claim loop ([`Webhooks::start`]) asks the store for events every
 //!   `poll` (at once again while it gets full batches), as much as the
-//!   roomiest endpoint queue can take, and hands each event to the queues
+//!   roomiest endpoint queue can take (nothing when all are full: the
+//!   call still tells the store this server lives), and hands each event to the queues
 //!   of the endpoints whose filter wants it; it acknowledges an event once
 //!   every one of them finished it (delivered, or gave up and counted),
 //!   and at once when none wants it;
@@ -248,11 +249,10 @@ async fn claim_loop(hooks: Webhooks, routes: Vec<Route>, token: CancellationToke
         }
         acknowledge(shared).await;
         let room = routes.iter().map(|r| r.tx.capacity()).max().unwrap_or(0);
+        // Claimed even when no queue has room (`max` 0): a claim is how the
+        // store knows this server lives, so its spaces stay its own while
+        // a slow endpoint holds their events.
         let want = room.min(CLAIM_MAX);
-        if want == 0 {
-            wait = poll;
-            continue;
-        }
         match shared
             .store
             .outbox_claim(&shared.consumer, want, reclaim_ms)
@@ -263,7 +263,7 @@ async fn claim_loop(hooks: Webhooks, routes: Vec<Route>, token: CancellationToke
                     tracing::info!("claiming webhook events works again");
                 }
                 failures = 0;
-                let full = events.len() >= want;
+                let full = want > 0 && events.len() >= want;
                 for event in events {
                     route(shared, &routes, event);
                 }
