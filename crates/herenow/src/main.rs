@@ -32,6 +32,10 @@ use clap::Parser as _;
 use crate::cli::{Cli, Command};
 
 fn main() -> ExitCode {
+    // reqwest is built with rustls and no crypto provider of its own (the
+    // server's webhooks speak HTTPS): every client needs one installed.
+    // An error only means one is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => {

@@ -338,6 +338,11 @@ fn route(shared: &Shared, routes: &[Route], event: herenow_core::OutboxEvent) {
 /// roots or `SSL_CERT_FILE` / `SSL_CERT_DIR`, no redirects, `timeout` per
 /// request, idle connections kept for reuse.
 pub fn http_client(timeout: Duration) -> Result<Client, WebhookError> {
+    // This client brings its own provider; installing ring process-wide
+    // too keeps other reqwest clients of the program working, since the
+    // feature this one needs leaves reqwest without a provider of its own.
+    // An error only means one is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     let found = rustls_native_certs::load_native_certs();
