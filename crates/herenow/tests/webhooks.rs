@@ -1,4 +1,5 @@
-//! Issue 11: the embedded store's webhook outbox survives SIGKILL.
+//! Issue 11, through the binary: `herenow webhooks test` and `herenow
+//! webhooks`, and the embedded store's webhook outbox surviving SIGKILL.
 //!
 //! `herenow serve --data-dir D --webhook URL` records joins and leaves
 //! while the receiver is down (every attempt fails and is retried), is
@@ -18,7 +19,7 @@ use support::Server;
 
 #[path = "../../herenow-server/tests/support/receiver.rs"]
 mod receiver;
-use receiver::{Receiver, verify};
+use receiver::{Receiver, Reply, verify};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
@@ -99,4 +100,67 @@ async fn issue_11_undelivered_webhooks_survive_sigkill_with_a_data_dir() {
     let view: Value = server.json(&["webhooks"]);
     assert_eq!(view["endpoints"][0]["state"], "ok", "{view}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_test_sends_a_signed_sample_and_says_how_it_went() {
+    let mut rx = Receiver::start().await;
+    rx.script([Reply::Status(500), Reply::Status(404)]);
+    let url = rx.url();
+    let run = |url: String, secret: &'static str| {
+        tokio::task::spawn_blocking(move || {
+            support::herenow()
+                .args(["webhooks", "test", &url, "--secret", secret])
+                .output()
+                .unwrap()
+        })
+    };
+    let out = run(url.clone(), SECRET).await.unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        support::stderr(&out).contains("HTTP 500"),
+        "{}",
+        support::stderr(&out)
+    );
+    let out = run(url.clone(), SECRET).await.unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let out = run(url.clone(), SECRET).await.unwrap();
+    assert!(out.status.success(), "{}", support::stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("delivered msg_"));
+    for _ in 0..3 {
+        let got = rx.next().await;
+        assert!(verify(
+            SECRET,
+            &got.id,
+            &got.timestamp,
+            &got.body,
+            &got.signature
+        ));
+        assert_eq!(got.events()[0]["space"], "herenow.test");
+    }
+    // A bad secret is refused before anything is sent, and not echoed.
+    let out = run(url, "whsec_aHVudGVyMg==").await.unwrap();
+    assert!(!out.status.success());
+    assert!(!support::stderr(&out).contains("aHVudGVyMg"));
+    assert!(rx.try_next().is_none());
+}
+
+#[test]
+fn webhooks_lists_each_endpoint() {
+    let hook = format!("http://127.0.0.1:9/hook,secret={SECRET},name=site,events=leave");
+    let server = Server::start(&["--webhook", &hook]);
+    let text = server.ok(&["webhooks"]);
+    assert!(text.starts_with("site  "), "{text}");
+    assert!(text.contains("http://127.0.0.1:9/hook"), "{text}");
+    assert!(text.contains("outbox: 0 waiting"), "{text}");
+    let off = Server::start(&[]);
+    assert!(off.ok(&["webhooks"]).starts_with("no webhooks configured"));
+    // A bad --webhook is a usage error (exit 2), its secret not echoed.
+    let out = support::herenow()
+        .args(["serve", "--listen", "127.0.0.1:0", "--webhook"])
+        .arg("http://h/x,secret=whsec_aHVudGVyMg==")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", support::stderr(&out));
+    assert!(!support::stderr(&out).contains("aHVudGVyMg"));
 }
