@@ -39,6 +39,8 @@ pub enum Reply {
 /// One request as received.
 #[derive(Clone, Debug)]
 pub struct Received {
+    /// The request's path (`/hook`).
+    pub path: String,
     /// `webhook-id`.
     pub id: String,
     /// `webhook-timestamp`.
@@ -174,12 +176,18 @@ async fn serve(
                 .map(|(_, v)| v.trim().to_owned())
                 .unwrap_or_default()
         };
+        let path = headers
+            .first()
+            .and_then(|l| l.split_whitespace().nth(1))
+            .unwrap_or_default()
+            .to_owned();
         let len: usize = header("content-length").parse().unwrap_or(0);
         let mut body = vec![0; len];
         if socket.read_exact(&mut body).await.is_err() {
             return;
         }
         let _ = got.send(Received {
+            path,
             id: header("webhook-id"),
             timestamp: header("webhook-timestamp"),
             signature: header("webhook-signature"),
