@@ -154,6 +154,15 @@ async fn time_limit(State(state): State<AppState>, request: Request, next: Next)
     }
 }
 
+impl From<webhooks::StartError> for ServerError {
+    fn from(e: webhooks::StartError) -> Self {
+        match e {
+            webhooks::StartError::Config(e) => ServerError::Config(e.into()),
+            webhooks::StartError::Store(e) => ServerError::Store(e),
+        }
+    }
+}
+
 /// Serves herenow on `listener` until `shutdown` completes, then drains
 /// requests, ends event streams and writes the snapshot: [`Backend::open`],
 /// [`AppState::new`], then [`serve`].
@@ -205,14 +214,7 @@ pub async fn serve(
     let tracker = TaskTracker::new();
     // Before serving: a store without an outbox, or an outbox that cannot
     // be opened, stops the start rather than losing events quietly.
-    state
-        .webhooks()
-        .start(&tracker, &token)
-        .await
-        .map_err(|e| match e {
-            webhooks::StartError::Config(e) => ServerError::Config(e.into()),
-            webhooks::StartError::Store(e) => ServerError::Store(e),
-        })?;
+    state.webhooks().start(&tracker, &token).await?;
     background::spawn(&state, &tracker);
     if config.demo {
         tracker.spawn(demo::run(state.store().clone(), token.clone()));

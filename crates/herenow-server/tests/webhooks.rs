@@ -469,6 +469,14 @@ async fn get_webhooks_needs_a_write_key_and_never_shows_secrets() {
     assert_eq!(body["enabled"], false);
     assert_eq!(body["endpoints"], serde_json::json!([]));
     assert_eq!(body["outbox"], Value::Null);
+    let doc = off.get("/openapi.json").await.ok();
+    assert!(
+        doc["paths"]["/v1/webhooks"]["get"].is_object(),
+        "documented"
+    );
+    for schema in ["WebhooksView", "EndpointView", "EndpointHealth"] {
+        assert!(doc["components"]["schemas"][schema].is_object(), "{schema}");
+    }
 }
 
 #[tokio::test]

@@ -119,6 +119,14 @@ pub fn main(args: ServeArgs, store: StoreSpec) -> Result<()> {
         // The store first (a Redis that cannot be reached is an error, not
         // a server that prints its address and then dies).
         let backend = Backend::open(&config).await?;
+        let state = AppState::new(backend, &config);
+        // Webhooks too: a store without an outbox is refused here, not
+        // after the address was printed.
+        state
+            .webhooks()
+            .prepare()
+            .await
+            .map_err(herenow_server::ServerError::from)?;
         // Installed before the "listening" line: a SIGTERM sent as soon as
         // the server is up must shut it down cleanly, not kill it.
         let shutdown = shutdown_signal()?;
@@ -132,7 +140,6 @@ pub fn main(args: ServeArgs, store: StoreSpec) -> Result<()> {
         .context("cannot write to stdout")?;
         drop(out);
         // The server logs its own start and stop.
-        let state = AppState::new(backend, &config);
         herenow_server::serve(listener, config, state, shutdown).await?;
         Ok(())
     })

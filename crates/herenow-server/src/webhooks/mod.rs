@@ -123,17 +123,15 @@ impl Webhooks {
         &self.0.consumer
     }
 
-    /// Opens the store's outbox and starts the claim loop and one task per
-    /// endpoint on `tracker`, until `token` is cancelled. Without
-    /// endpoints it does nothing, and the store keeps no outbox.
-    pub async fn start(
-        &self,
-        tracker: &TaskTracker,
-        token: &CancellationToken,
-    ) -> Result<(), StartError> {
+    /// Checks the configuration, sets up the HTTP client and opens the
+    /// store's outbox, so that a store without one (a seed's layout) or a
+    /// bad setting stops a start before the server announces itself.
+    /// [`start`](Self::start) does it too; doing it twice is harmless.
+    /// Without endpoints it does nothing, and the store keeps no outbox.
+    pub async fn prepare(&self) -> Result<Option<Client>, StartError> {
         let shared = &self.0;
         if !self.is_on() {
-            return Ok(());
+            return Ok(None);
         }
         shared.config.check()?;
         let client = http_client(shared.config.timeout)?;
@@ -143,6 +141,21 @@ impl Webhooks {
                 max_events: shared.config.outbox_max,
             })
             .await?;
+        Ok(Some(client))
+    }
+
+    /// Opens the store's outbox ([`prepare`](Self::prepare)) and starts the
+    /// claim loop and one task per endpoint on `tracker`, until `token` is
+    /// cancelled. Without endpoints it does nothing.
+    pub async fn start(
+        &self,
+        tracker: &TaskTracker,
+        token: &CancellationToken,
+    ) -> Result<(), StartError> {
+        let shared = &self.0;
+        let Some(client) = self.prepare().await? else {
+            return Ok(());
+        };
         let policy = RetryPolicy {
             base: shared.config.backoff_base,
             cap: shared.config.backoff_cap,
