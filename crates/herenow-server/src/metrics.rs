@@ -412,8 +412,9 @@ impl WebhookDrop {
 }
 
 /// One webhook endpoint's metric handles (registered once, so counting is
-/// an atomic add). The gauge of a quiet endpoint is set again at every
-/// change, so the recorder's idle timeout never drops it while it moves.
+/// an atomic add). The queue gauge is set at every change and again by the
+/// sampler every few seconds, so the recorder's idle timeout never drops
+/// a quiet endpoint's.
 #[derive(Clone)]
 pub struct WebhookMetrics {
     delivered: Counter,

@@ -331,7 +331,10 @@ fn route(shared: &Shared, routes: &[Route], event: herenow_core::OutboxEvent) {
     for r in wanting {
         match r.tx.try_send(queued.clone()) {
             Ok(()) => r.state.set_depth(r.depth()),
-            Err(TrySendError::Full(_) | TrySendError::Closed(_)) => {
+            // Shutting down: the endpoint's task is gone. The event stays
+            // unacknowledged in the store, for the next start.
+            Err(TrySendError::Closed(_)) => {}
+            Err(TrySendError::Full(_)) => {
                 r.state.dropped(WebhookDrop::Overflow, 1);
                 let dropped = r.state.dropped_count(WebhookDrop::Overflow);
                 if dropped == 1 || dropped % 1_000 == 0 {
