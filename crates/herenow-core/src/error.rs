@@ -42,6 +42,10 @@ pub enum InvalidInput {
         /// The first character that is not allowed.
         found: char,
     },
+    /// Space name `.` or `..`: URLs fold them away, so no path could name
+    /// the space.
+    #[error("space name {0:?} is refused: URLs fold . and .. away, so no path could name it")]
+    SpaceNameDots(&'static str),
     /// A batch with too many items.
     #[error("batch has {len} items; the limit is {max}")]
     BatchTooLarge {
@@ -150,7 +154,8 @@ impl InvalidInput {
             | InvalidInput::IdControlChar => "bad-member-id",
             InvalidInput::EmptySpaceName
             | InvalidInput::SpaceNameTooLong { .. }
-            | InvalidInput::SpaceNameChar { .. } => "bad-space-name",
+            | InvalidInput::SpaceNameChar { .. }
+            | InvalidInput::SpaceNameDots(_) => "bad-space-name",
             InvalidInput::BatchTooLarge { .. } => "batch-too-large",
             InvalidInput::EmptyBatch => "empty-batch",
             InvalidInput::MetaTooLarge { .. } | InvalidInput::MetaNotObject => "bad-metadata",

@@ -32,6 +32,11 @@ impl SpaceName {
         if let Some(c) = name.chars().find(|c| !is_space_char(*c)) {
             return Err(InvalidInput::SpaceNameChar { found: c });
         }
+        match name {
+            "." => return Err(InvalidInput::SpaceNameDots(".")),
+            ".." => return Err(InvalidInput::SpaceNameDots("..")),
+            _ => {}
+        }
         Ok(Self(CompactString::from(name)))
     }
 
@@ -235,6 +240,9 @@ mod tests {
             SpaceName::new("a/b"),
             Err(InvalidInput::SpaceNameChar { found: '/' })
         );
+        assert_eq!(SpaceName::new(".."), Err(InvalidInput::SpaceNameDots("..")));
+        assert_eq!(SpaceName::new("."), Err(InvalidInput::SpaceNameDots(".")));
+        assert!(SpaceName::new("..a").is_ok(), "only the two dot names");
         assert_eq!(
             SpaceName::new(&"x".repeat(129)),
             Err(InvalidInput::SpaceNameTooLong { len: 129 })

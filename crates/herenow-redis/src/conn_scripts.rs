@@ -118,14 +118,14 @@ end
 "#;
 
 fn conn_script(body: &str) -> Script {
-    Script::new(&format!("{PRELUDE}\n{CONN_PRELUDE}\n{body}"))
+    Script::new(&format!("{}\n{CONN_PRELUDE}\n{body}", *PRELUDE))
 }
 
 /// Opens, pings or changes a connection. KEYS: see the module docs. ARGV:
 /// now, the six defaults, publish command, channel, kind, id,
 /// connection id, metadata (`''`: none), invisible (`0`/`1`), expiry (ms),
 /// most connections per member. Returns `{status, opened, joined, left,
-/// new_user}`;
+/// new_user, outbox}` (`outbox`: see [`crate::outbox_scripts`]);
 /// status 0 is done, -1 the id belongs to another member, -2 the member
 /// has too many connections (nothing changed in either case); `new_user`
 /// is 1 when a user neither stored nor remembered was stored (added to
@@ -215,14 +215,14 @@ elseif was_visible then
   left = conn_gone(x, k, id, others, 'explicit', conn, meta, ev, pol)
 end
 publish(CK.state, ARGV[8], ARGV[9], ev)
-return {0, opened, joined, left, new}
+return {0, opened, joined, left, new, WH}
 "#,
     )
 });
 
 /// Closes a connection of a member. KEYS: see the module docs. ARGV: now,
 /// the six defaults, publish command, channel, kind, id, connection id.
-/// Returns `{found, left}`; an id that is unknown or another member's is
+/// Returns `{found, left, outbox}`; an id that is unknown or another member's is
 /// not found.
 pub static DETACH: LazyLock<Script> = LazyLock::new(|| {
     conn_script(
@@ -237,7 +237,7 @@ local on, aw, win, ret, rem, rg = cfg_load(CK.config, 2)
 local ev = {}
 local left = conn_drop(conn, rec, now, on, aw, {now = now, rem = rem, rg = rg}, 'explicit', ev)
 publish(CK.state, ARGV[8], ARGV[9], ev)
-return {1, left}
+return {1, left, WH}
 "#,
     )
 });
@@ -248,7 +248,7 @@ return {1, left}
 /// metadata, its live connections (closed without further events: the
 /// leave says it), its remembered time and its place in `unidx`. KEYS: see
 /// the module docs. ARGV: now, the six defaults, publish command, channel,
-/// user id. Returns `{present, remembered, connections}`: `remembered` is
+/// user id. Returns `{present, remembered, connections, outbox}`: `remembered` is
 /// 1 only for a time still within the horizon (one past it was already
 /// forgotten, only not yet swept). Running it again does nothing.
 ///
@@ -292,7 +292,7 @@ if r then
 end
 redis.call('SREM', CK.unidx, id)
 publish(CK.state, ARGV[8], ARGV[9], ev)
-return {present, remembered, closed}
+return {present, remembered, closed, WH}
 "#,
     )
 });
@@ -372,7 +372,7 @@ return 0
 /// invisible ones say, is not dropped from the registry while they live)
 /// and the connections it closed fifth, `more` set when either budget ran
 /// out: `{expired, transitions, more, left, connections_expired,
-/// forgotten, remembered, due, unindexed, trimmed}`. When another store
+/// forgotten, remembered, due, unindexed, trimmed, outbox}`. When another store
 /// holds the lease: `{0, 0, 0, -1, 0, stored, remembered, due}`, `stored`
 /// counting what `left` counts (so a space split over shards swept by
 /// several stores can still be found empty, and its remembered times

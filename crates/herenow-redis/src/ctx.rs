@@ -5,6 +5,7 @@
 //! options, the key names and the write buffer's [`Health`], so no two of
 //! them keep copies that could disagree.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -12,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use redis::{RedisResult, Value};
 use tokio::sync::Notify;
 
-use herenow_core::{Clock, Error, Millis, Result, SpaceConfig};
+use herenow_core::{Clock, Error, Millis, Result, SpaceConfig, SpaceName};
 
 use crate::buffer::WriteBuffer;
 use crate::client::RedisClient;
@@ -99,6 +100,9 @@ pub(crate) struct Ctx {
     pub keys: Keys,
     /// Whether Redis answers, and the buffered writes.
     pub health: Health,
+    /// The most events the webhook outbox keeps per space, 0 while it is
+    /// closed (see [`publish_arg`](Self::publish_arg)).
+    pub outbox_cap: AtomicU64,
 }
 
 impl Ctx {
@@ -119,6 +123,7 @@ impl Ctx {
             defaults,
             keys,
             health: Health::new(opts.buffer_cap),
+            outbox_cap: AtomicU64::new(0),
             opts,
         }
     }
@@ -147,6 +152,22 @@ impl Ctx {
     /// pub/sub on a cluster keeps an event in its space's slot.
     pub fn publish_cmd(&self) -> &'static str {
         if self.cluster { "SPUBLISH" } else { "PUBLISH" }
+    }
+
+    /// The command argument of the scripts that publish on `space`'s
+    /// channels: [`publish_cmd`](Self::publish_cmd) while the webhook
+    /// outbox is closed (so capture costs nothing), else `CMD CAP MODE`,
+    /// CAP the space's cap split over its shards (at least one each), MODE
+    /// `1` for one shard, `2` for several (see [`crate::outbox_scripts`]).
+    pub fn publish_arg(&self, space: &SpaceName) -> Cow<'static, str> {
+        let cap = self.outbox_cap.load(Ordering::Relaxed);
+        if cap == 0 {
+            return Cow::Borrowed(self.publish_cmd());
+        }
+        let n = self.keys.shards(space);
+        let per = (cap / u64::from(n)).max(1);
+        let mode = if n > 1 { 2 } else { 1 };
+        Cow::Owned(format!("{} {per} {mode}", self.publish_cmd()))
     }
 
     /// The defaults as the scripts take them (online, away, window,

@@ -89,6 +89,18 @@ fn hash_mod(prefix: &[u8], s: &str, shards: u16) -> u16 {
     (h % u64::from(shards)) as u16
 }
 
+/// `s` with the glob characters of `SCAN … MATCH` escaped.
+fn escape_glob(s: &str) -> String {
+    let mut p = String::with_capacity(s.len() + 10);
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            p.push('\\');
+        }
+        p.push(c);
+    }
+    p
+}
+
 /// The hash tag of shard `k` of `space`: `{S}` for shard 0, `{S#k}` after.
 fn tag(space: &SpaceName, k: u16) -> String {
     if k == 0 {
@@ -130,6 +142,11 @@ pub(crate) struct SpaceKeys {
     /// Users stored or remembered anew whose index of spaces may not list
     /// this space yet (see [`Keys::seen`]).
     pub unidx: String,
+    /// The shard's outbox tag ([`Keys::outbox_tag`]), not a key: its
+    /// stream is [`Keys::stream`] of it.
+    pub outbox: String,
+    /// Which shard of its space this is.
+    pub shard: u16,
 }
 
 impl SpaceKeys {
@@ -230,6 +247,8 @@ impl Keys {
             ru: format!("{base}:ru"),
             rg: format!("{base}:rg"),
             unidx: format!("{base}:unidx"),
+            outbox: Self::outbox_tag(space, k),
+            shard: k,
         }
     }
 
@@ -299,14 +318,7 @@ impl Keys {
     /// A `SCAN … MATCH` pattern for every friend set under this prefix
     /// (glob characters of the prefix escaped).
     pub fn friends_pattern(&self) -> String {
-        let mut p = String::with_capacity(self.prefix.len() + 10);
-        for c in self.prefix.chars() {
-            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-                p.push('\\');
-            }
-            p.push(c);
-        }
-        p + ":friends:*"
+        escape_glob(&self.prefix) + ":friends:*"
     }
 
     /// The owner of a friend set from its key name (`None`: not one).
@@ -360,6 +372,69 @@ impl Keys {
     /// space's channel.
     pub fn user_channel(&self, user: &str) -> String {
         format!("{}:u:{user}", self.prefix)
+    }
+
+    /// The outbox tag of shard `k` of `space` ([`crate::outbox`]): `S` for
+    /// shard 0, `S#k` after, the hash tag without its braces. It names the
+    /// shard's stream in the index of streams and starts every event id.
+    pub fn outbox_tag(space: &SpaceName, k: u16) -> String {
+        let t = tag(space, k);
+        t[1..t.len() - 1].to_owned()
+    }
+
+    /// The space and shard an outbox tag names (`None`: not a tag).
+    pub fn parse_outbox_tag(tag: &str) -> Option<(SpaceName, u16)> {
+        let (space, k) = match tag.split_once('#') {
+            Some((s, k)) => (s, k.parse::<u16>().ok().filter(|&k| k >= 1)?),
+            None => (tag, 0),
+        };
+        Some((SpaceName::new(space).ok()?, k))
+    }
+
+    /// The outbox stream of the shard tagged `tag` ([`outbox_tag`](Self::outbox_tag)),
+    /// and its state hash (`trimmed`, and the consumer's place: `upto`,
+    /// `at`), in the shard's slot.
+    pub fn stream(&self, tag: &str) -> (String, String) {
+        let p = &self.prefix;
+        (format!("{p}:{{{tag}}}:wh"), format!("{p}:{{{tag}}}:whs"))
+    }
+
+    /// Who delivers `space`'s events now (a hash: `owner`, `at`), in the
+    /// slot of shard 0.
+    pub fn space_owner(&self, space: &SpaceName) -> String {
+        format!("{}:{}:whown", self.prefix, tag(space, 0))
+    }
+
+    /// Which shards of a space split over several hold present members (a
+    /// hash: shard → its last transition's number, negative when it
+    /// emptied; `n` → how many are occupied), in the slot of shard 0.
+    pub fn occupancy(&self, space: &SpaceName) -> String {
+        format!("{}:{}:whocc", self.prefix, tag(space, 0))
+    }
+
+    /// The index of outbox streams that may hold events (a sorted set of
+    /// tags, score 0), and the trimmed count of streams since deleted.
+    /// `~` is not allowed in space names: no space owns the tag.
+    pub fn outbox_index(&self) -> (String, String) {
+        let p = &self.prefix;
+        (
+            format!("{p}:{{~outbox}}:streams"),
+            format!("{p}:{{~outbox}}:trimmed"),
+        )
+    }
+
+    /// A `SCAN … MATCH` pattern for every outbox stream under this prefix.
+    pub fn stream_pattern(&self) -> String {
+        escape_glob(&self.prefix) + ":{*}:wh"
+    }
+
+    /// The tag of an outbox stream from its key name (`None`: not one).
+    pub fn tag_of_stream<'a>(&self, key: &'a str) -> Option<&'a str> {
+        let t = key
+            .strip_prefix(self.prefix.as_str())?
+            .strip_prefix(":{")?
+            .strip_suffix("}:wh")?;
+        Self::parse_outbox_tag(t).map(|_| t)
     }
 
     /// The claim key of connection id `conn` (spaces of several shards).
@@ -428,6 +503,25 @@ mod tests {
         let groups = Keys::by_bucket(&["a", "b", "a"]);
         assert_eq!(groups.iter().map(Vec::len).sum::<usize>(), 3);
         assert!(groups.iter().any(|g| g.contains(&0) && g.contains(&2)));
+    }
+
+    #[test]
+    fn outbox_tags() {
+        let k = Keys::new("p*", 4, HashMap::new()).unwrap();
+        let s = SpaceName::new("room:1").unwrap();
+        assert_eq!(Keys::outbox_tag(&s, 0), "room:1");
+        assert_eq!(Keys::outbox_tag(&s, 3), "room:1#3");
+        assert_eq!(Keys::parse_outbox_tag("room:1#3"), Some((s.clone(), 3)));
+        assert_eq!(Keys::parse_outbox_tag("room:1"), Some((s.clone(), 0)));
+        assert_eq!(Keys::parse_outbox_tag("room:1#0"), None);
+        assert_eq!(Keys::parse_outbox_tag("room/1"), None);
+        let (stream, state) = k.stream("room:1#3");
+        assert_eq!(stream, "p*:{room:1#3}:wh");
+        assert_eq!(state, "p*:{room:1#3}:whs");
+        assert_eq!(k.tag_of_stream(&stream), Some("room:1#3"));
+        assert_eq!(k.tag_of_stream("p*:{room:1}:whs"), None);
+        assert_eq!(k.tag_of_stream("q:{room:1}:wh"), None);
+        assert_eq!(k.stream_pattern(), r"p\*:{*}:wh");
     }
 
     #[test]

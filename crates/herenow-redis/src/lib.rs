@@ -41,6 +41,11 @@
 //! | `P:friends:ID` | set | a user's friends (global, one slot of its own) |
 //! | `P:{~B}:followers:ID` | set | the users whose friend set holds ID (a superset: the reverse index erasure uses); `B` is the id's bucket, [`keys::user_bucket`] |
 //! | `P:{~B}:seen:ID` | sorted set | a user's index of spaces: member = a space the user is stored or remembered in (a superset), score = when a writer last marked it (ms) |
+//! | `P:{S}:wh` | stream | the webhook outbox of the shard (`{S#k}` for shard k): entries `t` (ms) and `e` (the event's tuple, or `["occupied"]` / `["vacated"]`), consumer group `herenow`; only while a store's outbox is open, deleted once drained (see "Webhooks" below) |
+//! | `P:{S}:whs` | hash | the stream's `trimmed` count and its consumer's place: `upto` (the last entry handed out), `at` (when, by the store's clock) |
+//! | `P:{S}:whown` | hash | the consumer the space's events go to (`owner`) and when it last took some (`at`, ms): in shard 0's slot, one per space, expiring a day after its last write |
+//! | `P:{S}:whocc` | hash | a space split over shards: shard → the number of its last occupancy transition (negative: emptied), `n` → shards occupied |
+//! | `P:{~outbox}:streams`, `P:{~outbox}:trimmed` | sorted set, string | the tags (`S`, `S#k`) of streams that may hold events (score 0), and the trimmed count of streams since deleted |
 //! | `P:migrations` | hash | one-time migrations that have run on this prefix's data → when each finished (ms): `followers` (friend sets written before the reverse index, indexed) |
 //!
 //! Each member is stored once, in its kind's sorted set: there is no
@@ -179,6 +184,26 @@
 //! a connection caused name it, so every server's subscribers see the
 //! connections of every other server.
 //!
+//! # Webhooks
+//!
+//! The outbox ([`herenow_core::outbox`]) is the shards' streams,
+//! written by the scripts that change presence (their shared `publish`,
+//! when the store's outbox is open: a store with it closed runs them
+//! unchanged, at no cost), so an event is in Redis if and only if its
+//! change is, whichever server made it. Each server claims through one
+//! consumer group per stream; a space goes to one consumer at a time,
+//! recorded with the injected clock, and a consumer silent for the idle
+//! time is taken over: its pending entries are moved (`XAUTOCLAIM`) and
+//! handed out again, in order, with the same ids (`TAG/ENTRY-ID`). A
+//! server killed mid-delivery loses nothing; what it had delivered but
+//! not acknowledged is delivered again (at least once). Each stream keeps
+//! at most its share of [`OutboxOptions::max_events`](herenow_core::outbox::OutboxOptions)
+//! (the cap over the space's shards, at least one each) and counts what
+//! it trims. Every server sharing a Redis should open its outbox alike:
+//! events made through a server whose outbox is closed are not captured.
+//! See [`outbox_scripts`] for the scripts and `store/outbox.rs` for the
+//! walk of the index.
+//!
 //! # Throughput
 //!
 //! Concurrent heartbeat calls of a space share flushes (`flush.rs`): each
@@ -244,6 +269,9 @@
 //!   impl, and one file per job (`write.rs`, `read.rs`, `list.rs`,
 //!   `by_id.rs`, `subscribe.rs`, `sweep.rs`, `friends.rs`,
 //!   `connections.rs`, `follow.rs`).
+//! - [`outbox_scripts`], `outbox.rs` (what a writer does after a script
+//!   captured) and `store/outbox.rs` (claims, acknowledgements,
+//!   figures): the webhook outbox.
 //! - `follow.rs`: users' channels, counted follows and the feeds of
 //!   followed users' changes, fed by the client's pushes before the
 //!   [`events`] router sees them.
@@ -264,6 +292,8 @@ mod follow;
 pub mod keys;
 pub mod layouts;
 mod options;
+mod outbox;
+pub mod outbox_scripts;
 mod replay;
 mod reply;
 pub mod scripts;

@@ -27,6 +27,10 @@
 //!   add a ninth element, the connection id ([`crate::conn_scripts`]).
 //!   A user's `join`, `away`, `back` and `leave` also go, one message
 //!   each, to the user's channel (`publish`, see `follow.rs`).
+//! - The command argument of `publish` also says whether the store's
+//!   webhook outbox is open; then `publish` adds the events to the shard's
+//!   stream too, and every script that publishes answers `outbox`, `{added,
+//!   transition}`, as its reply's last element ([`crate::outbox_scripts`]).
 //!
 //! One file on purpose, though it passes 800 lines: it is Lua text, one
 //! constant per script and no Rust logic, and every script is `PRELUDE`
@@ -40,8 +44,15 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// Helpers every script starts with.
-pub(crate) const PRELUDE: &str = r#"
+use crate::outbox_scripts::CAPTURE;
+
+/// Helpers every script starts with: [`HELPERS`], the outbox's capture
+/// ([`crate::outbox_scripts::CAPTURE`]), then `publish`.
+pub(crate) static PRELUDE: LazyLock<String> =
+    LazyLock::new(|| format!("{HELPERS}{CAPTURE}{PUBLISH}"));
+
+/// The prelude's helpers before the capture and `publish`.
+const HELPERS: &str = r#"
 local function S(n) return string.format('%d', n) end
 local function blt(a, b)
   local la, lb = #a, #b
@@ -141,6 +152,13 @@ end
 local function ev_add(ev, meta, typ, k, id, ts, p, reason)
   ev[#ev + 1] = {typ, k, id, S(ts), p, reason, redis.call('HGET', meta, k .. ':' .. id)}
 end
+"#;
+
+/// `publish`: the events of a script call, numbered, on the shard's
+/// channel, each user's status changes on its own channel, and, when the
+/// command says the outbox is open (`CMD CAP MODE`, see
+/// [`crate::outbox_scripts`]), into the shard's stream.
+const PUBLISH: &str = r#"
 -- Status changes of users (join, away, back, leave) also go to each
 -- user's own channel, P:u:ID, for the servers that follow the user
 -- (follow.rs): `[space, tuple]`, the tuple without metadata. Always
@@ -152,6 +170,8 @@ end
 local STATUS_EVENTS = {join = true, away = true, back = true, leave = true}
 local function publish(state, cmd, chan, ev)
   if #ev == 0 then return end
+  local spec = nil
+  if #cmd > 8 then spec, cmd = cmd, string.match(cmd, '^%u+') end
   local last = redis.call('HINCRBY', state, 'seq', #ev)
   local enc = {}
   for i, e in ipairs(ev) do
@@ -159,6 +179,7 @@ local function publish(state, cmd, chan, ev)
     enc[i] = cjson.encode(e)
   end
   redis.call(cmd, chan, '[' .. table.concat(enc, ',') .. ']')
+  if spec then wh_capture(spec, state, chan, ev, enc) end
   local p, s = string.match(chan, '^(.*):{([^{}#]*)[^{}]*}:events$')
   if not p then return end
   for i, e in ipairs(ev) do
@@ -172,7 +193,7 @@ end
 "#;
 
 pub(crate) fn script(body: &str) -> Script {
-    Script::new(&format!("{PRELUDE}\n{body}"))
+    Script::new(&format!("{}\n{body}", *PRELUDE))
 }
 
 /// Heartbeats. KEYS: zu zg meta state config ru rg unidx. ARGV: now, the
@@ -182,7 +203,7 @@ pub(crate) fn script(body: &str) -> Script {
 /// per member: the caller coalesces), then `pos at meta` for each entry
 /// whose time is not `now` or that brings metadata (`pos` its 1-based
 /// place among the ids, meta `''` keeps the member's). Returns `{accepted,
-/// joined, stale, outcomes, new_users}`, outcomes one byte per entry in the order of
+/// joined, stale, outcomes, new_users, outbox}`, outcomes one byte per entry in the order of
 /// the ids: `0` accepted, `1` accepted and joined, `2` stale (so a caller
 /// that merged several requests into one call can tell each its own
 /// answer).
@@ -345,7 +366,7 @@ for j = 1, #newu, 1000 do
   redis.call('SADD', KEYS[8], unpack(newu, j, e))
 end
 publish(KEYS[4], ARGV[8], ARGV[9], ev)
-return {acc, joined, stale, table.concat(res), newu}
+return {acc, joined, stale, table.concat(res), newu, WH}
 "#,
     )
 });
@@ -354,8 +375,8 @@ return {acc, joined, stale, table.concat(res), newu}
 /// defaults, publish command, channel, then `kind id upto` triples: `upto`
 /// empty removes the member whatever its time; a time removes it only if
 /// its last heartbeat is at or before it (a leave replayed from the write
-/// buffer must not remove a newer heartbeat). Returns how many were
-/// present.
+/// buffer must not remove a newer heartbeat). Returns `{present,
+/// outbox}`, `present` how many were present.
 ///
 /// A member that was present is remembered as last seen at the leave's
 /// own time (`upto` for a replayed leave, else `now`; never before its last
@@ -391,7 +412,7 @@ for i = 10, #ARGV, 3 do
   end
 end
 publish(KEYS[4], ARGV[8], ARGV[9], ev)
-return present
+return {present, WH}
 "#,
     )
 });
@@ -415,7 +436,7 @@ return present
 /// otherwise returns `{0, 0, 0, -1}` without touching anything. The lease
 /// expires by itself when its holder stops sweeping.
 /// Returns `{expired, transitions, more, left, 0, forgotten, remembered,
-/// due, unindexed, trimmed}`: `left` the members stored plus the users
+/// due, unindexed, trimmed, outbox}`: `left` the members stored plus the users
 /// waiting in `unidx`, `forgotten` how many remembered times (users' and
 /// guests') this call forgot (`TickReport::forgotten`), `remembered` the
 /// members of the remembered sets, `due` when the first of them passes
@@ -545,7 +566,7 @@ end
 local remembered, due = rem_due(KEYS[10], KEYS[11], now, rem, rg)
 local unidx = redis.call('SCARD', KEYS[12])
 local left = redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2]) + unidx
-return {ex, tr, more, left, 0, fg, remembered, due, unidx, trimmed}
+return {ex, tr, more, left, 0, fg, remembered, due, unidx, trimmed, WH}
 "#;
 
 /// A subscriber's snapshot: the event sequence number and the members

@@ -14,7 +14,8 @@ use herenow_core::{Error, MemberKey, MemberKind, Metadata, Millis, Result, Space
 
 use crate::ctx::Ctx;
 use crate::keys::SpaceKeys;
-use crate::reply::{array, bad_reply, opt_string};
+use crate::outbox::{self, Captured};
+use crate::reply::{array, bad_reply, int, opt_string};
 use crate::scripts;
 use crate::user_scripts;
 
@@ -59,8 +60,8 @@ pub(crate) fn tally(outcomes: &[Outcome]) -> [u64; 3] {
 
 /// Reads the heartbeat script's reply: one outcome byte per entry, and
 /// the users stored or remembered anew (to index).
-fn outcomes_of(v: Value, entries: usize) -> Result<(Vec<Outcome>, Vec<String>)> {
-    let mut v = array(v)?.into_iter().skip(3);
+fn outcomes_of(v: Vec<Value>, entries: usize) -> Result<(Vec<Outcome>, Vec<String>)> {
+    let mut v = v.into_iter().skip(3);
     let outcomes = v.next();
     let fresh = match v.next() {
         Some(ids) => array(ids)?
@@ -189,7 +190,7 @@ impl Writer {
         let calls = groups.iter().flat_map(|(shard, idx)| {
             let k = self.ctx.keys.shard(space, *shard);
             idx.chunks(SCRIPT_BATCH)
-                .map(move |chunk| self.heartbeat_call(k.clone(), now, beats, chunk))
+                .map(move |chunk| self.heartbeat_call(space, k.clone(), now, beats, chunk))
         });
         let parts = futures::future::try_join_all(calls).await?;
         let mut out = vec![Outcome::Accepted; beats.len()];
@@ -276,6 +277,7 @@ impl Writer {
     /// `chunk`. Returns the chunk and its outcomes, in the chunk's order.
     async fn heartbeat_call(
         &self,
+        space: &SpaceName,
         k: SpaceKeys,
         now: Millis,
         beats: &[BeatArg<'_>],
@@ -309,7 +311,7 @@ impl Writer {
             .key(&k.unidx)
             .arg(now)
             .arg(&self.ctx.defaults_args()[..])
-            .arg(self.ctx.publish_cmd())
+            .arg(self.ctx.publish_arg(space).as_ref())
             .arg(&k.channel)
             .arg(users)
             .arg(chunk.len() - users);
@@ -329,7 +331,10 @@ impl Writer {
             .ctx
             .io("heartbeat", async { inv.invoke_async(&mut c).await })
             .await?;
+        let v = array(v)?;
+        let captured = Captured::of(v.get(5));
         let (got, fresh) = outcomes_of(v, order.len())?;
+        outbox::after(&self.ctx, space, &k, captured).await;
         Ok((order, got, k, fresh))
     }
 
@@ -359,7 +364,7 @@ impl Writer {
                 .key(&k.rg)
                 .arg(now)
                 .arg(&self.ctx.defaults_args()[..])
-                .arg(self.ctx.publish_cmd())
+                .arg(self.ctx.publish_arg(space).as_ref())
                 .arg(&k.channel);
             for &i in idx {
                 let (m, upto) = members[i];
@@ -369,11 +374,13 @@ impl Writer {
             }
             let mut c = self.ctx.client.clone();
             async move {
-                let n: i64 = self
+                let v: Value = self
                     .ctx
                     .io("leave", async { inv.invoke_async(&mut c).await })
                     .await?;
-                Ok::<_, Error>(n as u64)
+                let v = array(v)?;
+                outbox::after(&self.ctx, space, &k, Captured::of(v.get(1))).await;
+                Ok::<_, Error>(int(v.first())? as u64)
             }
         });
         Ok(futures::future::try_join_all(calls)

@@ -49,9 +49,9 @@ fn presented_key(headers: &HeaderMap) -> Option<&[u8]> {
 }
 
 /// The scope a route needs: read for `GET`s and the read-only `POST`s
-/// (`status`, `online-among`, `/v1/users/status`), write for everything
-/// else, and for `GET /v1/webhooks` (where events go is the operator's
-/// business, not a dashboard's).
+/// (`status`, `online-among`, `/v1/users/status`, the `/v1/watch`
+/// stream), write for everything else, and for `GET /v1/webhooks` (where
+/// events go is the operator's business, not a dashboard's).
 pub fn required_scope(method: &Method, route: Option<&str>) -> Scope {
     if route == Some("/v1/webhooks") {
         return Scope::Write;
@@ -61,7 +61,10 @@ pub fn required_scope(method: &Method, route: Option<&str>) -> Scope {
     }
     match route {
         Some(
-            "/v1/spaces/{space}/status" | "/v1/spaces/{space}/online-among" | "/v1/users/status",
+            "/v1/spaces/{space}/status"
+            | "/v1/spaces/{space}/online-among"
+            | "/v1/users/status"
+            | "/v1/watch",
         ) if method == Method::POST => Scope::Read,
         _ => Scope::Write,
     }

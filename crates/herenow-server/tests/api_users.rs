@@ -531,6 +531,16 @@ async fn issue_8_reads_need_read_keys_and_erasure_a_write_key() {
     ))
     .await
     .ok();
+    // Watching is reading: a read key opens the stream (the SSE answer's
+    // head is enough here).
+    let watch = serde_json::json!({"users": ["ann"]});
+    let r = tower::ServiceExt::oneshot(
+        h.app.clone(),
+        request(Method::POST, "/v1/watch", Some(&watch), Some(READ_KEY)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "a read key may watch");
     for uri in ["/v1/users/ann", "/v1/users/status"] {
         h.call(request(Method::DELETE, uri, None, Some(READ_KEY)))
             .await

@@ -343,7 +343,27 @@ async fn a_backend_watches_over_server_sent_events() {
     // Bad bodies are problems that name the fault.
     for (body, status, code) in [
         (json!({}), StatusCode::BAD_REQUEST, "nothing-to-watch"),
-        (json!({"users": [""]}), StatusCode::BAD_REQUEST, "bad-json"),
+        (
+            json!({"users": [""]}),
+            StatusCode::BAD_REQUEST,
+            "bad-member-id",
+        ),
+        (
+            json!({"users": ["a", "x".repeat(300)]}),
+            StatusCode::BAD_REQUEST,
+            "bad-member-id",
+        ),
+        (
+            json!({"friends_of": "x".repeat(300)}),
+            StatusCode::BAD_REQUEST,
+            "bad-member-id",
+        ),
+        (
+            json!({"users": ["a"], "space": "no spaces"}),
+            StatusCode::BAD_REQUEST,
+            "bad-space-name",
+        ),
+        (json!({"users": "a"}), StatusCode::BAD_REQUEST, "bad-json"),
         (
             json!({"users": ["a"], "x": 1}),
             StatusCode::BAD_REQUEST,

@@ -57,7 +57,8 @@ use self::follow::{
     friend_set_changes_are_fed, invisible_users_are_not_fed,
 };
 use self::outbox::{
-    outbox_follows_a_member_in_order, outbox_is_bounded, outbox_keeps_events_until_acknowledged,
+    outbox_follows_a_member_in_order, outbox_is_bounded,
+    outbox_keeps_a_claiming_consumer_in_charge, outbox_keeps_events_until_acknowledged,
     outbox_reclaims_what_a_consumer_left,
 };
 use self::remembered::{
@@ -111,6 +112,7 @@ scenarios!(
     friend_set_changes_are_fed,
     outbox_keeps_events_until_acknowledged,
     outbox_reclaims_what_a_consumer_left,
+    outbox_keeps_a_claiming_consumer_in_charge,
     outbox_follows_a_member_in_order,
     outbox_is_bounded,
 );
@@ -355,6 +357,20 @@ async fn recent_order_pages_completely(s: Arc<dyn PresenceStore>, _clock: Manual
     assert!(
         matches!(e, Err(Error::Invalid(InvalidInput::BadCursor))),
         "{e:?}"
+    );
+    // The same in a space that never had a member.
+    let e = s
+        .list(
+            &space("c-pages-never"),
+            &ListQuery {
+                cursor: Some("garbage".into()),
+                ..Default::default()
+            },
+        )
+        .await;
+    assert!(
+        matches!(e, Err(Error::Invalid(InvalidInput::BadCursor))),
+        "an empty space refuses a bad cursor too: {e:?}"
     );
     for limit in [0, 1001] {
         let e = s

@@ -233,3 +233,29 @@ pub(super) async fn outbox_is_bounded(s: Arc<dyn PresenceStore>, _clock: ManualC
     ack(&s, &got).await;
     s.outbox_open(OutboxOptions::default()).await.unwrap();
 }
+
+pub(super) async fn outbox_keeps_a_claiming_consumer_in_charge(
+    s: Arc<dyn PresenceStore>,
+    clock: ManualClock,
+) {
+    let sp = space("c-outbox-alive");
+    s.outbox_open(OutboxOptions::default()).await.unwrap();
+    s.heartbeat(&sp, &[beat(user("ann"))]).await.unwrap();
+    let held = claim(&s, "alive", 30_000, &[&sp]).await;
+    assert_eq!(held.len(), 2);
+    // Its endpoint is slow: nothing acknowledged for minutes, but it keeps
+    // claiming, so it is alive and nobody, itself included, gets its
+    // events twice.
+    for _ in 0..6 {
+        clock.advance(Duration::from_secs(20));
+        assert!(claim(&s, "alive", 30_000, &[&sp]).await.is_empty());
+        assert!(claim(&s, "other", 30_000, &[&sp]).await.is_empty());
+    }
+    // New events of its space are its too.
+    s.heartbeat(&sp, &[beat(user("bob"))]).await.unwrap();
+    assert!(claim(&s, "other", 30_000, &[&sp]).await.is_empty());
+    let more = claim(&s, "alive", 30_000, &[&sp]).await;
+    assert_eq!(of(&more, "bob"), [k(OutboxKind::Join, "bob")]);
+    ack(&s, &held).await;
+    ack(&s, &more).await;
+}

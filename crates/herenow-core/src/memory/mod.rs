@@ -384,8 +384,10 @@ impl PresenceStore for MemoryStore {
             None => {
                 query.check_limit()?;
                 defaults.check_window(query.window_ms.unwrap_or(defaults.window_ms))?;
-                if query.cursor.as_deref() == Some("") {
-                    return Err(InvalidInput::BadCursor);
+                // A cursor is checked whether or not the space exists, so
+                // nonsense is refused alike everywhere.
+                if let Some(c) = query.cursor.as_deref() {
+                    crate::cursor::Cursor::decode(c, query.order)?;
                 }
                 Ok(Page {
                     members: Vec::new(),

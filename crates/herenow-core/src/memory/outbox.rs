@@ -133,8 +133,9 @@ impl Queue {
             .owners
             .iter()
             .filter(|(_, o)| {
+                // A consumer claiming is alive: what it holds stays its own.
                 let last = self.consumers.get(&o.consumer).copied().unwrap_or(0);
-                now.saturating_sub(last) >= idle
+                o.consumer != consumer && now.saturating_sub(last) >= idle
             })
             .map(|(s, _)| s.clone())
             .collect();

@@ -51,7 +51,7 @@
 //! # What no layout here answers
 //!
 //! Metadata, friends (and so online friends), events and subscriptions,
-//! live connections (attach and detach), setting a space's policy,
+//! live connections (attach and detach), webhooks (the outbox), setting a space's policy,
 //! listing spaces, remembered last seen ("last seen anywhere", and
 //! erasing a user, which needs every space a user was in) are
 //! `Unsupported` in every layout: the seeds' keys hold none of it. A
@@ -83,6 +83,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use parking_lot::Mutex;
 
+use herenow_core::outbox::{OutboxEvent, OutboxOptions, OutboxStats};
 use herenow_core::{
     Attach, AttachReport, Clock, ConnId, Counts, DetachReport, ErasureReport, Error, Heartbeat,
     HeartbeatReport, ListQuery, MemberId, MemberKey, MemberStatus, Millis, Page, PresenceStore,
@@ -361,6 +362,29 @@ impl PresenceStore for SeedLayoutStore {
     /// friend sets: `Unsupported`, naming the layout.
     async fn erase_user(&self, _user: &MemberId) -> Result<ErasureReport> {
         Err(self.unsupported("erasing a user"))
+    }
+
+    /// The seeds' scripts capture no events: no webhooks on their keys,
+    /// `Unsupported` naming the layout, as are the other outbox calls.
+    async fn outbox_open(&self, _options: OutboxOptions) -> Result<()> {
+        Err(self.unsupported("webhooks"))
+    }
+
+    async fn outbox_claim(
+        &self,
+        _consumer: &str,
+        _max: usize,
+        _reclaim_idle_ms: Millis,
+    ) -> Result<Vec<OutboxEvent>> {
+        Err(self.unsupported("webhooks"))
+    }
+
+    async fn outbox_ack(&self, _ids: &[String]) -> Result<()> {
+        Err(self.unsupported("webhooks"))
+    }
+
+    async fn outbox_stats(&self) -> Result<OutboxStats> {
+        Err(self.unsupported("webhooks"))
     }
 }
 

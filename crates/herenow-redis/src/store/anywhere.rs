@@ -28,6 +28,7 @@ use herenow_core::{
 use super::RedisStore;
 use super::sweep::{INDEX_GRACE_MS, ids_of, scored};
 use crate::conn_scripts;
+use crate::outbox::{self, Captured};
 use crate::reply::{array, int};
 use crate::user_scripts;
 
@@ -155,7 +156,7 @@ impl RedisStore {
                 k.add_to(&mut inv);
                 inv.arg(now)
                     .arg(&self.ctx.defaults_args()[..])
-                    .arg(self.ctx.publish_cmd())
+                    .arg(self.ctx.publish_arg(&space).as_ref())
                     .arg(&k.channel)
                     .arg(user.as_str());
                 let mut c = self.ctx.client.clone();
@@ -164,7 +165,9 @@ impl RedisStore {
                         .ctx
                         .io("erase", async { inv.invoke_async(&mut c).await })
                         .await?;
-                    array(v)
+                    let v = array(v)?;
+                    outbox::after(&self.ctx, &space, &k, Captured::of(v.get(3))).await;
+                    Ok::<_, herenow_core::Error>(v)
                 })
             })
             .collect();

@@ -26,6 +26,7 @@ use herenow_core::{
 
 use super::RedisStore;
 use crate::conn_scripts;
+use crate::outbox::{self, Captured};
 use crate::reply::{array, bad_reply, int, opt_string};
 
 /// How long a connection id's claim outlives the connection's TTL: time
@@ -65,7 +66,7 @@ impl RedisStore {
         k.add_to(&mut inv);
         inv.arg(now)
             .arg(&self.ctx.defaults_args()[..])
-            .arg(self.ctx.publish_cmd())
+            .arg(self.ctx.publish_arg(space).as_ref())
             .arg(&k.channel)
             .arg(a.member.kind.letter())
             .arg(a.member.id.as_str())
@@ -86,6 +87,7 @@ impl RedisStore {
             -2 => return Err(InvalidInput::TooManyConnections.into()),
             _ => return Err(bad_reply("an attach status")),
         }
+        outbox::after(&self.ctx, space, &k, Captured::of(v.get(5))).await;
         if int(v.get(4))? != 0 {
             // A user stored anew: into its index of spaces (see
             // `Writer::index_users`).
@@ -113,7 +115,7 @@ impl RedisStore {
         k.add_to(&mut inv);
         inv.arg(now)
             .arg(&self.ctx.defaults_args()[..])
-            .arg(self.ctx.publish_cmd())
+            .arg(self.ctx.publish_arg(space).as_ref())
             .arg(&k.channel)
             .arg(member.kind.letter())
             .arg(member.id.as_str())
@@ -132,6 +134,7 @@ impl RedisStore {
             detach.await?
         };
         let v = array(v)?;
+        outbox::after(&self.ctx, space, &k, Captured::of(v.get(2))).await;
         Ok(DetachReport {
             found: int(v.first())? != 0,
             left: int(v.get(1))? != 0,

@@ -13,6 +13,7 @@
 //! - `migrate.rs`: one-time migrations of what earlier versions wrote, run
 //!   by `connect`;
 //! - `connections.rs`: live connections (attach, detach, listing);
+//! - `outbox.rs`: the webhook outbox (claims, acknowledgements, figures);
 //! - `follow.rs`: following users across spaces (users' channels).
 
 mod anywhere;
@@ -22,6 +23,7 @@ mod follow;
 mod friends;
 mod list;
 mod migrate;
+mod outbox;
 mod presence;
 mod read;
 mod subscribe;
@@ -74,6 +76,9 @@ pub struct RedisStore {
     flusher: Arc<Flusher>,
     /// This store's name on sweep leases.
     owner: String,
+    /// Where this store's outbox claims are in the index of streams; held
+    /// by each claim and acknowledgement, so they run one at a time.
+    outbox: tokio::sync::Mutex<outbox::Consumer>,
     /// Tells the replayer to stop.
     stop: watch::Sender<bool>,
     replayer: Mutex<Option<JoinHandle<()>>>,
@@ -150,6 +155,7 @@ impl RedisStore {
             flusher: Flusher::new(writer.clone()),
             writer,
             owner: lease_owner(),
+            outbox: tokio::sync::Mutex::new(outbox::Consumer::default()),
             stop,
             replayer: Mutex::new(Some(replayer)),
         };

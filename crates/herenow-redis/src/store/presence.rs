@@ -12,6 +12,8 @@ use herenow_core::{
     Result, SeenAnywhere, SpaceConfig, SpaceName, SpaceSummary, Subscription, TickReport, UserFeed,
 };
 
+use herenow_core::outbox::{OutboxEvent, OutboxOptions, OutboxStats};
+
 use super::RedisStore;
 
 #[async_trait]
@@ -167,6 +169,33 @@ impl PresenceStore for RedisStore {
     /// snapshot, in order.
     async fn subscribe(&self, space: &SpaceName) -> Result<Subscription> {
         self.open_subscription(space).await
+    }
+
+    /// Capture by this store's scripts only: every server sharing the Redis
+    /// should open its outbox alike (see `store/outbox.rs`).
+    async fn outbox_open(&self, options: OutboxOptions) -> Result<()> {
+        self.open_outbox(options).await
+    }
+
+    /// Each space's events go to one consumer at a time, recorded in Redis
+    /// by the store's clock; a dead consumer's are taken over once its
+    /// last claim is `reclaim_idle_ms` old (see `outbox_scripts.rs`).
+    async fn outbox_claim(
+        &self,
+        consumer: &str,
+        max: usize,
+        reclaim_idle_ms: Millis,
+    ) -> Result<Vec<OutboxEvent>> {
+        self.claim_outbox(consumer, max, reclaim_idle_ms).await
+    }
+
+    async fn outbox_ack(&self, ids: &[String]) -> Result<()> {
+        self.ack_outbox(ids).await
+    }
+
+    /// Sums over the streams of the index (bounded: see `store/outbox.rs`).
+    async fn outbox_stats(&self) -> Result<OutboxStats> {
+        self.outbox_figures().await
     }
 
     /// Sweeps every registered space whose sweep lease this store holds or

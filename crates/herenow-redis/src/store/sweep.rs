@@ -32,6 +32,7 @@ use herenow_core::{Millis, Result, SpaceName, TickReport};
 use super::RedisStore;
 use crate::conn_scripts;
 use crate::keys::SpaceKeys;
+use crate::outbox::{self, Captured};
 use crate::reply::{array, bad_reply, int, opt_string};
 use crate::user_scripts;
 use crate::writer::TOUCH_EVERY_MS;
@@ -240,7 +241,7 @@ impl RedisStore {
             k.add_to(&mut inv);
             inv.arg(now)
                 .arg(&d[..])
-                .arg(self.ctx.publish_cmd())
+                .arg(self.ctx.publish_arg(space).as_ref())
                 .arg(&k.channel)
                 .arg(self.ctx.opts.tick_budget)
                 .arg(&self.owner)
@@ -253,6 +254,7 @@ impl RedisStore {
                 .await?;
             report.max_hold_us = report.max_hold_us.max(started.elapsed().as_micros() as u64);
             let mut v = array(v)?;
+            outbox::after(&self.ctx, space, k, Captured::of(v.get(10))).await;
             report.expired += int(v.first())? as u64;
             report.transitions += int(v.get(1))? as u64;
             report.connections_expired += int(v.get(4))? as u64;

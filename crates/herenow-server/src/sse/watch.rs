@@ -42,16 +42,65 @@ pub struct WatchRequest {
     /// User ids to watch (at most 5,000 watched in all).
     #[serde(default)]
     #[schema(value_type = Vec<String>, max_items = 5000)]
-    pub users: Vec<MemberId>,
+    pub users: Vec<String>,
     /// Also watch this user's friend set, followed as it changes.
     #[serde(default)]
     #[schema(value_type = Option<String>)]
-    pub friends_of: Option<MemberId>,
+    pub friends_of: Option<String>,
     /// Watch within this space; absent: anywhere (online if online in
     /// any space).
     #[serde(default)]
     #[schema(value_type = Option<String>)]
-    pub space: Option<SpaceName>,
+    pub space: Option<String>,
+}
+
+/// A [`WatchRequest`] whose ids and space name passed their checks.
+struct Checked {
+    users: Vec<MemberId>,
+    friends_of: Option<MemberId>,
+    space: Option<SpaceName>,
+}
+
+impl WatchRequest {
+    /// Checks every id and the space name, refusing the first bad one
+    /// with its own code (`bad-member-id`, `bad-space-name`) and where it
+    /// is, as every other route does.
+    fn check(self) -> Result<Checked, ApiError> {
+        let users = self
+            .users
+            .iter()
+            .enumerate()
+            .map(|(i, id)| {
+                MemberId::new(id).map_err(|e| {
+                    let detail = format!("users[{i}]: {e}");
+                    ApiError::from(e).with_detail(detail)
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let friends_of = self
+            .friends_of
+            .map(|id| {
+                MemberId::new(&id).map_err(|e| {
+                    let detail = format!("friends_of: {e}");
+                    ApiError::from(e).with_detail(detail)
+                })
+            })
+            .transpose()?;
+        let space = self
+            .space
+            .map(|name| {
+                SpaceName::new(&name).map_err(|e| {
+                    let detail = format!("space: {e}");
+                    ApiError::from(e).with_detail(detail)
+                })
+            })
+            .transpose()?;
+        Ok(Checked {
+            users,
+            friends_of,
+            space,
+        })
+    }
 }
 
 struct Feed {
@@ -165,6 +214,7 @@ pub async fn watch(
             "name users, friends_of, or both",
         ));
     }
+    let req = req.check()?;
     let slot = Slot::open(&state)?;
     let scope = req.space.map_or(WatchScope::Anywhere, WatchScope::Space);
     let policy = Policy {

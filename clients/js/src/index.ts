@@ -1,0 +1,72 @@
+/**
+ * herenow-client: a Node client for herenow, the presence server.
+ *
+ * - {@link Herenow}: every endpoint of the HTTP API (docs/API.md) with typed
+ *   answers, and the two live streams ({@link EventStream},
+ *   {@link WatchStream}) as async iterators that reconnect.
+ * - {@link HerenowError}: the one error type, with the problem's `code`, the
+ *   HTTP `status` and `retryAfter` in seconds.
+ * - {@link herenowPresence}: Express/Connect middleware that heartbeats each
+ *   request's user or guest, debounced, batched, never failing a request
+ *   (also at `herenow-client/middleware`).
+ * - `herenow-client/browser`: types for the browser client `/client.js`.
+ *
+ * Runtime dependencies: none (Node 18+, global `fetch`).
+ *
+ * @module
+ */
+
+export { Herenow, duration, type OnlineOptions, type WindowLimitOptions } from "./client.js";
+export { HerenowError, parseRetryAfter, type ClientErrorCode, type HerenowErrorInit, type Problem } from "./errors.js";
+export { VERSION, type CallOptions, type ClientOptions } from "./http.js";
+export { EventStream, WatchStream, memberKey, type StreamOptions } from "./streams.js";
+export { SseParser, type SseMessage } from "./sse.js";
+export {
+  Presence,
+  herenowPresence,
+  readCookie,
+  type GuestCookieOptions,
+  type Identity,
+  type PresenceLogger,
+  type PresenceMiddleware,
+  type PresenceOptions,
+  type PresenceRequest,
+  type PresenceResponse,
+  type PresenceStats,
+} from "./middleware.js";
+export { MAX_BATCH, MAX_ID_BYTES, MAX_META_BYTES, MAX_SPACE_BYTES, memberIdProblem, metaProblem, spaceNameProblem } from "./validate.js";
+export type {
+  Kind,
+  PresenceStatus,
+  Meta,
+  MemberRef,
+  HeartbeatInput,
+  HeartbeatReport,
+  MemberStatus,
+  Order,
+  KindFilter,
+  Duration,
+  OnlinePage,
+  Counts,
+  SeenAnywhere,
+  ErasureReport,
+  SpaceConfig,
+  SpaceConfigInput,
+  SpaceSummary,
+  HistorySample,
+  History,
+  WatchGrant,
+  TokenRequest,
+  Token,
+  LeaveReason,
+  PresenceEvent,
+  SnapshotEvent,
+  LaggedEvent,
+  SpaceEvent,
+  WatchRequest,
+  WatchedUser,
+  WatchingEvent,
+  StatusEvent,
+  UnwatchedEvent,
+  WatchEvent,
+} from "./types.js";

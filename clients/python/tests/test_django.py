@@ -1,0 +1,302 @@
+"""Django: the middleware (sync and async), the template tags and the
+context processor, with Django's test client, configured in-process, and
+the real server."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import tempfile
+from typing import Any, Iterator
+
+import django
+import pytest
+from django.conf import settings
+
+if not settings.configured:
+    settings.configure(
+        DEBUG=False,
+        SECRET_KEY="herenow-tests-only",
+        ALLOWED_HOSTS=["testserver"],
+        INSTALLED_APPS=[
+            "django.contrib.auth",
+            "django.contrib.contenttypes",
+            "django.contrib.sessions",
+            "herenow.django",
+        ],
+        MIDDLEWARE=[
+            "django.contrib.sessions.middleware.SessionMiddleware",
+            "django.contrib.auth.middleware.AuthenticationMiddleware",
+            "herenow.django.middleware.HerenowMiddleware",
+        ],
+        ROOT_URLCONF=__name__,
+        # A file, not :memory:: async views run the ORM in another thread.
+        DATABASES={
+            "default": {
+                "ENGINE": "django.db.backends.sqlite3",
+                "NAME": os.path.join(tempfile.mkdtemp(prefix="herenow-django-"), "db.sqlite3"),
+            }
+        },
+        TEMPLATES=[
+            {
+                "BACKEND": "django.template.backends.django.DjangoTemplates",
+                "APP_DIRS": True,
+                "OPTIONS": {"context_processors": ["herenow.django.context_processors.presence"]},
+            }
+        ],
+        USE_TZ=True,
+        # Fast hashing: the tests make users, not passwords.
+        PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"],
+        HERENOW={"URL": "http://127.0.0.1:9"},
+    )
+    django.setup()
+
+from conftest import FakeClock, Server, lines, uid  # noqa: E402
+from django.contrib.auth.models import User  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.http import HttpRequest, HttpResponse  # noqa: E402
+from django.template import engines  # noqa: E402
+from django.test import AsyncClient, Client, override_settings  # noqa: E402
+from django.urls import path  # noqa: E402
+
+import herenow  # noqa: E402
+from herenow import Kind, PresenceTracker, Status, Visitor  # noqa: E402
+from herenow.django import conf  # noqa: E402
+
+# --- the site under test ---------------------------------------------------
+
+
+def hello(request: HttpRequest) -> HttpResponse:
+    return HttpResponse(f"hello {request.user}")
+
+
+async def hello_async(request: HttpRequest) -> HttpResponse:
+    return HttpResponse("hello async")
+
+
+def render(source: str):
+    template = engines["django"].from_string(source)
+
+    def view(request: HttpRequest, **kw: Any) -> HttpResponse:
+        return HttpResponse(template.render(kw, request))
+
+    return view
+
+
+urlpatterns = [
+    path("", hello),
+    path("async", hello_async),
+    path("online", render("{% load herenow %}{% whos_online %}")),
+    path(
+        "seen/<str:who>",
+        render(
+            "{% load herenow %}{% herenow_last_seen who as seen %}"
+            "{{ seen.status.value }}|{{ seen.space }}"
+        ),
+    ),
+    path(
+        "members",
+        render(
+            "{% load herenow %}{% herenow_online limit=5 as ms %}{% herenow_count as n %}"
+            "{% for m in ms %}{{ m|herenow_name }},{% endfor %}|{{ n.users }}"
+        ),
+    ),
+    path("ctx", render("{{ herenow.count.users }}/{{ herenow.online|length }}")),
+]
+
+
+def user_meta(user: Any) -> Any:
+    return {"name": user.get_username().title(), "staff": user.is_staff}
+
+
+# --- fixtures ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", autouse=True)
+def database() -> None:
+    call_command("migrate", run_syncdb=True, verbosity=0)
+
+
+@pytest.fixture
+def site(server: Server, space: str, clock: FakeClock) -> Iterator[PresenceTracker]:
+    """HERENOW points at the test server; the middleware's tracker runs on
+    the test's clock, without a thread (the test flushes)."""
+    with override_settings(HERENOW={"URL": server.url, "SPACE": space, "CACHE_SECONDS": 0}):
+        tracker = PresenceTracker(base_url=server.url, space=space, clock=clock, background=False)
+        conf.set_tracker(tracker)
+        yield tracker
+    tracker.close()
+
+
+@pytest.fixture
+def ada() -> User:
+    return User.objects.create_user(uid("ada"), password="x")
+
+
+def beats(tracker: PresenceTracker) -> list:
+    return [(b.kind.value, b.id, b.meta) for _, b in tracker._queue]
+
+
+# --- the middleware ----------------------------------------------------------
+
+
+def test_middleware_heartbeats_the_user_once_per_interval(
+    site: PresenceTracker, ada: User, clock: FakeClock, space: str
+) -> None:
+    browser = Client()
+    browser.force_login(ada)
+    for _ in range(5):
+        response = browser.get("/")
+        assert response.status_code == 200
+        assert response.content.decode() == f"hello {ada.username}"
+    assert beats(site) == [("user", str(ada.pk), {"name": ada.username})]
+    assert site.flush() == 1
+
+    with herenow.Client(site.client.base_url) as c:
+        member = c.member(space, str(ada.pk))
+    assert member.status is Status.ONLINE and member.meta == {"name": ada.username}
+
+    clock.advance(60)
+    browser.get("/")
+    assert site.flush() == 1  # one more after the interval
+
+
+def test_middleware_heartbeats_guests_by_ip_or_cookie(site: PresenceTracker) -> None:
+    Client().get("/")
+    Client(REMOTE_ADDR="192.0.2.8").get("/")
+    assert beats(site) == [("guest", "127.0.0.1", None), ("guest", "192.0.2.8", None)]
+
+    with override_settings(HERENOW={"GUEST_COOKIE": "visitor", "TRACK_GUESTS": True}):
+        conf.set_tracker(site)
+        browser = Client()
+        browser.cookies["visitor"] = "v-123"
+        browser.get("/")
+    assert beats(site)[-1] == ("guest", herenow._identity.guest_from_cookie("v-123"), None)
+
+    with override_settings(HERENOW={"TRACK_GUESTS": False}):
+        conf.set_tracker(site)
+        Client(REMOTE_ADDR="192.0.2.99").get("/")
+    assert len(beats(site)) == 3
+
+
+def test_middleware_hooks(site: PresenceTracker, ada: User) -> None:
+    hooks = {
+        "USER_ID": lambda user: f"django:{user.username}",
+        "USER_META": f"{__name__}.user_meta",
+    }
+    with override_settings(HERENOW=hooks):
+        conf.set_tracker(site)
+        browser = Client()
+        browser.force_login(ada)
+        browser.get("/")
+    assert beats(site) == [
+        ("user", f"django:{ada.username}", {"name": ada.username.title(), "staff": False})
+    ]
+
+    with override_settings(
+        HERENOW={"IDENTIFY": lambda request: Visitor(request.path.strip("/"), Kind.GUEST)}
+    ):
+        conf.set_tracker(site)
+        Client().get("/ctx")
+    assert beats(site)[-1] == ("guest", "ctx", None)
+
+
+def test_async_middleware(site: PresenceTracker, ada: User, space: str) -> None:
+    async def visit() -> list:
+        browser = AsyncClient()
+        if hasattr(browser, "aforce_login"):
+            await browser.aforce_login(ada)
+        else:  # Django < 5
+            await asyncio.get_running_loop().run_in_executor(None, browser.force_login, ada)
+        return [await browser.get("/async") for _ in range(3)] + [await AsyncClient().get("/async")]
+
+    responses = asyncio.run(visit())
+    assert [r.status_code for r in responses] == [200] * 4
+    assert beats(site) == [
+        ("user", str(ada.pk), {"name": ada.username}),
+        ("guest", "127.0.0.1", None),
+    ]
+
+
+def test_middleware_drives_on_when_herenow_is_down(
+    dead_url: str, clock: FakeClock, ada: User, caplog: pytest.LogCaptureFixture
+) -> None:
+    with override_settings(HERENOW={"URL": dead_url, "CACHE_SECONDS": 0}):
+        tracker = PresenceTracker(base_url=dead_url, clock=clock, background=False)
+        conf.set_tracker(tracker)
+        browser = Client()
+        browser.force_login(ada)
+        with caplog.at_level(logging.WARNING):
+            for _minute in range(2):
+                for _ in range(10):
+                    assert browser.get("/").status_code == 200
+                    assert Client(REMOTE_ADDR="192.0.2.1").get("/").status_code == 200
+                    tracker.flush()
+                    clock.advance(1)
+                clock.advance(50)
+            # The template helpers drive on too.
+            page = browser.get("/online")
+            assert page.status_code == 200 and "Nobody is online." in page.content.decode()
+            assert browser.get("/members").content.decode() == "|"
+            assert browser.get(f"/seen/{ada.pk}").content.decode() == "|"
+        tracker_lines = lines(caplog)
+        query_lines = [r for r in caplog.records if r.name == "herenow.django"]
+        assert len(tracker_lines) == 2  # one per interval
+        assert len(query_lines) == 1  # once a minute, however many queries
+        tracker.close()
+
+
+def test_settings_make_the_tracker(server: Server, space: str) -> None:
+    with override_settings(
+        HERENOW={"URL": server.url, "SPACE": space, "INTERVAL": 5, "QUEUE_SIZE": 7}
+    ):
+        tracker = conf.get_tracker()
+        assert conf.get_tracker() is tracker
+        assert (tracker.space, tracker.interval, tracker.queue_size) == (space, 5.0, 7)
+        assert tracker.client.base_url == server.url
+    # override_settings ending resets it: the next one is made afresh.
+    assert conf.get_tracker() is not tracker
+    with pytest.raises(KeyError):
+        conf.setting("NO_SUCH_SETTING")
+
+
+# --- template tags and the context processor ---------------------------------
+
+
+def test_template_tags_show_who_is_online_and_last_seen(site: PresenceTracker, space: str) -> None:
+    grace, linus = uid("grace"), uid("linus")
+    with herenow.Client(site.client.base_url) as c:
+        c.heartbeat(space, grace, meta={"name": "Grace Hopper"})
+        c.heartbeat(space, linus)
+        c.heartbeat(space, "10.1.1.1", kind="guest")
+        c.heartbeat(space, "gone")
+        c.leave(space, ["gone"])
+
+    page = Client().get("/online").content.decode()
+    assert "Grace Hopper" in page and linus in page
+    assert "2 users and 1 guest online" in page
+    assert 'class="herenow-online"' in page
+
+    assert Client().get(f"/seen/{grace}").content.decode() == f"online|{space}"
+    assert Client().get("/seen/gone").content.decode() == f"offline|{space}"
+    assert Client().get(f"/seen/{uid('never')}").content.decode() == "offline|None"
+
+    members = Client().get("/members").content.decode()
+    assert members == f"{linus},Grace Hopper,|2"
+    assert Client().get("/ctx").content.decode() == "2/2"
+
+
+def test_template_answers_are_cached_briefly(site: PresenceTracker, space: str) -> None:
+    with override_settings(
+        HERENOW={"URL": site.client.base_url, "SPACE": space, "CACHE_SECONDS": 60}
+    ):
+        conf.set_tracker(site)
+        assert Client().get("/members").content.decode() == "|0"
+        with herenow.Client(site.client.base_url) as c:
+            c.heartbeat(space, "newcomer")
+        # Within CACHE_SECONDS the page does not ask again.
+        assert Client().get("/members").content.decode() == "|0"
+        conf.reset()
+        conf.set_tracker(site)
+        assert Client().get("/members").content.decode() == "newcomer,|1"

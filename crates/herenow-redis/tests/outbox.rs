@@ -1,0 +1,393 @@
+//! Issue 11, webhooks: the Redis outbox with several stores on one Redis
+//! (a standalone server and a 3-master cluster, started here). Each event
+//! is handed to one consumer; a consumer that dies is taken over after
+//! its idle time (the stores' `ManualClock`), in order, with the same ids;
+//! a store whose outbox is closed writes no stream; streams are capped
+//! with what is trimmed counted; a stream its writer never indexed is
+//! found by the periodic `SCAN`. The contract suite (tests/contract.rs)
+//! runs the shared scenarios on one store.
+
+use herenow_testkit as common;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use herenow_core::outbox::{OutboxEvent, OutboxKind, OutboxOptions};
+use herenow_core::{
+    Error, Heartbeat, ManualClock, MemberId, MemberKey, PresenceStore, SpaceConfig, SpaceName,
+};
+use herenow_redis::{
+    LayoutOptions, RedisOptions, RedisStore, SeedLayout, SeedLayoutStore, shard::shard_of,
+};
+
+const T0: u64 = 1_700_000_000_000;
+const IDLE: u64 = 30_000;
+
+fn user(id: &str) -> MemberKey {
+    MemberKey::user(MemberId::new(id).unwrap())
+}
+
+fn beat(id: &str) -> Heartbeat {
+    Heartbeat {
+        member: user(id),
+        at_ms: None,
+        meta: None,
+    }
+}
+
+fn space(name: &str) -> SpaceName {
+    SpaceName::new(name).unwrap()
+}
+
+async fn store(url: &str, clock: &ManualClock, prefix: &str, shards: u16) -> RedisStore {
+    let opts = RedisOptions {
+        prefix: prefix.into(),
+        shards,
+        ..RedisOptions::default()
+    };
+    RedisStore::connect(url, Arc::new(clock.clone()), SpaceConfig::default(), opts)
+        .await
+        .expect("connect")
+}
+
+async fn open(url: &str, clock: &ManualClock, prefix: &str, shards: u16) -> RedisStore {
+    let s = store(url, clock, prefix, shards).await;
+    s.outbox_open(OutboxOptions::default()).await.unwrap();
+    s
+}
+
+/// Claims for `consumer` until a claim comes back empty.
+async fn drain(s: &RedisStore, consumer: &str) -> Vec<OutboxEvent> {
+    let mut all = Vec::new();
+    for _ in 0..100 {
+        let got = s.outbox_claim(consumer, 7, IDLE).await.unwrap();
+        if got.is_empty() {
+            break;
+        }
+        all.extend(got);
+    }
+    all
+}
+
+async fn ack(s: &RedisStore, events: &[OutboxEvent]) {
+    let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
+    s.outbox_ack(&ids).await.unwrap();
+}
+
+/// How a test reaches Redis itself: one server, or whichever node of the
+/// cluster owns the key.
+enum Raw<'a> {
+    One(&'a common::RedisServer),
+    Cluster(&'a common::RedisCluster),
+}
+
+impl Raw<'_> {
+    fn cmd(&self, cmd: &str) -> String {
+        match self {
+            Raw::One(s) => common::raw_command(s.port, cmd).unwrap(),
+            Raw::Cluster(c) => {
+                for n in &c.nodes {
+                    let r = common::raw_command(n.port, cmd).unwrap();
+                    if !r.starts_with("-MOVED") {
+                        return r;
+                    }
+                }
+                panic!("no node owns {cmd}");
+            }
+        }
+    }
+
+    fn int(&self, cmd: &str) -> i64 {
+        let r = self.cmd(cmd);
+        r.trim()
+            .trim_start_matches(':')
+            .parse()
+            .unwrap_or_else(|_| panic!("{cmd}: {r}"))
+    }
+}
+
+/// Two stores, both consuming: every event is handed to exactly one of
+/// them, each space's to one consumer, each member's in order.
+async fn two_consumers_split_the_events(url: &str, prefix: &str, shards: u16) {
+    let clock = ManualClock::new(T0);
+    let (a, b) = (
+        open(url, &clock, prefix, shards).await,
+        open(url, &clock, prefix, shards).await,
+    );
+    let spaces: Vec<SpaceName> = (0..12).map(|i| space(&format!("room-{i}"))).collect();
+    for (i, sp) in spaces.iter().enumerate() {
+        // Half written through each store: the streams are Redis', not
+        // the writer's.
+        let w = if i % 2 == 0 { &a } else { &b };
+        w.heartbeat(sp, &[beat("ann"), beat("bob")]).await.unwrap();
+        w.leave(sp, &[user("ann")]).await.unwrap();
+        w.heartbeat(sp, &[beat("ann")]).await.unwrap();
+    }
+    // Claims interleave, each store claiming a little at a time.
+    // Both claim before either acknowledges: a space one holds is not
+    // the other's.
+    let (mut all, mut by_a, mut by_b) = (Vec::new(), 0, 0);
+    for _ in 0..100 {
+        let x = a.outbox_claim("a", 3, IDLE).await.unwrap();
+        let y = b.outbox_claim("b", 3, IDLE).await.unwrap();
+        if x.is_empty() && y.is_empty() {
+            break;
+        }
+        let xs: HashSet<&SpaceName> = x.iter().map(|e| &e.space).collect();
+        assert!(y.iter().all(|e| !xs.contains(&e.space)), "{x:?} {y:?}");
+        ack(&a, &x).await;
+        ack(&b, &y).await;
+        (by_a, by_b) = (by_a + x.len(), by_b + y.len());
+        all.extend(x);
+        all.extend(y);
+    }
+    // Occupied, join ann, join bob, leave ann, join ann: five per space.
+    assert_eq!(all.len(), 5 * spaces.len());
+    let ids: HashSet<&str> = all.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(ids.len(), 5 * spaces.len(), "no event handed out twice");
+    assert!(by_a > 0 && by_b > 0, "both consumed");
+    for sp in &spaces {
+        let ann: Vec<OutboxKind> = all
+            .iter()
+            .filter(|e| &e.space == sp && e.member == Some(user("ann")))
+            .map(|e| e.kind)
+            .collect();
+        // Acknowledged batch by batch, so a space may change consumers
+        // between batches, but never mid-order.
+        assert_eq!(
+            ann,
+            [OutboxKind::Join, OutboxKind::Leave, OutboxKind::Join],
+            "{sp:?}"
+        );
+    }
+    assert!(a.outbox_claim("a", 100, 0).await.unwrap().is_empty());
+    let stats = a.outbox_stats().await.unwrap();
+    assert_eq!((stats.depth, stats.pending), (0, 0), "{stats:?}");
+}
+
+/// A consumer claims and dies without acknowledging: nobody gets the
+/// space's events (not even newer ones) until its claim is idle long
+/// enough; then the next consumer gets them all, the abandoned ones first
+/// with the same ids, a member's in order.
+async fn a_dead_consumer_is_taken_over(url: &str, prefix: &str, shards: u16) {
+    let clock = ManualClock::new(T0);
+    let sp = space("lobby");
+    let heir = open(url, &clock, prefix, shards).await;
+    let first = {
+        let dead = open(url, &clock, prefix, shards).await;
+        dead.heartbeat(&sp, &[beat("ann"), beat("bob")])
+            .await
+            .unwrap();
+        dead.leave(&sp, &[user("ann")]).await.unwrap();
+        let got = dead.outbox_claim("dead", 100, IDLE).await.unwrap();
+        assert_eq!(got.len(), 4, "occupied, two joins, a leave: {got:?}");
+        got
+        // Dropped here, never acknowledging.
+    };
+    clock.advance(Duration::from_secs(10));
+    heir.heartbeat(&sp, &[beat("ann")]).await.unwrap();
+    assert!(
+        drain(&heir, "heir").await.is_empty(),
+        "still the dead one's"
+    );
+    clock.advance(Duration::from_secs(25));
+    let again = drain(&heir, "heir").await;
+    assert_eq!(again.len(), 5, "{again:?}");
+    for e in &first {
+        assert!(again.contains(e), "{e:?} again, with its id");
+    }
+    let ann: Vec<(OutboxKind, u64)> = again
+        .iter()
+        .filter(|e| e.member == Some(user("ann")))
+        .map(|e| (e.kind, e.at_ms))
+        .collect();
+    assert_eq!(
+        ann,
+        [
+            (OutboxKind::Join, T0),
+            (OutboxKind::Leave, T0),
+            (OutboxKind::Join, T0 + 10_000)
+        ]
+    );
+    ack(&heir, &again).await;
+    assert!(heir.outbox_claim("other", 100, 0).await.unwrap().is_empty());
+    assert_eq!(heir.outbox_stats().await.unwrap().pending, 0);
+}
+
+/// A store whose outbox is closed runs the scripts unchanged: it writes
+/// no stream and indexes nothing, though other stores on the Redis
+/// capture.
+async fn a_closed_outbox_writes_nothing(raw: &Raw<'_>, url: &str, prefix: &str, shards: u16) {
+    let clock = ManualClock::new(T0);
+    let _open = open(url, &clock, prefix, shards).await;
+    let closed = store(url, &clock, prefix, shards).await;
+    let sp = space("quiet");
+    let members: Vec<Heartbeat> = (0..20).map(|i| beat(&format!("m{i}"))).collect();
+    closed.heartbeat(&sp, &members).await.unwrap();
+    closed.leave(&sp, &[user("m1")]).await.unwrap();
+    clock.advance(Duration::from_secs(600));
+    closed.tick().await.unwrap();
+    for k in 0..shards {
+        let tag = if k == 0 {
+            "quiet".to_owned()
+        } else {
+            format!("quiet#{k}")
+        };
+        assert_eq!(raw.int(&format!("EXISTS {prefix}:{{{tag}}}:wh")), 0);
+        assert_eq!(raw.int(&format!("EXISTS {prefix}:{{{tag}}}:whs")), 0);
+    }
+    assert_eq!(raw.int(&format!("EXISTS {prefix}:{{quiet}}:whocc")), 0);
+    assert_eq!(raw.int(&format!("ZCARD {prefix}:{{~outbox}}:streams")), 0);
+    assert_eq!(closed.outbox_stats().await.unwrap().depth, 0);
+}
+
+/// The stream keeps at most the cap; the oldest go, counted.
+async fn the_cap_trims_and_counts(raw: &Raw<'_>, url: &str, prefix: &str) {
+    let clock = ManualClock::new(T0);
+    let s = store(url, &clock, prefix, 1).await;
+    s.outbox_open(OutboxOptions { max_events: 5 })
+        .await
+        .unwrap();
+    let sp = space("crowd");
+    for i in 0..4 {
+        let batch: Vec<Heartbeat> = (0..5).map(|j| beat(&format!("m{i}-{j}"))).collect();
+        s.heartbeat(&sp, &batch).await.unwrap();
+    }
+    assert_eq!(raw.int(&format!("XLEN {prefix}:{{crowd}}:wh")), 5);
+    let stats = s.outbox_stats().await.unwrap();
+    // Occupied and twenty joins into room for five.
+    assert_eq!((stats.depth, stats.trimmed), (5, 16), "{stats:?}");
+    let got = drain(&s, "one").await;
+    let who: Vec<String> = got
+        .iter()
+        .map(|e| e.member.as_ref().unwrap().id.to_string())
+        .collect();
+    assert_eq!(who, ["m3-0", "m3-1", "m3-2", "m3-3", "m3-4"]);
+    ack(&s, &got).await;
+    // Drained: the stream is gone, its trimmed count kept.
+    assert!(s.outbox_claim("one", 10, IDLE).await.unwrap().is_empty());
+    assert_eq!(raw.int(&format!("EXISTS {prefix}:{{crowd}}:wh")), 0);
+    let stats = s.outbox_stats().await.unwrap();
+    assert_eq!((stats.depth, stats.trimmed), (0, 16), "{stats:?}");
+}
+
+/// A writer that dies between its script and the index update leaves a
+/// stream nobody indexed: the periodic `SCAN` finds it.
+async fn an_unindexed_stream_is_found(raw: &Raw<'_>, url: &str, prefix: &str) {
+    let clock = ManualClock::new(T0);
+    let s = open(url, &clock, prefix, 1).await;
+    // The first claim runs a full pass (nothing yet).
+    assert!(s.outbox_claim("one", 10, IDLE).await.unwrap().is_empty());
+    let sp = space("lost");
+    s.heartbeat(&sp, &[beat("ann")]).await.unwrap();
+    // As if the writer had died before indexing.
+    assert_eq!(
+        raw.int(&format!("ZREM {prefix}:{{~outbox}}:streams lost")),
+        1
+    );
+    assert!(s.outbox_claim("one", 10, IDLE).await.unwrap().is_empty());
+    // Another server starting now scans at once.
+    let fresh = open(url, &clock, prefix, 1).await;
+    let got = drain(&fresh, "fresh").await;
+    assert_eq!(got.len(), 2, "{got:?}");
+    ack(&fresh, &got).await;
+    // And this one at its next pass.
+    s.heartbeat(&sp, &[beat("bob")]).await.unwrap();
+    raw.cmd(&format!("ZREM {prefix}:{{~outbox}}:streams lost"));
+    assert!(s.outbox_claim("one", 10, IDLE).await.unwrap().is_empty());
+    clock.advance(Duration::from_secs(61));
+    let got = drain(&s, "one").await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].member, Some(user("bob")));
+}
+
+#[tokio::test]
+async fn outbox_on_one_server() {
+    let server = common::RedisServer::standalone();
+    let raw = Raw::One(&server);
+    let url = server.url();
+    two_consumers_split_the_events(&url, "split", 1).await;
+    two_consumers_split_the_events(&url, "split4", 4).await;
+    a_dead_consumer_is_taken_over(&url, "dead", 1).await;
+    a_dead_consumer_is_taken_over(&url, "dead4", 4).await;
+    a_closed_outbox_writes_nothing(&raw, &url, "closed", 1).await;
+    a_closed_outbox_writes_nothing(&raw, &url, "closed4", 4).await;
+    the_cap_trims_and_counts(&raw, &url, "cap").await;
+    an_unindexed_stream_is_found(&raw, &url, "scan").await;
+}
+
+#[tokio::test]
+async fn outbox_on_a_cluster() {
+    let cluster = common::RedisCluster::start();
+    let raw = Raw::Cluster(&cluster);
+    let url = cluster.url();
+    two_consumers_split_the_events(&url, "split", 1).await;
+    two_consumers_split_the_events(&url, "split4", 4).await;
+    a_dead_consumer_is_taken_over(&url, "dead", 1).await;
+    a_dead_consumer_is_taken_over(&url, "dead4", 4).await;
+    a_closed_outbox_writes_nothing(&raw, &url, "closed4", 4).await;
+    the_cap_trims_and_counts(&raw, &url, "cap").await;
+    an_unindexed_stream_is_found(&raw, &url, "scan").await;
+}
+
+/// A big space's `occupied` and `vacated` are decided across its shards:
+/// one each, however many shards its members fill.
+#[tokio::test]
+async fn a_sharded_space_is_occupied_once() {
+    let server = common::RedisServer::standalone();
+    let clock = ManualClock::new(T0);
+    let s = open(&server.url(), &clock, "occ", 4).await;
+    let sp = space("big");
+    let ids: Vec<String> = (0..16).map(|i| format!("m{i}")).collect();
+    let shards: HashSet<u16> = ids
+        .iter()
+        .map(|id| shard_of(herenow_core::MemberKind::User, id, 4))
+        .collect();
+    assert!(shards.len() > 1, "members in several shards");
+    let beats: Vec<Heartbeat> = ids.iter().map(|id| beat(id)).collect();
+    s.heartbeat(&sp, &beats).await.unwrap();
+    let keys: Vec<MemberKey> = ids.iter().map(|id| user(id)).collect();
+    s.leave(&sp, &keys[..8]).await.unwrap();
+    s.leave(&sp, &keys[8..]).await.unwrap();
+    let got = drain(&s, "one").await;
+    let mut count: HashMap<OutboxKind, usize> = HashMap::new();
+    for e in &got {
+        *count.entry(e.kind).or_default() += 1;
+    }
+    assert_eq!(count.get(&OutboxKind::Occupied), Some(&1), "{count:?}");
+    assert_eq!(count.get(&OutboxKind::Vacated), Some(&1), "{count:?}");
+    assert_eq!(count.get(&OutboxKind::Join), Some(&16));
+    assert_eq!(count.get(&OutboxKind::Leave), Some(&16));
+    let vacated = got.iter().find(|e| e.kind == OutboxKind::Vacated).unwrap();
+    assert_eq!(vacated.space, sp);
+}
+
+/// The seeds' layouts capture nothing: webhooks are `Unsupported` there,
+/// naming the layout.
+#[tokio::test]
+async fn seed_layouts_have_no_outbox() {
+    let server = common::RedisServer::standalone();
+    let clock = ManualClock::new(T0);
+    let s = SeedLayoutStore::connect(
+        &server.url(),
+        SeedLayout::SortedSet,
+        "whos_online:users",
+        None,
+        Arc::new(clock),
+        SpaceConfig::default(),
+        LayoutOptions::default(),
+    )
+    .await
+    .unwrap();
+    let err = s.outbox_open(OutboxOptions::default()).await.unwrap_err();
+    let Error::Unsupported { what, store } = err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(what, "webhooks");
+    assert!(store.contains("sorted-set"), "{store}");
+    assert!(matches!(
+        s.outbox_claim("one", 1, 0).await,
+        Err(Error::Unsupported { .. })
+    ));
+}
