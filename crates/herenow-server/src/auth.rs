@@ -50,8 +50,12 @@ fn presented_key(headers: &HeaderMap) -> Option<&[u8]> {
 
 /// The scope a route needs: read for `GET`s and the read-only `POST`s
 /// (`status`, `online-among`, `/v1/users/status`, the `/v1/watch`
-/// stream), write for everything else.
+/// stream), write for everything else, and for `GET /v1/webhooks` (where
+/// events go is the operator's business, not a dashboard's).
 pub fn required_scope(method: &Method, route: Option<&str>) -> Scope {
+    if route == Some("/v1/webhooks") {
+        return Scope::Write;
+    }
     if method == Method::GET || method == Method::HEAD {
         return Scope::Read;
     }
@@ -153,6 +157,10 @@ mod tests {
         assert_eq!(
             required_scope(&Method::GET, Some("/v1/users/{id}")),
             Scope::Read
+        );
+        assert_eq!(
+            required_scope(&Method::GET, Some("/v1/webhooks")),
+            Scope::Write
         );
         for route in ["/v1/users/{id}", "/v1/users/status"] {
             assert_eq!(

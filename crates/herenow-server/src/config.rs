@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use herenow_core::{SpaceConfig, SpaceName};
 
+use crate::webhooks::{WebhookConfig, WebhookError};
+
 /// What an API key may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Scope {
@@ -418,6 +420,9 @@ pub struct Config {
     /// How long a non-streaming request may take before it is answered with
     /// a `503` problem.
     pub request_timeout: Duration,
+    /// Where events go (`--webhook`), and how they are delivered; no
+    /// endpoint: no webhooks, and the store keeps no outbox.
+    pub webhooks: WebhookConfig,
 }
 
 impl Default for Config {
@@ -436,6 +441,7 @@ impl Default for Config {
             token_secret: None,
             max_event_streams: 1_024,
             request_timeout: Duration::from_secs(10),
+            webhooks: WebhookConfig::default(),
         }
     }
 }
@@ -492,6 +498,7 @@ impl Config {
                 ttl: self.ws_ttl,
             });
         }
+        self.webhooks.check()?;
         Ok(())
     }
 }
@@ -544,6 +551,9 @@ pub enum ConfigError {
          (try: openssl rand -base64 48)"
     )]
     TokenSecretTooShort(usize),
+    /// A webhook that cannot be delivered to as configured.
+    #[error(transparent)]
+    Webhook(#[from] WebhookError),
     /// A WebSocket TTL the stores do not accept.
     #[error("the WebSocket TTL must be between 1s and 10m; got {0:?}")]
     WsTtl(Duration),

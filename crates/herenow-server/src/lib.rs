@@ -33,6 +33,9 @@
 //! - [`page`]: the live who's-online page at `/` and its assets, embedded
 //!   in the binary; [`demo`]: simulated visitors for `herenow serve
 //!   --demo`;
+//! - [`webhooks`]: the backend told of joins and leaves, signed (Standard
+//!   Webhooks), claimed from the store's outbox so that one of many
+//!   servers delivers each event;
 //! - [`metrics`], `ops` (health), [`openapi`], [`history`] (count
 //!   history), `background` (the ticker, samplers and the store's periodic
 //!   duty), `listener` (the connection bound), `error` ([`ServerError`]).
@@ -73,6 +76,7 @@ pub mod sse;
 mod state;
 pub mod token;
 pub mod watch;
+pub mod webhooks;
 pub mod ws;
 
 pub use backend::{Backend, Snapshots};
@@ -150,6 +154,15 @@ async fn time_limit(State(state): State<AppState>, request: Request, next: Next)
     }
 }
 
+impl From<webhooks::StartError> for ServerError {
+    fn from(e: webhooks::StartError) -> Self {
+        match e {
+            webhooks::StartError::Config(e) => ServerError::Config(e.into()),
+            webhooks::StartError::Store(e) => ServerError::Store(e),
+        }
+    }
+}
+
 /// Serves herenow on `listener` until `shutdown` completes, then drains
 /// requests, ends event streams and writes the snapshot: [`Backend::open`],
 /// [`AppState::new`], then [`serve`].
@@ -199,6 +212,9 @@ pub async fn serve(
     }
     let token = state.shutdown_token().clone();
     let tracker = TaskTracker::new();
+    // Before serving: a store without an outbox, or an outbox that cannot
+    // be opened, stops the start rather than losing events quietly.
+    state.webhooks().start(&tracker, &token).await?;
     background::spawn(&state, &tracker);
     if config.demo {
         tracker.spawn(demo::run(state.store().clone(), token.clone()));

@@ -27,7 +27,16 @@
 //! - with a Redis store, its write buffer (sampled every few seconds):
 //!   `herenow_redis_up` (1 while Redis answers), `herenow_redis_buffered`
 //!   (members whose writes wait for Redis), `herenow_redis_dropped_total`
-//!   (writes the buffer's cap refused), `herenow_redis_replayed_total`.
+//!   (writes the buffer's cap refused), `herenow_redis_replayed_total`;
+//! - with webhooks, per endpoint (label `endpoint`, its name):
+//!   `herenow_webhook_delivered_total` (events answered 2xx),
+//!   `herenow_webhook_retries_total` (requests sent again),
+//!   `herenow_webhook_failures_total` (requests that failed),
+//!   `herenow_webhook_dropped_total{reason}` (events given up: `overflow`,
+//!   `rejected`, `expired`), `herenow_webhook_queue_depth` (gauge) and
+//!   `herenow_webhook_request_duration_seconds`; and the store's outbox,
+//!   sampled: `herenow_webhook_outbox_depth`, `herenow_webhook_outbox_pending`
+//!   (gauges), `herenow_webhook_outbox_trimmed_total`.
 //!
 //! Every metric carries the label `store` (`memory`, `redis`): several
 //! servers on different stores can feed one Prometheus.
@@ -39,8 +48,8 @@ use std::time::{Duration, Instant};
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use herenow_core::TickReport;
-use metrics::{Counter, Histogram, Key, Label, Level, Metadata, Recorder};
+use herenow_core::{OutboxStats, TickReport};
+use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata, Recorder};
 use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
@@ -305,6 +314,39 @@ impl Metrics {
             .absolute(stats.replayed);
     }
 
+    /// The handles of one webhook endpoint, labelled `endpoint=NAME`.
+    pub fn webhook(&self, endpoint: &str) -> WebhookMetrics {
+        let r = &self.0.recorder;
+        let label = || vec![Label::new("endpoint", endpoint.to_owned())];
+        let counter = |name| r.register_counter(&key(name, label()), &META);
+        WebhookMetrics {
+            delivered: counter("herenow_webhook_delivered_total"),
+            retried: counter("herenow_webhook_retries_total"),
+            failed: counter("herenow_webhook_failures_total"),
+            dropped: WebhookDrop::ALL.map(|reason| {
+                let mut labels = label();
+                labels.push(Label::new("reason", reason.label()));
+                r.register_counter(&key("herenow_webhook_dropped_total", labels), &META)
+            }),
+            queue: r.register_gauge(&key("herenow_webhook_queue_depth", label()), &META),
+            latency: r.register_histogram(
+                &key("herenow_webhook_request_duration_seconds", label()),
+                &META,
+            ),
+        }
+    }
+
+    /// Sets the gauges and counter of the store's webhook outbox.
+    pub fn webhook_outbox(&self, stats: &OutboxStats) {
+        let r = &self.0.recorder;
+        r.register_gauge(&key("herenow_webhook_outbox_depth", vec![]), &META)
+            .set(stats.depth as f64);
+        r.register_gauge(&key("herenow_webhook_outbox_pending", vec![]), &META)
+            .set(stats.pending as f64);
+        r.register_counter(&key("herenow_webhook_outbox_trimmed_total", vec![]), &META)
+            .absolute(stats.trimmed);
+    }
+
     /// Records a request's latency under its route pattern.
     pub fn request(&self, route: &str, method: &'static str, took: Duration) {
         let secs = took.as_secs_f64();
@@ -337,6 +379,78 @@ impl Metrics {
     /// The Prometheus text exposition that `/metrics` serves.
     pub fn render(&self) -> String {
         self.0.handle.render()
+    }
+}
+
+/// Why events were dropped for a webhook endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WebhookDrop {
+    /// Its queue was full.
+    Overflow = 0,
+    /// It refused them (a 4xx other than 408 and 429, or a redirect).
+    Rejected = 1,
+    /// They still failed after the maximum age.
+    Expired = 2,
+}
+
+impl WebhookDrop {
+    /// Every reason, in index order.
+    pub const ALL: [WebhookDrop; 3] = [
+        WebhookDrop::Overflow,
+        WebhookDrop::Rejected,
+        WebhookDrop::Expired,
+    ];
+
+    /// The `reason` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            WebhookDrop::Overflow => "overflow",
+            WebhookDrop::Rejected => "rejected",
+            WebhookDrop::Expired => "expired",
+        }
+    }
+}
+
+/// One webhook endpoint's metric handles (registered once, so counting is
+/// an atomic add). The queue gauge is set at every change and again by the
+/// sampler every few seconds, so the recorder's idle timeout never drops
+/// a quiet endpoint's.
+#[derive(Clone)]
+pub struct WebhookMetrics {
+    delivered: Counter,
+    retried: Counter,
+    failed: Counter,
+    dropped: [Counter; 3],
+    queue: Gauge,
+    latency: Histogram,
+}
+
+impl WebhookMetrics {
+    /// A request answered 2xx, carrying `events` events.
+    pub fn delivered(&self, events: usize, took: Duration) {
+        self.delivered.increment(events as u64);
+        self.latency.record(took.as_secs_f64());
+    }
+
+    /// A request failed.
+    pub fn failed(&self, took: Duration) {
+        self.failed.increment(1);
+        self.latency.record(took.as_secs_f64());
+    }
+
+    /// A failed request is sent again.
+    pub fn retried(&self) {
+        self.retried.increment(1);
+    }
+
+    /// `events` events dropped for `reason`.
+    pub fn dropped(&self, reason: WebhookDrop, events: usize) {
+        self.dropped[reason as usize].increment(events as u64);
+    }
+
+    /// Events waiting in the endpoint's queue.
+    pub fn queue_depth(&self, depth: usize) {
+        self.queue.set(depth as f64);
     }
 }
 

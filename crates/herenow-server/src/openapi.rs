@@ -44,6 +44,7 @@ use crate::{api, problem, sse};
         api::users::status,
         api::users::erase,
         api::tokens::mint,
+        api::webhooks::list,
         sse::events,
         sse::watch::watch,
     ),
@@ -58,6 +59,7 @@ use crate::{api, problem, sse};
         (name = "spaces", description = "Spaces, their policy and history"),
         (name = "events", description = "Server-Sent Events"),
         (name = "tokens", description = "Tokens for the WebSocket protocol (/v1/ws, docs/PROTOCOL.md)"),
+        (name = "webhooks", description = "Webhook endpoints and their delivery (write key)"),
     )
 )]
 pub struct ApiDoc;

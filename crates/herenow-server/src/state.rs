@@ -17,6 +17,7 @@ use crate::keys::Keys;
 use crate::metrics::{MAX_GAUGED_SPACES, Metrics};
 use crate::token::Tokens;
 use crate::watch::WatchHub;
+use crate::webhooks::Webhooks;
 
 /// The state behind the router: the store (as a [`Backend`]), the keys,
 /// metrics, history and the shutdown signal. Cheap to clone (one `Arc`).
@@ -35,6 +36,7 @@ struct Inner {
     tokens: Tokens,
     ws: Hub,
     watch: Arc<WatchHub>,
+    webhooks: Webhooks,
 }
 
 impl AppState {
@@ -45,6 +47,7 @@ impl AppState {
         let metrics = Metrics::for_store(backend.store().name());
         let shutdown = CancellationToken::new();
         let watch = Arc::new(WatchHub::new(backend.store().clone(), shutdown.clone()));
+        let webhooks = Webhooks::new(config.webhooks.clone(), backend.store().clone(), &metrics);
         Self(Arc::new(Inner {
             backend,
             keys: Keys::new(config.api_keys.clone()),
@@ -60,6 +63,7 @@ impl AppState {
             },
             ws: Hub::new(config),
             watch,
+            webhooks,
         }))
     }
 
@@ -109,6 +113,12 @@ impl AppState {
     /// The watchers of users (WebSocket `watch`, `POST /v1/watch`).
     pub fn watch(&self) -> &Arc<WatchHub> {
         &self.0.watch
+    }
+
+    /// Webhooks: their endpoints' numbers, and their tasks once `serve`
+    /// started them.
+    pub fn webhooks(&self) -> &Webhooks {
+        &self.0.webhooks
     }
 
     /// WebSocket connections open now, for the gauge and shutdown logs.
@@ -162,6 +172,7 @@ impl AppState {
         let m = &self.0.metrics;
         m.sse_subscribers(self.open_streams());
         m.ws_connections(self.open_websockets());
+        self.0.webhooks.sample().await;
         #[cfg(feature = "redis")]
         if let Some(stats) = self.0.backend.redis_stats() {
             m.redis(&stats);

@@ -18,6 +18,7 @@ use crate::parse::{
     json_object, positive_duration, redis_layout, remember_duration, server_url, space_shards,
     token_ttl,
 };
+pub(crate) use crate::webhook_flags::{WebhookArgs, WebhooksCommand};
 
 /// herenow: who is here right now, and when was everyone else last seen.
 #[derive(Debug, Parser)]
@@ -80,6 +81,9 @@ pub enum ClientCommand {
     Erase(EraseArgs),
     /// Mint a token for the WebSocket protocol (/v1/ws); needs a write key.
     Token(TokenArgs),
+    /// Show each webhook endpoint's state (needs a write key), or send a
+    /// signed sample to a URL (`webhooks test URL --secret whsec_…`).
+    Webhooks(WebhooksArgs),
 }
 
 /// `herenow serve`.
@@ -220,6 +224,11 @@ pub struct ServeArgs {
     /// (default 10s).
     #[arg(long, env = "HERENOW_REQUEST_TIMEOUT", value_parser = positive_duration)]
     pub request_timeout: Option<Duration>,
+
+    /// Webhooks: where events go and how they are delivered (boxed: the
+    /// flags would make `Command` lopsided).
+    #[command(flatten)]
+    pub webhooks: Box<WebhookArgs>,
 
     /// Log lines as text for people or JSON for collectors; the level comes
     /// from RUST_LOG (default info).
@@ -480,6 +489,17 @@ pub struct TokenArgs {
     /// nobody.
     #[arg(long, value_enum, default_value_t = WatchArg::Friends)]
     pub watch: WatchArg,
+    #[command(flatten)]
+    pub client: ClientOpts,
+}
+
+/// `herenow webhooks`.
+#[derive(Debug, Args)]
+pub struct WebhooksArgs {
+    /// Without a subcommand: print each endpoint's state (`GET
+    /// /v1/webhooks`, a write key).
+    #[command(subcommand)]
+    pub command: Option<WebhooksCommand>,
     #[command(flatten)]
     pub client: ClientOpts,
 }

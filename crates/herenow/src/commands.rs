@@ -36,6 +36,7 @@ pub fn main(command: ClientCommand) -> Result<()> {
             ClientCommand::Users(a) => users(a).await,
             ClientCommand::Erase(a) => erase(a).await,
             ClientCommand::Token(a) => token(a).await,
+            ClientCommand::Webhooks(a) => crate::webhooks::run(a).await,
         }
     })
 }

@@ -5,7 +5,8 @@
 //! [`store_flags`] checks the store's flags together into a
 //! `herenow_server::StoreSpec`, [`serve`] turns them into a
 //! `herenow_server::Config` and serves it, [`commands`] sends requests
-//! through [`client`] and prints with [`output`]. Errors end here, as one line on stderr and an
+//! through [`client`] and prints with [`output`]; [`webhook_flags`] and
+//! [`webhooks`] are the webhook flags and the `webhooks` command. Errors end here, as one line on stderr and an
 //! exit code:
 //!
 //! - 0: done;
@@ -21,6 +22,8 @@ mod output;
 mod parse;
 mod serve;
 mod store_flags;
+mod webhook_flags;
+mod webhooks;
 
 use std::process::ExitCode;
 
@@ -29,6 +32,10 @@ use clap::Parser as _;
 use crate::cli::{Cli, Command};
 
 fn main() -> ExitCode {
+    // reqwest is built with rustls and no crypto provider of its own (the
+    // server's webhooks speak HTTPS): every client needs one installed.
+    // An error only means one is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => {

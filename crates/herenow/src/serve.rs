@@ -23,9 +23,9 @@ fn ms(d: std::time::Duration) -> u64 {
 
 /// The server configuration the flags describe, over the store
 /// [`store_spec`](crate::store_flags::store_spec) built from them.
-/// Settings without a flag keep the server's defaults. Fails only for a
-/// token secret too short to sign with (checked here, not by clap, so the
-/// secret is never echoed in an error).
+/// Settings without a flag keep the server's defaults. Fails for a token
+/// secret too short to sign with and for a bad webhook or webhook secret
+/// (checked here, not by clap, so a secret is never echoed in an error).
 pub fn config(args: &ServeArgs, store: StoreSpec) -> Result<Config, ConfigError> {
     let defaults = Config::default();
     let token_secret = args
@@ -61,6 +61,7 @@ pub fn config(args: &ServeArgs, store: StoreSpec) -> Result<Config, ConfigError>
             .max_event_streams
             .map_or(defaults.max_event_streams, |n| n as usize),
         request_timeout: args.request_timeout.unwrap_or(defaults.request_timeout),
+        webhooks: crate::webhook_flags::config(&args.webhooks)?,
     })
 }
 
@@ -118,6 +119,14 @@ pub fn main(args: ServeArgs, store: StoreSpec) -> Result<()> {
         // The store first (a Redis that cannot be reached is an error, not
         // a server that prints its address and then dies).
         let backend = Backend::open(&config).await?;
+        let state = AppState::new(backend, &config);
+        // Webhooks too: a store without an outbox is refused here, not
+        // after the address was printed.
+        state
+            .webhooks()
+            .prepare()
+            .await
+            .map_err(herenow_server::ServerError::from)?;
         // Installed before the "listening" line: a SIGTERM sent as soon as
         // the server is up must shut it down cleanly, not kill it.
         let shutdown = shutdown_signal()?;
@@ -131,7 +140,6 @@ pub fn main(args: ServeArgs, store: StoreSpec) -> Result<()> {
         .context("cannot write to stdout")?;
         drop(out);
         // The server logs its own start and stop.
-        let state = AppState::new(backend, &config);
         herenow_server::serve(listener, config, state, shutdown).await?;
         Ok(())
     })

@@ -19,6 +19,7 @@ pub mod online;
 pub mod spaces;
 pub mod tokens;
 pub mod users;
+pub mod webhooks;
 
 use axum::Router;
 use axum::extract::FromRequestParts;
@@ -69,6 +70,7 @@ pub fn router() -> Router<AppState> {
                 .delete(users::erase_named_status),
         )
         .route("/v1/tokens", post(tokens::mint))
+        .route("/v1/webhooks", get(webhooks::list))
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Access {

@@ -9,7 +9,9 @@
 //!   on a real socket;
 //! - [`sse`]: Server-Sent Events read off a response body;
 //! - [`ws`]: a server on a loopback socket and a WebSocket client that
-//!   reads JSON messages with a deadline.
+//!   reads JSON messages with a deadline;
+//! - [`receiver`]: a webhook receiver with scripted answers, and a
+//!   Standard Webhooks verifier of its own.
 //!
 //! Each test file takes what it needs (`mod support;`), so most of it is
 //! unused in any one of them.
@@ -17,6 +19,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod receiver;
 pub mod sse;
 pub mod ws;
 

@@ -1,0 +1,25 @@
+//! `GET /v1/webhooks`: each endpoint's state, queue, counters and last
+//! error, and the store's outbox. Needs a write key (see
+//! [`crate::auth::required_scope`]); secrets are never shown, nor a URL's
+//! password or query.
+
+use axum::Json;
+use axum::extract::State;
+
+use crate::state::AppState;
+use crate::webhooks::WebhooksView;
+
+/// Every webhook endpoint and how its delivery goes.
+#[utoipa::path(
+    get,
+    path = "/v1/webhooks",
+    operation_id = "webhooks",
+    tag = "webhooks",
+    responses(
+        (status = 200, description = "Endpoints, in configuration order, and the outbox", body = WebhooksView),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn list(State(state): State<AppState>) -> Json<WebhooksView> {
+    Json(state.webhooks().view().await)
+}

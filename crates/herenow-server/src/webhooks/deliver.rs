@@ -1,0 +1,362 @@
+//! Delivery to one endpoint: its bounded queue, drained by one task that
+//! sends one batch at a time (so a member's events arrive in order), and
+//! retries a failed batch, unchanged, with exponential backoff and full
+//! jitter until it succeeds, is refused, or grows too old.
+//!
+//! What fails how:
+//!
+//! - 2xx: delivered;
+//! - timeout, connection error, 5xx, 408, 429: retried after
+//!   `Retry-After` (seconds or an HTTP date, capped) or a random delay up
+//!   to `base · 2^attempt` (capped), until the batch's first attempt is
+//!   `max_age` old; then dropped and counted `expired`;
+//! - any other status (4xx, a redirect, which is never followed): dropped
+//!   and counted `rejected`.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use herenow_core::{Millis, PresenceStore};
+use reqwest::{Client, StatusCode, header};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::endpoint::{Endpoint, MAX_BATCH_BYTES, MAX_BATCH_EVENTS, USER_AGENT};
+use super::state::{EndpointState, InFlight};
+use super::wire::{Batch, ENVELOPE_BYTES};
+use crate::metrics::WebhookDrop;
+
+/// The most of a response body read (and thrown away) so the connection
+/// can be used again; a longer body closes it instead.
+const MAX_DRAIN_BYTES: usize = 64 * 1024;
+
+/// One event waiting in an endpoint's queue: its id and JSON, shared by
+/// every endpoint that wants it.
+#[derive(Debug)]
+pub struct Queued {
+    /// [`herenow_core::OutboxEvent::id`].
+    pub id: String,
+    /// [`super::wire::event_json`] of it.
+    pub json: Vec<u8>,
+}
+
+/// How one attempt went.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Attempt {
+    /// Answered 2xx.
+    Delivered,
+    /// Worth another try, after `retry_after` if the endpoint said.
+    Retry {
+        /// What went wrong, for the last error.
+        why: String,
+        /// The endpoint's `Retry-After`.
+        retry_after: Option<Duration>,
+    },
+    /// Refused for good.
+    Reject {
+        /// What went wrong, for the last error.
+        why: String,
+    },
+}
+
+/// What the delivery loop of an endpoint needs.
+pub struct Lane {
+    /// The endpoint.
+    pub endpoint: Endpoint,
+    /// Its numbers.
+    pub state: Arc<EndpointState>,
+    /// The client every endpoint shares (one pool of connections).
+    pub client: Client,
+    /// Time, for timestamps and the last error.
+    pub store: Arc<dyn PresenceStore>,
+    /// Where finished events are reported.
+    pub in_flight: Arc<InFlight>,
+    /// The retry policy.
+    pub policy: RetryPolicy,
+    /// Stops the loop (shutdown): what it holds stays unacknowledged and
+    /// is delivered again after a restart.
+    pub token: CancellationToken,
+}
+
+/// How failed batches are retried.
+#[derive(Clone, Copy, Debug)]
+pub struct RetryPolicy {
+    /// The first retry's longest delay.
+    pub base: Duration,
+    /// The longest delay, `Retry-After` included.
+    pub cap: Duration,
+    /// How long a batch is retried, from its first attempt.
+    pub max_age: Duration,
+}
+
+impl RetryPolicy {
+    /// The delay before retry number `attempt` (0 for the first): a
+    /// uniformly random time up to `base · 2^attempt`, capped ("full
+    /// jitter"), at least a millisecond.
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let ceiling = self
+            .base
+            .saturating_mul(1u32.checked_shl(attempt.min(31)).unwrap_or(u32::MAX))
+            .min(self.cap);
+        let ms = u64::try_from(ceiling.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        Duration::from_millis(random_u64() % ms + 1)
+    }
+}
+
+fn random_u64() -> u64 {
+    // A failing OS source only makes the jitter less random.
+    getrandom::u64().unwrap_or(0x9e37_79b9_7f4a_7c15)
+}
+
+/// How a batch ended.
+enum Ended {
+    Delivered,
+    Dropped(WebhookDrop),
+    Shutdown,
+}
+
+impl Lane {
+    /// Drains `queue` until shutdown or until every sender is gone.
+    pub async fn run(self, mut queue: mpsc::Receiver<Arc<Queued>>) {
+        let mut carry: Option<Arc<Queued>> = None;
+        loop {
+            let first = match carry.take() {
+                Some(q) => q,
+                None => tokio::select! {
+                    biased;
+                    _ = self.token.cancelled() => return,
+                    next = queue.recv() => match next {
+                        Some(q) => q,
+                        None => return,
+                    },
+                },
+            };
+            let mut bytes = ENVELOPE_BYTES + first.json.len();
+            let mut items = vec![first];
+            while items.len() < MAX_BATCH_EVENTS {
+                let Ok(next) = queue.try_recv() else { break };
+                if bytes + 1 + next.json.len() > MAX_BATCH_BYTES {
+                    carry = Some(next);
+                    break;
+                }
+                bytes += 1 + next.json.len();
+                items.push(next);
+            }
+            self.state
+                .set_depth(queue.len() + usize::from(carry.is_some()));
+            let batch = Batch::new(
+                items.iter().map(|q| (q.id.as_str(), q.json.as_slice())),
+                self.store.now_ms(),
+            );
+            match self.deliver(&batch).await {
+                Ended::Shutdown => return,
+                Ended::Delivered => {}
+                Ended::Dropped(reason) => {
+                    tracing::warn!(
+                        endpoint = self.state.name(),
+                        events = items.len(),
+                        reason = reason.label(),
+                        "webhook events dropped"
+                    );
+                    self.state.dropped(reason, items.len());
+                }
+            }
+            self.in_flight
+                .finish(batch.event_ids.iter().map(String::as_str));
+        }
+    }
+
+    /// Sends `batch` until it is delivered, refused, too old, or the
+    /// server stops.
+    async fn deliver(&self, batch: &Batch) -> Ended {
+        let first = Instant::now();
+        let mut attempt = 0u32;
+        loop {
+            let started = Instant::now();
+            let outcome = tokio::select! {
+                biased;
+                _ = self.token.cancelled() => return Ended::Shutdown,
+                outcome = send(&self.client, &self.endpoint, batch, self.store.now_ms()) => outcome,
+            };
+            let took = started.elapsed();
+            let now = self.store.now_ms();
+            let (why, retry_after) = match outcome {
+                Attempt::Delivered => {
+                    self.state.delivered(batch.event_ids.len(), took, now);
+                    return Ended::Delivered;
+                }
+                Attempt::Reject { why } => {
+                    self.state.failed(why, took, now);
+                    return Ended::Dropped(WebhookDrop::Rejected);
+                }
+                Attempt::Retry { why, retry_after } => (why, retry_after),
+            };
+            tracing::debug!(endpoint = self.state.name(), error = %why, attempt, "webhook failed");
+            self.state.failed(why, took, now);
+            let delay = match retry_after {
+                Some(d) => d.min(self.policy.cap),
+                None => self.policy.backoff(attempt),
+            };
+            if first.elapsed() + delay > self.policy.max_age {
+                return Ended::Dropped(WebhookDrop::Expired);
+            }
+            tokio::select! {
+                biased;
+                _ = self.token.cancelled() => return Ended::Shutdown,
+                _ = tokio::time::sleep(delay) => {}
+            }
+            attempt = attempt.saturating_add(1);
+            self.state.retried();
+        }
+    }
+}
+
+/// One signed `POST` of `batch` to `endpoint` at `now_ms`.
+pub async fn send(client: &Client, endpoint: &Endpoint, batch: &Batch, now_ms: Millis) -> Attempt {
+    let mut request = client
+        .post(endpoint.url.clone())
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::USER_AGENT, USER_AGENT);
+    for (name, value) in batch.headers(&endpoint.secret, now_ms) {
+        request = request.header(name, value);
+    }
+    let response = match request.body(batch.body.clone()).send().await {
+        Ok(r) => r,
+        Err(e) => {
+            return Attempt::Retry {
+                why: describe(&e),
+                retry_after: None,
+            };
+        }
+    };
+    let status = response.status();
+    let retry_after = response
+        .headers()
+        .get(header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_retry_after);
+    if let Err(e) = drain(response).await
+        && status.is_success()
+    {
+        // The answer was 2xx before the body broke off: delivered.
+        tracing::debug!(endpoint = %endpoint.name, error = %describe(&e), "webhook answer cut");
+    }
+    classify(status, retry_after)
+}
+
+/// What a status means for the batch.
+pub fn classify(status: StatusCode, retry_after: Option<Duration>) -> Attempt {
+    if status.is_success() {
+        return Attempt::Delivered;
+    }
+    let why = format!("HTTP {}", status.as_u16());
+    if status.is_server_error()
+        || status == StatusCode::TOO_MANY_REQUESTS
+        || status == StatusCode::REQUEST_TIMEOUT
+    {
+        return Attempt::Retry { why, retry_after };
+    }
+    if status.is_redirection() {
+        return Attempt::Reject {
+            why: format!("{why}: a redirect, never followed; configure the final URL"),
+        };
+    }
+    Attempt::Reject { why }
+}
+
+/// Reads a response's body up to [`MAX_DRAIN_BYTES`] so its connection
+/// can serve the next request.
+async fn drain(mut response: reqwest::Response) -> Result<(), reqwest::Error> {
+    let mut read = 0;
+    while let Some(chunk) = response.chunk().await? {
+        read += chunk.len();
+        if read > MAX_DRAIN_BYTES {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// `Retry-After`: whole seconds, or an HTTP date (from now on).
+pub fn parse_retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(
+        at.duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+/// A failed request in a few words: a timeout, a refused connection.
+fn describe(e: &reqwest::Error) -> String {
+    let mut cause: &dyn std::error::Error = e;
+    while let Some(inner) = cause.source() {
+        cause = inner;
+    }
+    if e.is_timeout() {
+        "timeout".to_owned()
+    } else if e.is_connect() {
+        format!("cannot connect: {cause}")
+    } else {
+        format!("request failed: {cause}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_are_delivered_retried_or_rejected() {
+        assert_eq!(classify(StatusCode::NO_CONTENT, None), Attempt::Delivered);
+        for s in [500, 502, 503, 429, 408] {
+            let s = StatusCode::from_u16(s).unwrap();
+            assert!(matches!(classify(s, None), Attempt::Retry { .. }), "{s}");
+        }
+        for s in [400, 401, 404, 410, 301, 302, 307] {
+            let s = StatusCode::from_u16(s).unwrap();
+            assert!(matches!(classify(s, None), Attempt::Reject { .. }), "{s}");
+        }
+    }
+
+    #[test]
+    fn retry_after_is_seconds_or_a_date() {
+        assert_eq!(parse_retry_after("7"), Some(Duration::from_secs(7)));
+        assert_eq!(parse_retry_after(" 0 "), Some(Duration::ZERO));
+        let later = SystemTime::now() + Duration::from_secs(120);
+        let d = parse_retry_after(&httpdate::fmt_http_date(later)).unwrap();
+        assert!(
+            d > Duration::from_secs(100) && d <= Duration::from_secs(120),
+            "{d:?}"
+        );
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    #[test]
+    fn backoff_doubles_with_full_jitter_up_to_the_cap() {
+        let p = RetryPolicy {
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(600),
+            max_age: Duration::from_secs(3600),
+        };
+        for attempt in 0..40 {
+            let ceiling = Duration::from_secs(1 << attempt.min(20)).min(p.cap);
+            for _ in 0..20 {
+                let d = p.backoff(attempt);
+                assert!(d >= Duration::from_millis(1) && d <= ceiling + Duration::from_millis(1));
+            }
+        }
+        let spread: std::collections::HashSet<Duration> = (0..50).map(|_| p.backoff(5)).collect();
+        assert!(spread.len() > 10, "jittered");
+    }
+}

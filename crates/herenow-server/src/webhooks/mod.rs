@@ -1,0 +1,417 @@
+//! Webhooks: telling a site's backend who came and went, signed as the
+//! Standard Webhooks specification says, delivered at least once.
+//!
+//! The events wait in the store's outbox ([`herenow_core::outbox`]), not
+//! here: in Redis every server shares it and each event is claimed by one
+//! of them, and with `--data-dir` the memory store keeps it across a
+//! restart. This module only claims, delivers and acknowledges:
+//!
+//! - the claim loop ([`Webhooks::start`]) asks the store for events every
+//!   `poll` (at once again while it gets full batches), as much as the
+//!   roomiest endpoint queue can take (nothing when all are full: the
+//!   call still tells the store this server lives), and hands each event to the queues
+//!   of the endpoints whose filter wants it; it acknowledges an event once
+//!   every one of them finished it (delivered, or gave up and counted),
+//!   and at once when none wants it;
+//! - `deliver`: one task per endpoint drains its bounded queue in batches
+//!   of at most 100 events and 256 KiB, one request at a time, retrying a
+//!   batch until it is delivered, refused or too old. A full queue drops
+//!   the event for that endpoint alone (counted `overflow`), so a slow or
+//!   dead endpoint never holds back another, nor heartbeats;
+//! - `endpoint` is the configuration and its filter, `sign` the
+//!   signature, `wire` the body and headers, `state` the numbers
+//!   `GET /v1/webhooks` and `/metrics` show.
+//!
+//! A server that dies mid-delivery leaves its claimed events pending; once
+//! they have been idle for `reclaim_idle`, another server's claim takes
+//! them over and delivers them again: at least once, with stable event ids
+//! for receivers to deduplicate. On shutdown, events in queues are not
+//! acknowledged: the next start (or another server) delivers them.
+
+pub mod deliver;
+pub mod endpoint;
+pub mod sign;
+pub mod state;
+pub mod wire;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use herenow_core::outbox::OutboxOptions;
+use herenow_core::{Millis, PresenceStore};
+use reqwest::Client;
+use serde::Serialize;
+use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use utoipa::ToSchema;
+
+pub use deliver::Attempt;
+pub use endpoint::{Endpoint, WebhookConfig, WebhookError};
+pub use sign::Secret;
+
+use crate::metrics::{Metrics, WebhookDrop};
+use deliver::{Lane, Queued, RetryPolicy};
+use endpoint::Filter;
+use state::{EndpointState, EndpointView, InFlight, OutboxView};
+
+/// Most events claimed at once.
+const CLAIM_MAX: usize = 500;
+
+/// The longest pause between claims while the store fails.
+const CLAIM_BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// Webhooks of one server: its endpoints' numbers from the start, its
+/// tasks once [`start`](Self::start)ed. Cheap to clone (one `Arc`).
+#[derive(Clone)]
+pub struct Webhooks(Arc<Shared>);
+
+struct Shared {
+    config: WebhookConfig,
+    states: Vec<Arc<EndpointState>>,
+    in_flight: Arc<InFlight>,
+    consumer: String,
+    store: Arc<dyn PresenceStore>,
+    metrics: Metrics,
+}
+
+/// Why webhooks could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The configuration or the HTTP client.
+    #[error(transparent)]
+    Config(#[from] WebhookError),
+    /// The store has no outbox (a seed's layout, say) or failed to open it.
+    #[error("the store's webhook outbox: {0}")]
+    Store(#[from] herenow_core::Error),
+}
+
+impl Webhooks {
+    /// Webhooks over `store` as `config` says, counted into `metrics`.
+    /// Nothing runs before [`start`](Self::start).
+    pub fn new(config: WebhookConfig, store: Arc<dyn PresenceStore>, metrics: &Metrics) -> Self {
+        let states = config
+            .endpoints
+            .iter()
+            .map(|e| {
+                Arc::new(EndpointState::new(
+                    e,
+                    config.queue_limit,
+                    metrics.webhook(&e.name),
+                ))
+            })
+            .collect();
+        Self(Arc::new(Shared {
+            config,
+            states,
+            in_flight: Arc::new(InFlight::default()),
+            consumer: consumer_name(),
+            store,
+            metrics: metrics.clone(),
+        }))
+    }
+
+    /// Whether any endpoint is configured.
+    pub fn is_on(&self) -> bool {
+        !self.0.config.endpoints.is_empty()
+    }
+
+    /// This server's name as an outbox consumer: host, process and a
+    /// random part, unique per process.
+    pub fn consumer(&self) -> &str {
+        &self.0.consumer
+    }
+
+    /// Checks the configuration, sets up the HTTP client and opens the
+    /// store's outbox, so that a store without one (a seed's layout) or a
+    /// bad setting stops a start before the server announces itself.
+    /// [`start`](Self::start) does it too; doing it twice is harmless.
+    /// Without endpoints it does nothing, and the store keeps no outbox.
+    pub async fn prepare(&self) -> Result<Option<Client>, StartError> {
+        let shared = &self.0;
+        if !self.is_on() {
+            return Ok(None);
+        }
+        shared.config.check()?;
+        let client = http_client(shared.config.timeout)?;
+        shared
+            .store
+            .outbox_open(OutboxOptions {
+                max_events: shared.config.outbox_max,
+            })
+            .await?;
+        Ok(Some(client))
+    }
+
+    /// Opens the store's outbox ([`prepare`](Self::prepare)) and starts the
+    /// claim loop and one task per endpoint on `tracker`, until `token` is
+    /// cancelled. Without endpoints it does nothing.
+    pub async fn start(
+        &self,
+        tracker: &TaskTracker,
+        token: &CancellationToken,
+    ) -> Result<(), StartError> {
+        let shared = &self.0;
+        let Some(client) = self.prepare().await? else {
+            return Ok(());
+        };
+        let policy = RetryPolicy {
+            base: shared.config.backoff_base,
+            cap: shared.config.backoff_cap,
+            max_age: shared.config.max_age,
+        };
+        let mut routes = Vec::new();
+        for (endpoint, state) in shared.config.endpoints.iter().zip(&shared.states) {
+            let (tx, rx) = mpsc::channel(shared.config.queue_limit);
+            let lane = Lane {
+                endpoint: endpoint.clone(),
+                state: state.clone(),
+                client: client.clone(),
+                store: shared.store.clone(),
+                in_flight: shared.in_flight.clone(),
+                policy,
+                token: token.clone(),
+            };
+            tracker.spawn(lane.run(rx));
+            routes.push(Route {
+                filter: endpoint.filter.clone(),
+                tx,
+                state: state.clone(),
+            });
+        }
+        tracing::info!(
+            endpoints = routes.len(),
+            consumer = %shared.consumer,
+            "webhooks on"
+        );
+        tracker.spawn(claim_loop(self.clone(), routes, token.clone()));
+        Ok(())
+    }
+
+    /// What `GET /v1/webhooks` shows: every endpoint, and the store's
+    /// outbox (`None` when webhooks are off or the store did not answer).
+    pub async fn view(&self) -> WebhooksView {
+        let outbox = if self.is_on() {
+            self.0.store.outbox_stats().await.ok().map(OutboxView::from)
+        } else {
+            None
+        };
+        WebhooksView {
+            enabled: self.is_on(),
+            consumer: self.is_on().then(|| self.0.consumer.clone()),
+            endpoints: self.0.states.iter().map(|s| s.view()).collect(),
+            outbox,
+        }
+    }
+
+    /// Samples the gauges: queue depths (set again so they never go
+    /// stale) and the store's outbox.
+    pub async fn sample(&self) {
+        if !self.is_on() {
+            return;
+        }
+        for s in &self.0.states {
+            s.set_depth(s.view().queue.depth as usize);
+        }
+        match self.0.store.outbox_stats().await {
+            Ok(stats) => self.0.metrics.webhook_outbox(&stats),
+            Err(e) => tracing::debug!(error = %e, "reading the webhook outbox's stats failed"),
+        }
+    }
+}
+
+/// Every endpoint and the outbox, as `GET /v1/webhooks` answers.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct WebhooksView {
+    /// Whether any endpoint is configured.
+    pub enabled: bool,
+    /// This server's name as an outbox consumer.
+    pub consumer: Option<String>,
+    /// Each endpoint, in configuration order.
+    pub endpoints: Vec<EndpointView>,
+    /// The store's outbox (shared by every server on one Redis).
+    pub outbox: Option<OutboxView>,
+}
+
+/// An endpoint as the claim loop sees it.
+struct Route {
+    filter: Filter,
+    tx: mpsc::Sender<Arc<Queued>>,
+    state: Arc<EndpointState>,
+}
+
+impl Route {
+    fn depth(&self) -> usize {
+        self.tx.max_capacity() - self.tx.capacity()
+    }
+}
+
+async fn claim_loop(hooks: Webhooks, routes: Vec<Route>, token: CancellationToken) {
+    let shared = &hooks.0;
+    let reclaim_ms =
+        Millis::try_from(shared.config.reclaim_idle.as_millis()).unwrap_or(Millis::MAX);
+    let poll = shared.config.poll;
+    let mut wait = Duration::ZERO;
+    let mut failures = 0u32;
+    loop {
+        tokio::select! {
+            biased;
+            _ = token.cancelled() => break,
+            _ = tokio::time::sleep(wait) => {}
+        }
+        acknowledge(shared).await;
+        let room = routes.iter().map(|r| r.tx.capacity()).max().unwrap_or(0);
+        // Claimed even when no queue has room (`max` 0): a claim is how the
+        // store knows this server lives, so its spaces stay its own while
+        // a slow endpoint holds their events.
+        let want = room.min(CLAIM_MAX);
+        match shared
+            .store
+            .outbox_claim(&shared.consumer, want, reclaim_ms)
+            .await
+        {
+            Ok(events) => {
+                if failures > 0 {
+                    tracing::info!("claiming webhook events works again");
+                }
+                failures = 0;
+                let full = want > 0 && events.len() >= want;
+                for event in events {
+                    route(shared, &routes, event);
+                }
+                wait = if full { Duration::ZERO } else { poll };
+            }
+            Err(e) => {
+                if failures == 0 {
+                    tracing::warn!(error = %e, "claiming webhook events failed; retrying");
+                }
+                failures = failures.saturating_add(1);
+                wait = poll
+                    .saturating_mul(1u32 << failures.min(6))
+                    .min(CLAIM_BACKOFF_MAX);
+            }
+        }
+    }
+    // What is finished is acknowledged; the rest waits in the outbox.
+    acknowledge(shared).await;
+}
+
+/// Acknowledges the events every endpoint finished; a failure keeps them
+/// for the next round.
+async fn acknowledge(shared: &Shared) {
+    let acks = shared.in_flight.take_acks();
+    if acks.is_empty() {
+        return;
+    }
+    if let Err(e) = shared.store.outbox_ack(&acks).await {
+        tracing::warn!(error = %e, events = acks.len(), "acknowledging webhook events failed");
+        shared.in_flight.retry_acks(acks);
+    }
+}
+
+/// Hands `event` to the queues of the endpoints that want it.
+fn route(shared: &Shared, routes: &[Route], event: herenow_core::OutboxEvent) {
+    // Ours already: the store handed it out again after the reclaim time.
+    if shared.in_flight.holds(&event.id) {
+        return;
+    }
+    let wanting: Vec<&Route> = routes.iter().filter(|r| r.filter.wants(&event)).collect();
+    shared.in_flight.hold(
+        event.id.clone(),
+        u32::try_from(wanting.len()).unwrap_or(u32::MAX),
+    );
+    if wanting.is_empty() {
+        return;
+    }
+    let queued = Arc::new(Queued {
+        json: wire::event_json(&event),
+        id: event.id,
+    });
+    for r in wanting {
+        match r.tx.try_send(queued.clone()) {
+            Ok(()) => r.state.set_depth(r.depth()),
+            // Shutting down: the endpoint's task is gone. The event stays
+            // unacknowledged in the store, for the next start.
+            Err(TrySendError::Closed(_)) => {}
+            Err(TrySendError::Full(_)) => {
+                r.state.dropped(WebhookDrop::Overflow, 1);
+                let dropped = r.state.dropped_count(WebhookDrop::Overflow);
+                if dropped == 1 || dropped % 1_000 == 0 {
+                    tracing::warn!(
+                        endpoint = r.state.name(),
+                        dropped,
+                        "webhook queue full: events dropped for this endpoint"
+                    );
+                }
+                shared.in_flight.finish([queued.id.as_str()]);
+            }
+        }
+    }
+}
+
+/// The HTTP client every endpoint shares: rustls over ring, the system's
+/// roots or `SSL_CERT_FILE` / `SSL_CERT_DIR`, no redirects, `timeout` per
+/// request, idle connections kept for reuse.
+pub fn http_client(timeout: Duration) -> Result<Client, WebhookError> {
+    // This client brings its own provider; installing ring process-wide
+    // too keeps other reqwest clients of the program working, since the
+    // feature this one needs leaves reqwest without a provider of its own.
+    // An error only means one is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    let found = rustls_native_certs::load_native_certs();
+    for cert in found.certs {
+        // A certificate rustls cannot use is skipped, as browsers do.
+        let _ = roots.add(cert);
+    }
+    if roots.is_empty() {
+        tracing::warn!(
+            errors = ?found.errors,
+            "no trusted root certificates found: https webhooks will fail; set SSL_CERT_FILE"
+        );
+    }
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| WebhookError::Client(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Client::builder()
+        .tls_backend_preconfigured(tls)
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .pool_idle_timeout(Duration::from_secs(60))
+        .build()
+        .map_err(|e| WebhookError::Client(e.to_string()))
+}
+
+/// Sends one signed sample event (see [`wire::sample`]) to `url`, as
+/// `herenow webhooks test` does; answers how it went and the message id.
+pub async fn send_test(
+    url: &str,
+    secret: Secret,
+    timeout: Duration,
+    now_ms: Millis,
+) -> Result<(Attempt, String), WebhookError> {
+    let endpoint = Endpoint::parse(url, 0, Some(&secret))?;
+    let client = http_client(timeout)?;
+    let batch = wire::sample(now_ms);
+    let attempt = deliver::send(&client, &endpoint, &batch, now_ms).await;
+    Ok((attempt, batch.id))
+}
+
+/// `HOST-PID-RANDOM`: unique per process, readable in Redis' consumer
+/// list.
+fn consumer_name() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "herenow".to_owned());
+    let random = getrandom::u32().unwrap_or(0);
+    format!("{host}-{}-{random:08x}", std::process::id())
+}

@@ -1,0 +1,166 @@
+//! Issue 11, through the binary: `herenow webhooks test` and `herenow
+//! webhooks`, and the embedded store's webhook outbox surviving SIGKILL.
+//!
+//! `herenow serve --data-dir D --webhook URL` records joins and leaves
+//! while the receiver is down (every attempt fails and is retried), is
+//! killed with SIGKILL, and restarts on D with the receiver up: every
+//! event arrives, signed, and the outbox empties. Events the first
+//! process delivered but had not acknowledged would arrive twice, with
+//! the same id (at least once); here none was delivered before the kill.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+mod support;
+use support::Server;
+
+#[path = "../../herenow-server/tests/support/receiver.rs"]
+mod receiver;
+use receiver::{Receiver, Reply, verify};
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+fn temp_dir(name: &str) -> PathBuf {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("herenow-{name}-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn outbox_depth(server: &Server) -> u64 {
+    server.json(&["webhooks"])["outbox"]["depth"]
+        .as_u64()
+        .unwrap_or(u64::MAX)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_11_undelivered_webhooks_survive_sigkill_with_a_data_dir() {
+    let dir = temp_dir("webhooks-crash");
+    // A port with nobody listening: the receiver is down.
+    let reserved = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = reserved.local_addr().unwrap();
+    drop(reserved);
+    let hook = format!("http://{addr}/hook,secret={SECRET}");
+    let args = ["--data-dir", dir.to_str().unwrap(), "--webhook", &hook];
+    let mut server = Server::start(&args);
+    server.ok(&["seen", "room", "ann", "bob", "carol"]);
+    server.ok(&["seen", "hall", "dan"]);
+    server.ok(&["leave", "room", "ann"]);
+    // occupied(room), 3 joins, occupied(hall), join, leave.
+    let expected: BTreeSet<(String, String, String)> = [
+        ("room", "occupied", "-"),
+        ("room", "join", "ann"),
+        ("room", "join", "bob"),
+        ("room", "join", "carol"),
+        ("hall", "occupied", "-"),
+        ("hall", "join", "dan"),
+        ("room", "leave", "ann"),
+    ]
+    .iter()
+    .map(|(s, t, m)| ((*s).into(), (*t).into(), (*m).into()))
+    .collect();
+    // A write that waits for fdatasync, which covers every record before
+    // it: the lazily journaled events are on disk too.
+    server.ok(&["friends", "set", "zed", "amy"]);
+    assert_eq!(outbox_depth(&server), expected.len() as u64);
+    let view = server.json(&["webhooks"]);
+    assert_ne!(view["endpoints"][0]["state"], "ok", "{view}");
+    server.kill();
+
+    let mut rx = Receiver::on(tokio::net::TcpListener::bind(addr).await.unwrap());
+    let server = Server::start(&args);
+    let mut got = BTreeSet::new();
+    while !expected.is_subset(&got) {
+        let request = rx.next_within(Duration::from_secs(30)).await;
+        assert!(verify(
+            SECRET,
+            &request.id,
+            &request.timestamp,
+            &request.body,
+            &request.signature
+        ));
+        for e in request.events() {
+            let field = |k: &str| e[k].as_str().unwrap_or("-").to_owned();
+            got.insert((field("space"), field("type"), field("member")));
+        }
+    }
+    assert_eq!(got, expected);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while outbox_depth(&server) != 0 {
+        assert!(std::time::Instant::now() < deadline, "never acknowledged");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let view: Value = server.json(&["webhooks"]);
+    assert_eq!(view["endpoints"][0]["state"], "ok", "{view}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_test_sends_a_signed_sample_and_says_how_it_went() {
+    let mut rx = Receiver::start().await;
+    rx.script([Reply::Status(500), Reply::Status(404)]);
+    let url = rx.url();
+    let run = |url: String, secret: &'static str| {
+        tokio::task::spawn_blocking(move || {
+            support::herenow()
+                .args(["webhooks", "test", &url, "--secret", secret])
+                .output()
+                .unwrap()
+        })
+    };
+    let out = run(url.clone(), SECRET).await.unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        support::stderr(&out).contains("HTTP 500"),
+        "{}",
+        support::stderr(&out)
+    );
+    let out = run(url.clone(), SECRET).await.unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let out = run(url.clone(), SECRET).await.unwrap();
+    assert!(out.status.success(), "{}", support::stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("delivered msg_"));
+    for _ in 0..3 {
+        let got = rx.next().await;
+        assert!(verify(
+            SECRET,
+            &got.id,
+            &got.timestamp,
+            &got.body,
+            &got.signature
+        ));
+        assert_eq!(got.events()[0]["space"], "herenow.test");
+    }
+    // A bad secret is refused before anything is sent, and not echoed.
+    let out = run(url, "whsec_aHVudGVyMg==").await.unwrap();
+    assert!(!out.status.success());
+    assert!(!support::stderr(&out).contains("aHVudGVyMg"));
+    assert!(rx.try_next().is_none());
+}
+
+#[test]
+fn webhooks_lists_each_endpoint() {
+    let hook = format!("http://127.0.0.1:9/hook,secret={SECRET},name=site,events=leave");
+    let server = Server::start(&["--webhook", &hook]);
+    let text = server.ok(&["webhooks"]);
+    assert!(text.starts_with("site  "), "{text}");
+    assert!(text.contains("http://127.0.0.1:9/hook"), "{text}");
+    assert!(text.contains("outbox: 0 waiting"), "{text}");
+    let off = Server::start(&[]);
+    assert!(off.ok(&["webhooks"]).starts_with("no webhooks configured"));
+    // A bad --webhook is a usage error (exit 2), its secret not echoed.
+    let out = support::herenow()
+        .args(["serve", "--listen", "127.0.0.1:0", "--webhook"])
+        .arg("http://h/x,secret=whsec_aHVudGVyMg==")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", support::stderr(&out));
+    assert!(!support::stderr(&out).contains("aHVudGVyMg"));
+}

@@ -1,0 +1,123 @@
+//! Issue 11 with many servers: two `herenow serve` processes on one
+//! Redis, one webhook receiver. Each event is claimed by one server; the
+//! server holding the first batch is killed with SIGKILL while the
+//! receiver keeps that request hanging, and the other takes its events
+//! over after `--webhook-reclaim`: every event arrives, and the only ones
+//! that arrive twice are those of the batch in flight at the kill (the
+//! at-least-once window).
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use herenow_testkit::RedisServer;
+
+mod support;
+use support::Server;
+
+#[path = "../../herenow-server/tests/support/receiver.rs"]
+mod receiver;
+use receiver::{Receiver, Reply, verify};
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+fn outbox_depth(server: &Server) -> u64 {
+    server.json(&["webhooks"])["outbox"]["depth"]
+        .as_u64()
+        .unwrap_or(u64::MAX)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_11_two_servers_deliver_every_event_though_one_is_killed_mid_delivery() {
+    let redis = RedisServer::standalone();
+    let mut rx = Receiver::start().await;
+    rx.script([Reply::Hang]);
+    let start = |path: &str| {
+        let hook = format!("http://{}/{path},secret={SECRET}", rx.addr);
+        Server::start(&[
+            "--store",
+            &redis.url(),
+            "--webhook",
+            &hook,
+            "--webhook-timeout",
+            "2s",
+            "--webhook-reclaim",
+            "3s",
+        ])
+    };
+    let mut servers: HashMap<String, Server> = [("a", start("a")), ("b", start("b"))]
+        .into_iter()
+        .map(|(k, s)| (format!("/{k}"), s))
+        .collect();
+    let mut expected = BTreeSet::new();
+    for s in 0..8 {
+        let space = format!("room-{s}");
+        let ids: Vec<String> = (0..5).map(|m| format!("u{s}-{m}")).collect();
+        let mut args = vec!["seen".to_owned(), space.clone()];
+        args.extend(ids.iter().cloned());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        servers["/a"].ok(&args);
+        servers["/b"].ok(&["leave", &space, &ids[0]]);
+        expected.insert((space.clone(), "occupied".to_owned(), "-".to_owned()));
+        for id in &ids {
+            expected.insert((space.clone(), "join".to_owned(), id.clone()));
+        }
+        expected.insert((space.clone(), "leave".to_owned(), ids[0].clone()));
+    }
+
+    // The first request hangs: its server is mid-delivery. Kill it.
+    let hung = rx.next_within(Duration::from_secs(30)).await;
+    let mut victim = servers.remove(&hung.path).expect("a known server");
+    victim.kill();
+    let survivor = servers.into_values().next().unwrap();
+
+    let hung_ids: BTreeSet<String> = hung
+        .events()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect();
+    let mut times: HashMap<String, u32> = HashMap::new();
+    let mut got = BTreeSet::new();
+    for e in hung.events() {
+        *times
+            .entry(e["id"].as_str().unwrap().to_owned())
+            .or_default() += 1;
+    }
+    while !expected.is_subset(&got) {
+        let request = rx.next_within(Duration::from_secs(30)).await;
+        assert!(verify(
+            SECRET,
+            &request.id,
+            &request.timestamp,
+            &request.body,
+            &request.signature
+        ));
+        for e in request.events() {
+            let field = |k: &str| e[k].as_str().unwrap_or("-").to_owned();
+            *times.entry(field("id")).or_default() += 1;
+            got.insert((field("space"), field("type"), field("member")));
+        }
+    }
+    assert_eq!(got, expected);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while outbox_depth(&survivor) != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never acknowledged: {}",
+            survivor.json(&["webhooks"])
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    while let Some(late) = rx.try_next() {
+        for e in late.events() {
+            *times
+                .entry(e["id"].as_str().unwrap().to_owned())
+                .or_default() += 1;
+        }
+    }
+    for (id, n) in &times {
+        assert!(
+            *n == 1 || hung_ids.contains(id),
+            "{id} arrived {n} times, outside the batch in flight at the kill"
+        );
+    }
+}
