@@ -63,6 +63,8 @@ from django.urls import path  # noqa: E402
 import herenow  # noqa: E402
 from herenow import Kind, PresenceTracker, Status, Visitor  # noqa: E402
 from herenow.django import conf  # noqa: E402
+from herenow.django.webhooks import webhook_view  # noqa: E402
+from herenow.webhooks import WebhookBatch, WebhookEventType, sign  # noqa: E402
 
 # --- the site under test ---------------------------------------------------
 
@@ -84,8 +86,22 @@ def render(source: str):
     return view
 
 
+WEBHOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+webhook_batches: list = []
+
+
+def on_presence(batch: WebhookBatch, request: HttpRequest) -> Any:
+    webhook_batches.append(batch)
+    if any(e.space == "teapot" for e in batch.events):
+        return HttpResponse("handled my way", status=202)
+    return None
+
+
 urlpatterns = [
     path("", hello),
+    path("hooks/settings", webhook_view(on_presence)),
+    path("hooks/fixed", webhook_view(on_presence, secret=WEBHOOK_SECRET)),
+    path("hooks/small", webhook_view(on_presence, secret=[WEBHOOK_SECRET], max_body=64)),
     path("async", hello_async),
     path("online", render("{% load herenow %}{% whos_online %}")),
     path(
@@ -300,3 +316,79 @@ def test_template_answers_are_cached_briefly(site: PresenceTracker, space: str) 
         conf.reset()
         conf.set_tracker(site)
         assert Client().get("/members").content.decode() == "newcomer,|1"
+
+
+# --- the webhook view ----------------------------------------------------------
+
+
+def webhook_post(url: str, body: bytes, *, secret: str = WEBHOOK_SECRET, at: Any = None, **extra: str):
+    import time as _time
+
+    now = int(_time.time()) if at is None else at
+    msg = f"msg_{uid('w')}"
+    headers = {
+        "HTTP_WEBHOOK_ID": msg,
+        "HTTP_WEBHOOK_TIMESTAMP": str(now),
+        "HTTP_WEBHOOK_SIGNATURE": sign(secret, msg, now, body),
+    }
+    headers.update(extra)
+    return Client().post(url, data=body, content_type="application/json", **headers)
+
+
+def webhook_body(space: str = "lobby") -> bytes:
+    return (
+        b'{"type":"presence.events","timestamp":"2026-11-22T10:00:00.000Z","data":{"events":['
+        b'{"id":"e-1","type":"join","space":"' + space.encode() + b'","at_ms":1700000000000,'
+        b'"member":"ann","kind":"user","status":"online","last_seen_ms":1700000000000}]}}'
+    )
+
+
+def test_the_webhook_view_hands_verified_events_to_the_handler() -> None:
+    webhook_batches.clear()
+    r = webhook_post("/hooks/fixed", webhook_body())
+    assert r.status_code == 204
+    (batch,) = webhook_batches
+    (event,) = batch.events
+    assert (event.type, event.member, event.status) == (WebhookEventType.JOIN, "ann", Status.ONLINE)
+    assert batch.webhook_id and batch.webhook_id.startswith("msg_")
+    # A handler's own response is passed through.
+    assert webhook_post("/hooks/fixed", webhook_body("teapot")).status_code == 202
+
+
+def test_the_webhook_view_refuses_what_does_not_verify() -> None:
+    webhook_batches.clear()
+    other = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVld4"
+    r = webhook_post("/hooks/fixed", webhook_body(), secret=other)
+    assert r.status_code == 401
+    assert r["Content-Type"] == "application/problem+json"
+    assert r.json()["code"] == "no-matching-signature"
+    r = webhook_post("/hooks/fixed", webhook_body(), at=1614265330)
+    assert (r.status_code, r.json()["code"]) == (401, "timestamp-too-old")
+    r = Client().post("/hooks/fixed", data=webhook_body(), content_type="application/json")
+    assert (r.status_code, r.json()["code"]) == (401, "missing-header")
+    r = webhook_post("/hooks/fixed", b'{"type":"something.else"}')
+    assert (r.status_code, r.json()["code"]) == (400, "bad-payload")
+    r = webhook_post("/hooks/small", webhook_body())
+    assert (r.status_code, r.json()["code"]) == (413, "body-too-large")
+    r = Client().get("/hooks/fixed")
+    assert (r.status_code, r["Allow"]) == (405, "POST")
+    assert webhook_batches == []  # the handler saw none of them
+
+
+def test_the_webhook_view_reads_its_secret_from_the_settings() -> None:
+    webhook_batches.clear()
+    with override_settings(HERENOW={"URL": "http://127.0.0.1:9", "WEBHOOK_SECRET": WEBHOOK_SECRET}):
+        assert webhook_post("/hooks/settings", webhook_body()).status_code == 204
+    assert len(webhook_batches) == 1
+    # A list while rotating: the old one still verifies.
+    old = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVld4"
+    with override_settings(HERENOW={"URL": "http://127.0.0.1:9", "WEBHOOK_SECRET": [WEBHOOK_SECRET, old]}):
+        assert webhook_post("/hooks/settings", webhook_body(), secret=old).status_code == 204
+    assert len(webhook_batches) == 2
+    # No secret anywhere is the site's configuration error, not a 4xx.
+    with override_settings(HERENOW={"URL": "http://127.0.0.1:9"}):
+        os.environ.pop("HERENOW_WEBHOOK_SECRET", None)
+        with pytest.raises(herenow.InvalidArgument):
+            webhook_post("/hooks/settings", webhook_body())
+    with pytest.raises(herenow.InvalidArgument):
+        webhook_view(on_presence, secret="whsec_not base64!")

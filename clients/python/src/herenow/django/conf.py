@@ -26,6 +26,8 @@ key                       default                         meaning
 ``QUEUE_SIZE``            ``10000``                       the heartbeat queue's cap
 ``BATCH_SIZE``            ``1000``                        heartbeats per request
 ``FLUSH_INTERVAL``        ``1``                           seconds the sender gathers a batch
+``WEBHOOK_SECRET``        ``$HERENOW_WEBHOOK_SECRET``     ``whsec_…`` (or a list, rotating) for
+                                                          :func:`herenow.django.webhooks.webhook_view`
 ========================  ==============================  =====================================
 """
 
@@ -74,6 +76,7 @@ DEFAULTS: Dict[str, Any] = {
     "QUEUE_SIZE": 10_000,
     "BATCH_SIZE": 1_000,
     "FLUSH_INTERVAL": 1.0,
+    "WEBHOOK_SECRET": None,
 }
 
 #: Template answers kept at once.
