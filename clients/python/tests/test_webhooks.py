@@ -19,7 +19,7 @@ import pytest
 from conftest import Server, server_binary
 
 import herenow
-from herenow import Kind, Status
+from herenow import EndpointHealth, Kind, Status
 from herenow.webhooks import (
     Deduplicator,
     Secret,
@@ -400,7 +400,8 @@ def test_a_real_servers_webhooks_verify_and_parse(receiver: _Receiver) -> None:
         with herenow.Client(server.url) as hn:
             hn.heartbeat(space, "ann", meta={"page": "/"})
             hn.leave(space, ["ann"])
-        events = receiver.events(want=4)  # occupied, join, leave, vacated
+            events = receiver.events(want=4)  # occupied, join, leave, vacated
+            state = hn.webhooks()
     finally:
         server.stop()
     mine = [e for e in events if e.space == space]
@@ -423,4 +424,25 @@ def test_a_real_servers_webhooks_verify_and_parse(receiver: _Receiver) -> None:
     # ann's events in order: join before leave.
     assert mine.index(join) < mine.index(leave)
     assert len({e.id for e in mine}) == len(mine)
+    # GET /v1/webhooks, typed.
+    assert state.enabled and isinstance(state.consumer, str)
+    (endpoint,) = state.endpoints
+    assert endpoint.url == receiver.url and endpoint.spaces is None
+    assert set(endpoint.events) >= {"join", "leave", "occupied", "vacated"}
+    assert isinstance(endpoint.state, EndpointHealth)
+    assert endpoint.queue_limit == 10_000 and endpoint.dropped_rejected == 0
+    assert isinstance(state.outbox_depth, int)
+
+
+@pytest.mark.skipif(
+    not _server_sends_webhooks(), reason="this herenow binary predates webhooks (--webhook)"
+)
+def test_webhooks_state_of_a_server_without_webhooks(client: herenow.Client) -> None:
+    state = client.webhooks()
+    assert (state.enabled, state.consumer, state.endpoints, state.outbox_depth) == (
+        False,
+        None,
+        [],
+        None,
+    )
 

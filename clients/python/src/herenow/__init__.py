@@ -12,7 +12,9 @@ talks to a herenow server over its HTTP API:
   (:mod:`herenow.events`, :meth:`Client.events`, :meth:`Client.watch`);
 - :class:`PresenceTracker`: debounced, batched, background heartbeats,
   behind the WSGI (:mod:`herenow.wsgi`), ASGI (:mod:`herenow.asgi`) and
-  Django (:mod:`herenow.django`) middleware.
+  Django (:mod:`herenow.django`) middleware;
+- :mod:`herenow.webhooks`: verifying and reading the server's webhooks
+  (Standard Webhooks signatures, typed events), and a Django view.
 
 It is not the browser's WebSocket client (``/client.js``, served by the
 server): a backend mints tokens for browsers with :meth:`Client.mint_token`.
@@ -72,6 +74,9 @@ from .models import (
     Status,
     Token,
     WatchGrant,
+    WebhookEndpoint,
+    WebhooksState,
+    EndpointHealth,
 )
 from .tracker import PresenceTracker, TrackerStats
 
@@ -90,6 +95,9 @@ __all__ = [
     "Kind",
     "Status",
     "WatchGrant",
+    "EndpointHealth",
+    "WebhookEndpoint",
+    "WebhooksState",
     "MemberRef",
     "Heartbeat",
     "Member",

@@ -28,6 +28,7 @@ from .models import (
     SpaceSummary,
     Token,
     WatchGrant,
+    WebhooksState,
     _get,
     _list,
     _members,
@@ -413,6 +414,10 @@ def watch_request(
 
 def openapi() -> Op[Dict[str, Any]]:
     return Op("GET", "/openapi.json", _document)
+
+
+def webhooks() -> Op[WebhooksState]:
+    return Op("GET", "/v1/webhooks", WebhooksState.from_json)
 
 
 def metrics() -> Op[str]:

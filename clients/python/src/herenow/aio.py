@@ -64,6 +64,7 @@ from .models import (
     SpaceSummary,
     Token,
     WatchGrant,
+    WebhooksState,
 )
 
 __all__ = ["AsyncClient"]
@@ -411,6 +412,12 @@ class AsyncClient:
         if response.status_code == 503:
             return False
         return True
+
+    async def webhooks(self) -> WebhooksState:
+        """The webhooks' state on this server (``GET /v1/webhooks``, a write
+        key): each endpoint's queue, counters and last error, and the
+        store's outbox; ``enabled=False`` without webhooks."""
+        return await self._call(ops.webhooks())
 
     async def metrics(self) -> str:
         """The Prometheus text of ``/metrics``."""

@@ -52,6 +52,7 @@ from .models import (
     SpaceSummary,
     Token,
     WatchGrant,
+    WebhooksState,
 )
 
 __all__ = ["Client"]
@@ -394,6 +395,12 @@ class Client:
         if response.status_code == 503:
             return False
         return True
+
+    def webhooks(self) -> WebhooksState:
+        """The webhooks' state on this server (``GET /v1/webhooks``, a write
+        key): each endpoint's queue, counters and last error, and the
+        store's outbox; ``enabled=False`` without webhooks."""
+        return self._call(ops.webhooks())
 
     def metrics(self) -> str:
         """The Prometheus text of ``/metrics``."""

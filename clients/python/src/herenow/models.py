@@ -463,3 +463,104 @@ class Token:
     def from_json(cls, data: Any) -> "Token":
         d = _obj(data, "token")
         return cls(_get(d, "token", str, "token"), _get(d, "expires_at_ms", int, "token"))
+
+
+class EndpointHealth(str, Enum):
+    """A webhook endpoint's state: ``ok`` (its last request succeeded),
+    ``retrying`` (fewer than five failures in a row) or ``failing``."""
+
+    OK = "ok"
+    RETRYING = "retrying"
+    FAILING = "failing"
+
+
+@dataclass(frozen=True)
+class WebhookEndpoint:
+    """One webhook endpoint in ``GET /v1/webhooks`` (its secret never shown;
+    a URL's password or query as ``***``)."""
+
+    name: str
+    url: str
+    #: The event types it wants.
+    events: List[str]
+    #: The glob its spaces must match; ``None``: every space.
+    spaces: Optional[str]
+    state: EndpointHealth
+    #: Events waiting for it on this server, and how many it may hold.
+    queue_depth: int
+    queue_limit: int
+    #: Events delivered (answered 2xx).
+    delivered: int
+    #: Requests sent again after a failure, and requests that failed.
+    retried: int
+    failed: int
+    #: Events it will never get, by reason.
+    dropped_overflow: int
+    dropped_rejected: int
+    dropped_expired: int
+    failures_in_row: int
+    last_success_ms: Optional[int]
+    #: The last failed request: when, and what went wrong (``HTTP 503``, …).
+    last_error_ms: Optional[int]
+    last_error: Optional[str]
+
+    @classmethod
+    def from_json(cls, data: Any) -> "WebhookEndpoint":
+        w = "webhook endpoint"
+        d = _obj(data, w)
+        queue = _obj(_get(d, "queue", dict, w), "webhook queue")
+        dropped = _obj(_get(d, "dropped", dict, w), "webhook dropped")
+        error = _opt(d, "last_error", dict, w)
+        events = _list(d, "events", w)
+        if not all(isinstance(e, str) for e in events):
+            raise ProtocolError(f"{w}: 'events' holds a non-string")
+        return cls(
+            name=_get(d, "name", str, w),
+            url=_get(d, "url", str, w),
+            events=events,
+            spaces=_opt(d, "spaces", str, w),
+            state=_enum(d, "state", EndpointHealth, w),
+            queue_depth=_get(queue, "depth", int, w),
+            queue_limit=_get(queue, "limit", int, w),
+            delivered=_get(d, "delivered", int, w),
+            retried=_get(d, "retried", int, w),
+            failed=_get(d, "failed", int, w),
+            dropped_overflow=_get(dropped, "overflow", int, w),
+            dropped_rejected=_get(dropped, "rejected", int, w),
+            dropped_expired=_get(dropped, "expired", int, w),
+            failures_in_row=_get(d, "failures_in_row", int, w),
+            last_success_ms=_opt(d, "last_success_ms", int, w),
+            last_error_ms=_get(error, "at_ms", int, w) if error is not None else None,
+            last_error=_get(error, "error", str, w) if error is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class WebhooksState:
+    """``GET /v1/webhooks`` (a write key): each endpoint's state on the
+    server asked, and the store's outbox. ``enabled`` is false, with no
+    endpoints and no outbox numbers, on a server without webhooks."""
+
+    enabled: bool
+    #: This server's consumer name in the outbox.
+    consumer: Optional[str]
+    endpoints: List[WebhookEndpoint]
+    #: Events kept until every endpoint finished them, of which claimed
+    #: by a server, and those the outbox's cap trimmed before delivery.
+    outbox_depth: Optional[int]
+    outbox_pending: Optional[int]
+    outbox_trimmed: Optional[int]
+
+    @classmethod
+    def from_json(cls, data: Any) -> "WebhooksState":
+        w = "webhooks"
+        d = _obj(data, w)
+        outbox = _opt(d, "outbox", dict, w)
+        return cls(
+            enabled=_get(d, "enabled", bool, w),
+            consumer=_opt(d, "consumer", str, w),
+            endpoints=[WebhookEndpoint.from_json(e) for e in _list(d, "endpoints", w)],
+            outbox_depth=_get(outbox, "depth", int, w) if outbox is not None else None,
+            outbox_pending=_get(outbox, "pending", int, w) if outbox is not None else None,
+            outbox_trimmed=_get(outbox, "trimmed", int, w) if outbox is not None else None,
+        )
