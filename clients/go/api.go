@@ -385,6 +385,15 @@ func (c *Client) MintToken(ctx context.Context, req TokenRequest) (Token, error)
 	return out, err
 }
 
+// Webhooks answers the webhooks' state on this server (write scope): GET
+// /v1/webhooks.
+func (c *Client) Webhooks(ctx context.Context) (WebhooksState, error) {
+	var out WebhooksState
+	err := c.do(ctx, request{method: http.MethodGet, segments: []string{"v1", "webhooks"}}, &out)
+	out.Endpoints = nonNil(out.Endpoints)
+	return out, err
+}
+
 // Healthy checks GET /healthz: nil while the server process runs.
 func (c *Client) Healthy(ctx context.Context) error {
 	return c.do(ctx, request{method: http.MethodGet, segments: []string{"healthz"}}, nil)

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"regexp"
 	"sort"
@@ -310,4 +312,54 @@ func ids(ms []Member) []string {
 		out = append(out, m.ID)
 	}
 	return out
+}
+
+// TestWebhooksStateWithoutWebhooks: GET /v1/webhooks of a server with none
+// configured (skipped for a server binary that predates webhooks).
+func TestWebhooksStateWithoutWebhooks(t *testing.T) {
+	st, err := client(t).Webhooks(ctx(t))
+	if HasCode(err, CodeNotFound) {
+		t.Skip("this herenow binary predates webhooks")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Enabled || st.Consumer != "" || len(st.Endpoints) != 0 || st.Outbox != nil {
+		t.Fatalf("webhooks state: %+v", st)
+	}
+}
+
+// TestWebhooksStateWithAnEndpoint: GET /v1/webhooks names a configured
+// endpoint, typed, and never its secret.
+func TestWebhooksStateWithAnEndpoint(t *testing.T) {
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer recv.Close()
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	srv, err := startServer("--webhook", recv.URL+"/hooks,events=join,leave,spaces=room:*", "--webhook-secret", secret)
+	if err != nil {
+		if strings.Contains(err.Error(), "--webhook") {
+			t.Skipf("this herenow binary predates webhooks: %v", err)
+		}
+		t.Fatal(err)
+	}
+	defer srv.stop()
+	st := must[WebhooksState](t)(clientOf(t, srv.url, Options{}).Webhooks(ctx(t)))
+	if !st.Enabled || st.Consumer == "" || len(st.Endpoints) != 1 || st.Outbox == nil {
+		t.Fatalf("webhooks state: %+v", st)
+	}
+	e := st.Endpoints[0]
+	if e.URL != recv.URL+"/hooks" || e.Spaces == nil || *e.Spaces != "room:*" ||
+		!reflect.DeepEqual(sorted(e.Events), []string{"join", "leave"}) || e.Queue.Limit != 10_000 {
+		t.Fatalf("endpoint: %+v", e)
+	}
+	switch e.State {
+	case EndpointOK, EndpointRetrying, EndpointFailing:
+	default:
+		t.Fatalf("state %q", e.State)
+	}
+	if strings.Contains(fmt.Sprintf("%+v", st), "MfKQ9r8") {
+		t.Fatal("the secret is shown")
+	}
 }

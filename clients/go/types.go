@@ -275,3 +275,74 @@ func msTime(ms *int64) (time.Time, bool) {
 	}
 	return time.UnixMilli(*ms), true
 }
+
+// EndpointHealth is a webhook endpoint's state.
+type EndpointHealth string
+
+// The states of a webhook endpoint.
+const (
+	// EndpointOK: its last request succeeded (or none was needed yet).
+	EndpointOK EndpointHealth = "ok"
+	// EndpointRetrying: fewer than five failures in a row; retrying.
+	EndpointRetrying EndpointHealth = "retrying"
+	// EndpointFailing: five or more failures in a row, or its last batch
+	// was given up.
+	EndpointFailing EndpointHealth = "failing"
+)
+
+// WebhooksState is GET /v1/webhooks: each endpoint's state on the server
+// asked, and the store's outbox. Enabled is false, with no endpoints and a
+// nil Outbox, on a server without webhooks.
+type WebhooksState struct {
+	Enabled bool `json:"enabled"`
+	// Consumer is this server's name in the outbox; empty without webhooks.
+	Consumer  string            `json:"consumer"`
+	Endpoints []WebhookEndpoint `json:"endpoints"`
+	Outbox    *WebhookOutbox    `json:"outbox"`
+}
+
+// WebhookEndpoint is one endpoint in [WebhooksState]; its secret is never
+// shown, a URL's password or query reads "***".
+type WebhookEndpoint struct {
+	Name string `json:"name"`
+	URL  string `json:"url"`
+	// Events are the event types it wants.
+	Events []string `json:"events"`
+	// Spaces is the glob its spaces must match; nil: every space.
+	Spaces *string        `json:"spaces"`
+	State  EndpointHealth `json:"state"`
+	Queue  struct {
+		// Depth: events waiting for it on this server; Limit: how many
+		// it may hold (more are dropped as overflow).
+		Depth int64 `json:"depth"`
+		Limit int64 `json:"limit"`
+	} `json:"queue"`
+	// Delivered events (answered 2xx).
+	Delivered int64 `json:"delivered"`
+	// Retried requests, and Failed ones (timeouts, connection errors,
+	// non-2xx).
+	Retried int64 `json:"retried"`
+	Failed  int64 `json:"failed"`
+	// Dropped events it will never get, by reason.
+	Dropped struct {
+		Overflow int64 `json:"overflow"`
+		Rejected int64 `json:"rejected"`
+		Expired  int64 `json:"expired"`
+	} `json:"dropped"`
+	FailuresInRow int64  `json:"failures_in_row"`
+	LastSuccessMs *int64 `json:"last_success_ms"`
+	// LastError is the last failed request, nil if none.
+	LastError *struct {
+		AtMs  int64  `json:"at_ms"`
+		Error string `json:"error"`
+	} `json:"last_error"`
+}
+
+// WebhookOutbox is the store's outbox: events kept until every endpoint
+// finished them (Depth), of which claimed by a server (Pending), and those
+// its cap trimmed before delivery (Trimmed).
+type WebhookOutbox struct {
+	Depth   int64 `json:"depth"`
+	Pending int64 `json:"pending"`
+	Trimmed int64 `json:"trimmed"`
+}

@@ -28,6 +28,7 @@ import type {
   Token,
   TokenRequest,
   WatchRequest,
+  WebhooksState,
 } from "./types.js";
 
 /** Options of {@link Herenow.online}. */
@@ -338,6 +339,11 @@ export class Herenow {
   /** Whether the store answers (`GET /readyz`); `false` on `503` or when unreachable. */
   async ready(options: CallOptions = {}): Promise<boolean> {
     return this.probe("/readyz", options);
+  }
+
+  /** The webhooks' state on this server (`GET /v1/webhooks`, write scope): each endpoint's queue, counters and last error, and the store's outbox. */
+  async webhooks(options: CallOptions = {}): Promise<WebhooksState> {
+    return this.call("GET", "/v1/webhooks", options);
   }
 
   /** Prometheus metrics, as text (`GET /metrics`). */

@@ -69,4 +69,7 @@ export type {
   StatusEvent,
   UnwatchedEvent,
   WatchEvent,
+  EndpointHealth,
+  WebhookEndpoint,
+  WebhooksState,
 } from "./types.js";

@@ -279,3 +279,41 @@ export interface UnwatchedEvent {
 
 /** What a watch stream yields. */
 export type WatchEvent = WatchingEvent | StatusEvent | UnwatchedEvent;
+
+/** A webhook endpoint's state: its last request succeeded, fewer than five failures in a row, or five or more (or its last batch given up). */
+export type EndpointHealth = "ok" | "retrying" | "failing";
+
+/** One webhook endpoint in `GET /v1/webhooks`; its secret is never shown, a URL's password or query reads `***`. */
+export interface WebhookEndpoint {
+  name: string;
+  url: string;
+  /** The event types it wants. */
+  events: string[];
+  /** The glob its spaces must match; `null`: every space. */
+  spaces: string | null;
+  state: EndpointHealth;
+  /** Events waiting for it on this server, and how many it may hold (more are dropped as `overflow`). */
+  queue: { depth: number; limit: number };
+  /** Events delivered (answered 2xx). */
+  delivered: number;
+  /** Requests sent again after a failure. */
+  retried: number;
+  /** Requests that failed (timeouts, connection errors, non-2xx). */
+  failed: number;
+  /** Events it will never get, by reason. */
+  dropped: { overflow: number; rejected: number; expired: number };
+  failures_in_row: number;
+  last_success_ms: number | null;
+  /** The last failed request, or `null`. */
+  last_error: { at_ms: number; error: string } | null;
+}
+
+/** `GET /v1/webhooks`: each endpoint on the server asked, and the store's outbox; `enabled: false` without webhooks. */
+export interface WebhooksState {
+  enabled: boolean;
+  /** This server's name in the outbox; `null` without webhooks. */
+  consumer: string | null;
+  endpoints: WebhookEndpoint[];
+  /** Events kept until every endpoint finished them, of which claimed by a server, and those the cap trimmed; `null` without webhooks. */
+  outbox: { depth: number; pending: number; trimmed: number } | null;
+}

@@ -235,3 +235,50 @@ describe("shared scenario", () => {
     }
   });
 });
+
+describe("webhooks state (GET /v1/webhooks)", () => {
+  test("a server without webhooks says so; one with an endpoint names it, typed, and never its secret", async (t) => {
+    const plain = await startServer();
+    try {
+      const hn = new Herenow({ baseUrl: plain.baseUrl });
+      let state;
+      try {
+        state = await hn.webhooks();
+      } catch (e) {
+        if (e instanceof HerenowError && e.status === 404) return t.skip("this herenow binary predates webhooks");
+        throw e;
+      }
+      assert.deepEqual(state, { enabled: false, consumer: null, endpoints: [], outbox: null });
+    } finally {
+      await plain.stop();
+    }
+
+    const receiver = http.createServer((req, res) => {
+      req.resume();
+      res.statusCode = 204;
+      res.end();
+    });
+    await new Promise((r) => receiver.listen(0, "127.0.0.1", r));
+    const hook = `http://127.0.0.1:${receiver.address().port}/hooks`;
+    const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    const server = await startServer(["--webhook", `${hook},events=join,leave,spaces=room:*`, "--webhook-secret", secret]);
+    try {
+      const state = await new Herenow({ baseUrl: server.baseUrl }).webhooks();
+      assert.equal(state.enabled, true);
+      assert.equal(typeof state.consumer, "string");
+      assert.equal(state.endpoints.length, 1);
+      const [e] = state.endpoints;
+      assert.equal(e.url, hook);
+      assert.equal(e.spaces, "room:*");
+      assert.deepEqual([...e.events].sort(), ["join", "leave"]);
+      assert.ok(["ok", "retrying", "failing"].includes(e.state));
+      assert.equal(e.queue.limit, 10_000);
+      assert.equal(typeof state.outbox.depth, "number");
+      assert.ok(!JSON.stringify(state).includes("MfKQ9r8"), "the secret is never shown");
+    } finally {
+      await server.stop();
+      receiver.closeAllConnections?.();
+      await new Promise((r) => receiver.close(r));
+    }
+  });
+});

@@ -11,7 +11,8 @@ timed on its own with ``perf_counter_ns``; the table gives the median and
 the 99th percentile per request, and the overhead over the bare view.
 
 The tracker runs as in production (its background sender thread, a 1 s
-flush interval, 60 s debounce), with a visitor population of ``--users``
+flush interval, 60 s debounce, what ``settings.HERENOW`` would make),
+with a visitor population of ``--users``
 signed-in users cycling over the requests, so most requests are debounced
 dict look-ups and some queue a heartbeat, as on a real site.
 
@@ -36,7 +37,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
@@ -52,7 +53,9 @@ settings.configure(
     MIDDLEWARE=[],  # set per run
     ROOT_URLCONF=__name__,
     LOGGING_CONFIG=None,
-    HERENOW={"URL": "http://127.0.0.1:9"},
+    # The trackers are the script's own (conf.set_tracker); IDENTIFY is
+    # read per request.
+    HERENOW={"URL": "http://127.0.0.1:9", "IDENTIFY": "middleware_overhead.identify"},
 )
 django.setup()
 
@@ -62,7 +65,7 @@ from django.http import HttpRequest, HttpResponse  # noqa: E402
 from django.test import Client, override_settings  # noqa: E402
 from django.urls import path  # noqa: E402
 
-from herenow import Visitor  # noqa: E402
+from herenow import PresenceTracker, Visitor  # noqa: E402
 from herenow.django import conf  # noqa: E402
 
 
@@ -74,7 +77,6 @@ urlpatterns = [path("", page)]
 
 # The visitor is a header here, so no session or auth middleware (and no
 # database) is timed; a real site gets it from AuthenticationMiddleware.
-IDENTIFY = "middleware_overhead.identify"
 
 
 def identify(request: HttpRequest) -> Optional[Visitor]:
@@ -123,37 +125,70 @@ def closed_port_url() -> str:
     return f"http://127.0.0.1:{port}"
 
 
-def run(name: str, middleware: List[str], herenow_url: str, requests: int, users: int) -> List[int]:
-    conf.reset()
-    with override_settings(
-        MIDDLEWARE=middleware,
-        HERENOW={"URL": herenow_url, "SPACE": "bench", "IDENTIFY": IDENTIFY, "TIMEOUT": 2},
-    ):
+def make_client(middleware: List[str]) -> Client:
+    """A test client whose handler has loaded ``middleware`` (Django loads
+    the chain on a handler's first request, from the settings then)."""
+    with override_settings(MIDDLEWARE=middleware):
         client = Client()
-        ids = [f"user-{i}" for i in range(users)]
-        for i in range(2000):  # warm up (imports, caches, the thread) with other visitors
-            client.get("/", HTTP_X_USER=f"warm-{i % users}")
-        gc.collect()
-        gc.disable()
-        times: List[int] = []
-        clock = time.perf_counter_ns
-        try:
-            for i in range(requests):
-                t0 = clock()
-                response = client.get("/", HTTP_X_USER=ids[i % users])
-                times.append(clock() - t0)
-                if response.status_code != 200:
-                    raise SystemExit(f"{name}: the view answered {response.status_code}")
-        finally:
-            gc.enable()
-        stats = conf.get_tracker().stats() if middleware else None
-        conf.reset()
-    if stats is not None:
-        print(
-            f"  {name}: tracked {stats.tracked}, sent {stats.sent}, "
-            f"debounced {stats.debounced}, failures {stats.failures}",
-            file=sys.stderr,
-        )
+        client.get("/", HTTP_X_USER="warm-0")
+    return client
+
+
+def tracker(url: str) -> PresenceTracker:
+    """What ``HERENOW = {"URL": url, "SPACE": "bench"}`` makes (conf.get_tracker)."""
+    return PresenceTracker(base_url=url, space="bench", interval=60.0, timeout=2.0)
+
+
+def measure(args: argparse.Namespace, up_url: str, down_url: str) -> Dict[str, List[int]]:
+    """Every row's requests, interleaved in chunks (the order rotating), so
+    the shared machine's noise falls on every row alike."""
+    mw = ["herenow.django.middleware.HerenowMiddleware"]
+    bare, behind = make_client([]), make_client(mw)
+    trackers = {"up": tracker(up_url), "down": tracker(down_url)}
+    rows = [
+        ("bare view", bare, None),
+        ("middleware, herenow up", behind, "up"),
+        ("middleware, herenow down", behind, "down"),
+    ]
+    times: Dict[str, List[int]] = {name: [] for name, _, _ in rows}
+    ids = [f"user-{i}" for i in range(args.users)]
+    clock = time.perf_counter_ns
+    chunk = 500
+    try:
+        for name, client, which in rows:  # warm up, with other visitors
+            conf.set_tracker(trackers[which] if which else None)
+            for i in range(2000):
+                client.get("/", HTTP_X_USER=f"warm-{i % args.users}")
+        done = {name: 0 for name, _, _ in rows}
+        n = 0
+        while any(v < args.requests for v in done.values()):
+            order = rows[n % 3 :] + rows[: n % 3]
+            n += 1
+            for name, client, which in order:
+                conf.set_tracker(trackers[which] if which else None)
+                start = done[name]
+                gc.collect()
+                gc.disable()
+                try:
+                    for i in range(start, min(args.requests, start + chunk)):
+                        t0 = clock()
+                        response = client.get("/", HTTP_X_USER=ids[i % args.users])
+                        times[name].append(clock() - t0)
+                        if response.status_code != 200:
+                            raise SystemExit(f"{name}: the view answered {response.status_code}")
+                finally:
+                    gc.enable()
+                done[name] = min(args.requests, start + chunk)
+    finally:
+        conf.set_tracker(None)
+        for which, t in trackers.items():
+            s = t.stats()
+            print(
+                f"  tracker {which}: tracked {s.tracked}, sent {s.sent}, "
+                f"debounced {s.debounced}, failures {s.failures}",
+                file=sys.stderr,
+            )
+            t.close(timeout=2)
     return times
 
 
@@ -168,7 +203,7 @@ def main() -> None:
     ap.add_argument("--herenow-bin", default=os.environ.get("HERENOW_BIN", "target/release/herenow"))
     ap.add_argument("--requests", type=int, default=20_000, help="timed requests per row")
     ap.add_argument("--users", type=int, default=1_000, help="distinct signed-in visitors")
-    ap.add_argument("--rounds", type=int, default=3, help="rounds; rows interleave, the median round is kept")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds; each figure is the median over them")
     args = ap.parse_args()
 
     # The tracker's "herenow is down" line, once a minute: keep it off the table.
@@ -176,36 +211,43 @@ def main() -> None:
 
     proc, up_url = start_herenow(args.herenow_bin)
     down_url = closed_port_url()
-    mw = ["herenow.django.middleware.HerenowMiddleware"]
-    rows: Dict[str, List[List[int]]] = {"bare view": [], "middleware, herenow up": [], "middleware, herenow down": []}
+    rounds: List[Dict[str, List[int]]] = []
     try:
         for r in range(args.rounds):
             print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
-            rows["bare view"].append(run("bare", [], up_url, args.requests, args.users))
-            rows["middleware, herenow up"].append(run("up", mw, up_url, args.requests, args.users))
-            rows["middleware, herenow down"].append(run("down", mw, down_url, args.requests, args.users))
+            rounds.append(measure(args, up_url, down_url))
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(10)
 
-    def summary(runs: List[List[int]]) -> "tuple[float, float]":
-        medians = sorted((statistics.median(t) / 1000.0, pct(t, 99)) for t in runs)
-        return medians[len(medians) // 2]
+    def stat(name: str, f: Callable[[List[int]], float]) -> float:
+        """The median over the rounds of ``f`` of a round's requests."""
+        return statistics.median(f(r[name]) for r in rounds)
 
-    base_median, base_p99 = summary(rows["bare view"])
+    def median(t: List[int]) -> float:
+        return statistics.median(t) / 1000.0
+
+    def p99(t: List[int]) -> float:
+        return pct(t, 99)
+
+    base_med, base_p99 = stat("bare view", median), stat("bare view", p99)
     print(
-        f"\n{args.requests} requests x {args.rounds} rounds, {args.users} users, "
-        f"Python {platform.python_version()}, Django {django.get_version()}, "
-        f"{os.cpu_count()} CPUs\n"
+        f"\n{args.requests} requests per row x {args.rounds} rounds (rows interleaved in "
+        f"chunks of 500), {args.users} users, Python {platform.python_version()}, "
+        f"Django {django.get_version()}, {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.2f}\n"
     )
     print("| run | median µs/request | p99 µs/request | median overhead | p99 overhead |")
     print("| --- | ---: | ---: | ---: | ---: |")
-    for name, runs in rows.items():
-        med, p99 = summary(runs)
+    for name in rounds[0]:
+        med, tail = stat(name, median), stat(name, p99)
         if name == "bare view":
-            print(f"| {name} | {med:.1f} | {p99:.1f} | — | — |")
+            print(f"| {name} | {med:.1f} | {tail:.1f} | — | — |")
         else:
-            print(f"| {name} | {med:.1f} | {p99:.1f} | {med - base_median:+.1f} µs | {p99 - base_p99:+.1f} µs |")
+            print(
+                f"| {name} | {med:.1f} | {tail:.1f} | {med - base_med:+.1f} µs | "
+                f"{tail - base_p99:+.1f} µs |"
+            )
 
 
 if __name__ == "__main__":

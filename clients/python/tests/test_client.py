@@ -262,6 +262,7 @@ COVERED = {
     ("post", "/v1/watch"): ops.watch_request(["u"]),
     ("get", "/openapi.json"): ops.openapi(),
     ("get", "/metrics"): ops.metrics(),
+    ("get", "/v1/webhooks"): ops.webhooks(),
 }
 # Served, answered by the client outside the Op table.
 COVERED_ELSEWHERE = {("get", "/healthz"), ("get", "/readyz")}
