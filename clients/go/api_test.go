@@ -449,6 +449,7 @@ func TestEveryOpenAPIPathIsCovered(t *testing.T) {
 		"get /v1/users/{id}": true, "delete /v1/users/{id}": true, "post /v1/users/status": true,
 		"post /v1/tokens": true, "post /v1/watch": true,
 		"get /healthz": true, "get /readyz": true, "get /metrics": true,
+		"get /v1/webhooks": true,
 		// The WebSocket is for browsers (/client.js); a Go backend mints
 		// their tokens.
 		"get /v1/ws": true,

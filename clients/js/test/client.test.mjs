@@ -294,6 +294,7 @@ describe("spaces, config, history, tokens, operations", () => {
       "post /v1/tokens": "createToken",
       "get /v1/spaces/{space}/events": "events",
       "post /v1/watch": "watch",
+      "get /v1/webhooks": "webhooks",
     };
     const doc = await herenow.openapi();
     const documented = [];
