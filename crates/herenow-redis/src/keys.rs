@@ -423,6 +423,12 @@ impl Keys {
         )
     }
 
+    /// The outbox's switch: the cap every store on this Redis captures
+    /// with, set by the first server that opens the outbox.
+    pub fn outbox_switch(&self) -> String {
+        format!("{}:{{~outbox}}:open", self.prefix)
+    }
+
     /// A `SCAN … MATCH` pattern for every outbox stream under this prefix.
     pub fn stream_pattern(&self) -> String {
         escape_glob(&self.prefix) + ":{*}:wh"

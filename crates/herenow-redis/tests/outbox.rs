@@ -215,12 +215,13 @@ async fn a_dead_consumer_is_taken_over(url: &str, prefix: &str, shards: u16) {
     assert_eq!(heir.outbox_stats().await.unwrap().pending, 0);
 }
 
-/// A store whose outbox is closed runs the scripts unchanged: it writes
-/// no stream and indexes nothing, though other stores on the Redis
-/// capture.
+/// While no store on the Redis opened the outbox, scripts run unchanged:
+/// no stream, nothing indexed. Once one store opens it, every store on the
+/// Redis captures (it reads the switch when it connects and on every
+/// tick), so a server without webhook endpoints loses no event that the
+/// servers with endpoints must deliver.
 async fn a_closed_outbox_writes_nothing(raw: &Raw<'_>, url: &str, prefix: &str, shards: u16) {
     let clock = ManualClock::new(T0);
-    let _open = open(url, &clock, prefix, shards).await;
     let closed = store(url, &clock, prefix, shards).await;
     let sp = space("quiet");
     let members: Vec<Heartbeat> = (0..20).map(|i| beat(&format!("m{i}"))).collect();
@@ -240,6 +241,19 @@ async fn a_closed_outbox_writes_nothing(raw: &Raw<'_>, url: &str, prefix: &str, 
     assert_eq!(raw.int(&format!("EXISTS {prefix}:{{quiet}}:whocc")), 0);
     assert_eq!(raw.int(&format!("ZCARD {prefix}:{{~outbox}}:streams")), 0);
     assert_eq!(closed.outbox_stats().await.unwrap().depth, 0);
+
+    // Another server opens the outbox; this one learns it at its next tick.
+    let opener = open(url, &clock, prefix, shards).await;
+    closed.tick().await.unwrap();
+    let loud = space("loud");
+    closed.heartbeat(&loud, &[beat("ann")]).await.unwrap();
+    let got = drain(&opener, "deliverer").await;
+    assert!(
+        got.iter()
+            .any(|e| e.space == loud && e.member.as_ref().is_some_and(|m| m.id.as_str() == "ann")),
+        "the join made through the server without endpoints is captured: {got:?}"
+    );
+    ack(&opener, &got).await;
 }
 
 /// The stream keeps at most the cap; the oldest go, counted.

@@ -160,6 +160,7 @@ impl RedisStore {
             replayer: Mutex::new(Some(replayer)),
         };
         store.migrate().await?;
+        store.follow_outbox_switch().await?;
         Ok(store)
     }
 

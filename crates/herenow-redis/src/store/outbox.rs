@@ -24,7 +24,7 @@
 //! [`CLAIM_STREAM`]: crate::outbox_scripts::CLAIM_STREAM
 //! [`TOUCH_SPACE`]: crate::outbox_scripts::TOUCH_SPACE
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use futures::{StreamExt, TryStreamExt, stream};
 use redis::Value;
@@ -70,6 +70,10 @@ pub(super) struct Consumer {
     scan: Vec<(u16, Option<String>)>,
     /// When the next pass starts.
     scan_due: Millis,
+    /// Spaces this store holds (events handed out, not all acknowledged).
+    owned: HashSet<SpaceName>,
+    /// When their holds were last refreshed.
+    refreshed: Millis,
 }
 
 /// One stream's acknowledgement: the space, and whether its consumer may
@@ -84,9 +88,12 @@ struct Acked {
 impl RedisStore {
     /// [`PresenceStore::outbox_open`](herenow_core::PresenceStore::outbox_open):
     /// from now on this store's scripts capture (see
-    /// [`crate::outbox_scripts`]). Other stores on the same Redis capture
-    /// only if they opened theirs: every server sharing a Redis should be
-    /// configured alike.
+    /// [`crate::outbox_scripts`]), and so do every other store's on the
+    /// same Redis: the cap is written to the outbox's switch key, which
+    /// every store reads when it connects and on every `tick`
+    /// ([`follow_outbox_switch`](Self::follow_outbox_switch)). So a server
+    /// without webhook endpoints still captures the changes it makes, and
+    /// the servers with endpoints deliver them.
     pub(super) async fn open_outbox(&self, options: OutboxOptions) -> Result<()> {
         if options.max_events == 0 {
             return Err(InvalidInput::BadConfig {
@@ -97,6 +104,33 @@ impl RedisStore {
         self.ctx
             .outbox_cap
             .store(options.max_events, std::sync::atomic::Ordering::Relaxed);
+        let mut c = self.ctx.client.clone();
+        let key = self.ctx.keys.outbox_switch();
+        self.ctx
+            .io("outbox open", async {
+                redis::cmd("SET")
+                    .arg(&key)
+                    .arg(options.max_events)
+                    .query_async::<()>(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Captures as the outbox's switch says: once any store on this Redis
+    /// opened the outbox, this one captures too, with the same cap.
+    pub(super) async fn follow_outbox_switch(&self) -> Result<()> {
+        let cap = self
+            .query_int(redis::cmd("GET").arg(self.ctx.keys.outbox_switch()))
+            .await?;
+        if let Ok(cap) = u64::try_from(cap)
+            && cap > 0
+        {
+            self.ctx
+                .outbox_cap
+                .store(cap, std::sync::atomic::Ordering::Relaxed);
+        }
         Ok(())
     }
 
@@ -118,6 +152,19 @@ impl RedisStore {
         let mut st = self.outbox.lock().await;
         let now = self.ctx.clock.now_ms();
         self.rescan(&mut st, now).await?;
+        // A consumer that claims is alive: every space it holds is held
+        // afresh (a few times per idle time, whatever this claim visits,
+        // even a claim for nothing while its queues are full), so a slow
+        // endpoint's events are never taken over while their server lives.
+        if now.saturating_sub(st.refreshed) >= idle_ms / 4 {
+            st.refreshed = now;
+            let held: Vec<SpaceName> = st.owned.iter().cloned().collect();
+            for space in held {
+                if !self.touch_space(&space, consumer, &now.to_string()).await? {
+                    st.owned.remove(&space);
+                }
+            }
+        }
         if max == 0 {
             return Ok(Vec::new());
         }
@@ -155,6 +202,9 @@ impl RedisStore {
                     let got = self
                         .claim_stream(&space, tag, true, consumer, now, idle_ms, max - out.len())
                         .await?;
+                    if !got.is_empty() {
+                        st.owned.insert(space.clone());
+                    }
                     out.extend(got);
                     if out.len() >= max || seen >= visit {
                         break 'walk;
@@ -193,8 +243,10 @@ impl RedisStore {
             // on a slow endpoint for hours), so nobody takes it over.
             if took || r == 0 {
                 self.touch_space(&space, consumer, &now.to_string()).await?;
+                st.owned.insert(space);
             } else if r == 1 {
                 self.touch_space(&space, consumer, "").await?;
+                st.owned.remove(&space);
             }
         }
         Ok(out)
@@ -215,7 +267,7 @@ impl RedisStore {
         if by_tag.is_empty() {
             return Ok(());
         }
-        let _st = self.outbox.lock().await;
+        let mut st = self.outbox.lock().await;
         let calls: Vec<_> = by_tag
             .into_iter()
             .flat_map(|(tag, entries)| {
@@ -272,6 +324,7 @@ impl RedisStore {
             }
             if others_pending == 0 {
                 self.touch_space(&space, &holder, "").await?;
+                st.owned.remove(&space);
             }
         }
         Ok(())
@@ -383,20 +436,22 @@ impl RedisStore {
 
     /// [`TOUCH_SPACE`]: took events at `at`, or (`at` empty) gives the
     /// space back.
-    async fn touch_space(&self, space: &SpaceName, consumer: &str, at: &str) -> Result<()> {
+    /// Returns whether `consumer` held the space.
+    async fn touch_space(&self, space: &SpaceName, consumer: &str, at: &str) -> Result<bool> {
         let key = self.ctx.keys.space_owner(space);
         let mut c = self.ctx.client.clone();
-        self.ctx
+        let held: i64 = self
+            .ctx
             .io("outbox claim", async {
                 TOUCH_SPACE
                     .key(&key)
                     .arg(consumer)
                     .arg(at)
-                    .invoke_async::<Value>(&mut c)
+                    .invoke_async(&mut c)
                     .await
             })
             .await?;
-        Ok(())
+        Ok(held == 1)
     }
 
     /// [`CLAIM_STREAM`] on the stream tagged `tag`, decoded (nothing

@@ -202,6 +202,7 @@ impl PresenceStore for RedisStore {
     /// can take; spaces another store holds are skipped (that store sweeps
     /// them).
     async fn tick(&self) -> Result<TickReport> {
+        self.follow_outbox_switch().await?;
         self.sweep().await
     }
 }

@@ -8,8 +8,8 @@
 //! as a server's delivery would (timed apart: the claim path's own rate).
 //!
 //! ```sh
-//! cargo run --release -p herenow-core --example outbox_cost
-//! ROUNDS=21 cargo run --release -p herenow-core --example outbox_cost
+//! cargo run --release -p herenow-core --example memory_outbox_cost
+//! ROUNDS=21 cargo run --release -p herenow-core --example memory_outbox_cost
 //! ```
 
 use std::sync::Arc;
