@@ -199,11 +199,17 @@ def pct(values: List[int], p: float) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--herenow-bin", default=os.environ.get("HERENOW_BIN", "target/release/herenow"))
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--herenow-bin", default=os.environ.get("HERENOW_BIN", "target/release/herenow")
+    )
     ap.add_argument("--requests", type=int, default=20_000, help="timed requests per row")
     ap.add_argument("--users", type=int, default=1_000, help="distinct signed-in visitors")
-    ap.add_argument("--rounds", type=int, default=3, help="rounds; each figure is the median over them")
+    ap.add_argument(
+        "--rounds", type=int, default=3, help="rounds; each figure is the median over them"
+    )
     args = ap.parse_args()
 
     # The tracker's "herenow is down" line, once a minute: keep it off the table.

@@ -321,7 +321,9 @@ def test_template_answers_are_cached_briefly(site: PresenceTracker, space: str) 
 # --- the webhook view ----------------------------------------------------------
 
 
-def webhook_post(url: str, body: bytes, *, secret: str = WEBHOOK_SECRET, at: Any = None, **extra: str):
+def webhook_post(
+    url: str, body: bytes, *, secret: str = WEBHOOK_SECRET, at: Any = None, **extra: str
+) -> Any:
     import time as _time
 
     now = int(_time.time()) if at is None else at
@@ -382,7 +384,8 @@ def test_the_webhook_view_reads_its_secret_from_the_settings() -> None:
     assert len(webhook_batches) == 1
     # A list while rotating: the old one still verifies.
     old = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVld4"
-    with override_settings(HERENOW={"URL": "http://127.0.0.1:9", "WEBHOOK_SECRET": [WEBHOOK_SECRET, old]}):
+    rotating = {"URL": "http://127.0.0.1:9", "WEBHOOK_SECRET": [WEBHOOK_SECRET, old]}
+    with override_settings(HERENOW=rotating):
         assert webhook_post("/hooks/settings", webhook_body(), secret=old).status_code == 204
     assert len(webhook_batches) == 2
     # No secret anywhere is the site's configuration error, not a 4xx.

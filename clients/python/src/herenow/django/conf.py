@@ -26,8 +26,8 @@ key                       default                         meaning
 ``QUEUE_SIZE``            ``10000``                       the heartbeat queue's cap
 ``BATCH_SIZE``            ``1000``                        heartbeats per request
 ``FLUSH_INTERVAL``        ``1``                           seconds the sender gathers a batch
-``WEBHOOK_SECRET``        ``$HERENOW_WEBHOOK_SECRET``     ``whsec_…`` (or a list, rotating) for
-                                                          :func:`herenow.django.webhooks.webhook_view`
+``WEBHOOK_SECRET``        ``$HERENOW_WEBHOOK_SECRET``     ``whsec_…`` (a list while rotating)
+                                                          of the webhook view (``webhooks.py``)
 ========================  ==============================  =====================================
 """
 
