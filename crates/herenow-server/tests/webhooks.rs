@@ -502,3 +502,29 @@ async fn metrics_count_per_endpoint() {
     }
     assert!(text.contains("herenow_webhook_request_duration_seconds_bucket"));
 }
+
+#[tokio::test]
+async fn more_events_than_one_acknowledgement_holds_are_all_acknowledged() {
+    // A busy round finishes more events than a store takes ids in one
+    // acknowledgement (10,000): they are acknowledged in parts, not
+    // retried whole forever (a bug the webhook_load example found).
+    let mut rx = Receiver::start().await;
+    // Rounds far apart, so deliveries finished meanwhile pile up.
+    let h = hooked(WebhookConfig {
+        poll: Duration::from_millis(500),
+        ..webhooks(&[rx.url()])
+    })
+    .await;
+    let sp = space("crowd");
+    let beats: Vec<Heartbeat> = (0..30_000)
+        .map(|i| Heartbeat::now(user_key(&format!("u{i}"))))
+        .collect();
+    for chunk in beats.chunks(10_000) {
+        h.store.heartbeat(&sp, chunk).await.unwrap();
+    }
+    let mut received = 0;
+    while received < 30_001 {
+        received += rx.next().await.events().len();
+    }
+    until(&h.state, "all acknowledged", |v| v["outbox"]["depth"] == 0).await;
+}

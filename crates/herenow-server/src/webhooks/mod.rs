@@ -304,9 +304,17 @@ async fn acknowledge(shared: &Shared) {
     if acks.is_empty() {
         return;
     }
-    if let Err(e) = shared.store.outbox_ack(&acks).await {
-        tracing::warn!(error = %e, events = acks.len(), "acknowledging webhook events failed");
-        shared.in_flight.retry_acks(acks);
+    // A store takes at most a batch's worth of ids per call; a busy
+    // round finishes more than that.
+    let mut failed = Vec::new();
+    for chunk in acks.chunks(herenow_core::limits::MAX_BATCH) {
+        if let Err(e) = shared.store.outbox_ack(chunk).await {
+            tracing::warn!(error = %e, events = chunk.len(), "acknowledging webhook events failed");
+            failed.extend_from_slice(chunk);
+        }
+    }
+    if !failed.is_empty() {
+        shared.in_flight.retry_acks(failed);
     }
 }
 
