@@ -83,6 +83,9 @@ async fn issue_8_sigkill_under_load_loses_nothing_acknowledged() {
     eprintln!("crash test seed {seed}");
     let mut rng = Rng(seed);
     let model = Arc::new(Mutex::new(Model::default()));
+    // The workspace's reqwest has rustls without a built-in provider (the
+    // server's webhooks bring ring): a client needs one installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
         .build()
