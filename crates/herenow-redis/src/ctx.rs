@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 use redis::{RedisResult, Value};
 use tokio::sync::Notify;
@@ -103,7 +103,16 @@ pub(crate) struct Ctx {
     /// The most events the webhook outbox keeps per space, 0 while it is
     /// closed (see [`publish_arg`](Self::publish_arg)).
     pub outbox_cap: AtomicU64,
+    /// Redis' clock minus this store's, in ms, as last measured
+    /// ([`NO_SKEW`] before the first measure); see
+    /// [`RedisOptions::max_clock_skew`].
+    pub clock_skew: AtomicI64,
+    /// When (by this store's clock) the skew was last measured.
+    pub skew_measured: AtomicU64,
 }
+
+/// [`Ctx::clock_skew`] before anything was measured.
+pub const NO_SKEW: i64 = i64::MIN;
 
 impl Ctx {
     /// The context of a store connected with `client`, whose options and
@@ -124,6 +133,8 @@ impl Ctx {
             keys,
             health: Health::new(opts.buffer_cap),
             outbox_cap: AtomicU64::new(0),
+            clock_skew: AtomicI64::new(NO_SKEW),
+            skew_measured: AtomicU64::new(0),
             opts,
         }
     }

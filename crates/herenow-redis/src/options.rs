@@ -58,6 +58,17 @@ pub struct RedisOptions {
     /// Per-space exceptions to [`shards`](Self::shards), e.g. one huge
     /// lobby split in 16 while every other space has one shard.
     pub space_shards: HashMap<SpaceName, u16>,
+    /// The most this store's clock may differ from Redis' before the store
+    /// reports itself not ready ([`RedisStore::clock_skew`]), measured at
+    /// connect and every ten seconds on `tick`. Servers on one Redis stamp
+    /// heartbeats with their own clocks and the newest time wins, so a
+    /// server far ahead would make the others' heartbeats stale: a few
+    /// seconds are harmless (statuses move at tens of seconds), minutes
+    /// are not. `None` (the default, for stores on an injected clock in
+    /// tests) measures nothing.
+    ///
+    /// [`RedisStore::clock_skew`]: crate::RedisStore::clock_skew
+    pub max_clock_skew: Option<Duration>,
 }
 
 impl Default for RedisOptions {
@@ -74,6 +85,7 @@ impl Default for RedisOptions {
             id_order_max: 10_000,
             shards: 1,
             space_shards: HashMap::new(),
+            max_clock_skew: None,
         }
     }
 }

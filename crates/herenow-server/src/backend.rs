@@ -243,6 +243,7 @@ impl Backend {
                     RedisOptions {
                         shards: *shards,
                         space_shards: space_shards.clone(),
+                        max_clock_skew: Some(MAX_CLOCK_SKEW),
                         ..RedisOptions::default()
                     },
                 )
@@ -384,9 +385,22 @@ async fn fold(memory: &Arc<MemoryStore>, disk: &OnDisk) -> Result<usize, ServerE
     })
 }
 
+/// How far a server's clock may be from Redis' before it reports not
+/// ready: a few seconds move no status (they change at tens of seconds),
+/// minutes would make other servers' heartbeats stale.
+#[cfg(feature = "redis")]
+const MAX_CLOCK_SKEW: Duration = Duration::from_secs(5);
+
 /// Why a Redis store is not ready though it may answer; `None` when it is.
 #[cfg(feature = "redis")]
 fn redis_not_ready(redis: &RedisStore) -> Option<String> {
+    if let Some(skew) = redis.clock_skew_exceeded() {
+        return Some(format!(
+            "this server's clock differs from Redis' by {skew} ms (Redis minus ours; at most {} ms allowed): \
+             servers on one Redis stamp heartbeats with their own clocks, so fix its time (NTP)",
+            MAX_CLOCK_SKEW.as_millis()
+        ));
+    }
     if redis.is_ready() {
         return None;
     }

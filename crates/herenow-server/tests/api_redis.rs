@@ -191,3 +191,77 @@ async fn without_redis_reads_are_503_heartbeats_wait_and_readyz_says_not_ready()
     let grace = h.get("/v1/spaces/lobby/members/grace").await.ok();
     assert_eq!(grace["last_seen_ms"], T0 + 1_000);
 }
+
+/// The system clock moved by a fixed offset: a server whose clock is
+/// wrong.
+struct Skewed(i64);
+
+impl herenow_core::Clock for Skewed {
+    fn now_ms(&self) -> herenow_core::Millis {
+        let now = herenow_core::Clock::now_ms(&herenow_core::SystemClock) as i64;
+        (now + self.0) as u64
+    }
+}
+
+/// A server over `url` whose clock is `offset_ms` ahead of the machine's,
+/// watching its skew as `herenow serve` does.
+async fn skewed(url: &str, offset_ms: i64) -> (axum::Router, Arc<RedisStore>) {
+    let store = RedisStore::connect(
+        url,
+        Arc::new(Skewed(offset_ms)),
+        SpaceConfig::default(),
+        RedisOptions {
+            max_clock_skew: Some(Duration::from_secs(5)),
+            ..RedisOptions::default()
+        },
+    )
+    .await
+    .expect("connect to the test's redis-server");
+    let store = Arc::new(store);
+    let app = herenow_server::app(redis_state(store.clone(), &Config::default()));
+    (app, store)
+}
+
+#[tokio::test]
+async fn issue_13_two_seconds_of_skew_stay_right_ten_minutes_are_reported() {
+    let redis = RedisServer::standalone();
+    let (on_time, _) = skewed(&redis.url(), 0).await;
+    let (ahead, ahead_store) = skewed(&redis.url(), 2_000).await;
+    // 2 s ahead: within the bound, ready, and statuses agree whichever
+    // server wrote or reads.
+    let skew = ahead_store.clock_skew().expect("measured at connect");
+    assert!((-2_500..=-1_500).contains(&skew), "{skew}");
+    assert_eq!(
+        support::http::get(&ahead, "/readyz").await.status,
+        StatusCode::OK
+    );
+    support::http::post_json(&on_time, "/v1/spaces/room/heartbeat", &json!({"id": "ann"}))
+        .await
+        .ok();
+    support::http::post_json(&ahead, "/v1/spaces/room/heartbeat", &json!({"id": "bob"}))
+        .await
+        .ok();
+    // Ann heartbeats again on the server on time, after Bob's future-dated
+    // beat: both are online on both servers.
+    support::http::post_json(&on_time, "/v1/spaces/room/heartbeat", &json!({"id": "ann"}))
+        .await
+        .ok();
+    for app in [&on_time, &ahead] {
+        let page = support::http::get(app, "/v1/spaces/room/online").await.ok();
+        let mut got = ids(&page);
+        got.sort_unstable();
+        assert_eq!(got, ["ann", "bob"]);
+        for m in page["members"].as_array().unwrap() {
+            assert_eq!(m["status"], "online", "{m}");
+        }
+    }
+
+    // 10 minutes ahead: detected at connect and reported, never silent.
+    let (far, far_store) = skewed(&redis.url(), 600_000).await;
+    let skew = far_store.clock_skew_exceeded().expect("past the bound");
+    assert!((-600_500..=-599_500).contains(&skew), "{skew}");
+    let a = support::http::get(&far, "/readyz").await;
+    a.unavailable("not-ready");
+    let detail = a.json()["detail"].as_str().unwrap_or_default().to_owned();
+    assert!(detail.contains("clock differs from Redis"), "{detail}");
+}

@@ -18,6 +18,7 @@
 
 mod anywhere;
 mod by_id;
+mod clock;
 mod connections;
 mod follow;
 mod friends;
@@ -161,6 +162,7 @@ impl RedisStore {
         };
         store.migrate().await?;
         store.follow_outbox_switch().await?;
+        store.measure_clock_skew().await?;
         Ok(store)
     }
 

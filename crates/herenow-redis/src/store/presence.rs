@@ -203,6 +203,7 @@ impl PresenceStore for RedisStore {
     /// them).
     async fn tick(&self) -> Result<TickReport> {
         self.follow_outbox_switch().await?;
+        self.measure_clock_skew().await?;
         self.sweep().await
     }
 }
