@@ -148,15 +148,12 @@ impl Drop for Isolated {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_partition_of_twenty_seconds_hangs_nothing_and_loses_nothing() {
-    let Some(net) = Isolated::start() else {
-        return;
-    };
+/// The API over a Redis store at `url` with short timeouts.
+async fn harness(url: &str) -> (Api, Arc<RedisStore>, ManualClock) {
     let clock = ManualClock::new(T0);
     let store = Arc::new(
         RedisStore::connect(
-            &format!("redis://{}", net.addr),
+            url,
             Arc::new(clock.clone()),
             SpaceConfig::default(),
             RedisOptions {
@@ -165,23 +162,30 @@ async fn a_partition_of_twenty_seconds_hangs_nothing_and_loses_nothing() {
             },
         )
         .await
-        .expect("connect across the veth pair"),
+        .expect("connect to the test's redis"),
     );
     let config = Config {
         request_timeout: Duration::from_secs(2),
         ..Config::default()
     };
     let h = Api::over(redis_state(store.clone(), &config), clock.clone());
+    (h, store, clock)
+}
+
+/// Heartbeats and reads while `cut` keeps Redis unreachable for `secs`:
+/// none hangs, heartbeats are acknowledged; after `cut(false)` the server
+/// recovers by itself and every acknowledged heartbeat is in Redis.
+async fn ride_out(h: &Api, store: &RedisStore, clock: &ManualClock, cut: impl Fn(bool), secs: u64) {
     h.post("/v1/spaces/lobby/heartbeat", json!({"id": "before"}))
         .await
         .ok();
     assert_eq!(h.get("/readyz").await.status, StatusCode::OK);
 
-    net.cut(true);
+    cut(true);
     let cut_at = Instant::now();
     let mut acknowledged = Vec::new();
     let mut i = 0;
-    while cut_at.elapsed() < Duration::from_secs(20) {
+    while cut_at.elapsed() < Duration::from_secs(secs) {
         clock.advance(Duration::from_millis(100));
         let id = format!("during-{i}");
         i += 1;
@@ -193,7 +197,7 @@ async fn a_partition_of_twenty_seconds_hangs_nothing_and_loses_nothing() {
         let took = started.elapsed();
         assert!(
             took < Duration::from_secs(5),
-            "a heartbeat and a read took {took:?} during the partition"
+            "a heartbeat and a read took {took:?} while Redis was unreachable"
         );
         if beat.status.is_success() {
             acknowledged.push(id);
@@ -207,17 +211,17 @@ async fn a_partition_of_twenty_seconds_hangs_nothing_and_loses_nothing() {
     }
     assert!(
         !acknowledged.is_empty(),
-        "heartbeats are buffered and acknowledged during the partition"
+        "heartbeats are buffered and acknowledged meanwhile"
     );
     h.get("/readyz").await.unavailable("not-ready");
 
-    net.cut(false);
+    cut(false);
     // Recovers by itself: the replayer pings and writes the buffer back.
     let deadline = Instant::now() + Duration::from_secs(60);
     while !store.is_ready() {
         assert!(
             Instant::now() < deadline,
-            "never recovered after the partition healed: {:?}",
+            "never recovered after Redis was back: {:?}",
             store.stats()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -236,4 +240,27 @@ async fn a_partition_of_twenty_seconds_hangs_nothing_and_loses_nothing() {
             "an acknowledged heartbeat was lost: {m}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_of_twenty_seconds_hangs_nothing_and_loses_nothing() {
+    let Some(net) = Isolated::start() else {
+        return;
+    };
+    let (h, store, clock) = harness(&format!("redis://{}", net.addr)).await;
+    ride_out(&h, &store, &clock, |c| net.cut(c), 20).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_that_stops_answering_hangs_nothing_and_loses_nothing() {
+    // SIGSTOP: the process holds its connections open and answers nothing,
+    // the worst kind of slow.
+    let redis = herenow_testkit::RedisServer::standalone();
+    let pid = redis.pid().expect("redis-server runs").to_string();
+    let (h, store, clock) = harness(&redis.url()).await;
+    let signal = |stop: bool| {
+        let sig = if stop { "-STOP" } else { "-CONT" };
+        assert!(run(&["kill", sig, &pid]));
+    };
+    ride_out(&h, &store, &clock, signal, 10).await;
 }
