@@ -142,6 +142,9 @@ async fn issue_13_bodies_state_their_constraints() {
         assert_eq!(p["minimum"], 1, "{field}");
         assert_eq!(p["maximum"], limits::MAX_RETENTION_MS, "{field}");
     }
+    // Each body has an example, valid by its own schema's bounds.
+    let example = &doc["components"]["schemas"]["HeartbeatBody"]["examples"][0];
+    assert_eq!(example["id"], "alice", "{example}");
     // serde's deny_unknown_fields, stated.
     for schema in [
         "MemberRef",

@@ -87,6 +87,48 @@ pub fn apply(doc: &mut Value) {
     policy(doc);
     answers(doc);
     parameters(doc);
+    examples(doc);
+}
+
+/// An example of each body and parameter, as docs/API.md shows them: a
+/// reader sees what a request looks like, and a fuzzer's first requests
+/// are these.
+fn examples(doc: &mut Value) {
+    for (name, example) in [
+        ("MemberRef", json!({ "id": "alice", "kind": "user" })),
+        (
+            "HeartbeatBody",
+            json!({ "id": "alice", "kind": "user", "meta": { "name": "Alice" } }),
+        ),
+        (
+            "HeartbeatsBody",
+            json!({ "heartbeats": [{ "id": "a" }, { "id": "b", "kind": "guest" }] }),
+        ),
+        ("MembersBody", json!({ "members": [{ "id": "alice" }] })),
+        (
+            "AmongBody",
+            json!({ "members": [{ "id": "alice" }, { "id": "bob" }], "window": "10m", "limit": 10 }),
+        ),
+        ("FriendsBody", json!({ "friends": ["bob", "carol"] })),
+        ("UsersBody", json!({ "ids": ["ann", "bob"] })),
+        (
+            "TokenRequest",
+            json!({ "user": "alice", "spaces": ["room:1"], "ttl_s": 3600 }),
+        ),
+        (
+            "WatchRequest",
+            json!({ "users": ["bob"], "space": "lobby" }),
+        ),
+        (
+            "SpaceConfigDto",
+            json!({
+                "online_ms": 60_000, "away_ms": 300_000, "window_ms": 600_000,
+                "retention_ms": 900_000, "remember_ms": 2_592_000_000u64, "remember_guests": false,
+            }),
+        ),
+    ] {
+        schema(doc, name).insert("examples".into(), json!([example]));
+    }
 }
 
 /// The shapes clients send.
@@ -297,10 +339,16 @@ fn parameters(doc: &mut Value) {
 /// The schema of parameter `name` of operation `op`, if it is constrained.
 fn parameter_schema(op: &str, name: &str) -> Option<Value> {
     Some(match (op, name) {
-        (_, "space" | "after") => space_schema(),
-        (_, "id" | "user") => id_schema(),
-        (_, "window") => duration_schema("Within how long; default: the space's window"),
-        (_, "range") => duration_schema("How far back, at most 24h; default 1h"),
+        (_, "space" | "after") => with_example(space_schema(), json!("lobby")),
+        (_, "id" | "user") => with_example(id_schema(), json!("alice")),
+        (_, "window") => with_example(
+            duration_schema("Within how long; default: the space's window"),
+            json!("10m"),
+        ),
+        (_, "range") => with_example(
+            duration_schema("How far back, at most 24h; default 1h"),
+            json!("1h"),
+        ),
         ("online", "kind") => json!({ "type": "string", "enum": ["users", "guests", "all"] }),
         (_, "kind") => json!({ "type": "string", "enum": ["user", "guest"] }),
         (_, "order") => json!({ "type": "string", "enum": ["recent", "id"] }),
@@ -313,6 +361,12 @@ fn parameter_schema(op: &str, name: &str) -> Option<Value> {
         (_, "limit") => json!({ "type": "integer", "minimum": 1, "maximum": limits::MAX_PAGE }),
         _ => return None,
     })
+}
+
+/// `schema` with one example.
+fn with_example(mut schema: Value, example: Value) -> Value {
+    schema["examples"] = json!([example]);
+    schema
 }
 
 /// The object schema `name` of the components.
