@@ -6,4 +6,4 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export HERENOW_BIN="${HERENOW_BIN:-$root/target/debug/herenow}"
-exec "$root/scripts/fuzz-api.sh" --max-examples 8 --max-time 90 "$@"
+exec "$root/scripts/fuzz-api.sh" --max-examples 8 --max-time 75 "$@"
