@@ -26,7 +26,6 @@ MAX_META_BYTES = 1024
 # Codes of rules JSON Schema cannot state, refused whatever the request:
 #   bad-time          at_ms more than 60 s ahead of the server's clock
 #   bad-window        a window longer than the space's retention (its config)
-#   bad-range         a history range past 24h (a duration string has no maximum)
 #   bad-config        thresholds out of order (online <= away <= retention, window <= retention)
 #   bad-cursor        a cursor the store did not issue for this query
 #   too-many-friends  a friend set past 5,000 after adding to what is stored
@@ -34,7 +33,6 @@ MAX_META_BYTES = 1024
 UNSTATABLE = {
     "bad-time",
     "bad-window",
-    "bad-range",
     "bad-config",
     "bad-cursor",
     "too-many-friends",

@@ -11,10 +11,10 @@
 //! What JSON Schema cannot state is left to each field's description and
 //! answered `400` with its own code: byte lengths of non-ASCII ids and of
 //! metadata, a heartbeat time against the clock (`bad-time`), a window
-//! against the space's retention (`bad-window`), durations past their
-//! maximum (`bad-range`), thresholds against each other (`bad-config`),
-//! cursors the store did not issue (`bad-cursor`), and sizes that depend
-//! on what is stored (`too-many-friends`, `too-many-watched`).
+//! against the space's retention (`bad-window`), thresholds against each
+//! other (`bad-config`), cursors the store did not issue (`bad-cursor`),
+//! and sizes that depend on what is stored (`too-many-friends`,
+//! `too-many-watched`).
 //!
 //! Every lookup panics when a schema or parameter it names is missing: a
 //! renamed field fails the tests that build the document rather than
@@ -33,10 +33,19 @@ pub const ID_PATTERN: &str = r"^[^\u0000-\u001f\u007f-\u009f]+$";
 /// A space name: ASCII only, so its length in characters is its length in
 /// bytes.
 pub const SPACE_PATTERN: &str = r"^[A-Za-z0-9._:@-]+$";
-/// A duration in a query string: a positive integer and a unit. The server
-/// reads any humantime duration (`1h 30m` too), but a bare number is
-/// refused: `600` could be seconds or milliseconds.
-pub const DURATION_PATTERN: &str = r"^[1-9][0-9]{0,8}(ms|s|m|h)$";
+/// A duration in a query string: a positive integer and a unit, at most
+/// 24 hours (the longest retention, and the longest history range):
+/// `1ms` to `86400000ms`, `86400s`, `1440m` or `24h`. The server reads any
+/// humantime duration (`1h 30m` too), but a bare number is refused: `600`
+/// could be seconds or milliseconds.
+pub const DURATION_PATTERN: &str = concat!(
+    "^(?:",
+    "(?:[1-9][0-9]{0,6}|[1-7][0-9]{7}|8[0-5][0-9]{6}|86[0-3][0-9]{5}|86400000)ms",
+    "|(?:[1-9][0-9]{0,3}|[1-7][0-9]{4}|8[0-5][0-9]{3}|86[0-3][0-9]{2}|86400)s",
+    "|(?:[1-9][0-9]{0,2}|1[0-3][0-9]{2}|14[0-3][0-9]|1440)m",
+    "|(?:[1-9]|1[0-9]|2[0-4])h",
+    ")$"
+);
 
 /// A member or user id.
 pub fn id_schema() -> Value {
@@ -71,7 +80,7 @@ fn duration_schema(what: &str) -> Value {
     json!({
         "type": "string",
         "pattern": DURATION_PATTERN,
-        "description": format!("{what}: an integer and a unit, e.g. `10m`, `90s`, `1500ms`, `1h`"),
+        "description": format!("{what}: an integer and a unit, at most 24h, e.g. `10m`, `90s`, `1500ms`, `1h`"),
     })
 }
 
@@ -215,7 +224,7 @@ fn request_bodies(doc: &mut Value) {
     *property(doc, "AmongBody", "window") = json!({
         "type": ["string", "null"],
         "pattern": DURATION_PATTERN,
-        "description": "Within how long: an integer and a unit (`10m`); default: the space's window",
+        "description": "Within how long: an integer and a unit (`10m`), at most the space's retention; default: the space's window",
     });
     merge(
         property(doc, "TokenRequest", "ttl_s"),
@@ -377,7 +386,9 @@ fn parameter_schema(op: &str, name: &str) -> Option<Value> {
         (_, "space" | "after") => with_example(space_schema(), json!("lobby")),
         (_, "id" | "user") => with_example(id_schema(), json!("alice")),
         (_, "window") => with_example(
-            duration_schema("Within how long; default: the space's window"),
+            duration_schema(
+                "Within how long, at most the space's retention; default: the space's window",
+            ),
             json!("10m"),
         ),
         (_, "range") => with_example(
