@@ -257,6 +257,9 @@ COVERED = {
     ("post", "/v1/friends/{user}/remove"): ops.remove_friends("u", ["f"]),
     ("get", "/v1/users/{id}"): ops.user("i"),
     ("delete", "/v1/users/{id}"): ops.erase_user("i"),
+    # The user called `status`: the batch route's path, documented apart.
+    ("get", "/v1/users/status"): ops.user("status"),
+    ("delete", "/v1/users/status"): ops.erase_user("status"),
     ("post", "/v1/users/status"): ops.users_status(["i"]),
     ("post", "/v1/tokens"): ops.mint_token("u", ["s"]),
     ("post", "/v1/watch"): ops.watch_request(["u"]),

@@ -1,17 +1,26 @@
 //! `/openapi.json`, generated from the handlers' annotations, and the
 //! Swagger UI at `/docs` (its assets vendored into the binary: nothing is
 //! fetched at build or run time).
+//!
+//! The document is OpenAPI 3.2: [`rules`] writes in the constraints the
+//! server enforces (lengths, patterns, ranges, enums), [`events`] the
+//! schema of every event of the two streams.
+
+mod events;
+pub mod rules;
 
 use axum::Router;
+use axum::body::Bytes;
+use axum::http::header;
+use axum::routing::get;
 use utoipa::openapi::path::Operation;
-use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::openapi::{Content, Ref, RefOr, ResponseBuilder};
+use utoipa::openapi::{Content, OpenApiVersion, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
-use utoipa_swagger_ui::SwaggerUi;
+use utoipa_swagger_ui::{Config, SwaggerUi};
 
 use crate::state::AppState;
-use crate::{api, problem, sse};
+use crate::{api, problem, protocol, sse};
 
 /// The OpenAPI document of the JSON API, the event stream and the token
 /// endpoint, built from the handlers' `#[utoipa::path]` annotations and
@@ -48,7 +57,7 @@ use crate::{api, problem, sse};
         sse::events,
         sse::watch::watch,
     ),
-    components(schemas(problem::Problem)),
+    components(schemas(problem::Problem, protocol::watch::UnwatchedData)),
     modifiers(&Security, &CommonAnswers),
     tags(
         (name = "heartbeats", description = "Heartbeats and leaves"),
@@ -81,10 +90,9 @@ impl Modify for Security {
     }
 }
 
-/// What every operation may answer besides its own responses, and the
-/// constraints of the path parameters, declared once here rather than on
-/// each handler: a client generated from the document then knows every
-/// answer it can get (and a schema-driven fuzzer sends ids we accept).
+/// What every operation may answer besides its own responses, declared
+/// once here rather than on each handler: a client generated from the
+/// document then knows every answer it can get.
 struct CommonAnswers;
 
 impl CommonAnswers {
@@ -122,28 +130,6 @@ impl CommonAnswers {
                 });
         }
     }
-
-    fn constrain_params(op: &mut Operation) {
-        for param in op.parameters.iter_mut().flatten() {
-            let RefOr::T(param) = param else { continue };
-            let schema = match param.name.as_str() {
-                "space" => ObjectBuilder::new()
-                    .schema_type(Type::String)
-                    .min_length(Some(1))
-                    .max_length(Some(128))
-                    .pattern(Some("^[A-Za-z0-9._:@-]{1,128}$"))
-                    .description(Some("1 to 128 ASCII letters, digits and - _ . : @")),
-                "id" | "user" => ObjectBuilder::new()
-                    .schema_type(Type::String)
-                    .min_length(Some(1))
-                    .max_length(Some(256))
-                    .pattern(Some("^[^\\u0000-\\u001f\\u007f-\\u009f]+$"))
-                    .description(Some("1 to 256 bytes of UTF-8 without control characters")),
-                _ => continue,
-            };
-            param.schema = Some(RefOr::T(Schema::Object(schema.build())));
-        }
-    }
 }
 
 impl Modify for CommonAnswers {
@@ -157,16 +143,33 @@ impl Modify for CommonAnswers {
             ] {
                 if let Some(op) = op {
                     Self::add_answers(op, has_body);
-                    Self::constrain_params(op);
                 }
             }
         }
     }
 }
 
+/// The document served at `/openapi.json`: the generated one, as OpenAPI
+/// 3.2, with the server's constraints and the streams' events written in.
+pub fn document() -> serde_json::Value {
+    let mut openapi = ApiDoc::openapi();
+    openapi.openapi = OpenApiVersion::Version32;
+    let mut doc = serde_json::to_value(&openapi).expect("the OpenAPI document serializes");
+    rules::apply(&mut doc);
+    events::apply(&mut doc);
+    doc
+}
+
 /// `/openapi.json` and `/docs`.
 pub fn router() -> Router<AppState> {
-    SwaggerUi::new("/docs")
-        .url("/openapi.json", ApiDoc::openapi())
-        .into()
+    let doc = Bytes::from(serde_json::to_vec(&document()).expect("the document serializes"));
+    Router::new()
+        .route(
+            "/openapi.json",
+            get(move || {
+                let doc = doc.clone();
+                async move { ([(header::CONTENT_TYPE, "application/json")], doc) }
+            }),
+        )
+        .merge(SwaggerUi::new("/docs").config(Config::from("/openapi.json")))
 }

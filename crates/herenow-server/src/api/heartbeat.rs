@@ -36,6 +36,7 @@ pub struct HeartbeatBody<'a> {
     pub meta: Option<&'a RawValue>,
     /// When, in ms since the UNIX epoch; absent means now. Needs a write
     /// key; at most 60 s in the future.
+    #[serde(default, deserialize_with = "crate::protocol::whole::opt_u64")]
     pub at_ms: Option<u64>,
 }
 

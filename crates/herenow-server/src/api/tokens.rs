@@ -37,6 +37,7 @@ pub struct TokenRequest<'a> {
     #[schema(value_type = Vec<String>)]
     pub spaces: Vec<Cow<'a, str>>,
     /// Lifetime in seconds, 1 to 86,400 (default 3,600).
+    #[serde(default, deserialize_with = "crate::protocol::whole::opt_u64")]
     pub ttl_s: Option<u64>,
     /// Whom the socket may watch: `friends` (default: its user's friends
     /// only), `any` user, or `none`.

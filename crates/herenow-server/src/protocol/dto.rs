@@ -117,19 +117,23 @@ impl From<MemberStatus> for MemberDto {
 #[serde(deny_unknown_fields)]
 pub struct SpaceConfigDto {
     /// `online` while the last heartbeat is younger than this.
+    #[serde(deserialize_with = "crate::protocol::whole::u64")]
     pub online_ms: u64,
     /// `away` while younger than this; `offline` after.
+    #[serde(deserialize_with = "crate::protocol::whole::u64")]
     pub away_ms: u64,
     /// The default window of "who's online".
+    #[serde(deserialize_with = "crate::protocol::whole::u64")]
     pub window_ms: u64,
     /// How long a member is kept after its last heartbeat.
+    #[serde(deserialize_with = "crate::protocol::whole::u64")]
     pub retention_ms: u64,
     /// How long a user's last-seen time is remembered after presence
     /// ends (by leave or at the retention): status answers give it, with
     /// `offline`, until `last_seen + remember_ms`. `0`: not remembered.
     /// Default 30 days (the server's `--remember`), at most 1,096 days
     /// (94,694,400,000 ms). Absent in a `PUT`: the space keeps what it has.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::protocol::whole::opt_u64")]
     #[schema(minimum = 0, maximum = 94694400000.0)]
     pub remember_ms: Option<u64>,
     /// Whether guests are remembered too (default `false`: guests churn

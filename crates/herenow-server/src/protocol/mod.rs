@@ -10,7 +10,9 @@
 //!   server message, the `ref` they carry, the error a message can earn,
 //!   and the close codes;
 //! - [`watch`]: watching users, what the WebSocket and the
-//!   `POST /v1/watch` stream both send.
+//!   `POST /v1/watch` stream both send;
+//! - [`whole`]: whole numbers in bodies, read as JSON Schema reads them
+//!   (`2.0` is `2`).
 //!
 //! Kept apart so that `api`, `sse`, `ws` and `token` depend on one leaf
 //! module rather than on each other: a change to a shape shows up here,
@@ -18,4 +20,5 @@
 
 pub mod dto;
 pub mod watch;
+pub mod whole;
 pub mod ws;
