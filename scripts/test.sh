@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of herenow: unit, property, contract (memory, Redis,
-# Redis Cluster), API, end-to-end and browser tests, then each client
-# library's tests (clients/<language>/test.sh) against the built server.
+# Redis Cluster), API, end-to-end and browser tests, then a short
+# schema-driven fuzz of the API (schemathesis) and each client library's
+# tests (clients/<language>/test.sh) against the built server.
 #
 # Installs what the tests need when it is missing (Debian packages
 # redis-server and chromium, Node.js for the browser driver, and the browser
@@ -38,6 +39,10 @@ cargo test --workspace --all-features --locked --no-fail-fast || status=$?
 # venv, npm packages).
 cargo build -p herenow --locked
 export HERENOW_BIN="$PWD/target/debug/herenow"
+# The API against its own /openapi.json: a short schemathesis run over
+# every phase (a venv with pip; the long run is scripts/fuzz-api.sh).
+echo "test.sh: scripts/fuzz-api-short.sh"
+scripts/fuzz-api-short.sh || { echo "test.sh: fuzz-api-short.sh failed"; status=1; }
 for client in clients/*/test.sh; do
   [ -e "$client" ] || continue
   echo "test.sh: $client"
