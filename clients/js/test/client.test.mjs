@@ -291,6 +291,9 @@ describe("spaces, config, history, tokens, operations", () => {
       "get /v1/users/{id}": "user",
       "post /v1/users/status": "usersStatus",
       "delete /v1/users/{id}": "eraseUser",
+      // The user called `status`: the same calls, a path of its own.
+      "get /v1/users/status": "user",
+      "delete /v1/users/status": "eraseUser",
       "post /v1/tokens": "createToken",
       "get /v1/spaces/{space}/events": "events",
       "post /v1/watch": "watch",
