@@ -60,6 +60,11 @@ fn assert_space(schema: &Value) {
     assert_eq!(schema["minLength"], 1, "{schema}");
     assert_eq!(schema["maxLength"], limits::MAX_SPACE_BYTES, "{schema}");
     assert_eq!(schema["pattern"], "^[A-Za-z0-9._:@-]+$");
+    assert_eq!(
+        schema["not"]["enum"],
+        serde_json::json!([".", ".."]),
+        "{schema}"
+    );
 }
 
 #[tokio::test]

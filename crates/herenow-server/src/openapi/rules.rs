@@ -68,8 +68,10 @@ pub fn space_schema() -> Value {
         "minLength": 1,
         "maxLength": limits::MAX_SPACE_BYTES,
         "pattern": SPACE_PATTERN,
+        // URLs fold these away, so no path could name such a space.
+        "not": { "enum": [".", ".."] },
         "description": format!(
-            "1 to {} ASCII letters, digits and - _ . : @",
+            "1 to {} ASCII letters, digits and - _ . : @, other than `.` and `..`",
             limits::MAX_SPACE_BYTES
         ),
     })
