@@ -32,3 +32,7 @@ pub const MAX_CONNS_PER_MEMBER: usize = 64;
 pub const MIN_CONN_TTL_MS: u64 = 1_000;
 /// Longest connection TTL a store accepts (10 minutes).
 pub const MAX_CONN_TTL_MS: u64 = 10 * 60 * 1000;
+
+/// Longest name of an outbox consumer (a server), in bytes: stores keep
+/// one entry per name.
+pub const MAX_OUTBOX_CONSUMER_BYTES: usize = 200;

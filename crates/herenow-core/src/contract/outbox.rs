@@ -125,6 +125,11 @@ pub(super) async fn outbox_keeps_events_until_acknowledged(
     // Acknowledging twice, or an id never given, is harmless.
     ack(&s, &got).await;
     s.outbox_ack(&["no-such-event".to_owned()]).await.unwrap();
+    // A consumer's name is bounded (stores keep one entry per name).
+    for bad in [String::new(), "c".repeat(201)] {
+        let e = s.outbox_claim(&bad, 1, 0).await;
+        assert!(matches!(e, Err(Error::Invalid(_))), "{bad:?}: {e:?}");
+    }
     assert!(claim(&s, "one", 0, &[&sp]).await.is_empty());
 }
 

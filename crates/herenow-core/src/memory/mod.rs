@@ -581,6 +581,12 @@ impl PresenceStore for MemoryStore {
         max: usize,
         reclaim_idle_ms: Millis,
     ) -> Result<Vec<OutboxEvent>> {
+        if consumer.is_empty() || consumer.len() > limits::MAX_OUTBOX_CONSUMER_BYTES {
+            return Err(InvalidInput::BadConfig {
+                why: "an outbox consumer's name must be 1 to 200 bytes",
+            }
+            .into());
+        }
         let max = max.min(limits::MAX_BATCH);
         let now = self.clock.now_ms();
         Ok(self.outbox.claim(consumer, max, reclaim_idle_ms, now))

@@ -58,7 +58,7 @@ pub const STATS_MAX: usize = 10_000;
 /// Calls in flight at once for acknowledgements and stats.
 const IN_FLIGHT: usize = 16;
 /// Longest consumer name.
-const MAX_CONSUMER: usize = 200;
+const MAX_CONSUMER: usize = herenow_core::limits::MAX_OUTBOX_CONSUMER_BYTES;
 
 /// One store's place in the index and in its `SCAN` passes.
 #[derive(Default)]
@@ -158,11 +158,21 @@ impl RedisStore {
         // endpoint's events are never taken over while their server lives.
         if now.saturating_sub(st.refreshed) >= idle_ms / 4 {
             st.refreshed = now;
-            let held: Vec<SpaceName> = st.owned.iter().cloned().collect();
-            for space in held {
-                if !self.touch_space(&space, consumer, &now.to_string()).await? {
-                    st.owned.remove(&space);
-                }
+            let at = now.to_string();
+            let lost: Vec<SpaceName> = stream::iter(st.owned.iter().cloned())
+                .map(|space| {
+                    let at = &at;
+                    async move {
+                        let held = self.touch_space(&space, consumer, at).await?;
+                        Ok::<_, herenow_core::Error>((!held).then_some(space))
+                    }
+                })
+                .buffer_unordered(IN_FLIGHT)
+                .try_filter_map(|lost| async move { Ok(lost) })
+                .try_collect()
+                .await?;
+            for space in lost {
+                st.owned.remove(&space);
             }
         }
         if max == 0 {
