@@ -416,10 +416,36 @@ pub async fn send_test(
 fn consumer_name() -> String {
     let host = std::env::var("HOSTNAME")
         .ok()
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "herenow".to_owned());
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok());
     let random = getrandom::u32().unwrap_or(0);
-    format!("{host}-{}-{random:08x}", std::process::id())
+    name_of(host.as_deref(), std::process::id(), random)
+}
+
+/// `host-pid-random`, the host cut to 64 bytes: a store keeps consumer
+/// names up to `limits::MAX_OUTBOX_CONSUMER_BYTES`, and `HOSTNAME` can be
+/// anything.
+fn name_of(host: Option<&str>, pid: u32, random: u32) -> String {
+    let host = host
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .unwrap_or("herenow");
+    let mut end = host.len().min(64);
+    while !host.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}-{pid}-{random:08x}", &host[..end])
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::name_of;
+
+    #[test]
+    fn consumer_names_stay_short_whatever_the_host() {
+        assert_eq!(name_of(Some("web-1\n"), 7, 255), "web-1-7-000000ff");
+        assert_eq!(name_of(None, 7, 0), "herenow-7-00000000");
+        let long = name_of(Some(&"é".repeat(500)), 7, 0);
+        assert!(long.len() <= 64 + 20, "{long}");
+        assert!(long.len() <= herenow_core::limits::MAX_OUTBOX_CONSUMER_BYTES);
+    }
 }
