@@ -50,7 +50,7 @@ pub use follow::{FollowTap, UserChange, UserFeed};
 pub use id::{MemberId, MemberKey, MemberKind, SpaceName};
 pub use memory::MemoryStore;
 pub use meta::Metadata;
-pub use outbox::{OutboxEvent, OutboxKind, OutboxOptions, OutboxStats};
+pub use outbox::{OutboxEvent, OutboxKind, OutboxOptions, OutboxStats, SpaceHook};
 pub use policy::{SpaceConfig, Status};
 pub use store::{
     Counts, ErasureReport, Heartbeat, HeartbeatReport, KindFilter, ListQuery, MemberStatus, Order,

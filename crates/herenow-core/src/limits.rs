@@ -36,3 +36,14 @@ pub const MAX_CONN_TTL_MS: u64 = 10 * 60 * 1000;
 /// Longest name of an outbox consumer (a server), in bytes: stores keep
 /// one entry per name.
 pub const MAX_OUTBOX_CONSUMER_BYTES: usize = 200;
+
+/// Most webhook endpoints one space's configuration names
+/// ([`crate::outbox::SpaceHook`]).
+pub const MAX_SPACE_HOOKS: usize = 8;
+
+/// Longest URL of a space's webhook endpoint, in bytes.
+pub const MAX_HOOK_URL_BYTES: usize = 2_048;
+
+/// Longest signing secret of a space's webhook endpoint, in bytes (as
+/// written, `whsec_` and base64).
+pub const MAX_HOOK_SECRET_BYTES: usize = 256;

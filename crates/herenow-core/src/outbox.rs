@@ -23,6 +23,11 @@
 //! [`OutboxEvent::id`] is stable across those deliveries, for receivers to
 //! deduplicate.
 //!
+//! A space's configuration may name webhook endpoints of its own
+//! ([`SpaceHook`], [`PresenceStore::set_space_hooks`]): the store keeps
+//! them as durably as a space's policy, so every server delivering from
+//! its outbox finds them, and naming one opens the outbox.
+//!
 //! Capture is bounded ([`OutboxOptions::max_events`]): past the cap the
 //! oldest events are trimmed and counted ([`OutboxStats::trimmed`]), never
 //! kept without bound.
@@ -30,10 +35,12 @@
 use serde::{Deserialize, Serialize};
 
 use crate::conn::ConnId;
+use crate::error::InvalidInput;
 use crate::event::{Event, EventKind, LeaveReason};
 use crate::id::{MemberKey, SpaceName};
 use crate::meta::Metadata;
 use crate::policy::Status;
+use crate::limits;
 use crate::time::Millis;
 
 /// What an outbox event says happened.
@@ -184,4 +191,65 @@ pub struct OutboxStats {
     /// the store started counting (this process, or the Redis stream's
     /// life).
     pub trimmed: u64,
+    /// Whether the outbox captures: opened by a server with webhooks, or
+    /// by a space that names webhook endpoints.
+    pub open: bool,
+}
+
+/// A webhook endpoint a space's configuration names: the space's events go
+/// there as well as to the operator's endpoints. Core keeps it as given,
+/// within bounds; what a URL and a secret must look like is the server's
+/// to check. `Debug` never shows the secret.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpaceHook {
+    /// Where the events go.
+    pub url: String,
+    /// The kinds it wants, each once; never empty.
+    pub kinds: Vec<OutboxKind>,
+    /// What requests to it are signed with.
+    pub secret: String,
+}
+
+impl std::fmt::Debug for SpaceHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpaceHook")
+            .field("url", &self.url)
+            .field("kinds", &self.kinds)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SpaceHook {
+    /// Checks one space's endpoints together: at most
+    /// [`limits::MAX_SPACE_HOOKS`], URLs and secrets non-empty and within
+    /// their byte bounds, kinds non-empty without repeats, no URL twice.
+    pub fn check_all(hooks: &[SpaceHook]) -> Result<(), InvalidInput> {
+        let bad = |why: &'static str| Err(InvalidInput::BadConfig { why });
+        if hooks.len() > limits::MAX_SPACE_HOOKS {
+            return bad("a space names at most 8 webhook endpoints");
+        }
+        for (i, h) in hooks.iter().enumerate() {
+            if h.url.is_empty() || h.url.len() > limits::MAX_HOOK_URL_BYTES {
+                return bad("a webhook URL must be 1 to 2,048 bytes");
+            }
+            if h.secret.is_empty() || h.secret.len() > limits::MAX_HOOK_SECRET_BYTES {
+                return bad("a webhook secret must be 1 to 256 bytes");
+            }
+            if h.kinds.is_empty() {
+                return bad("a webhook endpoint wants at least one kind of event");
+            }
+            if h.kinds.iter().enumerate().any(|(j, k)| h.kinds[..j].contains(k)) {
+                return bad("a webhook endpoint names each kind of event once");
+            }
+            if hooks[..i].iter().any(|o| o.url == h.url) {
+                return bad("a space names each webhook URL once");
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether it wants events of `kind`.
+    pub fn wants(&self, kind: OutboxKind) -> bool {
+        self.kinds.contains(&kind)
+    }
 }

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::event::Subscription;
 use crate::follow::UserFeed;
 use crate::id::{MemberId, MemberKey, SpaceName};
-use crate::outbox::{OutboxEvent, OutboxOptions, OutboxStats};
+use crate::outbox::{OutboxEvent, OutboxOptions, OutboxStats, SpaceHook};
 
 use crate::policy::SpaceConfig;
 use crate::time::Millis;
@@ -179,6 +179,38 @@ pub trait PresenceStore: Send + Sync + 'static {
 
     /// How many events wait, are claimed, and were trimmed.
     async fn outbox_stats(&self) -> Result<OutboxStats> {
+        Err(Error::Unsupported {
+            what: "webhooks",
+            store: self.name().to_owned(),
+        })
+    }
+
+    /// The webhook endpoints `space`'s configuration names (none unless
+    /// set).
+    async fn space_hooks(&self, space: &SpaceName) -> Result<Vec<SpaceHook>> {
+        let _ = space;
+        Err(Error::Unsupported {
+            what: "webhooks",
+            store: self.name().to_owned(),
+        })
+    }
+
+    /// Replaces the webhook endpoints of `space` (checked by
+    /// [`SpaceHook::check_all`]; empty removes them), as durably as
+    /// [`set_config`](Self::set_config). Naming any opens the outbox
+    /// (with the default options when it was closed), so the space's
+    /// events are kept from this call on, whichever server delivers them.
+    async fn set_space_hooks(&self, space: &SpaceName, hooks: &[SpaceHook]) -> Result<()> {
+        let _ = (space, hooks);
+        Err(Error::Unsupported {
+            what: "webhooks",
+            store: self.name().to_owned(),
+        })
+    }
+
+    /// A number that changes whenever any space's webhook endpoints are
+    /// set, so a server can cache them and look again only after a change.
+    async fn space_hooks_version(&self) -> Result<u64> {
         Err(Error::Unsupported {
             what: "webhooks",
             store: self.name().to_owned(),

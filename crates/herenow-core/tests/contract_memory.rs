@@ -116,6 +116,15 @@ mod defaults {
         async fn outbox_stats(&self) -> Result<OutboxStats> {
             self.0.outbox_stats().await
         }
+        async fn space_hooks(&self, s: &SpaceName) -> Result<Vec<SpaceHook>> {
+            self.0.space_hooks(s).await
+        }
+        async fn set_space_hooks(&self, s: &SpaceName, h: &[SpaceHook]) -> Result<()> {
+            self.0.set_space_hooks(s, h).await
+        }
+        async fn space_hooks_version(&self) -> Result<u64> {
+            self.0.space_hooks_version().await
+        }
     }
 }
 

@@ -7,9 +7,9 @@
 //! what changed, encoded as bytes, and how durable it must be before the
 //! write is acknowledged:
 //!
-//! - friend sets, space configuration and erasures are
-//!   [`Durability::Sync`]: the store's call returns only once they are on
-//!   disk;
+//! - friend sets, space configuration (webhook endpoints included) and
+//!   erasures are [`Durability::Sync`]: the store's call returns only once
+//!   they are on disk;
 //! - heartbeats and leaves are [`Durability::Lazy`]: on disk within about
 //!   a second, so a crash may set a last-seen time back by that much (the
 //!   promise Redis makes with `appendfsync everysec`); so are the webhook
@@ -41,7 +41,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use crate::error::{Error, Result};
 use crate::id::{MemberId, MemberKey, SpaceName};
 use crate::meta::Metadata;
-use crate::outbox::OutboxEvent;
+use crate::outbox::{OutboxEvent, SpaceHook};
 use crate::policy::SpaceConfig;
 use crate::time::Millis;
 use crate::values::Heartbeat;
@@ -128,6 +128,13 @@ pub enum Change {
         /// Their ids.
         ids: Vec<String>,
     },
+    /// A space's webhook endpoints replaced.
+    SetHooks {
+        /// The space.
+        space: SpaceName,
+        /// Its endpoints from now on; none removes them.
+        hooks: Vec<SpaceHook>,
+    },
 }
 
 impl Change {
@@ -139,6 +146,7 @@ impl Change {
             | Change::OutboxAdd { .. }
             | Change::OutboxAck { .. } => Durability::Lazy,
             Change::SetConfig { .. }
+            | Change::SetHooks { .. }
             | Change::SetFriends { .. }
             | Change::AddFriends { .. }
             | Change::RemoveFriends { .. }
@@ -239,6 +247,13 @@ pub enum ChangeRef<'a> {
         /// Their ids.
         ids: &'a [String],
     },
+    /// See [`Change::SetHooks`].
+    SetHooks {
+        /// The space.
+        space: &'a SpaceName,
+        /// Its endpoints from now on.
+        hooks: &'a [SpaceHook],
+    },
 }
 
 /// A [`Heartbeat`] serialized as the [`Beat`] it becomes at replay.
@@ -269,6 +284,7 @@ impl ChangeRef<'_> {
             | ChangeRef::OutboxAdd { .. }
             | ChangeRef::OutboxAck { .. } => Durability::Lazy,
             ChangeRef::SetConfig { .. }
+            | ChangeRef::SetHooks { .. }
             | ChangeRef::SetFriends { .. }
             | ChangeRef::AddFriends { .. }
             | ChangeRef::RemoveFriends { .. }

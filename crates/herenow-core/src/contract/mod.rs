@@ -59,7 +59,7 @@ use self::follow::{
 use self::outbox::{
     outbox_follows_a_member_in_order, outbox_is_bounded,
     outbox_keeps_a_claiming_consumer_in_charge, outbox_keeps_events_until_acknowledged,
-    outbox_reclaims_what_a_consumer_left,
+    outbox_keeps_spaces_endpoints, outbox_reclaims_what_a_consumer_left,
 };
 use self::remembered::{
     erase_forgets_everywhere, expiry_keeps_last_seen, forgotten_times_are_counted,
@@ -115,6 +115,8 @@ scenarios!(
     outbox_keeps_a_claiming_consumer_in_charge,
     outbox_follows_a_member_in_order,
     outbox_is_bounded,
+    // Last: it opens the outbox for good on a shared backend.
+    outbox_keeps_spaces_endpoints,
 );
 
 /// Runs every scenario, each on a fresh store from `factory`.

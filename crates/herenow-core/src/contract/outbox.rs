@@ -6,7 +6,7 @@
 //! the events of its own spaces and acknowledges the rest away.
 
 use super::*;
-use crate::outbox::{OutboxEvent, OutboxKind, OutboxOptions};
+use crate::outbox::{OutboxEvent, OutboxKind, OutboxOptions, SpaceHook};
 
 /// Claims for `consumer` and returns the events of `spaces`, in order,
 /// acknowledging (discarding) every other space's.
@@ -269,4 +269,90 @@ pub(super) async fn outbox_keeps_a_claiming_consumer_in_charge(
     assert_eq!(of(&more, "bob"), [k(OutboxKind::Join, "bob")]);
     ack(&s, &held).await;
     ack(&s, &more).await;
+}
+
+fn hook(url: &str, kinds: &[OutboxKind]) -> SpaceHook {
+    SpaceHook {
+        url: url.to_owned(),
+        kinds: kinds.to_vec(),
+        secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_owned(),
+    }
+}
+
+/// Runs last: naming endpoints opens the outbox, and a shared backend
+/// keeps it open for scenarios after.
+pub(super) async fn outbox_keeps_spaces_endpoints(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+    let sp = space("c-outbox-hooks");
+    let other = space("c-outbox-hooks-other");
+    assert!(s.space_hooks(&sp).await.unwrap().is_empty(), "none at first");
+    let v0 = s.space_hooks_version().await.unwrap();
+
+    let hooks = vec![
+        hook(
+            "https://example.com/presence?token=1",
+            &[OutboxKind::Join, OutboxKind::Leave],
+        ),
+        hook("http://10.0.0.7:8080/hooks", &OutboxKind::ALL),
+    ];
+    s.set_space_hooks(&sp, &hooks).await.unwrap();
+    assert_eq!(s.space_hooks(&sp).await.unwrap(), hooks, "kept as given");
+    assert!(s.space_hooks(&other).await.unwrap().is_empty());
+    let v1 = s.space_hooks_version().await.unwrap();
+    assert_ne!(v1, v0, "a set changes the version");
+
+    // Naming endpoints opened the outbox: the space's events are kept.
+    assert!(s.outbox_stats().await.unwrap().open);
+    s.heartbeat(&sp, &[beat(user("ann"))]).await.unwrap();
+    let got = claim(&s, "hooks", 60_000, &[&sp]).await;
+    assert_eq!(of(&got, "ann"), [k(OutboxKind::Join, "ann")]);
+    ack(&s, &got).await;
+
+    // Bad sets are refused whole and change nothing.
+    let nine: Vec<SpaceHook> = (0..9)
+        .map(|i| hook(&format!("https://h{i}.example/"), &[OutboxKind::Join]))
+        .collect();
+    let twice = vec![
+        hook("https://a.example/", &[OutboxKind::Join]),
+        hook("https://a.example/", &[OutboxKind::Leave]),
+    ];
+    let long_url = "https://example.com/".to_owned() + &"a".repeat(2_100);
+    for (why, bad) in [
+        ("nine endpoints", nine),
+        ("a URL twice", twice),
+        ("no kinds", vec![hook("https://b.example/", &[])]),
+        (
+            "a kind twice",
+            vec![hook(
+                "https://b.example/",
+                &[OutboxKind::Join, OutboxKind::Join],
+            )],
+        ),
+        ("a long URL", vec![hook(&long_url, &[OutboxKind::Join])]),
+        ("an empty URL", vec![hook("", &[OutboxKind::Join])]),
+        (
+            "no secret",
+            vec![SpaceHook {
+                secret: String::new(),
+                ..hook("https://b.example/", &[OutboxKind::Join])
+            }],
+        ),
+    ] {
+        let e = s.set_space_hooks(&sp, &bad).await;
+        assert!(matches!(e, Err(Error::Invalid(_))), "{why}: {e:?}");
+    }
+    assert_eq!(s.space_hooks(&sp).await.unwrap(), hooks, "unchanged");
+
+    // Eight is the bound, not more.
+    let eight: Vec<SpaceHook> = (0..8)
+        .map(|i| hook(&format!("https://h{i}.example/"), &[OutboxKind::Vacated]))
+        .collect();
+    s.set_space_hooks(&other, &eight).await.unwrap();
+    assert_eq!(s.space_hooks(&other).await.unwrap(), eight);
+
+    // None removes them.
+    s.set_space_hooks(&sp, &[]).await.unwrap();
+    s.set_space_hooks(&other, &[]).await.unwrap();
+    assert!(s.space_hooks(&sp).await.unwrap().is_empty());
+    assert!(s.space_hooks(&other).await.unwrap().is_empty());
+    assert_ne!(s.space_hooks_version().await.unwrap(), v1);
 }

@@ -383,3 +383,57 @@ async fn undelivered_outbox_events_survive_replay_and_snapshot_with_their_ids() 
         assert_eq!(s.outbox_stats().await.unwrap().depth, 2);
     }
 }
+
+#[tokio::test]
+async fn spaces_webhooks_survive_the_journal_and_the_snapshot() {
+    use crate::outbox::{OutboxKind, SpaceHook};
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let store = MemoryStore::new(clock.clone(), SpaceConfig::default());
+    let log = Arc::new(Kept::default());
+    assert!(store.set_change_log(log.clone()));
+    let lobby = SpaceName::new("lobby").unwrap();
+    let hooks = vec![SpaceHook {
+        url: "https://example.com/hooks".into(),
+        kinds: vec![OutboxKind::Join, OutboxKind::Vacated],
+        secret: "whsec_c2VjcmV0".into(),
+    }];
+    store.set_space_hooks(&lobby, &hooks).await.unwrap();
+    let records = log.0.lock().unwrap().clone();
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        ChangeRef::SetHooks {
+            space: &lobby,
+            hooks: &hooks
+        }
+        .durability(),
+        Durability::Sync,
+        "on disk before the 2xx, like a policy"
+    );
+
+    // Replayed: the endpoints are back, and they open the outbox again.
+    let replayed = MemoryStore::new(clock.clone(), SpaceConfig::default());
+    assert!(!replayed.outbox_stats().await.unwrap().open);
+    for r in &records {
+        replayed.apply_change(&Change::decode(r).unwrap()).unwrap();
+    }
+    assert_eq!(replayed.space_hooks(&lobby).await.unwrap(), hooks);
+    assert!(replayed.outbox_stats().await.unwrap().open);
+
+    // In a snapshot too.
+    let restored = MemoryStore::new(clock.clone(), SpaceConfig::default());
+    restored.restore(&replayed.snapshot()).unwrap();
+    assert_eq!(restored.space_hooks(&lobby).await.unwrap(), hooks);
+    assert!(restored.outbox_stats().await.unwrap().open);
+
+    // A record naming bad endpoints (a bit flipped on disk, say) is
+    // refused, not applied.
+    let bad = Change::SetHooks {
+        space: lobby.clone(),
+        hooks: vec![SpaceHook {
+            kinds: Vec::new(),
+            ..hooks[0].clone()
+        }],
+    };
+    assert!(restored.apply_change(&bad).is_err());
+    assert_eq!(restored.space_hooks(&lobby).await.unwrap(), hooks);
+}

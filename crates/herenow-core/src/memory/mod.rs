@@ -11,6 +11,7 @@
 
 mod conns;
 mod erase;
+mod hooks;
 mod outbox;
 pub mod seen;
 mod snapshot;
@@ -33,7 +34,7 @@ use crate::event::Subscription;
 use crate::follow::{FollowTap, UserChange, UserFeed};
 use crate::id::{MemberId, MemberKey, SpaceName};
 use crate::limits;
-use crate::outbox::{OutboxEvent, OutboxOptions, OutboxStats};
+use crate::outbox::{OutboxEvent, OutboxOptions, OutboxStats, SpaceHook};
 use crate::policy::SpaceConfig;
 use crate::store::{
     Counts, ErasureReport, Heartbeat, HeartbeatReport, ListQuery, MemberStatus, Page,
@@ -71,6 +72,8 @@ pub struct MemoryStore {
     follow: Arc<FollowTap>,
     /// The webhook outbox ([`crate::outbox`]), capturing once opened.
     outbox: outbox::Outbox,
+    /// The webhook endpoints spaces name.
+    hooks: hooks::Hooks,
 }
 
 impl Default for MemoryStore {
@@ -92,6 +95,7 @@ impl MemoryStore {
             erasing: Mutex::new(()),
             follow: Arc::default(),
             outbox: outbox::Outbox::default(),
+            hooks: hooks::Hooks::default(),
         }
     }
 
@@ -144,6 +148,7 @@ impl MemoryStore {
             }
             Change::OutboxAdd { events } => self.outbox.restore(events),
             Change::OutboxAck { ids } => self.outbox.restore_acks(ids),
+            Change::SetHooks { space, hooks } => self.restore_hooks(space, hooks)?,
         }
         Ok(())
     }
@@ -602,6 +607,18 @@ impl PresenceStore for MemoryStore {
 
     async fn outbox_stats(&self) -> Result<OutboxStats> {
         Ok(self.outbox.stats())
+    }
+
+    async fn space_hooks(&self, space: &SpaceName) -> Result<Vec<SpaceHook>> {
+        Ok(self.hooks.get(space))
+    }
+
+    async fn set_space_hooks(&self, space: &SpaceName, hooks: &[SpaceHook]) -> Result<()> {
+        self.put_hooks(space, hooks).await
+    }
+
+    async fn space_hooks_version(&self) -> Result<u64> {
+        Ok(self.hooks.version())
     }
 
     async fn erase_user(&self, user: &MemberId) -> Result<ErasureReport> {

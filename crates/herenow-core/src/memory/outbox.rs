@@ -277,6 +277,7 @@ impl Queue {
             depth: self.kept as u64,
             pending: self.owners.values().map(|o| o.claimed.len() as u64).sum(),
             trimmed: self.trimmed,
+            open: false,
         }
     }
 
@@ -367,7 +368,15 @@ impl Outbox {
     }
 
     pub(super) fn stats(&self) -> OutboxStats {
-        self.queue.lock().stats()
+        OutboxStats {
+            open: self.is_open(),
+            ..self.queue.lock().stats()
+        }
+    }
+
+    /// Whether it captures.
+    pub(super) fn is_open(&self) -> bool {
+        self.capturing.load(Ordering::Relaxed)
     }
 
     /// Every event kept, in order: for the snapshot.

@@ -18,7 +18,7 @@ use super::{MemoryStore, Space};
 use crate::error::{Error, Result};
 use crate::id::{MemberId, MemberKey, MemberKind, SpaceName};
 use crate::meta::Metadata;
-use crate::outbox::OutboxEvent;
+use crate::outbox::{OutboxEvent, SpaceHook};
 use crate::policy::SpaceConfig;
 use crate::store::Heartbeat;
 use crate::time::Millis;
@@ -26,9 +26,10 @@ use crate::time::Millis;
 const MAGIC: &[u8; 17] = b"herenow snapshot\n";
 /// Version 2 added `mark`; version 3 the remembered last-seen times, the
 /// fingerprint seed and the remembering policy; version 4 the webhook
-/// outbox's undelivered events. Older versions are still read (mark 0,
-/// nothing remembered, remembering by the defaults, no events waiting).
-const VERSION: u32 = 4;
+/// outbox's undelivered events; version 5 the spaces' webhook endpoints.
+/// Older versions are still read (mark 0, nothing remembered, remembering
+/// by the defaults, no events waiting, no endpoints).
+const VERSION: u32 = 5;
 const HEADER: usize = MAGIC.len() + 4 + 4;
 
 #[derive(Serialize, Deserialize)]
@@ -42,6 +43,20 @@ struct Body {
     /// Remembered last-seen times by space: (fingerprint, guest, ms).
     remembered: Vec<(String, Vec<RememberedEntry>)>,
     /// The webhook outbox's events not yet acknowledged, oldest first.
+    outbox: Vec<OutboxEvent>,
+    /// The webhook endpoints spaces name, by space.
+    hooks: Vec<(String, Vec<SpaceHook>)>,
+}
+
+/// The body of version 4, before the spaces' webhook endpoints.
+#[derive(Serialize, Deserialize)]
+struct BodyV4 {
+    taken_ms: Millis,
+    spaces: Vec<SpaceDump>,
+    friends: Vec<(String, Vec<String>)>,
+    mark: u64,
+    seen_seed: u64,
+    remembered: Vec<(String, Vec<RememberedEntry>)>,
     outbox: Vec<OutboxEvent>,
 }
 
@@ -197,6 +212,7 @@ impl MemoryStore {
             // Last: an event captured meanwhile is in the journal after
             // the snapshot's mark too, and restoring it twice keeps one.
             outbox: self.outbox.export(),
+            hooks: self.hooks.export(),
         };
         let body = postcard::to_stdvec(&body).expect("snapshot body serializes");
         let mut out = Vec::with_capacity(HEADER + body.len());
@@ -240,6 +256,7 @@ impl MemoryStore {
                     seen_seed: self.seen.seed(),
                     remembered: Vec::new(),
                     outbox: Vec::new(),
+                    hooks: Vec::new(),
                 }
             }
             2 => {
@@ -252,6 +269,7 @@ impl MemoryStore {
                     seen_seed: self.seen.seed(),
                     remembered: Vec::new(),
                     outbox: Vec::new(),
+                    hooks: Vec::new(),
                 }
             }
             3 => {
@@ -264,6 +282,20 @@ impl MemoryStore {
                     seen_seed: v3.seen_seed,
                     remembered: v3.remembered,
                     outbox: Vec::new(),
+                    hooks: Vec::new(),
+                }
+            }
+            4 => {
+                let v4: BodyV4 = postcard::from_bytes(body).map_err(undecodable)?;
+                Body {
+                    taken_ms: v4.taken_ms,
+                    spaces: v4.spaces,
+                    friends: v4.friends,
+                    mark: v4.mark,
+                    seen_seed: v4.seen_seed,
+                    remembered: v4.remembered,
+                    outbox: v4.outbox,
+                    hooks: Vec::new(),
                 }
             }
             _ => postcard::from_bytes(body).map_err(undecodable)?,
@@ -331,6 +363,14 @@ impl MemoryStore {
                 .map_err(|e| bad(format!("remembers a bad space name: {e}")))?;
             remembered.push((name, list));
         }
+        let mut hooks = Vec::with_capacity(body.hooks.len());
+        for (name, list) in body.hooks {
+            let name = SpaceName::new(&name)
+                .map_err(|e| bad(format!("names webhooks of a bad space name: {e}")))?;
+            SpaceHook::check_all(&list)
+                .map_err(|e| bad(format!("space {name}'s webhooks: {e}")))?;
+            hooks.push((name, list));
+        }
         // The fingerprints in the snapshot were made with its seed.
         self.seen.set_seed(body.seen_seed);
         let mut map = self.spaces.write();
@@ -353,6 +393,9 @@ impl MemoryStore {
         drop(map);
         *self.friends.write() = friends;
         self.outbox.restore(&body.outbox);
+        for (name, list) in hooks {
+            self.restore_hooks(&name, &list)?;
+        }
         Ok(report)
     }
 }
