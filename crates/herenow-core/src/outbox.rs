@@ -38,9 +38,9 @@ use crate::conn::ConnId;
 use crate::error::InvalidInput;
 use crate::event::{Event, EventKind, LeaveReason};
 use crate::id::{MemberKey, SpaceName};
+use crate::limits;
 use crate::meta::Metadata;
 use crate::policy::Status;
-use crate::limits;
 use crate::time::Millis;
 
 /// What an outbox event says happened.
@@ -238,7 +238,11 @@ impl SpaceHook {
             if h.kinds.is_empty() {
                 return bad("a webhook endpoint wants at least one kind of event");
             }
-            if h.kinds.iter().enumerate().any(|(j, k)| h.kinds[..j].contains(k)) {
+            if h.kinds
+                .iter()
+                .enumerate()
+                .any(|(j, k)| h.kinds[..j].contains(k))
+            {
                 return bad("a webhook endpoint names each kind of event once");
             }
             if hooks[..i].iter().any(|o| o.url == h.url) {

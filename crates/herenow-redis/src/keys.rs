@@ -429,6 +429,18 @@ impl Keys {
         format!("{}:{{~outbox}}:open", self.prefix)
     }
 
+    /// The webhook endpoints `space` names (a JSON string), in the slot of
+    /// shard 0.
+    pub fn space_hooks(&self, space: &SpaceName) -> String {
+        format!("{}:{}:hooks", self.prefix, tag(space, 0))
+    }
+
+    /// The version of every space's webhook endpoints, counted up by each
+    /// set.
+    pub fn hooks_version(&self) -> String {
+        format!("{}:{{~outbox}}:hooksv", self.prefix)
+    }
+
     /// A `SCAN … MATCH` pattern for every outbox stream under this prefix.
     pub fn stream_pattern(&self) -> String {
         escape_glob(&self.prefix) + ":{*}:wh"

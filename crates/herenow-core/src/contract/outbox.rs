@@ -284,7 +284,10 @@ fn hook(url: &str, kinds: &[OutboxKind]) -> SpaceHook {
 pub(super) async fn outbox_keeps_spaces_endpoints(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
     let sp = space("c-outbox-hooks");
     let other = space("c-outbox-hooks-other");
-    assert!(s.space_hooks(&sp).await.unwrap().is_empty(), "none at first");
+    assert!(
+        s.space_hooks(&sp).await.unwrap().is_empty(),
+        "none at first"
+    );
     let v0 = s.space_hooks_version().await.unwrap();
 
     let hooks = vec![

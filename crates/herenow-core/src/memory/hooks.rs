@@ -71,9 +71,9 @@ impl MemoryStore {
     pub(super) async fn put_hooks(&self, space: &SpaceName, hooks: &[SpaceHook]) -> Result<()> {
         SpaceHook::check_all(hooks)?;
         self.open_for_hooks(hooks);
-        let durable = self
-            .hooks
-            .put(space, hooks, || self.record(ChangeRef::SetHooks { space, hooks }))?;
+        let durable = self.hooks.put(space, hooks, || {
+            self.record(ChangeRef::SetHooks { space, hooks })
+        })?;
         if let Some(d) = durable {
             d.await?;
         }

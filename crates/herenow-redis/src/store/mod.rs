@@ -13,7 +13,8 @@
 //! - `migrate.rs`: one-time migrations of what earlier versions wrote, run
 //!   by `connect`;
 //! - `connections.rs`: live connections (attach, detach, listing);
-//! - `outbox.rs`: the webhook outbox (claims, acknowledgements, figures);
+//! - `outbox.rs`: the webhook outbox (claims, acknowledgements, figures),
+//!   and `hooks.rs`: the webhook endpoints spaces name;
 //! - `follow.rs`: following users across spaces (users' channels).
 
 mod anywhere;
@@ -22,6 +23,7 @@ mod clock;
 mod connections;
 mod follow;
 mod friends;
+mod hooks;
 mod list;
 mod migrate;
 mod outbox;

@@ -118,6 +118,24 @@ impl RedisStore {
         Ok(())
     }
 
+    /// Opens the outbox with the default cap unless it is open already (a
+    /// server with webhooks set its own cap, which stays), and captures.
+    pub(super) async fn open_outbox_if_closed(&self) -> Result<()> {
+        let mut c = self.ctx.client.clone();
+        let key = self.ctx.keys.outbox_switch();
+        self.ctx
+            .io("outbox open", async {
+                redis::cmd("SET")
+                    .arg(&key)
+                    .arg(OutboxOptions::default().max_events)
+                    .arg("NX")
+                    .query_async::<()>(&mut c)
+                    .await
+            })
+            .await?;
+        self.follow_outbox_switch().await
+    }
+
     /// Captures as the outbox's switch says: once any store on this Redis
     /// opened the outbox, this one captures too, with the same cap.
     pub(super) async fn follow_outbox_switch(&self) -> Result<()> {
@@ -351,9 +369,13 @@ impl RedisStore {
             .buffer_unordered(IN_FLIGHT)
             .try_collect()
             .await?;
+        let open = self
+            .query_int(redis::cmd("EXISTS").arg(self.ctx.keys.outbox_switch()))
+            .await?;
         let mut stats = OutboxStats {
             trimmed: u64::try_from(self.query_int(redis::cmd("GET").arg(&trimmed_key)).await?)
                 .unwrap_or(0),
+            open: open > 0,
             ..OutboxStats::default()
         };
         for [len, pending, trimmed] in each {

@@ -12,7 +12,7 @@ use herenow_core::{
     Result, SeenAnywhere, SpaceConfig, SpaceName, SpaceSummary, Subscription, TickReport, UserFeed,
 };
 
-use herenow_core::outbox::{OutboxEvent, OutboxOptions, OutboxStats};
+use herenow_core::outbox::{OutboxEvent, OutboxOptions, OutboxStats, SpaceHook};
 
 use super::RedisStore;
 
@@ -196,6 +196,18 @@ impl PresenceStore for RedisStore {
     /// Sums over the streams of the index (bounded: see `store/outbox.rs`).
     async fn outbox_stats(&self) -> Result<OutboxStats> {
         self.outbox_figures().await
+    }
+
+    async fn space_hooks(&self, space: &SpaceName) -> Result<Vec<SpaceHook>> {
+        self.read_space_hooks(space).await
+    }
+
+    async fn set_space_hooks(&self, space: &SpaceName, hooks: &[SpaceHook]) -> Result<()> {
+        self.write_space_hooks(space, hooks).await
+    }
+
+    async fn space_hooks_version(&self) -> Result<u64> {
+        self.read_hooks_version().await
     }
 
     /// Sweeps every registered space whose sweep lease this store holds or

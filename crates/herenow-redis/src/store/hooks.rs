@@ -1,0 +1,91 @@
+//! The webhook endpoints spaces name ([`herenow_core::outbox::SpaceHook`]):
+//! one JSON string per space in the slot of its shard 0, and a version
+//! counter every server reads on each claim so it caches them and looks
+//! again only after a change.
+
+use herenow_core::outbox::SpaceHook;
+use herenow_core::{Result, SpaceName};
+
+use super::RedisStore;
+use crate::reply::bad_reply;
+
+impl RedisStore {
+    /// [`PresenceStore::space_hooks`](herenow_core::PresenceStore::space_hooks).
+    pub(super) async fn read_space_hooks(&self, space: &SpaceName) -> Result<Vec<SpaceHook>> {
+        let key = self.ctx.keys.space_hooks(space);
+        let mut c = self.ctx.client.clone();
+        let json: Option<String> = self
+            .ctx
+            .io("space hooks", async {
+                redis::cmd("GET").arg(&key).query_async(&mut c).await
+            })
+            .await?;
+        let Some(json) = json else {
+            return Ok(Vec::new());
+        };
+        // Checked again on the way in: anyone with access to Redis could
+        // have written the key.
+        let hooks: Vec<SpaceHook> =
+            serde_json::from_str(&json).map_err(|_| bad_reply("a space's webhook endpoints"))?;
+        SpaceHook::check_all(&hooks).map_err(|_| bad_reply("a space's webhook endpoints"))?;
+        Ok(hooks)
+    }
+
+    /// [`PresenceStore::set_space_hooks`](herenow_core::PresenceStore::set_space_hooks):
+    /// opens the outbox first (with the default cap, unless a server opened
+    /// it already with its own), then writes the endpoints, then counts
+    /// the version up, so a server that sees the new version reads the
+    /// new endpoints.
+    pub(super) async fn write_space_hooks(
+        &self,
+        space: &SpaceName,
+        hooks: &[SpaceHook],
+    ) -> Result<()> {
+        SpaceHook::check_all(hooks)?;
+        if !hooks.is_empty() {
+            self.open_outbox_if_closed().await?;
+        }
+        let key = self.ctx.keys.space_hooks(space);
+        let mut cmd = if hooks.is_empty() {
+            redis::cmd("DEL")
+        } else {
+            redis::cmd("SET")
+        };
+        cmd.arg(&key);
+        if !hooks.is_empty() {
+            cmd.arg(serde_json::to_string(hooks).expect("endpoints serialize"));
+        }
+        let mut c = self.ctx.client.clone();
+        self.ctx
+            .io("set space hooks", async {
+                cmd.query_async::<()>(&mut c).await
+            })
+            .await?;
+        let version = self.ctx.keys.hooks_version();
+        let mut c = self.ctx.client.clone();
+        self.ctx
+            .io("set space hooks", async {
+                redis::cmd("INCR")
+                    .arg(&version)
+                    .query_async::<()>(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(())
+    }
+}
+
+impl RedisStore {
+    /// [`PresenceStore::space_hooks_version`](herenow_core::PresenceStore::space_hooks_version).
+    pub(super) async fn read_hooks_version(&self) -> Result<u64> {
+        let key = self.ctx.keys.hooks_version();
+        let mut c = self.ctx.client.clone();
+        let v: Option<u64> = self
+            .ctx
+            .io("space hooks version", async {
+                redis::cmd("GET").arg(&key).query_async(&mut c).await
+            })
+            .await?;
+        Ok(v.unwrap_or(0))
+    }
+}
