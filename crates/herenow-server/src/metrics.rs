@@ -347,6 +347,19 @@ impl Metrics {
             .absolute(stats.trimmed);
     }
 
+    /// An event a space's webhook endpoint did not get: this server runs
+    /// as many lanes to spaces' endpoints as it may, or the endpoint the
+    /// store holds cannot be used.
+    pub fn webhook_space_lanes_full(&self) {
+        self.0
+            .recorder
+            .register_counter(
+                &key("herenow_webhook_space_endpoint_skipped_total", vec![]),
+                &META,
+            )
+            .increment(1);
+    }
+
     /// Records a request's latency under its route pattern.
     pub fn request(&self, route: &str, method: &'static str, took: Duration) {
         let secs = took.as_secs_f64();

@@ -256,14 +256,14 @@ async fn space_config_get_and_put() {
     assert_eq!(
         c,
         json!({"online_ms": 60000, "away_ms": 300000, "window_ms": 600000, "retention_ms": 900000,
-               "remember_ms": 2_592_000_000u64, "remember_guests": false})
+               "remember_ms": 2_592_000_000u64, "remember_guests": false, "webhooks": []})
     );
     // The four thresholds alone: remembering keeps what the space had.
     let new =
         json!({"online_ms": 10000, "away_ms": 20000, "window_ms": 30000, "retention_ms": 40000});
     let full = json!({"online_ms": 10000, "away_ms": 20000, "window_ms": 30000,
                       "retention_ms": 40000, "remember_ms": 2_592_000_000u64,
-                      "remember_guests": false});
+                      "remember_guests": false, "webhooks": []});
     assert_eq!(
         h.put("/v1/spaces/room/config", new.clone()).await.ok(),
         full

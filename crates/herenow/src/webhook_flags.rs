@@ -89,6 +89,7 @@ pub fn config(args: &WebhookArgs) -> Result<WebhookConfig, ConfigError> {
         queue_limit: args.webhook_queue as usize,
         reclaim_idle: args.webhook_reclaim,
         outbox_max: args.webhook_outbox,
+        default_secret: secret,
         ..WebhookConfig::default()
     };
     config.check()?;

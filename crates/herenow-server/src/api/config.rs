@@ -1,17 +1,24 @@
-//! `GET` / `PUT /v1/spaces/{space}/config`: a space's time policy.
+//! `GET` / `PUT /v1/spaces/{space}/config`: a space's time policy and the
+//! webhook endpoints it names.
 
 use axum::Json;
 use axum::extract::State;
-use herenow_core::SpaceConfig;
+use herenow_core::outbox::{OutboxKind, SpaceHook};
+use herenow_core::{ErrorKind, SpaceConfig, SpaceName, limits};
 
+use crate::auth::Access;
 use crate::extract::{JsonBody, SpacePath};
 use crate::metrics::Query;
 use crate::problem::{ApiError, Problem};
+use crate::protocol::dto::{SpaceWebhookDto, WebhookEvent};
 use crate::state::AppState;
+use crate::webhooks::endpoint::parse_url;
+use crate::webhooks::{Endpoint, Secret};
 
 pub use crate::protocol::dto::SpaceConfigDto;
 
-/// The space's time policy (the defaults for a space never configured).
+/// The space's time policy (the defaults for a space never configured),
+/// and, to callers that may write, the webhook endpoints it names.
 #[utoipa::path(
     get,
     path = "/v1/spaces/{space}/config",
@@ -26,14 +33,20 @@ pub use crate::protocol::dto::SpaceConfigDto;
 )]
 pub async fn get_config(
     State(state): State<AppState>,
+    access: Access,
     SpacePath(space): SpacePath,
 ) -> Result<Json<SpaceConfigDto>, ApiError> {
     state.metrics().query(Query::Config);
-    Ok(Json(state.store().config(&space).await?.into()))
+    let mut answer: SpaceConfigDto = state.store().config(&space).await?.into();
+    if access.can_write() {
+        answer.webhooks = hooks_view(&state, &space).await?;
+    }
+    Ok(Json(answer))
 }
 
 /// Sets the space's time policy; the four thresholds are required, the
-/// remembering fields keep their value when absent.
+/// remembering fields and the webhook endpoints keep their value when
+/// absent.
 #[utoipa::path(
     put,
     path = "/v1/spaces/{space}/config",
@@ -44,6 +57,7 @@ pub async fn get_config(
     responses(
         (status = 200, description = "The new policy", body = SpaceConfigDto),
         (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        (status = 501, description = "The store keeps no webhook endpoints (a seed's layout)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("api_key" = []))
 )]
@@ -52,9 +66,99 @@ pub async fn put_config(
     SpacePath(space): SpacePath,
     body: JsonBody,
 ) -> Result<Json<SpaceConfigDto>, ApiError> {
+    let dto = body.parse::<SpaceConfigDto>()?;
+    // Everything checked before anything is written: a bad endpoint
+    // leaves the policy as it was, and a bad policy the endpoints.
+    let hooks = dto
+        .webhooks
+        .as_deref()
+        .map(|list| space_hooks(list, state.webhooks().default_secret()))
+        .transpose()?;
     let current = state.store().config(&space).await?;
-    let config: SpaceConfig = body.parse::<SpaceConfigDto>()?.onto(current);
+    let config: SpaceConfig = dto.onto(current);
     config.validate()?;
+    if let Some(hooks) = &hooks {
+        state.store().set_space_hooks(&space, hooks).await?;
+        state.webhooks().space_hooks_changed();
+    }
     state.store().set_config(&space, config).await?;
-    Ok(Json(config.into()))
+    let mut answer: SpaceConfigDto = config.into();
+    // This route needs a write-scoped key: the caller sees the endpoints.
+    answer.webhooks = hooks_view(&state, &space).await?;
+    Ok(Json(answer))
+}
+
+/// The endpoints `space` names, without their secrets; `None` on a store
+/// that keeps none (a seed's layout).
+async fn hooks_view(
+    state: &AppState,
+    space: &SpaceName,
+) -> Result<Option<Vec<SpaceWebhookDto>>, ApiError> {
+    let hooks = match state.store().space_hooks(space).await {
+        Ok(h) => h,
+        Err(e) if e.kind() == ErrorKind::Unsupported => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(Some(
+        hooks
+            .iter()
+            .map(|h| SpaceWebhookDto {
+                url: h.url.clone(),
+                events: Some(h.kinds.iter().map(|k| WebhookEvent::from(*k)).collect()),
+                secret: None,
+                name: Endpoint::of_space_hook(h).ok().map(|e| e.name),
+            })
+            .collect(),
+    ))
+}
+
+/// The endpoints a `PUT` names, checked as the server will use them: a
+/// URL it can send to, a Standard Webhooks secret (or the server's
+/// `--webhook-secret`), kinds each once.
+fn space_hooks(
+    list: &[SpaceWebhookDto],
+    default_secret: Option<&Secret>,
+) -> Result<Vec<SpaceHook>, ApiError> {
+    let bad = |detail: String| ApiError::bad_request("bad-webhook", detail);
+    if list.len() > limits::MAX_SPACE_HOOKS {
+        return Err(bad(format!(
+            "{} webhook endpoints; a space names at most {}",
+            list.len(),
+            limits::MAX_SPACE_HOOKS
+        )));
+    }
+    let mut hooks = Vec::with_capacity(list.len());
+    for (i, w) in list.iter().enumerate() {
+        if w.url.len() > limits::MAX_HOOK_URL_BYTES {
+            return Err(bad(format!(
+                "webhooks[{i}].url is {} bytes; the limit is {}",
+                w.url.len(),
+                limits::MAX_HOOK_URL_BYTES
+            )));
+        }
+        parse_url(&w.url).map_err(|e| bad(format!("webhooks[{i}].url: {e}")))?;
+        let secret = match &w.secret {
+            Some(s) => {
+                s.parse::<Secret>()
+                    .map_err(|e| bad(format!("webhooks[{i}].secret: {e}")))?;
+                s.clone()
+            }
+            None => default_secret.map(Secret::to_written).ok_or_else(|| {
+                bad(format!(
+                    "webhooks[{i}] has no secret and the server has no --webhook-secret"
+                ))
+            })?,
+        };
+        let kinds: Vec<OutboxKind> = match &w.events {
+            None => OutboxKind::ALL.to_vec(),
+            Some(events) => events.iter().map(|e| OutboxKind::from(*e)).collect(),
+        };
+        hooks.push(SpaceHook {
+            url: w.url.clone(),
+            kinds,
+            secret,
+        });
+    }
+    SpaceHook::check_all(&hooks).map_err(|e| bad(format!("webhooks: {e}")))?;
+    Ok(hooks)
 }

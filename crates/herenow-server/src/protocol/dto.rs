@@ -5,6 +5,7 @@
 //! their wire form is defined here; the DTOs hold core values (ids,
 //! metadata), so building an answer moves them, never copies.
 
+use herenow_core::outbox::OutboxKind;
 use herenow_core::{MemberId, MemberKind, MemberStatus, Metadata, SpaceConfig, Status};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -113,7 +114,7 @@ impl From<MemberStatus> for MemberDto {
 /// A space's time policy, in ms. The thresholds must satisfy
 /// `0 < online ≤ away ≤ retention ≤ 24h` and `0 < window ≤ retention`;
 /// `remember_ms` is at most 1,096 days.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SpaceConfigDto {
     /// `online` while the last heartbeat is younger than this.
@@ -140,13 +141,96 @@ pub struct SpaceConfigDto {
     /// by the million). Absent in a `PUT`: unchanged.
     #[serde(default)]
     pub remember_guests: Option<bool>,
+    /// Webhook endpoints of this space (at most 8): its events are sent
+    /// there as well as to the operator's endpoints, signed and retried
+    /// alike. Absent in a `PUT`: unchanged; `[]` removes them. Shown only
+    /// to callers that may write (a read-scoped key gets no `webhooks`),
+    /// never with their secrets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_items = 8)]
+    pub webhooks: Option<Vec<SpaceWebhookDto>>,
+}
+
+/// A webhook endpoint a space names.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpaceWebhookDto {
+    /// Where events go: an `http` or `https` URL without a fragment, at
+    /// most 2,048 bytes; each URL once per space.
+    #[schema(min_length = 1, max_length = 2048)]
+    pub url: String,
+    /// The kinds of events it wants, each once; absent in a `PUT`: all.
+    #[serde(default)]
+    #[schema(min_items = 1, max_items = 7)]
+    pub events: Option<Vec<WebhookEvent>>,
+    /// The signing secret, `whsec_` and the base64 of 24 to 64 bytes (the
+    /// Standard Webhooks form). Absent: the server's `--webhook-secret`
+    /// (refused when it has none). Never shown.
+    // Never set in an answer (`hooks_view` leaves it out), so never sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(write_only, min_length = 1, max_length = 256)]
+    pub secret: Option<String>,
+    /// Its name in `GET /v1/webhooks` and `/metrics`
+    /// (`space:HOST:HASH`); ignored in a `PUT`.
+    #[serde(default)]
+    #[schema(read_only)]
+    pub name: Option<String>,
+}
+
+/// A kind of webhook event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum WebhookEvent {
+    /// A member became present.
+    Join,
+    /// A member went away.
+    Away,
+    /// An away member came back.
+    Back,
+    /// A member left (explicitly, by expiry, or its last connection
+    /// closed).
+    Leave,
+    /// A present member's metadata changed.
+    Update,
+    /// The space's first present member joined.
+    Occupied,
+    /// The space's last present member left.
+    Vacated,
+}
+
+impl From<WebhookEvent> for OutboxKind {
+    fn from(e: WebhookEvent) -> Self {
+        match e {
+            WebhookEvent::Join => OutboxKind::Join,
+            WebhookEvent::Away => OutboxKind::Away,
+            WebhookEvent::Back => OutboxKind::Back,
+            WebhookEvent::Leave => OutboxKind::Leave,
+            WebhookEvent::Update => OutboxKind::Update,
+            WebhookEvent::Occupied => OutboxKind::Occupied,
+            WebhookEvent::Vacated => OutboxKind::Vacated,
+        }
+    }
+}
+
+impl From<OutboxKind> for WebhookEvent {
+    fn from(k: OutboxKind) -> Self {
+        match k {
+            OutboxKind::Join => WebhookEvent::Join,
+            OutboxKind::Away => WebhookEvent::Away,
+            OutboxKind::Back => WebhookEvent::Back,
+            OutboxKind::Leave => WebhookEvent::Leave,
+            OutboxKind::Update => WebhookEvent::Update,
+            OutboxKind::Occupied => WebhookEvent::Occupied,
+            OutboxKind::Vacated => WebhookEvent::Vacated,
+        }
+    }
 }
 
 impl SpaceConfigDto {
     /// The policy this body sets on a space whose policy is `current`:
     /// the four thresholds as given, the remembering fields as given or
     /// as they were.
-    pub fn onto(self, current: SpaceConfig) -> SpaceConfig {
+    pub fn onto(&self, current: SpaceConfig) -> SpaceConfig {
         SpaceConfig {
             online_ms: self.online_ms,
             away_ms: self.away_ms,
@@ -167,6 +251,7 @@ impl From<SpaceConfig> for SpaceConfigDto {
             retention_ms: c.retention_ms,
             remember_ms: Some(c.remember_ms),
             remember_guests: Some(c.remember_guests),
+            webhooks: None,
         }
     }
 }

@@ -6,8 +6,9 @@
 use std::time::Duration;
 
 use herenow_core::SpaceName;
-use herenow_core::outbox::{OutboxEvent, OutboxKind};
+use herenow_core::outbox::{OutboxEvent, OutboxKind, SpaceHook};
 use reqwest::Url;
+use sha2::{Digest, Sha256};
 
 use super::sign::{Secret, SecretError};
 
@@ -52,6 +53,9 @@ pub struct WebhookConfig {
     pub backoff_base: Duration,
     /// The longest delay between two attempts, `Retry-After` included.
     pub backoff_cap: Duration,
+    /// `--webhook-secret`: signs for endpoints given without a secret of
+    /// their own, the operator's and those a space's configuration names.
+    pub default_secret: Option<Secret>,
 }
 
 impl Default for WebhookConfig {
@@ -66,6 +70,7 @@ impl Default for WebhookConfig {
             poll: Duration::from_millis(100),
             backoff_base: Duration::from_secs(1),
             backoff_cap: Duration::from_secs(600),
+            default_secret: None,
         }
     }
 }
@@ -188,6 +193,34 @@ impl Endpoint {
         })
     }
 
+    /// The endpoint a space's configuration names: its kinds, no glob
+    /// (the space is the filter), named `space:HOST:HASH` with a hash of
+    /// the URL and the secret, so the same endpoint has the same name on
+    /// every server and two secrets for one URL are told apart.
+    pub fn of_space_hook(hook: &SpaceHook) -> Result<Self, WebhookError> {
+        let url = parse_url(&hook.url)?;
+        let secret: Secret = hook.secret.parse().map_err(WebhookError::Secret)?;
+        let mut hash = Sha256::new();
+        hash.update(hook.url.as_bytes());
+        hash.update([0]);
+        hash.update(hook.secret.as_bytes());
+        let hash = hash.finalize();
+        let name = format!(
+            "space:{}:{:02x}{:02x}{:02x}{:02x}",
+            url.host_str().unwrap_or("host"),
+            hash[0],
+            hash[1],
+            hash[2],
+            hash[3]
+        );
+        Ok(Endpoint {
+            name,
+            url,
+            filter: Filter::of_kinds(&hook.kinds),
+            secret,
+        })
+    }
+
     /// The URL with a password and a query hidden (`***`): what metrics,
     /// logs and `GET /v1/webhooks` show.
     pub fn redacted_url(&self) -> String {
@@ -202,7 +235,8 @@ impl Endpoint {
     }
 }
 
-fn parse_url(text: &str) -> Result<Url, WebhookError> {
+/// A webhook URL: `http` or `https`, with a host, without a fragment.
+pub fn parse_url(text: &str) -> Result<Url, WebhookError> {
     let bad = |why: &'static str| WebhookError::BadUrl {
         url: text.split(['?', '@']).next().unwrap_or_default().to_owned(),
         why,
@@ -232,6 +266,14 @@ fn check_name(name: &str) -> Result<String, WebhookError> {
     Ok(name.to_owned())
 }
 
+/// The kind an event's name (`join`, …) names.
+pub fn kind_named(name: &str) -> Result<OutboxKind, WebhookError> {
+    OutboxKind::ALL
+        .into_iter()
+        .find(|k| k.as_str() == name)
+        .ok_or_else(|| WebhookError::BadEvent(name.to_owned()))
+}
+
 fn kind_bit(name: &str) -> Result<u8, WebhookError> {
     OutboxKind::ALL
         .iter()
@@ -259,6 +301,20 @@ impl Default for Filter {
 }
 
 impl Filter {
+    /// Every space, events of `kinds` only.
+    pub fn of_kinds(kinds: &[OutboxKind]) -> Self {
+        let mut bits = 0u8;
+        for (i, k) in OutboxKind::ALL.iter().enumerate() {
+            if kinds.contains(k) {
+                bits |= 1 << i;
+            }
+        }
+        Self {
+            kinds: bits,
+            spaces: None,
+        }
+    }
+
     /// Whether the endpoint wants `event`.
     pub fn wants(&self, event: &OutboxEvent) -> bool {
         self.wants_kind(event.kind)

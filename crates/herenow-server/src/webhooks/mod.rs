@@ -18,9 +18,17 @@
 //!   batch until it is delivered, refused or too old. A full queue drops
 //!   the event for that endpoint alone (counted `overflow`), so a slow or
 //!   dead endpoint never holds back another, nor heartbeats;
+//! - `space`: the endpoints spaces' configurations name, found in the
+//!   store (cached per space, looked up again when the store says they
+//!   changed) and delivered to by lanes like the operator's;
 //! - `endpoint` is the configuration and its filter, `sign` the
 //!   signature, `wire` the body and headers, `state` the numbers
 //!   `GET /v1/webhooks` and `/metrics` show.
+//!
+//! Without operator endpoints the claim loop sleeps until the store holds
+//! a space's endpoints (its version of them is above 0, looked at every
+//! few seconds and at once when this server sets some), then claims like
+//! any other.
 //!
 //! A server that dies mid-delivery leaves its claimed events pending; once
 //! they have been idle for `reclaim_idle`, another server's claim takes
@@ -31,18 +39,20 @@
 pub mod deliver;
 pub mod endpoint;
 pub mod sign;
+pub mod space;
 pub mod state;
 pub mod wire;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use herenow_core::outbox::OutboxOptions;
-use herenow_core::{Millis, PresenceStore};
+use herenow_core::{ErrorKind, Millis, PresenceStore};
+use parking_lot::Mutex;
 use reqwest::Client;
 use serde::Serialize;
-use tokio::sync::mpsc;
-use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use utoipa::ToSchema;
@@ -51,9 +61,10 @@ pub use deliver::Attempt;
 pub use endpoint::{Endpoint, WebhookConfig, WebhookError};
 pub use sign::Secret;
 
-use crate::metrics::{Metrics, WebhookDrop};
+use crate::metrics::Metrics;
 use deliver::{Lane, Queued, RetryPolicy};
 use endpoint::Filter;
+use space::{Launch, SpaceRoutes, Target};
 use state::{EndpointState, EndpointView, InFlight, OutboxView};
 
 /// Most events claimed at once.
@@ -61,6 +72,10 @@ const CLAIM_MAX: usize = 500;
 
 /// The longest pause between claims while the store fails.
 const CLAIM_BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// How often a server without endpoints of its own looks whether a space
+/// named some.
+const DORMANT_POLL: Duration = Duration::from_secs(2);
 
 /// Webhooks of one server: its endpoints' numbers from the start, its
 /// tasks once [`start`](Self::start)ed. Cheap to clone (one `Arc`).
@@ -70,6 +85,13 @@ pub struct Webhooks(Arc<Shared>);
 struct Shared {
     config: WebhookConfig,
     states: Vec<Arc<EndpointState>>,
+    /// The lanes to spaces' endpoints, as the claim loop makes them.
+    space_states: Arc<Mutex<Vec<Arc<EndpointState>>>>,
+    /// Wakes a sleeping claim loop: this server set a space's endpoints.
+    wake: Notify,
+    /// Whether the claim loop claims (operator endpoints, or spaces'
+    /// endpoints found).
+    active: AtomicBool,
     in_flight: Arc<InFlight>,
     consumer: String,
     store: Arc<dyn PresenceStore>,
@@ -105,6 +127,9 @@ impl Webhooks {
         Self(Arc::new(Shared {
             config,
             states,
+            space_states: Arc::default(),
+            wake: Notify::new(),
+            active: AtomicBool::new(false),
             in_flight: Arc::new(InFlight::default()),
             consumer: consumer_name(),
             store,
@@ -112,9 +137,27 @@ impl Webhooks {
         }))
     }
 
-    /// Whether any endpoint is configured.
+    /// Whether the operator configured any endpoint.
     pub fn is_on(&self) -> bool {
         !self.0.config.endpoints.is_empty()
+    }
+
+    /// Whether this server delivers: operator endpoints, or spaces'
+    /// endpoints found in the store.
+    pub fn is_active(&self) -> bool {
+        self.is_on() || self.0.active.load(Ordering::Relaxed)
+    }
+
+    /// The secret that signs for endpoints given without one
+    /// (`--webhook-secret`).
+    pub fn default_secret(&self) -> Option<&Secret> {
+        self.0.config.default_secret.as_ref()
+    }
+
+    /// This server set a space's endpoints: a sleeping claim loop looks
+    /// at once (the others find them within a few seconds).
+    pub fn space_hooks_changed(&self) {
+        self.0.wake.notify_one();
     }
 
     /// This server's name as an outbox consumer: host, process and a
@@ -123,39 +166,47 @@ impl Webhooks {
         &self.0.consumer
     }
 
-    /// Checks the configuration, sets up the HTTP client and opens the
-    /// store's outbox, so that a store without one (a seed's layout) or a
-    /// bad setting stops a start before the server announces itself.
-    /// [`start`](Self::start) does it too; doing it twice is harmless.
-    /// Without endpoints it does nothing, and the store keeps no outbox.
-    pub async fn prepare(&self) -> Result<Option<Client>, StartError> {
+    /// Checks the configuration, sets up the HTTP client and, with
+    /// operator endpoints, opens the store's outbox, so that a store
+    /// without one (a seed's layout) or a bad setting stops a start before
+    /// the server announces itself. [`start`](Self::start) does it too;
+    /// doing it twice is harmless. Without operator endpoints the store
+    /// keeps no outbox until a space names an endpoint.
+    pub async fn prepare(&self) -> Result<Client, StartError> {
         let shared = &self.0;
-        if !self.is_on() {
-            return Ok(None);
-        }
         shared.config.check()?;
         let client = http_client(shared.config.timeout)?;
-        shared
-            .store
-            .outbox_open(OutboxOptions {
-                max_events: shared.config.outbox_max,
-            })
-            .await?;
-        Ok(Some(client))
+        if self.is_on() {
+            shared
+                .store
+                .outbox_open(OutboxOptions {
+                    max_events: shared.config.outbox_max,
+                })
+                .await?;
+        }
+        Ok(client)
     }
 
     /// Opens the store's outbox ([`prepare`](Self::prepare)) and starts the
-    /// claim loop and one task per endpoint on `tracker`, until `token` is
-    /// cancelled. Without endpoints it does nothing.
+    /// claim loop and one task per operator endpoint on `tracker`, until
+    /// `token` is cancelled. Without operator endpoints, and on a store
+    /// that keeps spaces' endpoints, the claim loop sleeps until a space
+    /// names one; on a store that cannot (a seed's layout) nothing starts.
     pub async fn start(
         &self,
         tracker: &TaskTracker,
         token: &CancellationToken,
     ) -> Result<(), StartError> {
         let shared = &self.0;
-        let Some(client) = self.prepare().await? else {
-            return Ok(());
-        };
+        if !self.is_on() {
+            match shared.store.space_hooks_version().await {
+                Err(e) if e.kind() == ErrorKind::Unsupported => return Ok(()),
+                // Anything else is found out by the claim loop, which
+                // retries.
+                _ => {}
+            }
+        }
+        let client = self.prepare().await?;
         let policy = RetryPolicy {
             base: shared.config.backoff_base,
             cap: shared.config.backoff_cap,
@@ -180,27 +231,47 @@ impl Webhooks {
                 state: state.clone(),
             });
         }
-        tracing::info!(
-            endpoints = routes.len(),
-            consumer = %shared.consumer,
-            "webhooks on"
-        );
-        tracker.spawn(claim_loop(self.clone(), routes, token.clone()));
+        let spaces = SpaceRoutes::new(Launch {
+            client,
+            policy,
+            token: token.clone(),
+            tracker: tracker.clone(),
+            store: shared.store.clone(),
+            in_flight: shared.in_flight.clone(),
+            metrics: shared.metrics.clone(),
+            states: shared.space_states.clone(),
+        });
+        if self.is_on() {
+            tracing::info!(
+                endpoints = routes.len(),
+                consumer = %shared.consumer,
+                "webhooks on"
+            );
+        }
+        tracker.spawn(claim_loop(self.clone(), routes, spaces, token.clone()));
         Ok(())
     }
 
     /// What `GET /v1/webhooks` shows: every endpoint, and the store's
     /// outbox (`None` when webhooks are off or the store did not answer).
     pub async fn view(&self) -> WebhooksView {
-        let outbox = if self.is_on() {
+        let active = self.is_active();
+        let outbox = if active {
             self.0.store.outbox_stats().await.ok().map(OutboxView::from)
         } else {
             None
         };
+        let spaces: Vec<Arc<EndpointState>> = self.0.space_states.lock().clone();
         WebhooksView {
-            enabled: self.is_on(),
-            consumer: self.is_on().then(|| self.0.consumer.clone()),
-            endpoints: self.0.states.iter().map(|s| s.view()).collect(),
+            enabled: active,
+            consumer: active.then(|| self.0.consumer.clone()),
+            endpoints: self
+                .0
+                .states
+                .iter()
+                .chain(&spaces)
+                .map(|s| s.view())
+                .collect(),
             outbox,
         }
     }
@@ -208,10 +279,11 @@ impl Webhooks {
     /// Samples the gauges: queue depths (set again so they never go
     /// stale) and the store's outbox.
     pub async fn sample(&self) {
-        if !self.is_on() {
+        if !self.is_active() {
             return;
         }
-        for s in &self.0.states {
+        let spaces: Vec<Arc<EndpointState>> = self.0.space_states.lock().clone();
+        for s in self.0.states.iter().chain(&spaces) {
             s.set_depth(s.view().queue.depth as usize);
         }
         match self.0.store.outbox_stats().await {
@@ -224,11 +296,14 @@ impl Webhooks {
 /// Every endpoint and the outbox, as `GET /v1/webhooks` answers.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct WebhooksView {
-    /// Whether any endpoint is configured.
+    /// Whether this server delivers webhooks: the operator configured
+    /// endpoints, or spaces name some.
     pub enabled: bool,
     /// This server's name as an outbox consumer.
     pub consumer: Option<String>,
-    /// Each endpoint, in configuration order.
+    /// Each operator endpoint, in configuration order, then each
+    /// endpoint spaces name that this server delivers to now
+    /// (`space:HOST:HASH`).
     pub endpoints: Vec<EndpointView>,
     /// The store's outbox (shared by every server on one Redis).
     pub outbox: Option<OutboxView>,
@@ -241,14 +316,20 @@ struct Route {
     state: Arc<EndpointState>,
 }
 
-impl Route {
-    fn depth(&self) -> usize {
-        self.tx.max_capacity() - self.tx.capacity()
-    }
-}
-
-async fn claim_loop(hooks: Webhooks, routes: Vec<Route>, token: CancellationToken) {
+async fn claim_loop(
+    hooks: Webhooks,
+    routes: Vec<Route>,
+    mut spaces: SpaceRoutes,
+    token: CancellationToken,
+) {
     let shared = &hooks.0;
+    if routes.is_empty() && !wait_for_space_hooks(shared, &token).await {
+        return;
+    }
+    if routes.is_empty() {
+        tracing::info!(consumer = %shared.consumer, "webhooks on: spaces name endpoints");
+    }
+    shared.active.store(true, Ordering::Relaxed);
     let reclaim_ms =
         Millis::try_from(shared.config.reclaim_idle.as_millis()).unwrap_or(Millis::MAX);
     let poll = shared.config.poll;
@@ -261,40 +342,87 @@ async fn claim_loop(hooks: Webhooks, routes: Vec<Route>, token: CancellationToke
             _ = tokio::time::sleep(wait) => {}
         }
         acknowledge(shared).await;
-        let room = routes.iter().map(|r| r.tx.capacity()).max().unwrap_or(0);
         // Claimed even when no queue has room (`max` 0): a claim is how the
         // store knows this server lives, so its spaces stay its own while
-        // a slow endpoint holds their events.
+        // a slow endpoint holds their events. Spaces' endpoints get lanes
+        // as their events come, so without operator endpoints a full
+        // claim is always wanted.
+        let room = if routes.is_empty() {
+            CLAIM_MAX
+        } else {
+            let own = routes.iter().map(|r| r.tx.capacity()).max().unwrap_or(0);
+            own.max(spaces.room())
+        };
         let want = room.min(CLAIM_MAX);
-        match shared
+        let claimed = match shared
             .store
             .outbox_claim(&shared.consumer, want, reclaim_ms)
             .await
         {
-            Ok(events) => {
-                if failures > 0 {
-                    tracing::info!("claiming webhook events works again");
-                }
-                failures = 0;
-                let full = want > 0 && events.len() >= want;
-                for event in events {
-                    route(shared, &routes, event);
-                }
-                wait = if full { Duration::ZERO } else { poll };
-            }
+            Ok(events) => events,
             Err(e) => {
                 if failures == 0 {
                     tracing::warn!(error = %e, "claiming webhook events failed; retrying");
                 }
                 failures = failures.saturating_add(1);
-                wait = poll
-                    .saturating_mul(1u32 << failures.min(6))
-                    .min(CLAIM_BACKOFF_MAX);
+                wait = backoff(poll, failures);
+                continue;
+            }
+        };
+        // Every space's endpoints are known before any of its events is
+        // routed: until the store answers, the claimed events wait here
+        // (a retry per round, like a failed claim).
+        while let Err(e) = spaces.refresh(&claimed).await {
+            if failures == 0 {
+                tracing::warn!(error = %e, "reading spaces' webhook endpoints failed; retrying");
+            }
+            failures = failures.saturating_add(1);
+            tokio::select! {
+                biased;
+                // Unrouted, unacknowledged: delivered after a restart.
+                _ = token.cancelled() => return,
+                _ = tokio::time::sleep(backoff(poll, failures)) => {}
             }
         }
+        if failures > 0 {
+            tracing::info!("claiming webhook events works again");
+        }
+        failures = 0;
+        let full = want > 0 && claimed.len() >= want;
+        for event in claimed {
+            route(shared, &routes, &mut spaces, event);
+        }
+        spaces.sweep();
+        wait = if full { Duration::ZERO } else { poll };
     }
     // What is finished is acknowledged; the rest waits in the outbox.
     acknowledge(shared).await;
+}
+
+/// The pause after `failures` failures in a row: `poll` doubled per
+/// failure, capped.
+fn backoff(poll: Duration, failures: u32) -> Duration {
+    poll.saturating_mul(1u32 << failures.min(6))
+        .min(CLAIM_BACKOFF_MAX)
+}
+
+/// Sleeps until the store holds spaces' endpoints (`true`), or until
+/// shutdown or a store that cannot hold them (`false`).
+async fn wait_for_space_hooks(shared: &Shared, token: &CancellationToken) -> bool {
+    loop {
+        match shared.store.space_hooks_version().await {
+            Ok(v) if v > 0 => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::Unsupported => return false,
+            Err(e) => tracing::debug!(error = %e, "looking for spaces' webhook endpoints failed"),
+        }
+        tokio::select! {
+            biased;
+            _ = token.cancelled() => return false,
+            _ = shared.wake.notified() => {}
+            _ = tokio::time::sleep(DORMANT_POLL) => {}
+        }
+    }
 }
 
 /// Acknowledges the events every endpoint finished; a failure keeps them
@@ -318,42 +446,41 @@ async fn acknowledge(shared: &Shared) {
     }
 }
 
-/// Hands `event` to the queues of the endpoints that want it.
-fn route(shared: &Shared, routes: &[Route], event: herenow_core::OutboxEvent) {
+/// Hands `event` to the queues of the endpoints that want it: the
+/// operator's whose filter wants it, and those its space names.
+fn route(
+    shared: &Shared,
+    routes: &[Route],
+    spaces: &mut SpaceRoutes,
+    event: herenow_core::OutboxEvent,
+) {
     // Ours already: the store handed it out again after the reclaim time.
     if shared.in_flight.holds(&event.id) {
         return;
     }
-    let wanting: Vec<&Route> = routes.iter().filter(|r| r.filter.wants(&event)).collect();
+    let mut targets: Vec<Target> = routes
+        .iter()
+        .filter(|r| r.filter.wants(&event))
+        .map(|r| Target {
+            tx: r.tx.clone(),
+            state: r.state.clone(),
+        })
+        .collect();
+    targets.extend(spaces.targets(&event));
     shared.in_flight.hold(
         event.id.clone(),
-        u32::try_from(wanting.len()).unwrap_or(u32::MAX),
+        u32::try_from(targets.len()).unwrap_or(u32::MAX),
     );
-    if wanting.is_empty() {
+    if targets.is_empty() {
         return;
     }
     let queued = Arc::new(Queued {
         json: wire::event_json(&event),
         id: event.id,
     });
-    for r in wanting {
-        match r.tx.try_send(queued.clone()) {
-            Ok(()) => r.state.set_depth(r.depth()),
-            // Shutting down: the endpoint's task is gone. The event stays
-            // unacknowledged in the store, for the next start.
-            Err(TrySendError::Closed(_)) => {}
-            Err(TrySendError::Full(_)) => {
-                r.state.dropped(WebhookDrop::Overflow, 1);
-                let dropped = r.state.dropped_count(WebhookDrop::Overflow);
-                if dropped == 1 || dropped % 1_000 == 0 {
-                    tracing::warn!(
-                        endpoint = r.state.name(),
-                        dropped,
-                        "webhook queue full: events dropped for this endpoint"
-                    );
-                }
-                shared.in_flight.finish([queued.id.as_str()]);
-            }
+    for t in &targets {
+        if !space::send(t, &queued) {
+            shared.in_flight.finish([queued.id.as_str()]);
         }
     }
 }

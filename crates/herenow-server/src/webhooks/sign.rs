@@ -64,6 +64,14 @@ impl Secret {
     }
 }
 
+impl Secret {
+    /// The written form, `whsec_` and base64: what a store keeps for a
+    /// space's endpoint signed with the server's default secret.
+    pub fn to_written(&self) -> String {
+        format!("{SECRET_PREFIX}{}", STANDARD.encode(&self.0))
+    }
+}
+
 impl std::str::FromStr for Secret {
     type Err = SecretError;
 

@@ -1,0 +1,353 @@
+//! Endpoints a space's configuration names ([`SpaceHook`]): where the
+//! claim loop finds them and how it delivers to them.
+//!
+//! The store keeps each space's endpoints; the claim loop keeps a cache of
+//! them, per space, and a version the store counts up with every change
+//! (one cheap read per claim: when it moved, the cache is dropped and
+//! refilled as events arrive). So a change made through any server reaches
+//! every server's next claim, and a space without endpoints costs one
+//! look-up, then nothing.
+//!
+//! Each distinct endpoint (URL and secret) gets a lane like an operator's
+//! endpoint: its own bounded queue and task, so a slow one never holds
+//! back another. Lanes are made when a first event needs them and closed
+//! after [`LANE_IDLE`] without events, once their queue is empty; at most
+//! [`MAX_SPACE_LANES`] live at once (events for more are dropped for that
+//! endpoint and counted, like a full queue).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{StreamExt as _, TryStreamExt as _};
+use herenow_core::outbox::{OutboxEvent, OutboxKind, SpaceHook};
+use herenow_core::{PresenceStore, Result, SpaceName};
+use parking_lot::Mutex;
+use reqwest::Client;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::deliver::{Lane, Queued, RetryPolicy};
+use super::endpoint::Endpoint;
+use super::state::{EndpointState, InFlight};
+use crate::metrics::{Metrics, WebhookDrop};
+
+/// Most lanes to spaces' endpoints one server runs at once.
+pub const MAX_SPACE_LANES: usize = 256;
+
+/// Most events waiting in one space endpoint's queue.
+pub const SPACE_QUEUE_LIMIT: usize = 1_000;
+
+/// A lane without events for this long is closed once its queue is empty.
+pub const LANE_IDLE: Duration = Duration::from_secs(600);
+
+/// A space not seen in an event for this long leaves the cache.
+const CACHE_IDLE: Duration = Duration::from_secs(600);
+
+/// Most spaces cached; past it the cache starts again empty.
+const MAX_CACHED_SPACES: usize = 100_000;
+
+/// Look-ups of spaces' endpoints in flight at once.
+const FETCHES_IN_FLIGHT: usize = 16;
+
+/// How often idle lanes and cache entries are looked for.
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
+
+/// One endpoint: its URL and secret.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct LaneKey {
+    url: String,
+    secret: String,
+}
+
+/// One of a space's endpoints, as the cache keeps it.
+struct Wanted {
+    key: LaneKey,
+    kinds: Vec<OutboxKind>,
+}
+
+struct Cached {
+    hooks: Arc<[Wanted]>,
+    used: Instant,
+}
+
+struct SpaceLane {
+    tx: mpsc::Sender<Arc<Queued>>,
+    state: Arc<EndpointState>,
+    used: Instant,
+}
+
+/// What making a lane takes: the same as the operator's endpoints get.
+pub struct Launch {
+    /// The client every endpoint shares.
+    pub client: Client,
+    /// The retry policy.
+    pub policy: RetryPolicy,
+    /// Shutdown.
+    pub token: CancellationToken,
+    /// Where lane tasks run.
+    pub tracker: TaskTracker,
+    /// The store (time, for the lanes).
+    pub store: Arc<dyn PresenceStore>,
+    /// Where finished events are reported.
+    pub in_flight: Arc<InFlight>,
+    /// Where lanes' numbers go.
+    pub metrics: Metrics,
+    /// The lanes' numbers, for `GET /v1/webhooks`.
+    pub states: Arc<Mutex<Vec<Arc<EndpointState>>>>,
+}
+
+/// A lane an event goes to.
+pub struct Target {
+    /// Its queue.
+    pub tx: mpsc::Sender<Arc<Queued>>,
+    /// Its numbers.
+    pub state: Arc<EndpointState>,
+}
+
+/// The claim loop's view of spaces' endpoints: the cache and the lanes.
+pub struct SpaceRoutes {
+    launch: Launch,
+    version: Option<u64>,
+    cache: HashMap<SpaceName, Cached>,
+    lanes: HashMap<LaneKey, SpaceLane>,
+    swept: Instant,
+    /// Endpoints skipped because they could not be used (counted once per
+    /// cache fill, logged at the first).
+    unusable_logged: bool,
+}
+
+impl SpaceRoutes {
+    /// No endpoints known yet.
+    pub fn new(launch: Launch) -> Self {
+        Self {
+            launch,
+            version: None,
+            cache: HashMap::new(),
+            lanes: HashMap::new(),
+            swept: Instant::now(),
+            unusable_logged: false,
+        }
+    }
+
+    /// Makes sure the endpoints of every space of `events` are known and
+    /// current: drops the cache when the store's version moved, then looks
+    /// up the spaces not cached. An error leaves the events unrouted: the
+    /// caller tries again before routing them, so no event of a space
+    /// reaches its endpoints out of order or not at all.
+    pub async fn refresh(&mut self, events: &[OutboxEvent]) -> Result<()> {
+        let store = self.launch.store.clone();
+        let version = store.space_hooks_version().await?;
+        if self.version != Some(version) {
+            self.cache.clear();
+            self.version = Some(version);
+        }
+        let mut missing: Vec<SpaceName> = Vec::new();
+        for e in events {
+            if !self.cache.contains_key(&e.space) && !missing.contains(&e.space) {
+                missing.push(e.space.clone());
+            }
+        }
+        let found: Vec<(SpaceName, Vec<SpaceHook>)> = futures::stream::iter(missing)
+            .map(|space| {
+                let store = store.clone();
+                async move {
+                    let hooks = store.space_hooks(&space).await?;
+                    Ok::<_, herenow_core::Error>((space, hooks))
+                }
+            })
+            .buffer_unordered(FETCHES_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        if self.cache.len() + found.len() > MAX_CACHED_SPACES {
+            self.cache.clear();
+        }
+        let now = Instant::now();
+        for (space, hooks) in found {
+            let wanted: Vec<Wanted> = hooks
+                .into_iter()
+                .map(|h| Wanted {
+                    kinds: h.kinds,
+                    key: LaneKey {
+                        url: h.url,
+                        secret: h.secret,
+                    },
+                })
+                .collect();
+            self.cache.insert(
+                space,
+                Cached {
+                    hooks: wanted.into(),
+                    used: now,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// The lanes that want `event`, made as needed. Call after
+    /// [`refresh`](Self::refresh) with the event; a space not cached
+    /// (cannot happen then) wants nothing.
+    pub fn targets(&mut self, event: &OutboxEvent) -> Vec<Target> {
+        let now = Instant::now();
+        let Some(cached) = self.cache.get_mut(&event.space) else {
+            return Vec::new();
+        };
+        cached.used = now;
+        let hooks = cached.hooks.clone();
+        let mut targets = Vec::new();
+        for w in hooks.iter().filter(|w| w.kinds.contains(&event.kind)) {
+            if let Some(lane) = self.lane(&w.key, &w.kinds, now) {
+                lane.used = now;
+                targets.push(Target {
+                    tx: lane.tx.clone(),
+                    state: lane.state.clone(),
+                });
+            }
+        }
+        targets
+    }
+
+    /// The lane of `key`, made if missing and allowed.
+    fn lane(
+        &mut self,
+        key: &LaneKey,
+        kinds: &[OutboxKind],
+        now: Instant,
+    ) -> Option<&mut SpaceLane> {
+        if !self.lanes.contains_key(key) {
+            let lane = self.make_lane(key, kinds, now)?;
+            self.lanes.insert(key.clone(), lane);
+        }
+        self.lanes.get_mut(key)
+    }
+
+    fn make_lane(
+        &mut self,
+        key: &LaneKey,
+        kinds: &[OutboxKind],
+        now: Instant,
+    ) -> Option<SpaceLane> {
+        if self.lanes.len() >= MAX_SPACE_LANES {
+            self.launch.metrics.webhook_space_lanes_full();
+            if !self.unusable_logged {
+                self.unusable_logged = true;
+                tracing::warn!(
+                    lanes = MAX_SPACE_LANES,
+                    "too many distinct webhook endpoints named by spaces: \
+                     events for more are dropped for them and counted"
+                );
+            }
+            return None;
+        }
+        let hook = SpaceHook {
+            url: key.url.clone(),
+            kinds: kinds.to_vec(),
+            secret: key.secret.clone(),
+        };
+        let endpoint = match Endpoint::of_space_hook(&hook) {
+            Ok(e) => e,
+            Err(e) => {
+                // Checked when set; only a hand-edited store gets here.
+                self.launch.metrics.webhook_space_lanes_full();
+                if !self.unusable_logged {
+                    self.unusable_logged = true;
+                    tracing::warn!(error = %e, "a space names a webhook endpoint that cannot be used");
+                }
+                return None;
+            }
+        };
+        let state = Arc::new(EndpointState::new(
+            &endpoint,
+            SPACE_QUEUE_LIMIT,
+            self.launch.metrics.webhook(&endpoint.name),
+        ));
+        let (tx, rx) = mpsc::channel(SPACE_QUEUE_LIMIT);
+        let lane = Lane {
+            endpoint,
+            state: state.clone(),
+            client: self.launch.client.clone(),
+            store: self.launch.store.clone(),
+            in_flight: self.launch.in_flight.clone(),
+            policy: self.launch.policy,
+            token: self.launch.token.clone(),
+        };
+        self.launch.tracker.spawn(lane.run(rx));
+        self.launch.states.lock().push(state.clone());
+        tracing::info!(
+            endpoint = state.name(),
+            "webhook endpoint of a space in use"
+        );
+        Some(SpaceLane {
+            tx,
+            state,
+            used: now,
+        })
+    }
+
+    /// The most events one lane's queue could take now; 0 without lanes.
+    pub fn room(&self) -> usize {
+        self.lanes
+            .values()
+            .map(|l| l.tx.capacity())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Closes lanes idle for [`LANE_IDLE`] with empty queues (their task
+    /// ends once it has sent what it holds) and forgets spaces idle for
+    /// [`CACHE_IDLE`]; at most every [`SWEEP_EVERY`].
+    pub fn sweep(&mut self) {
+        let now = Instant::now();
+        if now.duration_since(self.swept) < SWEEP_EVERY {
+            return;
+        }
+        self.swept = now;
+        self.cache
+            .retain(|_, c| now.duration_since(c.used) < CACHE_IDLE);
+        let mut closed = Vec::new();
+        self.lanes.retain(|_, l| {
+            let idle =
+                now.duration_since(l.used) >= LANE_IDLE && l.tx.capacity() == l.tx.max_capacity();
+            if idle {
+                closed.push(l.state.clone());
+            }
+            !idle
+        });
+        if !closed.is_empty() {
+            self.launch
+                .states
+                .lock()
+                .retain(|s| !closed.iter().any(|c| Arc::ptr_eq(c, s)));
+            self.unusable_logged = false;
+        }
+    }
+}
+
+/// Sends `queued` to `target`; a full queue drops it for that endpoint
+/// (counted), a closed one (shutting down) leaves it for the next start.
+/// Whether the endpoint still has to finish it.
+pub fn send(target: &Target, queued: &Arc<Queued>) -> bool {
+    match target.tx.try_send(queued.clone()) {
+        Ok(()) => {
+            let depth = target.tx.max_capacity() - target.tx.capacity();
+            target.state.set_depth(depth);
+            true
+        }
+        Err(mpsc::error::TrySendError::Closed(_)) => true,
+        Err(mpsc::error::TrySendError::Full(_)) => {
+            target.state.dropped(WebhookDrop::Overflow, 1);
+            let dropped = target.state.dropped_count(WebhookDrop::Overflow);
+            if dropped == 1 || dropped.is_multiple_of(1_000) {
+                tracing::warn!(
+                    endpoint = target.state.name(),
+                    dropped,
+                    "webhook queue full: events dropped for this endpoint"
+                );
+            }
+            false
+        }
+    }
+}
