@@ -38,6 +38,7 @@ const (
 	CodeBadOrder          = "bad-order"
 	CodeBadSpaces         = "bad-spaces"
 	CodeBadTTL            = "bad-ttl"
+	CodeBadWebhook        = "bad-webhook"
 	CodeNothingToWatch    = "nothing-to-watch"
 	CodeTooManyWatched    = "too-many-watched"
 	CodeMissingAPIKey     = "missing-api-key"

@@ -164,3 +164,61 @@ fn webhooks_lists_each_endpoint() {
     assert_eq!(out.status.code(), Some(2), "{}", support::stderr(&out));
     assert!(!support::stderr(&out).contains("aHVudGVyMg"));
 }
+
+/// `PUT uri` with a JSON body; its status and JSON answer.
+async fn put_json(url: &str, body: &Value) -> (u16, Value) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let answer = reqwest::Client::new()
+        .put(url)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let status = answer.status().as_u16();
+    (status, answer.json().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_11_a_spaces_webhooks_survive_sigkill_with_a_data_dir() {
+    let dir = temp_dir("space-webhooks-crash");
+    let args = ["--data-dir", dir.to_str().unwrap()];
+    let mut server = Server::start(&args);
+    let mut rx = Receiver::start().await;
+    let body = serde_json::json!({
+        "online_ms": 60_000, "away_ms": 120_000, "window_ms": 120_000,
+        "retention_ms": 300_000,
+        "webhooks": [{"url": rx.url(), "events": ["join"], "secret": SECRET}],
+    });
+    let (status, answer) = put_json(&format!("{}/v1/spaces/room/config", server.url), &body).await;
+    assert_eq!(status, 200, "{answer}");
+    // Acknowledged means on disk: killed at once, the endpoint is back.
+    server.kill();
+
+    let server = Server::start(&args);
+    server.ok(&["seen", "room", "ann"]);
+    server.ok(&["seen", "hall", "bob"]);
+    let got = rx.next_within(Duration::from_secs(30)).await;
+    assert!(verify(
+        SECRET,
+        &got.id,
+        &got.timestamp,
+        &got.body,
+        &got.signature
+    ));
+    let events = got.events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        (events[0]["type"].as_str(), events[0]["member"].as_str()),
+        (Some("join"), Some("ann"))
+    );
+    let view = server.json(&["webhooks"]);
+    assert_eq!(view["enabled"], true, "{view}");
+    assert!(
+        view["endpoints"][0]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("space:"),
+        "{view}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -121,3 +121,69 @@ async fn issue_11_two_servers_deliver_every_event_though_one_is_killed_mid_deliv
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_11_a_spaces_webhooks_set_through_one_server_are_delivered_by_another() {
+    let redis = RedisServer::standalone();
+    let mut rx = Receiver::start().await;
+    let start = || {
+        Server::start(&[
+            "--store",
+            &redis.url(),
+            "--webhook-timeout",
+            "2s",
+            "--webhook-reclaim",
+            "3s",
+        ])
+    };
+    let mut a = start();
+    let b = start();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let body = serde_json::json!({
+        "online_ms": 60_000, "away_ms": 120_000, "window_ms": 120_000,
+        "retention_ms": 300_000,
+        "webhooks": [{"url": rx.url(), "events": ["join", "leave"], "secret": SECRET}],
+    });
+    let answer = reqwest::Client::new()
+        .put(format!("{}/v1/spaces/room/config", a.url))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 200);
+    // The server that set them is gone; the other one finds them in Redis
+    // (it looks every 2 s) and delivers, capturing from then on (another
+    // server's store follows the outbox's switch within a tick).
+    a.kill();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while b.json(&["webhooks"])["enabled"] != true {
+        assert!(std::time::Instant::now() < deadline, "b never delivers");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    b.ok(&["seen", "room", "ann"]);
+    b.ok(&["leave", "room", "ann"]);
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        let request = rx.next_within(Duration::from_secs(30)).await;
+        assert!(verify(
+            SECRET,
+            &request.id,
+            &request.timestamp,
+            &request.body,
+            &request.signature
+        ));
+        for e in request.events() {
+            got.push((
+                e["type"].as_str().unwrap().to_owned(),
+                e["member"].as_str().unwrap_or("-").to_owned(),
+            ));
+        }
+    }
+    assert_eq!(
+        got,
+        [
+            ("join".to_owned(), "ann".to_owned()),
+            ("leave".to_owned(), "ann".to_owned())
+        ]
+    );
+}

@@ -327,6 +327,23 @@ async fn claim_loop(
         return;
     }
     if routes.is_empty() {
+        // Opened from this server too: its store captures from now on
+        // (on Redis, the others follow the switch within a tick).
+        let options = OutboxOptions {
+            max_events: shared.config.outbox_max,
+        };
+        let mut failures = 0u32;
+        while let Err(e) = shared.store.outbox_open(options).await {
+            if failures == 0 {
+                tracing::warn!(error = %e, "opening the webhook outbox failed; retrying");
+            }
+            failures = failures.saturating_add(1);
+            tokio::select! {
+                biased;
+                _ = token.cancelled() => return,
+                _ = tokio::time::sleep(backoff(shared.config.poll, failures)) => {}
+            }
+        }
         tracing::info!(consumer = %shared.consumer, "webhooks on: spaces name endpoints");
     }
     shared.active.store(true, Ordering::Relaxed);
