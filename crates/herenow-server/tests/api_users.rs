@@ -634,4 +634,18 @@ async fn issue_8_a_store_that_cannot_answer_is_501_unsupported() {
         h.get("/v1/spaces/a/members/ann").await.ok()["status"],
         "online"
     );
+    // A store that keeps no webhook endpoints (a seed's layout): the
+    // policy reads without them, and naming some is 501 with nothing
+    // changed, the policy included.
+    let config = h.get("/v1/spaces/a/config").await.ok();
+    assert!(config.get("webhooks").is_none(), "{config}");
+    h.put(
+        "/v1/spaces/a/config",
+        json!({"online_ms": 1000, "away_ms": 2000, "window_ms": 2000, "retention_ms": 3000,
+               "webhooks": [{"url": "https://example.com/x",
+                             "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}]}),
+    )
+    .await
+    .problem(StatusCode::NOT_IMPLEMENTED, "unsupported");
+    assert_eq!(h.get("/v1/spaces/a/config").await.ok(), config);
 }
