@@ -138,6 +138,9 @@ impl SpaceRoutes {
     /// caller tries again before routing them, so no event of a space
     /// reaches its endpoints out of order or not at all.
     pub async fn refresh(&mut self, events: &[OutboxEvent]) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
         let store = self.launch.store.clone();
         let version = store.space_hooks_version().await?;
         if self.version != Some(version) {
