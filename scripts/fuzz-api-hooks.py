@@ -30,6 +30,9 @@ MAX_META_BYTES = 1024
 #   bad-cursor        a cursor the store did not issue for this query
 #   too-many-friends  a friend set past 5,000 after adding to what is stored
 #   too-many-watched  users plus a followed friend set past 5,000
+# and, checked against the request itself: bad-member-id (an id over 256
+# bytes but not characters), bad-metadata (over 1 KiB as compact JSON),
+# bad-webhook (one URL twice among a space's endpoints).
 UNSTATABLE = {
     "bad-time",
     "bad-window",
@@ -74,6 +77,17 @@ def _meta_too_large(case):
     return False
 
 
+def _webhook_url_twice(case):
+    """A space's webhook endpoints naming one URL twice (JSON Schema's
+    uniqueItems compares whole items, not one field of them)."""
+    body = case.body if isinstance(case.body, dict) else {}
+    hooks = body.get("webhooks")
+    if not isinstance(hooks, list):
+        return False
+    urls = [h.get("url") for h in hooks if isinstance(h, dict)]
+    return len(urls) != len(set(urls))
+
+
 def _breaks_an_unstatable_rule(response, case):
     if response.status_code != 400:
         return False
@@ -87,6 +101,8 @@ def _breaks_an_unstatable_rule(response, case):
         return _id_too_long_in_bytes(case)
     if code == "bad-metadata":
         return _meta_too_large(case)
+    if code == "bad-webhook":
+        return _webhook_url_twice(case)
     return False
 
 

@@ -64,7 +64,10 @@ fi
 
 work="$(mktemp -d)"
 key="fuzz-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+# A --webhook-secret: a space's webhook endpoint given without a secret of
+# its own is then valid, as the schema says.
 RUST_LOG=warn "$HERENOW_BIN" serve --listen 127.0.0.1:0 --store "$store" --api-key "$key:write" \
+  --webhook-secret "whsec_$(head -c 32 /dev/urandom | base64 | tr -d '\n')" \
   >"$work/server.log" 2>&1 &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT

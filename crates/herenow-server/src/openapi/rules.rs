@@ -328,6 +328,43 @@ fn policy(doc: &mut Value) {
         property(doc, "SpaceConfigDto", "remember_ms"),
         json!({ "minimum": 0, "maximum": limits::MAX_REMEMBER_MS }),
     );
+    space_webhooks(doc);
+}
+
+/// A space's webhook endpoints: what `webhooks/endpoint.rs` and `sign.rs`
+/// accept, as far as a pattern can say it (the same URL twice in one list
+/// is the one rule left to the `400`).
+fn space_webhooks(doc: &mut Value) {
+    // http(s), a host of letters, digits, dots and inner hyphens, a port,
+    // a path and a query of URL-safe characters; no fragment. IPv6 hosts
+    // and other characters a URL may escape are accepted too, unlisted.
+    // The last label starts with a letter: one of digits would be read as
+    // an IPv4 number. Dotted IPv4 addresses are their own branch.
+    let label = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
+    let last = "[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
+    let octet = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
+    let url = format!(
+        "^https?://(?:(?:{label}\\.)*{last}|(?:{octet}\\.){{3}}{octet})(?::[1-9][0-9]{{0,3}})?(?:/[A-Za-z0-9._~%!$&'()*+,;=:@/-]*)?(?:\\?[A-Za-z0-9._~%!$&'()*+,;=:@/?-]*)?$"
+    );
+    merge(
+        property(doc, "SpaceWebhookDto", "url"),
+        json!({ "pattern": url }),
+    );
+    // `whsec_` and canonical base64 of 24 to 64 bytes: whole quanta, or a
+    // last one padded with `==` (one byte) or `=` (two), whose final
+    // character leaves no stray bits.
+    let b64 = "[A-Za-z0-9+/]";
+    let secret = format!(
+        "^whsec_(?:(?:{b64}{{4}}){{8,21}}(?:{b64}[AQgw]==)?|(?:{b64}{{4}}){{8,20}}{b64}{{2}}[AEIMQUYcgkosw048]=)$"
+    );
+    merge(
+        property(doc, "SpaceWebhookDto", "secret"),
+        json!({ "pattern": secret }),
+    );
+    merge(
+        property(doc, "SpaceWebhookDto", "events"),
+        json!({ "uniqueItems": true }),
+    );
 }
 
 /// What the server answers: ids and names it sends are ones it accepts.
