@@ -295,6 +295,7 @@ mod options;
 mod outbox;
 pub mod outbox_scripts;
 mod replay;
+mod replicas;
 mod reply;
 pub mod scripts;
 mod store;
@@ -303,8 +304,9 @@ mod writer;
 
 pub use ctx::RedisStats;
 pub use layouts::{KeyTemplate, LayoutOptions, SeedLayout, SeedLayoutStore};
-pub use options::RedisOptions;
+pub use options::{DEFAULT_WAIT_TIMEOUT, RedisOptions};
 pub use replay::PROBE_EVERY;
+pub use replicas::RECHECK as REPLICAS_RECHECK;
 pub use store::RedisStore;
 
 // The module's name before key naming joined it; `shard::shard_of` and
