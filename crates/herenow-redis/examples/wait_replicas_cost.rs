@@ -87,7 +87,7 @@ fn median(v: &[f64]) -> f64 {
     x[x.len() / 2]
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::main(flavor = "current_thread")]
 async fn main() {
     let cluster = herenow_testkit::RedisCluster::start_with_replicas(Duration::from_secs(5));
     let url = cluster.url();
