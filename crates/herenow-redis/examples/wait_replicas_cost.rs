@@ -11,8 +11,12 @@
 //! - singles: 256 concurrent callers, one member per call (the flusher
 //!   merges them into rounds, and the waits into one per slot at a time).
 //!
-//! It prints members per second for each, the medians, and the writes the
-//! waiting store acknowledged without its replica (expected 0).
+//! It prints heartbeats per second for each, the medians and the median of
+//! the per-round ratios (the machine is shared: rounds next to each other
+//! see the same noise), the `WAIT`s and `ROLE`s the masters ran per
+//! heartbeat of the waiting store (`INFO commandstats`), and the writes it
+//! acknowledged without its replica (expected 0). `ROUNDS` (default 11)
+//! sets the rounds.
 //!
 //! ```sh
 //! cargo run --release -p herenow-redis --example wait_replicas_cost
@@ -31,7 +35,23 @@ const T0: u64 = 1_700_000_000_000;
 const MEMBERS: usize = 5_000;
 const SPACES: usize = 6;
 const CALLERS: usize = 256;
-const ROUNDS: usize = 7;
+
+/// Calls of `cmd` every running node of `cluster` has run.
+fn calls(cluster: &herenow_testkit::RedisCluster, cmd: &str) -> u64 {
+    let prefix = format!("cmdstat_{cmd}:calls=");
+    cluster
+        .nodes
+        .iter()
+        .filter_map(|n| herenow_testkit::raw_command(n.port, "INFO commandstats").ok())
+        .flat_map(|stats| {
+            stats
+                .lines()
+                .filter_map(|l| l.strip_prefix(&prefix).map(str::to_owned))
+                .collect::<Vec<_>>()
+        })
+        .filter_map(|rest| rest.split(',').next().and_then(|n| n.parse::<u64>().ok()))
+        .sum()
+}
 
 async fn connect(url: &str, clock: &ManualClock, prefix: &str, wait: u16) -> RedisStore {
     RedisStore::connect(
@@ -104,8 +124,14 @@ async fn main() {
     batches(&plain, &spaces, &members).await;
     batches(&waiting, &spaces, &members).await;
     let total = SPACES * MEMBERS;
+    let rounds: usize = std::env::var("ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(11);
     let mut rates: [Vec<f64>; 4] = Default::default();
-    for round in 0..ROUNDS {
+    let (waits0, roles0) = (calls(&cluster, "wait"), calls(&cluster, "role"));
+    let mut waited = 0;
+    for round in 0..rounds {
         let rows: [(&str, &Arc<RedisStore>, bool); 4] = [
             ("batches, no wait", &plain, false),
             ("batches, WAIT 1 ", &waiting, false),
@@ -124,20 +150,39 @@ async fn main() {
                 total
             };
             let rate = n as f64 / t.elapsed().as_secs_f64();
+            if i % 2 == 1 {
+                waited += n;
+            }
             println!("round {round} {what}: {rate:>9.0} heartbeats/s ({n})");
             rates[i].push(rate);
         }
     }
-    println!("medians over {ROUNDS} rounds (3 masters + 3 replicas on this machine):");
+    let (waits, roles) = (
+        calls(&cluster, "wait") - waits0,
+        calls(&cluster, "role") - roles0,
+    );
+    println!("medians over {rounds} rounds (3 masters + 3 replicas on this machine):");
     for (i, what) in ["batches of 1,000", "single heartbeats, 256 callers"]
         .iter()
         .enumerate()
     {
-        let (p, w) = (median(&rates[2 * i]), median(&rates[2 * i + 1]));
-        println!("  {what}: no wait {p:.0}/s, WAIT 1 {w:.0}/s: {:.2}x", w / p);
+        let (p, w) = (&rates[2 * i], &rates[2 * i + 1]);
+        let ratios: Vec<f64> = w.iter().zip(p).map(|(w, p)| w / p).collect();
+        let (lo, hi) = ratios
+            .iter()
+            .fold((f64::MAX, 0f64), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
+        println!(
+            "  {what}: no wait {:.0}/s, WAIT 1 {:.0}/s; per-round WAIT/no-wait median {:.2}x \
+             (range {lo:.2}-{hi:.2})",
+            median(p),
+            median(w),
+            median(&ratios),
+        );
     }
     println!(
-        "  writes acknowledged without the replica: {}",
+        "  the waiting store: {waited} heartbeats, {waits} WAITs ({:.0} heartbeats per WAIT), \
+         {roles} ROLEs; writes acknowledged without the replica: {}",
+        waited as f64 / waits.max(1) as f64,
         waiting.stats().unreplicated
     );
 }
