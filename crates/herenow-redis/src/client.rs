@@ -220,6 +220,21 @@ impl RedisClient {
         }
     }
 
+    /// Runs `cmd`, a command without keys of its own (`WAIT`, `ROLE`), on
+    /// the master serving `key`'s slot: the node, and so the connection,
+    /// that carried the writes to `key` (on one server, there).
+    pub async fn query_for_key(&mut self, key: &str, cmd: Cmd) -> RedisResult<Value> {
+        use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+        match self {
+            RedisClient::Single(c) => cmd.query_async(c).await,
+            RedisClient::Cluster(c) => {
+                let to =
+                    SingleNodeRoutingInfo::SpecificNode(Route::with_key(key, SlotAddr::Master));
+                c.route_command(cmd, RoutingInfo::SingleNode(to)).await
+            }
+        }
+    }
+
     /// Undoes [`subscribe`](Self::subscribe).
     pub async fn unsubscribe(&mut self, channel: &str) -> RedisResult<()> {
         match self {

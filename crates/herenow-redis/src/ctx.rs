@@ -19,6 +19,7 @@ use crate::buffer::WriteBuffer;
 use crate::client::RedisClient;
 use crate::keys::Keys;
 use crate::options::RedisOptions;
+use crate::replicas::Replication;
 use crate::reply::timed;
 
 /// Counters of a [`RedisStore`](crate::RedisStore)'s write buffer, for
@@ -34,6 +35,10 @@ pub struct RedisStats {
     pub replayed: u64,
     /// Whether Redis answered the last ping.
     pub redis_up: bool,
+    /// Write calls acknowledged without the replicas
+    /// [`RedisOptions::wait_replicas`] asks for, since the start (counted
+    /// once per slot a call wrote; always 0 when it asks for none).
+    pub unreplicated: u64,
 }
 
 /// Whether Redis answers, and the writes waiting for it: what every call
@@ -67,7 +72,7 @@ impl Health {
         self.wake.notify_one();
     }
 
-    /// The counters, read now.
+    /// The counters, read now (`unreplicated` is the caller's to fill).
     pub fn stats(&self) -> RedisStats {
         let counts = self.buffer.counts();
         RedisStats {
@@ -75,6 +80,7 @@ impl Health {
             dropped: counts.dropped,
             replayed: self.replayed.load(Ordering::Relaxed),
             redis_up: self.up.load(Ordering::SeqCst),
+            unreplicated: 0,
         }
     }
 
@@ -100,6 +106,8 @@ pub(crate) struct Ctx {
     pub keys: Keys,
     /// Whether Redis answers, and the buffered writes.
     pub health: Health,
+    /// Waiting for replicas after writes ([`RedisOptions::wait_replicas`]).
+    replication: Replication,
     /// The most events the webhook outbox keeps per space, 0 while it is
     /// closed (see [`publish_arg`](Self::publish_arg)).
     pub outbox_cap: AtomicU64,
@@ -132,6 +140,7 @@ impl Ctx {
             defaults,
             keys,
             health: Health::new(opts.buffer_cap),
+            replication: Replication::new(opts.wait_replicas, opts.wait_timeout),
             outbox_cap: AtomicU64::new(0),
             clock_skew: AtomicI64::new(NO_SKEW),
             skew_measured: AtomicU64::new(0),
@@ -209,6 +218,34 @@ impl Ctx {
             self.health.failed();
         }
         r
+    }
+
+    /// Whether writes wait for replicas ([`RedisOptions::wait_replicas`]).
+    pub fn waits_for_replicas(&self) -> bool {
+        self.replication.is_on()
+    }
+
+    /// Returns once the writes this caller made to the slots of `keys`
+    /// (all answered) are on the replicas [`RedisOptions::wait_replicas`]
+    /// asks for, or counted as not; at once when it asks for none. A
+    /// failure to ask holds writes in the buffer, as [`io`](Self::io) does.
+    pub async fn replicated<'k>(&self, keys: impl IntoIterator<Item = &'k str>) -> Result<()> {
+        let r = self
+            .replication
+            .wait_for(&self.client, self.opts.timeout, keys)
+            .await;
+        if let Err(Error::Unavailable { .. }) = &r {
+            self.health.failed();
+        }
+        r
+    }
+
+    /// The counters of the write buffer and of replication, read now.
+    pub fn stats(&self) -> RedisStats {
+        RedisStats {
+            unreplicated: self.replication.unreplicated(),
+            ..self.health.stats()
+        }
     }
 
     /// One `PING`, under the timeout: how the replayer and `connect` learn

@@ -234,6 +234,13 @@
 //! answered from memory. [`RedisStore::is_ready`] and
 //! [`RedisStore::stats`] are for readiness probes and metrics.
 //!
+//! Redis replicates asynchronously, so a write acknowledged in a master's
+//! last moments may be missing on the replica a failover promotes.
+//! [`RedisOptions::wait_replicas`] closes that window: heartbeats and leaves
+//! are acknowledged once that many replicas have them (`WAIT`, bounded by
+//! [`RedisOptions::wait_timeout`]; see `replicas.rs` for how it stays
+//! cheap and never blocks on a master without replicas).
+//!
 //! Live connections are not buffered: while Redis fails (and until the
 //! buffer is written back) `attach` and `detach` answer `Unavailable` at
 //! once (the server tells the client, which retries), and a connection
@@ -262,7 +269,8 @@
 //! - `writer.rs` (heartbeat and leave scripts per shard, the registry
 //!   mark), `flush.rs` (coalescing of concurrent heartbeats), [`buffer`]
 //!   (the outage buffer) and `replay.rs` (writing it back,
-//!   [`PROBE_EVERY`]).
+//!   [`PROBE_EVERY`]); `replicas.rs` waits for replicas after writes
+//!   ([`RedisOptions::wait_replicas`]).
 //! - [`events`]: from pub/sub pushes to subscribers, in sequence.
 //! - `store/`: [`RedisStore`]; `mod.rs` is the type and its construction,
 //!   `presence.rs` the [`PresenceStore`](herenow_core::PresenceStore)
@@ -295,6 +303,7 @@ mod options;
 mod outbox;
 pub mod outbox_scripts;
 mod replay;
+mod replicas;
 mod reply;
 pub mod scripts;
 mod store;
@@ -303,8 +312,9 @@ mod writer;
 
 pub use ctx::RedisStats;
 pub use layouts::{KeyTemplate, LayoutOptions, SeedLayout, SeedLayoutStore};
-pub use options::RedisOptions;
+pub use options::{DEFAULT_WAIT_TIMEOUT, RedisOptions};
 pub use replay::PROBE_EVERY;
+pub use replicas::RECHECK as REPLICAS_RECHECK;
 pub use store::RedisStore;
 
 // The module's name before key naming joined it; `shard::shard_of` and

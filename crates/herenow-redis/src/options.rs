@@ -69,7 +69,26 @@ pub struct RedisOptions {
     ///
     /// [`RedisStore::clock_skew`]: crate::RedisStore::clock_skew
     pub max_clock_skew: Option<Duration>,
+    /// Replicas that must have each heartbeat and leave before it is
+    /// acknowledged (Redis `WAIT` after the write scripts, see
+    /// `replicas.rs`); 0, the default, acknowledges as soon as the master
+    /// has it, so a write acknowledged in a master's last moments may be
+    /// missing on the replica promoted in its place. Writes that did not
+    /// reach that many replicas within [`wait_timeout`](Self::wait_timeout)
+    /// are acknowledged all the same and counted
+    /// ([`RedisStats::unreplicated`](crate::RedisStats::unreplicated));
+    /// a master without that many replicas connected is not waited on.
+    pub wait_replicas: u16,
+    /// Longest `WAIT` for [`wait_replicas`](Self::wait_replicas): more than
+    /// zero, less than [`timeout`](Self::timeout).
+    pub wait_timeout: Duration,
 }
+
+/// [`RedisOptions::wait_timeout`] unless told otherwise: long enough for a
+/// replica on the same network under load, short enough that the one
+/// wait a failover costs per slot (see `replicas.rs`) stays well within
+/// the default [`RedisOptions::timeout`].
+pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_millis(250);
 
 impl Default for RedisOptions {
     fn default() -> Self {
@@ -86,6 +105,8 @@ impl Default for RedisOptions {
             shards: 1,
             space_shards: HashMap::new(),
             max_clock_skew: None,
+            wait_replicas: 0,
+            wait_timeout: DEFAULT_WAIT_TIMEOUT,
         }
     }
 }

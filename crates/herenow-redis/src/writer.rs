@@ -137,9 +137,9 @@ impl Writer {
         let mut c = self.ctx.client.clone();
         let r: i64 = self
             .ctx
-            .io("register", async move {
+            .io("register", async {
                 user_scripts::REGISTER
-                    .key(names)
+                    .key(&names)
                     .key(touched)
                     .key(self.ctx.keys.registry_shards())
                     .arg(space.as_str())
@@ -163,6 +163,9 @@ impl Writer {
                 -r
             )));
         }
+        // A registry entry lost in a failover would hide the space from
+        // the sweep until this store marks it again.
+        self.ctx.replicated([names.as_str()]).await?;
         let mut t = self.touched.lock();
         if t.len() > 100_000 {
             t.retain(|_, at| now.saturating_sub(*at) < TOUCH_EVERY_MS);
@@ -195,9 +198,13 @@ impl Writer {
         let parts = futures::future::try_join_all(calls).await?;
         let mut out = vec![Outcome::Accepted; beats.len()];
         let mut fresh = Vec::new();
+        let mut written = Vec::new();
         for (idx, got, k, ids) in parts {
             for (o, i) in got.into_iter().zip(idx) {
                 out[i] = o;
+            }
+            if self.ctx.waits_for_replicas() {
+                written.push(k.zu.clone());
             }
             if !ids.is_empty() {
                 fresh.push((k, ids));
@@ -211,6 +218,10 @@ impl Writer {
                 .map(|(k, ids)| self.index_users(space, k, ids, now)),
         )
         .await?;
+        // After the index's `SREM`s too, which went to the shards' slots.
+        self.ctx
+            .replicated(written.iter().map(String::as_str))
+            .await?;
         Ok(out)
     }
 
@@ -230,7 +241,13 @@ impl Writer {
         // One script per bucket of indexes on a cluster (see
         // `keys::user_bucket`), one pipeline per 1,000 users on a server.
         let cluster = self.ctx.is_cluster();
-        futures::future::try_join_all(self.ctx.user_groups(users).into_iter().map(|group| {
+        let groups = self.ctx.user_groups(users);
+        // One key per group stands for its slot.
+        let slots: Vec<String> = groups
+            .iter()
+            .map(|g| self.ctx.keys.seen(&users[g[0]]))
+            .collect();
+        futures::future::try_join_all(groups.into_iter().map(|group| {
             let mut c = self.ctx.client.clone();
             let keys: Vec<String> = group
                 .iter()
@@ -258,6 +275,11 @@ impl Writer {
             })
         }))
         .await?;
+        // The index must be on the replicas before `unidx` forgets that it
+        // was to be written.
+        self.ctx
+            .replicated(slots.iter().map(String::as_str))
+            .await?;
         for chunk in users.chunks(1_000) {
             let mut c = self.ctx.client.clone();
             self.ctx
@@ -383,9 +405,19 @@ impl Writer {
                 Ok::<_, Error>(int(v.first())? as u64)
             }
         });
-        Ok(futures::future::try_join_all(calls)
+        let left = futures::future::try_join_all(calls)
             .await?
             .into_iter()
-            .sum())
+            .sum();
+        if self.ctx.waits_for_replicas() {
+            let written: Vec<String> = groups
+                .iter()
+                .map(|(shard, _)| self.ctx.keys.shard(space, *shard).zu)
+                .collect();
+            self.ctx
+                .replicated(written.iter().map(String::as_str))
+                .await?;
+        }
+        Ok(left)
     }
 }

@@ -234,6 +234,8 @@ impl Backend {
                     RedisLayout::Herenow {
                         shards,
                         space_shards,
+                        wait_replicas,
+                        wait_timeout,
                     },
             } => {
                 let redis = RedisStore::connect(
@@ -244,6 +246,8 @@ impl Backend {
                         shards: *shards,
                         space_shards: space_shards.clone(),
                         max_clock_skew: Some(MAX_CLOCK_SKEW),
+                        wait_replicas: *wait_replicas,
+                        wait_timeout: *wait_timeout,
                         ..RedisOptions::default()
                     },
                 )
@@ -253,7 +257,11 @@ impl Backend {
                     address: target.redacted(),
                     source,
                 })?;
-                tracing::info!(store = %target.redacted(), "connected to Redis");
+                tracing::info!(
+                    store = %target.redacted(),
+                    wait_replicas,
+                    "connected to Redis"
+                );
                 Ok(Self::redis(Arc::new(redis)))
             }
         }
@@ -452,5 +460,15 @@ mod tests {
         assert!(!memory.is_shared());
         assert!(memory.not_ready().is_none());
         assert!(memory.duty_period().is_none());
+    }
+
+    /// The server's defaults for waiting on replicas are the store's, and
+    /// its longest wait stays below the store's timeout.
+    #[cfg(feature = "redis")]
+    #[test]
+    fn redis_wait_defaults_agree_with_the_store() {
+        use crate::config::{DEFAULT_REDIS_WAIT, MAX_REDIS_WAIT};
+        assert_eq!(DEFAULT_REDIS_WAIT, herenow_redis::DEFAULT_WAIT_TIMEOUT);
+        assert!(MAX_REDIS_WAIT < RedisOptions::default().timeout);
     }
 }

@@ -192,6 +192,13 @@ pub enum RedisLayout {
         /// Per-space exceptions to `shards` (one huge space over many
         /// shards, the others over one).
         space_shards: HashMap<SpaceName, u16>,
+        /// Replicas that must have each heartbeat and leave before it is
+        /// acknowledged (Redis `WAIT`); 0 acknowledges once the master has
+        /// it. See `RedisOptions::wait_replicas`.
+        wait_replicas: u16,
+        /// Longest wait for them, more than zero and at most
+        /// [`MAX_REDIS_WAIT`].
+        wait_timeout: Duration,
     },
     /// A seed's own keys, so a site running the seed's code shares them
     /// with herenow; what the layout cannot answer is `Unsupported`.
@@ -214,9 +221,19 @@ impl Default for RedisLayout {
         RedisLayout::Herenow {
             shards: 1,
             space_shards: HashMap::new(),
+            wait_replicas: 0,
+            wait_timeout: DEFAULT_REDIS_WAIT,
         }
     }
 }
+
+/// How long a write waits for its replicas unless told otherwise (with
+/// `wait_replicas` above 0).
+pub const DEFAULT_REDIS_WAIT: Duration = Duration::from_millis(250);
+
+/// The longest wait for replicas: half the Redis store's timeout (2 s), so
+/// the wait a failover costs never times a call out.
+pub const MAX_REDIS_WAIT: Duration = Duration::from_secs(1);
 
 /// How often the memory store's snapshot is written unless told otherwise.
 pub const DEFAULT_SNAPSHOT_INTERVAL: Duration = Duration::from_secs(30);
@@ -462,14 +479,21 @@ impl Config {
                 RedisLayout::Herenow {
                     shards,
                     space_shards,
+                    wait_replicas,
+                    wait_timeout,
                 },
             ..
         } = &self.store
-            && std::iter::once(shards)
+        {
+            if std::iter::once(shards)
                 .chain(space_shards.values())
                 .any(|n| !(1..=1024).contains(n))
-        {
-            return Err(ConfigError::BadShards);
+            {
+                return Err(ConfigError::BadShards);
+            }
+            if *wait_replicas > 0 && (wait_timeout.is_zero() || *wait_timeout > MAX_REDIS_WAIT) {
+                return Err(ConfigError::BadRedisWait(*wait_timeout));
+            }
         }
         self.space_defaults
             .validate()
@@ -532,6 +556,11 @@ pub enum ConfigError {
     /// A shard count out of range.
     #[error("a space is split over 1 to 1024 shards")]
     BadShards,
+    /// A wait for Redis replicas out of range.
+    #[error(
+        "the wait for Redis replicas must be more than zero and at most {MAX_REDIS_WAIT:?}; got {0:?}"
+    )]
+    BadRedisWait(Duration),
     /// A Redis store asked of a build without the `redis` feature, which
     /// has the memory store only. Never a fallback to memory.
     #[error(
@@ -752,6 +781,8 @@ mod tests {
                 layout: RedisLayout::Herenow {
                     shards,
                     space_shards: HashMap::from([(SpaceName::new("lobby").unwrap(), space)]),
+                    wait_replicas: 0,
+                    wait_timeout: DEFAULT_REDIS_WAIT,
                 },
             },
             ..Config::default()

@@ -81,8 +81,8 @@ pub mod ws;
 
 pub use backend::{Backend, Snapshots};
 pub use config::{
-    ApiKey, Config, ConfigError, RedisLayout, RedisTarget, Scope, StoreSpec, StoreTarget,
-    TokenSecret,
+    ApiKey, Config, ConfigError, DEFAULT_REDIS_WAIT, MAX_REDIS_WAIT, RedisLayout, RedisTarget,
+    Scope, StoreSpec, StoreTarget, TokenSecret,
 };
 pub use error::ServerError;
 pub use state::AppState;

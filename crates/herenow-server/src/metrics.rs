@@ -27,7 +27,9 @@
 //! - with a Redis store, its write buffer (sampled every few seconds):
 //!   `herenow_redis_up` (1 while Redis answers), `herenow_redis_buffered`
 //!   (members whose writes wait for Redis), `herenow_redis_dropped_total`
-//!   (writes the buffer's cap refused), `herenow_redis_replayed_total`;
+//!   (writes the buffer's cap refused), `herenow_redis_replayed_total`,
+//!   `herenow_redis_unreplicated_total` (with `--redis-wait-replicas`:
+//!   writes acknowledged without the replicas asked for);
 //! - with webhooks, per endpoint (label `endpoint`, its name):
 //!   `herenow_webhook_delivered_total` (events answered 2xx),
 //!   `herenow_webhook_retries_total` (requests sent again),
@@ -312,6 +314,8 @@ impl Metrics {
             .absolute(stats.dropped);
         r.register_counter(&key("herenow_redis_replayed_total", vec![]), &META)
             .absolute(stats.replayed);
+        r.register_counter(&key("herenow_redis_unreplicated_total", vec![]), &META)
+            .absolute(stats.unreplicated);
     }
 
     /// The handles of one webhook endpoint, labelled `endpoint=NAME`.

@@ -1,10 +1,15 @@
 //! herenow-testkit: support shared by the tests of herenow's crates (a
 //! dev-dependency only, never published).
 //!
-//! Real `redis-server` processes: a standalone server and a 3-master
-//! cluster from Debian's `redis-server`, on free ports, in temporary
+//! Real `redis-server` processes: a standalone server and a cluster of
+//! three masters, with or without a replica each ([`RedisCluster`], in
+//! `cluster.rs`), from Debian's `redis-server`, on free ports, in temporary
 //! directories, killed and cleaned up on drop. Never the Redis that may be
 //! running on 127.0.0.1:6379.
+
+mod cluster;
+
+pub use cluster::{ClusterNode, RedisCluster};
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -147,15 +152,41 @@ fn make_certificates(dir: &Path) {
     }
 }
 
-/// Sends one inline command and returns the raw reply.
+/// Sends one inline command and returns the raw reply: a simple reply, an
+/// error, a number or a bulk string read to its end (`INFO`, `CLUSTER
+/// NODES`); of other replies (arrays), what the first read brought.
 pub fn raw_command(port: u16, cmd: &str) -> std::io::Result<String> {
     let mut s =
         TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(500))?;
     s.set_read_timeout(Some(Duration::from_secs(2)))?;
     s.write_all(format!("{cmd}\r\n").as_bytes())?;
+    let mut reply = Vec::new();
     let mut buf = vec![0u8; 16 * 1024];
-    let n = s.read(&mut buf)?;
-    Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+    loop {
+        let n = s.read(&mut buf)?;
+        reply.extend_from_slice(&buf[..n]);
+        if n == 0 || reply_complete(&reply) {
+            return Ok(String::from_utf8_lossy(&reply).into_owned());
+        }
+    }
+}
+
+/// Whether `reply` holds a whole reply of the kinds [`raw_command`] reads
+/// to the end; any other kind counts as whole after one read.
+fn reply_complete(reply: &[u8]) -> bool {
+    let Some(eol) = reply.windows(2).position(|w| w == b"\r\n") else {
+        return false;
+    };
+    match reply[0] {
+        b'$' => {
+            let len: i64 = std::str::from_utf8(&reply[1..eol])
+                .ok()
+                .and_then(|l| l.parse().ok())
+                .unwrap_or(-1);
+            len < 0 || reply.len() >= eol + 2 + len as usize + 2
+        }
+        _ => true,
+    }
 }
 
 /// One `redis-server` process.
@@ -165,6 +196,9 @@ pub struct RedisServer {
     pub port: u16,
     dir: PathBuf,
     cluster: bool,
+    /// A cluster node's `cluster-node-timeout`: how long a node may stay
+    /// silent before the others count it as failing.
+    node_timeout: Duration,
     /// With TLS: the TLS port (the plain `port` stays open for the test's
     /// own checks).
     tls_port: Option<u16>,
@@ -185,6 +219,10 @@ impl RedisServer {
     }
 
     fn start(cluster: bool, tls: bool) -> Self {
+        Self::start_with(cluster, tls, cluster::DEFAULT_NODE_TIMEOUT)
+    }
+
+    fn start_with(cluster: bool, tls: bool, node_timeout: Duration) -> Self {
         require("redis-server");
         let port = free_port(cluster);
         let dir = temp_dir();
@@ -197,6 +235,7 @@ impl RedisServer {
             port,
             dir,
             cluster,
+            node_timeout,
             tls_port,
         };
         s.spawn();
@@ -232,7 +271,10 @@ impl RedisServer {
         if self.cluster {
             let conf = self.dir.join("nodes.conf").to_string_lossy().into_owned();
             cmd.args(["--cluster-enabled", "yes", "--cluster-config-file", &conf])
-                .args(["--cluster-node-timeout", "5000"]);
+                .args([
+                    "--cluster-node-timeout",
+                    &self.node_timeout.as_millis().to_string(),
+                ]);
         }
         let child = cmd
             .stdout(Stdio::null())
@@ -316,66 +358,5 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Three masters, no replicas, every slot assigned.
-pub struct RedisCluster {
-    /// The three masters, each a [`RedisServer`] of its own, so a test can
-    /// stop, kill or restart one node.
-    pub nodes: Vec<RedisServer>,
-}
-
-impl RedisCluster {
-    /// Starts three nodes and forms the cluster; waits for
-    /// `cluster_state:ok` on every node.
-    pub fn start() -> Self {
-        require("redis-cli");
-        let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start(true, false)).collect();
-        let addrs: Vec<String> = nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
-            .collect();
-        let out = Command::new("redis-cli")
-            .arg("--cluster")
-            .arg("create")
-            .args(&addrs)
-            .arg("--cluster-yes")
-            .output()
-            .expect("run redis-cli --cluster create");
-        assert!(
-            out.status.success(),
-            "redis-cli --cluster create failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let deadline = Instant::now() + Duration::from_secs(30);
-        for n in &nodes {
-            loop {
-                let ok = raw_command(n.port, "CLUSTER INFO")
-                    .is_ok_and(|r| r.contains("cluster_state:ok"));
-                if ok {
-                    break;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "cluster not ok within 30 s; log of {}:\n{}",
-                    n.port,
-                    n.log()
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        RedisCluster { nodes }
-    }
-
-    /// `redis+cluster://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3`.
-    pub fn url(&self) -> String {
-        let addrs: Vec<String> = self
-            .nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
-            .collect();
-        format!("redis+cluster://{}", addrs.join(","))
     }
 }

@@ -46,6 +46,9 @@ pub struct Cli {
 }
 
 /// The subcommands: the server, and a client for each part of the API.
+// One value per process, parsed once: `serve`'s many flags cost nothing
+// worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the presence server.
@@ -136,6 +139,27 @@ pub struct ServeArgs {
     #[arg(long, env = "HERENOW_REDIS_SPACE_SHARDS", value_name = "SPACE=N,…",
           value_parser = space_shards)]
     pub redis_space_shards: Option<SpaceShards>,
+
+    /// With herenow's Redis layout: acknowledge a heartbeat or leave only
+    /// once N replicas of its master have it (Redis WAIT), so a failover
+    /// loses none that was acknowledged. 0 answers as soon as the master
+    /// has it: Redis replicates asynchronously, and a write acknowledged in
+    /// a master's last moments may be missing on the replica promoted.
+    #[arg(
+        long,
+        env = "HERENOW_REDIS_WAIT_REPLICAS",
+        default_value_t = 0,
+        value_name = "N"
+    )]
+    pub redis_wait_replicas: u16,
+
+    /// With --redis-wait-replicas: the longest wait for the replicas (at
+    /// most 1s). A write fewer replicas took in time is acknowledged all
+    /// the same and counted (herenow_redis_unreplicated_total); a master
+    /// without that many replicas is not waited on.
+    #[arg(long, env = "HERENOW_REDIS_WAIT_TIMEOUT", default_value = "250ms",
+          value_parser = positive_duration)]
+    pub redis_wait_timeout: Duration,
 
     /// Directory for the memory store's journal and snapshot, so a restart
     /// or a crash loses nothing acknowledged (at most the last second of

@@ -23,6 +23,7 @@ pub fn store_spec(args: &ServeArgs) -> Result<StoreSpec, clap::Error> {
     let seed = args.redis_layout.0;
     let keyed = args.redis_key.is_some() || args.redis_guest_key.is_some();
     let sharded = args.redis_shards != 1 || args.redis_space_shards.is_some();
+    let waits = args.redis_wait_replicas != 0;
     let target = match &args.store {
         StoreTarget::Memory => {
             if let Some(layout) = seed {
@@ -36,6 +37,9 @@ pub fn store_spec(args: &ServeArgs) -> Result<StoreSpec, clap::Error> {
             }
             if sharded {
                 return Err(shards_without_redis());
+            }
+            if waits {
+                return Err(wait_without_redis());
             }
             return Ok(StoreSpec::Memory {
                 data_dir: args.data_dir.clone(),
@@ -60,6 +64,7 @@ pub fn store_spec(args: &ServeArgs) -> Result<StoreSpec, clap::Error> {
             )));
         }
         (Some(_), Some(_)) if sharded => return Err(shards_without_redis()),
+        (Some(_), Some(_)) if waits => return Err(wait_without_redis()),
         (Some(layout), Some(key)) => seed_layout(layout, key, &args.redis_guest_key),
         (None, _) if keyed => return Err(key_without_layout()),
         (None, _) => RedisLayout::Herenow {
@@ -69,6 +74,8 @@ pub fn store_spec(args: &ServeArgs) -> Result<StoreSpec, clap::Error> {
                 .clone()
                 .map(|s| s.0)
                 .unwrap_or_default(),
+            wait_replicas: args.redis_wait_replicas,
+            wait_timeout: args.redis_wait_timeout,
         },
     };
     Ok(StoreSpec::Redis { target, layout })
@@ -101,6 +108,13 @@ fn shards_without_redis() -> clap::Error {
     conflict(
         "--redis-shards and --redis-space-shards split herenow's own Redis layout; \
          they need --store redis://… (or redis+cluster://…) and no seed --redis-layout",
+    )
+}
+
+fn wait_without_redis() -> clap::Error {
+    conflict(
+        "--redis-wait-replicas waits for the replicas of herenow's own Redis layout; \
+         it needs --store redis://… (or redis+cluster://…) and no seed --redis-layout",
     )
 }
 
@@ -162,6 +176,29 @@ mod tests {
                 layout: RedisLayout::Herenow {
                     shards: 4,
                     space_shards: [(lobby, 16)].into(),
+                    wait_replicas: 0,
+                    wait_timeout: herenow_server::DEFAULT_REDIS_WAIT,
+                },
+            }
+        );
+        assert_eq!(
+            spec_of(&[
+                "serve",
+                "--store",
+                "redis+cluster://h:1",
+                "--redis-wait-replicas",
+                "1",
+                "--redis-wait-timeout",
+                "500ms",
+            ])
+            .unwrap(),
+            StoreSpec::Redis {
+                target: RedisTarget::Cluster("redis+cluster://h:1".into()),
+                layout: RedisLayout::Herenow {
+                    shards: 1,
+                    space_shards: Default::default(),
+                    wait_replicas: 1,
+                    wait_timeout: Duration::from_millis(500),
                 },
             }
         );
@@ -230,6 +267,10 @@ mod tests {
                 &["serve", "--redis-space-shards", "lobby=2"],
                 &["--redis-space-shards"],
             ),
+            (
+                &["serve", "--redis-wait-replicas", "1"],
+                &["--redis-wait-replicas"],
+            ),
         ] {
             refused(bad, flags);
         }
@@ -263,6 +304,20 @@ mod tests {
                     "4",
                 ],
                 &["--redis-shards", "--redis-layout"],
+            ),
+            (
+                &[
+                    "serve",
+                    "--store",
+                    "redis://h:1",
+                    "--redis-layout",
+                    "sorted-set",
+                    "--redis-key",
+                    "k",
+                    "--redis-wait-replicas",
+                    "1",
+                ],
+                &["--redis-wait-replicas", "--redis-layout"],
             ),
         ] {
             refused(bad, flags);

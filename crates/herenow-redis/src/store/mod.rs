@@ -111,6 +111,14 @@ impl RedisStore {
         .ok_or(InvalidInput::BadConfig {
             why: "redis shards must be between 1 and 1024",
         })?;
+        if options.wait_replicas > 0
+            && (options.wait_timeout.is_zero() || options.wait_timeout >= options.timeout)
+        {
+            return Err(InvalidInput::BadConfig {
+                why: "the redis wait for replicas must be more than zero and less than the redis timeout",
+            }
+            .into());
+        }
         let target = Target::parse(spec)?;
         let router = Arc::new(Router::default());
         let push_router = router.clone();
@@ -176,7 +184,7 @@ impl RedisStore {
 
     /// The write buffer's counters, for metrics.
     pub fn stats(&self) -> RedisStats {
-        self.ctx.health.stats()
+        self.ctx.stats()
     }
 
     /// Whether Redis answers and every buffered write has been written back:

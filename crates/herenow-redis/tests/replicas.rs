@@ -1,0 +1,143 @@
+//! Issue 13, `RedisOptions::wait_replicas`: heartbeats are acknowledged
+//! once a replica has them (Redis `WAIT`), a master without replicas is
+//! never waited on, and a replica that stops answering costs one bounded
+//! wait per slot, not one per write; every write acknowledged without its
+//! replica is counted.
+
+use herenow_testkit as common;
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use herenow_core::{
+    Heartbeat, ManualClock, MemberId, MemberKey, PresenceStore, SpaceConfig, SpaceName,
+};
+use herenow_redis::{REPLICAS_RECHECK, RedisOptions, RedisStore};
+
+const T0: u64 = 1_700_000_000_000;
+const WAIT: Duration = Duration::from_millis(400);
+
+fn user(id: &str) -> MemberKey {
+    MemberKey::user(MemberId::new(id).unwrap())
+}
+
+async fn store(url: &str, clock: &ManualClock) -> RedisStore {
+    RedisStore::connect(
+        url,
+        Arc::new(clock.clone()),
+        SpaceConfig::default(),
+        RedisOptions {
+            prefix: "wr".into(),
+            wait_replicas: 1,
+            wait_timeout: WAIT,
+            ..RedisOptions::default()
+        },
+    )
+    .await
+    .expect("connect")
+}
+
+/// One heartbeat of `id` at a new time (an unchanged score is not
+/// replicated, and `WAIT` would have nothing to wait for); how long it
+/// took.
+async fn beat(s: &RedisStore, clock: &ManualClock, space: &SpaceName, id: &str) -> Duration {
+    clock.advance(Duration::from_millis(10));
+    let started = Instant::now();
+    s.heartbeat(space, &[Heartbeat::now(user(id))])
+        .await
+        .expect("heartbeat");
+    started.elapsed()
+}
+
+/// Polls `cond` every 20 ms, failing after 20 s.
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !cond() {
+        assert!(Instant::now() < deadline, "{what}: not within 20 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn signal(server: &common::RedisServer, sig: &str) {
+    let pid = server.pid().expect("running").to_string();
+    assert!(
+        Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .is_ok_and(|s| s.success())
+    );
+}
+
+#[tokio::test]
+async fn a_master_without_replicas_is_not_waited_on_and_its_writes_are_counted() {
+    let server = common::RedisServer::standalone();
+    let clock = ManualClock::new(T0);
+    let s = store(&server.url(), &clock).await;
+    let space = SpaceName::new("bare").unwrap();
+    for i in 0..20 {
+        let took = beat(&s, &clock, &space, &format!("u{i}")).await;
+        // `ROLE` says there is no replica: no `WAIT` blocks for its timeout.
+        assert!(took < WAIT, "heartbeat {i} took {took:?}");
+    }
+    assert!(
+        s.stats().unreplicated >= 20,
+        "every call counted: {:?}",
+        s.stats()
+    );
+    assert!(s.is_ready());
+}
+
+#[tokio::test]
+async fn writes_wait_for_the_replica_and_a_stopped_replica_costs_one_wait_per_recheck() {
+    let master = common::RedisServer::standalone();
+    let replica = common::RedisServer::standalone();
+    common::raw_command(
+        replica.port,
+        &format!("REPLICAOF 127.0.0.1 {}", master.port),
+    )
+    .unwrap();
+    wait_until("the replica in sync", || {
+        common::raw_command(replica.port, "INFO replication")
+            .is_ok_and(|r| r.contains("master_link_status:up"))
+            && common::raw_command(master.port, "INFO replication")
+                .is_ok_and(|r| r.contains("state=online"))
+    });
+    let clock = ManualClock::new(T0);
+    let s = store(&master.url(), &clock).await;
+    let space = SpaceName::new("replicated").unwrap();
+    for i in 0..10 {
+        let id = format!("u{i}");
+        beat(&s, &clock, &space, &id).await;
+        // Acknowledged, so on the replica already.
+        let score =
+            common::raw_command(replica.port, &format!("ZSCORE wr:{{replicated}}:u {id}")).unwrap();
+        assert!(
+            !score.starts_with("$-1"),
+            "{id} acknowledged but not on the replica: {score:?}"
+        );
+    }
+    assert_eq!(s.stats().unreplicated, 0);
+
+    // A replica that stops answering: the next write waits once, for the
+    // wait's timeout, and is counted; until the next check the slot is
+    // not waited on.
+    signal(&replica, "-STOP");
+    let first = beat(&s, &clock, &space, "stopped-0").await;
+    assert!(
+        first >= WAIT && first < WAIT + Duration::from_secs(1),
+        "the first write waited {first:?}"
+    );
+    let counted = s.stats().unreplicated;
+    assert!(counted >= 1, "{:?}", s.stats());
+    let checked = Instant::now();
+    let mut i = 1;
+    while checked.elapsed() < REPLICAS_RECHECK / 2 {
+        let took = beat(&s, &clock, &space, &format!("stopped-{i}")).await;
+        assert!(took < WAIT, "write {i} within the recheck waited {took:?}");
+        i += 1;
+    }
+    assert!(s.stats().unreplicated > counted);
+    signal(&replica, "-CONT");
+    assert!(s.is_ready());
+}
