@@ -36,7 +36,7 @@ use crate::limits;
 use crate::outbox::{OutboxEvent, OutboxOptions, OutboxStats};
 use crate::policy::SpaceConfig;
 use crate::store::{
-    Counts, ErasureReport, Heartbeat, HeartbeatReport, ListQuery, MemberStatus, Page,
+    Counts, ErasureReport, Heartbeat, HeartbeatReport, ListQuery, MemberStatus, Order, Page,
     PresenceStore, SeenAnywhere, SpaceSummary, TickReport, check_batch,
 };
 use crate::time::{Clock, Millis, SystemClock};
@@ -386,12 +386,14 @@ impl PresenceStore for MemoryStore {
                 defaults.check_window(query.window_ms.unwrap_or(defaults.window_ms))?;
                 // A cursor is checked whether or not the space exists, so
                 // nonsense is refused alike everywhere.
+                let order = query.order_or(Order::Recent);
                 if let Some(c) = query.cursor.as_deref() {
-                    crate::cursor::Cursor::decode(c, query.order)?;
+                    crate::cursor::Cursor::decode(c, order)?;
                 }
                 Ok(Page {
                     members: Vec::new(),
                     next_cursor: None,
+                    order,
                 })
             }
         })?)
