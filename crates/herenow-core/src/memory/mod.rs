@@ -110,15 +110,23 @@ impl MemoryStore {
     pub fn apply_change(&self, change: &Change) -> Result<()> {
         match change {
             Change::Heartbeats { space, now, beats } => {
+                // As a snapshot's members are restored: each beat at its
+                // own time (its record's for a beat "now"), no later than
+                // the store's clock, and judged by that clock. A record's
+                // times are whatever its bytes say: taken as "now" they
+                // overflowed (`u64::MAX` plus the allowed skew), and
+                // records far apart in time spread one space's members,
+                // and its block index, over that whole span.
+                let clock = self.clock.now_ms();
                 let beats: Vec<Heartbeat> = beats
                     .iter()
                     .map(|b| Heartbeat {
                         member: b.member.clone(),
-                        at_ms: b.at_ms,
+                        at_ms: Some(b.at_ms.unwrap_or(*now).min(clock)),
                         meta: b.meta.clone(),
                     })
                     .collect();
-                self.write(space, |s| s.heartbeat(&beats, *now))?;
+                self.write(space, |s| s.heartbeat(&beats, clock))?;
             }
             Change::Leave { space, at, members } => {
                 if self.spaces.read().contains_key(space) {
