@@ -236,7 +236,7 @@ mod fuzz {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::fuzzing::{member_key, mutated, mutations};
+    use crate::fuzzing::{cases, member_key, mutated, mutations};
 
     /// Both orders on `s`: a refusal is `BadCursor`; a cursor re-encodes
     /// within its bound and decodes to itself.
@@ -267,7 +267,7 @@ mod fuzz {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #![proptest_config(cases(2000))]
 
         #[test]
         fn fuzz_any_text_decodes_or_is_refused(s in any::<String>()) {

@@ -21,6 +21,17 @@ use crate::policy::{SpaceConfig, Status};
 use crate::time::Millis;
 use crate::values::Heartbeat;
 
+/// `n` cases for a run of the test suite, or `PROPTEST_CASES` when it is
+/// set (`ProptestConfig::with_cases` alone would ignore it): a longer run
+/// is `PROPTEST_CASES=100000 cargo test … fuzz`.
+pub fn cases(n: u32) -> ProptestConfig {
+    if std::env::var_os("PROPTEST_CASES").is_some() {
+        ProptestConfig::default()
+    } else {
+        ProptestConfig::with_cases(n)
+    }
+}
+
 /// A valid member id: mostly short, some at the length limit, any
 /// non-control characters (multi-byte ones included).
 pub fn member_id() -> impl Strategy<Value = MemberId> {

@@ -126,6 +126,7 @@ mod tests {
 /// the limit, kept compact, or refused, never a panic.
 #[cfg(test)]
 mod fuzz {
+    use crate::fuzzing::cases;
     use proptest::prelude::*;
 
     use super::*;
@@ -150,7 +151,7 @@ mod fuzz {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #![proptest_config(cases(2000))]
 
         #[test]
         fn fuzz_any_text_is_metadata_or_refused(text in any::<String>()) {

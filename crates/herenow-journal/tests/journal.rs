@@ -442,8 +442,18 @@ mod fuzz {
 
     use super::*;
 
+    /// `n` cases for a run of the test suite, or `PROPTEST_CASES` when it is
+    /// set (`ProptestConfig::with_cases` alone would ignore it).
+    fn cases(n: u32) -> ProptestConfig {
+        if std::env::var_os("PROPTEST_CASES").is_some() {
+            ProptestConfig::default()
+        } else {
+            ProptestConfig::with_cases(n)
+        }
+    }
+
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(48))]
+        #![proptest_config(cases(48))]
 
         #[test]
         fn fuzz_damaged_files_open_or_are_refused(

@@ -8,7 +8,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::fuzzing::{
-    heartbeat, member_id, member_key, metadata, millis, mutated, mutations, outbox_event,
+    cases, heartbeat, member_id, member_key, metadata, millis, mutated, mutations, outbox_event,
     space_config, space_name,
 };
 use crate::id::MemberKey;
@@ -56,7 +56,7 @@ fn decodes_or_refuses(bytes: &[u8]) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(1000))]
+    #![proptest_config(cases(1000))]
 
     #[test]
     fn fuzz_changes_round_trip(c in change()) {

@@ -460,7 +460,7 @@ mod fuzz {
 
     use super::*;
     use crate::changes::fuzz::change;
-    use crate::fuzzing::{mutated, mutations};
+    use crate::fuzzing::{cases, mutated, mutations};
 
     fn store() -> MemoryStore {
         MemoryStore::new(Arc::new(ManualClock::new(T0)), SpaceConfig::default())
@@ -469,7 +469,7 @@ mod fuzz {
     // A store costs milliseconds to make in a debug build (its follow
     // feed's queue): a few hundred cases, a few seconds.
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(256))]
+        #![proptest_config(cases(256))]
 
         #[test]
         fn fuzz_replaying_any_changes_cannot_panic(

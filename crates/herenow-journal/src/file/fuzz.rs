@@ -11,6 +11,16 @@ use proptest::prelude::*;
 
 use super::*;
 
+/// `n` cases for a run of the test suite, or `PROPTEST_CASES` when it is
+/// set (`ProptestConfig::with_cases` alone would ignore it).
+fn cases(n: u32) -> ProptestConfig {
+    if std::env::var_os("PROPTEST_CASES").is_some() {
+        ProptestConfig::default()
+    } else {
+        ProptestConfig::with_cases(n)
+    }
+}
+
 /// A file holding `records`, framed as the writer frames them.
 fn journal(records: &[Vec<u8>]) -> Vec<u8> {
     let mut body = Vec::new();
@@ -104,7 +114,7 @@ impl Damage {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #![proptest_config(cases(2000))]
 
     #[test]
     fn fuzz_journals_round_trip(records in records(), last in any::<bool>()) {

@@ -11,6 +11,8 @@
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use proptest::prelude::*;
+
+use crate::fuzzing::cases;
 use serde_json::{Value, json};
 
 use super::*;
@@ -145,7 +147,7 @@ fn grant_fits(g: &Grant, claims: &Value) -> bool {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(1000))]
+    #![proptest_config(cases(1000))]
 
     #[test]
     fn fuzz_any_text_is_refused(text in any::<String>()) {

@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::changes::Change;
 use crate::changes::fuzz::change;
-use crate::fuzzing::{T0, mutated, mutations};
+use crate::fuzzing::{T0, cases, mutated, mutations};
 use crate::store::PresenceStore;
 use crate::time::ManualClock;
 
@@ -96,7 +96,7 @@ fn content(bytes: &[u8]) -> Body {
 // A store costs milliseconds to make in a debug build (its follow feed's
 // queue), so the tests that make one per case run fewer cases.
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(128))]
+    #![proptest_config(cases(128))]
 
     /// Restoring a snapshot and taking another gives the same content:
     /// every space, policy, member, time and metadata, friend set,
@@ -127,7 +127,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(1000))]
+    #![proptest_config(cases(1000))]
 
     #[test]
     fn fuzz_any_bytes_restore_or_are_refused(

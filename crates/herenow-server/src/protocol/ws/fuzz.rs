@@ -8,6 +8,8 @@
 //! for a longer run.
 
 use proptest::prelude::*;
+
+use crate::fuzzing::cases;
 use serde_json::{Map, Value, json};
 
 use super::*;
@@ -179,7 +181,7 @@ fn with_ref(mut value: Value, reference: &Value, pretty: bool) -> String {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(1000))]
+    #![proptest_config(cases(1000))]
 
     #[test]
     fn fuzz_any_text_decodes_or_is_refused(text in any::<String>()) {
