@@ -110,13 +110,10 @@ impl MemoryStore {
     pub fn apply_change(&self, change: &Change) -> Result<()> {
         match change {
             Change::Heartbeats { space, now, beats } => {
-                // As a snapshot's members are restored: each beat at its
-                // own time (its record's for a beat "now"), no later than
-                // the store's clock, and judged by that clock. A record's
-                // times are whatever its bytes say: taken as "now" they
-                // overflowed (`u64::MAX` plus the allowed skew), and
-                // records far apart in time spread one space's members,
-                // and its block index, over that whole span.
+                // As at restore: each beat at its own time (its record's
+                // for a beat "now"), at most the store's clock, judged by
+                // that clock. A record's "now" (any u64) as the store's
+                // overflowed, and spread a space's block index over years.
                 let clock = self.clock.now_ms();
                 let beats: Vec<Heartbeat> = beats
                     .iter()
