@@ -32,8 +32,8 @@ func TestHeartbeatThenOnlineListsTheMember(t *testing.T) {
 		page.Members[0].Status != StatusOnline || page.Members[0].LastSeenMs == nil {
 		t.Fatalf("online: %+v", page)
 	}
-	if page.NextCursor != "" || page.WindowMs != 600_000 {
-		t.Fatalf("page: cursor %q window %d", page.NextCursor, page.WindowMs)
+	if page.NextCursor != "" || page.WindowMs != 600_000 || page.Order != OrderRecent {
+		t.Fatalf("page: cursor %q window %d order %q", page.NextCursor, page.WindowMs, page.Order)
 	}
 	m, err := c.Member(cx, sp, User("ada"))
 	if err != nil {

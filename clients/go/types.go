@@ -47,7 +47,8 @@ type Order string
 
 // The orders of a listing.
 const (
-	// OrderRecent: most recently seen first (the server's default).
+	// OrderRecent: most recently seen first (the default wherever the
+	// server's store keeps last-seen times).
 	OrderRecent Order = "recent"
 	// OrderID: by id.
 	OrderID Order = "id"
@@ -120,7 +121,9 @@ type OnlineOptions struct {
 	Window time.Duration
 	// Kinds: Users (default), Guests or All.
 	Kinds KindFilter
-	// Order: OrderRecent (default) or OrderID.
+	// Order: OrderRecent or OrderID; empty: the store's default
+	// (OrderRecent, or OrderID on a store that keeps no last-seen times),
+	// which the page's Order names.
 	Order Order
 	// Limit: 1 to 1,000 members per page; zero: 100.
 	Limit int
@@ -135,6 +138,9 @@ type OnlinePage struct {
 	NextCursor string `json:"next_cursor"`
 	// WindowMs is the window the page was taken over.
 	WindowMs int64 `json:"window_ms"`
+	// Order is the order of Members: the one asked for, or the store's
+	// default when none was (empty from a server older than this field).
+	Order Order `json:"order"`
 }
 
 // Count is how many members are online, users and guests apart.

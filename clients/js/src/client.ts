@@ -37,7 +37,7 @@ export interface OnlineOptions extends CallOptions {
   window?: Duration;
   /** `users` (default), `guests` or `all`. */
   kind?: KindFilter;
-  /** `recent` (default: most recently seen first) or `id`. */
+  /** `recent` (most recently seen first) or `id`; default: the store's, named by the page's `order`. */
   order?: Order;
   /** Page size, 1 to 1,000 (default 100). */
   limit?: number;

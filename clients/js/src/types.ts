@@ -81,6 +81,11 @@ export interface OnlinePage {
   next_cursor: string | null;
   /** The window used, in ms: the one asked for, or the space's. */
   window_ms: number;
+  /**
+   * The order of `members`: the one asked for, or the store's default when
+   * none was (`"id"` on a store that keeps no last-seen times).
+   */
+  order: Order;
 }
 
 /** How many users and guests were seen within a window. */

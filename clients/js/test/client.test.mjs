@@ -29,6 +29,7 @@ describe("heartbeats and who's online", () => {
     const page = await herenow.online(space);
     assert.equal(page.next_cursor, null);
     assert.equal(page.window_ms, 600_000);
+    assert.equal(page.order, "recent");
     assert.equal(page.members.length, 1);
     const [ada] = page.members;
     assert.equal(ada.id, "ada");
@@ -48,6 +49,7 @@ describe("heartbeats and who's online", () => {
 
     const users = await herenow.online(space, { order: "id" });
     assert.deepEqual(users.members.map((m) => m.id), ["grace", "linus"]);
+    assert.equal(users.order, "id");
     const guests = await herenow.online(space, { kind: "guests" });
     assert.deepEqual(guests.members.map((m) => [m.id, m.kind]), [["10.0.0.7", "guest"]]);
     const all = await herenow.online(space, { kind: "all", window: "5m" });

@@ -30,6 +30,7 @@ def test_heartbeat_then_online_lists_the_member(client: herenow.Client, space: s
     assert member.last_seen is not None and member.last_seen.tzinfo is dt.timezone.utc
     assert page.next_cursor is None
     assert page.window_ms == 600_000  # the server's default window
+    assert page.order == "recent"  # the memory store keeps times
 
     again = client.heartbeat(space, ada)
     assert again.joined == 0 and again.accepted == 1
@@ -74,6 +75,7 @@ def test_batch_of_heartbeats_users_and_guests(client: herenow.Client, space: str
     assert [m.id for m in everyone.members] == sorted(m.id for m in everyone.members)
     assert len(everyone.members) == 3
     assert everyone.window_ms == 300_000
+    assert everyone.order == "id"
     assert client.count(space, window="5m") == herenow.Count(2, 1, 3, 300_000)
 
     guest = client.member(space, "10.0.0.7", kind="guest")

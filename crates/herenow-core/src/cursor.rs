@@ -227,3 +227,89 @@ mod tests {
         assert_eq!(MemberKind::from_letter("x"), None);
     }
 }
+
+/// Cursors come from clients: whatever text arrives decodes to a cursor or
+/// is refused, never a panic, and what decodes re-encodes to a cursor that
+/// decodes to the same place.
+#[cfg(test)]
+mod fuzz {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::fuzzing::{cases, member_key, mutated, mutations};
+
+    /// Both orders on `s`: a refusal is `BadCursor`; a cursor re-encodes
+    /// within its bound and decodes to itself.
+    fn decodes_or_refuses(s: &str) {
+        for order in [Order::Recent, Order::Id] {
+            match Cursor::decode(s, order) {
+                Ok(c) => {
+                    let again = c.encode();
+                    assert!(again.len() <= 40 + 2 * limits::MAX_ID_BYTES, "{again}");
+                    assert_eq!(Cursor::decode(&again, order), Ok(c), "{s:?}");
+                }
+                Err(e) => assert_eq!(e, InvalidInput::BadCursor),
+            }
+        }
+    }
+
+    fn cursors() -> impl Strategy<Value = Cursor> {
+        prop_oneof![
+            (any::<u64>(), any::<u64>(), member_key()).prop_map(|(at_ms, tiebreak, member)| {
+                Cursor::Recent(RecentCursor {
+                    at_ms,
+                    tiebreak,
+                    member,
+                })
+            }),
+            member_key().prop_map(|member| Cursor::Id(IdCursor { member })),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(cases(2000))]
+
+        #[test]
+        fn fuzz_any_text_decodes_or_is_refused(s in any::<String>()) {
+            decodes_or_refuses(&s);
+        }
+
+        #[test]
+        fn fuzz_cursor_shaped_text_decodes_or_is_refused(
+            s in "[ri]\\.[0-9a-fA-F+ugx.-]{0,48}"
+        ) {
+            decodes_or_refuses(&s);
+        }
+
+        #[test]
+        fn fuzz_cursors_round_trip(c in cursors()) {
+            let order = match c {
+                Cursor::Recent(_) => Order::Recent,
+                Cursor::Id(_) => Order::Id,
+            };
+            prop_assert_eq!(Cursor::decode(&c.encode(), order), Ok(c));
+        }
+
+        #[test]
+        fn fuzz_mutated_cursors_decode_or_are_refused(c in cursors(), m in mutations()) {
+            let bytes = mutated(c.encode().as_bytes(), &m);
+            decodes_or_refuses(&String::from_utf8_lossy(&bytes));
+        }
+    }
+
+    /// An id far over the limit is refused on its length, before any of
+    /// it is decoded.
+    #[test]
+    fn fuzz_a_huge_cursor_is_refused_by_its_length() {
+        let huge = format!("i.u.{}", "61".repeat(1 << 20));
+        assert_eq!(
+            Cursor::decode(&huge, Order::Id),
+            Err(InvalidInput::BadCursor)
+        );
+        let huge = format!("r.1.0.u.{}", "61".repeat(1 << 20));
+        assert_eq!(
+            Cursor::decode(&huge, Order::Recent),
+            Err(InvalidInput::BadCursor)
+        );
+    }
+}

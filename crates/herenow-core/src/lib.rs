@@ -33,6 +33,8 @@ pub mod cursor;
 pub mod error;
 pub mod event;
 pub mod follow;
+#[cfg(test)]
+pub(crate) mod fuzzing;
 pub mod id;
 pub mod limits;
 pub mod memory;

@@ -120,3 +120,64 @@ mod tests {
         assert_eq!(back, m);
     }
 }
+
+/// Metadata arrives from clients (HTTP bodies, WebSocket messages) and
+/// from disk (snapshots, journal records): any text is an object within
+/// the limit, kept compact, or refused, never a panic.
+#[cfg(test)]
+mod fuzz {
+    use crate::fuzzing::cases;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// An accepted text is an object of at most the limit, stored in a
+    /// form that is accepted again unchanged.
+    fn checks(text: &str) {
+        match Metadata::from_json(text) {
+            Ok(m) => {
+                assert!(m.as_json().len() <= limits::MAX_META_BYTES);
+                assert!(m.as_json().starts_with('{'));
+                assert_eq!(Metadata::from_json(m.as_json()).unwrap(), m);
+            }
+            Err(e) => assert!(
+                matches!(
+                    e,
+                    InvalidInput::MetaNotObject | InvalidInput::MetaTooLarge { .. }
+                ),
+                "{e:?}"
+            ),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(cases(2000))]
+
+        #[test]
+        fn fuzz_any_text_is_metadata_or_refused(text in any::<String>()) {
+            checks(&text);
+        }
+
+        #[test]
+        fn fuzz_json_shaped_text_is_metadata_or_refused(
+            text in "[{}\\[\\]\":,. 0-9a-z\\\\eE+-]{0,64}"
+        ) {
+            checks(&text);
+            checks(&format!("{{\"k\":{text}}}"));
+        }
+
+        #[test]
+        fn fuzz_objects_near_the_limit(
+            key in "[a-z]{1,8}",
+            len in (limits::MAX_META_BYTES - 16)..(limits::MAX_META_BYTES + 16),
+            pad in 0usize..3000,
+        ) {
+            let text = format!(
+                "{{{}\"{key}\":\"{}\"}}",
+                " ".repeat(pad),
+                "v".repeat(len)
+            );
+            checks(&text);
+        }
+    }
+}

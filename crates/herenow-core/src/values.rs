@@ -152,7 +152,8 @@ impl KindFilter {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Order {
-    /// Most recently seen first.
+    /// Most recently seen first: the default of every store that keeps
+    /// last-seen times.
     #[default]
     Recent,
     /// By id (bytewise), users before guests for equal ids.
@@ -166,13 +167,18 @@ pub struct ListQuery {
     pub window_ms: Option<Millis>,
     /// Users, guests or both.
     pub kinds: KindFilter,
-    /// Most recent first, or by id; a store that cannot sort by id at this
-    /// size answers [`Error::Unsupported`](crate::Error::Unsupported).
-    pub order: Order,
+    /// Most recent first, or by id; `None`: the store's default order
+    /// (most recent first where the store keeps last-seen times, by id
+    /// where it keeps none), which the answer names in [`Page::order`].
+    /// An order the store cannot give (by id at this size, most recent
+    /// first without times) is [`Error::Unsupported`](crate::Error::Unsupported).
+    pub order: Option<Order>,
     /// Page size, 1 to [`limits::MAX_PAGE`].
     pub limit: usize,
     /// [`Page::next_cursor`] of the previous page; it must come from a
-    /// listing in the same `order` ([`InvalidInput::BadCursor`] otherwise).
+    /// listing in the same order ([`InvalidInput::BadCursor`] otherwise):
+    /// a page of a listing that asked for no order continues with `None`
+    /// again, or with the [`Page::order`] it was answered in.
     pub cursor: Option<String>,
 }
 
@@ -181,7 +187,7 @@ impl Default for ListQuery {
         Self {
             window_ms: None,
             kinds: KindFilter::Users,
-            order: Order::Recent,
+            order: None,
             limit: 100,
             cursor: None,
         }
@@ -189,6 +195,12 @@ impl Default for ListQuery {
 }
 
 impl ListQuery {
+    /// The order this listing uses on a store whose default order is
+    /// `default`: the one asked for, else the store's.
+    pub fn order_or(&self, default: Order) -> Order {
+        self.order.unwrap_or(default)
+    }
+
     /// Refuses a `limit` of 0 or above [`limits::MAX_PAGE`] with
     /// [`InvalidInput::LimitOutOfRange`].
     pub fn check_limit(&self) -> Result<(), InvalidInput> {
@@ -205,10 +217,13 @@ impl ListQuery {
 /// One page of a listing.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Page {
-    /// At most the query's `limit` members, in its order.
+    /// At most the query's `limit` members, in [`order`](Self::order).
     pub members: Vec<MemberStatus>,
     /// Pass this back for the next page; `None` on the last page.
     pub next_cursor: Option<String>,
+    /// The order the members are in: the query's, or the store's default
+    /// when the query named none.
+    pub order: Order,
 }
 
 /// How many members were seen within a window.

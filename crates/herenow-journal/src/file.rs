@@ -7,10 +7,15 @@ use std::path::{Path, PathBuf};
 
 use crate::{JournalError, TornTail};
 
+#[cfg(test)]
+mod fuzz;
+
 /// The first bytes of every journal file.
 pub const HEADER: &[u8] = b"herenow-journal 1\n";
 
 /// The largest record: a friend set of 10,000 ids of 256 bytes fits.
+/// (The smallest is one byte: an empty record would be eight zero bytes,
+/// which replay takes for space allocated and never written.)
 pub const MAX_RECORD: usize = 16 * 1024 * 1024;
 
 /// Length and checksum before each payload.
@@ -100,17 +105,81 @@ pub(crate) fn replay(
     File::open(path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
         .map_err(io_err("reading", path))?;
-    let corrupt = |offset: usize, why: &'static str| JournalError::Corrupt {
-        path: path.to_owned(),
-        offset: offset as u64,
-        why,
+    let counted = &mut |payload: &[u8]| {
+        apply(payload)?;
+        *count += 1;
+        Ok(())
     };
-    // A file cut inside its header was being created when the process
-    // died: it holds nothing yet.
-    if bytes.len() < HEADER.len() && HEADER.starts_with(&bytes) {
-        return if last {
+    match scan(&bytes, last, counted) {
+        Ok(Scanned::Whole) => Ok(None),
+        Ok(Scanned::InHeader) => {
             rewrite_header(path)?;
             Ok(torn(path, 0, bytes.len()))
+        }
+        Ok(Scanned::TornAt(at)) => {
+            cut(path, at as u64)?;
+            Ok(torn(path, at, bytes.len() - at))
+        }
+        Err(ScanError::Corrupt { offset, why }) => Err(JournalError::Corrupt {
+            path: path.to_owned(),
+            offset: offset as u64,
+            why,
+        }),
+        Err(ScanError::Replay { offset, why }) => Err(JournalError::Replay {
+            path: path.to_owned(),
+            offset: offset as u64,
+            why,
+        }),
+    }
+}
+
+/// How a file's bytes end, as [`scan`] read them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Scanned {
+    /// Every record whole.
+    Whole,
+    /// The file ends inside its header: it was being created when the
+    /// process died, and holds nothing yet (newest file only).
+    InHeader,
+    /// A torn tail from this offset on (newest file only).
+    TornAt(usize),
+}
+
+/// Why a file's bytes cannot be replayed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ScanError {
+    /// Damage a crash cannot explain.
+    Corrupt {
+        /// Where the damage starts.
+        offset: usize,
+        /// What is wrong there.
+        why: &'static str,
+    },
+    /// `apply` refused the record at `offset`.
+    Replay {
+        /// Where the record starts.
+        offset: usize,
+        /// `apply`'s reason.
+        why: String,
+    },
+}
+
+/// Reads the records of one file's `bytes` (no I/O: [`replay`] reads the
+/// file and cuts what this finds torn), handing each payload to `apply`.
+/// Lengths are checked against [`MAX_RECORD`] and against the bytes there
+/// before anything is read: a payload is a slice of `bytes`, never a
+/// buffer of the length a record claims.
+pub(crate) fn scan(
+    bytes: &[u8],
+    last: bool,
+    apply: &mut impl FnMut(&[u8]) -> Result<(), String>,
+) -> Result<Scanned, ScanError> {
+    let corrupt = |offset: usize, why: &'static str| ScanError::Corrupt { offset, why };
+    // A file cut inside its header was being created when the process
+    // died: it holds nothing yet.
+    if bytes.len() < HEADER.len() && HEADER.starts_with(bytes) {
+        return if last {
+            Ok(Scanned::InHeader)
         } else {
             Err(corrupt(0, "the file ends inside its header"))
         };
@@ -123,12 +192,7 @@ pub(crate) fn replay(
         let defect = match check_record(&bytes[at..]) {
             Ok(len) => {
                 let payload = &bytes[at + RECORD_HEAD..at + RECORD_HEAD + len];
-                apply(payload).map_err(|why| JournalError::Replay {
-                    path: path.to_owned(),
-                    offset: at as u64,
-                    why,
-                })?;
-                *count += 1;
+                apply(payload).map_err(|why| ScanError::Replay { offset: at, why })?;
                 at += RECORD_HEAD + len;
                 continue;
             }
@@ -145,10 +209,9 @@ pub(crate) fn replay(
         if !last || !tail_only {
             return Err(corrupt(at, defect.why()));
         }
-        cut(path, at as u64)?;
-        return Ok(torn(path, at, bytes.len() - at));
+        return Ok(Scanned::TornAt(at));
     }
-    Ok(None)
+    Ok(Scanned::Whole)
 }
 
 fn torn(path: &Path, at: usize, cut: usize) -> Option<TornTail> {

@@ -126,6 +126,10 @@ pub enum JournalError {
     /// A record larger than [`MAX_RECORD`].
     #[error("a journal record of {0} bytes is larger than the limit of {MAX_RECORD}")]
     TooLarge(usize),
+    /// An empty record: on disk it would be eight zero bytes, which
+    /// replay cannot tell from space allocated and never written.
+    #[error("a journal record must hold at least one byte")]
+    Empty,
     /// The journal failed earlier (a write or sync error) or was closed;
     /// nothing more is accepted, so nothing is acknowledged that is not
     /// on disk.
@@ -287,7 +291,8 @@ impl Journal {
     /// after releasing it. Blocks only while
     /// [`JournalOptions::max_buffered`] bytes wait for the disk. A payload
     /// over [`MAX_RECORD`] is taken back out and refused with
-    /// [`JournalError::TooLarge`].
+    /// [`JournalError::TooLarge`], an empty one with
+    /// [`JournalError::Empty`].
     pub fn append_with(
         &self,
         durability: Durability,

@@ -165,6 +165,9 @@ impl Shared {
             if len > MAX_RECORD {
                 return Err(JournalError::TooLarge(len));
             }
+            if len == 0 {
+                return Err(JournalError::Empty);
+            }
             file::write_length(&mut partial.buf[start..]);
             partial.start = usize::MAX;
             len

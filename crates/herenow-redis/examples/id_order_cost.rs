@@ -54,7 +54,7 @@ async fn main() {
                 let mut t = Vec::new();
                 for _ in 0..9 {
                     let q = ListQuery {
-                        order,
+                        order: Some(order),
                         kinds: KindFilter::All,
                         limit: 100,
                         ..ListQuery::default()

@@ -114,7 +114,7 @@ async fn id_pages_are_exact_across_slices() {
     for limit in [1_000, 333] {
         let q = ListQuery {
             limit,
-            order: Order::Id,
+            order: Some(Order::Id),
             kinds: KindFilter::All,
             window_ms: Some(600_000),
             cursor: None,
@@ -124,7 +124,7 @@ async fn id_pages_are_exact_across_slices() {
     // One kind only.
     let q = ListQuery {
         limit: 1_000,
-        order: Order::Id,
+        order: Some(Order::Id),
         kinds: KindFilter::Guests,
         window_ms: Some(600_000),
         cursor: None,
@@ -160,7 +160,7 @@ async fn id_order_over_the_bound_is_unsupported() {
         .collect();
     s.heartbeat(&sp, &beats).await.unwrap();
     let by_id = |window_ms| ListQuery {
-        order: Order::Id,
+        order: Some(Order::Id),
         window_ms: Some(window_ms),
         ..ListQuery::default()
     };

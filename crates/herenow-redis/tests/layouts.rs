@@ -51,6 +51,8 @@ mod sorted_set {
         for name in ["room", "lobby"] {
             let page = s.list(&space(name), &ListQuery::default()).await.unwrap();
             assert_eq!(ids(&page.members), ["sally", "joe"]);
+            // The scores are times: most recent first by default.
+            assert_eq!(page.order, Order::Recent);
             assert_eq!(page.members[0].last_seen_ms, Some((T0_S - 30) * 1000));
             assert_eq!(page.members[0].status, Status::Online);
             assert_eq!(page.members[1].status, Status::Away);
@@ -207,7 +209,7 @@ mod sorted_set {
             let mut cursor = None;
             loop {
                 let q = ListQuery {
-                    order,
+                    order: Some(order),
                     limit: 7,
                     cursor,
                     ..ListQuery::default()

@@ -59,6 +59,8 @@ mod minute_buckets {
         let sp = space("site");
         let page = s.list(&sp, &ListQuery::default()).await.unwrap();
         assert_eq!(ids(&page.members), [SAFARI, FIREFOX]);
+        // The buckets hold (minute) times: most recent first by default.
+        assert_eq!(page.order, Order::Recent);
         // Minute precision: the start of the newest bucket holding them.
         let minute = T0 / 60_000 * 60_000;
         assert_eq!(page.members[0].last_seen_ms, Some(minute));
@@ -228,7 +230,11 @@ mod rotation {
         // ...and nothing the sets do not record.
         assert_unsupported(s.count(&sp, Some(60_000)).await, "rotation");
         assert_unsupported(s.status(&sp, &[user("alice")]).await, "rotation");
-        assert_unsupported(s.list(&sp, &ListQuery::default()).await, "rotation");
+        let recent = ListQuery {
+            order: Some(Order::Recent),
+            ..ListQuery::default()
+        };
+        assert_unsupported(s.list(&sp, &recent).await, "rotation");
         let past = Heartbeat {
             at_ms: Some(T0 - 1_000),
             ..Heartbeat::now(user("carol"))
@@ -239,6 +245,77 @@ mod rotation {
             "rotation",
         );
         assert_no_extras(&s, "rotation").await;
+    }
+
+    /// Issue 13, "Seed 000 in place": `herenow online site` asks for no
+    /// order, and the sets hold no times, so the listing is by id and says
+    /// so (`order: id`), page after page; asking for most recent first
+    /// explicitly is still `Unsupported`, naming the layout.
+    #[tokio::test]
+    async fn issue_13_a_listing_without_an_order_is_by_id() {
+        let server = common::RedisServer::standalone();
+        let mut r = raw(&server.url()).await;
+        let _: () = r.sadd(CURRENT, &["erin", "alice", "dave"]).await.unwrap();
+        let _: () = r.sadd(OLD, &["carol", "bob"]).await.unwrap();
+        let clock = ManualClock::new(T0);
+        let s = open(
+            &server.url(),
+            SeedLayout::Rotation,
+            KEY,
+            None,
+            &clock,
+            opts(),
+        )
+        .await;
+        let sp = space("site");
+        let mut q = ListQuery {
+            limit: 2,
+            ..ListQuery::default()
+        };
+        let mut got = Vec::new();
+        let mut pages = 0;
+        loop {
+            let page = s.list(&sp, &q).await.unwrap();
+            assert_eq!(page.order, Order::Id);
+            got.extend(ids(&page.members).iter().map(|i| i.to_string()));
+            pages += 1;
+            match page.next_cursor {
+                Some(c) => q.cursor = Some(c),
+                None => break,
+            }
+        }
+        assert_eq!(got, ["alice", "bob", "carol", "dave", "erin"]);
+        assert_eq!(pages, 3);
+        // The first page's cursor also continues a listing that asks for
+        // the order the page named.
+        let first = s
+            .list(
+                &sp,
+                &ListQuery {
+                    limit: 2,
+                    ..ListQuery::default()
+                },
+            )
+            .await
+            .unwrap();
+        let next = s
+            .list(
+                &sp,
+                &ListQuery {
+                    cursor: first.next_cursor,
+                    ..by_id(2)
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(ids(&next.members), ["carol", "dave"]);
+        // Asked for explicitly, most recent first is refused, naming the
+        // layout, as before.
+        let recent = ListQuery {
+            order: Some(Order::Recent),
+            ..ListQuery::default()
+        };
+        assert_unsupported(s.list(&sp, &recent).await, "rotation");
     }
 
     #[tokio::test]

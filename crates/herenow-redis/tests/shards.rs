@@ -187,7 +187,7 @@ async fn a_space_over_four_shards_on_a_cluster() {
         .collect();
     let q = ListQuery {
         limit: 400,
-        order: Order::Id,
+        order: Some(Order::Id),
         kinds: KindFilter::All,
         window_ms: Some(600_000),
         cursor: None,

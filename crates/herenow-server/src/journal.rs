@@ -132,3 +132,118 @@ pub enum FoldError<E> {
     #[error("the snapshot task panicked: {0}")]
     Panicked(String),
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use herenow_core::changes::Beat;
+    use herenow_core::{ManualClock, MemberId, MemberKey, PresenceStore, SpaceConfig, SpaceName};
+    use herenow_journal::Durability;
+
+    use super::*;
+
+    const T0: u64 = 1_700_000_000_000;
+
+    /// A fresh directory under the system's temporary one, removed on
+    /// drop.
+    struct TempDir(std::path::PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> Self {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos();
+            let dir = std::env::temp_dir().join(format!(
+                "herenow-server-journal-{name}-{}-{nanos}",
+                std::process::id()
+            ));
+            std::fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// A data directory whose journal holds `records`, whole and
+    /// checksummed: what the file says, not what a store wrote.
+    fn journal_of(name: &str, records: &[Vec<u8>]) -> TempDir {
+        let dir = TempDir::new(name);
+        let (j, _) = Journal::open(&dir.0, 0, JournalOptions::default(), |_| Ok(())).unwrap();
+        for r in records {
+            let _ = j.append(r, Durability::Lazy).unwrap();
+        }
+        j.close();
+        dir
+    }
+
+    fn store() -> MemoryStore {
+        MemoryStore::new(Arc::new(ManualClock::new(T0)), SpaceConfig::default())
+    }
+
+    /// Issue 13, "Fuzz the parsers": a record that is no change (unknown
+    /// version, garbage, a truncated change) refuses the start, naming
+    /// the file and the offset; the store is not half-replayed past it.
+    #[test]
+    fn issue_13_a_record_that_is_no_change_refuses_the_start() {
+        let lobby = SpaceName::new("lobby").unwrap();
+        let ann = MemberKey::user(MemberId::new("ann").unwrap());
+        let good = Change::Heartbeats {
+            space: lobby.clone(),
+            now: T0,
+            beats: vec![Beat {
+                member: ann.clone(),
+                at_ms: None,
+                meta: None,
+            }],
+        }
+        .encode();
+        for bad in [
+            vec![9, 1, 2, 3],
+            vec![1, 0xff, 0xff, 0xff, 0xff, 0x0f],
+            good[..good.len() - 3].to_vec(),
+        ] {
+            let dir = journal_of("bad", &[good.clone(), bad.clone()]);
+            let memory = store();
+            let e = open(&memory, &dir.0, 0).unwrap_err();
+            assert!(
+                matches!(e, JournalError::Replay { offset, .. } if offset > 0),
+                "{bad:?}: {e}"
+            );
+        }
+    }
+
+    /// Issue 13: records whose times are at the ends of `u64` replay (as
+    /// heartbeats now, by the store's clock), and the store serves.
+    #[tokio::test]
+    async fn issue_13_records_at_the_ends_of_time_replay() {
+        let lobby = SpaceName::new("lobby").unwrap();
+        let ann = MemberKey::user(MemberId::new("ann").unwrap());
+        let records: Vec<Vec<u8>> = [0, u64::MAX]
+            .into_iter()
+            .map(|now| {
+                Change::Heartbeats {
+                    space: lobby.clone(),
+                    now,
+                    beats: vec![Beat {
+                        member: ann.clone(),
+                        at_ms: None,
+                        meta: None,
+                    }],
+                }
+                .encode()
+            })
+            .collect();
+        let dir = journal_of("ends", &records);
+        let memory = store();
+        let (_log, report) = open(&memory, &dir.0, 0).unwrap();
+        assert_eq!(report.records, 2);
+        let st = memory.status(&lobby, &[ann]).await.unwrap();
+        assert_eq!(st[0].last_seen_ms, Some(T0));
+    }
+}

@@ -60,6 +60,8 @@ pub mod config;
 pub mod demo;
 mod error;
 mod extract;
+#[cfg(test)]
+mod fuzzing;
 pub mod history;
 pub mod hub;
 pub mod journal;

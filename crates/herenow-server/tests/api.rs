@@ -117,6 +117,9 @@ async fn online_pages_with_cursor_and_orders() {
         .map(|m| m["id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, ["c", "b"], "most recent first, users only");
+    // No order asked: the memory store keeps times, so its default is
+    // most recent first, and the answer says so.
+    assert_eq!(p1["order"], "recent");
     let cursor = p1["next_cursor"].as_str().unwrap().to_owned();
     let p2 = h
         .get(&format!("/v1/spaces/lobby/online?limit=2&cursor={cursor}"))
@@ -125,6 +128,7 @@ async fn online_pages_with_cursor_and_orders() {
     assert_eq!(p2["members"].as_array().unwrap().len(), 1);
     assert_eq!(p2["members"][0]["id"], "a");
     assert_eq!(p2["next_cursor"], Value::Null);
+    assert_eq!(p2["order"], "recent");
 
     let by_id = h
         .get("/v1/spaces/lobby/online?order=id&kind=all&window=10m")
@@ -137,6 +141,7 @@ async fn online_pages_with_cursor_and_orders() {
         .map(|m| m["id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, ["a", "b", "c", "visitor"]);
+    assert_eq!(by_id["order"], "id");
 
     let guests = h.get("/v1/spaces/lobby/online?kind=guests").await.ok();
     assert_eq!(guests["members"][0]["kind"], "guest");

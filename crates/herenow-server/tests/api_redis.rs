@@ -16,11 +16,11 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use herenow_core::{ManualClock, SpaceConfig};
-use herenow_redis::{RedisOptions, RedisStore};
+use herenow_redis::{LayoutOptions, RedisOptions, RedisStore, SeedLayout, SeedLayoutStore};
 use herenow_server::Config;
 use serde_json::{Value, json};
 use support::http::Api;
-use support::{T0, redis_state};
+use support::{T0, redis_state, seed_state};
 
 use common::{RedisCluster, RedisServer};
 
@@ -264,4 +264,61 @@ async fn issue_13_two_seconds_of_skew_stay_right_ten_minutes_are_reported() {
     a.unavailable("not-ready");
     let detail = a.json()["detail"].as_str().unwrap_or_default().to_owned();
     assert!(detail.contains("clock differs from Redis"), "{detail}");
+}
+
+/// Issue 13, "Seed 000 in place": over seed 000's sets, which hold no
+/// times, `GET online` without an order (what `herenow online site`
+/// sends) answers by id and says `"order": "id"`, page after page; asking
+/// for `order=recent` is still a clear 501. Over herenow's own layout the
+/// default stays most recent first, and says so.
+#[tokio::test]
+async fn issue_13_seed_000_online_without_an_order_is_by_id() {
+    let redis = RedisServer::standalone();
+    let clock = ManualClock::new(T0);
+    let store = SeedLayoutStore::connect(
+        &redis.url(),
+        SeedLayout::Rotation,
+        "wo_user_{generation}",
+        None,
+        Arc::new(clock.clone()),
+        SpaceConfig::default(),
+        LayoutOptions::default(),
+    )
+    .await
+    .expect("connect to the test's redis-server");
+    let h = Api::over(seed_state(Arc::new(store), &Config::default()), clock);
+    let beats: Vec<Value> = ["erin", "alice", "dave", "carol", "bob"]
+        .iter()
+        .map(|id| json!({"id": id}))
+        .collect();
+    h.post("/v1/spaces/site/heartbeats", json!({ "heartbeats": beats }))
+        .await
+        .ok();
+
+    let mut got = Vec::new();
+    let mut uri = "/v1/spaces/site/online?limit=2".to_owned();
+    loop {
+        let page = h.get(&uri).await.ok();
+        assert_eq!(page["order"], "id", "{page}");
+        got.extend(ids(&page).into_iter().map(str::to_owned));
+        match page["next_cursor"].as_str() {
+            Some(c) => uri = format!("/v1/spaces/site/online?limit=2&cursor={c}"),
+            None => break,
+        }
+    }
+    assert_eq!(got, ["alice", "bob", "carol", "dave", "erin"]);
+    let by_id = h.get("/v1/spaces/site/online?order=id").await.ok();
+    assert_eq!(by_id["order"], "id");
+    h.get("/v1/spaces/site/online?order=recent")
+        .await
+        .problem(StatusCode::NOT_IMPLEMENTED, "unsupported");
+
+    let own = RedisServer::standalone();
+    let (h, _store) = harness(&own.url()).await;
+    h.beat("site", "ada").await;
+    let page = h.get("/v1/spaces/site/online").await.ok();
+    assert_eq!(
+        (ids(&page), &page["order"]),
+        (vec!["ada"], &json!("recent"))
+    );
 }

@@ -105,6 +105,21 @@ async fn issue_13_paths_and_queries_state_their_constraints() {
             assert!(pattern.contains(most), "{path} {name}: {pattern}");
         }
     }
+    // Issue 13, "Seed 000 in place": every page says its order.
+    let answer = &doc["components"]["schemas"]["OnlineAnswer"];
+    assert!(
+        answer["required"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("order")),
+        "{answer}"
+    );
+    let order = prop(&doc, "OnlineAnswer", "order");
+    let order = match order["$ref"].as_str() {
+        Some(r) => &doc["components"]["schemas"][r.rsplit('/').next().unwrap()],
+        None => order,
+    };
+    assert_eq!(order["enum"], json!(["recent", "id"]), "{order}");
     // The user called `status` is reachable, and documented, like any.
     for method in ["get", "delete"] {
         assert!(doc["paths"]["/v1/users/status"][method]["operationId"].is_string());

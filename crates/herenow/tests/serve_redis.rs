@@ -313,6 +313,45 @@ fn serve_shares_seed_001s_sorted_set_with_the_seeds_code() {
     assert!(stderr(&out).contains("unsupported"), "{}", stderr(&out));
 }
 
+/// Issue 13, "Seed 000 in place": under `--redis-layout rotation`,
+/// `herenow online site` (no order asked) answers over seed 000's sets, by
+/// id, and the answer says `"order": "id"`; asking for `--order recent`
+/// is still a clear 501.
+#[test]
+fn issue_13_herenow_online_answers_over_seed_000s_sets() {
+    let redis = RedisServer::standalone();
+    let server = Server::start(&[
+        "--store",
+        &redis.url(),
+        "--redis-layout",
+        "rotation",
+        "--redis-key",
+        "wo_user_{generation}",
+    ]);
+    // The seed's report_user, and a member of the generation before.
+    raw_command(redis.port, "SADD wo_user_current carol").unwrap();
+    raw_command(redis.port, "SADD wo_user_old bob").unwrap();
+    server.ok(&["seen", "site", "ada"]);
+    let online = server.json(&["online", "site"]);
+    assert_eq!(ids(&online), ["ada", "bob", "carol"], "{online}");
+    assert_eq!(online["order"], "id", "{online}");
+    let table = server.ok(&["online", "site"]);
+    assert!(table.contains("carol"), "{table}");
+    let out = herenow()
+        .args([
+            "online",
+            "site",
+            "--order",
+            "recent",
+            "--server",
+            server.url(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("unsupported"), "{}", stderr(&out));
+}
+
 #[test]
 fn serve_refuses_layout_flags_that_do_not_fit() {
     for (args, needle) in [

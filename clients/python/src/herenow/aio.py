@@ -239,7 +239,8 @@ class AsyncClient:
     ) -> OnlinePage:
         """One page of who's online: members seen within ``window``
         (default: the space's), ``kind`` ``"users"`` (default), ``"guests"``
-        or ``"all"``, ``order`` ``"recent"`` (default) or ``"id"``."""
+        or ``"all"``, ``order`` ``"recent"`` or ``"id"`` (default: the store's,
+        named by the page's ``order``)."""
         return await self._call(
             ops.online(space, window=window, kind=kind, order=order, limit=limit, cursor=cursor)
         )

@@ -252,6 +252,10 @@ class OnlinePage:
     next_cursor: Optional[str]
     #: The window used, in ms.
     window_ms: int
+    #: The order of ``members``, ``"recent"`` or ``"id"``: the one asked for,
+    #: or the store's default when none was (``"id"`` on a store that keeps no
+    #: last-seen times); ``None`` from a server older than this field.
+    order: Optional[str] = None
 
     @classmethod
     def from_json(cls, data: Any) -> "OnlinePage":
@@ -260,6 +264,7 @@ class OnlinePage:
             members=_members(d, "online page"),
             next_cursor=_opt(d, "next_cursor", str, "online page"),
             window_ms=_get(d, "window_ms", int, "online page"),
+            order=_opt(d, "order", str, "online page"),
         )
 
 

@@ -31,6 +31,8 @@
 //! data and is what [`Change::decode`] gives back at replay. Both encode
 //! to the same bytes, so journals written by either replay alike.
 
+#[cfg(test)]
+pub(crate) mod fuzz;
 mod wire;
 
 use std::future::Future;

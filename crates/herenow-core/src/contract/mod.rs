@@ -339,6 +339,9 @@ async fn recent_order_pages_completely(s: Arc<dyn PresenceStore>, _clock: Manual
     loop {
         let p = s.list(&sp, &q).await.unwrap();
         assert!(p.members.len() <= 7);
+        // A store that keeps times lists most recent first when no order
+        // is asked, and says so.
+        assert_eq!(p.order, Order::Recent);
         got.extend(ids(&p.members));
         match p.next_cursor {
             Some(c) => q.cursor = Some(c),
@@ -347,6 +350,36 @@ async fn recent_order_pages_completely(s: Arc<dyn PresenceStore>, _clock: Manual
     }
     let want: Vec<String> = (0..250u64).rev().map(|i| format!("m{i:03}")).collect();
     assert_eq!(got, want, "most recent first, every member once");
+    // A cursor of a listing that asked for no order continues the one
+    // that asks for the order its page named.
+    let first = s
+        .list(
+            &sp,
+            &ListQuery {
+                limit: 7,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let next = s
+        .list(
+            &sp,
+            &ListQuery {
+                limit: 7,
+                order: Some(first.order),
+                cursor: first.next_cursor.clone(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids(&next.members), want[7..14]);
+    let empty = s
+        .list(&space("c-pages-never"), &ListQuery::default())
+        .await
+        .unwrap();
+    assert_eq!((empty.members.len(), empty.order), (0, Order::Recent));
     let e = s
         .list(
             &sp,
@@ -450,13 +483,14 @@ async fn id_order_pages(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
     s.heartbeat(&sp, &[beat(guest("alpha"))]).await.unwrap();
     let mut q = ListQuery {
         limit: 3,
-        order: Order::Id,
+        order: Some(Order::Id),
         kinds: KindFilter::All,
         ..Default::default()
     };
     let mut got = Vec::new();
     loop {
         let p = s.list(&sp, &q).await.unwrap();
+        assert_eq!(p.order, Order::Id);
         got.extend(
             p.members
                 .iter()

@@ -13,7 +13,10 @@ use crate::id::{MemberId, MemberKey, SpaceName};
 use crate::meta::Metadata;
 use crate::policy::SpaceConfig;
 use crate::store::{Heartbeat, PresenceStore};
-use crate::time::ManualClock;
+use crate::time::{ManualClock, Millis};
+
+/// The clock of the replay tests' stores.
+const T0: Millis = 1_700_000_000_000;
 
 /// A log that keeps encoded changes in memory, durable at once.
 #[derive(Default)]
@@ -436,4 +439,113 @@ async fn spaces_webhooks_survive_the_journal_and_the_snapshot() {
     };
     assert!(restored.apply_change(&bad).is_err());
     assert_eq!(restored.space_hooks(&lobby).await.unwrap(), hooks);
+}
+
+/// Issue 13, "Fuzz the parsers" (found by `fuzz` below): a record "at the
+/// end of time" overflowed `now + MAX_FUTURE_SKEW_MS` in replay. A
+/// record's beats are judged by the store's clock, as a snapshot's
+/// members are: this one is a heartbeat now.
+#[tokio::test]
+async fn issue_13_a_record_at_the_end_of_time_replays() {
+    let s = MemoryStore::new(Arc::new(ManualClock::new(T0)), SpaceConfig::default());
+    let space = SpaceName::new("_").unwrap();
+    let ann = MemberKey::user(id("ann"));
+    let change = Change::Heartbeats {
+        space: space.clone(),
+        now: u64::MAX,
+        beats: vec![Beat {
+            member: ann.clone(),
+            at_ms: None,
+            meta: None,
+        }],
+    };
+    s.apply_change(&change).unwrap();
+    let at_max = Change::Heartbeats {
+        space: space.clone(),
+        now: 0,
+        beats: vec![Beat {
+            member: MemberKey::user(id("bob")),
+            at_ms: Some(u64::MAX),
+            meta: None,
+        }],
+    };
+    s.apply_change(&at_max).unwrap();
+    let st = s
+        .status(&space, &[ann, MemberKey::user(id("bob"))])
+        .await
+        .unwrap();
+    assert_eq!(st[0].last_seen_ms, Some(T0));
+    assert_eq!(st[1].last_seen_ms, Some(T0));
+}
+
+/// Issue 13: records far apart in time put a big space's members (and
+/// its block index, one block per second of the span) over the whole
+/// span; two records 53 years apart asked for 1.6 billion blocks. Beats
+/// past the retention by the store's clock are stale, as at restore.
+#[tokio::test]
+async fn issue_13_records_years_apart_keep_the_block_index_small() {
+    let s = MemoryStore::new(Arc::new(ManualClock::new(T0)), SpaceConfig::default());
+    let space = SpaceName::new("big").unwrap();
+    for (now, prefix) in [(0, "old"), (T0, "new")] {
+        let beats = (0..600)
+            .map(|i| Beat {
+                member: MemberKey::user(id(&format!("{prefix}{i}"))),
+                at_ms: None,
+                meta: None,
+            })
+            .collect();
+        s.apply_change(&Change::Heartbeats {
+            space: space.clone(),
+            now,
+            beats,
+        })
+        .unwrap();
+    }
+    let counts = s.count(&space, None).await.unwrap();
+    assert_eq!(counts.users, 600);
+    assert!(s.heap_bytes() < 1 << 20, "{} bytes", s.heap_bytes());
+}
+
+/// Replay applies whatever a journal's records decode to, fields anywhere
+/// in their types' ranges and in any order: it answers `Ok` or an error
+/// that refuses the start, never a panic.
+mod fuzz {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::changes::fuzz::change;
+    use crate::fuzzing::{cases, mutated, mutations};
+
+    fn store() -> MemoryStore {
+        MemoryStore::new(Arc::new(ManualClock::new(T0)), SpaceConfig::default())
+    }
+
+    // A store costs milliseconds to make in a debug build (its follow
+    // feed's queue): a few hundred cases, a few seconds.
+    proptest! {
+        #![proptest_config(cases(256))]
+
+        #[test]
+        fn fuzz_replaying_any_changes_cannot_panic(
+            changes in proptest::collection::vec(change(), 1..12)
+        ) {
+            let s = store();
+            for c in &changes {
+                let _ = s.apply_change(c);
+            }
+            let _ = s.snapshot();
+        }
+
+        #[test]
+        fn fuzz_replaying_mutated_records_cannot_panic(
+            changes in proptest::collection::vec((change(), mutations()), 1..8)
+        ) {
+            let s = store();
+            for (c, m) in &changes {
+                if let Ok(c) = Change::decode(&mutated(&c.encode(), m)) {
+                    let _ = s.apply_change(&c);
+                }
+            }
+        }
+    }
 }

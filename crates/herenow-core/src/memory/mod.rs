@@ -37,7 +37,7 @@ use crate::limits;
 use crate::outbox::{OutboxEvent, OutboxOptions, OutboxStats, SpaceHook};
 use crate::policy::SpaceConfig;
 use crate::store::{
-    Counts, ErasureReport, Heartbeat, HeartbeatReport, ListQuery, MemberStatus, Page,
+    Counts, ErasureReport, Heartbeat, HeartbeatReport, ListQuery, MemberStatus, Order, Page,
     PresenceStore, SeenAnywhere, SpaceSummary, TickReport, check_batch,
 };
 use crate::time::{Clock, Millis, SystemClock};
@@ -114,15 +114,20 @@ impl MemoryStore {
     pub fn apply_change(&self, change: &Change) -> Result<()> {
         match change {
             Change::Heartbeats { space, now, beats } => {
+                // As at restore: each beat at its own time (its record's
+                // for a beat "now"), at most the store's clock, judged by
+                // that clock. A record's "now" (any u64) as the store's
+                // overflowed, and spread a space's block index over years.
+                let clock = self.clock.now_ms();
                 let beats: Vec<Heartbeat> = beats
                     .iter()
                     .map(|b| Heartbeat {
                         member: b.member.clone(),
-                        at_ms: b.at_ms,
+                        at_ms: Some(b.at_ms.unwrap_or(*now).min(clock)),
                         meta: b.meta.clone(),
                     })
                     .collect();
-                self.write(space, |s| s.heartbeat(&beats, *now))?;
+                self.write(space, |s| s.heartbeat(&beats, clock))?;
             }
             Change::Leave { space, at, members } => {
                 if self.spaces.read().contains_key(space) {
@@ -391,12 +396,14 @@ impl PresenceStore for MemoryStore {
                 defaults.check_window(query.window_ms.unwrap_or(defaults.window_ms))?;
                 // A cursor is checked whether or not the space exists, so
                 // nonsense is refused alike everywhere.
+                let order = query.order_or(Order::Recent);
                 if let Some(c) = query.cursor.as_deref() {
-                    crate::cursor::Cursor::decode(c, query.order)?;
+                    crate::cursor::Cursor::decode(c, order)?;
                 }
                 Ok(Page {
                     members: Vec::new(),
                     next_cursor: None,
+                    order,
                 })
             }
         })?)

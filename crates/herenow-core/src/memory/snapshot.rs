@@ -23,6 +23,9 @@ use crate::policy::SpaceConfig;
 use crate::store::Heartbeat;
 use crate::time::Millis;
 
+#[cfg(test)]
+mod fuzz;
+
 const MAGIC: &[u8; 17] = b"herenow snapshot\n";
 /// Version 2 added `mark`; version 3 the remembered last-seen times, the
 /// fingerprint seed and the remembering policy; version 4 the webhook
@@ -33,6 +36,7 @@ const VERSION: u32 = 5;
 const HEADER: usize = MAGIC.len() + 4 + 4;
 
 #[derive(Serialize, Deserialize)]
+#[cfg_attr(test, derive(Debug, PartialEq))]
 struct Body {
     taken_ms: Millis,
     spaces: Vec<SpaceDump>,
@@ -89,6 +93,7 @@ struct BodyV1 {
 }
 
 #[derive(Serialize, Deserialize)]
+#[cfg_attr(test, derive(Debug, PartialEq))]
 struct SpaceDump {
     name: String,
     config: SpaceConfig,
@@ -122,6 +127,7 @@ impl SpaceDumpV2 {
 }
 
 #[derive(Serialize, Deserialize)]
+#[cfg_attr(test, derive(Debug, PartialEq))]
 struct MemberDump {
     guest: bool,
     id: String,

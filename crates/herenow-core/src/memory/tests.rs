@@ -134,8 +134,11 @@ fn recent_order_and_pages() {
         limit: 4,
         ..Default::default()
     };
+    // No order asked: the engine keeps times, so most recent first, and
+    // the page says so.
     let p1 = s.list(&q, T0 + 10).unwrap();
     assert_eq!(ids(&p1), ["m9", "m8", "m7", "m6"]);
+    assert_eq!(p1.order, Order::Recent);
     q.cursor = p1.next_cursor.clone();
     // m7 heartbeats between pages: it moved, so it may not reappear;
     // nobody unchanged is skipped or repeated.
@@ -143,9 +146,11 @@ fn recent_order_and_pages() {
     let p2 = s.list(&q, T0 + 11).unwrap();
     assert_eq!(ids(&p2), ["m5", "m4", "m3", "m2"]);
     q.cursor = p2.next_cursor.clone();
+    // The order the page named continues it as well as no order does.
+    q.order = Some(p2.order);
     let p3 = s.list(&q, T0 + 11).unwrap();
     assert_eq!(ids(&p3), ["m1", "m0"]);
-    assert_eq!(p3.next_cursor, None);
+    assert_eq!((p3.next_cursor, p3.order), (None, Order::Recent));
 }
 
 #[test]
@@ -175,12 +180,13 @@ fn id_order_pages() {
     }
     let mut q = ListQuery {
         limit: 2,
-        order: Order::Id,
+        order: Some(Order::Id),
         ..Default::default()
     };
     let mut all = Vec::new();
     loop {
         let p = s.list(&q, T0).unwrap();
+        assert_eq!(p.order, Order::Id);
         all.extend(ids(&p));
         match p.next_cursor {
             Some(c) => q.cursor = Some(c),
@@ -227,7 +233,7 @@ fn bad_queries_are_refused() {
         assert_eq!(s.list(&q, T0), Err(InvalidInput::BadCursor), "{bad:?}");
         let q = ListQuery {
             cursor: Some(bad.into()),
-            order: Order::Id,
+            order: Some(Order::Id),
             ..Default::default()
         };
         assert_eq!(s.list(&q, T0), Err(InvalidInput::BadCursor), "{bad:?}");
@@ -588,7 +594,7 @@ proptest! {
                     let mut q = ListQuery {
                         window_ms: Some(window),
                         kinds,
-                        order: if by_id { Order::Id } else { Order::Recent },
+                        order: Some(if by_id { Order::Id } else { Order::Recent }),
                         limit: limit as usize,
                         cursor: None,
                     };

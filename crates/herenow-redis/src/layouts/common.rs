@@ -66,12 +66,20 @@ pub(super) trait LayoutOps: Send + Sync {
         members: &[MemberKey],
     ) -> Result<Vec<MemberStatus>>;
 
-    /// One page, after the decoded `cursor`.
+    /// The order of a listing that asks for none: most recent first where
+    /// the keys hold times, by id where they hold none.
+    fn default_order(&self) -> Order {
+        Order::Recent
+    }
+
+    /// One page in `order` (the query's, or [`default_order`](Self::default_order)
+    /// when it names none), after the decoded `cursor`.
     async fn list(
         &self,
         s: &LayoutCtx,
         space: &SpaceName,
         query: &ListQuery,
+        order: Order,
         cursor: Option<&Cursor>,
     ) -> Result<Page>;
 
@@ -372,6 +380,7 @@ pub(super) fn page_of(
             })
             .collect(),
         next_cursor,
+        order,
     }
 }
 

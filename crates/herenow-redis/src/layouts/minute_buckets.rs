@@ -35,7 +35,7 @@ use redis::{Script, Value};
 
 use herenow_core::{
     Counts, Heartbeat, HeartbeatReport, KindFilter, ListQuery, MemberKey, MemberKind, MemberStatus,
-    Millis, Page, Result, SpaceConfig, SpaceName, TickReport,
+    Millis, Order, Page, Result, SpaceConfig, SpaceName, TickReport,
 };
 
 use super::common::{Cursor, Item, LayoutCtx, LayoutOps, members_of, page_of, policy_over};
@@ -260,6 +260,7 @@ impl LayoutOps for MinuteBuckets {
         s: &LayoutCtx,
         space: &SpaceName,
         query: &ListQuery,
+        order: Order,
         cursor: Option<&Cursor>,
     ) -> Result<Page> {
         let now = s.clock.now_ms();
@@ -290,7 +291,7 @@ impl LayoutOps for MinuteBuckets {
                 last_seen: Some(index * MINUTE_MS),
             }));
         }
-        Ok(page_of(items, query.order, cursor, query.limit, |t| {
+        Ok(page_of(items, order, cursor, query.limit, |t| {
             s.policy.status(t, now)
         }))
     }

@@ -9,12 +9,15 @@
 //! what those keys can tell. Everything else is
 //! [`Error::Unsupported`] naming the layout (`redis layout rotation`, …),
 //! which the server turns into a 501: never a wrong or an empty answer.
+//! A listing that asks for no order gets the layout's default: most recent
+//! first where the keys hold times, by id where they hold none
+//! (`rotation`), and [`Page::order`](herenow_core::Page::order) says which.
 //!
 //! | [`SeedLayout`] | seed | keys | precision of last-seen |
 //! | --- | --- | --- | --- |
 //! | `sorted-set` ([`sorted_set`]) | 001, 004 | one sorted set, score = whole UNIX seconds (`whos_online:users`, `presence:{space}`) | 1 s |
 //! | `minute-buckets` ([`minute_buckets`]) | 002 | a set per minute of the hour with `EXPIRE` (`active.users:{minute}`) | 1 min |
-//! | `rotation` ([`rotation`]) | 000 | `wo_user_current` / `wo_user_old` (`wo_user_{generation}`), rotated by [`tick`](herenow_core::PresenceStore::tick) | none: unsupported |
+//! | `rotation` ([`rotation`]) | 000 | `wo_user_current` / `wo_user_old` (`wo_user_{generation}`), rotated by [`tick`](herenow_core::PresenceStore::tick) | none: unsupported (listings are by id) |
 //!
 //! # Key templates
 //!
@@ -284,14 +287,17 @@ impl PresenceStore for SeedLayoutStore {
 
     async fn list(&self, space: &SpaceName, query: &ListQuery) -> Result<Page> {
         query.check_limit()?;
+        // Decided the same way on every page, so the cursor of a listing
+        // that named no order decodes on the next page too.
+        let order = query.order_or(self.ops.default_order());
         let cursor = query
             .cursor
             .as_deref()
-            .map(|c| Cursor::decode(c, query.order))
+            .map(|c| Cursor::decode(c, order))
             .transpose()?;
         self.ctx.touch(space);
         self.ops
-            .list(&self.ctx, space, query, cursor.as_ref())
+            .list(&self.ctx, space, query, order, cursor.as_ref())
             .await
     }
 

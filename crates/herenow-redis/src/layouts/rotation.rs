@@ -13,6 +13,8 @@
 //! and the sets record nothing else, so the layout answers only for its one
 //! window (twice the period): last-seen times, statuses, other windows,
 //! "most recent first" and heartbeats with an explicit past time are
+//! `Unsupported`. A listing that asks for no order is by id, and its page
+//! says so ([`Page::order`]); one that asks for most recent first is
 //! `Unsupported`. Listed members carry `status: online` (they are in the
 //! union, the layout's definition of online) and no last-seen time.
 //!
@@ -146,6 +148,12 @@ impl LayoutOps for Rotation {
         true
     }
 
+    /// The sets hold no times, so "who's online" without an order is by
+    /// id (the answer says so); most recent first is `Unsupported`.
+    fn default_order(&self) -> Order {
+        Order::Id
+    }
+
     /// The sets record no times.
     async fn status(
         &self,
@@ -211,10 +219,12 @@ impl LayoutOps for Rotation {
         s: &LayoutCtx,
         space: &SpaceName,
         query: &ListQuery,
+        order: Order,
         cursor: Option<&Cursor>,
     ) -> Result<Page> {
         check_rotation_window(s, query.window_ms)?;
-        if query.order == Order::Recent {
+        if order == Order::Recent {
+            // Only when asked for: a listing that names no order is by id.
             return Err(
                 s.unsupported("listing most recent first (the sets hold no times; list by id)")
             );
@@ -235,7 +245,7 @@ impl LayoutOps for Rotation {
                 last_seen: None,
             }));
         }
-        Ok(page_of(items, query.order, cursor, query.limit, |_| {
+        Ok(page_of(items, order, cursor, query.limit, |_| {
             Status::Online
         }))
     }

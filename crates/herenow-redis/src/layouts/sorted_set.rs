@@ -342,6 +342,7 @@ impl LayoutOps for SortedSet {
         s: &LayoutCtx,
         space: &SpaceName,
         query: &ListQuery,
+        order: Order,
         cursor: Option<&Cursor>,
     ) -> Result<Page> {
         let now = s.clock.now_ms();
@@ -350,7 +351,7 @@ impl LayoutOps for SortedSet {
         let mut items = Vec::new();
         for (kind, t) in s.kinds(query.kinds)? {
             let key = t.render(space, "");
-            let read = match query.order {
+            let read = match order {
                 Order::Recent => recent(s, &key, kind, &min, cursor, query.limit).await?,
                 Order::Id => {
                     let mut c = s.client.clone();
@@ -385,7 +386,7 @@ impl LayoutOps for SortedSet {
             };
             items.extend(read);
         }
-        Ok(page_of(items, query.order, cursor, query.limit, |t| {
+        Ok(page_of(items, order, cursor, query.limit, |t| {
             s.policy.status(t, now)
         }))
     }

@@ -25,7 +25,7 @@
 use redis::Value;
 
 use herenow_core::{
-    Error, InvalidInput, ListQuery, MemberId, MemberKey, MemberKind, Millis, Page, Result,
+    Error, InvalidInput, ListQuery, MemberId, MemberKey, MemberKind, Millis, Order, Page, Result,
     SpaceName,
 };
 
@@ -205,6 +205,7 @@ impl RedisStore {
         Ok(Page {
             members,
             next_cursor,
+            order: Order::Id,
         })
     }
 

@@ -28,7 +28,9 @@ impl RedisStore {
         let now = self.ctx.clock.now_ms();
         let limit = query.limit;
         let window = query.window_ms.unwrap_or(0);
-        match query.order {
+        // The sorted sets keep times: most recent first unless asked
+        // otherwise.
+        match query.order_or(Order::Recent) {
             Order::Recent => {
                 let cursor = match &query.cursor {
                     None => None,
@@ -106,6 +108,7 @@ impl RedisStore {
                 Ok(Page {
                     members,
                     next_cursor,
+                    order: Order::Recent,
                 })
             }
             Order::Id => self.list_by_id(space, query, now).await,

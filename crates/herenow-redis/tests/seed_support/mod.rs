@@ -69,7 +69,7 @@ pub async fn open(
 
 pub fn by_id(limit: usize) -> ListQuery {
     ListQuery {
-        order: Order::Id,
+        order: Some(Order::Id),
         limit,
         ..ListQuery::default()
     }

@@ -25,7 +25,9 @@ pub struct OnlineQuery {
     pub window: Option<String>,
     /// `users` (default), `guests` or `all`.
     pub kind: Option<String>,
-    /// `recent` (default, most recently seen first) or `id`.
+    /// `recent` (most recently seen first) or `id`; default: the store's
+    /// (`recent` where it keeps last-seen times, `id` where it keeps none,
+    /// as seed 000's sets); the answer's `order` says which.
     pub order: Option<String>,
     /// Page size, 1 to 1,000 (default 100).
     #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
@@ -34,15 +36,38 @@ pub struct OnlineQuery {
     pub cursor: Option<String>,
 }
 
+/// The order of a page of who's online, on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ListOrder {
+    /// Most recently seen first.
+    Recent,
+    /// By id (bytewise), users before guests for equal ids.
+    Id,
+}
+
+impl From<Order> for ListOrder {
+    fn from(o: Order) -> Self {
+        match o {
+            Order::Recent => ListOrder::Recent,
+            Order::Id => ListOrder::Id,
+        }
+    }
+}
+
 /// One page of who's online.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct OnlineAnswer {
-    /// Members seen within the window, in the order asked for.
+    /// Members seen within the window, in `order`.
     pub members: Vec<MemberDto>,
     /// Pass back as `cursor` for the next page; `null` on the last page.
     pub next_cursor: Option<String>,
     /// The window used, in ms: the one asked for, or the space's.
     pub window_ms: u64,
+    /// The order of `members`: the one asked for, or, when the query
+    /// named none, the store's default (`id` where it keeps no last-seen
+    /// times).
+    pub order: ListOrder,
 }
 
 fn kind_filter(s: Option<&str>) -> Result<KindFilter, ApiError> {
@@ -57,10 +82,12 @@ fn kind_filter(s: Option<&str>) -> Result<KindFilter, ApiError> {
     }
 }
 
-fn order(s: Option<&str>) -> Result<Order, ApiError> {
+/// The order asked for; `None` leaves it to the store.
+fn order(s: Option<&str>) -> Result<Option<Order>, ApiError> {
     match s {
-        None | Some("recent") => Ok(Order::Recent),
-        Some("id") => Ok(Order::Id),
+        None => Ok(None),
+        Some("recent") => Ok(Some(Order::Recent)),
+        Some("id") => Ok(Some(Order::Id)),
         Some(other) => Err(ApiError::bad_request(
             "bad-order",
             format!("order {other:?} is not one of recent, id"),
@@ -112,6 +139,7 @@ pub async fn online(
         members: page.members.into_iter().map(MemberDto::from).collect(),
         next_cursor: page.next_cursor,
         window_ms,
+        order: page.order.into(),
     }))
 }
 

@@ -171,6 +171,47 @@ pub struct RefOnly {
     pub reference: Option<Ref>,
 }
 
+/// A text frame that is not a message: the `ref` it had, if one could be
+/// read, and the `error` to answer it with.
+#[derive(Debug)]
+pub struct Undecodable {
+    /// The frame's `ref`, if it was a good one.
+    pub reference: Option<Ref>,
+    /// `bad-json` (not one JSON object) or `bad-message` (JSON, but no
+    /// message of the protocol).
+    pub error: WsError,
+}
+
+/// Parses one text frame (at most 64 KiB: the socket refuses bigger
+/// ones) into a message and its `ref`. Never panics; nesting deeper than
+/// serde_json's limit (128) is `bad-json`.
+pub fn decode(text: &str) -> Result<Envelope<'_>, Undecodable> {
+    if !text.trim_start().starts_with('{') {
+        return Err(Undecodable {
+            reference: None,
+            error: WsError::new("bad-json", "a message must be one JSON object"),
+        });
+    }
+    serde_json::from_str::<Envelope<'_>>(text).map_err(|e| {
+        let code = match e.classify() {
+            serde_json::error::Category::Data => "bad-message",
+            _ => "bad-json",
+        };
+        Undecodable {
+            reference: ref_of(text),
+            error: WsError::new(code, e.to_string()),
+        }
+    })
+}
+
+/// The `ref` of a frame that was not (or could not be) processed, so its
+/// error can still name it.
+pub fn ref_of(text: &str) -> Option<Ref> {
+    serde_json::from_str::<RefOnly>(text)
+        .ok()
+        .and_then(|r| r.reference)
+}
+
 /// `{"type": "hello", "token": "eyJ…"}` → `welcome`. A bad token closes
 /// the socket with `4001`, an expired one with `4002`; a second `hello`
 /// is an `already-hello` error.
@@ -506,6 +547,9 @@ impl From<herenow_core::InvalidInput> for WsError {
         herenow_core::Error::from(e).into()
     }
 }
+
+#[cfg(test)]
+mod fuzz;
 
 #[cfg(test)]
 mod tests {

@@ -48,7 +48,7 @@ use crate::state::AppState;
 
 pub use crate::protocol::ws::{
     ClientMessage, ConnMeta, Envelope, MAX_REF_BYTES, MESSAGE_TYPES, Ref, RefOnly, ServerMessage,
-    SnapshotMember, WsError, close,
+    SnapshotMember, Undecodable, WsError, close, decode,
 };
 pub use limits::{
     DEFAULT_PAGE_SIZE, ERROR_WINDOW, HELLO_TIMEOUT, MAX_ERRORS, MAX_JOINED, MAX_MESSAGE_BYTES,

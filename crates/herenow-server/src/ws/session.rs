@@ -39,7 +39,8 @@ use super::timers::{Settings, Timers};
 use super::writer;
 use crate::protocol::dto::MemberDto;
 use crate::protocol::ws::{
-    ClientMessage, ConnMeta, Envelope, Ref, RefOnly, ServerMessage, SnapshotMember, WsError, close,
+    ClientMessage, ConnMeta, Envelope, Ref, ServerMessage, SnapshotMember, Undecodable, WsError,
+    close, decode, ref_of,
 };
 use crate::state::AppState;
 use crate::token::Grant;
@@ -210,21 +211,10 @@ impl Session {
             self.fail(ref_of(text), rate_limited());
             return;
         }
-        if !text.trim_start().starts_with('{') {
-            self.fail(
-                None,
-                WsError::new("bad-json", "a message must be one JSON object"),
-            );
-            return;
-        }
-        let envelope = match serde_json::from_str::<Envelope<'_>>(text) {
+        let envelope = match decode(text) {
             Ok(e) => e,
-            Err(e) => {
-                let code = match e.classify() {
-                    serde_json::error::Category::Data => "bad-message",
-                    _ => "bad-json",
-                };
-                self.fail(ref_of(text), WsError::new(code, e.to_string()));
+            Err(Undecodable { reference, error }) => {
+                self.fail(reference, error);
                 return;
             }
         };
@@ -654,13 +644,6 @@ async fn next_note(watching: &mut Option<Watching>) -> Option<Note> {
         Some(w) => w.next().await,
         None => None,
     }
-}
-
-/// The `ref` of a message that was not (or could not be) processed.
-fn ref_of(text: &str) -> Option<Ref> {
-    serde_json::from_str::<RefOnly>(text)
-        .ok()
-        .and_then(|r| r.reference)
 }
 
 /// The close for a read that failed because of what the client sent: a

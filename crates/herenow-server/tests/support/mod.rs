@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use herenow_core::{ManualClock, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig};
 #[cfg(feature = "redis")]
-use herenow_redis::RedisStore;
+use herenow_redis::{RedisStore, SeedLayoutStore};
 use herenow_server::{AppState, Backend, Config};
 
 /// The store's start time: the clock every test starts from.
@@ -70,6 +70,12 @@ pub fn state_over(store: Arc<dyn PresenceStore>, config: &Config) -> AppState {
 #[cfg(feature = "redis")]
 pub fn redis_state(store: Arc<RedisStore>, config: &Config) -> AppState {
     AppState::new(Backend::redis(store), config)
+}
+
+/// The state over one of the seeds' layouts, as the server builds it.
+#[cfg(feature = "redis")]
+pub fn seed_state(store: Arc<SeedLayoutStore>, config: &Config) -> AppState {
+    AppState::new(Backend::seed(store), config)
 }
 
 /// A memory store as the backend `serve` takes.

@@ -106,7 +106,8 @@ impl Space {
             .config
             .check_window(query.window_ms.unwrap_or(self.config.window_ms))?;
         let cutoff = now.saturating_sub(window);
-        match query.order {
+        // The engine keeps times: most recent first unless asked otherwise.
+        match query.order_or(Order::Recent) {
             Order::Recent => self.list_recent(query, cutoff, now),
             Order::Id => self.list_by_id(query, cutoff, now),
         }
@@ -166,6 +167,7 @@ impl Space {
                 return Ok(Page {
                     members,
                     next_cursor: Some(cursor.encode()),
+                    order: Order::Recent,
                 });
             }
             members.push(self.member_status(slot, now));
@@ -174,6 +176,7 @@ impl Space {
         Ok(Page {
             members,
             next_cursor: None,
+            order: Order::Recent,
         })
     }
 
@@ -228,6 +231,7 @@ impl Space {
         Ok(Page {
             members,
             next_cursor,
+            order: Order::Id,
         })
     }
 
