@@ -52,6 +52,8 @@ export type {
   ErasureReport,
   SpaceConfig,
   SpaceConfigInput,
+  SpaceWebhook,
+  WebhookEvent,
   SpaceSummary,
   HistorySample,
   History,

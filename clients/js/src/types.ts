@@ -137,11 +137,34 @@ export interface SpaceConfig {
   remember_ms: number;
   /** Whether guests are remembered too. */
   remember_guests: boolean;
+  /**
+   * The space's own webhook endpoints (at most 8), shown to callers that may
+   * write; absent for a read key or a store that keeps none.
+   */
+  webhooks?: SpaceWebhook[];
 }
 
-/** A new policy: the four thresholds, and optionally the remembering fields (absent: unchanged). */
+/** The kinds of events a webhook endpoint may want. */
+export type WebhookEvent = "join" | "away" | "back" | "leave" | "update" | "occupied" | "vacated";
+
+/** A webhook endpoint a space names. */
+export interface SpaceWebhook {
+  /** `http` or `https` URL, at most 2,048 bytes, once per space. */
+  url: string;
+  /** Kinds wanted, each once; absent in a write: all. */
+  events?: WebhookEvent[];
+  /** `whsec_…` signing secret; write-only (never in answers); absent: the server's `--webhook-secret`. */
+  secret?: string;
+  /** Its name in `/v1/webhooks` and metrics (`space:HOST:HASH`); ignored in a write. */
+  name?: string;
+}
+
+/**
+ * A new policy: the four thresholds, and optionally the remembering fields
+ * and `webhooks` (absent: unchanged; `[]`: none).
+ */
 export type SpaceConfigInput = Pick<SpaceConfig, "online_ms" | "away_ms" | "window_ms" | "retention_ms"> &
-  Partial<Pick<SpaceConfig, "remember_ms" | "remember_guests">>;
+  Partial<Pick<SpaceConfig, "remember_ms" | "remember_guests" | "webhooks">>;
 
 /** A space that holds members, and how many. */
 export interface SpaceSummary {

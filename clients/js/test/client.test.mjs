@@ -212,6 +212,7 @@ describe("spaces, config, history, tokens, operations", () => {
       retention_ms: 900_000,
       remember_ms: 2_592_000_000,
       remember_guests: false,
+      webhooks: [],
     });
     const next = await herenow.setConfig(space, { online_ms: 30_000, away_ms: 120_000, window_ms: 600_000, retention_ms: 900_000 });
     assert.equal(next.online_ms, 30_000);
