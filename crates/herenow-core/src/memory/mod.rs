@@ -11,6 +11,7 @@
 
 mod conns;
 mod erase;
+mod friends;
 mod hooks;
 mod outbox;
 pub mod seen;
@@ -41,6 +42,7 @@ use crate::store::{
     PresenceStore, SeenAnywhere, SpaceSummary, TickReport, check_batch,
 };
 use crate::time::{Clock, Millis, SystemClock};
+use friends::{add_friends, remove_friends, set_friends};
 
 /// Members one space may be held for in one step of background work:
 /// about a millisecond's worth.
@@ -762,55 +764,3 @@ fn defaults_window_check(
 mod journaled;
 #[cfg(test)]
 mod tests;
-
-/// Replaces `user`'s friend set (itself left out); its new size.
-fn set_friends(all: &mut FriendMap, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
-    let set: BTreeSet<MemberId> = friends.iter().filter(|f| *f != user).cloned().collect();
-    if set.len() > limits::MAX_FRIENDS {
-        return Err(InvalidInput::TooManyFriends { len: set.len() }.into());
-    }
-    let n = set.len() as u64;
-    if set.is_empty() {
-        all.remove(user);
-    } else {
-        all.insert(user.clone(), set);
-    }
-    Ok(n)
-}
-
-/// Adds to `user`'s friend set, all or nothing within the bound; its new
-/// size.
-fn add_friends(all: &mut FriendMap, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
-    let current = all.get(user).map_or(0, BTreeSet::len);
-    let new: BTreeSet<&MemberId> = friends
-        .iter()
-        .filter(|f| *f != user && !all.get(user).is_some_and(|s| s.contains(*f)))
-        .collect();
-    if current + new.len() > limits::MAX_FRIENDS {
-        return Err(InvalidInput::TooManyFriends {
-            len: current + new.len(),
-        }
-        .into());
-    }
-    if new.is_empty() {
-        return Ok(current as u64);
-    }
-    let set = all.entry(user.clone()).or_default();
-    set.extend(new.into_iter().cloned());
-    Ok(set.len() as u64)
-}
-
-/// Removes from `user`'s friend set; its new size.
-fn remove_friends(all: &mut FriendMap, user: &MemberId, friends: &[MemberId]) -> u64 {
-    let Some(set) = all.get_mut(user) else {
-        return 0;
-    };
-    for f in friends {
-        set.remove(f);
-    }
-    let n = set.len() as u64;
-    if n == 0 {
-        all.remove(user);
-    }
-    n
-}
