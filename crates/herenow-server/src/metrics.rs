@@ -354,7 +354,7 @@ impl Metrics {
     /// An event a space's webhook endpoint did not get: this server runs
     /// as many lanes to spaces' endpoints as it may, or the endpoint the
     /// store holds cannot be used.
-    pub fn webhook_space_lanes_full(&self) {
+    pub fn webhook_space_endpoint_skipped(&self) {
         self.0
             .recorder
             .register_counter(

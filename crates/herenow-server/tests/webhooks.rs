@@ -15,7 +15,7 @@ use herenow_core::{Heartbeat, ManualClock, MemoryStore, Metadata, PresenceStore,
 use herenow_server::webhooks::{Endpoint, Secret, WebhookConfig};
 use herenow_server::{AppState, Config};
 use serde_json::Value;
-use support::receiver::{Receiver, Reply, verify};
+use support::receiver::{Receiver, Reply, said, verify};
 use support::{T0, memory_state, memory_store, user_key};
 use tokio_util::task::TaskTracker;
 
@@ -79,19 +79,6 @@ fn space(name: &str) -> SpaceName {
 async fn join(store: &MemoryStore, sp: &str, ids: &[&str]) {
     let beats: Vec<Heartbeat> = ids.iter().map(|id| Heartbeat::now(user_key(id))).collect();
     store.heartbeat(&space(sp), &beats).await.unwrap();
-}
-
-/// `(type, member)` of each event; `-` for a space's own.
-fn said(events: &[Value]) -> Vec<(String, String)> {
-    events
-        .iter()
-        .map(|e| {
-            (
-                e["type"].as_str().unwrap().to_owned(),
-                e["member"].as_str().unwrap_or("-").to_owned(),
-            )
-        })
-        .collect()
 }
 
 /// Waits (briefly yielding) until `check` holds of the endpoints' view.

@@ -15,7 +15,7 @@ use herenow_server::Config;
 use herenow_server::webhooks::WebhookConfig;
 use serde_json::{Value, json};
 use support::http::{Answer, Api, request};
-use support::receiver::{Receiver, verify};
+use support::receiver::{Receiver, said, verify};
 use support::{T0, memory_state, memory_store};
 use tokio_util::task::TaskTracker;
 
@@ -88,19 +88,6 @@ async fn leave(api: &Api, space: &str, id: &str) {
     api.call(request(Method::POST, &uri, Some(&body), Some(WRITER)))
         .await
         .ok();
-}
-
-/// `(type, member)` of each event.
-fn said(events: &[Value]) -> Vec<(String, String)> {
-    events
-        .iter()
-        .map(|e| {
-            (
-                e["type"].as_str().unwrap().to_owned(),
-                e["member"].as_str().unwrap_or("-").to_owned(),
-            )
-        })
-        .collect()
 }
 
 #[tokio::test]

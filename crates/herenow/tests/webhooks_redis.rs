@@ -16,7 +16,7 @@ use support::Server;
 
 #[path = "../../herenow-server/tests/support/receiver.rs"]
 mod receiver;
-use receiver::{Receiver, Reply, verify};
+use receiver::{Receiver, Reply, said, verify};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
@@ -172,12 +172,7 @@ async fn issue_11_a_spaces_webhooks_set_through_one_server_are_delivered_by_anot
             &request.body,
             &request.signature
         ));
-        for e in request.events() {
-            got.push((
-                e["type"].as_str().unwrap().to_owned(),
-                e["member"].as_str().unwrap_or("-").to_owned(),
-            ));
-        }
+        got.extend(said(&request.events()));
     }
     assert_eq!(
         got,

@@ -234,7 +234,7 @@ impl SpaceRoutes {
         now: Instant,
     ) -> Option<SpaceLane> {
         if self.lanes.len() >= MAX_SPACE_LANES {
-            self.launch.metrics.webhook_space_lanes_full();
+            self.launch.metrics.webhook_space_endpoint_skipped();
             if !self.unusable_logged {
                 self.unusable_logged = true;
                 tracing::warn!(
@@ -254,7 +254,7 @@ impl SpaceRoutes {
             Ok(e) => e,
             Err(e) => {
                 // Checked when set; only a hand-edited store gets here.
-                self.launch.metrics.webhook_space_lanes_full();
+                self.launch.metrics.webhook_space_endpoint_skipped();
                 if !self.unusable_logged {
                     self.unusable_logged = true;
                     tracing::warn!(error = %e, "a space names a webhook endpoint that cannot be used");

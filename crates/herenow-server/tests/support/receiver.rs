@@ -246,3 +246,17 @@ pub fn verify(secret: &str, id: &str, timestamp: &str, body: &[u8], signature: &
     let expected = format!("v1,{}", STANDARD.encode(hmac_sha256(&key, &signed)));
     signature.split(' ').any(|s| s == expected)
 }
+
+/// `(type, member)` of each event of a request's body; `-` for a space's
+/// own events (`occupied`, `vacated`).
+pub fn said(events: &[serde_json::Value]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap().to_owned(),
+                e["member"].as_str().unwrap_or("-").to_owned(),
+            )
+        })
+        .collect()
+}
