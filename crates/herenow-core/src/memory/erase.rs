@@ -3,9 +3,8 @@
 
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
-use super::{MemoryStore, Space};
+use super::MemoryStore;
+use super::owner::SpaceCell;
 use crate::changes::{ChangeRef, Durable};
 use crate::error::Result;
 use crate::id::MemberId;
@@ -20,9 +19,9 @@ impl MemoryStore {
     /// it exactly against every write it could race with there.
     pub(super) fn erase(&self, user: &MemberId) -> Result<(ErasureReport, Option<Durable>)> {
         let _one_at_a_time = self.erasing.lock();
-        let ids = self.seen.user_spaces(user.as_str());
-        let held: Vec<Arc<Mutex<Space>>> = {
-            let names = self.seen.names(&ids);
+        let ids = self.shared.seen.user_spaces(user.as_str());
+        let held: Vec<Arc<SpaceCell>> = {
+            let names = self.shared.seen.names(&ids);
             let spaces = self.spaces.read();
             names
                 .iter()
@@ -39,19 +38,19 @@ impl MemoryStore {
                 report.presence += 1;
             }
         }
-        report.remembered = self.seen.forget_user(user.as_str());
+        report.remembered = self.shared.seen.forget_user(user.as_str());
         for g in guards.iter_mut() {
-            self.tell_followers(g);
-            self.to_outbox(g);
+            self.shared.tell_followers(g);
+            self.shared.to_outbox(g);
         }
         report.friend_set = friends.remove(user).is_some();
         if report.friend_set {
-            self.follow.friends(user);
+            self.shared.follow.friends(user);
         }
         friends.retain(|owner, set| {
             if set.remove(user) {
                 report.listed_by += 1;
-                self.follow.friends(owner);
+                self.shared.follow.friends(owner);
             }
             !set.is_empty()
         });

@@ -92,8 +92,8 @@ impl MemoryStore {
     /// Naming endpoints opens the outbox (see
     /// [`crate::PresenceStore::set_space_hooks`]).
     fn open_for_hooks(&self, hooks: &[SpaceHook]) {
-        if !hooks.is_empty() && !self.outbox.is_open() {
-            self.outbox.open(OutboxOptions::default());
+        if !hooks.is_empty() && !self.shared.outbox.is_open() {
+            self.shared.outbox.open(OutboxOptions::default());
         }
     }
 }

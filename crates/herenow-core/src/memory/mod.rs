@@ -14,12 +14,14 @@ mod erase;
 mod friends;
 mod hooks;
 mod outbox;
+mod owner;
 pub mod seen;
+mod shared;
 mod snapshot;
 mod space;
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
@@ -28,11 +30,13 @@ use parking_lot::{Mutex, RwLock};
 pub use snapshot::RestoreReport;
 pub use space::{INDEX_ABOVE, Retired, Space, TickWork};
 
+use self::owner::{Route, SpaceCell};
+use self::shared::Shared;
 use crate::changes::{Change, ChangeLog, ChangeRef, Durable};
 use crate::conn::{Attach, AttachReport, ConnId, Connection, DetachReport};
 use crate::error::{InvalidInput, Result};
 use crate::event::Subscription;
-use crate::follow::{FollowTap, UserChange, UserFeed};
+use crate::follow::UserFeed;
 use crate::id::{MemberId, MemberKey, SpaceName};
 use crate::limits;
 use crate::outbox::{OutboxEvent, OutboxOptions, OutboxStats, SpaceHook};
@@ -51,29 +55,21 @@ pub const TICK_BUDGET: usize = 2_048;
 /// Slices of [`TICK_BUDGET`] slots of the `Seen` table swept per round.
 const SWEEP_SLICES: usize = 16;
 
-type SpaceMap = HashMap<SpaceName, Arc<Mutex<Space>>, foldhash::fast::RandomState>;
+type SpaceMap = HashMap<SpaceName, Arc<SpaceCell>, foldhash::fast::RandomState>;
 type FriendMap = HashMap<MemberId, BTreeSet<MemberId>>;
 
 /// The embedded presence store. Cheap to share: use it as
 /// `Arc<dyn PresenceStore>`.
 pub struct MemoryStore {
-    clock: Arc<dyn Clock>,
+    /// The clock, the journal, the `Seen` table, the follow tap and the
+    /// outbox: what every write of a space reaches, shared with busy
+    /// spaces' owner threads.
+    shared: Arc<Shared>,
     defaults: SpaceConfig,
     spaces: RwLock<SpaceMap>,
     friends: RwLock<FriendMap>,
-    /// Where changes are journaled, once the server has replayed the
-    /// journal (see [`crate::changes`]). A `OnceLock`: the hot path reads
-    /// it without a lock.
-    log: OnceLock<Arc<dyn ChangeLog>>,
-    /// Where members were seen across spaces: remembered last-seen times
-    /// and users' present spaces.
-    seen: seen::Seen,
     /// Erasures run one at a time (each locks several spaces).
     erasing: Mutex<()>,
-    /// The users this store's watchers follow ([`crate::follow`]).
-    follow: Arc<FollowTap>,
-    /// The webhook outbox ([`crate::outbox`]), capturing once opened.
-    outbox: outbox::Outbox,
     /// The webhook endpoints spaces name.
     hooks: hooks::Hooks,
 }
@@ -88,15 +84,11 @@ impl MemoryStore {
     /// A store reading time from `clock`, giving new spaces `defaults`.
     pub fn new(clock: Arc<dyn Clock>, defaults: SpaceConfig) -> Self {
         Self {
-            clock,
+            shared: Arc::new(Shared::new(clock)),
             defaults,
             spaces: RwLock::new(SpaceMap::default()),
             friends: RwLock::new(HashMap::new()),
-            log: OnceLock::new(),
-            seen: seen::Seen::default(),
             erasing: Mutex::new(()),
-            follow: Arc::default(),
-            outbox: outbox::Outbox::default(),
             hooks: hooks::Hooks::default(),
         }
     }
@@ -107,7 +99,7 @@ impl MemoryStore {
     /// so replayed changes are not journaled again. Only the first call
     /// takes effect; later ones return `false`.
     pub fn set_change_log(&self, log: Arc<dyn ChangeLog>) -> bool {
-        self.log.set(log).is_ok()
+        self.shared.log.set(log).is_ok()
     }
 
     /// Applies a journaled change, as at start before serving. Replaying a
@@ -120,7 +112,7 @@ impl MemoryStore {
                 // for a beat "now"), at most the store's clock, judged by
                 // that clock. A record's "now" (any u64) as the store's
                 // overflowed, and spread a space's block index over years.
-                let clock = self.clock.now_ms();
+                let clock = self.shared.clock.now_ms();
                 let beats: Vec<Heartbeat> = beats
                     .iter()
                     .map(|b| Heartbeat {
@@ -138,7 +130,7 @@ impl MemoryStore {
             }
             Change::SetConfig { space, config } => {
                 config.validate()?;
-                let now = self.clock.now_ms();
+                let now = self.shared.clock.now_ms();
                 self.write(space, |s| s.set_config(*config, now));
             }
             Change::SetFriends { user, friends } => {
@@ -153,21 +145,16 @@ impl MemoryStore {
             Change::Erase { user } => {
                 self.erase(user)?;
             }
-            Change::OutboxAdd { events } => self.outbox.restore(events),
-            Change::OutboxAck { ids } => self.outbox.restore_acks(ids),
+            Change::OutboxAdd { events } => self.shared.outbox.restore(events),
+            Change::OutboxAck { ids } => self.shared.outbox.restore_acks(ids),
             Change::SetHooks { space, hooks } => self.restore_hooks(space, hooks)?,
         }
         Ok(())
     }
 
-    /// Journals `change` if a log is set. Called under the lock the change
-    /// was applied under, so the journal's order is the order applied.
-    /// The change borrows the call's arguments: nothing is cloned.
+    /// Journals `change` if a log is set (see [`Shared::record`]).
     fn record(&self, change: ChangeRef<'_>) -> Result<Option<Durable>> {
-        match self.log.get() {
-            None => Ok(None),
-            Some(log) => log.record(change),
-        }
+        self.shared.record(change)
     }
 
     /// Applies a friend write under the friend sets' lock, journals it
@@ -184,9 +171,31 @@ impl MemoryStore {
             let n = apply(&mut all)?;
             (n, self.record(change)?)
         };
-        self.follow.friends(user);
+        self.shared.follow.friends(user);
         settle(durable).await?;
         Ok(n)
+    }
+
+    /// A batch of at least [`owner::HAND_OVER_AT`] heartbeats for a space
+    /// that exists: applied here when the space is free (`Done`), staged
+    /// for its owner when it is busy (`Staged`), or `None` to wait for the
+    /// lock as every other write does (small batches, new spaces, no owner
+    /// allowed). See `owner.rs`.
+    fn hand_over(&self, name: &SpaceName, beats: &[Heartbeat]) -> Option<HandOver> {
+        if beats.len() < owner::HAND_OVER_AT {
+            return None;
+        }
+        let spaces = self.spaces.read();
+        match spaces.get(name)?.route(&self.shared, name, beats) {
+            Route::Here(mut space) => Some(HandOver::Done(owner::apply(
+                &self.shared,
+                name,
+                &mut space,
+                beats,
+            ))),
+            Route::Owner(answer) => Some(HandOver::Staged(answer)),
+            Route::Wait => None,
+        }
     }
 
     /// The policy new spaces get.
@@ -216,10 +225,10 @@ impl MemoryStore {
             }
         }
         let mut spaces = self.spaces.write();
-        let now = self.clock.now_ms();
+        let now = self.shared.clock.now_ms();
         let space = spaces
             .entry(name.clone())
-            .or_insert_with(|| Arc::new(Mutex::new(self.new_space(name.clone(), now))))
+            .or_insert_with(|| Arc::new(SpaceCell::new(self.new_space(name.clone(), now))))
             .clone();
         let mut guard = space.lock();
         let out = f(&mut guard);
@@ -230,45 +239,16 @@ impl MemoryStore {
     /// A new space with the defaults, registered in the `Seen` table.
     fn new_space(&self, name: SpaceName, now: Millis) -> Space {
         let mut space = Space::new(name, self.defaults, now);
-        space.set_follow_tap(self.follow.clone());
-        space.set_outbox_flag(self.outbox.capturing.clone());
-        space.set_seen_id(self.seen.register(space.name(), &self.defaults));
+        space.set_follow_tap(self.shared.follow.clone());
+        space.set_outbox_flag(self.shared.outbox.capturing.clone());
+        space.set_seen_id(self.shared.seen.register(space.name(), &self.defaults));
         space
     }
 
-    /// Hands what `space` noted about its members to the `Seen` table,
-    /// then its followed users' status changes to the follow tap, then
-    /// its events to the outbox (journaled), under the space's lock: a
-    /// watcher that reads a user on its change (as `seen_anywhere` does)
-    /// finds the table already up to date.
+    /// Hands what `space` noted to the store, under its lock (see
+    /// [`Shared::absorb`]).
     fn absorb(&self, space: &mut Space) {
-        let notes = space.take_sightings();
-        if let Some(id) = space.seen_id() {
-            self.seen.absorb(id, &space.config(), notes);
-        }
-        self.tell_followers(space);
-        self.to_outbox(space);
-    }
-
-    /// Moves `space`'s captured events into the outbox and journals them.
-    fn to_outbox(&self, space: &mut Space) {
-        let captured = space.take_outboxed();
-        if captured.is_empty() {
-            return;
-        }
-        let now = self.clock.now_ms();
-        self.outbox.add(space.name(), captured, now, |events| {
-            // Lazy, like the change that caused them: an error here is
-            // the journal's failure, which that change reported.
-            let _ = self.record(ChangeRef::OutboxAdd { events });
-        });
-    }
-
-    /// Sends `space`'s followed users' status changes to the feed.
-    fn tell_followers(&self, space: &mut Space) {
-        for event in space.take_followed() {
-            self.follow.send(UserChange::Presence(event));
-        }
+        self.shared.absorb(space);
     }
 
     /// The remembered last-seen time of each absent member of `statuses`.
@@ -278,9 +258,13 @@ impl MemoryStore {
         };
         let config = space.config();
         for st in statuses.iter_mut().filter(|st| st.last_seen_ms.is_none()) {
-            st.last_seen_ms =
-                self.seen
-                    .remembered(id, &config, st.member.kind, st.member.id.as_str(), now);
+            st.last_seen_ms = self.shared.seen.remembered(
+                id,
+                &config,
+                st.member.kind,
+                st.member.id.as_str(),
+                now,
+            );
         }
     }
 
@@ -296,7 +280,15 @@ impl MemoryStore {
     /// Entries of the `Seen` table (remembered times, and users' present
     /// spaces) and the bytes of heap it holds.
     pub fn seen_usage(&self) -> (usize, usize) {
-        self.seen.usage()
+        self.shared.seen.usage()
+    }
+
+    /// Heartbeat batches applied by busy spaces' owner threads rather
+    /// than by their callers (see `memory/owner.rs`), since the start.
+    pub fn handed_over(&self) -> u64 {
+        self.shared
+            .handed_over
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Members stored per space, for metrics.
@@ -316,20 +308,16 @@ impl PresenceStore for MemoryStore {
     }
 
     fn now_ms(&self) -> Millis {
-        self.clock.now_ms()
+        self.shared.clock.now_ms()
     }
 
     async fn heartbeat(&self, space: &SpaceName, beats: &[Heartbeat]) -> Result<HeartbeatReport> {
         check_batch(beats.len())?;
-        let now = self.clock.now_ms();
-        let (report, durable) = self.write(space, |s| -> Result<_> {
-            let report = s.heartbeat(beats, now)?;
-            if report.accepted == 0 {
-                return Ok((report, None));
-            }
-            let durable = self.record(ChangeRef::Heartbeats { space, now, beats })?;
-            Ok((report, durable))
-        })?;
+        let (report, durable) = match self.hand_over(space, beats) {
+            Some(HandOver::Done(out)) => out?,
+            Some(HandOver::Staged(answer)) => owner::answer(answer).await?,
+            None => self.write(space, |s| owner::apply(&self.shared, space, s, beats))?,
+        };
         settle(durable).await?;
         Ok(report)
     }
@@ -340,7 +328,7 @@ impl PresenceStore for MemoryStore {
         if !self.spaces.read().contains_key(space) {
             return Ok(0);
         }
-        let now = self.clock.now_ms();
+        let now = self.shared.clock.now_ms();
         let (left, durable) = self.write(space, |s| -> Result<_> {
             let left = s.leave(members, now)?;
             let durable = self.record(ChangeRef::Leave {
@@ -356,7 +344,7 @@ impl PresenceStore for MemoryStore {
 
     async fn status(&self, space: &SpaceName, members: &[MemberKey]) -> Result<Vec<MemberStatus>> {
         check_batch(members.len())?;
-        let now = self.clock.now_ms();
+        let now = self.shared.clock.now_ms();
         let defaults = self.defaults;
         Ok(self.read(space, |s| match s {
             Some(s) => {
@@ -366,7 +354,7 @@ impl PresenceStore for MemoryStore {
             }
             None => {
                 // Dropped when idle, its remembered times may live on.
-                let detached = self.seen.detached(space);
+                let detached = self.shared.seen.detached(space);
                 Ok(members
                     .iter()
                     .map(|m| MemberStatus {
@@ -378,7 +366,8 @@ impl PresenceStore for MemoryStore {
                                 remember_guests: guests,
                                 ..defaults
                             };
-                            self.seen
+                            self.shared
+                                .seen
                                 .remembered(id, &config, m.kind, m.id.as_str(), now)
                         }),
                         meta: None,
@@ -389,7 +378,7 @@ impl PresenceStore for MemoryStore {
     }
 
     async fn list(&self, space: &SpaceName, query: &ListQuery) -> Result<Page> {
-        let now = self.clock.now_ms();
+        let now = self.shared.clock.now_ms();
         let defaults = self.defaults;
         Ok(self.read(space, |s| match s {
             Some(s) => s.list(query, now),
@@ -412,7 +401,7 @@ impl PresenceStore for MemoryStore {
     }
 
     async fn count(&self, space: &SpaceName, window_ms: Option<Millis>) -> Result<Counts> {
-        let now = self.clock.now_ms();
+        let now = self.shared.clock.now_ms();
         let defaults = self.defaults;
         Ok(self.read(space, |s| match s {
             Some(s) => s.count(window_ms, now),
@@ -429,11 +418,11 @@ impl PresenceStore for MemoryStore {
 
     async fn set_config(&self, space: &SpaceName, config: SpaceConfig) -> Result<()> {
         config.validate()?;
-        let now = self.clock.now_ms();
+        let now = self.shared.clock.now_ms();
         let durable = self.write(space, |s| {
             s.set_config(config, now);
             if let Some(id) = s.seen_id() {
-                self.seen.set_policy(id, &config);
+                self.shared.seen.set_policy(id, &config);
             }
             self.record(ChangeRef::SetConfig { space, config })
         })?;
@@ -504,7 +493,7 @@ impl PresenceStore for MemoryStore {
         limit: usize,
     ) -> Result<Vec<MemberStatus>> {
         check_batch(members.len())?;
-        let now = self.clock.now_ms();
+        let now = self.shared.clock.now_ms();
         let defaults = self.defaults;
         Ok(self.read(space, |s| match s {
             Some(s) => s.online_among(members, window_ms, limit, now),
@@ -528,7 +517,7 @@ impl PresenceStore for MemoryStore {
             .get(user)
             .map(|s| s.iter().cloned().map(MemberKey::user).collect())
             .unwrap_or_default();
-        let now = self.clock.now_ms();
+        let now = self.shared.clock.now_ms();
         Ok(self.read(space, |s| match s {
             Some(s) => s.online_among(&friends, window_ms, limit, now),
             None => {
@@ -540,11 +529,11 @@ impl PresenceStore for MemoryStore {
 
     async fn seen_anywhere(&self, users: &[MemberId]) -> Result<Vec<SeenAnywhere>> {
         check_batch(users.len())?;
-        let now = self.clock.now_ms();
+        let now = self.shared.clock.now_ms();
         let mut out = Vec::with_capacity(users.len());
         for user in users {
             let mut seen = SeenAnywhere::unseen(user.clone());
-            for found in self.seen.of_user(user.as_str(), now) {
+            for found in self.shared.seen.of_user(user.as_str(), now) {
                 if found.present {
                     let key = [MemberKey::user(user.clone())];
                     let here = self.read(&found.space, |s| {
@@ -569,23 +558,23 @@ impl PresenceStore for MemoryStore {
     }
 
     fn user_feed(&self) -> Result<UserFeed> {
-        Ok(self.follow.feed())
+        Ok(self.shared.follow.feed())
     }
 
     async fn follow(&self, users: &[MemberId]) -> Result<()> {
         check_batch(users.len())?;
-        self.follow.follow(users);
+        self.shared.follow.follow(users);
         Ok(())
     }
 
     async fn unfollow(&self, users: &[MemberId]) -> Result<()> {
         check_batch(users.len())?;
-        self.follow.unfollow(users);
+        self.shared.follow.unfollow(users);
         Ok(())
     }
 
     async fn outbox_open(&self, options: OutboxOptions) -> Result<()> {
-        self.outbox.open(options);
+        self.shared.outbox.open(options);
         Ok(())
     }
 
@@ -602,20 +591,23 @@ impl PresenceStore for MemoryStore {
             .into());
         }
         let max = max.min(limits::MAX_BATCH);
-        let now = self.clock.now_ms();
-        Ok(self.outbox.claim(consumer, max, reclaim_idle_ms, now))
+        let now = self.shared.clock.now_ms();
+        Ok(self
+            .shared
+            .outbox
+            .claim(consumer, max, reclaim_idle_ms, now))
     }
 
     async fn outbox_ack(&self, ids: &[String]) -> Result<()> {
         check_batch(ids.len())?;
-        self.outbox.ack(ids, |ids| {
+        self.shared.outbox.ack(ids, |ids| {
             let _ = self.record(ChangeRef::OutboxAck { ids });
         });
         Ok(())
     }
 
     async fn outbox_stats(&self) -> Result<OutboxStats> {
-        Ok(self.outbox.stats())
+        Ok(self.shared.outbox.stats())
     }
 
     async fn space_hooks(&self, space: &SpaceName) -> Result<Vec<SpaceHook>> {
@@ -638,7 +630,7 @@ impl PresenceStore for MemoryStore {
 
     async fn attach(&self, space: &SpaceName, attach: &Attach) -> Result<AttachReport> {
         attach.check()?;
-        let now = self.clock.now_ms();
+        let now = self.shared.clock.now_ms();
         Ok(self.write(space, |s| s.attach(attach, now))?)
     }
 
@@ -653,7 +645,7 @@ impl PresenceStore for MemoryStore {
         Ok(match spaces.get(space) {
             Some(s) => {
                 let mut s = s.lock();
-                let report = s.detach(member, conn, self.clock.now_ms());
+                let report = s.detach(member, conn, self.shared.clock.now_ms());
                 self.absorb(&mut s);
                 report
             }
@@ -674,17 +666,17 @@ impl PresenceStore for MemoryStore {
     }
 
     async fn subscribe(&self, space: &SpaceName) -> Result<Subscription> {
-        let now = self.clock.now_ms();
+        let now = self.shared.clock.now_ms();
         Ok(self.write(space, |s| s.subscribe(now)))
     }
 
     async fn tick(&self) -> Result<TickReport> {
         let mut report = TickReport::default();
-        let all: Vec<Arc<Mutex<Space>>> = self.spaces.read().values().cloned().collect();
+        let all: Vec<Arc<SpaceCell>> = self.spaces.read().values().cloned().collect();
         let mut empty = Vec::new();
         for space in all {
             loop {
-                let now = self.clock.now_ms();
+                let now = self.shared.clock.now_ms();
                 let started = Instant::now();
                 let mut s = space.lock();
                 let work = s.tick(now, TICK_BUDGET);
@@ -712,8 +704,8 @@ impl PresenceStore for MemoryStore {
             }
         }
         // Remembered times past their horizon, a few slices at a time.
-        let now = self.clock.now_ms();
-        let (forgotten, held_us) = self.seen.sweep(now, SWEEP_SLICES, TICK_BUDGET);
+        let now = self.shared.clock.now_ms();
+        let (forgotten, held_us) = self.shared.seen.sweep(now, SWEEP_SLICES, TICK_BUDGET);
         report.forgotten += forgotten;
         report.max_hold_us = report.max_hold_us.max(held_us);
         if !empty.is_empty() {
@@ -721,8 +713,12 @@ impl PresenceStore for MemoryStore {
             for name in empty {
                 // Check again under the write lock: a heartbeat or a
                 // subscriber may have arrived since.
-                let still_idle = spaces.get(&name).and_then(|s| {
-                    let s = s.lock();
+                let still_idle = spaces.get(&name).and_then(|cell| {
+                    // An owner may hold batches not yet applied.
+                    if cell.is_owned() {
+                        return None;
+                    }
+                    let s = cell.lock();
                     let idle = s.is_empty()
                         && s.connection_count() == 0
                         && s.subscribers() == 0
@@ -732,7 +728,7 @@ impl PresenceStore for MemoryStore {
                 if let Some(seen_id) = still_idle {
                     spaces.remove(&name);
                     if let Some(id) = seen_id {
-                        self.seen.unregister(id);
+                        self.shared.seen.unregister(id);
                     }
                     report.spaces_dropped += 1;
                 }
@@ -740,6 +736,14 @@ impl PresenceStore for MemoryStore {
         }
         Ok(report)
     }
+}
+
+/// Where [`MemoryStore::hand_over`] put a batch.
+enum HandOver {
+    /// Applied here: its report and durability, or why not.
+    Done(Result<owner::Applied>),
+    /// Staged for the space's owner thread.
+    Staged(tokio::sync::oneshot::Receiver<Result<owner::Applied>>),
 }
 
 /// Waits until a journaled change is as durable as it must be (at once

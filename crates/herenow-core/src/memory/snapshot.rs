@@ -10,9 +10,9 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
+use super::owner::SpaceCell;
 use super::seen::RememberedEntry;
 use super::{MemoryStore, Space};
 use crate::error::{Error, Result};
@@ -171,7 +171,7 @@ impl MemoryStore {
     /// server stores the journal file the snapshot covers everything
     /// before, so a start replays only what came after.
     pub fn snapshot_marked(&self, mark: u64) -> Vec<u8> {
-        let spaces: Vec<Arc<Mutex<Space>>> = self.spaces.read().values().cloned().collect();
+        let spaces: Vec<Arc<SpaceCell>> = self.spaces.read().values().cloned().collect();
         let spaces = spaces
             .iter()
             .map(|s| {
@@ -203,21 +203,22 @@ impl MemoryStore {
         // presence), and the journal's leave, replayed, remembers it again;
         // the other order could lose the remembered time.
         let remembered = self
+            .shared
             .seen
             .remembered_entries()
             .into_iter()
             .map(|(space, list)| (space.to_string(), list))
             .collect();
         let body = Body {
-            taken_ms: self.clock.now_ms(),
+            taken_ms: self.shared.clock.now_ms(),
             spaces,
             friends,
             mark,
-            seen_seed: self.seen.seed(),
+            seen_seed: self.shared.seen.seed(),
             remembered,
             // Last: an event captured meanwhile is in the journal after
             // the snapshot's mark too, and restoring it twice keeps one.
-            outbox: self.outbox.export(),
+            outbox: self.shared.outbox.export(),
             hooks: self.hooks.export(),
         };
         let body = postcard::to_stdvec(&body).expect("snapshot body serializes");
@@ -259,7 +260,7 @@ impl MemoryStore {
                     spaces: v1.spaces.into_iter().map(|s| s.upgrade(defaults)).collect(),
                     friends: v1.friends,
                     mark: 0,
-                    seen_seed: self.seen.seed(),
+                    seen_seed: self.shared.seen.seed(),
                     remembered: Vec::new(),
                     outbox: Vec::new(),
                     hooks: Vec::new(),
@@ -272,7 +273,7 @@ impl MemoryStore {
                     spaces: v2.spaces.into_iter().map(|s| s.upgrade(defaults)).collect(),
                     friends: v2.friends,
                     mark: v2.mark,
-                    seen_seed: self.seen.seed(),
+                    seen_seed: self.shared.seen.seed(),
                     remembered: Vec::new(),
                     outbox: Vec::new(),
                     hooks: Vec::new(),
@@ -309,7 +310,7 @@ impl MemoryStore {
 
         // Build everything first, then swap it in: a bad record leaves the
         // store as it was.
-        let now = self.clock.now_ms();
+        let now = self.shared.clock.now_ms();
         let mut report = RestoreReport {
             taken_ms: body.taken_ms,
             mark: body.mark,
@@ -378,27 +379,27 @@ impl MemoryStore {
             hooks.push((name, list));
         }
         // The fingerprints in the snapshot were made with its seed.
-        self.seen.set_seed(body.seen_seed);
+        self.shared.seen.set_seed(body.seen_seed);
         let mut map = self.spaces.write();
         for (name, mut space) in spaces {
-            space.set_follow_tap(self.follow.clone());
-            space.set_outbox_flag(self.outbox.capturing.clone());
-            space.set_seen_id(self.seen.register(&name, &space.config()));
+            space.set_follow_tap(self.shared.follow.clone());
+            space.set_outbox_flag(self.shared.outbox.capturing.clone());
+            space.set_seen_id(self.shared.seen.register(&name, &space.config()));
             self.absorb(&mut space);
-            map.insert(name, Arc::new(Mutex::new(space)));
+            map.insert(name, Arc::new(SpaceCell::new(space)));
         }
         for (name, list) in remembered {
             let space = map
                 .entry(name.clone())
-                .or_insert_with(|| Arc::new(Mutex::new(self.new_space(name, now))));
+                .or_insert_with(|| Arc::new(SpaceCell::new(self.new_space(name, now))));
             if let Some(id) = space.lock().seen_id() {
-                self.seen.restore_remembered(id, &list);
+                self.shared.seen.restore_remembered(id, &list);
                 report.remembered += list.len() as u64;
             }
         }
         drop(map);
         *self.friends.write() = friends;
-        self.outbox.restore(&body.outbox);
+        self.shared.outbox.restore(&body.outbox);
         for (name, list) in hooks {
             self.restore_hooks(&name, &list)?;
         }
@@ -433,7 +434,7 @@ mod tests {
                 members: vec![MemberDump {
                     guest: false,
                     id: "ann".into(),
-                    last_seen_ms: store.clock.now_ms(),
+                    last_seen_ms: store.shared.clock.now_ms(),
                     meta: None,
                 }],
             }],
@@ -470,7 +471,7 @@ mod tests {
 
         // Another store, with another random seed until it restores.
         let restored = MemoryStore::new(Arc::new(clock.clone()), SpaceConfig::default());
-        assert_ne!(restored.seen.seed(), store.seen.seed());
+        assert_ne!(restored.shared.seen.seed(), store.shared.seen.seed());
         let report = restored.restore(&bytes).unwrap();
         assert_eq!((report.members, report.remembered), (1, 1));
         let st = restored

@@ -1,0 +1,258 @@
+//! Busy spaces: while several threads write one space at once, its
+//! heartbeat batches are handed to one owner thread, which applies them
+//! back to back.
+//!
+//! Why not let every thread take the space's mutex in turn: a batch of
+//! 1,000 heartbeats touches about eight cache lines per member (the
+//! index's control group and bucket, the entry, its two list neighbours,
+//! the block counts). On the thread that applied the last batch those
+//! lines are in its own caches; on another core each one is a transfer
+//! from the core that wrote it last, one dependent miss after another,
+//! all while the lock is held. Taking turns, every batch pays that, and
+//! across caches that do not share a level (another chiplet or socket) a
+//! transfer costs more than a DRAM access, so the space's throughput fell
+//! below what one core does alone (issue 10: 5.5M members/s on one core,
+//! 1.5M on eight, with the cores idle behind the lock). The mutex's
+//! hand-offs add a wake-up per batch on top.
+//!
+//! So the first writer that finds the space taken starts an owner thread
+//! for it (at most one per available core, process-wide; past that,
+//! writers wait for the lock as before), and from then on batches of at
+//! least [`HAND_OVER_AT`] heartbeats are staged for the owner, which keeps
+//! the space in one core's caches and never hands the lock between
+//! writers. Callers wait asynchronously, so their threads parse the next
+//! requests meanwhile. The owner applies each batch exactly as a caller
+//! would (checked whole, journaled and absorbed under the lock, answered
+//! only once applied: a heartbeat acknowledged is visible to the next
+//! read), lets readers and the sweep in every [`HOLD`], and ends after
+//! [`IDLE`] without work. A space with an owner is never dropped as idle.
+//!
+//! Small writes (single heartbeats, leaves, connections) take the lock
+//! themselves: handing one over costs two wake-ups, more than applying it.
+
+use std::ops::Deref;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
+use tokio::sync::oneshot;
+
+use super::shared::Shared;
+use super::space::Space;
+use crate::changes::{ChangeRef, Durable};
+use crate::error::{Error, Result};
+use crate::id::SpaceName;
+use crate::store::{Heartbeat, HeartbeatReport};
+
+/// Batches of at least this many heartbeats go to a busy space's owner;
+/// smaller ones take the lock themselves.
+pub(super) const HAND_OVER_AT: usize = 64;
+
+/// How long an owner holds its space before letting a waiting reader or
+/// the sweep in: the bound the sweep keeps too.
+const HOLD: Duration = Duration::from_millis(1);
+
+/// How long an owner waits for work before its thread ends.
+const IDLE: Duration = Duration::from_millis(50);
+
+/// Owner threads alive in this process.
+static OWNERS: AtomicUsize = AtomicUsize::new(0);
+
+/// At most one owner thread per core this process may run on.
+fn max_owners() -> usize {
+    static MAX: OnceLock<usize> = OnceLock::new();
+    *MAX.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// What a heartbeat call gets back once applied: its report, and what to
+/// wait on for durability.
+pub(super) type Applied = (HeartbeatReport, Option<Durable>);
+
+/// One space and the batches staged for its owner. Dereferences to the
+/// space's mutex, which every other operation locks as before.
+pub(super) struct SpaceCell {
+    space: Mutex<Space>,
+    staging: Mutex<Staging>,
+    work: Condvar,
+}
+
+#[derive(Default)]
+struct Staging {
+    jobs: Vec<Job>,
+    /// An owner thread is alive for this space.
+    owned: bool,
+}
+
+struct Job {
+    beats: Vec<Heartbeat>,
+    done: oneshot::Sender<Result<Applied>>,
+}
+
+/// Where a heartbeat batch goes ([`SpaceCell::route`]).
+pub(super) enum Route<'a> {
+    /// The space was free: apply it here, under this guard.
+    Here(MutexGuard<'a, Space>),
+    /// Staged for the owner: the answer comes on this receiver.
+    Owner(oneshot::Receiver<Result<Applied>>),
+    /// Taken, and no owner may start: wait for the lock.
+    Wait,
+}
+
+impl Deref for SpaceCell {
+    type Target = Mutex<Space>;
+
+    fn deref(&self) -> &Mutex<Space> {
+        &self.space
+    }
+}
+
+impl SpaceCell {
+    /// A cell for `space`, with no owner.
+    pub(super) fn new(space: Space) -> Self {
+        Self {
+            space: Mutex::new(space),
+            staging: Mutex::new(Staging::default()),
+            work: Condvar::new(),
+        }
+    }
+
+    /// Whether an owner thread is alive for this space (it may hold
+    /// batches not yet applied): such a space is not dropped as idle.
+    pub(super) fn is_owned(&self) -> bool {
+        self.staging.lock().owned
+    }
+
+    /// Decides where a batch of heartbeats for the space `name` goes:
+    /// to its owner if it has one; here if the space is free; else to a
+    /// new owner, if one may start.
+    pub(super) fn route(
+        self: &Arc<Self>,
+        shared: &Arc<Shared>,
+        name: &SpaceName,
+        beats: &[Heartbeat],
+    ) -> Route<'_> {
+        let mut staging = self.staging.lock();
+        if !staging.owned {
+            // `try_lock` never waits, so taking it under the staging lock
+            // (the owner takes them in the other order) cannot deadlock.
+            if let Some(space) = self.space.try_lock() {
+                return Route::Here(space);
+            }
+            if !self.start_owner(shared, name) {
+                return Route::Wait;
+            }
+            staging.owned = true;
+        }
+        let (done, answer) = oneshot::channel();
+        staging.jobs.push(Job {
+            beats: beats.to_vec(),
+            done,
+        });
+        drop(staging);
+        self.work.notify_one();
+        Route::Owner(answer)
+    }
+
+    /// Starts an owner thread for this space, if another may run. Called
+    /// with the staging lock held, so the thread finds `owned` set.
+    fn start_owner(self: &Arc<Self>, shared: &Arc<Shared>, name: &SpaceName) -> bool {
+        let taken = OWNERS.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < max_owners()).then_some(n + 1)
+        });
+        if taken.is_err() {
+            return false;
+        }
+        let (cell, shared, name) = (self.clone(), Arc::downgrade(shared), name.clone());
+        let started = std::thread::Builder::new()
+            .name("herenow-space-owner".into())
+            .spawn(move || cell.own(&shared, &name));
+        if started.is_err() {
+            OWNERS.fetch_sub(1, Ordering::AcqRel);
+        }
+        started.is_ok()
+    }
+
+    /// The owner thread: applies staged batches until none comes for
+    /// [`IDLE`].
+    fn own(&self, shared: &Weak<Shared>, name: &SpaceName) {
+        let mut jobs = Vec::new();
+        loop {
+            {
+                let mut staging = self.staging.lock();
+                while staging.jobs.is_empty() {
+                    let idle = self.work.wait_for(&mut staging, IDLE).timed_out();
+                    if idle && staging.jobs.is_empty() {
+                        staging.owned = false;
+                        OWNERS.fetch_sub(1, Ordering::AcqRel);
+                        return;
+                    }
+                }
+                std::mem::swap(&mut jobs, &mut staging.jobs);
+            }
+            // The store is gone only once no caller waits on it: its
+            // calls borrow it. Dropping the jobs answers them with errors.
+            let Some(shared) = shared.upgrade() else {
+                jobs.clear();
+                continue;
+            };
+            let mut space = self.space.lock();
+            let mut held_since = Instant::now();
+            loop {
+                shared
+                    .handed_over
+                    .fetch_add(jobs.len() as u64, Ordering::Relaxed);
+                for job in jobs.drain(..) {
+                    let out = apply(&shared, name, &mut space, &job.beats);
+                    // A caller that stopped waiting has its batch applied
+                    // all the same, like a request whose answer was lost.
+                    let _ = job.done.send(out);
+                }
+                std::mem::swap(&mut jobs, &mut self.staging.lock().jobs);
+                if jobs.is_empty() {
+                    break;
+                }
+                if held_since.elapsed() >= HOLD {
+                    MutexGuard::bump(&mut space);
+                    held_since = Instant::now();
+                }
+            }
+        }
+    }
+}
+
+/// Applies one heartbeat call to `space` (named `name`) under its lock,
+/// at the clock's time: checked whole, journaled, then absorbed. The one
+/// path of a heartbeat batch, whichever thread runs it.
+pub(super) fn apply(
+    shared: &Shared,
+    name: &SpaceName,
+    space: &mut Space,
+    beats: &[Heartbeat],
+) -> Result<Applied> {
+    let now = shared.clock.now_ms();
+    let out = space
+        .heartbeat(beats, now)
+        .map_err(Error::from)
+        .and_then(|report| {
+            let durable = if report.accepted == 0 {
+                None
+            } else {
+                shared.record(ChangeRef::Heartbeats {
+                    space: name,
+                    now,
+                    beats,
+                })?
+            };
+            Ok((report, durable))
+        });
+    shared.absorb(space);
+    out
+}
+
+/// The answer to a batch handed to an owner.
+pub(super) async fn answer(answer: oneshot::Receiver<Result<Applied>>) -> Result<Applied> {
+    answer.await.map_err(|_| {
+        Error::Internal("a busy space's owner stopped before applying a batch".into())
+    })?
+}

@@ -1,0 +1,95 @@
+//! What a space's writes hand their results to, under that space's lock:
+//! the clock, the journal, the `Seen` table, the follow tap and the
+//! webhook outbox.
+//!
+//! Behind an `Arc` in [`MemoryStore`](super::MemoryStore), so that a busy
+//! space's owner thread (`owner.rs`) applies writes exactly as a caller
+//! holding the lock would, without borrowing the store.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, OnceLock};
+
+use super::outbox::Outbox;
+use super::seen::Seen;
+use super::space::Space;
+use crate::changes::{ChangeLog, ChangeRef, Durable};
+use crate::error::Result;
+use crate::follow::{FollowTap, UserChange};
+use crate::time::Clock;
+
+/// The store's parts that every write of a space reaches.
+pub(super) struct Shared {
+    pub(super) clock: Arc<dyn Clock>,
+    /// Where changes are journaled, once the server has replayed the
+    /// journal (see [`crate::changes`]). A `OnceLock`: the hot path reads
+    /// it without a lock.
+    pub(super) log: OnceLock<Arc<dyn ChangeLog>>,
+    /// Where members were seen across spaces: remembered last-seen times
+    /// and users' present spaces.
+    pub(super) seen: Seen,
+    /// The users this store's watchers follow ([`crate::follow`]).
+    pub(super) follow: Arc<FollowTap>,
+    /// The webhook outbox ([`crate::outbox`]), capturing once opened.
+    pub(super) outbox: Outbox,
+    /// Heartbeat batches that busy spaces' owner threads applied.
+    pub(super) handed_over: AtomicU64,
+}
+
+impl Shared {
+    /// Parts reading time from `clock`, with no journal yet.
+    pub(super) fn new(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            clock,
+            log: OnceLock::new(),
+            seen: Seen::default(),
+            follow: Arc::default(),
+            outbox: Outbox::default(),
+            handed_over: AtomicU64::new(0),
+        }
+    }
+
+    /// Journals `change` if a log is set. Called under the lock the change
+    /// was applied under, so the journal's order is the order applied.
+    /// The change borrows the call's arguments: nothing is cloned.
+    pub(super) fn record(&self, change: ChangeRef<'_>) -> Result<Option<Durable>> {
+        match self.log.get() {
+            None => Ok(None),
+            Some(log) => log.record(change),
+        }
+    }
+
+    /// Hands what `space` noted about its members to the `Seen` table,
+    /// then its followed users' status changes to the follow tap, then
+    /// its events to the outbox (journaled), under the space's lock: a
+    /// watcher that reads a user on its change (as `seen_anywhere` does)
+    /// finds the table already up to date.
+    pub(super) fn absorb(&self, space: &mut Space) {
+        let notes = space.take_sightings();
+        if let Some(id) = space.seen_id() {
+            self.seen.absorb(id, &space.config(), notes);
+        }
+        self.tell_followers(space);
+        self.to_outbox(space);
+    }
+
+    /// Moves `space`'s captured events into the outbox and journals them.
+    pub(super) fn to_outbox(&self, space: &mut Space) {
+        let captured = space.take_outboxed();
+        if captured.is_empty() {
+            return;
+        }
+        let now = self.clock.now_ms();
+        self.outbox.add(space.name(), captured, now, |events| {
+            // Lazy, like the change that caused them: an error here is
+            // the journal's failure, which that change reported.
+            let _ = self.record(ChangeRef::OutboxAdd { events });
+        });
+    }
+
+    /// Sends `space`'s followed users' status changes to the feed.
+    pub(super) fn tell_followers(&self, space: &mut Space) {
+        for event in space.take_followed() {
+            self.follow.send(UserChange::Presence(event));
+        }
+    }
+}
