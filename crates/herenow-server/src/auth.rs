@@ -9,10 +9,8 @@
 //! reads are `GET`s and the three read-only `POST`s; everything else
 //! writes (`DELETE /v1/users/{id}` included).
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderMap, Method, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 
 use crate::config::Scope;
 use crate::problem::ApiError;
@@ -70,32 +68,29 @@ pub fn required_scope(method: &Method, route: Option<&str>) -> Scope {
     }
 }
 
-/// Middleware on `/v1`: refuses requests without a fitting key, and leaves
-/// the caller's [`Access`] for handlers that check finer rules.
-pub async fn require_key(
-    State(state): State<AppState>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+/// Checks a request on `/v1` for a fitting key, and leaves the caller's
+/// [`Access`] in its extensions for handlers that check finer rules; else
+/// the refusal (`401`, `403`) to answer with. Synchronous, so the
+/// per-route middleware ([`crate::layers`]) calls it without a future of
+/// its own.
+pub fn authorize(state: &AppState, request: &mut Request) -> Result<(), ApiError> {
     let keys = state.keys();
     let access = if keys.is_open() {
         Access::Open
     } else {
         let Some(presented) = presented_key(request.headers()) else {
-            return ApiError::new(
+            return Err(ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 "missing-api-key",
                 "this server needs an API key: send Authorization: Bearer KEY or X-API-Key: KEY",
-            )
-            .into_response();
+            ));
         };
         let Some(scope) = keys.scope_of(presented) else {
-            return ApiError::new(
+            return Err(ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 "unknown-api-key",
                 "the API key is not one this server knows",
-            )
-            .into_response();
+            ));
         };
         let needed = required_scope(
             request.method(),
@@ -105,13 +100,14 @@ pub async fn require_key(
                 .map(MatchedPath::as_str),
         );
         if scope < needed {
-            return forbidden("this route needs a write key; the key given may only read")
-                .into_response();
+            return Err(forbidden(
+                "this route needs a write key; the key given may only read",
+            ));
         }
         Access::Key(scope)
     };
     request.extensions_mut().insert(access);
-    next.run(request).await
+    Ok(())
 }
 
 /// The `403` for a key whose scope is too small.

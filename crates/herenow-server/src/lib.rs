@@ -19,8 +19,10 @@
 //! - [`api`]: the JSON API under `/v1` (see `docs/API.md`), one file per
 //!   resource, with RFC 9457 problem responses for every error
 //!   ([`problem`]; extractors that reject with problems in `extract`);
-//! - [`auth`]: the key middleware and the scope each route needs, over
+//! - [`auth`]: the key check and the scope each route needs, over
 //!   [`keys`], the configured API keys and their constant-time lookup;
+//!   `layers`: each group of routes' one middleware (latency, key,
+//!   timeout);
 //! - [`sse`]: Server-Sent Events, a snapshot then every event of a space;
 //! - [`ws`]: the WebSocket protocol at `/v1/ws` (docs/PROTOCOL.md): live
 //!   connections, invisible mode, subscriptions, one session type per job,
@@ -66,6 +68,7 @@ pub mod history;
 pub mod hub;
 pub mod journal;
 pub mod keys;
+mod layers;
 mod listener;
 pub mod metrics;
 pub mod openapi;
@@ -93,14 +96,12 @@ use std::future::Future;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::extract::DefaultBodyLimit;
+use axum::middleware;
 use tokio_util::task::TaskTracker;
+use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::limit::RequestBodyLimitLayer;
-
-use crate::problem::ApiError;
 
 /// Largest request body: 4 MiB, enough for a batch of 10,000 heartbeats
 /// with ids and a little metadata.
@@ -109,23 +110,20 @@ pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// The whole HTTP application over `state`: `/v1`, events, health,
 /// metrics, OpenAPI, docs and the page. Bounded in body size; every error
 /// is a problem.
+///
+/// Each route is wrapped once, by its group's middleware ([`layers`]),
+/// and the layers every request passes wrap the router as one service
+/// from outside rather than each route: axum clones a route's whole stack
+/// of services on every request, so every level on a route costs each
+/// request allocations.
 pub fn app(state: AppState) -> Router {
-    let v1 = api::router()
-        .route_layer(middleware::from_fn_with_state(state.clone(), time_limit))
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            auth::require_key,
-        ));
+    let v1 = api::router().route_layer(middleware::from_fn_with_state(state.clone(), layers::v1));
     // Streams are not timed out: they end on disconnect or shutdown.
-    let events = sse::router().route_layer(middleware::from_fn_with_state(
-        state.clone(),
-        auth::require_key,
-    ));
+    let events =
+        sse::router().route_layer(middleware::from_fn_with_state(state.clone(), layers::keyed));
     // The WebSocket's credential is its token, not an API key: browsers
     // cannot send headers with a WebSocket.
-    Router::new()
-        .merge(v1)
-        .merge(events)
+    let open = Router::new()
         .merge(ws::router())
         .merge(ops::router())
         .merge(openapi::router())
@@ -133,27 +131,20 @@ pub fn app(state: AppState) -> Router {
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             metrics::track_latency,
-        ))
+        ));
+    let routes = Router::new()
+        .merge(v1)
+        .merge(events)
+        .merge(open)
         .fallback(problem::not_found)
-        .layer(DefaultBodyLimit::disable())
-        .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
-        .layer(CatchPanicLayer::new())
+        .with_state(state);
+    let every_request = ServiceBuilder::new()
         .layer(middleware::from_fn(problem::problemize))
-        .with_state(state)
-}
-
-/// Middleware: answers `503` when a request outlives the configured
-/// request timeout, so a stuck store call cannot pin a connection.
-async fn time_limit(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    match tokio::time::timeout(state.request_timeout(), next.run(request)).await {
-        Ok(response) => response,
-        Err(_) => ApiError::unavailable(
-            "timeout",
-            "the request took longer than the server's request timeout",
-            1,
-        )
-        .into_response(),
-    }
+        .layer(CatchPanicLayer::new())
+        .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
+        .layer(DefaultBodyLimit::disable())
+        .service(routes);
+    Router::new().fallback_service(every_request)
 }
 
 impl From<webhooks::StartError> for ServerError {

@@ -474,20 +474,44 @@ impl WebhookMetrics {
 /// Middleware: records each request's latency under its matched route.
 /// Installed with `route_layer`, so unknown routes (unbounded paths) are
 /// not recorded. It takes the metrics out of the state (`FromRef`), so
-/// this module does not depend on the state's.
+/// this module does not depend on the state's. Routes with more to do
+/// per request time themselves with [`Latency`] (`crate::layers`).
 pub async fn track_latency(
     State(metrics): State<Metrics>,
     request: Request,
     next: Next,
 ) -> Response {
-    let started = Instant::now();
-    let route = request.extensions().get::<MatchedPath>().cloned();
-    let method = method_label(request.method());
+    let timer = Latency::start(&request);
     let response = next.run(request).await;
-    if let Some(route) = route {
-        metrics.request(route.as_str(), method, started.elapsed());
-    }
+    timer.finish(&metrics);
     response
+}
+
+/// A request's latency being measured: started before anything else runs
+/// on a route, recorded under the route's pattern once it answered.
+pub struct Latency {
+    started: Instant,
+    route: Option<MatchedPath>,
+    method: &'static str,
+}
+
+impl Latency {
+    /// Starts timing `request`.
+    pub fn start(request: &Request) -> Self {
+        Self {
+            started: Instant::now(),
+            route: request.extensions().get::<MatchedPath>().cloned(),
+            method: method_label(request.method()),
+        }
+    }
+
+    /// Records the time since [`Latency::start`] (nothing for a request
+    /// that matched no route).
+    pub fn finish(self, metrics: &Metrics) {
+        if let Some(route) = self.route {
+            metrics.request(route.as_str(), self.method, self.started.elapsed());
+        }
+    }
 }
 
 fn method_label(m: &axum::http::Method) -> &'static str {

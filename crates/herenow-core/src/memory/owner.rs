@@ -15,10 +15,12 @@
 //! 1.5M on eight, with the cores idle behind the lock). The mutex's
 //! hand-offs add a wake-up per batch on top.
 //!
-//! So the first writer that finds the space taken starts an owner thread
-//! for it (at most one per available core, process-wide; past that,
-//! writers wait for the lock as before), and from then on batches of at
-//! least [`HAND_OVER_AT`] heartbeats are staged for the owner, which keeps
+//! So once writers keep finding the space taken (about a quarter of
+//! recent batches: [`BUSY`]), the writer that finds it taken starts an
+//! owner thread for it (at most one per available core, process-wide;
+//! past that, writers wait for the lock as before), and from then on
+//! batches of at least [`HAND_OVER_AT`] heartbeats are staged for the
+//! owner, which keeps
 //! the space in one core's caches and never hands the lock between
 //! writers. Callers wait asynchronously, so their threads parse the next
 //! requests meanwhile. The owner applies each batch exactly as a caller
@@ -82,6 +84,26 @@ struct Staging {
     jobs: Vec<Job>,
     /// An owner thread is alive for this space.
     owned: bool,
+    /// How often recent batches found the space taken: a moving average
+    /// over about the last 16, in 1/65536ths.
+    contended: u32,
+}
+
+/// An owner starts once about this share of recent batches (in
+/// 1/65536ths: a quarter) found the space taken, not at the first
+/// collision: two threads that meet now and then wait less than a
+/// hand-over costs.
+const BUSY: u32 = 1 << 14;
+
+impl Staging {
+    /// Counts one batch that found the space free (`false`) or taken.
+    fn note(&mut self, taken: bool) -> u32 {
+        self.contended -= self.contended >> 4;
+        if taken {
+            self.contended += 1 << 12;
+        }
+        self.contended
+    }
 }
 
 struct Job {
@@ -137,9 +159,10 @@ impl SpaceCell {
             // `try_lock` never waits, so taking it under the staging lock
             // (the owner takes them in the other order) cannot deadlock.
             if let Some(space) = self.space.try_lock() {
+                staging.note(false);
                 return Route::Here(space);
             }
-            if !self.start_owner(shared, name) {
+            if staging.note(true) < BUSY || !self.start_owner(shared, name) {
                 return Route::Wait;
             }
             staging.owned = true;
@@ -184,6 +207,7 @@ impl SpaceCell {
                     let idle = self.work.wait_for(&mut staging, IDLE).timed_out();
                     if idle && staging.jobs.is_empty() {
                         staging.owned = false;
+                        staging.contended = 0;
                         OWNERS.fetch_sub(1, Ordering::AcqRel);
                         return;
                     }

@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# Scaling with cores (issue 10), for BENCHMARKS.md: a release `herenow serve`
+# pinned with taskset to 1, 2, 4, 8... cores, driven by wrk pinned to the
+# other cores, under four loads: batches of 1,000 heartbeats into one space
+# and into 64 spaces, single heartbeats into one space and into 64 spaces.
+# The memory store always; with REDIS=1 also --store redis:// against a
+# redis-server this script starts on a free port. Prints one table.
+#
+#   scripts/bench-scale.sh                   # cores 1 2 4 8 ... up to half the machine
+#   CORES="1 2 4 8" scripts/bench-scale.sh   # the server's core counts
+#   REDIS=1 scripts/bench-scale.sh           # the Redis store's rows too
+#
+# The server gets cores 0..n-1 and the load tool the cores from n on (wrk
+# -t = as many as it gets, at most 8). When the machine has no core left for
+# the load (a 2-core machine serving on 2 cores), wrk shares the server's
+# cores and the table says so: such a row measures the pair, not the server.
+# Redis, when measured, gets the last core to itself where the machine has
+# one to spare, else it shares too.
+#
+# The loads are those of scripts/bench-server.sh: batch bodies are ten
+# bodies of 1,000 ids each (user-0 ... user-9999), rotated; single
+# heartbeats draw ids from 100k users. With 64 spaces each request goes to
+# space load-K, K rotating. Connections: 8 for batches, 64 for singles
+# (BATCH_CONNECTIONS, SINGLE_CONNECTIONS). Each cell is the median of ROUNDS
+# (default 3) runs of DURATION (default 8s), each on a fresh server; the
+# server's CPU (utime + stime over the run, from /proc) is given as cores
+# busy. Needs wrk (apt-get install -y wrk) and, for REDIS=1, redis-server.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-8s}
+ROUNDS=${ROUNDS:-3}
+REDIS=${REDIS:-0}
+BATCH_CONNECTIONS=${BATCH_CONNECTIONS:-8}
+SINGLE_CONNECTIONS=${SINGLE_CONNECTIONS:-64}
+LOADS=${LOADS:-"batch1 batch64 single1 single64"}
+total=$(nproc)
+if [ -z "${CORES:-}" ]; then
+  CORES=1
+  n=2
+  while [ $((n * 2)) -le "$total" ] || { [ "$total" -le 2 ] && [ "$n" -le "$total" ]; }; do
+    CORES="$CORES $n"
+    n=$((n * 2))
+  done
+fi
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+cargo build --release -p herenow --quiet
+dir=$(mktemp -d)
+cleanup() {
+  if [ -f "$dir/server.pid" ]; then kill "$(cat "$dir/server.pid")" 2>/dev/null || true; fi
+  if [ -f "$dir/redis.pid" ]; then kill "$(cat "$dir/redis.pid")" 2>/dev/null || true; fi
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+# ---------------------------------------------------------------- the loads
+python3 - "$dir" <<'PY'
+import sys
+d = sys.argv[1]
+bodies = []
+for b in range(10):
+    items = ",".join('{"id":"user-%d"}' % (b * 1000 + i) for i in range(1000))
+    bodies.append('{"heartbeats":[%s]}' % items)
+for spaces in (1, 64):
+    with open("%s/batch%d.lua" % (d, spaces), "w") as f:
+        f.write("local bodies = {\n")
+        for body in bodies:
+            f.write("  [==[%s]==],\n" % body)
+        f.write("}\nlocal n = 0\n")
+        f.write("request = function()\n  n = n + 1\n")
+        if spaces == 1:
+            f.write('  local path = "/v1/spaces/load/heartbeats"\n')
+        else:
+            f.write('  local path = "/v1/spaces/load-" .. (n %% %d) .. "/heartbeats"\n' % spaces)
+        f.write('  return wrk.format("POST", path, {["Content-Type"] = "application/json"}, bodies[n % 10 + 1])\nend\n')
+    with open("%s/single%d.lua" % (d, spaces), "w") as f:
+        f.write("local counter = 0\nrequest = function()\n  counter = counter + 1\n")
+        f.write("  local id = (counter * 7919) % 100000\n")
+        if spaces == 1:
+            f.write('  local path = "/v1/spaces/load/heartbeat"\n')
+        else:
+            f.write('  local path = "/v1/spaces/load-" .. (counter %% %d) .. "/heartbeat"\n' % spaces)
+        f.write('  return wrk.format("POST", path, {["Content-Type"] = "application/json"}, \'{"id":"user-\' .. id .. \'"}\')\nend\n')
+PY
+
+# ---------------------------------------------------------------- one run
+# run STORE_ARGS CORELIST LOADCORES LOAD -> prints "rate cores_busy"
+run() {
+  local store_args=$1 servercores=$2 loadcores=$3 load=$4
+  local port threads conns
+  port=$(free_port)
+  # shellcheck disable=SC2086
+  RUST_LOG=warn taskset -c "$servercores" target/release/herenow serve --listen "127.0.0.1:$port" $store_args \
+    >"$dir/server.log" 2>&1 &
+  server=$!
+  echo "$server" >"$dir/server.pid"
+  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+  threads=$(( $(echo "$loadcores" | tr ',' '\n' | wc -l) ))
+  [ "$threads" -gt 8 ] && threads=8
+  case $load in batch*) conns=$BATCH_CONNECTIONS ;; *) conns=$SINGLE_CONNECTIONS ;; esac
+  [ "$conns" -lt "$threads" ] && threads=$conns
+  # Warm the spaces up (their members exist, as in a live site), briefly.
+  taskset -c "$loadcores" wrk -t"$threads" -c"$conns" -d1s -s "$dir/$load.lua" "http://127.0.0.1:$port" >/dev/null
+  local before after hz out rate
+  hz=$(getconf CLK_TCK)
+  before=$(cpu_ticks "$server")
+  out=$(taskset -c "$loadcores" wrk -t"$threads" -c"$conns" -d"$DURATION" -s "$dir/$load.lua" "http://127.0.0.1:$port")
+  after=$(cpu_ticks "$server")
+  if echo "$out" | grep -q 'Non-2xx'; then
+    echo "$out" >&2
+    echo "error answers in $load" >&2
+    exit 1
+  fi
+  rate=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+  case $load in batch*) rate=$(awk -v r="$rate" 'BEGIN {print r * 1000}') ;; esac
+  kill "$server"; wait "$server" 2>/dev/null || true
+  rm -f "$dir/server.pid"
+  local secs=${DURATION%s}
+  echo "$rate $(awk -v t=$((after - before)) -v hz="$hz" -v s="$secs" 'BEGIN {printf "%.2f", t / hz / s}')"
+}
+
+list() { # first count: "0,1,...,n-1"
+  seq -s, "$1" "$2"
+}
+
+redis_core=""
+store_rows=("memory")
+if [ "$REDIS" = 1 ]; then
+  store_rows+=("redis")
+  rport=$(free_port)
+  maxcores=$(echo "$CORES" | tr ' ' '\n' | sort -n | tail -1)
+  if [ "$total" -gt $((maxcores + 1)) ]; then redis_core=$((total - 1)); fi
+  redis_pin=${redis_core:-0-$((total - 1))}
+  taskset -c "$redis_pin" redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no \
+    --dir "$dir" --logfile "$dir/redis.log" --daemonize yes --pidfile "$dir/redis.pid"
+  for _ in $(seq 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
+fi
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "wrk: $BATCH_CONNECTIONS connections for batches, $SINGLE_CONNECTIONS for singles; $DURATION per run, median of $ROUNDS runs; fresh server per run"
+[ -n "$redis_core" ] && echo "redis-server pinned to core $redis_core"
+results=()
+for store in "${store_rows[@]}"; do
+  store_args=""
+  [ "$store" = redis ] && store_args="--store redis://127.0.0.1:$rport"
+  for n in $CORES; do
+    servercores=$(list 0 $((n - 1)))
+    last_load=$((total - 1))
+    [ -n "$redis_core" ] && [ "$store" = redis ] && last_load=$((total - 2))
+    if [ "$n" -le "$last_load" ]; then
+      loadcores=$(list "$n" "$last_load")
+      note=""
+    else
+      loadcores=$servercores
+      note=" (wrk on the same cores)"
+    fi
+    row="| $store | $n$note |"
+    for load in $LOADS; do
+      [ "$store" = redis ] && redis-cli -p "$rport" flushall >/dev/null
+      rates=(); cpus=()
+      for _ in $(seq "$ROUNDS"); do
+        read -r rate cpu < <(run "$store_args" "$servercores" "$loadcores" "$load") || true
+        if [ -z "${cpu:-}" ]; then echo "the $load run failed" >&2; exit 1; fi
+        rates+=("$rate"); cpus+=("$cpu")
+      done
+      r=$(printf '%s\n' "${rates[@]}" | median)
+      c=$(printf '%s\n' "${cpus[@]}" | median)
+      case $load in
+        batch*) cell=$(awk -v r="$r" 'BEGIN {printf "%.2fM members/s", r / 1e6}') ;;
+        *) cell=$(awk -v r="$r" 'BEGIN {printf "%.1fk req/s", r / 1e3}') ;;
+      esac
+      row="$row $cell (CPU $c; runs $(printf '%s ' "${rates[@]}" | sed 's/ $//')) |"
+      echo "  $store, $n cores, $load: ${rates[*]} -> $cell, server CPU $c cores" >&2
+    done
+    results+=("$row")
+  done
+done
+echo
+header="| store | server cores |"
+sep="| --- | --- |"
+for load in $LOADS; do
+  case $load in
+    batch1) header="$header batches of 1,000, one space |" ;;
+    batch64) header="$header batches of 1,000, 64 spaces |" ;;
+    single1) header="$header single heartbeats, one space |" ;;
+    single64) header="$header single heartbeats, 64 spaces |" ;;
+  esac
+  sep="$sep --- |"
+done
+echo "$header"
+echo "$sep"
+printf '%s\n' "${results[@]}"
+echo
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
