@@ -9,6 +9,9 @@
 #   scripts/bench-scale.sh                   # cores 1 2 4 8 ... up to half the machine
 #   CORES="1 2 4 8" scripts/bench-scale.sh   # the server's core counts
 #   REDIS=1 scripts/bench-scale.sh           # the Redis store's rows too
+#   OWNERS=compare scripts/bench-scale.sh    # memory rows with busy spaces' owner
+#                                            # threads off and on too, whatever the
+#                                            # default for the machine's cores
 #
 # The server gets cores 0..n-1 and the load tool the cores from n on (wrk
 # -t = as many as it gets, at most 8). When the machine has no core left for
@@ -22,15 +25,16 @@
 # heartbeats draw ids from 100k users. With 64 spaces each request goes to
 # space load-K, K rotating. Connections: 8 for batches, 64 for singles
 # (BATCH_CONNECTIONS, SINGLE_CONNECTIONS). Each cell is the median of ROUNDS
-# (default 3) runs of DURATION (default 8s), each on a fresh server; the
-# server's CPU (utime + stime over the run, from /proc) is given as cores
-# busy. Needs wrk (apt-get install -y wrk) and, for REDIS=1, redis-server.
+# (default 3) runs of DURATION (default 8s), each on a fresh server, the
+# rows' runs taking turns; the server's CPU (utime + stime over the run,
+# from /proc, median) is given as cores busy. Needs wrk (apt-get install -y wrk) and, for REDIS=1, redis-server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=${DURATION:-8s}
 ROUNDS=${ROUNDS:-3}
 REDIS=${REDIS:-0}
+OWNERS=${OWNERS:-}
 BATCH_CONNECTIONS=${BATCH_CONNECTIONS:-8}
 SINGLE_CONNECTIONS=${SINGLE_CONNECTIONS:-64}
 LOADS=${LOADS:-"batch1 batch64 single1 single64"}
@@ -92,12 +96,12 @@ PY
 # ---------------------------------------------------------------- one run
 # run STORE_ARGS CORELIST LOADCORES LOAD -> prints "rate cores_busy"
 run() {
-  local store_args=$1 servercores=$2 loadcores=$3 load=$4
+  local store_args=$1 servercores=$2 loadcores=$3 load=$4 owners=$5
   local port threads conns
   port=$(free_port)
   # shellcheck disable=SC2086
-  RUST_LOG=warn taskset -c "$servercores" target/release/herenow serve --listen "127.0.0.1:$port" $store_args \
-    >"$dir/server.log" 2>&1 &
+  env $owners RUST_LOG=warn taskset -c "$servercores" target/release/herenow serve \
+    --listen "127.0.0.1:$port" $store_args >"$dir/server.log" 2>&1 &
   server=$!
   echo "$server" >"$dir/server.pid"
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
@@ -131,6 +135,7 @@ list() { # first count: "0,1,...,n-1"
 
 redis_core=""
 store_rows=("memory")
+[ "$OWNERS" = compare ] && store_rows+=("memory-owners-off" "memory-owners-on")
 if [ "$REDIS" = 1 ]; then
   store_rows+=("redis")
   rport=$(free_port)
@@ -144,39 +149,53 @@ fi
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "wrk: $BATCH_CONNECTIONS connections for batches, $SINGLE_CONNECTIONS for singles; $DURATION per run, median of $ROUNDS runs; fresh server per run"
+echo "server cores: $CORES; stores: ${store_rows[*]}"
 [ -n "$redis_core" ] && echo "redis-server pinned to core $redis_core"
+# Rounds go over every store row in turn, so the machine's noise falls on
+# all of them alike.
+declare -A rates cpus
+for n in $CORES; do
+  servercores=$(list 0 $((n - 1)))
+  for load in $LOADS; do
+    for round in $(seq "$ROUNDS"); do
+      for store in "${store_rows[@]}"; do
+        store_args=""
+        owners=""
+        [ "$store" = redis ] && store_args="--store redis://127.0.0.1:$rport"
+        [ "$store" = memory-owners-off ] && owners="HERENOW_SPACE_OWNERS=0"
+        [ "$store" = memory-owners-on ] && owners="HERENOW_SPACE_OWNERS=$total"
+        last_load=$((total - 1))
+        [ -n "$redis_core" ] && [ "$store" = redis ] && last_load=$((total - 2))
+        if [ "$n" -le "$last_load" ]; then loadcores=$(list "$n" "$last_load"); else loadcores=$servercores; fi
+        [ "$store" = redis ] && redis-cli -p "$rport" flushall >/dev/null
+        read -r rate cpu < <(run "$store_args" "$servercores" "$loadcores" "$load" "$owners") || true
+        if [ -z "${cpu:-}" ]; then echo "the $load run failed" >&2; exit 1; fi
+        echo "  round $round: $store, $n cores, $load: $rate (server CPU $cpu cores)" >&2
+        rates[$store|$n|$load]="${rates[$store|$n|$load]:-} $rate"
+        cpus[$store|$n|$load]="${cpus[$store|$n|$load]:-} $cpu"
+        unset rate cpu
+      done
+    done
+  done
+done
 results=()
 for store in "${store_rows[@]}"; do
-  store_args=""
-  [ "$store" = redis ] && store_args="--store redis://127.0.0.1:$rport"
   for n in $CORES; do
-    servercores=$(list 0 $((n - 1)))
     last_load=$((total - 1))
     [ -n "$redis_core" ] && [ "$store" = redis ] && last_load=$((total - 2))
-    if [ "$n" -le "$last_load" ]; then
-      loadcores=$(list "$n" "$last_load")
-      note=""
-    else
-      loadcores=$servercores
-      note=" (wrk on the same cores)"
-    fi
+    note=""
+    [ "$n" -gt "$last_load" ] && note=" (wrk on the same cores)"
     row="| $store | $n$note |"
     for load in $LOADS; do
-      [ "$store" = redis ] && redis-cli -p "$rport" flushall >/dev/null
-      rates=(); cpus=()
-      for _ in $(seq "$ROUNDS"); do
-        read -r rate cpu < <(run "$store_args" "$servercores" "$loadcores" "$load") || true
-        if [ -z "${cpu:-}" ]; then echo "the $load run failed" >&2; exit 1; fi
-        rates+=("$rate"); cpus+=("$cpu")
-      done
-      r=$(printf '%s\n' "${rates[@]}" | median)
-      c=$(printf '%s\n' "${cpus[@]}" | median)
+      # shellcheck disable=SC2086
+      r=$(printf '%s\n' ${rates[$store|$n|$load]} | median)
+      # shellcheck disable=SC2086
+      c=$(printf '%s\n' ${cpus[$store|$n|$load]} | median)
       case $load in
         batch*) cell=$(awk -v r="$r" 'BEGIN {printf "%.2fM members/s", r / 1e6}') ;;
         *) cell=$(awk -v r="$r" 'BEGIN {printf "%.1fk req/s", r / 1e3}') ;;
       esac
-      row="$row $cell (CPU $c; runs $(printf '%s ' "${rates[@]}" | sed 's/ $//')) |"
-      echo "  $store, $n cores, $load: ${rates[*]} -> $cell, server CPU $c cores" >&2
+      row="$row $cell (CPU $c) |"
     done
     results+=("$row")
   done

@@ -17,8 +17,9 @@
 //!
 //! So once writers keep finding the space taken (about a quarter of
 //! recent batches: [`BUSY`]), the writer that finds it taken starts an
-//! owner thread for it (at most one per available core, process-wide;
-//! past that, writers wait for the lock as before), and from then on
+//! owner thread for it (process-wide at most one per two cores, none
+//! below four: [`max_owners`]; past that, writers wait for the lock as
+//! before), and from then on
 //! batches of at least [`HAND_OVER_AT`] heartbeats are staged for the
 //! owner, which keeps
 //! the space in one core's caches and never hands the lock between
@@ -34,7 +35,7 @@
 
 use std::ops::Deref;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
@@ -61,10 +62,38 @@ const IDLE: Duration = Duration::from_millis(50);
 /// Owner threads alive in this process.
 static OWNERS: AtomicUsize = AtomicUsize::new(0);
 
-/// At most one owner thread per core this process may run on.
+/// The cap on owner threads; `usize::MAX` until first read.
+static MAX_OWNERS: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// How many owner threads may run at once in this process: what
+/// [`set_max_owners`] or the environment variable `HERENOW_SPACE_OWNERS`
+/// says, else none below 4 cores and one per two cores from 4 on. On two
+/// cores shared with the load, handing batches to a third thread cost
+/// more than it saved (BENCHMARKS.md, "Scaling with cores"); the
+/// collapse it prevents came with 8 cores.
 fn max_owners() -> usize {
-    static MAX: OnceLock<usize> = OnceLock::new();
-    *MAX.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    let max = MAX_OWNERS.load(Ordering::Relaxed);
+    if max != usize::MAX {
+        return max;
+    }
+    let max = std::env::var("HERENOW_SPACE_OWNERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            if cores < 4 { 0 } else { cores / 2 }
+        });
+    // A concurrent first read computes the same.
+    MAX_OWNERS.store(max, Ordering::Relaxed);
+    max
+}
+
+/// Sets how many busy spaces may have an owner thread at once in this
+/// process (`0`: none, every writer takes the lock itself), over the
+/// default and `HERENOW_SPACE_OWNERS`. For tests and benchmarks; owners
+/// already running finish as usual.
+pub fn set_max_owners(n: usize) {
+    MAX_OWNERS.store(n.min(usize::MAX - 1), Ordering::Relaxed);
 }
 
 /// What a heartbeat call gets back once applied: its report, and what to
