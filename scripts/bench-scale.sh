@@ -122,7 +122,7 @@ run() {
     exit 1
   fi
   rate=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
-  case $load in batch*) rate=$(awk -v r="$rate" 'BEGIN {print r * 1000}') ;; esac
+  case $load in batch*) rate=$(awk -v r="$rate" 'BEGIN {printf "%.0f", r * 1000}') ;; esac
   kill "$server"; wait "$server" 2>/dev/null || true
   rm -f "$dir/server.pid"
   local secs=${DURATION%s}

@@ -8,8 +8,9 @@
 //! ```sh
 //! cargo run --release -p herenow-server --example http_stack
 //! ROUNDS=11 N=200000 cargo run --release -p herenow-server --example http_stack
-//! # instructions per request, by function:
-//! N=20000 ROUNDS=1 valgrind --tool=callgrind target/release/examples/http_stack
+//! # instructions per request: the difference of two runs, over 20,000
+//! STACK=full N=20000 ROUNDS=1 valgrind --tool=callgrind target/release/examples/http_stack
+//! STACK=full N=40000 ROUNDS=1 valgrind --tool=callgrind target/release/examples/http_stack
 //! ```
 
 use std::sync::Arc;
@@ -66,14 +67,35 @@ async fn main() {
     let bare = herenow_server::api::router().with_state(state);
     // Every member present first, as on a live site.
     run(&full, USERS, 0).await;
+    // STACK=full or STACK=bare times one of them only (for callgrind:
+    // two runs with different N give the instructions per request).
+    let stack = std::env::var("STACK").unwrap_or_default();
     let (mut full_ns, mut bare_ns) = (Vec::new(), Vec::new());
     for r in 0..rounds {
-        full_ns.push(run(&full, n, r * n).await);
-        bare_ns.push(run(&bare, n, r * n).await);
+        if stack != "bare" {
+            full_ns.push(run(&full, n, r * n).await);
+        }
+        if stack != "full" {
+            bare_ns.push(run(&bare, n, r * n).await);
+        }
     }
-    let (f, b) = (median(full_ns), median(bare_ns));
     println!("single heartbeat through the router, median of {rounds} rounds of {n}:");
-    println!("  whole application: {:>6.0} ns/request", f);
-    println!("  /v1 routes alone:  {:>6.0} ns/request", b);
-    println!("  the layers:        {:>6.0} ns/request", f - b);
+    if !full_ns.is_empty() {
+        println!(
+            "  whole application: {:>6.0} ns/request",
+            median(full_ns.clone())
+        );
+    }
+    if !bare_ns.is_empty() {
+        println!(
+            "  /v1 routes alone:  {:>6.0} ns/request",
+            median(bare_ns.clone())
+        );
+    }
+    if !full_ns.is_empty() && !bare_ns.is_empty() {
+        println!(
+            "  the layers:        {:>6.0} ns/request",
+            median(full_ns) - median(bare_ns)
+        );
+    }
 }
