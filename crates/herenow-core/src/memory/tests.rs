@@ -747,3 +747,43 @@ fn seen_anywhere_on_a_fed_change_finds_the_change() {
     }
     writer.join().unwrap();
 }
+
+#[test]
+fn online_among_answers_the_newest_in_the_shared_order() {
+    // Many members share a millisecond, users and guests alike, some are
+    // outside the window, and the question repeats some of them: the
+    // answer is what sorting every status would give, cut at the limit.
+    let mut s = space();
+    let mut all = Vec::new();
+    for i in 0..700u64 {
+        let m = if i % 3 == 0 {
+            guest(&format!("m{:03}", i % 350))
+        } else {
+            user(&format!("m{:03}", i % 350))
+        };
+        let at = T0 - 1_000 * (i % 40) - if i % 7 == 0 { 700_000 } else { 0 };
+        s.heartbeat(&[beat_at(m.clone(), at)], T0).unwrap();
+        all.push(m);
+    }
+    let asked: Vec<MemberKey> = all
+        .iter()
+        .step_by(2)
+        .chain(all.iter().take(90))
+        .cloned()
+        .collect();
+    for limit in [0, 1, 7, 100, 1_000] {
+        let got = s.online_among(&asked, None, limit, T0).unwrap();
+        let mut unique = asked.clone();
+        unique.sort();
+        unique.dedup();
+        let mut want: Vec<_> = s
+            .status(&unique, T0)
+            .unwrap()
+            .into_iter()
+            .filter(|st| st.last_seen_ms.is_some_and(|t| t >= T0 - 600_000))
+            .collect();
+        crate::store::sort_most_recent_first(&mut want);
+        want.truncate(limit);
+        assert_eq!(got, want, "limit {limit}");
+    }
+}

@@ -20,9 +20,7 @@ use crate::id::{MemberId, MemberKey, MemberKind};
 use crate::limits;
 use crate::meta::Metadata;
 use crate::policy::Status;
-use crate::store::{
-    Counts, KindFilter, ListQuery, MemberStatus, Order, Page, check_batch, sort_most_recent_first,
-};
+use crate::store::{Counts, KindFilter, ListQuery, MemberStatus, Order, Page, check_batch};
 use crate::time::Millis;
 
 impl Space {
@@ -90,13 +88,23 @@ impl Space {
             .collect();
         slots.sort_unstable();
         slots.dedup();
-        let mut out: Vec<MemberStatus> = slots
+        // The order of `sort_most_recent_first`, on the entries: only the
+        // `limit` newest become answers (500 friends, 100 shown).
+        let newest_first = |a: &u32, b: &u32| {
+            let (a, b) = (&self.entries[*a as usize], &self.entries[*b as usize]);
+            b.ts.cmp(&a.ts)
+                .then_with(|| a.kind().cmp(&b.kind()))
+                .then_with(|| a.id.cmp(&b.id))
+        };
+        if slots.len() > limit && limit > 0 {
+            slots.select_nth_unstable_by(limit - 1, newest_first);
+        }
+        slots.truncate(limit);
+        slots.sort_unstable_by(newest_first);
+        Ok(slots
             .into_iter()
             .map(|s| self.member_status(s, now))
-            .collect();
-        sort_most_recent_first(&mut out);
-        out.truncate(limit);
-        Ok(out)
+            .collect())
     }
 
     /// One page of the members seen within the window.
