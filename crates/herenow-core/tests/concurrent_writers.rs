@@ -50,7 +50,7 @@ fn page_through(
         let query = ListQuery {
             window_ms: None,
             kinds: KindFilter::Users,
-            order,
+            order: Some(order),
             limit,
             cursor,
         };

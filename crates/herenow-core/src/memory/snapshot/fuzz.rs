@@ -64,9 +64,13 @@ fn restores_or_refuses(bytes: &[u8]) {
                 s.friends.read().is_empty(),
                 "a refused snapshot left friends"
             );
-            assert_eq!(s.seen.usage().0, 0, "a refused snapshot left sightings");
+            assert_eq!(
+                s.shared.seen.usage().0,
+                0,
+                "a refused snapshot left sightings"
+            );
             assert!(
-                s.outbox.export().is_empty(),
+                s.shared.outbox.export().is_empty(),
                 "a refused snapshot left events"
             );
             EMPTY.set(Some(s));
