@@ -23,6 +23,11 @@ use herenow_core::{MemoryStore, SpaceConfig, SystemClock};
 use herenow_server::{AppState, Backend, Config};
 use tower::ServiceExt;
 
+/// The binary's allocator (`crates/herenow/src/main.rs`), so these figures
+/// are the served ones.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const USERS: usize = 100_000;
 
 fn request(i: usize) -> Request<Body> {

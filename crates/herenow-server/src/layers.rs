@@ -1,5 +1,5 @@
-//! The middleware of the routes: one function per group of routes, so a
-//! route is wrapped once.
+//! The middleware of the routes: one per group of routes, so a route is
+//! wrapped once.
 //!
 //! Why not one `from_fn` per concern: axum applies a layer to every route,
 //! and on each request clones the route's service together with every
@@ -12,16 +12,28 @@
 //! (problems, panics, body limits) wrap the router once, from outside
 //! ([`crate::app`]).
 //!
-//! - [`v1`]: the JSON API: latency, then the API key, then the request
-//!   timeout;
+//! - [`V1Layer`]: the JSON API: latency, then the API key, then the request
+//!   timeout. A tower service of its own rather than `from_fn`: `from_fn`
+//!   boxes the middleware's future and wraps the rest of the route in a
+//!   boxed `Next` on every request (three allocations and as many copies
+//!   of the request's future), where [`V1Future`] is a plain state machine
+//!   around the route's own future;
 //! - [`keyed`]: the event streams: latency, then the API key (no timeout:
 //!   streams end on disconnect or shutdown);
 //! - the other routes (WebSocket, health, OpenAPI, the page) record their
 //!   latency alone ([`crate::metrics::track_latency`]).
 
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use pin_project_lite::pin_project;
+use tokio::time::Timeout;
+use tower::{Layer, Service};
 
 use crate::auth;
 use crate::metrics::Latency;
@@ -31,22 +43,113 @@ use crate::state::AppState;
 /// Middleware of `/v1`: times the request, refuses it without a fitting
 /// key, and answers `503` when it outlives the configured request timeout,
 /// so a stuck store call cannot pin a connection.
-pub async fn v1(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    let timer = Latency::start(&request);
-    let response = match auth::authorize(&state, &mut request) {
-        Err(refused) => refused.into_response(),
-        Ok(()) => match tokio::time::timeout(state.request_timeout(), next.run(request)).await {
-            Ok(response) => response,
-            Err(_) => ApiError::unavailable(
-                "timeout",
-                "the request took longer than the server's request timeout",
-                1,
-            )
-            .into_response(),
-        },
-    };
-    timer.finish(state.metrics());
-    response
+#[derive(Clone)]
+pub struct V1Layer {
+    state: AppState,
+}
+
+impl V1Layer {
+    /// The `/v1` middleware over `state`'s keys, timeout and metrics.
+    pub fn new(state: AppState) -> Self {
+        Self { state }
+    }
+}
+
+impl<S> Layer<S> for V1Layer {
+    type Service = V1<S>;
+
+    fn layer(&self, inner: S) -> V1<S> {
+        V1 {
+            state: self.state.clone(),
+            inner,
+        }
+    }
+}
+
+/// A `/v1` route wrapped by [`V1Layer`].
+#[derive(Clone)]
+pub struct V1<S> {
+    state: AppState,
+    inner: S,
+}
+
+impl<S> Service<Request> for V1<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = V1Future<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        // Started before the key check, as before: refusals are timed too.
+        let timer = Latency::start(&request);
+        let step = match auth::authorize(&self.state, &mut request) {
+            Err(refused) => Step::Refused {
+                response: Some(refused.into_response()),
+            },
+            Ok(()) => Step::Running {
+                route: tokio::time::timeout(self.state.request_timeout(), self.inner.call(request)),
+            },
+        };
+        V1Future {
+            step,
+            finish: Some((timer, self.state.clone())),
+        }
+    }
+}
+
+pin_project! {
+    /// The response of a `/v1` route: the route's own future under the
+    /// request timeout, or the refusal of the key check; the latency is
+    /// recorded when it completes.
+    pub struct V1Future<F> {
+        #[pin]
+        step: Step<F>,
+        finish: Option<(Latency, AppState)>,
+    }
+}
+
+pin_project! {
+    #[project = StepProj]
+    enum Step<F> {
+        Refused { response: Option<Response> },
+        Running { #[pin] route: Timeout<F> },
+    }
+}
+
+impl<F> Future for V1Future<F>
+where
+    F: Future<Output = Result<Response, Infallible>>,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let response = match this.step.project() {
+            StepProj::Refused { response } => response
+                .take()
+                .expect("a /v1 response future polled after it completed"),
+            StepProj::Running { route } => match ready!(route.poll(cx)) {
+                Ok(Ok(response)) => response,
+                Ok(Err(never)) => match never {},
+                Err(_elapsed) => ApiError::unavailable(
+                    "timeout",
+                    "the request took longer than the server's request timeout",
+                    1,
+                )
+                .into_response(),
+            },
+        };
+        if let Some((timer, state)) = this.finish.take() {
+            timer.finish(state.metrics());
+        }
+        Poll::Ready(Ok(response))
+    }
 }
 
 /// Middleware of the event streams: times the request and refuses it

@@ -117,7 +117,7 @@ pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// of services on every request, so every level on a route costs each
 /// request allocations.
 pub fn app(state: AppState) -> Router {
-    let v1 = api::router().route_layer(middleware::from_fn_with_state(state.clone(), layers::v1));
+    let v1 = api::router().route_layer(layers::V1Layer::new(state.clone()));
     // Streams are not timed out: they end on disconnect or shutdown.
     let events =
         sse::router().route_layer(middleware::from_fn_with_state(state.clone(), layers::keyed));
@@ -139,7 +139,7 @@ pub fn app(state: AppState) -> Router {
         .fallback(problem::not_found)
         .with_state(state);
     let every_request = ServiceBuilder::new()
-        .layer(middleware::from_fn(problem::problemize))
+        .layer(problem::ProblemLayer)
         .layer(CatchPanicLayer::new())
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
         .layer(DefaultBodyLimit::disable())

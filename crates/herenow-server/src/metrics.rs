@@ -143,8 +143,14 @@ struct Inner {
     forgotten: Counter,
     transitions: Counter,
     ws_messages: HashMap<&'static str, Counter>,
-    routes: RwLock<HashMap<String, HashMap<&'static str, Histogram>>>,
+    /// Latency histograms by route pattern, then method. Hashed with
+    /// foldhash: looked up on every request with keys from the router's
+    /// own patterns, not from clients, where SipHash cost more than the
+    /// recording itself.
+    routes: RwLock<RouteMap<String, RouteMap<&'static str, Histogram>>>,
 }
+
+type RouteMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 
 fn key(name: &'static str, labels: Vec<Label>) -> Key {
     Key::from_parts(name, labels)
@@ -220,7 +226,7 @@ impl Metrics {
             forgotten,
             transitions,
             ws_messages,
-            routes: RwLock::new(HashMap::new()),
+            routes: RwLock::new(RouteMap::default()),
         }))
     }
 

@@ -6,13 +6,19 @@
 //! [`ErrorKind`], and nowhere else.
 
 use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
 
+use axum::BoxError;
+use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use herenow_core::{ErrorKind, InvalidInput};
+use pin_project_lite::pin_project;
 use serde::Serialize;
+use tower::{Layer, Service};
 use utoipa::ToSchema;
 
 /// The media type of every error body.
@@ -171,8 +177,69 @@ impl IntoResponse for ApiError {
 /// tower-http's `413`, a timeout) into problems, so every error a client
 /// sees has the same shape. Answers that already are problems, and
 /// successes, pass through untouched.
-pub async fn problemize(request: Request, next: Next) -> Response {
-    let response = next.run(request).await;
+///
+/// A tower layer rather than a `from_fn` middleware: every request passes
+/// it, and `from_fn` boxes its future and the rest of the stack per
+/// request ([`crate::layers`] says why that counts).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProblemLayer;
+
+impl<S> Layer<S> for ProblemLayer {
+    type Service = Problemize<S>;
+
+    fn layer(&self, inner: S) -> Problemize<S> {
+        Problemize(inner)
+    }
+}
+
+/// A service whose error answers [`ProblemLayer`] turns into problems.
+#[derive(Clone, Debug)]
+pub struct Problemize<S>(S);
+
+impl<S, B> Service<Request> for Problemize<S>
+where
+    S: Service<Request, Response = Response<B>>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response;
+    type Error = S::Error;
+    type Future = ProblemFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        ProblemFuture {
+            inner: self.0.call(request),
+        }
+    }
+}
+
+pin_project! {
+    /// The answer of a [`Problemize`]d service.
+    pub struct ProblemFuture<F> {
+        #[pin]
+        inner: F,
+    }
+}
+
+impl<F, B, E> Future for ProblemFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Output = Result<Response, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let answered = ready!(self.project().inner.poll(cx));
+        Poll::Ready(answered.map(|response| problemize(response.map(Body::new))))
+    }
+}
+
+fn problemize(response: Response) -> Response {
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) {
         return response;

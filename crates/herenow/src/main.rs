@@ -31,6 +31,13 @@ use clap::Parser as _;
 
 use crate::cli::{Cli, Command};
 
+/// mimalloc rather than the system's allocator: a request allocates a few
+/// dozen small blocks that live for microseconds, where glibc's `malloc`
+/// and `free` were about half of a single heartbeat's instructions
+/// (ARCHITECTURE.md, "The allocator"; BENCHMARKS.md, issue 10).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     // reqwest is built with rustls and no crypto provider of its own (the
     // server's webhooks speak HTTPS): every client needs one installed.
