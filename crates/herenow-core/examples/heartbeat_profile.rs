@@ -67,7 +67,8 @@ fn main() {
                     batch.extend(
                         (0..1000).map(|_| Heartbeat::now(MemberKey::user(ids[random()].clone()))),
                     );
-                    s.heartbeat(&batch, clock + ((r as u64 * 1000) >> 6)).unwrap();
+                    s.heartbeat(&batch, clock + ((r as u64 * 1000) >> 6))
+                        .unwrap();
                 }
             }
             _ => break,

@@ -124,9 +124,6 @@ impl Space {
         let found = self.find_hashed(hash, kind, member.as_str());
         let (slot, old) = match found {
             Some(slot) => {
-                // Start fetching what the move will touch while the rest
-                // is decided (a lone beat has no batch to run ahead in).
-                self.prefetch_neighbours(slot);
                 let e = &self.entries[slot as usize];
                 if at < e.ts {
                     report.stale += 1;
