@@ -6,6 +6,7 @@
 //! ```sh
 //! cargo run --release -p herenow-server --example journal_cost
 //! ROUNDS=41 cargo run --release -p herenow-server --example journal_cost
+//! BATCHES=0 ROUNDS=1 valgrind --tool=callgrind target/release/examples/journal_cost   # single heartbeats alone
 //! ```
 
 use std::sync::Arc;
@@ -19,6 +20,15 @@ const USERS: usize = 100_000;
 const BATCH: usize = 1_000;
 const BATCHES_PER_ROUND: usize = 200;
 const SINGLES_PER_ROUND: usize = 50_000;
+
+/// `name` from the environment (a count), else `default`: `BATCHES=0`
+/// leaves only single heartbeats, for profiling them alone.
+fn env_count(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -47,6 +57,8 @@ async fn main() {
         .map(|c| c.iter().cloned().map(Heartbeat::now).collect())
         .collect();
 
+    let batches_per_round = env_count("BATCHES", BATCHES_PER_ROUND);
+    let singles_per_round = env_count("SINGLES", SINGLES_PER_ROUND).max(1);
     let rounds: usize = std::env::var("ROUNDS")
         .ok()
         .and_then(|r| r.parse().ok())
@@ -59,25 +71,25 @@ async fn main() {
         for which in order {
             let store = if which == 0 { &plain } else { &journaled };
             let started = Instant::now();
-            for b in 0..BATCHES_PER_ROUND {
+            for b in 0..batches_per_round {
                 store
                     .heartbeat(&space, &batches[b % batches.len()])
                     .await
                     .unwrap();
             }
-            let members = (BATCHES_PER_ROUND * BATCH) as f64;
+            let members = (batches_per_round * BATCH) as f64;
             rates[which]
                 .0
                 .push(members / started.elapsed().as_secs_f64());
 
             let started = Instant::now();
-            for i in 0..SINGLES_PER_ROUND {
+            for i in 0..singles_per_round {
                 let beat = [Heartbeat::now(users[(i * 7919) % USERS].clone())];
                 store.heartbeat(&space, &beat).await.unwrap();
             }
             rates[which]
                 .1
-                .push(SINGLES_PER_ROUND as f64 / started.elapsed().as_secs_f64());
+                .push(singles_per_round as f64 / started.elapsed().as_secs_f64());
         }
     }
     let stats = log.stats();

@@ -8,11 +8,11 @@
 //! oldest first ([`OldestFirst`]) and a mark records how far they got.
 
 use compact_str::CompactString;
-use hashbrown::HashTable;
 
 use super::Space;
 use super::entry::{Entry, Key, List, NIL, SEQ_MASK};
 use super::events::Presence;
+use super::index::SlotIndex;
 use super::walk::OldestFirst;
 use crate::event::{EventKind, LeaveReason};
 use crate::id::{MemberId, MemberKind};
@@ -45,7 +45,7 @@ pub struct TickWork {
 /// Allocations a compaction let go of, to be dropped by the caller.
 pub struct Retired {
     _entries: Vec<Entry>,
-    _index: HashTable<u32>,
+    _index: SlotIndex,
 }
 
 /// Which watermark a sweep moves.
@@ -231,14 +231,15 @@ impl Space {
         members.sort_unstable_by_key(|m| (m.2, m.3));
         self.retired = Some(Retired {
             _entries: std::mem::replace(&mut self.entries, Vec::with_capacity(members.len())),
-            _index: std::mem::replace(&mut self.index, HashTable::with_capacity(members.len())),
+            _index: std::mem::replace(&mut self.index, SlotIndex::with_capacity(members.len())),
         });
         self.free = Vec::new();
         self.lists = [List::EMPTY; 2];
         self.blocks = None;
         self.meta = hashbrown::HashMap::default();
         for (kind, id, ts, seq, meta) in members {
-            let slot = self.alloc(kind, id, ts, seq);
+            let hash = self.hash(kind, &id);
+            let slot = self.alloc(hash, kind, id, ts, seq);
             self.link(slot);
             if let Some(m) = meta {
                 self.meta.insert(slot, m);

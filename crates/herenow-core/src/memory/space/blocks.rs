@@ -17,6 +17,7 @@ use std::collections::VecDeque;
 
 use super::Space;
 use super::entry::{Key, NIL};
+use super::index::prefetch;
 use crate::id::MemberKind;
 use crate::time::Millis;
 
@@ -26,7 +27,7 @@ pub const INDEX_ABOVE: usize = 512;
 /// The index is dropped below this many members, well under
 /// [`INDEX_ABOVE`], so a space hovering near the threshold does not build
 /// and drop it over and over.
-const UNINDEX_BELOW: usize = 128;
+pub(super) const UNINDEX_BELOW: usize = 128;
 /// A block gets per-millisecond counts once it holds this many members.
 const CELLS_ABOVE: u32 = 64;
 const BLOCK_SHIFT: u32 = 10;
@@ -74,6 +75,10 @@ impl BlockIndex {
 
     /// The block numbered `bn`, creating it and any gap before it.
     fn ensure(&mut self, bn: u64) -> &mut Block {
+        let i = bn.wrapping_sub(self.base) as usize;
+        if bn >= self.base && i < self.blocks.len() {
+            return &mut self.blocks[i];
+        }
         if self.blocks.is_empty() {
             self.base = bn;
         }
@@ -101,6 +106,14 @@ impl BlockIndex {
 
     fn last(&self) -> Option<u64> {
         (!self.blocks.is_empty()).then(|| self.base + self.blocks.len() as u64 - 1)
+    }
+
+    /// Prefetches the per-millisecond count of `ts`, if its block has
+    /// them: a hint.
+    pub(super) fn prefetch_cells(&self, ts: Millis) {
+        if let Some(cells) = self.get(block_of(ts)).and_then(|b| b.cells.as_deref()) {
+            prefetch(cells.as_ptr().wrapping_add(offset_of(ts)));
+        }
     }
 
     /// Bytes of heap held, counting capacity.
@@ -209,6 +222,58 @@ impl Space {
             if self.len() < UNINDEX_BELOW {
                 self.blocks = None;
             }
+        }
+    }
+
+    /// Accounts for `slot` of list `k` moved from `old_ts` to the head of
+    /// its list at `ts` by [`Space::relink`]: what
+    /// [`Space::blocks_unlinked`] and [`Space::blocks_linked`] would do,
+    /// with no block lookup and no count changed when both times fall in
+    /// one block. `next` is its old older neighbour, last seen `next_ts`.
+    pub(super) fn blocks_moved_to_head(
+        &mut self,
+        k: usize,
+        slot: u32,
+        old_ts: Millis,
+        next: u32,
+        next_ts: Option<Millis>,
+        ts: Millis,
+    ) {
+        let Some(bi) = &mut self.blocks else { return };
+        let (old_bn, bn) = (block_of(old_ts), block_of(ts));
+        if old_bn == bn {
+            let block = bi.ensure(bn);
+            block.head[k] = slot;
+            let (from, to) = (offset_of(old_ts), offset_of(ts));
+            if from != to
+                && let Some(cells) = &mut block.cells
+            {
+                cells[from][k] -= 1;
+                cells[to][k] += 1;
+            }
+            return;
+        }
+        if let Some(block) = bi.get_mut(old_bn) {
+            if block.head[k] == slot {
+                let next_in_block = next_ts.is_some_and(|t| block_of(t) == old_bn);
+                block.head[k] = if next_in_block { next } else { NIL };
+            }
+            block.count[k] -= 1;
+            if let Some(cells) = &mut block.cells {
+                cells[offset_of(old_ts)][k] -= 1;
+            }
+            if block.total() == 0 {
+                block.cells = None;
+                bi.trim();
+            }
+        }
+        let block = bi.ensure(bn);
+        block.head[k] = slot;
+        block.count[k] += 1;
+        if let Some(cells) = &mut block.cells {
+            cells[offset_of(ts)][k] += 1;
+        } else if block.total() > CELLS_ABOVE {
+            self.fill_cells(bn);
         }
     }
 

@@ -7,8 +7,9 @@
 //! - `entries`: a slab of 48-byte entries (id inline up to 24 bytes, last
 //!   seen, sequence number and flags, two list links). Freed slots are
 //!   reused.
-//! - `index`: a `hashbrown::HashTable<u32>` of slots keyed by (kind, id):
-//!   five bytes per bucket.
+//! - `index`: a [`SlotIndex`](index::SlotIndex) of slots keyed by (kind,
+//!   id): 64-byte groups of twelve tags and twelve slots, so a lookup
+//!   reads one cache line of index before the entry.
 //! - `lists`: one intrusive doubly-linked list per kind, ordered by key =
 //!   (last seen, sequence) from newest (head) to oldest (tail).
 //!   Heartbeats at the store's clock go to the head in O(1); the oldest are
@@ -37,6 +38,7 @@
 //! other in one direction (a module uses only those listed before it):
 //!
 //! - `entry`: the slab entry, the key and the list ends (no behaviour);
+//! - `index`: the hash index of slots, and the prefetch hint (no `Space`);
 //! - `blocks`: the block index: seeking a key, window counts;
 //! - `slab`: allocating, finding and freeing members, linking them into
 //!   their lists (and telling the block index);
@@ -55,8 +57,11 @@ mod check;
 mod connections;
 mod entry;
 mod events;
+mod index;
 mod read;
 mod slab;
+#[cfg(test)]
+mod tests;
 mod walk;
 mod write;
 
@@ -64,13 +69,13 @@ use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use hashbrown::HashTable;
 use tokio::sync::broadcast;
 
 pub use self::background::{Retired, TickWork};
 use self::blocks::BlockIndex;
 pub use self::blocks::INDEX_ABOVE;
 use self::entry::{Entry, Key, List, SEQ_MASK};
+use self::index::SlotIndex;
 use super::conns::ConnTable;
 use super::seen::SightingNote;
 use crate::event::Event;
@@ -93,7 +98,7 @@ pub struct Space {
     entries: Vec<Entry>,
     /// Slots of removed members, reused before the slab grows.
     free: Vec<u32>,
-    index: HashTable<u32>,
+    index: SlotIndex,
     hasher: foldhash::fast::RandomState,
     /// By [`crate::id::MemberKind::index`]: users, then guests.
     lists: [List; 2],
@@ -150,7 +155,7 @@ impl Space {
             config,
             entries: Vec::new(),
             free: Vec::new(),
-            index: HashTable::new(),
+            index: SlotIndex::new(),
             hasher: foldhash::fast::RandomState::default(),
             lists: [List::EMPTY; 2],
             blocks: None,
@@ -298,7 +303,7 @@ impl Space {
         let blocks = self.blocks.as_ref().map_or(0, BlockIndex::heap_bytes);
         self.entries.capacity() * std::mem::size_of::<Entry>()
             + self.free.capacity() * 4
-            + self.index.capacity() * 5
+            + self.index.heap_bytes()
             + self.meta.capacity() * (4 + std::mem::size_of::<Metadata>() + 1)
             + ids
             + blocks

@@ -6,7 +6,6 @@
 //! the watermarks) to choose `join`, `back`, `connect` or `update`.
 
 use super::Space;
-use super::entry::SEQ_MASK;
 use super::events::{Cause, Presence};
 use crate::error::InvalidInput;
 use crate::event::{EventKind, LeaveReason};
@@ -31,18 +30,48 @@ impl Space {
         if let Some(at_ms) = beats.iter().filter_map(|b| b.at_ms).find(|&at| at > latest) {
             return Err(InvalidInput::AtInFuture { at_ms });
         }
+        // A batch runs three stages ahead of applying, `AHEAD` beats
+        // apart, so the cache misses of many beats overlap instead of
+        // each beat waiting on its own in turn: hash the id and prefetch
+        // its index group; read the group and prefetch the entry; read
+        // the entry and prefetch its list neighbours and block counts.
+        // The stages only prefetch (a beat applied in between may change
+        // what they guessed, which costs a miss, never a result); beats
+        // are applied one by one, in order, exactly as they come.
+        const AHEAD: usize = 4;
+        const RING: usize = 16;
+        let mut hashes = [0u64; RING];
+        let mut guesses = [None; RING];
         let mut report = HeartbeatReport::default();
-        for beat in beats {
-            let at = beat.at_ms.unwrap_or(now);
-            self.apply(
-                beat.member.kind,
-                &beat.member.id,
-                at,
-                beat.meta.as_ref(),
-                now,
-                &mut report,
-                None,
-            );
+        for step in 0..beats.len() + 3 * AHEAD {
+            if let Some(beat) = beats.get(step) {
+                let hash = self.hash(beat.member.kind, beat.member.id.as_str());
+                hashes[step % RING] = hash;
+                self.prefetch_group(hash);
+            }
+            if let Some(j) = step.checked_sub(AHEAD).filter(|&j| j < beats.len()) {
+                guesses[j % RING] = self.prefetch_entry(hashes[j % RING]);
+            }
+            if let Some(j) = step.checked_sub(2 * AHEAD).filter(|&j| j < beats.len())
+                && let Some(slot) = guesses[j % RING]
+            {
+                self.prefetch_neighbours(slot);
+            }
+            if let Some(j) = step.checked_sub(3 * AHEAD)
+                && let Some(beat) = beats.get(j)
+            {
+                let at = beat.at_ms.unwrap_or(now);
+                self.apply_hashed(
+                    hashes[j % RING],
+                    beat.member.kind,
+                    &beat.member.id,
+                    at,
+                    beat.meta.as_ref(),
+                    now,
+                    &mut report,
+                    None,
+                );
+            }
         }
         Ok(report)
     }
@@ -69,13 +98,30 @@ impl Space {
         report: &mut HeartbeatReport,
         cause: Option<Cause<'_>>,
     ) {
+        let hash = self.hash(kind, member.as_str());
+        self.apply_hashed(hash, kind, member, at, meta, now, report, cause);
+    }
+
+    /// [`Space::apply`], with the member's index hash already computed.
+    #[allow(clippy::too_many_arguments)]
+    fn apply_hashed(
+        &mut self,
+        hash: u64,
+        kind: MemberKind,
+        member: &MemberId,
+        at: Millis,
+        meta: Option<&Metadata>,
+        now: Millis,
+        report: &mut HeartbeatReport,
+        cause: Option<Cause<'_>>,
+    ) {
         if now.saturating_sub(at) >= self.config.retention_ms {
             report.stale += 1;
             self.sightings
                 .push(SightingNote::Backfill(kind, member.clone(), at));
             return;
         }
-        let found = self.find(kind, member.as_str());
+        let found = self.find_hashed(hash, kind, member.as_str());
         let (slot, old) = match found {
             Some(slot) => {
                 let e = &self.entries[slot as usize];
@@ -87,7 +133,7 @@ impl Space {
             }
             None => {
                 self.seq += 1;
-                let slot = self.alloc(kind, member.clone().into_compact(), at, self.seq);
+                let slot = self.alloc(hash, kind, member.clone().into_compact(), at, self.seq);
                 if kind == MemberKind::User {
                     self.sightings
                         .push(SightingNote::Joined(kind, member.clone(), at));
@@ -114,16 +160,18 @@ impl Space {
             }
             Some(old_key) if old_key.0 == at => old_key,
             Some(_) => {
-                self.unlink(slot);
                 self.seq += 1;
-                let e = &mut self.entries[slot as usize];
-                e.ts = at;
-                e.seq_flags = (e.seq_flags & !SEQ_MASK) | self.seq;
-                self.link(slot);
-                self.entries[slot as usize].key()
+                self.relink(slot, at, self.seq);
+                (at, self.seq)
             }
         };
-        let new_presence = self.presence(new_key);
+        // Presence only grows with the key: no comparison for a member
+        // already online.
+        let new_presence = if old_presence == Presence::Online {
+            Presence::Online
+        } else {
+            self.presence(new_key)
+        };
         let event = match (old_presence, new_presence) {
             (_, Presence::Gone) => None,
             (Presence::Gone, _) => {
