@@ -6,6 +6,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use herenow_core::changes::ChangeRef;
 use herenow_core::memory::Space;
 use herenow_core::{Heartbeat, ListQuery, MemberId, MemberKey, MemberKind, SpaceConfig, SpaceName};
 
@@ -132,5 +133,59 @@ fn engine(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, engine);
+/// What a heartbeat call costs to journal: its record encoded into the
+/// journal's buffer (`ChangeRef::encode_into`), a lone heartbeat of ids
+/// of varied lengths and a batch of 1,000.
+fn journal_record(c: &mut Criterion) {
+    let space = SpaceName::new("load").unwrap();
+    let singles: Vec<[Heartbeat; 1]> = (0..100_000)
+        .map(|i| {
+            [Heartbeat::now(MemberKey::user(
+                MemberId::new(&format!("user-{}", (i * 7919) % 100_000)).unwrap(),
+            ))]
+        })
+        .collect();
+    let batch: Vec<Heartbeat> = ids(1000)
+        .into_iter()
+        .map(|id| Heartbeat::now(MemberKey::user(id)))
+        .collect();
+    let mut buf: Vec<u8> = Vec::with_capacity(4 << 20);
+    let mut g = c.benchmark_group("journal_record");
+    g.throughput(Throughput::Elements(1));
+    let mut i = 0usize;
+    g.bench_function("single_heartbeat", |b| {
+        b.iter(|| {
+            if buf.len() > 1 << 20 {
+                buf.clear();
+            }
+            i += 1;
+            if i == singles.len() {
+                i = 0;
+            }
+            let change = ChangeRef::Heartbeats {
+                space: &space,
+                now: NOW + i as u64,
+                beats: &singles[i],
+            };
+            change.encode_into(black_box(&mut buf));
+        })
+    });
+    g.throughput(Throughput::Elements(1000));
+    g.bench_function("batch_of_1000", |b| {
+        b.iter(|| {
+            if buf.len() > 1 << 20 {
+                buf.clear();
+            }
+            let change = ChangeRef::Heartbeats {
+                space: &space,
+                now: NOW,
+                beats: &batch,
+            };
+            change.encode_into(black_box(&mut buf));
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, engine, journal_record);
 criterion_main!(benches);

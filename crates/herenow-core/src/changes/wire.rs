@@ -6,11 +6,11 @@
 //! order), and the tests pin these bytes to serde's encoding of the owned
 //! [`Change`](super::Change).
 //!
-//! A record's room is reserved once, from an upper bound on its size, and
-//! written through a cursor over the spare capacity, so no byte pays a
-//! growth check or a zeroing.
-
-use std::mem::MaybeUninit;
+//! Room is made from upper bounds on sizes (the head once, then each
+//! beat or member) and written through a raw cursor over the spare
+//! capacity, so no byte pays a growth check, a bounds check or a zeroing.
+//! A lone heartbeat's record is about 80 instructions this way (the
+//! `journal_record` benchmark in `benches/engine.rs`).
 
 use crate::id::{MemberKey, MemberKind, SpaceName};
 use crate::time::Millis;
@@ -23,7 +23,8 @@ const VARINT: usize = 10;
 /// version, variant, the name's length, the time and the list's length.
 const HEAD: usize = 2 + 3 * VARINT;
 
-/// Most bytes of one member key, its id apart.
+/// Most bytes of one member key, its id apart: the kind and the id's
+/// length (an id is at most 256 bytes: two bytes of varint).
 const KEY: usize = 1 + VARINT;
 
 /// Most bytes of one beat, its id and metadata apart: a member key, an
@@ -32,6 +33,9 @@ const BEAT: usize = KEY + 1 + VARINT + 1 + VARINT;
 
 /// `Change::Heartbeats`, variant 0: space, now, then each beat as
 /// `Beat { member, at_ms, meta }`.
+///
+/// Room is made per beat rather than summed up front: a batch is walked
+/// once, and a lone beat's check is one comparison.
 pub(super) fn heartbeats(
     out: &mut Vec<u8>,
     version: u8,
@@ -39,35 +43,46 @@ pub(super) fn heartbeats(
     now: Millis,
     beats: &[Heartbeat],
 ) {
-    let texts: usize = beats
-        .iter()
-        .map(|b| b.member.id.as_str().len() + b.meta.as_ref().map_or(0, |m| m.as_json().len()))
-        .sum();
-    let bound = HEAD + space.as_str().len() + beats.len() * BEAT + texts;
-    with_room(out, bound, |w| {
-        w.byte(version);
-        w.byte(0);
-        w.str(space.as_str());
-        w.varint(now);
-        w.varint(beats.len() as u64);
-        for b in beats {
-            w.key(&b.member);
-            match b.at_ms {
-                None => w.byte(0),
-                Some(at) => {
-                    w.byte(1);
-                    w.varint(at);
-                }
-            }
-            match &b.meta {
-                None => w.byte(0),
-                Some(meta) => {
-                    w.byte(1);
-                    w.str(meta.as_json());
-                }
-            }
+    let space = space.as_str().as_bytes();
+    let mut w = Cursor::new(out, HEAD + space.len());
+    w.pair(version, 0);
+    w.bytes(space);
+    w.varint(now);
+    w.varint(beats.len() as u64);
+    for b in beats {
+        let id = b.member.id.as_str().as_bytes();
+        if b.at_ms.is_none() && b.meta.is_none() {
+            w.room(KEY + 2 + id.len());
+            w.key(&b.member, id);
+            w.pair(0, 0);
+        } else {
+            beat_with_extras(&mut w, b, id);
         }
-    });
+    }
+    w.finish();
+}
+
+/// A beat with an explicit time or metadata: rare, and kept out of the
+/// plain beat's code, which every lone heartbeat runs through.
+#[inline(never)]
+fn beat_with_extras(w: &mut Cursor<'_>, b: &Heartbeat, id: &[u8]) {
+    let meta = b.meta.as_ref().map_or(&[][..], |m| m.as_json().as_bytes());
+    w.room(BEAT + id.len() + meta.len());
+    w.key(&b.member, id);
+    match b.at_ms {
+        None => w.byte(0),
+        Some(at) => {
+            w.byte(1);
+            w.varint(at);
+        }
+    }
+    match b.meta {
+        None => w.byte(0),
+        Some(_) => {
+            w.byte(1);
+            w.bytes(meta);
+        }
+    }
 }
 
 /// `Change::Leave`, variant 1: space, time, members.
@@ -78,102 +93,287 @@ pub(super) fn leave(
     at: Millis,
     members: &[MemberKey],
 ) {
-    let ids: usize = members.iter().map(|m| m.id.as_str().len()).sum();
-    let bound = HEAD + space.as_str().len() + members.len() * KEY + ids;
-    with_room(out, bound, |w| {
-        w.byte(version);
-        w.byte(1);
-        w.str(space.as_str());
-        w.varint(at);
-        w.varint(members.len() as u64);
-        for m in members {
-            w.key(m);
-        }
-    });
+    let space = space.as_str().as_bytes();
+    let mut w = Cursor::new(out, HEAD + space.len());
+    w.pair(version, 1);
+    w.bytes(space);
+    w.varint(at);
+    w.varint(members.len() as u64);
+    for m in members {
+        let id = m.id.as_str().as_bytes();
+        w.room(KEY + id.len());
+        w.key(m, id);
+    }
+    w.finish();
 }
 
-/// Runs `write` over at least `bound` bytes of spare capacity of `out`,
-/// then makes what it wrote part of `out`.
-fn with_room(out: &mut Vec<u8>, bound: usize, write: impl FnOnce(&mut Cursor<'_>)) {
-    out.reserve(bound);
-    let start = out.len();
-    let mut w = Cursor {
-        buf: out.spare_capacity_mut(),
-        at: 0,
-    };
-    write(&mut w);
-    let len = start + w.at;
-    // SAFETY: `Cursor` writes its bytes in order from the start of the
-    // spare capacity and counts them in `at`, so the `at` bytes after the
-    // old length are initialized; and `at` is within the capacity,
-    // since every write indexes the spare slice with bounds checks.
-    unsafe { out.set_len(len) };
-}
-
-/// Writes forward through spare capacity; running past it is a bug in the
-/// bound, and panics (the journal then drops the half-written record).
+/// Writes forward into `out`'s spare capacity through a raw pointer.
+///
+/// Every write must be covered by room made before it: [`Cursor::new`]
+/// makes room for the record's head, [`Cursor::room`] for each item of
+/// its list, from upper bounds on their sizes. A bound too small is a bug
+/// the debug assertions catch; the tests pin the bytes to serde's for any
+/// ids, times and metadata. Until [`Cursor::finish`], `out`'s length is
+/// where the record starts, so a panic between leaves no half-written
+/// bytes in it.
 struct Cursor<'a> {
-    buf: &'a mut [MaybeUninit<u8>],
-    at: usize,
+    out: &'a mut Vec<u8>,
+    /// `out`'s buffer, refreshed whenever room is made.
+    ptr: *mut u8,
+    /// Bytes of `out` written, the record's so far included.
+    len: usize,
+    /// The end of the room made, for the debug assertions.
+    end: usize,
 }
 
-impl Cursor<'_> {
+impl<'a> Cursor<'a> {
+    #[inline]
+    fn new(out: &'a mut Vec<u8>, room: usize) -> Self {
+        out.reserve(room);
+        let len = out.len();
+        Cursor {
+            ptr: out.as_mut_ptr(),
+            len,
+            end: len + room,
+            out,
+        }
+    }
+
+    /// Makes room for `n` more bytes.
+    #[inline]
+    fn room(&mut self, n: usize) {
+        if self.out.capacity() - self.len < n {
+            self.grow(n);
+        }
+        self.end = self.len + n;
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, n: usize) {
+        // `reserve` counts from the length, which is still the record's
+        // start: ask for what is written as well.
+        self.out.reserve(self.len - self.out.len() + n);
+        self.ptr = self.out.as_mut_ptr();
+    }
+
+    /// The written bytes become part of `out`.
+    #[inline]
+    fn finish(self) {
+        // SAFETY: every byte up to `len` was written (each write is
+        // within room made, so within the capacity), in order from the
+        // old length.
+        unsafe { self.out.set_len(self.len) };
+    }
+
     #[inline]
     fn byte(&mut self, b: u8) {
-        self.buf[self.at].write(b);
-        self.at += 1;
+        debug_assert!(self.len < self.end);
+        // SAFETY: within the room made (see the type's doc).
+        unsafe { self.ptr.add(self.len).write(b) };
+        self.len += 1;
     }
 
+    /// Two bytes in one store.
     #[inline]
-    fn varint(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.byte(v as u8 | 0x80);
-            v >>= 7;
+    fn pair(&mut self, a: u8, b: u8) {
+        debug_assert!(self.len + 2 <= self.end);
+        // SAFETY: within the room made (see the type's doc).
+        unsafe {
+            self.ptr
+                .add(self.len)
+                .cast::<[u8; 2]>()
+                .write_unaligned([a, b])
+        };
+        self.len += 2;
+    }
+
+    /// A LEB128 varint: one byte inline (lengths and counts), longer ones
+    /// out of line, so the hot path's code stays small.
+    #[inline]
+    fn varint(&mut self, v: u64) {
+        if v < 0x80 {
+            self.byte(v as u8);
+        } else {
+            self.long_varint(v);
         }
-        self.byte(v as u8);
     }
 
+    /// A varint of two bytes or more. Below 2^56 (every time until the
+    /// year 4253, and every length) it is one unaligned store of eight
+    /// bytes, of which the varint's own count: the room for a varint is
+    /// ten bytes.
+    #[inline(never)]
+    fn long_varint(&mut self, v: u64) {
+        if v < 1 << 56 {
+            debug_assert!(self.len + 8 <= self.end);
+            // Seven bits per byte, low group first.
+            let mut x = 0u64;
+            let mut i = 0;
+            while i < 8 {
+                x |= ((v >> (7 * i)) & 0x7f) << (8 * i);
+                i += 1;
+            }
+            let n = (64 - v.leading_zeros() as usize).div_ceil(7);
+            // The continuation bit on every byte but the last.
+            let more = 0x8080_8080_8080_8080u64 & ((1u64 << (8 * (n - 1))) - 1);
+            // SAFETY: eight bytes within the room made for a varint (ten).
+            unsafe {
+                self.ptr
+                    .add(self.len)
+                    .cast::<u64>()
+                    .write_unaligned((x | more).to_le())
+            };
+            self.len += n;
+        } else {
+            let mut v = v;
+            while v >= 0x80 {
+                self.byte(v as u8 | 0x80);
+                v >>= 7;
+            }
+            self.byte(v as u8);
+        }
+    }
+
+    /// A string or byte string: its length, then its bytes.
     #[inline]
-    fn str(&mut self, s: &str) {
+    fn bytes(&mut self, s: &[u8]) {
         self.varint(s.len() as u64);
-        let end = self.at + s.len();
-        copy(&mut self.buf[self.at..end], s.as_bytes());
-        self.at = end;
+        debug_assert!(self.len + s.len() <= self.end);
+        // SAFETY: within the room made (see the type's doc); `s` cannot
+        // overlap spare capacity.
+        unsafe { copy(self.ptr.add(self.len), s) };
+        self.len += s.len();
     }
 
     /// `MemberKey { kind, id }`, the kind as its variant's index.
     #[inline]
-    fn key(&mut self, key: &MemberKey) {
+    fn key(&mut self, key: &MemberKey, id: &[u8]) {
         self.byte(match key.kind {
             MemberKind::User => 0,
             MemberKind::Guest => 1,
         });
-        self.str(key.id.as_str());
+        self.bytes(id);
     }
 }
 
-/// Copies `src` into `dst` (of the same length), the short ids and names
-/// of the hot path as two overlapping words instead of a call to `memcpy`.
+/// Copies `src` to `dst`: the short ids and names of the hot path as two
+/// overlapping moves instead of a call to `memcpy`.
+///
+/// # Safety
+/// `dst` is valid for `src.len()` bytes of writes and does not overlap
+/// `src`.
 #[inline]
-fn copy(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
+unsafe fn copy(dst: *mut u8, src: &[u8]) {
     let n = src.len();
-    if (8..=16).contains(&n) {
-        word::<8>(&mut dst[..8], &src[..8]);
-        word::<8>(&mut dst[n - 8..], &src[n - 8..]);
-    } else if (4..8).contains(&n) {
-        word::<4>(&mut dst[..4], &src[..4]);
-        word::<4>(&mut dst[n - 4..], &src[n - 4..]);
-    } else {
-        for (d, s) in dst.iter_mut().zip(src) {
-            d.write(*s);
+    let s = src.as_ptr();
+    // SAFETY: every read is within `src` and every write within the first
+    // `n` bytes of `dst` (the caller's promise).
+    unsafe {
+        if (8..=16).contains(&n) {
+            move_word::<8>(s, dst);
+            move_word::<8>(s.add(n - 8), dst.add(n - 8));
+        } else if (4..8).contains(&n) {
+            move_word::<4>(s, dst);
+            move_word::<4>(s.add(n - 4), dst.add(n - 4));
+        } else {
+            copy_other(dst, src);
         }
     }
 }
 
-/// Copies exactly `N` bytes, as one move.
+/// [`copy`] for lengths below 4 or above 16, out of line.
+///
+/// # Safety
+/// As [`copy`].
+#[inline(never)]
+unsafe fn copy_other(dst: *mut u8, src: &[u8]) {
+    let n = src.len();
+    let s = src.as_ptr();
+    // SAFETY: as in `copy`.
+    unsafe {
+        if (17..=32).contains(&n) {
+            move_word::<16>(s, dst);
+            move_word::<16>(s.add(n - 16), dst.add(n - 16));
+        } else if n > 32 {
+            std::ptr::copy_nonoverlapping(s, dst, n);
+        } else {
+            for i in 0..n {
+                dst.add(i).write(*s.add(i));
+            }
+        }
+    }
+}
+
+/// Moves exactly `N` bytes, as one load and one store.
+///
+/// # Safety
+/// `src` is valid for `N` bytes of reads, `dst` for `N` bytes of writes.
 #[inline]
-fn word<const N: usize>(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
-    let dst: &mut [MaybeUninit<u8>; N] = dst.try_into().expect("N bytes");
-    let src: [u8; N] = src.try_into().expect("N bytes");
-    *dst = src.map(MaybeUninit::new);
+unsafe fn move_word<const N: usize>(src: *const u8, dst: *mut u8) {
+    // SAFETY: the caller's promise.
+    unsafe {
+        dst.cast::<[u8; N]>()
+            .write_unaligned(src.cast::<[u8; N]>().read_unaligned())
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cursor;
+
+    /// Postcard's varint, the plain way.
+    fn reference(mut v: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        while v >= 0x80 {
+            out.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+        out
+    }
+
+    #[test]
+    fn varints_are_leb128_at_every_length() {
+        let mut values = vec![0, u64::MAX, 1_700_000_000_000];
+        for b in 1..64 {
+            values.extend([(1u64 << b) - 1, 1u64 << b, (1u64 << b) + 1]);
+        }
+        for v in values {
+            let mut out = vec![9];
+            let mut w = Cursor::new(&mut out, super::VARINT);
+            w.varint(v);
+            w.finish();
+            assert_eq!(&out[1..], &reference(v)[..], "{v}");
+        }
+    }
+
+    #[test]
+    fn bytes_of_every_length_are_copied_whole() {
+        let src: Vec<u8> = (0..=255u8).collect();
+        for n in 0..=256 {
+            let mut out = vec![7];
+            let mut w = Cursor::new(&mut out, super::VARINT + n);
+            w.bytes(&src[..n]);
+            w.finish();
+            let mut want = vec![7];
+            want.extend(reference(n as u64));
+            want.extend(&src[..n]);
+            assert_eq!(out, want, "{n}");
+        }
+    }
+
+    #[test]
+    fn room_grows_the_buffer_mid_record_and_keeps_what_was_written() {
+        let mut out = Vec::with_capacity(4);
+        out.push(1);
+        let mut w = Cursor::new(&mut out, 3);
+        w.pair(2, 3);
+        w.room(1000);
+        w.bytes(&[5; 300]);
+        w.finish();
+        assert_eq!(&out[..4], &[1, 2, 3, 0xac]);
+        assert_eq!(out.len(), 1 + 2 + 2 + 300);
+        assert!(out[5..].iter().all(|&b| b == 5));
+    }
 }
