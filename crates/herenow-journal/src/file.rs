@@ -295,6 +295,7 @@ fn rewrite_header(path: &Path) -> Result<(), JournalError> {
 /// Writes the length into the head of `record`, a [`RECORD_HEAD`]
 /// placeholder followed by the payload; the checksum is left for
 /// [`seal_all`].
+#[inline]
 pub(crate) fn write_length(record: &mut [u8]) {
     let len = (record.len() - RECORD_HEAD) as u32;
     record[..4].copy_from_slice(&len.to_le_bytes());

@@ -302,6 +302,15 @@ impl Journal {
         Ok(Ack(number.map(|n| (n, self.shared.clone()))))
     }
 
+    /// Appends a [`Durability::Lazy`] record, as
+    /// [`append_with`](Self::append_with) does, with nothing to wait for:
+    /// the heartbeat's path, compiled without the `Sync` record's
+    /// bookkeeping.
+    #[inline]
+    pub fn append_lazy_with(&self, encode: impl FnOnce(&mut Vec<u8>)) -> Result<(), JournalError> {
+        self.shared.append(Durability::Lazy, encode).map(drop)
+    }
+
     /// Appends `record`, as [`append_with`](Self::append_with) does.
     pub fn append(&self, record: &[u8], durability: Durability) -> Result<Ack, JournalError> {
         if record.len() > MAX_RECORD {

@@ -135,20 +135,15 @@ impl Shared {
     /// (the writer adds the checksum). Returns the
     /// record's number when it is `Sync` (to wait for with
     /// [`wait_synced`](Self::wait_synced)), `None` when it is lazy.
+    #[inline]
     pub(crate) fn append(
         &self,
         durability: Durability,
         encode: impl FnOnce(&mut Vec<u8>),
     ) -> Result<Option<u64>, JournalError> {
         let mut st = self.state.lock();
-        while st.buf.len() >= self.max_buffered && st.failed.is_none() && !st.closing {
-            self.room.wait(&mut st);
-        }
-        if let Some(why) = &st.failed {
-            return Err(JournalError::Failed(why.to_string()));
-        }
-        if st.closing {
-            return Err(closed());
+        if st.buf.len() >= self.max_buffered || st.failed.is_some() || st.closing {
+            self.wait_for_room(&mut st)?;
         }
         let was_empty = st.buf.is_empty();
         let start = st.buf.len();
@@ -184,6 +179,27 @@ impl Shared {
             self.work.notify_one();
         }
         Ok(sync.then_some(number))
+    }
+
+    /// Waits while the buffer is full; refuses the append once the
+    /// journal failed or is closing. Out of line: the append's path
+    /// rarely comes here.
+    #[cold]
+    #[inline(never)]
+    fn wait_for_room(
+        &self,
+        st: &mut parking_lot::MutexGuard<'_, State>,
+    ) -> Result<(), JournalError> {
+        while st.buf.len() >= self.max_buffered && st.failed.is_none() && !st.closing {
+            self.room.wait(st);
+        }
+        if let Some(why) = &st.failed {
+            return Err(JournalError::Failed(why.to_string()));
+        }
+        if st.closing {
+            return Err(closed());
+        }
+        Ok(())
     }
 
     /// Resolves once record `number` is synced, or the journal failed

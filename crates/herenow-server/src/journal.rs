@@ -45,17 +45,25 @@ impl ChangeLog for DiskLog {
     /// (a heartbeat, a leave) costs no allocation and returns `None`; only
     /// a synced one gets a future to await.
     fn record(&self, change: ChangeRef<'_>) -> Result<Option<Durable>> {
-        let durability = match change.durability() {
-            Durability::Sync => herenow_journal::Durability::Sync,
-            Durability::Lazy => herenow_journal::Durability::Lazy,
-        };
-        let ack = self
-            .journal
-            .append_with(durability, |buf| change.encode_into(buf))
-            .map_err(unavailable)?;
-        Ok(ack.is_pending().then(|| -> Durable {
-            Box::pin(async move { ack.durable().await.map_err(unavailable) })
-        }))
+        match change.durability() {
+            Durability::Lazy => {
+                self.journal
+                    .append_lazy_with(|buf| change.encode_into(buf))
+                    .map_err(unavailable)?;
+                Ok(None)
+            }
+            Durability::Sync => {
+                let ack = self
+                    .journal
+                    .append_with(herenow_journal::Durability::Sync, |buf| {
+                        change.encode_into(buf)
+                    })
+                    .map_err(unavailable)?;
+                Ok(Some(Box::pin(async move {
+                    ack.durable().await.map_err(unavailable)
+                })))
+            }
+        }
     }
 }
 

@@ -310,11 +310,16 @@ impl ChangeRef<'_> {
             ChangeRef::Leave { space, at, members } => {
                 wire::leave(out, VERSION, space, at, members);
             }
-            _ => {
-                out.push(VERSION);
-                postcard::to_io(self, &mut *out).expect("writing to a Vec cannot fail");
-            }
+            _ => self.encode_with_postcard(out),
         }
+    }
+
+    /// The rare changes, through serde: out of line, so that the hot
+    /// path's frame does not carry postcard's.
+    #[inline(never)]
+    fn encode_with_postcard(&self, out: &mut Vec<u8>) {
+        out.push(VERSION);
+        postcard::to_io(self, &mut *out).expect("writing to a Vec cannot fail");
     }
 
     /// The change's journal bytes in a new `Vec`.

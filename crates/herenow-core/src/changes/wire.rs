@@ -36,6 +36,7 @@ const BEAT: usize = KEY + 1 + VARINT + 1 + VARINT;
 ///
 /// Room is made per beat rather than summed up front: a batch is walked
 /// once, and a lone beat's check is one comparison.
+#[inline]
 pub(super) fn heartbeats(
     out: &mut Vec<u8>,
     version: u8,
@@ -86,6 +87,7 @@ fn beat_with_extras(w: &mut Cursor<'_>, b: &Heartbeat, id: &[u8]) {
 }
 
 /// `Change::Leave`, variant 1: space, time, members.
+#[inline]
 pub(super) fn leave(
     out: &mut Vec<u8>,
     version: u8,
@@ -188,8 +190,7 @@ impl<'a> Cursor<'a> {
         self.len += 2;
     }
 
-    /// A LEB128 varint: one byte inline (lengths and counts), longer ones
-    /// out of line, so the hot path's code stays small.
+    /// A LEB128 varint.
     #[inline]
     fn varint(&mut self, v: u64) {
         if v < 0x80 {
@@ -203,20 +204,21 @@ impl<'a> Cursor<'a> {
     /// year 4253, and every length) it is one unaligned store of eight
     /// bytes, of which the varint's own count: the room for a varint is
     /// ten bytes.
-    #[inline(never)]
+    #[inline]
     fn long_varint(&mut self, v: u64) {
         if v < 1 << 56 {
             debug_assert!(self.len + 8 <= self.end);
-            // Seven bits per byte, low group first.
-            let mut x = 0u64;
-            let mut i = 0;
-            while i < 8 {
-                x |= ((v >> (7 * i)) & 0x7f) << (8 * i);
-                i += 1;
-            }
-            let n = (64 - v.leading_zeros() as usize).div_ceil(7);
-            // The continuation bit on every byte but the last.
-            let more = 0x8080_8080_8080_8080u64 & ((1u64 << (8 * (n - 1))) - 1);
+            // Seven bits per byte, low group first: halves of 28 bits
+            // into 32-bit lanes, then 14 into 16, then 7 into 8.
+            let mut x = (v & 0x0FFF_FFFF) | ((v & 0x00FF_FFFF_F000_0000) << 4);
+            x = (x & 0x0000_3FFF_0000_3FFF) | ((x & 0x0FFF_C000_0FFF_C000) << 2);
+            x = (x & 0x007F_007F_007F_007F) | ((x & 0x3F80_3F80_3F80_3F80) << 1);
+            // The varint's length is the number of bytes up to x's highest
+            // nonzero one (at least two here); the continuation bit goes
+            // on every byte but the last.
+            let zeros = (x.leading_zeros() & !7) as usize;
+            let n = 8 - zeros / 8;
+            let more = 0x8080_8080_8080_8080u64 >> (8 + zeros);
             // SAFETY: eight bytes within the room made for a varint (ten).
             unsafe {
                 self.ptr
@@ -226,13 +228,19 @@ impl<'a> Cursor<'a> {
             };
             self.len += n;
         } else {
-            let mut v = v;
-            while v >= 0x80 {
-                self.byte(v as u8 | 0x80);
-                v >>= 7;
-            }
-            self.byte(v as u8);
+            self.huge_varint(v);
         }
+    }
+
+    /// A varint of nine or ten bytes: no time or length is this large.
+    #[cold]
+    #[inline(never)]
+    fn huge_varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.byte(v as u8 | 0x80);
+            v >>= 7;
+        }
+        self.byte(v as u8);
     }
 
     /// A string or byte string: its length, then its bytes.
