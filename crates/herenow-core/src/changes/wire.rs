@@ -63,6 +63,131 @@ pub(super) fn heartbeats(
     w.finish();
 }
 
+/// The heartbeats of one call in the form `Change::heartbeats` picks.
+/// The common case (plain beats of users only) is written in one pass
+/// that gives up at the first guest or beat with extras; the cursor's
+/// bytes only become part of `out` when it finishes, so giving up leaves
+/// `out` as it was.
+#[inline]
+pub(super) fn any_heartbeats(
+    out: &mut Vec<u8>,
+    version: u8,
+    space: &SpaceName,
+    now: Millis,
+    beats: &[Heartbeat],
+) {
+    if beats.len() > 1 && plain_users(out, version, space, now, beats) {
+        return;
+    }
+    if beats.iter().all(|b| b.at_ms.is_none() && b.meta.is_none()) {
+        plain_beats(out, version, space, now, beats);
+    } else {
+        heartbeats(out, version, space, now, beats);
+    }
+}
+
+/// `Change::PlainBeats` for a call whose beats are all plain users';
+/// `false`, writing nothing, for any other.
+#[inline]
+fn plain_users(
+    out: &mut Vec<u8>,
+    version: u8,
+    space: &SpaceName,
+    now: Millis,
+    beats: &[Heartbeat],
+) -> bool {
+    let space = space.as_str().as_bytes();
+    let mut w = Cursor::new(out, HEAD + space.len());
+    w.pair(version, PLAIN_BEATS);
+    w.bytes(space);
+    w.varint(now);
+    w.varint(beats.len() as u64);
+    for b in beats {
+        if b.member.kind != MemberKind::User || b.at_ms.is_some() || b.meta.is_some() {
+            return false;
+        }
+        plain_id(&mut w, b);
+    }
+    w.room(1);
+    w.byte(0);
+    w.finish();
+    true
+}
+
+/// `Change::PlainBeats`, variant 10: space, now, the users' ids, the
+/// guests' ids, for a call whose beats are all plain (the caller checked).
+#[inline]
+pub(super) fn plain_beats(
+    out: &mut Vec<u8>,
+    version: u8,
+    space: &SpaceName,
+    now: Millis,
+    beats: &[Heartbeat],
+) {
+    let space = space.as_str().as_bytes();
+    if let [b] = beats {
+        // A lone beat, the most frequent record of all: one room, no
+        // passes.
+        let id = b.member.id.as_str().as_bytes();
+        let mut w = Cursor::new(out, HEAD + space.len() + VARINT + id.len() + 1);
+        w.pair(version, PLAIN_BEATS);
+        w.bytes(space);
+        w.varint(now);
+        if b.member.kind == MemberKind::User {
+            w.byte(1);
+            w.bytes(id);
+            w.byte(0);
+        } else {
+            w.pair(0, 1);
+            w.bytes(id);
+        }
+        w.finish();
+        return;
+    }
+    let guests = beats
+        .iter()
+        .filter(|b| b.member.kind == MemberKind::Guest)
+        .count();
+    let mut w = Cursor::new(out, HEAD + space.len());
+    w.pair(version, PLAIN_BEATS);
+    w.bytes(space);
+    w.varint(now);
+    w.varint((beats.len() - guests) as u64);
+    if guests == 0 {
+        // Users only (a lone beat, nearly every batch): one pass.
+        for b in beats {
+            plain_id(&mut w, b);
+        }
+    } else {
+        for b in beats.iter().filter(|b| b.member.kind == MemberKind::User) {
+            plain_id(&mut w, b);
+        }
+    }
+    w.room(VARINT);
+    w.varint(guests as u64);
+    if guests == beats.len() {
+        for b in beats {
+            plain_id(&mut w, b);
+        }
+    } else if guests > 0 {
+        for b in beats.iter().filter(|b| b.member.kind == MemberKind::Guest) {
+            plain_id(&mut w, b);
+        }
+    }
+    w.finish();
+}
+
+/// One plain beat's id: its length and bytes.
+#[inline]
+fn plain_id(w: &mut Cursor<'_>, b: &Heartbeat) {
+    let id = b.member.id.as_str().as_bytes();
+    w.room(VARINT + id.len());
+    w.bytes(id);
+}
+
+/// The variant index of `Change::PlainBeats`.
+const PLAIN_BEATS: u8 = 10;
+
 /// A beat with an explicit time or metadata: rare, and kept out of the
 /// plain beat's code, which every lone heartbeat runs through.
 #[inline(never)]

@@ -124,6 +124,27 @@ impl MemoryStore {
                     .collect();
                 self.write(space, |s| s.heartbeat(&beats, clock))?;
             }
+            Change::PlainBeats {
+                space,
+                now,
+                users,
+                guests,
+            } => {
+                // As `Heartbeats`, every beat at the record's time.
+                let clock = self.shared.clock.now_ms();
+                let at = (*now).min(clock);
+                let beats: Vec<Heartbeat> = users
+                    .iter()
+                    .map(|id| MemberKey::user(id.clone()))
+                    .chain(guests.iter().map(|id| MemberKey::guest(id.clone())))
+                    .map(|member| Heartbeat {
+                        member,
+                        at_ms: Some(at),
+                        meta: None,
+                    })
+                    .collect();
+                self.write(space, |s| s.heartbeat(&beats, clock))?;
+            }
             Change::Leave { space, at, members } => {
                 if self.spaces.read().contains_key(space) {
                     self.write(space, |s| s.leave(members, *at))?;
