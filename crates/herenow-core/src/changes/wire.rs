@@ -9,8 +9,8 @@
 //! Room is made from upper bounds on sizes (the head once, then each
 //! beat or member) and written through a raw cursor over the spare
 //! capacity, so no byte pays a growth check, a bounds check or a zeroing.
-//! A lone heartbeat's record is about 80 instructions this way (the
-//! `journal_record` benchmark in `benches/engine.rs`).
+//! The `journal_record` benchmark in `benches/engine.rs` measures it
+//! (BENCHMARKS.md, "Third pass: a cheaper record").
 
 use crate::id::{MemberKey, MemberKind, SpaceName};
 use crate::time::Millis;
