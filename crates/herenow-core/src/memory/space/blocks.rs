@@ -93,6 +93,27 @@ impl BlockIndex {
         &mut self.blocks[i]
     }
 
+    /// Takes `slot` of list `k`, last seen `ts`, out of its block: the
+    /// block's head moves to `next` when that is the slot's older
+    /// neighbour in the same block (`next_in_block`), its counts drop, and
+    /// an emptied block is trimmed away at the ends.
+    fn remove(&mut self, k: usize, slot: u32, ts: Millis, next: u32, next_in_block: bool) {
+        let Some(block) = self.get_mut(block_of(ts)) else {
+            return;
+        };
+        if block.head[k] == slot {
+            block.head[k] = if next_in_block { next } else { NIL };
+        }
+        block.count[k] -= 1;
+        if let Some(cells) = &mut block.cells {
+            cells[offset_of(ts)][k] -= 1;
+        }
+        if block.total() == 0 {
+            block.cells = None;
+            self.trim();
+        }
+    }
+
     /// Drops empty blocks at both ends.
     fn trim(&mut self) {
         while self.blocks.front().is_some_and(|b| b.total() == 0) {
@@ -204,21 +225,9 @@ impl Space {
         };
         let k = kind.index();
         if let Some(bi) = &mut self.blocks {
-            let bn = block_of(ts);
-            let next_in_block = next != NIL && block_of(self.entries[next as usize].ts) == bn;
-            if let Some(block) = bi.get_mut(bn) {
-                if block.head[k] == slot {
-                    block.head[k] = if next_in_block { next } else { NIL };
-                }
-                block.count[k] -= 1;
-                if let Some(cells) = &mut block.cells {
-                    cells[offset_of(ts)][k] -= 1;
-                }
-                if block.total() == 0 {
-                    block.cells = None;
-                    bi.trim();
-                }
-            }
+            let next_in_block =
+                next != NIL && block_of(self.entries[next as usize].ts) == block_of(ts);
+            bi.remove(k, slot, ts, next, next_in_block);
             if self.len() < UNINDEX_BELOW {
                 self.blocks = None;
             }
@@ -253,20 +262,8 @@ impl Space {
             }
             return;
         }
-        if let Some(block) = bi.get_mut(old_bn) {
-            if block.head[k] == slot {
-                let next_in_block = next_ts.is_some_and(|t| block_of(t) == old_bn);
-                block.head[k] = if next_in_block { next } else { NIL };
-            }
-            block.count[k] -= 1;
-            if let Some(cells) = &mut block.cells {
-                cells[offset_of(old_ts)][k] -= 1;
-            }
-            if block.total() == 0 {
-                block.cells = None;
-                bi.trim();
-            }
-        }
+        let next_in_block = next_ts.is_some_and(|t| block_of(t) == old_bn);
+        bi.remove(k, slot, old_ts, next, next_in_block);
         let block = bi.ensure(bn);
         block.head[k] = slot;
         block.count[k] += 1;
