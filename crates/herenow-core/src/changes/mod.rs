@@ -350,6 +350,7 @@ impl ChangeRef<'_> {
     /// written by hand in postcard's format (`wire.rs`: under half the
     /// instructions of going through serde); the rest go through postcard
     /// itself. The tests pin both to the owned [`Change`]'s bytes.
+    #[inline]
     pub fn encode_into(&self, out: &mut Vec<u8>) {
         match *self {
             ChangeRef::Heartbeats { space, now, beats } => {
