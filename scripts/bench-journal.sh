@@ -58,6 +58,14 @@ with open(sys.argv[1], "w") as f:
     f.write('  return wrk.format("POST", "/v1/spaces/load/heartbeats", {["Content-Type"] = "application/json"}, bodies[n])\nend\n')
 PY
 
+ticks() { # server -> its CPU time so far (user + system), in clock ticks
+  awk '{ print $14 + $15 }' "/proc/${pids[$1]}/stat"
+}
+hz=$(getconf CLK_TCK)
+busy() { # the whole machine's busy CPU time so far, in clock ticks
+  awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat
+}
+
 run() { # load server -> requests/s
   local conns=64
   if [ "$1" = batch ]; then conns=8; fi
@@ -75,18 +83,28 @@ for r in $(seq "$ROUNDS"); do
   if [ $((r % 2)) = 0 ]; then order="1 0"; fi
   for load in single batch; do
     for j in $order; do
+      before=$(ticks "$j") all_before=$(busy)
       rps=$(run "$load" "$j")
-      echo "round $r $load journal=$j $rps req/s"
-      echo "$r $load $j $rps" >>"$out"
+      after=$(ticks "$j") all_after=$(busy)
+      # The server's CPU per request (wrk's rate times the run's length),
+      # in microseconds: less bent than the rate by what else shares the
+      # cores.
+      # The machine's too: wrk, and the kernel's writeback of the journal.
+      cpu=$(python3 -c "print(round(($after - $before) / $hz / ($rps * ${DURATION%s}) * 1e6, 2))")
+      all=$(python3 -c "print(round(($all_after - $all_before) / $hz / ($rps * ${DURATION%s}) * 1e6, 2))")
+      echo "round $r $load journal=$j $rps req/s, CPU per request: server $cpu us, machine $all us"
+      echo "$r $load $j $rps $cpu $all" >>"$out"
     done
   done
 done
 python3 - "$out" <<'PY'
 import statistics, sys
-runs = {}
+runs, cpus, alls = {}, {}, {}
 for line in open(sys.argv[1]):
-    r, load, j, rps = line.split()
+    r, load, j, rps, cpu, machine = line.split()
     runs.setdefault((load, j), {})[r] = float(rps)
+    cpus.setdefault((load, j), {})[r] = float(cpu)
+    alls.setdefault((load, j), {})[r] = float(machine)
 names = {"single": "single heartbeats (req/s)", "batch": "batches of 1,000 (req/s)"}
 for load in ("single", "batch"):
     off, on = runs[(load, "0")], runs[(load, "1")]
@@ -94,5 +112,10 @@ for load in ("single", "batch"):
     paired = statistics.median(on[r] / off[r] for r in off)
     print(f"{names[load]}: journal off {m_off:,.0f}, on {m_on:,.0f}: {m_on / m_off:.2f}x "
           f"(median of per-round ratios {paired:.2f}x)")
+    for what, table in (("server", cpus), ("machine", alls)):
+        c_off, c_on = table[(load, "0")], table[(load, "1")]
+        c_paired = statistics.median(c_on[r] / c_off[r] for r in c_off)
+        print(f"  {what} CPU per request: journal off {statistics.median(c_off.values()):.1f} us, "
+              f"on {statistics.median(c_on.values()):.1f} us (median of per-round ratios {c_paired:.2f}x)")
 PY
 echo "== journal: $(du -sh "$dir/data" | cut -f1) in $dir/data"
