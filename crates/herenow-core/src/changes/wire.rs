@@ -374,6 +374,7 @@ impl<'a> Cursor<'a> {
             };
             self.len += n;
         } else {
+            debug_assert!(self.len + VARINT <= self.end);
             // SAFETY: ten bytes within the room made for a varint.
             self.len += unsafe { huge_varint(self.ptr.add(self.len), v) };
         }
