@@ -37,6 +37,14 @@ impl Heartbeat {
             meta: None,
         }
     }
+
+    /// Neither a time of its own nor metadata: a heartbeat "now", as
+    /// [`Heartbeat::now`] builds (nearly all of them). The journal writes
+    /// these in its compact form.
+    #[inline]
+    pub fn is_plain(&self) -> bool {
+        self.at_ms.is_none() && self.meta.is_none()
+    }
 }
 
 /// What a heartbeat call did.

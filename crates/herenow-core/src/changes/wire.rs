@@ -48,7 +48,7 @@ pub(super) fn heartbeats(
     w.varint(beats.len() as u64);
     for b in beats {
         let id = b.member.id.as_str().as_bytes();
-        if b.at_ms.is_none() && b.meta.is_none() {
+        if b.is_plain() {
             w.room(KEY + 2 + id.len());
             w.key(&b.member, id);
             w.pair(0, 0);
@@ -74,7 +74,7 @@ pub(super) fn any_heartbeats(
     beats: &[Heartbeat],
 ) {
     match beats {
-        [b] if b.at_ms.is_none() && b.meta.is_none() => lone_beat(out, version, space, now, b),
+        [b] if b.is_plain() => lone_beat(out, version, space, now, b),
         _ => many_beats(out, version, space, now, beats),
     }
 }
@@ -104,7 +104,7 @@ fn many_beats(out: &mut Vec<u8>, version: u8, space: &SpaceName, now: Millis, be
     if plain_users(out, version, space, now, beats) {
         return;
     }
-    if beats.iter().all(|b| b.at_ms.is_none() && b.meta.is_none()) {
+    if beats.iter().all(Heartbeat::is_plain) {
         plain_beats(out, version, space, now, beats);
     } else {
         heartbeats(out, version, space, now, beats);
@@ -124,7 +124,7 @@ fn plain_users(
     let mut w = Cursor::record(out, version, PLAIN_BEATS, space, now, VARINT);
     w.varint(beats.len() as u64);
     for b in beats {
-        if b.member.kind != MemberKind::User || b.at_ms.is_some() || b.meta.is_some() {
+        if b.member.kind != MemberKind::User || !b.is_plain() {
             return false;
         }
         plain_id(&mut w, b);
@@ -448,11 +448,9 @@ unsafe fn copy(dst: *mut u8, src: &[u8]) {
     // `n` bytes of `dst` (the caller's promise).
     unsafe {
         if (8..=16).contains(&n) {
-            move_word::<8>(s, dst);
-            move_word::<8>(s.add(n - 8), dst.add(n - 8));
+            move_ends::<8>(s, dst, n);
         } else if (4..8).contains(&n) {
-            move_word::<4>(s, dst);
-            move_word::<4>(s.add(n - 4), dst.add(n - 4));
+            move_ends::<4>(s, dst, n);
         } else {
             copy_other(dst, src);
         }
@@ -470,8 +468,7 @@ unsafe fn copy_other(dst: *mut u8, src: &[u8]) {
     // SAFETY: as in `copy`.
     unsafe {
         if (17..=32).contains(&n) {
-            move_word::<16>(s, dst);
-            move_word::<16>(s.add(n - 16), dst.add(n - 16));
+            move_ends::<16>(s, dst, n);
         } else if n > 32 {
             std::ptr::copy_nonoverlapping(s, dst, n);
         } else {
@@ -479,6 +476,22 @@ unsafe fn copy_other(dst: *mut u8, src: &[u8]) {
                 dst.add(i).write(*s.add(i));
             }
         }
+    }
+}
+
+/// Copies `n` bytes, `N <= n <= 2 * N`, as two moves of `N` that overlap
+/// in the middle: the first `N` bytes and the last `N`.
+///
+/// # Safety
+/// `src` is valid for `n` bytes of reads, `dst` for `n` bytes of writes.
+#[inline(always)]
+unsafe fn move_ends<const N: usize>(src: *const u8, dst: *mut u8, n: usize) {
+    debug_assert!((N..=2 * N).contains(&n));
+    // SAFETY: both moves are within the first `n` bytes of each (the
+    // caller's promise), as `n >= N`.
+    unsafe {
+        move_word::<N>(src, dst);
+        move_word::<N>(src.add(n - N), dst.add(n - N));
     }
 }
 
