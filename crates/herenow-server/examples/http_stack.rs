@@ -13,15 +13,16 @@
 //! STACK=full N=40000 ROUNDS=1 valgrind --tool=callgrind target/release/examples/http_stack
 //! ```
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::Router;
 use axum::body::Body;
 use axum::http::Request;
+use axum::response::Response;
 use herenow_core::{MemoryStore, SpaceConfig, SystemClock};
 use herenow_server::{AppState, Backend, Config};
-use tower::ServiceExt;
+use tower::{Service, ServiceExt};
 
 /// The binary's allocator (`crates/herenow/src/main.rs`), so these figures
 /// are the served ones.
@@ -38,11 +39,14 @@ fn request(i: usize) -> Request<Body> {
         .unwrap()
 }
 
-async fn run(router: &Router, n: usize, offset: usize) -> f64 {
+async fn run<S>(service: &S, n: usize, offset: usize) -> f64
+where
+    S: Service<Request<Body>, Response = Response, Error = Infallible> + Clone,
+{
     let requests: Vec<Request<Body>> = (0..n).map(|i| request(offset + i)).collect();
     let started = Instant::now();
     for req in requests {
-        let answer = router.clone().oneshot(req).await.unwrap();
+        let answer = service.clone().oneshot(req).await.unwrap();
         assert!(answer.status().is_success(), "{}", answer.status());
         drop(answer);
     }

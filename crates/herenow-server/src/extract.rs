@@ -18,6 +18,7 @@ use axum::extract::{FromRequest, FromRequestParts, Query, RawPathParams, Request
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use herenow_core::{InvalidInput, MemberId, MemberKind, Millis, SpaceName};
+use http_body_util::BodyExt;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
@@ -38,7 +39,7 @@ fn is_json(content_type: &str) -> bool {
 impl<S: Send + Sync> FromRequest<S> for JsonBody {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request(req: Request, _: &S) -> Result<Self, Self::Rejection> {
         let json = req
             .headers()
             .get(header::CONTENT_TYPE)
@@ -51,22 +52,41 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
                 "the request body must be JSON, sent with Content-Type: application/json",
             ));
         }
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(
+        // The body is bounded by `RequestBodyLimit` around the router
+        // (`crate::layers::App`): read as it is, with no limit of axum's
+        // on top. A body of one frame (nearly every request) is that
+        // frame's bytes, uncopied.
+        let bytes = match req.into_body().collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(e) if is_too_large(&e) => {
+                return Err(ApiError::new(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     "body-too-large",
                     "the request body is larger than 4 MiB",
-                )
-            } else {
-                ApiError::bad_request(
+                ));
+            }
+            Err(e) => {
+                return Err(ApiError::bad_request(
                     "bad-body",
                     format!("the request body could not be read: {e}"),
-                )
+                ));
             }
-        })?;
+        };
         Ok(Self(bytes))
     }
+}
+
+/// Whether reading a body failed on its length bound (a body streamed
+/// without a `Content-Length`, past `RequestBodyLimit`'s bound).
+fn is_too_large(e: &axum::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if c.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 impl JsonBody {

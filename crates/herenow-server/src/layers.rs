@@ -22,6 +22,12 @@
 //!   streams end on disconnect or shutdown);
 //! - the other routes (WebSocket, health, OpenAPI, the page) record their
 //!   latency alone ([`crate::metrics::track_latency`]).
+//!
+//! [`App`] is what every request passes, around the router: problems,
+//! panics, the body's bound. It is served as it is, not as the fallback
+//! of an outer `Router`: that router matched every request against no
+//! routes, then cloned and boxed the whole stack as its fallback's
+//! service and boxed its future, on every request (issue 10).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -35,10 +41,49 @@ use pin_project_lite::pin_project;
 use tokio::time::Timeout;
 use tower::{Layer, Service};
 
+use axum::Router;
+use tower_http::catch_panic::{CatchPanic, CatchPanicLayer, DefaultResponseForPanic};
+use tower_http::limit::{RequestBodyLimit, RequestBodyLimitLayer};
+
 use crate::auth;
 use crate::metrics::Latency;
-use crate::problem::ApiError;
+use crate::problem::{ApiError, ProblemLayer, Problemize};
 use crate::state::AppState;
+
+/// The whole HTTP application ([`crate::app`]): the router inside the
+/// layers every request passes, outermost first: error answers made
+/// outside the handlers become problems, a panicking handler becomes a
+/// `500` problem, and bodies over the bound are refused with `413`.
+#[derive(Clone)]
+pub struct App(Problemize<CatchPanic<RequestBodyLimit<Router>, DefaultResponseForPanic>>);
+
+impl App {
+    /// `routes` inside the layers, with bodies bounded to `max_body`
+    /// bytes.
+    pub(crate) fn new(routes: Router, max_body: usize) -> Self {
+        let limited = RequestBodyLimitLayer::new(max_body).layer(routes);
+        App(ProblemLayer.layer(CatchPanicLayer::new().layer(limited)))
+    }
+}
+
+impl Service<Request> for App {
+    type Response = Response;
+    type Error = Infallible;
+    type Future =
+        <Problemize<CatchPanic<RequestBodyLimit<Router>, DefaultResponseForPanic>> as Service<
+            Request,
+        >>::Future;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.0.poll_ready(cx)
+    }
+
+    #[inline]
+    fn call(&mut self, request: Request) -> Self::Future {
+        self.0.call(request)
+    }
+}
 
 /// Middleware of `/v1`: times the request, refuses it without a fitting
 /// key, and answers `503` when it outlives the configured request timeout,

@@ -96,12 +96,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
 use axum::middleware;
+pub use layers::App;
 use tokio_util::task::TaskTracker;
-use tower::ServiceBuilder;
-use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::limit::RequestBodyLimitLayer;
 
 /// Largest request body: 4 MiB, enough for a batch of 10,000 heartbeats
 /// with ids and a little metadata.
@@ -116,7 +113,7 @@ pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// from outside rather than each route: axum clones a route's whole stack
 /// of services on every request, so every level on a route costs each
 /// request allocations.
-pub fn app(state: AppState) -> Router {
+pub fn app(state: AppState) -> App {
     let v1 = api::router().route_layer(layers::V1Layer::new(state.clone()));
     // Streams are not timed out: they end on disconnect or shutdown.
     let events =
@@ -138,13 +135,7 @@ pub fn app(state: AppState) -> Router {
         .merge(open)
         .fallback(problem::not_found)
         .with_state(state);
-    let every_request = ServiceBuilder::new()
-        .layer(problem::ProblemLayer)
-        .layer(CatchPanicLayer::new())
-        .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
-        .layer(DefaultBodyLimit::disable())
-        .service(routes);
-    Router::new().fallback_service(every_request)
+    App::new(routes, MAX_BODY_BYTES)
 }
 
 impl From<webhooks::StartError> for ServerError {
@@ -216,7 +207,8 @@ pub async fn serve(
     tracing::info!(%addr, store = state.store().name(), "serving");
     let listener = listener::LimitedListener::new(listener, config.max_connections);
     let stop = token.clone();
-    let served = axum::serve(listener, app(state.clone()))
+    let app = axum::ServiceExt::<axum::extract::Request>::into_make_service(app(state.clone()));
+    let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;
             // Ends event streams and background tasks; without it open

@@ -4,9 +4,9 @@
 
 mod support;
 
-use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
+use herenow_server::App;
 use herenow_server::{AppState, Config};
 use serde_json::{Value, json};
 use support::T0;
@@ -14,19 +14,19 @@ use support::http::{Answer, Api, post_json};
 use support::sse::Events;
 use tower::ServiceExt;
 
-fn setup(config: Config) -> (Router, AppState) {
+fn setup(config: Config) -> (App, AppState) {
     let api = Api::memory(config);
     (api.app, api.state)
 }
 
-async fn heartbeat(app: &Router, space: &str, body: Value) {
+async fn heartbeat(app: &App, space: &str, body: Value) {
     let a = post_json(app, &format!("/v1/spaces/{space}/heartbeat"), &body).await;
     assert_eq!(a.status, StatusCode::OK);
 }
 
 /// Opens an event stream; its body is read as it comes ([`Events`]), not
 /// to an end.
-async fn subscribe(app: &Router, space: &str) -> axum::response::Response {
+async fn subscribe(app: &App, space: &str) -> axum::response::Response {
     let r = Request::builder()
         .uri(format!("/v1/spaces/{space}/events"))
         .header(header::ACCEPT, "text/event-stream")

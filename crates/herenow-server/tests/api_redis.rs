@@ -205,7 +205,7 @@ impl herenow_core::Clock for Skewed {
 
 /// A server over `url` whose clock is `offset_ms` ahead of the machine's,
 /// watching its skew as `herenow serve` does.
-async fn skewed(url: &str, offset_ms: i64) -> (axum::Router, Arc<RedisStore>) {
+async fn skewed(url: &str, offset_ms: i64) -> (herenow_server::App, Arc<RedisStore>) {
     let store = RedisStore::connect(
         url,
         Arc::new(Skewed(offset_ms)),

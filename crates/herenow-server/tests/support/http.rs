@@ -4,11 +4,11 @@
 
 use std::net::SocketAddr;
 
-use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode, header};
 use axum::response::Response;
 use herenow_core::ManualClock;
+use herenow_server::App;
 use herenow_server::{AppState, Config, app};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
@@ -128,23 +128,23 @@ pub fn request(
 }
 
 /// Sends `request` through the router and reads the answer.
-pub async fn call(app: &Router, request: Request<Body>) -> Answer {
+pub async fn call(app: &App, request: Request<Body>) -> Answer {
     Answer::read(app.clone().oneshot(request).await.unwrap()).await
 }
 
 /// `GET uri`, without a key.
-pub async fn get(app: &Router, uri: &str) -> Answer {
+pub async fn get(app: &App, uri: &str) -> Answer {
     call(app, request(Method::GET, uri, None, None)).await
 }
 
 /// `POST uri` with a JSON body, without a key.
-pub async fn post_json(app: &Router, uri: &str, body: &Value) -> Answer {
+pub async fn post_json(app: &App, uri: &str, body: &Value) -> Answer {
     call(app, request(Method::POST, uri, Some(body), None)).await
 }
 
 /// The router over a state, with the clock the state's store reads.
 pub struct Api {
-    pub app: Router,
+    pub app: App,
     pub state: AppState,
     pub clock: ManualClock,
 }

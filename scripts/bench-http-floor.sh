@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The floor under a single heartbeat over a socket (issue 10: "find where
+# our µs per request go"): `herenow serve` (memory store) against
+# `bare_server` (crates/herenow-server/examples/bare_server.rs: the same
+# runtime, allocator and axum::serve, one route that answers without
+# looking at the body), each pinned to the same cores, wrk on the others,
+# the same single-heartbeat load as scripts/bench-scale.sh. ROUNDS rounds
+# (default 5) of DURATION (default 5s), the two servers in turns, a fresh
+# server per run. Prints every run, then medians: requests/s and the
+# server's CPU per request (utime + stime from /proc over wrk's count).
+#
+#   scripts/bench-http-floor.sh                        # server on core 0, wrk on core 1
+#   SERVER_CORES=0-3 LOAD_CORES=4-7 scripts/bench-http-floor.sh
+#
+# Needs wrk (apt-get install -y wrk).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${ROUNDS:-5}
+DURATION=${DURATION:-5s}
+SERVER_CORES=${SERVER_CORES:-0}
+LOAD_CORES=${LOAD_CORES:-1}
+CONNECTIONS=${CONNECTIONS:-64}
+
+cargo build --release -p herenow --quiet
+cargo build --release -p herenow-server --example bare_server --quiet
+dir=$(mktemp -d)
+server=""
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$dir"' EXIT
+cat >"$dir/single.lua" <<'LUA'
+local counter = 0
+request = function()
+  counter = counter + 1
+  local id = (counter * 7919) % 100000
+  return wrk.format("POST", "/v1/spaces/load/heartbeat",
+    {["Content-Type"] = "application/json"}, '{"id":"user-' .. id .. '"}')
+end
+LUA
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+threads=$(( $(taskset -c "$LOAD_CORES" nproc) ))
+[ "$threads" -gt 8 ] && threads=8
+hz=$(getconf CLK_TCK)
+
+run() { # which -> "rate cpu_us_per_request"
+  local port
+  port=$(free_port)
+  if [ "$1" = herenow ]; then
+    RUST_LOG=warn taskset -c "$SERVER_CORES" target/release/herenow serve --listen "127.0.0.1:$port" \
+      >"$dir/server.log" 2>&1 &
+  else
+    taskset -c "$SERVER_CORES" target/release/examples/bare_server "127.0.0.1:$port" >"$dir/server.log" 2>&1 &
+  fi
+  server=$!
+  for _ in $(seq 100); do
+    curl -sf -X POST -H 'content-type: application/json' -d '{"id":"x"}' \
+      "http://127.0.0.1:$port/v1/spaces/load/heartbeat" >/dev/null && break
+    sleep 0.1
+  done
+  taskset -c "$LOAD_CORES" wrk -t"$threads" -c"$CONNECTIONS" -d1s -s "$dir/single.lua" "http://127.0.0.1:$port" >/dev/null
+  local before after out rate
+  before=$(awk '{print $14 + $15}' "/proc/$server/stat")
+  out=$(taskset -c "$LOAD_CORES" wrk -t"$threads" -c"$CONNECTIONS" -d"$DURATION" -s "$dir/single.lua" "http://127.0.0.1:$port")
+  after=$(awk '{print $14 + $15}' "/proc/$server/stat")
+  kill "$server"; wait "$server" 2>/dev/null || true
+  server=""
+  if echo "$out" | grep -q 'Non-2xx'; then echo "$out" >&2; exit 1; fi
+  rate=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+  echo "$rate $(python3 -c "print(round(($after - $before) / $hz / ($rate * ${DURATION%s}) * 1e6, 2))")"
+}
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "server on cores $SERVER_CORES, wrk -t$threads -c$CONNECTIONS on $LOAD_CORES, $DURATION per run"
+out="$dir/runs"
+for r in $(seq "$ROUNDS"); do
+  order="herenow bare"
+  [ $((r % 2)) = 0 ] && order="bare herenow"
+  for which in $order; do
+    read -r rate cpu < <(run "$which")
+    echo "round $r $which: $rate req/s, server CPU $cpu us per request"
+    echo "$r $which $rate $cpu" >>"$out"
+  done
+done
+python3 - "$out" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+for which in ("herenow", "bare"):
+    rates = [float(r[2]) for r in rows if r[1] == which]
+    cpus = [float(r[3]) for r in rows if r[1] == which]
+    print(f"{which:8} median {statistics.median(rates):,.0f} req/s, {statistics.median(cpus):.1f} us of server CPU per request")
+h = {r[0]: float(r[2]) for r in rows if r[1] == "herenow"}
+b = {r[0]: float(r[2]) for r in rows if r[1] == "bare"}
+print(f"herenow / bare: median of per-round ratios {statistics.median(h[k] / b[k] for k in h):.2f}x")
+PY
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
