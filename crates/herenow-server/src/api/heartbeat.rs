@@ -6,6 +6,7 @@
 
 use std::borrow::Cow;
 
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
@@ -97,7 +98,9 @@ impl IntoResponse for HeartbeatAnswer {
         body.extend_from_slice(b",\"stale\":");
         body.extend_from_slice(numbers.format(self.stale).as_bytes());
         body.push(b'}');
-        let mut response = body.into_response();
+        // Straight into a response: `Vec::into_response` would go through
+        // `Cow`, and set a content type only to have it replaced.
+        let mut response = Response::new(Body::from(body));
         response.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
