@@ -4,13 +4,15 @@
 # `bare_server` (crates/herenow-server/examples/bare_server.rs: the same
 # runtime, allocator and axum::serve, one route that answers without
 # looking at the body), each pinned to the same cores, wrk on the others,
-# the same single-heartbeat load as scripts/bench-scale.sh. ROUNDS rounds
+# the single-heartbeat load of scripts/loads/single.lua. ROUNDS rounds
 # (default 5) of DURATION (default 5s), the two servers in turns, a fresh
 # server per run. Prints every run, then medians: requests/s and the
 # server's CPU per request (utime + stime from /proc over wrk's count).
 #
 #   scripts/bench-http-floor.sh                        # server on core 0, wrk on core 1
 #   SERVER_CORES=0-3 LOAD_CORES=4-7 scripts/bench-http-floor.sh
+#   AGAINST=/tmp/herenow-base scripts/bench-http-floor.sh  # another herenow binary
+#                                                    # (a base build) instead of bare_server
 #
 # Needs wrk (apt-get install -y wrk).
 set -euo pipefail
@@ -20,21 +22,16 @@ DURATION=${DURATION:-5s}
 SERVER_CORES=${SERVER_CORES:-0}
 LOAD_CORES=${LOAD_CORES:-1}
 CONNECTIONS=${CONNECTIONS:-64}
+AGAINST=${AGAINST:-}
+other=bare
+[ -n "$AGAINST" ] && other=against
 
 cargo build --release -p herenow --quiet
 cargo build --release -p herenow-server --example bare_server --quiet
 dir=$(mktemp -d)
 server=""
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$dir"' EXIT
-cat >"$dir/single.lua" <<'LUA'
-local counter = 0
-request = function()
-  counter = counter + 1
-  local id = (counter * 7919) % 100000
-  return wrk.format("POST", "/v1/spaces/load/heartbeat",
-    {["Content-Type"] = "application/json"}, '{"id":"user-' .. id .. '"}')
-end
-LUA
+cp scripts/loads/single.lua "$dir/single.lua"
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
@@ -45,8 +42,10 @@ hz=$(getconf CLK_TCK)
 run() { # which -> "rate cpu_us_per_request"
   local port
   port=$(free_port)
-  if [ "$1" = herenow ]; then
-    RUST_LOG=warn taskset -c "$SERVER_CORES" target/release/herenow serve --listen "127.0.0.1:$port" \
+  if [ "$1" = herenow ] || [ "$1" = against ]; then
+    local binary=target/release/herenow
+    [ "$1" = against ] && binary=$AGAINST
+    RUST_LOG=warn taskset -c "$SERVER_CORES" "$binary" serve --listen "127.0.0.1:$port" \
       >"$dir/server.log" 2>&1 &
   else
     taskset -c "$SERVER_CORES" target/release/examples/bare_server "127.0.0.1:$port" >"$dir/server.log" 2>&1 &
@@ -73,23 +72,27 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 echo "server on cores $SERVER_CORES, wrk -t$threads -c$CONNECTIONS on $LOAD_CORES, $DURATION per run"
 out="$dir/runs"
 for r in $(seq "$ROUNDS"); do
-  order="herenow bare"
-  [ $((r % 2)) = 0 ] && order="bare herenow"
+  order="herenow $other"
+  [ $((r % 2)) = 0 ] && order="$other herenow"
   for which in $order; do
     read -r rate cpu < <(run "$which")
     echo "round $r $which: $rate req/s, server CPU $cpu us per request"
     echo "$r $which $rate $cpu" >>"$out"
   done
 done
-python3 - "$out" <<'PY'
+python3 - "$out" "$other" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
-for which in ("herenow", "bare"):
+other = sys.argv[2]
+for which in ("herenow", other):
     rates = [float(r[2]) for r in rows if r[1] == which]
     cpus = [float(r[3]) for r in rows if r[1] == which]
     print(f"{which:8} median {statistics.median(rates):,.0f} req/s, {statistics.median(cpus):.1f} us of server CPU per request")
 h = {r[0]: float(r[2]) for r in rows if r[1] == "herenow"}
-b = {r[0]: float(r[2]) for r in rows if r[1] == "bare"}
-print(f"herenow / bare: median of per-round ratios {statistics.median(h[k] / b[k] for k in h):.2f}x")
+o = {r[0]: float(r[2]) for r in rows if r[1] == other}
+print(f"herenow / {other}: median of per-round ratios {statistics.median(h[k] / o[k] for k in h):.2f}x")
+hc = {r[0]: float(r[3]) for r in rows if r[1] == "herenow"}
+oc = {r[0]: float(r[3]) for r in rows if r[1] == other}
+print(f"server CPU per request, herenow / {other}: median of per-round ratios {statistics.median(hc[k] / oc[k] for k in hc):.2f}x")
 PY
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -31,16 +31,7 @@ for j in 0 1; do
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:${port[$j]}/healthz" >/dev/null && break; sleep 0.1; done
 done
 
-cat >"$dir/single.lua" <<'LUA'
--- One heartbeat per request, for ids spread over 100k users.
-local counter = 0
-request = function()
-  counter = counter + 1
-  local id = (counter * 7919) % 100000
-  return wrk.format("POST", "/v1/spaces/load/heartbeat",
-    {["Content-Type"] = "application/json"}, '{"id":"user-' .. id .. '"}')
-end
-LUA
+cp scripts/loads/single.lua "$dir/single.lua"
 python3 - "$dir/batch.lua" <<'PY'
 import sys
 # Ten different bodies of 1,000 members each, rotated (as in

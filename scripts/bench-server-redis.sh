@@ -60,16 +60,7 @@ used_memory() { cli info memory | awk -F: '/^used_memory:/ {print $2}' | tr -d '
 echo "machine: $(nproc) cores (shared), $(uname -m); redis $(cli info server | awk -F: '/^redis_version:/ {print $2}' | tr -d '\r'); wrk -t$THREADS, $DURATION per run, $RUNS runs, medians"
 
 # ---------------------------------------------------------------- the loads
-cat >"$dir/single.lua" <<'LUA'
--- One heartbeat per request, for ids spread over 100k users.
-local counter = 0
-request = function()
-  counter = counter + 1
-  local id = (counter * 7919) % 100000
-  return wrk.format("POST", "/v1/spaces/load/heartbeat",
-    {["Content-Type"] = "application/json"}, '{"id":"user-' .. id .. '"}')
-end
-LUA
+cp scripts/loads/single.lua "$dir/single.lua"
 python3 - "$dir/batch.lua" <<'PY'
 import sys
 bodies = []

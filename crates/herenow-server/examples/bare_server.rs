@@ -9,7 +9,7 @@
 //! ```sh
 //! cargo build --release -p herenow-server --example bare_server
 //! taskset -c 0 target/release/examples/bare_server 127.0.0.1:8090 &
-//! taskset -c 1 wrk -t1 -c64 -d5s -s single.lua http://127.0.0.1:8090   # single.lua: scripts/bench-scale.sh's
+//! taskset -c 1 wrk -t1 -c64 -d5s -s scripts/loads/single.lua http://127.0.0.1:8090
 //! ```
 //!
 //! `scripts/bench-http-floor.sh` runs it and `herenow serve` in turns.

@@ -34,14 +34,13 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
+use axum::Router;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use pin_project_lite::pin_project;
 use tokio::time::Timeout;
 use tower::{Layer, Service};
-
-use axum::Router;
 use tower_http::catch_panic::{CatchPanic, CatchPanicLayer, DefaultResponseForPanic};
 use tower_http::limit::{RequestBodyLimit, RequestBodyLimitLayer};
 
@@ -55,7 +54,10 @@ use crate::state::AppState;
 /// outside the handlers become problems, a panicking handler becomes a
 /// `500` problem, and bodies over the bound are refused with `413`.
 #[derive(Clone)]
-pub struct App(Problemize<CatchPanic<RequestBodyLimit<Router>, DefaultResponseForPanic>>);
+pub struct App(Stack);
+
+/// [`App`]'s layers around the router, outermost first.
+type Stack = Problemize<CatchPanic<RequestBodyLimit<Router>, DefaultResponseForPanic>>;
 
 impl App {
     /// `routes` inside the layers, with bodies bounded to `max_body`
@@ -69,10 +71,7 @@ impl App {
 impl Service<Request> for App {
     type Response = Response;
     type Error = Infallible;
-    type Future =
-        <Problemize<CatchPanic<RequestBodyLimit<Router>, DefaultResponseForPanic>> as Service<
-            Request,
-        >>::Future;
+    type Future = <Stack as Service<Request>>::Future;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {

@@ -6,8 +6,7 @@ mod support;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use herenow_server::App;
-use herenow_server::{AppState, Config};
+use herenow_server::{App, AppState, Config};
 use serde_json::{Value, json};
 use support::T0;
 use support::http::{Answer, Api, post_json};
