@@ -236,8 +236,10 @@
 //!
 //! Redis replicates asynchronously, so a write acknowledged in a master's
 //! last moments may be missing on the replica a failover promotes.
-//! [`RedisOptions::wait_replicas`] closes that window: heartbeats and leaves
-//! are acknowledged once that many replicas have them (`WAIT`, bounded by
+//! [`RedisOptions::wait_replicas`] closes that window: heartbeats, leaves
+//! and every other write (friend sets, a space's policy and webhooks,
+//! erasure, attach and detach) are acknowledged once that many replicas
+//! have them (`WAIT`, bounded by
 //! [`RedisOptions::wait_timeout`]; see `replicas.rs` for how it stays
 //! cheap and never blocks on a master without replicas).
 //!

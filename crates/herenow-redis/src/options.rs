@@ -69,8 +69,9 @@ pub struct RedisOptions {
     ///
     /// [`RedisStore::clock_skew`]: crate::RedisStore::clock_skew
     pub max_clock_skew: Option<Duration>,
-    /// Replicas that must have each heartbeat and leave before it is
-    /// acknowledged (Redis `WAIT` after the write scripts, see
+    /// Replicas that must have each write (heartbeats and leaves, friend
+    /// sets, a space's policy and webhooks, erasure, attach and detach)
+    /// before it is acknowledged (Redis `WAIT` after the writes, see
     /// `replicas.rs`); 0, the default, acknowledges as soon as the master
     /// has it, so a write acknowledged in a master's last moments may be
     /// missing on the replica promoted in its place. Writes that did not

@@ -2,7 +2,8 @@
 //! once a replica has them (Redis `WAIT`), a master without replicas is
 //! never waited on, and a replica that stops answering costs one bounded
 //! wait per slot, not one per write; every write acknowledged without its
-//! replica is counted.
+//! replica is counted. Every other acknowledged write waits the same way:
+//! friend sets, a space's policy and webhooks, erasure, live connections.
 
 use herenow_testkit as common;
 
@@ -11,7 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use herenow_core::{
-    Heartbeat, ManualClock, MemberId, MemberKey, PresenceStore, SpaceConfig, SpaceName,
+    Attach, ConnId, Heartbeat, ManualClock, MemberId, MemberKey, OutboxKind, PresenceStore,
+    SpaceConfig, SpaceHook, SpaceName,
 };
 use herenow_redis::{REPLICAS_RECHECK, RedisOptions, RedisStore};
 
@@ -59,6 +61,28 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+fn uid(id: &str) -> MemberId {
+    MemberId::new(id).unwrap()
+}
+
+/// A master and a replica of it, in sync.
+fn replicated_pair() -> (common::RedisServer, common::RedisServer) {
+    let master = common::RedisServer::standalone();
+    let replica = common::RedisServer::standalone();
+    common::raw_command(
+        replica.port,
+        &format!("REPLICAOF 127.0.0.1 {}", master.port),
+    )
+    .unwrap();
+    wait_until("the replica in sync", || {
+        common::raw_command(replica.port, "INFO replication")
+            .is_ok_and(|r| r.contains("master_link_status:up"))
+            && common::raw_command(master.port, "INFO replication")
+                .is_ok_and(|r| r.contains("state=online"))
+    });
+    (master, replica)
+}
+
 fn signal(server: &common::RedisServer, sig: &str) {
     let pid = server.pid().expect("running").to_string();
     assert!(
@@ -90,19 +114,7 @@ async fn a_master_without_replicas_is_not_waited_on_and_its_writes_are_counted()
 
 #[tokio::test]
 async fn writes_wait_for_the_replica_and_a_stopped_replica_costs_one_wait_per_recheck() {
-    let master = common::RedisServer::standalone();
-    let replica = common::RedisServer::standalone();
-    common::raw_command(
-        replica.port,
-        &format!("REPLICAOF 127.0.0.1 {}", master.port),
-    )
-    .unwrap();
-    wait_until("the replica in sync", || {
-        common::raw_command(replica.port, "INFO replication")
-            .is_ok_and(|r| r.contains("master_link_status:up"))
-            && common::raw_command(master.port, "INFO replication")
-                .is_ok_and(|r| r.contains("state=online"))
-    });
+    let (master, replica) = replicated_pair();
     let clock = ManualClock::new(T0);
     let s = store(&master.url(), &clock).await;
     let space = SpaceName::new("replicated").unwrap();
@@ -140,4 +152,87 @@ async fn writes_wait_for_the_replica_and_a_stopped_replica_costs_one_wait_per_re
     assert!(s.stats().unreplicated > counted);
     signal(&replica, "-CONT");
     assert!(s.is_ready());
+}
+
+#[tokio::test]
+async fn every_acknowledged_write_waits_for_the_replica() {
+    let (master, replica) = replicated_pair();
+    let clock = ManualClock::new(T0);
+    let s = store(&master.url(), &clock).await;
+    let space = SpaceName::new("all-writes").unwrap();
+
+    // With the replica answering, an acknowledged friend set is on it.
+    s.set_friends(&uid("alice"), &[uid("bob"), uid("carol")])
+        .await
+        .unwrap();
+    let on_replica = common::raw_command(replica.port, "SMEMBERS wr:friends:alice").unwrap();
+    assert!(
+        on_replica.contains("bob") && on_replica.contains("carol"),
+        "acknowledged but not on the replica: {on_replica:?}"
+    );
+    assert_eq!(s.stats().unreplicated, 0);
+
+    // With the replica stopped, each kind of write still answers (after
+    // one bounded wait) and is counted as acknowledged without it: each
+    // went through the wait, none skipped it.
+    signal(&replica, "-STOP");
+    let first = beat(&s, &clock, &space, "first").await;
+    assert!(first >= WAIT, "the first write waited {first:?}");
+    let conn = ConnId::new("c1").unwrap();
+    let hook = SpaceHook {
+        url: "http://127.0.0.1:9/hook".into(),
+        kinds: vec![OutboxKind::Join],
+        secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+    };
+    let mut counted = s.stats().unreplicated;
+    macro_rules! counts {
+        ($what:literal, $write:expr) => {
+            clock.advance(Duration::from_millis(10));
+            $write.await.expect($what);
+            let now = s.stats().unreplicated;
+            assert!(
+                now > counted,
+                "{} acknowledged without waiting for replicas",
+                $what
+            );
+            counted = now;
+        };
+    }
+    counts!("set_friends", s.set_friends(&uid("dave"), &[uid("erin")]));
+    counts!("add_friends", s.add_friends(&uid("dave"), &[uid("frank")]));
+    counts!(
+        "remove_friends",
+        s.remove_friends(&uid("dave"), &[uid("erin")])
+    );
+    counts!(
+        "set_config",
+        s.set_config(
+            &space,
+            SpaceConfig {
+                online_ms: 20_000,
+                ..SpaceConfig::default()
+            }
+        )
+    );
+    counts!(
+        "set_space_hooks",
+        s.set_space_hooks(&space, std::slice::from_ref(&hook))
+    );
+    counts!(
+        "attach",
+        s.attach(
+            &space,
+            &Attach {
+                member: user("gina"),
+                conn: conn.clone(),
+                meta: None,
+                invisible: false,
+                ttl_ms: 60_000,
+            }
+        )
+    );
+    counts!("detach", s.detach(&space, &user("gina"), &conn));
+    counts!("erase_user", s.erase_user(&uid("dave")));
+    let _ = counted;
+    signal(&replica, "-CONT");
 }

@@ -62,7 +62,7 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
                 return Err(ApiError::new(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     "body-too-large",
-                    "the request body is larger than 4 MiB",
+                    crate::BODY_TOO_LARGE,
                 ));
             }
             Err(e) => {

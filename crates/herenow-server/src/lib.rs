@@ -104,6 +104,12 @@ use tokio_util::task::TaskTracker;
 /// with ids and a little metadata.
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
+/// What a `413 body-too-large` says: [`MAX_BODY_BYTES`] in words, for the
+/// body extractor and the problem layer alike (the assertion keeps the
+/// two together).
+pub(crate) const BODY_TOO_LARGE: &str = "the request body is larger than 4 MiB";
+const _: () = assert!(MAX_BODY_BYTES == 4 << 20, "BODY_TOO_LARGE names the bound");
+
 /// The whole HTTP application over `state`: `/v1`, events, health,
 /// metrics, OpenAPI, docs and the page. Bounded in body size; every error
 /// is a problem.

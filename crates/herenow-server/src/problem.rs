@@ -256,9 +256,7 @@ fn problemize(response: Response) -> Response {
         StatusCode::METHOD_NOT_ALLOWED => {
             ("method-not-allowed", "this route does not take that method")
         }
-        StatusCode::PAYLOAD_TOO_LARGE => {
-            ("body-too-large", "the request body is larger than 4 MiB")
-        }
+        StatusCode::PAYLOAD_TOO_LARGE => ("body-too-large", crate::BODY_TOO_LARGE),
         StatusCode::REQUEST_TIMEOUT => ("timeout", "the request took too long"),
         StatusCode::UNSUPPORTED_MEDIA_TYPE => {
             ("not-json", "the request body must be application/json")

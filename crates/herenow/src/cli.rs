@@ -140,8 +140,10 @@ pub struct ServeArgs {
           value_parser = space_shards)]
     pub redis_space_shards: Option<SpaceShards>,
 
-    /// With herenow's Redis layout: acknowledge a heartbeat or leave only
-    /// once N replicas of its master have it (Redis WAIT), so a failover
+    /// With herenow's Redis layout: acknowledge a write (heartbeats and
+    /// leaves, friend lists, a space's policy and webhooks, erasure, live
+    /// connections) only once N replicas of its master have it (Redis
+    /// WAIT), so a failover
     /// loses none that was acknowledged. 0 answers as soon as the master
     /// has it: Redis replicates asynchronously, and a write acknowledged in
     /// a master's last moments may be missing on the replica promoted.

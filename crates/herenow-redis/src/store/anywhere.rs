@@ -243,6 +243,22 @@ impl RedisStore {
         owners.push(user.as_str());
         self.announce_friends(&owners).await?;
         self.remove_members(&followers, &listed_by).await?;
+
+        // Acknowledged once the replicas asked for have all of it: an
+        // erasure lost in a failover would bring the user back.
+        if self.ctx.waits_for_replicas() {
+            let mut keys: Vec<String> = index
+                .iter()
+                .filter_map(|(name, _)| {
+                    let space = SpaceName::new(name).ok()?;
+                    Some(self.ctx.keys.of_member(&space, &member).zu)
+                })
+                .collect();
+            keys.extend([seen, own, followers]);
+            keys.extend(friends.iter().map(|f| self.ctx.keys.followers(f)));
+            keys.extend(listed_by.iter().map(|f| self.ctx.keys.friends_of(f)));
+            self.ctx.replicated(keys.iter().map(String::as_str)).await?;
+        }
         Ok(report)
     }
 

@@ -26,6 +26,7 @@ use herenow_core::{
 
 use super::RedisStore;
 use crate::conn_scripts;
+use crate::keys::SpaceKeys;
 use crate::outbox::{self, Captured};
 use crate::reply::{array, bad_reply, int, opt_string};
 
@@ -94,6 +95,7 @@ impl RedisStore {
             let id = [a.member.id.as_str().to_owned()];
             self.writer.index_users(space, &k, &id, now).await?;
         }
+        self.conn_replicated(space, &k, &a.conn).await?;
         Ok(AttachReport {
             opened: int(v.get(1))? != 0,
             joined: int(v.get(2))? != 0,
@@ -135,6 +137,7 @@ impl RedisStore {
         };
         let v = array(v)?;
         outbox::after(&self.ctx, space, &k, Captured::of(v.get(2))).await;
+        self.conn_replicated(space, &k, conn).await?;
         Ok(DetachReport {
             found: int(v.first())? != 0,
             left: int(v.get(1))? != 0,
@@ -210,6 +213,18 @@ impl RedisStore {
             })
             .await?;
         Ok(got == 1)
+    }
+
+    /// Returns once the replicas asked for have an attach or a detach of
+    /// `conn`: its member's shard and, in a sharded space, its claim.
+    async fn conn_replicated(&self, space: &SpaceName, k: &SpaceKeys, conn: &ConnId) -> Result<()> {
+        if !self.ctx.waits_for_replicas() {
+            return Ok(());
+        }
+        let claim = (self.ctx.keys.shards(space) > 1).then(|| self.ctx.keys.claim(space, conn));
+        self.ctx
+            .replicated(std::iter::once(k.zu.as_str()).chain(claim.as_deref()))
+            .await
     }
 
     /// Gives up `member`'s claim on `conn`, if it holds it.

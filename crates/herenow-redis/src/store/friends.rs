@@ -12,7 +12,9 @@
 //! erasure one `SREM` that finds nothing.
 //!
 //! Every write that succeeds ends by saying `friends` on the owner's
-//! channel, for the servers that follow the owner ([`crate::follow`]).
+//! channel, for the servers that follow the owner ([`crate::follow`]),
+//! once the replicas [`RedisOptions::wait_replicas`](crate::RedisOptions::wait_replicas)
+//! asks for have the set and the reverse index entries it changed.
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -76,6 +78,13 @@ impl RedisStore {
         let removed: Vec<&str> = removed.iter().map(String::as_str).collect();
         self.unmark_followers(user.as_str(), Some(&key), &removed)
             .await?;
+        let touched: Vec<&str> = marked
+            .iter()
+            .chain(&late)
+            .chain(&removed)
+            .copied()
+            .collect();
+        self.friends_replicated(&key, &touched).await?;
         self.announce_friends(&[user.as_str()]).await?;
         Ok(n as u64)
     }
@@ -111,6 +120,7 @@ impl RedisStore {
         if n < 0 {
             return Err(InvalidInput::TooManyFriends { len: (-n) as usize }.into());
         }
+        self.friends_replicated(&key, &listed).await?;
         self.announce_friends(&[user.as_str()]).await?;
         Ok(n as u64)
     }
@@ -139,8 +149,22 @@ impl RedisStore {
         let gone: Vec<&str> = gone.into_iter().collect();
         self.unmark_followers(user.as_str(), Some(&key), &gone)
             .await?;
+        self.friends_replicated(&key, &gone).await?;
         self.announce_friends(&[user.as_str()]).await?;
         Ok(n as u64)
+    }
+
+    /// Returns once the replicas asked for have what a friend-set write
+    /// changed: the set `own` and the reverse index of each of `friends`
+    /// (at once when no replicas are asked for).
+    async fn friends_replicated(&self, own: &str, friends: &[&str]) -> Result<()> {
+        if !self.ctx.waits_for_replicas() {
+            return Ok(());
+        }
+        let followers: Vec<String> = friends.iter().map(|f| self.ctx.keys.followers(f)).collect();
+        self.ctx
+            .replicated(std::iter::once(own).chain(followers.iter().map(String::as_str)))
+            .await
     }
 
     /// [`PresenceStore::friends`](herenow_core::PresenceStore::friends),

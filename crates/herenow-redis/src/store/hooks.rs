@@ -71,7 +71,7 @@ impl RedisStore {
                     .await
             })
             .await?;
-        Ok(())
+        self.ctx.replicated([key.as_str(), version.as_str()]).await
     }
 }
 

@@ -174,7 +174,9 @@ impl RedisStore {
             })
         });
         futures::future::try_join_all(calls).await?;
-        Ok(())
+        self.ctx
+            .replicated(shards.iter().map(|k| k.config.as_str()))
+            .await
     }
 
     /// [`PresenceStore::spaces`](herenow_core::PresenceStore::spaces): a
