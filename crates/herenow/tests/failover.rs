@@ -20,6 +20,10 @@
 //!   member; without it, except members whose newest heartbeat was
 //!   acknowledged in the last second before the kill and never repeated
 //!   (README: asynchronous replication's window);
+//! - the same for friend sets on the killed master, written throughout
+//!   (`failover/friends.rs`): every acknowledged addition is there
+//!   afterwards, with the wait; without it, all but those acknowledged in
+//!   the last second before the kill;
 //! - no ghost: members whose last heartbeat was before the kill leave
 //!   Redis' presence sets at their retention (12 s here) plus the sweep's
 //!   second.
@@ -38,6 +42,10 @@ use serde_json::{Value, json};
 
 mod support;
 use support::Server;
+
+#[path = "failover/friends.rs"]
+mod friends;
+use friends::FriendAcks;
 
 /// `cluster-node-timeout`: how long a silent master takes to be failed.
 const NODE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -325,6 +333,7 @@ async fn failover(wait: bool) {
     let spaces = pick_spaces(&cluster);
     let (busy, victim) = spaces[0].clone();
     let replica = cluster.replica_of(victim).expect("the victim's replica");
+    let friend_users = friends::users_on(&cluster, victim, 4);
 
     let url = cluster.url();
     let mut args = vec!["--store", url.as_str(), "--request-timeout", "5s"];
@@ -397,6 +406,14 @@ async fn failover(wait: bool) {
             )));
         }
     }
+    let friend_acks = Arc::new(Mutex::new(FriendAcks::default()));
+    tasks.push(tokio::spawn(friends::adder(
+        http.clone(),
+        [servers[0].url.clone(), servers[1].url.clone()],
+        friend_users.clone(),
+        load.clone(),
+        friend_acks.clone(),
+    )));
     let polled: [Arc<Mutex<Polled>>; 2] = Default::default();
     let mut pollers = Vec::new();
     for (s, polled) in servers.iter().zip(&polled) {
@@ -421,6 +438,7 @@ async fn failover(wait: bool) {
     wait_until("load before the kill", Duration::from_secs(60), || {
         load.acked.lock().unwrap().newest.len() == members
             && load.requests.load(Ordering::SeqCst) >= rounds
+            && friend_acks.lock().unwrap().acked.len() >= 10
     })
     .await;
     let unreplicated_before = [
@@ -488,6 +506,12 @@ async fn failover(wait: bool) {
                 .iter()
                 .filter(|((_, id), _)| id.starts_with('m'))
                 .all(|(_, (_, when))| *when > back)
+                && friend_acks
+                    .lock()
+                    .unwrap()
+                    .acked
+                    .iter()
+                    .any(|(_, _, when)| *when > back)
         },
     )
     .await;
@@ -620,6 +644,29 @@ async fn failover(wait: bool) {
             killed.saturating_duration_since(*when)
         );
     }
+    let friend_acks = std::mem::take(&mut *friend_acks.lock().unwrap());
+    assert!(
+        friend_acks
+            .refused
+            .iter()
+            .all(|r| r.ends_with("503 Service Unavailable")),
+        "friend additions answered other than 2xx or 503: {:?}",
+        friend_acks.refused
+    );
+    let lost_friends = friends::lost(&http, &servers[0].url, &friend_users, &friend_acks).await;
+    for (user, friend, when) in &lost_friends {
+        let before = killed.saturating_duration_since(*when);
+        assert!(
+            !wait,
+            "{user} + {friend}: acknowledged {before:?} before the kill with \
+             --redis-wait-replicas 1, and lost"
+        );
+        assert!(
+            *when <= killed && before <= ASYNC_WINDOW,
+            "{user} + {friend}: acknowledged {before:?} before the kill, and lost"
+        );
+    }
+
     // The promoted master has no replica: with the wait on, its writes are
     // counted, not waited on (metrics are sampled every 5 s).
     let mut unreplicated_after = [0, 0];
@@ -709,13 +756,17 @@ async fn failover(wait: bool) {
 
     eprintln!(
         "failover (--redis-wait-replicas {}): replica promoted {} after the kill; {}; \
-         lost {} acknowledged heartbeats; unreplicated writes before/after: {:?}/{:?}; \
+         lost {} acknowledged heartbeats; friend additions: {} acknowledged, {} refused, {} \
+         lost; unreplicated writes before/after: {:?}/{:?}; \
          slowest request {}; old members gone from Redis {} after their last heartbeat \
          (retention {} s)",
         u8::from(wait),
         secs(promoted - killed),
         report.join("; "),
         lost.len(),
+        friend_acks.acked.len(),
+        friend_acks.refused.len(),
+        lost_friends.len(),
         unreplicated_before,
         unreplicated_after,
         secs(slowest),
