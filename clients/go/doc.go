@@ -2,7 +2,7 @@
 // online in a space, when everyone else was last seen, online friends and
 // counts, live presence events, and a contact list's live status.
 //
-// It is the standard library only, and has three parts:
+// It is the standard library only, and has four parts:
 //
 //   - [Client] covers the whole HTTP API of docs/API.md: heartbeats,
 //     leaves, status and last seen (per space and anywhere), who's online
@@ -24,6 +24,14 @@
 //     sent in batches by a background goroutine so no response waits for
 //     herenow, and when herenow fails the site logs once per interval and
 //     drives on.
+//   - [WebhookVerifier] and [WebhookHandler] receive herenow's webhooks:
+//     the Standard Webhooks signature (webhook-id, webhook-timestamp,
+//     webhook-signature) checked in constant time against one or more
+//     whsec_ secrets, the timestamp within a tolerance (5 minutes), the
+//     body parsed into a typed [WebhookBatch]; refusals are a
+//     [*WebhookVerificationError] or a [*WebhookPayloadError]
+//     ([ErrWebhookVerification], [ErrWebhookPayload] for errors.Is). A
+//     [Deduplicator] recognises redelivered events by id.
 //
 // What it is not: a WebSocket client. Browsers are present through
 // /v1/ws with the server's /client.js; a Go backend mints their tokens
@@ -33,5 +41,6 @@
 // ([HeartbeaterOptions.MaxTracked]), the send queue
 // ([HeartbeaterOptions.QueueSize], drops counted), the size of a response
 // ([Options.MaxResponseBytes]) and of one stream event
-// ([StreamOptions.MaxEventBytes]).
+// ([StreamOptions.MaxEventBytes]), a webhook request's body
+// ([MaxWebhookBodyBytes]) and headers, and the [Deduplicator]'s memory.
 package herenow

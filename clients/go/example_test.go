@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"log"
 	"net/http"
+	"os"
+	"strconv"
 	"time"
 
 	herenow "github.com/herenow/herenow/clients/go"
 )
 
-// These examples are compiled with the tests (not run: they need a
-// server at the default address).
+// These examples are compiled with the tests; only those with an Output
+// comment run (the others need a server at the default address).
 
 func Example() {
 	ctx := context.Background()
@@ -117,4 +119,60 @@ func ExampleClient_Events() {
 		}
 		fmt.Println(len(present), "here")
 	}
+}
+
+func ExampleWebhookHandler() {
+	// The endpoint's secret, as given to herenow serve --webhook
+	// URL,secret=whsec_… (or --webhook-secret). While rotating it, give
+	// the old and the new.
+	verifier, err := herenow.NewWebhookVerifier([]string{os.Getenv("HERENOW_WEBHOOK_SECRET")}, nil)
+	if err != nil {
+		log.Fatal(err) // not whsec_ and base64
+	}
+	seen := herenow.NewDeduplicator(0) // delivery is at least once
+	http.Handle("/hooks/presence", herenow.WebhookHandler(verifier, func(ctx context.Context, batch *herenow.WebhookBatch) error {
+		for _, e := range seen.Fresh(batch.Events) {
+			switch e.Type {
+			case herenow.WebhookJoin:
+				log.Printf("%s came to %s", e.Member, e.Space)
+			case herenow.WebhookLeave:
+				log.Printf("%s left %s (%s)", e.Member, e.Space, e.Reason)
+			}
+		}
+		return nil // 204; an error answers 500 and herenow retries the batch
+	}))
+	log.Fatal(http.ListenAndServe("127.0.0.1:8080", nil))
+}
+
+func ExampleWebhookVerifier_Receive() {
+	verifier, err := herenow.NewWebhookVerifier([]string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// A request as herenow sends it (Sign is for tests like this one).
+	body := []byte(`{"type": "presence.events", "timestamp": "2026-11-22T10:00:00.000Z",
+		"data": {"events": [{"id": "8c1f-17", "type": "join", "space": "lobby",
+		"at_ms": 1700000000000, "member": "ann", "kind": "user", "status": "online",
+		"last_seen_ms": 1700000000000, "meta": {"page": "/"}}]}}`)
+	now := time.Now().Unix()
+	header := http.Header{}
+	header.Set("webhook-id", "msg_2b7c")
+	header.Set("webhook-timestamp", strconv.FormatInt(now, 10))
+	header.Set("webhook-signature", verifier.Sign("msg_2b7c", now, body))
+
+	batch, err := verifier.Receive(header, body)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, e := range batch.Events {
+		fmt.Println(e.Type, e.Space, e.Member, e.Status, string(e.Meta))
+	}
+
+	// Tampered with: refused, and why.
+	_, err = verifier.Receive(header, append(body, ' '))
+	var refused *herenow.WebhookVerificationError
+	fmt.Println(errors.Is(err, herenow.ErrWebhookVerification), errors.As(err, &refused) && refused.Reason == herenow.WebhookNoMatchingSignature)
+	// Output:
+	// join lobby ann online {"page": "/"}
+	// true true
 }
