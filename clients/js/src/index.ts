@@ -9,6 +9,11 @@
  * - {@link herenowPresence}: Express/Connect middleware that heartbeats each
  *   request's user or guest, debounced, batched, never failing a request
  *   (also at `herenow-client/middleware`).
+ * - {@link WebhookVerifier}, {@link webhookHandler}: receiving herenow's
+ *   webhooks, verified (Standard Webhooks) and typed, with a
+ *   {@link Deduplicator} (also at `herenow-client/webhooks`, where the
+ *   parsed event is `WebhookEvent`; here it is `WebhookBatchEvent`, as
+ *   `WebhookEvent` names the event types an endpoint may want).
  * - `herenow-client/browser`: types for the browser client `/client.js`.
  *
  * Runtime dependencies: none (Node 18+, global `fetch`).
@@ -34,6 +39,32 @@ export {
   type PresenceResponse,
   type PresenceStats,
 } from "./middleware.js";
+export {
+  DEFAULT_MAX_BODY_BYTES,
+  DEFAULT_TOLERANCE_MS,
+  Deduplicator,
+  SECRET_PREFIX,
+  WEBHOOK_BODY_TYPE,
+  WebhookError,
+  WebhookPayloadError,
+  WebhookVerificationError,
+  WebhookVerifier,
+  isMemberEvent,
+  parseWebhookBatch,
+  signWebhook,
+  webhookHandler,
+  type WebhookBatch,
+  type WebhookBatchEvent,
+  type WebhookBody,
+  type WebhookEventType,
+  type WebhookHandlerOptions,
+  type WebhookHeaders,
+  type WebhookLeaveReason,
+  type WebhookRequest,
+  type WebhookSecret,
+  type WebhookVerificationReason,
+  type WebhookVerifierOptions,
+} from "./webhooks.js";
 export { MAX_BATCH, MAX_ID_BYTES, MAX_META_BYTES, MAX_SPACE_BYTES, memberIdProblem, metaProblem, spaceNameProblem } from "./validate.js";
 export type {
   Kind,

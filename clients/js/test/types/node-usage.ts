@@ -6,13 +6,23 @@ import {
   Herenow,
   HerenowError,
   herenowPresence,
+  WebhookPayloadError,
   type EventStream,
   type MemberStatus,
   type SpaceEvent,
   type WatchEvent,
+  type WebhookBatchEvent,
 } from "herenow-client";
 import { Presence } from "herenow-client/middleware";
-import type { IncomingMessage, ServerResponse } from "node:http";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import {
+  Deduplicator,
+  WebhookVerificationError,
+  WebhookVerifier,
+  webhookHandler,
+  type WebhookBatch,
+  type WebhookEvent,
+} from "herenow-client/webhooks";
 
 export async function usage(): Promise<void> {
   const herenow = new Herenow({ baseUrl: "http://127.0.0.1:7700", apiKey: "k", timeoutMs: 5_000 });
@@ -85,3 +95,35 @@ export function handler(req: AuthedRequest, res: ServerResponse): void {
   mw(req, res, () => res.end("ok"));
 }
 export const tracker: Presence<AuthedRequest> = mw.presence;
+
+// Webhooks: a verifier, the typed batch, and the handler on Node's own server.
+
+const verifier = new WebhookVerifier(["whsec_old", "whsec_new"], { toleranceMs: 60_000, now: Date.now });
+const seen = new Deduplicator({ maxEntries: 10_000 });
+export function receive(req: IncomingMessage, raw: Buffer): WebhookBatchEvent[] {
+  try {
+    const batch: WebhookBatch = verifier.receive(req.headers, raw);
+    const fresh: WebhookEvent[] = seen.fresh(batch.events);
+    for (const e of fresh) {
+      const at: number = e.at_ms;
+      const member: string | undefined = e.member;
+      // Known types autocomplete; a newer server's string is still a string.
+      const known: boolean = e.type === "join" || e.type === "teleport";
+      void [at, member, known];
+    }
+    return fresh;
+  } catch (e) {
+    if (e instanceof WebhookVerificationError) {
+      const reason: "missing-header" | "bad-header" | "timestamp-too-old" | "timestamp-too-new" | "no-matching-signature" = e.reason;
+      void reason;
+    } else if (e instanceof WebhookPayloadError) {
+      const code: string = e.code;
+      void code;
+    }
+    return [];
+  }
+}
+verifier.verify(new Headers(), "body");
+// @ts-expect-error: the body is bytes or text, not parsed JSON
+verifier.verify({}, { type: "presence.events" });
+export const hooks = createServer(webhookHandler(verifier, async (batch) => void batch.events.length, { maxBodyBytes: 512 * 1024 }));
