@@ -14,7 +14,9 @@
 #   AGAINST=/tmp/herenow-base scripts/bench-http-floor.sh  # another herenow binary
 #                                                    # (a base build) instead of bare_server
 #
-# Needs wrk (apt-get install -y wrk).
+# Needs wrk (apt-get install -y wrk); or KIT=<folder made by
+# scripts/device-kit.sh> on a machine without cargo or wrk. The servers'
+# tokio workers are set to their core count (TOKIO_WORKER_THREADS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-5}
@@ -26,8 +28,22 @@ AGAINST=${AGAINST:-}
 other=bare
 [ -n "$AGAINST" ] && other=against
 
-cargo build --release -p herenow --quiet
-cargo build --release -p herenow-server --example bare_server --quiet
+KIT=${KIT:-}
+if [ -n "$KIT" ]; then
+  herenow=$KIT/bin/herenow
+  bare=$KIT/bin/bare_server
+  wrk=(env LD_LIBRARY_PATH="$KIT/lib" "$KIT/bin/wrk")
+else
+  cargo build --release -p herenow --quiet
+  cargo build --release -p herenow-server --example bare_server --quiet
+  herenow=target/release/herenow
+  bare=target/release/examples/bare_server
+  wrk=(wrk)
+fi
+export TOKIO_WORKER_THREADS
+TOKIO_WORKER_THREADS=$(taskset -c "$SERVER_CORES" nproc)
+# Whether a port answers (bash alone: no curl needed).
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 dir=$(mktemp -d)
 server=""
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$dir"' EXIT
@@ -43,23 +59,19 @@ run() { # which -> "rate cpu_us_per_request"
   local port
   port=$(free_port)
   if [ "$1" = herenow ] || [ "$1" = against ]; then
-    local binary=target/release/herenow
+    local binary=$herenow
     [ "$1" = against ] && binary=$AGAINST
     RUST_LOG=warn taskset -c "$SERVER_CORES" "$binary" serve --listen "127.0.0.1:$port" \
       >"$dir/server.log" 2>&1 &
   else
-    taskset -c "$SERVER_CORES" target/release/examples/bare_server "127.0.0.1:$port" >"$dir/server.log" 2>&1 &
+    taskset -c "$SERVER_CORES" "$bare" "127.0.0.1:$port" >"$dir/server.log" 2>&1 &
   fi
   server=$!
-  for _ in $(seq 100); do
-    curl -sf -X POST -H 'content-type: application/json' -d '{"id":"x"}' \
-      "http://127.0.0.1:$port/v1/spaces/load/heartbeat" >/dev/null && break
-    sleep 0.1
-  done
-  taskset -c "$LOAD_CORES" wrk -t"$threads" -c"$CONNECTIONS" -d1s -s "$dir/single.lua" "http://127.0.0.1:$port" >/dev/null
+  for _ in $(seq 100); do listening "$port" && break; sleep 0.1; done
+  taskset -c "$LOAD_CORES" "${wrk[@]}" -t"$threads" -c"$CONNECTIONS" -d1s -s "$dir/single.lua" "http://127.0.0.1:$port" >/dev/null
   local before after out rate
   before=$(awk '{print $14 + $15}' "/proc/$server/stat")
-  out=$(taskset -c "$LOAD_CORES" wrk -t"$threads" -c"$CONNECTIONS" -d"$DURATION" -s "$dir/single.lua" "http://127.0.0.1:$port")
+  out=$(taskset -c "$LOAD_CORES" "${wrk[@]}" -t"$threads" -c"$CONNECTIONS" -d"$DURATION" -s "$dir/single.lua" "http://127.0.0.1:$port")
   after=$(awk '{print $14 + $15}' "/proc/$server/stat")
   kill "$server"; wait "$server" 2>/dev/null || true
   server=""

@@ -28,6 +28,12 @@
 # (default 3) runs of DURATION (default 8s), each on a fresh server, the
 # rows' runs taking turns; the server's CPU (utime + stime over the run,
 # from /proc, median) is given as cores busy. Needs wrk (apt-get install -y wrk) and, for REDIS=1, redis-server.
+#
+# On a machine without cargo, wrk or Redis (a carried `device` machine),
+# KIT=<folder made by scripts/device-kit.sh> takes all of them from there.
+# The server's tokio workers are set to its core count as well
+# (TOKIO_WORKER_THREADS), and the script says whether taskset's pinning
+# is honoured there (some sandboxes accept it and pin nothing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -54,7 +60,23 @@ free_port() {
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
-cargo build --release -p herenow --quiet
+KIT=${KIT:-}
+if [ -n "$KIT" ]; then
+  herenow=$KIT/bin/herenow
+  wrk=(env LD_LIBRARY_PATH="$KIT/lib" "$KIT/bin/wrk")
+  redis_server=(env LD_LIBRARY_PATH="$KIT/lib" "$KIT/bin/redis-server")
+  redis_cli=(env LD_LIBRARY_PATH="$KIT/lib" "$KIT/bin/redis-cli")
+else
+  cargo build --release -p herenow --quiet
+  herenow=target/release/herenow
+  wrk=(wrk)
+  redis_server=(redis-server)
+  redis_cli=(redis-cli)
+fi
+# Whether a port answers (bash alone: no curl needed).
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+pinning="honoured"
+[ "$(taskset -c 0 nproc 2>/dev/null)" = 1 ] || pinning="NOT honoured (taskset -c 0 nproc says $(taskset -c 0 nproc 2>&1)): the server's workers are still its core count, but nothing keeps wrk off its cores"
 dir=$(mktemp -d)
 cleanup() {
   if [ -f "$dir/server.pid" ]; then kill "$(cat "$dir/server.pid")" 2>/dev/null || true; fi
@@ -97,24 +119,25 @@ PY
 # run STORE_ARGS CORELIST LOADCORES LOAD -> prints "rate cores_busy"
 run() {
   local store_args=$1 servercores=$2 loadcores=$3 load=$4 owners=$5
-  local port threads conns
+  local port threads conns workers
+  workers=$(echo "$servercores" | tr ',' '\n' | wc -l)
   port=$(free_port)
   # shellcheck disable=SC2086
-  env $owners RUST_LOG=warn taskset -c "$servercores" target/release/herenow serve \
+  env $owners RUST_LOG=warn TOKIO_WORKER_THREADS="$workers" taskset -c "$servercores" "$herenow" serve \
     --listen "127.0.0.1:$port" $store_args >"$dir/server.log" 2>&1 &
   server=$!
   echo "$server" >"$dir/server.pid"
-  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+  for _ in $(seq 100); do listening "$port" && break; sleep 0.1; done
   threads=$(( $(echo "$loadcores" | tr ',' '\n' | wc -l) ))
   [ "$threads" -gt 8 ] && threads=8
   case $load in batch*) conns=$BATCH_CONNECTIONS ;; *) conns=$SINGLE_CONNECTIONS ;; esac
   [ "$conns" -lt "$threads" ] && threads=$conns
   # Warm the spaces up (their members exist, as in a live site), briefly.
-  taskset -c "$loadcores" wrk -t"$threads" -c"$conns" -d1s -s "$dir/$load.lua" "http://127.0.0.1:$port" >/dev/null
+  taskset -c "$loadcores" "${wrk[@]}" -t"$threads" -c"$conns" -d1s -s "$dir/$load.lua" "http://127.0.0.1:$port" >/dev/null
   local before after hz out rate
   hz=$(getconf CLK_TCK)
   before=$(cpu_ticks "$server")
-  out=$(taskset -c "$loadcores" wrk -t"$threads" -c"$conns" -d"$DURATION" -s "$dir/$load.lua" "http://127.0.0.1:$port")
+  out=$(taskset -c "$loadcores" "${wrk[@]}" -t"$threads" -c"$conns" -d"$DURATION" -s "$dir/$load.lua" "http://127.0.0.1:$port")
   after=$(cpu_ticks "$server")
   if echo "$out" | grep -q 'Non-2xx'; then
     echo "$out" >&2
@@ -142,14 +165,14 @@ if [ "$REDIS" = 1 ]; then
   maxcores=$(echo "$CORES" | tr ' ' '\n' | sort -n | tail -1)
   if [ "$total" -gt $((maxcores + 1)) ]; then redis_core=$((total - 1)); fi
   redis_pin=${redis_core:-0-$((total - 1))}
-  taskset -c "$redis_pin" redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no \
+  taskset -c "$redis_pin" "${redis_server[@]}" --port "$rport" --bind 127.0.0.1 --save "" --appendonly no \
     --dir "$dir" --logfile "$dir/redis.log" --daemonize yes --pidfile "$dir/redis.pid"
-  for _ in $(seq 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  for _ in $(seq 50); do "${redis_cli[@]}" -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
 fi
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "wrk: $BATCH_CONNECTIONS connections for batches, $SINGLE_CONNECTIONS for singles; $DURATION per run, median of $ROUNDS runs; fresh server per run"
-echo "server cores: $CORES; stores: ${store_rows[*]}"
+echo "server cores: $CORES (tokio workers the same); stores: ${store_rows[*]}; pinning $pinning"
 [ -n "$redis_core" ] && echo "redis-server pinned to core $redis_core"
 # Rounds go over every store row in turn, so the machine's noise falls on
 # all of them alike.
@@ -167,7 +190,7 @@ for n in $CORES; do
         last_load=$((total - 1))
         [ -n "$redis_core" ] && [ "$store" = redis ] && last_load=$((total - 2))
         if [ "$n" -le "$last_load" ]; then loadcores=$(list "$n" "$last_load"); else loadcores=$servercores; fi
-        [ "$store" = redis ] && redis-cli -p "$rport" flushall >/dev/null
+        [ "$store" = redis ] && "${redis_cli[@]}" -p "$rport" flushall >/dev/null
         read -r rate cpu < <(run "$store_args" "$servercores" "$loadcores" "$load" "$owners") || true
         if [ -z "${cpu:-}" ]; then echo "the $load run failed" >&2; exit 1; fi
         echo "  round $round: $store, $n cores, $load: $rate (server CPU $cpu cores)" >&2

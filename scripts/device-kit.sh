@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Packs what scripts/bench-scale.sh and scripts/bench-http-floor.sh need
+# into one folder that can travel to a machine with more cores and no
+# network or build tools (the library's `device` machines: carry the
+# folder, run the script there with KIT=<folder>). Issue 10's 8-core
+# figures are taken that way.
+#
+#   scripts/device-kit.sh            # -> .device-kit/ (git-ignored)
+#   scripts/device-kit.sh DIR
+#
+# The folder holds bin/ (herenow and bare_server built here in release and
+# stripped; wrk, redis-server and redis-cli copied from this machine) and
+# lib/ (the shared libraries those tools load, found with ldd, but for the
+# C and C++ runtimes). About 35 MB; the binaries need GLIBC 2.34 or newer. Needs wrk and redis-server here
+# (apt-get install -y wrk redis-server).
+#
+# Then, there:
+#   KIT=.device-kit CORES="1 2 4 8" DURATION=5s ROUNDS=1 REDIS=1 scripts/bench-scale.sh
+#   KIT=.device-kit SERVER_CORES=0 LOAD_CORES=8-15 scripts/bench-http-floor.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-.device-kit}
+
+for tool in wrk redis-server redis-cli; do
+  command -v "$tool" >/dev/null || { echo "device-kit: $tool is missing here" >&2; exit 1; }
+done
+cargo build --release -p herenow --quiet
+cargo build --release -p herenow-server --example bare_server --quiet
+
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib"
+cp target/release/herenow target/release/examples/bare_server "$out/bin/"
+strip "$out/bin/herenow" "$out/bin/bare_server"
+for tool in wrk redis-server redis-cli; do
+  cp -L "$(command -v "$tool")" "$out/bin/$tool"
+done
+# The C library, the loader and the C++ runtime stay the machine's own
+# (every x86-64 Linux with Python has them, ours need a newer C library
+# than the binaries do, and mixing two C libraries breaks); the rest
+# travels.
+for f in "$out"/bin/*; do
+  ldd "$f" | awk '/=> \// {print $3}'
+done | sort -u | while read -r lib; do
+  case $(basename "$lib") in
+    libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libstdc++.so.*|libgcc_s.so.*) ;;
+    *) cp -L "$lib" "$out/lib/" ;;
+  esac
+done
+{
+  echo "built $(date -u +%FT%TZ) from $(git rev-parse --short HEAD) on $(uname -m)"
+  echo "needs GLIBC $(objdump -T "$out"/bin/* "$out"/lib/* 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1) or newer"
+} >"$out/KIT"
+cat "$out/KIT"
+du -sh "$out"
