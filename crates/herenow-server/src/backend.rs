@@ -174,6 +174,12 @@ impl Backend {
                 data_dir,
                 snapshot_interval,
             } => {
+                // Busy spaces' owner threads pay off only with enough
+                // threads writing at once: here, this runtime's workers
+                // (fewer than the cores with TOKIO_WORKER_THREADS).
+                if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    herenow_core::memory::set_writer_threads(rt.metrics().num_workers());
+                }
                 let memory = Arc::new(MemoryStore::new(
                     Arc::new(SystemClock),
                     config.space_defaults,

@@ -28,6 +28,7 @@ use async_trait::async_trait;
 use parking_lot::{Mutex, RwLock};
 
 pub use owner::set_max_owners as set_max_space_owners;
+pub use owner::set_writer_threads;
 pub use snapshot::RestoreReport;
 pub use space::{INDEX_ABOVE, Retired, Space, TickWork};
 

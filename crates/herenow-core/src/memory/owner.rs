@@ -17,9 +17,9 @@
 //!
 //! So once writers keep finding the space taken (about a quarter of
 //! recent batches: [`BUSY`]), the writer that finds it taken starts an
-//! owner thread for it (process-wide at most one per two cores, none
-//! below four: [`max_owners`]; past that, writers wait for the lock as
-//! before), and from then on
+//! owner thread for it (process-wide at most one per two threads writing
+//! at once, none below four: [`max_owners`]; past that, writers wait for
+//! the lock as before), and from then on
 //! batches of at least [`HAND_OVER_AT`] heartbeats are staged for the
 //! owner, which keeps
 //! the space in one core's caches and never hands the lock between
@@ -65,12 +65,14 @@ static OWNERS: AtomicUsize = AtomicUsize::new(0);
 /// The cap on owner threads; `usize::MAX` until first read.
 static MAX_OWNERS: AtomicUsize = AtomicUsize::new(usize::MAX);
 
+/// The threads that write to the store at once, as the application says
+/// ([`set_writer_threads`]); 0 until it does.
+static WRITERS: AtomicUsize = AtomicUsize::new(0);
+
 /// How many owner threads may run at once in this process: what
 /// [`set_max_owners`] or the environment variable `HERENOW_SPACE_OWNERS`
-/// says, else none below 4 cores and one per two cores from 4 on. On two
-/// cores shared with the load, handing batches to a third thread cost
-/// more than it saved (BENCHMARKS.md, "Scaling with cores"); the
-/// collapse it prevents came with 8 cores.
+/// says, else [`default_max_owners`] of the cores this process may use
+/// and the writer threads it was told of.
 fn max_owners() -> usize {
     let max = MAX_OWNERS.load(Ordering::Relaxed);
     if max != usize::MAX {
@@ -81,11 +83,36 @@ fn max_owners() -> usize {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| {
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            if cores < 4 { 0 } else { cores / 2 }
+            default_max_owners(cores, WRITERS.load(Ordering::Relaxed))
         });
     // A concurrent first read computes the same.
     MAX_OWNERS.store(max, Ordering::Relaxed);
     max
+}
+
+/// Owners by default: none below 4 threads writing at once, one per two
+/// from 4 on. The threads writing at once are the cores, or the writer
+/// threads (`writers`, 0: not known) where there are fewer: a server
+/// whose runtime has 2 workers on a 16-core machine meets the 2-core
+/// case. On two cores shared with the load, handing batches to a third
+/// thread cost more than it saved (BENCHMARKS.md, "Scaling with cores");
+/// the collapse it prevents came with 8 cores.
+fn default_max_owners(cores: usize, writers: usize) -> usize {
+    let at_once = if writers == 0 {
+        cores
+    } else {
+        cores.min(writers)
+    };
+    if at_once < 4 { 0 } else { at_once / 2 }
+}
+
+/// Tells the default owner policy how many threads write to the store at
+/// once (a server's runtime workers). Takes effect if called before the
+/// store's first batch that could use an owner (a server calls it when it
+/// opens its store); [`set_max_owners`] and `HERENOW_SPACE_OWNERS` still
+/// come first.
+pub fn set_writer_threads(n: usize) {
+    WRITERS.store(n, Ordering::Relaxed);
 }
 
 /// Sets how many busy spaces may have an owner thread at once in this
@@ -308,4 +335,31 @@ pub(super) async fn answer(answer: oneshot::Receiver<Result<Applied>>) -> Result
     answer.await.map_err(|_| {
         Error::Internal("a busy space's owner stopped before applying a batch".into())
     })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_max_owners;
+
+    #[test]
+    fn owners_need_four_threads_writing_at_once() {
+        // (cores, writer threads told, 0: not told) -> owners
+        for (cores, writers, owners) in [
+            (1, 0, 0),
+            (2, 0, 0),
+            (3, 0, 0),
+            (4, 0, 2),
+            (16, 0, 8),
+            (16, 2, 0),
+            (16, 8, 4),
+            (16, 32, 8),
+            (2, 16, 0),
+        ] {
+            assert_eq!(
+                default_max_owners(cores, writers),
+                owners,
+                "{cores} cores, {writers} writers"
+            );
+        }
+    }
 }
