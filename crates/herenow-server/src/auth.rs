@@ -71,7 +71,7 @@ pub fn required_scope(method: &Method, route: Option<&str>) -> Scope {
 /// Checks a request on `/v1` for a fitting key, and leaves the caller's
 /// [`Access`] in its extensions for handlers that check finer rules; else
 /// the refusal (`401`, `403`) to answer with. Synchronous, so the
-/// per-route middleware ([`crate::layers`]) calls it without a future of
+/// per-route middleware (`crate::layers`) calls it without a future of
 /// its own.
 pub fn authorize(state: &AppState, request: &mut Request) -> Result<(), ApiError> {
     let keys = state.keys();

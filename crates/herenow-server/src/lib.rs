@@ -114,7 +114,7 @@ const _: () = assert!(MAX_BODY_BYTES == 4 << 20, "BODY_TOO_LARGE names the bound
 /// metrics, OpenAPI, docs and the page. Bounded in body size; every error
 /// is a problem.
 ///
-/// Each route is wrapped once, by its group's middleware ([`layers`]),
+/// Each route is wrapped once, by its group's middleware (`layers`),
 /// and the layers every request passes wrap the router as one service
 /// from outside rather than each route: axum clones a route's whole stack
 /// of services on every request, so every level on a route costs each

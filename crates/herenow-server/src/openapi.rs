@@ -3,7 +3,7 @@
 //! fetched at build or run time).
 //!
 //! The document is OpenAPI 3.2: [`rules`] writes in the constraints the
-//! server enforces (lengths, patterns, ranges, enums), [`events`] the
+//! server enforces (lengths, patterns, ranges, enums), `events` the
 //! schema of every event of the two streams.
 
 mod events;

@@ -180,7 +180,7 @@ impl IntoResponse for ApiError {
 ///
 /// A tower layer rather than a `from_fn` middleware: every request passes
 /// it, and `from_fn` boxes its future and the rest of the stack per
-/// request ([`crate::layers`] says why that counts).
+/// request (`crate::layers` says why that counts).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ProblemLayer;
 

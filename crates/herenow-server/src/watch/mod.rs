@@ -4,7 +4,7 @@
 //!
 //! The store does not know watchers. It feeds the server the changes of
 //! the users the server *follows* ([`herenow_core::follow`]); the
-//! [`WatchHub`] keeps who watches whom ([`registry`]) and one dispatcher
+//! [`WatchHub`] keeps who watches whom (`registry`) and one dispatcher
 //! task that, for each change, reads the user's state once per scope its
 //! watchers use (`seen_anywhere`, or `status` in one space) and queues it
 //! to each of them. A status change therefore costs its user's watchers,
@@ -12,7 +12,7 @@
 //! the event) makes "anywhere" right when a user leaves one space while
 //! online in another, and gives the remembered last seen after a leave.
 //!
-//! Each watcher ([`Watching`]) remembers what it last showed per user and
+//! Each watcher (`Watching`) remembers what it last showed per user and
 //! sends a `status` only when the status changed. A watcher whose queue
 //! overflows, or any watcher when the store's feed lags, reads everything
 //! again and sends a fresh picture: it catches up instead of being cut.

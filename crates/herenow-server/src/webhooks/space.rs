@@ -301,7 +301,7 @@ impl SpaceRoutes {
 
     /// Closes lanes idle for [`LANE_IDLE`] with empty queues (their task
     /// ends once it has sent what it holds) and forgets spaces idle for
-    /// [`CACHE_IDLE`]; at most every [`SWEEP_EVERY`].
+    /// `CACHE_IDLE`; at most every `SWEEP_EVERY`.
     pub fn sweep(&mut self) {
         let now = Instant::now();
         if now.duration_since(self.swept) < SWEEP_EVERY {

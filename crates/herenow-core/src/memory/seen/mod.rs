@@ -9,7 +9,7 @@
 //! chosen per store and kept in the snapshot (so fingerprints survive a
 //! restart, and nobody outside can aim ids at one another's
 //! fingerprints). Each (member, space) is one 16-byte entry of a
-//! [`Table`]: fingerprint, space id, present and guest bits, and the time.
+//! `Table`: fingerprint, space id, present and guest bits, and the time.
 //! 64 shards, each its own mutex, chosen by the fingerprint's low bits.
 //! With the table's load between 0.58 and 0.875 a remembered member costs
 //! 18 to 28 bytes, ids included: the id itself is not stored. Two members
