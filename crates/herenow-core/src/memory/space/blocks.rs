@@ -12,6 +12,17 @@
 //! The slab calls [`Space::blocks_linked`] and [`Space::blocks_unlinked`]
 //! after every change to a list; this module builds, keeps and drops the
 //! index itself.
+//!
+//! The index holds a block for every second between the oldest member and
+//! the newest, so its size follows the members' time range, which the
+//! sweep keeps within the retention (at most a day). A step of the
+//! server's clock by days or years would stretch that range by the step:
+//! an index grown to cover it would take a block per second of the jump
+//! (gigabytes for years). So the range is bounded ([`MAX_SPAN_BLOCKS`]):
+//! a space whose members' times spread wider keeps no index, its queries
+//! walk the lists as a small space's do, and the index is built again as
+//! soon as the range fits (the sweep removes the members left behind by
+//! the jump at their retention).
 
 use std::collections::VecDeque;
 
@@ -19,6 +30,7 @@ use super::Space;
 use super::entry::{Key, NIL};
 use super::index::prefetch;
 use crate::id::MemberKind;
+use crate::limits;
 use crate::time::Millis;
 
 /// Spaces above this many members keep a block index; smaller ones walk
@@ -32,6 +44,10 @@ pub(super) const UNINDEX_BELOW: usize = 128;
 const CELLS_ABOVE: u32 = 64;
 const BLOCK_SHIFT: u32 = 10;
 const BLOCK_MS: usize = 1 << BLOCK_SHIFT;
+/// The widest range of blocks an index covers: twice the longest
+/// retention (a clock that jumped leaves a wider one; module docs). 168,750
+/// blocks of 24 bytes: 4 MB at most for one space.
+const MAX_SPAN_BLOCKS: u64 = (2 * limits::MAX_RETENTION_MS) >> BLOCK_SHIFT;
 
 /// Per-millisecond member counts of one block, by kind.
 type Cells = [[u32; 2]; BLOCK_MS];
@@ -197,8 +213,12 @@ impl Space {
             (e.kind(), e.key(), e.prev)
         };
         let k = kind.index();
+        let bn = block_of(key.0);
+        if self.blocks.as_ref().is_some_and(|bi| bi.get(bn).is_none()) && !self.span_fits() {
+            self.blocks = None;
+            return;
+        }
         if let Some(bi) = &mut self.blocks {
-            let bn = block_of(key.0);
             let prev_in_block = prev != NIL && block_of(self.entries[prev as usize].ts) == bn;
             let block = bi.ensure(bn);
             if !prev_in_block {
@@ -210,7 +230,28 @@ impl Space {
             } else if block.total() > CELLS_ABOVE {
                 self.fill_cells(bn);
             }
-        } else if self.len() > INDEX_ABOVE {
+        } else if self.len() > INDEX_ABOVE && self.span_fits() {
+            self.build_index();
+        }
+    }
+
+    /// Whether the members' times fit in a block index
+    /// ([`MAX_SPAN_BLOCKS`]): read from the lists' ends, in O(1).
+    fn span_fits(&self) -> bool {
+        let (mut oldest, mut newest) = (Millis::MAX, Millis::MIN);
+        for list in &self.lists {
+            if list.head != NIL {
+                newest = newest.max(self.entries[list.head as usize].ts);
+                oldest = oldest.min(self.entries[list.tail as usize].ts);
+            }
+        }
+        oldest > newest || block_of(newest) - block_of(oldest) < MAX_SPAN_BLOCKS
+    }
+
+    /// Builds the index of a large space that has none because its range
+    /// was too wide, once it fits again.
+    fn reindex_if_fits(&mut self) {
+        if self.blocks.is_none() && self.len() > INDEX_ABOVE && self.span_fits() {
             self.build_index();
         }
     }
@@ -231,6 +272,8 @@ impl Space {
             if self.len() < UNINDEX_BELOW {
                 self.blocks = None;
             }
+        } else {
+            self.reindex_if_fits();
         }
     }
 
@@ -248,8 +291,19 @@ impl Space {
         next_ts: Option<Millis>,
         ts: Millis,
     ) {
-        let Some(bi) = &mut self.blocks else { return };
         let (old_bn, bn) = (block_of(old_ts), block_of(ts));
+        if self.blocks.is_none() {
+            self.reindex_if_fits();
+            return;
+        }
+        if old_bn != bn
+            && self.blocks.as_ref().is_some_and(|bi| bi.get(bn).is_none())
+            && !self.span_fits()
+        {
+            self.blocks = None;
+            return;
+        }
+        let Some(bi) = &mut self.blocks else { return };
         if old_bn == bn {
             let block = bi.ensure(bn);
             block.head[k] = slot;
@@ -393,9 +447,17 @@ impl Space {
     /// lists, and a space too large to walk has its index. For tests.
     pub(super) fn check_blocks(&self, members: usize) {
         let Some(bi) = &self.blocks else {
-            assert!(members <= INDEX_ABOVE, "large space without an index");
+            assert!(
+                members <= INDEX_ABOVE || !self.span_fits(),
+                "large space without an index"
+            );
             return;
         };
+        assert!(
+            (bi.blocks.len() as u64) <= MAX_SPAN_BLOCKS,
+            "the index spans {} blocks",
+            bi.blocks.len()
+        );
         for (i, b) in bi.blocks.iter().enumerate() {
             let bn = bi.base + i as u64;
             for k in 0..2 {

@@ -122,3 +122,70 @@ fn a_batch_agrees_with_its_beats_one_at_a_time() {
         assert_eq!([c.users, c.guests], expect, "window {window}");
     }
 }
+
+/// Runs the sweep at `now` until it has nothing left to do.
+fn sweep(s: &mut Space, now: u64) {
+    for _ in 0..10_000 {
+        let work = s.tick(now, 2_048);
+        s.check_invariants();
+        if !work.more {
+            return;
+        }
+    }
+    panic!("the sweep never finished");
+}
+
+/// A step of the server's clock by years leaves the members' times too far
+/// apart for a block index: the space drops it rather than grow it by a
+/// block per second of the jump (gigabytes), answers the same meanwhile,
+/// and builds it again once the members left behind are swept.
+#[test]
+fn a_clock_jump_drops_the_block_index_instead_of_growing_it() {
+    const YEARS: u64 = 10 * 365 * 86_400_000;
+    let later = T0 + YEARS;
+    let (mut s, _) = large_space();
+    assert!(s.blocks.is_some());
+    let before = s.heap_bytes();
+    // 700 members (500 old ones, 200 new ones) seen at the jumped time.
+    let beats: Vec<Heartbeat> = (1500..2200u64).map(|i| beat(i, later)).collect();
+    let report = s.heartbeat(&beats, later).unwrap();
+    assert_eq!((report.accepted, report.joined), (700, 200), "{report:?}");
+    s.check_invariants();
+    assert!(s.blocks.is_none(), "an index across the jump");
+    assert!(
+        s.heap_bytes() < before + (1 << 20),
+        "{} bytes",
+        s.heap_bytes()
+    );
+    let c = s.count(Some(60_000), later).unwrap();
+    assert_eq!(c.users + c.guests, 700);
+
+    // The members left behind are past their retention: once they are
+    // swept, the rest fit an index again.
+    sweep(&mut s, later);
+    assert_eq!(s.len(), 700);
+    assert!(s.blocks.is_some(), "no index once the range fits");
+    let c = s.count(Some(60_000), later).unwrap();
+    assert_eq!(c.users + c.guests, 700);
+}
+
+/// A step back by years: members joining at the clock's new time are far
+/// older than those stored; the index is dropped the same way, not grown
+/// backwards across the jump.
+#[test]
+fn a_clock_stepped_back_does_not_grow_the_block_index_either() {
+    let earlier = T0 - 10 * 365 * 86_400_000;
+    let (mut s, _) = large_space();
+    let before = s.heap_bytes();
+    let beats: Vec<Heartbeat> = (2000..2200u64).map(|i| beat(i, earlier)).collect();
+    s.heartbeat(&beats, earlier).unwrap();
+    s.check_invariants();
+    assert!(s.blocks.is_none(), "an index across the jump");
+    assert!(
+        s.heap_bytes() < before + (1 << 20),
+        "{} bytes",
+        s.heap_bytes()
+    );
+    s.count(Some(60_000), earlier).unwrap();
+    sweep(&mut s, earlier);
+}
