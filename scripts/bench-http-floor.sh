@@ -13,6 +13,7 @@
 #   SERVER_CORES=0-3 LOAD_CORES=4-7 scripts/bench-http-floor.sh
 #   AGAINST=/tmp/herenow-base scripts/bench-http-floor.sh  # another herenow binary
 #                                                    # (a base build) instead of bare_server
+#   FLOOR=hyper scripts/bench-http-floor.sh          # bare_server on hyper alone, no axum
 #
 # Needs wrk (apt-get install -y wrk); or KIT=<folder made by
 # scripts/device-kit.sh> on a machine without cargo or wrk. The servers'
@@ -25,6 +26,8 @@ SERVER_CORES=${SERVER_CORES:-0}
 LOAD_CORES=${LOAD_CORES:-1}
 CONNECTIONS=${CONNECTIONS:-64}
 AGAINST=${AGAINST:-}
+FLOOR=${FLOOR:-axum}
+case $FLOOR in axum) floor_arg=() ;; hyper) floor_arg=(hyper) ;; *) echo "FLOOR is axum or hyper" >&2; exit 1 ;; esac
 other=bare
 [ -n "$AGAINST" ] && other=against
 
@@ -64,7 +67,7 @@ run() { # which -> "rate cpu_us_per_request"
     RUST_LOG=warn taskset -c "$SERVER_CORES" "$binary" serve --listen "127.0.0.1:$port" \
       >"$dir/server.log" 2>&1 &
   else
-    taskset -c "$SERVER_CORES" "$bare" "127.0.0.1:$port" >"$dir/server.log" 2>&1 &
+    taskset -c "$SERVER_CORES" "$bare" "127.0.0.1:$port" "${floor_arg[@]}" >"$dir/server.log" 2>&1 &
   fi
   server=$!
   for _ in $(seq 100); do listening "$port" && break; sleep 0.1; done
@@ -81,7 +84,7 @@ run() { # which -> "rate cpu_us_per_request"
 }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "server on cores $SERVER_CORES, wrk -t$threads -c$CONNECTIONS on $LOAD_CORES, $DURATION per run"
+echo "server on cores $SERVER_CORES, wrk -t$threads -c$CONNECTIONS on $LOAD_CORES, $DURATION per run; floor: bare_server on $FLOOR"
 out="$dir/runs"
 for r in $(seq "$ROUNDS"); do
   order="herenow $other"
