@@ -84,6 +84,10 @@ run() { # which -> "rate cpu_us_per_request"
 }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+# Which cores share a physical core (hyperthreads) and which share a
+# cache: "8 cores" are 8 physical cores or 4 pairs, and the rows read
+# differently.
+echo "core siblings: $(cat /sys/devices/system/cpu/cpu*/topology/thread_siblings_list 2>/dev/null | sort -un | tr '\n' ' ')(L3 shared by: $(cat /sys/devices/system/cpu/cpu0/cache/index3/shared_cpu_list 2>/dev/null || echo unknown))"
 echo "server on cores $SERVER_CORES, wrk -t$threads -c$CONNECTIONS on $LOAD_CORES, $DURATION per run; floor: bare_server on $FLOOR"
 out="$dir/runs"
 for r in $(seq "$ROUNDS"); do

@@ -9,6 +9,7 @@
 #   scripts/bench-scale.sh                   # cores 1 2 4 8 ... up to half the machine
 #   CORES="1 2 4 8" scripts/bench-scale.sh   # the server's core counts
 #   REDIS=1 scripts/bench-scale.sh           # the Redis store's rows too
+#   STORES="redis" REDIS=1 scripts/bench-scale.sh   # only the rows named
 #   OWNERS=compare scripts/bench-scale.sh    # memory rows with busy spaces' owner
 #                                            # threads off and on too, whatever the
 #                                            # default for the machine's cores
@@ -159,8 +160,10 @@ list() { # first count: "0,1,...,n-1"
 redis_core=""
 store_rows=("memory")
 [ "$OWNERS" = compare ] && store_rows+=("memory-owners-off" "memory-owners-on")
+[ "$REDIS" = 1 ] && store_rows+=("redis")
+# STORES="redis memory-owners-off ..." keeps only the rows named.
+[ -n "${STORES:-}" ] && read -ra store_rows <<<"$STORES"
 if [ "$REDIS" = 1 ]; then
-  store_rows+=("redis")
   rport=$(free_port)
   maxcores=$(echo "$CORES" | tr ' ' '\n' | sort -n | tail -1)
   if [ "$total" -gt $((maxcores + 1)) ]; then redis_core=$((total - 1)); fi
@@ -171,6 +174,10 @@ if [ "$REDIS" = 1 ]; then
 fi
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+# Which cores share a physical core (hyperthreads) and which share a
+# cache: "8 cores" are 8 physical cores or 4 pairs, and the rows read
+# differently.
+echo "core siblings: $(cat /sys/devices/system/cpu/cpu*/topology/thread_siblings_list 2>/dev/null | sort -un | tr '\n' ' ')(L3 shared by: $(cat /sys/devices/system/cpu/cpu0/cache/index3/shared_cpu_list 2>/dev/null || echo unknown))"
 echo "wrk: $BATCH_CONNECTIONS connections for batches, $SINGLE_CONNECTIONS for singles; $DURATION per run, median of $ROUNDS runs; fresh server per run"
 echo "server cores: $CORES (tokio workers the same); stores: ${store_rows[*]}; pinning $pinning"
 [ -n "$redis_core" ] && echo "redis-server pinned to core $redis_core"

@@ -9,7 +9,8 @@
 #   scripts/device-kit.sh DIR
 #
 # The folder holds bin/ (herenow and bare_server built here in release and
-# stripped; wrk, redis-server and redis-cli copied from this machine) and
+# stripped; wrk, redis-server, redis-cli and redis-benchmark copied from
+# this machine) and
 # lib/ (the shared libraries those tools load, found with ldd, but for the
 # C and C++ runtimes). About 35 MB; the binaries need GLIBC 2.34 or newer. Needs wrk and redis-server here
 # (apt-get install -y wrk redis-server).
@@ -21,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-.device-kit}
 
-for tool in wrk redis-server redis-cli; do
+for tool in wrk redis-server redis-cli redis-benchmark; do
   command -v "$tool" >/dev/null || { echo "device-kit: $tool is missing here" >&2; exit 1; }
 done
 cargo build --release -p herenow --quiet
@@ -31,7 +32,7 @@ rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 cp target/release/herenow target/release/examples/bare_server "$out/bin/"
 strip "$out/bin/herenow" "$out/bin/bare_server"
-for tool in wrk redis-server redis-cli; do
+for tool in wrk redis-server redis-cli redis-benchmark; do
   cp -L "$(command -v "$tool")" "$out/bin/$tool"
 done
 # The C library, the loader and the C++ runtime stay the machine's own

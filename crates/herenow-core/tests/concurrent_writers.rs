@@ -80,7 +80,7 @@ fn page_through(
 
 #[test]
 fn issue_10_paging_under_concurrent_writers_skips_and_repeats_no_still_member() {
-    // Owner threads, whatever this machine's cores (none below four by
+    // Owner threads, whatever this machine's cores (none below eight by
     // default): the test is about the hand-over.
     herenow_core::memory::set_max_space_owners(WRITERS);
     let clock = ManualClock::new(T0);

@@ -17,8 +17,8 @@
 //!
 //! So once writers keep finding the space taken (about a quarter of
 //! recent batches: [`BUSY`]), the writer that finds it taken starts an
-//! owner thread for it (process-wide at most one per two threads writing
-//! at once, none below four: [`max_owners`]; past that, writers wait for
+//! owner thread for it (process-wide at most one per eight threads
+//! writing at once, none below eight: [`max_owners`]; past that, writers wait for
 //! the lock as before), and from then on
 //! batches of at least [`HAND_OVER_AT`] heartbeats are staged for the
 //! owner, which keeps
@@ -90,20 +90,24 @@ fn max_owners() -> usize {
     max
 }
 
-/// Owners by default: none below 4 threads writing at once, one per two
-/// from 4 on. The threads writing at once are the cores, or the writer
-/// threads (`writers`, 0: not known) where there are fewer: a server
-/// whose runtime has 2 workers on a 16-core machine meets the 2-core
-/// case. On two cores shared with the load, handing batches to a third
-/// thread cost more than it saved (BENCHMARKS.md, "Scaling with cores");
-/// the collapse it prevents came with 8 cores.
+/// Owners by default: none below 8 threads writing at once, one per
+/// eight from 8 on. The threads writing at once are the cores, or the
+/// writer threads (`writers`, 0: not known) where there are fewer: a
+/// server whose runtime has 2 workers on a 16-core machine meets the
+/// 2-core case. Measured on a 16-core machine (BENCHMARKS.md, "Sixteen
+/// cores"): at 4 threads an owner cost a quarter of one space's batch
+/// rate (18M against 24M members/s, two sittings); at 8 it gave 1.5×
+/// with 32 connections writing one space and about the same with 8; with
+/// 64 busy spaces every extra owner cost (44M members/s with none, 32M
+/// with up to 16). On two cores shared with the load a third thread
+/// cost more than it saved.
 fn default_max_owners(cores: usize, writers: usize) -> usize {
     let at_once = if writers == 0 {
         cores
     } else {
         cores.min(writers)
     };
-    if at_once < 4 { 0 } else { at_once / 2 }
+    if at_once < 8 { 0 } else { at_once / 8 }
 }
 
 /// Tells the default owner policy how many threads write to the store at
@@ -342,17 +346,20 @@ mod tests {
     use super::default_max_owners;
 
     #[test]
-    fn owners_need_four_threads_writing_at_once() {
+    fn owners_need_eight_threads_writing_at_once() {
         // (cores, writer threads told, 0: not told) -> owners
         for (cores, writers, owners) in [
             (1, 0, 0),
             (2, 0, 0),
-            (3, 0, 0),
-            (4, 0, 2),
-            (16, 0, 8),
+            (4, 0, 0),
+            (7, 0, 0),
+            (8, 0, 1),
+            (16, 0, 2),
             (16, 2, 0),
-            (16, 8, 4),
-            (16, 32, 8),
+            (16, 4, 0),
+            (16, 8, 1),
+            (16, 32, 2),
+            (64, 0, 8),
             (2, 16, 0),
         ] {
             assert_eq!(
