@@ -23,8 +23,15 @@
 #
 # The loads are those of scripts/bench-server.sh: batch bodies are ten
 # bodies of 1,000 ids each (user-0 ... user-9999), rotated; single
-# heartbeats draw ids from 100k users. With 64 spaces each request goes to
-# space load-K, K rotating. Connections: 8 for batches, 64 for singles
+# heartbeats draw ids from 100k users. With 64 spaces each space has a
+# body of 1,000 ids of its own (64,000 members), and a single heartbeat
+# goes to space load-(id % 64), so in every load a member stays in one
+# space and, after the warm-up, heartbeats are mostly of members already
+# present (until 2026-11-26 the 64-space loads rotated spaces over the
+# same ids, which made most of their heartbeats joins: their older rows
+# measured joins). Each run starts with a warm-up of WARMUP (default 1s);
+# Redis' single loads need about 8s of it before their 100k members are
+# all present (REDIS=1 WARMUP=8s). Connections: 8 for batches, 64 for singles
 # (BATCH_CONNECTIONS, SINGLE_CONNECTIONS). Each cell is the median of ROUNDS
 # (default 3) runs of DURATION (default 8s), each on a fresh server, the
 # rows' runs taking turns; the server's CPU (utime + stime over the run,
@@ -39,6 +46,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=${DURATION:-8s}
+WARMUP=${WARMUP:-1s}
 ROUNDS=${ROUNDS:-3}
 REDIS=${REDIS:-0}
 OWNERS=${OWNERS:-}
@@ -90,29 +98,35 @@ trap cleanup EXIT
 python3 - "$dir" <<'PY'
 import sys
 d = sys.argv[1]
-bodies = []
-for b in range(10):
-    items = ",".join('{"id":"user-%d"}' % (b * 1000 + i) for i in range(1000))
-    bodies.append('{"heartbeats":[%s]}' % items)
-for spaces in (1, 64):
+def body(first):
+    items = ",".join('{"id":"user-%d"}' % (first + i) for i in range(1000))
+    return '{"heartbeats":[%s]}' % items
+# One space: ten bodies of 1,000 ids, rotated (10,000 members). 64 spaces:
+# a body of 1,000 ids of its own per space, always sent there (64,000
+# members), so that after the warm-up both loads write members already
+# present, as the single loads do; a body rotated over spaces would make
+# most of its heartbeats joins.
+for spaces, count in ((1, 10), (64, 64)):
     with open("%s/batch%d.lua" % (d, spaces), "w") as f:
         f.write("local bodies = {\n")
-        for body in bodies:
-            f.write("  [==[%s]==],\n" % body)
+        for b in range(count):
+            f.write("  [==[%s]==],\n" % body(b * 1000))
         f.write("}\nlocal n = 0\n")
-        f.write("request = function()\n  n = n + 1\n")
+        f.write("request = function()\n  n = n + 1\n  local b = n %% %d\n" % count)
         if spaces == 1:
             f.write('  local path = "/v1/spaces/load/heartbeats"\n')
         else:
-            f.write('  local path = "/v1/spaces/load-" .. (n %% %d) .. "/heartbeats"\n' % spaces)
-        f.write('  return wrk.format("POST", path, {["Content-Type"] = "application/json"}, bodies[n % 10 + 1])\nend\n')
+            f.write('  local path = "/v1/spaces/load-" .. b .. "/heartbeats"\n')
+        f.write('  return wrk.format("POST", path, {["Content-Type"] = "application/json"}, bodies[b + 1])\nend\n')
+    # Ids from 100k users; with 64 spaces each user always goes to the
+    # same space (id % 64), so both loads hold 100k members.
     with open("%s/single%d.lua" % (d, spaces), "w") as f:
         f.write("local counter = 0\nrequest = function()\n  counter = counter + 1\n")
         f.write("  local id = (counter * 7919) % 100000\n")
         if spaces == 1:
             f.write('  local path = "/v1/spaces/load/heartbeat"\n')
         else:
-            f.write('  local path = "/v1/spaces/load-" .. (counter %% %d) .. "/heartbeat"\n' % spaces)
+            f.write('  local path = "/v1/spaces/load-" .. (id %% %d) .. "/heartbeat"\n' % spaces)
         f.write('  return wrk.format("POST", path, {["Content-Type"] = "application/json"}, \'{"id":"user-\' .. id .. \'"}\')\nend\n')
 PY
 
@@ -134,7 +148,7 @@ run() {
   case $load in batch*) conns=$BATCH_CONNECTIONS ;; *) conns=$SINGLE_CONNECTIONS ;; esac
   [ "$conns" -lt "$threads" ] && threads=$conns
   # Warm the spaces up (their members exist, as in a live site), briefly.
-  taskset -c "$loadcores" "${wrk[@]}" -t"$threads" -c"$conns" -d1s -s "$dir/$load.lua" "http://127.0.0.1:$port" >/dev/null
+  taskset -c "$loadcores" "${wrk[@]}" -t"$threads" -c"$conns" -d"$WARMUP" -s "$dir/$load.lua" "http://127.0.0.1:$port" >/dev/null
   local before after hz out rate
   hz=$(getconf CLK_TCK)
   before=$(cpu_ticks "$server")
