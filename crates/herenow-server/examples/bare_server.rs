@@ -28,6 +28,7 @@ use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderValue, Request, Response};
 use axum::response::IntoResponse;
 use axum::routing::post;
+use axum::serve::ListenerExt;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 
@@ -70,6 +71,11 @@ async fn main() {
     eprintln!("listening on {addr}");
     if !hyper_only {
         let app = Router::new().route("/v1/spaces/{space}/heartbeat", post(heartbeat));
+        // No Nagle, as herenow's listener (`listener.rs`) and hyper's
+        // mode below.
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         axum::serve(listener, app).await.expect("serve");
         return;
     }
