@@ -14,7 +14,10 @@
 #                                            # threads off and on too, whatever the
 #                                            # default for the machine's cores
 #
-# The server gets cores 0..n-1 and the load tool the cores from n on (wrk
+# The server gets the first n CPUs of the CPU order (0, 1, 2... where
+# there are no hyperthreads; else each physical core's hyperthreads
+# together, so for an even n the server and wrk share no physical core; CPU_ORDER
+# overrides) and the load tool the CPUs after them (wrk
 # -t = as many as it gets, at most 8). When the machine has no core left for
 # the load (a 2-core machine serving on 2 cores), wrk shares the server's
 # cores and the table says so: such a row measures the pair, not the server.
@@ -167,8 +170,42 @@ run() {
   echo "$rate $(awk -v t=$((after - before)) -v hz="$hz" -v s="$secs" 'BEGIN {printf "%.2f", t / hz / s}')"
 }
 
-list() { # first count: "0,1,...,n-1"
-  seq -s, "$1" "$2"
+# The CPUs in the order they are handed out: this process's CPUs, each
+# physical core's hyperthreads next to each other, so that the server's
+# first n CPUs are whole physical cores (where n is even) and never share
+# one with wrk's or Redis'. Without hyperthreads: 0, 1, 2... CPU_ORDER="0
+# 8 1 9 ..." sets it by hand.
+if [ -n "${CPU_ORDER:-}" ]; then
+  read -ra order <<<"$CPU_ORDER"
+else
+  mapfile -t order < <(python3 - <<'PY'
+import os
+allowed = sorted(os.sched_getaffinity(0))
+def siblings(c):
+    try:
+        with open("/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list" % c) as f:
+            text = f.read().strip()
+    except OSError:
+        return [c]
+    out = []
+    for part in text.split(","):
+        a, _, b = part.partition("-")
+        out += range(int(a), int(b or a) + 1)
+    return out
+seen, order = set(), []
+for c in allowed:
+    for s in [c] + siblings(c):
+        if s in allowed and s not in seen:
+            seen.add(s)
+            order.append(s)
+print("\n".join(map(str, order)))
+PY
+)
+fi
+# pick A B: the CPUs at places A..B of that order, comma-separated.
+pick() {
+  local IFS=,
+  echo "${order[*]:$1:$(($2 - $1 + 1))}"
 }
 
 redis_core=""
@@ -180,8 +217,8 @@ store_rows=("memory")
 if [ "$REDIS" = 1 ]; then
   rport=$(free_port)
   maxcores=$(echo "$CORES" | tr ' ' '\n' | sort -n | tail -1)
-  if [ "$total" -gt $((maxcores + 1)) ]; then redis_core=$((total - 1)); fi
-  redis_pin=${redis_core:-0-$((total - 1))}
+  if [ "$total" -gt $((maxcores + 1)) ]; then redis_core=${order[$((total - 1))]}; fi
+  redis_pin=${redis_core:-$(pick 0 $((total - 1)))}
   taskset -c "$redis_pin" "${redis_server[@]}" --port "$rport" --bind 127.0.0.1 --save "" --appendonly no \
     --dir "$dir" --logfile "$dir/redis.log" --daemonize yes --pidfile "$dir/redis.pid"
   for _ in $(seq 50); do "${redis_cli[@]}" -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
@@ -194,12 +231,13 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 echo "core siblings: $(cat /sys/devices/system/cpu/cpu*/topology/thread_siblings_list 2>/dev/null | sort -un | tr '\n' ' ')(L3 shared by: $(cat /sys/devices/system/cpu/cpu0/cache/index3/shared_cpu_list 2>/dev/null || echo unknown))"
 echo "wrk: $BATCH_CONNECTIONS connections for batches, $SINGLE_CONNECTIONS for singles; $DURATION per run, median of $ROUNDS runs; fresh server per run"
 echo "server cores: $CORES (tokio workers the same); stores: ${store_rows[*]}; pinning $pinning"
+echo "CPU order (server from the front, Redis at the end): ${order[*]}"
 [ -n "$redis_core" ] && echo "redis-server pinned to core $redis_core"
 # Rounds go over every store row in turn, so the machine's noise falls on
 # all of them alike.
 declare -A rates cpus
 for n in $CORES; do
-  servercores=$(list 0 $((n - 1)))
+  servercores=$(pick 0 $((n - 1)))
   for load in $LOADS; do
     for round in $(seq "$ROUNDS"); do
       for store in "${store_rows[@]}"; do
@@ -210,7 +248,7 @@ for n in $CORES; do
         [ "$store" = memory-owners-on ] && owners="HERENOW_SPACE_OWNERS=$total"
         last_load=$((total - 1))
         [ -n "$redis_core" ] && [ "$store" = redis ] && last_load=$((total - 2))
-        if [ "$n" -le "$last_load" ]; then loadcores=$(list "$n" "$last_load"); else loadcores=$servercores; fi
+        if [ "$n" -le "$last_load" ]; then loadcores=$(pick "$n" "$last_load"); else loadcores=$servercores; fi
         [ "$store" = redis ] && "${redis_cli[@]}" -p "$rport" flushall >/dev/null
         read -r rate cpu < <(run "$store_args" "$servercores" "$loadcores" "$load" "$owners") || true
         if [ -z "${cpu:-}" ]; then echo "the $load run failed" >&2; exit 1; fi
