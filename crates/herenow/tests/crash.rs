@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 
 mod support;
-use support::Server;
+use support::{Server, get_json, post_json};
 
 const KILLS: usize = 20;
 const WRITERS: usize = 3;
@@ -146,14 +146,7 @@ async fn check(http: &reqwest::Client, url: &str, model: &Mutex<Model>, round: u
         (m.friends.clone(), m.configs.clone(), m.beats.clone())
     };
     for (user, (acked, in_flight)) in friends {
-        let got: Value = http
-            .get(format!("{url}/v1/friends/{user}"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let got = get_json(http, &format!("{url}/v1/friends/{user}")).await;
         let got: BTreeSet<String> = got["friends"]
             .as_array()
             .unwrap()
@@ -167,14 +160,7 @@ async fn check(http: &reqwest::Client, url: &str, model: &Mutex<Model>, round: u
         model.lock().unwrap().friends.insert(user, (got, None));
     }
     for (space, (acked, in_flight)) in configs {
-        let got: Value = http
-            .get(format!("{url}/v1/spaces/{space}/config"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let got = get_json(http, &format!("{url}/v1/spaces/{space}/config")).await;
         let got = got["online_ms"].as_u64().unwrap();
         assert!(
             got == acked || in_flight == Some(got),
@@ -186,15 +172,12 @@ async fn check(http: &reqwest::Client, url: &str, model: &Mutex<Model>, round: u
         let members: Vec<Value> = (0..MEMBERS)
             .map(|i| json!({"id": format!("m{i}")}))
             .collect();
-        let got: Value = http
-            .post(format!("{url}/v1/spaces/{s}/status"))
-            .json(&json!({ "members": members }))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let got = post_json(
+            http,
+            &format!("{url}/v1/spaces/{s}/status"),
+            &json!({ "members": members }),
+        )
+        .await;
         for m in got["members"].as_array().unwrap() {
             let id = m["id"].as_str().unwrap().to_owned();
             let Some(&acked) = beats.get(&(s.to_owned(), id.clone())) else {

@@ -41,7 +41,7 @@ use herenow_testkit::{RedisCluster, raw_command};
 use serde_json::{Value, json};
 
 mod support;
-use support::Server;
+use support::{Server, get_json, post_json};
 
 #[path = "failover/friends.rs"]
 mod friends;
@@ -614,15 +614,12 @@ async fn failover(wait: bool) {
             .map(|i| json!({"id": format!("m{i}")}))
             .chain((0..OLD).map(|i| json!({"id": format!("old{i}")})))
             .collect();
-        let got: Value = http
-            .post(format!("{}/v1/spaces/{space}/status", servers[1].url))
-            .json(&json!({ "members": ids }))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let got = post_json(
+            &http,
+            &format!("{}/v1/spaces/{space}/status", servers[1].url),
+            &json!({ "members": ids }),
+        )
+        .await;
         for m in got["members"].as_array().unwrap() {
             let id = m["id"].as_str().unwrap().to_owned();
             let (at, when) = acked.newest[&(space.clone(), id.clone())];
@@ -730,17 +727,14 @@ async fn failover(wait: bool) {
     }
     let gone_after = now_ms().saturating_sub(newest_old);
     for (space, _) in &spaces {
-        let page: Value = http
-            .get(format!(
+        let page = get_json(
+            &http,
+            &format!(
                 "{}/v1/spaces/{space}/online?kind=all&limit=100",
                 servers[0].url
-            ))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            ),
+        )
+        .await;
         let listed: Vec<&str> = page["members"]
             .as_array()
             .unwrap()

@@ -14,6 +14,7 @@ use herenow_testkit::RedisCluster;
 use serde_json::{Value, json};
 
 use crate::Load;
+use crate::support::get_json;
 
 /// Pause between one writer's requests.
 const PACE: Duration = Duration::from_millis(50);
@@ -81,14 +82,7 @@ pub async fn lost(
 ) -> Vec<(String, String, Instant)> {
     let mut lost = Vec::new();
     for user in users {
-        let got: Value = http
-            .get(format!("{url}/v1/friends/{user}"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let got = get_json(http, &format!("{url}/v1/friends/{user}")).await;
         let set: Vec<&str> = got["friends"]
             .as_array()
             .unwrap_or_else(|| panic!("friends of {user}: {got}"))

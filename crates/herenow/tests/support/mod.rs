@@ -283,3 +283,32 @@ pub fn ws_read(
         }
     }
 }
+
+/// `GET url`, its answer's body as JSON. Panics (failing the test) when
+/// the server cannot be reached or the body is not JSON.
+pub async fn get_json(http: &reqwest::Client, url: &str) -> Value {
+    let answer = http
+        .get(url)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    answer
+        .json()
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"))
+}
+
+/// `POST url` with `body` as JSON, the answer's body as JSON; panics as
+/// [`get_json`] does.
+pub async fn post_json(http: &reqwest::Client, url: &str, body: &Value) -> Value {
+    let answer = http
+        .post(url)
+        .json(body)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("POST {url}: {e}"));
+    answer
+        .json()
+        .await
+        .unwrap_or_else(|e| panic!("POST {url}: {e}"))
+}

@@ -135,6 +135,18 @@ fn sweep(s: &mut Space, now: u64) {
     panic!("the sweep never finished");
 }
 
+/// After a clock jump: the space is consistent, keeps no block index and
+/// grew by less than a megabyte over `before` bytes.
+fn assert_index_dropped(s: &Space, before: usize) {
+    s.check_invariants();
+    assert!(s.blocks.is_none(), "an index across the jump");
+    assert!(
+        s.heap_bytes() < before + (1 << 20),
+        "{} bytes",
+        s.heap_bytes()
+    );
+}
+
 /// A step of the server's clock by years leaves the members' times too far
 /// apart for a block index: the space drops it rather than grow it by a
 /// block per second of the jump (gigabytes), answers the same meanwhile,
@@ -150,13 +162,7 @@ fn a_clock_jump_drops_the_block_index_instead_of_growing_it() {
     let beats: Vec<Heartbeat> = (1500..2200u64).map(|i| beat(i, later)).collect();
     let report = s.heartbeat(&beats, later).unwrap();
     assert_eq!((report.accepted, report.joined), (700, 200), "{report:?}");
-    s.check_invariants();
-    assert!(s.blocks.is_none(), "an index across the jump");
-    assert!(
-        s.heap_bytes() < before + (1 << 20),
-        "{} bytes",
-        s.heap_bytes()
-    );
+    assert_index_dropped(&s, before);
     let c = s.count(Some(60_000), later).unwrap();
     assert_eq!(c.users + c.guests, 700);
 
@@ -179,13 +185,7 @@ fn a_clock_stepped_back_does_not_grow_the_block_index_either() {
     let before = s.heap_bytes();
     let beats: Vec<Heartbeat> = (2000..2200u64).map(|i| beat(i, earlier)).collect();
     s.heartbeat(&beats, earlier).unwrap();
-    s.check_invariants();
-    assert!(s.blocks.is_none(), "an index across the jump");
-    assert!(
-        s.heap_bytes() < before + (1 << 20),
-        "{} bytes",
-        s.heap_bytes()
-    );
+    assert_index_dropped(&s, before);
     s.count(Some(60_000), earlier).unwrap();
     sweep(&mut s, earlier);
 }
