@@ -13,6 +13,9 @@
 #   OWNERS=compare scripts/bench-scale.sh    # memory rows with busy spaces' owner
 #                                            # threads off and on too, whatever the
 #                                            # default for the machine's cores
+#   STORES="memory memory:HERENOW_SPACE_SPIN_US=0" scripts/bench-scale.sh
+#                                            # a row per policy: the store, then the
+#                                            # server's environment after ':'
 #
 # The server gets the first n CPUs of the CPU order (0, 1, 2... where
 # there are no hyperthreads; else each physical core's hyperthreads
@@ -242,14 +245,18 @@ for n in $CORES; do
     for round in $(seq "$ROUNDS"); do
       for store in "${store_rows[@]}"; do
         store_args=""
-        owners=""
-        [ "$store" = redis ] && store_args="--store redis://127.0.0.1:$rport"
+        # A row "memory:A=1,B=2" is the memory store with those variables
+        # in the server's environment (a policy to compare).
+        owners="RUST_LOG=warn"
+        kind=${store%%:*}
+        [ "$kind" != "$store" ] && owners="$owners ${store#*:}" && owners=${owners//,/ }
+        [ "$kind" = redis ] && store_args="--store redis://127.0.0.1:$rport"
         [ "$store" = memory-owners-off ] && owners="HERENOW_SPACE_OWNERS=0"
         [ "$store" = memory-owners-on ] && owners="HERENOW_SPACE_OWNERS=$total"
         last_load=$((total - 1))
-        [ -n "$redis_core" ] && [ "$store" = redis ] && last_load=$((total - 2))
+        [ -n "$redis_core" ] && [ "$kind" = redis ] && last_load=$((total - 2))
         if [ "$n" -le "$last_load" ]; then loadcores=$(pick "$n" "$last_load"); else loadcores=$servercores; fi
-        [ "$store" = redis ] && "${redis_cli[@]}" -p "$rport" flushall >/dev/null
+        [ "$kind" = redis ] && "${redis_cli[@]}" -p "$rport" flushall >/dev/null
         read -r rate cpu < <(run "$store_args" "$servercores" "$loadcores" "$load" "$owners") || true
         if [ -z "${cpu:-}" ]; then echo "the $load run failed" >&2; exit 1; fi
         echo "  round $round: $store, $n cores, $load: $rate (server CPU $cpu cores)" >&2
@@ -264,7 +271,7 @@ results=()
 for store in "${store_rows[@]}"; do
   for n in $CORES; do
     last_load=$((total - 1))
-    [ -n "$redis_core" ] && [ "$store" = redis ] && last_load=$((total - 2))
+    [ -n "$redis_core" ] && [ "${store%%:*}" = redis ] && last_load=$((total - 2))
     note=""
     [ "$n" -gt "$last_load" ] && note=" (wrk on the same cores)"
     row="| $store | $n$note |"

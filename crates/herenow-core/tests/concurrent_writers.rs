@@ -80,9 +80,25 @@ fn page_through(
 
 #[test]
 fn issue_10_paging_under_concurrent_writers_skips_and_repeats_no_still_member() {
-    // Owner threads, whatever this machine's cores (none below eight by
-    // default): the test is about the hand-over.
+    // Owner threads and spinning writers, whatever this machine's cores
+    // (neither below eight threads by default): the test is about the
+    // hand-over and the wait.
+    herenow_core::memory::set_space_spin(Duration::from_micros(50));
     herenow_core::memory::set_max_space_owners(WRITERS);
+    let (store, written) = paging_under_concurrent_writers();
+    // The writers collided: some batches went through the owner thread.
+    assert!(
+        store.handed_over() > 0,
+        "no batch was handed to an owner thread in {written} writes"
+    );
+    // Without owners colliding batches wait for the lock, spinning first.
+    herenow_core::memory::set_max_space_owners(0);
+    let (store, _) = paging_under_concurrent_writers();
+    assert_eq!(store.handed_over(), 0);
+}
+
+/// The scenario: returns the store and how many writes were made.
+fn paging_under_concurrent_writers() -> (Arc<MemoryStore>, u64) {
     let clock = ManualClock::new(T0);
     let store = Arc::new(MemoryStore::new(
         Arc::new(clock.clone()),
@@ -217,14 +233,9 @@ fn issue_10_paging_under_concurrent_writers_skips_and_repeats_no_still_member() 
             );
         }
     }
-    // The writers collided: some batches went through the owner thread,
-    // which is what this test is about.
-    assert!(
-        store.handed_over() > 0,
-        "no batch was handed to an owner thread in {} writes",
-        written.load(Ordering::Relaxed)
-    );
     // Every member is still stored, none twice.
     let counts = rt.block_on(store.count(&space, None)).unwrap();
     assert_eq!(counts.users, (STILL + HOT) as u64);
+    let written = written.load(Ordering::Relaxed);
+    (store, written)
 }

@@ -19,6 +19,7 @@ pub mod seen;
 mod shared;
 mod snapshot;
 mod space;
+mod spin;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -31,6 +32,7 @@ pub use owner::set_max_owners as set_max_space_owners;
 pub use owner::set_writer_threads;
 pub use snapshot::RestoreReport;
 pub use space::{INDEX_ABOVE, Retired, Space, TickWork};
+pub use spin::set_spin as set_space_spin;
 
 use self::owner::{Route, SpaceCell};
 use self::shared::Shared;
@@ -210,14 +212,10 @@ impl MemoryStore {
         }
         let spaces = self.spaces.read();
         match spaces.get(name)?.route(&self.shared, name, beats) {
-            Route::Here(mut space) => Some(HandOver::Done(owner::apply(
-                &self.shared,
-                name,
-                &mut space,
-                beats,
-            ))),
+            Route::Here(mut space) | Route::Waited(mut space) => Some(HandOver::Done(
+                owner::apply(&self.shared, name, &mut space, beats),
+            )),
             Route::Owner(answer) => Some(HandOver::Staged(answer)),
-            Route::Wait => None,
         }
     }
 

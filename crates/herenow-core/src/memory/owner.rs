@@ -34,7 +34,7 @@
 //! themselves: handing one over costs two wake-ups, more than applying it.
 
 use std::ops::Deref;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -43,6 +43,7 @@ use tokio::sync::oneshot;
 
 use super::shared::Shared;
 use super::space::Space;
+use super::spin;
 use crate::changes::{ChangeRef, Durable};
 use crate::error::{Error, Result};
 use crate::id::SpaceName;
@@ -81,32 +82,33 @@ fn max_owners() -> usize {
     let max = std::env::var("HERENOW_SPACE_OWNERS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            default_max_owners(cores, WRITERS.load(Ordering::Relaxed))
-        });
+        .unwrap_or_else(|| default_max_owners(writers_at_once()));
     // A concurrent first read computes the same.
     MAX_OWNERS.store(max, Ordering::Relaxed);
     max
 }
 
-/// Owners by default: none below 8 threads writing at once, one per
-/// eight from 8 on. The threads writing at once are the cores, or the
-/// writer threads (`writers`, 0: not known) where there are fewer: a
-/// server whose runtime has 2 workers on a 16-core machine meets the
-/// 2-core case. Measured on a 16-core machine (BENCHMARKS.md, "Sixteen
+/// How many threads write to the store at once: the cores this process
+/// may use, or the writer threads it was told of ([`set_writer_threads`])
+/// where there are fewer: a server whose runtime has 2 workers on a
+/// 16-core machine meets the 2-core case.
+pub(super) fn writers_at_once() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    match WRITERS.load(Ordering::Relaxed) {
+        0 => cores,
+        writers => cores.min(writers),
+    }
+}
+
+/// Owners by default: none below 8 threads writing at once
+/// ([`writers_at_once`]), one per eight from 8 on. Measured on a 16-core machine (BENCHMARKS.md, "Sixteen
 /// cores"): at 4 threads an owner cost a quarter of one space's batch
 /// rate (18M against 24M members/s, two sittings); at 8 it gave 1.5×
 /// with 32 connections writing one space and about the same with 8; with
 /// 64 busy spaces every extra owner cost (44M members/s with none, 32M
 /// with up to 16). On two cores shared with the load a third thread
 /// cost more than it saved.
-fn default_max_owners(cores: usize, writers: usize) -> usize {
-    let at_once = if writers == 0 {
-        cores
-    } else {
-        cores.min(writers)
-    };
+fn default_max_owners(at_once: usize) -> usize {
     if at_once < 8 { 0 } else { at_once / 8 }
 }
 
@@ -137,6 +139,11 @@ pub(super) struct SpaceCell {
     space: Mutex<Space>,
     staging: Mutex<Staging>,
     work: Condvar,
+    /// Batches are staged (set under the staging lock), for an owner
+    /// spinning before it sleeps.
+    queued: AtomicBool,
+    /// A writer spins on `space` (see [`spin::lock`]).
+    spinner: AtomicBool,
 }
 
 #[derive(Default)]
@@ -177,8 +184,9 @@ pub(super) enum Route<'a> {
     Here(MutexGuard<'a, Space>),
     /// Staged for the owner: the answer comes on this receiver.
     Owner(oneshot::Receiver<Result<Applied>>),
-    /// Taken, and no owner may start: wait for the lock.
-    Wait,
+    /// Taken, and no owner may start: waited for, spinning first where
+    /// that pays ([`spin::lock`]), and to be applied here.
+    Waited(MutexGuard<'a, Space>),
 }
 
 impl Deref for SpaceCell {
@@ -196,6 +204,8 @@ impl SpaceCell {
             space: Mutex::new(space),
             staging: Mutex::new(Staging::default()),
             work: Condvar::new(),
+            queued: AtomicBool::new(false),
+            spinner: AtomicBool::new(false),
         }
     }
 
@@ -223,7 +233,8 @@ impl SpaceCell {
                 return Route::Here(space);
             }
             if staging.note(true) < BUSY || !self.start_owner(shared, name) {
-                return Route::Wait;
+                drop(staging);
+                return Route::Waited(spin::lock(&self.space, &self.spinner));
             }
             staging.owned = true;
         }
@@ -232,6 +243,7 @@ impl SpaceCell {
             beats: beats.to_vec(),
             done,
         });
+        self.queued.store(true, Ordering::Release);
         drop(staging);
         self.work.notify_one();
         Route::Owner(answer)
@@ -260,8 +272,12 @@ impl SpaceCell {
     /// [`IDLE`].
     fn own(&self, shared: &Weak<Shared>, name: &SpaceName) {
         let mut jobs = Vec::new();
+        let spin = spin::spin_budget();
         loop {
             {
+                // Watch the queue a while before sleeping on it: a batch
+                // staged meanwhile then needs no wake-up.
+                spin::spin_until(spin, || self.queued.load(Ordering::Acquire));
                 let mut staging = self.staging.lock();
                 while staging.jobs.is_empty() {
                     let idle = self.work.wait_for(&mut staging, IDLE).timed_out();
@@ -273,6 +289,7 @@ impl SpaceCell {
                     }
                 }
                 std::mem::swap(&mut jobs, &mut staging.jobs);
+                self.queued.store(false, Ordering::Relaxed);
             }
             // The store is gone only once no caller waits on it: its
             // calls borrow it. Dropping the jobs answers them with errors.
@@ -292,7 +309,11 @@ impl SpaceCell {
                     // all the same, like a request whose answer was lost.
                     let _ = job.done.send(out);
                 }
-                std::mem::swap(&mut jobs, &mut self.staging.lock().jobs);
+                {
+                    let mut staging = self.staging.lock();
+                    std::mem::swap(&mut jobs, &mut staging.jobs);
+                    self.queued.store(false, Ordering::Relaxed);
+                }
                 if jobs.is_empty() {
                     break;
                 }
@@ -347,26 +368,18 @@ mod tests {
 
     #[test]
     fn owners_need_eight_threads_writing_at_once() {
-        // (cores, writer threads told, 0: not told) -> owners
-        for (cores, writers, owners) in [
-            (1, 0, 0),
-            (2, 0, 0),
-            (4, 0, 0),
-            (7, 0, 0),
-            (8, 0, 1),
-            (16, 0, 2),
-            (16, 2, 0),
-            (16, 4, 0),
-            (16, 8, 1),
-            (16, 32, 2),
-            (64, 0, 8),
-            (2, 16, 0),
+        // threads writing at once -> owners
+        for (at_once, owners) in [
+            (1, 0),
+            (2, 0),
+            (4, 0),
+            (7, 0),
+            (8, 1),
+            (15, 1),
+            (16, 2),
+            (64, 8),
         ] {
-            assert_eq!(
-                default_max_owners(cores, writers),
-                owners,
-                "{cores} cores, {writers} writers"
-            );
+            assert_eq!(default_max_owners(at_once), owners, "{at_once} writers");
         }
     }
 }
