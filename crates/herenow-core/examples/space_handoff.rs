@@ -15,8 +15,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use herenow_core::memory::Space;
-use herenow_core::{Heartbeat, MemberId, MemberKey, SpaceConfig, SpaceName};
+use herenow_core::memory::{self, Space};
+use herenow_core::{
+    Heartbeat, ManualClock, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig, SpaceName,
+};
 use parking_lot::Mutex;
 
 const NOW: u64 = 1_700_000_000_000;
@@ -96,13 +98,40 @@ fn ping_pong(batches: &Arc<Vec<Vec<Heartbeat>>>, rounds: usize) -> Duration {
     median(all)
 }
 
-/// Two threads contending for the mutex, each applying `rounds / 2`
-/// batches: the time of each apply, and batches per second overall.
-fn contended(batches: &Arc<Vec<Vec<Heartbeat>>>, rounds: usize) -> (Duration, f64) {
+/// One thread applying batches another thread copied just before (as an
+/// owner applies what a request's thread parsed): the time of each apply.
+fn remote_beats(batches: &Arc<Vec<Vec<Heartbeat>>>, rounds: usize) -> Duration {
+    let mut s = space(batches);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Heartbeat>>(4);
+    let producer = {
+        let batches = batches.clone();
+        std::thread::spawn(move || {
+            for r in 0..rounds {
+                if tx.send(batches[r % batches.len()].clone()).is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    let mut took = Vec::with_capacity(rounds);
+    for (r, beats) in rx.iter().enumerate() {
+        let started = Instant::now();
+        s.heartbeat(&beats, NOW + 1 + r as u64).unwrap();
+        took.push(started.elapsed());
+    }
+    producer.join().unwrap();
+    median(took)
+}
+
+/// `n` threads contending for the mutex, applying `rounds` batches in
+/// all, each a fresh copy made by its thread (as a request's parsed
+/// heartbeats are): the time of each apply inside the lock, and batches
+/// per second overall.
+fn contended(batches: &Arc<Vec<Vec<Heartbeat>>>, rounds: usize, n: usize) -> (Duration, f64) {
     let s = Arc::new(Mutex::new(space(batches)));
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
-    let threads: Vec<_> = (0..2)
+    let threads: Vec<_> = (0..n)
         .map(|_| {
             let (s, next, batches) = (s.clone(), next.clone(), batches.clone());
             std::thread::spawn(move || {
@@ -112,10 +141,10 @@ fn contended(batches: &Arc<Vec<Vec<Heartbeat>>>, rounds: usize) -> (Duration, f6
                     if r >= rounds {
                         break took;
                     }
+                    let beats = batches[r % batches.len()].clone();
                     let mut g = s.lock();
                     let t = Instant::now();
-                    g.heartbeat(&batches[r % batches.len()], NOW + 1 + r as u64)
-                        .unwrap();
+                    g.heartbeat(&beats, NOW + 1 + r as u64).unwrap();
                     took.push(t.elapsed());
                 }
             })
@@ -129,34 +158,101 @@ fn contended(batches: &Arc<Vec<Vec<Heartbeat>>>, rounds: usize) -> (Duration, f6
     (median(all), rate)
 }
 
+/// `n` threads writing one space of a [`MemoryStore`] (with its owner
+/// and spin policy as set), `rounds` batches in all, each a fresh copy:
+/// batches per second.
+fn store_writers(batches: &Arc<Vec<Vec<Heartbeat>>>, rounds: usize, n: usize) -> f64 {
+    let clock = ManualClock::new(NOW);
+    let store = Arc::new(MemoryStore::new(
+        Arc::new(clock.clone()),
+        SpaceConfig::default(),
+    ));
+    let name = SpaceName::new("load").unwrap();
+    let block_on = |f| {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
+    };
+    for b in batches.iter() {
+        block_on(store.heartbeat(&name, b)).unwrap();
+    }
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let threads: Vec<_> = (0..n)
+        .map(|_| {
+            let (store, next, batches, name) =
+                (store.clone(), next.clone(), batches.clone(), name.clone());
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .unwrap();
+                loop {
+                    let r = next.fetch_add(1, Ordering::Relaxed);
+                    if r >= rounds {
+                        break;
+                    }
+                    let beats = batches[r % batches.len()].clone();
+                    rt.block_on(store.heartbeat(&name, &beats)).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let rate = rounds as f64 / started.elapsed().as_secs_f64();
+    // Let an owner thread end before the next policy is set.
+    std::thread::sleep(Duration::from_millis(100));
+    rate
+}
+
 fn main() {
     let rounds: usize = std::env::var("ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20_000);
+    let threads: Vec<usize> = std::env::var("THREADS")
+        .unwrap_or_else(|_| "2".into())
+        .split_whitespace()
+        .filter_map(|t| t.parse().ok())
+        .collect();
     let batches = Arc::new(batches());
     let one = one_thread(&batches, rounds);
     let pp = ping_pong(&batches, rounds);
-    let (cont, rate) = contended(&batches, rounds);
+    let remote = remote_beats(&batches, rounds);
     let per = |d: Duration| d.as_nanos() as f64 / 1000.0;
+    let m = |batches_per_s: f64| batches_per_s * 1000.0 / 1e6;
     println!("apply of one batch of 1,000 (median over {rounds}):");
+    println!("  one thread:            {:>7.1} us", per(one));
     println!(
-        "  one thread:            {:>7.1} us  ({:.1} ns/member)",
-        per(one) / 1.0,
-        per(one)
-    );
-    println!(
-        "  two threads in turns:  {:>7.1} us  ({:.1} ns/member, {:.2}x)",
-        per(pp),
+        "  two threads in turns:  {:>7.1} us ({:.2}x)",
         per(pp),
         per(pp) / per(one)
     );
     println!(
-        "  two threads contending:{:>7.1} us  ({:.1} ns/member, {:.2}x); {:.0} batches/s = {:.2}M members/s",
-        per(cont),
-        per(cont),
-        per(cont) / per(one),
-        rate,
-        rate * 1000.0 / 1e6
+        "  beats copied by another thread: {:>7.1} us ({:.2}x)",
+        per(remote),
+        per(remote) / per(one)
     );
+    for &n in &threads {
+        let (cont, rate) = contended(&batches, rounds, n);
+        println!(
+            "  {n} threads contending: {:>7.1} us ({:.2}x); {:.2}M members/s",
+            per(cont),
+            per(cont) / per(one),
+            m(rate)
+        );
+    }
+    println!("a MemoryStore, one space, {rounds} batches of 1,000 from n threads (M members/s):");
+    println!("  n | lock | owner | owner, watching 50 us");
+    for &n in &threads {
+        let mut row = format!("  {n}");
+        for (owners, watch) in [(0, 0), (1, 0), (1, 50)] {
+            memory::set_max_space_owners(owners);
+            memory::set_space_owner_watch(Duration::from_micros(watch));
+            row += &format!(" | {:.2}", m(store_writers(&batches, rounds, n)));
+        }
+        println!("{row}");
+    }
 }

@@ -80,10 +80,10 @@ fn page_through(
 
 #[test]
 fn issue_10_paging_under_concurrent_writers_skips_and_repeats_no_still_member() {
-    // Owner threads and spinning writers, whatever this machine's cores
-    // (neither below eight threads by default): the test is about the
-    // hand-over and the wait.
-    herenow_core::memory::set_space_spin(Duration::from_micros(50));
+    // Owner threads, watching their queue before they sleep, whatever
+    // this machine's cores (none below eight threads by default): the
+    // test is about the hand-over.
+    herenow_core::memory::set_space_owner_watch(Duration::from_micros(50));
     herenow_core::memory::set_max_space_owners(WRITERS);
     let (store, written) = paging_under_concurrent_writers();
     // The writers collided: some batches went through the owner thread.
@@ -91,7 +91,7 @@ fn issue_10_paging_under_concurrent_writers_skips_and_repeats_no_still_member() 
         store.handed_over() > 0,
         "no batch was handed to an owner thread in {written} writes"
     );
-    // Without owners colliding batches wait for the lock, spinning first.
+    // Without owners colliding batches wait for the lock.
     herenow_core::memory::set_max_space_owners(0);
     let (store, _) = paging_under_concurrent_writers();
     assert_eq!(store.handed_over(), 0);

@@ -19,7 +19,6 @@ pub mod seen;
 mod shared;
 mod snapshot;
 mod space;
-mod spin;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -29,10 +28,9 @@ use async_trait::async_trait;
 use parking_lot::{Mutex, RwLock};
 
 pub use owner::set_max_owners as set_max_space_owners;
-pub use owner::set_writer_threads;
+pub use owner::{set_owner_watch as set_space_owner_watch, set_writer_threads};
 pub use snapshot::RestoreReport;
 pub use space::{INDEX_ABOVE, Retired, Space, TickWork};
-pub use spin::set_spin as set_space_spin;
 
 use self::owner::{Route, SpaceCell};
 use self::shared::Shared;
@@ -212,10 +210,14 @@ impl MemoryStore {
         }
         let spaces = self.spaces.read();
         match spaces.get(name)?.route(&self.shared, name, beats) {
-            Route::Here(mut space) | Route::Waited(mut space) => Some(HandOver::Done(
-                owner::apply(&self.shared, name, &mut space, beats),
-            )),
+            Route::Here(mut space) => Some(HandOver::Done(owner::apply(
+                &self.shared,
+                name,
+                &mut space,
+                beats,
+            ))),
             Route::Owner(answer) => Some(HandOver::Staged(answer)),
+            Route::Wait => None,
         }
     }
 

@@ -27,14 +27,16 @@
 //! requests meanwhile. The owner applies each batch exactly as a caller
 //! would (checked whole, journaled and absorbed under the lock, answered
 //! only once applied: a heartbeat acknowledged is visible to the next
-//! read), lets readers and the sweep in every [`HOLD`], and ends after
-//! [`IDLE`] without work. A space with an owner is never dropped as idle.
+//! read), lets readers and the sweep in every [`HOLD`], watches its
+//! queue for a while before it sleeps on it ([`DEFAULT_WATCH`]), and ends
+//! after [`IDLE`] without work. A space with an owner is never dropped as
+//! idle.
 //!
 //! Small writes (single heartbeats, leaves, connections) take the lock
 //! themselves: handing one over costs two wake-ups, more than applying it.
 
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -43,7 +45,6 @@ use tokio::sync::oneshot;
 
 use super::shared::Shared;
 use super::space::Space;
-use super::spin;
 use crate::changes::{ChangeRef, Durable};
 use crate::error::{Error, Result};
 use crate::id::SpaceName;
@@ -92,7 +93,7 @@ fn max_owners() -> usize {
 /// may use, or the writer threads it was told of ([`set_writer_threads`])
 /// where there are fewer: a server whose runtime has 2 workers on a
 /// 16-core machine meets the 2-core case.
-pub(super) fn writers_at_once() -> usize {
+fn writers_at_once() -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     match WRITERS.load(Ordering::Relaxed) {
         0 => cores,
@@ -110,6 +111,64 @@ pub(super) fn writers_at_once() -> usize {
 /// cost more than it saved.
 fn default_max_owners(at_once: usize) -> usize {
     if at_once < 8 { 0 } else { at_once / 8 }
+}
+
+/// How long an owner watches its queue before it sleeps on it, in
+/// nanoseconds; `u64::MAX` until first read.
+static WATCH_NS: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// How long an owner with nothing staged watches its queue (reading a
+/// flag, writing nothing) before it sleeps: a batch staged meanwhile
+/// needs no wake-up, which on a virtual machine can take as long as
+/// applying the batch. What [`set_owner_watch`] or
+/// `HERENOW_SPACE_OWNER_WATCH_US` says, else [`DEFAULT_WATCH`].
+fn watch() -> Duration {
+    let ns = WATCH_NS.load(Ordering::Relaxed);
+    if ns != u64::MAX {
+        return Duration::from_nanos(ns);
+    }
+    let watch = std::env::var("HERENOW_SPACE_OWNER_WATCH_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(DEFAULT_WATCH, Duration::from_micros);
+    // A concurrent first read computes the same.
+    set_owner_watch(watch);
+    watch
+}
+
+/// An owner's watch by default: about one batch of 1,000 heartbeats'
+/// apply. Measured on a 16-core machine (BENCHMARKS.md, "Sixteen cores,
+/// second sitting"): one space's batches from 8 cores, 16.5M members/s
+/// with it, 14.4M without (about even in another sitting). Owners run by default only where 8 threads
+/// or more write at once, where a core watching is one to spare.
+const DEFAULT_WATCH: Duration = Duration::from_micros(50);
+
+/// Sets how long owner threads watch their queue before they sleep
+/// (zero: never), over the default and `HERENOW_SPACE_OWNER_WATCH_US`.
+/// For tests and benchmarks.
+pub fn set_owner_watch(watch: Duration) {
+    let ns = u64::try_from(watch.as_nanos()).unwrap_or(u64::MAX);
+    WATCH_NS.store(ns.min(u64::MAX - 1), Ordering::Relaxed);
+}
+
+/// Spins until `ready` says so or `budget` is spent; returns what `ready`
+/// last said.
+fn watch_until(budget: Duration, mut ready: impl FnMut() -> bool) -> bool {
+    if budget.is_zero() {
+        return ready();
+    }
+    let start = Instant::now();
+    loop {
+        for _ in 0..32 {
+            if ready() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        if start.elapsed() >= budget {
+            return ready();
+        }
+    }
 }
 
 /// Tells the default owner policy how many threads write to the store at
@@ -139,11 +198,9 @@ pub(super) struct SpaceCell {
     space: Mutex<Space>,
     staging: Mutex<Staging>,
     work: Condvar,
-    /// Batches are staged (set under the staging lock), for an owner
-    /// spinning before it sleeps.
+    /// Batches are staged: set with the staging lock held, read by an
+    /// owner watching its queue.
     queued: AtomicBool,
-    /// A writer spins on `space` (see [`spin::lock`]).
-    spinner: AtomicBool,
 }
 
 #[derive(Default)]
@@ -184,9 +241,8 @@ pub(super) enum Route<'a> {
     Here(MutexGuard<'a, Space>),
     /// Staged for the owner: the answer comes on this receiver.
     Owner(oneshot::Receiver<Result<Applied>>),
-    /// Taken, and no owner may start: waited for, spinning first where
-    /// that pays ([`spin::lock`]), and to be applied here.
-    Waited(MutexGuard<'a, Space>),
+    /// Taken, and no owner may start: wait for the lock.
+    Wait,
 }
 
 impl Deref for SpaceCell {
@@ -205,7 +261,6 @@ impl SpaceCell {
             staging: Mutex::new(Staging::default()),
             work: Condvar::new(),
             queued: AtomicBool::new(false),
-            spinner: AtomicBool::new(false),
         }
     }
 
@@ -233,8 +288,7 @@ impl SpaceCell {
                 return Route::Here(space);
             }
             if staging.note(true) < BUSY || !self.start_owner(shared, name) {
-                drop(staging);
-                return Route::Waited(spin::lock(&self.space, &self.spinner));
+                return Route::Wait;
             }
             staging.owned = true;
         }
@@ -272,12 +326,10 @@ impl SpaceCell {
     /// [`IDLE`].
     fn own(&self, shared: &Weak<Shared>, name: &SpaceName) {
         let mut jobs = Vec::new();
-        let spin = spin::spin_budget();
+        let watch = watch();
         loop {
             {
-                // Watch the queue a while before sleeping on it: a batch
-                // staged meanwhile then needs no wake-up.
-                spin::spin_until(spin, || self.queued.load(Ordering::Acquire));
+                watch_until(watch, || self.queued.load(Ordering::Acquire));
                 let mut staging = self.staging.lock();
                 while staging.jobs.is_empty() {
                     let idle = self.work.wait_for(&mut staging, IDLE).timed_out();
@@ -364,7 +416,9 @@ pub(super) async fn answer(answer: oneshot::Receiver<Result<Applied>>) -> Result
 
 #[cfg(test)]
 mod tests {
-    use super::default_max_owners;
+    use std::time::Duration;
+
+    use super::{default_max_owners, watch_until};
 
     #[test]
     fn owners_need_eight_threads_writing_at_once() {
@@ -381,5 +435,22 @@ mod tests {
         ] {
             assert_eq!(default_max_owners(at_once), owners, "{at_once} writers");
         }
+    }
+
+    #[test]
+    fn a_watch_stops_at_ready_or_at_its_budget() {
+        let mut calls = 0;
+        assert!(watch_until(Duration::from_secs(5), || {
+            calls += 1;
+            calls == 3
+        }));
+        assert_eq!(calls, 3);
+        assert!(!watch_until(Duration::from_micros(20), || false));
+        let mut once = 0;
+        assert!(!watch_until(Duration::ZERO, || {
+            once += 1;
+            false
+        }));
+        assert_eq!(once, 1, "no budget: asked once");
     }
 }
