@@ -126,6 +126,16 @@ async fn malformed_json_unknown_fields_and_content_types() {
     h.raw(uri, Some("application/json"), Vec::new())
         .await
         .problem(StatusCode::BAD_REQUEST, "bad-json");
+    // Bytes that are not UTF-8, in a string and outside one: named, and
+    // nothing is recorded.
+    for body in [&b"{\"id\": \"a\xff\"}"[..], &b"{\"id\": \"a\"}\xc3"[..]] {
+        let a = h.raw(uri, Some("application/json"), body.to_vec()).await;
+        a.problem(StatusCode::BAD_REQUEST, "bad-json");
+        let p = a.json();
+        assert!(p["detail"].as_str().unwrap().contains("not UTF-8"), "{p}");
+    }
+    let n = h.get("/v1/spaces/lobby/count").await.ok();
+    assert_eq!(n["total"], 0, "{n}");
     h.raw(
         uri,
         Some("application/json"),
