@@ -102,9 +102,10 @@ fn writers_at_once() -> usize {
 }
 
 /// Owners by default: none below 8 threads writing at once
-/// ([`writers_at_once`]), one per eight from 8 on. Measured on a 16-core machine (BENCHMARKS.md, "Sixteen
-/// cores"): at 4 threads an owner cost a quarter of one space's batch
-/// rate (18M against 24M members/s, two sittings); at 8 it gave 1.5×
+/// ([`writers_at_once`]), one per eight from 8 on. Measured on a 16-core
+/// machine (BENCHMARKS.md, "Sixteen cores"): at 4 threads an owner cost
+/// a quarter of one space's batch rate (18M against 24M members/s, two
+/// sittings); at 8 it gave 1.5×
 /// with 32 connections writing one space and about the same with 8; with
 /// 64 busy spaces every extra owner cost (44M members/s with none, 32M
 /// with up to 16). On two cores shared with the load a third thread
@@ -139,8 +140,9 @@ fn watch() -> Duration {
 /// An owner's watch by default: about one batch of 1,000 heartbeats'
 /// apply. Measured on a 16-core machine (BENCHMARKS.md, "Sixteen cores,
 /// second sitting"): one space's batches from 8 cores, 16.5M members/s
-/// with it, 14.4M without (about even in another sitting). Owners run by default only where 8 threads
-/// or more write at once, where a core watching is one to spare.
+/// with it, 14.4M without (about even in another sitting). Owners run by
+/// default only where 8 threads or more write at once, where a core
+/// watching is one to spare.
 const DEFAULT_WATCH: Duration = Duration::from_micros(50);
 
 /// Sets how long owner threads watch their queue before they sleep
