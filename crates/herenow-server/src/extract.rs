@@ -111,9 +111,14 @@ impl JsonBody {
 }
 
 /// Classifies a serde error: an unknown field gets its own code, because it
-/// is the usual symptom of a typo or a client built for another version.
+/// is the usual symptom of a typo or a client built for another version,
+/// and a list refused for its length while it was read keeps the code the
+/// batch check gives ([`crate::protocol::bounded`]).
 fn json_error(e: serde_json::Error) -> ApiError {
     let detail = e.to_string();
+    if let Some(detail) = detail.strip_prefix(crate::protocol::bounded::TOO_LARGE) {
+        return ApiError::bad_request("batch-too-large", detail.to_owned());
+    }
     let code = if e.is_data() && detail.starts_with("unknown field") {
         "unknown-field"
     } else {

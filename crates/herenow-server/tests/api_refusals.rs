@@ -114,6 +114,43 @@ async fn batches_must_hold_1_to_10000_items() {
 }
 
 #[tokio::test]
+async fn a_list_is_refused_at_its_first_item_past_the_limit() {
+    // Bodies just under the 4 MiB bound holding 360,000 tiny items: each
+    // list endpoint answers `batch-too-large` without reading them all
+    // into memory first (`protocol/bounded.rs`), and records nothing.
+    let h = harness();
+    let many = |item: &str, fields: &str, list: &str| {
+        let items = vec![item; 360_000].join(",");
+        format!("{{{fields}\"{list}\":[{items}]}}").into_bytes()
+    };
+    let member = r#"{"id":"a"}"#;
+    for (uri, body) in [
+        (
+            "/v1/spaces/lobby/heartbeats",
+            many(member, "", "heartbeats"),
+        ),
+        ("/v1/spaces/lobby/leave", many(member, "", "members")),
+        ("/v1/spaces/lobby/status", many(member, "", "members")),
+        ("/v1/spaces/lobby/online-among", many(member, "", "members")),
+        ("/v1/friends/ann/add", many(r#""b""#, "", "friends")),
+        ("/v1/users/status", many(r#""b""#, "", "ids")),
+        ("/v1/tokens", many(r#""s""#, r#""user":"ann","#, "spaces")),
+        ("/v1/watch", many(r#""b""#, "", "users")),
+    ] {
+        assert!(body.len() < 4 << 20, "{uri}: {} bytes", body.len());
+        let a = h.raw(uri, Some("application/json"), body).await;
+        a.problem(StatusCode::BAD_REQUEST, "batch-too-large");
+        let p = a.json();
+        let detail = p["detail"].as_str().unwrap();
+        assert!(detail.contains("more than 10000 items"), "{uri}: {p}");
+    }
+    let n = h.get("/v1/spaces/lobby/count").await.ok();
+    assert_eq!(n["total"], 0, "{n}");
+    let f = h.get("/v1/friends/ann").await.ok();
+    assert_eq!(f["friends"], json!([]), "{f}");
+}
+
+#[tokio::test]
 async fn malformed_json_unknown_fields_and_content_types() {
     let h = harness();
     let uri = "/v1/spaces/lobby/heartbeat";

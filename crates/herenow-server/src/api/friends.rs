@@ -21,7 +21,7 @@ use crate::state::AppState;
 #[serde(deny_unknown_fields)]
 pub struct FriendsBody<'a> {
     /// 1 to 10,000 user ids.
-    #[serde(borrow)]
+    #[serde(borrow, deserialize_with = "crate::protocol::bounded::batch")]
     #[schema(value_type = Vec<String>)]
     pub friends: Vec<Cow<'a, str>>,
 }

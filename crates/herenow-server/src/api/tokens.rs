@@ -33,7 +33,9 @@ pub struct TokenRequest<'a> {
     #[serde(default)]
     pub kind: Kind,
     /// 1 to 32 space names the socket may join and subscribe to, or
-    /// `["*"]` for every space.
+    /// `["*"]` for every space. (Read up to 10,000, then refused as a
+    /// batch too large; 33 to 10,000 are refused by the check after.)
+    #[serde(deserialize_with = "crate::protocol::bounded::batch")]
     #[schema(value_type = Vec<String>)]
     pub spaces: Vec<Cow<'a, str>>,
     /// Lifetime in seconds, 1 to 86,400 (default 3,600).

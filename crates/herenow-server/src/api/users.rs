@@ -56,7 +56,7 @@ impl From<SeenAnywhere> for SeenAnywhereDto {
 #[serde(deny_unknown_fields)]
 pub struct UsersBody<'a> {
     /// 1 to 10,000 user ids.
-    #[serde(borrow)]
+    #[serde(borrow, deserialize_with = "crate::protocol::bounded::batch")]
     #[schema(value_type = Vec<String>)]
     pub ids: Vec<Cow<'a, str>>,
 }

@@ -12,12 +12,15 @@
 //! - [`watch`]: watching users, what the WebSocket and the
 //!   `POST /v1/watch` stream both send;
 //! - [`whole`]: whole numbers in bodies, read as JSON Schema reads them
-//!   (`2.0` is `2`).
+//!   (`2.0` is `2`);
+//! - [`bounded`]: lists in bodies, refused at their first item past the
+//!   limit rather than read whole first.
 //!
 //! Kept apart so that `api`, `sse`, `ws` and `token` depend on one leaf
 //! module rather than on each other: a change to a shape shows up here,
 //! once, for every face.
 
+pub mod bounded;
 pub mod dto;
 pub mod watch;
 pub mod whole;

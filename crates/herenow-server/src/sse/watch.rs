@@ -39,8 +39,9 @@ pub fn router() -> Router<AppState> {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WatchRequest {
-    /// User ids to watch (at most 5,000 watched in all).
-    #[serde(default)]
+    /// User ids to watch (at most 5,000 watched in all; a list past
+    /// 10,000 is refused as a batch too large while it is read).
+    #[serde(default, deserialize_with = "crate::protocol::bounded::batch")]
     #[schema(value_type = Vec<String>, max_items = 5000)]
     pub users: Vec<String>,
     /// Also watch this user's friend set, followed as it changes.

@@ -1,0 +1,90 @@
+//! Lists in request bodies, bounded while they are read.
+//!
+//! A body is at most 4 MiB, but its parsed form is larger: `{"id":"a"},`
+//! is 11 bytes of JSON and some 70 bytes once read, so a body of 380,000
+//! such heartbeats made the server allocate about 75 MB before the batch
+//! check refused it (10,000 is the limit). These readers stop at the
+//! first item past the limit instead, so a refused list costs at most the
+//! limit's worth of memory. The refusal keeps the code the check after
+//! parsing gives (`batch-too-large`; the extractor maps it, see
+//! [`TOO_LARGE`]).
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use herenow_core::limits::MAX_BATCH;
+use serde::de::{self, Deserialize, Deserializer, SeqAccess, Visitor};
+
+/// How a list refused for its length starts its error message; the
+/// extractor turns such an error into a `batch-too-large` problem.
+pub const TOO_LARGE: &str = "batch-too-large: ";
+
+struct AtMost<T, const MAX: usize>(PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>, const MAX: usize> Visitor<'de> for AtMost<T, MAX> {
+    type Value = Vec<T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a list of at most {MAX} items")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+        // JSON gives no length ahead; grow as items come.
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element()? {
+            if items.len() == MAX {
+                return Err(de::Error::custom(format_args!(
+                    "{TOO_LARGE}the list has more than {MAX} items; the limit is {MAX}"
+                )));
+            }
+            items.push(item);
+        }
+        Ok(items)
+    }
+}
+
+/// A list of at most `MAX` items.
+pub fn at_most<'de, D, T, const MAX: usize>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    d.deserialize_seq(AtMost::<T, MAX>(PhantomData))
+}
+
+/// A batch: at most [`MAX_BATCH`] items.
+pub fn batch<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    at_most::<D, T, MAX_BATCH>(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+
+    use super::TOO_LARGE;
+
+    #[derive(Debug, Deserialize)]
+    struct Three {
+        #[serde(deserialize_with = "super::at_most::<_, _, 3>")]
+        items: Vec<u32>,
+    }
+
+    #[test]
+    fn a_list_is_read_up_to_its_limit_and_refused_past_it() {
+        let ok: Three = serde_json::from_str(r#"{"items":[1,2,3]}"#).unwrap();
+        assert_eq!(ok.items, [1, 2, 3]);
+        let empty: Three = serde_json::from_str(r#"{"items":[]}"#).unwrap();
+        assert!(empty.items.is_empty());
+        let err = serde_json::from_str::<Three>(r#"{"items":[1,2,3,4]}"#).unwrap_err();
+        assert!(err.to_string().starts_with(TOO_LARGE), "{err}");
+        assert!(err.to_string().contains("more than 3 items"), "{err}");
+        // Not a list, or a bad item: the usual errors.
+        assert!(serde_json::from_str::<Three>(r#"{"items":{}}"#).is_err());
+        let err = serde_json::from_str::<Three>(r#"{"items":[1,"x"]}"#).unwrap_err();
+        assert!(!err.to_string().starts_with(TOO_LARGE), "{err}");
+    }
+}
