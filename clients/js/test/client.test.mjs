@@ -99,8 +99,11 @@ describe("heartbeats and who's online", () => {
 
   test("onlineAmong answers the online ones of an ad-hoc list, most recent first", async () => {
     const space = unique("among");
-    await herenow.heartbeat(space, "a");
-    await herenow.heartbeat(space, "b");
+    // Explicit times: two calls can land in the same millisecond, and a
+    // tie is ordered by id, not by arrival.
+    const now = Date.now();
+    await herenow.heartbeat(space, { id: "a", at_ms: now - 2000 });
+    await herenow.heartbeat(space, { id: "b", at_ms: now - 1000 });
     const online = await herenow.onlineAmong(space, ["a", "b", "c", { id: "a", kind: "guest" }], { window: "10m", limit: 10 });
     assert.deepEqual(online.map((m) => m.id), ["b", "a"]);
     assert.ok(online.every((m) => m.status === "online"));

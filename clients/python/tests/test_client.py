@@ -119,8 +119,11 @@ def test_leave_remembers_last_seen(client: herenow.Client, space: str) -> None:
 
 def test_online_among_an_ad_hoc_list(client: herenow.Client, space: str) -> None:
     a, b, c = uid("a"), uid("b"), uid("c")
-    client.heartbeat(space, a)
-    client.heartbeat(space, b)
+    # Explicit times: two calls can land in the same millisecond, and a
+    # tie is ordered by id, not by arrival.
+    now = int(time.time() * 1000)
+    client.heartbeat(space, a, at_ms=now - 2_000)
+    client.heartbeat(space, b, at_ms=now - 1_000)
     among = client.online_among(space, [a, c, b], window="10m", limit=10)
     assert [m.id for m in among] == [b, a]  # most recent first, c never seen
 

@@ -402,6 +402,33 @@ async fn bodies_over_4_mib_are_refused() {
 }
 
 #[tokio::test]
+async fn a_body_in_many_frames_is_read_whole() {
+    // A batch streamed in 1 KiB frames, with its length declared and
+    // without: every heartbeat arrives.
+    let h = harness();
+    let items: Vec<String> = (0..3_000).map(|i| format!(r#"{{"id":"u{i}"}}"#)).collect();
+    let body = format!(r#"{{"heartbeats":[{}]}}"#, items.join(",")).into_bytes();
+    for declared in [true, false] {
+        let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+            body.chunks(1024).map(|c| Ok(c.to_vec())).collect();
+        let mut request = Request::builder()
+            .method(Method::POST)
+            .uri("/v1/spaces/lobby/heartbeats")
+            .header(header::CONTENT_TYPE, "application/json");
+        if declared {
+            request = request.header(header::CONTENT_LENGTH, body.len());
+        }
+        let request = request
+            .body(Body::from_stream(futures::stream::iter(chunks)))
+            .unwrap();
+        let a = call(&h.app, request).await.ok();
+        assert_eq!(a["accepted"], 3_000, "declared: {declared}: {a}");
+    }
+    let n = h.get("/v1/spaces/lobby/count").await.ok();
+    assert_eq!(n["total"], 3_000, "{n}");
+}
+
+#[tokio::test]
 async fn unknown_routes_and_methods_are_problems() {
     let h = harness();
     h.get("/v1/nothing-here")
