@@ -144,6 +144,23 @@ async fn a_list_is_refused_at_its_first_item_past_the_limit() {
         let detail = p["detail"].as_str().unwrap();
         assert!(detail.contains("more than 10000 items"), "{uri}: {p}");
     }
+    // A space's webhooks, and one webhook's events (a PUT).
+    let hooks = vec![r#"{"url":"h"}"#; 300_000].join(",");
+    let events = vec![r#""join""#; 360_000].join(",");
+    for body in [
+        format!(r#"{{"webhooks":[{hooks}]}}"#),
+        format!(r#"{{"webhooks":[{{"url":"https://x.test/","events":[{events}]}}]}}"#),
+    ] {
+        let request = Request::builder()
+            .method(Method::PUT)
+            .uri("/v1/spaces/lobby/config")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body))
+            .unwrap();
+        call(&h.app, request)
+            .await
+            .problem(StatusCode::BAD_REQUEST, "batch-too-large");
+    }
     let n = h.get("/v1/spaces/lobby/count").await.ok();
     assert_eq!(n["total"], 0, "{n}");
     let f = h.get("/v1/friends/ann").await.ok();

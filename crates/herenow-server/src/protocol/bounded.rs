@@ -62,6 +62,38 @@ where
     at_most::<D, T, MAX_BATCH>(d)
 }
 
+/// An optional batch: absent or `null` is `None`, a list is read as
+/// [`batch`] reads it.
+pub fn opt_batch<'de, D, T>(d: D) -> Result<Option<Vec<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct Opt<T>(PhantomData<T>);
+
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for Opt<T> {
+        type Value = Option<Vec<T>>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "null or a list of at most {MAX_BATCH} items")
+        }
+
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            batch(d).map(Some)
+        }
+    }
+
+    d.deserialize_option(Opt(PhantomData))
+}
+
 #[cfg(test)]
 mod tests {
     use serde::Deserialize;
@@ -72,6 +104,25 @@ mod tests {
     struct Three {
         #[serde(deserialize_with = "super::at_most::<_, _, 3>")]
         items: Vec<u32>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    struct Maybe {
+        #[serde(default, deserialize_with = "super::opt_batch")]
+        items: Option<Vec<u32>>,
+    }
+
+    #[test]
+    fn an_optional_list_is_absent_null_or_bounded() {
+        let absent: Maybe = serde_json::from_str("{}").unwrap();
+        assert_eq!(absent.items, None);
+        let null: Maybe = serde_json::from_str(r#"{"items":null}"#).unwrap();
+        assert_eq!(null.items, None);
+        let some: Maybe = serde_json::from_str(r#"{"items":[7]}"#).unwrap();
+        assert_eq!(some.items, Some(vec![7]));
+        let many = format!(r#"{{"items":[{}]}}"#, vec!["1"; 10_001].join(","));
+        let err = serde_json::from_str::<Maybe>(&many).unwrap_err();
+        assert!(err.to_string().starts_with(TOO_LARGE), "{err}");
     }
 
     #[test]

@@ -146,7 +146,11 @@ pub struct SpaceConfigDto {
     /// alike. Absent in a `PUT`: unchanged; `[]` removes them. Shown only
     /// to callers that may write (a read-scoped key gets no `webhooks`),
     /// never with their secrets.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::bounded::opt_batch"
+    )]
     #[schema(max_items = 8)]
     pub webhooks: Option<Vec<SpaceWebhookDto>>,
 }
@@ -160,7 +164,7 @@ pub struct SpaceWebhookDto {
     #[schema(min_length = 1, max_length = 2048)]
     pub url: String,
     /// The kinds of events it wants, each once; absent in a `PUT`: all.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::bounded::opt_batch")]
     #[schema(min_items = 1, max_items = 7)]
     pub events: Option<Vec<WebhookEvent>>,
     /// The signing secret, `whsec_` and the base64 of 24 to 64 bytes (the
