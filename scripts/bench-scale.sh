@@ -46,8 +46,10 @@
 # On a machine without cargo, wrk or Redis (a carried `device` machine),
 # KIT=<folder made by scripts/device-kit.sh> takes all of them from there.
 # The server's tokio workers are set to its core count as well
-# (TOKIO_WORKER_THREADS), and the script says whether taskset's pinning
-# is honoured there (some sandboxes accept it and pin nothing).
+# (TOKIO_WORKER_THREADS; WORKERS=n sets them apart from the cores, to see
+# how a store copes with more threads than cores), and the script says
+# whether taskset's pinning is honoured there (some sandboxes accept it
+# and pin nothing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -139,12 +141,12 @@ PY
 # ---------------------------------------------------------------- one run
 # run STORE_ARGS CORELIST LOADCORES LOAD -> prints "rate cores_busy"
 run() {
-  local store_args=$1 servercores=$2 loadcores=$3 load=$4 owners=$5
+  local store_args=$1 servercores=$2 loadcores=$3 load=$4 envs=$5
   local port threads conns workers
-  workers=$(echo "$servercores" | tr ',' '\n' | wc -l)
+  workers=${WORKERS:-$(echo "$servercores" | tr ',' '\n' | wc -l)}
   port=$(free_port)
   # shellcheck disable=SC2086
-  env $owners RUST_LOG=warn TOKIO_WORKER_THREADS="$workers" taskset -c "$servercores" "$herenow" serve \
+  env RUST_LOG=warn $envs TOKIO_WORKER_THREADS="$workers" taskset -c "$servercores" "$herenow" serve \
     --listen "127.0.0.1:$port" $store_args >"$dir/server.log" 2>&1 &
   server=$!
   echo "$server" >"$dir/server.pid"
@@ -233,7 +235,7 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 # differently.
 echo "core siblings: $(cat /sys/devices/system/cpu/cpu*/topology/thread_siblings_list 2>/dev/null | sort -un | tr '\n' ' ')(L3 shared by: $(cat /sys/devices/system/cpu/cpu0/cache/index3/shared_cpu_list 2>/dev/null || echo unknown))"
 echo "wrk: $BATCH_CONNECTIONS connections for batches, $SINGLE_CONNECTIONS for singles; $DURATION per run, median of $ROUNDS runs; fresh server per run"
-echo "server cores: $CORES (tokio workers the same); stores: ${store_rows[*]}; pinning $pinning"
+echo "server cores: $CORES (tokio workers ${WORKERS:-the same}); stores: ${store_rows[*]}; pinning $pinning"
 echo "CPU order (server from the front, Redis at the end): ${order[*]}"
 [ -n "$redis_core" ] && echo "redis-server pinned to core $redis_core"
 # Rounds go over every store row in turn, so the machine's noise falls on
@@ -247,17 +249,17 @@ for n in $CORES; do
         store_args=""
         # A row "memory:A=1,B=2" is the memory store with those variables
         # in the server's environment (a policy to compare).
-        owners="RUST_LOG=warn"
+        envs=""
         kind=${store%%:*}
-        [ "$kind" != "$store" ] && owners="$owners ${store#*:}" && owners=${owners//,/ }
+        [ "$kind" != "$store" ] && envs=${store#*:} && envs=${envs//,/ }
         [ "$kind" = redis ] && store_args="--store redis://127.0.0.1:$rport"
-        [ "$store" = memory-owners-off ] && owners="HERENOW_SPACE_OWNERS=0"
-        [ "$store" = memory-owners-on ] && owners="HERENOW_SPACE_OWNERS=$total"
+        [ "$store" = memory-owners-off ] && envs="HERENOW_SPACE_OWNERS=0"
+        [ "$store" = memory-owners-on ] && envs="HERENOW_SPACE_OWNERS=$total"
         last_load=$((total - 1))
         [ -n "$redis_core" ] && [ "$kind" = redis ] && last_load=$((total - 2))
         if [ "$n" -le "$last_load" ]; then loadcores=$(pick "$n" "$last_load"); else loadcores=$servercores; fi
         [ "$kind" = redis ] && "${redis_cli[@]}" -p "$rport" flushall >/dev/null
-        read -r rate cpu < <(run "$store_args" "$servercores" "$loadcores" "$load" "$owners") || true
+        read -r rate cpu < <(run "$store_args" "$servercores" "$loadcores" "$load" "$envs") || true
         if [ -z "${cpu:-}" ]; then echo "the $load run failed" >&2; exit 1; fi
         echo "  round $round: $store, $n cores, $load: $rate (server CPU $cpu cores)" >&2
         rates[$store|$n|$load]="${rates[$store|$n|$load]:-} $rate"

@@ -20,6 +20,8 @@
 #   KIT=.device-kit SERVER_CORES=0 LOAD_CORES=8-15 scripts/bench-http-floor.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/kit.sh
+. scripts/lib/kit.sh
 out=${1:-.device-kit}
 
 for tool in wrk redis-server redis-cli redis-benchmark; do
@@ -35,18 +37,7 @@ strip "$out/bin/herenow" "$out/bin/bare_server"
 for tool in wrk redis-server redis-cli redis-benchmark; do
   cp -L "$(command -v "$tool")" "$out/bin/$tool"
 done
-# The C library, the loader and the C++ runtime stay the machine's own
-# (every x86-64 Linux with Python has them, ours need a newer C library
-# than the binaries do, and mixing two C libraries breaks); the rest
-# travels.
-for f in "$out"/bin/*; do
-  ldd "$f" | awk '/=> \// {print $3}'
-done | sort -u | while read -r lib; do
-  case $(basename "$lib") in
-    libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libstdc++.so.*|libgcc_s.so.*) ;;
-    *) cp -L "$lib" "$out/lib/" ;;
-  esac
-done
+kit_libs "$out/lib" "$out"/bin/*
 {
   echo "built $(date -u +%FT%TZ) from $(git rev-parse --short HEAD) on $(uname -m)"
   echo "needs GLIBC $(objdump -T "$out"/bin/* "$out"/lib/* 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1) or newer"

@@ -22,6 +22,8 @@
 # the packed folder (default .device-prof).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/kit.sh
+. scripts/lib/kit.sh
 
 pack() {
   local out=${1:-.device-prof}
@@ -34,14 +36,7 @@ pack() {
   cp target/release/herenow "$out/bin/"
   strip --strip-debug "$out/bin/herenow"
   cp -L "$(command -v perf)" "$(command -v wrk)" "$out/bin/"
-  for f in "$out/bin/perf" "$out/bin/wrk"; do
-    ldd "$f" | awk '/=> \// {print $3}'
-  done | sort -u | while read -r lib; do
-    case $(basename "$lib") in
-      libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libstdc++.so.*|libgcc_s.so.*) ;;
-      *) cp -L "$lib" "$out/lib/" ;;
-    esac
-  done
+  kit_libs "$out/lib" "$out/bin/perf" "$out/bin/wrk"
   python3 - "$out/batch1.lua" <<'PY'
 import sys
 def body(first):

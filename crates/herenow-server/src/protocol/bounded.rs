@@ -2,9 +2,9 @@
 //!
 //! A body is at most 4 MiB, but its parsed form is larger: `{"id":"a"},`
 //! is 11 bytes of JSON and some 70 bytes once read, so a body of 380,000
-//! such heartbeats raised the server's peak memory by about 75 MB before
-//! the batch check refused it (10,000 is the limit; 17 MB now, most of it
-//! the body's own reading). These readers stop at the
+//! such heartbeats raised the server's peak memory by 78–86 MB before the
+//! batch check refused it (10,000 is the limit; 18.5 MB now, most of it
+//! the body's own reading: `scripts/bench-body-memory.sh`). These readers stop at the
 //! first item past the limit instead, so a refused list costs at most the
 //! limit's worth of memory. The refusal keeps the code the check after
 //! parsing gives (`batch-too-large`; the extractor maps it, see
