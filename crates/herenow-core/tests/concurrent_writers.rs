@@ -85,7 +85,7 @@ fn issue_10_paging_under_concurrent_writers_skips_and_repeats_no_still_member() 
     // test is about the hand-over.
     herenow_core::memory::set_space_owner_watch(Duration::from_micros(50));
     herenow_core::memory::set_max_space_owners(WRITERS);
-    let (store, written) = paging_under_concurrent_writers();
+    let (store, written) = paging_under_concurrent_writers(1);
     // The writers collided: some batches went through the owner thread.
     assert!(
         store.handed_over() > 0,
@@ -93,17 +93,23 @@ fn issue_10_paging_under_concurrent_writers_skips_and_repeats_no_still_member() 
     );
     // Without owners colliding batches wait for the lock.
     herenow_core::memory::set_max_space_owners(0);
-    let (store, _) = paging_under_concurrent_writers();
+    let (store, _) = paging_under_concurrent_writers(1);
     assert_eq!(store.handed_over(), 0);
+    // A space split over stripes: the writers' batches go to every
+    // stripe, in parallel where they can, and paging merges them.
+    herenow_core::memory::set_max_space_owners(WRITERS);
+    let (store, _) = paging_under_concurrent_writers(3);
+    assert_eq!(store.space_stripes(), 3);
 }
 
-/// The scenario: returns the store and how many writes were made.
-fn paging_under_concurrent_writers() -> (Arc<MemoryStore>, u64) {
+/// The scenario, on spaces of `stripes` stripes: returns the store and
+/// how many writes were made.
+fn paging_under_concurrent_writers(stripes: usize) -> (Arc<MemoryStore>, u64) {
     let clock = ManualClock::new(T0);
-    let store = Arc::new(MemoryStore::new(
-        Arc::new(clock.clone()),
-        SpaceConfig::default(),
-    ));
+    let store = Arc::new(
+        MemoryStore::new(Arc::new(clock.clone()), SpaceConfig::default())
+            .with_space_stripes(stripes),
+    );
     let space = SpaceName::new("busy").unwrap();
     let rt = runtime();
     // Everyone present before the paging starts, last seen over the past

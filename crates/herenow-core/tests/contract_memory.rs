@@ -17,6 +17,20 @@ async fn memory_store_keeps_the_contract() {
     contract::run_all(factory).await;
 }
 
+/// The same contract with every space split over three stripes: reads
+/// merge the stripes, so a striped space answers as a whole one.
+#[tokio::test]
+async fn striped_memory_store_keeps_the_contract() {
+    let factory: Factory = Arc::new(|clock| {
+        Box::pin(async move {
+            Arc::new(
+                MemoryStore::new(Arc::new(clock), SpaceConfig::default()).with_space_stripes(3),
+            ) as Arc<dyn PresenceStore>
+        })
+    });
+    contract::run_all(factory).await;
+}
+
 /// The trait's default `online_friends` / `online_among`, as a store that
 /// overrides nothing gets them: a thin wrapper that forwards only the
 /// primitives to a memory store.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::MemoryStore;
-use super::owner::SpaceCell;
+use super::stripes::Stripes;
 use crate::changes::{ChangeRef, Durable};
 use crate::error::Result;
 use crate::id::MemberId;
@@ -20,7 +20,7 @@ impl MemoryStore {
     pub(super) fn erase(&self, user: &MemberId) -> Result<(ErasureReport, Option<Durable>)> {
         let _one_at_a_time = self.erasing.lock();
         let ids = self.shared.seen.user_spaces(user.as_str());
-        let held: Vec<Arc<SpaceCell>> = {
+        let held: Vec<Arc<Stripes>> = {
             let names = self.shared.seen.names(&ids);
             let spaces = self.spaces.read();
             names
@@ -30,7 +30,9 @@ impl MemoryStore {
         };
         // Only erasure locks several spaces, one erasure at a time, and it
         // takes no other lock before them: no deadlock.
-        let mut guards: Vec<_> = held.iter().map(|s| s.lock()).collect();
+        let mut spaces: Vec<_> = held.iter().map(|s| s.lock_all()).collect();
+        let mut guards: Vec<&mut crate::memory::Space> =
+            spaces.iter_mut().flat_map(|s| s.stripes_mut()).collect();
         let mut friends = self.friends.write();
         let mut report = ErasureReport::default();
         for g in guards.iter_mut() {
@@ -57,6 +59,7 @@ impl MemoryStore {
         let durable = self.record(ChangeRef::Erase { user })?;
         drop(friends);
         drop(guards);
+        drop(spaces);
         Ok((report, durable))
     }
 }

@@ -9,31 +9,36 @@
 //! A `parking_lot` mutex, not tokio's: no lock is ever held across an
 //! `.await`, and the critical sections are microseconds long.
 
+mod beats;
 mod conns;
 mod erase;
 mod friends;
 mod hooks;
+mod occupancy;
 mod outbox;
 mod owner;
 pub mod seen;
 mod shared;
 mod snapshot;
 mod space;
+mod stripes;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
 pub use owner::set_max_owners as set_max_space_owners;
 pub use owner::{set_owner_watch as set_space_owner_watch, set_writer_threads};
 pub use snapshot::RestoreReport;
+use space::check_beats;
 pub use space::{INDEX_ABOVE, Retired, Space, TickWork};
+pub use stripes::MAX_STRIPES;
 
-use self::owner::{Route, SpaceCell};
 use self::shared::Shared;
+use self::stripes::{Locked, Stripes};
 use crate::changes::{Change, ChangeLog, ChangeRef, Durable};
 use crate::conn::{Attach, AttachReport, ConnId, Connection, DetachReport};
 use crate::error::{InvalidInput, Result};
@@ -57,7 +62,7 @@ pub const TICK_BUDGET: usize = 2_048;
 /// Slices of [`TICK_BUDGET`] slots of the `Seen` table swept per round.
 const SWEEP_SLICES: usize = 16;
 
-type SpaceMap = HashMap<SpaceName, Arc<SpaceCell>, foldhash::fast::RandomState>;
+type SpaceMap = HashMap<SpaceName, Arc<Stripes>, foldhash::fast::RandomState>;
 type FriendMap = HashMap<MemberId, BTreeSet<MemberId>>;
 
 /// The embedded presence store. Cheap to share: use it as
@@ -68,6 +73,8 @@ pub struct MemoryStore {
     /// spaces' owner threads.
     shared: Arc<Shared>,
     defaults: SpaceConfig,
+    /// The stripes each new space is split over (`memory/stripes.rs`).
+    stripes: usize,
     spaces: RwLock<SpaceMap>,
     friends: RwLock<FriendMap>,
     /// Erasures run one at a time (each locks several spaces).
@@ -88,11 +95,28 @@ impl MemoryStore {
         Self {
             shared: Arc::new(Shared::new(clock)),
             defaults,
+            stripes: 1,
             spaces: RwLock::new(SpaceMap::default()),
             friends: RwLock::new(HashMap::new()),
             erasing: Mutex::new(()),
             hooks: hooks::Hooks::default(),
         }
+    }
+
+    /// Splits every space created from now on over `stripes` stripes (1
+    /// to [`MAX_STRIPES`]; 1, the default, keeps spaces whole), so that
+    /// several threads can write one busy space at once. See
+    /// ARCHITECTURE.md, "A busy space written from many threads": reads
+    /// lock and merge every stripe, so a striped space answers exactly as
+    /// a whole one.
+    pub fn with_space_stripes(mut self, stripes: usize) -> Self {
+        self.stripes = stripes.clamp(1, MAX_STRIPES);
+        self
+    }
+
+    /// The stripes new spaces are split over.
+    pub fn space_stripes(&self) -> usize {
+        self.stripes
     }
 
     /// From now on, records every change in `log` and acknowledges a write
@@ -123,7 +147,7 @@ impl MemoryStore {
                         meta: b.meta.clone(),
                     })
                     .collect();
-                self.write(space, |s| s.heartbeat(&beats, clock))?;
+                self.beats_here(space, &beats, clock)?;
             }
             Change::PlainBeats {
                 space,
@@ -144,17 +168,22 @@ impl MemoryStore {
                         meta: None,
                     })
                     .collect();
-                self.write(space, |s| s.heartbeat(&beats, clock))?;
+                self.beats_here(space, &beats, clock)?;
             }
             Change::Leave { space, at, members } => {
                 if self.spaces.read().contains_key(space) {
-                    self.write(space, |s| s.leave(members, *at))?;
+                    self.leave_here(space, members, *at, |_, _| Ok(()))?;
                 }
             }
             Change::SetConfig { space, config } => {
                 config.validate()?;
                 let now = self.shared.clock.now_ms();
-                self.write(space, |s| s.set_config(*config, now));
+                self.with_space(space, |st| {
+                    for s in st.lock_all().stripes_mut() {
+                        s.set_config(*config, now);
+                        self.absorb(s);
+                    }
+                });
             }
             Change::SetFriends { user, friends } => {
                 set_friends(&mut self.friends.write(), user, friends)?;
@@ -199,73 +228,62 @@ impl MemoryStore {
         Ok(n)
     }
 
-    /// A batch of at least [`owner::HAND_OVER_AT`] heartbeats for a space
-    /// that exists: applied here when the space is free (`Done`), staged
-    /// for its owner when it is busy (`Staged`), or `None` to wait for the
-    /// lock as every other write does (small batches, new spaces, no owner
-    /// allowed). See `owner.rs`.
-    fn hand_over(&self, name: &SpaceName, beats: &[Heartbeat]) -> Option<HandOver> {
-        if beats.len() < owner::HAND_OVER_AT {
-            return None;
-        }
-        let spaces = self.spaces.read();
-        match spaces.get(name)?.route(&self.shared, name, beats) {
-            Route::Here(mut space) => Some(HandOver::Done(owner::apply(
-                &self.shared,
-                name,
-                &mut space,
-                beats,
-            ))),
-            Route::Owner(answer) => Some(HandOver::Staged(answer)),
-            Route::Wait => None,
-        }
-    }
-
     /// The policy new spaces get.
     pub fn defaults(&self) -> SpaceConfig {
         self.defaults
     }
 
-    /// Runs `f` on the space if it exists. The map's read lock is held
-    /// throughout, so background work cannot drop the space meanwhile.
-    fn read<T>(&self, name: &SpaceName, f: impl FnOnce(Option<&Space>) -> T) -> T {
+    /// Runs `f` on the space, every stripe locked, if it exists. The map's
+    /// read lock is held throughout, so background work cannot drop the
+    /// space meanwhile.
+    fn read<T>(&self, name: &SpaceName, f: impl FnOnce(Option<&Locked<'_>>) -> T) -> T {
         let spaces = self.spaces.read();
         match spaces.get(name) {
-            Some(space) => f(Some(&space.lock())),
+            Some(space) => f(Some(&space.lock_all())),
             None => f(None),
         }
     }
 
-    /// Runs `f` on the space, creating it first if needed.
-    fn write<T>(&self, name: &SpaceName, f: impl FnOnce(&mut Space) -> T) -> T {
+    /// Runs `f` on the space's stripes, creating the space first if
+    /// needed, with the map's read lock held (as [`Self::read`]).
+    fn with_space<T>(&self, name: &SpaceName, f: impl FnOnce(&Stripes) -> T) -> T {
         {
             let spaces = self.spaces.read();
             if let Some(space) = spaces.get(name) {
-                let mut guard = space.lock();
-                let out = f(&mut guard);
-                self.absorb(&mut guard);
-                return out;
+                return f(space);
             }
         }
         let mut spaces = self.spaces.write();
-        let now = self.shared.clock.now_ms();
-        let space = spaces
-            .entry(name.clone())
-            .or_insert_with(|| Arc::new(SpaceCell::new(self.new_space(name.clone(), now))))
-            .clone();
-        let mut guard = space.lock();
-        let out = f(&mut guard);
-        self.absorb(&mut guard);
-        out
+        if !spaces.contains_key(name) {
+            let now = self.shared.clock.now_ms();
+            let space = self.new_space(name, now);
+            spaces.insert(name.clone(), Arc::new(space));
+        }
+        let spaces = RwLockWriteGuard::downgrade(spaces);
+        f(&spaces[name])
     }
 
-    /// A new space with the defaults, registered in the `Seen` table.
-    fn new_space(&self, name: SpaceName, now: Millis) -> Space {
-        let mut space = Space::new(name, self.defaults, now);
-        space.set_follow_tap(self.shared.follow.clone());
-        space.set_outbox_flag(self.shared.outbox.capturing.clone());
-        space.set_seen_id(self.shared.seen.register(space.name(), &self.defaults));
-        space
+    /// A new space with the defaults, split over the store's stripes and
+    /// registered in the `Seen` table.
+    fn new_space(&self, name: &SpaceName, now: Millis) -> Stripes {
+        let seen_id = self.shared.seen.register(name, &self.defaults);
+        Stripes::new(self.stripes_of(name, self.defaults, now, seen_id))
+    }
+
+    /// The stripes of a space named `name` with `config`, tapped into the
+    /// store, with `seen_id`.
+    fn stripes_of(
+        &self,
+        name: &SpaceName,
+        config: SpaceConfig,
+        now: Millis,
+        seen_id: Option<u32>,
+    ) -> Vec<Space> {
+        stripes::make(name, config, now, self.stripes, |s| {
+            s.set_follow_tap(self.shared.follow.clone());
+            s.set_outbox_flag(self.shared.outbox.capturing.clone());
+            s.set_seen_id(seen_id);
+        })
     }
 
     /// Hands what `space` noted to the store, under its lock (see
@@ -296,7 +314,7 @@ impl MemoryStore {
         self.spaces
             .read()
             .values()
-            .map(|s| s.lock().heap_bytes())
+            .map(|s| s.lock_all().heap_bytes())
             .sum()
     }
 
@@ -319,7 +337,7 @@ impl MemoryStore {
         self.spaces
             .read()
             .iter()
-            .map(|(n, s)| (n.clone(), s.lock().totals()))
+            .map(|(n, s)| (n.clone(), s.lock_all().totals()))
             .collect()
     }
 }
@@ -335,34 +353,11 @@ impl PresenceStore for MemoryStore {
     }
 
     async fn heartbeat(&self, space: &SpaceName, beats: &[Heartbeat]) -> Result<HeartbeatReport> {
-        check_batch(beats.len())?;
-        let (report, durable) = match self.hand_over(space, beats) {
-            Some(HandOver::Done(out)) => out?,
-            Some(HandOver::Staged(answer)) => owner::answer(answer).await?,
-            None => self.write(space, |s| owner::apply(&self.shared, space, s, beats))?,
-        };
-        settle(durable).await?;
-        Ok(report)
+        self.beat(space, beats).await
     }
 
     async fn leave(&self, space: &SpaceName, members: &[MemberKey]) -> Result<u64> {
-        check_batch(members.len())?;
-        // A leave to an unknown space creates nothing.
-        if !self.spaces.read().contains_key(space) {
-            return Ok(0);
-        }
-        let now = self.shared.clock.now_ms();
-        let (left, durable) = self.write(space, |s| -> Result<_> {
-            let left = s.leave(members, now)?;
-            let durable = self.record(ChangeRef::Leave {
-                space,
-                at: now,
-                members,
-            })?;
-            Ok((left, durable))
-        })?;
-        settle(durable).await?;
-        Ok(left)
+        self.leave_now(space, members).await
     }
 
     async fn status(&self, space: &SpaceName, members: &[MemberKey]) -> Result<Vec<MemberStatus>> {
@@ -372,7 +367,7 @@ impl PresenceStore for MemoryStore {
         Ok(self.read(space, |s| match s {
             Some(s) => {
                 let mut statuses = s.status(members, now)?;
-                self.fill_remembered(s, &mut statuses, now);
+                self.fill_remembered(s.first(), &mut statuses, now);
                 Ok::<_, InvalidInput>(statuses)
             }
             None => {
@@ -436,15 +431,19 @@ impl PresenceStore for MemoryStore {
     }
 
     async fn config(&self, space: &SpaceName) -> Result<SpaceConfig> {
-        Ok(self.read(space, |s| s.map_or(self.defaults, Space::config)))
+        Ok(self.read(space, |s| s.map_or(self.defaults, |s| s.first().config())))
     }
 
     async fn set_config(&self, space: &SpaceName, config: SpaceConfig) -> Result<()> {
         config.validate()?;
         let now = self.shared.clock.now_ms();
-        let durable = self.write(space, |s| {
-            s.set_config(config, now);
-            if let Some(id) = s.seen_id() {
+        let durable = self.with_space(space, |st| {
+            let mut all = st.lock_all();
+            for s in all.stripes_mut() {
+                s.set_config(config, now);
+                self.absorb(s);
+            }
+            if let Some(id) = all.first().seen_id() {
                 self.shared.seen.set_policy(id, &config);
             }
             self.record(ChangeRef::SetConfig { space, config })
@@ -465,7 +464,7 @@ impl PresenceStore for MemoryStore {
             .into_iter()
             .map(|n| SpaceSummary {
                 space: n.clone(),
-                members: spaces[n].lock().totals(),
+                members: spaces[n].lock_all().totals(),
             })
             .collect())
     }
@@ -565,7 +564,7 @@ impl PresenceStore for MemoryStore {
                         // Gone since `of_user` (a leave between the two
                         // reads): its leave handed the remembered time
                         // over under this lock, so it is there to answer.
-                        self.fill_remembered(s, &mut v, now);
+                        self.fill_remembered(s.first(), &mut v, now);
                         v.pop()
                     });
                     if let Some(st) = here {
@@ -654,7 +653,12 @@ impl PresenceStore for MemoryStore {
     async fn attach(&self, space: &SpaceName, attach: &Attach) -> Result<AttachReport> {
         attach.check()?;
         let now = self.shared.clock.now_ms();
-        Ok(self.write(space, |s| s.attach(attach, now))?)
+        Ok(self.with_space(space, |st| {
+            let mut all = st.lock_all();
+            let (out, s) = all.attach(attach, now);
+            self.absorb(s);
+            out
+        })?)
     }
 
     async fn detach(
@@ -667,7 +671,7 @@ impl PresenceStore for MemoryStore {
         let spaces = self.spaces.read();
         Ok(match spaces.get(space) {
             Some(s) => {
-                let mut s = s.lock();
+                let mut s = s.cell_of(member).lock();
                 let report = s.detach(member, conn, self.shared.clock.now_ms());
                 self.absorb(&mut s);
                 report
@@ -690,40 +694,38 @@ impl PresenceStore for MemoryStore {
 
     async fn subscribe(&self, space: &SpaceName) -> Result<Subscription> {
         let now = self.shared.clock.now_ms();
-        Ok(self.write(space, |s| s.subscribe(now)))
+        Ok(self.with_space(space, |st| st.lock_all().subscribe(now)))
     }
 
     async fn tick(&self) -> Result<TickReport> {
         let mut report = TickReport::default();
-        let all: Vec<Arc<SpaceCell>> = self.spaces.read().values().cloned().collect();
+        let all: Vec<Arc<Stripes>> = self.spaces.read().values().cloned().collect();
         let mut empty = Vec::new();
         for space in all {
-            loop {
-                let now = self.shared.clock.now_ms();
-                let started = Instant::now();
-                let mut s = space.lock();
-                let work = s.tick(now, TICK_BUDGET);
-                self.absorb(&mut s);
-                let idle = s.is_empty()
-                    && s.connection_count() == 0
-                    && s.subscribers() == 0
-                    && s.config() == self.defaults;
-                let name = s.name().clone();
-                let retired = s.take_retired();
-                drop(s);
-                // Freed after the lock: a big slab takes milliseconds.
-                drop(retired);
-                let held = started.elapsed().as_micros() as u64;
-                report.max_hold_us = report.max_hold_us.max(held);
-                report.expired += work.expired;
-                report.transitions += work.transitions;
-                report.connections_expired += work.connections_expired;
-                if !work.more {
-                    if idle {
-                        empty.push(name);
+            for k in 0..space.len() {
+                loop {
+                    let now = self.shared.clock.now_ms();
+                    let started = Instant::now();
+                    let mut s = space.cell(k).lock();
+                    let work = s.tick(now, TICK_BUDGET);
+                    self.absorb(&mut s);
+                    let retired = s.take_retired();
+                    drop(s);
+                    // Freed after the lock: a big slab takes milliseconds.
+                    drop(retired);
+                    let held = started.elapsed().as_micros() as u64;
+                    report.max_hold_us = report.max_hold_us.max(held);
+                    report.expired += work.expired;
+                    report.transitions += work.transitions;
+                    report.connections_expired += work.connections_expired;
+                    if !work.more {
+                        break;
                     }
-                    break;
                 }
+            }
+            let all = space.lock_all();
+            if all.is_idle(self.defaults) {
+                empty.push(all.first().name().clone());
             }
         }
         // Remembered times past their horizon, a few slices at a time.
@@ -741,12 +743,8 @@ impl PresenceStore for MemoryStore {
                     if cell.is_owned() {
                         return None;
                     }
-                    let s = cell.lock();
-                    let idle = s.is_empty()
-                        && s.connection_count() == 0
-                        && s.subscribers() == 0
-                        && s.config() == self.defaults;
-                    idle.then(|| s.seen_id())
+                    let s = cell.lock_all();
+                    s.is_idle(self.defaults).then(|| s.first().seen_id())
                 });
                 if let Some(seen_id) = still_idle {
                     spaces.remove(&name);
@@ -759,14 +757,6 @@ impl PresenceStore for MemoryStore {
         }
         Ok(report)
     }
-}
-
-/// Where [`MemoryStore::hand_over`] put a batch.
-enum HandOver {
-    /// Applied here: its report and durability, or why not.
-    Done(Result<owner::Applied>),
-    /// Staged for the space's owner thread.
-    Staged(tokio::sync::oneshot::Receiver<Result<owner::Applied>>),
 }
 
 /// Waits until a journaled change is as durable as it must be (at once

@@ -72,18 +72,25 @@ impl Shared {
         self.to_outbox(space);
     }
 
-    /// Moves `space`'s captured events into the outbox and journals them.
+    /// Moves `space`'s captured events into the outbox and journals them;
+    /// a stripe's through its space's occupancy (`memory/occupancy.rs`).
     pub(super) fn to_outbox(&self, space: &mut Space) {
         let captured = space.take_outboxed();
-        if captured.is_empty() {
-            return;
+        let add = |events| {
+            let now = self.clock.now_ms();
+            self.outbox.add(space.name(), events, now, |events| {
+                // Lazy, like the change that caused them: an error here is
+                // the journal's failure, which that change reported.
+                let _ = self.record(ChangeRef::OutboxAdd { events });
+            });
+        };
+        match space.occupancy() {
+            Some((occupancy, stripe)) => {
+                occupancy.hand_over(stripe, space.present(), captured, add);
+            }
+            None if captured.is_empty() => {}
+            None => add(captured),
         }
-        let now = self.clock.now_ms();
-        self.outbox.add(space.name(), captured, now, |events| {
-            // Lazy, like the change that caused them: an error here is
-            // the journal's failure, which that change reported.
-            let _ = self.record(ChangeRef::OutboxAdd { events });
-        });
     }
 
     /// Sends `space`'s followed users' status changes to the feed.

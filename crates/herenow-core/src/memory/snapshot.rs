@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::owner::SpaceCell;
+use super::MemoryStore;
 use super::seen::RememberedEntry;
-use super::{MemoryStore, Space};
+use super::stripes::{self, Stripes};
 use crate::error::{Error, Result};
 use crate::id::{MemberId, MemberKey, MemberKind, SpaceName};
 use crate::meta::Metadata;
@@ -171,16 +171,19 @@ impl MemoryStore {
     /// server stores the journal file the snapshot covers everything
     /// before, so a start replays only what came after.
     pub fn snapshot_marked(&self, mark: u64) -> Vec<u8> {
-        let spaces: Vec<Arc<SpaceCell>> = self.spaces.read().values().cloned().collect();
+        let spaces: Vec<Arc<Stripes>> = self.spaces.read().values().cloned().collect();
         let spaces = spaces
             .iter()
             .map(|s| {
-                let s = s.lock();
+                let mut all = s.lock_all();
+                // Oldest first across the stripes, as a whole space exports.
+                let mut members: Vec<_> = all.stripes_mut().flat_map(|s| s.export()).collect();
+                members.sort_by_key(|(_, ts, _)| *ts);
+                let s = all.first();
                 SpaceDump {
                     name: s.name().to_string(),
                     config: s.config(),
-                    members: s
-                        .export()
+                    members: members
                         .into_iter()
                         .map(|(key, ts, meta)| MemberDump {
                             guest: key.kind == MemberKind::Guest,
@@ -323,7 +326,7 @@ impl MemoryStore {
             dump.config
                 .validate()
                 .map_err(|e| bad(format!("space {name}: {e}")))?;
-            let mut space = Space::new(name.clone(), dump.config, now);
+            let mut space = stripes::make(&name, dump.config, now, self.stripes, |_| {});
             let mut beats = Vec::with_capacity(dump.members.len());
             for m in dump.members {
                 let id = MemberId::new(&m.id).map_err(|e| bad(format!("space {name}: {e}")))?;
@@ -343,11 +346,15 @@ impl MemoryStore {
                     meta,
                 });
             }
-            for chunk in beats.chunks(crate::limits::MAX_BATCH) {
-                let r = space
-                    .heartbeat(chunk, now)
-                    .map_err(|e| bad(format!("space {name}: {e}")))?;
-                report.members += r.accepted;
+            let parts =
+                stripes::split(space.len(), &beats, |b| &b.member).unwrap_or_else(|| vec![beats]);
+            for (stripe, part) in space.iter_mut().zip(&parts) {
+                for chunk in part.chunks(crate::limits::MAX_BATCH) {
+                    let r = stripe
+                        .heartbeat(chunk, now)
+                        .map_err(|e| bad(format!("space {name}: {e}")))?;
+                    report.members += r.accepted;
+                }
             }
             report.spaces += 1;
             spaces.push((name, space));
@@ -382,17 +389,20 @@ impl MemoryStore {
         self.shared.seen.set_seed(body.seen_seed);
         let mut map = self.spaces.write();
         for (name, mut space) in spaces {
-            space.set_follow_tap(self.shared.follow.clone());
-            space.set_outbox_flag(self.shared.outbox.capturing.clone());
-            space.set_seen_id(self.shared.seen.register(&name, &space.config()));
-            self.absorb(&mut space);
-            map.insert(name, Arc::new(SpaceCell::new(space)));
+            let seen_id = self.shared.seen.register(&name, &space[0].config());
+            for stripe in &mut space {
+                stripe.set_follow_tap(self.shared.follow.clone());
+                stripe.set_outbox_flag(self.shared.outbox.capturing.clone());
+                stripe.set_seen_id(seen_id);
+                self.absorb(stripe);
+            }
+            map.insert(name, Arc::new(Stripes::new(space)));
         }
         for (name, list) in remembered {
             let space = map
                 .entry(name.clone())
-                .or_insert_with(|| Arc::new(SpaceCell::new(self.new_space(name, now))));
-            if let Some(id) = space.lock().seen_id() {
+                .or_insert_with(|| Arc::new(self.new_space(&name, now)));
+            if let Some(id) = space.lock_all().first().seen_id() {
                 self.shared.seen.restore_remembered(id, &list);
                 report.remembered += list.len() as u64;
             }

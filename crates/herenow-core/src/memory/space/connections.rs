@@ -80,6 +80,13 @@ impl Space {
         Ok(report)
     }
 
+    /// Whether connection `conn` is open here for a member other than
+    /// `member` (a striped space keeps connection ids unique across its
+    /// stripes with it).
+    pub fn conn_held_by_other(&self, conn: &ConnId, member: &MemberKey) -> bool {
+        self.conns.get(conn).is_some_and(|c| c.member != *member)
+    }
+
     /// Closes a connection of `member` at `now`. A connection id that is
     /// unknown or belongs to someone else is not found.
     pub fn detach(&mut self, member: &MemberKey, conn: &ConnId, now: Millis) -> DetachReport {

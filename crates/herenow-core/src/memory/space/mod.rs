@@ -76,7 +76,9 @@ use self::blocks::BlockIndex;
 pub use self::blocks::INDEX_ABOVE;
 use self::entry::{Entry, Key, List, SEQ_MASK};
 use self::index::SlotIndex;
+pub use self::write::check_beats;
 use super::conns::ConnTable;
+use super::occupancy::Occupancy;
 use super::seen::SightingNote;
 use crate::event::Event;
 use crate::follow::FollowTap;
@@ -108,6 +110,11 @@ pub struct Space {
     meta: hashbrown::HashMap<u32, Metadata, foldhash::fast::RandomState>,
     /// The last sequence number given to a heartbeat.
     seq: u64,
+    /// What each heartbeat adds to `seq`: the number of stripes the space
+    /// is split over (1 for a whole space). A stripe `k` of `n` starts at
+    /// `k`, so the stripes' sequence numbers never meet and keys stay
+    /// unique across them (see `memory/stripes.rs`).
+    seq_step: u64,
     away_mark: Key,
     gone_mark: Key,
     events: broadcast::Sender<Arc<Event>>,
@@ -142,6 +149,10 @@ pub struct Space {
     /// space's lock ([`Space::take_outboxed`]): a member event, or the
     /// space's own `occupied` / `vacated` (no event).
     outboxed: RefCell<Vec<(OutboxKind, Option<Arc<Event>>)>>,
+    /// For a stripe of a striped space: the space's occupancy and this
+    /// stripe's number, through which its `occupied` / `vacated` become
+    /// the space's (`memory/occupancy.rs`); `None` for a whole space.
+    occupancy: Option<(Arc<Occupancy>, usize)>,
 }
 
 impl Space {
@@ -149,7 +160,23 @@ impl Space {
     /// watermarks start at `now`'s thresholds, so nothing older is ever
     /// announced.
     pub fn new(name: SpaceName, config: SpaceConfig, now: Millis) -> Self {
-        let (events, _) = broadcast::channel(limits::EVENT_QUEUE);
+        Self::new_stripe(name, config, now, 0, 1, None)
+    }
+
+    /// Stripe `stripe` of `stripes` of one space: its sequence numbers are
+    /// `stripe` modulo `stripes`, and it sends its events on `events` (the
+    /// channel of the space's first stripe) when given, so a subscriber
+    /// hears every stripe on one receiver.
+    pub fn new_stripe(
+        name: SpaceName,
+        config: SpaceConfig,
+        now: Millis,
+        stripe: u64,
+        stripes: u64,
+        events: Option<broadcast::Sender<Arc<Event>>>,
+    ) -> Self {
+        assert!(stripe < stripes, "stripe {stripe} of {stripes}");
+        let events = events.unwrap_or_else(|| broadcast::channel(limits::EVENT_QUEUE).0);
         let mut space = Space {
             name,
             config,
@@ -160,7 +187,8 @@ impl Space {
             lists: [List::EMPTY; 2],
             blocks: None,
             meta: hashbrown::HashMap::default(),
-            seq: 0,
+            seq: stripe,
+            seq_step: stripes,
             away_mark: (0, 0),
             gone_mark: (0, 0),
             events,
@@ -173,6 +201,7 @@ impl Space {
             present: Cell::new(0),
             outbox: None,
             outboxed: RefCell::new(Vec::new()),
+            occupancy: None,
         };
         space.reset_marks(now);
         space
@@ -193,6 +222,17 @@ impl Space {
     /// for [`Space::take_outboxed`].
     pub fn set_outbox_flag(&mut self, capturing: Arc<AtomicBool>) {
         self.outbox = Some(capturing);
+    }
+
+    /// Makes this space stripe `stripe` of a striped space whose
+    /// occupancy is `occupancy`.
+    pub(in crate::memory) fn set_occupancy(&mut self, occupancy: Arc<Occupancy>, stripe: usize) {
+        self.occupancy = Some((occupancy, stripe));
+    }
+
+    /// The striped space's occupancy and this stripe's number, if striped.
+    pub(in crate::memory) fn occupancy(&self) -> Option<(&Occupancy, usize)> {
+        self.occupancy.as_ref().map(|(o, k)| (&**o, *k))
     }
 
     /// Takes the outbox's events since the last call, in the order they
@@ -284,6 +324,11 @@ impl Space {
             users: self.lists[0].len as u64,
             guests: self.lists[1].len as u64,
         }
+    }
+
+    /// The channel this space's events go out on, for its other stripes.
+    pub fn events_sender(&self) -> broadcast::Sender<Arc<Event>> {
+        self.events.clone()
     }
 
     /// How many subscribers listen to this space; the store keeps a space

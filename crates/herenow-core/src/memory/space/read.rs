@@ -248,6 +248,17 @@ impl Space {
     /// space's lock, so no event can fall between the two.
     pub fn subscribe(&self, now: Millis) -> Subscription {
         let events = EventReceiver::new(self.events.subscribe());
+        let (snapshot, snapshot_omitted) = self.present_snapshot(now);
+        Subscription {
+            snapshot,
+            snapshot_omitted,
+            events,
+        }
+    }
+
+    /// The members present (by the watermarks), most recent first, at most
+    /// [`limits::MAX_SNAPSHOT`] of them, and how many more are present.
+    pub fn present_snapshot(&self, now: Millis) -> (Vec<MemberStatus>, u64) {
         let mut snapshot = Vec::new();
         let mut omitted = 0u64;
         for slot in self.newest_first(KindFilter::All) {
@@ -264,11 +275,14 @@ impl Space {
             status.status = presence.status();
             snapshot.push(status);
         }
-        Subscription {
-            snapshot,
-            snapshot_omitted: omitted,
-            events,
-        }
+        (snapshot, omitted)
+    }
+
+    /// A stored member's place in the recency order: its last-seen time
+    /// and sequence number (what a most-recent-first cursor names).
+    pub fn key_of(&self, member: &MemberKey) -> Option<(Millis, u64)> {
+        let slot = self.find(member.kind, member.id.as_str())?;
+        Some(self.entries[slot as usize].key())
     }
 
     /// Every stored member with its last-seen time and metadata, for

@@ -17,6 +17,17 @@ use crate::policy::Status;
 use crate::store::{Heartbeat, HeartbeatReport, check_batch};
 use crate::time::Millis;
 
+/// What [`Space::heartbeat`] checks of a whole batch at `now` before
+/// applying any of it: its size, and no time too far ahead.
+pub fn check_beats(beats: &[Heartbeat], now: Millis) -> Result<(), InvalidInput> {
+    check_batch(beats.len())?;
+    let latest = now + limits::MAX_FUTURE_SKEW_MS;
+    if let Some(at_ms) = beats.iter().filter_map(|b| b.at_ms).find(|&at| at > latest) {
+        return Err(InvalidInput::AtInFuture { at_ms });
+    }
+    Ok(())
+}
+
 impl Space {
     /// Applies a batch of heartbeats. The whole batch is checked before any
     /// of it is applied, so a bad item leaves the space untouched.
@@ -25,11 +36,7 @@ impl Space {
         beats: &[Heartbeat],
         now: Millis,
     ) -> Result<HeartbeatReport, InvalidInput> {
-        check_batch(beats.len())?;
-        let latest = now + limits::MAX_FUTURE_SKEW_MS;
-        if let Some(at_ms) = beats.iter().filter_map(|b| b.at_ms).find(|&at| at > latest) {
-            return Err(InvalidInput::AtInFuture { at_ms });
-        }
+        check_beats(beats, now)?;
         // A batch runs three stages ahead of applying, `AHEAD` beats
         // apart, so the cache misses of many beats overlap instead of
         // each beat waiting on its own in turn: hash the id and prefetch
@@ -132,7 +139,7 @@ impl Space {
                 (slot, Some(e.key()))
             }
             None => {
-                self.seq += 1;
+                self.seq += self.seq_step;
                 let slot = self.alloc(hash, kind, member.clone().into_compact(), at, self.seq);
                 if kind == MemberKind::User {
                     self.sightings
@@ -160,7 +167,7 @@ impl Space {
             }
             Some(old_key) if old_key.0 == at => old_key,
             Some(_) => {
-                self.seq += 1;
+                self.seq += self.seq_step;
                 self.relink(slot, at, self.seq);
                 (at, self.seq)
             }

@@ -1,0 +1,449 @@
+//! A space split over stripes, so that several threads can write one busy
+//! space at once (ARCHITECTURE.md, "A busy space written from many
+//! threads").
+//!
+//! A space of `n` stripes is `n` [`Space`]s, each behind its own
+//! [`SpaceCell`] (its own lock and, when busy, its own owner thread). A
+//! member lives in stripe [`stripe_of`] for good: its heartbeats,
+//! metadata, connections and leaves go there, so one member's writes keep
+//! their order under one lock, and writes of members in other stripes run
+//! in parallel. The stripes share what a reader must see as one space:
+//!
+//! - **keys**: stripe `k` numbers its heartbeats `k` modulo `n`, so keys
+//!   (last seen, sequence) are unique across stripes and most-recent-first
+//!   pages merge the stripes' pages in that one order; a cursor means the
+//!   same as in a whole space;
+//! - **events**: every stripe sends on the first stripe's channel, so a
+//!   subscriber has one receiver, and takes its snapshot with every stripe
+//!   locked, so no event falls between snapshot and stream;
+//! - **occupancy**: the space is occupied while any stripe is
+//!   (`memory/occupancy.rs`);
+//! - **connection ids** stay unique per space: an attach locks every
+//!   stripe and refuses an id another member holds in any of them;
+//! - the policy and the `Seen` table's registration (one id per space).
+//!
+//! Reads lock every stripe, in order (so they see one instant, as in a
+//! whole space), and merge: statuses by member, counts summed, pages and
+//! "online among" merged in their order. Each stripe keeps its own
+//! watermarks and sweep; they move to the same thresholds, so a member's
+//! status never depends on its stripe. A whole space is one stripe, and
+//! every path here then goes straight to it.
+//!
+//! Lock order: the space map, then stripes in increasing number, then a
+//! stripe's staging lock or the outbox; only erasure holds several spaces.
+
+use std::hash::BuildHasher;
+use std::sync::Arc;
+
+use parking_lot::MutexGuard;
+
+use super::occupancy::Occupancy;
+use super::owner::SpaceCell;
+use super::space::Space;
+use crate::conn::{Attach, AttachReport, Connection};
+use crate::cursor::{IdCursor, RecentCursor};
+use crate::error::InvalidInput;
+use crate::event::Subscription;
+use crate::id::MemberKey;
+use crate::limits;
+use crate::policy::SpaceConfig;
+use crate::store::{Counts, ListQuery, MemberStatus, Order, Page, check_batch};
+use crate::time::Millis;
+use crate::values::sort_most_recent_first;
+
+/// The most stripes a space may have.
+pub const MAX_STRIPES: usize = 64;
+
+/// The stripe of `member` in a space of `stripes` stripes: a hash of its
+/// kind and id with a fixed seed, so it never changes in a process (a
+/// journal replayed or a snapshot restored is split again by the same
+/// rule, whatever the number of stripes then).
+pub(super) fn stripe_of(stripes: usize, member: &MemberKey) -> usize {
+    if stripes <= 1 {
+        return 0;
+    }
+    let h = foldhash::fast::FixedState::with_seed(0x6865_7265_6e6f_7721)
+        .hash_one((member.kind as u8, member.id.as_str()));
+    // The high bits: the low ones also pick the index's buckets.
+    ((h >> 32) % stripes as u64) as usize
+}
+
+/// Splits `items` by the stripe of each one's member, keeping their order
+/// within a stripe; `None` for a whole space (nothing to split).
+pub(super) fn split<T: Clone>(
+    stripes: usize,
+    items: &[T],
+    member: impl Fn(&T) -> &MemberKey,
+) -> Option<Vec<Vec<T>>> {
+    if stripes <= 1 {
+        return None;
+    }
+    let mut out: Vec<Vec<T>> = vec![Vec::new(); stripes];
+    for item in items {
+        out[stripe_of(stripes, member(item))].push(item.clone());
+    }
+    Some(out)
+}
+
+/// A space's stripes: one [`SpaceCell`] each.
+pub(super) struct Stripes {
+    cells: Box<[Arc<SpaceCell>]>,
+}
+
+impl Stripes {
+    /// The stripes of one space, built by [`make`], in stripe order.
+    pub(super) fn new(spaces: Vec<Space>) -> Self {
+        assert!(!spaces.is_empty(), "a space has at least one stripe");
+        Self {
+            cells: spaces
+                .into_iter()
+                .map(|s| Arc::new(SpaceCell::new(s)))
+                .collect(),
+        }
+    }
+
+    /// How many stripes.
+    pub(super) fn len(&self) -> usize {
+        self.cells.len()
+    }
+
+    /// Stripe `k`.
+    pub(super) fn cell(&self, k: usize) -> &Arc<SpaceCell> {
+        &self.cells[k]
+    }
+
+    /// The stripe `member` lives in.
+    pub(super) fn cell_of(&self, member: &MemberKey) -> &Arc<SpaceCell> {
+        &self.cells[stripe_of(self.cells.len(), member)]
+    }
+
+    /// Every stripe, locked in order.
+    pub(super) fn lock_all(&self) -> Locked<'_> {
+        Locked {
+            guards: self.cells.iter().map(|c| c.lock()).collect(),
+        }
+    }
+
+    /// Whether an owner thread is alive for any stripe (see
+    /// [`SpaceCell::is_owned`]).
+    pub(super) fn is_owned(&self) -> bool {
+        self.cells.iter().any(|c| c.is_owned())
+    }
+}
+
+/// Builds the stripes of a new space: `n` of them, sharing the first
+/// one's event channel and an occupancy when `n > 1`; `prepare` then sets
+/// up each (the store's taps and its `Seen` id).
+pub(super) fn make(
+    name: &crate::id::SpaceName,
+    config: SpaceConfig,
+    now: Millis,
+    n: usize,
+    mut prepare: impl FnMut(&mut Space),
+) -> Vec<Space> {
+    let n = n.clamp(1, MAX_STRIPES);
+    let occupancy = (n > 1).then(|| Arc::new(Occupancy::new(n)));
+    let mut out: Vec<Space> = Vec::with_capacity(n);
+    for k in 0..n {
+        let events = out.first().map(Space::events_sender);
+        let mut s = Space::new_stripe(name.clone(), config, now, k as u64, n as u64, events);
+        if let Some(o) = &occupancy {
+            s.set_occupancy(o.clone(), k);
+        }
+        prepare(&mut s);
+        out.push(s);
+    }
+    out
+}
+
+/// Every stripe of a space, locked: reads answer for the whole space.
+pub(super) struct Locked<'a> {
+    guards: Vec<MutexGuard<'a, Space>>,
+}
+
+impl Locked<'_> {
+    /// The first stripe: the policy, the name, the `Seen` id and the event
+    /// channel are the same in every stripe.
+    pub(super) fn first(&self) -> &Space {
+        &self.guards[0]
+    }
+
+    /// Each stripe, for writes that touch all of them.
+    pub(super) fn stripes_mut(&mut self) -> impl Iterator<Item = &mut Space> {
+        self.guards.iter_mut().map(|g| &mut **g)
+    }
+
+    /// [`Space::attach`] in the member's stripe, refused
+    /// ([`InvalidInput::ConnIdTaken`]) if another member holds the
+    /// connection id in any stripe: ids are unique per space. Returns the
+    /// member's stripe too, for the store to absorb what it noted.
+    pub(super) fn attach(
+        &mut self,
+        a: &Attach,
+        now: Millis,
+    ) -> (Result<AttachReport, InvalidInput>, &mut Space) {
+        let mine = stripe_of(self.guards.len(), &a.member);
+        let taken = self
+            .guards
+            .iter()
+            .enumerate()
+            .any(|(k, s)| k != mine && s.conn_held_by_other(&a.conn, &a.member));
+        let s = &mut *self.guards[mine];
+        let out = if taken {
+            Err(InvalidInput::ConnIdTaken)
+        } else {
+            s.attach(a, now)
+        };
+        (out, s)
+    }
+
+    fn whole(&self) -> Option<&Space> {
+        (self.guards.len() == 1).then(|| &*self.guards[0])
+    }
+
+    /// Runs `f` on each stripe with the items of `items` that live there
+    /// (in their order), skipping stripes with none; returns each call's
+    /// answer with the places its items had in `items`.
+    fn per_stripe<T, R>(
+        &self,
+        items: &[T],
+        member: impl Fn(&T) -> &MemberKey,
+        mut f: impl FnMut(&Space, &[T]) -> R,
+    ) -> Vec<(Vec<usize>, R)>
+    where
+        T: Clone,
+    {
+        let n = self.guards.len();
+        let mut places: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let mut parts: Vec<Vec<T>> = vec![Vec::new(); n];
+        for (i, item) in items.iter().enumerate() {
+            let k = stripe_of(n, member(item));
+            places[k].push(i);
+            parts[k].push(item.clone());
+        }
+        places
+            .into_iter()
+            .zip(parts)
+            .zip(self.guards.iter())
+            .filter(|((p, _), _)| !p.is_empty())
+            .map(|((p, part), g)| {
+                let r = f(g, &part);
+                (p, r)
+            })
+            .collect()
+    }
+
+    /// [`Space::status`] of the whole space.
+    pub(super) fn status(
+        &self,
+        members: &[MemberKey],
+        now: Millis,
+    ) -> Result<Vec<MemberStatus>, InvalidInput> {
+        if let Some(s) = self.whole() {
+            return s.status(members, now);
+        }
+        check_batch(members.len())?;
+        let mut out: Vec<Option<MemberStatus>> = vec![None; members.len()];
+        for (places, answer) in self.per_stripe(members, |m| m, |s, part| s.status(part, now)) {
+            for (i, st) in places.into_iter().zip(answer?) {
+                out[i] = Some(st);
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|s| s.expect("every member has a stripe"))
+            .collect())
+    }
+
+    /// [`Space::connections`] of the whole space.
+    pub(super) fn connections(
+        &self,
+        members: &[MemberKey],
+    ) -> Result<Vec<Vec<Connection>>, InvalidInput> {
+        if let Some(s) = self.whole() {
+            return s.connections(members);
+        }
+        check_batch(members.len())?;
+        let mut out: Vec<Vec<Connection>> = vec![Vec::new(); members.len()];
+        for (places, answer) in self.per_stripe(members, |m| m, |s, part| s.connections(part)) {
+            for (i, conns) in places.into_iter().zip(answer?) {
+                out[i] = conns;
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`Space::count`] of the whole space: the stripes' counts summed.
+    pub(super) fn count(
+        &self,
+        window_ms: Option<Millis>,
+        now: Millis,
+    ) -> Result<Counts, InvalidInput> {
+        let mut total = Counts::default();
+        for g in &self.guards {
+            let c = g.count(window_ms, now)?;
+            total.users += c.users;
+            total.guests += c.guests;
+        }
+        Ok(total)
+    }
+
+    /// Members stored, by kind, in every stripe.
+    pub(super) fn totals(&self) -> Counts {
+        let mut total = Counts::default();
+        for g in &self.guards {
+            let c = g.totals();
+            total.users += c.users;
+            total.guests += c.guests;
+        }
+        total
+    }
+
+    /// Bytes of heap every stripe holds.
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.guards.iter().map(|g| g.heap_bytes()).sum()
+    }
+
+    /// Whether the space holds nothing the store must keep: no member, no
+    /// connection, no subscriber, the default policy.
+    pub(super) fn is_idle(&self, defaults: SpaceConfig) -> bool {
+        self.first().subscribers() == 0
+            && self.first().config() == defaults
+            && self
+                .guards
+                .iter()
+                .all(|g| g.is_empty() && g.connection_count() == 0)
+    }
+
+    /// [`Space::online_among`] of the whole space: each stripe's newest
+    /// `limit`, merged in the one order.
+    pub(super) fn online_among(
+        &self,
+        members: &[MemberKey],
+        window_ms: Option<Millis>,
+        limit: usize,
+        now: Millis,
+    ) -> Result<Vec<MemberStatus>, InvalidInput> {
+        if let Some(s) = self.whole() {
+            return s.online_among(members, window_ms, limit, now);
+        }
+        let first = self.first();
+        first
+            .config()
+            .check_window(window_ms.unwrap_or(first.config().window_ms))?;
+        let mut out = Vec::new();
+        for (_, answer) in self.per_stripe(
+            members,
+            |m| m,
+            |s, part| s.online_among(part, window_ms, limit, now),
+        ) {
+            out.extend(answer?);
+        }
+        sort_most_recent_first(&mut out);
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    /// [`Space::list`] of the whole space: each stripe's page from the
+    /// same cursor, merged in the page's order and cut at the limit.
+    pub(super) fn list(&self, query: &ListQuery, now: Millis) -> Result<Page, InvalidInput> {
+        if let Some(s) = self.whole() {
+            return s.list(query, now);
+        }
+        let mut pages = Vec::with_capacity(self.guards.len());
+        for g in &self.guards {
+            pages.push(g.list(query, now)?);
+        }
+        let more = pages.iter().any(|p| p.next_cursor.is_some());
+        let order = pages[0].order;
+        let limit = query.limit;
+        match order {
+            Order::Recent => {
+                let mut keyed: Vec<((Millis, u64), MemberStatus)> = Vec::new();
+                for (g, page) in self.guards.iter().zip(pages) {
+                    for m in page.members {
+                        let key = g.key_of(&m.member).expect("a listed member is stored");
+                        keyed.push((key, m));
+                    }
+                }
+                keyed.sort_unstable_by_key(|k| std::cmp::Reverse(k.0));
+                let more = more || keyed.len() > limit;
+                keyed.truncate(limit);
+                let next_cursor = more.then(|| keyed.last()).flatten().map(|(key, m)| {
+                    RecentCursor {
+                        at_ms: key.0,
+                        tiebreak: key.1,
+                        member: m.member.clone(),
+                    }
+                    .encode()
+                });
+                Ok(Page {
+                    members: keyed.into_iter().map(|(_, m)| m).collect(),
+                    next_cursor,
+                    order,
+                })
+            }
+            Order::Id => {
+                let mut members: Vec<MemberStatus> =
+                    pages.into_iter().flat_map(|p| p.members).collect();
+                members.sort_unstable_by(|a, b| {
+                    (a.member.id.as_str(), a.member.kind)
+                        .cmp(&(b.member.id.as_str(), b.member.kind))
+                });
+                let more = more || members.len() > limit;
+                members.truncate(limit);
+                let next_cursor = more.then(|| members.last()).flatten().map(|m| {
+                    IdCursor {
+                        member: m.member.clone(),
+                    }
+                    .encode()
+                });
+                Ok(Page {
+                    members,
+                    next_cursor,
+                    order,
+                })
+            }
+        }
+    }
+
+    /// [`Space::subscribe`] of the whole space: one receiver (the stripes
+    /// share a channel) and the stripes' snapshots merged, under every
+    /// stripe's lock.
+    pub(super) fn subscribe(&self, now: Millis) -> Subscription {
+        let mut sub = self.first().subscribe(now);
+        if self.whole().is_some() {
+            return sub;
+        }
+        let mut present = (sub.snapshot.len() as u64) + sub.snapshot_omitted;
+        for g in &self.guards[1..] {
+            let (snapshot, omitted) = g.present_snapshot(now);
+            present += snapshot.len() as u64 + omitted;
+            sub.snapshot.extend(snapshot);
+        }
+        sort_most_recent_first(&mut sub.snapshot);
+        sub.snapshot.truncate(limits::MAX_SNAPSHOT);
+        sub.snapshot_omitted = present - sub.snapshot.len() as u64;
+        sub
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::id::MemberId;
+
+    #[test]
+    fn members_spread_over_every_stripe_and_stay_put() {
+        let mut seen = [0usize; 4];
+        for i in 0..4000 {
+            let m = MemberKey::user(MemberId::new(&format!("user-{i}")).unwrap());
+            let k = stripe_of(4, &m);
+            assert_eq!(k, stripe_of(4, &m));
+            seen[k] += 1;
+        }
+        assert!(seen.iter().all(|&n| (800..1200).contains(&n)), "{seen:?}");
+        let m = MemberKey::guest(MemberId::new("x").unwrap());
+        assert_eq!(stripe_of(1, &m), 0);
+    }
+}
