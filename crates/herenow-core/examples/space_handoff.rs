@@ -5,7 +5,9 @@
 //! core), then by two threads contending freely for the space's mutex.
 //!
 //! `cargo run --release -p herenow-core --example space_handoff`
-//! (`taskset -c 0,1` to name the cores; `ROUNDS` batches per mode).
+//! (`taskset -c 0,1` to name the cores; `ROUNDS` batches per mode,
+//! `THREADS` the writer counts, `STRIPES` the stripe counts of the striped
+//! columns).
 //!
 //! The time inside the lock per batch is what a busy space can take: one
 //! thread keeps the space in its own caches, two threads taking turns pay
@@ -161,12 +163,17 @@ fn contended(batches: &Arc<Vec<Vec<Heartbeat>>>, rounds: usize, n: usize) -> (Du
 /// `n` threads writing one space of a [`MemoryStore`] (with its owner
 /// and spin policy as set), `rounds` batches in all, each a fresh copy:
 /// batches per second.
-fn store_writers(batches: &Arc<Vec<Vec<Heartbeat>>>, rounds: usize, n: usize) -> f64 {
+fn store_writers(
+    batches: &Arc<Vec<Vec<Heartbeat>>>,
+    rounds: usize,
+    n: usize,
+    stripes: usize,
+) -> f64 {
     let clock = ManualClock::new(NOW);
-    let store = Arc::new(MemoryStore::new(
-        Arc::new(clock.clone()),
-        SpaceConfig::default(),
-    ));
+    let store = Arc::new(
+        MemoryStore::new(Arc::new(clock.clone()), SpaceConfig::default())
+            .with_space_stripes(stripes),
+    );
     let name = SpaceName::new("load").unwrap();
     let block_on = |f| {
         tokio::runtime::Builder::new_current_thread()
@@ -244,14 +251,28 @@ fn main() {
             m(rate)
         );
     }
+    let stripes: Vec<usize> = std::env::var("STRIPES")
+        .unwrap_or_else(|_| "2".into())
+        .split_whitespace()
+        .filter_map(|t| t.parse().ok())
+        .collect();
     println!("a MemoryStore, one space, {rounds} batches of 1,000 from n threads (M members/s):");
-    println!("  n | lock | owner | owner, watching 50 us");
+    let mut header = "  n | lock | owner | owner, watching 50 us".to_string();
+    for s in &stripes {
+        header += &format!(" | {s} stripes, lock | {s} stripes, owners watching");
+    }
+    println!("{header}");
     for &n in &threads {
         let mut row = format!("  {n}");
-        for (owners, watch) in [(0, 0), (1, 0), (1, 50)] {
+        // (stripes, owners at most, watch)
+        let mut policies = vec![(1, 0, 0), (1, 1, 0), (1, 1, 50)];
+        for &s in &stripes {
+            policies.extend([(s, 0, 0), (s, s, 50)]);
+        }
+        for (stripes, owners, watch) in policies {
             memory::set_max_space_owners(owners);
             memory::set_space_owner_watch(Duration::from_micros(watch));
-            row += &format!(" | {:.2}", m(store_writers(&batches, rounds, n)));
+            row += &format!(" | {:.2}", m(store_writers(&batches, rounds, n, stripes)));
         }
         println!("{row}");
     }

@@ -173,6 +173,7 @@ impl Backend {
             StoreSpec::Memory {
                 data_dir,
                 snapshot_interval,
+                space_stripes,
             } => {
                 // Busy spaces' owner threads pay off only with enough
                 // threads writing at once: here, this runtime's workers
@@ -180,10 +181,10 @@ impl Backend {
                 if let Ok(rt) = tokio::runtime::Handle::try_current() {
                     herenow_core::memory::set_writer_threads(rt.metrics().num_workers());
                 }
-                let memory = Arc::new(MemoryStore::new(
-                    Arc::new(SystemClock),
-                    config.space_defaults,
-                ));
+                let memory = Arc::new(
+                    MemoryStore::new(Arc::new(SystemClock), config.space_defaults)
+                        .with_space_stripes(*space_stripes),
+                );
                 let Some(dir) = data_dir else {
                     return Ok(Self::memory(memory));
                 };

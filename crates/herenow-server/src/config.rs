@@ -259,6 +259,10 @@ pub enum StoreSpec {
         data_dir: Option<PathBuf>,
         /// How often the snapshot is written while running.
         snapshot_interval: Duration,
+        /// The stripes each space is split over (1 to
+        /// [`herenow_core::memory::MAX_STRIPES`]; 1: whole spaces), so
+        /// several cores can write one busy space at once.
+        space_stripes: usize,
     },
     /// Redis or Redis Cluster, which keeps the state itself and shares it
     /// between any number of servers.
@@ -275,6 +279,7 @@ impl Default for StoreSpec {
         StoreSpec::Memory {
             data_dir: None,
             snapshot_interval: DEFAULT_SNAPSHOT_INTERVAL,
+            space_stripes: 1,
         }
     }
 }
@@ -495,6 +500,11 @@ impl Config {
                 return Err(ConfigError::BadRedisWait(*wait_timeout));
             }
         }
+        if let StoreSpec::Memory { space_stripes, .. } = &self.store
+            && !(1..=herenow_core::memory::MAX_STRIPES).contains(space_stripes)
+        {
+            return Err(ConfigError::BadStripes(*space_stripes));
+        }
         self.space_defaults
             .validate()
             .map_err(ConfigError::SpaceDefaults)?;
@@ -556,6 +566,9 @@ pub enum ConfigError {
     /// A shard count out of range.
     #[error("a space is split over 1 to 1024 shards")]
     BadShards,
+    /// A stripe count out of range.
+    #[error("a space of the memory store is split over 1 to 64 stripes; got {0}")]
+    BadStripes(usize),
     /// A wait for Redis replicas out of range.
     #[error(
         "the wait for Redis replicas must be more than zero and at most {MAX_REDIS_WAIT:?}; got {0:?}"

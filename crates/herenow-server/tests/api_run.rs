@@ -149,6 +149,7 @@ async fn a_corrupt_snapshot_is_an_error_naming_the_file() {
         store: StoreSpec::Memory {
             data_dir: Some(dir.0.clone()),
             snapshot_interval: DEFAULT_SNAPSHOT_INTERVAL,
+            space_stripes: 1,
         },
         ..Config::default()
     };
@@ -166,6 +167,7 @@ async fn serve_write_snapshot_on_shutdown_and_restore_it() {
         store: StoreSpec::Memory {
             data_dir: Some(dir.0.clone()),
             snapshot_interval: DEFAULT_SNAPSHOT_INTERVAL,
+            space_stripes: 1,
         },
         ..Config::default()
     };

@@ -169,6 +169,14 @@ pub struct ServeArgs {
     #[arg(long, env = "HERENOW_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
 
+    /// Split every space of the memory store over N stripes (1 to 64), so
+    /// several cores can write one busy space at once; reads merge the
+    /// stripes and answer as for a whole space (default 1: whole spaces).
+    /// With Redis, spaces are split with --redis-shards instead.
+    #[arg(long, env = "HERENOW_SPACE_STRIPES", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub space_stripes: Option<u32>,
+
     /// How often the journal is folded into a new snapshot while running
     /// (bounds start time and disk use; the journal bounds what a crash
     /// loses).

@@ -44,10 +44,17 @@ pub fn store_spec(args: &ServeArgs) -> Result<StoreSpec, clap::Error> {
             return Ok(StoreSpec::Memory {
                 data_dir: args.data_dir.clone(),
                 snapshot_interval: args.snapshot_interval,
+                space_stripes: args.space_stripes.map_or(1, |n| n as usize),
             });
         }
         StoreTarget::Redis(target) => target.clone(),
     };
+    if let Some(n) = args.space_stripes {
+        return Err(conflict(format!(
+            "--space-stripes {n} splits the memory store's spaces; a Redis store splits \
+             them over keys: use --redis-shards (or --redis-space-shards) instead"
+        )));
+    }
     if let Some(dir) = &args.data_dir {
         return Err(conflict(format!(
             "--data-dir {} is for the memory store's snapshot; with a Redis store the \
@@ -157,8 +164,21 @@ mod tests {
             StoreSpec::Memory {
                 data_dir: Some("/d".into()),
                 snapshot_interval: Duration::from_secs(60),
+                space_stripes: 1,
             }
         );
+        assert_eq!(
+            spec_of(&["serve", "--space-stripes", "4"]).unwrap(),
+            StoreSpec::Memory {
+                data_dir: None,
+                snapshot_interval: Duration::from_secs(30),
+                space_stripes: 4,
+            }
+        );
+        for bad in ["0", "65", "many"] {
+            let err = spec_of(&["serve", "--space-stripes", bad]).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::ValueValidation, "{bad}: {err}");
+        }
         let lobby = herenow_core::SpaceName::new("lobby").unwrap();
         assert_eq!(
             spec_of(&[
@@ -270,6 +290,10 @@ mod tests {
             (
                 &["serve", "--redis-wait-replicas", "1"],
                 &["--redis-wait-replicas"],
+            ),
+            (
+                &["serve", "--store", "redis://h:1", "--space-stripes", "4"],
+                &["--space-stripes", "--redis-shards"],
             ),
         ] {
             refused(bad, flags);

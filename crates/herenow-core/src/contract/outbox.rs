@@ -230,8 +230,15 @@ pub(super) async fn outbox_is_bounded(s: Arc<dyn PresenceStore>, _clock: ManualC
     assert!(stats.trimmed >= before + 7, "{stats:?}");
     let got = claim(&s, "one", 60_000, &[&sp]).await;
     assert!(got.len() <= 4, "{:?}", said(&got));
+    // The oldest are trimmed, the newest kept: `occupied` came first, so
+    // it is gone, and joins are left. (Which joins is the store's order:
+    // a space split over stripes or shards numbers one call's events
+    // stripe by stripe, each member's in order.)
     assert!(
-        of(&got, "m9") == [k(OutboxKind::Join, "m9")],
+        !got.is_empty()
+            && got
+                .iter()
+                .all(|e| e.kind == OutboxKind::Join && e.space == sp),
         "the oldest are trimmed, the newest kept: {:?}",
         said(&got)
     );

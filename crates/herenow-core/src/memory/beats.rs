@@ -3,7 +3,7 @@
 //! its stripe's owner thread or applied under its lock (`owner.rs`), and
 //! journaled there.
 
-use super::owner::{self, Route};
+use super::owner::{self, Beat, Route};
 use super::stripes;
 use super::{MemoryStore, SpaceMap, check_beats, settle};
 use crate::changes::{ChangeRef, Durable};
@@ -28,7 +28,7 @@ impl MemoryStore {
             .read()
             .get(space)
             .map_or(self.stripes, |s| s.len());
-        let Some(parts) = stripes::split(stripes, beats, |b| &b.member) else {
+        let Some(parts) = stripes::split_refs(stripes, beats, |b| &b.member) else {
             let (report, durable) = match self.beat_stripe(space, 0, beats) {
                 HandOver::Done(out) => out?,
                 HandOver::Staged(answer) => owner::answer(answer).await?,
@@ -99,12 +99,12 @@ impl MemoryStore {
     /// stripe is free (`Done`), staged for its owner when it is busy
     /// (`Staged`), or `None` to wait for the lock as every other write
     /// does (small batches, new spaces, no owner allowed). See `owner.rs`.
-    fn hand_over(
+    fn hand_over<B: Beat>(
         &self,
         spaces: &SpaceMap,
         name: &SpaceName,
         stripe: usize,
-        beats: &[Heartbeat],
+        beats: &[B],
     ) -> Option<HandOver> {
         if beats.len() < owner::HAND_OVER_AT {
             return None;
@@ -128,7 +128,7 @@ impl MemoryStore {
     /// A heartbeat call's batch for stripe `stripe` of `name` (the whole
     /// batch for a whole space): handed to the stripe's owner, or applied
     /// here under the stripe's lock.
-    fn beat_stripe(&self, name: &SpaceName, stripe: usize, beats: &[Heartbeat]) -> HandOver {
+    fn beat_stripe<B: Beat>(&self, name: &SpaceName, stripe: usize, beats: &[B]) -> HandOver {
         if let Some(h) = self.hand_over(&self.spaces.read(), name, stripe, beats) {
             return h;
         }

@@ -35,6 +35,7 @@
 //! Small writes (single heartbeats, leaves, connections) take the lock
 //! themselves: handing one over costs two wake-ups, more than applying it.
 
+use std::borrow::{Borrow, Cow};
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -190,6 +191,27 @@ pub fn set_max_owners(n: usize) {
     MAX_OWNERS.store(n.min(usize::MAX - 1), Ordering::Relaxed);
 }
 
+/// A heartbeat as a batch holds it: owned (a whole call) or borrowed (a
+/// striped space's part of a call, `memory/stripes.rs`, applied without a
+/// copy).
+pub(super) trait Beat: Borrow<Heartbeat> + Sized {
+    /// The beats as one slice of owned heartbeats, for the journal and an
+    /// owner's queue: the slice itself, or a copy of borrowed ones.
+    fn whole(beats: &[Self]) -> Cow<'_, [Heartbeat]>;
+}
+
+impl Beat for Heartbeat {
+    fn whole(beats: &[Self]) -> Cow<'_, [Heartbeat]> {
+        Cow::Borrowed(beats)
+    }
+}
+
+impl Beat for &Heartbeat {
+    fn whole(beats: &[Self]) -> Cow<'_, [Heartbeat]> {
+        Cow::Owned(beats.iter().map(|b| (*b).clone()).collect())
+    }
+}
+
 /// What a heartbeat call gets back once applied: its report, and what to
 /// wait on for durability.
 pub(super) type Applied = (HeartbeatReport, Option<Durable>);
@@ -275,11 +297,11 @@ impl SpaceCell {
     /// Decides where a batch of heartbeats for the space `name` goes:
     /// to its owner if it has one; here if the space is free; else to a
     /// new owner, if one may start.
-    pub(super) fn route(
+    pub(super) fn route<B: Beat>(
         self: &Arc<Self>,
         shared: &Arc<Shared>,
         name: &SpaceName,
-        beats: &[Heartbeat],
+        beats: &[B],
     ) -> Route<'_> {
         let mut staging = self.staging.lock();
         if !staging.owned {
@@ -296,7 +318,7 @@ impl SpaceCell {
         }
         let (done, answer) = oneshot::channel();
         staging.jobs.push(Job {
-            beats: beats.to_vec(),
+            beats: B::whole(beats).into_owned(),
             done,
         });
         self.queued.store(true, Ordering::Release);
@@ -383,24 +405,24 @@ impl SpaceCell {
 /// Applies one heartbeat call to `space` (named `name`) under its lock,
 /// at the clock's time: checked whole, journaled, then absorbed. The one
 /// path of a heartbeat batch, whichever thread runs it.
-pub(super) fn apply(
+pub(super) fn apply<B: Beat>(
     shared: &Shared,
     name: &SpaceName,
     space: &mut Space,
-    beats: &[Heartbeat],
+    beats: &[B],
 ) -> Result<Applied> {
     let now = shared.clock.now_ms();
     let out = space
         .heartbeat(beats, now)
         .map_err(Error::from)
         .and_then(|report| {
-            let durable = if report.accepted == 0 {
+            let durable = if report.accepted == 0 || shared.log.get().is_none() {
                 None
             } else {
                 shared.record(ChangeRef::Heartbeats {
                     space: name,
                     now,
-                    beats,
+                    beats: &B::whole(beats),
                 })?
             };
             Ok((report, durable))

@@ -32,7 +32,6 @@
 //! Lock order: the space map, then stripes in increasing number, then a
 //! stripe's staging lock or the outbox; only erasure holds several spaces.
 
-use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use parking_lot::MutexGuard;
@@ -55,21 +54,22 @@ use crate::values::sort_most_recent_first;
 pub const MAX_STRIPES: usize = 64;
 
 /// The stripe of `member` in a space of `stripes` stripes: a hash of its
-/// kind and id with a fixed seed, so it never changes in a process (a
-/// journal replayed or a snapshot restored is split again by the same
-/// rule, whatever the number of stripes then).
+/// id (XXH3, with the kind as its seed) that never changes, so a journal
+/// replayed or a snapshot restored is split again by the same rule,
+/// whatever the number of stripes then.
 pub(super) fn stripe_of(stripes: usize, member: &MemberKey) -> usize {
     if stripes <= 1 {
         return 0;
     }
-    let h = foldhash::fast::FixedState::with_seed(0x6865_7265_6e6f_7721)
-        .hash_one((member.kind as u8, member.id.as_str()));
-    // The high bits: the low ones also pick the index's buckets.
-    ((h >> 32) % stripes as u64) as usize
+    let h = xxhash_rust::xxh3::xxh3_64_with_seed(member.id.as_str().as_bytes(), member.kind as u64);
+    // Multiply-shift: the high bits of h times n, no division.
+    ((u128::from(h) * stripes as u128) >> 64) as usize
 }
 
 /// Splits `items` by the stripe of each one's member, keeping their order
-/// within a stripe; `None` for a whole space (nothing to split).
+/// within a stripe; `None` for a whole space (nothing to split). Each
+/// member is hashed once and each part allocated once, at its size: the
+/// split is on every heartbeat batch's path.
 pub(super) fn split<T: Clone>(
     stripes: usize,
     items: &[T],
@@ -78,11 +78,32 @@ pub(super) fn split<T: Clone>(
     if stripes <= 1 {
         return None;
     }
-    let mut out: Vec<Vec<T>> = vec![Vec::new(); stripes];
-    for item in items {
-        out[stripe_of(stripes, member(item))].push(item.clone());
+    let of: Vec<u8> = items
+        .iter()
+        .map(|item| stripe_of(stripes, member(item)) as u8)
+        .collect();
+    let mut sizes = vec![0usize; stripes];
+    for &k in &of {
+        sizes[k as usize] += 1;
+    }
+    let mut out: Vec<Vec<T>> = sizes.into_iter().map(Vec::with_capacity).collect();
+    for (item, &k) in items.iter().zip(&of) {
+        out[k as usize].push(item.clone());
     }
     Some(out)
+}
+
+/// [`split`] without copies: each part borrows its items.
+pub(super) fn split_refs<T>(
+    stripes: usize,
+    items: &[T],
+    member: impl Fn(&T) -> &MemberKey,
+) -> Option<Vec<Vec<&T>>> {
+    if stripes <= 1 {
+        return None;
+    }
+    let refs: Vec<&T> = items.iter().collect();
+    split(stripes, &refs, |t| member(t))
 }
 
 /// A space's stripes: one [`SpaceCell`] each.

@@ -82,7 +82,10 @@ fn bad_batches_change_nothing() {
         Err(InvalidInput::AtInFuture { .. })
     ));
     assert!(s.is_empty());
-    assert_eq!(s.heartbeat(&[], T0), Err(InvalidInput::EmptyBatch));
+    assert_eq!(
+        s.heartbeat::<Heartbeat>(&[], T0),
+        Err(InvalidInput::EmptyBatch)
+    );
     let big = vec![beat(user("a")); 10_001];
     assert!(matches!(
         s.heartbeat(&big, T0),

@@ -196,3 +196,26 @@ fn shard_counts_are_checked_against_their_range() {
         Err(ConfigError::BadShards)
     ));
 }
+
+#[test]
+fn stripe_counts_are_checked_against_their_range() {
+    let listen: SocketAddr = "127.0.0.1:7700".parse().unwrap();
+    let striped = |space_stripes: usize| Config {
+        store: StoreSpec::Memory {
+            data_dir: None,
+            snapshot_interval: DEFAULT_SNAPSHOT_INTERVAL,
+            space_stripes,
+        },
+        ..Config::default()
+    };
+    assert!(striped(1).check(listen).is_ok());
+    assert!(striped(64).check(listen).is_ok());
+    for bad in [0, 65] {
+        let err = striped(bad).check(listen).unwrap_err();
+        assert!(
+            matches!(err, ConfigError::BadStripes(n) if n == bad),
+            "{err}"
+        );
+        assert!(err.to_string().contains("1 to 64 stripes"), "{err}");
+    }
+}

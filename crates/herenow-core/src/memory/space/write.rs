@@ -5,6 +5,8 @@
 //! the [`Cause`]. It compares the member's presence before and after (by
 //! the watermarks) to choose `join`, `back`, `connect` or `update`.
 
+use std::borrow::Borrow;
+
 use super::Space;
 use super::events::{Cause, Presence};
 use crate::error::InvalidInput;
@@ -19,10 +21,14 @@ use crate::time::Millis;
 
 /// What [`Space::heartbeat`] checks of a whole batch at `now` before
 /// applying any of it: its size, and no time too far ahead.
-pub fn check_beats(beats: &[Heartbeat], now: Millis) -> Result<(), InvalidInput> {
+pub fn check_beats<B: Borrow<Heartbeat>>(beats: &[B], now: Millis) -> Result<(), InvalidInput> {
     check_batch(beats.len())?;
     let latest = now + limits::MAX_FUTURE_SKEW_MS;
-    if let Some(at_ms) = beats.iter().filter_map(|b| b.at_ms).find(|&at| at > latest) {
+    if let Some(at_ms) = beats
+        .iter()
+        .filter_map(|b| b.borrow().at_ms)
+        .find(|&at| at > latest)
+    {
         return Err(InvalidInput::AtInFuture { at_ms });
     }
     Ok(())
@@ -31,9 +37,11 @@ pub fn check_beats(beats: &[Heartbeat], now: Millis) -> Result<(), InvalidInput>
 impl Space {
     /// Applies a batch of heartbeats. The whole batch is checked before any
     /// of it is applied, so a bad item leaves the space untouched.
-    pub fn heartbeat(
+    /// The beats may be borrowed (`&Heartbeat`): a striped space applies
+    /// each stripe's part of a call without copying it.
+    pub fn heartbeat<B: Borrow<Heartbeat>>(
         &mut self,
-        beats: &[Heartbeat],
+        beats: &[B],
         now: Millis,
     ) -> Result<HeartbeatReport, InvalidInput> {
         check_beats(beats, now)?;
@@ -51,7 +59,7 @@ impl Space {
         let mut guesses = [None; RING];
         let mut report = HeartbeatReport::default();
         for step in 0..beats.len() + 3 * AHEAD {
-            if let Some(beat) = beats.get(step) {
+            if let Some(beat) = beats.get(step).map(Borrow::borrow) {
                 let hash = self.hash(beat.member.kind, beat.member.id.as_str());
                 hashes[step % RING] = hash;
                 self.prefetch_group(hash);
@@ -65,7 +73,7 @@ impl Space {
                 self.prefetch_neighbours(slot);
             }
             if let Some(j) = step.checked_sub(3 * AHEAD)
-                && let Some(beat) = beats.get(j)
+                && let Some(beat) = beats.get(j).map(Borrow::borrow)
             {
                 let at = beat.at_ms.unwrap_or(now);
                 self.apply_hashed(
