@@ -8,8 +8,8 @@
 #   scripts/device-kit.sh            # -> .device-kit/ (git-ignored)
 #   scripts/device-kit.sh DIR
 #
-# The folder holds bin/ (herenow and bare_server built here in release and
-# stripped; wrk, redis-server, redis-cli and redis-benchmark copied from
+# The folder holds bin/ (herenow, bare_server and space_handoff built here
+# in release and stripped; wrk, redis-server, redis-cli and redis-benchmark copied from
 # this machine) and
 # lib/ (the shared libraries those tools load, found with ldd, but for the
 # C and C++ runtimes). About 35 MB; the binaries need GLIBC 2.34 or newer. Needs wrk and redis-server here
@@ -18,6 +18,7 @@
 # Then, there:
 #   KIT=.device-kit CORES="1 2 4 8" DURATION=5s ROUNDS=1 REDIS=1 scripts/bench-scale.sh
 #   KIT=.device-kit SERVER_CORES=0 LOAD_CORES=8-15 scripts/bench-http-floor.sh
+#   taskset -c 0-7 env THREADS="2 4 8" STRIPES="2 4" .device-kit/bin/space_handoff
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/kit.sh
@@ -29,11 +30,13 @@ for tool in wrk redis-server redis-cli redis-benchmark; do
 done
 cargo build --release -p herenow --quiet
 cargo build --release -p herenow-server --example bare_server --quiet
+cargo build --release -p herenow-core --example space_handoff --quiet
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
-cp target/release/herenow target/release/examples/bare_server "$out/bin/"
-strip "$out/bin/herenow" "$out/bin/bare_server"
+cp target/release/herenow target/release/examples/bare_server \
+  target/release/examples/space_handoff "$out/bin/"
+strip "$out/bin/herenow" "$out/bin/bare_server" "$out/bin/space_handoff"
 for tool in wrk redis-server redis-cli redis-benchmark; do
   cp -L "$(command -v "$tool")" "$out/bin/$tool"
 done

@@ -216,8 +216,9 @@ impl Beat for &Heartbeat {
 /// wait on for durability.
 pub(super) type Applied = (HeartbeatReport, Option<Durable>);
 
-/// One space and the batches staged for its owner. Dereferences to the
-/// space's mutex, which every other operation locks as before.
+/// One space, or one stripe of a striped space (`stripes.rs`), and the
+/// batches staged for its owner. Dereferences to its mutex, which every
+/// other operation locks as before.
 pub(super) struct SpaceCell {
     space: Mutex<Space>,
     staging: Mutex<Staging>,
