@@ -43,10 +43,18 @@ fn outbox_depth(server: &Server) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_11_undelivered_webhooks_survive_sigkill_with_a_data_dir() {
     let dir = temp_dir("webhooks-crash");
-    // A port with nobody listening: the receiver is down.
-    let reserved = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = reserved.local_addr().unwrap();
-    drop(reserved);
+    // The receiver is down: its port closes every connection at once.
+    // Held, not freed, so that no other test's receiver binds it meanwhile
+    // (one did, and took this server's events).
+    let down = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = down.local_addr().unwrap();
+    let refusing = tokio::spawn(async move {
+        loop {
+            if let Ok((socket, _)) = down.accept().await {
+                drop(socket);
+            }
+        }
+    });
     let hook = format!("http://{addr}/hook,secret={SECRET}");
     let args = ["--data-dir", dir.to_str().unwrap(), "--webhook", &hook];
     let mut server = Server::start(&args);
@@ -73,6 +81,8 @@ async fn issue_11_undelivered_webhooks_survive_sigkill_with_a_data_dir() {
     let view = server.json(&["webhooks"]);
     assert_ne!(view["endpoints"][0]["state"], "ok", "{view}");
     server.kill();
+    refusing.abort();
+    let _ = refusing.await;
 
     let mut rx = Receiver::on(tokio::net::TcpListener::bind(addr).await.unwrap());
     let server = Server::start(&args);

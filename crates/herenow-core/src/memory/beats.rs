@@ -23,12 +23,8 @@ impl MemoryStore {
         beats: &[Heartbeat],
     ) -> Result<HeartbeatReport> {
         check_batch(beats.len())?;
-        let stripes = self
-            .spaces
-            .read()
-            .get(space)
-            .map_or(self.stripes, |s| s.len());
-        let Some(parts) = stripes::split_refs(stripes, beats, |b| &b.member) else {
+        // Every space has the store's stripes (created or restored here).
+        let Some(parts) = stripes::split_refs(self.stripes, beats, |b| &b.member) else {
             let (report, durable) = match self.beat_stripe(space, 0, beats) {
                 HandOver::Done(out) => out?,
                 HandOver::Staged(answer) => owner::answer(answer).await?,
