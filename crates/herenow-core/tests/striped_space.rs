@@ -266,3 +266,40 @@ async fn a_connection_id_is_refused_across_stripes() {
         vec![vec![]]
     );
 }
+
+/// A subscription's snapshot is capped at `MAX_SNAPSHOT` across the
+/// stripes: the newest of all of them, in order, and the rest counted.
+#[tokio::test]
+async fn a_striped_snapshot_keeps_the_newest_of_every_stripe() {
+    let clock = ManualClock::new(T0);
+    let whole = MemoryStore::new(Arc::new(clock.clone()), SpaceConfig::default());
+    let striped =
+        MemoryStore::new(Arc::new(clock.clone()), SpaceConfig::default()).with_space_stripes(4);
+    let space = SpaceName::new("big").unwrap();
+    let cap = herenow_core::limits::MAX_SNAPSHOT;
+    // Every member at its own millisecond, so the order is one.
+    let beats: Vec<Heartbeat> = (0..cap + 2_000)
+        .map(|i| Heartbeat {
+            member: MemberKey::user(MemberId::new(&format!("u{i}")).unwrap()),
+            at_ms: Some(T0 - 20_000 + i as u64),
+            meta: None,
+        })
+        .collect();
+    for store in [&whole, &striped] {
+        for chunk in beats.chunks(5_000) {
+            store.heartbeat(&space, chunk).await.unwrap();
+        }
+    }
+    let (w, s) = (
+        whole.subscribe(&space).await.unwrap(),
+        striped.subscribe(&space).await.unwrap(),
+    );
+    assert_eq!(s.snapshot.len(), cap);
+    assert_eq!(s.snapshot_omitted, 2_000);
+    assert_eq!(
+        s.snapshot[0].member.id.as_str(),
+        format!("u{}", cap + 1_999)
+    );
+    assert_eq!(w.snapshot, s.snapshot);
+    assert_eq!(w.snapshot_omitted, s.snapshot_omitted);
+}

@@ -32,13 +32,14 @@
 //! Lock order: the space map, then stripes in increasing number, then a
 //! stripe's staging lock or the outbox; only erasure holds several spaces.
 
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use parking_lot::MutexGuard;
 
 use super::occupancy::Occupancy;
 use super::owner::SpaceCell;
-use super::space::Space;
+use super::space::{Recency, Space};
 use crate::conn::{Attach, AttachReport, Connection};
 use crate::cursor::{IdCursor, RecentCursor};
 use crate::error::InvalidInput;
@@ -380,7 +381,7 @@ impl Locked<'_> {
         let limit = query.limit;
         match order {
             Order::Recent => {
-                let mut keyed: Vec<((Millis, u64), MemberStatus)> = Vec::new();
+                let mut keyed: Vec<(Recency, MemberStatus)> = Vec::new();
                 for (g, page) in self.guards.iter().zip(pages) {
                     for m in page.members {
                         let key = g.key_of(&m.member).expect("a listed member is stored");
@@ -429,23 +430,40 @@ impl Locked<'_> {
     }
 
     /// [`Space::subscribe`] of the whole space: one receiver (the stripes
-    /// share a channel) and the stripes' snapshots merged, under every
-    /// stripe's lock.
+    /// share a channel) and the stripes' present members merged newest
+    /// first by key, as a whole space lists them, under every stripe's
+    /// lock; only the members kept become answers.
     pub(super) fn subscribe(&self, now: Millis) -> Subscription {
-        let mut sub = self.first().subscribe(now);
-        if self.whole().is_some() {
-            return sub;
+        if let Some(s) = self.whole() {
+            return s.subscribe(now);
         }
-        let mut present = (sub.snapshot.len() as u64) + sub.snapshot_omitted;
-        for g in &self.guards[1..] {
-            let (snapshot, omitted) = g.present_snapshot(now);
-            present += snapshot.len() as u64 + omitted;
-            sub.snapshot.extend(snapshot);
+        let events = self.first().events_receiver();
+        let mut present = 0u64;
+        let mut heads = BinaryHeap::with_capacity(self.guards.len());
+        let mut lists = Vec::with_capacity(self.guards.len());
+        for (k, g) in self.guards.iter().enumerate() {
+            let (newest, omitted) = g.present_newest(limits::MAX_SNAPSHOT);
+            present += newest.len() as u64 + omitted;
+            if let Some(&(key, _)) = newest.first() {
+                heads.push((key, k, 0usize));
+            }
+            lists.push(newest);
         }
-        sort_most_recent_first(&mut sub.snapshot);
-        sub.snapshot.truncate(limits::MAX_SNAPSHOT);
-        sub.snapshot_omitted = present - sub.snapshot.len() as u64;
-        sub
+        let mut snapshot = Vec::new();
+        while snapshot.len() < limits::MAX_SNAPSHOT {
+            let Some((_, k, i)) = heads.pop() else {
+                break;
+            };
+            snapshot.push(self.guards[k].snapshot_entry(lists[k][i].1, now));
+            if let Some(&(key, _)) = lists[k].get(i + 1) {
+                heads.push((key, k, i + 1));
+            }
+        }
+        Subscription {
+            snapshot_omitted: present - snapshot.len() as u64,
+            snapshot,
+            events,
+        }
     }
 }
 

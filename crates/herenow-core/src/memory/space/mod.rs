@@ -76,6 +76,7 @@ use self::blocks::BlockIndex;
 pub use self::blocks::INDEX_ABOVE;
 use self::entry::{Entry, Key, List, SEQ_MASK};
 use self::index::SlotIndex;
+pub use self::read::Recency;
 pub use self::write::check_beats;
 use super::conns::ConnTable;
 use super::occupancy::Occupancy;

@@ -23,6 +23,10 @@ use crate::policy::Status;
 use crate::store::{Counts, KindFilter, ListQuery, MemberStatus, Order, Page, check_batch};
 use crate::time::Millis;
 
+/// A member's place in a space's recency order: last seen, then the
+/// heartbeat's sequence number (unique across a striped space's stripes).
+pub type Recency = (Millis, u64);
+
 impl Space {
     fn member_status(&self, slot: u32, now: Millis) -> MemberStatus {
         let e = &self.entries[slot as usize];
@@ -247,40 +251,55 @@ impl Space {
     /// first, and a receiver for every event after it. The caller holds the
     /// space's lock, so no event can fall between the two.
     pub fn subscribe(&self, now: Millis) -> Subscription {
-        let events = EventReceiver::new(self.events.subscribe());
-        let (snapshot, snapshot_omitted) = self.present_snapshot(now);
+        let events = self.events_receiver();
+        let (present, omitted) = self.present_newest(limits::MAX_SNAPSHOT);
         Subscription {
-            snapshot,
-            snapshot_omitted,
+            snapshot: present
+                .into_iter()
+                .map(|(_, slot)| self.snapshot_entry(slot, now))
+                .collect(),
+            snapshot_omitted: omitted,
             events,
         }
     }
 
-    /// The members present (by the watermarks), most recent first, at most
-    /// [`limits::MAX_SNAPSHOT`] of them, and how many more are present.
-    pub fn present_snapshot(&self, now: Millis) -> (Vec<MemberStatus>, u64) {
-        let mut snapshot = Vec::new();
+    /// A receiver for every event from now on (a striped space's
+    /// subscription takes its snapshot itself, from every stripe).
+    pub fn events_receiver(&self) -> EventReceiver {
+        EventReceiver::new(self.events.subscribe())
+    }
+
+    /// The members present (by the watermarks), most recent first: at
+    /// most `limit` of them as (key, slot), and how many more are present.
+    pub fn present_newest(&self, limit: usize) -> (Vec<(Recency, u32)>, u64) {
+        let mut present = Vec::new();
         let mut omitted = 0u64;
         for slot in self.newest_first(KindFilter::All) {
-            let presence = self.presence(self.entries[slot as usize].key());
-            if presence == Presence::Gone {
+            let key = self.entries[slot as usize].key();
+            if self.presence(key) == Presence::Gone {
                 break;
             }
-            if snapshot.len() == limits::MAX_SNAPSHOT {
+            if present.len() == limit {
                 let [u, g] = self.count_since(self.gone_mark.0.saturating_add(1));
-                omitted = (u + g).saturating_sub(snapshot.len() as u64);
+                omitted = (u + g).saturating_sub(present.len() as u64);
                 break;
             }
-            let mut status = self.member_status(slot, now);
-            status.status = presence.status();
-            snapshot.push(status);
+            present.push((key, slot));
         }
-        (snapshot, omitted)
+        (present, omitted)
+    }
+
+    /// What a subscription snapshot says of the present member in `slot`
+    /// (from [`Space::present_newest`]): its status as the events told.
+    pub fn snapshot_entry(&self, slot: u32, now: Millis) -> MemberStatus {
+        let mut status = self.member_status(slot, now);
+        status.status = self.presence(self.entries[slot as usize].key()).status();
+        status
     }
 
     /// A stored member's place in the recency order: its last-seen time
     /// and sequence number (what a most-recent-first cursor names).
-    pub fn key_of(&self, member: &MemberKey) -> Option<(Millis, u64)> {
+    pub fn key_of(&self, member: &MemberKey) -> Option<Recency> {
         let slot = self.find(member.kind, member.id.as_str())?;
         Some(self.entries[slot as usize].key())
     }
