@@ -32,7 +32,6 @@
 //! Lock order: the space map, then stripes in increasing number, then a
 //! stripe's staging lock or the outbox; only erasure holds several spaces.
 
-use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use parking_lot::MutexGuard;
@@ -41,7 +40,7 @@ use super::occupancy::Occupancy;
 use super::owner::SpaceCell;
 use super::space::{Recency, Space};
 use crate::conn::{Attach, AttachReport, Connection};
-use crate::cursor::{IdCursor, RecentCursor};
+use crate::cursor::IdCursor;
 use crate::error::InvalidInput;
 use crate::event::Subscription;
 use crate::id::MemberKey;
@@ -255,7 +254,8 @@ impl Locked<'_> {
             .collect()
     }
 
-    /// [`Space::status`] of the whole space.
+    /// [`Space::status`] of the whole space: each member asked of its
+    /// stripe.
     pub(super) fn status(
         &self,
         members: &[MemberKey],
@@ -265,15 +265,10 @@ impl Locked<'_> {
             return s.status(members, now);
         }
         check_batch(members.len())?;
-        let mut out: Vec<Option<MemberStatus>> = vec![None; members.len()];
-        for (places, answer) in self.per_stripe(members, |m| m, |s, part| s.status(part, now)) {
-            for (i, st) in places.into_iter().zip(answer?) {
-                out[i] = Some(st);
-            }
-        }
-        Ok(out
-            .into_iter()
-            .map(|s| s.expect("every member has a stripe"))
+        let n = self.guards.len();
+        Ok(members
+            .iter()
+            .map(|m| self.guards[stripe_of(n, m)].status_of(m, now))
             .collect())
     }
 
@@ -366,104 +361,125 @@ impl Locked<'_> {
         Ok(out)
     }
 
-    /// [`Space::list`] of the whole space: each stripe's page from the
-    /// same cursor, merged in the page's order and cut at the limit.
+    /// [`Space::list`] of the whole space: most recent first, the stripes'
+    /// walks from the cursor merged by key (each walked only as far as the
+    /// page takes from it); by id, the stripes' pages merged by id.
     pub(super) fn list(&self, query: &ListQuery, now: Millis) -> Result<Page, InvalidInput> {
         if let Some(s) = self.whole() {
             return s.list(query, now);
         }
+        let (order, cutoff) = self.first().list_bounds(query, now)?;
+        let limit = query.limit;
+        if order == Order::Recent {
+            let walks = self
+                .guards
+                .iter()
+                .map(|g| g.recent_from(query, cutoff))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut members = Vec::with_capacity(limit.min(64));
+            let mut last: Option<(usize, u32)> = None;
+            for (k, slot) in NewestOf::new(walks) {
+                if members.len() == limit {
+                    let (k, slot) = last.expect("limit is at least 1");
+                    return Ok(Page {
+                        members,
+                        next_cursor: Some(self.guards[k].recent_cursor(slot)),
+                        order,
+                    });
+                }
+                members.push(self.guards[k].member_status(slot, now));
+                last = Some((k, slot));
+            }
+            return Ok(Page {
+                members,
+                next_cursor: None,
+                order,
+            });
+        }
+        // By id: each stripe's page from the same cursor, merged by id and
+        // cut at the limit.
         let mut pages = Vec::with_capacity(self.guards.len());
         for g in &self.guards {
             pages.push(g.list(query, now)?);
         }
         let more = pages.iter().any(|p| p.next_cursor.is_some());
-        let order = pages[0].order;
-        let limit = query.limit;
-        match order {
-            Order::Recent => {
-                let mut keyed: Vec<(Recency, MemberStatus)> = Vec::new();
-                for (g, page) in self.guards.iter().zip(pages) {
-                    for m in page.members {
-                        let key = g.key_of(&m.member).expect("a listed member is stored");
-                        keyed.push((key, m));
-                    }
-                }
-                keyed.sort_unstable_by_key(|k| std::cmp::Reverse(k.0));
-                let more = more || keyed.len() > limit;
-                keyed.truncate(limit);
-                let next_cursor = more.then(|| keyed.last()).flatten().map(|(key, m)| {
-                    RecentCursor {
-                        at_ms: key.0,
-                        tiebreak: key.1,
-                        member: m.member.clone(),
-                    }
-                    .encode()
-                });
-                Ok(Page {
-                    members: keyed.into_iter().map(|(_, m)| m).collect(),
-                    next_cursor,
-                    order,
-                })
+        let mut members: Vec<MemberStatus> = pages.into_iter().flat_map(|p| p.members).collect();
+        members.sort_unstable_by(|a, b| {
+            (a.member.id.as_str(), a.member.kind).cmp(&(b.member.id.as_str(), b.member.kind))
+        });
+        let more = more || members.len() > limit;
+        members.truncate(limit);
+        let next_cursor = more.then(|| members.last()).flatten().map(|m| {
+            IdCursor {
+                member: m.member.clone(),
             }
-            Order::Id => {
-                let mut members: Vec<MemberStatus> =
-                    pages.into_iter().flat_map(|p| p.members).collect();
-                members.sort_unstable_by(|a, b| {
-                    (a.member.id.as_str(), a.member.kind)
-                        .cmp(&(b.member.id.as_str(), b.member.kind))
-                });
-                let more = more || members.len() > limit;
-                members.truncate(limit);
-                let next_cursor = more.then(|| members.last()).flatten().map(|m| {
-                    IdCursor {
-                        member: m.member.clone(),
-                    }
-                    .encode()
-                });
-                Ok(Page {
-                    members,
-                    next_cursor,
-                    order,
-                })
-            }
-        }
+            .encode()
+        });
+        Ok(Page {
+            members,
+            next_cursor,
+            order,
+        })
     }
 
     /// [`Space::subscribe`] of the whole space: one receiver (the stripes
     /// share a channel) and the stripes' present members merged newest
     /// first by key, as a whole space lists them, under every stripe's
-    /// lock; only the members kept become answers.
+    /// lock; each stripe is walked only as far as the merge takes from it.
     pub(super) fn subscribe(&self, now: Millis) -> Subscription {
         if let Some(s) = self.whole() {
             return s.subscribe(now);
         }
         let events = self.first().events_receiver();
-        let mut present = 0u64;
-        let mut heads = BinaryHeap::with_capacity(self.guards.len());
-        let mut lists = Vec::with_capacity(self.guards.len());
-        for (k, g) in self.guards.iter().enumerate() {
-            let (newest, omitted) = g.present_newest(limits::MAX_SNAPSHOT);
-            present += newest.len() as u64 + omitted;
-            if let Some(&(key, _)) = newest.first() {
-                heads.push((key, k, 0usize));
-            }
-            lists.push(newest);
-        }
-        let mut snapshot = Vec::new();
-        while snapshot.len() < limits::MAX_SNAPSHOT {
-            let Some((_, k, i)) = heads.pop() else {
-                break;
-            };
-            snapshot.push(self.guards[k].snapshot_entry(lists[k][i].1, now));
-            if let Some(&(key, _)) = lists[k].get(i + 1) {
-                heads.push((key, k, i + 1));
-            }
-        }
+        let walks = self.guards.iter().map(|g| g.present_newest()).collect();
+        let snapshot: Vec<MemberStatus> = NewestOf::new(walks)
+            .take(limits::MAX_SNAPSHOT)
+            .map(|(k, slot)| self.guards[k].snapshot_entry(slot, now))
+            .collect();
+        let snapshot_omitted = if snapshot.len() == limits::MAX_SNAPSHOT {
+            let present: u64 = self.guards.iter().map(|g| g.present_count()).sum();
+            present.saturating_sub(snapshot.len() as u64)
+        } else {
+            0
+        };
         Subscription {
-            snapshot_omitted: present - snapshot.len() as u64,
             snapshot,
+            snapshot_omitted,
             events,
         }
+    }
+}
+
+/// The stripes' walks, each newest first by key, merged into one:
+/// (stripe, slot), newest first. Keys are unique across stripes, so the
+/// order is the one a whole space would have. The newest head is found by
+/// a scan of the heads: at most [`MAX_STRIPES`], a comparison or two for
+/// the usual few (with a `BinaryHeap` a 2-stripe snapshot took 2.8× a
+/// whole space's, with the scan 1.3×: `examples/striped_reads.rs`).
+struct NewestOf<I> {
+    walks: Vec<I>,
+    heads: Vec<Option<(Recency, u32)>>,
+}
+
+impl<I: Iterator<Item = (Recency, u32)>> NewestOf<I> {
+    fn new(mut walks: Vec<I>) -> Self {
+        let heads = walks.iter_mut().map(Iterator::next).collect();
+        Self { walks, heads }
+    }
+}
+
+impl<I: Iterator<Item = (Recency, u32)>> Iterator for NewestOf<I> {
+    type Item = (usize, u32);
+
+    fn next(&mut self) -> Option<(usize, u32)> {
+        let (k, &(_, slot)) = self
+            .heads
+            .iter()
+            .enumerate()
+            .filter_map(|(k, h)| h.as_ref().map(|h| (k, h)))
+            .max_by_key(|(_, (key, _))| *key)?;
+        self.heads[k] = self.walks[k].next();
+        Some((k, slot))
     }
 }
 

@@ -28,7 +28,8 @@ use crate::time::Millis;
 pub type Recency = (Millis, u64);
 
 impl Space {
-    fn member_status(&self, slot: u32, now: Millis) -> MemberStatus {
+    /// What a listing says of the member in `slot`.
+    pub fn member_status(&self, slot: u32, now: Millis) -> MemberStatus {
         let e = &self.entries[slot as usize];
         MemberStatus {
             member: MemberKey {
@@ -49,18 +50,21 @@ impl Space {
         now: Millis,
     ) -> Result<Vec<MemberStatus>, InvalidInput> {
         check_batch(members.len())?;
-        Ok(members
-            .iter()
-            .map(|m| match self.find(m.kind, m.id.as_str()) {
-                Some(slot) => self.member_status(slot, now),
-                None => MemberStatus {
-                    member: m.clone(),
-                    status: Status::Offline,
-                    last_seen_ms: None,
-                    meta: None,
-                },
-            })
-            .collect())
+        Ok(members.iter().map(|m| self.status_of(m, now)).collect())
+    }
+
+    /// One member's last seen and status; offline with no last seen if
+    /// the space does not hold it.
+    pub fn status_of(&self, m: &MemberKey, now: Millis) -> MemberStatus {
+        match self.find(m.kind, m.id.as_str()) {
+            Some(slot) => self.member_status(slot, now),
+            None => MemberStatus {
+                member: m.clone(),
+                status: Status::Offline,
+                last_seen_ms: None,
+                meta: None,
+            },
+        }
     }
 
     /// Members seen within the window, by kind: exact, and from the block
@@ -113,13 +117,9 @@ impl Space {
 
     /// One page of the members seen within the window.
     pub fn list(&self, query: &ListQuery, now: Millis) -> Result<Page, InvalidInput> {
-        query.check_limit()?;
-        let window = self
-            .config
-            .check_window(query.window_ms.unwrap_or(self.config.window_ms))?;
-        let cutoff = now.saturating_sub(window);
         // The engine keeps times: most recent first unless asked otherwise.
-        match query.order_or(Order::Recent) {
+        let (order, cutoff) = self.list_bounds(query, now)?;
+        match order {
             Order::Recent => self.list_recent(query, cutoff, now),
             Order::Id => self.list_by_id(query, cutoff, now),
         }
@@ -131,6 +131,48 @@ impl Space {
         cutoff: Millis,
         now: Millis,
     ) -> Result<Page, InvalidInput> {
+        let mut members = Vec::with_capacity(q.limit.min(64));
+        let mut last = None;
+        for (_, slot) in self.recent_from(q, cutoff)? {
+            if members.len() == q.limit {
+                let last = last.expect("limit is at least 1");
+                return Ok(Page {
+                    members,
+                    next_cursor: Some(self.recent_cursor(last)),
+                    order: Order::Recent,
+                });
+            }
+            members.push(self.member_status(slot, now));
+            last = Some(slot);
+        }
+        Ok(Page {
+            members,
+            next_cursor: None,
+            order: Order::Recent,
+        })
+    }
+
+    /// What [`Space::list`] checks of a query before listing: its limit
+    /// and window. Returns the order it lists in and the window's cutoff.
+    pub fn list_bounds(
+        &self,
+        query: &ListQuery,
+        now: Millis,
+    ) -> Result<(Order, Millis), InvalidInput> {
+        query.check_limit()?;
+        let window = self
+            .config
+            .check_window(query.window_ms.unwrap_or(self.config.window_ms))?;
+        Ok((query.order_or(Order::Recent), now.saturating_sub(window)))
+    }
+
+    /// The members a most-recent-first listing walks, newest first, from
+    /// `q`'s cursor on, while seen at or after `cutoff`: (key, slot).
+    pub fn recent_from(
+        &self,
+        q: &ListQuery,
+        cutoff: Millis,
+    ) -> Result<impl Iterator<Item = (Recency, u32)> + '_, InvalidInput> {
         // Cursor: the key of the last member returned, and its slot as a
         // hint: if that member has not moved, the next page starts right
         // after it without a search.
@@ -158,38 +200,25 @@ impl Space {
                 }
             }
         });
-        let mut members = Vec::with_capacity(q.limit.min(64));
-        let mut last = None;
-        for slot in walk {
-            let e = &self.entries[slot as usize];
-            if e.ts < cutoff {
-                break;
-            }
-            if members.len() == q.limit {
-                let (slot, key): (u32, Key) = last.expect("limit is at least 1");
-                let e = &self.entries[slot as usize];
-                let cursor = RecentCursor {
-                    at_ms: key.0,
-                    tiebreak: key.1,
-                    member: MemberKey {
-                        kind: e.kind(),
-                        id: MemberId::from_compact_unchecked(e.id.clone()),
-                    },
-                };
-                return Ok(Page {
-                    members,
-                    next_cursor: Some(cursor.encode()),
-                    order: Order::Recent,
-                });
-            }
-            members.push(self.member_status(slot, now));
-            last = Some((slot, e.key()));
+        Ok(walk
+            .map(|slot| (self.entries[slot as usize].key(), slot))
+            .take_while(move |((ts, _), _)| *ts >= cutoff))
+    }
+
+    /// The most-recent-first cursor that continues after the member in
+    /// `slot`.
+    pub fn recent_cursor(&self, slot: u32) -> String {
+        let e = &self.entries[slot as usize];
+        let (at_ms, tiebreak) = e.key();
+        RecentCursor {
+            at_ms,
+            tiebreak,
+            member: MemberKey {
+                kind: e.kind(),
+                id: MemberId::from_compact_unchecked(e.id.clone()),
+            },
         }
-        Ok(Page {
-            members,
-            next_cursor: None,
-            order: Order::Recent,
-        })
+        .encode()
     }
 
     fn list_by_id(&self, q: &ListQuery, cutoff: Millis, now: Millis) -> Result<Page, InvalidInput> {
@@ -252,13 +281,19 @@ impl Space {
     /// space's lock, so no event can fall between the two.
     pub fn subscribe(&self, now: Millis) -> Subscription {
         let events = self.events_receiver();
-        let (present, omitted) = self.present_newest(limits::MAX_SNAPSHOT);
+        let snapshot: Vec<MemberStatus> = self
+            .present_newest()
+            .take(limits::MAX_SNAPSHOT)
+            .map(|(_, slot)| self.snapshot_entry(slot, now))
+            .collect();
+        let snapshot_omitted = if snapshot.len() == limits::MAX_SNAPSHOT {
+            self.present_count().saturating_sub(snapshot.len() as u64)
+        } else {
+            0
+        };
         Subscription {
-            snapshot: present
-                .into_iter()
-                .map(|(_, slot)| self.snapshot_entry(slot, now))
-                .collect(),
-            snapshot_omitted: omitted,
+            snapshot,
+            snapshot_omitted,
             events,
         }
     }
@@ -269,24 +304,18 @@ impl Space {
         EventReceiver::new(self.events.subscribe())
     }
 
-    /// The members present (by the watermarks), most recent first: at
-    /// most `limit` of them as (key, slot), and how many more are present.
-    pub fn present_newest(&self, limit: usize) -> (Vec<(Recency, u32)>, u64) {
-        let mut present = Vec::new();
-        let mut omitted = 0u64;
-        for slot in self.newest_first(KindFilter::All) {
-            let key = self.entries[slot as usize].key();
-            if self.presence(key) == Presence::Gone {
-                break;
-            }
-            if present.len() == limit {
-                let [u, g] = self.count_since(self.gone_mark.0.saturating_add(1));
-                omitted = (u + g).saturating_sub(present.len() as u64);
-                break;
-            }
-            present.push((key, slot));
-        }
-        (present, omitted)
+    /// The members present (by the watermarks), most recent first, as
+    /// (key, slot).
+    pub fn present_newest(&self) -> impl Iterator<Item = (Recency, u32)> + '_ {
+        self.newest_first(KindFilter::All)
+            .map(|slot| (self.entries[slot as usize].key(), slot))
+            .take_while(|(key, _)| self.presence(*key) != Presence::Gone)
+    }
+
+    /// How many members are present (by the watermarks).
+    pub fn present_count(&self) -> u64 {
+        let [u, g] = self.count_since(self.gone_mark.0.saturating_add(1));
+        u + g
     }
 
     /// What a subscription snapshot says of the present member in `slot`
@@ -295,13 +324,6 @@ impl Space {
         let mut status = self.member_status(slot, now);
         status.status = self.presence(self.entries[slot as usize].key()).status();
         status
-    }
-
-    /// A stored member's place in the recency order: its last-seen time
-    /// and sequence number (what a most-recent-first cursor names).
-    pub fn key_of(&self, member: &MemberKey) -> Option<Recency> {
-        let slot = self.find(member.kind, member.id.as_str())?;
-        Some(self.entries[slot as usize].key())
     }
 
     /// Every stored member with its last-seen time and metadata, for
