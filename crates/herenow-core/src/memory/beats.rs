@@ -146,7 +146,7 @@ impl MemoryStore {
     ) -> Result<HeartbeatReport> {
         self.with_space(name, |st| {
             let mut report = HeartbeatReport::default();
-            match stripes::split(st.len(), beats, |b| &b.member) {
+            match stripes::split_refs(st.len(), beats, |b| &b.member) {
                 None => {
                     let mut s = st.cell(0).lock();
                     report = s.heartbeat(beats, now)?;

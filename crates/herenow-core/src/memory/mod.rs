@@ -267,23 +267,17 @@ impl MemoryStore {
     /// registered in the `Seen` table.
     fn new_space(&self, name: &SpaceName, now: Millis) -> Stripes {
         let seen_id = self.shared.seen.register(name, &self.defaults);
-        Stripes::new(self.stripes_of(name, self.defaults, now, seen_id))
+        Stripes::new(stripes::make(name, self.defaults, now, self.stripes, |s| {
+            self.tap(s, seen_id)
+        }))
     }
 
-    /// The stripes of a space named `name` with `config`, tapped into the
-    /// store, with `seen_id`.
-    fn stripes_of(
-        &self,
-        name: &SpaceName,
-        config: SpaceConfig,
-        now: Millis,
-        seen_id: Option<u32>,
-    ) -> Vec<Space> {
-        stripes::make(name, config, now, self.stripes, |s| {
-            s.set_follow_tap(self.shared.follow.clone());
-            s.set_outbox_flag(self.shared.outbox.capturing.clone());
-            s.set_seen_id(seen_id);
-        })
+    /// Taps a space (a stripe) into the store: its followed users, the
+    /// outbox's capture switch, and its id in the `Seen` table.
+    fn tap(&self, space: &mut Space, seen_id: Option<u32>) {
+        space.set_follow_tap(self.shared.follow.clone());
+        space.set_outbox_flag(self.shared.outbox.capturing.clone());
+        space.set_seen_id(seen_id);
     }
 
     /// Hands what `space` noted to the store, under its lock (see
@@ -702,6 +696,9 @@ impl PresenceStore for MemoryStore {
         let all: Vec<Arc<Stripes>> = self.spaces.read().values().cloned().collect();
         let mut empty = Vec::new();
         for space in all {
+            // Idle if every stripe is, each judged under the lock of its
+            // last step.
+            let mut idle = true;
             for k in 0..space.len() {
                 loop {
                     let now = self.shared.clock.now_ms();
@@ -709,6 +706,12 @@ impl PresenceStore for MemoryStore {
                     let mut s = space.cell(k).lock();
                     let work = s.tick(now, TICK_BUDGET);
                     self.absorb(&mut s);
+                    if !work.more {
+                        idle &= s.is_empty()
+                            && s.connection_count() == 0
+                            && s.subscribers() == 0
+                            && s.config() == self.defaults;
+                    }
                     let retired = s.take_retired();
                     drop(s);
                     // Freed after the lock: a big slab takes milliseconds.
@@ -723,9 +726,8 @@ impl PresenceStore for MemoryStore {
                     }
                 }
             }
-            let all = space.lock_all();
-            if all.is_idle(self.defaults) {
-                empty.push(all.first().name().clone());
+            if idle {
+                empty.push(space.cell(0).lock().name().clone());
             }
         }
         // Remembered times past their horizon, a few slices at a time.

@@ -346,8 +346,8 @@ impl MemoryStore {
                     meta,
                 });
             }
-            let parts =
-                stripes::split(space.len(), &beats, |b| &b.member).unwrap_or_else(|| vec![beats]);
+            let parts = stripes::split_refs(space.len(), &beats, |b| &b.member)
+                .unwrap_or_else(|| vec![beats.iter().collect()]);
             for (stripe, part) in space.iter_mut().zip(&parts) {
                 for chunk in part.chunks(crate::limits::MAX_BATCH) {
                     let r = stripe
@@ -391,9 +391,7 @@ impl MemoryStore {
         for (name, mut space) in spaces {
             let seen_id = self.shared.seen.register(&name, &space[0].config());
             for stripe in &mut space {
-                stripe.set_follow_tap(self.shared.follow.clone());
-                stripe.set_outbox_flag(self.shared.outbox.capturing.clone());
-                stripe.set_seen_id(seen_id);
+                self.tap(stripe, seen_id);
                 self.absorb(stripe);
             }
             map.insert(name, Arc::new(Stripes::new(space)));
