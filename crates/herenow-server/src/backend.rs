@@ -175,15 +175,20 @@ impl Backend {
                 snapshot_interval,
                 space_stripes,
             } => {
-                // Busy spaces' owner threads pay off only with enough
-                // threads writing at once: here, this runtime's workers
-                // (fewer than the cores with TOKIO_WORKER_THREADS).
-                if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                    herenow_core::memory::set_writer_threads(rt.metrics().num_workers());
-                }
+                // Stripes and busy spaces' owner threads pay off only with
+                // enough threads writing at once: here, this runtime's
+                // workers (fewer than the cores with TOKIO_WORKER_THREADS).
+                let writers = tokio::runtime::Handle::try_current().map_or_else(
+                    |_| std::thread::available_parallelism().map_or(1, |n| n.get()),
+                    |rt| rt.metrics().num_workers(),
+                );
+                herenow_core::memory::set_writer_threads(writers);
+                let stripes = space_stripes
+                    .unwrap_or_else(|| herenow_core::memory::default_space_stripes(writers));
+                tracing::info!(stripes, writers, "memory store: spaces split in stripes");
                 let memory = Arc::new(
                     MemoryStore::new(Arc::new(SystemClock), config.space_defaults)
-                        .with_space_stripes(*space_stripes),
+                        .with_space_stripes(stripes),
                 );
                 let Some(dir) = data_dir else {
                     return Ok(Self::memory(memory));
@@ -467,6 +472,36 @@ mod tests {
         assert!(!memory.is_shared());
         assert!(memory.not_ready().is_none());
         assert!(memory.duty_period().is_none());
+    }
+
+    /// Unless told, spaces are striped by the runtime's workers: whole
+    /// below 8, four stripes from 8 on; a count given is kept.
+    #[test]
+    fn spaces_are_striped_by_the_workers_unless_told() {
+        let stripes_with = |workers: usize, told: Option<usize>| {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(workers)
+                .build()
+                .unwrap();
+            let config = Config {
+                store: StoreSpec::Memory {
+                    data_dir: None,
+                    snapshot_interval: Duration::from_secs(30),
+                    space_stripes: told,
+                },
+                ..Config::default()
+            };
+            match rt.block_on(Backend::open(&config)).unwrap().kind {
+                Kind::Memory(memory, _) => memory.space_stripes(),
+                _ => unreachable!("a memory spec opens a memory store"),
+            }
+        };
+        assert_eq!(stripes_with(2, None), 1);
+        assert_eq!(stripes_with(4, None), 1);
+        assert_eq!(stripes_with(8, None), 4);
+        assert_eq!(stripes_with(16, None), 4);
+        assert_eq!(stripes_with(8, Some(1)), 1);
+        assert_eq!(stripes_with(2, Some(3)), 3);
     }
 
     /// The server's defaults for waiting on replicas are the store's, and

@@ -261,8 +261,10 @@ pub enum StoreSpec {
         snapshot_interval: Duration,
         /// The stripes each space is split over (1 to
         /// [`herenow_core::memory::MAX_STRIPES`]; 1: whole spaces), so
-        /// several cores can write one busy space at once.
-        space_stripes: usize,
+        /// several cores can write one busy space at once; `None`: as many
+        /// as [`herenow_core::memory::default_space_stripes`] gives for the
+        /// server's runtime workers (4 from 8 workers, else 1).
+        space_stripes: Option<usize>,
     },
     /// Redis or Redis Cluster, which keeps the state itself and shares it
     /// between any number of servers.
@@ -279,7 +281,7 @@ impl Default for StoreSpec {
         StoreSpec::Memory {
             data_dir: None,
             snapshot_interval: DEFAULT_SNAPSHOT_INTERVAL,
-            space_stripes: 1,
+            space_stripes: None,
         }
     }
 }
@@ -500,10 +502,13 @@ impl Config {
                 return Err(ConfigError::BadRedisWait(*wait_timeout));
             }
         }
-        if let StoreSpec::Memory { space_stripes, .. } = &self.store
-            && !(1..=herenow_core::memory::MAX_STRIPES).contains(space_stripes)
+        if let StoreSpec::Memory {
+            space_stripes: Some(n),
+            ..
+        } = &self.store
+            && !(1..=herenow_core::memory::MAX_STRIPES).contains(n)
         {
-            return Err(ConfigError::BadStripes(*space_stripes));
+            return Err(ConfigError::BadStripes(*n));
         }
         self.space_defaults
             .validate()

@@ -149,7 +149,7 @@ async fn a_corrupt_snapshot_is_an_error_naming_the_file() {
         store: StoreSpec::Memory {
             data_dir: Some(dir.0.clone()),
             snapshot_interval: DEFAULT_SNAPSHOT_INTERVAL,
-            space_stripes: 1,
+            space_stripes: None,
         },
         ..Config::default()
     };
@@ -167,7 +167,7 @@ async fn serve_write_snapshot_on_shutdown_and_restore_it() {
         store: StoreSpec::Memory {
             data_dir: Some(dir.0.clone()),
             snapshot_interval: DEFAULT_SNAPSHOT_INTERVAL,
-            space_stripes: 1,
+            space_stripes: None,
         },
         ..Config::default()
     };

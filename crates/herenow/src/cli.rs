@@ -171,8 +171,9 @@ pub struct ServeArgs {
 
     /// Split every space of the memory store over N stripes (1 to 64), so
     /// several cores can write one busy space at once; reads merge the
-    /// stripes and answer as for a whole space (default 1: whole spaces).
-    /// With Redis, spaces are split with --redis-shards instead.
+    /// stripes and answer as for a whole space (1: whole spaces). Default:
+    /// 4 when the server runs 8 worker threads or more, else 1. With
+    /// Redis, spaces are split with --redis-shards instead.
     #[arg(long, env = "HERENOW_SPACE_STRIPES", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=64))]
     pub space_stripes: Option<u32>,

@@ -294,7 +294,7 @@ mod tests {
             StoreSpec::Memory {
                 data_dir: Some("/var/lib/herenow".into()),
                 snapshot_interval: std::time::Duration::from_secs(30),
-                space_stripes: 1,
+                space_stripes: None,
             }
         );
         assert!(c.demo);

@@ -44,7 +44,7 @@ pub fn store_spec(args: &ServeArgs) -> Result<StoreSpec, clap::Error> {
             return Ok(StoreSpec::Memory {
                 data_dir: args.data_dir.clone(),
                 snapshot_interval: args.snapshot_interval,
-                space_stripes: args.space_stripes.map_or(1, |n| n as usize),
+                space_stripes: args.space_stripes.map(|n| n as usize),
             });
         }
         StoreTarget::Redis(target) => target.clone(),
@@ -164,7 +164,7 @@ mod tests {
             StoreSpec::Memory {
                 data_dir: Some("/d".into()),
                 snapshot_interval: Duration::from_secs(60),
-                space_stripes: 1,
+                space_stripes: None,
             }
         );
         assert_eq!(
@@ -172,7 +172,7 @@ mod tests {
             StoreSpec::Memory {
                 data_dir: None,
                 snapshot_interval: Duration::from_secs(30),
-                space_stripes: 4,
+                space_stripes: Some(4),
             }
         );
         for bad in ["0", "65", "many"] {

@@ -105,10 +105,10 @@ impl MemoryStore {
         if beats.len() < owner::HAND_OVER_AT {
             return None;
         }
-        match spaces
-            .get(name)?
+        let space = spaces.get(name)?;
+        match space
             .cell(stripe)
-            .route(&self.shared, name, beats)
+            .route(&self.shared, name, beats, space.len() > 1)
         {
             Route::Here(mut space) => Some(HandOver::Done(owner::apply(
                 &self.shared,

@@ -35,7 +35,7 @@ pub use owner::{set_owner_watch as set_space_owner_watch, set_writer_threads};
 pub use snapshot::RestoreReport;
 use space::check_beats;
 pub use space::{INDEX_ABOVE, Retired, Space, TickWork};
-pub use stripes::MAX_STRIPES;
+pub use stripes::{MAX_STRIPES, default_stripes as default_space_stripes};
 
 use self::shared::Shared;
 use self::stripes::{Locked, Stripes};

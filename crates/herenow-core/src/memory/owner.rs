@@ -65,29 +65,45 @@ const IDLE: Duration = Duration::from_millis(50);
 /// Owner threads alive in this process.
 static OWNERS: AtomicUsize = AtomicUsize::new(0);
 
-/// The cap on owner threads; `usize::MAX` until first read.
+/// The cap on owner threads as set ([`set_max_owners`] or
+/// `HERENOW_SPACE_OWNERS`), [`BY_DEFAULT`] where neither says, `usize::MAX`
+/// until first read.
 static MAX_OWNERS: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// [`MAX_OWNERS`] when no cap was set: the default policy decides.
+const BY_DEFAULT: usize = usize::MAX - 1;
 
 /// The threads that write to the store at once, as the application says
 /// ([`set_writer_threads`]); 0 until it does.
 static WRITERS: AtomicUsize = AtomicUsize::new(0);
 
-/// How many owner threads may run at once in this process: what
+/// How many owner threads may run at once in this process, counting the
+/// one about to start for a space that is `striped` or whole: what
 /// [`set_max_owners`] or the environment variable `HERENOW_SPACE_OWNERS`
-/// says, else [`default_max_owners`] of the cores this process may use
-/// and the writer threads it was told of.
-fn max_owners() -> usize {
-    let max = MAX_OWNERS.load(Ordering::Relaxed);
-    if max != usize::MAX {
-        return max;
+/// says, else none for a striped space and [`default_max_owners`] of the
+/// cores this process may use and the writer threads it was told of for a
+/// whole one.
+fn max_owners(striped: bool) -> usize {
+    let mut max = MAX_OWNERS.load(Ordering::Relaxed);
+    if max == usize::MAX {
+        max = std::env::var("HERENOW_SPACE_OWNERS")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .map_or(BY_DEFAULT, |n| n.min(BY_DEFAULT - 1));
+        // A concurrent first read computes the same.
+        MAX_OWNERS.store(max, Ordering::Relaxed);
     }
-    let max = std::env::var("HERENOW_SPACE_OWNERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| default_max_owners(writers_at_once()));
-    // A concurrent first read computes the same.
-    MAX_OWNERS.store(max, Ordering::Relaxed);
-    max
+    cap(max, striped, writers_at_once)
+}
+
+/// The cap on owners: `set` ([`MAX_OWNERS`]) where one was set, else the
+/// default for a `striped` or whole space and its `writers`.
+fn cap(set: usize, striped: bool, writers: impl FnOnce() -> usize) -> usize {
+    match set {
+        BY_DEFAULT if striped => 0,
+        BY_DEFAULT => default_max_owners(writers()),
+        set => set,
+    }
 }
 
 /// How many threads write to the store at once: the cores this process
@@ -110,7 +126,9 @@ fn writers_at_once() -> usize {
 /// with 32 connections writing one space and about the same with 8; with
 /// 64 busy spaces every extra owner cost (44M members/s with none, 32M
 /// with up to 16). On two cores shared with the load a third thread
-/// cost more than it saved.
+/// cost more than it saved. Striped spaces get none by default
+/// ([`max_owners`]): on 16 cores owners on top of 4 stripes cost 0.55–0.8×
+/// one space's batch rate at 4 and 8 cores (BENCHMARKS.md, "Sixteen cores, third sitting").
 fn default_max_owners(at_once: usize) -> usize {
     if at_once < 8 { 0 } else { at_once / 8 }
 }
@@ -175,10 +193,9 @@ fn watch_until(budget: Duration, mut ready: impl FnMut() -> bool) -> bool {
 }
 
 /// Tells the default owner policy how many threads write to the store at
-/// once (a server's runtime workers). Takes effect if called before the
-/// store's first batch that could use an owner (a server calls it when it
-/// opens its store); [`set_max_owners`] and `HERENOW_SPACE_OWNERS` still
-/// come first.
+/// once (a server's runtime workers; a server calls it when it opens its
+/// store). Read each time an owner could start; [`set_max_owners`] and
+/// `HERENOW_SPACE_OWNERS` still come first.
 pub fn set_writer_threads(n: usize) {
     WRITERS.store(n, Ordering::Relaxed);
 }
@@ -188,7 +205,7 @@ pub fn set_writer_threads(n: usize) {
 /// default and `HERENOW_SPACE_OWNERS`. For tests and benchmarks; owners
 /// already running finish as usual.
 pub fn set_max_owners(n: usize) {
-    MAX_OWNERS.store(n.min(usize::MAX - 1), Ordering::Relaxed);
+    MAX_OWNERS.store(n.min(BY_DEFAULT - 1), Ordering::Relaxed);
 }
 
 /// A heartbeat as a batch holds it: owned (a whole call) or borrowed (a
@@ -297,12 +314,14 @@ impl SpaceCell {
 
     /// Decides where a batch of heartbeats for the space `name` goes:
     /// to its owner if it has one; here if the space is free; else to a
-    /// new owner, if one may start.
+    /// new owner, if one may start (for a stripe of a `striped` space, by
+    /// default none: [`max_owners`]).
     pub(super) fn route<B: Beat>(
         self: &Arc<Self>,
         shared: &Arc<Shared>,
         name: &SpaceName,
         beats: &[B],
+        striped: bool,
     ) -> Route<'_> {
         let mut staging = self.staging.lock();
         if !staging.owned {
@@ -312,7 +331,7 @@ impl SpaceCell {
                 staging.note(false);
                 return Route::Here(space);
             }
-            if staging.note(true) < BUSY || !self.start_owner(shared, name) {
+            if staging.note(true) < BUSY || !self.start_owner(shared, name, striped) {
                 return Route::Wait;
             }
             staging.owned = true;
@@ -330,9 +349,15 @@ impl SpaceCell {
 
     /// Starts an owner thread for this space, if another may run. Called
     /// with the staging lock held, so the thread finds `owned` set.
-    fn start_owner(self: &Arc<Self>, shared: &Arc<Shared>, name: &SpaceName) -> bool {
+    fn start_owner(
+        self: &Arc<Self>,
+        shared: &Arc<Shared>,
+        name: &SpaceName,
+        striped: bool,
+    ) -> bool {
+        let max = max_owners(striped);
         let taken = OWNERS.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-            (n < max_owners()).then_some(n + 1)
+            (n < max).then_some(n + 1)
         });
         if taken.is_err() {
             return false;
@@ -443,7 +468,7 @@ pub(super) async fn answer(answer: oneshot::Receiver<Result<Applied>>) -> Result
 mod tests {
     use std::time::Duration;
 
-    use super::{default_max_owners, watch_until};
+    use super::{BY_DEFAULT, cap, default_max_owners, watch_until};
 
     #[test]
     fn owners_need_eight_threads_writing_at_once() {
@@ -460,6 +485,15 @@ mod tests {
         ] {
             assert_eq!(default_max_owners(at_once), owners, "{at_once} writers");
         }
+    }
+
+    #[test]
+    fn striped_spaces_get_owners_only_when_asked() {
+        assert_eq!(cap(BY_DEFAULT, true, || 16), 0, "striped: none by default");
+        assert_eq!(cap(BY_DEFAULT, false, || 16), 2, "whole: one per eight");
+        assert_eq!(cap(BY_DEFAULT, false, || 4), 0);
+        assert_eq!(cap(3, true, || 1), 3, "a cap set counts for both");
+        assert_eq!(cap(0, false, || 16), 0);
     }
 
     #[test]

@@ -53,6 +53,18 @@ use crate::values::sort_most_recent_first;
 /// The most stripes a space may have.
 pub const MAX_STRIPES: usize = 64;
 
+/// The stripes a server's spaces get unless told otherwise, for `writers`
+/// threads writing at once (its runtime's workers): whole spaces below 8,
+/// four stripes from 8 on. Measured on 16 cores (BENCHMARKS.md, "Sixteen
+/// cores, third sitting"): one space's batches from 8 cores took
+/// 27.2–28.0M members/s with 4 stripes against 14.0–14.9M whole (at 4
+/// cores, whole: 13.8–14.9M), 8 stripes no more than 4; at 4 cores stripes
+/// gave one space 1.2–1.3× but cost 64 spaces 0.88× and single heartbeats
+/// 0.94×, so they start where a whole space stops scaling.
+pub fn default_stripes(writers: usize) -> usize {
+    if writers >= 8 { 4 } else { 1 }
+}
+
 /// The stripe of `member` in a space of `stripes` stripes: a hash of its
 /// id (XXH3, with the kind as its seed) that never changes, so a journal
 /// replayed or a snapshot restored is split again by the same rule,
@@ -493,6 +505,13 @@ impl<I: Iterator<Item = (Recency, u32)>> Iterator for NewestOf<I> {
 mod tests {
     use super::*;
     use crate::id::MemberId;
+
+    #[test]
+    fn spaces_are_striped_from_eight_writer_threads() {
+        for (writers, stripes) in [(1, 1), (2, 1), (4, 1), (7, 1), (8, 4), (16, 4), (64, 4)] {
+            assert_eq!(default_stripes(writers), stripes, "{writers} writers");
+        }
+    }
 
     #[test]
     fn members_spread_over_every_stripe_and_stay_put() {

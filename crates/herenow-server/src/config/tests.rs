@@ -204,12 +204,13 @@ fn stripe_counts_are_checked_against_their_range() {
         store: StoreSpec::Memory {
             data_dir: None,
             snapshot_interval: DEFAULT_SNAPSHOT_INTERVAL,
-            space_stripes,
+            space_stripes: Some(space_stripes),
         },
         ..Config::default()
     };
     assert!(striped(1).check(listen).is_ok());
     assert!(striped(64).check(listen).is_ok());
+    assert!(Config::default().check(listen).is_ok(), "by the workers");
     for bad in [0, 65] {
         let err = striped(bad).check(listen).unwrap_err();
         assert!(
