@@ -185,7 +185,7 @@ impl Backend {
                 herenow_core::memory::set_writer_threads(writers);
                 let stripes = space_stripes
                     .unwrap_or_else(|| herenow_core::memory::default_space_stripes(writers));
-                tracing::info!(stripes, writers, "memory store: spaces split in stripes");
+                tracing::info!(stripes, writers, "memory store: stripes per space");
                 let memory = Arc::new(
                     MemoryStore::new(Arc::new(SystemClock), config.space_defaults)
                         .with_space_stripes(stripes),
