@@ -38,7 +38,7 @@ use parking_lot::MutexGuard;
 
 use super::occupancy::Occupancy;
 use super::owner::SpaceCell;
-use super::space::{Recency, Space};
+use super::space::{Recency, Space, online_among_in};
 use crate::conn::{Attach, AttachReport, Connection};
 use crate::cursor::IdCursor;
 use crate::error::InvalidInput;
@@ -48,7 +48,6 @@ use crate::limits;
 use crate::policy::SpaceConfig;
 use crate::store::{Counts, ListQuery, MemberStatus, Order, Page, check_batch};
 use crate::time::Millis;
-use crate::values::sort_most_recent_first;
 
 /// The most stripes a space may have.
 pub const MAX_STRIPES: usize = 64;
@@ -350,8 +349,9 @@ impl Locked<'_> {
                 .all(|g| g.is_empty() && g.connection_count() == 0)
     }
 
-    /// [`Space::online_among`] of the whole space: each stripe's newest
-    /// `limit`, merged in the one order.
+    /// [`Space::online_among`] of the whole space: each member looked up
+    /// in its stripe, the newest `limit` chosen across stripes, and only
+    /// those made answers.
     pub(super) fn online_among(
         &self,
         members: &[MemberKey],
@@ -362,21 +362,15 @@ impl Locked<'_> {
         if let Some(s) = self.whole() {
             return s.online_among(members, window_ms, limit, now);
         }
-        let first = self.first();
-        first
-            .config()
-            .check_window(window_ms.unwrap_or(first.config().window_ms))?;
-        let mut out = Vec::new();
-        for (_, answer) in self.per_stripe(
+        let n = self.guards.len();
+        online_among_in(
+            &self.guards,
+            |m| stripe_of(n, m),
             members,
-            |m| m,
-            |s, part| s.online_among(part, window_ms, limit, now),
-        ) {
-            out.extend(answer?);
-        }
-        sort_most_recent_first(&mut out);
-        out.truncate(limit);
-        Ok(out)
+            window_ms,
+            limit,
+            now,
+        )
     }
 
     /// [`Space::list`] of the whole space: most recent first, the stripes'

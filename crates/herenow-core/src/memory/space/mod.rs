@@ -77,6 +77,7 @@ pub use self::blocks::INDEX_ABOVE;
 use self::entry::{Entry, Key, List, SEQ_MASK};
 use self::index::SlotIndex;
 pub use self::read::Recency;
+pub(super) use self::read::online_among_in;
 pub use self::write::check_beats;
 use super::conns::ConnTable;
 use super::occupancy::Occupancy;

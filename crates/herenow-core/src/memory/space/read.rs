@@ -89,26 +89,14 @@ impl Space {
             .config
             .check_window(window_ms.unwrap_or(self.config.window_ms))?;
         let cutoff = now.saturating_sub(window);
-        let mut slots: Vec<u32> = members
+        let slots = members
             .iter()
             .filter_map(|m| self.find(m.kind, m.id.as_str()))
             .filter(|&s| self.entries[s as usize].ts >= cutoff)
             .collect();
-        slots.sort_unstable();
-        slots.dedup();
-        // The order of `sort_most_recent_first`, on the entries: only the
-        // `limit` newest become answers (500 friends, 100 shown).
-        let newest_first = |a: &u32, b: &u32| {
-            let (a, b) = (&self.entries[*a as usize], &self.entries[*b as usize]);
-            b.ts.cmp(&a.ts)
-                .then_with(|| a.kind().cmp(&b.kind()))
-                .then_with(|| a.id.cmp(&b.id))
-        };
-        if slots.len() > limit && limit > 0 {
-            slots.select_nth_unstable_by(limit - 1, newest_first);
-        }
-        slots.truncate(limit);
-        slots.sort_unstable_by(newest_first);
+        let slots = newest(slots, limit, |a: &u32, b: &u32| {
+            newest_first(&self.entries[*a as usize], &self.entries[*b as usize])
+        });
         Ok(slots
             .into_iter()
             .map(|s| self.member_status(s, now))
@@ -343,4 +331,64 @@ impl Space {
         }));
         out
     }
+}
+
+/// The order of `sort_most_recent_first` (last seen, newest first, then
+/// kind, then id), on entries.
+fn newest_first(a: &super::entry::Entry, b: &super::entry::Entry) -> std::cmp::Ordering {
+    b.ts.cmp(&a.ts)
+        .then_with(|| a.kind().cmp(&b.kind()))
+        .then_with(|| a.id.cmp(&b.id))
+}
+
+/// Of `found` (members' places, repeats possible), the `limit` first by
+/// `order`, in that order: only those become answers (500 friends, 100
+/// shown).
+fn newest<T: Ord + Copy>(
+    mut found: Vec<T>,
+    limit: usize,
+    order: impl Fn(&T, &T) -> std::cmp::Ordering,
+) -> Vec<T> {
+    found.sort_unstable();
+    found.dedup();
+    if found.len() > limit && limit > 0 {
+        found.select_nth_unstable_by(limit - 1, &order);
+    }
+    found.truncate(limit);
+    found.sort_unstable_by(order);
+    found
+}
+
+/// [`Space::online_among`] of a space split over `stripes`, member `m`
+/// living in `stripes[stripe_of(m)]`: only `(stripe, slot)` pairs are
+/// gathered and cut to the `limit` newest across stripes, and only those
+/// become answers.
+pub(in crate::memory) fn online_among_in<S: std::ops::Deref<Target = Space>>(
+    stripes: &[S],
+    stripe_of: impl Fn(&MemberKey) -> usize,
+    members: &[MemberKey],
+    window_ms: Option<Millis>,
+    limit: usize,
+    now: Millis,
+) -> Result<Vec<MemberStatus>, InvalidInput> {
+    let config = &stripes[0].config;
+    let window = config.check_window(window_ms.unwrap_or(config.window_ms))?;
+    let cutoff = now.saturating_sub(window);
+    let found = members
+        .iter()
+        .filter_map(|m| {
+            let k = stripe_of(m);
+            let space = &stripes[k];
+            space
+                .find(m.kind, m.id.as_str())
+                .filter(|&slot| space.entries[slot as usize].ts >= cutoff)
+                .map(|slot| (k as u32, slot))
+        })
+        .collect();
+    let entry = |&(k, slot): &(u32, u32)| &stripes[k as usize].entries[slot as usize];
+    let found = newest(found, limit, |a, b| newest_first(entry(a), entry(b)));
+    Ok(found
+        .into_iter()
+        .map(|(k, slot)| stripes[k as usize].member_status(slot, now))
+        .collect())
 }
