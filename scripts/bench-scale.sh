@@ -41,7 +41,10 @@
 # (BATCH_CONNECTIONS, SINGLE_CONNECTIONS). Each cell is the median of ROUNDS
 # (default 3) runs of DURATION (default 8s), each on a fresh server, the
 # rows' runs taking turns; the server's CPU (utime + stime over the run,
-# from /proc, median) is given as cores busy. Needs wrk (apt-get install -y wrk) and, for REDIS=1, redis-server.
+# from /proc, median) is given as cores busy; Redis rows add Redis' cores
+# busy, the heartbeats each script call carried and Redis' microseconds
+# per script call (INFO commandstats over the run), which say whether
+# Redis' one core is the limit and why. Needs wrk (apt-get install -y wrk) and, for REDIS=1, redis-server.
 #
 # On a machine without cargo, wrk or Redis (a carried `device` machine),
 # KIT=<folder made by scripts/device-kit.sh> takes all of them from there.
@@ -76,6 +79,16 @@ free_port() {
 }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# Redis' side of a run, read before and after it: its CPU ticks, and the
+# calls and microseconds of every script command (INFO commandstats:
+# EVALSHA and EVAL, read-only forms too), so a row can say whether Redis'
+# core was full and how many heartbeats each script call carried.
+redis_stats() {
+  local calls
+  calls=$("${redis_cli[@]}" -p "$rport" info commandstats | tr -d '\r' |
+    awk -F'[:,=]' '$1 ~ /^cmdstat_eval/ {c += $3; u += $5} END {print c + 0, u + 0}')
+  echo "$(cpu_ticks "$(cat "$dir/redis.pid")") $calls"
+}
 
 KIT=${KIT:-}
 if [ -n "$KIT" ]; then
@@ -157,11 +170,13 @@ run() {
   [ "$conns" -lt "$threads" ] && threads=$conns
   # Warm the spaces up (their members exist, as in a live site), briefly.
   taskset -c "$loadcores" "${wrk[@]}" -t"$threads" -c"$conns" -d"$WARMUP" -s "$dir/$load.lua" "http://127.0.0.1:$port" >/dev/null
-  local before after hz out rate
+  local before after hz out rate rbefore=() rafter=()
   hz=$(getconf CLK_TCK)
+  [ -n "$store_args" ] && read -ra rbefore < <(redis_stats)
   before=$(cpu_ticks "$server")
   out=$(taskset -c "$loadcores" "${wrk[@]}" -t"$threads" -c"$conns" -d"$DURATION" -s "$dir/$load.lua" "http://127.0.0.1:$port")
   after=$(cpu_ticks "$server")
+  [ -n "$store_args" ] && read -ra rafter < <(redis_stats)
   if echo "$out" | grep -q 'Non-2xx'; then
     echo "$out" >&2
     echo "error answers in $load" >&2
@@ -171,8 +186,15 @@ run() {
   case $load in batch*) rate=$(awk -v r="$rate" 'BEGIN {printf "%.0f", r * 1000}') ;; esac
   kill "$server"; wait "$server" 2>/dev/null || true
   rm -f "$dir/server.pid"
-  local secs=${DURATION%s}
-  echo "$rate $(awk -v t=$((after - before)) -v hz="$hz" -v s="$secs" 'BEGIN {printf "%.2f", t / hz / s}')"
+  local secs=${DURATION%s} redis="- - -"
+  # Redis rows: Redis' cores busy, heartbeats per script call, Redis'
+  # microseconds per script call.
+  if [ -n "$store_args" ]; then
+    redis=$(awk -v t=$((rafter[0] - rbefore[0])) -v c=$((rafter[1] - rbefore[1])) \
+      -v u=$((rafter[2] - rbefore[2])) -v hz="$hz" -v s="$secs" -v r="$rate" \
+      'BEGIN {if (c == 0) c = 1; printf "%.2f %.1f %.1f", t / hz / s, r * s / c, u / c}')
+  fi
+  echo "$rate $(awk -v t=$((after - before)) -v hz="$hz" -v s="$secs" 'BEGIN {printf "%.2f", t / hz / s}') $redis"
 }
 
 # The CPUs in the order they are handed out: this process's CPUs, each
@@ -240,7 +262,7 @@ echo "CPU order (server from the front, Redis at the end): ${order[*]}"
 [ -n "$redis_core" ] && echo "redis-server pinned to core $redis_core"
 # Rounds go over every store row in turn, so the machine's noise falls on
 # all of them alike.
-declare -A rates cpus
+declare -A rates cpus rcpus percall usecs
 for n in $CORES; do
   servercores=$(pick 0 $((n - 1)))
   for load in $LOADS; do
@@ -259,12 +281,17 @@ for n in $CORES; do
         [ -n "$redis_core" ] && [ "$kind" = redis ] && last_load=$((total - 2))
         if [ "$n" -le "$last_load" ]; then loadcores=$(pick "$n" "$last_load"); else loadcores=$servercores; fi
         [ "$kind" = redis ] && "${redis_cli[@]}" -p "$rport" flushall >/dev/null
-        read -r rate cpu < <(run "$store_args" "$servercores" "$loadcores" "$load" "$envs") || true
+        read -r rate cpu rcpu per usec < <(run "$store_args" "$servercores" "$loadcores" "$load" "$envs") || true
         if [ -z "${cpu:-}" ]; then echo "the $load run failed" >&2; exit 1; fi
-        echo "  round $round: $store, $n cores, $load: $rate (server CPU $cpu cores)" >&2
+        said=""
+        [ "$rcpu" != - ] && said="; Redis CPU $rcpu cores, $per heartbeats and $usec us of Redis per script call"
+        echo "  round $round: $store, $n cores, $load: $rate (server CPU $cpu cores$said)" >&2
         rates[$store|$n|$load]="${rates[$store|$n|$load]:-} $rate"
         cpus[$store|$n|$load]="${cpus[$store|$n|$load]:-} $cpu"
-        unset rate cpu
+        rcpus[$store|$n|$load]="${rcpus[$store|$n|$load]:-} $rcpu"
+        percall[$store|$n|$load]="${percall[$store|$n|$load]:-} $per"
+        usecs[$store|$n|$load]="${usecs[$store|$n|$load]:-} $usec"
+        unset rate cpu rcpu per usec
       done
     done
   done
@@ -286,7 +313,12 @@ for store in "${store_rows[@]}"; do
         batch*) cell=$(awk -v r="$r" 'BEGIN {printf "%.2fM members/s", r / 1e6}') ;;
         *) cell=$(awk -v r="$r" 'BEGIN {printf "%.1fk req/s", r / 1e3}') ;;
       esac
-      row="$row $cell (CPU $c) |"
+      extra=""
+      if [ "${store%%:*}" = redis ]; then
+        # shellcheck disable=SC2086
+        extra="; Redis $(printf '%s\n' ${rcpus[$store|$n|$load]} | median), $(printf '%s\n' ${percall[$store|$n|$load]} | median)/call, $(printf '%s\n' ${usecs[$store|$n|$load]} | median) us/call"
+      fi
+      row="$row $cell (CPU $c$extra) |"
     done
     results+=("$row")
   done
