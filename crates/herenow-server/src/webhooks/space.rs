@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use futures::{StreamExt as _, TryStreamExt as _};
 use herenow_core::outbox::{OutboxEvent, OutboxKind, SpaceHook};
-use herenow_core::{PresenceStore, Result, SpaceName};
+use herenow_core::{ErrorKind, PresenceStore, Result, SpaceName};
 use parking_lot::Mutex;
 use reqwest::Client;
 use tokio::sync::mpsc;
@@ -70,6 +70,9 @@ struct Wanted {
 
 struct Cached {
     hooks: Arc<[Wanted]>,
+    /// The store holds endpoints for the space but could not read them:
+    /// each of its events counts as skipped.
+    unreadable: bool,
     used: Instant,
 }
 
@@ -136,7 +139,10 @@ impl SpaceRoutes {
     /// current: drops the cache when the store's version moved, then looks
     /// up the spaces not cached. An error leaves the events unrouted: the
     /// caller tries again before routing them, so no event of a space
-    /// reaches its endpoints out of order or not at all.
+    /// reaches its endpoints out of order or not at all. A space whose
+    /// endpoints the store holds but cannot read (an internal error, not
+    /// an outage) is logged, counted with the unusable endpoints and
+    /// cached with none, so it never holds back the other spaces' events.
     pub async fn refresh(&mut self, events: &[OutboxEvent]) -> Result<()> {
         if events.is_empty() {
             return Ok(());
@@ -153,12 +159,27 @@ impl SpaceRoutes {
                 missing.push(e.space.clone());
             }
         }
-        let found: Vec<(SpaceName, Vec<SpaceHook>)> = futures::stream::iter(missing)
+        let found: Vec<(SpaceName, Option<Vec<SpaceHook>>)> = futures::stream::iter(missing)
             .map(|space| {
                 let store = store.clone();
                 async move {
-                    let hooks = store.space_hooks(&space).await?;
-                    Ok::<_, herenow_core::Error>((space, hooks))
+                    match store.space_hooks(&space).await {
+                        Ok(hooks) => Ok((space, Some(hooks))),
+                        // Endpoints the store holds but cannot read (a
+                        // hand-edited Redis key): asking again will not
+                        // help, and waiting would hold back every space's
+                        // events. The space gets none until they are set
+                        // again (which moves the version).
+                        Err(e) if e.kind() == ErrorKind::Internal => {
+                            tracing::warn!(
+                                space = %space, error = %e,
+                                "a space's webhook endpoints cannot be read; its events go \
+                                 to the operator's endpoints only until they are set again"
+                            );
+                            Ok((space, None))
+                        }
+                        Err(e) => Err(e),
+                    }
                 }
             })
             .buffer_unordered(FETCHES_IN_FLIGHT)
@@ -169,7 +190,9 @@ impl SpaceRoutes {
         }
         let now = Instant::now();
         for (space, hooks) in found {
+            let unreadable = hooks.is_none();
             let wanted: Vec<Wanted> = hooks
+                .unwrap_or_default()
                 .into_iter()
                 .map(|h| Wanted {
                     kinds: h.kinds,
@@ -183,6 +206,7 @@ impl SpaceRoutes {
                 space,
                 Cached {
                     hooks: wanted.into(),
+                    unreadable,
                     used: now,
                 },
             );
@@ -199,6 +223,9 @@ impl SpaceRoutes {
             return Vec::new();
         };
         cached.used = now;
+        if cached.unreadable {
+            self.launch.metrics.webhook_space_endpoint_skipped();
+        }
         let hooks = cached.hooks.clone();
         let mut targets = Vec::new();
         for w in hooks.iter().filter(|w| w.kinds.contains(&event.kind)) {
