@@ -26,7 +26,7 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 mod support;
-use support::{Server, herenow, stderr, ws_read, ws_with_token};
+use support::{RefusedPort, Server, herenow, stderr, ws_read, ws_with_token};
 
 fn ids(members: &Value) -> Vec<String> {
     members["members"]
@@ -259,12 +259,9 @@ fn api_keys_from_flags_and_environment_guard_the_api() {
 
 #[test]
 fn an_unreachable_server_is_named_and_exits_1() {
-    // A port that was free a moment ago and has nobody listening now.
-    let port = {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let url = format!("http://127.0.0.1:{port}");
+    // A port nobody listens on, held so for the whole test.
+    let refused = RefusedPort::new();
+    let url = format!("http://127.0.0.1:{}", refused.port);
     let out = herenow()
         .args(["online", "lobby", "--server", &url])
         .output()

@@ -7,7 +7,7 @@
 //! Servers are started by `support::Server` (shared with `e2e.rs`).
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -15,7 +15,7 @@ use serde_json::Value;
 use herenow_testkit::{RedisCluster, RedisServer, raw_command};
 
 mod support;
-use support::{DEADLINE, Server, herenow, stderr, ws_read, ws_with_token};
+use support::{DEADLINE, RefusedPort, Server, herenow, stderr, ws_read, ws_with_token};
 
 /// `GET path` on `server`: the status code and the body.
 fn get(server: &Server, path: &str) -> (u16, String) {
@@ -162,12 +162,9 @@ fn two_servers_share_one_redis_cluster() {
 
 #[test]
 fn serve_fails_fast_when_redis_cannot_be_reached() {
-    // A port nobody listens on: bound, read, closed.
-    let port = {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let store = format!("redis://127.0.0.1:{port}");
+    // A port nobody listens on, held so for the whole test.
+    let refused = RefusedPort::new();
+    let store = format!("redis://127.0.0.1:{}", refused.port);
     let started = Instant::now();
     let out = herenow()
         .args(["serve", "--listen", "127.0.0.1:0", "--store", &store])

@@ -312,3 +312,24 @@ pub async fn post_json(http: &reqwest::Client, url: &str, body: &Value) -> Value
         .await
         .unwrap_or_else(|e| panic!("POST {url}: {e}"))
 }
+
+/// A local port that refuses connections for as long as the value lives:
+/// the local end of an open connection, so nothing listens on it and no
+/// other test is handed it meanwhile (a port bound and freed again could
+/// be, and then someone would answer).
+pub struct RefusedPort {
+    pub port: u16,
+    _held: (std::net::TcpListener, TcpStream, TcpStream),
+}
+
+impl RefusedPort {
+    pub fn new() -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let ours = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (theirs, _) = listener.accept().unwrap();
+        Self {
+            port: ours.local_addr().unwrap().port(),
+            _held: (listener, ours, theirs),
+        }
+    }
+}
