@@ -11,17 +11,12 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use axum::http::{Method, StatusCode};
-use herenow_core::{
-    Counts, Heartbeat, HeartbeatReport, ListQuery, ManualClock, MemberId, MemberKey, MemberStatus,
-    MemoryStore, Millis, Page, PresenceStore, Result, SpaceConfig, SpaceName, SpaceSummary,
-    Subscription, TickReport, limits,
-};
+use herenow_core::{ManualClock, MemoryStore, limits};
 use herenow_server::Config;
 use serde_json::{Value, json};
 use support::http::{Answer, Api, request};
-use support::{T0, memory_store, state_over};
+use support::{T0, memory_store, state_over, store_over_memory};
 
 const READ_KEY: &str = "reader-secret-8";
 const WRITE_KEY: &str = "writer-secret-8";
@@ -560,57 +555,7 @@ async fn issue_8_reads_need_read_keys_and_erasure_a_write_key() {
 /// defaults answer `Unsupported`.
 struct WithoutUsers(Arc<MemoryStore>);
 
-#[async_trait]
-impl PresenceStore for WithoutUsers {
-    fn name(&self) -> &'static str {
-        "without-users"
-    }
-    fn now_ms(&self) -> Millis {
-        self.0.now_ms()
-    }
-    async fn heartbeat(&self, s: &SpaceName, b: &[Heartbeat]) -> Result<HeartbeatReport> {
-        self.0.heartbeat(s, b).await
-    }
-    async fn leave(&self, s: &SpaceName, m: &[MemberKey]) -> Result<u64> {
-        self.0.leave(s, m).await
-    }
-    async fn status(&self, s: &SpaceName, m: &[MemberKey]) -> Result<Vec<MemberStatus>> {
-        self.0.status(s, m).await
-    }
-    async fn list(&self, s: &SpaceName, q: &ListQuery) -> Result<Page> {
-        self.0.list(s, q).await
-    }
-    async fn count(&self, s: &SpaceName, w: Option<Millis>) -> Result<Counts> {
-        self.0.count(s, w).await
-    }
-    async fn config(&self, s: &SpaceName) -> Result<SpaceConfig> {
-        self.0.config(s).await
-    }
-    async fn set_config(&self, s: &SpaceName, c: SpaceConfig) -> Result<()> {
-        self.0.set_config(s, c).await
-    }
-    async fn spaces(&self, a: Option<&SpaceName>, l: usize) -> Result<Vec<SpaceSummary>> {
-        self.0.spaces(a, l).await
-    }
-    async fn set_friends(&self, u: &MemberId, f: &[MemberId]) -> Result<u64> {
-        self.0.set_friends(u, f).await
-    }
-    async fn add_friends(&self, u: &MemberId, f: &[MemberId]) -> Result<u64> {
-        self.0.add_friends(u, f).await
-    }
-    async fn remove_friends(&self, u: &MemberId, f: &[MemberId]) -> Result<u64> {
-        self.0.remove_friends(u, f).await
-    }
-    async fn friends(&self, u: &MemberId) -> Result<Vec<MemberId>> {
-        self.0.friends(u).await
-    }
-    async fn subscribe(&self, s: &SpaceName) -> Result<Subscription> {
-        self.0.subscribe(s).await
-    }
-    async fn tick(&self) -> Result<TickReport> {
-        self.0.tick().await
-    }
-}
+store_over_memory!(WithoutUsers, "without-users", {});
 
 #[tokio::test]
 async fn issue_8_a_store_that_cannot_answer_is_501_unsupported() {

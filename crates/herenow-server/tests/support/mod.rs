@@ -88,3 +88,117 @@ pub fn memory_backend(store: Arc<MemoryStore>) -> Backend {
 pub fn redis_backend(store: Arc<RedisStore>) -> Backend {
     Backend::redis(store)
 }
+
+/// `impl PresenceStore for $wrapper` over the `Arc<MemoryStore>` in its
+/// field `.0`, named `$name`: the trait's required calls forwarded, then
+/// the methods given in braces (the ones a test overrides or forwards
+/// besides); every other call answers as the trait's default does. For
+/// stores a test needs to differ from the memory store in one way.
+#[allow(unused_macros)]
+macro_rules! store_over_memory {
+    ($wrapper:ty, $name:literal, { $($methods:tt)* }) => {
+        #[async_trait::async_trait]
+        impl herenow_core::PresenceStore for $wrapper {
+            fn name(&self) -> &'static str {
+                $name
+            }
+            fn now_ms(&self) -> herenow_core::Millis {
+                self.0.now_ms()
+            }
+            async fn heartbeat(
+                &self,
+                s: &herenow_core::SpaceName,
+                b: &[herenow_core::Heartbeat],
+            ) -> herenow_core::Result<herenow_core::store::HeartbeatReport> {
+                self.0.heartbeat(s, b).await
+            }
+            async fn leave(
+                &self,
+                s: &herenow_core::SpaceName,
+                m: &[herenow_core::MemberKey],
+            ) -> herenow_core::Result<u64> {
+                self.0.leave(s, m).await
+            }
+            async fn status(
+                &self,
+                s: &herenow_core::SpaceName,
+                m: &[herenow_core::MemberKey],
+            ) -> herenow_core::Result<Vec<herenow_core::store::MemberStatus>> {
+                self.0.status(s, m).await
+            }
+            async fn list(
+                &self,
+                s: &herenow_core::SpaceName,
+                q: &herenow_core::store::ListQuery,
+            ) -> herenow_core::Result<herenow_core::store::Page> {
+                self.0.list(s, q).await
+            }
+            async fn count(
+                &self,
+                s: &herenow_core::SpaceName,
+                w: Option<herenow_core::Millis>,
+            ) -> herenow_core::Result<herenow_core::store::Counts> {
+                self.0.count(s, w).await
+            }
+            async fn config(
+                &self,
+                s: &herenow_core::SpaceName,
+            ) -> herenow_core::Result<herenow_core::SpaceConfig> {
+                self.0.config(s).await
+            }
+            async fn set_config(
+                &self,
+                s: &herenow_core::SpaceName,
+                c: herenow_core::SpaceConfig,
+            ) -> herenow_core::Result<()> {
+                self.0.set_config(s, c).await
+            }
+            async fn spaces(
+                &self,
+                a: Option<&herenow_core::SpaceName>,
+                l: usize,
+            ) -> herenow_core::Result<Vec<herenow_core::store::SpaceSummary>> {
+                self.0.spaces(a, l).await
+            }
+            async fn set_friends(
+                &self,
+                u: &herenow_core::MemberId,
+                f: &[herenow_core::MemberId],
+            ) -> herenow_core::Result<u64> {
+                self.0.set_friends(u, f).await
+            }
+            async fn add_friends(
+                &self,
+                u: &herenow_core::MemberId,
+                f: &[herenow_core::MemberId],
+            ) -> herenow_core::Result<u64> {
+                self.0.add_friends(u, f).await
+            }
+            async fn remove_friends(
+                &self,
+                u: &herenow_core::MemberId,
+                f: &[herenow_core::MemberId],
+            ) -> herenow_core::Result<u64> {
+                self.0.remove_friends(u, f).await
+            }
+            async fn friends(
+                &self,
+                u: &herenow_core::MemberId,
+            ) -> herenow_core::Result<Vec<herenow_core::MemberId>> {
+                self.0.friends(u).await
+            }
+            async fn subscribe(
+                &self,
+                s: &herenow_core::SpaceName,
+            ) -> herenow_core::Result<herenow_core::Subscription> {
+                self.0.subscribe(s).await
+            }
+            async fn tick(&self) -> herenow_core::Result<herenow_core::store::TickReport> {
+                self.0.tick().await
+            }
+            $($methods)*
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use store_over_memory;
