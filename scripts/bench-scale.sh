@@ -37,7 +37,11 @@
 # same ids, which made most of their heartbeats joins: their older rows
 # measured joins). Each run starts with a warm-up of WARMUP (default 1s);
 # Redis' single loads need about 8s of it before their 100k members are
-# all present (REDIS=1 WARMUP=8s). Connections: 8 for batches, 64 for singles
+# all present (REDIS=1 WARMUP=8s). REDIS_DELAY_US=N puts Redis "on another
+# machine": the server reaches it through a proxy that holds every byte N
+# microseconds each way (crates/herenow-testkit/examples/delay_proxy.rs, on
+# the core before Redis' where one is spare, else on Redis'), as a network
+# between two hosts would. Connections: 8 for batches, 64 for singles
 # (BATCH_CONNECTIONS, SINGLE_CONNECTIONS). Each cell is the median of ROUNDS
 # (default 3) runs of DURATION (default 8s), each on a fresh server, the
 # rows' runs taking turns; the server's CPU (utime + stime over the run,
@@ -60,6 +64,7 @@ DURATION=${DURATION:-8s}
 WARMUP=${WARMUP:-1s}
 ROUNDS=${ROUNDS:-3}
 REDIS=${REDIS:-0}
+REDIS_DELAY_US=${REDIS_DELAY_US:-0}
 OWNERS=${OWNERS:-}
 BATCH_CONNECTIONS=${BATCH_CONNECTIONS:-8}
 SINGLE_CONNECTIONS=${SINGLE_CONNECTIONS:-64}
@@ -93,12 +98,17 @@ redis_stats() {
 KIT=${KIT:-}
 if [ -n "$KIT" ]; then
   herenow=$KIT/bin/herenow
+  delay_proxy=$KIT/bin/delay_proxy
   wrk=(env LD_LIBRARY_PATH="$KIT/lib" "$KIT/bin/wrk")
   redis_server=(env LD_LIBRARY_PATH="$KIT/lib" "$KIT/bin/redis-server")
   redis_cli=(env LD_LIBRARY_PATH="$KIT/lib" "$KIT/bin/redis-cli")
 else
   cargo build --release -p herenow --quiet
   herenow=target/release/herenow
+  if [ "$REDIS_DELAY_US" != 0 ]; then
+    cargo build --release -p herenow-testkit --example delay_proxy --quiet
+  fi
+  delay_proxy=target/release/examples/delay_proxy
   wrk=(wrk)
   redis_server=(redis-server)
   redis_cli=(redis-cli)
@@ -111,6 +121,7 @@ dir=$(mktemp -d)
 cleanup() {
   if [ -f "$dir/server.pid" ]; then kill "$(cat "$dir/server.pid")" 2>/dev/null || true; fi
   if [ -f "$dir/redis.pid" ]; then kill "$(cat "$dir/redis.pid")" 2>/dev/null || true; fi
+  if [ -f "$dir/proxy.pid" ]; then kill "$(cat "$dir/proxy.pid")" 2>/dev/null || true; fi
   rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -246,9 +257,25 @@ if [ "$REDIS" = 1 ]; then
   maxcores=$(echo "$CORES" | tr ' ' '\n' | sort -n | tail -1)
   if [ "$total" -gt $((maxcores + 1)) ]; then redis_core=${order[$((total - 1))]}; fi
   redis_pin=${redis_core:-$(pick 0 $((total - 1)))}
+  # The delaying proxy gets a core of its own next to Redis' where there
+  # is one to spare, else shares Redis'.
+  proxy_pin=$redis_pin
+  redis_cores=1
+  if [ "$REDIS_DELAY_US" != 0 ] && [ "$total" -gt $((maxcores + 2)) ]; then
+    proxy_pin=${order[$((total - 2))]}
+    redis_cores=2
+  fi
   taskset -c "$redis_pin" "${redis_server[@]}" --port "$rport" --bind 127.0.0.1 --save "" --appendonly no \
     --dir "$dir" --logfile "$dir/redis.log" --daemonize yes --pidfile "$dir/redis.pid"
   for _ in $(seq 50); do "${redis_cli[@]}" -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  # The port the server is given: Redis', or the delaying proxy's.
+  sport=$rport
+  if [ "$REDIS_DELAY_US" != 0 ]; then
+    sport=$(free_port)
+    taskset -c "$proxy_pin" "$delay_proxy" "$sport" "$rport" "$REDIS_DELAY_US" 2>"$dir/proxy.log" &
+    echo $! >"$dir/proxy.pid"
+    for _ in $(seq 50); do listening "$sport" && break; sleep 0.1; done
+  fi
 fi
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -260,6 +287,7 @@ echo "wrk: $BATCH_CONNECTIONS connections for batches, $SINGLE_CONNECTIONS for s
 echo "server cores: $CORES (tokio workers ${WORKERS:-the same}); stores: ${store_rows[*]}; pinning $pinning"
 echo "CPU order (server from the front, Redis at the end): ${order[*]}"
 [ -n "$redis_core" ] && echo "redis-server pinned to core $redis_core"
+[ "$REDIS_DELAY_US" != 0 ] && echo "Redis reached through a proxy holding each byte ${REDIS_DELAY_US} us each way, pinned to core(s) $proxy_pin"
 # Rounds go over every store row in turn, so the machine's noise falls on
 # all of them alike.
 declare -A rates cpus rcpus percall usecs
@@ -274,11 +302,11 @@ for n in $CORES; do
         envs=""
         kind=${store%%:*}
         [ "$kind" != "$store" ] && envs=${store#*:} && envs=${envs//,/ }
-        [ "$kind" = redis ] && store_args="--store redis://127.0.0.1:$rport"
+        [ "$kind" = redis ] && store_args="--store redis://127.0.0.1:$sport"
         [ "$store" = memory-owners-off ] && envs="HERENOW_SPACE_OWNERS=0"
         [ "$store" = memory-owners-on ] && envs="HERENOW_SPACE_OWNERS=$total"
         last_load=$((total - 1))
-        [ -n "$redis_core" ] && [ "$kind" = redis ] && last_load=$((total - 2))
+        [ -n "$redis_core" ] && [ "$kind" = redis ] && last_load=$((total - 1 - redis_cores))
         if [ "$n" -le "$last_load" ]; then loadcores=$(pick "$n" "$last_load"); else loadcores=$servercores; fi
         [ "$kind" = redis ] && "${redis_cli[@]}" -p "$rport" flushall >/dev/null
         read -r rate cpu rcpu per usec < <(run "$store_args" "$servercores" "$loadcores" "$load" "$envs") || true
@@ -300,7 +328,7 @@ results=()
 for store in "${store_rows[@]}"; do
   for n in $CORES; do
     last_load=$((total - 1))
-    [ -n "$redis_core" ] && [ "${store%%:*}" = redis ] && last_load=$((total - 2))
+    [ -n "$redis_core" ] && [ "${store%%:*}" = redis ] && last_load=$((total - 1 - redis_cores))
     note=""
     [ "$n" -gt "$last_load" ] && note=" (wrk on the same cores)"
     row="| $store | $n$note |"

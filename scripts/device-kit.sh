@@ -8,7 +8,7 @@
 #   scripts/device-kit.sh            # -> .device-kit/ (git-ignored)
 #   scripts/device-kit.sh DIR
 #
-# The folder holds bin/ (herenow, bare_server and space_handoff built here
+# The folder holds bin/ (herenow, bare_server, space_handoff and delay_proxy built here
 # in release and stripped; wrk, redis-server, redis-cli and redis-benchmark copied from
 # this machine) and
 # lib/ (the shared libraries those tools load, found with ldd, but for the
@@ -31,12 +31,13 @@ done
 cargo build --release -p herenow --quiet
 cargo build --release -p herenow-server --example bare_server --quiet
 cargo build --release -p herenow-core --example space_handoff --quiet
+cargo build --release -p herenow-testkit --example delay_proxy --quiet
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 cp target/release/herenow target/release/examples/bare_server \
-  target/release/examples/space_handoff "$out/bin/"
-strip "$out/bin/herenow" "$out/bin/bare_server" "$out/bin/space_handoff"
+  target/release/examples/space_handoff target/release/examples/delay_proxy "$out/bin/"
+strip "$out/bin/herenow" "$out/bin/bare_server" "$out/bin/space_handoff" "$out/bin/delay_proxy"
 for tool in wrk redis-server redis-cli redis-benchmark; do
   cp -L "$(command -v "$tool")" "$out/bin/$tool"
 done

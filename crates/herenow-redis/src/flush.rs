@@ -15,6 +15,15 @@
 //! script calls rather than 64. A heartbeat without an explicit time is
 //! written at its round's time, a few milliseconds after the call's.
 //!
+//! When the next round goes out: a round that fills a script call at once
+//! (the call that brings the queue to [`SCRIPT_BATCH`] members wakes the
+//! drain task); a smaller one only while fewer than
+//! [`RedisOptions::small_rounds`](crate::RedisOptions::small_rounds) rounds
+//! are out (1 by default: it waits for the round before it and takes what
+//! queued meanwhile, the fewest script calls). More small rounds at once
+//! hide the round trip to Redis behind each other at the cost of more,
+//! smaller script calls (`tests/coalesce.rs` runs both ways).
+//!
 //! Each call still learns its own answer. The script reports every
 //! entry's outcome (accepted, joined, stale); the first heartbeat of a
 //! member in arrival order takes it, and a later one in the same round is
@@ -35,7 +44,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use parking_lot::Mutex;
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 
 use herenow_core::{Error, MemberKey, Metadata, Millis, Result, SpaceName};
 
@@ -54,9 +63,10 @@ const QUEUE_MAX: usize = 65_536;
 /// Rounds of one space in flight at once: while one is in Redis the next
 /// is sent, so Redis is not idle while herenow reads a reply. A round
 /// starts while another is in flight only if it fills a script call
-/// ([`SCRIPT_BATCH`] members); smaller ones wait and merge. (Rounds go out
-/// in order on the one Redis client; whatever order Redis runs them in, a
-/// member's newest time wins.)
+/// ([`SCRIPT_BATCH`] members) or fewer than `small_rounds` are out;
+/// smaller ones wait and merge. (Rounds go out in order on the one Redis
+/// client; whatever order Redis runs them in, a member's newest time
+/// wins.)
 const ROUNDS_IN_FLIGHT: usize = 4;
 
 /// A heartbeat owned by the queue: member, time (`None`: "now", stamped
@@ -71,23 +81,41 @@ struct Waiting {
     tx: oneshot::Sender<Result<Tally>>,
 }
 
-#[derive(Default)]
 struct Queue {
     waiting: VecDeque<Waiting>,
     members: usize,
+    /// Wakes the drain task, waiting on its rounds in flight, once
+    /// `wake_at` members wait (`usize::MAX`: no round could start).
+    wake: Arc<Notify>,
+    wake_at: usize,
+}
+
+impl Default for Queue {
+    fn default() -> Self {
+        Queue {
+            waiting: VecDeque::new(),
+            members: 0,
+            wake: Arc::new(Notify::new()),
+            wake_at: usize::MAX,
+        }
+    }
 }
 
 /// The per-space queues. A space has an entry exactly while its drain task
 /// runs.
 pub(crate) struct Flusher {
     writer: Arc<Writer>,
+    /// Rounds of one space smaller than a script call in flight at once.
+    small_rounds: usize,
     queues: Mutex<HashMap<SpaceName, Queue>>,
 }
 
 impl Flusher {
-    pub fn new(writer: Arc<Writer>) -> Arc<Self> {
+    /// `small_rounds`: [`RedisOptions::small_rounds`](crate::RedisOptions::small_rounds).
+    pub fn new(writer: Arc<Writer>, small_rounds: usize) -> Arc<Self> {
         Arc::new(Flusher {
             writer,
+            small_rounds: small_rounds.clamp(1, ROUNDS_IN_FLIGHT),
             queues: Mutex::new(HashMap::new()),
         })
     }
@@ -112,6 +140,10 @@ impl Flusher {
                 return None;
             }
             q.members += beats.len();
+            if q.members >= q.wake_at {
+                q.wake_at = usize::MAX;
+                q.wake.notify_one();
+            }
             q.waiting.push_back(Waiting {
                 beats: beats
                     .iter()
@@ -144,14 +176,7 @@ impl Flusher {
         let mut in_flight = FuturesUnordered::new();
         loop {
             while in_flight.len() < ROUNDS_IN_FLIGHT {
-                // With a round in flight, the next one starts early only if
-                // it fills a script call: small calls wait and merge.
-                let min = if in_flight.is_empty() {
-                    1
-                } else {
-                    SCRIPT_BATCH
-                };
-                let Some(round) = self.take_round(&space, min) else {
+                let Some(round) = self.take_round(&space, self.round_min(in_flight.len())) else {
                     break;
                 };
                 let this = &self;
@@ -170,7 +195,7 @@ impl Flusher {
                     (round, result)
                 });
             }
-            let Some((round, result)) = in_flight.next().await else {
+            if in_flight.is_empty() {
                 // Nothing in flight and nothing taken: done, unless a call
                 // arrived since.
                 let mut queues = self.queues.lock();
@@ -180,26 +205,65 @@ impl Flusher {
                     return;
                 }
                 continue;
-            };
-            match result {
-                Ok(tallies) => {
-                    for (w, t) in round.into_iter().zip(tallies) {
-                        let _ = w.tx.send(Ok(t));
+            }
+            // Until a round returns, the call that queues enough members
+            // for another round wakes this task to send it.
+            let wake = self.arm(&space, self.round_min(in_flight.len()));
+            tokio::select! {
+                biased;
+                done = in_flight.next() => {
+                    if let Some((round, result)) = done {
+                        self.answer(&space, round, result);
                     }
                 }
-                Err(e) => {
-                    let mut all: Vec<Waiting> = round;
-                    if matches!(e, Error::Unavailable { .. }) {
-                        // Nobody waits behind a dead link to Redis.
-                        let mut queues = self.queues.lock();
-                        if let Some(q) = queues.get_mut(&space) {
-                            q.members = 0;
-                            all.extend(q.waiting.drain(..));
-                        }
+                () = wake.notified() => {}
+            }
+        }
+    }
+
+    /// The fewest members that start a round while `in_flight` rounds of
+    /// the space are out: any number below [`Flusher::small_rounds`]
+    /// rounds, a full script call below [`ROUNDS_IN_FLIGHT`], else none
+    /// (`usize::MAX`).
+    fn round_min(&self, in_flight: usize) -> usize {
+        if in_flight < self.small_rounds {
+            1
+        } else if in_flight < ROUNDS_IN_FLIGHT {
+            SCRIPT_BATCH
+        } else {
+            usize::MAX
+        }
+    }
+
+    /// Asks the call that brings `space`'s queue to `at` members to wake
+    /// the drain task; returns what it wakes.
+    fn arm(&self, space: &SpaceName, at: usize) -> Arc<Notify> {
+        let mut queues = self.queues.lock();
+        let q = queues.entry(space.clone()).or_default();
+        q.wake_at = at;
+        q.wake.clone()
+    }
+
+    /// Answers the calls of a round that returned.
+    fn answer(&self, space: &SpaceName, round: Vec<Waiting>, result: Result<Vec<Tally>>) {
+        match result {
+            Ok(tallies) => {
+                for (w, t) in round.into_iter().zip(tallies) {
+                    let _ = w.tx.send(Ok(t));
+                }
+            }
+            Err(e) => {
+                let mut all: Vec<Waiting> = round;
+                if matches!(e, Error::Unavailable { .. }) {
+                    // Nobody waits behind a dead link to Redis.
+                    let mut queues = self.queues.lock();
+                    if let Some(q) = queues.get_mut(space) {
+                        q.members = 0;
+                        all.extend(q.waiting.drain(..));
                     }
-                    for w in all {
-                        let _ = w.tx.send(Err(copy_error(&e)));
-                    }
+                }
+                for w in all {
+                    let _ = w.tx.send(Err(copy_error(&e)));
                 }
             }
         }

@@ -48,10 +48,17 @@ fn sum(reports: &[HeartbeatReport]) -> (u64, u64, u64) {
 
 #[tokio::test]
 async fn concurrent_heartbeats_share_a_flush_and_each_learns_its_own_counts() {
+    for small_rounds in [1, 4] {
+        share_a_flush(small_rounds).await;
+    }
+}
+
+async fn share_a_flush(small_rounds: usize) {
     let server = common::RedisServer::standalone();
     let clock = ManualClock::new(T0);
     let opts = RedisOptions {
         prefix: "co".into(),
+        small_rounds,
         ..RedisOptions::default()
     };
     let s = RedisStore::connect(
@@ -123,4 +130,67 @@ async fn concurrent_heartbeats_share_a_flush_and_each_learns_its_own_counts() {
     let r = s.heartbeat(&sp, &big).await.unwrap();
     assert_eq!((r.accepted, r.joined, r.stale), (2_501, 2_500, 0));
     assert_eq!(s.count(&sp, None).await.unwrap().users, 2_553);
+}
+
+/// Callers on several threads, each sending its next call as soon as the
+/// last is answered, so calls keep arriving while rounds are in Redis:
+/// with small rounds one at a time and four at a time, every call learns
+/// its own counts, each member joins exactly once, nothing is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rounds_in_flight_together_lose_and_double_count_nothing() {
+    for small_rounds in [1, 4] {
+        let server = common::RedisServer::standalone();
+        let clock = ManualClock::new(T0);
+        let s = Arc::new(
+            RedisStore::connect(
+                &server.url(),
+                Arc::new(clock.clone()),
+                SpaceConfig::default(),
+                RedisOptions {
+                    prefix: "co".into(),
+                    small_rounds,
+                    ..RedisOptions::default()
+                },
+            )
+            .await
+            .unwrap(),
+        );
+        let sp = SpaceName::new("hall").unwrap();
+        let (callers, each) = (16, 40);
+        let tasks: Vec<_> = (0..callers)
+            .map(|c| {
+                let (s, sp) = (s.clone(), sp.clone());
+                tokio::spawn(async move {
+                    let mut total = (0, 0, 0);
+                    for i in 0..each {
+                        let r = s
+                            .heartbeat(
+                                &sp,
+                                &[
+                                    Heartbeat::now(user("shared")),
+                                    Heartbeat::now(user(&format!("own-{c}-{i}"))),
+                                ],
+                            )
+                            .await
+                            .unwrap();
+                        assert_eq!((r.accepted, r.stale), (2, 0), "call {c}/{i}");
+                        total = (total.0 + r.accepted, total.1 + r.joined, total.2 + r.stale);
+                    }
+                    total
+                })
+            })
+            .collect();
+        let mut sum = (0, 0, 0);
+        for t in tasks {
+            let (a, j, st) = t.await.unwrap();
+            sum = (sum.0 + a, sum.1 + j, sum.2 + st);
+        }
+        let members = callers * each;
+        assert_eq!(
+            sum,
+            (2 * members, members + 1, 0),
+            "small_rounds {small_rounds}: every member joins once"
+        );
+        assert_eq!(s.count(&sp, None).await.unwrap().users, members + 1);
+    }
 }

@@ -260,6 +260,7 @@ impl Backend {
                         max_clock_skew: Some(MAX_CLOCK_SKEW),
                         wait_replicas: *wait_replicas,
                         wait_timeout: *wait_timeout,
+                        small_rounds: small_rounds_from_env(),
                         ..RedisOptions::default()
                     },
                 )
@@ -411,6 +412,31 @@ async fn fold(memory: &Arc<MemoryStore>, disk: &OnDisk) -> Result<usize, ServerE
 #[cfg(feature = "redis")]
 const MAX_CLOCK_SKEW: Duration = Duration::from_secs(5);
 
+/// [`RedisOptions::small_rounds`] from `HERENOW_REDIS_SMALL_ROUNDS` (a
+/// tuning knob, environment only, like `HERENOW_SPACE_OWNERS`).
+#[cfg(feature = "redis")]
+fn small_rounds_from_env() -> usize {
+    small_rounds(std::env::var("HERENOW_REDIS_SMALL_ROUNDS").ok().as_deref())
+}
+
+/// `value` read as [`RedisOptions::small_rounds`]: 1 to 4; none gives the
+/// default (1), anything else is logged and gives the default.
+#[cfg(feature = "redis")]
+fn small_rounds(value: Option<&str>) -> usize {
+    let default = RedisOptions::default().small_rounds;
+    let Some(v) = value else { return default };
+    match v.trim().parse::<usize>() {
+        Ok(n @ 1..=4) => n,
+        _ => {
+            tracing::warn!(
+                value = %v,
+                "HERENOW_REDIS_SMALL_ROUNDS is not a number from 1 to 4; ignored"
+            );
+            default
+        }
+    }
+}
+
 /// Why a Redis store is not ready though it may answer; `None` when it is.
 #[cfg(feature = "redis")]
 fn redis_not_ready(redis: &RedisStore) -> Option<String> {
@@ -472,6 +498,26 @@ mod tests {
         assert!(!memory.is_shared());
         assert!(memory.not_ready().is_none());
         assert!(memory.duty_period().is_none());
+    }
+
+    /// `HERENOW_REDIS_SMALL_ROUNDS`: 1 to 4 kept, anything else (or
+    /// nothing) the default.
+    #[cfg(feature = "redis")]
+    #[test]
+    fn small_rounds_come_from_one_to_four() {
+        for (value, want) in [
+            (None, 1),
+            (Some("1"), 1),
+            (Some("2"), 2),
+            (Some(" 4 "), 4),
+            (Some("0"), 1),
+            (Some("5"), 1),
+            (Some("-1"), 1),
+            (Some("two"), 1),
+            (Some(""), 1),
+        ] {
+            assert_eq!(small_rounds(value), want, "{value:?}");
+        }
     }
 
     /// Unless told, spaces are striped by the runtime's workers: whole
