@@ -250,6 +250,7 @@ impl Backend {
                         wait_timeout,
                     },
             } => {
+                let small_rounds = small_rounds_from_env();
                 let redis = RedisStore::connect(
                     target.url(),
                     Arc::new(SystemClock),
@@ -260,7 +261,7 @@ impl Backend {
                         max_clock_skew: Some(MAX_CLOCK_SKEW),
                         wait_replicas: *wait_replicas,
                         wait_timeout: *wait_timeout,
-                        small_rounds: small_rounds_from_env(),
+                        small_rounds,
                         ..RedisOptions::default()
                     },
                 )
@@ -273,6 +274,7 @@ impl Backend {
                 tracing::info!(
                     store = %target.redacted(),
                     wait_replicas,
+                    small_rounds,
                     "connected to Redis"
                 );
                 Ok(Self::redis(Arc::new(redis)))
