@@ -208,7 +208,9 @@ impl Flusher {
             }
             // Until a round returns, the call that queues enough members
             // for another round wakes this task to send it.
-            let wake = self.arm(&space, self.round_min(in_flight.len()));
+            let Some(wake) = self.arm(&space, self.round_min(in_flight.len())) else {
+                continue;
+            };
             tokio::select! {
                 biased;
                 done = in_flight.next() => {
@@ -236,12 +238,17 @@ impl Flusher {
     }
 
     /// Asks the call that brings `space`'s queue to `at` members to wake
-    /// the drain task; returns what it wakes.
-    fn arm(&self, space: &SpaceName, at: usize) -> Arc<Notify> {
+    /// the drain task; returns what it wakes, or `None` if that many
+    /// already wait (they queued after the last look: no call is left to
+    /// wake the task for them).
+    fn arm(&self, space: &SpaceName, at: usize) -> Option<Arc<Notify>> {
         let mut queues = self.queues.lock();
         let q = queues.entry(space.clone()).or_default();
+        if q.members >= at {
+            return None;
+        }
         q.wake_at = at;
-        q.wake.clone()
+        Some(q.wake.clone())
     }
 
     /// Answers the calls of a round that returned.
