@@ -87,16 +87,33 @@ async fn unreadable_endpoints_of_one_space_hold_back_no_other() {
                           "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}],
         });
         let uri = format!("/v1/spaces/{space}/config");
-        let answer = api
-            .call(request(Method::PUT, &uri, Some(&body), None))
-            .await;
-        if space == BROKEN {
-            // Stored, then read back for the answer: the store cannot.
-            answer.problem(StatusCode::INTERNAL_SERVER_ERROR, "internal");
-        } else {
-            answer.ok();
-        }
+        // The answer shows the endpoints the call set: nothing is read
+        // back, so the broken space's call succeeds like the other.
+        api.call(request(Method::PUT, &uri, Some(&body), None))
+            .await
+            .ok();
     }
+    // A call that changes the policy only must show the stored endpoints,
+    // which cannot be read: it fails before it writes anything, rather
+    // than after the policy was changed.
+    let policy_only = json!({
+        "online_ms": 10_000, "away_ms": 20_000, "window_ms": 20_000,
+        "retention_ms": 40_000,
+    });
+    let uri = format!("/v1/spaces/{BROKEN}/config");
+    api.call(request(Method::PUT, &uri, Some(&policy_only), None))
+        .await
+        .problem(StatusCode::INTERNAL_SERVER_ERROR, "internal");
+    let kept = state
+        .store()
+        .config(&SpaceName::new(BROKEN).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        (kept.online_ms, kept.retention_ms),
+        (30_000, 120_000),
+        "the refused call changed the policy"
+    );
     // The broken space's events come first in the outbox, in the same
     // claim as the fine space's.
     api.beat(BROKEN, "ann").await;

@@ -77,14 +77,21 @@ pub async fn put_config(
     let current = state.store().config(&space).await?;
     let config: SpaceConfig = dto.onto(current);
     config.validate()?;
+    // This route needs a write-scoped key: the caller sees the endpoints,
+    // those this call sets, else the stored ones, read before anything is
+    // written, so that endpoints the store cannot read fail the call
+    // before it changes the policy rather than after.
+    let endpoints = match &hooks {
+        Some(hooks) => Some(view(hooks)),
+        None => hooks_view(&state, &space).await?,
+    };
     if let Some(hooks) = &hooks {
         state.store().set_space_hooks(&space, hooks).await?;
         state.webhooks().space_hooks_changed();
     }
     state.store().set_config(&space, config).await?;
     let mut answer: SpaceConfigDto = config.into();
-    // This route needs a write-scoped key: the caller sees the endpoints.
-    answer.webhooks = hooks_view(&state, &space).await?;
+    answer.webhooks = endpoints;
     Ok(Json(answer))
 }
 
@@ -94,22 +101,24 @@ async fn hooks_view(
     state: &AppState,
     space: &SpaceName,
 ) -> Result<Option<Vec<SpaceWebhookDto>>, ApiError> {
-    let hooks = match state.store().space_hooks(space).await {
-        Ok(h) => h,
-        Err(e) if e.kind() == ErrorKind::Unsupported => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    Ok(Some(
-        hooks
-            .iter()
-            .map(|h| SpaceWebhookDto {
-                url: h.url.clone(),
-                events: Some(h.kinds.iter().map(|k| WebhookEvent::from(*k)).collect()),
-                secret: None,
-                name: Endpoint::of_space_hook(h).ok().map(|e| e.name),
-            })
-            .collect(),
-    ))
+    match state.store().space_hooks(space).await {
+        Ok(hooks) => Ok(Some(view(&hooks))),
+        Err(e) if e.kind() == ErrorKind::Unsupported => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Endpoints as an answer shows them: without their secrets.
+fn view(hooks: &[SpaceHook]) -> Vec<SpaceWebhookDto> {
+    hooks
+        .iter()
+        .map(|h| SpaceWebhookDto {
+            url: h.url.clone(),
+            events: Some(h.kinds.iter().map(|k| WebhookEvent::from(*k)).collect()),
+            secret: None,
+            name: Endpoint::of_space_hook(h).ok().map(|e| e.name),
+        })
+        .collect()
 }
 
 /// The endpoints a `PUT` names, checked as the server will use them: a
