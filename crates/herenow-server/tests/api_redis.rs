@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use herenow_core::{ManualClock, SpaceConfig};
+use herenow_core::{ManualClock, PresenceStore, SpaceConfig};
 use herenow_redis::{LayoutOptions, RedisOptions, RedisStore, SeedLayout, SeedLayoutStore};
 use herenow_server::Config;
 use serde_json::{Value, json};
@@ -321,4 +321,55 @@ async fn issue_13_seed_000_online_without_an_order_is_by_id() {
         (ids(&page), &page["order"]),
         (vec!["ada"], &json!("recent"))
     );
+}
+
+/// Endpoints in Redis that are not herenow's JSON (a hand-edited key):
+/// reading them is a `500` naming them, a `PUT` that does not set them
+/// fails before it changes the policy, and one that sets them repairs the
+/// space.
+#[tokio::test]
+async fn unreadable_endpoints_are_replaced_by_a_put_and_block_no_policy_write_half_way() {
+    let redis = RedisServer::standalone();
+    let (h, store) = harness(&redis.url()).await;
+    let policy = json!({
+        "online_ms": 30_000, "away_ms": 60_000, "window_ms": 60_000,
+        "retention_ms": 120_000,
+    });
+    h.put("/v1/spaces/broken/config", policy).await.ok();
+    common::raw_command(redis.port, "SET herenow:{broken}:hooks not-json").unwrap();
+
+    h.get("/v1/spaces/broken/config")
+        .await
+        .problem(StatusCode::INTERNAL_SERVER_ERROR, "internal");
+    let policy_only = json!({
+        "online_ms": 10_000, "away_ms": 20_000, "window_ms": 20_000,
+        "retention_ms": 40_000,
+    });
+    h.put("/v1/spaces/broken/config", policy_only)
+        .await
+        .problem(StatusCode::INTERNAL_SERVER_ERROR, "internal");
+    let kept = store
+        .config(&herenow_core::SpaceName::new("broken").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        (kept.online_ms, kept.retention_ms),
+        (30_000, 120_000),
+        "the refused call changed the policy"
+    );
+
+    let repair = json!({
+        "online_ms": 10_000, "away_ms": 20_000, "window_ms": 20_000,
+        "retention_ms": 40_000,
+        "webhooks": [{"url": "https://hooks.example.com/presence", "events": ["join"],
+                      "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}],
+    });
+    let set = h.put("/v1/spaces/broken/config", repair).await.ok();
+    let read = h.get("/v1/spaces/broken/config").await.ok();
+    assert_eq!(set, read, "the answer shows what a read finds");
+    assert_eq!(
+        read["webhooks"][0]["url"], "https://hooks.example.com/presence",
+        "{read}"
+    );
+    assert_eq!(read["online_ms"], 10_000, "{read}");
 }
