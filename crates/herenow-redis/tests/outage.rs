@@ -1,7 +1,8 @@
 //! Issue 3, "When Redis fails": heartbeat under load, kill the test's
 //! `redis-server`, keep heartbeating, start it again on the same port, and
 //! check that every member heartbeated during the outage (and after it) is
-//! present with its newest time and latest metadata.
+//! present with its newest time and latest metadata (with one small round
+//! of coalesced heartbeats in flight at a time and with four).
 
 use herenow_testkit as common;
 
@@ -99,8 +100,18 @@ async fn heartbeater(
     newest
 }
 
+/// With small rounds one at a time (the default) and four at a time
+/// (`RedisOptions::small_rounds`): a failing round answers the calls
+/// queued behind it while others may still be in flight.
 #[tokio::test]
 async fn no_heartbeat_lost_when_redis_is_killed_and_restarted() {
+    for small_rounds in [1, 4] {
+        killed_and_restarted(small_rounds).await;
+    }
+}
+
+async fn killed_and_restarted(small_rounds: usize) {
+    eprintln!("small rounds in flight: {small_rounds}");
     let mut server = common::RedisServer::standalone();
     // Every heartbeat has an explicit time within the retention of "now".
     let clock = ManualClock::new(T0);
@@ -108,6 +119,7 @@ async fn no_heartbeat_lost_when_redis_is_killed_and_restarted() {
     let opts = RedisOptions {
         prefix: "outage".into(),
         timeout,
+        small_rounds,
         ..RedisOptions::default()
     };
     let store = Arc::new(
