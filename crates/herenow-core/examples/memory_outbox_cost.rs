@@ -38,6 +38,7 @@ async fn main() {
     let open = MemoryStore::new(Arc::new(SystemClock), SpaceConfig::default());
     open.outbox_open(OutboxOptions {
         max_events: 1_000_000,
+        ..OutboxOptions::default()
     })
     .await
     .unwrap();

@@ -170,12 +170,19 @@ pub struct OutboxOptions {
     /// Redis (each of a big space's shards keeping its share, at least
     /// one). Older ones are trimmed and counted.
     pub max_events: u64,
+    /// Opened only because spaces name endpoints (a server without
+    /// endpoints of its own): the store may stop capturing again once no
+    /// space names any, as a store restarted then would not capture. The
+    /// memory store does; on Redis the switch is shared by every server
+    /// and stays on. `false` (the default): capture whatever spaces name.
+    pub for_spaces: bool,
 }
 
 impl Default for OutboxOptions {
     fn default() -> Self {
         Self {
             max_events: 100_000,
+            for_spaces: false,
         }
     }
 }

@@ -200,6 +200,9 @@ pub trait PresenceStore: Send + Sync + 'static {
     /// [`set_config`](Self::set_config). Naming any opens the outbox
     /// (with the default options when it was closed), so the space's
     /// events are kept from this call on, whichever server delivers them.
+    /// Removing the last space's endpoints may close it again where it
+    /// was opened only for spaces ([`OutboxOptions::for_spaces`]: the
+    /// memory store does).
     async fn set_space_hooks(&self, space: &SpaceName, hooks: &[SpaceHook]) -> Result<()> {
         let _ = (space, hooks);
         Err(Error::Unsupported {

@@ -260,9 +260,12 @@ async fn a_closed_outbox_writes_nothing(raw: &Raw<'_>, url: &str, prefix: &str, 
 async fn the_cap_trims_and_counts(raw: &Raw<'_>, url: &str, prefix: &str) {
     let clock = ManualClock::new(T0);
     let s = store(url, &clock, prefix, 1).await;
-    s.outbox_open(OutboxOptions { max_events: 5 })
-        .await
-        .unwrap();
+    s.outbox_open(OutboxOptions {
+        max_events: 5,
+        ..OutboxOptions::default()
+    })
+    .await
+    .unwrap();
     let sp = space("crowd");
     for i in 0..4 {
         let batch: Vec<Heartbeat> = (0..5).map(|j| beat(&format!("m{i}-{j}"))).collect();

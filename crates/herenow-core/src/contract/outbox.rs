@@ -219,9 +219,12 @@ pub(super) async fn outbox_follows_a_member_in_order(
 
 pub(super) async fn outbox_is_bounded(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
     let sp = space("c-outbox-cap");
-    s.outbox_open(OutboxOptions { max_events: 4 })
-        .await
-        .unwrap();
+    s.outbox_open(OutboxOptions {
+        max_events: 4,
+        ..OutboxOptions::default()
+    })
+    .await
+    .unwrap();
     let before = s.outbox_stats().await.unwrap().trimmed;
     let beats: Vec<Heartbeat> = (0..10).map(|i| beat(user(&format!("m{i}")))).collect();
     s.heartbeat(&sp, &beats).await.unwrap();

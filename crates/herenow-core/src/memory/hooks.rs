@@ -13,7 +13,7 @@ use super::MemoryStore;
 use crate::changes::ChangeRef;
 use crate::error::Result;
 use crate::id::SpaceName;
-use crate::outbox::{OutboxOptions, SpaceHook};
+use crate::outbox::SpaceHook;
 
 /// Every space's endpoints, and a version that changes with each set.
 #[derive(Default)]
@@ -33,9 +33,10 @@ impl Hooks {
     }
 
     /// Replaces the endpoints of `space` (checked already), then calls
-    /// `record` while still holding the lock, so the journal's order of
-    /// sets is the order they were applied in.
-    fn put<T>(&self, space: &SpaceName, hooks: &[SpaceHook], record: impl FnOnce() -> T) -> T {
+    /// `record` with whether any space names endpoints now, while still
+    /// holding the lock, so the journal's order of sets and the outbox's
+    /// switch follow the order they were applied in.
+    fn put<T>(&self, space: &SpaceName, hooks: &[SpaceHook], record: impl FnOnce(bool) -> T) -> T {
         let mut map = self.by_space.write();
         if hooks.is_empty() {
             map.remove(space);
@@ -43,7 +44,7 @@ impl Hooks {
             map.insert(space.clone(), hooks.into());
         }
         self.version.fetch_add(1, Ordering::Relaxed);
-        record()
+        record(!map.is_empty())
     }
 
     /// The number [`crate::PresenceStore::space_hooks_version`] answers.
@@ -65,13 +66,14 @@ impl Hooks {
 }
 
 impl MemoryStore {
-    /// [`crate::PresenceStore::set_space_hooks`]: checks, opens the outbox
-    /// when any are named, replaces, and journals (on disk before the
-    /// call returns, as a policy is).
+    /// [`crate::PresenceStore::set_space_hooks`]: checks, replaces, turns
+    /// the outbox's capture on when any space names endpoints (off when
+    /// none does, unless it was opened for its own sake), and journals (on
+    /// disk before the call returns, as a policy is).
     pub(super) async fn put_hooks(&self, space: &SpaceName, hooks: &[SpaceHook]) -> Result<()> {
         SpaceHook::check_all(hooks)?;
-        self.open_for_hooks(hooks);
-        let durable = self.hooks.put(space, hooks, || {
+        let durable = self.hooks.put(space, hooks, |any| {
+            self.shared.outbox.spaces_name_endpoints(any);
             self.record(ChangeRef::SetHooks { space, hooks })
         })?;
         if let Some(d) = durable {
@@ -84,16 +86,9 @@ impl MemoryStore {
     /// snapshot says (checked again: the bytes come from disk).
     pub(super) fn restore_hooks(&self, space: &SpaceName, hooks: &[SpaceHook]) -> Result<()> {
         SpaceHook::check_all(hooks)?;
-        self.open_for_hooks(hooks);
-        self.hooks.put(space, hooks, || ());
+        self.hooks.put(space, hooks, |any| {
+            self.shared.outbox.spaces_name_endpoints(any)
+        });
         Ok(())
-    }
-
-    /// Naming endpoints opens the outbox (see
-    /// [`crate::PresenceStore::set_space_hooks`]).
-    fn open_for_hooks(&self, hooks: &[SpaceHook]) {
-        if !hooks.is_empty() && !self.shared.outbox.is_open() {
-            self.shared.outbox.open(OutboxOptions::default());
-        }
     }
 }

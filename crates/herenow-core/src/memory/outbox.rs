@@ -28,6 +28,9 @@ use crate::time::Millis;
 pub(super) struct Outbox {
     /// Set while webhooks are on; every space holds a clone.
     pub(super) capturing: Arc<AtomicBool>,
+    /// Opened for its own sake (operator endpoints, a test): capture
+    /// stays on when no space names endpoints.
+    sticky: AtomicBool,
     queue: Mutex<Queue>,
 }
 
@@ -35,6 +38,7 @@ impl Default for Outbox {
     fn default() -> Self {
         Self {
             capturing: Arc::new(AtomicBool::new(false)),
+            sticky: AtomicBool::new(false),
             queue: Mutex::new(Queue::new(OutboxOptions::default())),
         }
     }
@@ -291,10 +295,27 @@ impl Queue {
 }
 
 impl Outbox {
-    /// Turns capture on with `options` (again: new options).
+    /// Takes `options` (again: new ones) and, unless they are
+    /// [`OutboxOptions::for_spaces`], turns capture on for good. Capture
+    /// for spaces follows [`Outbox::spaces_name_endpoints`].
     pub(super) fn open(&self, options: OutboxOptions) {
         self.queue.lock().options = options;
-        self.capturing.store(true, Ordering::Relaxed);
+        if !options.for_spaces {
+            self.sticky.store(true, Ordering::Relaxed);
+            self.capturing.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether any space names endpoints now: capture turns on when one
+    /// does, and off when none does unless the outbox was opened for its
+    /// own sake, so a running store captures when a restarted one would.
+    /// Events kept stay until they are acknowledged either way.
+    pub(super) fn spaces_name_endpoints(&self, any: bool) {
+        if any {
+            self.capturing.store(true, Ordering::Relaxed);
+        } else if !self.sticky.load(Ordering::Relaxed) {
+            self.capturing.store(false, Ordering::Relaxed);
+        }
     }
 
     /// Gives the events a space captured their ids and time, and queues

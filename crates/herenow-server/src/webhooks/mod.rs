@@ -181,6 +181,7 @@ impl Webhooks {
                 .store
                 .outbox_open(OutboxOptions {
                     max_events: shared.config.outbox_max,
+                    for_spaces: false,
                 })
                 .await?;
         }
@@ -331,6 +332,9 @@ async fn claim_loop(
         // (on Redis, the others follow the switch within a tick).
         let options = OutboxOptions {
             max_events: shared.config.outbox_max,
+            // No endpoints of this server's own: a memory store stops
+            // capturing once no space names any, as after a restart.
+            for_spaces: true,
         };
         let mut failures = 0u32;
         while let Err(e) = shared.store.outbox_open(options).await {
