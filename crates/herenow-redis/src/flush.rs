@@ -243,7 +243,9 @@ impl Flusher {
     /// wake the task for them).
     fn arm(&self, space: &SpaceName, at: usize) -> Option<Arc<Notify>> {
         let mut queues = self.queues.lock();
-        let q = queues.entry(space.clone()).or_default();
+        let q = queues
+            .get_mut(space)
+            .expect("a space has a queue while its drain task runs");
         if q.members >= at {
             return None;
         }

@@ -28,9 +28,6 @@ use crate::time::Millis;
 pub(super) struct Outbox {
     /// Set while webhooks are on; every space holds a clone.
     pub(super) capturing: Arc<AtomicBool>,
-    /// Opened for its own sake (operator endpoints, a test): capture
-    /// stays on when no space names endpoints.
-    sticky: AtomicBool,
     queue: Mutex<Queue>,
 }
 
@@ -38,7 +35,6 @@ impl Default for Outbox {
     fn default() -> Self {
         Self {
             capturing: Arc::new(AtomicBool::new(false)),
-            sticky: AtomicBool::new(false),
             queue: Mutex::new(Queue::new(OutboxOptions::default())),
         }
     }
@@ -46,6 +42,11 @@ impl Default for Outbox {
 
 struct Queue {
     options: OutboxOptions,
+    /// Opened for its own sake (operator endpoints, a test): capture
+    /// stays on when no space names endpoints. Read and set with the
+    /// switch under this queue's lock, so an open and a last removal
+    /// cannot interleave.
+    sticky: bool,
     /// `{epoch:016x}-`, the start of every id this process gives.
     prefix: String,
     /// The number of the event at the front of `slots`; events are
@@ -86,6 +87,7 @@ impl Queue {
     fn new(options: OutboxOptions) -> Self {
         Self {
             options,
+            sticky: false,
             prefix: format!(
                 "{:016x}-",
                 std::collections::hash_map::RandomState::new().hash_one(0u8)
@@ -299,9 +301,10 @@ impl Outbox {
     /// [`OutboxOptions::for_spaces`], turns capture on for good. Capture
     /// for spaces follows [`Outbox::spaces_name_endpoints`].
     pub(super) fn open(&self, options: OutboxOptions) {
-        self.queue.lock().options = options;
+        let mut q = self.queue.lock();
+        q.options = options;
         if !options.for_spaces {
-            self.sticky.store(true, Ordering::Relaxed);
+            q.sticky = true;
             self.capturing.store(true, Ordering::Relaxed);
         }
     }
@@ -311,11 +314,8 @@ impl Outbox {
     /// own sake, so a running store captures when a restarted one would.
     /// Events kept stay until they are acknowledged either way.
     pub(super) fn spaces_name_endpoints(&self, any: bool) {
-        if any {
-            self.capturing.store(true, Ordering::Relaxed);
-        } else if !self.sticky.load(Ordering::Relaxed) {
-            self.capturing.store(false, Ordering::Relaxed);
-        }
+        let q = self.queue.lock();
+        self.capturing.store(any || q.sticky, Ordering::Relaxed);
     }
 
     /// Gives the events a space captured their ids and time, and queues
