@@ -140,7 +140,11 @@ impl Ctx {
             defaults,
             keys,
             health: Health::new(opts.buffer_cap),
-            replication: Replication::new(opts.wait_replicas, opts.wait_timeout),
+            replication: Replication::new(
+                opts.wait_replicas,
+                opts.wait_timeout,
+                opts.observer.clone(),
+            ),
             outbox_cap: AtomicU64::new(0),
             clock_skew: AtomicI64::new(NO_SKEW),
             skew_measured: AtomicU64::new(0),
@@ -213,7 +217,7 @@ impl Ctx {
         what: &'static str,
         f: impl Future<Output = RedisResult<T>>,
     ) -> Result<T> {
-        let r = timed(self.opts.timeout, what, f).await;
+        let r = timed(&self.opts.observer, self.opts.timeout, what, f).await;
         if let Err(Error::Unavailable { .. }) = &r {
             self.health.failed();
         }

@@ -301,6 +301,7 @@ mod flush;
 mod follow;
 pub mod keys;
 pub mod layouts;
+mod observe;
 mod options;
 mod outbox;
 pub mod outbox_scripts;
@@ -314,6 +315,7 @@ mod writer;
 
 pub use ctx::RedisStats;
 pub use layouts::{KeyTemplate, LayoutOptions, SeedLayout, SeedLayoutStore};
+pub use observe::{CallObserver, CallOutcome, Observer};
 pub use options::{DEFAULT_WAIT_TIMEOUT, RedisOptions};
 pub use replay::PROBE_EVERY;
 pub use replicas::RECHECK as REPLICAS_RECHECK;

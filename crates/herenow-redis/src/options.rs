@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use herenow_core::SpaceName;
 
+use crate::observe::Observer;
+
 /// Tuning of a [`RedisStore`](crate::RedisStore).
 #[derive(Clone, Debug)]
 pub struct RedisOptions {
@@ -93,6 +95,9 @@ pub struct RedisOptions {
     /// `flush.rs`). Rounds that fill a script call go out up to four at a
     /// time either way.
     pub small_rounds: usize,
+    /// Told of every call to Redis (what it was for, how long it took,
+    /// how it ended); none by default. The server turns it into metrics.
+    pub observer: Observer,
 }
 
 /// [`RedisOptions::wait_timeout`] unless told otherwise: long enough for a
@@ -119,6 +124,7 @@ impl Default for RedisOptions {
             wait_replicas: 0,
             wait_timeout: DEFAULT_WAIT_TIMEOUT,
             small_rounds: 1,
+            observer: Observer::none(),
         }
     }
 }

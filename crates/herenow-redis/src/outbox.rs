@@ -88,7 +88,7 @@ async fn follow_up(
         let now = ctx.clock.now_ms();
         let mut cl = ctx.client.clone();
         let added: i64 = ctx
-            .io("outbox occupancy", async {
+            .io("outbox_occupancy", async {
                 outbox_scripts::OCCUPY
                     .key(&occ)
                     .key(&stream)
@@ -110,7 +110,7 @@ async fn follow_up(
     }
     let (index, _) = ctx.keys.outbox_index();
     let mut cl = ctx.client.clone();
-    ctx.io("outbox index", async {
+    ctx.io("outbox_index", async {
         let mut cmd = redis::cmd("ZADD");
         cmd.arg(&index).arg("NX");
         for t in &tags {

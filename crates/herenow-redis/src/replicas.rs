@@ -48,6 +48,7 @@ use redis::cluster_routing::Slot;
 use herenow_core::{Error, Result};
 
 use crate::client::RedisClient;
+use crate::observe::Observer;
 use crate::reply::{bad_reply, int, timed};
 
 /// How long what `ROLE` said of a slot's master holds: a slot whose master
@@ -91,12 +92,15 @@ pub(crate) struct Replication {
     /// Writes acknowledged without the replicas asked for.
     unreplicated: AtomicU64,
     last_log: Mutex<Option<Instant>>,
+    /// Told of each `WAIT` and `ROLE`.
+    observer: Observer,
 }
 
 impl Replication {
     /// Waits for `want` replicas, at most `wait` each time.
-    pub fn new(want: u16, wait: Duration) -> Self {
+    pub fn new(want: u16, wait: Duration, observer: Observer) -> Self {
         Replication {
+            observer,
             want,
             wait,
             slots: Mutex::new(HashMap::new()),
@@ -197,7 +201,13 @@ impl Replication {
             .arg(self.want)
             .arg(self.wait.as_millis() as u64)
             .clone();
-        let acked = timed(timeout, "wait", client.query_for_key(key, wait)).await?;
+        let acked = timed(
+            &self.observer,
+            timeout,
+            "wait",
+            client.query_for_key(key, wait),
+        )
+        .await?;
         let acked = int(Some(&acked))?;
         if acked < i64::from(self.want) {
             covered.skip_until = Some(Instant::now() + RECHECK);
@@ -218,6 +228,7 @@ impl Replication {
         key: &str,
     ) -> Result<u16> {
         let role = timed(
+            &self.observer,
             timeout,
             "role",
             client.query_for_key(key, redis::cmd("ROLE")),

@@ -6,16 +6,41 @@
 //! command herenow got wrong.
 
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::{RedisError, RedisResult, Value};
 
 use herenow_core::{Error, InvalidInput, Metadata, Millis, Result, SpaceConfig};
 
+use crate::observe::{CallOutcome, Observer};
+
 /// Runs one Redis call under `timeout`, mapping its failure with
 /// [`map_err`]; a call past the timeout is [`Error::Unavailable`], so no
 /// caller ever waits longer than it was promised.
+/// The call is told to `observer` as `what`, with how long it took and how
+/// it ended.
 pub(crate) async fn timed<T>(
+    observer: &Observer,
+    timeout: Duration,
+    what: &'static str,
+    f: impl Future<Output = RedisResult<T>>,
+) -> Result<T> {
+    let Some(observer) = observer.get() else {
+        return bounded(timeout, what, f).await;
+    };
+    let start = Instant::now();
+    let r = bounded(timeout, what, f).await;
+    let outcome = match &r {
+        Ok(_) => CallOutcome::Ok,
+        Err(Error::Unavailable { .. }) => CallOutcome::Unavailable,
+        Err(_) => CallOutcome::Error,
+    };
+    observer.call(what, start.elapsed(), outcome);
+    r
+}
+
+/// [`timed`] without the observer.
+async fn bounded<T>(
     timeout: Duration,
     what: &'static str,
     f: impl Future<Output = RedisResult<T>>,

@@ -17,13 +17,16 @@ use std::time::Duration;
 
 use herenow_core::{MemoryStore, PresenceStore, SystemClock};
 #[cfg(feature = "redis")]
-use herenow_redis::{LayoutOptions, RedisOptions, RedisStats, RedisStore, SeedLayoutStore};
+use herenow_redis::{
+    LayoutOptions, Observer, RedisOptions, RedisStats, RedisStore, SeedLayoutStore,
+};
 
 use crate::config::{Config, MEMORY_TICK, StoreSpec};
 #[cfg(feature = "redis")]
 use crate::config::{REDIS_TICK, RedisLayout};
 use crate::error::ServerError;
 use crate::journal::{self, DiskLog};
+use crate::metrics::Metrics;
 use crate::persist;
 
 /// Where the memory store keeps its data (the snapshot and the journal)
@@ -53,6 +56,11 @@ struct OnDisk {
 pub struct Backend {
     store: Arc<dyn PresenceStore>,
     kind: Kind,
+    /// The metrics the store reports to already (a Redis store opened by
+    /// [`Backend::open`] times its calls into them from its first
+    /// connection on), which [`AppState`](crate::AppState) then serves;
+    /// `None`: the state makes its own.
+    metrics: Option<Metrics>,
 }
 
 /// The concrete store behind `Backend::store`, for the duties the trait
@@ -79,6 +87,7 @@ impl Backend {
         Self {
             store: store.clone(),
             kind: Kind::Memory(store, None),
+            metrics: None,
         }
     }
 
@@ -123,6 +132,7 @@ impl Backend {
         Ok(Self {
             store: store.clone(),
             kind: Kind::Memory(store, Some(OnDisk { snapshots, log })),
+            metrics: None,
         })
     }
 
@@ -134,6 +144,7 @@ impl Backend {
         Self {
             store: store.clone(),
             kind: Kind::Redis(store),
+            metrics: None,
         }
     }
 
@@ -143,6 +154,7 @@ impl Backend {
         Self {
             store,
             kind: Kind::Seed,
+            metrics: None,
         }
     }
 
@@ -153,6 +165,7 @@ impl Backend {
         Self {
             store,
             kind: Kind::Custom,
+            metrics: None,
         }
     }
 
@@ -216,6 +229,7 @@ impl Backend {
                         guest_key,
                     },
             } => {
+                let metrics = Metrics::for_store("redis");
                 let seed = SeedLayoutStore::connect(
                     target.url(),
                     *layout,
@@ -223,7 +237,10 @@ impl Backend {
                     guest_key.as_deref(),
                     Arc::new(SystemClock),
                     config.space_defaults,
-                    LayoutOptions::default(),
+                    LayoutOptions {
+                        observer: Observer::new(Arc::new(metrics.clone())),
+                        ..LayoutOptions::default()
+                    },
                 )
                 .await
                 .map_err(|source| ServerError::StoreConnect {
@@ -237,7 +254,7 @@ impl Backend {
                     key,
                     "connected to Redis with a seed's key layout"
                 );
-                Ok(Self::seed(Arc::new(seed)))
+                Ok(Self::seed(Arc::new(seed)).with_metrics(metrics))
             }
             #[cfg(feature = "redis")]
             StoreSpec::Redis {
@@ -251,6 +268,7 @@ impl Backend {
                     },
             } => {
                 let small_rounds = small_rounds_from_env();
+                let metrics = Metrics::for_store("redis");
                 let redis = RedisStore::connect(
                     target.url(),
                     Arc::new(SystemClock),
@@ -262,6 +280,7 @@ impl Backend {
                         wait_replicas: *wait_replicas,
                         wait_timeout: *wait_timeout,
                         small_rounds,
+                        observer: Observer::new(Arc::new(metrics.clone())),
                         ..RedisOptions::default()
                     },
                 )
@@ -277,9 +296,24 @@ impl Backend {
                     small_rounds,
                     "connected to Redis"
                 );
-                Ok(Self::redis(Arc::new(redis)))
+                Ok(Self::redis(Arc::new(redis)).with_metrics(metrics))
             }
         }
+    }
+
+    /// Serves `metrics`, which the store reports to already (a store
+    /// connected with an [`Observer`](herenow_redis::Observer) of them),
+    /// rather than metrics of the state's own.
+    pub fn with_metrics(self, metrics: Metrics) -> Self {
+        Self {
+            metrics: Some(metrics),
+            ..self
+        }
+    }
+
+    /// The metrics given to [`with_metrics`](Self::with_metrics), if any.
+    pub(crate) fn metrics(&self) -> Option<&Metrics> {
+        self.metrics.as_ref()
     }
 
     /// The store every handler talks to.

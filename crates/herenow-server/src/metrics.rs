@@ -30,6 +30,13 @@
 //!   (writes the buffer's cap refused), `herenow_redis_replayed_total`,
 //!   `herenow_redis_unreplicated_total` (with `--redis-wait-replicas`:
 //!   writes acknowledged without the replicas asked for);
+//! - with a Redis store, every call it makes, labelled `op` (what the call
+//!   was for: `heartbeat`, `leave`, `list`, `tick`, `outbox_claim`,
+//!   `wait`…, a fixed set): `herenow_redis_command_duration_seconds`
+//!   (from sending to the answer, buckets from 50 µs) and
+//!   `herenow_redis_errors_total{op,outcome}` (`unavailable`: unreachable,
+//!   timed out or failing over; `error`: an answer herenow did not
+//!   expect);
 //! - with webhooks, per endpoint (label `endpoint`, its name):
 //!   `herenow_webhook_delivered_total` (events answered 2xx),
 //!   `herenow_webhook_retries_total` (requests sent again),
@@ -127,6 +134,25 @@ impl Query {
 
 const META: Metadata<'static> = Metadata::new(module_path!(), Level::INFO, None);
 
+/// The histogram of a Redis store's calls.
+const REDIS_CALL_SECONDS: &str = "herenow_redis_command_duration_seconds";
+
+/// Its buckets: a call on one host takes tens of microseconds, so they
+/// start lower than requests'.
+const REDIS_BUCKETS: [f64; 16] = [
+    0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    2.5, 5.0,
+];
+
+/// A Redis store opened with an [`Observer`](herenow_redis::Observer) of
+/// these metrics reports each call to [`Metrics::redis_call`].
+#[cfg(feature = "redis")]
+impl herenow_redis::CallObserver for Metrics {
+    fn call(&self, op: &'static str, took: Duration, outcome: herenow_redis::CallOutcome) {
+        self.redis_call(op, took, outcome);
+    }
+}
+
 /// The metrics of one server, on a recorder of its own (not the global
 /// one). Cheap to clone (one `Arc`).
 #[derive(Clone)]
@@ -148,6 +174,8 @@ struct Inner {
     /// own patterns, not from clients, where SipHash cost more than the
     /// recording itself.
     routes: RwLock<RouteMap<String, RouteMap<&'static str, Histogram>>>,
+    /// Redis call latency histograms by `op`, registered on first use.
+    redis_calls: RwLock<RouteMap<&'static str, Histogram>>,
 }
 
 type RouteMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
@@ -183,6 +211,9 @@ impl Metrics {
                     Matcher::Full("herenow_sweep_duration_seconds".into()),
                     &latency_buckets,
                 )
+            })
+            .and_then(|b| {
+                b.set_buckets_for_metric(Matcher::Full(REDIS_CALL_SECONDS.into()), &REDIS_BUCKETS)
             })
             // The buckets are constant and non-empty, so this cannot fail;
             // fall back to summaries rather than panic if it ever did.
@@ -227,6 +258,7 @@ impl Metrics {
             transitions,
             ws_messages,
             routes: RwLock::new(RouteMap::default()),
+            redis_calls: RwLock::new(RouteMap::default()),
         }))
     }
 
@@ -322,6 +354,38 @@ impl Metrics {
             .absolute(stats.replayed);
         r.register_counter(&key("herenow_redis_unreplicated_total", vec![]), &META)
             .absolute(stats.unreplicated);
+    }
+
+    /// Records one call a Redis store made (see [`CallObserver`]).
+    ///
+    /// [`CallObserver`]: herenow_redis::CallObserver
+    #[cfg(feature = "redis")]
+    pub fn redis_call(
+        &self,
+        op: &'static str,
+        took: Duration,
+        outcome: herenow_redis::CallOutcome,
+    ) {
+        let secs = took.as_secs_f64();
+        let cached = self.0.redis_calls.read().get(op).cloned();
+        let h = cached.unwrap_or_else(|| {
+            let k = key(REDIS_CALL_SECONDS, vec![Label::new("op", op)]);
+            let h = self.0.recorder.register_histogram(&k, &META);
+            self.0.redis_calls.write().insert(op, h.clone());
+            h
+        });
+        h.record(secs);
+        if outcome != herenow_redis::CallOutcome::Ok {
+            // Rare: registered (looked up) each time.
+            let k = key(
+                "herenow_redis_errors_total",
+                vec![
+                    Label::new("op", op),
+                    Label::new("outcome", outcome.as_str()),
+                ],
+            );
+            self.0.recorder.register_counter(&k, &META).increment(1);
+        }
     }
 
     /// The handles of one webhook endpoint, labelled `endpoint=NAME`.

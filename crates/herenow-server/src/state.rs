@@ -44,7 +44,10 @@ impl AppState {
     /// constructor, for the server and for tests alike.
     pub fn new(backend: Backend, config: &Config) -> Self {
         let max_streams = config.max_event_streams.max(1);
-        let metrics = Metrics::for_store(backend.store().name());
+        let metrics = backend
+            .metrics()
+            .cloned()
+            .unwrap_or_else(|| Metrics::for_store(backend.store().name()));
         let shutdown = CancellationToken::new();
         let watch = Arc::new(WatchHub::new(backend.store().clone(), shutdown.clone()));
         let webhooks = Webhooks::new(config.webhooks.clone(), backend.store().clone(), &metrics);

@@ -16,8 +16,11 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use herenow_core::{ManualClock, PresenceStore, SpaceConfig};
-use herenow_redis::{LayoutOptions, RedisOptions, RedisStore, SeedLayout, SeedLayoutStore};
-use herenow_server::Config;
+use herenow_redis::{
+    LayoutOptions, Observer, RedisOptions, RedisStore, SeedLayout, SeedLayoutStore,
+};
+use herenow_server::metrics::Metrics;
+use herenow_server::{AppState, Backend, Config};
 use serde_json::{Value, json};
 use support::http::Api;
 use support::{T0, redis_state, seed_state};
@@ -25,11 +28,14 @@ use support::{T0, redis_state, seed_state};
 use common::{RedisCluster, RedisServer};
 
 /// The API over a `RedisStore` at `url`, and the store, whose readiness
-/// and buffer the tests watch.
+/// and buffer the tests watch. The store reports its calls to the
+/// metrics the API serves, as `Backend::open` connects it.
 async fn harness(url: &str) -> (Api, Arc<RedisStore>) {
     let clock = ManualClock::new(T0);
+    let metrics = Metrics::for_store("redis");
     let options = RedisOptions {
         timeout: Duration::from_millis(500),
+        observer: Observer::new(Arc::new(metrics.clone())),
         ..RedisOptions::default()
     };
     let store = RedisStore::connect(
@@ -41,8 +47,23 @@ async fn harness(url: &str) -> (Api, Arc<RedisStore>) {
     .await
     .expect("connect to the test's redis-server");
     let store = Arc::new(store);
-    let state = redis_state(store.clone(), &Config::default());
+    let state = AppState::new(
+        Backend::redis(store.clone()).with_metrics(metrics),
+        &Config::default(),
+    );
     (Api::over(state, clock), store)
+}
+
+/// The value of the sample of `/metrics` named `name` whose labels
+/// include every one of `labels` (`op="heartbeat"`), 0 if there is none.
+async fn sample(h: &Api, name: &str, labels: &[&str]) -> f64 {
+    let answer = h.get("/metrics").await;
+    let text = String::from_utf8_lossy(&answer.body);
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .filter(|l| labels.iter().all(|want| l.contains(want)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 fn ids(page: &Value) -> Vec<&str> {
@@ -158,6 +179,12 @@ async fn without_redis_reads_are_503_heartbeats_wait_and_readyz_says_not_ready()
         .await
         .ok();
     assert_eq!(h.get("/readyz").await.status, StatusCode::OK);
+    // Every call is timed by what it was for.
+    let calls = "herenow_redis_command_duration_seconds_count";
+    assert!(sample(&h, calls, &[r#"op="heartbeat""#]).await >= 1.0);
+    assert!(sample(&h, calls, &[r#"op="count""#]).await >= 1.0);
+    let failed = "herenow_redis_errors_total";
+    assert_eq!(sample(&h, failed, &[]).await, 0.0);
 
     redis.kill();
     // Accepted into the store's buffer: a client never loses a heartbeat
@@ -172,6 +199,12 @@ async fn without_redis_reads_are_503_heartbeats_wait_and_readyz_says_not_ready()
         .unavailable("store-unavailable");
     h.get("/readyz").await.unavailable("not-ready");
     assert!(!store.is_ready());
+    // The read that failed is counted as unavailable, by what it was for.
+    assert!(
+        sample(&h, failed, &[r#"op="list""#, r#"outcome="unavailable""#]).await >= 1.0,
+        "{}",
+        String::from_utf8_lossy(&h.get("/metrics").await.body)
+    );
 
     redis.start_again();
     // The store's replayer writes the buffer back once Redis answers; wait

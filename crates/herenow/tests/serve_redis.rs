@@ -141,11 +141,29 @@ fn two_servers_share_one_state(store: &str) {
     let online = a.json(&["online", "lobby"]);
     assert_eq!(ids(&online), ["ada"], "{online}");
 
-    for s in [&a, &b] {
+    for (s, op) in [(&a, "heartbeat"), (&b, "list")] {
         assert_eq!(get(s, "/readyz").0, 200, "{}", s.log());
         let (_, metrics) = get(s, "/metrics");
         assert!(metrics.contains(r#"store="redis""#), "{metrics}");
+        // Each server times its calls to Redis by what they were for.
+        assert!(
+            timed_calls(&metrics, op) >= 1.0,
+            "no {op} call timed:\n{metrics}"
+        );
     }
+}
+
+/// How many of a server's calls to Redis for `op` its `/metrics` text
+/// counts.
+fn timed_calls(metrics: &str, op: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("herenow_redis_command_duration_seconds_count{")
+                && l.contains(&format!(r#"op="{op}""#))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 #[test]
@@ -308,6 +326,9 @@ fn serve_shares_seed_001s_sorted_set_with_the_seeds_code() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("unsupported"), "{}", stderr(&out));
+    // A seed's layout times its calls too.
+    let (_, metrics) = get(&server, "/metrics");
+    assert!(timed_calls(&metrics, "heartbeat") >= 1.0, "{metrics}");
 }
 
 /// Issue 13, "Seed 000 in place": under `--redis-layout rotation`,

@@ -199,7 +199,7 @@ impl LayoutCtx {
         what: &'static str,
         f: impl Future<Output = RedisResult<T>>,
     ) -> Result<T> {
-        timed(self.opts.timeout, what, f).await
+        timed(&self.opts.observer, self.opts.timeout, what, f).await
     }
 
     /// The window of a query, checked against the layout's policy.

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use herenow_core::{Error, InvalidInput, Result, SpaceName};
 
+use crate::observe::Observer;
+
 /// Which of the seeds' key layouts a
 /// [`SeedLayoutStore`](super::SeedLayoutStore) reads and writes
 /// (`--redis-layout`). Parses from `sorted-set`, `minute-buckets`,
@@ -175,6 +177,9 @@ pub struct LayoutOptions {
     /// rotation) when the template has `{space}`. Spaces this store has
     /// not touched since it started are not swept by it.
     pub max_known_spaces: usize,
+    /// Told of every call to Redis; none by default (see
+    /// [`RedisOptions::observer`](crate::RedisOptions::observer)).
+    pub observer: Observer,
 }
 
 impl Default for LayoutOptions {
@@ -188,6 +193,7 @@ impl Default for LayoutOptions {
             max_scan: 100_000,
             utc_offset_minutes: 0,
             max_known_spaces: 100_000,
+            observer: Observer::none(),
         }
     }
 }

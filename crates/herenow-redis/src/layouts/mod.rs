@@ -181,6 +181,7 @@ impl SeedLayoutStore {
             ));
         }
         let client = timed(
+            &options.observer,
             options.timeout,
             "connect",
             RedisClient::open(&target, options.timeout, |_| {}),

@@ -16,7 +16,7 @@ impl RedisStore {
         let mut c = self.ctx.client.clone();
         let json: Option<String> = self
             .ctx
-            .io("space hooks", async {
+            .io("space_hooks", async {
                 redis::cmd("GET").arg(&key).query_async(&mut c).await
             })
             .await?;
@@ -57,14 +57,14 @@ impl RedisStore {
         }
         let mut c = self.ctx.client.clone();
         self.ctx
-            .io("set space hooks", async {
+            .io("set_space_hooks", async {
                 cmd.query_async::<()>(&mut c).await
             })
             .await?;
         let version = self.ctx.keys.hooks_version();
         let mut c = self.ctx.client.clone();
         self.ctx
-            .io("set space hooks", async {
+            .io("set_space_hooks", async {
                 redis::cmd("INCR")
                     .arg(&version)
                     .query_async::<()>(&mut c)
@@ -82,7 +82,7 @@ impl RedisStore {
         let mut c = self.ctx.client.clone();
         let v: Option<u64> = self
             .ctx
-            .io("space hooks version", async {
+            .io("space_hooks_version", async {
                 redis::cmd("GET").arg(&key).query_async(&mut c).await
             })
             .await?;

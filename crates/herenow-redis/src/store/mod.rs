@@ -130,6 +130,7 @@ impl RedisStore {
             }
         };
         let client = timed(
+            &options.observer,
             options.timeout,
             "connect",
             RedisClient::open(&target, options.timeout, push),

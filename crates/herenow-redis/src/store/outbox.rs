@@ -107,7 +107,7 @@ impl RedisStore {
         let mut c = self.ctx.client.clone();
         let key = self.ctx.keys.outbox_switch();
         self.ctx
-            .io("outbox open", async {
+            .io("outbox_open", async {
                 redis::cmd("SET")
                     .arg(&key)
                     .arg(options.max_events)
@@ -124,7 +124,7 @@ impl RedisStore {
         let mut c = self.ctx.client.clone();
         let key = self.ctx.keys.outbox_switch();
         self.ctx
-            .io("outbox open", async {
+            .io("outbox_open", async {
                 redis::cmd("SET")
                     .arg(&key)
                     .arg(OutboxOptions::default().max_events)
@@ -315,7 +315,7 @@ impl RedisStore {
                 async move {
                     let v: Value = self
                         .ctx
-                        .io("outbox ack", async { inv.invoke_async(&mut c).await })
+                        .io("outbox_ack", async { inv.invoke_async(&mut c).await })
                         .await?;
                     let v = array(v)?;
                     Ok::<_, herenow_core::Error>(Acked {
@@ -392,7 +392,7 @@ impl RedisStore {
         let mut c = self.ctx.client.clone();
         let v: Value = self
             .ctx
-            .io("outbox stats", async {
+            .io("outbox_stats", async {
                 STREAM_STATS
                     .key(&stream)
                     .key(&state)
@@ -414,7 +414,7 @@ impl RedisStore {
         let mut c = self.ctx.client.clone();
         let v: Value = self
             .ctx
-            .io("outbox index", async {
+            .io("outbox_index", async {
                 redis::cmd("ZRANGE")
                     .arg(index)
                     .arg(from)
@@ -454,7 +454,7 @@ impl RedisStore {
         let key = self.ctx.keys.space_owner(space);
         let mut c = self.ctx.client.clone();
         self.ctx
-            .io("outbox claim", async {
+            .io("outbox_claim", async {
                 CLAIM_SPACE
                     .key(&key)
                     .arg(consumer)
@@ -474,7 +474,7 @@ impl RedisStore {
         let mut c = self.ctx.client.clone();
         let held: i64 = self
             .ctx
-            .io("outbox claim", async {
+            .io("outbox_claim", async {
                 TOUCH_SPACE
                     .key(&key)
                     .arg(consumer)
@@ -506,7 +506,7 @@ impl RedisStore {
         let mut c = self.ctx.client.clone();
         let v: Value = self
             .ctx
-            .io("outbox claim", async {
+            .io("outbox_claim", async {
                 let mut inv = CLAIM_STREAM.prepare_invoke();
                 inv.key(&stream).key(&state);
                 if solo {
@@ -555,7 +555,7 @@ impl RedisStore {
             }
             let mut c = self.ctx.client.clone();
             self.ctx
-                .io("outbox ack", async {
+                .io("outbox_ack", async {
                     inv.invoke_async::<Value>(&mut c).await
                 })
                 .await?;
@@ -586,7 +586,7 @@ impl RedisStore {
                 return Ok(());
             }
             let mut c = self.ctx.client.clone();
-            let slots = self.ctx.io("outbox scan", c.master_slots()).await?;
+            let slots = self.ctx.io("outbox_scan", c.master_slots()).await?;
             st.scan = slots.into_iter().map(|s| (s, Some("0".into()))).collect();
         }
         let pattern = self.ctx.keys.stream_pattern();
@@ -602,7 +602,7 @@ impl RedisStore {
                 .arg("TYPE")
                 .arg("stream");
             let mut c = self.ctx.client.clone();
-            let v = self.ctx.io("outbox scan", c.query_on(*slot, cmd)).await?;
+            let v = self.ctx.io("outbox_scan", c.query_on(*slot, cmd)).await?;
             let mut v = array(v)?.into_iter();
             let next = opt_string(v.next())?.ok_or_else(|| bad_reply("a SCAN cursor"))?;
             let keys = ids_of(v.next())?;
