@@ -48,7 +48,11 @@
 # from /proc, median) is given as cores busy; Redis rows add Redis' cores
 # busy, the heartbeats each script call carried and Redis' microseconds
 # per script call (INFO commandstats over the run), which say whether
-# Redis' one core is the limit and why. Needs wrk (apt-get install -y wrk) and, for REDIS=1, redis-server.
+# Redis' one core is the limit and why, and how long herenow waited for
+# each heartbeat script call (its /metrics, herenow_redis_command_duration_seconds
+# over the run): a wait much longer than Redis' time is the round trip and
+# herenow's own scheduling. Needs wrk (apt-get install -y wrk) and, for REDIS=1, redis-server.
+# BIN=path measures that herenow binary instead of building one.
 #
 # On a machine without cargo, wrk or Redis (a carried `device` machine),
 # KIT=<folder made by scripts/device-kit.sh> takes all of them from there.
@@ -94,6 +98,19 @@ redis_stats() {
     awk -F'[:,=]' '$1 ~ /^cmdstat_eval/ {c += $3; u += $5} END {print c + 0, u + 0}')
   echo "$(cpu_ticks "$(cat "$dir/redis.pid")") $calls"
 }
+# herenow's side of a Redis run, read before and after it from the
+# server's /metrics: the seconds and the count of its heartbeat script
+# calls (herenow_redis_command_duration_seconds{op="heartbeat"}), so a row
+# can say how long each call took as herenow waited for it, next to what
+# Redis spent on it. HTTP/1.0 keeps the body unchunked; bash alone, no curl.
+herenow_calls() {
+  local out
+  out=$( (exec 3<>"/dev/tcp/127.0.0.1/$1" &&
+    printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 &&
+    tr -d '\r' <&3) 2>/dev/null || true)
+  echo "$out" | awk '/^herenow_redis_command_duration_seconds_(sum|count)\{/ && /op="heartbeat"/ {
+      if ($1 ~ /_sum/) s += $NF; else c += $NF } END {printf "%.6f %d\n", s, c}'
+}
 
 KIT=${KIT:-}
 if [ -n "$KIT" ]; then
@@ -103,8 +120,8 @@ if [ -n "$KIT" ]; then
   redis_server=(env LD_LIBRARY_PATH="$KIT/lib" "$KIT/bin/redis-server")
   redis_cli=(env LD_LIBRARY_PATH="$KIT/lib" "$KIT/bin/redis-cli")
 else
-  cargo build --release -p herenow --quiet
-  herenow=target/release/herenow
+  [ -z "${BIN:-}" ] && cargo build --release -p herenow --quiet
+  herenow=${BIN:-target/release/herenow}
   if [ "$REDIS_DELAY_US" != 0 ]; then
     cargo build --release -p herenow-testkit --example delay_proxy --quiet
   fi
@@ -181,13 +198,13 @@ run() {
   [ "$conns" -lt "$threads" ] && threads=$conns
   # Warm the spaces up (their members exist, as in a live site), briefly.
   taskset -c "$loadcores" "${wrk[@]}" -t"$threads" -c"$conns" -d"$WARMUP" -s "$dir/$load.lua" "http://127.0.0.1:$port" >/dev/null
-  local before after hz out rate rbefore=() rafter=()
+  local before after hz out rate rbefore=() rafter=() hbefore=() hafter=()
   hz=$(getconf CLK_TCK)
-  [ -n "$store_args" ] && read -ra rbefore < <(redis_stats)
+  [ -n "$store_args" ] && read -ra rbefore < <(redis_stats) && read -ra hbefore < <(herenow_calls "$port")
   before=$(cpu_ticks "$server")
   out=$(taskset -c "$loadcores" "${wrk[@]}" -t"$threads" -c"$conns" -d"$DURATION" -s "$dir/$load.lua" "http://127.0.0.1:$port")
   after=$(cpu_ticks "$server")
-  [ -n "$store_args" ] && read -ra rafter < <(redis_stats)
+  [ -n "$store_args" ] && read -ra rafter < <(redis_stats) && read -ra hafter < <(herenow_calls "$port")
   if echo "$out" | grep -q 'Non-2xx'; then
     echo "$out" >&2
     echo "error answers in $load" >&2
@@ -197,13 +214,16 @@ run() {
   case $load in batch*) rate=$(awk -v r="$rate" 'BEGIN {printf "%.0f", r * 1000}') ;; esac
   kill "$server"; wait "$server" 2>/dev/null || true
   rm -f "$dir/server.pid"
-  local secs=${DURATION%s} redis="- - -"
+  local secs=${DURATION%s} redis="- - - -"
   # Redis rows: Redis' cores busy, heartbeats per script call, Redis'
-  # microseconds per script call.
+  # microseconds per script call, microseconds per heartbeat call as
+  # herenow waited for it.
   if [ -n "$store_args" ]; then
     redis=$(awk -v t=$((rafter[0] - rbefore[0])) -v c=$((rafter[1] - rbefore[1])) \
       -v u=$((rafter[2] - rbefore[2])) -v hz="$hz" -v s="$secs" -v r="$rate" \
-      'BEGIN {if (c == 0) c = 1; printf "%.2f %.1f %.1f", t / hz / s, r * s / c, u / c}')
+      -v hs="${hafter[0]:-0}" -v hs0="${hbefore[0]:-0}" -v hc=$((${hafter[1]:-0} - ${hbefore[1]:-0})) \
+      'BEGIN {if (c == 0) c = 1; w = "-"; if (hc > 0) w = sprintf("%.1f", (hs - hs0) * 1e6 / hc);
+        printf "%.2f %.1f %.1f %s", t / hz / s, r * s / c, u / c, w}')
   fi
   echo "$rate $(awk -v t=$((after - before)) -v hz="$hz" -v s="$secs" 'BEGIN {printf "%.2f", t / hz / s}') $redis"
 }
@@ -290,7 +310,7 @@ echo "CPU order (server from the front, Redis at the end): ${order[*]}"
 [ "$REDIS_DELAY_US" != 0 ] && echo "Redis reached through a proxy holding each byte ${REDIS_DELAY_US} us each way, pinned to core(s) $proxy_pin"
 # Rounds go over every store row in turn, so the machine's noise falls on
 # all of them alike.
-declare -A rates cpus rcpus percall usecs
+declare -A rates cpus rcpus percall usecs waits
 for n in $CORES; do
   servercores=$(pick 0 $((n - 1)))
   for load in $LOADS; do
@@ -309,17 +329,18 @@ for n in $CORES; do
         [ -n "$redis_core" ] && [ "$kind" = redis ] && last_load=$((total - 1 - redis_cores))
         if [ "$n" -le "$last_load" ]; then loadcores=$(pick "$n" "$last_load"); else loadcores=$servercores; fi
         [ "$kind" = redis ] && "${redis_cli[@]}" -p "$rport" flushall >/dev/null
-        read -r rate cpu rcpu per usec < <(run "$store_args" "$servercores" "$loadcores" "$load" "$envs") || true
+        read -r rate cpu rcpu per usec waited < <(run "$store_args" "$servercores" "$loadcores" "$load" "$envs") || true
         if [ -z "${cpu:-}" ]; then echo "the $load run failed" >&2; exit 1; fi
         said=""
-        [ "$rcpu" != - ] && said="; Redis CPU $rcpu cores, $per heartbeats and $usec us of Redis per script call"
+        [ "$rcpu" != - ] && said="; Redis CPU $rcpu cores, $per heartbeats and $usec us of Redis per script call, $waited us per heartbeat call as herenow waited"
         echo "  round $round: $store, $n cores, $load: $rate (server CPU $cpu cores$said)" >&2
         rates[$store|$n|$load]="${rates[$store|$n|$load]:-} $rate"
         cpus[$store|$n|$load]="${cpus[$store|$n|$load]:-} $cpu"
         rcpus[$store|$n|$load]="${rcpus[$store|$n|$load]:-} $rcpu"
         percall[$store|$n|$load]="${percall[$store|$n|$load]:-} $per"
         usecs[$store|$n|$load]="${usecs[$store|$n|$load]:-} $usec"
-        unset rate cpu rcpu per usec
+        waits[$store|$n|$load]="${waits[$store|$n|$load]:-} $waited"
+        unset rate cpu rcpu per usec waited
       done
     done
   done
@@ -345,6 +366,9 @@ for store in "${store_rows[@]}"; do
       if [ "${store%%:*}" = redis ]; then
         # shellcheck disable=SC2086
         extra="; Redis $(printf '%s\n' ${rcpus[$store|$n|$load]} | median), $(printf '%s\n' ${percall[$store|$n|$load]} | median)/call, $(printf '%s\n' ${usecs[$store|$n|$load]} | median) us/call"
+        # shellcheck disable=SC2086
+        w=$(printf '%s\n' ${waits[$store|$n|$load]} | grep -v '^-$' || true)
+        [ -n "$w" ] && extra="$extra, herenow waits $(echo "$w" | median) us/call"
       fi
       row="$row $cell (CPU $c$extra) |"
     done

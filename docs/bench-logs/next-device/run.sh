@@ -13,6 +13,10 @@
 #    call and Redis' µs per call say whether Redis' core, the coalescing or
 #    the round trip holds each row back; if two small rounds lift the
 #    8-core singles above the 4-core ones, the round trip was the limit.
+#    Since 2026-11-27 each Redis row also says how long herenow waited
+#    per heartbeat call (its own /metrics): if that wait grows from 4 to 8
+#    cores while Redis' µs per call does not, the time is lost between
+#    Redis' answer and the caller (herenow's wake-ups), not in Redis.
 # 2. 8 cores with 4 workers: herenow's threads against its cores.
 # 3. Redis behind a 100 µs proxy (a round trip of 200 µs, as to another
 #    host): small rounds one or two at a time where the round trip is
