@@ -51,6 +51,10 @@ pub(crate) struct Health {
     pub up: AtomicBool,
     /// Wakes the replayer: a write was buffered or a call failed.
     pub wake: Notify,
+    /// Cuts the replayer's backoff short: a call to Redis succeeded while
+    /// its last ping had failed, so Redis is likely back (see
+    /// `replay.rs`).
+    pub answered: Notify,
     /// Members written back from the buffer since the start.
     pub replayed: AtomicU64,
 }
@@ -61,6 +65,7 @@ impl Health {
             buffer: WriteBuffer::new(buffer_cap),
             up: AtomicBool::new(true),
             wake: Notify::new(),
+            answered: Notify::new(),
             replayed: AtomicU64::new(0),
         }
     }
@@ -218,8 +223,12 @@ impl Ctx {
         f: impl Future<Output = RedisResult<T>>,
     ) -> Result<T> {
         let r = timed(&self.opts.observer, self.opts.timeout, what, f).await;
-        if let Err(Error::Unavailable { .. }) = &r {
-            self.health.failed();
+        match &r {
+            Err(Error::Unavailable { .. }) => self.health.failed(),
+            // Redis answered a read (writes wait in the buffer meanwhile)
+            // while the replayer backs off: it need not sleep on.
+            Ok(_) if !self.health.up.load(Ordering::Relaxed) => self.health.answered.notify_one(),
+            _ => {}
         }
         r
     }

@@ -2,8 +2,14 @@
 //! [`WriteBuffer`](crate::buffer::WriteBuffer) back when Redis answers
 //! again.
 //!
-//! While writes are held it pings Redis with a jittered, doubling backoff;
-//! once Redis answers it takes bounded batches of one space from the
+//! While writes are held it pings Redis with a jittered, doubling backoff
+//! (up to `backoff_max`, 5 s by default), cut short when any other call
+//! of the store gets an answer from Redis meanwhile (a read, a readiness
+//! probe): then it tries again at once, though not within
+//! [`ANSWERED_GAP`] of its last try, so a Redis that is back is noticed
+//! at the next call rather than at the end of a long backoff, and a
+//! cluster with one node down, whose other nodes keep answering, is not
+//! pinged in a loop. Once Redis answers it takes bounded batches of one space from the
 //! buffer and writes several of them at once (the multiplexed client
 //! pipelines them), with the [`Writer`]'s scripts, the ones a direct call
 //! uses. Heartbeats carry their buffered times, so a newer heartbeat that
@@ -27,6 +33,10 @@ use crate::writer::{BeatArg, Writer};
 /// How often a healthy store pings Redis, so that readiness turns false
 /// during an outage nobody has written or read through yet.
 pub const PROBE_EVERY: Duration = Duration::from_secs(1);
+
+/// The shortest time between two tries of the replayer while other calls
+/// keep getting answers from Redis (see the module documentation).
+pub(crate) const ANSWERED_GAP: Duration = Duration::from_millis(100);
 
 /// Batches the replayer writes at once.
 const REPLAY_CONCURRENCY: usize = 8;
@@ -132,6 +142,7 @@ pub(crate) async fn run(w: Arc<Writer>, tuning: ReplayTuning, mut stop: watch::R
                 continue;
             }
         }
+        let tried = tokio::time::Instant::now();
         let r = match ctx.ping().await {
             Ok(()) => drain(&w, tuning.batch).await,
             Err(e) => Err(e),
@@ -159,6 +170,10 @@ pub(crate) async fn run(w: Arc<Writer>, tuning: ReplayTuning, mut stop: watch::R
                 tokio::select! {
                     _ = stop.changed() => break,
                     _ = tokio::time::sleep(jitter(backoff)) => {}
+                    _ = async {
+                        health.answered.notified().await;
+                        tokio::time::sleep_until(tried + ANSWERED_GAP).await;
+                    } => {}
                 }
                 backoff = (backoff * 2).min(tuning.backoff_max);
             }

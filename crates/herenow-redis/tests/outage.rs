@@ -303,3 +303,57 @@ async fn leaves_buffered_during_an_outage_win_over_earlier_heartbeats() {
     assert_eq!(got[0].last_seen_ms, None, "the leave won");
     assert_eq!(got[1].last_seen_ms, Some(T0 - 5), "back after the leave");
 }
+
+/// A Redis that is back is noticed at the next call that gets an answer
+/// (a read, a readiness probe), not at the end of the replayer's backoff:
+/// here that backoff is an hour, so only the call cuts it short.
+#[tokio::test]
+async fn a_read_that_redis_answers_ends_the_replayers_backoff() {
+    let mut server = common::RedisServer::standalone();
+    let clock = ManualClock::new(T0);
+    let store = RedisStore::connect(
+        &server.url(),
+        Arc::new(clock.clone()),
+        SpaceConfig::default(),
+        RedisOptions {
+            prefix: "answered".into(),
+            timeout: Duration::from_millis(500),
+            backoff_min: Duration::from_secs(3_600),
+            backoff_max: Duration::from_secs(3_600),
+            ..RedisOptions::default()
+        },
+    )
+    .await
+    .expect("connect");
+    let sp = SpaceName::new("room").unwrap();
+    server.kill();
+    let beat = Heartbeat {
+        member: user("ada"),
+        at_ms: None,
+        meta: None,
+    };
+    store.heartbeat(&sp, &[beat]).await.unwrap();
+    assert_eq!(store.stats().buffered, 1);
+    // The replayer's ping fails: it backs off for half an hour or more.
+    wait_for(
+        "the replayer saw Redis down",
+        Duration::from_secs(30),
+        || !store.stats().redis_up,
+    )
+    .await;
+    server.start_again();
+    assert!(!store.is_ready(), "nothing replayed before a call answers");
+    // Reads reach Redis directly; the first that gets an answer (the
+    // client may need one try to reconnect) wakes the replayer.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while store.count(&sp, None).await.is_err() {
+        assert!(Instant::now() < deadline, "Redis never answered a read");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    wait_for("the buffer drained", Duration::from_secs(30), || {
+        store.is_ready()
+    })
+    .await;
+    let got = store.status(&sp, &[user("ada")]).await.unwrap();
+    assert_eq!(got[0].last_seen_ms, Some(T0), "the buffered heartbeat");
+}
