@@ -139,25 +139,48 @@ impl JsonBody {
                 ),
             )
         })?;
-        serde_json::from_str(text).map_err(json_error)
+        serde_json::from_str(text).map_err(|e| json_error(e, &where_in::<T>(text)))
+    }
+}
+
+/// Where in the body a parse of `T` fails, as `online_ms` or
+/// `heartbeats[3].id` (empty at the top level): the body parsed again with
+/// its path tracked, only once the fast parse has failed, so a good
+/// request pays nothing for it.
+fn where_in<'a, T: Deserialize<'a>>(text: &'a str) -> String {
+    let mut de = serde_json::Deserializer::from_str(text);
+    match serde_path_to_error::deserialize::<_, T>(&mut de) {
+        Err(e) => match e.path().to_string() {
+            root if root == "." => String::new(),
+            path => path,
+        },
+        Ok(_) => String::new(),
     }
 }
 
 /// Classifies a serde error: an unknown field gets its own code, because it
 /// is the usual symptom of a typo or a client built for another version,
 /// and a list refused for its length while it was read keeps the code the
-/// batch check gives ([`crate::protocol::bounded`]).
-fn json_error(e: serde_json::Error) -> ApiError {
+/// batch check gives ([`crate::protocol::bounded`]). The detail starts
+/// with the field's path when there is one (`online_ms: invalid value…`).
+fn json_error(e: serde_json::Error, path: &str) -> ApiError {
     let detail = e.to_string();
+    let at = |detail: &str| {
+        if path.is_empty() {
+            detail.to_owned()
+        } else {
+            format!("{path}: {detail}")
+        }
+    };
     if let Some(detail) = detail.strip_prefix(crate::protocol::bounded::TOO_LARGE) {
-        return ApiError::bad_request("batch-too-large", detail.to_owned());
+        return ApiError::bad_request("batch-too-large", at(detail));
     }
     let code = if e.is_data() && detail.starts_with("unknown field") {
         "unknown-field"
     } else {
         "bad-json"
     };
-    ApiError::bad_request(code, detail)
+    ApiError::bad_request(code, at(&detail))
 }
 
 /// A query string parsed into `T` (which should deny unknown fields).

@@ -228,6 +228,69 @@ async fn malformed_json_unknown_fields_and_content_types() {
     .ok();
 }
 
+/// A refused body's detail names the field at fault by its path; one
+/// that fails at the top (not JSON at all) is named as before.
+#[tokio::test]
+async fn a_refused_body_names_the_field_at_fault() {
+    let h = harness();
+    let detail = |a: &support::http::Answer| a.json()["detail"].as_str().unwrap().to_owned();
+    let cases = [
+        (
+            "/v1/spaces/lobby/heartbeats",
+            json!({"heartbeats": [{"id": "a"}, {"id": 5}]}),
+            "bad-json",
+            "heartbeats[1].id: invalid type: integer `5`, expected a string",
+        ),
+        (
+            "/v1/spaces/lobby/heartbeats",
+            json!({"heartbeats": [{"id": "a"}, {"id": "b", "idx": "c"}]}),
+            "unknown-field",
+            "heartbeats[1].idx: unknown field `idx`",
+        ),
+        (
+            "/v1/spaces/lobby/heartbeat",
+            json!({"id": "a", "at_ms": -1}),
+            "bad-json",
+            "at_ms: ",
+        ),
+        (
+            "/v1/spaces/lobby/leave",
+            json!({"members": [{"id": "a", "kind": "robot"}]}),
+            "bad-json",
+            "members[0].kind: unknown variant `robot`",
+        ),
+    ];
+    for (uri, body, code, starts) in cases {
+        let a = h.post(uri, body.clone()).await;
+        a.problem(StatusCode::BAD_REQUEST, code);
+        assert!(detail(&a).starts_with(starts), "{body}: {}", detail(&a));
+    }
+    let a = h
+        .put(
+            "/v1/spaces/lobby/config",
+            json!({"online_ms": -5, "away_ms": 2, "window_ms": 3, "retention_ms": 4}),
+        )
+        .await;
+    a.problem(StatusCode::BAD_REQUEST, "bad-json");
+    assert!(detail(&a).starts_with("online_ms: "), "{}", detail(&a));
+    let a = h
+        .raw(
+            "/v1/spaces/lobby/heartbeat",
+            Some("application/json"),
+            b"{\"id\": \"a\"} x".to_vec(),
+        )
+        .await;
+    a.problem(StatusCode::BAD_REQUEST, "bad-json");
+    assert!(
+        detail(&a).starts_with("trailing characters"),
+        "{}",
+        detail(&a)
+    );
+    // Nothing was recorded by any of them.
+    let n = h.get("/v1/spaces/lobby/count").await.ok();
+    assert_eq!(n["total"], 0, "{n}");
+}
+
 #[tokio::test]
 async fn metadata_is_bounded() {
     let h = harness();
