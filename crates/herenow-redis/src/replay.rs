@@ -9,7 +9,9 @@
 //! [`ANSWERED_GAP`] of its last try, so a Redis that is back is noticed
 //! at the next call rather than at the end of a long backoff, and a
 //! cluster with one node down, whose other nodes keep answering, is not
-//! pinged in a loop. Once Redis answers it takes bounded batches of one space from the
+//! pinged in a loop.
+//!
+//! Once Redis answers it takes bounded batches of one space from the
 //! buffer and writes several of them at once (the multiplexed client
 //! pipelines them), with the [`Writer`]'s scripts, the ones a direct call
 //! uses. Heartbeats carry their buffered times, so a newer heartbeat that

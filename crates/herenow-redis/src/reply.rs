@@ -17,6 +17,7 @@ use crate::observe::{CallOutcome, Observer};
 /// Runs one Redis call under `timeout`, mapping its failure with
 /// [`map_err`]; a call past the timeout is [`Error::Unavailable`], so no
 /// caller ever waits longer than it was promised.
+///
 /// The call is told to `observer` as `what`, with how long it took and how
 /// it ended.
 pub(crate) async fn timed<T>(

@@ -175,6 +175,7 @@ struct Inner {
     /// recording itself.
     routes: RwLock<RouteMap<String, RouteMap<&'static str, Histogram>>>,
     /// Redis call latency histograms by `op`, registered on first use.
+    #[cfg(feature = "redis")]
     redis_calls: RwLock<RouteMap<&'static str, Histogram>>,
 }
 
@@ -258,6 +259,7 @@ impl Metrics {
             transitions,
             ws_messages,
             routes: RwLock::new(RouteMap::default()),
+            #[cfg(feature = "redis")]
             redis_calls: RwLock::new(RouteMap::default()),
         }))
     }
