@@ -257,19 +257,7 @@ async fn killed_and_restarted(small_rounds: usize) {
 #[tokio::test]
 async fn leaves_buffered_during_an_outage_win_over_earlier_heartbeats() {
     let mut server = common::RedisServer::standalone();
-    let clock = ManualClock::new(T0);
-    let store = RedisStore::connect(
-        &server.url(),
-        Arc::new(clock.clone()),
-        SpaceConfig::default(),
-        RedisOptions {
-            prefix: "leaves".into(),
-            timeout: Duration::from_millis(500),
-            ..RedisOptions::default()
-        },
-    )
-    .await
-    .expect("connect");
+    let store = at_t0(&server, "leaves", RedisOptions::default()).await;
     let sp = SpaceName::new("room").unwrap();
     server.kill();
     let beat = |id: &str, at: u64| Heartbeat {
@@ -304,27 +292,36 @@ async fn leaves_buffered_during_an_outage_win_over_earlier_heartbeats() {
     assert_eq!(got[1].last_seen_ms, Some(T0 - 5), "back after the leave");
 }
 
+/// A store on `server` whose clock stays at [`T0`], with keys under
+/// `prefix`, `options` and a 500 ms timeout.
+async fn at_t0(server: &common::RedisServer, prefix: &str, options: RedisOptions) -> RedisStore {
+    RedisStore::connect(
+        &server.url(),
+        Arc::new(ManualClock::new(T0)),
+        SpaceConfig::default(),
+        RedisOptions {
+            prefix: prefix.into(),
+            timeout: Duration::from_millis(500),
+            ..options
+        },
+    )
+    .await
+    .expect("connect")
+}
+
 /// A Redis that is back is noticed at the next call that gets an answer
 /// (a read, a readiness probe), not at the end of the replayer's backoff:
 /// here that backoff is an hour, so only the call cuts it short.
 #[tokio::test]
 async fn a_read_that_redis_answers_ends_the_replayers_backoff() {
     let mut server = common::RedisServer::standalone();
-    let clock = ManualClock::new(T0);
-    let store = RedisStore::connect(
-        &server.url(),
-        Arc::new(clock.clone()),
-        SpaceConfig::default(),
-        RedisOptions {
-            prefix: "answered".into(),
-            timeout: Duration::from_millis(500),
-            backoff_min: Duration::from_secs(3_600),
-            backoff_max: Duration::from_secs(3_600),
-            ..RedisOptions::default()
-        },
-    )
-    .await
-    .expect("connect");
+    let hour = Duration::from_secs(3_600);
+    let options = RedisOptions {
+        backoff_min: hour,
+        backoff_max: hour,
+        ..RedisOptions::default()
+    };
+    let store = at_t0(&server, "answered", options).await;
     let sp = SpaceName::new("room").unwrap();
     server.kill();
     let beat = Heartbeat {
