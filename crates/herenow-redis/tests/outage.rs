@@ -309,9 +309,9 @@ async fn at_t0(server: &common::RedisServer, prefix: &str, options: RedisOptions
     .expect("connect")
 }
 
-/// A Redis that is back is noticed at the next call that gets an answer
-/// (a read, a readiness probe), not at the end of the replayer's backoff:
-/// here that backoff is an hour, so only the call cuts it short.
+/// A Redis that is back is noticed at the next read it answers, not at
+/// the end of the replayer's backoff: here that backoff is an hour, so
+/// only the read cuts it short.
 #[tokio::test]
 async fn a_read_that_redis_answers_ends_the_replayers_backoff() {
     let mut server = common::RedisServer::standalone();
