@@ -40,6 +40,27 @@ fn script_calls(port: u16) -> u64 {
         .sum()
 }
 
+/// A store on `server` with `clock` and `small_rounds` small rounds in
+/// flight.
+async fn connect(
+    server: &common::RedisServer,
+    clock: &ManualClock,
+    small_rounds: usize,
+) -> RedisStore {
+    RedisStore::connect(
+        &server.url(),
+        Arc::new(clock.clone()),
+        SpaceConfig::default(),
+        RedisOptions {
+            prefix: "co".into(),
+            small_rounds,
+            ..RedisOptions::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
 fn sum(reports: &[HeartbeatReport]) -> (u64, u64, u64) {
     reports.iter().fold((0, 0, 0), |(a, j, s), r| {
         (a + r.accepted, j + r.joined, s + r.stale)
@@ -56,19 +77,7 @@ async fn concurrent_heartbeats_share_a_flush_and_each_learns_its_own_counts() {
 async fn share_a_flush(small_rounds: usize) {
     let server = common::RedisServer::standalone();
     let clock = ManualClock::new(T0);
-    let opts = RedisOptions {
-        prefix: "co".into(),
-        small_rounds,
-        ..RedisOptions::default()
-    };
-    let s = RedisStore::connect(
-        &server.url(),
-        Arc::new(clock.clone()),
-        SpaceConfig::default(),
-        opts,
-    )
-    .await
-    .unwrap();
+    let s = connect(&server, &clock, small_rounds).await;
     let sp = SpaceName::new("hall").unwrap();
     // Scripts loaded and the space registered: what follows is heartbeats.
     s.heartbeat(&sp, &[Heartbeat::now(user("warm"))])
@@ -140,21 +149,7 @@ async fn share_a_flush(small_rounds: usize) {
 async fn rounds_in_flight_together_lose_and_double_count_nothing() {
     for small_rounds in [1, 4] {
         let server = common::RedisServer::standalone();
-        let clock = ManualClock::new(T0);
-        let s = Arc::new(
-            RedisStore::connect(
-                &server.url(),
-                Arc::new(clock.clone()),
-                SpaceConfig::default(),
-                RedisOptions {
-                    prefix: "co".into(),
-                    small_rounds,
-                    ..RedisOptions::default()
-                },
-            )
-            .await
-            .unwrap(),
-        );
+        let s = Arc::new(connect(&server, &ManualClock::new(T0), small_rounds).await);
         let sp = SpaceName::new("hall").unwrap();
         let (callers, each) = (16, 40);
         let tasks: Vec<_> = (0..callers)
