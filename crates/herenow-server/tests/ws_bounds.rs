@@ -118,6 +118,18 @@ async fn bad_messages_after_hello_get_errors_and_the_socket_stays_open() {
     ] {
         assert_eq!(c.error(msg.clone()).await, code, "{msg}");
     }
+    // The refusal's sentence starts with the field at fault.
+    for (msg, starts) in [
+        (json!({"type": "join", "space": 1}), "space: invalid type"),
+        (
+            json!({"type": "watch", "users": ["bob", 7]}),
+            "users[1]: invalid type",
+        ),
+    ] {
+        let reply = c.request(msg.clone()).await;
+        let said = reply["message"].as_str().unwrap_or_default();
+        assert!(said.starts_with(starts), "{msg} → {reply}");
+    }
     // A ref that is not a ref cannot be echoed.
     for bad_ref in [json!("r".repeat(65)), json!(1.5), json!({"a": 1})] {
         c.send(json!({"type": "ping", "ref": bad_ref})).await;
@@ -128,7 +140,7 @@ async fn bad_messages_after_hello_get_errors_and_the_socket_stays_open() {
         );
         assert!(e.get("ref").is_none(), "{e}");
     }
-    // 15 errors, fewer than the 20 that would close it: still open.
+    // 17 errors, fewer than the 20 that would close it: still open.
     assert_eq!(c.request(json!({"type": "ping"})).await["type"], "pong");
     // Nothing was joined.
     assert!(

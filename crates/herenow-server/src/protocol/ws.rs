@@ -193,15 +193,59 @@ pub fn decode(text: &str) -> Result<Envelope<'_>, Undecodable> {
         });
     }
     serde_json::from_str::<Envelope<'_>>(text).map_err(|e| {
-        let code = match e.classify() {
-            serde_json::error::Category::Data => "bad-message",
-            _ => "bad-json",
+        let error = if e.is_data() {
+            WsError::bad_message(fault_in(text).unwrap_or_else(|| e.to_string()))
+        } else {
+            WsError::new("bad-json", e.to_string())
         };
         Undecodable {
             reference: ref_of(text),
-            error: WsError::new(code, e.to_string()),
+            error,
         }
     })
+}
+
+/// Why a frame that is JSON is no message, starting with the field at
+/// fault (`space: invalid type…`, `users[2]: …`, `ref: …`), or `None`
+/// when no one field is (a missing or unknown `type`, a missing field:
+/// serde's own text names those).
+///
+/// A message's fields sit next to its `type` and `ref` ([`Envelope`]), so
+/// serde reads the message through a buffer that loses where it was; the
+/// frame is parsed again here, its `type` and `ref` taken out and the rest
+/// read as that type's struct with the path tracked. Only a refused frame
+/// pays for it.
+fn fault_in(text: &str) -> Option<String> {
+    let mut fields: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text).ok()?;
+    if let Some(r) = fields.remove("ref")
+        && let Err(e) = Ref::deserialize(&r)
+    {
+        return Some(format!("ref: {e}"));
+    }
+    let kind = fields.remove("type")?;
+    let fields = serde_json::Value::Object(fields);
+    match kind.as_str()? {
+        "hello" => fault_of::<Hello>(&fields),
+        "join" => fault_of::<Join>(&fields),
+        "leave" => fault_of::<Leave>(&fields),
+        "update" => fault_of::<Update>(&fields),
+        "ping" => fault_of::<Ping>(&fields),
+        "subscribe" => fault_of::<Subscribe>(&fields),
+        "unsubscribe" => fault_of::<Unsubscribe>(&fields),
+        "invisible" => fault_of::<Invisible>(&fields),
+        "watch" => fault_of::<Watch>(&fields),
+        "unwatch" => fault_of::<Unwatch>(&fields),
+        _ => None,
+    }
+}
+
+/// `path: error` for the first field of `fields` that `T` refuses.
+fn fault_of<'a, T: Deserialize<'a>>(fields: &'a serde_json::Value) -> Option<String> {
+    let e = serde_path_to_error::deserialize::<_, T>(fields).err()?;
+    match e.path().to_string() {
+        root if root == "." => None,
+        path => Some(format!("{path}: {}", e.inner())),
+    }
 }
 
 /// The `ref` of a frame that was not (or could not be) processed, so its
@@ -582,6 +626,60 @@ mod tests {
         assert!(serde_json::from_str::<RefOnly>(&long).is_err());
         let r: RefOnly = serde_json::from_str(r#"{"type":"??","ref":-3}"#).unwrap();
         assert_eq!(r.reference, Some(Ref::Int(-3)));
+    }
+
+    /// What [`decode`] answers a frame it refuses, for these frames.
+    fn refusal(text: &str) -> String {
+        let e = decode(text).unwrap_err().error;
+        assert_eq!(e.code, "bad-message", "{text}");
+        e.message.into_owned()
+    }
+
+    #[test]
+    fn a_refused_message_names_the_field_at_fault() {
+        for (text, starts) in [
+            (
+                r#"{"type":"join","space":1}"#,
+                "space: invalid type: integer `1`",
+            ),
+            (
+                r#"{"type":"hello","token":[]}"#,
+                "token: invalid type: sequence",
+            ),
+            (
+                r#"{"type":"invisible","on":"yes"}"#,
+                "on: invalid type: string",
+            ),
+            (
+                r#"{"type":"watch","users":["a",7]}"#,
+                "users[1]: invalid type: integer `7`",
+            ),
+            (
+                r#"{"type":"watch","users":"bob"}"#,
+                "users: invalid type: string",
+            ),
+            (
+                r#"{"type":"subscribe","space":"a","page_size":-1}"#,
+                "page_size: invalid value",
+            ),
+            (
+                r#"{"type":"unwatch","users":[null]}"#,
+                "users[0]: invalid type: null",
+            ),
+            (r#"{"ref":{"a":1},"type":"ping"}"#, "ref: invalid type: map"),
+            (
+                r#"{"type":"join","space":"a","bogus":1}"#,
+                "bogus: unknown field `bogus`",
+            ),
+            (r#"{"type":"update","space":"a"}"#, "missing field `meta`"),
+            (r#"{"type":"nope"}"#, "unknown variant `nope`"),
+            (r#"{"space":"a"}"#, "missing field `type`"),
+        ] {
+            let got = refusal(text);
+            assert!(got.starts_with(starts), "{text}: {got}");
+        }
+        let long = format!(r#"{{"type":"ping","ref":"{}"}}"#, "x".repeat(65));
+        assert_eq!(refusal(&long), "ref: ref is 65 bytes; the limit is 64");
     }
 
     #[test]
