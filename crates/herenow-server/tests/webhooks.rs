@@ -25,7 +25,7 @@ const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 struct Hooked {
     state: AppState,
     store: Arc<MemoryStore>,
-    _clock: ManualClock,
+    clock: ManualClock,
 }
 
 impl Drop for Hooked {
@@ -68,7 +68,7 @@ async fn hooked(config: WebhookConfig) -> Hooked {
     Hooked {
         state,
         store,
-        _clock: clock,
+        clock,
     }
 }
 
@@ -262,6 +262,65 @@ async fn a_refusal_drops_the_batch_and_counts_it() {
 }
 
 #[tokio::test]
+async fn a_failing_batch_is_retried_until_its_oldest_event_is_max_age_old() {
+    let mut rx = Receiver::start().await;
+    rx.script([Reply::Status(503); 50]);
+    let mut config = webhooks(&[rx.url()]);
+    config.max_age = Duration::from_secs(60);
+    let h = hooked(config).await;
+    join(&h.store, "lobby", &["ann"]).await;
+    let n = rx.next().await.events().len() as u64;
+    // Retried while the events are younger than a minute by the store's
+    // clock, whenever their first attempt was; dropped once they are not.
+    h.clock.advance(Duration::from_secs(60));
+    let view = until(&h.state, "expired", |v| {
+        v["endpoints"][0]["dropped"]["expired"] == n && v["outbox"]["depth"] == 0
+    })
+    .await;
+    assert_eq!(view["endpoints"][0]["delivered"], 0);
+    assert_eq!(view["endpoints"][0]["last_error"]["error"], "HTTP 503");
+}
+
+#[tokio::test]
+async fn events_past_max_age_when_claimed_are_dropped_without_a_request() {
+    // Events captured while no server delivered (the store's outbox was
+    // open, say by another server, and nothing claimed for two hours).
+    let clock = ManualClock::new(T0);
+    let store = memory_store(&clock);
+    store
+        .outbox_open(herenow_core::outbox::OutboxOptions::default())
+        .await
+        .unwrap();
+    join(&store, "lobby", &["ann"]).await;
+    clock.advance(Duration::from_secs(2 * 3600));
+    let mut rx = Receiver::start().await;
+    let mut config = webhooks(&[rx.url()]);
+    config.max_age = Duration::from_secs(3600);
+    let config = Config {
+        webhooks: config,
+        ..Config::default()
+    };
+    let state = memory_state(store.clone(), &config);
+    state
+        .webhooks()
+        .start(&TaskTracker::new(), state.shutdown_token())
+        .await
+        .unwrap();
+    join(&store, "lobby", &["bob"]).await;
+    // The first request holds only the fresh event: ann's join and the
+    // space's `occupied` are two hours old.
+    let got = rx.next().await.events();
+    assert_eq!(said(&got), [("join".into(), "bob".into())]);
+    let view = until(&state, "acknowledged", |v| {
+        v["endpoints"][0]["delivered"] == 1 && v["outbox"]["depth"] == 0
+    })
+    .await;
+    assert_eq!(view["endpoints"][0]["dropped"]["expired"], 2);
+    assert!(rx.try_next().is_none());
+    state.shutdown_token().cancel();
+}
+
+#[tokio::test]
 async fn each_members_events_arrive_in_order_through_retries() {
     let mut rx = Receiver::start().await;
     rx.script([
@@ -336,7 +395,7 @@ async fn a_dead_endpoint_holds_back_neither_another_nor_heartbeats() {
     ]);
     config.queue_limit = 5;
     let h = hooked(config).await;
-    let api = support::http::Api::over(h.state.clone(), h._clock.clone());
+    let api = support::http::Api::over(h.state.clone(), h.clock.clone());
     let started = tokio::time::Instant::now();
     for i in 0..40 {
         // Through the HTTP API: heartbeats answer while an endpoint hangs.

@@ -42,7 +42,8 @@ pub struct WebhookArgs {
     #[arg(long, env = "HERENOW_WEBHOOK_TIMEOUT", default_value = "10s", value_parser = positive_duration)]
     pub webhook_timeout: Duration,
 
-    /// How long a failing batch is retried before its events are dropped
+    /// How long after it happened an event is still delivered: a failing
+    /// batch is retried until its oldest event is this old, then dropped
     /// and counted.
     #[arg(long, env = "HERENOW_WEBHOOK_MAX_AGE", default_value = "24h", value_parser = positive_duration)]
     pub webhook_max_age: Duration,

@@ -8,10 +8,18 @@
 //! - 2xx: delivered;
 //! - timeout, connection error, 5xx, 408, 429: retried after
 //!   `Retry-After` (seconds or an HTTP date, capped) or a random delay up
-//!   to `base · 2^attempt` (capped), until the batch's first attempt is
-//!   `max_age` old; then dropped and counted `expired`;
+//!   to `base · 2^attempt` (capped), as long as the batch's oldest event
+//!   would still be younger than `max_age` at the next try; then dropped
+//!   and counted `expired`;
 //! - any other status (4xx, a redirect, which is never followed): dropped
 //!   and counted `rejected`.
+//!
+//! An event's age is counted from when it happened (the store's clock),
+//! not from its first attempt: an event that waited in the outbox while
+//! no server delivered, or that a restart hands out again, is not sent
+//! once it is `max_age` old (dropped and counted `expired` without a
+//! request), so an endpoint back after a long outage gets the recent
+//! events, not a day-old backlog of joins and leaves.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -39,6 +47,9 @@ pub struct Queued {
     pub id: String,
     /// [`super::wire::event_json`] of it.
     pub json: Vec<u8>,
+    /// When it happened ([`herenow_core::OutboxEvent::at_ms`]): its age
+    /// decides when it is no longer worth delivering.
+    pub at_ms: Millis,
 }
 
 /// How one attempt went.
@@ -86,11 +97,19 @@ pub struct RetryPolicy {
     pub base: Duration,
     /// The longest delay, `Retry-After` included.
     pub cap: Duration,
-    /// How long a batch is retried, from its first attempt.
+    /// How long after it happened an event is still delivered.
     pub max_age: Duration,
 }
 
 impl RetryPolicy {
+    /// Whether an event that happened at `at_ms` is past `max_age` at
+    /// `now_ms` (an event stamped ahead of `now_ms`, by a server whose
+    /// clock is ahead, is new).
+    pub fn expired(&self, at_ms: Millis, now_ms: Millis) -> bool {
+        let max = u64::try_from(self.max_age.as_millis()).unwrap_or(u64::MAX);
+        now_ms.saturating_sub(at_ms) >= max
+    }
+
     /// The delay before retry number `attempt` (0 for the first): a
     /// uniformly random time up to `base · 2^attempt`, capped ("full
     /// jitter"), at least a millisecond.
@@ -147,32 +166,49 @@ impl Lane {
             }
             self.state
                 .set_depth(queue.len() + usize::from(carry.is_some()));
+            let now = self.store.now_ms();
+            let (items, old): (Vec<_>, Vec<_>) = items
+                .into_iter()
+                .partition(|q| !self.policy.expired(q.at_ms, now));
+            self.dropped(WebhookDrop::Expired, old.iter().map(|q| q.id.as_str()));
+            let Some(oldest) = items.iter().map(|q| q.at_ms).min() else {
+                continue;
+            };
             let batch = Batch::new(
                 items.iter().map(|q| (q.id.as_str(), q.json.as_slice())),
-                self.store.now_ms(),
+                now,
             );
-            match self.deliver(&batch).await {
+            match self.deliver(&batch, oldest).await {
                 Ended::Shutdown => return,
-                Ended::Delivered => {}
+                Ended::Delivered => self
+                    .in_flight
+                    .finish(batch.event_ids.iter().map(String::as_str)),
                 Ended::Dropped(reason) => {
-                    tracing::warn!(
-                        endpoint = self.state.name(),
-                        events = items.len(),
-                        reason = reason.label(),
-                        "webhook events dropped"
-                    );
-                    self.state.dropped(reason, items.len());
+                    self.dropped(reason, batch.event_ids.iter().map(String::as_str));
                 }
             }
-            self.in_flight
-                .finish(batch.event_ids.iter().map(String::as_str));
         }
     }
 
-    /// Sends `batch` until it is delivered, refused, too old, or the
-    /// server stops.
-    async fn deliver(&self, batch: &Batch) -> Ended {
-        let first = Instant::now();
+    /// Gives up on `ids` for this endpoint: logged, counted and finished
+    /// (acknowledged once no other endpoint holds them).
+    fn dropped<'a>(&self, reason: WebhookDrop, ids: impl ExactSizeIterator<Item = &'a str>) {
+        if ids.len() == 0 {
+            return;
+        }
+        tracing::warn!(
+            endpoint = self.state.name(),
+            events = ids.len(),
+            reason = reason.label(),
+            "webhook events dropped"
+        );
+        self.state.dropped(reason, ids.len());
+        self.in_flight.finish(ids);
+    }
+
+    /// Sends `batch`, whose oldest event happened at `oldest`, until it is
+    /// delivered, refused, too old, or the server stops.
+    async fn deliver(&self, batch: &Batch, oldest: Millis) -> Ended {
         let mut attempt = 0u32;
         loop {
             let started = Instant::now();
@@ -200,7 +236,8 @@ impl Lane {
                 Some(d) => d.min(self.policy.cap),
                 None => self.policy.backoff(attempt),
             };
-            if first.elapsed() + delay > self.policy.max_age {
+            let next_try = now.saturating_add(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX));
+            if self.policy.expired(oldest, next_try) {
                 return Ended::Dropped(WebhookDrop::Expired);
             }
             tokio::select! {
@@ -340,6 +377,21 @@ mod tests {
             Some(Duration::ZERO)
         );
         assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    #[test]
+    fn an_event_expires_max_age_after_it_happened() {
+        let p = RetryPolicy {
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(600),
+            max_age: Duration::from_secs(3600),
+        };
+        let at = 1_700_000_000_000;
+        assert!(!p.expired(at, at));
+        assert!(!p.expired(at, at + 3_599_999));
+        assert!(p.expired(at, at + 3_600_000));
+        // Stamped ahead of this server's clock (another server's): new.
+        assert!(!p.expired(at + 5_000, at));
     }
 
     #[test]

@@ -33,8 +33,9 @@ pub struct WebhookConfig {
     /// How long one request may take before it counts as failed and is
     /// retried.
     pub timeout: Duration,
-    /// How long a batch is retried before its events are dropped and
-    /// counted, from its first attempt on this server.
+    /// How long after it happened an event is still delivered: a failing
+    /// batch is retried until its oldest event is this old, and an older
+    /// event is dropped and counted without a request.
     pub max_age: Duration,
     /// Events waiting per endpoint; past it new events are dropped for
     /// that endpoint and counted (`overflow`).

@@ -497,6 +497,7 @@ fn route(
     }
     let queued = Arc::new(Queued {
         json: wire::event_json(&event),
+        at_ms: event.at_ms,
         id: event.id,
     });
     for t in &targets {
