@@ -23,6 +23,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::problem::ApiError;
+use crate::protocol::object::Object;
 
 /// A request body that is declared JSON and fits the body limit; parse it
 /// with [`JsonBody::parse`].
@@ -139,7 +140,9 @@ impl JsonBody {
                 ),
             )
         })?;
-        serde_json::from_str(text).map_err(|e| json_error(e, &where_in::<T>(text)))
+        serde_json::from_str::<Object<T>>(text)
+            .map(|body| body.0)
+            .map_err(|e| json_error(e, &where_in::<Object<T>>(text)))
     }
 }
 

@@ -259,6 +259,26 @@ async fn a_refused_body_names_the_field_at_fault() {
             "bad-json",
             "members[0].kind: unknown variant `robot`",
         ),
+        // serde would read a struct from an array of its fields; the
+        // schema says objects.
+        (
+            "/v1/spaces/lobby/heartbeats",
+            json!({"heartbeats": [{"id": "a"}, ["b"]]}),
+            "bad-json",
+            "heartbeats[1]: invalid type: sequence, expected an object",
+        ),
+        (
+            "/v1/spaces/lobby/heartbeat",
+            json!(["a"]),
+            "bad-json",
+            "invalid type: sequence, expected an object",
+        ),
+        (
+            "/v1/spaces/lobby/online-among",
+            json!({"members": [["a", "user"]]}),
+            "bad-json",
+            "members[0]: invalid type: sequence",
+        ),
     ];
     for (uri, body, code, starts) in cases {
         let a = h.post(uri, body.clone()).await;
@@ -273,6 +293,30 @@ async fn a_refused_body_names_the_field_at_fault() {
         .await;
     a.problem(StatusCode::BAD_REQUEST, "bad-json");
     assert!(detail(&a).starts_with("online_ms: "), "{}", detail(&a));
+    for body in [
+        json!([1000, 2000, 3000, 4000]),
+        json!({"online_ms": 1, "away_ms": 2, "window_ms": 3, "retention_ms": 4,
+               "webhooks": [["http://example.com/hook"]]}),
+    ] {
+        let a = h.put("/v1/spaces/lobby/config", body.clone()).await;
+        a.problem(StatusCode::BAD_REQUEST, "bad-json");
+        assert!(
+            detail(&a).contains("expected an object"),
+            "{body}: {}",
+            detail(&a)
+        );
+    }
+    for body in [json!([["bob"]]), json!([[]])] {
+        let a = h.put("/v1/friends/ann", body.clone()).await;
+        a.problem(StatusCode::BAD_REQUEST, "bad-json");
+        assert!(
+            detail(&a).contains("expected an object"),
+            "{body}: {}",
+            detail(&a)
+        );
+    }
+    let friends = h.get("/v1/friends/ann").await.ok();
+    assert_eq!(friends["friends"], json!([]), "{friends}");
     let a = h
         .raw(
             "/v1/spaces/lobby/heartbeat",

@@ -41,7 +41,7 @@ impl MemberRef<'_> {
 #[serde(deny_unknown_fields)]
 pub struct MembersBody<'a> {
     /// 1 to 10,000 members.
-    #[serde(borrow, deserialize_with = "crate::protocol::bounded::batch")]
+    #[serde(borrow, deserialize_with = "crate::protocol::bounded::objects")]
     pub members: Vec<MemberRef<'a>>,
 }
 

@@ -66,7 +66,7 @@ impl HeartbeatBody<'_> {
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatsBody<'a> {
     /// 1 to 10,000 heartbeats.
-    #[serde(borrow, deserialize_with = "crate::protocol::bounded::batch")]
+    #[serde(borrow, deserialize_with = "crate::protocol::bounded::objects")]
     pub heartbeats: Vec<HeartbeatBody<'a>>,
 }
 

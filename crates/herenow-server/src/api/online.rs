@@ -201,7 +201,7 @@ pub async fn count(
 #[serde(deny_unknown_fields)]
 pub struct AmongBody<'a> {
     /// 1 to 10,000 members to look at.
-    #[serde(borrow, deserialize_with = "crate::protocol::bounded::batch")]
+    #[serde(borrow, deserialize_with = "crate::protocol::bounded::objects")]
     pub members: Vec<MemberRef<'a>>,
     /// A humantime duration (`10m`); default: the space's window.
     #[serde(borrow, default)]

@@ -16,13 +16,19 @@ use std::marker::PhantomData;
 use herenow_core::limits::MAX_BATCH;
 use serde::de::{self, Deserialize, Deserializer, SeqAccess, Visitor};
 
+use super::object::Object;
+
 /// How a list refused for its length starts its error message; the
 /// extractor turns such an error into a `batch-too-large` problem.
 pub const TOO_LARGE: &str = "batch-too-large: ";
 
-struct AtMost<T, const MAX: usize>(PhantomData<T>);
+/// Reads a list of at most `MAX` items; with `OBJECTS`, each item from a
+/// JSON object only ([`Object`]).
+struct AtMost<T, const MAX: usize, const OBJECTS: bool>(PhantomData<T>);
 
-impl<'de, T: Deserialize<'de>, const MAX: usize> Visitor<'de> for AtMost<T, MAX> {
+impl<'de, T: Deserialize<'de>, const MAX: usize, const OBJECTS: bool> Visitor<'de>
+    for AtMost<T, MAX, OBJECTS>
+{
     type Value = Vec<T>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -32,7 +38,13 @@ impl<'de, T: Deserialize<'de>, const MAX: usize> Visitor<'de> for AtMost<T, MAX>
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
         // JSON gives no length ahead; grow as items come.
         let mut items = Vec::new();
-        while let Some(item) = seq.next_element()? {
+        loop {
+            let next = if OBJECTS {
+                seq.next_element::<Object<T>>()?.map(|o| o.0)
+            } else {
+                seq.next_element::<T>()?
+            };
+            let Some(item) = next else { break };
             if items.len() == MAX {
                 return Err(de::Error::custom(format_args!(
                     "{TOO_LARGE}the list has more than {MAX} items; the limit is {MAX}"
@@ -50,7 +62,7 @@ where
     D: Deserializer<'de>,
     T: Deserialize<'de>,
 {
-    d.deserialize_seq(AtMost::<T, MAX>(PhantomData))
+    d.deserialize_seq(AtMost::<T, MAX, false>(PhantomData))
 }
 
 /// A batch: at most [`MAX_BATCH`] items.
@@ -62,6 +74,15 @@ where
     at_most::<D, T, MAX_BATCH>(d)
 }
 
+/// A batch of structs, each read from a JSON object only ([`Object`]).
+pub fn objects<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    d.deserialize_seq(AtMost::<T, MAX_BATCH, true>(PhantomData))
+}
+
 /// An optional batch: absent or `null` is `None`, a list is read as
 /// [`batch`] reads it.
 pub fn opt_batch<'de, D, T>(d: D) -> Result<Option<Vec<T>>, D::Error>
@@ -69,9 +90,27 @@ where
     D: Deserializer<'de>,
     T: Deserialize<'de>,
 {
-    struct Opt<T>(PhantomData<T>);
+    opt::<D, T, false>(d)
+}
 
-    impl<'de, T: Deserialize<'de>> Visitor<'de> for Opt<T> {
+/// An optional batch of structs: absent or `null` is `None`, a list is
+/// read as [`objects`] reads it.
+pub fn opt_objects<'de, D, T>(d: D) -> Result<Option<Vec<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    opt::<D, T, true>(d)
+}
+
+fn opt<'de, D, T, const OBJECTS: bool>(d: D) -> Result<Option<Vec<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct Opt<T, const OBJECTS: bool>(PhantomData<T>);
+
+    impl<'de, T: Deserialize<'de>, const OBJECTS: bool> Visitor<'de> for Opt<T, OBJECTS> {
         type Value = Option<Vec<T>>;
 
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -87,11 +126,12 @@ where
         }
 
         fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            batch(d).map(Some)
+            d.deserialize_seq(AtMost::<T, MAX_BATCH, OBJECTS>(PhantomData))
+                .map(Some)
         }
     }
 
-    d.deserialize_option(Opt(PhantomData))
+    d.deserialize_option(Opt::<T, OBJECTS>(PhantomData))
 }
 
 #[cfg(test)]

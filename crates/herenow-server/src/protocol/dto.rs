@@ -149,7 +149,7 @@ pub struct SpaceConfigDto {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "super::bounded::opt_batch"
+        deserialize_with = "super::bounded::opt_objects"
     )]
     #[schema(max_items = 8)]
     pub webhooks: Option<Vec<SpaceWebhookDto>>,

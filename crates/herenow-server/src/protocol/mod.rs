@@ -14,7 +14,9 @@
 //! - [`whole`]: whole numbers in bodies, read as JSON Schema reads them
 //!   (`2.0` is `2`);
 //! - [`bounded`]: lists in bodies, refused at their first item past the
-//!   limit rather than read whole first.
+//!   limit rather than read whole first;
+//! - [`object`]: structs in bodies read from JSON objects only (serde
+//!   would also take an array of their fields).
 //!
 //! Kept apart so that `api`, `sse`, `ws` and `token` depend on one leaf
 //! module rather than on each other: a change to a shape shows up here,
@@ -22,6 +24,7 @@
 
 pub mod bounded;
 pub mod dto;
+pub mod object;
 pub mod watch;
 pub mod whole;
 pub mod ws;
