@@ -680,6 +680,11 @@ mod tests {
         }
         let long = format!(r#"{{"type":"ping","ref":"{}"}}"#, "x".repeat(65));
         assert_eq!(refusal(&long), "ref: ref is 65 bytes; the limit is 64");
+        // Every type is looked up by `fault_in`: a field none has is named.
+        for kind in MESSAGE_TYPES {
+            let got = refusal(&format!(r#"{{"type":"{kind}","zz":1}}"#));
+            assert!(got.starts_with("zz: unknown field `zz`"), "{kind}: {got}");
+        }
     }
 
     #[test]
