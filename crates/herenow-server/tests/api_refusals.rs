@@ -293,21 +293,19 @@ async fn a_refused_body_names_the_field_at_fault() {
         .await;
     a.problem(StatusCode::BAD_REQUEST, "bad-json");
     assert!(detail(&a).starts_with("online_ms: "), "{}", detail(&a));
-    for body in [
-        json!([1000, 2000, 3000, 4000]),
-        json!({"online_ms": 1, "away_ms": 2, "window_ms": 3, "retention_ms": 4,
-               "webhooks": [["http://example.com/hook"]]}),
+    // Arrays where the schema has objects (serde would read a struct from
+    // an array of its fields).
+    for (uri, body) in [
+        ("/v1/spaces/lobby/config", json!([1000, 2000, 3000, 4000])),
+        (
+            "/v1/spaces/lobby/config",
+            json!({"online_ms": 1, "away_ms": 2, "window_ms": 3, "retention_ms": 4,
+                   "webhooks": [["http://example.com/hook"]]}),
+        ),
+        ("/v1/friends/ann", json!([["bob"]])),
+        ("/v1/friends/ann", json!([[]])),
     ] {
-        let a = h.put("/v1/spaces/lobby/config", body.clone()).await;
-        a.problem(StatusCode::BAD_REQUEST, "bad-json");
-        assert!(
-            detail(&a).contains("expected an object"),
-            "{body}: {}",
-            detail(&a)
-        );
-    }
-    for body in [json!([["bob"]]), json!([[]])] {
-        let a = h.put("/v1/friends/ann", body.clone()).await;
+        let a = h.put(uri, body.clone()).await;
         a.problem(StatusCode::BAD_REQUEST, "bad-json");
         assert!(
             detail(&a).contains("expected an object"),

@@ -55,6 +55,11 @@ fn webhooks(specs: &[String]) -> WebhookConfig {
 async fn hooked(config: WebhookConfig) -> Hooked {
     let clock = ManualClock::new(T0);
     let store = memory_store(&clock);
+    hooked_over(store, clock, config).await
+}
+
+/// [`hooked`] over a store made (and written to) already.
+async fn hooked_over(store: Arc<MemoryStore>, clock: ManualClock, config: WebhookConfig) -> Hooked {
     let config = Config {
         webhooks: config,
         ..Config::default()
@@ -296,28 +301,18 @@ async fn events_past_max_age_when_claimed_are_dropped_without_a_request() {
     let mut rx = Receiver::start().await;
     let mut config = webhooks(&[rx.url()]);
     config.max_age = Duration::from_secs(3600);
-    let config = Config {
-        webhooks: config,
-        ..Config::default()
-    };
-    let state = memory_state(store.clone(), &config);
-    state
-        .webhooks()
-        .start(&TaskTracker::new(), state.shutdown_token())
-        .await
-        .unwrap();
-    join(&store, "lobby", &["bob"]).await;
+    let h = hooked_over(store, clock, config).await;
+    join(&h.store, "lobby", &["bob"]).await;
     // The first request holds only the fresh event: ann's join and the
     // space's `occupied` are two hours old.
     let got = rx.next().await.events();
     assert_eq!(said(&got), [("join".into(), "bob".into())]);
-    let view = until(&state, "acknowledged", |v| {
+    let view = until(&h.state, "acknowledged", |v| {
         v["endpoints"][0]["delivered"] == 1 && v["outbox"]["depth"] == 0
     })
     .await;
     assert_eq!(view["endpoints"][0]["dropped"]["expired"], 2);
     assert!(rx.try_next().is_none());
-    state.shutdown_token().cancel();
 }
 
 #[tokio::test]
