@@ -8,10 +8,14 @@
 #   scripts/fuzz-api.sh                          # long run: memory store, 300 s
 #   scripts/fuzz-api.sh --max-time 1800          # longer
 #   scripts/fuzz-api.sh --store redis://127.0.0.1:6379/15
+#   scripts/fuzz-api.sh --redis                  # over a redis-server it starts
+#   HERENOW_REDIS_SHARDS=4 scripts/fuzz-api.sh --redis-cluster   # 3 masters it starts
 #   scripts/fuzz-api.sh --max-examples 10 --max-time 60   # what fuzz-api-short.sh runs
 #   scripts/fuzz-api.sh --seed 42                # reproduce a run
 #
-# Options: --store URL (herenow's --store; default memory), --max-time
+# Options: --store URL (herenow's --store; default memory), --redis /
+# --redis-cluster (a redis-server, or a cluster of three, started here on
+# free ports and stopped by pid at the end), --max-time
 # SECONDS (budget of the whole run; fuzzing and stateful repeat until it is
 # spent; default 300), --max-examples N (per operation; default 200),
 # --seed N, --workers N (default 1), and after `--` any schemathesis option.
@@ -37,12 +41,14 @@ extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --store) store="$2"; shift 2 ;;
+    --redis) store=spawn-redis; shift ;;
+    --redis-cluster) store=spawn-cluster; shift ;;
     --max-time) max_time="$2"; shift 2 ;;
     --max-examples) max_examples="$2"; shift 2 ;;
     --workers) workers="$2"; shift 2 ;;
     --seed) seed=(--seed "$2"); shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "fuzz-api.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -63,6 +69,55 @@ if [ "$("$venv/bin/schemathesis" --version 2>/dev/null)" != "schemathesis, versi
 fi
 
 work="$(mktemp -d)"
+pid=""
+redis_pids=()
+cleanup() {
+  [ -n "$pid" ] && { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
+  for p in "${redis_pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+# start_redis PORT [ARGS…]: a redis-server of our own, no persistence.
+start_redis() {
+  local port=$1
+  shift
+  mkdir -p "$work/redis-$port"
+  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+    --dir "$work/redis-$port" "$@" >"$work/redis-$port/log" 2>&1 &
+  redis_pids+=($!)
+  for _ in $(seq 100); do
+    redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "fuzz-api.sh: redis-server on $port did not start" >&2
+  exit 1
+}
+case "$store" in
+  spawn-redis)
+    port=$(free_port)
+    start_redis "$port"
+    store="redis://127.0.0.1:$port/0"
+    ;;
+  spawn-cluster)
+    nodes=()
+    for _ in 1 2 3; do
+      port=$(free_port)
+      start_redis "$port" --cluster-enabled yes --cluster-config-file "$work/redis-$port/nodes.conf"
+      nodes+=("127.0.0.1:$port")
+    done
+    redis-cli --cluster create "${nodes[@]}" --cluster-yes >"$work/cluster.log" 2>&1 \
+      || { cat "$work/cluster.log" >&2; exit 1; }
+    for _ in $(seq 100); do
+      redis-cli -p "${nodes[0]#*:}" cluster info | grep -q 'cluster_state:ok' && break
+      sleep 0.1
+    done
+    store="redis+cluster://$(IFS=,; echo "${nodes[*]}")"
+    ;;
+esac
+echo "fuzz-api.sh: store $store" >&2
 key="fuzz-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
 # A --webhook-secret: a space's webhook endpoint given without a secret of
 # its own is then valid, as the schema says.
@@ -70,7 +125,6 @@ RUST_LOG=warn "$HERENOW_BIN" serve --listen 127.0.0.1:0 --store "$store" --api-k
   --webhook-secret "whsec_$(head -c 32 /dev/urandom | base64 | tr -d '\n')" \
   >"$work/server.log" 2>&1 &
 pid=$!
-trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 base=""
 for _ in $(seq 100); do
   base="$(grep -o 'listening on http://[0-9.:]*' "$work/server.log" | head -n1 | cut -d' ' -f3 || true)"
