@@ -81,6 +81,8 @@ async fn bad_messages_after_hello_get_errors_and_the_socket_stays_open() {
     for (msg, code) in [
         (json!({"type": "join"}), "bad-message"),
         (json!({"type": "join", "space": 1}), "bad-message"),
+        // A variant's index is no type (serde would take 1 for `join`).
+        (json!({"type": 1, "space": "room:1"}), "bad-message"),
         (
             json!({"type": "join", "space": "room:1", "x": 1}),
             "bad-message",
@@ -140,7 +142,7 @@ async fn bad_messages_after_hello_get_errors_and_the_socket_stays_open() {
         );
         assert!(e.get("ref").is_none(), "{e}");
     }
-    // 17 errors, fewer than the 20 that would close it: still open.
+    // 18 errors, fewer than the 20 that would close it: still open.
     assert_eq!(c.request(json!({"type": "ping"})).await["type"], "pong");
     // Nothing was joined.
     assert!(

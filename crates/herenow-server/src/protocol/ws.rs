@@ -192,7 +192,7 @@ pub fn decode(text: &str) -> Result<Envelope<'_>, Undecodable> {
             error: WsError::new("bad-json", "a message must be one JSON object"),
         });
     }
-    serde_json::from_str::<Envelope<'_>>(text).map_err(|e| {
+    let envelope = serde_json::from_str::<Envelope<'_>>(text).map_err(|e| {
         let error = if e.is_data() {
             WsError::bad_message(fault_in(text).unwrap_or_else(|| e.to_string()))
         } else {
@@ -202,7 +202,30 @@ pub fn decode(text: &str) -> Result<Envelope<'_>, Undecodable> {
             reference: ref_of(text),
             error,
         }
-    })
+    })?;
+    // serde reads an internally tagged enum's tag through a buffer that
+    // also takes a variant's index: `{"type": 4}` would be a `ping`.
+    if serde_json::from_str::<TypeName<'_>>(text).is_err() {
+        return Err(Undecodable {
+            reference: envelope.reference,
+            error: WsError::bad_message(type_not_a_string()),
+        });
+    }
+    Ok(envelope)
+}
+
+/// A frame's `type`, read only to see that it is a string.
+#[derive(Deserialize)]
+struct TypeName<'a> {
+    #[serde(rename = "type", borrow)]
+    _kind: Cow<'a, str>,
+}
+
+fn type_not_a_string() -> String {
+    format!(
+        "type: must be a string, one of {}",
+        MESSAGE_TYPES.join(", ")
+    )
 }
 
 /// Why a frame that is JSON is no message, starting with the field at
@@ -223,8 +246,11 @@ fn fault_in(text: &str) -> Option<String> {
         return Some(format!("ref: {e}"));
     }
     let kind = fields.remove("type")?;
+    let Some(kind) = kind.as_str() else {
+        return Some(type_not_a_string());
+    };
     let fields = serde_json::Value::Object(fields);
-    match kind.as_str()? {
+    match kind {
         "hello" => fault_of::<Hello>(&fields),
         "join" => fault_of::<Join>(&fields),
         "leave" => fault_of::<Leave>(&fields),
@@ -674,6 +700,13 @@ mod tests {
             (r#"{"type":"update","space":"a"}"#, "missing field `meta`"),
             (r#"{"type":"nope"}"#, "unknown variant `nope`"),
             (r#"{"space":"a"}"#, "missing field `type`"),
+            // serde would take a variant's index for its name.
+            (
+                r#"{"type":4}"#,
+                "type: must be a string, one of hello, join,",
+            ),
+            (r#"{"type":1,"space":"a"}"#, "type: must be a string"),
+            (r#"{"type":null,"space":"a"}"#, "type: must be a string"),
         ] {
             let got = refusal(text);
             assert!(got.starts_with(starts), "{text}: {got}");
