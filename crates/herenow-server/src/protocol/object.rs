@@ -21,7 +21,6 @@ use std::marker::PhantomData;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
 
 /// A `T` read from a JSON object only.
-#[repr(transparent)]
 pub struct Object<T>(pub T);
 
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {

@@ -184,7 +184,8 @@ pub struct Undecodable {
 
 /// Parses one text frame (at most 64 KiB: the socket refuses bigger
 /// ones) into a message and its `ref`. Never panics; nesting deeper than
-/// serde_json's limit (128) is `bad-json`.
+/// serde_json's limit (128) is `bad-json`; a `type` that is not a string
+/// is `bad-message`.
 pub fn decode(text: &str) -> Result<Envelope<'_>, Undecodable> {
     if !text.trim_start().starts_with('{') {
         return Err(Undecodable {
