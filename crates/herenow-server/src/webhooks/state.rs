@@ -266,7 +266,8 @@ pub struct DroppedView {
     /// It answered a 4xx other than 408 and 429 (or a redirect, never
     /// followed).
     pub rejected: u64,
-    /// Still failing after the maximum age.
+    /// Past the maximum age (`--webhook-max-age`) since they happened:
+    /// still failing then, or already that old when their turn came.
     pub expired: u64,
 }
 
