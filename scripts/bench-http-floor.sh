@@ -51,9 +51,8 @@ dir=$(mktemp -d)
 server=""
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$dir"' EXIT
 cp scripts/loads/single.lua "$dir/single.lua"
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+# shellcheck source=scripts/lib/ports.sh
+. scripts/lib/ports.sh
 threads=$(( $(taskset -c "$LOAD_CORES" nproc) ))
 [ "$threads" -gt 8 ] && threads=8
 hz=$(getconf CLK_TCK)

@@ -18,9 +18,8 @@ cargo build --release -p herenow --quiet
 dir=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$dir"' EXIT
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+# shellcheck source=scripts/lib/ports.sh
+. scripts/lib/ports.sh
 declare -A port
 for j in 0 1; do
   port[$j]=$(free_port)

@@ -22,9 +22,8 @@ HOLD=${HOLD:-30}
 PEERLOAD=${PEERLOAD:-/tmp/peerload-target/release/peerload}
 SECRET=bench-peerload-secret-0123456789abcdef
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+# shellcheck source=scripts/lib/ports.sh
+. scripts/lib/ports.sh
 wait_http() {
   for _ in $(seq 200); do curl -sf "$1" >/dev/null && return 0; sleep 0.1; done
   echo "no answer from $1" >&2

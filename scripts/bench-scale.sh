@@ -83,9 +83,8 @@ if [ -z "${CORES:-}" ]; then
   done
 fi
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+# shellcheck source=scripts/lib/ports.sh
+. scripts/lib/ports.sh
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # Redis' side of a run, read before and after it: its CPU ticks, and the

@@ -30,9 +30,8 @@ CONNECTIONS=${CONNECTIONS:-64}
 RUNS=${RUNS:-3}
 N=${N:-1000000}
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+# shellcheck source=scripts/lib/ports.sh
+. scripts/lib/ports.sh
 wait_http() {
   for _ in $(seq 200); do curl -sf "$1" >/dev/null && return 0; sleep 0.1; done
   echo "no answer from $1" >&2

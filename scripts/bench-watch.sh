@@ -38,7 +38,8 @@ case "$STORE" in memory | redis) ;; *) echo "STORE must be memory or redis" >&2;
 cargo build --release -p herenow --quiet
 cargo build --release -p herenow-server --example watch_load --quiet
 dir=$(mktemp -d)
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=scripts/lib/ports.sh
+. scripts/lib/ports.sh
 pids=()
 stop_all() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done

@@ -23,7 +23,8 @@ STORE=${STORE:-memory}
 cargo build --release -p herenow --quiet
 cargo build --release -p herenow-server --example ws_load --quiet
 dir=$(mktemp -d)
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=scripts/lib/ports.sh
+. scripts/lib/ports.sh
 port=$(free_port)
 secret=$(head -c 24 /dev/urandom | base64)
 pids=()

@@ -77,9 +77,8 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+# shellcheck source=scripts/lib/ports.sh
+. scripts/lib/ports.sh
 # start_redis PORT [ARGS…]: a redis-server of our own, no persistence.
 start_redis() {
   local port=$1
