@@ -174,8 +174,32 @@ pub struct OutboxOptions {
     /// endpoints of its own): the store may stop capturing again once no
     /// space names any, as a store restarted then would not capture. The
     /// memory store does; on Redis the switch is shared by every server
-    /// and stays on. `false` (the default): capture whatever spaces name.
+    /// and stays on while any server that opened it runs. `false` (the
+    /// default): capture whatever spaces name.
     pub for_spaces: bool,
+    /// How long after it happened an event is still worth delivering (a
+    /// server's `--webhook-max-age`; 24 hours by default). On Redis, where
+    /// servers without webhooks capture for the others, it bounds what no
+    /// one delivers: capture stops once no store that opened the outbox
+    /// has renewed its switch for this long (at least
+    /// [`MIN_LEASE_MS`]), and each stream expires this long after its
+    /// newest event, when every event in it is too old to deliver. The
+    /// memory store keeps its outbox only while its own server runs and
+    /// needs no such bound.
+    pub keep_ms: Millis,
+}
+
+/// The shortest lease a store that opened the outbox renews its switch
+/// for, whatever [`OutboxOptions::keep_ms`] says: many ticks long, so a
+/// busy or briefly disconnected server does not let capture stop.
+pub const MIN_LEASE_MS: Millis = 60_000;
+
+impl OutboxOptions {
+    /// How long the switch stays on after the last renewal:
+    /// [`keep_ms`](Self::keep_ms), at least [`MIN_LEASE_MS`].
+    pub fn lease_ms(&self) -> Millis {
+        self.keep_ms.max(MIN_LEASE_MS)
+    }
 }
 
 impl Default for OutboxOptions {
@@ -183,6 +207,7 @@ impl Default for OutboxOptions {
         Self {
             max_events: 100_000,
             for_spaces: false,
+            keep_ms: 24 * 3_600_000,
         }
     }
 }

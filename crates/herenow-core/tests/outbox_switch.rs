@@ -55,6 +55,7 @@ async fn capture_follows_the_spaces_endpoints_unless_opened_for_its_own_sake() {
     s.outbox_open(OutboxOptions {
         max_events: 1_000,
         for_spaces: true,
+        ..OutboxOptions::default()
     })
     .await
     .unwrap();

@@ -5,7 +5,9 @@
 //! event: the common case) and churn (every member leaves, then joins
 //! again: two events each, captured by the open store). Between rounds the open
 //! store's events are claimed and acknowledged, as a server's delivery
-//! would (timed apart: the claim path's own rate). It prints members per second (one caller, batches sent
+//! would (timed apart: the claim path's own rate). A third workload makes
+//! 2,000 members leave and join one call at a time (every script call an
+//! event: the capture's fixed costs at their worst). It prints members per second (one caller, batches sent
 //! one after another) and Redis' own time per member from `INFO
 //! commandstats` (every command, scripts and the index update alike).
 //!
@@ -25,6 +27,15 @@ use herenow_redis::{RedisOptions, RedisStore};
 const T0: u64 = 1_700_000_000_000;
 const MEMBERS: usize = 20_000;
 const ROUNDS: usize = 9;
+/// Members that leave and join one call at a time per round.
+const SINGLY: usize = 2_000;
+
+#[derive(Clone, Copy)]
+enum Work {
+    Steady,
+    Churn,
+    Singly,
+}
 
 /// Redis' time in every command since the last `CONFIG RESETSTAT`, in µs.
 fn redis_usec(port: u16) -> f64 {
@@ -87,6 +98,15 @@ async fn churn(s: &RedisStore, sp: &SpaceName, members: &[MemberKey]) {
     steady(s, sp, members).await;
 }
 
+/// Each of `members` leaves and comes back, one call each: a script call
+/// per event, the capture's fixed costs paid by every one.
+async fn churn_singly(s: &RedisStore, sp: &SpaceName, members: &[MemberKey]) {
+    for m in members {
+        s.leave(sp, std::slice::from_ref(m)).await.unwrap();
+        s.heartbeat(sp, &[Heartbeat::now(m.clone())]).await.unwrap();
+    }
+}
+
 async fn drain(s: &RedisStore) -> usize {
     let mut n = 0;
     loop {
@@ -116,27 +136,35 @@ async fn main() {
     steady(&closed, &sp, &members).await;
     steady(&open, &sp, &members).await;
     drain(&open).await;
-    let mut runs: [Vec<(f64, f64)>; 4] = Default::default();
+    let mut runs: [Vec<(f64, f64)>; 6] = Default::default();
     let mut claims = Vec::new();
     for round in 0..ROUNDS {
         clock.advance(std::time::Duration::from_millis(1_000));
         let rows = [
-            ("steady, closed", &closed, false),
-            ("steady, open  ", &open, false),
-            ("churn,  closed", &closed, true),
-            ("churn,  open  ", &open, true),
+            ("steady, closed", &closed, Work::Steady),
+            ("steady, open  ", &open, Work::Steady),
+            ("churn,  closed", &closed, Work::Churn),
+            ("churn,  open  ", &open, Work::Churn),
+            ("singly, closed", &closed, Work::Singly),
+            ("singly, open  ", &open, Work::Singly),
         ];
-        for (i, (what, s, is_churn)) in rows.into_iter().enumerate() {
-            let (n, (rate, usec)) = if is_churn {
-                (
+        for (i, (what, s, work)) in rows.into_iter().enumerate() {
+            let (n, (rate, usec)) = match work {
+                Work::Churn => (
                     2 * MEMBERS,
                     timed(server.port, 2 * MEMBERS, churn(s, &sp, &members)).await,
-                )
-            } else {
-                (
+                ),
+                Work::Steady => (
                     MEMBERS,
                     timed(server.port, MEMBERS, steady(s, &sp, &members)).await,
-                )
+                ),
+                Work::Singly => {
+                    let few = &members[..SINGLY];
+                    (
+                        2 * SINGLY,
+                        timed(server.port, 2 * SINGLY, churn_singly(s, &sp, few)).await,
+                    )
+                }
             };
             let t = Instant::now();
             let events = drain(&open).await;
@@ -164,7 +192,7 @@ async fn main() {
         "  claim + ack (batches of 1,000, one space): {:.0} events/s",
         claims[claims.len() / 2]
     );
-    for (i, what) in ["steady", "churn"].iter().enumerate() {
+    for (i, what) in ["steady", "churn", "churn one per call"].iter().enumerate() {
         let (c, o) = (&runs[2 * i], &runs[2 * i + 1]);
         let (cr, cu) = (median(c, |x| x.0), median(c, |x| x.1));
         let (or, ou) = (median(o, |x| x.0), median(o, |x| x.1));

@@ -116,6 +116,9 @@ pub(crate) struct Ctx {
     /// The most events the webhook outbox keeps per space, 0 while it is
     /// closed (see [`publish_arg`](Self::publish_arg)).
     pub outbox_cap: AtomicU64,
+    /// How long (ms) each outbox stream lives after its newest event, 0
+    /// for ever (see [`OutboxOptions::keep_ms`](herenow_core::outbox::OutboxOptions::keep_ms)).
+    pub outbox_keep: AtomicU64,
     /// Redis' clock minus this store's, in ms, as last measured
     /// ([`NO_SKEW`] before the first measure); see
     /// [`RedisOptions::max_clock_skew`].
@@ -151,6 +154,7 @@ impl Ctx {
                 opts.observer.clone(),
             ),
             outbox_cap: AtomicU64::new(0),
+            outbox_keep: AtomicU64::new(0),
             clock_skew: AtomicI64::new(NO_SKEW),
             skew_measured: AtomicU64::new(0),
             opts,
@@ -185,9 +189,11 @@ impl Ctx {
 
     /// The command argument of the scripts that publish on `space`'s
     /// channels: [`publish_cmd`](Self::publish_cmd) while the webhook
-    /// outbox is closed (so capture costs nothing), else `CMD CAP MODE`,
-    /// CAP the space's cap split over its shards (at least one each), MODE
-    /// `1` for one shard, `2` for several (see [`crate::outbox_scripts`]).
+    /// outbox is closed (so capture costs nothing), else `CMD CAP MODE
+    /// KEEP`, CAP the space's cap split over its shards (at least one
+    /// each), MODE `1` for one shard, `2` for several, KEEP how long (ms)
+    /// the stream lives after its newest event, `0` for ever (see
+    /// [`crate::outbox_scripts`]).
     pub fn publish_arg(&self, space: &SpaceName) -> Cow<'static, str> {
         let cap = self.outbox_cap.load(Ordering::Relaxed);
         if cap == 0 {
@@ -196,7 +202,8 @@ impl Ctx {
         let n = self.keys.shards(space);
         let per = (cap / u64::from(n)).max(1);
         let mode = if n > 1 { 2 } else { 1 };
-        Cow::Owned(format!("{} {per} {mode}", self.publish_cmd()))
+        let keep = self.outbox_keep.load(Ordering::Relaxed);
+        Cow::Owned(format!("{} {per} {mode} {keep}", self.publish_cmd()))
     }
 
     /// The defaults as the scripts take them (online, away, window,

@@ -424,9 +424,17 @@ impl Keys {
     }
 
     /// The outbox's switch: the cap every store on this Redis captures
-    /// with, set by the first server that opens the outbox.
+    /// with, while it lasts: set by each server that opens the outbox and
+    /// renewed on its every tick, for a lease (see `store/switch.rs`).
     pub fn outbox_switch(&self) -> String {
         format!("{}:{{~outbox}}:open", self.prefix)
+    }
+
+    /// How long (ms) outbox streams live after their newest event, set
+    /// and renewed with the switch ([`outbox_switch`](Self::outbox_switch)),
+    /// in its slot.
+    pub fn outbox_keep(&self) -> String {
+        format!("{}:{{~outbox}}:keep", self.prefix)
     }
 
     /// The webhook endpoints `space` names (a JSON string), in the slot of

@@ -41,11 +41,13 @@
 //! | `P:friends:ID` | set | a user's friends (global, one slot of its own) |
 //! | `P:{~B}:followers:ID` | set | the users whose friend set holds ID (a superset: the reverse index erasure uses); `B` is the id's bucket, [`keys::user_bucket`] |
 //! | `P:{~B}:seen:ID` | sorted set | a user's index of spaces: member = a space the user is stored or remembered in (a superset), score = when a writer last marked it (ms) |
-//! | `P:{S}:wh` | stream | the webhook outbox of the shard (`{S#k}` for shard k): entries `t` (ms) and `e` (the event's tuple, or `["occupied"]` / `["vacated"]`), consumer group `herenow`; only while a store's outbox is open, deleted once drained (see "Webhooks" below) |
-//! | `P:{S}:whs` | hash | the stream's `trimmed` count and its consumer's place: `upto` (the last entry handed out), `at` (when, by the store's clock) |
+//! | `P:{S}:wh` | stream | the webhook outbox of the shard (`{S#k}` for shard k): entries `t` (ms) and `e` (the event's tuple, or `["occupied"]` / `["vacated"]`), consumer group `herenow`; only while the outbox's switch is on, deleted once drained, expiring the keep time after its newest event (see "Webhooks" below) |
+//! | `P:{S}:whs` | hash | the stream's `trimmed` count and its consumer's place: `upto` (the last entry handed out), `at` (when, by the store's clock); expires with its stream |
 //! | `P:{S}:whown` | hash | the consumer the space's events go to (`owner`) and when it last took some (`at`, ms): in shard 0's slot, one per space, expiring a day after its last write |
 //! | `P:{S}:whocc` | hash | a space split over shards: shard → the number of its last occupancy transition (negative: emptied), `n` → shards occupied |
-//! | `P:{~outbox}:streams`, `P:{~outbox}:trimmed` | sorted set, string | the tags (`S`, `S#k`) of streams that may hold events (score 0), and the trimmed count of streams since deleted |
+//! | `P:{~outbox}:streams`, `P:{~outbox}:trimmed` | sorted set, string | the tags (`S`, `S#k`) of streams that may hold events (score 0), expiring the keep time after the last capture; and the trimmed count of streams since deleted |
+//! | `P:{~outbox}:open`, `P:{~outbox}:keep` | string, string | the outbox's switch: the cap every store captures with, and the keep time (ms); a lease that each server with webhooks renews every tick (`store/switch.rs`) |
+//! | `P:{~outbox}:hooksv` | string | the version of every space's endpoints, counted up by each change |
 //! | `P:migrations` | hash | one-time migrations that have run on this prefix's data → when each finished (ms): `followers` (friend sets written before the reverse index, indexed) |
 //!
 //! Each member is stored once, in its kind's sorted set: there is no
@@ -199,8 +201,11 @@
 //! not acknowledged is delivered again (at least once). Each stream keeps
 //! at most its share of [`OutboxOptions::max_events`](herenow_core::outbox::OutboxOptions)
 //! (the cap over the space's shards, at least one each) and counts what
-//! it trims. Every server sharing a Redis should open its outbox alike:
-//! events made through a server whose outbox is closed are not captured.
+//! it trims. The servers that deliver keep the outbox's switch on, a
+//! lease they renew every tick, and every other store captures while it
+//! lasts; once none has renewed it for the keep time (their maximum age
+//! of an event, a day by default) capture stops and the streams expire,
+//! every event in them too old to deliver (`store/switch.rs`).
 //! See [`outbox_scripts`] for the scripts and `store/outbox.rs` for the
 //! walk of the index.
 //!

@@ -81,6 +81,7 @@ async fn follow_up(
     }
     if c.shift != 0 {
         let cap = ctx.outbox_cap.load(std::sync::atomic::Ordering::Relaxed);
+        let keep = ctx.outbox_keep.load(std::sync::atomic::Ordering::Relaxed);
         let per = (cap / u64::from(ctx.keys.shards(space))).max(1);
         let tag0 = crate::keys::Keys::outbox_tag(space, 0);
         let (stream, state) = ctx.keys.stream(&tag0);
@@ -97,6 +98,7 @@ async fn follow_up(
                     .arg(per)
                     .arg(k.shard)
                     .arg(c.shift)
+                    .arg(keep)
                     .invoke_async(&mut cl)
                     .await
             })
@@ -109,14 +111,20 @@ async fn follow_up(
         return Ok(());
     }
     let (index, _) = ctx.keys.outbox_index();
+    let keep = ctx.outbox_keep.load(std::sync::atomic::Ordering::Relaxed);
     let mut cl = ctx.client.clone();
     ctx.io("outbox_index", async {
-        let mut cmd = redis::cmd("ZADD");
-        cmd.arg(&index).arg("NX");
+        let mut pipe = redis::pipe();
+        let zadd = pipe.cmd("ZADD").arg(&index).arg("NX");
         for t in &tags {
-            cmd.arg(0).arg(t);
+            zadd.arg(0).arg(t);
         }
-        cmd.query_async::<Value>(&mut cl).await
+        // The index goes with the streams it names: once no event was
+        // captured for the keep time, every one of them has expired.
+        if keep > 0 {
+            pipe.cmd("PEXPIRE").arg(&index).arg(keep);
+        }
+        pipe.query_async::<Value>(&mut cl).await
     })
     .await?;
     Ok(())

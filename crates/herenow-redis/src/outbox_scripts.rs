@@ -10,9 +10,10 @@
 //! (`PUBLISH` / `SPUBLISH`) while the store's outbox is closed, so a store
 //! without webhooks pays one string length comparison per call that has
 //! events, and nothing else. While it is open the argument is `CMD CAP
-//! MODE` (`SPUBLISH 100000 1`): CAP the most events the shard's stream
-//! keeps, MODE `1` for a space of one shard, `2` for a shard of a space
-//! split over several. `publish` then also `XADD`s each `join`, `away`,
+//! MODE KEEP` (`SPUBLISH 100000 1 86400000`): CAP the most events the
+//! shard's stream keeps, MODE `1` for a space of one shard, `2` for a
+//! shard of a space split over several, KEEP how long (ms) the stream
+//! lives after its newest event (`0`: for ever). `publish` then also `XADD`s each `join`, `away`,
 //! `back`, `leave` and `update` (not `connect` / `disconnect`) to the
 //! shard's stream `P:{T}:wh`, in the same script as the change, so an
 //! event is in the stream if and only if its change happened, whichever
@@ -22,7 +23,11 @@
 //!
 //! The stream is trimmed to CAP after the adds (`XTRIM MAXLEN`, exact),
 //! and what was trimmed is added to the `trimmed` field of the stream's
-//! state hash `P:{T}:whs`.
+//! state hash `P:{T}:whs`. Then the stream and its state are set to
+//! expire KEEP after now (`PEXPIRE`): KEEP is the servers' maximum age
+//! of an event, so a stream nobody claimed for that long holds only
+//! events no server would deliver, and goes (its events uncounted: no
+//! server was there to count them) instead of staying for ever.
 //!
 //! `occupied` / `vacated`: a call's events move the shard's present count
 //! one way only (a heartbeat or attach only joins, a leave, detach, erase or
@@ -86,9 +91,9 @@ end
 local function wh_add(stream, what)
   redis.call('XADD', stream, '*', 't', ARGV[1], 'e', what)
 end
--- `spec` is `CMD CAP MODE`; `enc` the events' encoded tuples.
+-- `spec` is `CMD CAP MODE KEEP`; `enc` the events' encoded tuples.
 local function wh_capture(spec, state, chan, ev, enc)
-  local cap, mode = string.match(spec, ' (%d+) (%d)$')
+  local cap, mode, keep = string.match(spec, ' (%d+) (%d) (%d+)$')
   local base = string.sub(chan, 1, #chan - 6)
   local stream = base .. 'wh'
   local joins, leaves = 0, 0
@@ -119,6 +124,10 @@ local function wh_capture(spec, state, chan, ev, enc)
   if n > 0 then
     local cut = redis.call('XTRIM', stream, 'MAXLEN', cap)
     if cut > 0 then redis.call('HINCRBY', base .. 'whs', 'trimmed', cut) end
+    if keep ~= '0' then
+      redis.call('PEXPIRE', stream, keep)
+      redis.call('PEXPIRE', base .. 'whs', keep)
+    end
     WH[1] = WH[1] + n
   end
   if shift ~= 0 and mode == '2' then
@@ -127,6 +136,37 @@ local function wh_capture(spec, state, chan, ev, enc)
 end
 "#;
 
+/// Turns the outbox's switch on, or renews it, for `lease` ms. KEYS: the
+/// switch (the cap), the keep key (ms). ARGV: cap, keep, lease, `nx`
+/// (`1`: only where no switch is on; one on already keeps its values).
+/// Returns 1 when it wrote.
+pub static RENEW_SWITCH: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if ARGV[4] == '1' and redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+return 1
+"#,
+    )
+});
+
+/// Reads the outbox's switch. KEYS: the switch, the keep key. ARGV: the
+/// lease to give a switch that has none (one an earlier version set, which
+/// would keep every store capturing for ever). Returns `{cap|false,
+/// keep|false}`.
+pub static READ_SWITCH: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local v = redis.call('MGET', KEYS[1], KEYS[2])
+if v[1] and redis.call('PTTL', KEYS[1]) == -1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+end
+return v
+"#,
+    )
+});
+
 /// The consumer group of every outbox stream.
 pub(crate) const GROUP: &str = "herenow";
 
@@ -134,8 +174,9 @@ pub(crate) const GROUP: &str = "herenow";
 /// and adds `occupied` / `vacated` to shard 0's stream when the space's
 /// first shard fills or its last empties. KEYS: occupancy, shard 0's
 /// stream, its state hash. ARGV: now, cap, shard, the transition (its
-/// number, negative when the shard emptied). Returns how many events it
-/// added (0 or 1).
+/// number, negative when the shard emptied), keep (ms, `0` for ever: how
+/// long the stream lives after its newest event, as in the capture).
+/// Returns how many events it added (0 or 1).
 ///
 /// Trimming keeps the newest events, and the space's event comes first
 /// among those of its millisecond (with one shard it is added before the
@@ -168,6 +209,10 @@ end
 redis.call('XADD', KEYS[2], '*', 't', ARGV[1], 'e', what)
 local cut = redis.call('XTRIM', KEYS[2], 'MAXLEN', ARGV[2])
 if cut > 0 then redis.call('HINCRBY', KEYS[3], 'trimmed', cut) end
+if ARGV[5] ~= '0' then
+  redis.call('PEXPIRE', KEYS[2], ARGV[5])
+  redis.call('PEXPIRE', KEYS[3], ARGV[5])
+end
 return 1
 "#,
     )
@@ -297,6 +342,10 @@ if n > 0 then
 end
 if last then
   redis.call('HSET', KEYS[2], 'upto', last, 'at', ARGV[2])
+  -- The state lives as long as its stream (which expires after its
+  -- newest event when the capture says so).
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
   if KEYS[3] then
     redis.call('HSET', KEYS[3], 'owner', me, 'at', ARGV[2])
     redis.call('PEXPIRE', KEYS[3], 86400000)
@@ -366,6 +415,8 @@ mod tests {
             CLAIM_STREAM.get_hash(),
             ACK_STREAM.get_hash(),
             STREAM_STATS.get_hash(),
+            RENEW_SWITCH.get_hash(),
+            READ_SWITCH.get_hash(),
         ];
         for (i, a) in shas.iter().enumerate() {
             for b in &shas[i + 1..] {

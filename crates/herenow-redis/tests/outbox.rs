@@ -319,6 +319,123 @@ async fn an_unindexed_stream_is_found(raw: &Raw<'_>, url: &str, prefix: &str) {
     assert_eq!(got[0].member, Some(user("bob")));
 }
 
+/// The tags of `name`'s shards' streams that exist.
+fn streams_of(raw: &Raw<'_>, prefix: &str, name: &str, shards: u16) -> Vec<String> {
+    (0..shards)
+        .map(|k| {
+            if k == 0 {
+                name.to_owned()
+            } else {
+                format!("{name}#{k}")
+            }
+        })
+        .filter(|tag| raw.int(&format!("EXISTS {prefix}:{{{tag}}}:wh")) == 1)
+        .collect()
+}
+
+/// The switch is a lease: the store whose server opened the outbox
+/// writes it with an expiry and renews it every tick; the others capture
+/// while it lasts and stop once it lapses (every server with webhooks
+/// gone that long), and what they captured expires with its streams.
+/// Streams, their state and the index live the keep time after their
+/// newest event. A switch an earlier version left without an expiry gets
+/// one.
+async fn the_switch_is_a_lease(raw: &Raw<'_>, url: &str, prefix: &str, shards: u16) {
+    const HOUR: i64 = 3_600_000;
+    let switch = format!("{prefix}:{{~outbox}}:open");
+    let keep = format!("{prefix}:{{~outbox}}:keep");
+    let in_hour = |ttl: i64| ttl > HOUR - 60_000 && ttl <= HOUR;
+    let clock = ManualClock::new(T0);
+    let opener = store(url, &clock, prefix, shards).await;
+    opener
+        .outbox_open(OutboxOptions {
+            keep_ms: HOUR as u64,
+            ..OutboxOptions::default()
+        })
+        .await
+        .unwrap();
+    assert!(in_hour(raw.int(&format!("PTTL {switch}"))));
+    assert!(raw.cmd(&format!("GET {keep}")).contains("3600000"));
+
+    let follower = store(url, &clock, prefix, shards).await;
+    let members: Vec<Heartbeat> = (0..8).map(|i| beat(&format!("m{i}"))).collect();
+    follower.heartbeat(&space("a"), &members).await.unwrap();
+    let tags = streams_of(raw, prefix, "a", shards);
+    assert!(
+        !tags.is_empty(),
+        "the follower captures while the switch is on"
+    );
+    for tag in &tags {
+        assert!(
+            in_hour(raw.int(&format!("PTTL {prefix}:{{{tag}}}:wh"))),
+            "{tag}"
+        );
+    }
+    assert!(in_hour(
+        raw.int(&format!("PTTL {prefix}:{{~outbox}}:streams"))
+    ));
+    // What a claim writes beside a stream lives as long as the stream.
+    let got = opener.outbox_claim("one", 3, IDLE).await.unwrap();
+    assert!(!got.is_empty());
+    let claimed = got[0].id.split('/').next().unwrap().to_owned();
+    assert!(
+        in_hour(raw.int(&format!("PTTL {prefix}:{{{claimed}}}:whs"))),
+        "{claimed}"
+    );
+
+    // The lease runs out (as when no server with webhooks renewed it for
+    // an hour): the follower stops capturing at its next tick.
+    raw.cmd(&format!("DEL {switch} {keep}"));
+    follower.tick().await.unwrap();
+    follower.heartbeat(&space("b"), &members).await.unwrap();
+    assert!(streams_of(raw, prefix, "b", shards).is_empty());
+    assert!(!opener.outbox_stats().await.unwrap().open);
+    // The opener's next tick renews it; the follower's next captures.
+    opener.tick().await.unwrap();
+    assert!(in_hour(raw.int(&format!("PTTL {switch}"))));
+    follower.tick().await.unwrap();
+    follower.heartbeat(&space("c"), &members).await.unwrap();
+    assert!(!streams_of(raw, prefix, "c", shards).is_empty());
+
+    // A switch without an expiry or a keep time (an earlier version's):
+    // the follower gives it the default lease and keeps events a day.
+    drop(opener);
+    raw.cmd(&format!("SET {switch} 100000"));
+    raw.cmd(&format!("DEL {keep}"));
+    follower.tick().await.unwrap();
+    let day = 24 * HOUR;
+    assert!(raw.int(&format!("PTTL {switch}")) > day - 60_000);
+    follower.heartbeat(&space("d"), &members).await.unwrap();
+    let tags = streams_of(raw, prefix, "d", shards);
+    assert!(!tags.is_empty());
+    for tag in &tags {
+        let ttl = raw.int(&format!("PTTL {prefix}:{{{tag}}}:wh"));
+        assert!(ttl > day - 60_000 && ttl <= day, "{tag}: {ttl}");
+    }
+}
+
+/// A space naming endpoints turns the switch on for the default lease
+/// when it is off, and leaves one that is on as it is.
+async fn space_hooks_turn_the_switch_on(raw: &Raw<'_>, url: &str, prefix: &str) {
+    let switch = format!("{prefix}:{{~outbox}}:open");
+    let clock = ManualClock::new(T0);
+    let s = store(url, &clock, prefix, 1).await;
+    let hooks = [herenow_core::outbox::SpaceHook {
+        url: "https://example.com/hook".into(),
+        kinds: vec![OutboxKind::Join],
+        secret: "whsec_c2VjcmV0".into(),
+    }];
+    s.set_space_hooks(&space("hooked"), &hooks).await.unwrap();
+    let ttl = raw.int(&format!("PTTL {switch}"));
+    assert!(ttl > 24 * 3_600_000 - 60_000, "{ttl}");
+    s.heartbeat(&space("hooked"), &[beat("ann")]).await.unwrap();
+    assert_eq!(raw.int(&format!("EXISTS {prefix}:{{hooked}}:wh")), 1);
+    // One on already (a server's own cap) stays.
+    raw.cmd(&format!("SET {switch} 7 PX 5000000"));
+    s.set_space_hooks(&space("other"), &hooks).await.unwrap();
+    assert!(raw.cmd(&format!("GET {switch}")).contains('7'));
+}
+
 #[tokio::test]
 async fn outbox_on_one_server() {
     let server = common::RedisServer::standalone();
@@ -332,6 +449,9 @@ async fn outbox_on_one_server() {
     a_closed_outbox_writes_nothing(&raw, &url, "closed4", 4).await;
     the_cap_trims_and_counts(&raw, &url, "cap").await;
     an_unindexed_stream_is_found(&raw, &url, "scan").await;
+    the_switch_is_a_lease(&raw, &url, "lease", 1).await;
+    the_switch_is_a_lease(&raw, &url, "lease4", 4).await;
+    space_hooks_turn_the_switch_on(&raw, &url, "hooks").await;
 }
 
 #[tokio::test]
@@ -346,6 +466,9 @@ async fn outbox_on_a_cluster() {
     a_closed_outbox_writes_nothing(&raw, &url, "closed4", 4).await;
     the_cap_trims_and_counts(&raw, &url, "cap").await;
     an_unindexed_stream_is_found(&raw, &url, "scan").await;
+    the_switch_is_a_lease(&raw, &url, "lease", 1).await;
+    the_switch_is_a_lease(&raw, &url, "lease4", 4).await;
+    space_hooks_turn_the_switch_on(&raw, &url, "hooks").await;
 }
 
 /// A big space's `occupied` and `vacated` are decided across its shards:

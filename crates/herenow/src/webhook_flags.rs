@@ -44,7 +44,8 @@ pub struct WebhookArgs {
 
     /// How long after it happened an event is still delivered: a failing
     /// batch is retried until its oldest event is this old, then dropped
-    /// and counted.
+    /// and counted. On Redis, also how long the other servers keep
+    /// capturing after the last server with webhooks stopped.
     #[arg(long, env = "HERENOW_WEBHOOK_MAX_AGE", default_value = "24h", value_parser = positive_duration)]
     pub webhook_max_age: Duration,
 
@@ -59,8 +60,8 @@ pub struct WebhookArgs {
     #[arg(long, env = "HERENOW_WEBHOOK_RECLAIM", default_value = "60s", value_parser = positive_duration)]
     pub webhook_reclaim: Duration,
 
-    /// Events the store keeps for webhooks at most; older ones are
-    /// trimmed and counted.
+    /// Events the store keeps for webhooks at most (on Redis, per space);
+    /// older ones are trimmed and counted.
     #[arg(long, env = "HERENOW_WEBHOOK_OUTBOX", default_value_t = 100_000,
           value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     pub webhook_outbox: u64,

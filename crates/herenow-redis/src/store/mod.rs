@@ -14,7 +14,9 @@
 //!   by `connect`;
 //! - `connections.rs`: live connections (attach, detach, listing);
 //! - `outbox.rs`: the webhook outbox (claims, acknowledgements, figures),
-//!   and `hooks.rs`: the webhook endpoints spaces name;
+//!   `switch.rs`: whether every store on the Redis captures (a lease the
+//!   servers with webhooks renew), and `hooks.rs`: the webhook endpoints
+//!   spaces name;
 //! - `follow.rs`: following users across spaces (users' channels).
 
 mod anywhere;
@@ -31,6 +33,7 @@ mod presence;
 mod read;
 mod subscribe;
 mod sweep;
+mod switch;
 mod write;
 
 use std::sync::Arc;
@@ -82,6 +85,9 @@ pub struct RedisStore {
     /// Where this store's outbox claims are in the index of streams; held
     /// by each claim and acknowledgement, so they run one at a time.
     outbox: tokio::sync::Mutex<outbox::Consumer>,
+    /// How this store's own server opened the outbox (it then renews the
+    /// switch on every tick; see `switch.rs`), `None` while it follows.
+    opened: Mutex<Option<herenow_core::outbox::OutboxOptions>>,
     /// Tells the replayer to stop.
     stop: watch::Sender<bool>,
     replayer: Mutex<Option<JoinHandle<()>>>,
@@ -169,6 +175,7 @@ impl RedisStore {
             writer,
             owner: lease_owner(),
             outbox: tokio::sync::Mutex::new(outbox::Consumer::default()),
+            opened: Mutex::new(None),
             stop,
             replayer: Mutex::new(Some(replayer)),
         };

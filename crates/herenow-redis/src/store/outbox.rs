@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use futures::{StreamExt, TryStreamExt, stream};
 use redis::Value;
 
-use herenow_core::outbox::{OutboxEvent, OutboxKind, OutboxOptions, OutboxStats};
+use herenow_core::outbox::{OutboxEvent, OutboxKind, OutboxStats};
 use herenow_core::{InvalidInput, Millis, Result, SpaceName};
 
 use super::RedisStore;
@@ -86,72 +86,6 @@ struct Acked {
 }
 
 impl RedisStore {
-    /// [`PresenceStore::outbox_open`](herenow_core::PresenceStore::outbox_open):
-    /// from now on this store's scripts capture (see
-    /// [`crate::outbox_scripts`]), and so do every other store's on the
-    /// same Redis: the cap is written to the outbox's switch key, which
-    /// every store reads when it connects and on every `tick`
-    /// ([`follow_outbox_switch`](Self::follow_outbox_switch)). So a server
-    /// without webhook endpoints still captures the changes it makes, and
-    /// the servers with endpoints deliver them.
-    pub(super) async fn open_outbox(&self, options: OutboxOptions) -> Result<()> {
-        if options.max_events == 0 {
-            return Err(InvalidInput::BadConfig {
-                why: "the outbox must keep at least one event",
-            }
-            .into());
-        }
-        self.ctx
-            .outbox_cap
-            .store(options.max_events, std::sync::atomic::Ordering::Relaxed);
-        let mut c = self.ctx.client.clone();
-        let key = self.ctx.keys.outbox_switch();
-        self.ctx
-            .io("outbox_open", async {
-                redis::cmd("SET")
-                    .arg(&key)
-                    .arg(options.max_events)
-                    .query_async::<()>(&mut c)
-                    .await
-            })
-            .await?;
-        Ok(())
-    }
-
-    /// Opens the outbox with the default cap unless it is open already (a
-    /// server with webhooks set its own cap, which stays), and captures.
-    pub(super) async fn open_outbox_if_closed(&self) -> Result<()> {
-        let mut c = self.ctx.client.clone();
-        let key = self.ctx.keys.outbox_switch();
-        self.ctx
-            .io("outbox_open", async {
-                redis::cmd("SET")
-                    .arg(&key)
-                    .arg(OutboxOptions::default().max_events)
-                    .arg("NX")
-                    .query_async::<()>(&mut c)
-                    .await
-            })
-            .await?;
-        self.follow_outbox_switch().await
-    }
-
-    /// Captures as the outbox's switch says: once any store on this Redis
-    /// opened the outbox, this one captures too, with the same cap.
-    pub(super) async fn follow_outbox_switch(&self) -> Result<()> {
-        let cap = self
-            .query_int(redis::cmd("GET").arg(self.ctx.keys.outbox_switch()))
-            .await?;
-        if let Ok(cap) = u64::try_from(cap)
-            && cap > 0
-        {
-            self.ctx
-                .outbox_cap
-                .store(cap, std::sync::atomic::Ordering::Relaxed);
-        }
-        Ok(())
-    }
-
     /// [`PresenceStore::outbox_claim`](herenow_core::PresenceStore::outbox_claim):
     /// see the module documentation.
     pub(super) async fn claim_outbox(

@@ -171,8 +171,8 @@ impl PresenceStore for RedisStore {
         self.open_subscription(space).await
     }
 
-    /// Capture by this store's scripts only: every server sharing the Redis
-    /// should open its outbox alike (see `store/outbox.rs`).
+    /// Capture by this store's scripts, and by every other store's on the
+    /// same Redis while this one renews the switch (see `store/switch.rs`).
     async fn outbox_open(&self, options: OutboxOptions) -> Result<()> {
         self.open_outbox(options).await
     }

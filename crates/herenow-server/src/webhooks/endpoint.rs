@@ -77,6 +77,15 @@ impl Default for WebhookConfig {
 }
 
 impl WebhookConfig {
+    /// How long the store keeps an event worth delivering: the maximum
+    /// age in ms, at least 1
+    /// ([`herenow_core::outbox::OutboxOptions::keep_ms`]).
+    pub fn keep_ms(&self) -> herenow_core::Millis {
+        herenow_core::Millis::try_from(self.max_age.as_millis())
+            .unwrap_or(herenow_core::Millis::MAX)
+            .max(1)
+    }
+
     /// Checks the settings together: bounds above zero, names unique, at
     /// most [`MAX_ENDPOINTS`], and a reclaim time longer than a request.
     pub fn check(&self) -> Result<(), WebhookError> {

@@ -182,6 +182,7 @@ impl Webhooks {
                 .outbox_open(OutboxOptions {
                     max_events: shared.config.outbox_max,
                     for_spaces: false,
+                    keep_ms: shared.config.keep_ms(),
                 })
                 .await?;
         }
@@ -335,6 +336,7 @@ async fn claim_loop(
             // No endpoints of this server's own: a memory store stops
             // capturing once no space names any, as after a restart.
             for_spaces: true,
+            keep_ms: shared.config.keep_ms(),
         };
         let mut failures = 0u32;
         while let Err(e) = shared.store.outbox_open(options).await {
