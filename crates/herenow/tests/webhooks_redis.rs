@@ -4,7 +4,8 @@
 //! receiver keeps that request hanging, and the other takes its events
 //! over after `--webhook-reclaim`: every event arrives, and the only ones
 //! that arrive twice are those of the batch in flight at the kill (the
-//! at-least-once window).
+//! at-least-once window). Their `--webhook-max-age` is the outbox's
+//! lease and keep time in Redis.
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -42,12 +43,25 @@ async fn issue_11_two_servers_deliver_every_event_though_one_is_killed_mid_deliv
             "2s",
             "--webhook-reclaim",
             "3s",
+            "--webhook-max-age",
+            "2h",
         ])
     };
     let mut servers: HashMap<String, Server> = [("a", start("a")), ("b", start("b"))]
         .into_iter()
         .map(|(k, s)| (format!("/{k}"), s))
         .collect();
+    // The servers keep the outbox's switch on for their maximum age, and
+    // the streams they capture live that long after their newest event.
+    let pttl = |key: &str| -> i64 {
+        let r = herenow_testkit::raw_command(redis.port, &format!("PTTL {key}")).unwrap();
+        r.trim().trim_start_matches(':').parse().unwrap()
+    };
+    const TWO_HOURS: i64 = 2 * 3_600_000;
+    let ttl = pttl("herenow:{~outbox}:open");
+    assert!(ttl > TWO_HOURS - 60_000 && ttl <= TWO_HOURS, "{ttl}");
+    let keep = herenow_testkit::raw_command(redis.port, "GET herenow:{~outbox}:keep").unwrap();
+    assert!(keep.contains("7200000"), "{keep}");
     let mut expected = BTreeSet::new();
     for s in 0..8 {
         let space = format!("room-{s}");
@@ -63,6 +77,17 @@ async fn issue_11_two_servers_deliver_every_event_though_one_is_killed_mid_deliv
         }
         expected.insert((space.clone(), "leave".to_owned(), ids[0].clone()));
     }
+    // Each stream not drained yet (-2: gone) expires two hours after its
+    // newest event; the hung batch's stays until it is taken over.
+    let ttls: Vec<i64> = (0..8)
+        .map(|s| pttl(&format!("herenow:{{room-{s}}}:wh")))
+        .collect();
+    assert!(
+        ttls.iter()
+            .all(|&t| t == -2 || (t > TWO_HOURS - 60_000 && t <= TWO_HOURS)),
+        "{ttls:?}"
+    );
+    assert!(ttls.iter().any(|&t| t > 0), "{ttls:?}");
 
     // The first request hangs: its server is mid-delivery. Kill it.
     let hung = rx.next_within(Duration::from_secs(30)).await;
