@@ -173,9 +173,10 @@ pub struct OutboxOptions {
     /// Opened only because spaces name endpoints (a server without
     /// endpoints of its own): the store may stop capturing again once no
     /// space names any, as a store restarted then would not capture. The
-    /// memory store does; on Redis the switch is shared by every server
-    /// and stays on while any server that opened it runs. `false` (the
-    /// default): capture whatever spaces name.
+    /// memory store does; on Redis, where the switch is shared, such a
+    /// store stops renewing it and follows it instead (so capture stops
+    /// once it lapses, unless a server with endpoints of its own renews
+    /// it). `false` (the default): capture whatever spaces name.
     pub for_spaces: bool,
     /// How long after it happened an event is still worth delivering (a
     /// server's `--webhook-max-age`; 24 hours by default). On Redis, where

@@ -329,7 +329,8 @@ impl Keys {
 
     /// The one-time migrations this store has run on its data: a hash,
     /// migration → when it finished (ms). `followers`: friend sets written
-    /// before the reverse index existed were indexed.
+    /// before the reverse index existed were indexed; `hooked`: spaces
+    /// that named webhook endpoints before their list existed were listed.
     pub fn migrations(&self) -> String {
         format!("{}:migrations", self.prefix)
     }
@@ -447,6 +448,28 @@ impl Keys {
     /// set.
     pub fn hooks_version(&self) -> String {
         format!("{}:{{~outbox}}:hooksv", self.prefix)
+    }
+
+    /// The spaces that may name webhook endpoints (a set, a superset:
+    /// each set adds its space, a space cleared leaves it until a check
+    /// finds its endpoints gone; see `store/switch.rs`).
+    pub fn hooked_spaces(&self) -> String {
+        format!("{}:{{~outbox}}:hooked", self.prefix)
+    }
+
+    /// A `SCAN … MATCH` pattern for every space's endpoints key under this
+    /// prefix.
+    pub fn hooks_pattern(&self) -> String {
+        escape_glob(&self.prefix) + ":{*}:hooks"
+    }
+
+    /// The space whose endpoints key `key` is (`None`: not one).
+    pub fn space_of_hooks<'a>(&self, key: &'a str) -> Option<&'a str> {
+        let name = key
+            .strip_prefix(self.prefix.as_str())?
+            .strip_prefix(":{")?
+            .strip_suffix("}:hooks")?;
+        SpaceName::new(name).ok().map(|_| name)
     }
 
     /// A `SCAN … MATCH` pattern for every outbox stream under this prefix.

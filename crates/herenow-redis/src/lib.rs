@@ -48,7 +48,8 @@
 //! | `P:{~outbox}:streams`, `P:{~outbox}:trimmed` | sorted set, string | the tags (`S`, `S#k`) of streams that may hold events (score 0), expiring the keep time after the last capture; and the trimmed count of streams since deleted |
 //! | `P:{~outbox}:open`, `P:{~outbox}:keep` | string, string | the outbox's switch: the cap every store captures with, and the keep time (ms); a lease that each server with webhooks renews every tick (`store/switch.rs`) |
 //! | `P:{~outbox}:hooksv` | string | the version of every space's endpoints, counted up by each change |
-//! | `P:migrations` | hash | one-time migrations that have run on this prefix's data → when each finished (ms): `followers` (friend sets written before the reverse index, indexed) |
+//! | `P:{~outbox}:hooked` | set | the spaces that may name endpoints (a superset: listed by each set, taken off when found cleared) |
+//! | `P:migrations` | hash | one-time migrations that have run on this prefix's data → when each finished (ms): `followers` (friend sets written before the reverse index, indexed), `hooked` (spaces that named endpoints before their list, listed) |
 //!
 //! Each member is stored once, in its kind's sorted set: there is no
 //! second index by id (there was one, `P:{S}:iu` / `P:{S}:ig`, which

@@ -436,6 +436,97 @@ async fn space_hooks_turn_the_switch_on(raw: &Raw<'_>, url: &str, prefix: &str) 
     assert!(raw.cmd(&format!("GET {switch}")).contains('7'));
 }
 
+/// A store opened for spaces' endpoints alone (a server without
+/// endpoints of its own) renews the switch, and captures, only while some
+/// space names endpoints: spaces that named some are listed, and one
+/// whose endpoints are gone is taken off when a look finds it so (at the
+/// next tick after the version moved, up to 64 a tick). The list is a
+/// superset: while it holds anything the store renews.
+async fn spaces_with_endpoints_keep_the_switch_on(raw: &Raw<'_>, url: &str, prefix: &str) {
+    let switch = format!("{prefix}:{{~outbox}}:open");
+    let hooked = format!("{prefix}:{{~outbox}}:hooked");
+    let hooks = [herenow_core::outbox::SpaceHook {
+        url: "https://example.com/hook".into(),
+        kinds: vec![OutboxKind::Join],
+        secret: "whsec_c2VjcmV0".into(),
+    }];
+    let clock = ManualClock::new(T0);
+    let s = store(url, &clock, prefix, 1).await;
+    s.outbox_open(OutboxOptions {
+        for_spaces: true,
+        ..OutboxOptions::default()
+    })
+    .await
+    .unwrap();
+    // No space names endpoints: the lease is not renewed, and once it
+    // lapsed nothing is captured.
+    raw.cmd(&format!("DEL {switch}"));
+    s.tick().await.unwrap();
+    assert_eq!(raw.int(&format!("EXISTS {switch}")), 0);
+    s.heartbeat(&space("quiet"), &[beat("ann")]).await.unwrap();
+    assert_eq!(raw.int(&format!("EXISTS {prefix}:{{quiet}}:wh")), 0);
+
+    // A space names endpoints through another server: the version moves,
+    // and at its next tick this store renews and captures.
+    let other = store(url, &clock, prefix, 1).await;
+    other.set_space_hooks(&space("x"), &hooks).await.unwrap();
+    assert_eq!(raw.int(&format!("SISMEMBER {hooked} x")), 1);
+    raw.cmd(&format!("DEL {switch}"));
+    s.tick().await.unwrap();
+    assert_eq!(raw.int(&format!("EXISTS {switch}")), 1);
+    s.heartbeat(&space("busy"), &[beat("ann")]).await.unwrap();
+    assert_eq!(raw.int(&format!("EXISTS {prefix}:{{busy}}:wh")), 1);
+    // Between looks it renews without reading the list.
+    raw.cmd(&format!("DEL {switch}"));
+    s.tick().await.unwrap();
+    assert_eq!(raw.int(&format!("EXISTS {switch}")), 1);
+
+    // Cleared: listed until the next look, then off; the store renews no
+    // more, and once the lease lapsed captures nothing.
+    other.set_space_hooks(&space("x"), &[]).await.unwrap();
+    assert_eq!(raw.int(&format!("SISMEMBER {hooked} x")), 1);
+    s.tick().await.unwrap();
+    assert_eq!(raw.int(&format!("SISMEMBER {hooked} x")), 0);
+    raw.cmd(&format!("DEL {switch}"));
+    s.tick().await.unwrap();
+    assert_eq!(raw.int(&format!("EXISTS {switch}")), 0);
+    s.heartbeat(&space("later"), &[beat("ann")]).await.unwrap();
+    assert_eq!(raw.int(&format!("EXISTS {prefix}:{{later}}:wh")), 0);
+
+    // Many spaces listed whose endpoints are gone: renewed while any is
+    // left, taken off a sample per tick, then no more.
+    let names: Vec<String> = (0..150).map(|i| format!("gone-{i}")).collect();
+    raw.cmd(&format!("SADD {hooked} {}", names.join(" ")));
+    other.set_space_hooks(&space("x"), &[]).await.unwrap(); // moves the version
+    let mut ticks = 0;
+    while raw.int(&format!("SCARD {hooked}")) > 0 {
+        raw.cmd(&format!("DEL {switch}"));
+        s.tick().await.unwrap();
+        ticks += 1;
+        assert!(ticks <= 5, "never emptied");
+        if raw.int(&format!("SCARD {hooked}")) > 0 {
+            assert_eq!(raw.int(&format!("EXISTS {switch}")), 1, "tick {ticks}");
+        }
+    }
+    assert!(ticks >= 3, "a sample per tick: {ticks}");
+    raw.cmd(&format!("DEL {switch}"));
+    s.tick().await.unwrap();
+    assert_eq!(raw.int(&format!("EXISTS {switch}")), 0);
+}
+
+/// Spaces that named endpoints before the list existed are listed by a
+/// one-time migration when a store connects.
+async fn old_hooked_spaces_are_listed(raw: &Raw<'_>, url: &str, prefix: &str) {
+    raw.cmd(&format!("SET {prefix}:{{old-room}}:hooks []"));
+    let clock = ManualClock::new(T0);
+    let _s = store(url, &clock, prefix, 1).await;
+    assert_eq!(
+        raw.int(&format!("SISMEMBER {prefix}:{{~outbox}}:hooked old-room")),
+        1
+    );
+    assert_eq!(raw.int(&format!("HEXISTS {prefix}:migrations hooked")), 1);
+}
+
 #[tokio::test]
 async fn outbox_on_one_server() {
     let server = common::RedisServer::standalone();
@@ -452,6 +543,8 @@ async fn outbox_on_one_server() {
     the_switch_is_a_lease(&raw, &url, "lease", 1).await;
     the_switch_is_a_lease(&raw, &url, "lease4", 4).await;
     space_hooks_turn_the_switch_on(&raw, &url, "hooks").await;
+    spaces_with_endpoints_keep_the_switch_on(&raw, &url, "forspaces").await;
+    old_hooked_spaces_are_listed(&raw, &url, "migrated").await;
 }
 
 #[tokio::test]
@@ -469,6 +562,8 @@ async fn outbox_on_a_cluster() {
     the_switch_is_a_lease(&raw, &url, "lease", 1).await;
     the_switch_is_a_lease(&raw, &url, "lease4", 4).await;
     space_hooks_turn_the_switch_on(&raw, &url, "hooks").await;
+    spaces_with_endpoints_keep_the_switch_on(&raw, &url, "forspaces").await;
+    old_hooked_spaces_are_listed(&raw, &url, "migrated").await;
 }
 
 /// A big space's `occupied` and `vacated` are decided across its shards:

@@ -1,7 +1,8 @@
 //! The webhook endpoints spaces name ([`herenow_core::outbox::SpaceHook`]):
-//! one JSON string per space in the slot of its shard 0, and a version
+//! one JSON string per space in the slot of its shard 0, a version
 //! counter every server reads on each claim so it caches them and looks
-//! again only after a change.
+//! again only after a change, and the set of spaces that may name some
+//! (`P:{~outbox}:hooked`), which tells the switch whether any does.
 
 use herenow_core::outbox::SpaceHook;
 use herenow_core::{Result, SpaceName};
@@ -33,17 +34,23 @@ impl RedisStore {
 
     /// [`PresenceStore::set_space_hooks`](herenow_core::PresenceStore::set_space_hooks):
     /// opens the outbox first (with the default cap, unless a server opened
-    /// it already with its own), then writes the endpoints, then counts
-    /// the version up, so a server that sees the new version reads the
-    /// new endpoints.
+    /// it already with its own), lists the space among those naming
+    /// endpoints, then writes the endpoints and lists it again, then
+    /// counts the version up, so a server that sees the new version reads
+    /// the new endpoints. Clearing a space's endpoints leaves it listed:
+    /// the switch's check takes it off once it finds them gone (see
+    /// `store/switch.rs`: listing it again after the write is what keeps a
+    /// check running meanwhile from leaving it off).
     pub(super) async fn write_space_hooks(
         &self,
         space: &SpaceName,
         hooks: &[SpaceHook],
     ) -> Result<()> {
         SpaceHook::check_all(hooks)?;
+        let hooked = self.ctx.keys.hooked_spaces();
         if !hooks.is_empty() {
             self.open_outbox_if_closed().await?;
+            self.list_hooked(space).await?;
         }
         let key = self.ctx.keys.space_hooks(space);
         let mut cmd = if hooks.is_empty() {
@@ -61,6 +68,9 @@ impl RedisStore {
                 cmd.query_async::<()>(&mut c).await
             })
             .await?;
+        if !hooks.is_empty() {
+            self.list_hooked(space).await?;
+        }
         let version = self.ctx.keys.hooks_version();
         let mut c = self.ctx.client.clone();
         self.ctx
@@ -71,7 +81,24 @@ impl RedisStore {
                     .await
             })
             .await?;
-        self.ctx.replicated([key.as_str(), version.as_str()]).await
+        self.ctx
+            .replicated([key.as_str(), version.as_str(), hooked.as_str()])
+            .await
+    }
+
+    /// Lists `space` among the spaces that may name endpoints.
+    pub(super) async fn list_hooked(&self, space: &SpaceName) -> Result<()> {
+        let hooked = self.ctx.keys.hooked_spaces();
+        let mut c = self.ctx.client.clone();
+        self.ctx
+            .io("set_space_hooks", async {
+                redis::cmd("SADD")
+                    .arg(&hooked)
+                    .arg(space.as_str())
+                    .query_async::<()>(&mut c)
+                    .await
+            })
+            .await
     }
 }
 

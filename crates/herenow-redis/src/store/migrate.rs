@@ -19,6 +19,12 @@
 //!   Servers of an earlier version that still write friend sets after the
 //!   migration ran are not covered: once none is left, `HDEL P:migrations
 //!   followers` runs it again at the next start.
+//! - `hooked`: spaces that named webhook endpoints before the list of
+//!   such spaces (`P:{~outbox}:hooked`) existed are not on it, and a
+//!   server opened for spaces' endpoints alone stops capturing when the
+//!   list is empty. The migration `SCAN`s every master for the spaces'
+//!   endpoint keys `P:{S}:hooks` and lists their spaces. The same caveat
+//!   about earlier versions still writing holds.
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -43,6 +49,9 @@ const READS: usize = 64;
 
 /// The `followers` migration's field in `P:migrations`.
 const FOLLOWERS: &str = "followers";
+
+/// The `hooked` migration's field in `P:migrations`.
+const HOOKED: &str = "hooked";
 
 /// Adds users to the followers of several users. KEYS: their followers
 /// sets (of one bucket on a cluster). ARGV: for each key in turn, how many
@@ -72,6 +81,80 @@ impl RedisStore {
         if !self.migrated(FOLLOWERS).await? {
             self.index_old_friend_sets().await?;
             self.record_migration(FOLLOWERS).await?;
+        }
+        if !self.migrated(HOOKED).await? {
+            self.list_old_hooked_spaces().await?;
+            self.record_migration(HOOKED).await?;
+        }
+        Ok(())
+    }
+
+    /// Every key on every master matching `pattern` (of `type`), a page
+    /// of `SCAN` at a time, handed to `page`.
+    async fn scan_masters<F, Fut>(&self, pattern: &str, kind: &str, mut page: F) -> Result<()>
+    where
+        F: FnMut(Vec<String>) -> Fut,
+        Fut: std::future::Future<Output = Result<()>>,
+    {
+        let mut c = self.ctx.client.clone();
+        let slots = self.ctx.io("migrate", c.master_slots()).await?;
+        for slot in slots {
+            let mut cursor = "0".to_owned();
+            loop {
+                let mut cmd = redis::cmd("SCAN");
+                cmd.arg(&cursor)
+                    .arg("MATCH")
+                    .arg(pattern)
+                    .arg("COUNT")
+                    .arg(SCAN_COUNT)
+                    .arg("TYPE")
+                    .arg(kind);
+                let mut c = self.ctx.client.clone();
+                let v = self.ctx.io("migrate", c.query_on(slot, cmd)).await?;
+                let mut v = array(v)?.into_iter();
+                let next = opt_string(v.next())?.ok_or_else(|| bad_reply("a SCAN cursor"))?;
+                page(ids_of(v.next())?).await?;
+                if next == "0" {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+        Ok(())
+    }
+
+    /// The `hooked` migration: every space whose endpoints key exists,
+    /// listed among the spaces that may name endpoints.
+    async fn list_old_hooked_spaces(&self) -> Result<()> {
+        let hooked = self.ctx.keys.hooked_spaces();
+        let mut listed = 0usize;
+        self.scan_masters(&self.ctx.keys.hooks_pattern(), "string", |keys| {
+            let spaces: Vec<String> = keys
+                .iter()
+                .filter_map(|k| self.ctx.keys.space_of_hooks(k))
+                .map(str::to_owned)
+                .collect();
+            listed += spaces.len();
+            let hooked = hooked.clone();
+            async move {
+                if spaces.is_empty() {
+                    return Ok(());
+                }
+                let mut c = self.ctx.client.clone();
+                self.ctx
+                    .io("migrate", async {
+                        redis::cmd("SADD")
+                            .arg(&hooked)
+                            .arg(&spaces)
+                            .query_async::<()>(&mut c)
+                            .await
+                    })
+                    .await
+            }
+        })
+        .await?;
+        if listed > 0 {
+            tracing::info!(spaces = listed, "spaces naming webhook endpoints listed");
         }
         Ok(())
     }
@@ -110,35 +193,20 @@ impl RedisStore {
     /// The `followers` migration: every friend set under this prefix, on
     /// every master, into the reverse index.
     async fn index_old_friend_sets(&self) -> Result<()> {
-        let pattern = self.ctx.keys.friends_pattern();
-        let mut c = self.ctx.client.clone();
-        let slots = self.ctx.io("migrate", c.master_slots()).await?;
-        let (mut sets, mut entries) = (0, 0);
-        for slot in slots {
-            let mut cursor = "0".to_owned();
-            loop {
-                let mut cmd = redis::cmd("SCAN");
-                cmd.arg(&cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(SCAN_COUNT)
-                    .arg("TYPE")
-                    .arg("set");
-                let mut c = self.ctx.client.clone();
-                let v = self.ctx.io("migrate", c.query_on(slot, cmd)).await?;
-                let mut v = array(v)?.into_iter();
-                let next = opt_string(v.next())?.ok_or_else(|| bad_reply("a SCAN cursor"))?;
-                let keys = ids_of(v.next())?;
+        // Summed by each page's future: a lock, as the futures are `Send`.
+        let counts = parking_lot::Mutex::new((0u64, 0u64));
+        self.scan_masters(&self.ctx.keys.friends_pattern(), "set", |keys| {
+            let counts = &counts;
+            async move {
                 let (n, e) = self.index_friend_sets(&keys).await?;
-                sets += n;
-                entries += e;
-                if next == "0" {
-                    break;
-                }
-                cursor = next;
+                let mut c = counts.lock();
+                c.0 += n;
+                c.1 += e;
+                Ok(())
             }
-        }
+        })
+        .await?;
+        let (sets, entries) = counts.into_inner();
         if sets > 0 {
             tracing::info!(
                 sets,

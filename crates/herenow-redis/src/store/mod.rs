@@ -88,6 +88,9 @@ pub struct RedisStore {
     /// How this store's own server opened the outbox (it then renews the
     /// switch on every tick; see `switch.rs`), `None` while it follows.
     opened: Mutex<Option<herenow_core::outbox::OutboxOptions>>,
+    /// Opened for spaces' endpoints alone: whether some space names any,
+    /// as last looked up (`switch.rs`).
+    hooks_seen: Mutex<switch::HooksSeen>,
     /// Tells the replayer to stop.
     stop: watch::Sender<bool>,
     replayer: Mutex<Option<JoinHandle<()>>>,
@@ -176,6 +179,7 @@ impl RedisStore {
             owner: lease_owner(),
             outbox: tokio::sync::Mutex::new(outbox::Consumer::default()),
             opened: Mutex::new(None),
+            hooks_seen: Mutex::new(switch::HooksSeen::default()),
             stop,
             replayer: Mutex::new(Some(replayer)),
         };

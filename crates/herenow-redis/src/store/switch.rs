@@ -24,17 +24,51 @@
 //! A store that opened captures with its own cap and keep time, whatever
 //! the switch says; with several such servers of different settings the
 //! switch holds the last renewal's.
+//!
+//! A store opened for spaces' endpoints alone (a server without endpoints
+//! of its own: every server opens so once a space named some) renews and
+//! captures only while some space may name endpoints, and otherwise
+//! follows the switch like any other. Which spaces may is a list,
+//! `P:{~outbox}:hooked` (`hooks.rs`): a superset, since clearing a
+//! space's endpoints leaves it listed. The store looks at up to
+//! [`HOOKS_SAMPLE`] listed spaces when the endpoints' version moves, and
+//! every [`HOOKS_LOOK_MS`]: any with endpoints means yes; those without
+//! are taken off, then looked at once more (a set racing the look lists
+//! its space again after writing its endpoints, so it is never left off),
+//! and while the list is not empty the answer stays yes and the next tick
+//! looks again. So capture stops a lease after the last space's endpoints
+//! were cleared.
 
 use std::sync::atomic::Ordering;
 
 use redis::Value;
 
 use herenow_core::outbox::OutboxOptions;
-use herenow_core::{InvalidInput, Millis, Result};
+use herenow_core::{InvalidInput, Millis, Result, SpaceName};
 
 use super::RedisStore;
 use crate::outbox_scripts::{READ_SWITCH, RENEW_SWITCH};
 use crate::reply::bad_reply;
+
+/// How often a store opened for spaces' endpoints alone looks whether
+/// some space still names any (sooner when their version moves).
+pub const HOOKS_LOOK_MS: Millis = 60_000;
+/// Listed spaces read per look.
+const HOOKS_SAMPLE: usize = 64;
+
+/// What a store opened for spaces' endpoints alone last found.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct HooksSeen {
+    /// The endpoints' version then.
+    version: u64,
+    /// When (the store's clock); `None`: look at the next tick.
+    looked: Option<Millis>,
+    /// Whether some space may name endpoints.
+    any: bool,
+    /// Whether the look took spaces off the list (more may be left to
+    /// take off: look again at the next tick).
+    cleaning: bool,
+}
 
 /// The longest keep time and lease given to Redis (ten years): far past
 /// any useful maximum age, and far from where `PEXPIRE` overflows.
@@ -71,24 +105,143 @@ impl RedisStore {
 
     /// Turns the switch on with the default cap and keep time unless it
     /// is on already (a server with webhooks set its own, which stay), and
-    /// captures: a space names endpoints, and every server's claim loop
-    /// opens its own outbox within seconds.
+    /// captures: a space is about to name endpoints, and every server's
+    /// claim loop opens its own outbox within seconds.
     pub(super) async fn open_outbox_if_closed(&self) -> Result<()> {
         self.renew_switch(OutboxOptions::default(), true).await?;
-        self.follow_outbox_switch().await
+        let opened = *self.opened.lock();
+        match opened {
+            Some(options) => {
+                // Opened for spaces' endpoints, perhaps idle since none
+                // named any: capture now, and look again at the next tick
+                // (the space is listed by then).
+                self.capture(options.max_events, options.keep_ms);
+                *self.hooks_seen.lock() = HooksSeen {
+                    any: true,
+                    ..HooksSeen::default()
+                };
+                Ok(())
+            }
+            None => self.follow_outbox_switch().await,
+        }
     }
 
     /// On connect and every tick: renews the switch if this store opened
-    /// the outbox, else captures as the switch says (and stops when it
-    /// lapsed).
+    /// the outbox (for spaces' endpoints alone: while some space names
+    /// any), else captures as the switch says (and stops when it lapsed).
     pub(super) async fn follow_outbox_switch(&self) -> Result<()> {
         let opened = *self.opened.lock();
-        if let Some(options) = opened {
+        if let Some(options) = opened
+            && (!options.for_spaces || self.spaces_name_hooks().await?)
+        {
+            self.capture(options.max_events, options.keep_ms);
             return self.renew_switch(options, false).await;
         }
         let (cap, keep) = self.read_switch().await?;
         self.capture(cap, keep);
         Ok(())
+    }
+
+    /// Whether some space may name endpoints: looked up again when the
+    /// endpoints' version moved, every [`HOOKS_LOOK_MS`] otherwise, and at
+    /// the next tick while the list held only spaces whose endpoints were
+    /// gone (each look takes up to [`HOOKS_SAMPLE`] of them off).
+    async fn spaces_name_hooks(&self) -> Result<bool> {
+        let version = self.read_hooks_version().await?;
+        let now = self.ctx.clock.now_ms();
+        let seen = *self.hooks_seen.lock();
+        let due = seen
+            .looked
+            .is_none_or(|t| now.saturating_sub(t) >= HOOKS_LOOK_MS)
+            || version != seen.version
+            || seen.cleaning;
+        if !due {
+            return Ok(seen.any);
+        }
+        let (any, cleaning) = self.look_for_hooks().await?;
+        *self.hooks_seen.lock() = HooksSeen {
+            version,
+            looked: Some(now),
+            any,
+            cleaning,
+        };
+        Ok(any)
+    }
+
+    /// Reads up to [`HOOKS_SAMPLE`] listed spaces: any with endpoints
+    /// answers yes. Those without are taken off the list, then looked at
+    /// again and listed back if they have endpoints now (a set that raced
+    /// the look; a set lists its space again after writing, so it cannot
+    /// be left off). Returns whether some space may name endpoints (yes
+    /// while the list is not empty) and whether spaces were taken off.
+    async fn look_for_hooks(&self) -> Result<(bool, bool)> {
+        let hooked = self.ctx.keys.hooked_spaces();
+        let mut c = self.ctx.client.clone();
+        let sample: Vec<String> = self
+            .ctx
+            .io("outbox_switch", async {
+                redis::cmd("SRANDMEMBER")
+                    .arg(&hooked)
+                    .arg(HOOKS_SAMPLE)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        if sample.is_empty() {
+            return Ok((false, false));
+        }
+        let spaces: Vec<SpaceName> = sample
+            .iter()
+            .filter_map(|s| SpaceName::new(s).ok())
+            .collect();
+        let named = self.named_hooks(&spaces).await?;
+        if named.iter().any(|&n| n) {
+            return Ok((true, false));
+        }
+        let mut c = self.ctx.client.clone();
+        self.ctx
+            .io("outbox_switch", async {
+                redis::cmd("SREM")
+                    .arg(&hooked)
+                    .arg(&sample)
+                    .query_async::<()>(&mut c)
+                    .await
+            })
+            .await?;
+        let again = self.named_hooks(&spaces).await?;
+        let mut any = false;
+        for (space, named) in spaces.iter().zip(again) {
+            if named {
+                self.list_hooked(space).await?;
+                any = true;
+            }
+        }
+        let mut c = self.ctx.client.clone();
+        let left: u64 = self
+            .ctx
+            .io("outbox_switch", async {
+                redis::cmd("SCARD").arg(&hooked).query_async(&mut c).await
+            })
+            .await?;
+        Ok((any || left > 0, left > 0))
+    }
+
+    /// Whether each of `spaces` names endpoints now.
+    async fn named_hooks(&self, spaces: &[SpaceName]) -> Result<Vec<bool>> {
+        let calls = spaces.iter().map(|space| {
+            let key = self.ctx.keys.space_hooks(space);
+            let mut c = self.ctx.client.clone();
+            async move {
+                let n: i64 = self
+                    .ctx
+                    .io("outbox_switch", async {
+                        redis::cmd("EXISTS").arg(&key).query_async(&mut c).await
+                    })
+                    .await?;
+                Ok::<_, herenow_core::Error>(n > 0)
+            }
+        });
+        futures::future::try_join_all(calls).await
     }
 
     /// Captures with `cap` (0: not at all) and `keep`.
