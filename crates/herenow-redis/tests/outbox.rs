@@ -414,17 +414,30 @@ async fn the_switch_is_a_lease(raw: &Raw<'_>, url: &str, prefix: &str, shards: u
     }
 }
 
+/// An endpoint a space may name.
+fn a_hook() -> herenow_core::outbox::SpaceHook {
+    herenow_core::outbox::SpaceHook {
+        url: "https://example.com/hook".into(),
+        kinds: vec![OutboxKind::Join],
+        secret: "whsec_c2VjcmV0".into(),
+    }
+}
+
+/// Whether `s`'s tick turns the switch back on after it lapsed (deleted
+/// here, as when its lease ran out).
+async fn renews(raw: &Raw<'_>, s: &RedisStore, switch: &str) -> bool {
+    raw.cmd(&format!("DEL {switch}"));
+    s.tick().await.unwrap();
+    raw.int(&format!("EXISTS {switch}")) == 1
+}
+
 /// A space naming endpoints turns the switch on for the default lease
 /// when it is off, and leaves one that is on as it is.
 async fn space_hooks_turn_the_switch_on(raw: &Raw<'_>, url: &str, prefix: &str) {
     let switch = format!("{prefix}:{{~outbox}}:open");
     let clock = ManualClock::new(T0);
     let s = store(url, &clock, prefix, 1).await;
-    let hooks = [herenow_core::outbox::SpaceHook {
-        url: "https://example.com/hook".into(),
-        kinds: vec![OutboxKind::Join],
-        secret: "whsec_c2VjcmV0".into(),
-    }];
+    let hooks = [a_hook()];
     s.set_space_hooks(&space("hooked"), &hooks).await.unwrap();
     let ttl = raw.int(&format!("PTTL {switch}"));
     assert!(ttl > 24 * 3_600_000 - 60_000, "{ttl}");
@@ -445,11 +458,7 @@ async fn space_hooks_turn_the_switch_on(raw: &Raw<'_>, url: &str, prefix: &str) 
 async fn spaces_with_endpoints_keep_the_switch_on(raw: &Raw<'_>, url: &str, prefix: &str) {
     let switch = format!("{prefix}:{{~outbox}}:open");
     let hooked = format!("{prefix}:{{~outbox}}:hooked");
-    let hooks = [herenow_core::outbox::SpaceHook {
-        url: "https://example.com/hook".into(),
-        kinds: vec![OutboxKind::Join],
-        secret: "whsec_c2VjcmV0".into(),
-    }];
+    let hooks = [a_hook()];
     let clock = ManualClock::new(T0);
     let s = store(url, &clock, prefix, 1).await;
     s.outbox_open(OutboxOptions {
@@ -460,9 +469,7 @@ async fn spaces_with_endpoints_keep_the_switch_on(raw: &Raw<'_>, url: &str, pref
     .unwrap();
     // No space names endpoints: the lease is not renewed, and once it
     // lapsed nothing is captured.
-    raw.cmd(&format!("DEL {switch}"));
-    s.tick().await.unwrap();
-    assert_eq!(raw.int(&format!("EXISTS {switch}")), 0);
+    assert!(!renews(raw, &s, &switch).await);
     s.heartbeat(&space("quiet"), &[beat("ann")]).await.unwrap();
     assert_eq!(raw.int(&format!("EXISTS {prefix}:{{quiet}}:wh")), 0);
 
@@ -471,15 +478,11 @@ async fn spaces_with_endpoints_keep_the_switch_on(raw: &Raw<'_>, url: &str, pref
     let other = store(url, &clock, prefix, 1).await;
     other.set_space_hooks(&space("x"), &hooks).await.unwrap();
     assert_eq!(raw.int(&format!("SISMEMBER {hooked} x")), 1);
-    raw.cmd(&format!("DEL {switch}"));
-    s.tick().await.unwrap();
-    assert_eq!(raw.int(&format!("EXISTS {switch}")), 1);
+    assert!(renews(raw, &s, &switch).await);
     s.heartbeat(&space("busy"), &[beat("ann")]).await.unwrap();
     assert_eq!(raw.int(&format!("EXISTS {prefix}:{{busy}}:wh")), 1);
     // Between looks it renews without reading the list.
-    raw.cmd(&format!("DEL {switch}"));
-    s.tick().await.unwrap();
-    assert_eq!(raw.int(&format!("EXISTS {switch}")), 1);
+    assert!(renews(raw, &s, &switch).await);
 
     // Cleared: listed until the next look, then off; the store renews no
     // more, and once the lease lapsed captures nothing.
@@ -487,9 +490,7 @@ async fn spaces_with_endpoints_keep_the_switch_on(raw: &Raw<'_>, url: &str, pref
     assert_eq!(raw.int(&format!("SISMEMBER {hooked} x")), 1);
     s.tick().await.unwrap();
     assert_eq!(raw.int(&format!("SISMEMBER {hooked} x")), 0);
-    raw.cmd(&format!("DEL {switch}"));
-    s.tick().await.unwrap();
-    assert_eq!(raw.int(&format!("EXISTS {switch}")), 0);
+    assert!(!renews(raw, &s, &switch).await);
     s.heartbeat(&space("later"), &[beat("ann")]).await.unwrap();
     assert_eq!(raw.int(&format!("EXISTS {prefix}:{{later}}:wh")), 0);
 
@@ -500,18 +501,15 @@ async fn spaces_with_endpoints_keep_the_switch_on(raw: &Raw<'_>, url: &str, pref
     other.set_space_hooks(&space("x"), &[]).await.unwrap(); // moves the version
     let mut ticks = 0;
     while raw.int(&format!("SCARD {hooked}")) > 0 {
-        raw.cmd(&format!("DEL {switch}"));
-        s.tick().await.unwrap();
+        let renewed = renews(raw, &s, &switch).await;
         ticks += 1;
         assert!(ticks <= 5, "never emptied");
         if raw.int(&format!("SCARD {hooked}")) > 0 {
-            assert_eq!(raw.int(&format!("EXISTS {switch}")), 1, "tick {ticks}");
+            assert!(renewed, "tick {ticks}");
         }
     }
     assert!(ticks >= 3, "a sample per tick: {ticks}");
-    raw.cmd(&format!("DEL {switch}"));
-    s.tick().await.unwrap();
-    assert_eq!(raw.int(&format!("EXISTS {switch}")), 0);
+    assert!(!renews(raw, &s, &switch).await);
 }
 
 /// Spaces that named endpoints before the list existed are listed by a

@@ -81,9 +81,11 @@ impl RedisStore {
                     .await
             })
             .await?;
-        self.ctx
-            .replicated([key.as_str(), version.as_str(), hooked.as_str()])
-            .await
+        let mut written = vec![key.as_str(), version.as_str()];
+        if !hooks.is_empty() {
+            written.push(hooked.as_str());
+        }
+        self.ctx.replicated(written).await
     }
 
     /// Lists `space` among the spaces that may name endpoints.
