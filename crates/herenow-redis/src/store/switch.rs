@@ -99,6 +99,11 @@ impl RedisStore {
             ..options
         };
         *self.opened.lock() = Some(options);
+        if options.for_spaces {
+            // Renews, and captures with these settings, only if some
+            // space names endpoints now.
+            return self.follow_outbox_switch().await;
+        }
         self.capture(options.max_events, options.keep_ms);
         self.renew_switch(options, false).await
     }
