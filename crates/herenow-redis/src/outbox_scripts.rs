@@ -9,25 +9,25 @@
 //! [`crate::scripts`]), whose `cmd` argument is the publish command
 //! (`PUBLISH` / `SPUBLISH`) while the store's outbox is closed, so a store
 //! without webhooks pays one string length comparison per call that has
-//! events, and nothing else. While it is open the argument is `CMD CAP
-//! MODE KEEP` (`SPUBLISH 100000 1 86400000`): CAP the most events the
-//! shard's stream keeps, MODE `1` for a space of one shard, `2` for a
-//! shard of a space split over several, KEEP how long (ms) the stream
-//! lives after its newest event (`0`: for ever). `publish` then also `XADD`s each `join`, `away`,
-//! `back`, `leave` and `update` (not `connect` / `disconnect`) to the
-//! shard's stream `P:{T}:wh`, in the same script as the change, so an
+//! events, and nothing else. While it is open the argument is `CMD CAP MODE
+//! KEEP` (`SPUBLISH 100000 1 86400000`): CAP the most events the shard's
+//! stream keeps, MODE `1` for a space of one shard, `2` for a shard of a
+//! space split over several, KEEP how long (ms) the stream lives after its
+//! newest event (`0`: for ever). `publish` then also `XADD`s each `join`,
+//! `away`, `back`, `leave` and `update` (not `connect` / `disconnect`) to
+//! the shard's stream `P:{T}:wh`, in the same script as the change, so an
 //! event is in the stream if and only if its change happened, whichever
-//! server made it and whatever happens to that server next. An entry is
-//! `t` (the script's `now`, the injected clock) and `e` (the event's tuple,
+//! server made it and whatever happens to that server next. An entry is `t`
+//! (the script's `now`, the injected clock) and `e` (the event's tuple,
 //! as published, or `["occupied"]` / `["vacated"]`).
 //!
 //! The stream is trimmed to CAP after the adds (`XTRIM MAXLEN`, exact),
 //! and what was trimmed is added to the `trimmed` field of the stream's
 //! state hash `P:{T}:whs`. Then the stream and its state are set to
 //! expire KEEP after now (`PEXPIRE`): KEEP is the servers' maximum age
-//! of an event, so a stream nobody claimed for that long holds only
-//! events no server would deliver, and goes (its events uncounted: no
-//! server was there to count them) instead of staying for ever.
+//! of an event, so a stream nothing was added to for that long holds
+//! only events no server would deliver, and goes (its events uncounted:
+//! no server claimed them to count them) instead of staying for ever.
 //!
 //! `occupied` / `vacated`: a call's events move the shard's present count
 //! one way only (a heartbeat or attach only joins, a leave, detach, erase or
