@@ -225,7 +225,8 @@ pub struct OutboxStats {
     /// life).
     pub trimmed: u64,
     /// Whether the outbox captures: opened by a server with webhooks, or
-    /// by a space that names webhook endpoints.
+    /// by a space that names webhook endpoints (on Redis: whether the
+    /// shared switch is on, a lease those servers renew).
     pub open: bool,
 }
 
