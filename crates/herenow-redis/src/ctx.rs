@@ -57,6 +57,9 @@ pub(crate) struct Health {
     pub answered: Notify,
     /// Members written back from the buffer since the start.
     pub replayed: AtomicU64,
+    /// A ping asked for by [`RedisStore::probe`](crate::RedisStore::probe)
+    /// is in flight.
+    pub probing: AtomicBool,
 }
 
 impl Health {
@@ -67,6 +70,7 @@ impl Health {
             wake: Notify::new(),
             answered: Notify::new(),
             replayed: AtomicU64::new(0),
+            probing: AtomicBool::new(false),
         }
     }
 

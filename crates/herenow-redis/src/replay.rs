@@ -4,8 +4,10 @@
 //!
 //! While writes are held it pings Redis with a jittered, doubling backoff
 //! (up to `backoff_max`, 5 s by default), cut short when any other call
-//! of the store gets an answer from Redis meanwhile (a read: writes wait
-//! in the buffer): then it tries again at once, though not within
+//! of the store gets an answer from Redis meanwhile (a read, or the ping
+//! of [`RedisStore::probe`](crate::RedisStore::probe) that readiness
+//! probes send: writes wait in the buffer): then it tries again at once,
+//! though not within
 //! [`ANSWERED_GAP`] of its last try, so a Redis that is back is noticed
 //! at the next call rather than at the end of a long backoff, and a
 //! cluster with one node down, whose other nodes keep answering, is not

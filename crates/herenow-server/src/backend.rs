@@ -486,6 +486,9 @@ fn redis_not_ready(redis: &RedisStore) -> Option<String> {
     if redis.is_ready() {
         return None;
     }
+    // Probes come often while the store is not ready: each may find Redis
+    // back before the replayer's backoff would.
+    redis.probe();
     let stats = redis.stats();
     Some(if stats.redis_up {
         format!(

@@ -31,12 +31,18 @@ use common::{RedisCluster, RedisServer};
 /// and buffer the tests watch. The store reports its calls to the
 /// metrics the API serves, as `Backend::open` connects it.
 async fn harness(url: &str) -> (Api, Arc<RedisStore>) {
+    harness_with(url, RedisOptions::default()).await
+}
+
+/// [`harness`] over a store with `options` (its timeout and observer set
+/// here).
+async fn harness_with(url: &str, options: RedisOptions) -> (Api, Arc<RedisStore>) {
     let clock = ManualClock::new(T0);
     let metrics = Metrics::for_store("redis");
     let options = RedisOptions {
         timeout: Duration::from_millis(500),
         observer: Observer::new(Arc::new(metrics.clone())),
-        ..RedisOptions::default()
+        ..options
     };
     let store = RedisStore::connect(
         url,
@@ -223,6 +229,49 @@ async fn without_redis_reads_are_503_heartbeats_wait_and_readyz_says_not_ready()
     // there, with its time.
     let grace = h.get("/v1/spaces/lobby/members/grace").await.ok();
     assert_eq!(grace["last_seen_ms"], T0 + 1_000);
+}
+
+/// A server that only writes sends Redis nothing while its heartbeats
+/// wait in the buffer but the replayer's pings, which back off (here for
+/// an hour). Readiness probes, which come often exactly then, each ping
+/// Redis in the background: the first answered ends the backoff, the
+/// buffer goes back, and a probe says ready.
+#[tokio::test]
+async fn readiness_probes_bring_a_write_only_server_back_without_the_backoff() {
+    let mut redis = RedisServer::standalone();
+    let hour = Duration::from_secs(3_600);
+    let options = RedisOptions {
+        backoff_min: hour,
+        backoff_max: hour,
+        ..RedisOptions::default()
+    };
+    let (h, store) = harness_with(&redis.url(), options).await;
+    redis.kill();
+    h.post("/v1/spaces/lobby/heartbeat", json!({"id": "ada"}))
+        .await
+        .ok();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while store.stats().redis_up {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Redis never seen down"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    h.get("/readyz").await.unavailable("not-ready");
+    redis.start_again();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while h.get("/readyz").await.status != StatusCode::OK {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never ready: {:?}",
+            store.stats()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(store.stats().replayed, 1);
+    let ada = h.get("/v1/spaces/lobby/members/ada").await.ok();
+    assert_eq!(ada["last_seen_ms"], T0);
 }
 
 /// The system clock moved by a fixed offset: a server whose clock is

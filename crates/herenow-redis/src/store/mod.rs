@@ -208,6 +208,32 @@ impl RedisStore {
         self.ctx.health.is_ready()
     }
 
+    /// While Redis failed the replayer's last ping, pings it now, in the
+    /// background (one ping at a time, under the timeout): an answer cuts
+    /// the replayer's backoff short, so buffered writes go back and the
+    /// store is ready again at once rather than at the end of a backoff of
+    /// up to [`RedisOptions::backoff_max`]. For readiness probes, which
+    /// are asked often exactly while the store is not ready; a server that
+    /// only writes sends Redis nothing else meanwhile.
+    pub fn probe(&self) {
+        let health = &self.ctx.health;
+        if health.up.load(std::sync::atomic::Ordering::SeqCst)
+            || health
+                .probing
+                .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            return;
+        }
+        let ctx = self.ctx.clone();
+        tokio::spawn(async move {
+            // `io` tells the replayer when Redis answers.
+            let _ = ctx.ping().await;
+            ctx.health
+                .probing
+                .store(false, std::sync::atomic::Ordering::Release);
+        });
+    }
+
     /// Stops the background replayer after one last attempt, bounded by the
     /// timeout, to write what is buffered. Call it when the server shuts
     /// down: writes that fail after it are still accepted into the buffer
