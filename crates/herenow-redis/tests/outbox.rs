@@ -4,8 +4,11 @@
 //! its idle time (the stores' `ManualClock`), in order, with the same ids;
 //! a store whose outbox is closed writes no stream; streams are capped
 //! with what is trimmed counted; a stream its writer never indexed is
-//! found by the periodic `SCAN`. The contract suite (tests/contract.rs)
-//! runs the shared scenarios on one store.
+//! found by the periodic `SCAN`; the switch every store follows is a
+//! lease its openers renew (for spaces' endpoints alone, only while a
+//! space names some), and streams expire the keep time after their
+//! newest event. The contract suite (tests/contract.rs) runs the shared
+//! scenarios on one store.
 
 use herenow_testkit as common;
 
