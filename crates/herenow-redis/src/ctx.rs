@@ -199,7 +199,7 @@ impl Ctx {
     /// the stream lives after its newest event, `0` for ever (see
     /// [`crate::outbox_scripts`]).
     pub fn publish_arg(&self, space: &SpaceName) -> Cow<'static, str> {
-        let cap = self.outbox_cap.load(Ordering::Relaxed);
+        let cap = self.outbox_cap.load(Ordering::Acquire);
         if cap == 0 {
             return Cow::Borrowed(self.publish_cmd());
         }

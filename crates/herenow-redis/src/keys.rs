@@ -465,11 +465,16 @@ impl Keys {
 
     /// The space whose endpoints key `key` is (`None`: not one).
     pub fn space_of_hooks<'a>(&self, key: &'a str) -> Option<&'a str> {
-        let name = key
-            .strip_prefix(self.prefix.as_str())?
-            .strip_prefix(":{")?
-            .strip_suffix("}:hooks")?;
+        let name = self.tag_of(key, "}:hooks")?;
         SpaceName::new(name).ok().map(|_| name)
+    }
+
+    /// What stands between `P:{` and `suffix` in `key` (`None`: a key of
+    /// another shape or prefix).
+    fn tag_of<'a>(&self, key: &'a str, suffix: &str) -> Option<&'a str> {
+        key.strip_prefix(self.prefix.as_str())?
+            .strip_prefix(":{")?
+            .strip_suffix(suffix)
     }
 
     /// A `SCAN … MATCH` pattern for every outbox stream under this prefix.
@@ -479,10 +484,7 @@ impl Keys {
 
     /// The tag of an outbox stream from its key name (`None`: not one).
     pub fn tag_of_stream<'a>(&self, key: &'a str) -> Option<&'a str> {
-        let t = key
-            .strip_prefix(self.prefix.as_str())?
-            .strip_prefix(":{")?
-            .strip_suffix("}:wh")?;
+        let t = self.tag_of(key, "}:wh")?;
         Self::parse_outbox_tag(t).map(|_| t)
     }
 

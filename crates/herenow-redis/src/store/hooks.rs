@@ -50,7 +50,7 @@ impl RedisStore {
         let hooked = self.ctx.keys.hooked_spaces();
         if !hooks.is_empty() {
             self.open_outbox_if_closed().await?;
-            self.list_hooked(space).await?;
+            self.list_hooked(&[space.as_str()]).await?;
         }
         let key = self.ctx.keys.space_hooks(space);
         let mut cmd = if hooks.is_empty() {
@@ -69,7 +69,7 @@ impl RedisStore {
             })
             .await?;
         if !hooks.is_empty() {
-            self.list_hooked(space).await?;
+            self.list_hooked(&[space.as_str()]).await?;
         }
         let version = self.ctx.keys.hooks_version();
         let mut c = self.ctx.client.clone();
@@ -88,17 +88,22 @@ impl RedisStore {
         self.ctx.replicated(written).await
     }
 
-    /// Lists `space` among the spaces that may name endpoints.
-    pub(super) async fn list_hooked(&self, space: &SpaceName) -> Result<()> {
+    /// Lists `spaces` (names; none is a no-op) among the spaces that may
+    /// name endpoints.
+    pub(super) async fn list_hooked<S: AsRef<str>>(&self, spaces: &[S]) -> Result<()> {
+        if spaces.is_empty() {
+            return Ok(());
+        }
         let hooked = self.ctx.keys.hooked_spaces();
+        let mut cmd = redis::cmd("SADD");
+        cmd.arg(&hooked);
+        for s in spaces {
+            cmd.arg(s.as_ref());
+        }
         let mut c = self.ctx.client.clone();
         self.ctx
             .io("set_space_hooks", async {
-                redis::cmd("SADD")
-                    .arg(&hooked)
-                    .arg(space.as_str())
-                    .query_async::<()>(&mut c)
-                    .await
+                cmd.query_async::<()>(&mut c).await
             })
             .await
     }

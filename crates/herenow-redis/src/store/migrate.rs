@@ -126,7 +126,6 @@ impl RedisStore {
     /// The `hooked` migration: every space whose endpoints key exists,
     /// listed among the spaces that may name endpoints.
     async fn list_old_hooked_spaces(&self) -> Result<()> {
-        let hooked = self.ctx.keys.hooked_spaces();
         let mut listed = 0usize;
         self.scan_masters(&self.ctx.keys.hooks_pattern(), "string", |keys| {
             let spaces: Vec<String> = keys
@@ -135,22 +134,7 @@ impl RedisStore {
                 .map(str::to_owned)
                 .collect();
             listed += spaces.len();
-            let hooked = hooked.clone();
-            async move {
-                if spaces.is_empty() {
-                    return Ok(());
-                }
-                let mut c = self.ctx.client.clone();
-                self.ctx
-                    .io("migrate", async {
-                        redis::cmd("SADD")
-                            .arg(&hooked)
-                            .arg(&spaces)
-                            .query_async::<()>(&mut c)
-                            .await
-                    })
-                    .await
-            }
+            async move { self.list_hooked(&spaces).await }
         })
         .await?;
         if listed > 0 {

@@ -214,13 +214,13 @@ impl RedisStore {
             })
             .await?;
         let again = self.named_hooks(&spaces).await?;
-        let mut any = false;
-        for (space, named) in spaces.iter().zip(again) {
-            if named {
-                self.list_hooked(space).await?;
-                any = true;
-            }
-        }
+        let back: Vec<&str> = spaces
+            .iter()
+            .zip(again)
+            .filter_map(|(space, named)| named.then_some(space.as_str()))
+            .collect();
+        self.list_hooked(&back).await?;
+        let any = !back.is_empty();
         let mut c = self.ctx.client.clone();
         let left: u64 = self
             .ctx
@@ -249,11 +249,14 @@ impl RedisStore {
         futures::future::try_join_all(calls).await
     }
 
-    /// Captures with `cap` (0: not at all) and `keep`.
+    /// Captures with `cap` (0: not at all, `keep` then unused) and `keep`.
     fn capture(&self, cap: u64, keep: Millis) {
-        // The keep time first: a script that sees the cap sees it too.
-        self.ctx.outbox_keep.store(keep, Ordering::Relaxed);
-        self.ctx.outbox_cap.store(cap, Ordering::Relaxed);
+        // The keep time first, and left as it was when capture stops: a
+        // script that sees a cap sees a keep time with it.
+        if cap > 0 {
+            self.ctx.outbox_keep.store(keep, Ordering::Release);
+        }
+        self.ctx.outbox_cap.store(cap, Ordering::Release);
     }
 
     async fn renew_switch(&self, options: OutboxOptions, only_if_off: bool) -> Result<()> {
