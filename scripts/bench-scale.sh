@@ -10,12 +10,9 @@
 #   CORES="1 2 4 8" scripts/bench-scale.sh   # the server's core counts
 #   REDIS=1 scripts/bench-scale.sh           # the Redis store's rows too
 #   STORES="redis" REDIS=1 scripts/bench-scale.sh   # only the rows named
-#   OWNERS=compare scripts/bench-scale.sh    # memory rows with busy spaces' owner
-#                                            # threads off and on too, whatever the
-#                                            # default for the machine's cores
-#   STORES="memory memory:HERENOW_SPACE_SPIN_US=0" scripts/bench-scale.sh
-#                                            # a row per policy: the store, then the
-#                                            # server's environment after ':'
+#   STORES="memory memory:HERENOW_SPACE_STRIPES=4" scripts/bench-scale.sh
+#                                            # a row per configuration: the store,
+#                                            # then the server's environment after ':'
 #
 # The server gets the first n CPUs of the CPU order (0, 1, 2... where
 # there are no hyperthreads; else each physical core's hyperthreads
@@ -33,9 +30,8 @@
 # body of 1,000 ids of its own (64,000 members), and a single heartbeat
 # goes to space load-(id % 64), so in every load a member stays in one
 # space and, after the warm-up, heartbeats are mostly of members already
-# present (until 2026-11-26 the 64-space loads rotated spaces over the
-# same ids, which made most of their heartbeats joins: their older rows
-# measured joins). Each run starts with a warm-up of WARMUP (default 1s);
+# present (a body rotated over spaces would make most of its heartbeats
+# joins, and measure those instead). Each run starts with a warm-up of WARMUP (default 1s);
 # Redis' single loads need about 8s of it before their 100k members are
 # all present (REDIS=1 WARMUP=8s). REDIS_DELAY_US=N puts Redis "on another
 # machine": the server reaches it through a proxy that holds every byte N
@@ -69,7 +65,6 @@ WARMUP=${WARMUP:-1s}
 ROUNDS=${ROUNDS:-3}
 REDIS=${REDIS:-0}
 REDIS_DELAY_US=${REDIS_DELAY_US:-0}
-OWNERS=${OWNERS:-}
 BATCH_CONNECTIONS=${BATCH_CONNECTIONS:-8}
 SINGLE_CONNECTIONS=${SINGLE_CONNECTIONS:-64}
 LOADS=${LOADS:-"batch1 batch64 single1 single64"}
@@ -267,9 +262,8 @@ pick() {
 
 redis_core=""
 store_rows=("memory")
-[ "$OWNERS" = compare ] && store_rows+=("memory-owners-off" "memory-owners-on")
 [ "$REDIS" = 1 ] && store_rows+=("redis")
-# STORES="redis memory-owners-off ..." keeps only the rows named.
+# STORES="redis memory:HERENOW_SPACE_STRIPES=4 ..." keeps only the rows named.
 [ -n "${STORES:-}" ] && read -ra store_rows <<<"$STORES"
 if [ "$REDIS" = 1 ]; then
   rport=$(free_port)
@@ -317,13 +311,11 @@ for n in $CORES; do
       for store in "${store_rows[@]}"; do
         store_args=""
         # A row "memory:A=1,B=2" is the memory store with those variables
-        # in the server's environment (a policy to compare).
+        # in the server's environment (a configuration to compare).
         envs=""
         kind=${store%%:*}
         [ "$kind" != "$store" ] && envs=${store#*:} && envs=${envs//,/ }
         [ "$kind" = redis ] && store_args="--store redis://127.0.0.1:$sport"
-        [ "$store" = memory-owners-off ] && envs="HERENOW_SPACE_OWNERS=0"
-        [ "$store" = memory-owners-on ] && envs="HERENOW_SPACE_OWNERS=$total"
         last_load=$((total - 1))
         [ -n "$redis_core" ] && [ "$kind" = redis ] && last_load=$((total - 1 - redis_cores))
         if [ "$n" -le "$last_load" ]; then loadcores=$(pick "$n" "$last_load"); else loadcores=$servercores; fi

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Contact-list benchmark for BENCHMARKS.md, "Watching contact lists (issue
-# 9)": a release `herenow serve` on loopback and the watch_load example
+# Contact-list benchmark for BENCHMARKS.md, "Watching contact lists": a release `herenow serve` on loopback and the watch_load example
 # (crates/herenow-server/examples) in a second process: USERS sockets
 # (default 10,000; users u0..), each watching CONTACTS users (default 200)
 # drawn from them (seeded: SEED), anywhere; then FLIPS watched users

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Profiles `herenow serve` under the one-space batch load of
 # scripts/bench-scale.sh (ten bodies of 1,000 ids, rotated, 8 connections)
-# with perf: where a busy space's time goes at n cores (issue 10;
-# BENCHMARKS.md, "Sixteen cores, second sitting").
+# with perf: where a busy space's time goes at n cores (issue 10), and
+# with VAR=V settings (HERENOW_SPACE_STRIPES=4, say) how a configuration
+# changes it.
 #
 #   scripts/profile-batch.sh pack [DIR]        # here: DIR (default .device-prof)
 #   scripts/profile-batch.sh run N TAG [VAR=V ...]   # there, or here

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Redis' own time per one-member script call, from SLOWLOG with a 0 us
 threshold, on a redis-server already running on the port given (FLUSHALL
 between runs). Loads herenow's HEARTBEAT and LEAVE scripts as the store
@@ -6,14 +7,15 @@ members present, then sends 2,000 single leave/join pairs and 2N-4000
 steady one-member heartbeats (no event), pipelined 50 at a time.
 
     redis-server --port 7701 --save "" --appendonly no --daemonize yes
-    for v in base prelude calls0 calls4; do redis-cli -p 7701 FLUSHALL; N=4000 python3 slowlog_probe.py $v 7701; done
+    for v in base prelude calls0 calls4; do redis-cli -p 7701 FLUSHALL; N=4000 python3 scripts/redis-slowlog-probe.py $v 7701; done
 
 Variants cut the scripts down: `prelude` (the shared helpers, then
 `return 1`), `calls0` (`return 1`), `calls4` (four one-field HMGETs).
 """
 import re, socket, sys, subprocess, time, os
-src = open('/work/main/crates/herenow-redis/src/scripts.rs').read()
-osrc = open('/work/main/crates/herenow-redis/src/outbox_scripts.rs').read()
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
+src = open(os.path.join(ROOT, 'crates/herenow-redis/src/scripts.rs')).read()
+osrc = open(os.path.join(ROOT, 'crates/herenow-redis/src/outbox_scripts.rs')).read()
 def raw(text, name):
     m = re.search(r'(?:const|static) ' + name + r'\b.*?r#"(.*?)"#', text, re.S)
     return m.group(1)
@@ -49,9 +51,6 @@ port = int(sys.argv[2])
 s = socket.create_connection(('127.0.0.1', port))
 def cmd(*a):
     s.sendall(enc(*a)); return s.recv(1 << 20)
-def drain(n):
-    # read until n replies are seen (crudely: count CRLF-started lines at top-level is hard; just wait)
-    pass
 hb = cmd('SCRIPT', 'LOAD', HB).split(b'\r\n')[1].decode()
 lv = cmd('SCRIPT', 'LOAD', LV).split(b'\r\n')[1].decode()
 K = ['p:{c}:u','p:{c}:g','p:{c}:meta','p:{c}:state','p:{c}:config','p:{c}:ru','p:{c}:rg','p:{c}:unidx']
