@@ -460,7 +460,7 @@ func (h *Heartbeater) send(batch []Heartbeat, closing bool) {
 		return
 	}
 	n := uint64(len(batch))
-	if closing && h.sendCtx.Err() != nil {
+	if h.sendCtx.Err() != nil { // Close's deadline has passed
 		h.mu.Lock()
 		h.stats.Unsent += n
 		h.mu.Unlock()
@@ -473,7 +473,7 @@ func (h *Heartbeater) send(batch []Heartbeat, closing bool) {
 		ctx, cancel := context.WithTimeout(h.sendCtx, h.timeout)
 		res, err = h.client.Heartbeats(ctx, h.space, batch)
 		cancel()
-		if closing && h.sendCtx.Err() != nil && err != nil {
+		if err != nil && h.sendCtx.Err() != nil {
 			// Cut short by Close's deadline: not the server's failure.
 			h.breaker.Report(context.Canceled)
 			h.mu.Lock()
