@@ -32,8 +32,8 @@ type BreakerOptions struct {
 	// Logger receives one line per opening (not per call) and one when
 	// herenow answers again. Nil: the standard logger.
 	Logger Logger
-	// Name is said in the log lines (the server's URL for the breakers
-	// of BreakerFor).
+	// Name is said in the log lines: "herenow NAME failed (…)". Empty:
+	// "server"; BreakerFor's are named by the server's URL.
 	Name string
 }
 
@@ -82,7 +82,7 @@ func NewBreaker(opts BreakerOptions) *Breaker {
 		b.logger = log.Default()
 	}
 	if b.name == "" {
-		b.name = "herenow"
+		b.name = "server"
 	}
 	return b
 }
@@ -100,7 +100,7 @@ func BreakerFor(baseURL string) *Breaker {
 	defer breakersMu.Unlock()
 	b, ok := breakers[baseURL]
 	if !ok {
-		b = NewBreaker(BreakerOptions{Name: "herenow at " + baseURL})
+		b = NewBreaker(BreakerOptions{Name: baseURL})
 		breakers[baseURL] = b
 	}
 	return b
@@ -154,11 +154,11 @@ func (b *Breaker) Report(err error) {
 		if wasOpen {
 			what = "still fails"
 		}
-		line = fmt.Sprintf("herenow: %s %s (%v); presence is unknown for %s, then one probe; driving on",
+		line = fmt.Sprintf("herenow %s %s (%v); presence is unknown for %s, then one probe; driving on",
 			b.name, what, err, b.backoff)
 	case b.open:
 		b.open, b.probing = false, false
-		line = fmt.Sprintf("herenow: %s answers again; presence is back", b.name)
+		line = fmt.Sprintf("herenow %s answers again; presence is back", b.name)
 	}
 	b.mu.Unlock()
 	if line != "" {

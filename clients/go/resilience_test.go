@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sort"
 	"strings"
 	"syscall"
@@ -47,6 +48,21 @@ func (h *hangable) hang() {
 	if err := h.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		h.t.Fatal(err)
 	}
+	// The signal is delivered to every thread a moment later: wait until
+	// the process is stopped (state T in Linux's /proc), so that no
+	// request is answered after hang() returns.
+	stat := fmt.Sprintf("/proc/%d/stat", h.cmd.Process.Pid)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			time.Sleep(100 * time.Millisecond) // no /proc: give it time
+			return
+		}
+		if i := strings.LastIndexByte(string(b), ')'); i > 0 && strings.HasPrefix(string(b[i:]), ") T") {
+			return
+		}
+	}
+	h.t.Fatal("the server did not stop")
 }
 
 func (h *hangable) resume() {
@@ -107,7 +123,7 @@ func get(t *testing.T, h http.Handler, ip string) (string, time.Duration) {
 func TestPageDrivesOnWhenHerenowHangs(t *testing.T) {
 	srv := startHangable(t)
 	clk, logs := newFakeClock(), &logLines{}
-	br := NewBreaker(BreakerOptions{Clock: clk, Logger: logs, Name: "herenow at test"})
+	br := NewBreaker(BreakerOptions{Clock: clk, Logger: logs, Name: "test"})
 	c := clientOf(t, srv.url, Options{Breaker: br})
 	sp, cx := space(t), ctx(t)
 	ada := uid(t, "ada")
