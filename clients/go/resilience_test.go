@@ -427,3 +427,31 @@ func TestGuestCookieTellsApartBrowsersBehindOneAddress(t *testing.T) {
 		}
 	}
 }
+
+// The back-off is configurable; after it, exactly one probe goes.
+func TestBreakerBackoffAndProbe(t *testing.T) {
+	clk, logs := newFakeClock(), &logLines{}
+	b := NewBreaker(BreakerOptions{Backoff: 5 * time.Second, Clock: clk, Logger: logs})
+	if !b.Allow() {
+		t.Fatal("a new breaker is closed")
+	}
+	b.Report(&Error{Status: 503})
+	clk.Advance(4 * time.Second)
+	if b.Allow() || b.Do(func() error { t.Fatal("called while open"); return nil }) != ErrUnavailable {
+		t.Fatal("open within the back-off")
+	}
+	clk.Advance(time.Second)
+	if !b.Allow() {
+		t.Fatal("no probe after the back-off")
+	}
+	if b.Allow() {
+		t.Fatal("a second probe while the first is out")
+	}
+	b.Report(nil)
+	if !b.Allow() || b.Stats().Open || b.Stats().Openings != 1 {
+		t.Fatalf("closed after the probe: %+v", b.Stats())
+	}
+	if l := logs.get(); len(l) != 2 || !strings.Contains(l[0], "unknown for 5s") || !strings.Contains(l[1], "answers again") {
+		t.Fatalf("log %q", l)
+	}
+}
