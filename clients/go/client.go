@@ -49,6 +49,11 @@ type Options struct {
 	MaxIdleConnsPerHost int
 	// UserAgent is sent with every request; empty: "herenow-go".
 	UserAgent string
+	// Breaker is the circuit breaker of the calls made for pages (the
+	// [Presence] helpers) and of the [Heartbeater]; nil: the process's
+	// shared one for this BaseURL ([BreakerFor]). Plain Client calls do
+	// not go through it: they always ask the server.
+	Breaker *Breaker
 }
 
 // Client calls a herenow server. It is safe for concurrent use; make one
@@ -60,6 +65,7 @@ type Client struct {
 	timeout   time.Duration
 	maxBody   int64
 	userAgent string
+	breaker   *Breaker
 }
 
 // New makes a client. It fails only on a BaseURL that is not an absolute
@@ -88,6 +94,10 @@ func New(opts Options) (*Client, error) {
 		timeout:   opts.Timeout,
 		maxBody:   opts.MaxResponseBytes,
 		userAgent: opts.UserAgent,
+		breaker:   opts.Breaker,
+	}
+	if c.breaker == nil {
+		c.breaker = BreakerFor(base.String())
 	}
 	if c.timeout == 0 {
 		c.timeout = DefaultTimeout
@@ -130,6 +140,9 @@ func newTransport(idlePerHost int) *http.Transport {
 
 // BaseURL is the server this client calls.
 func (c *Client) BaseURL() string { return c.base.String() }
+
+// Breaker is this client's circuit breaker (see [Options.Breaker]).
+func (c *Client) Breaker() *Breaker { return c.breaker }
 
 // CloseIdleConnections closes the pooled connections that are idle.
 func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }

@@ -2,7 +2,7 @@
 // online in a space, when everyone else was last seen, online friends and
 // counts, live presence events, and a contact list's live status.
 //
-// It is the standard library only, and has four parts:
+// It is the standard library only, and has five parts:
 //
 //   - [Client] covers the whole HTTP API of docs/API.md: heartbeats,
 //     leaves, status and last seen (per space and anywhere), who's online
@@ -21,9 +21,15 @@
 //   - [Heartbeater] and [Middleware] make a net/http site's visitors
 //     present: each request heartbeats its user (or a guest by IP or
 //     cookie), debounced to at most one heartbeat per member per interval,
-//     sent in batches by a background goroutine so no response waits for
-//     herenow, and when herenow fails the site logs once per interval and
-//     drives on.
+//     sent in batches (gathered for a flush interval) by a background
+//     goroutine so no response waits for herenow, and when herenow fails
+//     the site logs once per interval and drives on; Close is bounded.
+//   - [Presence] is the queries a page renders (who's online, a member
+//     online, a user's last seen, the count): each answers a view that is
+//     known or unknown, never an error, through the [Breaker] shared per
+//     process and server, so while herenow is down or hung a page pays at
+//     most one timeout and then answers "unknown" at once until the
+//     breaker's back-off ends and one probe goes through.
 //   - [WebhookVerifier] and [WebhookHandler] receive herenow's webhooks:
 //     the Standard Webhooks signature (webhook-id, webhook-timestamp,
 //     webhook-signature) checked in constant time against one or more

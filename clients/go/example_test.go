@@ -176,3 +176,20 @@ func ExampleWebhookVerifier_Receive() {
 	// join lobby ann online {"page": "/"}
 	// true true
 }
+
+func ExampleNewPresence() {
+	c, err := herenow.New(herenow.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Page queries: never an error; "unknown" (here "?") at once while
+	// herenow is down or hung (the client's breaker is open).
+	p, err := herenow.NewPresence(c, "site", herenow.PresenceOptions{Unknown: "?"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		who := p.WhosOnline(r.Context())
+		fmt.Fprintf(w, "%s; you were %s\n", who, p.LastSeen(r.Context(), r.Header.Get("X-User")))
+	})
+}

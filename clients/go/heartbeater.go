@@ -2,6 +2,7 @@ package herenow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"sync"
@@ -33,7 +34,12 @@ const (
 	DefaultQueueSize   = 10_000
 	DefaultMaxBatch    = 1_000
 	DefaultSendTimeout = 5 * time.Second
-	maxServerBatch     = 10_000
+	// DefaultFlushInterval: how long the sender gathers after the first
+	// queued heartbeat before it sends the batch.
+	DefaultFlushInterval = time.Second
+	// DefaultCloseTimeout bounds Close.
+	DefaultCloseTimeout = time.Second
+	maxServerBatch      = 10_000
 )
 
 // HeartbeaterOptions configures a [Heartbeater]. The zero value is the
@@ -59,12 +65,26 @@ type HeartbeaterOptions struct {
 	MaxBatch int
 	// SendTimeout bounds one batch's request. Zero: DefaultSendTimeout.
 	SendTimeout time.Duration
+	// FlushInterval: after the first heartbeat queued since the last
+	// batch, the sender gathers for FlushInterval (or until MaxBatch
+	// members, or a Flush) and sends them in one request. Zero:
+	// DefaultFlushInterval (1 s).
+	FlushInterval time.Duration
+	// CloseTimeout bounds Close (as does its context): what is not sent
+	// by then is dropped and counted (HeartbeaterStats.Unsent). Zero:
+	// DefaultCloseTimeout (1 s).
+	CloseTimeout time.Duration
 	// Clock: zero value SystemClock.
 	Clock Clock
 	// Logger receives at most one line per Interval while heartbeats fail
 	// or are dropped, saying how many since the last line. Nil: the
 	// standard logger (log.Default()).
 	Logger Logger
+	// Breaker: batches go through it, so while herenow is down or hung
+	// (as the page helpers found it, or this sender) they fail at once
+	// instead of waiting for SendTimeout each. Nil: the client's
+	// (Client.Breaker, shared per process and server).
+	Breaker *Breaker
 }
 
 // HeartbeaterStats counts what a Heartbeater did. Counters only grow.
@@ -78,8 +98,12 @@ type HeartbeaterStats struct {
 	Dropped uint64
 	// Sent: heartbeats the server accepted.
 	Sent uint64
-	// Failed: heartbeats in batches that failed (server down, refused).
+	// Failed: heartbeats in batches that failed (server down, refused,
+	// or the breaker open).
 	Failed uint64
+	// Unsent: heartbeats Close dropped without sending them: its
+	// deadline passed, or herenow was unavailable (breaker open).
+	Unsent uint64
 	// Batches: requests sent, successful or not.
 	Batches uint64
 	// Tracked: members in the debounce table now.
@@ -96,8 +120,14 @@ type Heartbeater struct {
 	maxTrack int
 	maxBatch int
 	timeout  time.Duration
+	gather   time.Duration
+	closeIn  time.Duration
 	clock    Clock
 	logger   Logger
+	breaker  *Breaker
+	// sendCtx bounds every request; Close cancels it at its deadline.
+	sendCtx    context.Context
+	cancelSend context.CancelFunc
 
 	mu      sync.Mutex
 	closed  bool
@@ -119,6 +149,7 @@ type Heartbeater struct {
 // item is a heartbeat to send, or a flush marker (flushed non-nil).
 type item struct {
 	member  MemberRef
+	meta    Meta
 	flushed chan struct{}
 }
 
@@ -130,7 +161,8 @@ func NewHeartbeater(client *Client, space string, opts HeartbeaterOptions) (*Hea
 	if err := checkSpace(space); err != nil {
 		return nil, err
 	}
-	if opts.Interval < 0 || opts.MaxTracked < 0 || opts.QueueSize < 0 || opts.MaxBatch < 0 || opts.SendTimeout < 0 {
+	if opts.Interval < 0 || opts.MaxTracked < 0 || opts.QueueSize < 0 || opts.MaxBatch < 0 || opts.SendTimeout < 0 ||
+		opts.FlushInterval < 0 || opts.CloseTimeout < 0 {
 		return nil, invalid("heartbeater options are negative")
 	}
 	if opts.MaxBatch > maxServerBatch {
@@ -143,8 +175,11 @@ func NewHeartbeater(client *Client, space string, opts HeartbeaterOptions) (*Hea
 		maxTrack: orInt(opts.MaxTracked, DefaultMaxTracked),
 		maxBatch: orInt(opts.MaxBatch, DefaultMaxBatch),
 		timeout:  orDuration(opts.SendTimeout, DefaultSendTimeout),
+		gather:   orDuration(opts.FlushInterval, DefaultFlushInterval),
+		closeIn:  orDuration(opts.CloseTimeout, DefaultCloseTimeout),
 		clock:    opts.Clock,
 		logger:   opts.Logger,
+		breaker:  opts.Breaker,
 		cur:      make(map[MemberRef]time.Time),
 		prev:     make(map[MemberRef]time.Time),
 		queue:    make(chan item, orInt(opts.QueueSize, DefaultQueueSize)),
@@ -157,6 +192,10 @@ func NewHeartbeater(client *Client, space string, opts HeartbeaterOptions) (*Hea
 	if h.logger == nil {
 		h.logger = log.Default()
 	}
+	if h.breaker == nil {
+		h.breaker = client.breaker
+	}
+	h.sendCtx, h.cancelSend = context.WithCancel(context.Background())
 	h.genFrom = h.clock.Now()
 	go h.run()
 	return h, nil
@@ -169,7 +208,12 @@ func (h *Heartbeater) Space() string { return h.space }
 // answers false at once when m was sent within the interval (debounced),
 // the queue is full (dropped), m has no id, or the Heartbeater is closed;
 // true when the heartbeat is queued.
-func (h *Heartbeater) Beat(m MemberRef) bool {
+func (h *Heartbeater) Beat(m MemberRef) bool { return h.BeatMeta(m, nil) }
+
+// BeatMeta is Beat with the member's metadata (say, its display name),
+// sent with the heartbeat when one is sent (non-nil meta replaces the
+// member's; within the interval, debounced heartbeats send nothing).
+func (h *Heartbeater) BeatMeta(m MemberRef, meta Meta) bool {
 	if m.ID == "" {
 		return false
 	}
@@ -192,7 +236,7 @@ func (h *Heartbeater) Beat(m MemberRef) bool {
 		return false
 	}
 	select {
-	case h.queue <- item{member: m}:
+	case h.queue <- item{member: m, meta: meta}:
 	default:
 		// Not recorded as sent: the member's next request tries again.
 		h.stats.Dropped++
@@ -269,8 +313,15 @@ func (h *Heartbeater) Flush(ctx context.Context) error {
 	}
 }
 
-// Close stops taking heartbeats, sends those queued (until ctx ends),
-// and stops the sender. Later calls answer ErrClosed.
+// ErrUnsent is wrapped by Close's error when it dropped heartbeats it
+// could not send in time (HeartbeaterStats.Unsent counts them).
+var ErrUnsent = errors.New("herenow: heartbeats not sent at close")
+
+// Close stops taking heartbeats, sends those queued, and stops the
+// sender, within CloseTimeout (1 s by default) or ctx, whichever ends
+// first, even against a hung server: what is not sent by then is dropped,
+// counted in Stats().Unsent, and reported by an error wrapping ErrUnsent.
+// Later calls answer ErrClosed.
 func (h *Heartbeater) Close(ctx context.Context) error {
 	h.mu.Lock()
 	if h.closed {
@@ -280,12 +331,28 @@ func (h *Heartbeater) Close(ctx context.Context) error {
 	h.closed = true
 	h.mu.Unlock()
 	close(h.quit)
+	timer := time.NewTimer(h.closeIn)
+	defer timer.Stop()
+	var ctxDone <-chan struct{}
+	if ctx != nil {
+		ctxDone = ctx.Done()
+	}
 	select {
 	case <-h.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	case <-ctxDone:
+	case <-timer.C:
 	}
+	// Out of time: the request out is cancelled, and the sender counts
+	// what is left as unsent without sending it.
+	h.cancelSend()
+	<-h.done
+	h.mu.Lock()
+	unsent := h.stats.Unsent
+	h.mu.Unlock()
+	if unsent > 0 {
+		return fmt.Errorf("%w: %d dropped", ErrUnsent, unsent)
+	}
+	return nil
 }
 
 // Stats answers the counters so far.
@@ -297,35 +364,52 @@ func (h *Heartbeater) Stats() HeartbeaterStats {
 	return s
 }
 
-// run is the sender: it takes what is queued, up to MaxBatch members, and
-// sends it in one request; while a request is out, the queue fills, so a
-// busy site's heartbeats go out in few requests without any timer.
+// run is the sender: from the first heartbeat queued, it gathers for
+// FlushInterval (or MaxBatch members, or until a Flush) and sends them in
+// one request.
 func (h *Heartbeater) run() {
 	defer close(h.done)
 	batch := make([]Heartbeat, 0, h.maxBatch)
 	var flushes []chan struct{}
-	// Requests are bounded by SendTimeout, not by any caller's context.
-	ctx := context.Background()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
 	for {
 		var it item
 		select {
 		case it = <-h.queue:
 		case <-h.quit:
-			h.drain(ctx, batch)
+			h.drain()
 			return
 		}
 		batch, flushes = h.add(batch[:0], flushes[:0], it)
-		// Take what else is waiting, without waiting for more.
-	more:
-		for len(batch) < h.maxBatch {
-			select {
-			case it = <-h.queue:
-				batch, flushes = h.add(batch, flushes, it)
-			default:
-				break more
+		quitting := false
+		if len(flushes) == 0 {
+			timer.Reset(h.gather)
+		gather:
+			for len(batch) < h.maxBatch && len(flushes) == 0 {
+				select {
+				case it = <-h.queue:
+					batch, flushes = h.add(batch, flushes, it)
+				case <-timer.C:
+					break gather
+				case <-h.quit:
+					quitting = true
+					break gather
+				}
+			}
+			if !timer.Stop() {
+				select { // drained already, or fired unread
+				case <-timer.C:
+				default:
+				}
 			}
 		}
-		h.send(ctx, batch)
+		if quitting {
+			// Close sends this batch with the rest.
+			h.drainFrom(batch, flushes)
+			return
+		}
+		h.send(batch, false)
 		for _, f := range flushes {
 			close(f)
 		}
@@ -336,23 +420,27 @@ func (h *Heartbeater) add(batch []Heartbeat, flushes []chan struct{}, it item) (
 	if it.flushed != nil {
 		return batch, append(flushes, it.flushed)
 	}
-	return append(batch, Heartbeat{ID: it.member.ID, Kind: it.member.Kind}), flushes
+	return append(batch, Heartbeat{ID: it.member.ID, Kind: it.member.Kind, Meta: it.meta}), flushes
 }
 
 // drain sends what is left in the queue at Close.
-func (h *Heartbeater) drain(ctx context.Context, batch []Heartbeat) {
-	batch = batch[:0]
-	var flushes []chan struct{}
+func (h *Heartbeater) drain() { h.drainFrom(nil, nil) }
+
+// drainFrom sends batch and then the queue, MaxBatch at a time, until
+// the queue is empty or Close's deadline cancels sendCtx (then the rest
+// is counted as unsent).
+func (h *Heartbeater) drainFrom(batch []Heartbeat, flushes []chan struct{}) {
 	for {
-		select {
-		case it := <-h.queue:
-			batch, flushes = h.add(batch, flushes, it)
-			if len(batch) < h.maxBatch {
-				continue
+	fill:
+		for len(batch) < h.maxBatch {
+			select {
+			case it := <-h.queue:
+				batch, flushes = h.add(batch, flushes, it)
+			default:
+				break fill
 			}
-		default:
 		}
-		h.send(ctx, batch)
+		h.send(batch, true)
 		for _, f := range flushes {
 			close(f)
 		}
@@ -363,26 +451,56 @@ func (h *Heartbeater) drain(ctx context.Context, batch []Heartbeat) {
 	}
 }
 
-// send posts one batch; a failure is counted and logged at most once per
-// interval, never retried (the member's next request after the interval
-// heartbeats again).
-func (h *Heartbeater) send(ctx context.Context, batch []Heartbeat) {
+// send posts one batch through the breaker; a failure is counted and
+// logged at most once per interval, never retried (the member's next
+// request after the interval heartbeats again). closing: Close is
+// draining, and a batch it cannot send in time is unsent.
+func (h *Heartbeater) send(batch []Heartbeat, closing bool) {
 	if len(batch) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, h.timeout)
-	defer cancel()
-	res, err := h.client.Heartbeats(ctx, h.space, batch)
+	n := uint64(len(batch))
+	if h.sendCtx.Err() != nil { // Close's deadline has passed
+		h.mu.Lock()
+		h.stats.Unsent += n
+		h.mu.Unlock()
+		return
+	}
+	var res HeartbeatResult
+	var err error
+	sent := h.breaker.Allow()
+	if sent {
+		ctx, cancel := context.WithTimeout(h.sendCtx, h.timeout)
+		res, err = h.client.Heartbeats(ctx, h.space, batch)
+		cancel()
+		if err != nil && h.sendCtx.Err() != nil {
+			// Cut short by Close's deadline: not the server's failure.
+			h.breaker.Report(context.Canceled)
+			h.mu.Lock()
+			h.stats.Batches++
+			h.stats.Unsent += n
+			h.mu.Unlock()
+			return
+		}
+		h.breaker.Report(err)
+	} else {
+		err = ErrUnavailable
+	}
 	h.mu.Lock()
-	h.stats.Batches++
+	if sent {
+		h.stats.Batches++
+	}
 	line := ""
-	if err != nil {
-		h.stats.Failed += uint64(len(batch))
-		h.unloggedFail += uint64(len(batch))
+	switch {
+	case err == nil:
+		h.stats.Sent += uint64(res.Accepted)
+	case closing && !sent:
+		h.stats.Unsent += n
+	default:
+		h.stats.Failed += n
+		h.unloggedFail += n
 		h.lastErr = err
 		line = h.logLine(h.clock.Now())
-	} else {
-		h.stats.Sent += uint64(res.Accepted)
 	}
 	h.mu.Unlock()
 	if line != "" {

@@ -35,7 +35,15 @@ type MiddlewareOptions struct {
 	// session); ok false: a guest. Nil: everyone is a guest. It runs on
 	// the request's goroutine: keep it cheap, no network.
 	Identify func(r *http.Request) (m MemberRef, ok bool)
-	// Guests says how visitors that Identify does not know are named.
+	// IdentifyMeta is Identify with the user's metadata (say,
+	// Meta{"name": "Ada"}), sent with the user's heartbeat as Django's
+	// and Express's middleware do; when set, it is used instead of
+	// Identify. Same rules: cheap, no network.
+	IdentifyMeta func(r *http.Request) (m MemberRef, meta Meta, ok bool)
+	// Guests says how visitors that Identify does not know are named:
+	// GuestsByIP (the default), GuestsByCookie (opt-in: a first-party
+	// cookie of a random id, HttpOnly, SameSite=Lax, set when a guest has
+	// none; visitors behind one address are told apart) or GuestsOff.
 	Guests GuestPolicy
 	// ClientIP answers the client's address for GuestsByIP; nil: the
 	// host of r.RemoteAddr. Behind a proxy, read the proxy's header here
@@ -68,8 +76,8 @@ func Middleware(h *Heartbeater, opts MiddlewareOptions) func(http.Handler) http.
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if opts.Skip == nil || !opts.Skip(r) {
-				if m, ok := visitor(w, r, opts, cookie, maxAge); ok {
-					h.Beat(m)
+				if m, meta, ok := visitor(w, r, opts, cookie, maxAge); ok {
+					h.BeatMeta(m, meta)
 				}
 			}
 			next.ServeHTTP(w, r)
@@ -78,12 +86,22 @@ func Middleware(h *Heartbeater, opts MiddlewareOptions) func(http.Handler) http.
 }
 
 // visitor names the request's member; ok false: nobody to heartbeat.
-func visitor(w http.ResponseWriter, r *http.Request, opts MiddlewareOptions, cookie string, maxAge time.Duration) (MemberRef, bool) {
-	if opts.Identify != nil {
+func visitor(w http.ResponseWriter, r *http.Request, opts MiddlewareOptions, cookie string, maxAge time.Duration) (MemberRef, Meta, bool) {
+	if opts.IdentifyMeta != nil {
+		if m, meta, ok := opts.IdentifyMeta(r); ok && m.ID != "" {
+			return m, meta, true
+		}
+	} else if opts.Identify != nil {
 		if m, ok := opts.Identify(r); ok && m.ID != "" {
-			return m, true
+			return m, nil, true
 		}
 	}
+	m, ok := guest(w, r, opts, cookie, maxAge)
+	return m, nil, ok
+}
+
+// guest names a visitor nobody identified; ok false: nobody to heartbeat.
+func guest(w http.ResponseWriter, r *http.Request, opts MiddlewareOptions, cookie string, maxAge time.Duration) (MemberRef, bool) {
 	switch opts.Guests {
 	case GuestsByIP:
 		ip := ""

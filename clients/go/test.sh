@@ -63,3 +63,73 @@ fi
 if [ "$want_race" = "1" ]; then race=(-race); fi
 echo "clients/go: gofmt and go vet clean; go test ${race[*]:-}"
 go test "${race[@]}" -count=1 -timeout 110s ./...
+
+# The READMEs' install and usage commands, exactly as written (the blocks
+# marked `<!-- tested: go -->`, printed by clients/readme-blocks.py), run
+# in a temporary directory against a `herenow serve` of their own, with
+# HERENOW_REPO (this checkout) and HERENOW_URL (that server) as the READMEs
+# say; the Go fragments (`<!-- tested: go-fragment -->`) are compiled by
+# readme-fragments.py, so the docs name only calls that exist. The
+# checkout must be left as it was (`git status --porcelain` unchanged:
+# empty on a clean checkout).
+before="$(git -C "$root" status --porcelain 2>/dev/null || true)"
+tmp="$(mktemp -d)"
+srvpid=""
+cleanup() {
+    if [ -n "$srvpid" ]; then
+        kill "$srvpid" 2>/dev/null || true
+        wait "$srvpid" 2>/dev/null || true
+    fi
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+bin="$(cd "$(dirname "$HERENOW_BIN")" && pwd)/$(basename "$HERENOW_BIN")"
+(cd "$tmp" && exec "$bin" serve --listen 127.0.0.1:0 >"$tmp/server.out" 2>"$tmp/server.err") &
+srvpid=$!
+url=""
+for _ in $(seq 1 200); do
+    url="$(sed -nE 's/.*listening on (http:[^ ]+).*/\1/p' "$tmp/server.out" | head -n 1)"
+    if [ -n "$url" ] && python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/readyz", timeout=1)' "$url" 2>/dev/null; then
+        break
+    fi
+    url=""
+    sleep 0.1
+done
+if [ -z "$url" ]; then
+    echo "clients/go: the README server did not start: $(cat "$tmp/server.err")" >&2
+    exit 1
+fi
+export HERENOW_REPO="$root" HERENOW_URL="$url"
+blocks="$root/clients/readme-blocks.py"
+
+echo "clients/go: clients/go/README.md's commands (tested: go), in $tmp/readme"
+mkdir "$tmp/readme"
+out="$(cd "$tmp/readme" && bash -euo pipefail -c "$(python3 "$blocks" "$here/README.md" go)")"
+echo "$out"
+if ! grep -qx '1 online: ada Ada' <<<"$out" || ! grep -qx '1 user and 0 guests online - ada: online' <<<"$out"; then
+    echo "clients/go: the README's first program did not print what the README says" >&2
+    exit 1
+fi
+
+echo "clients/go: README.md's Go commands (tested: go), in $tmp/top"
+mkdir "$tmp/top"
+(cd "$tmp/top" && bash -euo pipefail -c "$(python3 "$blocks" "$root/README.md" go)")
+# The install column of the top-level table is the same command.
+row="$(grep -E '^\| Go \(' "$root/README.md" | sed -nE 's/^[^`]*`([^`]*)`.*/\1/p')"
+block="$(python3 "$blocks" "$root/README.md" go | sed -e ':a' -e '/\\$/N; s/\\\n */ /; ta' | grep '^go mod edit' | tr -s ' ')"
+if [ "$row" != "$block" ]; then
+    echo "clients/go: README.md's table says '$row', its Go section '$block'" >&2
+    exit 1
+fi
+
+echo "clients/go: the READMEs' Go fragments (tested: go-fragment) compile"
+python3 "$here/readme-fragments.py" "$here/README.md" "$root/README.md" >"$tmp/top/site/main.go"
+(cd "$tmp/top/site" && go build -o /dev/null . && go vet .)
+
+after="$(git -C "$root" status --porcelain 2>/dev/null || true)"
+if [ "$before" != "$after" ]; then
+    echo "clients/go: the README commands changed the checkout:" >&2
+    diff <(echo "$before") <(echo "$after") >&2 || true
+    exit 1
+fi
+echo "clients/go: README commands ran as written; the checkout is as it was"
