@@ -267,7 +267,7 @@ def test_middleware_drives_on_when_herenow_is_down(
                 clock.advance(50)
             # The template helpers drive on too: "unknown", rendered as nothing.
             page = browser.get("/online")
-            assert page.status_code == 200 and page.content.decode() == ""
+            assert page.status_code == 200 and page.content.decode().strip() == ""
             assert browser.get("/members").content.decode() == "|"
             assert browser.get(f"/seen/{ada.pk}").content.decode() == "|"
         tracker_lines = lines(caplog)

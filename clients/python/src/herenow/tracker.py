@@ -452,7 +452,7 @@ class PresenceTracker:
             self._closed = True
             self._stopping = True
             thread = self._thread
-            if thread is None and self._queue:
+            if thread is None and self._queue and timeout > 0:
                 # No sender thread (background=False, or nothing was sent
                 # yet): send from one of our own, so the deadline holds.
                 thread = threading.Thread(
@@ -462,20 +462,21 @@ class PresenceTracker:
             self._wake.notify_all()
         if thread is not None:
             thread.join(max(deadline - time.monotonic(), 0.0))
-        abandoned = 0
-        if thread is not None and thread.is_alive():
-            # herenow is slow or hanging: give up on what is still queued,
-            # so the thread ends after the batch in the air.
-            with self._lock:
+        abandoned = lost = 0
+        with self._lock:
+            if self._queue or (thread is not None and thread.is_alive()):
+                # herenow is slow or hanging (or timeout was 0): give up on
+                # what is still queued, so the thread ends after the batch
+                # in the air.
                 lost = len(self._queue)
                 self._queue.clear()
                 self._counts["dropped"] += lost
                 abandoned = lost + self._in_flight
                 self._counts["abandoned"] += abandoned
-            if abandoned:
-                self._log.failed(
-                    f"closing after {timeout:g} s with {abandoned} heartbeat(s) unsent", lost
-                )
+        if abandoned:
+            self._log.failed(
+                f"closing after {timeout:g} s with {abandoned} heartbeat(s) unsent", lost
+            )
         if self._owns_client and (thread is None or not thread.is_alive()):
             self.client.close()
         _live.discard(self)
