@@ -521,3 +521,45 @@ def test_set_guest_cookie_counts_two_browsers_behind_one_address_apart(
         Client(REMOTE_ADDR="192.0.2.11").get("/")
         assert "herenow_guest" not in response.cookies
         assert beats(site)[-1] == ("guest", "192.0.2.11", None)
+
+
+# --- the READMEs' Django snippets, as written ----------------------------------
+
+
+def readme_blocks(language: str) -> list:
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    text = (root / "README.md").read_text()
+    top = (root.parent.parent / "README.md").read_text()
+    start = top.index("### Python")
+    text += top[start : top.index("\n### ", start + 1)]
+    return re.findall(r"```" + language + r"\n(.*?)```", text, re.S)
+
+
+def test_the_readmes_django_settings_name_real_settings() -> None:
+    settings_blocks = [b for b in readme_blocks("python") if "HERENOW = {" in b]
+    assert len(settings_blocks) == 2
+    for block in settings_blocks:
+        scope: dict = {"INSTALLED_APPS": [], "MIDDLEWARE": []}
+        exec(block, scope)
+        assert set(scope["HERENOW"]) <= set(conf.DEFAULTS)
+        assert "herenow.django.middleware.HerenowMiddleware" in scope["MIDDLEWARE"]
+
+
+def test_the_readmes_templates_render_as_documented(
+    site: PresenceTracker, space: str, ada: User, dead_url: str
+) -> None:
+    blocks = readme_blocks("django")
+    assert len(blocks) == 2
+    with herenow.Client(site.client.base_url) as c:
+        c.heartbeat(space, str(ada.pk), meta={"name": "Ada"})
+    for block in blocks:
+        page = engines["django"].from_string(block).render({"user": ada})
+        assert "1 user and 0 guests online" in page and "Ada" in page and "online" in page
+    # herenow down: nothing rendered but the blocks' own whitespace.
+    with override_settings(HERENOW={"URL": dead_url, "SPACE": space, "CACHE_SECONDS": 0}):
+        for block in blocks:
+            page = engines["django"].from_string(block).render({"user": ada})
+            assert page.split() == [], page
