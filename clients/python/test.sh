@@ -4,6 +4,10 @@
 #   clients/python/test.sh            # uses $HERENOW_BIN, or target/debug/herenow
 #   HERENOW_BIN=/path/to/herenow clients/python/test.sh -k events   # pytest args pass through
 #
+# Without arguments it then runs the READMEs' install and usage commands as
+# written (readme-test.sh), in a temporary directory, and checks that they
+# left the checkout as it was.
+#
 # Needs python3 (3.9+) with pip; installs python3-venv with apt-get when the
 # venv module is missing, and the package with its test dependencies into
 # clients/python/.venv (git-ignored), again only when pyproject.toml changed.
@@ -43,4 +47,9 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 fi
 
 cd "$here"
-exec "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@"
+if [ $# -gt 0 ]; then
+    exec "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@"
+fi
+"$venv/bin/python" -m pytest -q -p no:cacheprovider
+"$here/readme-test.sh"
+

@@ -100,6 +100,7 @@ class Server:
         if self.proc is None:
             return
         if self.proc.poll() is None:
+            self.resume()  # a paused process would not see SIGTERM
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(10)
@@ -111,7 +112,8 @@ class Server:
         self.proc = None
 
     def kill(self) -> None:
-        """SIGKILL: connections are reset, nothing ends cleanly."""
+        """SIGKILL: connections are reset, nothing ends cleanly (a paused
+        process too)."""
         if self.proc is not None:
             if self.proc.poll() is None:
                 self.proc.kill()
@@ -119,6 +121,18 @@ class Server:
             if self.proc.stdout:
                 self.proc.stdout.close()
             self.proc = None
+
+    def pause(self) -> None:
+        """SIGSTOP: the process hangs (connections are still accepted by the
+        kernel, nothing answers), as an overloaded or partitioned server
+        looks to a client."""
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after :meth:`pause`."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
 
     def restart(self) -> None:
         """Stops and starts again on the same port."""

@@ -119,6 +119,20 @@ urlpatterns = [
         ),
     ),
     path("ctx", render("{{ herenow.count.users }}/{{ herenow.online|length }}")),
+    # Every tag and query, as a page would use them.
+    path(
+        "everything/<str:who>",
+        render(
+            "{% load herenow %}"
+            '{% whos_online unknown="(presence unavailable)" %}'
+            "[{% herenow_last_seen who as seen %}"
+            "{% if seen %}{{ seen.status.value }}, {{ seen.last_seen|timesince }}{% endif %}]"
+            "[{% herenow_seen who %}]"
+            "[{% herenow_online limit=5 as ms %}{% for m in ms %}{{ m|herenow_name }},{% endfor %}]"
+            "[{% herenow_count as n %}{{ n.users }}]"
+            "[{{ herenow.count.users }}/{% for m in herenow.online %}{{ m.id }},{% endfor %}]"
+        ),
+    ),
 ]
 
 
@@ -251,9 +265,9 @@ def test_middleware_drives_on_when_herenow_is_down(
                     tracker.flush()
                     clock.advance(1)
                 clock.advance(50)
-            # The template helpers drive on too.
+            # The template helpers drive on too: "unknown", rendered as nothing.
             page = browser.get("/online")
-            assert page.status_code == 200 and "Nobody is online." in page.content.decode()
+            assert page.status_code == 200 and page.content.decode().strip() == ""
             assert browser.get("/members").content.decode() == "|"
             assert browser.get(f"/seen/{ada.pk}").content.decode() == "|"
         tracker_lines = lines(caplog)
@@ -395,3 +409,157 @@ def test_the_webhook_view_reads_its_secret_from_the_settings() -> None:
             webhook_post("/hooks/settings", webhook_body())
     with pytest.raises(herenow.InvalidArgument):
         webhook_view(on_presence, secret="whsec_not base64!")
+
+
+# --- herenow hangs: the circuit breaker ---------------------------------------
+
+
+def test_a_page_with_every_tag_drives_on_when_herenow_hangs(
+    space: str, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 36: with the herenow process stopped (SIGSTOP), a page with
+    every tag and query adds at most 50 ms over the same page with herenow
+    healthy, from the second request on; the first pays at most one
+    timeout (QUERY_TIMEOUT, 2 s by default). "Unknown" renders as nothing
+    or as the caller's text, never as "Nobody is online"."""
+    import statistics
+    import time
+
+    own = Server().start()
+    quiet = logging.getLogger("herenow.test.hung")
+    tracker = PresenceTracker(base_url=own.url, space=space, logger=quiet)
+    grace = uid("grace")
+    try:
+        with override_settings(HERENOW={"URL": own.url, "SPACE": space, "CACHE_SECONDS": 0}):
+            assert conf.setting("QUERY_TIMEOUT") == 2.0 and conf.setting("BACKOFF") == 30.0
+            conf.set_tracker(tracker)
+            with herenow.Client(own.url) as c:
+                c.heartbeat(space, grace, meta={"name": "Grace Hopper"})
+            browser = Client()
+
+            def timed() -> "tuple[float, str]":
+                started = time.monotonic()
+                response = browser.get(f"/everything/{grace}")
+                took = time.monotonic() - started
+                assert response.status_code == 200
+                return took, response.content.decode()
+
+            timed()  # warm: connections, template compilation
+            healthy = [timed() for _ in range(10)]
+            page = healthy[-1][1]
+            assert "Grace Hopper" in page and "1 user and" in page
+            assert "[online]" in page and "[Grace Hopper,][1][1/" in page
+            healthy_p50 = statistics.median(t for t, _ in healthy)
+
+            conf.get_breaker().clock = clock
+            with caplog.at_level(logging.WARNING, logger="herenow.django"):
+                own.pause()
+                first, page = timed()
+                hung = [timed() for _ in range(10)]
+            hung_p50 = statistics.median(t for t, _ in hung)
+            print(
+                f"\nthe page with every tag: healthy p50 {healthy_p50 * 1000:.1f} ms; herenow "
+                f"hung: first {first * 1000:.0f} ms, then p50 {hung_p50 * 1000:.1f} ms "
+                f"(+{(hung_p50 - healthy_p50) * 1000:.1f} ms)"
+            )
+            assert first < 2.0 + 0.5  # one query timed out; the rest answered at once
+            assert hung_p50 - healthy_p50 <= 0.050
+            for _, p in [(first, page)] + hung:
+                assert "Nobody is online" not in p
+                assert p.strip().startswith("<div class=\"herenow-whos-online herenow-unknown\">"
+                                            "(presence unavailable)</div>")
+                assert p.strip().endswith("[][][][][/]")  # nothing, not ", " or "0"
+            opened = [r for r in caplog.records if r.name == "herenow.django"]
+            assert len(opened) == 1 and "answering 'unknown'" in opened[0].getMessage()
+
+            # Back: after the back-off, one probe, and the page is whole again.
+            own.resume()
+            clock.advance(30)
+            _, page = timed()
+            assert "Grace Hopper" in page and "[Grace Hopper,][1][1/" in page
+            assert conf.get_breaker().state == "closed"
+    finally:
+        tracker.close(timeout=0)
+        own.resume()
+        own.stop()
+
+
+# --- guests by a first-party cookie ----------------------------------------------
+
+
+def test_set_guest_cookie_counts_two_browsers_behind_one_address_apart(
+    site: PresenceTracker, space: str
+) -> None:
+    with override_settings(
+        HERENOW={"URL": site.client.base_url, "SPACE": space, "SET_GUEST_COOKIE": True}
+    ):
+        conf.set_tracker(site)
+        one, two = Client(REMOTE_ADDR="192.0.2.10"), Client(REMOTE_ADDR="192.0.2.10")
+        first = one.get("/")
+        two.get("/")
+        for _ in range(3):
+            one.get("/")  # the cookie again: the same guest, debounced
+        morsel = first.cookies["herenow_guest"]
+        assert len(morsel.value) >= 22  # 128 random bits
+        assert morsel["httponly"] is True and morsel["samesite"] == "Lax"
+        assert morsel["path"] == "/" and int(morsel["max-age"]) == 365 * 24 * 3600
+        assert not morsel["secure"]  # over HTTP; Secure over HTTPS
+        assert one.get("/").cookies.get("herenow_guest") is None  # set once
+        queued = beats(site)
+        assert [k for k, _, _ in queued] == ["guest", "guest"]
+        assert queued[0][1] == herenow._identity.guest_from_cookie(morsel.value)
+        assert queued[0][1] != queued[1][1]
+        assert site.flush() == 2
+        assert site.client.count(space).guests == 2
+        secure = Client(REMOTE_ADDR="192.0.2.10").get("/", secure=True)
+        assert secure.cookies["herenow_guest"]["secure"] is True
+
+    # Off (the default): by IP, one guest, no cookie.
+    with override_settings(HERENOW={"URL": site.client.base_url, "SPACE": space}):
+        conf.set_tracker(site)
+        response = Client(REMOTE_ADDR="192.0.2.11").get("/")
+        Client(REMOTE_ADDR="192.0.2.11").get("/")
+        assert "herenow_guest" not in response.cookies
+        assert beats(site)[-1] == ("guest", "192.0.2.11", None)
+
+
+# --- the READMEs' Django snippets, as written ----------------------------------
+
+
+def readme_blocks(language: str) -> list:
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    text = (root / "README.md").read_text()
+    top = (root.parent.parent / "README.md").read_text()
+    start = top.index("### Python")
+    text += top[start : top.index("\n### ", start + 1)]
+    return re.findall(r"```" + language + r"\n(.*?)```", text, re.S)
+
+
+def test_the_readmes_django_settings_name_real_settings() -> None:
+    settings_blocks = [b for b in readme_blocks("python") if "HERENOW = {" in b]
+    assert len(settings_blocks) == 2
+    for block in settings_blocks:
+        scope: dict = {"INSTALLED_APPS": [], "MIDDLEWARE": []}
+        exec(block, scope)
+        assert set(scope["HERENOW"]) <= set(conf.DEFAULTS)
+        assert "herenow.django.middleware.HerenowMiddleware" in scope["MIDDLEWARE"]
+
+
+def test_the_readmes_templates_render_as_documented(
+    site: PresenceTracker, space: str, ada: User, dead_url: str
+) -> None:
+    blocks = readme_blocks("django")
+    assert len(blocks) == 2
+    with herenow.Client(site.client.base_url) as c:
+        c.heartbeat(space, str(ada.pk), meta={"name": "Ada"})
+    for block in blocks:
+        page = engines["django"].from_string(block).render({"user": ada})
+        assert "1 user and 0 guests online" in page and "Ada" in page and "online" in page
+    # herenow down: nothing rendered but the blocks' own whitespace.
+    with override_settings(HERENOW={"URL": dead_url, "SPACE": space, "CACHE_SECONDS": 0}):
+        for block in blocks:
+            page = engines["django"].from_string(block).render({"user": ada})
+            assert page.split() == [], page

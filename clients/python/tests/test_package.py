@@ -37,3 +37,56 @@ def test_the_async_client_has_every_method_of_the_sync_one() -> None:
         assert list(signature.parameters) == list(aio[name].parameters), name
         if name not in ("events", "watch", "iter_online", "iter_spaces"):
             assert inspect.iscoroutinefunction(getattr(herenow.AsyncClient, name)), name
+
+
+README = ROOT / "README.md"
+TOP_README = ROOT.parent.parent / "README.md"
+
+
+def python_section(text: str) -> str:
+    """The top-level README's "### Python" section."""
+    start = text.index("### Python")
+    return text[start : text.index("\n### ", start + 1)]
+
+
+def test_the_readmes_name_only_calls_that_exist() -> None:
+    import importlib
+
+    text = README.read_text() + python_section(TOP_README.read_text())
+    # "Every call of the API is a method: `heartbeat`, `heartbeats`, …"
+    listed = text[text.index("Every call of the API is a method") :].split("Durations")[0]
+    methods = re.findall(r"`([a-z_]+)`", listed)
+    assert len(methods) >= 30
+    for name in methods:
+        assert callable(getattr(herenow.Client, name, None)), name
+    # (Not the template variable {{ herenow.count.users }}.)
+    for dotted in set(re.findall(r"(?<!\{\{ )\bherenow((?:\.[A-Za-z_]+)+)", text)):
+        parts = dotted.strip(".").split(".")
+        obj: object = herenow
+        for i, part in enumerate(parts):
+            if not hasattr(obj, part):
+                obj = importlib.import_module("herenow." + ".".join(parts[: i + 1]))
+            else:
+                obj = getattr(obj, part)
+        assert obj is not None, dotted
+    for name in re.findall(r"`(?:tracker|hn)\.([a-z_]+)\(", text):
+        owner = herenow.PresenceTracker if name in ("close", "stats", "track", "flush") else herenow.Client
+        assert callable(getattr(owner, name, None)), name
+
+
+def test_the_readmes_template_tags_exist() -> None:
+    import django
+    from django.conf import settings
+
+    if not settings.configured:
+        settings.configure(INSTALLED_APPS=["herenow.django"])
+        django.setup()
+    from herenow.django.templatetags import herenow as tags
+
+    text = README.read_text() + python_section(TOP_README.read_text())
+    used = set(re.findall(r"\{% (\w+)", text)) - {"load", "if", "endif", "for", "endfor", "else"}
+    assert {"whos_online", "herenow_seen", "herenow_last_seen", "herenow_online"} <= used
+    for name in used:
+        assert name in tags.register.tags, name
+    for name in re.findall(r"\|(herenow_\w+)", text):
+        assert name in tags.register.filters, name

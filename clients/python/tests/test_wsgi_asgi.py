@@ -271,3 +271,75 @@ def test_asgi_end_to_end(server: Server, space: str) -> None:
         online = c.online(space, kind="all").members
     assert {(m.id, m.kind) for m in online} == {(bob, Kind.USER)}
     tracker.close()
+
+
+# --- guests by a first-party cookie (set_guest_cookie=True) -------------------
+
+
+def check_cookie(header: str) -> str:
+    """A guest cookie's Set-Cookie: random, HttpOnly, SameSite=Lax; answers
+    its value."""
+    parts = [p.strip() for p in header.split(";")]
+    name, _, value = parts[0].partition("=")
+    assert name == "herenow_guest" and len(value) >= 22  # 128 random bits
+    assert set(parts[1:]) == {"Max-Age=31536000", "Path=/", "HttpOnly", "SameSite=Lax"}
+    return value
+
+
+def test_wsgi_set_guest_cookie(server: Server, space: str, clock: FakeClock) -> None:
+    """Two anonymous browsers from one address are two guests with the
+    option on; a browser sending its cookie back stays one guest."""
+    tracker = PresenceTracker(base_url=server.url, space=space, clock=clock, background=False)
+    app = HerenowWSGIMiddleware(hello_app, tracker, set_guest_cookie=True)
+
+    def visit(cookie: Optional[str] = None) -> Optional[str]:
+        env: Dict[str, Any] = {"REMOTE_ADDR": "192.0.2.20"}
+        if cookie:
+            env["HTTP_COOKIE"] = f"theme=dark; herenow_guest={cookie}"
+        setup_testing_defaults(env)
+        got: List[Any] = []
+        assert b"".join(app(env, lambda s, h, exc_info=None: got.append(h))) == b"hello"
+        set_cookie = [v for k, v in got[0] if k == "Set-Cookie"]
+        return check_cookie(set_cookie[0]) if set_cookie else None
+
+    one, two = visit(), visit()
+    assert one and two and one != two
+    assert visit(one) is None and visit(two) is None  # known: no new cookie
+    assert queued(tracker) == [
+        (space, "guest", guest_from_cookie(one), None),
+        (space, "guest", guest_from_cookie(two), None),
+    ]
+    assert tracker.flush() == 2
+    assert tracker.client.count(space).guests == 2
+
+    # Off (the default): one guest by IP, no cookie.
+    plain = HerenowWSGIMiddleware(hello_app, tracker)
+    headers: List[Any] = []
+    env: Dict[str, Any] = {"REMOTE_ADDR": "192.0.2.21"}
+    setup_testing_defaults(env)
+    b"".join(plain(env, lambda s, h, exc_info=None: headers.extend(h)))
+    assert not [v for k, v in headers if k == "Set-Cookie"]
+    assert queued(tracker)[-1] == (space, "guest", "192.0.2.21", None)
+    tracker.close()
+
+
+def test_asgi_set_guest_cookie(server: Server, space: str, clock: FakeClock) -> None:
+    tracker = PresenceTracker(base_url=server.url, space=space, clock=clock, background=False)
+    app = with_user(HerenowASGIMiddleware(hello_asgi, tracker, set_guest_cookie=True))
+    # Each get_all is one browser (its own cookie jar), all from one address.
+    one = get_all(app, {}, {}, {})
+    two = get_all(app, {})
+    first = check_cookie(one[0].headers["set-cookie"])
+    assert "set-cookie" not in one[1].headers  # sent back: known
+    second = check_cookie(two[0].headers["set-cookie"])
+    assert first != second
+    signed_in = get_all(app, {"params": {"as": "ann"}})
+    assert "set-cookie" not in signed_in[0].headers  # users get none
+    assert [(k, i) for _, k, i, _ in queued(tracker)] == [
+        ("guest", guest_from_cookie(first)),
+        ("guest", guest_from_cookie(second)),
+        ("user", "ann"),
+    ]
+    assert tracker.flush() == 3
+    assert tracker.client.count(space).guests == 2
+    tracker.close()

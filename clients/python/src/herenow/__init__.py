@@ -10,6 +10,9 @@ talks to a herenow server over its HTTP API:
   (httpx);
 - live events and watched users as self-resuming iterators
   (:mod:`herenow.events`, :meth:`Client.events`, :meth:`Client.watch`);
+- :class:`CircuitBreaker` and :class:`Unknown`: queries made while
+  rendering a page answer "unknown" at once while herenow fails or hangs
+  (:mod:`herenow.breaker`);
 - :class:`PresenceTracker`: debounced, batched, background heartbeats,
   behind the WSGI (:mod:`herenow.wsgi`), ASGI (:mod:`herenow.asgi`) and
   Django (:mod:`herenow.django`) middleware;
@@ -78,6 +81,7 @@ from .models import (
     WebhooksState,
     EndpointHealth,
 )
+from .breaker import CircuitBreaker, Unknown
 from .tracker import PresenceTracker, TrackerStats
 
 __all__ = [
@@ -89,6 +93,8 @@ __all__ = [
     "Reconnect",
     "PresenceTracker",
     "TrackerStats",
+    "CircuitBreaker",
+    "Unknown",
     "Duration",
     "Visitor",
     # models

@@ -79,6 +79,10 @@ class TrackerStats:
     pending: int
     #: Members in the debounce map now.
     members: int
+    #: Heartbeats :meth:`PresenceTracker.close` gave up on at its deadline:
+    #: those still queued (dropped, and counted in :attr:`dropped` too)
+    #: and a batch still in the air, whose fate is unknown.
+    abandoned: int = 0
 
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
@@ -170,7 +174,11 @@ class PresenceTracker:
         queue_size: the queue's size cap.
         batch_size: most heartbeats per request (at most 10,000).
         flush_interval: how long the sender gathers heartbeats into one
-            batch before sending (seconds).
+            batch (seconds, default 1): a batch goes out ``flush_interval``
+            after the first heartbeat queued into it, or as soon as it
+            holds ``batch_size``.
+        close_timeout: how long :meth:`close` may take by default
+            (seconds, default 1), however slow herenow is.
         log_interval: at most one failure line per this many seconds
             (default: ``interval``).
         clock: a monotonic clock in seconds; tests inject one.
@@ -194,6 +202,7 @@ class PresenceTracker:
         flush_interval: float = 1.0,
         log_interval: Optional[float] = None,
         timeout: float = 5.0,
+        close_timeout: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         logger: Optional[logging.Logger] = None,
         background: bool = True,
@@ -220,6 +229,7 @@ class PresenceTracker:
         self.queue_size = queue_size
         self.batch_size = batch_size
         self.flush_interval = flush_interval
+        self.close_timeout = close_timeout
         self._clock = clock
         self._log = _FailureLog(
             logger or log, interval if log_interval is None else log_interval, clock
@@ -234,7 +244,7 @@ class PresenceTracker:
         self._stopping = False
         self._closed = False
         self._counts: Dict[str, int] = dict.fromkeys(
-            ("tracked", "debounced", "queued", "sent", "dropped", "failures"), 0
+            ("tracked", "debounced", "queued", "sent", "dropped", "failures", "abandoned"), 0
         )
         _live.add(self)
 
@@ -312,7 +322,10 @@ class PresenceTracker:
                 beat = Heartbeat(id, kind, None if meta is None else dict(meta))
                 self._queue.append((space, beat))
                 self._counts["queued"] += 1
-                self._wake.notify()
+                # The sender waits for a first heartbeat, then gathers for
+                # flush_interval or until a batch is full: wake it for those.
+                if len(self._queue) == 1 or len(self._queue) >= self.batch_size:
+                    self._wake.notify()
         if full:
             self._log.failed(f"the heartbeat queue is full ({self.queue_size})", 1)
             return False
@@ -395,10 +408,15 @@ class PresenceTracker:
                     self._wake.wait()
                 if self._stopping and not self._queue:
                     return
-                # Gather a batch: wait up to flush_interval for more, unless
-                # a full batch is already here or the tracker is closing.
-                if len(self._queue) < self.batch_size and not self._stopping:
-                    self._wake.wait(self.flush_interval)
+                # Gather a batch: flush_interval from its first heartbeat,
+                # unless it fills up or the tracker is closing first. (A
+                # notify wakes this wait early: wait again for the rest.)
+                deadline = time.monotonic() + self.flush_interval
+                while len(self._queue) < self.batch_size and not self._stopping:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._wake.wait(left)
             try:
                 self.flush()
             except Exception:  # flush never raises; belt and braces for the thread
@@ -418,33 +436,51 @@ class PresenceTracker:
                 self._idle.wait(left)
             return True
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Sends what is queued (for up to ``timeout`` seconds), stops the
-        thread and closes the client if the tracker made it. Later
-        :meth:`track` calls queue nothing."""
+    def close(self, timeout: Optional[float] = None) -> int:
+        """Sends what is queued, stops the thread and closes the client if
+        the tracker made it; later :meth:`track` calls queue nothing.
+        Returns within ``timeout`` seconds (default ``close_timeout``, 1 s)
+        however slow herenow is: what could not be sent by then is dropped
+        and counted; answers that count (also :attr:`TrackerStats.abandoned`):
+        the heartbeats still queued, and those of a batch still in the air."""
+        if timeout is None:
+            timeout = self.close_timeout
+        deadline = time.monotonic() + max(timeout, 0.0)
         with self._lock:
             if self._closed:
-                return
+                return 0
             self._closed = True
             self._stopping = True
             thread = self._thread
+            if thread is None and self._queue and timeout > 0:
+                # No sender thread (background=False, or nothing was sent
+                # yet): send from one of our own, so the deadline holds.
+                thread = threading.Thread(
+                    target=self.flush, name="herenow-heartbeats-close", daemon=True
+                )
+                thread.start()
             self._wake.notify_all()
         if thread is not None:
-            thread.join(timeout)
-            if thread.is_alive():
-                # herenow is slow or hanging: give up on what is still
-                # queued, so the thread ends after the batch in the air.
-                with self._lock:
-                    lost = len(self._queue)
-                    self._queue.clear()
-                    self._counts["dropped"] += lost
-                if lost:
-                    self._log.failed(f"closing with {lost} heartbeat(s) unsent", lost)
-        else:
-            self.flush()
+            thread.join(max(deadline - time.monotonic(), 0.0))
+        abandoned = lost = 0
+        with self._lock:
+            if self._queue or (thread is not None and thread.is_alive()):
+                # herenow is slow or hanging (or timeout was 0): give up on
+                # what is still queued, so the thread ends after the batch
+                # in the air.
+                lost = len(self._queue)
+                self._queue.clear()
+                self._counts["dropped"] += lost
+                abandoned = lost + self._in_flight
+                self._counts["abandoned"] += abandoned
+        if abandoned:
+            self._log.failed(
+                f"closing after {timeout:g} s with {abandoned} heartbeat(s) unsent", lost
+            )
         if self._owns_client and (thread is None or not thread.is_alive()):
             self.client.close()
         _live.discard(self)
+        return abandoned
 
     # --- introspection ------------------------------------------------------
 
@@ -477,6 +513,6 @@ def _close_all() -> None:
     # Daemon threads die with the interpreter: send what is queued first.
     for tracker in list(_live):
         try:
-            tracker.close(timeout=2.0)
+            tracker.close()
         except Exception:  # pragma: no cover - exiting anyway
             pass

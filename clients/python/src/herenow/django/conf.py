@@ -14,6 +14,11 @@ key                       default                         meaning
 ``INTERVAL``              ``60``                          seconds: at most one heartbeat per member
 ``TRACK_GUESTS``          ``True``                        heartbeat visitors not signed in
 ``GUEST_COOKIE``          ``None``                        a cookie naming a guest (hashed); else IP
+``SET_GUEST_COOKIE``      ``False``                       give a guest without one a random,
+                                                          HttpOnly, SameSite=Lax cookie
+                                                          (``GUEST_COOKIE``, default
+                                                          ``herenow_guest``) and know it by it
+``GUEST_COOKIE_AGE``      ``31536000``                    seconds that cookie lasts (a year)
 ``TRUST_X_FORWARDED_FOR`` ``False``                       the guest's IP from ``X-Forwarded-For``
 ``USER_ID``               ``str(user.pk)``                ``user -> id`` (callable or dotted path)
 ``USER_META``             ``{"name": username}``          ``user -> dict | None``
@@ -22,6 +27,11 @@ key                       default                         meaning
 ``TIMEOUT``               ``5``                           seconds, for the heartbeat batches
 ``QUERY_TIMEOUT``         ``2``                           seconds, for the template helpers
 ``CACHE_SECONDS``         ``10``                          how long template answers are reused
+``BACKOFF``               ``30``                          seconds the template helpers answer
+                                                          "unknown" at once after a failure or
+                                                          timeout, before one probe
+``UNKNOWN_TEXT``          ``""``                          what "unknown" renders as
+``CLOSE_TIMEOUT``         ``1``                           seconds closing the tracker may take
 ``MAX_MEMBERS``           ``100000``                      the debounce map's cap
 ``QUEUE_SIZE``            ``10000``                       the heartbeat queue's cap
 ``BATCH_SIZE``            ``1000``                        heartbeats per request
@@ -37,11 +47,12 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Callable, Dict, Hashable, Optional, Tuple, TypeVar, cast
+from typing import Any, Callable, Dict, Hashable, Optional, Tuple, TypeVar, Union, cast
 
 from django.conf import settings
 from django.utils.module_loading import import_string
 
+from ..breaker import CircuitBreaker, Unknown, trips
 from ..client import Client
 from ..tracker import PresenceTracker, _FailureLog
 
@@ -50,6 +61,8 @@ __all__ = [
     "get_tracker",
     "set_tracker",
     "get_client",
+    "get_breaker",
+    "unknown",
     "cached",
     "reset",
 ]
@@ -65,6 +78,8 @@ DEFAULTS: Dict[str, Any] = {
     "INTERVAL": 60.0,
     "TRACK_GUESTS": True,
     "GUEST_COOKIE": None,
+    "SET_GUEST_COOKIE": False,
+    "GUEST_COOKIE_AGE": 365 * 24 * 3600,
     "TRUST_X_FORWARDED_FOR": False,
     "USER_ID": None,
     "USER_META": None,
@@ -72,6 +87,9 @@ DEFAULTS: Dict[str, Any] = {
     "TIMEOUT": 5.0,
     "QUERY_TIMEOUT": 2.0,
     "CACHE_SECONDS": 10.0,
+    "BACKOFF": 30.0,
+    "UNKNOWN_TEXT": "",
+    "CLOSE_TIMEOUT": 1.0,
     "MAX_MEMBERS": 100_000,
     "QUEUE_SIZE": 10_000,
     "BATCH_SIZE": 1_000,
@@ -105,6 +123,7 @@ _lock = threading.Lock()
 _tracker: Optional[PresenceTracker] = None
 _tracker_owned = False  # made here from the settings, so closed here
 _client: Optional[Client] = None
+_breaker: Optional[CircuitBreaker] = None
 _cache: "OrderedDict[Hashable, Tuple[float, Any]]" = OrderedDict()
 _query_log = _FailureLog(log, 60.0, time.monotonic)
 
@@ -125,6 +144,7 @@ def get_tracker() -> PresenceTracker:
                 queue_size=int(setting("QUEUE_SIZE")),
                 batch_size=int(setting("BATCH_SIZE")),
                 flush_interval=float(setting("FLUSH_INTERVAL")),
+                close_timeout=float(setting("CLOSE_TIMEOUT")),
             )
         return _tracker
 
@@ -139,7 +159,7 @@ def set_tracker(tracker: Optional[PresenceTracker]) -> Optional[PresenceTracker]
         previous, owned = _tracker, _tracker_owned
         _tracker, _tracker_owned = tracker, False
     if previous is not None and owned:
-        previous.close(timeout=1.0)
+        previous.close()
         return None
     return previous
 
@@ -161,9 +181,27 @@ def get_client() -> Client:
         return _client
 
 
-def cached(key: Hashable, compute: Callable[[], T], fallback: T) -> T:
-    """``compute()``, reused for ``CACHE_SECONDS``; on any failure, logged
-    once a minute, ``fallback`` (never an exception into the page)."""
+def get_breaker() -> CircuitBreaker:
+    """The process's circuit breaker for the template helpers: after a
+    failure or timeout they answer "unknown" at once for ``BACKOFF``
+    seconds, then let one query through (see :mod:`herenow.breaker`)."""
+    global _breaker
+    with _lock:
+        if _breaker is None:
+            _breaker = CircuitBreaker(float(setting("BACKOFF")), logger=log)
+        return _breaker
+
+
+def unknown(text: Optional[str] = None) -> Unknown:
+    """"Unknown", rendered as ``text`` (default ``UNKNOWN_TEXT``)."""
+    return Unknown(str(setting("UNKNOWN_TEXT")) if text is None else str(text))
+
+
+def cached(key: Hashable, compute: Callable[[], T], text: Optional[str] = None) -> Union[T, Unknown]:
+    """``compute()``, reused for ``CACHE_SECONDS``; when herenow cannot
+    answer, :func:`unknown` (never an exception into the page). Behind the
+    process's breaker: after a failure or timeout, "unknown" at once for
+    ``BACKOFF`` seconds, logged once per opening."""
     ttl = float(setting("CACHE_SECONDS"))
     now = time.monotonic()
     if ttl > 0:
@@ -171,11 +209,16 @@ def cached(key: Hashable, compute: Callable[[], T], fallback: T) -> T:
             hit = _cache.get(key)
             if hit is not None and hit[0] > now:
                 return hit[1]  # type: ignore[no-any-return]
+    breaker = get_breaker()
+    if not breaker.allow():
+        return unknown(text)
     try:
         value = compute()
     except Exception as e:
-        _query_log.failed(f"a presence query failed ({type(e).__name__}: {e})", 0)
-        return fallback
+        if not breaker.failed(e) and not trips(e):  # a 4xx: this query's own
+            _query_log.failed(f"a presence query failed ({type(e).__name__}: {e})", 0)
+        return unknown(text)
+    breaker.succeeded()
     if ttl > 0:
         with _lock:
             _cache[key] = (now + ttl, value)
@@ -187,12 +230,13 @@ def cached(key: Hashable, compute: Callable[[], T], fallback: T) -> T:
 
 def reset() -> None:
     """Forgets the tracker (closing it if it was made from the settings),
-    the client, the cache and the failure log: the next use makes them
+    the client, the cache, the breaker and the failure log: the next use makes them
     again from the settings."""
-    global _client, _query_log
+    global _client, _query_log, _breaker
     set_tracker(None)
     with _lock:
         client, _client = _client, None
+        _breaker = None
         _cache.clear()
         _query_log = _FailureLog(log, 60.0, time.monotonic)
     if client is not None:

@@ -14,7 +14,10 @@ answers (so a request that logs in counts as the user), as
 ``HERENOW["USER_ID"](user)`` (default ``str(user.pk)``) with
 ``HERENOW["USER_META"](user)`` as metadata (default its username as
 ``name``, which the template tags show); a visitor not signed in is a
-guest by ``GUEST_COOKIE`` (hashed) or IP. Nothing here does network I/O
+guest by ``GUEST_COOKIE`` (hashed) or IP; with ``SET_GUEST_COOKIE``, a
+guest without the cookie is given one (random, ``HttpOnly``,
+``SameSite=Lax``, ``Secure`` over HTTPS; named ``GUEST_COOKIE``, default
+``herenow_guest``) and known by it from that request on. Nothing here does network I/O
 on the request path, and nothing here raises into the view: a failure is
 logged once per interval.
 """
@@ -24,7 +27,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, Dict, Optional
 
-from .._identity import Visitor, forwarded_ip, guest
+from .._identity import GUEST_COOKIE, Visitor, forwarded_ip, guest
 from ..models import Kind
 from . import conf
 
@@ -70,7 +73,32 @@ def identify(request: Any, user: Any) -> Optional[Visitor]:
         else None
     )
     ip = ip or meta.get("REMOTE_ADDR") or None
-    return guest(request.COOKIES, conf.setting("GUEST_COOKIE"), ip)
+    name = conf.setting("GUEST_COOKIE")
+    if conf.setting("SET_GUEST_COOKIE"):
+
+        def note(value: str) -> None:
+            request._herenow_new_guest_cookie = value
+
+        return guest(request.COOKIES, name or GUEST_COOKIE, ip, note)
+    return guest(request.COOKIES, name, ip)
+
+
+def _set_cookie(request: Any, response: Any) -> None:
+    value = getattr(request, "_herenow_new_guest_cookie", None)
+    if value is None:
+        return
+    try:
+        response.set_cookie(
+            conf.setting("GUEST_COOKIE") or GUEST_COOKIE,
+            value,
+            max_age=int(conf.setting("GUEST_COOKIE_AGE")),
+            path="/",
+            secure=request.is_secure(),
+            httponly=True,
+            samesite="Lax",
+        )
+    except Exception as e:  # never into the view
+        conf.log.debug("herenow: could not set the guest cookie: %s", e)
 
 
 def _track(request: Any, user: Any) -> None:
@@ -104,6 +132,7 @@ class HerenowMiddleware:
             return self.__acall__(request)
         response = self.get_response(request)
         _track(request, getattr(request, "user", None))
+        _set_cookie(request, response)
         return response
 
     async def __acall__(self, request: Any) -> Any:
@@ -126,4 +155,5 @@ class HerenowMiddleware:
         except Exception as e:
             conf.log.debug("herenow: no user for this request: %s", e)
         _track(request, user)
+        _set_cookie(request, response)
         return response
