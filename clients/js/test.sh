@@ -49,6 +49,7 @@ npm test
 
 # ---- the READMEs' commands, as written --------------------------------------
 root=$(cd ../.. && pwd)
+PWD_JS=$PWD
 git_status() { git -C "$root" status --porcelain 2>/dev/null || true; }
 status_before=$(git_status)
 tmp=$(mktemp -d)
@@ -93,6 +94,50 @@ run_blocks() { # README, folder name, expected output (a fixed string, or empty)
 }
 run_blocks clients/js/README.md client "1 user online; Ada: online"
 run_blocks README.md top ""
+# The READMEs' TypeScript snippets (marked tested: js-ts) type-check against
+# the installed package: they name only calls that exist. Each snippet is its
+# own module; what they take as given (an Express app, your webhook handler,
+# your session's req.user) is declared here.
+python3 - "$root" "$tmp/client" <<'PY'
+import importlib.util, sys
+root, out = sys.argv[1], sys.argv[2]
+spec = importlib.util.spec_from_file_location("readme_blocks", f"{root}/clients/readme-blocks.py")
+rb = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(rb)
+n = 0
+for readme in ("clients/js/README.md", "README.md"):
+    with open(f"{root}/{readme}", encoding="utf-8") as f:
+        for block in rb.blocks(f.read(), "js-ts"):
+            with open(f"{out}/snippet-{n}.mts", "w", encoding="utf-8") as g:
+                g.write(f"// {readme}\n{block}\n")
+            n += 1
+if n == 0:
+    sys.exit("clients/js/test.sh: no TypeScript snippet marked tested: js-ts")
+print(f"== {n} TypeScript snippets of the READMEs: type-checked against the installed herenow-client")
+PY
+cat >"$tmp/client/given.d.ts" <<'TS'
+declare module "express" {
+  const express: () => unknown;
+  export default express;
+}
+declare const app: {
+  use(...handlers: unknown[]): void;
+  get(path: string, handler: (req: any, res: { send(body: string): void }) => unknown): void;
+  post(path: string, ...handlers: unknown[]): void;
+};
+declare const onBatch: (batch: import("herenow-client").WebhookBatch) => void;
+TS
+cat >"$tmp/client/given-user.mts" <<'TS'
+export {};
+declare module "herenow-client/middleware" {
+  interface PresenceRequest {
+    user?: { id: string };
+  }
+}
+TS
+(cd "$tmp/client" && "$PWD_JS/node_modules/.bin/tsc" --noEmit --strict --target es2022 --module nodenext --moduleResolution nodenext \
+  --lib es2022,dom --types node --typeRoots "$PWD_JS/node_modules/@types" snippet-*.mts given-user.mts given.d.ts)
+
 # The top-level README's table names the same install command as its section.
 install_line=$(python3 "$root/clients/readme-blocks.py" "$root/README.md" js | head -n1)
 if ! grep -qF -- "| \`$install_line\` |" "$root/README.md"; then
