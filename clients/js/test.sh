@@ -11,8 +11,10 @@
 # the top-level README.md marked `<!-- tested: js -->`, exactly as written
 # (extracted by clients/readme-blocks.py), each README's in its own
 # temporary folder, with HERENOW_REPO (this checkout) and HERENOW_URL (a
-# `herenow serve` of its own, stopped by pid at the end) set, and checks
-# that they left the checkout as it was (`git status --porcelain`).
+# `herenow serve` of its own, stopped by pid at the end) set, type-checks
+# the READMEs' TypeScript snippets (marked `<!-- tested: js-ts -->`) against
+# the package installed there, and checks that the whole run left the
+# checkout as it was (`git status --porcelain`; empty on a clean checkout).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -43,15 +45,18 @@ if [ ! -x "$HERENOW_BIN" ]; then
 fi
 export HERENOW_BIN
 
+# The checkout as it is now: nothing below may change it (build outputs go
+# to ignored paths, the READMEs' commands to a temporary folder).
+root=$(cd ../.. && pwd)
+PWD_JS=$PWD
+git_status() { git -C "$root" status --porcelain 2>/dev/null || true; }
+status_before=$(git_status)
+
 npm ci --no-audit --no-fund --loglevel=error
 npm run --silent build
 npm test
 
 # ---- the READMEs' commands, as written --------------------------------------
-root=$(cd ../.. && pwd)
-PWD_JS=$PWD
-git_status() { git -C "$root" status --porcelain 2>/dev/null || true; }
-status_before=$(git_status)
 tmp=$(mktemp -d)
 hpid=
 cleanup() {
@@ -147,12 +152,12 @@ fi
 
 status_after=$(git_status)
 if [ "$status_after" != "$status_before" ]; then
-  echo "clients/js/test.sh: the READMEs' commands changed the checkout:" >&2
+  echo "clients/js/test.sh: the tests or the READMEs' commands changed the checkout:" >&2
   diff <(echo "$status_before") <(echo "$status_after") >&2 || true
   exit 1
 fi
 if [ -n "$status_before" ]; then
-  echo "clients/js/test.sh: the READMEs' commands left the checkout as it was (it had uncommitted changes before)"
+  echo "clients/js/test.sh: the checkout is as it was (it had uncommitted changes before)"
 else
-  echo "clients/js/test.sh: the READMEs' commands left the checkout clean (git status --porcelain is empty)"
+  echo "clients/js/test.sh: the checkout is clean (git status --porcelain is empty)"
 fi
