@@ -9,6 +9,9 @@
  * - {@link herenowPresence}: Express/Connect middleware that heartbeats each
  *   request's user or guest, debounced, batched, never failing a request
  *   (also at `herenow-client/middleware`).
+ * - {@link PresenceView}: queries for rendering pages (who is online, last
+ *   seen) that answer "unknown" at once while herenow is failing, behind a
+ *   {@link CircuitBreaker} shared per server and process.
  * - {@link WebhookVerifier}, {@link webhookHandler}: receiving herenow's
  *   webhooks, verified (Standard Webhooks) and typed, with a
  *   {@link Deduplicator} (also at `herenow-client/webhooks`, where the
@@ -30,6 +33,7 @@ export {
   Presence,
   herenowPresence,
   readCookie,
+  type CloseReport,
   type GuestCookieOptions,
   type Identity,
   type PresenceLogger,
@@ -39,6 +43,25 @@ export {
   type PresenceResponse,
   type PresenceStats,
 } from "./middleware.js";
+export {
+  CircuitBreaker,
+  PresenceView,
+  countsText,
+  isOutage,
+  seenText,
+  sharedBreaker,
+  type BreakerLogger,
+  type BreakerState,
+  type BreakerStats,
+  type CircuitBreakerOptions,
+  type CountAnswer,
+  type FriendsOnline,
+  type LastSeen,
+  type OnlineFlag,
+  type PresenceViewOptions,
+  type Unknown,
+  type WhosOnline,
+} from "./view.js";
 export {
   DEFAULT_MAX_BODY_BYTES,
   DEFAULT_TOLERANCE_MS,

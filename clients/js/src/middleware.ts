@@ -7,11 +7,17 @@
  *   (default 60 s, the server's default `online_ms`), remembered in a
  *   process-local map bounded by `maxMembers` (the member sent longest ago
  *   is forgotten first: at worst it is heartbeated again a little early).
- * - **Batched in the background**: `next()` is called at once; heartbeats
- *   wait up to `flushDelayMs` (default 1 s) and go out as one
- *   `POST /v1/spaces/{space}/heartbeats` per space (10,000 at most per
- *   call), one flush at a time. At most `maxPending` heartbeats wait; past
- *   that new ones are dropped (and retried at the member's next request).
+ * - **Batched in the background**: `next()` is called at once; the sender
+ *   gathers heartbeats for `flushDelayMs` (default 1 s) after the first one
+ *   queued, or until a space has `batchSize` (default 10,000) waiting, and
+ *   sends them as one `POST /v1/spaces/{space}/heartbeats` per space, one
+ *   flush at a time. At most `maxPending` heartbeats wait; past that new
+ *   ones are dropped (and retried at the member's next request).
+ * - **Bounded shutdown**: `close()` sends what is waiting, but returns within
+ *   `closeTimeoutMs` (default 1 s) even when herenow hangs: what it could
+ *   not send is dropped and counted (its answer, and `stats.unsent`).
+ * - **Guests** by IP address (the default), or by a first-party cookie the
+ *   middleware sets (`guest: "cookie"`: random, HttpOnly, SameSite=Lax).
  * - **Drives on**: whatever goes wrong with herenow (down, slow, a refusal,
  *   a throwing `user` function), the request goes on; the problem is logged
  *   at most once per `intervalMs`, saying how many were not logged. A
@@ -83,9 +89,11 @@ export interface PresenceOptions<Req extends PresenceRequest = PresenceRequest> 
    */
   user?: (req: Req) => Identity | Promise<Identity>;
   /**
-   * Visitors not signed in: as guests by a cookie the middleware sets
-   * (`"cookie"`, the default), by IP address (`"ip"`), by an id you derive,
-   * or not at all (`false`).
+   * Visitors not signed in: as guests by IP address (`"ip"`, the default),
+   * by a first-party cookie the middleware sets when a guest has none
+   * (`"cookie"`: 128 random bits, HttpOnly, SameSite=Lax, so two browsers
+   * behind one address are two guests), by an id you derive, or not at all
+   * (`false`).
    */
   guest?: "cookie" | "ip" | false | ((req: Req) => string | null | undefined);
   /** The guest cookie's attributes. */
@@ -98,8 +106,12 @@ export interface PresenceOptions<Req extends PresenceRequest = PresenceRequest> 
   maxMembers?: number;
   /** Heartbeats waiting to be sent, at most (default 10,000). */
   maxPending?: number;
-  /** How long a heartbeat waits for others to share its request, in ms (default 1,000). */
+  /** How long the sender gathers heartbeats after the first one queued, in ms (default 1,000). */
   flushDelayMs?: number;
+  /** A space with this many waiting is sent at once, without waiting for `flushDelayMs` (1 to 10,000; default 10,000). */
+  batchSize?: number;
+  /** The longest `close()` takes by default, in ms (default 1,000). */
+  closeTimeoutMs?: number;
   /** Default `console`. */
   logger?: PresenceLogger;
   /** The clock, in ms: inject one in tests (default `Date.now`). */
@@ -118,6 +130,18 @@ export interface PresenceStats {
   refused: number;
   /** Requests sent. */
   batches: number;
+  /** Heartbeats `close()` dropped: not sent by its deadline, or failed. */
+  unsent: number;
+}
+
+/** What {@link Presence.close} did with the heartbeats waiting or in flight when it was called. */
+export interface CloseReport {
+  /** Sent and accepted. */
+  sent: number;
+  /** Dropped: herenow did not accept them by the deadline (also added to `stats.unsent`). */
+  unsent: number;
+  /** Whether the deadline ended it (rather than every send settling). */
+  timedOut: boolean;
 }
 
 const GUEST_ID = /^[A-Za-z0-9_-]{16,64}$/;
@@ -146,7 +170,9 @@ export class Presence<Req extends PresenceRequest = PresenceRequest> {
   readonly maxMembers: number;
   readonly maxPending: number;
   readonly flushDelayMs: number;
-  readonly stats: PresenceStats = { sent: 0, failed: 0, dropped: 0, refused: 0, batches: 0 };
+  readonly batchSize: number;
+  readonly closeTimeoutMs: number;
+  readonly stats: PresenceStats = { sent: 0, failed: 0, dropped: 0, refused: 0, batches: 0, unsent: 0 };
 
   private readonly client: Herenow;
   private readonly options: PresenceOptions<Req>;
@@ -164,6 +190,13 @@ export class Presence<Req extends PresenceRequest = PresenceRequest> {
   private lastLogAt: number | null = null;
   private unsaid = 0;
   private closed = false;
+  private closing: Promise<CloseReport> | null = null;
+  /** Aborts the send in flight when close() gives up. */
+  private readonly abort = new AbortController();
+  /** Heartbeats of the send in flight whose request has not settled. */
+  private inFlightLeft = 0;
+  /** Heartbeats in requests that succeeded, ever. */
+  private delivered = 0;
 
   constructor(options: PresenceOptions<Req>) {
     if (!options || typeof options !== "object") throw new TypeError("herenow: presence options are required");
@@ -177,7 +210,7 @@ export class Presence<Req extends PresenceRequest = PresenceRequest> {
       throw new TypeError("herenow: presence needs a space (a name, or a function of the request)");
     }
     if (options.user !== undefined && typeof options.user !== "function") throw new TypeError("herenow: user must be a function");
-    const guest = options.guest ?? "cookie";
+    const guest = options.guest ?? "ip";
     if (guest !== "cookie" && guest !== "ip" && guest !== false && typeof guest !== "function") {
       throw new TypeError('herenow: guest must be "cookie", "ip", false or a function');
     }
@@ -187,6 +220,11 @@ export class Presence<Req extends PresenceRequest = PresenceRequest> {
     this.maxMembers = Math.floor(count(options.maxMembers, 100_000, "maxMembers"));
     this.maxPending = Math.floor(count(options.maxPending, 10_000, "maxPending"));
     this.flushDelayMs = count(options.flushDelayMs, 1_000, "flushDelayMs");
+    this.batchSize = Math.floor(count(options.batchSize, MAX_BATCH, "batchSize"));
+    if (this.batchSize < 1 || this.batchSize > MAX_BATCH) {
+      throw new RangeError(`herenow: batchSize must be 1 to ${MAX_BATCH}, got ${String(options.batchSize)}`);
+    }
+    this.closeTimeoutMs = count(options.closeTimeoutMs, 1_000, "closeTimeoutMs");
     this.logger = options.logger ?? console;
     this.now = options.now ?? Date.now;
     this.cookieName = options.cookie?.name ?? "herenow_guest";
@@ -243,7 +281,7 @@ export class Presence<Req extends PresenceRequest = PresenceRequest> {
     if (member.meta !== undefined) beat.meta = member.meta;
     if (!batch.has(key)) this.pendingCount += 1;
     batch.set(key, { beat, at: t });
-    if (batch.size >= MAX_BATCH && !this.inFlight) void this.flush();
+    if (batch.size >= this.batchSize && !this.inFlight) void this.flush();
     else this.schedule();
     return true;
   }
@@ -271,10 +309,38 @@ export class Presence<Req extends PresenceRequest = PresenceRequest> {
     return this.inFlight;
   }
 
-  /** Stops taking heartbeats and sends those waiting. */
-  async close(): Promise<void> {
+  /**
+   * Stops taking heartbeats and sends those waiting, for at most
+   * `timeoutMs` (default `closeTimeoutMs`, 1 s): then the request in flight
+   * is aborted and what was not sent is dropped, counted in the answer and
+   * in `stats.unsent`. Never rejects; calling it again answers the same.
+   */
+  close(options: { timeoutMs?: number } = {}): Promise<CloseReport> {
+    if (this.closing) return this.closing;
+    const limit = count(options.timeoutMs, this.closeTimeoutMs, "timeoutMs");
     this.closed = true;
-    await this.flush();
+    const queued = this.pendingCount + this.inFlightLeft;
+    const before = this.delivered;
+    this.closing = (async () => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const expired = new Promise<false>((r) => {
+        timer = setTimeout(() => r(false), limit);
+      });
+      const finished = await Promise.race([this.flush().then(() => true as const), expired]);
+      clearTimeout(timer);
+      if (!finished) {
+        // herenow hangs: give up on the request in flight and on what waits.
+        this.pending = new Map();
+        this.pendingCount = 0;
+        this.abort.abort(new Error(`the sender was closed after ${limit} ms`));
+      }
+      const sent = Math.min(queued, this.delivered - before);
+      const unsent = queued - sent;
+      this.stats.unsent += unsent;
+      if (!finished) this.say(`close() gave up after ${limit} ms: ${unsent} heartbeat(s) dropped unsent`);
+      return { sent, unsent, timedOut: !finished };
+    })();
+    return this.closing;
   }
 
   /** The Express/Connect middleware: `app.use(presence.middleware())`. */
@@ -326,10 +392,11 @@ export class Presence<Req extends PresenceRequest = PresenceRequest> {
   }
 
   private guestId(req: Req, res: PresenceResponse): string | null {
-    const guest = this.options.guest ?? "cookie";
+    const guest = this.options.guest ?? "ip";
     if (guest === false) return null;
     if (typeof guest === "function") return guest(req) ?? null;
     if (guest === "ip") return req.ip ?? req.socket?.remoteAddress ?? null;
+    // "cookie": a first-party cookie of 128 random bits, set when the guest has none.
     const known = readCookie(req.headers.cookie, this.cookieName);
     if (known !== null && GUEST_ID.test(known)) return known;
     if (res.headersSent) return null;
@@ -360,23 +427,28 @@ export class Presence<Req extends PresenceRequest = PresenceRequest> {
   }
 
   private async send(work: Map<string, Map<string, Pending>>): Promise<void> {
+    for (const batch of work.values()) this.inFlightLeft += batch.size;
     for (const [space, batch] of work) {
       const items = [...batch.entries()];
-      for (let i = 0; i < items.length; i += MAX_BATCH) {
-        const chunk = items.slice(i, i + MAX_BATCH);
+      for (let i = 0; i < items.length; i += this.batchSize) {
+        const chunk = items.slice(i, i + this.batchSize);
         this.stats.batches += 1;
         try {
           const report = await this.client.heartbeats(
             space,
             chunk.map(([, p]) => p.beat),
+            { signal: this.abort.signal },
           );
           this.stats.sent += report.accepted;
+          this.delivered += chunk.length;
         } catch (e) {
           this.stats.failed += chunk.length;
           // Undo the debounce, so each member is heartbeated again at its
           // next request: presence comes back as soon as herenow does.
           for (const [key, p] of chunk) if (this.lastSent.get(key) === p.at) this.lastSent.delete(key);
           this.say(`${chunk.length} heartbeat(s) for space ${space} were not sent: ${describe(e)}`);
+        } finally {
+          this.inFlightLeft -= chunk.length;
         }
       }
     }
@@ -450,7 +522,7 @@ export interface PresenceMiddleware<Req extends PresenceRequest = PresenceReques
  * ```ts
  * const presence = herenowPresence({ client, space: "site", user: (req) => req.user?.id });
  * app.use(presence);
- * process.on("SIGTERM", () => presence.presence.close());
+ * process.on("SIGTERM", () => presence.presence.close()); // at most 1 s
  * ```
  */
 export function herenowPresence<Req extends PresenceRequest = PresenceRequest>(options: PresenceOptions<Req>): PresenceMiddleware<Req> {

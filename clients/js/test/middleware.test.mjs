@@ -108,7 +108,7 @@ describe("middleware against a real herenow", () => {
       assert.equal(batches(f).length, 2);
       assert.deepEqual(batches(f)[1].body, { heartbeats: [{ id: "ann" }] });
       assert.equal(await heartbeatsTotal(server.baseUrl), before + 3);
-      assert.deepEqual(mw.presence.stats, { sent: 3, failed: 0, dropped: 0, refused: 0, batches: 2 });
+      assert.deepEqual(mw.presence.stats, { sent: 3, failed: 0, dropped: 0, refused: 0, batches: 2, unsent: 0 });
       assert.deepEqual(log.lines, []);
     } finally {
       await mw.presence.close();
@@ -146,7 +146,7 @@ describe("middleware against a real herenow", () => {
     const f = recordingFetch();
     const client = new Herenow({ baseUrl: server.baseUrl, fetch: f });
     const space = unique("guests");
-    const mw = herenowPresence({ client, space, user: userFromHeader, now: clock(), logger: logger(), cookie: { maxAgeS: 1800 } });
+    const mw = herenowPresence({ client, space, user: userFromHeader, guest: "cookie", now: clock(), logger: logger(), cookie: { maxAgeS: 1800 } });
     const web = await site(mw, (req, res) => {
       res.setHeader("set-cookie", [...[].concat(res.getHeader("set-cookie") ?? []), "theme=dark"]);
       res.end("ok");
@@ -175,6 +175,52 @@ describe("middleware against a real herenow", () => {
     } finally {
       await mw.presence.close();
       await web.close();
+    }
+  });
+
+  test("two anonymous browsers behind one address: one guest by IP (the default), two with guest: \"cookie\"", async () => {
+    const client = new Herenow({ baseUrl: server.baseUrl });
+    const byIp = unique("by-ip");
+    const byCookie = unique("by-cookie");
+    const ipMw = herenowPresence({ client, space: byIp, user: userFromHeader, now: clock(), logger: logger() });
+    const cookieMw = herenowPresence({ client, space: byCookie, user: userFromHeader, guest: "cookie", now: clock(), logger: logger() });
+    const ipSite = await site(ipMw);
+    const cookieSite = await site(cookieMw);
+    try {
+      // Two browsers, both from 127.0.0.1, each sending back the cookie it was given.
+      const a = await ipSite.get(null);
+      const b = await ipSite.get(null);
+      assert.equal(a.setCookie, null, "by IP: no cookie is set");
+      assert.equal(b.setCookie, null);
+      const jar = [];
+      for (let browser = 0; browser < 2; browser++) {
+        const first = await cookieSite.get(null);
+        const set = first.setCookie;
+        // The cookie's attributes: random id (128 bits, base64url), HttpOnly, SameSite=Lax, no Secure over http.
+        assert.match(set, /^herenow_guest=[A-Za-z0-9_-]{22}; Path=\/; HttpOnly; SameSite=Lax$/);
+        const id = readCookie(set.split(";")[0], "herenow_guest");
+        jar.push(id);
+        const again = await cookieSite.get(null, { cookie: `herenow_guest=${id}` });
+        assert.equal(again.setCookie, null, "a browser with its cookie keeps its id");
+      }
+      assert.notEqual(jar[0], jar[1]);
+      await ipMw.presence.flush();
+      await cookieMw.presence.flush();
+      assert.equal((await client.count(byIp)).guests, 1, "by IP: one guest");
+      assert.equal((await client.count(byCookie)).guests, 2, "by cookie: two guests");
+      const guests = await client.online(byCookie, { kind: "guests", order: "id" });
+      assert.deepEqual(guests.members.map((m) => m.id), [...jar].sort());
+      // Over HTTPS (Express's req.secure) the cookie is Secure too.
+      const res = { headers: {}, getHeader: (n) => res.headers[n], setHeader: (n, v) => (res.headers[n] = v) };
+      const p = new Presence({ client, space: byCookie, guest: "cookie", now: clock(), logger: logger(), flushDelayMs: 60_000 });
+      p.middleware()({ headers: {}, secure: true }, res, () => {});
+      assert.match(res.headers["set-cookie"][0], /; HttpOnly; SameSite=Lax; Secure$/);
+      await p.close();
+    } finally {
+      await ipMw.presence.close();
+      await cookieMw.presence.close();
+      await ipSite.close();
+      await cookieSite.close();
     }
   });
 

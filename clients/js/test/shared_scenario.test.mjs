@@ -195,7 +195,7 @@ describe("shared scenario", () => {
       for (const user of users) assert.equal((await web.get(user)).status, 200);
       await mw.presence.flush();
       assert.equal((await heartbeatsTotal(server.baseUrl)) - h1, 10);
-      assert.deepEqual(mw.presence.stats, { sent: 20, failed: 0, dropped: 0, refused: 0, batches: 2 });
+      assert.deepEqual(mw.presence.stats, { sent: 20, failed: 0, dropped: 0, refused: 0, batches: 2, unsent: 0 });
       assert.deepEqual(lines, []);
     } finally {
       await mw.presence.close();

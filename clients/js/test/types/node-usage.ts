@@ -3,9 +3,12 @@
 // marked @ts-expect-error.
 
 import {
+  CircuitBreaker,
   Herenow,
   HerenowError,
+  PresenceView,
   herenowPresence,
+  type CloseReport,
   WebhookPayloadError,
   type EventStream,
   type MemberStatus,
@@ -95,6 +98,23 @@ export function handler(req: AuthedRequest, res: ServerResponse): void {
   mw(req, res, () => res.end("ok"));
 }
 export const tracker: Presence<AuthedRequest> = mw.presence;
+export async function shutdown(): Promise<number> {
+  const report: CloseReport = await mw.presence.close({ timeoutMs: 500 });
+  return report.unsent + tracker.stats.unsent;
+}
+
+// Pages: every answer is known (typed fields) or unknown (text only), never thrown.
+const view = new PresenceView({ client: new Herenow(), timeoutMs: 1_000, unknownText: "", breaker: new CircuitBreaker({ backoffMs: 10_000 }) });
+export async function page(): Promise<string> {
+  const box = await view.whosOnline("site", { limit: 10, kind: "all" });
+  const seen = await view.lastSeen("site", "ada");
+  // @ts-expect-error: counts exist only once known
+  void box.counts;
+  const total: number | null = box.known ? box.counts.total : null;
+  const last: number | null = seen.known ? seen.last_seen_ms : null;
+  const state: "closed" | "open" | "probing" = view.breaker.state;
+  return `${box} ${seen} ${total} ${last} ${state}`;
+}
 
 // Webhooks: a verifier, the typed batch, and the handler on Node's own server.
 
