@@ -1,7 +1,6 @@
 //! Engine benchmarks: one thread, one space of 1M members.
 //!
-//! `cargo bench -p herenow-core --bench engine`; results and the Redis
-//! figures for the same operations are in BENCHMARKS.md.
+//! `cargo bench -p herenow-core --bench engine`.
 
 use std::hint::black_box;
 

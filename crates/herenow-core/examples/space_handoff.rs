@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use herenow_core::memory::{self, Space};
+use herenow_core::memory::Space;
 use herenow_core::{
     Heartbeat, ManualClock, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig, SpaceName,
 };
@@ -100,8 +100,9 @@ fn ping_pong(batches: &Arc<Vec<Vec<Heartbeat>>>, rounds: usize) -> Duration {
     median(all)
 }
 
-/// One thread applying batches another thread copied just before (as an
-/// owner applies what a request's thread parsed): the time of each apply.
+/// One thread applying batches another thread copied just before (as a
+/// space's writer applies what another request's thread parsed): the time
+/// of each apply.
 fn remote_beats(batches: &Arc<Vec<Vec<Heartbeat>>>, rounds: usize) -> Duration {
     let mut s = space(batches);
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Heartbeat>>(4);
@@ -160,9 +161,9 @@ fn contended(batches: &Arc<Vec<Vec<Heartbeat>>>, rounds: usize, n: usize) -> (Du
     (median(all), rate)
 }
 
-/// `n` threads writing one space of a [`MemoryStore`] (with its owner
-/// and spin policy as set), `rounds` batches in all, each a fresh copy:
-/// batches per second.
+/// `n` threads writing one space of a [`MemoryStore`] of `stripes`
+/// stripes, `rounds` batches in all, each a fresh copy: batches per
+/// second.
 fn store_writers(
     batches: &Arc<Vec<Vec<Heartbeat>>>,
     rounds: usize,
@@ -208,10 +209,7 @@ fn store_writers(
     for t in threads {
         t.join().unwrap();
     }
-    let rate = rounds as f64 / started.elapsed().as_secs_f64();
-    // Let an owner thread end before the next policy is set.
-    std::thread::sleep(Duration::from_millis(100));
-    rate
+    rounds as f64 / started.elapsed().as_secs_f64()
 }
 
 fn main() {
@@ -257,21 +255,14 @@ fn main() {
         .filter_map(|t| t.parse().ok())
         .collect();
     println!("a MemoryStore, one space, {rounds} batches of 1,000 from n threads (M members/s):");
-    let mut header = "  n | lock | owner | owner, watching 50 us".to_string();
+    let mut header = "  n | whole".to_string();
     for s in &stripes {
-        header += &format!(" | {s} stripes, lock | {s} stripes, owners watching");
+        header += &format!(" | {s} stripes");
     }
     println!("{header}");
     for &n in &threads {
         let mut row = format!("  {n}");
-        // (stripes, owners at most, watch)
-        let mut policies = vec![(1, 0, 0), (1, 1, 0), (1, 1, 50)];
-        for &s in &stripes {
-            policies.extend([(s, 0, 0), (s, s, 50)]);
-        }
-        for (stripes, owners, watch) in policies {
-            memory::set_max_space_owners(owners);
-            memory::set_space_owner_watch(Duration::from_micros(watch));
+        for stripes in std::iter::once(1).chain(stripes.iter().copied()) {
             row += &format!(" | {:.2}", m(store_writers(&batches, rounds, n, stripes)));
         }
         println!("{row}");

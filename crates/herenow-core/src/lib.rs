@@ -25,6 +25,10 @@
 //! nothing of HTTP or Redis. The server crate maps its errors to problem
 //! responses; store crates implement its trait.
 
+// One exception, scoped and explained where it is: the prefetch hint in
+// `memory/space/index.rs`.
+#![deny(unsafe_code)]
+
 pub mod changes;
 pub mod conn;
 #[cfg(feature = "contract")]

@@ -42,6 +42,8 @@
 //! file and offset: starting over it would silently lose acknowledged
 //! writes.
 
+#![forbid(unsafe_code)]
+
 mod file;
 mod writer;
 

@@ -9,9 +9,8 @@
 //! reaches its deadline.
 //!
 //! Why the checksum is the writer's: it is the one per-byte cost of
-//! framing, about a quarter of an appender's instructions on a single
-//! heartbeat's record, and the appender works while the store holds a
-//! space's lock. The writer does it over a whole batch, off the request
+//! framing, a large share of an appender's work on a single heartbeat's
+//! record, and the appender works while the store holds a space's lock. The writer does it over a whole batch, off the request
 //! path, before a write it had to make anyway; the buffer only ever holds
 //! whole records, so what it seals is exactly what it writes.
 //!

@@ -1,5 +1,4 @@
-//! What a by-id page costs without an index by id (BENCHMARKS.md, "Redis
-//! store"): the first page (limit 100) of `order=id` over windows of
+//! What a by-id page costs without an index by id: the first page (limit 100) of `order=id` over windows of
 //! 1k to 50k members, on a redis-server this example starts itself.
 //!
 //! ```sh

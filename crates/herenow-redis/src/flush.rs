@@ -17,12 +17,9 @@
 //!
 //! When the next round goes out: a round that fills a script call at once
 //! (the call that brings the queue to [`SCRIPT_BATCH`] members wakes the
-//! drain task); a smaller one only while fewer than
-//! [`RedisOptions::small_rounds`](crate::RedisOptions::small_rounds) rounds
-//! are out (1 by default: it waits for the round before it and takes what
-//! queued meanwhile, the fewest script calls). More small rounds at once
-//! hide the round trip to Redis behind each other at the cost of more,
-//! smaller script calls (`tests/coalesce.rs` runs both ways).
+//! drain task); a smaller one only while no round is out: it waits for
+//! the round before it and takes what queued meanwhile, the fewest script
+//! calls, Redis' cheapest way.
 //!
 //! Each call still learns its own answer. The script reports every
 //! entry's outcome (accepted, joined, stale); the first heartbeat of a
@@ -63,8 +60,7 @@ const QUEUE_MAX: usize = 65_536;
 /// Rounds of one space in flight at once: while one is in Redis the next
 /// is sent, so Redis is not idle while herenow reads a reply. A round
 /// starts while another is in flight only if it fills a script call
-/// ([`SCRIPT_BATCH`] members) or fewer than `small_rounds` are out;
-/// smaller ones wait and merge. (Rounds go out in order on the one Redis
+/// ([`SCRIPT_BATCH`] members); smaller ones wait and merge. (Rounds go out in order on the one Redis
 /// client; whatever order Redis runs them in, a member's newest time
 /// wins.)
 const ROUNDS_IN_FLIGHT: usize = 4;
@@ -105,17 +101,14 @@ impl Default for Queue {
 /// runs.
 pub(crate) struct Flusher {
     writer: Arc<Writer>,
-    /// Rounds of one space smaller than a script call in flight at once.
-    small_rounds: usize,
     queues: Mutex<HashMap<SpaceName, Queue>>,
 }
 
 impl Flusher {
-    /// `small_rounds`: [`RedisOptions::small_rounds`](crate::RedisOptions::small_rounds).
-    pub fn new(writer: Arc<Writer>, small_rounds: usize) -> Arc<Self> {
+    /// Queues writing through `writer`.
+    pub fn new(writer: Arc<Writer>) -> Arc<Self> {
         Arc::new(Flusher {
             writer,
-            small_rounds: small_rounds.clamp(1, ROUNDS_IN_FLIGHT),
             queues: Mutex::new(HashMap::new()),
         })
     }
@@ -176,7 +169,7 @@ impl Flusher {
         let mut in_flight = FuturesUnordered::new();
         loop {
             while in_flight.len() < ROUNDS_IN_FLIGHT {
-                let Some(round) = self.take_round(&space, self.round_min(in_flight.len())) else {
+                let Some(round) = self.take_round(&space, round_min(in_flight.len())) else {
                     break;
                 };
                 let this = &self;
@@ -208,7 +201,7 @@ impl Flusher {
             }
             // Until a round returns, the call that queues enough members
             // for another round wakes this task to send it.
-            let Some(wake) = self.arm(&space, self.round_min(in_flight.len())) else {
+            let Some(wake) = self.arm(&space, round_min(in_flight.len())) else {
                 continue;
             };
             tokio::select! {
@@ -220,20 +213,6 @@ impl Flusher {
                 }
                 () = wake.notified() => {}
             }
-        }
-    }
-
-    /// The fewest members that start a round while `in_flight` rounds of
-    /// the space are out: any number below [`Flusher::small_rounds`]
-    /// rounds, a full script call below [`ROUNDS_IN_FLIGHT`], else none
-    /// (`usize::MAX`).
-    fn round_min(&self, in_flight: usize) -> usize {
-        if in_flight < self.small_rounds {
-            1
-        } else if in_flight < ROUNDS_IN_FLIGHT {
-            SCRIPT_BATCH
-        } else {
-            usize::MAX
         }
     }
 
@@ -404,5 +383,16 @@ fn copy_error(e: &Error) -> Error {
         },
         Error::Internal(s) => Error::Internal(s.clone()),
         other => Error::Internal(other.to_string()),
+    }
+}
+
+/// The fewest members that start a round while `in_flight` rounds of a
+/// space are out: any number when none is, a full script call below
+/// [`ROUNDS_IN_FLIGHT`], else none (`usize::MAX`).
+fn round_min(in_flight: usize) -> usize {
+    match in_flight {
+        0 => 1,
+        n if n < ROUNDS_IN_FLIGHT => SCRIPT_BATCH,
+        _ => usize::MAX,
     }
 }

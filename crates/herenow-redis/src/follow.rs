@@ -33,7 +33,7 @@
 //! it. The cost: each status change of a user crosses the cluster bus to
 //! every node, whether anyone follows the user or not (a heartbeat that
 //! changes no status publishes nothing; only joins, aways, backs and leaves
-//! do; BENCHMARKS.md, "Users' channels", has figures). The alternative,
+//! do). The alternative,
 //! sharded channels in the users' slots, would take the publish out of the
 //! script (the script returns its events and the server publishes them
 //! afterwards): a second round trip per write, and a server that dies in

@@ -170,9 +170,8 @@
 //! each status change of a user is one more message, and on a cluster it
 //! crosses the cluster bus to every node, followed or not. Heartbeats that
 //! change no status publish nothing, so the cost grows with joins, aways,
-//! backs and leaves, not with heartbeats: in batches of joins or leaves,
-//! Redis' time per member grew by about a quarter on one server and up to
-//! about double on a 3-master cluster (BENCHMARKS.md, "Users' channels").
+//! backs and leaves, not with heartbeats, and most on a cluster, where
+//! every such message reaches every node.
 //! When the link to Redis drops, messages may be lost: the store subscribes
 //! again and then every feed lags, so its reader reads the followed users
 //! again.
@@ -224,8 +223,7 @@
 //! read with one `ZMSCORE` and new ones written with one variadic `ZADD` per
 //! 250 members, rather than a command per member. A call of more than
 //! 1,000 members is several script calls sent together, so a reader may
-//! see part of it before the rest. BENCHMARKS.md has the figures against
-//! `redis-benchmark ZADD -P 64`.
+//! see part of it before the rest.
 //!
 //! # When Redis fails
 //!
@@ -297,6 +295,8 @@
 //! No two modules import each other: shared helpers live in leaves
 //! (`reply.rs`, [`keys`], `ctx.rs`), and the files under `store/` and
 //! `layouts/` use only their parent's store type, or none of it.
+
+#![forbid(unsafe_code)]
 
 pub mod buffer;
 pub mod client;

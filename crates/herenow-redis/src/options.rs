@@ -85,16 +85,6 @@ pub struct RedisOptions {
     /// Longest `WAIT` for [`wait_replicas`](Self::wait_replicas): more than
     /// zero, less than [`timeout`](Self::timeout).
     pub wait_timeout: Duration,
-    /// Rounds of one space's coalesced heartbeats that may be in Redis at
-    /// once while each carries less than a script call (1 to 4; default
-    /// 1). With 1 a small round waits for the one before it to return and
-    /// takes every call that queued meanwhile: the fewest script calls,
-    /// Redis' cheapest way. With 2 or more the next one goes out at
-    /// once: more, smaller calls, which pays when the round trip to Redis,
-    /// not Redis or herenow's CPU, is what holds heartbeats back (see
-    /// `flush.rs`). Rounds that fill a script call go out up to four at a
-    /// time either way.
-    pub small_rounds: usize,
     /// Told of every call to Redis (what it was for, how long it took,
     /// how it ended); none by default. The server turns it into metrics.
     pub observer: Observer,
@@ -123,7 +113,6 @@ impl Default for RedisOptions {
             max_clock_skew: None,
             wait_replicas: 0,
             wait_timeout: DEFAULT_WAIT_TIMEOUT,
-            small_rounds: 1,
             observer: Observer::none(),
         }
     }

@@ -40,20 +40,14 @@ fn script_calls(port: u16) -> u64 {
         .sum()
 }
 
-/// A store on `server` with `clock` and `small_rounds` small rounds in
-/// flight.
-async fn connect(
-    server: &common::RedisServer,
-    clock: &ManualClock,
-    small_rounds: usize,
-) -> RedisStore {
+/// A store on `server` with `clock`.
+async fn connect(server: &common::RedisServer, clock: &ManualClock) -> RedisStore {
     RedisStore::connect(
         &server.url(),
         Arc::new(clock.clone()),
         SpaceConfig::default(),
         RedisOptions {
             prefix: "co".into(),
-            small_rounds,
             ..RedisOptions::default()
         },
     )
@@ -69,15 +63,9 @@ fn sum(reports: &[HeartbeatReport]) -> (u64, u64, u64) {
 
 #[tokio::test]
 async fn concurrent_heartbeats_share_a_flush_and_each_learns_its_own_counts() {
-    for small_rounds in [1, 4] {
-        share_a_flush(small_rounds).await;
-    }
-}
-
-async fn share_a_flush(small_rounds: usize) {
     let server = common::RedisServer::standalone();
     let clock = ManualClock::new(T0);
-    let s = connect(&server, &clock, small_rounds).await;
+    let s = connect(&server, &clock).await;
     let sp = SpaceName::new("hall").unwrap();
     // Scripts loaded and the space registered: what follows is heartbeats.
     s.heartbeat(&sp, &[Heartbeat::now(user("warm"))])
@@ -143,49 +131,47 @@ async fn share_a_flush(small_rounds: usize) {
 
 /// Callers on several threads, each sending its next call as soon as the
 /// last is answered, so calls keep arriving while rounds are in Redis:
-/// with small rounds one at a time and four at a time, every call learns
-/// its own counts, each member joins exactly once, nothing is lost.
+/// every call learns its own counts, each member joins exactly once,
+/// nothing is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn rounds_in_flight_together_lose_and_double_count_nothing() {
-    for small_rounds in [1, 4] {
-        let server = common::RedisServer::standalone();
-        let s = Arc::new(connect(&server, &ManualClock::new(T0), small_rounds).await);
-        let sp = SpaceName::new("hall").unwrap();
-        let (callers, each) = (16, 40);
-        let tasks: Vec<_> = (0..callers)
-            .map(|c| {
-                let (s, sp) = (s.clone(), sp.clone());
-                tokio::spawn(async move {
-                    let mut total = (0, 0, 0);
-                    for i in 0..each {
-                        let r = s
-                            .heartbeat(
-                                &sp,
-                                &[
-                                    Heartbeat::now(user("shared")),
-                                    Heartbeat::now(user(&format!("own-{c}-{i}"))),
-                                ],
-                            )
-                            .await
-                            .unwrap();
-                        assert_eq!((r.accepted, r.stale), (2, 0), "call {c}/{i}");
-                        total = (total.0 + r.accepted, total.1 + r.joined, total.2 + r.stale);
-                    }
-                    total
-                })
+    let server = common::RedisServer::standalone();
+    let s = Arc::new(connect(&server, &ManualClock::new(T0)).await);
+    let sp = SpaceName::new("hall").unwrap();
+    let (callers, each) = (16, 40);
+    let tasks: Vec<_> = (0..callers)
+        .map(|c| {
+            let (s, sp) = (s.clone(), sp.clone());
+            tokio::spawn(async move {
+                let mut total = (0, 0, 0);
+                for i in 0..each {
+                    let r = s
+                        .heartbeat(
+                            &sp,
+                            &[
+                                Heartbeat::now(user("shared")),
+                                Heartbeat::now(user(&format!("own-{c}-{i}"))),
+                            ],
+                        )
+                        .await
+                        .unwrap();
+                    assert_eq!((r.accepted, r.stale), (2, 0), "call {c}/{i}");
+                    total = (total.0 + r.accepted, total.1 + r.joined, total.2 + r.stale);
+                }
+                total
             })
-            .collect();
-        let mut sum = (0, 0, 0);
-        for t in tasks {
-            let (a, j, st) = t.await.unwrap();
-            sum = (sum.0 + a, sum.1 + j, sum.2 + st);
-        }
-        let members = callers * each;
-        assert_eq!(
-            sum,
-            (2 * members, members + 1, 0),
-            "small_rounds {small_rounds}: every member joins once"
-        );
-        assert_eq!(s.count(&sp, None).await.unwrap().users, members + 1);
+        })
+        .collect();
+    let mut sum = (0, 0, 0);
+    for t in tasks {
+        let (a, j, st) = t.await.unwrap();
+        sum = (sum.0 + a, sum.1 + j, sum.2 + st);
     }
+    let members = callers * each;
+    assert_eq!(
+        sum,
+        (2 * members, members + 1, 0),
+        "every member joins once"
+    );
+    assert_eq!(s.count(&sp, None).await.unwrap().users, members + 1);
 }

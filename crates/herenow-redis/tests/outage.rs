@@ -100,18 +100,10 @@ async fn heartbeater(
     newest
 }
 
-/// With small rounds one at a time (the default) and four at a time
-/// (`RedisOptions::small_rounds`): a failing round answers the calls
-/// queued behind it while others may still be in flight.
+/// A failing round answers the calls queued behind it while others may
+/// still be in flight.
 #[tokio::test]
 async fn no_heartbeat_lost_when_redis_is_killed_and_restarted() {
-    for small_rounds in [1, 4] {
-        killed_and_restarted(small_rounds).await;
-    }
-}
-
-async fn killed_and_restarted(small_rounds: usize) {
-    eprintln!("small rounds in flight: {small_rounds}");
     let mut server = common::RedisServer::standalone();
     // Every heartbeat has an explicit time within the retention of "now".
     let clock = ManualClock::new(T0);
@@ -119,7 +111,6 @@ async fn killed_and_restarted(small_rounds: usize) {
     let opts = RedisOptions {
         prefix: "outage".into(),
         timeout,
-        small_rounds,
         ..RedisOptions::default()
     };
     let store = Arc::new(

@@ -188,14 +188,13 @@ impl Backend {
                 snapshot_interval,
                 space_stripes,
             } => {
-                // Stripes and busy spaces' owner threads pay off only with
-                // enough threads writing at once: here, this runtime's
-                // workers (fewer than the cores with TOKIO_WORKER_THREADS).
+                // Stripes pay off only with enough threads writing at
+                // once: here, this runtime's workers (fewer than the cores
+                // with TOKIO_WORKER_THREADS).
                 let writers = tokio::runtime::Handle::try_current().map_or_else(
                     |_| std::thread::available_parallelism().map_or(1, |n| n.get()),
                     |rt| rt.metrics().num_workers(),
                 );
-                herenow_core::memory::set_writer_threads(writers);
                 let stripes = space_stripes
                     .unwrap_or_else(|| herenow_core::memory::default_space_stripes(writers));
                 tracing::info!(stripes, writers, "memory store: stripes per space");
@@ -267,7 +266,6 @@ impl Backend {
                         wait_timeout,
                     },
             } => {
-                let small_rounds = small_rounds_from_env();
                 let metrics = Metrics::for_store("redis");
                 let redis = RedisStore::connect(
                     target.url(),
@@ -279,7 +277,6 @@ impl Backend {
                         max_clock_skew: Some(MAX_CLOCK_SKEW),
                         wait_replicas: *wait_replicas,
                         wait_timeout: *wait_timeout,
-                        small_rounds,
                         observer: Observer::new(Arc::new(metrics.clone())),
                         ..RedisOptions::default()
                     },
@@ -293,7 +290,6 @@ impl Backend {
                 tracing::info!(
                     store = %target.redacted(),
                     wait_replicas,
-                    small_rounds,
                     "connected to Redis"
                 );
                 Ok(Self::redis(Arc::new(redis)).with_metrics(metrics))
@@ -448,31 +444,6 @@ async fn fold(memory: &Arc<MemoryStore>, disk: &OnDisk) -> Result<usize, ServerE
 #[cfg(feature = "redis")]
 const MAX_CLOCK_SKEW: Duration = Duration::from_secs(5);
 
-/// [`RedisOptions::small_rounds`] from `HERENOW_REDIS_SMALL_ROUNDS` (a
-/// tuning knob, environment only, like `HERENOW_SPACE_OWNERS`).
-#[cfg(feature = "redis")]
-fn small_rounds_from_env() -> usize {
-    small_rounds(std::env::var("HERENOW_REDIS_SMALL_ROUNDS").ok().as_deref())
-}
-
-/// `value` read as [`RedisOptions::small_rounds`]: 1 to 4; none gives the
-/// default (1), anything else is logged and gives the default.
-#[cfg(feature = "redis")]
-fn small_rounds(value: Option<&str>) -> usize {
-    let default = RedisOptions::default().small_rounds;
-    let Some(v) = value else { return default };
-    match v.trim().parse::<usize>() {
-        Ok(n @ 1..=4) => n,
-        _ => {
-            tracing::warn!(
-                value = %v,
-                "HERENOW_REDIS_SMALL_ROUNDS is not a number from 1 to 4; ignored"
-            );
-            default
-        }
-    }
-}
-
 /// Why a Redis store is not ready though it may answer; `None` when it is.
 #[cfg(feature = "redis")]
 fn redis_not_ready(redis: &RedisStore) -> Option<String> {
@@ -537,26 +508,6 @@ mod tests {
         assert!(!memory.is_shared());
         assert!(memory.not_ready().is_none());
         assert!(memory.duty_period().is_none());
-    }
-
-    /// `HERENOW_REDIS_SMALL_ROUNDS`: 1 to 4 kept, anything else (or
-    /// nothing) the default.
-    #[cfg(feature = "redis")]
-    #[test]
-    fn small_rounds_come_from_one_to_four() {
-        for (value, want) in [
-            (None, 1),
-            (Some("1"), 1),
-            (Some("2"), 2),
-            (Some(" 4 "), 4),
-            (Some("0"), 1),
-            (Some("5"), 1),
-            (Some("-1"), 1),
-            (Some("two"), 1),
-            (Some(""), 1),
-        ] {
-            assert_eq!(small_rounds(value), want, "{value:?}");
-        }
     }
 
     /// Unless told, spaces are striped by the runtime's workers: whole

@@ -54,6 +54,8 @@
 //! [`PresenceStore`]: herenow_core::PresenceStore
 //! [`MemoryStore`]: herenow_core::MemoryStore
 
+#![forbid(unsafe_code)]
+
 pub mod api;
 pub mod auth;
 mod backend;

@@ -7,6 +7,8 @@
 //! directories, killed and cleaned up on drop. Never the Redis that may be
 //! running on 127.0.0.1:6379.
 
+#![forbid(unsafe_code)]
+
 mod cluster;
 
 pub use cluster::{ClusterNode, RedisCluster};

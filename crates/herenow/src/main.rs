@@ -15,6 +15,8 @@
 //! - 2: the command line or the configuration is wrong (clap's own usage
 //!   errors exit 2 as well).
 
+#![forbid(unsafe_code)]
+
 mod cli;
 mod client;
 mod commands;

@@ -178,27 +178,12 @@ fn check_open_files(max_connections: usize) {
 /// where it cannot be read.
 #[cfg(unix)]
 pub fn raise_open_files_limit() -> Option<u64> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return None;
-        }
-        if limit.rlim_cur < limit.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: limit.rlim_max,
-                rlim_max: limit.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                limit = raised;
-            }
-        }
+    use rlimit::Resource;
+    let (soft, hard) = Resource::NOFILE.get().ok()?;
+    if soft < hard && Resource::NOFILE.set(hard, hard).is_ok() {
+        return Some(hard);
     }
-    #[allow(clippy::useless_conversion)] // rlim_t is u64 on Linux, not everywhere
-    Some(u64::from(limit.rlim_cur))
+    Some(soft)
 }
 
 /// The soft `RLIMIT_NOFILE`: not known here.

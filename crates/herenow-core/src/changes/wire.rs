@@ -6,11 +6,10 @@
 //! order), and the tests pin these bytes to serde's encoding of the owned
 //! [`Change`](super::Change).
 //!
-//! Room is made from upper bounds on sizes (the head once, then each
-//! beat or member) and written through a raw cursor over the spare
-//! capacity, so no byte pays a growth check, a bounds check or a zeroing.
-//! The `journal_record` benchmark in `benches/engine.rs` measures it
-//! (BENCHMARKS.md, "Third pass: a cheaper record").
+//! Room is reserved from upper bounds on sizes (the head once, then each
+//! beat or member), so a record grows `out` at most once per item, and
+//! every byte is then a push or a slice copy into the `Vec`. The
+//! `journal_record` benchmark in `benches/engine.rs` measures it.
 
 use crate::id::{MemberKey, MemberKind, SpaceName};
 use crate::time::Millis;
@@ -97,8 +96,8 @@ fn lone_beat(out: &mut Vec<u8>, version: u8, space: &SpaceName, now: Millis, b: 
 
 /// Any call but a lone plain beat: the common batch (plain beats of
 /// users only) is written in one pass that gives up at the first guest
-/// or beat with extras; the cursor's bytes only become part of `out` when
-/// it finishes, so giving up leaves `out` as it was.
+/// or beat with extras, and giving up takes back what it wrote, leaving
+/// `out` as it was.
 #[inline(never)]
 fn many_beats(out: &mut Vec<u8>, version: u8, space: &SpaceName, now: Millis, beats: &[Heartbeat]) {
     if plain_users(out, version, space, now, beats) {
@@ -125,6 +124,7 @@ fn plain_users(
     w.varint(beats.len() as u64);
     for b in beats {
         if b.member.kind != MemberKind::User || !b.is_plain() {
+            w.abandon();
             return false;
         }
         plain_id(&mut w, b);
@@ -163,9 +163,8 @@ fn plain_beats(
     w.finish();
 }
 
-/// One plain beat's id: its length and bytes. Always inlined: as a call
-/// it took the cursor's address, which kept the cursor in memory for the
-/// whole batch (about 20 more instructions per member, callgrind).
+/// One plain beat's id: its length and bytes. Always inlined: it is a
+/// few instructions, paid once per member of a batch.
 #[inline(always)]
 fn plain_id(w: &mut Cursor<'_>, b: &Heartbeat) {
     let id = b.member.id.as_str().as_bytes();
@@ -218,42 +217,32 @@ pub(super) fn leave(
     w.finish();
 }
 
-/// Writes forward into `out`'s spare capacity through a raw pointer.
+/// Appends one record to `out`.
 ///
-/// Every write must be covered by room made before it: [`Cursor::new`]
-/// makes room for the record's head, [`Cursor::room`] for each item of
-/// its list, from upper bounds on their sizes. A bound too small is a bug
-/// the debug assertions catch; the tests pin the bytes to serde's for any
-/// ids, times and metadata. Until [`Cursor::finish`], `out`'s length is
-/// where the record starts, so a panic between leaves no half-written
-/// bytes in it.
+/// Room is reserved before each item from an upper bound on its size, so
+/// that the pushes and copies after it do not grow `out` one by one. The
+/// record's bytes are in `out` as they are written; a writer that gives
+/// up part way ([`Cursor::abandon`]) takes them back. Nothing between the
+/// first byte and [`Cursor::finish`] can fail: only allocation could, and
+/// it aborts.
 struct Cursor<'a> {
     out: &'a mut Vec<u8>,
-    /// `out`'s buffer, refreshed whenever room is made.
-    ptr: *mut u8,
-    /// Bytes of `out` written, the record's so far included.
-    len: usize,
-    /// The end of the room made, for the debug assertions.
-    end: usize,
+    /// `out`'s length before the record: where [`Cursor::abandon`] cuts.
+    start: usize,
 }
 
 impl<'a> Cursor<'a> {
     #[inline]
     fn new(out: &'a mut Vec<u8>, room: usize) -> Self {
         out.reserve(room);
-        let len = out.len();
-        Cursor {
-            ptr: out.as_mut_ptr(),
-            len,
-            end: len + room,
-            out,
-        }
+        let start = out.len();
+        Cursor { out, start }
     }
 
     /// A record's head: the version, the change's variant, the space's
     /// name and a time, with room for `more` bytes after it. Always
-    /// inlined: as a call, returning the cursor through memory cost a
-    /// lone heartbeat's record about 25 instructions (callgrind).
+    /// inlined: it runs once per record, the lone heartbeat's included,
+    /// and as a call the cursor would be returned through memory.
     #[inline(always)]
     fn record(
         out: &'a mut Vec<u8>,
@@ -274,41 +263,28 @@ impl<'a> Cursor<'a> {
     /// Makes room for `n` more bytes.
     #[inline]
     fn room(&mut self, n: usize) {
-        if self.out.capacity() - self.len < n {
-            self.ptr = grow(self.out, self.len, n);
-        }
-        self.end = self.len + n;
+        self.out.reserve(n);
     }
 
-    /// The written bytes become part of `out`.
+    /// The record is complete.
     #[inline]
-    fn finish(self) {
-        // SAFETY: every byte up to `len` was written (each write is
-        // within room made, so within the capacity), in order from the
-        // old length.
-        unsafe { self.out.set_len(self.len) };
+    fn finish(self) {}
+
+    /// Takes back every byte of the record written so far.
+    #[inline]
+    fn abandon(self) {
+        self.out.truncate(self.start);
     }
 
     #[inline]
     fn byte(&mut self, b: u8) {
-        debug_assert!(self.len < self.end);
-        // SAFETY: within the room made (see the type's doc).
-        unsafe { self.ptr.add(self.len).write(b) };
-        self.len += 1;
+        self.out.push(b);
     }
 
-    /// Two bytes in one store.
+    /// Two bytes in one copy.
     #[inline]
     fn pair(&mut self, a: u8, b: u8) {
-        debug_assert!(self.len + 2 <= self.end);
-        // SAFETY: within the room made (see the type's doc).
-        unsafe {
-            self.ptr
-                .add(self.len)
-                .cast::<[u8; 2]>()
-                .write_unaligned([a, b])
-        };
-        self.len += 2;
+        self.out.extend_from_slice(&[a, b]);
     }
 
     /// A LEB128 varint.
@@ -327,56 +303,31 @@ impl<'a> Cursor<'a> {
     #[inline(always)]
     fn time(&mut self, t: Millis) {
         if (1 << 35..1 << 42).contains(&t) {
-            debug_assert!(self.len + 8 <= self.end);
             // As in `long_varint`, with the length known: six groups of
             // seven bits, the continuation bit on all but the last.
-            let mut x = (t & 0x0FFF_FFFF) | ((t & 0x00FF_FFFF_F000_0000) << 4);
-            x = (x & 0x0000_3FFF_0000_3FFF) | ((x & 0x0FFF_C000_0FFF_C000) << 2);
-            x = (x & 0x007F_007F_007F_007F) | ((x & 0x3F80_3F80_3F80_3F80) << 1);
-            // SAFETY: eight bytes within the room made for a varint (ten).
-            unsafe {
-                self.ptr
-                    .add(self.len)
-                    .cast::<u64>()
-                    .write_unaligned((x | 0x0000_0080_8080_8080).to_le())
-            };
-            self.len += 6;
+            let bytes = (spread(t) | 0x0000_0080_8080_8080).to_le_bytes();
+            self.out.extend_from_slice(&bytes[..6]);
         } else {
             self.varint(t);
         }
     }
 
     /// A varint of two bytes or more. Below 2^56 (every time until the
-    /// year 4253, and every length) it is one unaligned store of eight
-    /// bytes, of which the varint's own count: the room for a varint is
-    /// ten bytes.
+    /// year 4253, and every length) its groups of seven bits are spread
+    /// over a word at once and the varint's bytes copied from it.
     #[inline]
     fn long_varint(&mut self, v: u64) {
         if v < 1 << 56 {
-            debug_assert!(self.len + 8 <= self.end);
-            // Seven bits per byte, low group first: halves of 28 bits
-            // into 32-bit lanes, then 14 into 16, then 7 into 8.
-            let mut x = (v & 0x0FFF_FFFF) | ((v & 0x00FF_FFFF_F000_0000) << 4);
-            x = (x & 0x0000_3FFF_0000_3FFF) | ((x & 0x0FFF_C000_0FFF_C000) << 2);
-            x = (x & 0x007F_007F_007F_007F) | ((x & 0x3F80_3F80_3F80_3F80) << 1);
+            let x = spread(v);
             // The varint's length is the number of bytes up to x's highest
             // nonzero one (at least two here); the continuation bit goes
             // on every byte but the last.
             let zeros = (x.leading_zeros() & !7) as usize;
             let n = 8 - zeros / 8;
             let more = 0x8080_8080_8080_8080u64 >> (8 + zeros);
-            // SAFETY: eight bytes within the room made for a varint (ten).
-            unsafe {
-                self.ptr
-                    .add(self.len)
-                    .cast::<u64>()
-                    .write_unaligned((x | more).to_le())
-            };
-            self.len += n;
+            self.out.extend_from_slice(&(x | more).to_le_bytes()[..n]);
         } else {
-            debug_assert!(self.len + VARINT <= self.end);
-            // SAFETY: ten bytes within the room made for a varint.
-            self.len += unsafe { huge_varint(self.ptr.add(self.len), v) };
+            huge_varint(self.out, v);
         }
     }
 
@@ -384,11 +335,7 @@ impl<'a> Cursor<'a> {
     #[inline]
     fn bytes(&mut self, s: &[u8]) {
         self.varint(s.len() as u64);
-        debug_assert!(self.len + s.len() <= self.end);
-        // SAFETY: within the room made (see the type's doc); `s` cannot
-        // overlap spare capacity.
-        unsafe { copy(self.ptr.add(self.len), s) };
-        self.len += s.len();
+        self.out.extend_from_slice(s);
     }
 
     /// `MemberKey { kind, id }`, the kind as its variant's index.
@@ -402,110 +349,26 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// Grows `out`, whose first `len` bytes are written (its length is still
-/// the record's start), to hold `n` more; its new buffer. A free function,
-/// as are the other rare paths, so that no call takes the cursor's
-/// address and the cursor stays in registers.
-#[cold]
-#[inline(never)]
-fn grow(out: &mut Vec<u8>, len: usize, n: usize) -> *mut u8 {
-    // `reserve` counts from the length: ask for what is written as well.
-    out.reserve(len - out.len() + n);
-    out.as_mut_ptr()
-}
-
-/// A varint of nine or ten bytes (no time or length is this large) at
-/// `dst`; the bytes written.
-///
-/// # Safety
-/// `dst` is valid for ten bytes of writes.
-#[cold]
-#[inline(never)]
-unsafe fn huge_varint(dst: *mut u8, mut v: u64) -> usize {
-    let mut n = 0;
-    while v >= 0x80 {
-        // SAFETY: a varint is at most ten bytes (the caller's promise).
-        unsafe { dst.add(n).write(v as u8 | 0x80) };
-        v >>= 7;
-        n += 1;
-    }
-    // SAFETY: as above.
-    unsafe { dst.add(n).write(v as u8) };
-    n + 1
-}
-
-/// Copies `src` to `dst`: the short ids and names of the hot path as two
-/// overlapping moves instead of a call to `memcpy`.
-///
-/// # Safety
-/// `dst` is valid for `src.len()` bytes of writes and does not overlap
-/// `src`.
-#[inline]
-unsafe fn copy(dst: *mut u8, src: &[u8]) {
-    let n = src.len();
-    let s = src.as_ptr();
-    // SAFETY: every read is within `src` and every write within the first
-    // `n` bytes of `dst` (the caller's promise).
-    unsafe {
-        if (8..=16).contains(&n) {
-            move_ends::<8>(s, dst, n);
-        } else if (4..8).contains(&n) {
-            move_ends::<4>(s, dst, n);
-        } else {
-            copy_other(dst, src);
-        }
-    }
-}
-
-/// [`copy`] for lengths below 4 or above 16, out of line.
-///
-/// # Safety
-/// As [`copy`].
-#[inline(never)]
-unsafe fn copy_other(dst: *mut u8, src: &[u8]) {
-    let n = src.len();
-    let s = src.as_ptr();
-    // SAFETY: as in `copy`.
-    unsafe {
-        if (17..=32).contains(&n) {
-            move_ends::<16>(s, dst, n);
-        } else if n > 32 {
-            std::ptr::copy_nonoverlapping(s, dst, n);
-        } else {
-            for i in 0..n {
-                dst.add(i).write(*s.add(i));
-            }
-        }
-    }
-}
-
-/// Copies `n` bytes, `N <= n <= 2 * N`, as two moves of `N` that overlap
-/// in the middle: the first `N` bytes and the last `N`.
-///
-/// # Safety
-/// `src` is valid for `n` bytes of reads, `dst` for `n` bytes of writes.
+/// `v`, below 2^56, with each group of seven bits (low group first) in a
+/// byte of its own, low byte first: halves of 28 bits into 32-bit lanes,
+/// then 14 into 16, then 7 into 8.
 #[inline(always)]
-unsafe fn move_ends<const N: usize>(src: *const u8, dst: *mut u8, n: usize) {
-    debug_assert!((N..=2 * N).contains(&n));
-    // SAFETY: both moves are within the first `n` bytes of each (the
-    // caller's promise), as `n >= N`.
-    unsafe {
-        move_word::<N>(src, dst);
-        move_word::<N>(src.add(n - N), dst.add(n - N));
-    }
+fn spread(v: u64) -> u64 {
+    let mut x = (v & 0x0FFF_FFFF) | ((v & 0x00FF_FFFF_F000_0000) << 4);
+    x = (x & 0x0000_3FFF_0000_3FFF) | ((x & 0x0FFF_C000_0FFF_C000) << 2);
+    (x & 0x007F_007F_007F_007F) | ((x & 0x3F80_3F80_3F80_3F80) << 1)
 }
 
-/// Moves exactly `N` bytes, as one load and one store.
-///
-/// # Safety
-/// `src` is valid for `N` bytes of reads, `dst` for `N` bytes of writes.
-#[inline]
-unsafe fn move_word<const N: usize>(src: *const u8, dst: *mut u8) {
-    // SAFETY: the caller's promise.
-    unsafe {
-        dst.cast::<[u8; N]>()
-            .write_unaligned(src.cast::<[u8; N]>().read_unaligned())
-    };
+/// A varint of nine or ten bytes (no time or length is this large),
+/// appended to `out`. Out of line: no record on the hot path has one.
+#[cold]
+#[inline(never)]
+fn huge_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
 }
 
 #[cfg(test)]

@@ -1,13 +1,15 @@
 //! Heartbeats and leaves of the memory store: a call's items split by
-//! stripe (`stripes.rs`; a whole space is one stripe), each part handed to
-//! its stripe's owner thread or applied under its lock (`owner.rs`), and
-//! journaled there.
+//! stripe (`stripes.rs`; a whole space is one stripe), each part applied
+//! under its stripe's lock and journaled there.
 
-use super::owner::{self, Beat, Route};
+use std::borrow::{Borrow, Cow};
+
+use super::shared::Shared;
+use super::space::Space;
 use super::stripes;
-use super::{MemoryStore, SpaceMap, check_beats, settle};
+use super::{MemoryStore, check_beats, settle};
 use crate::changes::{ChangeRef, Durable};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::id::{MemberKey, SpaceName};
 #[cfg(doc)]
 use crate::store::PresenceStore;
@@ -15,8 +17,8 @@ use crate::store::{Heartbeat, HeartbeatReport, check_batch};
 use crate::time::Millis;
 
 impl MemoryStore {
-    /// [`PresenceStore::heartbeat`]: each stripe's part handed to its
-    /// owner or applied under its lock.
+    /// [`PresenceStore::heartbeat`]: each stripe's part applied under its
+    /// lock.
     pub(super) async fn beat(
         &self,
         space: &SpaceName,
@@ -25,32 +27,19 @@ impl MemoryStore {
         check_batch(beats.len())?;
         // Every space has the store's stripes (created or restored here).
         let Some(parts) = stripes::split_refs(self.stripes, beats, |b| &b.member) else {
-            let (report, durable) = match self.beat_stripe(space, 0, beats) {
-                HandOver::Done(out) => out?,
-                HandOver::Staged(answer) => owner::answer(answer).await?,
-            };
+            let (report, durable) = self.beat_stripe(space, 0, beats)?;
             settle(durable).await?;
             return Ok(report);
         };
         // Checked whole first: a bad item leaves every stripe untouched.
         check_beats(beats, self.shared.clock.now_ms())?;
-        // Every stripe's part handed over or applied before any answer is
-        // awaited, so busy stripes' owners apply theirs in parallel.
-        let handed: Vec<HandOver> = parts
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| !p.is_empty())
-            .map(|(k, part)| self.beat_stripe(space, k, part))
-            .collect();
+        // Every stripe's part is applied, even after one fails, before
+        // any durability is awaited.
         let mut report = HeartbeatReport::default();
-        let mut durables = Vec::with_capacity(handed.len());
+        let mut durables = Vec::new();
         let mut failed = None;
-        for h in handed {
-            let out = match h {
-                HandOver::Done(out) => out,
-                HandOver::Staged(answer) => owner::answer(answer).await,
-            };
-            match out {
+        for (k, part) in parts.iter().enumerate().filter(|(_, p)| !p.is_empty()) {
+            match self.beat_stripe(space, k, part) {
                 Ok((r, durable)) => {
                     add_report(&mut report, r);
                     durables.extend(durable);
@@ -90,50 +79,20 @@ impl MemoryStore {
         Ok(left)
     }
 
-    /// A batch of at least [`owner::HAND_OVER_AT`] heartbeats for stripe
-    /// `stripe` of the space `name`, that exists: applied here when the
-    /// stripe is free (`Done`), staged for its owner when it is busy
-    /// (`Staged`), or `None` to wait for the lock as every other write
-    /// does (small batches, new spaces, no owner allowed). See `owner.rs`.
-    fn hand_over<B: Beat>(
+    /// A heartbeat call's batch for stripe `stripe` of `name` (the whole
+    /// batch for a whole space), applied under the stripe's lock.
+    fn beat_stripe<B: Beat>(
         &self,
-        spaces: &SpaceMap,
         name: &SpaceName,
         stripe: usize,
         beats: &[B],
-    ) -> Option<HandOver> {
-        if beats.len() < owner::HAND_OVER_AT {
-            return None;
-        }
-        let space = spaces.get(name)?;
-        match space
-            .cell(stripe)
-            .route(&self.shared, name, beats, space.len() > 1)
-        {
-            Route::Here(mut space) => Some(HandOver::Done(owner::apply(
-                &self.shared,
-                name,
-                &mut space,
-                beats,
-            ))),
-            Route::Owner(answer) => Some(HandOver::Staged(answer)),
-            Route::Wait => None,
-        }
-    }
-
-    /// A heartbeat call's batch for stripe `stripe` of `name` (the whole
-    /// batch for a whole space): handed to the stripe's owner, or applied
-    /// here under the stripe's lock.
-    fn beat_stripe<B: Beat>(&self, name: &SpaceName, stripe: usize, beats: &[B]) -> HandOver {
-        if let Some(h) = self.hand_over(&self.spaces.read(), name, stripe, beats) {
-            return h;
-        }
-        HandOver::Done(self.with_space(name, |st| {
+    ) -> Result<Applied> {
+        self.with_space(name, |st| {
             let mut s = st.cell(stripe).lock();
-            let out = owner::apply(&self.shared, name, &mut s, beats);
+            let out = apply(&self.shared, name, &mut s, beats);
             drop(s);
             out
-        }))
+        })
     }
 
     /// Heartbeats applied here, each stripe's under its lock (replay and
@@ -201,12 +160,56 @@ impl MemoryStore {
     }
 }
 
-/// Where [`MemoryStore::hand_over`] put a batch.
-enum HandOver {
-    /// Applied here: its report and durability, or why not.
-    Done(Result<owner::Applied>),
-    /// Staged for the stripe's owner thread.
-    Staged(tokio::sync::oneshot::Receiver<Result<owner::Applied>>),
+/// A heartbeat as a batch holds it: owned (a whole call) or borrowed (a
+/// striped space's part of a call, `stripes.rs`, applied without a copy).
+pub(super) trait Beat: Borrow<Heartbeat> + Sized {
+    /// The beats as one slice of owned heartbeats, for the journal: the
+    /// slice itself, or a copy of borrowed ones.
+    fn whole(beats: &[Self]) -> Cow<'_, [Heartbeat]>;
+}
+
+impl Beat for Heartbeat {
+    fn whole(beats: &[Self]) -> Cow<'_, [Heartbeat]> {
+        Cow::Borrowed(beats)
+    }
+}
+
+impl Beat for &Heartbeat {
+    fn whole(beats: &[Self]) -> Cow<'_, [Heartbeat]> {
+        Cow::Owned(beats.iter().map(|b| (*b).clone()).collect())
+    }
+}
+
+/// What a heartbeat call gets back once applied: its report, and what to
+/// wait on for durability.
+type Applied = (HeartbeatReport, Option<Durable>);
+
+/// Applies one heartbeat call to `space` (named `name`) under its lock,
+/// at the clock's time: checked whole, journaled, then absorbed.
+fn apply<B: Beat>(
+    shared: &Shared,
+    name: &SpaceName,
+    space: &mut Space,
+    beats: &[B],
+) -> Result<Applied> {
+    let now = shared.clock.now_ms();
+    let out = space
+        .heartbeat(beats, now)
+        .map_err(Error::from)
+        .and_then(|report| {
+            let durable = if report.accepted == 0 || shared.log.get().is_none() {
+                None
+            } else {
+                shared.record(ChangeRef::Heartbeats {
+                    space: name,
+                    now,
+                    beats: &B::whole(beats),
+                })?
+            };
+            Ok((report, durable))
+        });
+    shared.absorb(space);
+    out
 }
 
 /// Adds what one stripe's part of a heartbeat call did to the call's report.

@@ -16,7 +16,6 @@ mod friends;
 mod hooks;
 mod occupancy;
 mod outbox;
-mod owner;
 pub mod seen;
 mod shared;
 mod snapshot;
@@ -30,8 +29,6 @@ use std::time::Instant;
 use async_trait::async_trait;
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
-pub use owner::set_max_owners as set_max_space_owners;
-pub use owner::{set_owner_watch as set_space_owner_watch, set_writer_threads};
 pub use snapshot::RestoreReport;
 use space::check_beats;
 pub use space::{INDEX_ABOVE, Retired, Space, TickWork};
@@ -69,9 +66,8 @@ type FriendMap = HashMap<MemberId, BTreeSet<MemberId>>;
 /// `Arc<dyn PresenceStore>`.
 pub struct MemoryStore {
     /// The clock, the journal, the `Seen` table, the follow tap and the
-    /// outbox: what every write of a space reaches, shared with busy
-    /// spaces' owner threads.
-    shared: Arc<Shared>,
+    /// outbox: what every write of a space reaches.
+    shared: Shared,
     defaults: SpaceConfig,
     /// The stripes each new space is split over (`memory/stripes.rs`).
     stripes: usize,
@@ -93,7 +89,7 @@ impl MemoryStore {
     /// A store reading time from `clock`, giving new spaces `defaults`.
     pub fn new(clock: Arc<dyn Clock>, defaults: SpaceConfig) -> Self {
         Self {
-            shared: Arc::new(Shared::new(clock)),
+            shared: Shared::new(clock),
             defaults,
             stripes: 1,
             spaces: RwLock::new(SpaceMap::default()),
@@ -316,14 +312,6 @@ impl MemoryStore {
     /// spaces) and the bytes of heap it holds.
     pub fn seen_usage(&self) -> (usize, usize) {
         self.shared.seen.usage()
-    }
-
-    /// Heartbeat batches applied by busy spaces' owner threads rather
-    /// than by their callers (see `memory/owner.rs`), since the start.
-    pub fn handed_over(&self) -> u64 {
-        self.shared
-            .handed_over
-            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Members stored per space, for metrics.
@@ -741,10 +729,6 @@ impl PresenceStore for MemoryStore {
                 // Check again under the write lock: a heartbeat or a
                 // subscriber may have arrived since.
                 let still_idle = spaces.get(&name).and_then(|cell| {
-                    // An owner may hold batches not yet applied.
-                    if cell.is_owned() {
-                        return None;
-                    }
                     let s = cell.lock_all();
                     s.is_idle(self.defaults).then(|| s.first().seen_id())
                 });

@@ -2,11 +2,9 @@
 //! the clock, the journal, the `Seen` table, the follow tap and the
 //! webhook outbox.
 //!
-//! Behind an `Arc` in [`MemoryStore`](super::MemoryStore), so that a busy
-//! space's owner thread (`owner.rs`) applies writes exactly as a caller
-//! holding the lock would, without borrowing the store.
+//! Kept apart from [`MemoryStore`](super::MemoryStore)'s space map so that
+//! a write borrows only these while it holds a stripe's lock.
 
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};
 
 use super::outbox::Outbox;
@@ -31,8 +29,6 @@ pub(super) struct Shared {
     pub(super) follow: Arc<FollowTap>,
     /// The webhook outbox ([`crate::outbox`]), capturing once opened.
     pub(super) outbox: Outbox,
-    /// Heartbeat batches that busy spaces' owner threads applied.
-    pub(super) handed_over: AtomicU64,
 }
 
 impl Shared {
@@ -44,7 +40,6 @@ impl Shared {
             seen: Seen::default(),
             follow: Arc::default(),
             outbox: Outbox::default(),
-            handed_over: AtomicU64::new(0),
         }
     }
 

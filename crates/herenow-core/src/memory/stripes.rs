@@ -2,8 +2,7 @@
 //! space at once (ARCHITECTURE.md, "A busy space written from many
 //! threads").
 //!
-//! A space of `n` stripes is `n` [`Space`]s, each behind its own
-//! [`SpaceCell`] (its own lock and, when busy, its own owner thread). A
+//! A space of `n` stripes is `n` [`Space`]s, each behind its own lock. A
 //! member lives in stripe [`stripe_of`] for good: its heartbeats,
 //! metadata, connections and leaves go there, so one member's writes keep
 //! their order under one lock, and writes of members in other stripes run
@@ -29,15 +28,14 @@
 //! status never depends on its stripe. A whole space is one stripe, and
 //! every path here then goes straight to it.
 //!
-//! Lock order: the space map, then stripes in increasing number, then a
-//! stripe's staging lock or the outbox; only erasure holds several spaces.
+//! Lock order: the space map, then stripes in increasing number, then the
+//! outbox; only erasure holds several spaces.
 
 use std::sync::Arc;
 
-use parking_lot::MutexGuard;
+use parking_lot::{Mutex, MutexGuard};
 
 use super::occupancy::Occupancy;
-use super::owner::SpaceCell;
 use super::space::{Recency, Space, online_among_in};
 use crate::conn::{Attach, AttachReport, Connection};
 use crate::cursor::IdCursor;
@@ -54,12 +52,10 @@ pub const MAX_STRIPES: usize = 64;
 
 /// The stripes a server's spaces get unless told otherwise, for `writers`
 /// threads writing at once (its runtime's workers): whole spaces below 8,
-/// four stripes from 8 on. Measured on 16 cores (BENCHMARKS.md, "Sixteen
-/// cores, third sitting"): one space's batches from 8 cores took
-/// 27.2–28.0M members/s with 4 stripes against 14.0–14.9M whole (at 4
-/// cores, whole: 13.8–14.9M), 8 stripes no more than 4; at 4 cores stripes
-/// gave one space 1.2–1.3× but cost 64 spaces 0.88× and single heartbeats
-/// 0.94×, so they start where a whole space stops scaling.
+/// four stripes from 8 on. A whole space stops scaling at about the
+/// point where 8 threads write it at once, and stripes cost every write a
+/// split and every read a merge: they start where that cost buys
+/// parallel writers, and more than four give one space no more.
 pub fn default_stripes(writers: usize) -> usize {
     if writers >= 8 { 4 } else { 1 }
 }
@@ -123,9 +119,9 @@ fn split_map<'a, T, U>(
     Some(out)
 }
 
-/// A space's stripes: one [`SpaceCell`] each.
+/// A space's stripes: one lock each.
 pub(super) struct Stripes {
-    cells: Box<[Arc<SpaceCell>]>,
+    cells: Box<[Mutex<Space>]>,
 }
 
 impl Stripes {
@@ -133,10 +129,7 @@ impl Stripes {
     pub(super) fn new(spaces: Vec<Space>) -> Self {
         assert!(!spaces.is_empty(), "a space has at least one stripe");
         Self {
-            cells: spaces
-                .into_iter()
-                .map(|s| Arc::new(SpaceCell::new(s)))
-                .collect(),
+            cells: spaces.into_iter().map(Mutex::new).collect(),
         }
     }
 
@@ -146,12 +139,12 @@ impl Stripes {
     }
 
     /// Stripe `k`.
-    pub(super) fn cell(&self, k: usize) -> &Arc<SpaceCell> {
+    pub(super) fn cell(&self, k: usize) -> &Mutex<Space> {
         &self.cells[k]
     }
 
     /// The stripe `member` lives in.
-    pub(super) fn cell_of(&self, member: &MemberKey) -> &Arc<SpaceCell> {
+    pub(super) fn cell_of(&self, member: &MemberKey) -> &Mutex<Space> {
         &self.cells[stripe_of(self.cells.len(), member)]
     }
 
@@ -160,12 +153,6 @@ impl Stripes {
         Locked {
             guards: self.cells.iter().map(|c| c.lock()).collect(),
         }
-    }
-
-    /// Whether an owner thread is alive for any stripe (see
-    /// [`SpaceCell::is_owned`]).
-    pub(super) fn is_owned(&self) -> bool {
-        self.cells.iter().any(|c| c.is_owned())
     }
 }
 
@@ -466,8 +453,8 @@ impl Locked<'_> {
 /// (stripe, slot), newest first. Keys are unique across stripes, so the
 /// order is the one a whole space would have. The newest head is found by
 /// a scan of the heads: at most [`MAX_STRIPES`], a comparison or two for
-/// the usual few (with a `BinaryHeap` a 2-stripe snapshot took 2.5–2.8× a
-/// whole space's, with the scan 1.3×: `examples/striped_reads.rs`).
+/// the usual few, cheaper than a heap's upkeep at these sizes
+/// (`examples/striped_reads.rs` compares them).
 struct NewestOf<I> {
     walks: Vec<I>,
     heads: Vec<Option<(Recency, u32)>>,

@@ -449,7 +449,7 @@ fn heap_per_member_is_small() {
         s.heartbeat(chunk, T0 + i as u64 * 50).unwrap();
     }
     // Entry, index and block cost only (ids fit inline): a loose ceiling
-    // to catch regressions; BENCHMARKS.md has the measured figure.
+    // to catch regressions, not the figure itself.
     let per = s.heap_bytes() / s.len();
     assert!(per < 150, "{per} bytes per member");
 }

@@ -150,7 +150,6 @@ impl RedisStore {
             backoff_min: options.backoff_min,
             backoff_max: options.backoff_max.max(options.backoff_min),
         };
-        let small_rounds = options.small_rounds;
         let ctx = Arc::new(Ctx::new(
             client,
             target.is_cluster(),
@@ -174,7 +173,7 @@ impl RedisStore {
             router,
             follows,
             sub_lock: tokio::sync::Mutex::new(()),
-            flusher: Flusher::new(writer.clone(), small_rounds),
+            flusher: Flusher::new(writer.clone()),
             writer,
             owner: lease_owner(),
             outbox: tokio::sync::Mutex::new(outbox::Consumer::default()),

@@ -246,7 +246,14 @@ fn groups_for(n: usize) -> usize {
 
 /// Asks the CPU to bring the cache line at `p` into L1; a hint, with no
 /// effect on what the program computes. A no-op off x86-64.
+///
+/// The crate's one `unsafe` block: stable Rust has no safe prefetch, and a
+/// batch of heartbeats to a large space waits on cache misses one after
+/// another without it (the batch in [`Space::heartbeat`] overlaps them).
+///
+/// [`Space::heartbeat`]: super::Space::heartbeat
 #[inline(always)]
+#[allow(unsafe_code)]
 pub(super) fn prefetch<T>(p: *const T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch never faults and writes nothing, whatever the
