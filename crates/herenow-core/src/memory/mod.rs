@@ -797,7 +797,6 @@ impl UserIndex for MemoryStore {
     }
 }
 
-
 /// Waits until a journaled change is as durable as it must be (at once
 /// when the store journals nothing).
 async fn settle(durable: Option<Durable>) -> Result<()> {

@@ -87,9 +87,9 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 
 use herenow_core::{
-    Clock, Counts, Error, Heartbeat, HeartbeatReport, ListQuery, MemberId, MemberKey,
-    MemberStatus, Millis, Page, PresenceStore, Result, SpaceConfig, SpaceName, SpaceSummary,
-    Subscription, TickReport,
+    Clock, Counts, Error, Heartbeat, HeartbeatReport, ListQuery, MemberId, MemberKey, MemberStatus,
+    Millis, Page, PresenceStore, Result, SpaceConfig, SpaceName, SpaceSummary, Subscription,
+    TickReport,
 };
 
 pub use config::{KeyTemplate, LayoutOptions, SeedLayout};

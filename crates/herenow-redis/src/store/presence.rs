@@ -9,10 +9,10 @@
 use async_trait::async_trait;
 
 use herenow_core::{
-    Following, LiveConnections, SpaceWebhooks, UserIndex, WebhookOutbox,
-    Attach, AttachReport, ConnId, Connection, Counts, DetachReport, ErasureReport, Heartbeat,
-    HeartbeatReport, ListQuery, MemberId, MemberKey, MemberStatus, Millis, Page, PresenceStore,
-    Result, SeenAnywhere, SpaceConfig, SpaceName, SpaceSummary, Subscription, TickReport, UserFeed,
+    Attach, AttachReport, ConnId, Connection, Counts, DetachReport, ErasureReport, Following,
+    Heartbeat, HeartbeatReport, ListQuery, LiveConnections, MemberId, MemberKey, MemberStatus,
+    Millis, Page, PresenceStore, Result, SeenAnywhere, SpaceConfig, SpaceName, SpaceSummary,
+    SpaceWebhooks, Subscription, TickReport, UserFeed, UserIndex, WebhookOutbox,
 };
 
 use herenow_core::outbox::{OutboxEvent, OutboxOptions, OutboxStats, SpaceHook};
@@ -257,4 +257,3 @@ impl UserIndex for RedisStore {
         self.erase(user).await
     }
 }
-
