@@ -23,6 +23,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::routing::post;
 use herenow_core::{
+    WebhookOutbox,
     Heartbeat, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig, SpaceName, SystemClock,
 };
 use herenow_server::Backend;
