@@ -25,8 +25,8 @@ use std::sync::Arc;
 
 use herenow_core::limits::MAX_BATCH;
 use herenow_core::{
-    Following, MemberId, MemberKey, Millis, PresenceStore, RecvError, Result, SpaceName, Status, UserChange,
-    UserFeed,
+    Following, MemberId, MemberKey, Millis, PresenceStore, RecvError, Result, SpaceName, Status,
+    UserChange, UserFeed,
 };
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
