@@ -26,7 +26,9 @@ const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 fn config(endpoint: bool, secret: bool) -> Config {
     let secret = secret.then(|| SECRET.parse::<Secret>().unwrap());
     let endpoints = if endpoint {
-        vec![Endpoint::parse("https://example.com/hook", 0, secret.as_ref()).unwrap()]
+        // Signed by its own secret where no --webhook-secret is given.
+        let spec = format!("https://example.com/hook,secret={SECRET}");
+        vec![Endpoint::parse(&spec, 0, secret.as_ref()).unwrap()]
     } else {
         Vec::new()
     };
