@@ -17,7 +17,8 @@ use std::time::Instant;
 
 use herenow_core::outbox::OutboxOptions;
 use herenow_core::{
-    Heartbeat, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig, SpaceName, SystemClock,
+    Heartbeat, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig, SpaceName,
+    SystemClock, WebhookOutbox,
 };
 
 const MEMBERS: usize = 100_000;

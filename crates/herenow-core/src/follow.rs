@@ -2,7 +2,7 @@
 //! list.
 //!
 //! A server that has watchers *follows* the users they watch
-//! ([`PresenceStore::follow`](crate::PresenceStore::follow)) and reads one
+//! ([`Following::follow`](crate::Following::follow)) and reads one
 //! [`UserFeed`] of what happens to them, in any space: their presence
 //! events (`join`, `away`, `back`, `leave`) and changes to their friend
 //! sets. What the watchers see (a status per user, within a space or

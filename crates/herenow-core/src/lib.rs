@@ -6,8 +6,13 @@
 //! - [`id`]: validated space names, member ids and keys (users and guests);
 //! - [`time`] and [`policy`]: millisecond timestamps, the injected [`Clock`],
 //!   and the thresholds that turn a last-seen time into a [`Status`];
-//! - [`store`]: the [`PresenceStore`] trait every backend implements, and
-//!   the values that cross it;
+//! - [`store`]: the [`PresenceStore`] trait every backend implements (the
+//!   presence operations every store has), and the values that cross it;
+//! - [`capability`]: what only some stores offer, one trait each
+//!   ([`LiveConnections`], [`Following`], [`WebhookOutbox`],
+//!   [`SpaceWebhooks`], [`UserIndex`]), reached through
+//!   [`PresenceStore`]'s accessors, so a server learns at start what its
+//!   store can do and refuses a flag that needs what it lacks;
 //! - [`conn`]: live connections (WebSocket presence): many per member,
 //!   each with its own metadata, expiring unless pinged;
 //! - [`changes`]: what the memory store tells its journal (no I/O here);
@@ -29,6 +34,7 @@
 // `memory/space/index.rs`.
 #![deny(unsafe_code)]
 
+pub mod capability;
 pub mod changes;
 pub mod conn;
 #[cfg(feature = "contract")]
@@ -49,6 +55,9 @@ pub mod store;
 pub mod time;
 pub mod values;
 
+pub use capability::{
+    Capability, Following, LiveConnections, SpaceWebhooks, UserIndex, WebhookOutbox,
+};
 pub use conn::{Attach, AttachReport, ConnId, Connection, DetachReport};
 pub use error::{Error, ErrorKind, InvalidInput, Result};
 pub use event::{Event, EventKind, EventReceiver, LeaveReason, RecvError, Subscription};

@@ -8,15 +8,15 @@
 //! keep it in Redis Streams written by the same scripts that change
 //! presence. A server only claims, delivers and acknowledges:
 //!
-//! 1. [`PresenceStore::outbox_open`](crate::PresenceStore::outbox_open) turns capture on (off by default: a
+//! 1. [`WebhookOutbox::outbox_open`](crate::WebhookOutbox::outbox_open) turns capture on (off by default: a
 //!    store without webhooks keeps nothing).
-//! 2. [`PresenceStore::outbox_claim`](crate::PresenceStore::outbox_claim) hands a consumer the next events,
+//! 2. [`WebhookOutbox::outbox_claim`](crate::WebhookOutbox::outbox_claim) hands a consumer the next events,
 //!    oldest first, together with the events another consumer claimed and
 //!    left unacknowledged for longer than `reclaim_idle_ms` (a server that
 //!    died mid-delivery). Within a space, events are claimed in the order
 //!    they happened, and a space's events are claimed by one consumer at a
 //!    time, so a member's events reach a backend in order.
-//! 3. [`PresenceStore::outbox_ack`](crate::PresenceStore::outbox_ack) forgets delivered events.
+//! 3. [`WebhookOutbox::outbox_ack`](crate::WebhookOutbox::outbox_ack) forgets delivered events.
 //!
 //! Delivery is at least once: an event claimed, delivered, and not yet
 //! acknowledged when its consumer dies is delivered again by the next. The
@@ -24,7 +24,7 @@
 //! deduplicate.
 //!
 //! A space's configuration may name webhook endpoints of its own
-//! ([`SpaceHook`], [`PresenceStore::set_space_hooks`](crate::PresenceStore::set_space_hooks)): the store keeps
+//! ([`SpaceHook`], [`SpaceWebhooks::set_space_hooks`](crate::SpaceWebhooks::set_space_hooks)): the store keeps
 //! them as durably as a space's policy, so every server delivering from
 //! its outbox finds them, and naming one opens the outbox.
 //!

@@ -1,15 +1,16 @@
-//! The [`PresenceStore`] trait. The values that cross it live in
-//! [`crate::values`] and are re-exported here.
+//! The [`PresenceStore`] trait: the presence operations every store has.
+//! What only some stores can do (live connections, following users, the
+//! webhook outbox, spaces' webhook endpoints, finding a user in every
+//! space) is a capability of [`crate::capability`], reached through the
+//! trait's accessors. The values that cross it live in [`crate::values`]
+//! and are re-exported here.
 
 use async_trait::async_trait;
 
-use crate::conn::{Attach, AttachReport, ConnId, Connection, DetachReport};
+use crate::capability::{Following, LiveConnections, SpaceWebhooks, UserIndex, WebhookOutbox};
 use crate::error::{Error, Result};
 use crate::event::Subscription;
-use crate::follow::UserFeed;
 use crate::id::{MemberId, MemberKey, SpaceName};
-use crate::outbox::{OutboxEvent, OutboxOptions, OutboxStats, SpaceHook};
-
 use crate::policy::SpaceConfig;
 use crate::time::Millis;
 
@@ -27,6 +28,13 @@ pub use crate::values::{
 /// ([`online_friends`](Self::online_friends),
 /// [`online_among`](Self::online_among)) have default implementations over
 /// the primitives; a store overrides them where it can do better.
+///
+/// A new backend implements the required methods and passes the contract
+/// suite's core part. Each capability it also offers is a trait of
+/// [`crate::capability`] it implements and returns from its accessor
+/// (`Some(self)`); the accessors default to `None`, so a store says once
+/// what it can do and a server learns it when it opens the store, not
+/// from a failed request.
 #[async_trait]
 pub trait PresenceStore: Send + Sync + 'static {
     /// A short name for logs and metrics (`memory`, `redis`).
@@ -84,176 +92,37 @@ pub trait PresenceStore: Send + Sync + 'static {
     /// without holding any space for long.
     async fn tick(&self) -> Result<TickReport>;
 
-    /// Each user's newest last seen over every space, present or
-    /// remembered, in the order asked (at most [`crate::limits::MAX_BATCH`]):
-    /// "last seen anywhere", what a contact list shows.
-    async fn seen_anywhere(&self, users: &[MemberId]) -> Result<Vec<SeenAnywhere>> {
-        let _ = users;
-        Err(Error::Unsupported {
-            what: "last seen anywhere",
-            store: self.name().to_owned(),
-        })
+    /// How messages name this store: its [`name`](Self::name) unless it
+    /// has a more precise one (a seed's layout names the layout), so an
+    /// `Unsupported` answer or a refused flag says which store lacks what.
+    fn label(&self) -> String {
+        self.name().to_owned()
     }
 
-    /// Erases a user everywhere, for account deletion and erasure
-    /// requests: its presence in every space (each space gets a `leave`),
-    /// its remembered last-seen times, its friend set, and its place in
-    /// other users' friend sets. Durable before it returns, like a friend
-    /// write.
-    async fn erase_user(&self, user: &MemberId) -> Result<ErasureReport> {
-        let _ = user;
-        Err(Error::Unsupported {
-            what: "erasing a user",
-            store: self.name().to_owned(),
-        })
+    /// Live connections (WebSocket presence), if this store keeps them.
+    fn live_connections(&self) -> Option<&dyn LiveConnections> {
+        None
     }
 
-    /// A feed of what happens to the users this server follows
-    /// ([`follow`](Self::follow)), in every space: their status-changing
-    /// events and friend-set changes (see [`crate::follow`]). A server
-    /// opens one and reads it for as long as it has watchers.
-    fn user_feed(&self) -> Result<UserFeed> {
-        Err(Error::Unsupported {
-            what: "watching users",
-            store: self.name().to_owned(),
-        })
+    /// Following users across spaces (watching), if this store can.
+    fn following(&self) -> Option<&dyn Following> {
+        None
     }
 
-    /// Follows each of `users` once more: from now on their changes
-    /// reach [`user_feed`](Self::user_feed)s, whichever server made them.
-    /// Counted: a user followed twice stays followed until unfollowed
-    /// twice.
-    async fn follow(&self, users: &[MemberId]) -> Result<()> {
-        let _ = users;
-        Err(Error::Unsupported {
-            what: "watching users",
-            store: self.name().to_owned(),
-        })
+    /// The webhook outbox, if this store can keep events.
+    fn webhook_outbox(&self) -> Option<&dyn WebhookOutbox> {
+        None
     }
 
-    /// Follows each of `users` once less.
-    async fn unfollow(&self, users: &[MemberId]) -> Result<()> {
-        let _ = users;
-        Ok(())
+    /// Spaces' webhook endpoints, if this store keeps them.
+    fn space_webhooks(&self) -> Option<&dyn SpaceWebhooks> {
+        None
     }
 
-    /// Turns the webhook outbox on (see [`crate::outbox`]): from now on
-    /// every `join`, `away`, `back`, `leave` and `update`, and a space's
-    /// `occupied` / `vacated`, is kept until a consumer acknowledges it.
-    /// Calling it again changes the options.
-    async fn outbox_open(&self, options: OutboxOptions) -> Result<()> {
-        let _ = options;
-        Err(Error::Unsupported {
-            what: "webhooks",
-            store: self.name().to_owned(),
-        })
-    }
-
-    /// Claims up to `max` events for `consumer` (a name unique to the
-    /// server): first those another consumer claimed and left
-    /// unacknowledged for at least `reclaim_idle_ms`, then new ones, each
-    /// space's in the order they happened. A space's events go to one
-    /// consumer at a time.
-    async fn outbox_claim(
-        &self,
-        consumer: &str,
-        max: usize,
-        reclaim_idle_ms: Millis,
-    ) -> Result<Vec<OutboxEvent>> {
-        let _ = (consumer, max, reclaim_idle_ms);
-        Err(Error::Unsupported {
-            what: "webhooks",
-            store: self.name().to_owned(),
-        })
-    }
-
-    /// Forgets delivered events, by [`OutboxEvent::id`]; unknown ids (acknowledged
-    /// before, or trimmed) are ignored.
-    async fn outbox_ack(&self, ids: &[String]) -> Result<()> {
-        let _ = ids;
-        Err(Error::Unsupported {
-            what: "webhooks",
-            store: self.name().to_owned(),
-        })
-    }
-
-    /// How many events wait, are claimed, and were trimmed.
-    async fn outbox_stats(&self) -> Result<OutboxStats> {
-        Err(Error::Unsupported {
-            what: "webhooks",
-            store: self.name().to_owned(),
-        })
-    }
-
-    /// The webhook endpoints `space`'s configuration names (none unless
-    /// set).
-    async fn space_hooks(&self, space: &SpaceName) -> Result<Vec<SpaceHook>> {
-        let _ = space;
-        Err(Error::Unsupported {
-            what: "webhooks",
-            store: self.name().to_owned(),
-        })
-    }
-
-    /// Replaces the webhook endpoints of `space` (checked by
-    /// [`SpaceHook::check_all`]; empty removes them), as durably as
-    /// [`set_config`](Self::set_config). Naming any opens the outbox
-    /// (with the default options when it was closed), so the space's
-    /// events are kept from this call on, whichever server delivers them.
-    /// Removing the last space's endpoints may close it again where it
-    /// was opened only for spaces ([`OutboxOptions::for_spaces`]: the
-    /// memory store does).
-    async fn set_space_hooks(&self, space: &SpaceName, hooks: &[SpaceHook]) -> Result<()> {
-        let _ = (space, hooks);
-        Err(Error::Unsupported {
-            what: "webhooks",
-            store: self.name().to_owned(),
-        })
-    }
-
-    /// A number that changes whenever any space's webhook endpoints are
-    /// set, so a server can cache them and look again only after a change.
-    async fn space_hooks_version(&self) -> Result<u64> {
-        Err(Error::Unsupported {
-            what: "webhooks",
-            store: self.name().to_owned(),
-        })
-    }
-
-    /// Opens, pings or changes a live connection (see [`crate::conn`]).
-    /// Stores without connections answer [`Error::Unsupported`].
-    async fn attach(&self, space: &SpaceName, attach: &Attach) -> Result<AttachReport> {
-        let _ = (space, attach);
-        Err(Error::Unsupported {
-            what: "live connections",
-            store: self.name().to_owned(),
-        })
-    }
-
-    /// Closes a live connection of `member`.
-    async fn detach(
-        &self,
-        space: &SpaceName,
-        member: &MemberKey,
-        conn: &ConnId,
-    ) -> Result<DetachReport> {
-        let _ = (space, member, conn);
-        Err(Error::Unsupported {
-            what: "live connections",
-            store: self.name().to_owned(),
-        })
-    }
-
-    /// Each member's live connections (invisible ones included), by id, in
-    /// the order asked. A store without connections has none.
-    async fn connections(
-        &self,
-        space: &SpaceName,
-        members: &[MemberKey],
-    ) -> Result<Vec<Vec<Connection>>> {
-        let _ = space;
-        check_batch(members.len())?;
-        Ok(vec![Vec::new(); members.len()])
+    /// Last seen anywhere and erasure, if this store can find a user's
+    /// spaces from the user.
+    fn user_index(&self) -> Option<&dyn UserIndex> {
+        None
     }
 
     /// Of `members`, those seen within the window, most recent first, at
@@ -305,5 +174,17 @@ pub trait PresenceStore: Send + Sync + 'static {
             .map(MemberKey::user)
             .collect();
         self.online_among(space, &friends, window_ms, limit).await
+    }
+}
+
+impl dyn PresenceStore {
+    /// The answer to a call this store lacks the capability for:
+    /// [`Error::Unsupported`] naming `what` and the store's
+    /// [`label`](PresenceStore::label).
+    pub fn lacks(&self, what: &'static str) -> Error {
+        Error::Unsupported {
+            what,
+            store: self.label(),
+        }
     }
 }

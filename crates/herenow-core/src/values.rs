@@ -80,7 +80,7 @@ pub struct MemberStatus {
 }
 
 /// A user's newest last seen over every space: what a contact list shows
-/// next to an avatar ([`PresenceStore::seen_anywhere`](crate::PresenceStore::seen_anywhere)).
+/// next to an avatar ([`UserIndex::seen_anywhere`](crate::UserIndex::seen_anywhere)).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SeenAnywhere {
     /// The user asked about.
@@ -119,7 +119,7 @@ impl SeenAnywhere {
     }
 }
 
-/// What erasing a user removed ([`PresenceStore::erase_user`](crate::PresenceStore::erase_user)).
+/// What erasing a user removed ([`UserIndex::erase_user`](crate::UserIndex::erase_user)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ErasureReport {
     /// Spaces the user was present in (each got a `leave`).

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use herenow_core::outbox::{OutboxKind, OutboxOptions, SpaceHook};
 use herenow_core::{
-    Heartbeat, ManualClock, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig, SpaceName,
+    Heartbeat, ManualClock, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig,
+    SpaceName, SpaceWebhooks, WebhookOutbox,
 };
 
 fn user(id: &str) -> MemberKey {

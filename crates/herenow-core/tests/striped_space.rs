@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herenow_core::{
-    Attach, Clock, ConnId, Error, Heartbeat, InvalidInput, ListQuery, ManualClock, MemberId,
-    MemberKey, MemberStatus, MemoryStore, Order, PresenceStore, SpaceConfig, SpaceName,
+    Attach, Clock, ConnId, Error, Heartbeat, InvalidInput, ListQuery, LiveConnections, ManualClock,
+    MemberId, MemberKey, MemberStatus, MemoryStore, Order, PresenceStore, SpaceConfig, SpaceName,
 };
 use proptest::prelude::*;
 

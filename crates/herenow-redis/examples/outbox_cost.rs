@@ -21,6 +21,7 @@ use std::time::Instant;
 use herenow_core::outbox::OutboxOptions;
 use herenow_core::{
     Heartbeat, ManualClock, MemberId, MemberKey, PresenceStore, SpaceConfig, SpaceName,
+    WebhookOutbox,
 };
 use herenow_redis::{RedisOptions, RedisStore};
 

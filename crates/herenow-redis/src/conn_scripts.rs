@@ -243,7 +243,7 @@ return {1, left, WH}
 });
 
 /// Erases a user from one shard of a space
-/// ([`PresenceStore::erase_user`](herenow_core::PresenceStore::erase_user)):
+/// ([`UserIndex::erase_user`](herenow_core::UserIndex::erase_user)):
 /// its presence (a `leave` with reason `explicit` if it was present), its
 /// metadata, its live connections (closed without further events: the
 /// leave says it), its remembered time and its place in `unidx`. KEYS: see

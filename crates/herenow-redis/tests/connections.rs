@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herenow_core::{
-    Attach, ConnId, Error, Event, EventKind, Heartbeat, LeaveReason, ManualClock, MemberId,
-    MemberKey, PresenceStore, SpaceConfig, SpaceName, Status, Subscription,
+    Attach, ConnId, Error, Event, EventKind, Heartbeat, LeaveReason, LiveConnections, ManualClock,
+    MemberId, MemberKey, PresenceStore, SpaceConfig, SpaceName, Status, Subscription,
 };
 use herenow_redis::{RedisOptions, RedisStore};
 

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use herenow_core::{
-    Attach, ConnId, Error, EventKind, Heartbeat, InvalidInput, LeaveReason, ManualClock, MemberId,
-    MemberKey, Metadata, PresenceStore, RecvError, SpaceConfig, SpaceName, Status, UserChange,
-    UserFeed,
+    Attach, ConnId, Error, EventKind, Following, Heartbeat, InvalidInput, LeaveReason,
+    LiveConnections, ManualClock, MemberId, MemberKey, Metadata, PresenceStore, RecvError,
+    SpaceConfig, SpaceName, Status, UserChange, UserFeed,
 };
 use herenow_redis::{RedisOptions, RedisStore};
 

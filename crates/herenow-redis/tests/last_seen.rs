@@ -15,8 +15,8 @@ use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 
 use herenow_core::{
-    Attach, ConnId, ErasureReport, Error, ManualClock, MemberId, MemberKey, PresenceStore,
-    SpaceConfig, SpaceName, Status,
+    Attach, ConnId, ErasureReport, Error, LiveConnections, ManualClock, MemberId, MemberKey,
+    PresenceStore, SpaceConfig, SpaceName, Status, UserIndex,
 };
 use herenow_redis::{RedisOptions, RedisStore};
 

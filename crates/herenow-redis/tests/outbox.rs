@@ -19,6 +19,7 @@ use std::time::Duration;
 use herenow_core::outbox::{OutboxEvent, OutboxKind, OutboxOptions};
 use herenow_core::{
     Error, Heartbeat, ManualClock, MemberId, MemberKey, PresenceStore, SpaceConfig, SpaceName,
+    SpaceWebhooks, WebhookOutbox,
 };
 use herenow_redis::{
     LayoutOptions, RedisOptions, RedisStore, SeedLayout, SeedLayoutStore, shard::shard_of,
@@ -599,8 +600,9 @@ async fn a_sharded_space_is_occupied_once() {
     assert_eq!(vacated.space, sp);
 }
 
-/// The seeds' layouts capture nothing: webhooks are `Unsupported` there,
-/// naming the layout.
+/// The seeds' layouts capture nothing: they offer no webhook outbox (nor
+/// spaces' endpoints), and webhooks are `Unsupported` there, naming the
+/// layout.
 #[tokio::test]
 async fn seed_layouts_have_no_outbox() {
     let server = common::RedisServer::standalone();
@@ -616,14 +618,13 @@ async fn seed_layouts_have_no_outbox() {
     )
     .await
     .unwrap();
-    let err = s.outbox_open(OutboxOptions::default()).await.unwrap_err();
+    assert!(s.webhook_outbox().is_none());
+    assert!(s.space_webhooks().is_none());
+    let store: &dyn PresenceStore = &s;
+    let err = store.lacks("webhooks");
     let Error::Unsupported { what, store } = err else {
         panic!("{err:?}");
     };
     assert_eq!(what, "webhooks");
     assert!(store.contains("sorted-set"), "{store}");
-    assert!(matches!(
-        s.outbox_claim("one", 1, 0).await,
-        Err(Error::Unsupported { .. })
-    ));
 }

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use herenow_core::{
-    Attach, ConnId, Heartbeat, ManualClock, MemberId, MemberKey, OutboxKind, PresenceStore,
-    SpaceConfig, SpaceHook, SpaceName,
+    Attach, ConnId, Heartbeat, LiveConnections, ManualClock, MemberId, MemberKey, OutboxKind,
+    PresenceStore, SpaceConfig, SpaceHook, SpaceName, SpaceWebhooks, UserIndex,
 };
 use herenow_redis::{REPLICAS_RECHECK, RedisOptions, RedisStore};
 

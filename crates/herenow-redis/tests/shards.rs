@@ -8,8 +8,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use herenow_core::{
-    Attach, ConnId, Error, Heartbeat, InvalidInput, KindFilter, ListQuery, ManualClock, MemberId,
-    MemberKey, MemberKind, Order, PresenceStore, SpaceConfig, SpaceName,
+    Attach, ConnId, Error, Heartbeat, InvalidInput, KindFilter, ListQuery, LiveConnections,
+    ManualClock, MemberId, MemberKey, MemberKind, Order, PresenceStore, SpaceConfig, SpaceName,
 };
 use herenow_redis::shard::shard_of;
 use herenow_redis::{RedisOptions, RedisStore};

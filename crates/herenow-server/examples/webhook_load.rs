@@ -23,7 +23,8 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::routing::post;
 use herenow_core::{
-    Heartbeat, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig, SpaceName, SystemClock,
+    Heartbeat, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig, SpaceName,
+    SystemClock, WebhookOutbox,
 };
 use herenow_server::Backend;
 use herenow_server::webhooks::{Endpoint, Secret, WebhookConfig};

@@ -15,13 +15,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use herenow_core::{MemoryStore, PresenceStore, SystemClock};
+use herenow_core::{Capability, MemoryStore, PresenceStore, SystemClock};
 #[cfg(feature = "redis")]
 use herenow_redis::{
     LayoutOptions, Observer, RedisOptions, RedisStats, RedisStore, SeedLayoutStore,
 };
 
-use crate::config::{Config, MEMORY_TICK, StoreSpec};
+use crate::config::{Config, ConfigError, MEMORY_TICK, StoreSpec};
 #[cfg(feature = "redis")]
 use crate::config::{REDIS_TICK, RedisLayout};
 use crate::error::ServerError;
@@ -56,6 +56,9 @@ struct OnDisk {
 pub struct Backend {
     store: Arc<dyn PresenceStore>,
     kind: Kind,
+    /// The capabilities the store offers, asked once when the backend is
+    /// built: what [`check`](Self::check) holds the flags against.
+    offers: Vec<Capability>,
     /// The metrics the store reports to already (a Redis store opened by
     /// [`Backend::open`] times its calls into them from its first
     /// connection on), which [`AppState`](crate::AppState) then serves;
@@ -84,11 +87,7 @@ impl Backend {
     /// The memory store, never written to disk: for tests and embedders
     /// that build it with their own clock.
     pub fn memory(store: Arc<MemoryStore>) -> Self {
-        Self {
-            store: store.clone(),
-            kind: Kind::Memory(store, None),
-            metrics: None,
-        }
+        Self::over(store.clone(), Kind::Memory(store, None))
     }
 
     /// The memory store on disk in `snapshots.dir`: the snapshot there is
@@ -129,11 +128,10 @@ impl Backend {
                  it was never acknowledged)"
             );
         }
-        Ok(Self {
-            store: store.clone(),
-            kind: Kind::Memory(store, Some(OnDisk { snapshots, log })),
-            metrics: None,
-        })
+        Ok(Self::over(
+            store.clone(),
+            Kind::Memory(store, Some(OnDisk { snapshots, log })),
+        ))
     }
 
     /// A Redis store connected by the caller (with its own clock, say):
@@ -141,32 +139,71 @@ impl Backend {
     /// shutdown flushes that buffer one last time.
     #[cfg(feature = "redis")]
     pub fn redis(store: Arc<RedisStore>) -> Self {
-        Self {
-            store: store.clone(),
-            kind: Kind::Redis(store),
-            metrics: None,
-        }
+        Self::over(store.clone(), Kind::Redis(store))
     }
 
     /// A store on a seed's Redis key layout, connected by the caller.
     #[cfg(feature = "redis")]
     pub fn seed(store: Arc<SeedLayoutStore>) -> Self {
-        Self {
-            store,
-            kind: Kind::Seed,
-            metrics: None,
-        }
+        Self::over(store, Kind::Seed)
     }
 
     /// Any other store, served through the trait alone (no readiness
     /// beyond answering, no snapshots, nothing to flush): a test's
     /// stand-in that fails on purpose, say.
     pub fn custom(store: Arc<dyn PresenceStore>) -> Self {
+        Self::over(store, Kind::Custom)
+    }
+
+    /// `store` as `kind`, its capabilities asked once.
+    fn over(store: Arc<dyn PresenceStore>, kind: Kind) -> Self {
+        let offers = Capability::offered_by(&*store);
         Self {
             store,
-            kind: Kind::Custom,
+            kind,
+            offers,
             metrics: None,
         }
+    }
+
+    /// Whether the store offers `capability`.
+    pub fn offers(&self, capability: Capability) -> bool {
+        self.offers.contains(&capability)
+    }
+
+    /// Refuses a configuration with a flag that needs a capability this
+    /// store does not offer ([`ConfigError::StoreLacks`], naming the store
+    /// and the flag), so that it fails at start rather than on every
+    /// request that needs it: `--webhook` needs a webhook outbox, and
+    /// `--webhook-secret` without `--webhook` (it then signs only spaces'
+    /// endpoints) needs spaces' webhook endpoints. [`Backend::open`]
+    /// checks this; a caller that builds its backend otherwise calls it
+    /// before serving.
+    pub fn check(&self, config: &Config) -> Result<(), ConfigError> {
+        let hooks = &config.webhooks;
+        let mut needs = Vec::new();
+        if !hooks.endpoints.is_empty() {
+            needs.push(("--webhook", Capability::WebhookOutbox));
+        } else if hooks.default_secret.is_some() {
+            needs.push(("--webhook-secret", Capability::SpaceWebhooks));
+        }
+        for (flag, capability) in needs {
+            self.require(flag, capability)?;
+        }
+        Ok(())
+    }
+
+    /// Refuses `flag`, which needs `capability`, unless the store offers
+    /// it: for a flag the caller knows was given.
+    pub fn require(&self, flag: &'static str, capability: Capability) -> Result<(), ConfigError> {
+        if self.offers(capability) {
+            return Ok(());
+        }
+        Err(ConfigError::StoreLacks {
+            store: self.store.label(),
+            flag,
+            needs: capability,
+        })
     }
 
     /// Starts the store `config.store` names, not yet serving: the memory
@@ -180,8 +217,20 @@ impl Backend {
     /// has no Redis support ([`ConfigError::NoRedisSupport`]), or when the
     /// data directory holds a snapshot that cannot be read.
     ///
+    /// It also fails when a flag needs a capability the store does not
+    /// offer ([`ConfigError::StoreLacks`], see [`check`](Self::check)):
+    /// `--webhook` on a seed's layout, say.
+    ///
     /// [`ConfigError::NoRedisSupport`]: crate::ConfigError::NoRedisSupport
     pub async fn open(config: &Config) -> Result<Self, ServerError> {
+        let backend = Self::open_store(config).await?;
+        backend.check(config)?;
+        Ok(backend)
+    }
+
+    /// The store `config.store` names, opened ([`open`](Self::open)
+    /// without the check of flags against it).
+    async fn open_store(config: &Config) -> Result<Self, ServerError> {
         match &config.store {
             StoreSpec::Memory {
                 data_dir,

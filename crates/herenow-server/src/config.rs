@@ -615,6 +615,22 @@ pub enum ConfigError {
         /// The TTL it must fit in twice.
         ttl: Duration,
     },
+    /// A flag that needs a capability the store does not offer (see
+    /// [`herenow_core::capability`]): refused at start, not answered
+    /// `501` on every request that needs it.
+    #[error(
+        "{flag} needs {needs}, which the store ({store}) does not offer: drop {flag}, or use \
+         the memory store or herenow's own Redis layout"
+    )]
+    StoreLacks {
+        /// The store, as it names itself (a seed's layout names the
+        /// layout).
+        store: String,
+        /// The flag given.
+        flag: &'static str,
+        /// What the flag needs.
+        needs: herenow_core::Capability,
+    },
 }
 
 #[cfg(test)]

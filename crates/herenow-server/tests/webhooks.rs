@@ -11,7 +11,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use herenow_core::{Heartbeat, ManualClock, MemoryStore, Metadata, PresenceStore, SpaceName};
+use herenow_core::{
+    Heartbeat, ManualClock, MemoryStore, Metadata, PresenceStore, SpaceName, WebhookOutbox,
+};
 use herenow_server::webhooks::{Endpoint, Secret, WebhookConfig};
 use herenow_server::{AppState, Config};
 use serde_json::Value;

@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
 use herenow_core::{
-    Error, ManualClock, MemoryStore, Millis, OutboxEvent, OutboxOptions, OutboxStats, Result,
-    SpaceHook, SpaceName,
+    Error, ManualClock, MemoryStore, Result, SpaceHook, SpaceName, SpaceWebhooks, WebhookOutbox,
 };
 use herenow_server::Config;
 use herenow_server::webhooks::WebhookConfig;
@@ -28,18 +27,16 @@ struct Unreadable(Arc<MemoryStore>);
 const BROKEN: &str = "broken";
 
 store_over_memory!(Unreadable, "memory", {
-    async fn outbox_open(&self, o: OutboxOptions) -> Result<()> {
-        self.0.outbox_open(o).await
+    fn webhook_outbox(&self) -> Option<&dyn WebhookOutbox> {
+        self.0.webhook_outbox()
     }
-    async fn outbox_claim(&self, c: &str, max: usize, idle: Millis) -> Result<Vec<OutboxEvent>> {
-        self.0.outbox_claim(c, max, idle).await
+    fn space_webhooks(&self) -> Option<&dyn SpaceWebhooks> {
+        Some(self)
     }
-    async fn outbox_ack(&self, ids: &[String]) -> Result<()> {
-        self.0.outbox_ack(ids).await
-    }
-    async fn outbox_stats(&self) -> Result<OutboxStats> {
-        self.0.outbox_stats().await
-    }
+});
+
+#[async_trait::async_trait]
+impl SpaceWebhooks for Unreadable {
     async fn space_hooks(&self, s: &SpaceName) -> Result<Vec<SpaceHook>> {
         if s.as_str() == BROKEN {
             return Err(Error::Internal(
@@ -54,7 +51,7 @@ store_over_memory!(Unreadable, "memory", {
     async fn space_hooks_version(&self) -> Result<u64> {
         self.0.space_hooks_version().await
     }
-});
+}
 
 #[tokio::test]
 async fn unreadable_endpoints_of_one_space_hold_back_no_other() {

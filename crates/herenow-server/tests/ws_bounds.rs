@@ -147,6 +147,8 @@ async fn bad_messages_after_hello_get_errors_and_the_socket_stays_open() {
     // Nothing was joined.
     assert!(
         s.store
+            .live_connections()
+            .unwrap()
             .connections(&space("room:1"), &[user_key("ann")])
             .await
             .unwrap()[0]
@@ -256,6 +258,8 @@ async fn a_message_over_64_kib_closes_with_1009() {
     // The connection was detached on the way out.
     let conns = s
         .store
+        .live_connections()
+        .unwrap()
         .connections(&space("room"), &[user_key("ann")])
         .await
         .unwrap();
@@ -274,6 +278,8 @@ async fn a_text_frame_that_is_not_utf8_closes_with_1007() {
     assert_eq!(c.closed().await, Some(1007));
     let conns = s
         .store
+        .live_connections()
+        .unwrap()
         .connections(&space("room"), &[user_key("ann")])
         .await
         .unwrap();
@@ -336,6 +342,8 @@ async fn a_connection_that_stops_pinging_is_dropped_by_the_store_within_the_ttl(
     s.state.tick().await;
     let conns = s
         .store
+        .live_connections()
+        .unwrap()
         .connections(&room, &[user_key("ann")])
         .await
         .unwrap();
@@ -354,6 +362,8 @@ async fn a_connection_that_stops_pinging_is_dropped_by_the_store_within_the_ttl(
     );
     assert!(
         s.store
+            .live_connections()
+            .unwrap()
             .connections(&room, &[user_key("ann")])
             .await
             .unwrap()[0]
@@ -374,7 +384,15 @@ async fn pings_keep_presence_alive_and_write_at_most_once_a_second() {
     let expires = |s: &Server| {
         let store = s.store.clone();
         let room = room.clone();
-        async move { store.connections(&room, &[user_key("ann")]).await.unwrap()[0][0].expires_ms }
+        async move {
+            store
+                .live_connections()
+                .unwrap()
+                .connections(&room, &[user_key("ann")])
+                .await
+                .unwrap()[0][0]
+                .expires_ms
+        }
     };
     assert_eq!(expires(&s).await, T0 + 30_000);
 
@@ -444,6 +462,8 @@ async fn a_reader_that_stops_reading_gets_lagged_then_4009() {
             tokio::task::yield_now().await;
             let gone = s
                 .store
+                .live_connections()
+                .unwrap()
                 .connections(&here, &[user_key("slow")])
                 .await
                 .unwrap()[0]

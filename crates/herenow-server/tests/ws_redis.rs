@@ -115,6 +115,8 @@ async fn two_servers_on_one_redis_share_live_presence() {
     assert_eq!(st[0].status, Status::Offline);
     assert!(
         b.store
+            .live_connections()
+            .unwrap()
             .connections(&room, &[user_key("ann")])
             .await
             .unwrap()[0]

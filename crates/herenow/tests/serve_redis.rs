@@ -370,6 +370,48 @@ fn issue_13_herenow_online_answers_over_seed_000s_sets() {
     assert!(stderr(&out).contains("unsupported"), "{}", stderr(&out));
 }
 
+/// Issue 35, "a store seam of capabilities": a seed's layout keeps no
+/// webhook outbox and no spaces' endpoints, so `--webhook` and a lone
+/// `--webhook-secret` are refused at start (a configuration error, exit
+/// 2), naming the flag and the layout, before the "listening" line.
+#[test]
+fn issue_35_serve_refuses_webhook_flags_on_a_seed_layout() {
+    let redis = RedisServer::standalone();
+    let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    for (flags, needle) in [
+        (
+            &[
+                "--webhook",
+                "https://example.com/hook",
+                "--webhook-secret",
+                secret,
+            ][..],
+            "--webhook needs",
+        ),
+        (&["--webhook-secret", secret][..], "--webhook-secret needs"),
+    ] {
+        let out = herenow()
+            .args(["serve", "--listen", "127.0.0.1:0", "--store", &redis.url()])
+            .args([
+                "--redis-layout",
+                "sorted-set",
+                "--redis-key",
+                "whos_online:users",
+            ])
+            .args(flags)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{flags:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("redis layout sorted-set"),
+            "{flags:?}: {}",
+            stderr(&out)
+        );
+        assert!(out.stdout.is_empty());
+    }
+}
+
 #[test]
 fn serve_refuses_layout_flags_that_do_not_fit() {
     for (args, needle) in [

@@ -28,7 +28,7 @@ pub(super) async fn connections_join_first_leave_last(
     let sp = space("c-conns");
     let mut sub = s.subscribe(&sp).await.unwrap();
     let phone = attach(user("ann"), "c-phone", Some(r#"{"device":"phone"}"#), false);
-    let r = s.attach(&sp, &phone).await.unwrap();
+    let r = live(&*s).attach(&sp, &phone).await.unwrap();
     assert!(r.opened && r.joined && !r.left, "{r:?}");
     let e = next_event(&mut sub).await;
     assert_eq!(
@@ -51,7 +51,7 @@ pub(super) async fn connections_join_first_leave_last(
         Some(r#"{"device":"laptop"}"#),
         false,
     );
-    let r = s.attach(&sp, &laptop).await.unwrap();
+    let r = live(&*s).attach(&sp, &laptop).await.unwrap();
     assert!(r.opened && !r.joined, "{r:?}");
     let e = next_event(&mut sub).await;
     assert_eq!(
@@ -59,7 +59,7 @@ pub(super) async fn connections_join_first_leave_last(
         (EventKind::Connect, Some("c-laptop"))
     );
     assert_eq!(e.meta, laptop.meta);
-    let conns = s
+    let conns = live(&*s)
         .connections(&sp, &[user("ann"), user("nobody")])
         .await
         .unwrap();
@@ -75,7 +75,7 @@ pub(super) async fn connections_join_first_leave_last(
 
     // A ping with the same state says nothing; new metadata is an update
     // naming the connection.
-    let r = s.attach(&sp, &phone).await.unwrap();
+    let r = live(&*s).attach(&sp, &phone).await.unwrap();
     assert!(!r.opened && !r.joined);
     no_event(&mut sub).await;
     let typing = attach(
@@ -84,7 +84,7 @@ pub(super) async fn connections_join_first_leave_last(
         Some(r#"{"device":"phone","typing":true}"#),
         false,
     );
-    s.attach(&sp, &typing).await.unwrap();
+    live(&*s).attach(&sp, &typing).await.unwrap();
     let e = next_event(&mut sub).await;
     assert_eq!(
         (e.kind, e.conn.as_ref().map(ConnId::as_str)),
@@ -93,7 +93,10 @@ pub(super) async fn connections_join_first_leave_last(
     assert_eq!(e.meta, typing.meta);
 
     // Closing one device: a `disconnect`, still online; the last: `leave`.
-    let r = s.detach(&sp, &user("ann"), &conn("c-phone")).await.unwrap();
+    let r = live(&*s)
+        .detach(&sp, &user("ann"), &conn("c-phone"))
+        .await
+        .unwrap();
     assert!(r.found && !r.left, "{r:?}");
     let e = next_event(&mut sub).await;
     assert_eq!(
@@ -102,7 +105,7 @@ pub(super) async fn connections_join_first_leave_last(
     );
     let st = s.status(&sp, &[user("ann")]).await.unwrap();
     assert_eq!(st[0].status, Status::Online);
-    let r = s
+    let r = live(&*s)
         .detach(&sp, &user("ann"), &conn("c-laptop"))
         .await
         .unwrap();
@@ -118,18 +121,22 @@ pub(super) async fn connections_join_first_leave_last(
     );
     let st = s.status(&sp, &[user("ann")]).await.unwrap();
     assert_eq!(st[0].status, Status::Offline);
-    assert!(s.connections(&sp, &[user("ann")]).await.unwrap()[0].is_empty());
+    assert!(live(&*s).connections(&sp, &[user("ann")]).await.unwrap()[0].is_empty());
     // Closing again, or someone else's connection, finds nothing.
-    let r = s
+    let r = live(&*s)
         .detach(&sp, &user("ann"), &conn("c-laptop"))
         .await
         .unwrap();
     assert!(!r.found && !r.left);
-    s.attach(&sp, &attach(user("bo"), "c-bo", None, false))
+    live(&*s)
+        .attach(&sp, &attach(user("bo"), "c-bo", None, false))
         .await
         .unwrap();
     assert_eq!(next_event(&mut sub).await.kind, EventKind::Join);
-    let r = s.detach(&sp, &user("ann"), &conn("c-bo")).await.unwrap();
+    let r = live(&*s)
+        .detach(&sp, &user("ann"), &conn("c-bo"))
+        .await
+        .unwrap();
     assert!(!r.found);
     no_event(&mut sub).await;
     assert_eq!(s.count(&sp, None).await.unwrap().users, 1);
@@ -141,13 +148,16 @@ pub(super) async fn connections_expire_without_pings(
 ) {
     let sp = space("c-ghosts");
     let mut sub = s.subscribe(&sp).await.unwrap();
-    s.attach(&sp, &attach(user("cy"), "g-tab1", None, false))
+    live(&*s)
+        .attach(&sp, &attach(user("cy"), "g-tab1", None, false))
         .await
         .unwrap();
-    s.attach(&sp, &attach(user("cy"), "g-tab2", None, false))
+    live(&*s)
+        .attach(&sp, &attach(user("cy"), "g-tab2", None, false))
         .await
         .unwrap();
-    s.attach(&sp, &attach(guest("visitor"), "g-guest", None, false))
+    live(&*s)
+        .attach(&sp, &attach(guest("visitor"), "g-guest", None, false))
         .await
         .unwrap();
     for _ in 0..3 {
@@ -155,10 +165,12 @@ pub(super) async fn connections_expire_without_pings(
     }
     clock.advance(Duration::from_secs(20));
     // tab2 and the guest keep pinging; tab1 vanished without a close.
-    s.attach(&sp, &attach(user("cy"), "g-tab2", None, false))
+    live(&*s)
+        .attach(&sp, &attach(user("cy"), "g-tab2", None, false))
         .await
         .unwrap();
-    s.attach(&sp, &attach(guest("visitor"), "g-guest", None, false))
+    live(&*s)
+        .attach(&sp, &attach(guest("visitor"), "g-guest", None, false))
         .await
         .unwrap();
     no_event(&mut sub).await;
@@ -174,7 +186,7 @@ pub(super) async fn connections_expire_without_pings(
         (EventKind::Disconnect, "cy", Some("g-tab1"))
     );
     assert_eq!(
-        conn_ids(&s.connections(&sp, &[user("cy")]).await.unwrap()[0]),
+        conn_ids(&live(&*s).connections(&sp, &[user("cy")]).await.unwrap()[0]),
         ["g-tab2"]
     );
     no_event(&mut sub).await;
@@ -199,7 +211,7 @@ pub(super) async fn connections_expire_without_pings(
     assert_eq!(counts.total(), 0, "no ghosts after the TTL");
     let st = s.status(&sp, &[user("cy")]).await.unwrap();
     assert_eq!(st[0].status, Status::Offline);
-    let conns = s
+    let conns = live(&*s)
         .connections(&sp, &[user("cy"), guest("visitor")])
         .await
         .unwrap();
@@ -210,7 +222,7 @@ pub(super) async fn invisible_connections(s: Arc<dyn PresenceStore>, _clock: Man
     let sp = space("c-invisible");
     let mut sub = s.subscribe(&sp).await.unwrap();
     // Invisible from the start: no event, not listed, not counted.
-    let r = s
+    let r = live(&*s)
         .attach(
             &sp,
             &attach(user("dee"), "i-hidden", Some(r#"{"x":1}"#), true),
@@ -229,18 +241,18 @@ pub(super) async fn invisible_connections(s: Arc<dyn PresenceStore>, _clock: Man
             .members
             .is_empty()
     );
-    let conns = s.connections(&sp, &[user("dee")]).await.unwrap();
+    let conns = live(&*s).connections(&sp, &[user("dee")]).await.unwrap();
     assert_eq!(conn_ids(&conns[0]), ["i-hidden"]);
     assert!(conns[0][0].invisible);
     // A visible device joins; turning it invisible is a leave, and back a
     // join again.
-    let r = s
+    let r = live(&*s)
         .attach(&sp, &attach(user("dee"), "i-shown", None, false))
         .await
         .unwrap();
     assert!(r.joined);
     assert_eq!(next_event(&mut sub).await.kind, EventKind::Join);
-    let r = s
+    let r = live(&*s)
         .attach(&sp, &attach(user("dee"), "i-shown", None, true))
         .await
         .unwrap();
@@ -255,14 +267,14 @@ pub(super) async fn invisible_connections(s: Arc<dyn PresenceStore>, _clock: Man
         )
     );
     assert_eq!(s.count(&sp, None).await.unwrap().total(), 0);
-    let r = s
+    let r = live(&*s)
         .attach(&sp, &attach(user("dee"), "i-shown", None, false))
         .await
         .unwrap();
     assert!(r.joined);
     assert_eq!(next_event(&mut sub).await.kind, EventKind::Join);
     // Closing the invisible one says nothing.
-    let r = s
+    let r = live(&*s)
         .detach(&sp, &user("dee"), &conn("i-hidden"))
         .await
         .unwrap();
@@ -275,7 +287,7 @@ pub(super) async fn connection_bad_input(s: Arc<dyn PresenceStore>, _clock: Manu
     let sp = space("c-conn-bad");
     let mut short = attach(user("eve"), "b-1", None, false);
     short.ttl_ms = 0;
-    let err = s.attach(&sp, &short).await.unwrap_err();
+    let err = live(&*s).attach(&sp, &short).await.unwrap_err();
     assert!(
         matches!(
             err,
@@ -283,11 +295,12 @@ pub(super) async fn connection_bad_input(s: Arc<dyn PresenceStore>, _clock: Manu
         ),
         "{err:?}"
     );
-    s.attach(&sp, &attach(user("eve"), "b-1", None, false))
+    live(&*s)
+        .attach(&sp, &attach(user("eve"), "b-1", None, false))
         .await
         .unwrap();
     // Another member cannot take over a connection id.
-    let err = s
+    let err = live(&*s)
         .attach(&sp, &attach(user("mallory"), "b-1", None, false))
         .await
         .unwrap_err();
@@ -299,14 +312,15 @@ pub(super) async fn connection_bad_input(s: Arc<dyn PresenceStore>, _clock: Manu
     assert_eq!(st[0].status, Status::Offline);
     // A member's connections are bounded.
     for i in 1..crate::limits::MAX_CONNS_PER_MEMBER {
-        s.attach(
-            &sp,
-            &attach(user("eve"), &format!("b-more-{i}"), None, true),
-        )
-        .await
-        .unwrap();
+        live(&*s)
+            .attach(
+                &sp,
+                &attach(user("eve"), &format!("b-more-{i}"), None, true),
+            )
+            .await
+            .unwrap();
     }
-    let err = s
+    let err = live(&*s)
         .attach(&sp, &attach(user("eve"), "b-one-too-many", None, false))
         .await
         .unwrap_err();
@@ -314,8 +328,10 @@ pub(super) async fn connection_bad_input(s: Arc<dyn PresenceStore>, _clock: Manu
         matches!(err, Error::Invalid(InvalidInput::TooManyConnections)),
         "{err:?}"
     );
-    let conns = s.connections(&sp, &[user("eve")]).await.unwrap();
+    let conns = live(&*s).connections(&sp, &[user("eve")]).await.unwrap();
     assert_eq!(conns[0].len(), crate::limits::MAX_CONNS_PER_MEMBER);
     // Bad batches of look-ups.
-    assert!(is_invalid(&s.connections(&sp, &[]).await.unwrap_err()));
+    assert!(is_invalid(
+        &live(&*s).connections(&sp, &[]).await.unwrap_err()
+    ));
 }

@@ -38,8 +38,8 @@ pub(super) async fn followed_users_are_fed_from_every_space(
     clock: ManualClock,
 ) {
     let (a, b) = (space("c-follow-a"), space("c-follow-b"));
-    let mut feed = s.user_feed().unwrap();
-    s.follow(&[uid("ann")]).await.unwrap();
+    let mut feed = following(&*s).user_feed().unwrap();
+    following(&*s).follow(&[uid("ann")]).await.unwrap();
     // A user nobody follows, and a guest with a followed user's id, are
     // nobody's business.
     s.heartbeat(&a, &[beat(user("bob")), beat(guest("ann"))])
@@ -81,12 +81,12 @@ pub(super) async fn followed_users_are_fed_from_every_space(
         )
     );
     // Followed twice, unfollowed once: still followed.
-    s.follow(&[uid("ann")]).await.unwrap();
-    s.unfollow(&[uid("ann")]).await.unwrap();
+    following(&*s).follow(&[uid("ann")]).await.unwrap();
+    following(&*s).unfollow(&[uid("ann")]).await.unwrap();
     s.leave(&b, &[user("ann")]).await.unwrap();
     assert_eq!(next_presence(&mut feed).await.kind, EventKind::Leave);
     // Unfollowed as often as followed: nothing more.
-    s.unfollow(&[uid("ann")]).await.unwrap();
+    following(&*s).unfollow(&[uid("ann")]).await.unwrap();
     s.heartbeat(&a, &[beat(user("ann"))]).await.unwrap();
     no_change(&mut feed).await;
 }
@@ -96,8 +96,8 @@ pub(super) async fn followed_users_go_offline_by_time(
     clock: ManualClock,
 ) {
     let sp = space("c-follow-time");
-    let mut feed = s.user_feed().unwrap();
-    s.follow(&[uid("cy")]).await.unwrap();
+    let mut feed = following(&*s).user_feed().unwrap();
+    following(&*s).follow(&[uid("cy")]).await.unwrap();
     s.heartbeat(&sp, &[beat(user("cy"))]).await.unwrap();
     assert_eq!(next_presence(&mut feed).await.kind, EventKind::Join);
     clock.advance(Duration::from_secs(60));
@@ -122,8 +122,8 @@ pub(super) async fn followed_users_go_offline_by_time(
 
 pub(super) async fn invisible_users_are_not_fed(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
     let sp = space("c-follow-invisible");
-    let mut feed = s.user_feed().unwrap();
-    s.follow(&[uid("dee")]).await.unwrap();
+    let mut feed = following(&*s).user_feed().unwrap();
+    following(&*s).follow(&[uid("dee")]).await.unwrap();
     let attach = |c: &str, invisible: bool| Attach {
         member: user("dee"),
         conn: ConnId::new(c).unwrap(),
@@ -132,20 +132,29 @@ pub(super) async fn invisible_users_are_not_fed(s: Arc<dyn PresenceStore>, _cloc
         ttl_ms: 30_000,
     };
     // An invisible device: watchers see nothing.
-    s.attach(&sp, &attach("w-hidden", true)).await.unwrap();
+    live(&*s)
+        .attach(&sp, &attach("w-hidden", true))
+        .await
+        .unwrap();
     no_change(&mut feed).await;
     // A visible one joins; hiding it again is a leave.
-    s.attach(&sp, &attach("w-shown", false)).await.unwrap();
+    live(&*s)
+        .attach(&sp, &attach("w-shown", false))
+        .await
+        .unwrap();
     let e = next_presence(&mut feed).await;
     assert_eq!((e.kind, e.status), (EventKind::Join, Status::Online));
-    s.attach(&sp, &attach("w-shown", true)).await.unwrap();
+    live(&*s)
+        .attach(&sp, &attach("w-shown", true))
+        .await
+        .unwrap();
     let e = next_presence(&mut feed).await;
     assert_eq!((e.kind, e.status), (EventKind::Leave, Status::Offline));
 }
 
 pub(super) async fn friend_set_changes_are_fed(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
-    let mut feed = s.user_feed().unwrap();
-    s.follow(&[uid("fa")]).await.unwrap();
+    let mut feed = following(&*s).user_feed().unwrap();
+    following(&*s).follow(&[uid("fa")]).await.unwrap();
     s.set_friends(&uid("fa"), &[uid("fb")]).await.unwrap();
     assert_eq!(next_change(&mut feed).await, UserChange::Friends(uid("fa")));
     s.add_friends(&uid("fa"), &[uid("fc")]).await.unwrap();
@@ -156,7 +165,7 @@ pub(super) async fn friend_set_changes_are_fed(s: Arc<dyn PresenceStore>, _clock
     s.remove_friends(&uid("fa"), &[uid("fb")]).await.unwrap();
     assert_eq!(next_change(&mut feed).await, UserChange::Friends(uid("fa")));
     // Erasing a friend takes it out of the followed user's set.
-    s.erase_user(&uid("fc")).await.unwrap();
+    users(&*s).erase_user(&uid("fc")).await.unwrap();
     assert_eq!(next_change(&mut feed).await, UserChange::Friends(uid("fa")));
     assert!(s.friends(&uid("fa")).await.unwrap().is_empty());
     no_change(&mut feed).await;

@@ -1,9 +1,12 @@
 //! The contract every [`PresenceStore`] must keep: one suite of presence
 //! scenarios, run against every store (memory, Redis, Redis Cluster).
 //!
-//! A store crate enables the `contract` feature in its dev-dependencies and
-//! calls [`run_all`] with a factory that builds a fresh, empty store reading
-//! time from the given [`ManualClock`]. Each scenario uses its own space
+//! The suite has a core part every store runs, and one part per
+//! [`Capability`] (a few scenarios need two), run for every store that
+//! offers it. A store crate enables the `contract` feature in its
+//! dev-dependencies and calls [`run`] with the capabilities its store
+//! claims ([`run_all`] for all of them), and a factory that builds a
+//! fresh, empty store reading time from the given [`ManualClock`]. Each scenario uses its own space
 //! names, so a factory may return stores that share a backend.
 //!
 //! Scenarios panic with a description on failure, like any test. They never
@@ -16,6 +19,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::capability::Capability;
 use crate::conn::{Attach, ConnId};
 use crate::error::{Error, InvalidInput};
 use crate::event::{Event, EventKind, LeaveReason, Subscription};
@@ -36,9 +40,11 @@ pub type Factory = Arc<
         + Sync,
 >;
 
-/// One scenario: its name and body.
+/// One scenario: its name, the capabilities it needs besides the core
+/// trait (none: the core part), and its body.
 pub type Scenario = (
     &'static str,
+    &'static [Capability],
     fn(Arc<dyn PresenceStore>, ManualClock) -> Pin<Box<dyn Future<Output = ()> + Send>>,
 );
 
@@ -69,64 +75,125 @@ use self::remembered::{
 use self::time::{config_per_space, events_follow_status, expiry_after_retention};
 
 macro_rules! scenarios {
-    ($($name:ident),* $(,)?) => {
-        /// Every scenario of the contract, by name.
+    ($($needs:expr => [$($name:ident),* $(,)?]),* $(,)?) => {
+        /// Every scenario of the contract, by name, with what it needs
+        /// besides the core trait: the core part first, then one part per
+        /// capability (and per pair, for the few that need two).
         pub fn scenarios() -> Vec<Scenario> {
-            vec![$((stringify!($name), |s, c| Box::pin($name(s, c)))),*]
+            vec![$($((stringify!($name), $needs, |s, c| Box::pin($name(s, c)))),*),*]
         }
     };
 }
 
+use Capability::{Following, LiveConnections, SpaceWebhooks, UserIndex, WebhookOutbox};
+
 scenarios!(
-    heartbeat_and_status,
-    newest_time_wins,
-    bad_batches_change_nothing,
-    leave_is_immediate,
-    users_and_guests_apart,
-    recent_order_pages_completely,
-    pages_stable_under_writes,
-    id_order_pages,
-    window_and_counts,
-    metadata_kept_and_replaced,
-    friends_and_online_friends,
-    online_among_ad_hoc,
-    expiry_after_retention,
-    events_follow_status,
-    config_per_space,
-    spaces_listed,
-    big_batches,
-    connections_join_first_leave_last,
-    connections_expire_without_pings,
-    invisible_connections,
-    connection_bad_input,
-    leave_keeps_last_seen,
-    leave_after_timeout_keeps_last_heartbeat,
-    expiry_keeps_last_seen,
-    remembered_until_the_horizon,
-    forgotten_times_are_counted,
-    seen_anywhere_over_spaces,
-    erase_forgets_everywhere,
-    followed_users_are_fed_from_every_space,
-    followed_users_go_offline_by_time,
-    invisible_users_are_not_fed,
-    friend_set_changes_are_fed,
-    outbox_keeps_events_until_acknowledged,
-    outbox_reclaims_what_a_consumer_left,
-    outbox_keeps_a_claiming_consumer_in_charge,
-    outbox_follows_a_member_in_order,
-    outbox_is_bounded,
+    &[] => [
+        heartbeat_and_status,
+        newest_time_wins,
+        bad_batches_change_nothing,
+        leave_is_immediate,
+        users_and_guests_apart,
+        recent_order_pages_completely,
+        pages_stable_under_writes,
+        id_order_pages,
+        window_and_counts,
+        metadata_kept_and_replaced,
+        friends_and_online_friends,
+        online_among_ad_hoc,
+        expiry_after_retention,
+        events_follow_status,
+        config_per_space,
+        spaces_listed,
+        big_batches,
+        leave_keeps_last_seen,
+        expiry_keeps_last_seen,
+        forgotten_times_are_counted,
+    ],
+    &[LiveConnections] => [
+        connections_join_first_leave_last,
+        connections_expire_without_pings,
+        invisible_connections,
+        connection_bad_input,
+    ],
+    &[UserIndex] => [
+        remembered_until_the_horizon,
+        seen_anywhere_over_spaces,
+        erase_forgets_everywhere,
+    ],
+    &[LiveConnections, UserIndex] => [leave_after_timeout_keeps_last_heartbeat],
+    &[Following] => [
+        followed_users_are_fed_from_every_space,
+        followed_users_go_offline_by_time,
+    ],
+    &[Following, LiveConnections] => [invisible_users_are_not_fed],
+    &[Following, UserIndex] => [friend_set_changes_are_fed],
+    &[WebhookOutbox] => [
+        outbox_keeps_events_until_acknowledged,
+        outbox_reclaims_what_a_consumer_left,
+        outbox_keeps_a_claiming_consumer_in_charge,
+        outbox_follows_a_member_in_order,
+        outbox_is_bounded,
+    ],
     // Last: it opens the outbox for good on a shared backend.
-    outbox_keeps_spaces_endpoints,
+    &[WebhookOutbox, SpaceWebhooks] => [outbox_keeps_spaces_endpoints],
 );
 
-/// Runs every scenario, each on a fresh store from `factory`.
-pub async fn run_all(factory: Factory) {
-    for (name, scenario) in scenarios() {
+/// Runs the core part and the part of every capability in `claims`, each
+/// scenario on a fresh store from `factory`. A store that does not offer
+/// a capability it claims fails, naming it. A new backend claims none
+/// and runs the core part alone.
+pub async fn run(factory: Factory, claims: &[Capability]) {
+    for (name, needs, scenario) in scenarios() {
+        if !needs.iter().all(|c| claims.contains(c)) {
+            continue;
+        }
         let clock = ManualClock::new(T0);
         let store = factory(clock.clone()).await;
+        for c in claims {
+            assert!(
+                c.is_offered_by(&*store),
+                "the {} store claims {c} but does not offer it",
+                store.name()
+            );
+        }
         eprintln!("contract: {name}");
         scenario(store, clock).await;
     }
+}
+
+/// Runs every part: the core and each capability's, for a store that
+/// offers them all (the memory store, herenow's Redis layout).
+pub async fn run_all(factory: Factory) {
+    run(factory, &Capability::ALL).await;
+}
+
+/// The store's live connections, which the scenario's part needs.
+fn live(s: &dyn PresenceStore) -> &dyn crate::capability::LiveConnections {
+    s.live_connections()
+        .expect("the store offers live connections")
+}
+
+/// The store's following of users, which the scenario's part needs.
+fn following(s: &dyn PresenceStore) -> &dyn crate::capability::Following {
+    s.following().expect("the store offers following users")
+}
+
+/// The store's webhook outbox, which the scenario's part needs.
+fn outbox(s: &dyn PresenceStore) -> &dyn crate::capability::WebhookOutbox {
+    s.webhook_outbox()
+        .expect("the store offers a webhook outbox")
+}
+
+/// The store's spaces' webhook endpoints, which the scenario's part needs.
+fn endpoints(s: &dyn PresenceStore) -> &dyn crate::capability::SpaceWebhooks {
+    s.space_webhooks()
+        .expect("the store offers spaces' webhook endpoints")
+}
+
+/// The store's user index, which the scenario's part needs.
+fn users(s: &dyn PresenceStore) -> &dyn crate::capability::UserIndex {
+    s.user_index().expect("the store offers a user index")
 }
 
 fn space(name: &str) -> SpaceName {

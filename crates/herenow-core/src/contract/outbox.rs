@@ -19,7 +19,10 @@ async fn claim(
     let mut mine = Vec::new();
     // Enough rounds to get past leftovers of other scenarios.
     for _ in 0..50 {
-        let got = s.outbox_claim(consumer, 100, idle_ms).await.expect("claim");
+        let got = outbox(&**s)
+            .outbox_claim(consumer, 100, idle_ms)
+            .await
+            .expect("claim");
         if got.is_empty() {
             break;
         }
@@ -27,7 +30,7 @@ async fn claim(
             got.into_iter().partition(|e| spaces.contains(&&e.space));
         let others: Vec<String> = other.into_iter().map(|e| e.id).collect();
         if !others.is_empty() {
-            s.outbox_ack(&others).await.expect("ack");
+            outbox(&**s).outbox_ack(&others).await.expect("ack");
         }
         let done = keep.is_empty();
         mine.extend(keep);
@@ -40,7 +43,7 @@ async fn claim(
 
 async fn ack(s: &Arc<dyn PresenceStore>, events: &[OutboxEvent]) {
     let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
-    s.outbox_ack(&ids).await.expect("ack");
+    outbox(&**s).outbox_ack(&ids).await.expect("ack");
 }
 
 /// (kind, member id) of each event, `-` for a space's own events.
@@ -77,7 +80,10 @@ pub(super) async fn outbox_keeps_events_until_acknowledged(
     // Nothing is kept before the outbox is open.
     s.heartbeat(&sp, &[beat(user("early"))]).await.unwrap();
     s.leave(&sp, &[user("early")]).await.unwrap();
-    s.outbox_open(OutboxOptions::default()).await.unwrap();
+    outbox(&*s)
+        .outbox_open(OutboxOptions::default())
+        .await
+        .unwrap();
     assert!(claim(&s, "one", 60_000, &[&sp]).await.is_empty());
 
     s.heartbeat(&sp, &[beat(user("ann")), beat(guest("10.0.0.1"))])
@@ -124,10 +130,13 @@ pub(super) async fn outbox_keeps_events_until_acknowledged(
     ack(&s, &got).await;
     // Acknowledging twice, or an id never given, is harmless.
     ack(&s, &got).await;
-    s.outbox_ack(&["no-such-event".to_owned()]).await.unwrap();
+    outbox(&*s)
+        .outbox_ack(&["no-such-event".to_owned()])
+        .await
+        .unwrap();
     // A consumer's name is bounded (stores keep one entry per name).
     for bad in [String::new(), "c".repeat(201)] {
-        let e = s.outbox_claim(&bad, 1, 0).await;
+        let e = outbox(&*s).outbox_claim(&bad, 1, 0).await;
         assert!(matches!(e, Err(Error::Invalid(_))), "{bad:?}: {e:?}");
     }
     assert!(claim(&s, "one", 0, &[&sp]).await.is_empty());
@@ -138,7 +147,10 @@ pub(super) async fn outbox_reclaims_what_a_consumer_left(
     clock: ManualClock,
 ) {
     let sp = space("c-outbox-reclaim");
-    s.outbox_open(OutboxOptions::default()).await.unwrap();
+    outbox(&*s)
+        .outbox_open(OutboxOptions::default())
+        .await
+        .unwrap();
     s.heartbeat(&sp, &[beat(user("ann"))]).await.unwrap();
     let first = claim(&s, "dead", 60_000, &[&sp]).await;
     assert_eq!(first.len(), 2, "occupied, join: {:?}", said(&first));
@@ -160,7 +172,7 @@ pub(super) async fn outbox_reclaims_what_a_consumer_left(
     }
     ack(&s, &again).await;
     assert!(claim(&s, "heir", 0, &[&sp]).await.is_empty());
-    let stats = s.outbox_stats().await.unwrap();
+    let stats = outbox(&*s).outbox_stats().await.unwrap();
     assert_eq!(stats.pending, 0, "{stats:?}");
 }
 
@@ -169,7 +181,10 @@ pub(super) async fn outbox_follows_a_member_in_order(
     clock: ManualClock,
 ) {
     let (a, b) = (space("c-outbox-order-a"), space("c-outbox-order-b"));
-    s.outbox_open(OutboxOptions::default()).await.unwrap();
+    outbox(&*s)
+        .outbox_open(OutboxOptions::default())
+        .await
+        .unwrap();
     s.heartbeat(&a, &[beat(user("ann"))]).await.unwrap();
     s.heartbeat(&b, &[beat(user("ann"))]).await.unwrap();
     clock.advance(Duration::from_secs(60));
@@ -219,16 +234,17 @@ pub(super) async fn outbox_follows_a_member_in_order(
 
 pub(super) async fn outbox_is_bounded(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
     let sp = space("c-outbox-cap");
-    s.outbox_open(OutboxOptions {
-        max_events: 4,
-        ..OutboxOptions::default()
-    })
-    .await
-    .unwrap();
-    let before = s.outbox_stats().await.unwrap().trimmed;
+    outbox(&*s)
+        .outbox_open(OutboxOptions {
+            max_events: 4,
+            ..OutboxOptions::default()
+        })
+        .await
+        .unwrap();
+    let before = outbox(&*s).outbox_stats().await.unwrap().trimmed;
     let beats: Vec<Heartbeat> = (0..10).map(|i| beat(user(&format!("m{i}")))).collect();
     s.heartbeat(&sp, &beats).await.unwrap();
-    let stats = s.outbox_stats().await.unwrap();
+    let stats = outbox(&*s).outbox_stats().await.unwrap();
     // 11 events (occupied and ten joins) into room for 4.
     assert!(stats.trimmed >= before + 7, "{stats:?}");
     let got = claim(&s, "one", 60_000, &[&sp]).await;
@@ -246,7 +262,10 @@ pub(super) async fn outbox_is_bounded(s: Arc<dyn PresenceStore>, _clock: ManualC
         said(&got)
     );
     ack(&s, &got).await;
-    s.outbox_open(OutboxOptions::default()).await.unwrap();
+    outbox(&*s)
+        .outbox_open(OutboxOptions::default())
+        .await
+        .unwrap();
 }
 
 pub(super) async fn outbox_keeps_a_claiming_consumer_in_charge(
@@ -254,7 +273,10 @@ pub(super) async fn outbox_keeps_a_claiming_consumer_in_charge(
     clock: ManualClock,
 ) {
     let sp = space("c-outbox-alive");
-    s.outbox_open(OutboxOptions::default()).await.unwrap();
+    outbox(&*s)
+        .outbox_open(OutboxOptions::default())
+        .await
+        .unwrap();
     s.heartbeat(&sp, &[beat(user("ann"))]).await.unwrap();
     let held = claim(&s, "alive", 30_000, &[&sp]).await;
     assert_eq!(held.len(), 2);
@@ -267,7 +289,7 @@ pub(super) async fn outbox_keeps_a_claiming_consumer_in_charge(
             assert!(claim(&s, "alive", 30_000, &[&sp]).await.is_empty());
         } else {
             // A claim for nothing (its queues are full) says it lives too.
-            let none = s.outbox_claim("alive", 0, 30_000).await.unwrap();
+            let none = outbox(&*s).outbox_claim("alive", 0, 30_000).await.unwrap();
             assert!(none.is_empty());
         }
         assert!(claim(&s, "other", 30_000, &[&sp]).await.is_empty());
@@ -295,10 +317,10 @@ pub(super) async fn outbox_keeps_spaces_endpoints(s: Arc<dyn PresenceStore>, _cl
     let sp = space("c-outbox-hooks");
     let other = space("c-outbox-hooks-other");
     assert!(
-        s.space_hooks(&sp).await.unwrap().is_empty(),
+        endpoints(&*s).space_hooks(&sp).await.unwrap().is_empty(),
         "none at first"
     );
-    let v0 = s.space_hooks_version().await.unwrap();
+    let v0 = endpoints(&*s).space_hooks_version().await.unwrap();
 
     let hooks = vec![
         hook(
@@ -307,14 +329,18 @@ pub(super) async fn outbox_keeps_spaces_endpoints(s: Arc<dyn PresenceStore>, _cl
         ),
         hook("http://10.0.0.7:8080/hooks", &OutboxKind::ALL),
     ];
-    s.set_space_hooks(&sp, &hooks).await.unwrap();
-    assert_eq!(s.space_hooks(&sp).await.unwrap(), hooks, "kept as given");
-    assert!(s.space_hooks(&other).await.unwrap().is_empty());
-    let v1 = s.space_hooks_version().await.unwrap();
+    endpoints(&*s).set_space_hooks(&sp, &hooks).await.unwrap();
+    assert_eq!(
+        endpoints(&*s).space_hooks(&sp).await.unwrap(),
+        hooks,
+        "kept as given"
+    );
+    assert!(endpoints(&*s).space_hooks(&other).await.unwrap().is_empty());
+    let v1 = endpoints(&*s).space_hooks_version().await.unwrap();
     assert_ne!(v1, v0, "a set changes the version");
 
     // Naming endpoints opened the outbox: the space's events are kept.
-    assert!(s.outbox_stats().await.unwrap().open);
+    assert!(outbox(&*s).outbox_stats().await.unwrap().open);
     s.heartbeat(&sp, &[beat(user("ann"))]).await.unwrap();
     let got = claim(&s, "hooks", 60_000, &[&sp]).await;
     assert_eq!(of(&got, "ann"), [k(OutboxKind::Join, "ann")]);
@@ -350,22 +376,29 @@ pub(super) async fn outbox_keeps_spaces_endpoints(s: Arc<dyn PresenceStore>, _cl
             }],
         ),
     ] {
-        let e = s.set_space_hooks(&sp, &bad).await;
+        let e = endpoints(&*s).set_space_hooks(&sp, &bad).await;
         assert!(matches!(e, Err(Error::Invalid(_))), "{why}: {e:?}");
     }
-    assert_eq!(s.space_hooks(&sp).await.unwrap(), hooks, "unchanged");
+    assert_eq!(
+        endpoints(&*s).space_hooks(&sp).await.unwrap(),
+        hooks,
+        "unchanged"
+    );
 
     // Eight is the bound, not more.
     let eight: Vec<SpaceHook> = (0..8)
         .map(|i| hook(&format!("https://h{i}.example/"), &[OutboxKind::Vacated]))
         .collect();
-    s.set_space_hooks(&other, &eight).await.unwrap();
-    assert_eq!(s.space_hooks(&other).await.unwrap(), eight);
+    endpoints(&*s)
+        .set_space_hooks(&other, &eight)
+        .await
+        .unwrap();
+    assert_eq!(endpoints(&*s).space_hooks(&other).await.unwrap(), eight);
 
     // None removes them.
-    s.set_space_hooks(&sp, &[]).await.unwrap();
-    s.set_space_hooks(&other, &[]).await.unwrap();
-    assert!(s.space_hooks(&sp).await.unwrap().is_empty());
-    assert!(s.space_hooks(&other).await.unwrap().is_empty());
-    assert_ne!(s.space_hooks_version().await.unwrap(), v1);
+    endpoints(&*s).set_space_hooks(&sp, &[]).await.unwrap();
+    endpoints(&*s).set_space_hooks(&other, &[]).await.unwrap();
+    assert!(endpoints(&*s).space_hooks(&sp).await.unwrap().is_empty());
+    assert!(endpoints(&*s).space_hooks(&other).await.unwrap().is_empty());
+    assert_ne!(endpoints(&*s).space_hooks_version().await.unwrap(), v1);
 }

@@ -84,7 +84,7 @@ pub(super) async fn leave_after_timeout_keeps_last_heartbeat(
         invisible: false,
         ttl_ms: 30_000,
     };
-    s.attach(&sp, &bob).await.unwrap();
+    live(&*s).attach(&sp, &bob).await.unwrap();
     let mut sub = s.subscribe(&sp).await.unwrap();
     // Past away_ms, before retention_ms: timed out, still stored.
     clock.advance(Duration::from_secs(3));
@@ -102,7 +102,10 @@ pub(super) async fn leave_after_timeout_keeps_last_heartbeat(
         leaves += 1;
     }
     assert_eq!(s.leave(&sp, &[user("ann")]).await.unwrap(), 0);
-    let r = s.detach(&sp, &user("bob"), &bob.conn).await.unwrap();
+    let r = live(&*s)
+        .detach(&sp, &user("bob"), &bob.conn)
+        .await
+        .unwrap();
     assert!(r.found && !r.left, "{r:?}");
     assert_eq!(s.leave(&sp, &[user("bob")]).await.unwrap(), 0);
     no_event(&mut sub).await;
@@ -126,7 +129,7 @@ pub(super) async fn leave_after_timeout_keeps_last_heartbeat(
         );
     }
     assert_eq!(
-        s.seen_anywhere(&[id("ann")]).await.unwrap()[0].last_seen_ms,
+        users(&*s).seen_anywhere(&[id("ann")]).await.unwrap()[0].last_seen_ms,
         Some(T0)
     );
 }
@@ -192,7 +195,7 @@ pub(super) async fn remembered_until_the_horizon(s: Arc<dyn PresenceStore>, cloc
     let st = s.status(&sp, &[user("ann")]).await.unwrap();
     assert_eq!(st[0].last_seen_ms, None);
     assert_eq!(
-        s.seen_anywhere(&[id("ann")]).await.unwrap()[0].last_seen_ms,
+        users(&*s).seen_anywhere(&[id("ann")]).await.unwrap()[0].last_seen_ms,
         None
     );
 
@@ -300,7 +303,10 @@ pub(super) async fn seen_anywhere_over_spaces(s: Arc<dyn PresenceStore>, clock: 
     s.heartbeat(&a, &[beat(user("ann"))]).await.unwrap();
     clock.advance(Duration::from_secs(1));
     s.leave(&a, &[user("ann")]).await.unwrap();
-    let got = s.seen_anywhere(&[id("ann"), id("nobody")]).await.unwrap();
+    let got = users(&*s)
+        .seen_anywhere(&[id("ann"), id("nobody")])
+        .await
+        .unwrap();
     assert_eq!(got.len(), 2);
     assert_eq!(got[0].id, id("ann"));
     assert_eq!(got[0].status, Status::Offline);
@@ -310,7 +316,7 @@ pub(super) async fn seen_anywhere_over_spaces(s: Arc<dyn PresenceStore>, clock: 
 
     clock.advance(Duration::from_secs(2));
     s.heartbeat(&b, &[beat(user("ann"))]).await.unwrap();
-    let got = s.seen_anywhere(&[id("ann")]).await.unwrap();
+    let got = users(&*s).seen_anywhere(&[id("ann")]).await.unwrap();
     assert_eq!(got[0].status, Status::Online);
     assert_eq!(got[0].last_seen_ms, Some(T0 + 3_000));
     assert_eq!(got[0].space.as_ref(), Some(&b));
@@ -320,26 +326,33 @@ pub(super) async fn seen_anywhere_over_spaces(s: Arc<dyn PresenceStore>, clock: 
     clock.advance(Duration::from_secs(120));
     s.heartbeat(&a, &[beat(user("ann"))]).await.unwrap();
     s.leave(&a, &[user("ann")]).await.unwrap();
-    let got = s.seen_anywhere(&[id("ann")]).await.unwrap();
+    let got = users(&*s).seen_anywhere(&[id("ann")]).await.unwrap();
     assert_eq!(got[0].status, Status::Away, "away in b, left a");
     assert_eq!(got[0].last_seen_ms, Some(T0 + 123_000));
     assert_eq!(got[0].space.as_ref(), Some(&a));
     // Guests are not users: a guest "ann" is not the user ann.
     s.heartbeat(&b, &[beat(guest("gus"))]).await.unwrap();
     assert_eq!(
-        s.seen_anywhere(&[id("gus")]).await.unwrap()[0].last_seen_ms,
+        users(&*s).seen_anywhere(&[id("gus")]).await.unwrap()[0].last_seen_ms,
         None
     );
 
-    assert!(is_invalid(&s.seen_anywhere(&[]).await.unwrap_err()));
+    assert!(is_invalid(
+        &users(&*s).seen_anywhere(&[]).await.unwrap_err()
+    ));
     let too_many: Vec<MemberId> = (0..=crate::limits::MAX_BATCH)
         .map(|i| id(&format!("u{i}")))
         .collect();
-    assert!(is_invalid(&s.seen_anywhere(&too_many).await.unwrap_err()));
+    assert!(is_invalid(
+        &users(&*s).seen_anywhere(&too_many).await.unwrap_err()
+    ));
     let many: Vec<MemberId> = (0..crate::limits::MAX_BATCH)
         .map(|i| id(&format!("u{i}")))
         .collect();
-    assert_eq!(s.seen_anywhere(&many).await.unwrap().len(), many.len());
+    assert_eq!(
+        users(&*s).seen_anywhere(&many).await.unwrap().len(),
+        many.len()
+    );
 }
 
 pub(super) async fn erase_forgets_everywhere(s: Arc<dyn PresenceStore>, clock: ManualClock) {
@@ -356,7 +369,7 @@ pub(super) async fn erase_forgets_everywhere(s: Arc<dyn PresenceStore>, clock: M
     let mut sub = s.subscribe(&a).await.unwrap();
     clock.advance(Duration::from_secs(1));
 
-    let report = s.erase_user(&id("ann")).await.unwrap();
+    let report = users(&*s).erase_user(&id("ann")).await.unwrap();
     assert_eq!(report.presence, 1);
     assert_eq!(report.remembered, 1);
     assert!(report.friend_set);
@@ -371,7 +384,7 @@ pub(super) async fn erase_forgets_everywhere(s: Arc<dyn PresenceStore>, clock: M
         assert_eq!((st[0].status, st[0].last_seen_ms), (Status::Offline, None));
     }
     assert_eq!(
-        s.seen_anywhere(&[id("ann")]).await.unwrap()[0].last_seen_ms,
+        users(&*s).seen_anywhere(&[id("ann")]).await.unwrap()[0].last_seen_ms,
         None
     );
     assert!(s.friends(&id("ann")).await.unwrap().is_empty());
@@ -383,7 +396,7 @@ pub(super) async fn erase_forgets_everywhere(s: Arc<dyn PresenceStore>, clock: M
     );
     // Erasing someone unknown (or twice) is not an error and does nothing.
     assert_eq!(
-        s.erase_user(&id("ann")).await.unwrap(),
+        users(&*s).erase_user(&id("ann")).await.unwrap(),
         crate::store::ErasureReport::default()
     );
     // The user may come back as new.

@@ -1,4 +1,4 @@
-//! Erasing a user everywhere ([`PresenceStore::erase_user`]): the one
+//! Erasing a user everywhere ([`UserIndex::erase_user`]): the one
 //! write that locks several spaces.
 
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use crate::store::ErasureReport;
 use crate::store::PresenceStore;
 
 impl MemoryStore {
-    /// Erases `user` everywhere (see [`PresenceStore::erase_user`]): the
+    /// Erases `user` everywhere (see [`UserIndex::erase_user`]): the
     /// spaces it has sightings in and the friend sets are locked together
     /// and the erasure journaled under those locks, so the journal orders
     /// it exactly against every write it could race with there.

@@ -47,7 +47,7 @@ impl Hooks {
         record(!map.is_empty())
     }
 
-    /// The number [`crate::PresenceStore::space_hooks_version`] answers.
+    /// The number [`crate::SpaceWebhooks::space_hooks_version`] answers.
     pub(super) fn version(&self) -> u64 {
         self.version.load(Ordering::Relaxed)
     }
@@ -66,7 +66,7 @@ impl Hooks {
 }
 
 impl MemoryStore {
-    /// [`crate::PresenceStore::set_space_hooks`]: checks, replaces, turns
+    /// [`crate::SpaceWebhooks::set_space_hooks`]: checks, replaces, turns
     /// the outbox's capture on when any space names endpoints (off when
     /// none does, unless it was opened for its own sake), and journals (on
     /// disk before the call returns, as a policy is).

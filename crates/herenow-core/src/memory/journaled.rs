@@ -362,6 +362,7 @@ fn changes_round_trip_and_bad_bytes_are_refused() {
 
 #[tokio::test]
 async fn undelivered_outbox_events_survive_replay_and_snapshot_with_their_ids() {
+    use crate::capability::WebhookOutbox;
     use crate::outbox::{OutboxKind, OutboxOptions};
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
     let store = MemoryStore::new(clock.clone(), SpaceConfig::default());
@@ -422,6 +423,7 @@ async fn undelivered_outbox_events_survive_replay_and_snapshot_with_their_ids() 
 
 #[tokio::test]
 async fn spaces_webhooks_survive_the_journal_and_the_snapshot() {
+    use crate::capability::{SpaceWebhooks, WebhookOutbox};
     use crate::outbox::{OutboxKind, SpaceHook};
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
     let store = MemoryStore::new(clock.clone(), SpaceConfig::default());

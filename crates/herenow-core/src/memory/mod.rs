@@ -36,6 +36,7 @@ pub use stripes::{MAX_STRIPES, default_stripes as default_space_stripes};
 
 use self::shared::Shared;
 use self::stripes::{Locked, Stripes};
+use crate::capability::{Following, LiveConnections, SpaceWebhooks, UserIndex, WebhookOutbox};
 use crate::changes::{Change, ChangeLog, ChangeRef, Durable};
 use crate::conn::{Attach, AttachReport, ConnId, Connection, DetachReport};
 use crate::error::{InvalidInput, Result};
@@ -531,149 +532,6 @@ impl PresenceStore for MemoryStore {
         })?)
     }
 
-    async fn seen_anywhere(&self, users: &[MemberId]) -> Result<Vec<SeenAnywhere>> {
-        check_batch(users.len())?;
-        let now = self.shared.clock.now_ms();
-        let mut out = Vec::with_capacity(users.len());
-        for user in users {
-            let mut seen = SeenAnywhere::unseen(user.clone());
-            for found in self.shared.seen.of_user(user.as_str(), now) {
-                if found.present {
-                    let key = [MemberKey::user(user.clone())];
-                    let here = self.read(&found.space, |s| {
-                        let s = s?;
-                        let mut v = s.status(&key, now).ok()?;
-                        // Gone since `of_user` (a leave between the two
-                        // reads): its leave handed the remembered time
-                        // over under this lock, so it is there to answer.
-                        self.fill_remembered(s.first(), &mut v, now);
-                        v.pop()
-                    });
-                    if let Some(st) = here {
-                        seen.merge(&found.space, st.status, st.last_seen_ms);
-                    }
-                } else {
-                    seen.merge(&found.space, crate::policy::Status::Offline, Some(found.ms));
-                }
-            }
-            out.push(seen);
-        }
-        Ok(out)
-    }
-
-    fn user_feed(&self) -> Result<UserFeed> {
-        Ok(self.shared.follow.feed())
-    }
-
-    async fn follow(&self, users: &[MemberId]) -> Result<()> {
-        check_batch(users.len())?;
-        self.shared.follow.follow(users);
-        Ok(())
-    }
-
-    async fn unfollow(&self, users: &[MemberId]) -> Result<()> {
-        check_batch(users.len())?;
-        self.shared.follow.unfollow(users);
-        Ok(())
-    }
-
-    async fn outbox_open(&self, options: OutboxOptions) -> Result<()> {
-        self.shared.outbox.open(options);
-        Ok(())
-    }
-
-    async fn outbox_claim(
-        &self,
-        consumer: &str,
-        max: usize,
-        reclaim_idle_ms: Millis,
-    ) -> Result<Vec<OutboxEvent>> {
-        if consumer.is_empty() || consumer.len() > limits::MAX_OUTBOX_CONSUMER_BYTES {
-            return Err(InvalidInput::BadConfig {
-                why: "an outbox consumer's name must be 1 to 200 bytes",
-            }
-            .into());
-        }
-        let max = max.min(limits::MAX_BATCH);
-        let now = self.shared.clock.now_ms();
-        Ok(self
-            .shared
-            .outbox
-            .claim(consumer, max, reclaim_idle_ms, now))
-    }
-
-    async fn outbox_ack(&self, ids: &[String]) -> Result<()> {
-        check_batch(ids.len())?;
-        self.shared.outbox.ack(ids, |ids| {
-            let _ = self.record(ChangeRef::OutboxAck { ids });
-        });
-        Ok(())
-    }
-
-    async fn outbox_stats(&self) -> Result<OutboxStats> {
-        Ok(self.shared.outbox.stats())
-    }
-
-    async fn space_hooks(&self, space: &SpaceName) -> Result<Vec<SpaceHook>> {
-        Ok(self.hooks.get(space))
-    }
-
-    async fn set_space_hooks(&self, space: &SpaceName, hooks: &[SpaceHook]) -> Result<()> {
-        self.put_hooks(space, hooks).await
-    }
-
-    async fn space_hooks_version(&self) -> Result<u64> {
-        Ok(self.hooks.version())
-    }
-
-    async fn erase_user(&self, user: &MemberId) -> Result<ErasureReport> {
-        let (report, durable) = self.erase(user)?;
-        settle(durable).await?;
-        Ok(report)
-    }
-
-    async fn attach(&self, space: &SpaceName, attach: &Attach) -> Result<AttachReport> {
-        attach.check()?;
-        let now = self.shared.clock.now_ms();
-        Ok(self.with_space(space, |st| {
-            let mut all = st.lock_all();
-            let (out, s) = all.attach(attach, now);
-            self.absorb(s);
-            out
-        })?)
-    }
-
-    async fn detach(
-        &self,
-        space: &SpaceName,
-        member: &MemberKey,
-        conn: &ConnId,
-    ) -> Result<DetachReport> {
-        // A detach from an unknown space creates nothing.
-        let spaces = self.spaces.read();
-        Ok(match spaces.get(space) {
-            Some(s) => {
-                let mut s = s.cell_of(member).lock();
-                let report = s.detach(member, conn, self.shared.clock.now_ms());
-                self.absorb(&mut s);
-                report
-            }
-            None => DetachReport::default(),
-        })
-    }
-
-    async fn connections(
-        &self,
-        space: &SpaceName,
-        members: &[MemberKey],
-    ) -> Result<Vec<Vec<Connection>>> {
-        check_batch(members.len())?;
-        Ok(self.read(space, |s| match s {
-            Some(s) => s.connections(members),
-            None => Ok(vec![Vec::new(); members.len()]),
-        })?)
-    }
-
     async fn subscribe(&self, space: &SpaceName) -> Result<Subscription> {
         let now = self.shared.clock.now_ms();
         Ok(self.with_space(space, |st| st.lock_all().subscribe(now)))
@@ -741,6 +599,184 @@ impl PresenceStore for MemoryStore {
                 }
             }
         }
+        Ok(report)
+    }
+
+    fn live_connections(&self) -> Option<&dyn LiveConnections> {
+        Some(self)
+    }
+
+    fn following(&self) -> Option<&dyn Following> {
+        Some(self)
+    }
+
+    fn webhook_outbox(&self) -> Option<&dyn WebhookOutbox> {
+        Some(self)
+    }
+
+    fn space_webhooks(&self) -> Option<&dyn SpaceWebhooks> {
+        Some(self)
+    }
+
+    fn user_index(&self) -> Option<&dyn UserIndex> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl LiveConnections for MemoryStore {
+    async fn attach(&self, space: &SpaceName, attach: &Attach) -> Result<AttachReport> {
+        attach.check()?;
+        let now = self.shared.clock.now_ms();
+        Ok(self.with_space(space, |st| {
+            let mut all = st.lock_all();
+            let (out, s) = all.attach(attach, now);
+            self.absorb(s);
+            out
+        })?)
+    }
+
+    async fn detach(
+        &self,
+        space: &SpaceName,
+        member: &MemberKey,
+        conn: &ConnId,
+    ) -> Result<DetachReport> {
+        // A detach from an unknown space creates nothing.
+        let spaces = self.spaces.read();
+        Ok(match spaces.get(space) {
+            Some(s) => {
+                let mut s = s.cell_of(member).lock();
+                let report = s.detach(member, conn, self.shared.clock.now_ms());
+                self.absorb(&mut s);
+                report
+            }
+            None => DetachReport::default(),
+        })
+    }
+
+    async fn connections(
+        &self,
+        space: &SpaceName,
+        members: &[MemberKey],
+    ) -> Result<Vec<Vec<Connection>>> {
+        check_batch(members.len())?;
+        Ok(self.read(space, |s| match s {
+            Some(s) => s.connections(members),
+            None => Ok(vec![Vec::new(); members.len()]),
+        })?)
+    }
+}
+
+#[async_trait]
+impl Following for MemoryStore {
+    fn user_feed(&self) -> Result<UserFeed> {
+        Ok(self.shared.follow.feed())
+    }
+
+    async fn follow(&self, users: &[MemberId]) -> Result<()> {
+        check_batch(users.len())?;
+        self.shared.follow.follow(users);
+        Ok(())
+    }
+
+    async fn unfollow(&self, users: &[MemberId]) -> Result<()> {
+        check_batch(users.len())?;
+        self.shared.follow.unfollow(users);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl WebhookOutbox for MemoryStore {
+    async fn outbox_open(&self, options: OutboxOptions) -> Result<()> {
+        self.shared.outbox.open(options);
+        Ok(())
+    }
+
+    async fn outbox_claim(
+        &self,
+        consumer: &str,
+        max: usize,
+        reclaim_idle_ms: Millis,
+    ) -> Result<Vec<OutboxEvent>> {
+        if consumer.is_empty() || consumer.len() > limits::MAX_OUTBOX_CONSUMER_BYTES {
+            return Err(InvalidInput::BadConfig {
+                why: "an outbox consumer's name must be 1 to 200 bytes",
+            }
+            .into());
+        }
+        let max = max.min(limits::MAX_BATCH);
+        let now = self.shared.clock.now_ms();
+        Ok(self
+            .shared
+            .outbox
+            .claim(consumer, max, reclaim_idle_ms, now))
+    }
+
+    async fn outbox_ack(&self, ids: &[String]) -> Result<()> {
+        check_batch(ids.len())?;
+        self.shared.outbox.ack(ids, |ids| {
+            let _ = self.record(ChangeRef::OutboxAck { ids });
+        });
+        Ok(())
+    }
+
+    async fn outbox_stats(&self) -> Result<OutboxStats> {
+        Ok(self.shared.outbox.stats())
+    }
+}
+
+#[async_trait]
+impl SpaceWebhooks for MemoryStore {
+    async fn space_hooks(&self, space: &SpaceName) -> Result<Vec<SpaceHook>> {
+        Ok(self.hooks.get(space))
+    }
+
+    async fn set_space_hooks(&self, space: &SpaceName, hooks: &[SpaceHook]) -> Result<()> {
+        self.put_hooks(space, hooks).await
+    }
+
+    async fn space_hooks_version(&self) -> Result<u64> {
+        Ok(self.hooks.version())
+    }
+}
+
+#[async_trait]
+impl UserIndex for MemoryStore {
+    async fn seen_anywhere(&self, users: &[MemberId]) -> Result<Vec<SeenAnywhere>> {
+        check_batch(users.len())?;
+        let now = self.shared.clock.now_ms();
+        let mut out = Vec::with_capacity(users.len());
+        for user in users {
+            let mut seen = SeenAnywhere::unseen(user.clone());
+            for found in self.shared.seen.of_user(user.as_str(), now) {
+                if found.present {
+                    let key = [MemberKey::user(user.clone())];
+                    let here = self.read(&found.space, |s| {
+                        let s = s?;
+                        let mut v = s.status(&key, now).ok()?;
+                        // Gone since `of_user` (a leave between the two
+                        // reads): its leave handed the remembered time
+                        // over under this lock, so it is there to answer.
+                        self.fill_remembered(s.first(), &mut v, now);
+                        v.pop()
+                    });
+                    if let Some(st) = here {
+                        seen.merge(&found.space, st.status, st.last_seen_ms);
+                    }
+                } else {
+                    seen.merge(&found.space, crate::policy::Status::Offline, Some(found.ms));
+                }
+            }
+            out.push(seen);
+        }
+        Ok(out)
+    }
+
+    async fn erase_user(&self, user: &MemberId) -> Result<ErasureReport> {
+        let (report, durable) = self.erase(user)?;
+        settle(durable).await?;
         Ok(report)
     }
 }

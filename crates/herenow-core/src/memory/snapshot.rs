@@ -418,6 +418,7 @@ impl MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capability::UserIndex;
     use crate::store::PresenceStore;
 
     #[tokio::test]

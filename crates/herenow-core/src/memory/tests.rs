@@ -640,6 +640,7 @@ proptest! {
 async fn remembered_times_outlive_their_idle_space() {
     use std::sync::Arc;
 
+    use crate::capability::UserIndex;
     use crate::store::PresenceStore;
     use crate::time::ManualClock;
 
@@ -692,6 +693,7 @@ fn seen_anywhere_on_a_fed_change_finds_the_change() {
     use std::sync::Arc;
     use std::sync::mpsc;
 
+    use crate::capability::{Following, UserIndex};
     use crate::follow::UserChange;
     use crate::store::PresenceStore;
     use crate::time::{Clock, ManualClock};

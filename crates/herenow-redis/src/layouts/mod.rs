@@ -86,11 +86,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use parking_lot::Mutex;
 
-use herenow_core::outbox::{OutboxEvent, OutboxOptions, OutboxStats};
 use herenow_core::{
-    Attach, AttachReport, Clock, ConnId, Counts, DetachReport, ErasureReport, Error, Heartbeat,
-    HeartbeatReport, ListQuery, MemberId, MemberKey, MemberStatus, Millis, Page, PresenceStore,
-    Result, SeenAnywhere, SpaceConfig, SpaceName, SpaceSummary, Subscription, TickReport,
+    Clock, Counts, Error, Heartbeat, HeartbeatReport, ListQuery, MemberId, MemberKey, MemberStatus,
+    Millis, Page, PresenceStore, Result, SpaceConfig, SpaceName, SpaceSummary, Subscription,
+    TickReport,
 };
 
 pub use config::{KeyTemplate, LayoutOptions, SeedLayout};
@@ -258,7 +257,8 @@ fn slot_tag(key: &str) -> &str {
 }
 
 /// Checks each call's input, then hands it to the layout; what no seed
-/// layout holds is `Unsupported` here, for all three.
+/// layout holds is `Unsupported` here, for all three, and no capability
+/// of [`herenow_core::capability`] is offered.
 #[async_trait]
 impl PresenceStore for SeedLayoutStore {
     fn name(&self) -> &'static str {
@@ -339,60 +339,20 @@ impl PresenceStore for SeedLayoutStore {
         Err(self.unsupported("events"))
     }
 
-    /// The seeds' keys hold no connections: `Unsupported`, naming the
-    /// layout. ([`connections`](PresenceStore::connections) keeps the
-    /// trait's answer: nobody has any.)
-    async fn attach(&self, _space: &SpaceName, _attach: &Attach) -> Result<AttachReport> {
-        Err(self.unsupported("live connections"))
-    }
-
-    async fn detach(
-        &self,
-        _space: &SpaceName,
-        _member: &MemberKey,
-        _conn: &ConnId,
-    ) -> Result<DetachReport> {
-        Err(self.unsupported("live connections"))
-    }
-
     async fn tick(&self) -> Result<TickReport> {
         self.ops.tick(&self.ctx).await
     }
 
-    /// The seeds' keys remember nobody once presence ends, and keep no
-    /// index of a user's spaces: `Unsupported`, naming the layout.
-    async fn seen_anywhere(&self, _users: &[MemberId]) -> Result<Vec<SeenAnywhere>> {
-        Err(self.unsupported("last seen anywhere"))
+    /// The layout, so an `Unsupported` answer names it.
+    fn label(&self) -> String {
+        self.ctx.label.clone()
     }
 
-    /// Per-space keys cannot be found from a user, and no layout holds
-    /// friend sets: `Unsupported`, naming the layout.
-    async fn erase_user(&self, _user: &MemberId) -> Result<ErasureReport> {
-        Err(self.unsupported("erasing a user"))
-    }
-
-    /// The seeds' scripts capture no events: no webhooks on their keys,
-    /// `Unsupported` naming the layout, as are the other outbox calls.
-    async fn outbox_open(&self, _options: OutboxOptions) -> Result<()> {
-        Err(self.unsupported("webhooks"))
-    }
-
-    async fn outbox_claim(
-        &self,
-        _consumer: &str,
-        _max: usize,
-        _reclaim_idle_ms: Millis,
-    ) -> Result<Vec<OutboxEvent>> {
-        Err(self.unsupported("webhooks"))
-    }
-
-    async fn outbox_ack(&self, _ids: &[String]) -> Result<()> {
-        Err(self.unsupported("webhooks"))
-    }
-
-    async fn outbox_stats(&self) -> Result<OutboxStats> {
-        Err(self.unsupported("webhooks"))
-    }
+    // No capability is offered: the seeds' keys hold no connections,
+    // their scripts publish and capture no events (no following, no
+    // webhook outbox, nowhere to keep a space's endpoints), and keys kept
+    // per space cannot be found from a user (no last seen anywhere, no
+    // erasure).
 }
 
 impl SeedLayoutStore {

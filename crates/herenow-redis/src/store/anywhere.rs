@@ -68,7 +68,7 @@ impl RedisStore {
         Ok(out)
     }
 
-    /// [`PresenceStore::seen_anywhere`](herenow_core::PresenceStore::seen_anywhere):
+    /// [`UserIndex::seen_anywhere`](herenow_core::UserIndex::seen_anywhere):
     /// every user's index at once, then one status look-up per space
     /// listed (each for all the users that list it, its shards at once),
     /// merged per user.
@@ -129,7 +129,7 @@ impl RedisStore {
         Ok(out)
     }
 
-    /// [`PresenceStore::erase_user`](herenow_core::PresenceStore::erase_user):
+    /// [`UserIndex::erase_user`](herenow_core::UserIndex::erase_user):
     /// see the module documentation. Refused while writes wait in the
     /// buffer (Redis failed and they are not written back yet): a buffered
     /// heartbeat of the user written after the erasure would bring it back.

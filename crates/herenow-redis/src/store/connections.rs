@@ -50,7 +50,7 @@ impl RedisStore {
         Ok(())
     }
 
-    /// [`PresenceStore::attach`](herenow_core::PresenceStore::attach): one
+    /// [`LiveConnections::attach`](herenow_core::LiveConnections::attach): one
     /// script call (plus, at most once a minute per space, the registry
     /// mark that lets the sweep find the space).
     pub(super) async fn attach_conn(&self, space: &SpaceName, a: &Attach) -> Result<AttachReport> {
@@ -103,7 +103,7 @@ impl RedisStore {
         })
     }
 
-    /// [`PresenceStore::detach`](herenow_core::PresenceStore::detach).
+    /// [`LiveConnections::detach`](herenow_core::LiveConnections::detach).
     pub(super) async fn detach_conn(
         &self,
         space: &SpaceName,
@@ -144,7 +144,7 @@ impl RedisStore {
         })
     }
 
-    /// [`PresenceStore::connections`](herenow_core::PresenceStore::connections).
+    /// [`LiveConnections::connections`](herenow_core::LiveConnections::connections).
     pub(super) async fn list_connections(
         &self,
         space: &SpaceName,

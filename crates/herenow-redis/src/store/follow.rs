@@ -21,12 +21,12 @@ use crate::follow::{ANNOUNCE, CHANNELS_PER_COMMAND, Follows};
 const ANNOUNCING: usize = 16;
 
 impl RedisStore {
-    /// [`PresenceStore::user_feed`](herenow_core::PresenceStore::user_feed).
+    /// [`Following::user_feed`](herenow_core::Following::user_feed).
     pub(super) fn open_user_feed(&self) -> Result<UserFeed> {
         Ok(self.follows.feed())
     }
 
-    /// [`PresenceStore::follow`](herenow_core::PresenceStore::follow):
+    /// [`Following::follow`](herenow_core::Following::follow):
     /// subscribes to the channels of the users followed now and not
     /// before. On failure nothing stays counted (a retry counts once); a
     /// subscription that reached Redis anyway only brings messages that
@@ -43,7 +43,7 @@ impl RedisStore {
         Ok(())
     }
 
-    /// [`PresenceStore::unfollow`](herenow_core::PresenceStore::unfollow):
+    /// [`Following::unfollow`](herenow_core::Following::unfollow):
     /// unsubscribes from the channels of users no longer followed. Their
     /// messages are dropped from the moment their count reaches zero, so
     /// an unsubscribe that fails costs traffic, never a wrong change: it

@@ -11,7 +11,7 @@ use super::RedisStore;
 use crate::reply::bad_reply;
 
 impl RedisStore {
-    /// [`PresenceStore::space_hooks`](herenow_core::PresenceStore::space_hooks).
+    /// [`SpaceWebhooks::space_hooks`](herenow_core::SpaceWebhooks::space_hooks).
     pub(super) async fn read_space_hooks(&self, space: &SpaceName) -> Result<Vec<SpaceHook>> {
         let key = self.ctx.keys.space_hooks(space);
         let mut c = self.ctx.client.clone();
@@ -32,7 +32,7 @@ impl RedisStore {
         Ok(hooks)
     }
 
-    /// [`PresenceStore::set_space_hooks`](herenow_core::PresenceStore::set_space_hooks):
+    /// [`SpaceWebhooks::set_space_hooks`](herenow_core::SpaceWebhooks::set_space_hooks):
     /// opens the outbox first (with the default cap, unless a server opened
     /// it already with its own), lists the space among those naming
     /// endpoints, then writes the endpoints and lists it again, then
@@ -110,7 +110,7 @@ impl RedisStore {
 }
 
 impl RedisStore {
-    /// [`PresenceStore::space_hooks_version`](herenow_core::PresenceStore::space_hooks_version).
+    /// [`SpaceWebhooks::space_hooks_version`](herenow_core::SpaceWebhooks::space_hooks_version).
     pub(super) async fn read_hooks_version(&self) -> Result<u64> {
         let key = self.ctx.keys.hooks_version();
         let mut c = self.ctx.client.clone();

@@ -86,7 +86,7 @@ struct Acked {
 }
 
 impl RedisStore {
-    /// [`PresenceStore::outbox_claim`](herenow_core::PresenceStore::outbox_claim):
+    /// [`WebhookOutbox::outbox_claim`](herenow_core::WebhookOutbox::outbox_claim):
     /// see the module documentation.
     pub(super) async fn claim_outbox(
         &self,
@@ -214,7 +214,7 @@ impl RedisStore {
         Ok(out)
     }
 
-    /// [`PresenceStore::outbox_ack`](herenow_core::PresenceStore::outbox_ack):
+    /// [`WebhookOutbox::outbox_ack`](herenow_core::WebhookOutbox::outbox_ack):
     /// `XACK` and `XDEL` per stream; a space whose events are all
     /// acknowledged, in every shard, is given back by its consumer.
     /// Ids that are not ours (malformed, unknown, acknowledged before) are
@@ -292,7 +292,7 @@ impl RedisStore {
         Ok(())
     }
 
-    /// [`PresenceStore::outbox_stats`](herenow_core::PresenceStore::outbox_stats):
+    /// [`WebhookOutbox::outbox_stats`](herenow_core::WebhookOutbox::outbox_stats):
     /// sums over the first [`STATS_MAX`] streams of the index, plus the
     /// trimmed counts of streams deleted since.
     pub(super) async fn outbox_figures(&self) -> Result<OutboxStats> {

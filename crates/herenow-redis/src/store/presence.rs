@@ -1,4 +1,6 @@
-//! [`PresenceStore`] for [`RedisStore`]: the trait's table of contents.
+//! [`PresenceStore`] for [`RedisStore`], and every capability it offers
+//! (live connections, following users, the webhook outbox, spaces'
+//! webhook endpoints, the user index): the traits' table of contents.
 //! Each method hands over to the file that does the job (`write.rs`,
 //! `read.rs`, `list.rs`, `subscribe.rs`, `sweep.rs`, `friends.rs`,
 //! `anywhere.rs`, `connections.rs`, `follow.rs`), so this file says what
@@ -7,9 +9,10 @@
 use async_trait::async_trait;
 
 use herenow_core::{
-    Attach, AttachReport, ConnId, Connection, Counts, DetachReport, ErasureReport, Heartbeat,
-    HeartbeatReport, ListQuery, MemberId, MemberKey, MemberStatus, Millis, Page, PresenceStore,
-    Result, SeenAnywhere, SpaceConfig, SpaceName, SpaceSummary, Subscription, TickReport, UserFeed,
+    Attach, AttachReport, ConnId, Connection, Counts, DetachReport, ErasureReport, Following,
+    Heartbeat, HeartbeatReport, ListQuery, LiveConnections, MemberId, MemberKey, MemberStatus,
+    Millis, Page, PresenceStore, Result, SeenAnywhere, SpaceConfig, SpaceName, SpaceSummary,
+    SpaceWebhooks, Subscription, TickReport, UserFeed, UserIndex, WebhookOutbox,
 };
 
 use herenow_core::outbox::{OutboxEvent, OutboxOptions, OutboxStats, SpaceHook};
@@ -36,33 +39,6 @@ impl PresenceStore for RedisStore {
     /// the members were present is not known until Redis answers.
     async fn leave(&self, space: &SpaceName, members: &[MemberKey]) -> Result<u64> {
         self.accept_leaves(space, members).await
-    }
-
-    /// Not buffered while Redis is unavailable: answers
-    /// [`Error::Unavailable`](herenow_core::Error::Unavailable) (see the
-    /// crate documentation).
-    async fn attach(&self, space: &SpaceName, attach: &Attach) -> Result<AttachReport> {
-        self.attach_conn(space, attach).await
-    }
-
-    /// Not buffered while Redis is unavailable, like
-    /// [`attach`](Self::attach); a connection whose detach is lost expires
-    /// after its TTL.
-    async fn detach(
-        &self,
-        space: &SpaceName,
-        member: &MemberKey,
-        conn: &ConnId,
-    ) -> Result<DetachReport> {
-        self.detach_conn(space, member, conn).await
-    }
-
-    async fn connections(
-        &self,
-        space: &SpaceName,
-        members: &[MemberKey],
-    ) -> Result<Vec<Vec<Connection>>> {
-        self.list_connections(space, members).await
     }
 
     async fn status(&self, space: &SpaceName, members: &[MemberKey]) -> Result<Vec<MemberStatus>> {
@@ -129,20 +105,76 @@ impl PresenceStore for RedisStore {
         self.read_friends(user).await
     }
 
-    /// From the user's index of spaces (see the crate documentation): one
-    /// status look-up per space listed, for every user that lists it.
-    async fn seen_anywhere(&self, users: &[MemberId]) -> Result<Vec<SeenAnywhere>> {
-        self.read_seen_anywhere(users).await
+    /// Subscribes to the channel of every shard (one subscriber, one
+    /// sender), then reads every shard's snapshot with the sequence number
+    /// it reflects: each shard's events are delivered after its own
+    /// snapshot, in order.
+    async fn subscribe(&self, space: &SpaceName) -> Result<Subscription> {
+        self.open_subscription(space).await
     }
 
-    /// Atomic per space (and per friend set), not across them: a call that
-    /// fails part-way answers the error, and calling again finishes the
-    /// job. Refused with [`Error::Unavailable`](herenow_core::Error::Unavailable)
-    /// while writes wait in the outage buffer.
-    async fn erase_user(&self, user: &MemberId) -> Result<ErasureReport> {
-        self.erase(user).await
+    /// Sweeps every registered space whose sweep lease this store holds or
+    /// can take; spaces another store holds are skipped (that store sweeps
+    /// them).
+    async fn tick(&self) -> Result<TickReport> {
+        self.follow_outbox_switch().await?;
+        self.measure_clock_skew().await?;
+        self.sweep().await
     }
 
+    fn live_connections(&self) -> Option<&dyn LiveConnections> {
+        Some(self)
+    }
+
+    fn following(&self) -> Option<&dyn Following> {
+        Some(self)
+    }
+
+    fn webhook_outbox(&self) -> Option<&dyn WebhookOutbox> {
+        Some(self)
+    }
+
+    fn space_webhooks(&self) -> Option<&dyn SpaceWebhooks> {
+        Some(self)
+    }
+
+    fn user_index(&self) -> Option<&dyn UserIndex> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl LiveConnections for RedisStore {
+    /// Not buffered while Redis is unavailable: answers
+    /// [`Error::Unavailable`](herenow_core::Error::Unavailable) (see the
+    /// crate documentation).
+    async fn attach(&self, space: &SpaceName, attach: &Attach) -> Result<AttachReport> {
+        self.attach_conn(space, attach).await
+    }
+
+    /// Not buffered while Redis is unavailable, like
+    /// [`attach`](Self::attach); a connection whose detach is lost expires
+    /// after its TTL.
+    async fn detach(
+        &self,
+        space: &SpaceName,
+        member: &MemberKey,
+        conn: &ConnId,
+    ) -> Result<DetachReport> {
+        self.detach_conn(space, member, conn).await
+    }
+
+    async fn connections(
+        &self,
+        space: &SpaceName,
+        members: &[MemberKey],
+    ) -> Result<Vec<Vec<Connection>>> {
+        self.list_connections(space, members).await
+    }
+}
+
+#[async_trait]
+impl Following for RedisStore {
     /// Changes of followed users made through any server on this Redis:
     /// the scripts publish them on each user's channel, and this store
     /// listens to the channels of the users it follows (see the crate
@@ -162,15 +194,10 @@ impl PresenceStore for RedisStore {
     async fn unfollow(&self, users: &[MemberId]) -> Result<()> {
         self.unfollow_users(users).await
     }
+}
 
-    /// Subscribes to the channel of every shard (one subscriber, one
-    /// sender), then reads every shard's snapshot with the sequence number
-    /// it reflects: each shard's events are delivered after its own
-    /// snapshot, in order.
-    async fn subscribe(&self, space: &SpaceName) -> Result<Subscription> {
-        self.open_subscription(space).await
-    }
-
+#[async_trait]
+impl WebhookOutbox for RedisStore {
     /// Capture by this store's scripts, and by every other store's on the
     /// same Redis while this one renews the switch (see `store/switch.rs`).
     async fn outbox_open(&self, options: OutboxOptions) -> Result<()> {
@@ -197,7 +224,10 @@ impl PresenceStore for RedisStore {
     async fn outbox_stats(&self) -> Result<OutboxStats> {
         self.outbox_figures().await
     }
+}
 
+#[async_trait]
+impl SpaceWebhooks for RedisStore {
     async fn space_hooks(&self, space: &SpaceName) -> Result<Vec<SpaceHook>> {
         self.read_space_hooks(space).await
     }
@@ -209,13 +239,21 @@ impl PresenceStore for RedisStore {
     async fn space_hooks_version(&self) -> Result<u64> {
         self.read_hooks_version().await
     }
+}
 
-    /// Sweeps every registered space whose sweep lease this store holds or
-    /// can take; spaces another store holds are skipped (that store sweeps
-    /// them).
-    async fn tick(&self) -> Result<TickReport> {
-        self.follow_outbox_switch().await?;
-        self.measure_clock_skew().await?;
-        self.sweep().await
+#[async_trait]
+impl UserIndex for RedisStore {
+    /// From the user's index of spaces (see the crate documentation): one
+    /// status look-up per space listed, for every user that lists it.
+    async fn seen_anywhere(&self, users: &[MemberId]) -> Result<Vec<SeenAnywhere>> {
+        self.read_seen_anywhere(users).await
+    }
+
+    /// Atomic per space (and per friend set), not across them: a call that
+    /// fails part-way answers the error, and calling again finishes the
+    /// job. Refused with [`Error::Unavailable`](herenow_core::Error::Unavailable)
+    /// while writes wait in the outage buffer.
+    async fn erase_user(&self, user: &MemberId) -> Result<ErasureReport> {
+        self.erase(user).await
     }
 }

@@ -75,7 +75,7 @@ pub(super) struct HooksSeen {
 const MAX_KEEP_MS: Millis = 10 * 365 * 86_400_000;
 
 impl RedisStore {
-    /// [`PresenceStore::outbox_open`](herenow_core::PresenceStore::outbox_open):
+    /// [`WebhookOutbox::outbox_open`](herenow_core::WebhookOutbox::outbox_open):
     /// from now on this store's scripts capture, and so do every other
     /// store's on the same Redis while this one renews the switch (see the
     /// module documentation). So a server without webhook endpoints still

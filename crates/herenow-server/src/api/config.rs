@@ -86,7 +86,11 @@ pub async fn put_config(
         None => hooks_view(&state, &space).await?,
     };
     if let Some(hooks) = &hooks {
-        state.store().set_space_hooks(&space, hooks).await?;
+        let store = state.store();
+        let endpoints = store
+            .space_webhooks()
+            .ok_or_else(|| store.lacks("webhooks"))?;
+        endpoints.set_space_hooks(&space, hooks).await?;
         state.webhooks().space_hooks_changed();
     }
     state.store().set_config(&space, config).await?;
@@ -101,7 +105,10 @@ async fn hooks_view(
     state: &AppState,
     space: &SpaceName,
 ) -> Result<Option<Vec<SpaceWebhookDto>>, ApiError> {
-    match state.store().space_hooks(space).await {
+    let Some(endpoints) = state.store().space_webhooks() else {
+        return Ok(None);
+    };
+    match endpoints.space_hooks(space).await {
         Ok(hooks) => Ok(Some(view(&hooks))),
         Err(e) if e.kind() == ErrorKind::Unsupported => Ok(None),
         Err(e) => Err(e.into()),

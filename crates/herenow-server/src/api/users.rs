@@ -133,10 +133,11 @@ pub async fn one_named_status(
 
 async fn seen_one(state: &AppState, id: MemberId) -> Result<Json<SeenAnywhereDto>, ApiError> {
     state.metrics().query(Query::User);
-    let mut answer = state
-        .store()
-        .seen_anywhere(std::slice::from_ref(&id))
-        .await?;
+    let store = state.store();
+    let users = store
+        .user_index()
+        .ok_or_else(|| store.lacks("last seen anywhere"))?;
+    let mut answer = users.seen_anywhere(std::slice::from_ref(&id)).await?;
     let user = answer.pop().ok_or_else(|| {
         ApiError::from(herenow_core::Error::Internal(
             "seen_anywhere answered no user for one asked".into(),
@@ -166,7 +167,11 @@ pub async fn status(
 ) -> Result<Json<UsersAnswer>, ApiError> {
     let ids = user_batch(&body.parse::<UsersBody<'_>>()?.ids)?;
     state.metrics().query(Query::UsersStatus);
-    let users = state.store().seen_anywhere(&ids).await?;
+    let store = state.store();
+    let index = store
+        .user_index()
+        .ok_or_else(|| store.lacks("last seen anywhere"))?;
+    let users = index.seen_anywhere(&ids).await?;
     Ok(Json(UsersAnswer {
         users: users.into_iter().map(SeenAnywhereDto::from).collect(),
     }))
@@ -205,7 +210,11 @@ pub async fn erase_named_status(
 }
 
 async fn erase_one(state: &AppState, id: MemberId) -> Result<Json<ErasureDto>, ApiError> {
-    let report = state.store().erase_user(&id).await?;
+    let store = state.store();
+    let users = store
+        .user_index()
+        .ok_or_else(|| store.lacks("erasing a user"))?;
+    let report = users.erase_user(&id).await?;
     // Counted, never logged by id: the point is to forget the user.
     state.metrics().erasure();
     Ok(Json(report.into()))

@@ -25,8 +25,8 @@ use std::sync::Arc;
 
 use herenow_core::limits::MAX_BATCH;
 use herenow_core::{
-    MemberId, MemberKey, Millis, PresenceStore, RecvError, Result, SpaceName, Status, UserChange,
-    UserFeed,
+    Following, MemberId, MemberKey, Millis, PresenceStore, RecvError, Result, SpaceName, Status,
+    UserChange, UserFeed,
 };
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -73,6 +73,14 @@ impl WatchHub {
         }
     }
 
+    /// The store's following of users, or `Unsupported` naming the store
+    /// where it cannot follow (a seed's layout).
+    fn following(&self) -> Result<&dyn Following> {
+        self.store
+            .following()
+            .ok_or_else(|| self.store.lacks("watching users"))
+    }
+
     /// (watcher, user) pairs and watchers held now, for metrics.
     pub fn usage(&self) -> (usize, usize) {
         self.registry.lock().usage()
@@ -83,7 +91,7 @@ impl WatchHub {
     fn ensure_started(self: &Arc<Self>) -> Result<()> {
         let mut started = self.started.lock();
         if !*started {
-            let feed = self.store.user_feed()?;
+            let feed = self.following()?.user_feed()?;
             let hub = self.clone();
             tokio::spawn(async move { hub.dispatch(feed).await });
             *started = true;
@@ -198,7 +206,10 @@ pub(crate) async fn read_states(
     for chunk in users.chunks(MAX_BATCH) {
         match scope {
             WatchScope::Anywhere => {
-                for mut s in store.seen_anywhere(chunk).await? {
+                let index = store
+                    .user_index()
+                    .ok_or_else(|| store.lacks("last seen anywhere"))?;
+                for mut s in index.seen_anywhere(chunk).await? {
                     for (space, (status, last_seen)) in hints.get(&s.id).into_iter().flatten() {
                         s.merge(space, *status, *last_seen);
                     }

@@ -344,9 +344,10 @@ impl Watching {
     /// Follows `users` in the store, then reads their states (after the
     /// follow, so no change between the two is missed).
     async fn follow_and_read(&self, users: &[MemberId]) -> Result<Vec<WatchedUser>, WatchError> {
+        let following = self.hub.following()?;
         let mut followed = 0;
         for chunk in users.chunks(MAX_BATCH) {
-            if let Err(e) = self.hub.store.follow(chunk).await {
+            if let Err(e) = following.follow(chunk).await {
                 self.unfollow(users[..followed].to_vec());
                 return Err(e.into());
             }
@@ -377,7 +378,10 @@ impl Watching {
             return Ok(());
         };
         if self.friends.is_none() {
-            self.hub.store.follow(std::slice::from_ref(&owner)).await?;
+            self.hub
+                .following()?
+                .follow(std::slice::from_ref(&owner))
+                .await?;
             self.hub.registry.lock().follow_friends(self.id, &owner);
         }
         let set = self.hub.store.friends(&owner).await?;
@@ -394,8 +398,12 @@ impl Watching {
         let store = self.hub.store.clone();
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
+                // Nothing was followed on a store that cannot follow.
+                let Some(following) = store.following() else {
+                    return;
+                };
                 for chunk in users.chunks(MAX_BATCH) {
-                    if let Err(e) = store.unfollow(chunk).await {
+                    if let Err(e) = following.unfollow(chunk).await {
                         tracing::debug!(error = %e, "unfollowing watched users failed");
                     }
                 }

@@ -48,7 +48,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use herenow_core::outbox::OutboxOptions;
-use herenow_core::{ErrorKind, Millis, PresenceStore};
+use herenow_core::{ErrorKind, Millis, PresenceStore, WebhookOutbox};
 use parking_lot::Mutex;
 use reqwest::Client;
 use serde::Serialize;
@@ -96,6 +96,16 @@ struct Shared {
     consumer: String,
     store: Arc<dyn PresenceStore>,
     metrics: Metrics,
+}
+
+impl Shared {
+    /// The store's outbox, or `Unsupported` naming the store where it has
+    /// none (a seed's layout).
+    fn outbox(&self) -> herenow_core::Result<&dyn WebhookOutbox> {
+        self.store
+            .webhook_outbox()
+            .ok_or_else(|| self.store.lacks("webhooks"))
+    }
 }
 
 /// Why webhooks could not start.
@@ -178,7 +188,7 @@ impl Webhooks {
         let client = http_client(shared.config.timeout)?;
         if self.is_on() {
             shared
-                .store
+                .outbox()?
                 .outbox_open(OutboxOptions {
                     max_events: shared.config.outbox_max,
                     for_spaces: false,
@@ -200,13 +210,8 @@ impl Webhooks {
         token: &CancellationToken,
     ) -> Result<(), StartError> {
         let shared = &self.0;
-        if !self.is_on() {
-            match shared.store.space_hooks_version().await {
-                Err(e) if e.kind() == ErrorKind::Unsupported => return Ok(()),
-                // Anything else is found out by the claim loop, which
-                // retries.
-                _ => {}
-            }
+        if !self.is_on() && shared.store.space_webhooks().is_none() {
+            return Ok(());
         }
         let client = self.prepare().await?;
         let policy = RetryPolicy {
@@ -258,10 +263,9 @@ impl Webhooks {
     /// outbox (`None` when webhooks are off or the store did not answer).
     pub async fn view(&self) -> WebhooksView {
         let active = self.is_active();
-        let outbox = if active {
-            self.0.store.outbox_stats().await.ok().map(OutboxView::from)
-        } else {
-            None
+        let outbox = match self.0.store.webhook_outbox() {
+            Some(outbox) if active => outbox.outbox_stats().await.ok().map(OutboxView::from),
+            _ => None,
         };
         let spaces: Vec<Arc<EndpointState>> = self.0.space_states.lock().clone();
         WebhooksView {
@@ -288,7 +292,10 @@ impl Webhooks {
         for s in self.0.states.iter().chain(&spaces) {
             s.set_depth(s.view().queue.depth as usize);
         }
-        match self.0.store.outbox_stats().await {
+        let Some(outbox) = self.0.store.webhook_outbox() else {
+            return;
+        };
+        match outbox.outbox_stats().await {
             Ok(stats) => self.0.metrics.webhook_outbox(&stats),
             Err(e) => tracing::debug!(error = %e, "reading the webhook outbox's stats failed"),
         }
@@ -325,6 +332,12 @@ async fn claim_loop(
     token: CancellationToken,
 ) {
     let shared = &hooks.0;
+    // `start` runs no claim loop on a store without an outbox: `prepare`
+    // refuses operator endpoints there, and spaces' endpoints come with
+    // an outbox.
+    let Some(outbox) = shared.store.webhook_outbox() else {
+        return;
+    };
     if routes.is_empty() && !wait_for_space_hooks(shared, &token).await {
         return;
     }
@@ -339,7 +352,7 @@ async fn claim_loop(
             keep_ms: shared.config.keep_ms(),
         };
         let mut failures = 0u32;
-        while let Err(e) = shared.store.outbox_open(options).await {
+        while let Err(e) = outbox.outbox_open(options).await {
             if failures == 0 {
                 tracing::warn!(error = %e, "opening the webhook outbox failed; retrying");
             }
@@ -364,7 +377,7 @@ async fn claim_loop(
             _ = token.cancelled() => break,
             _ = tokio::time::sleep(wait) => {}
         }
-        acknowledge(shared).await;
+        acknowledge(shared, outbox).await;
         // Claimed even when no queue has room (`max` 0): a claim is how the
         // store knows this server lives, so its spaces stay its own while
         // a slow endpoint holds their events. Spaces' endpoints get lanes
@@ -377,8 +390,7 @@ async fn claim_loop(
             own.max(spaces.room())
         };
         let want = room.min(CLAIM_MAX);
-        let claimed = match shared
-            .store
+        let claimed = match outbox
             .outbox_claim(&shared.consumer, want, reclaim_ms)
             .await
         {
@@ -419,7 +431,7 @@ async fn claim_loop(
         wait = if full { Duration::ZERO } else { poll };
     }
     // What is finished is acknowledged; the rest waits in the outbox.
-    acknowledge(shared).await;
+    acknowledge(shared, outbox).await;
 }
 
 /// The pause after `failures` failures in a row: `poll` doubled per
@@ -432,8 +444,11 @@ fn backoff(poll: Duration, failures: u32) -> Duration {
 /// Sleeps until the store holds spaces' endpoints (`true`), or until
 /// shutdown or a store that cannot hold them (`false`).
 async fn wait_for_space_hooks(shared: &Shared, token: &CancellationToken) -> bool {
+    let Some(endpoints) = shared.store.space_webhooks() else {
+        return false;
+    };
     loop {
-        match shared.store.space_hooks_version().await {
+        match endpoints.space_hooks_version().await {
             Ok(v) if v > 0 => return true,
             Ok(_) => {}
             Err(e) if e.kind() == ErrorKind::Unsupported => return false,
@@ -450,7 +465,7 @@ async fn wait_for_space_hooks(shared: &Shared, token: &CancellationToken) -> boo
 
 /// Acknowledges the events every endpoint finished; a failure keeps them
 /// for the next round.
-async fn acknowledge(shared: &Shared) {
+async fn acknowledge(shared: &Shared, outbox: &dyn WebhookOutbox) {
     let acks = shared.in_flight.take_acks();
     if acks.is_empty() {
         return;
@@ -459,7 +474,7 @@ async fn acknowledge(shared: &Shared) {
     // round finishes more than that.
     let mut failed = Vec::new();
     for chunk in acks.chunks(herenow_core::limits::MAX_BATCH) {
-        if let Err(e) = shared.store.outbox_ack(chunk).await {
+        if let Err(e) = outbox.outbox_ack(chunk).await {
             tracing::warn!(error = %e, events = chunk.len(), "acknowledging webhook events failed");
             failed.extend_from_slice(chunk);
         }

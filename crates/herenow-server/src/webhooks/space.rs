@@ -148,7 +148,12 @@ impl SpaceRoutes {
             return Ok(());
         }
         let store = self.launch.store.clone();
-        let version = store.space_hooks_version().await?;
+        // A store that keeps no spaces' endpoints: every space has none,
+        // and its events go to the operator's endpoints alone.
+        let Some(endpoints) = store.space_webhooks() else {
+            return Ok(());
+        };
+        let version = endpoints.space_hooks_version().await?;
         if self.version != Some(version) {
             self.cache.clear();
             self.version = Some(version);
@@ -161,9 +166,8 @@ impl SpaceRoutes {
         }
         let found: Vec<(SpaceName, Option<Vec<SpaceHook>>)> = futures::stream::iter(missing)
             .map(|space| {
-                let store = store.clone();
                 async move {
-                    match store.space_hooks(&space).await {
+                    match endpoints.space_hooks(&space).await {
                         Ok(hooks) => Ok((space, Some(hooks))),
                         // Endpoints the store holds but cannot read (a
                         // hand-edited Redis key): asking again will not

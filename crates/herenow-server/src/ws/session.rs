@@ -463,14 +463,21 @@ impl Session {
             invisible: self.joined.is_invisible(),
             ttl_ms: self.timers.ttl_ms(),
         };
-        self.store_call(self.state.store().attach(space, &attach))
-            .await
+        let store = self.state.store();
+        let live = store
+            .live_connections()
+            .ok_or_else(|| store.lacks("live connections"))?;
+        self.store_call(live.attach(space, &attach)).await
     }
 
     /// Closes this connection in `space`.
     async fn detach(&self, space: &SpaceName) -> Result<DetachReport, WsError> {
         let member = &self.grant()?.member;
-        self.store_call(self.state.store().detach(space, member, &self.conn))
+        let store = self.state.store();
+        let live = store
+            .live_connections()
+            .ok_or_else(|| store.lacks("live connections"))?;
+        self.store_call(live.detach(space, member, &self.conn))
             .await
     }
 
@@ -526,12 +533,14 @@ impl Session {
         let mut reference = reference;
         for page in 0..pages {
             let chunk: Vec<MemberStatus> = rest.by_ref().take(page_size).collect();
-            let conns = if chunk.is_empty() {
-                Vec::new()
-            } else {
-                let keys: Vec<_> = chunk.iter().map(|m| m.member.clone()).collect();
-                self.store_call(self.state.store().connections(space, &keys))
-                    .await?
+            let conns = match self.state.store().live_connections() {
+                _ if chunk.is_empty() => Vec::new(),
+                Some(live) => {
+                    let keys: Vec<_> = chunk.iter().map(|m| m.member.clone()).collect();
+                    self.store_call(live.connections(space, &keys)).await?
+                }
+                // A store without live connections: nobody has any.
+                None => vec![Vec::new(); chunk.len()],
             };
             let mut conns = conns.into_iter();
             let members = chunk

@@ -1,0 +1,207 @@
+//! What a store may offer beyond presence: one trait per capability, each
+//! reached through its accessor on [`PresenceStore`] (`None` when the
+//! store does not offer it).
+//!
+//! A capability is a set of calls that only some stores can answer: a
+//! seed's Redis layout keeps no connections, captures no events and
+//! cannot find a user's spaces from the user. Asking the store once, when
+//! the server starts, lets a flag that needs a capability be refused
+//! there, rather than every request that needs it failing with
+//! [`Error::Unsupported`](crate::Error::Unsupported).
+//!
+//! Each trait is `Send + Sync`, async and fallible like
+//! [`PresenceStore`], and as free of HTTP and Redis types. A store offers
+//! one by implementing it and returning `Some(self)` from the accessor.
+
+use async_trait::async_trait;
+
+use crate::conn::{Attach, AttachReport, ConnId, Connection, DetachReport};
+use crate::error::Result;
+use crate::follow::UserFeed;
+use crate::id::{MemberId, MemberKey, SpaceName};
+use crate::outbox::{OutboxEvent, OutboxOptions, OutboxStats, SpaceHook};
+use crate::store::PresenceStore;
+use crate::time::Millis;
+use crate::values::{ErasureReport, SeenAnywhere};
+
+/// A capability a store may offer, by name: what a server checks its
+/// flags against at start, and what the contract suite runs a part of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Capability {
+    /// [`LiveConnections`]: WebSocket presence.
+    LiveConnections,
+    /// [`Following`]: watching users across spaces.
+    Following,
+    /// [`WebhookOutbox`]: events kept for webhooks.
+    WebhookOutbox,
+    /// [`SpaceWebhooks`]: webhook endpoints named by a space's
+    /// configuration.
+    SpaceWebhooks,
+    /// [`UserIndex`]: a user found in every space (last seen anywhere,
+    /// erasure).
+    UserIndex,
+}
+
+impl Capability {
+    /// Every capability, in the order documentation lists them.
+    pub const ALL: [Capability; 5] = [
+        Capability::LiveConnections,
+        Capability::Following,
+        Capability::WebhookOutbox,
+        Capability::SpaceWebhooks,
+        Capability::UserIndex,
+    ];
+
+    /// What it is, as a phrase for messages ("live connections").
+    pub fn phrase(self) -> &'static str {
+        match self {
+            Capability::LiveConnections => "live connections",
+            Capability::Following => "following users",
+            Capability::WebhookOutbox => "a webhook outbox",
+            Capability::SpaceWebhooks => "spaces' webhook endpoints",
+            Capability::UserIndex => "an index of each user's spaces",
+        }
+    }
+
+    /// Whether `store` offers it.
+    pub fn is_offered_by(self, store: &dyn PresenceStore) -> bool {
+        match self {
+            Capability::LiveConnections => store.live_connections().is_some(),
+            Capability::Following => store.following().is_some(),
+            Capability::WebhookOutbox => store.webhook_outbox().is_some(),
+            Capability::SpaceWebhooks => store.space_webhooks().is_some(),
+            Capability::UserIndex => store.user_index().is_some(),
+        }
+    }
+
+    /// The capabilities `store` offers, in [`ALL`](Self::ALL)'s order.
+    pub fn offered_by(store: &dyn PresenceStore) -> Vec<Capability> {
+        Self::ALL
+            .into_iter()
+            .filter(|c| c.is_offered_by(store))
+            .collect()
+    }
+}
+
+impl std::fmt::Display for Capability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.phrase())
+    }
+}
+
+/// Live connections (see [`crate::conn`]): many per member, each with its
+/// own metadata, the member present while any lives.
+#[async_trait]
+pub trait LiveConnections: Send + Sync {
+    /// Opens, pings or changes a live connection.
+    async fn attach(&self, space: &SpaceName, attach: &Attach) -> Result<AttachReport>;
+
+    /// Closes a live connection of `member`.
+    async fn detach(
+        &self,
+        space: &SpaceName,
+        member: &MemberKey,
+        conn: &ConnId,
+    ) -> Result<DetachReport>;
+
+    /// Each member's live connections (invisible ones included), by id, in
+    /// the order asked.
+    async fn connections(
+        &self,
+        space: &SpaceName,
+        members: &[MemberKey],
+    ) -> Result<Vec<Vec<Connection>>>;
+}
+
+/// Following users across spaces (see [`crate::follow`]): the store's side
+/// of watching a contact list.
+#[async_trait]
+pub trait Following: Send + Sync {
+    /// A feed of what happens to the users this server follows
+    /// ([`follow`](Self::follow)), in every space: their status-changing
+    /// events and friend-set changes. A server opens one and reads it for
+    /// as long as it has watchers.
+    fn user_feed(&self) -> Result<UserFeed>;
+
+    /// Follows each of `users` once more: from now on their changes
+    /// reach [`user_feed`](Self::user_feed)s, whichever server made them.
+    /// Counted: a user followed twice stays followed until unfollowed
+    /// twice.
+    async fn follow(&self, users: &[MemberId]) -> Result<()>;
+
+    /// Follows each of `users` once less.
+    async fn unfollow(&self, users: &[MemberId]) -> Result<()>;
+}
+
+/// The webhook outbox (see [`crate::outbox`]): events kept until a
+/// consumer acknowledges them, shared by every server on the store.
+#[async_trait]
+pub trait WebhookOutbox: Send + Sync {
+    /// Turns the outbox on: from now on every `join`, `away`, `back`,
+    /// `leave` and `update`, and a space's `occupied` / `vacated`, is kept
+    /// until a consumer acknowledges it. Calling it again changes the
+    /// options.
+    async fn outbox_open(&self, options: OutboxOptions) -> Result<()>;
+
+    /// Claims up to `max` events for `consumer` (a name unique to the
+    /// server): first those another consumer claimed and left
+    /// unacknowledged for at least `reclaim_idle_ms`, then new ones, each
+    /// space's in the order they happened. A space's events go to one
+    /// consumer at a time.
+    async fn outbox_claim(
+        &self,
+        consumer: &str,
+        max: usize,
+        reclaim_idle_ms: Millis,
+    ) -> Result<Vec<OutboxEvent>>;
+
+    /// Forgets delivered events, by [`OutboxEvent::id`]; unknown ids
+    /// (acknowledged before, or trimmed) are ignored.
+    async fn outbox_ack(&self, ids: &[String]) -> Result<()>;
+
+    /// How many events wait, are claimed, and were trimmed.
+    async fn outbox_stats(&self) -> Result<OutboxStats>;
+}
+
+/// Webhook endpoints a space's configuration names, kept beside its
+/// policy. A store offering it offers a [`WebhookOutbox`] too: naming an
+/// endpoint opens the outbox.
+#[async_trait]
+pub trait SpaceWebhooks: Send + Sync {
+    /// The webhook endpoints `space`'s configuration names (none unless
+    /// set).
+    async fn space_hooks(&self, space: &SpaceName) -> Result<Vec<SpaceHook>>;
+
+    /// Replaces the webhook endpoints of `space` (checked by
+    /// [`SpaceHook::check_all`]; empty removes them), as durably as
+    /// [`set_config`](PresenceStore::set_config). Naming any opens the
+    /// outbox (with the default options when it was closed), so the
+    /// space's events are kept from this call on, whichever server
+    /// delivers them. Removing the last space's endpoints may close it
+    /// again where it was opened only for spaces
+    /// ([`OutboxOptions::for_spaces`]: the memory store does).
+    async fn set_space_hooks(&self, space: &SpaceName, hooks: &[SpaceHook]) -> Result<()>;
+
+    /// A number that changes whenever any space's webhook endpoints are
+    /// set, so a server can cache them and look again only after a change.
+    async fn space_hooks_version(&self) -> Result<u64>;
+}
+
+/// A user found from the user, in every space: what a store needs an
+/// index of each user's spaces and remembered times for. A layout keyed
+/// by space alone cannot answer either call without reading every space.
+#[async_trait]
+pub trait UserIndex: Send + Sync {
+    /// Each user's newest last seen over every space, present or
+    /// remembered, in the order asked (at most
+    /// [`crate::limits::MAX_BATCH`]): "last seen anywhere", what a contact
+    /// list shows.
+    async fn seen_anywhere(&self, users: &[MemberId]) -> Result<Vec<SeenAnywhere>>;
+
+    /// Erases a user everywhere, for account deletion and erasure
+    /// requests: its presence in every space (each space gets a `leave`),
+    /// its remembered last-seen times, its friend set, and its place in
+    /// other users' friend sets. Durable before it returns, like a friend
+    /// write.
+    async fn erase_user(&self, user: &MemberId) -> Result<ErasureReport>;
+}
