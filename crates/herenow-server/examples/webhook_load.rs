@@ -26,8 +26,8 @@ use herenow_core::{
     Heartbeat, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig, SpaceName, SystemClock,
 };
 use herenow_server::Backend;
-use herenow_server::webhooks::{Endpoint, Secret, WebhookConfig};
 use herenow_server::{AppState, Config};
+use herenow_server::{WebhookConfig, WebhookEndpoint as Endpoint, WebhookSecret as Secret};
 use tokio_util::task::TaskTracker;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";

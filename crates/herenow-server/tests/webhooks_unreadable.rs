@@ -14,7 +14,7 @@ use herenow_core::{
     SpaceHook, SpaceName,
 };
 use herenow_server::Config;
-use herenow_server::webhooks::WebhookConfig;
+use herenow_server::WebhookConfig;
 use serde_json::json;
 use support::http::{Api, request};
 use support::receiver::{Receiver, said};
