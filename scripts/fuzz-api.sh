@@ -12,8 +12,12 @@
 #   HERENOW_REDIS_SHARDS=4 scripts/fuzz-api.sh --redis-cluster   # 3 masters it starts
 #   scripts/fuzz-api.sh --max-examples 10 --max-time 60   # what fuzz-api-short.sh runs
 #   scripts/fuzz-api.sh --seed 42                # reproduce a run
+#   scripts/fuzz-api.sh --open                   # a server without keys
 #
-# Options: --store URL (herenow's --store; default memory), --redis /
+# Options: --open (a server without API keys, fuzzed without one: the
+# document then says a key is optional, and every request must be served
+# as such; by default the server has a write key and every request sends
+# it), --store URL (herenow's --store; default memory), --redis /
 # --redis-cluster (a redis-server, or a cluster of three, started here on
 # free ports and stopped by pid at the end), --max-time
 # SECONDS (budget of the whole run; fuzzing and stateful repeat until it is
@@ -36,6 +40,7 @@ store=memory
 max_time=300
 max_examples=200
 workers=1
+open=0
 seed=()
 extra=()
 while [ $# -gt 0 ]; do
@@ -48,7 +53,8 @@ while [ $# -gt 0 ]; do
     --workers) workers="$2"; shift 2 ;;
     --seed) seed=(--seed "$2"); shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    --open) open=1; shift ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "fuzz-api.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -118,9 +124,15 @@ case "$store" in
 esac
 echo "fuzz-api.sh: store $store" >&2
 key="fuzz-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+keys=(--api-key "$key:write")
+auth=(--header "Authorization: Bearer $key")
+if [ "$open" = 1 ]; then
+  keys=()
+  auth=()
+fi
 # A --webhook-secret: a space's webhook endpoint given without a secret of
 # its own is then valid, as the schema says.
-RUST_LOG=warn "$HERENOW_BIN" serve --listen 127.0.0.1:0 --store "$store" --api-key "$key:write" \
+RUST_LOG=warn "$HERENOW_BIN" serve --listen 127.0.0.1:0 --store "$store" "${keys[@]}" \
   --webhook-secret "whsec_$(head -c 32 /dev/urandom | base64 | tr -d '\n')" \
   >"$work/server.log" 2>&1 &
 pid=$!
@@ -137,7 +149,7 @@ done
 # seconds (or 20 events), then checks every event it read.
 status=0
 SCHEMATHESIS_HOOKS="$root/scripts/fuzz-api-hooks.py" "$venv/bin/schemathesis" run "$base/openapi.json" \
-  --header "Authorization: Bearer $key" \
+  "${auth[@]}" \
   --phases examples,coverage,fuzzing,stateful \
   --checks all --exclude-checks positive_data_acceptance \
   --max-examples "$max_examples" --max-time "$max_time" --workers "$workers" \

@@ -73,7 +73,7 @@ async fn main() {
     ));
     let state = AppState::new(Backend::memory(store), &Config::default());
     let full = herenow_server::app(state.clone());
-    let bare = herenow_server::api::router().with_state(state);
+    let bare = herenow_server::measure::unguarded_routes(state);
     // Every member present first, as on a live site.
     run(&full, USERS, 0).await;
     // STACK=full or STACK=bare times one of them only (for callgrind:

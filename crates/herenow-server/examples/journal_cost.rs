@@ -10,11 +10,12 @@
 //! ```
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use herenow_core::{
     Heartbeat, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig, SpaceName, SystemClock,
 };
+use herenow_server::{Backend, Snapshots};
 
 const USERS: usize = 100_000;
 const BATCH: usize = 1_000;
@@ -47,7 +48,17 @@ async fn main() {
         Arc::new(SystemClock),
         SpaceConfig::default(),
     ));
-    let (log, _) = herenow_server::journal::open(&journaled, &dir, 0).expect("journal");
+    // The journal as the server opens it for a data directory (nothing to
+    // restore or replay in a fresh one).
+    let backend = Backend::memory_on_disk(
+        journaled.clone(),
+        Snapshots {
+            dir: dir.clone(),
+            interval: Duration::from_secs(3600),
+        },
+    )
+    .await
+    .expect("journal");
     let space = SpaceName::new("load").unwrap();
     let users: Vec<MemberKey> = (0..USERS)
         .map(|i| MemberKey::user(MemberId::new(&format!("user-{i}")).unwrap()))
@@ -92,7 +103,7 @@ async fn main() {
                 .push(singles_per_round as f64 / started.elapsed().as_secs_f64());
         }
     }
-    let stats = log.stats();
+    let stats = backend.journal_stats().expect("a journal");
     println!("{rounds} rounds; medians (members per second)");
     for (name, (batch, single)) in ["journal off", "journal on"].iter().zip(&rates) {
         println!(
@@ -115,6 +126,6 @@ async fn main() {
         stats.bytes,
         stats.syncs
     );
-    drop(log);
+    drop(backend);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -2,14 +2,14 @@
 //! heartbeats read as `JsonBody::parse` reads it (one UTF-8 check of the
 //! whole body, then `serde_json::from_str`, which trusts it) against
 //! `serde_json::from_slice` (which checks every string on its own: what
-//! `JsonBody::parse` did before 2026-11-26). The two alternate, ROUNDS
+//! `JsonBody::parse` did before). The two alternate, ROUNDS
 //! times (default 3), each parsing the body N times (default 20,000).
 //!
 //! `cargo run --release -p herenow-server --example parse_batch`
 
 use std::time::{Duration, Instant};
 
-use herenow_server::api::heartbeat::HeartbeatsBody;
+use herenow_server::measure::HeartbeatsBody;
 
 fn env(name: &str, default: u32) -> u32 {
     std::env::var(name)

@@ -1,6 +1,5 @@
-//! Contact-list load generator for BENCHMARKS.md, "Watching contact lists
-//! (issue 9)" (`scripts/bench-watch.sh` runs it against a release
-//! `herenow serve`).
+//! Contact-list load generator for watching contact lists (issue 9):
+//! `scripts/bench-watch.sh` runs it against a release `herenow serve`.
 //!
 //! ```text
 //! cargo run --release -p herenow-server --example watch_load -- \

@@ -27,8 +27,8 @@ use herenow_core::{
     SystemClock, WebhookOutbox,
 };
 use herenow_server::Backend;
-use herenow_server::webhooks::{Endpoint, Secret, WebhookConfig};
 use herenow_server::{AppState, Config};
+use herenow_server::{WebhookConfig, WebhookEndpoint as Endpoint, WebhookSecret as Secret};
 use tokio_util::task::TaskTracker;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";

@@ -1,5 +1,5 @@
-//! WebSocket load generator for BENCHMARKS.md (`scripts/bench-ws.sh` runs
-//! it against a release `herenow serve`).
+//! WebSocket load generator: `scripts/bench-ws.sh` runs it against a
+//! release `herenow serve`.
 //!
 //! ```text
 //! cargo run --release -p herenow-server --example ws_load -- \

@@ -1,27 +1,24 @@
-//! The middleware of the routes: one per group of routes, so a route is
-//! wrapped once.
+//! The middleware of the routes: one per route, so a route is wrapped
+//! once, with the scope its declaration gives it ([`crate::auth::Needs`]).
 //!
 //! Why not one `from_fn` per concern: axum applies a layer to every route,
 //! and on each request clones the route's service together with every
-//! service it wraps, one allocation per level, at each level again. With
-//! the seven levels a single heartbeat used to pass (latency, key,
-//! timeout, and the four layers every request passes), that was 42
-//! allocations and 11 boxed futures per request, most of the router's own
-//! cost (issue 10). So the concerns of a group of routes run in one
-//! middleware, in the order they had; and the layers every request passes
-//! (problems, panics, body limits) wrap the router once, from outside
-//! ([`crate::app`]).
+//! service it wraps, one allocation per level, at each level again, and
+//! boxes a future per level: with a layer per concern, that was most of
+//! the router's own cost of a single heartbeat (issue 10). So the concerns
+//! of a route run in one middleware, in the order they had; and the
+//! layers every request passes (problems, panics, body limits) wrap the
+//! router once, from outside ([`crate::app`]).
 //!
 //! - [`V1Layer`]: the JSON API: latency, then the API key, then the request
 //!   timeout. A tower service of its own rather than `from_fn`: `from_fn`
 //!   boxes the middleware's future and wraps the rest of the route in a
-//!   boxed `Next` on every request (three allocations and as many copies
-//!   of the request's future), where [`V1Future`] is a plain state machine
-//!   around the route's own future;
+//!   boxed `Next` on every request, where [`V1Future`] is a plain state
+//!   machine around the route's own future;
 //! - [`keyed`]: the event streams: latency, then the API key (no timeout:
 //!   streams end on disconnect or shutdown);
-//! - the other routes (WebSocket, health, OpenAPI, the page) record their
-//!   latency alone ([`crate::metrics::track_latency`]).
+//! - the other routes (WebSocket, health, OpenAPI, the page) need no key
+//!   and record their latency alone ([`crate::metrics::track_latency`]).
 //!
 //! [`App`] is what every request passes, around the router: problems,
 //! panics, the body's bound. It is served as it is, not as the fallback
@@ -44,7 +41,7 @@ use tower::{Layer, Service};
 use tower_http::catch_panic::{CatchPanic, CatchPanicLayer, DefaultResponseForPanic};
 use tower_http::limit::{RequestBodyLimit, RequestBodyLimitLayer};
 
-use crate::auth;
+use crate::auth::{self, Needs};
 use crate::metrics::Latency;
 use crate::problem::{ApiError, ProblemLayer, Problemize};
 use crate::state::AppState;
@@ -84,18 +81,21 @@ impl Service<Request> for App {
     }
 }
 
-/// Middleware of `/v1`: times the request, refuses it without a fitting
-/// key, and answers `503` when it outlives the configured request timeout,
-/// so a stuck store call cannot pin a connection.
+/// Middleware of a `/v1` route: times the request, refuses it without a
+/// key fitting what the route [`Needs`], and answers `503` when it
+/// outlives the configured request timeout, so a stuck store call cannot
+/// pin a connection.
 #[derive(Clone)]
-pub struct V1Layer {
+pub(crate) struct V1Layer {
     state: AppState,
+    needs: Needs,
 }
 
 impl V1Layer {
-    /// The `/v1` middleware over `state`'s keys, timeout and metrics.
-    pub fn new(state: AppState) -> Self {
-        Self { state }
+    /// The middleware of a route that `needs` a scope, over `state`'s
+    /// keys, timeout and metrics.
+    pub(crate) fn new(state: AppState, needs: Needs) -> Self {
+        Self { state, needs }
     }
 }
 
@@ -105,6 +105,7 @@ impl<S> Layer<S> for V1Layer {
     fn layer(&self, inner: S) -> V1<S> {
         V1 {
             state: self.state.clone(),
+            needs: self.needs,
             inner,
         }
     }
@@ -112,8 +113,9 @@ impl<S> Layer<S> for V1Layer {
 
 /// A `/v1` route wrapped by [`V1Layer`].
 #[derive(Clone)]
-pub struct V1<S> {
+pub(crate) struct V1<S> {
     state: AppState,
+    needs: Needs,
     inner: S,
 }
 
@@ -132,7 +134,7 @@ where
     fn call(&mut self, mut request: Request) -> Self::Future {
         // Started before the key check, as before: refusals are timed too.
         let timer = Latency::start(&request);
-        let step = match auth::authorize(&self.state, &mut request) {
+        let step = match auth::authorize(&self.state, self.needs, &mut request) {
             Err(refused) => Step::Refused {
                 response: Some(refused.into_response()),
             },
@@ -151,7 +153,7 @@ pin_project! {
     /// The response of a `/v1` route: the route's own future under the
     /// request timeout, or the refusal of the key check; the latency is
     /// recorded when it completes.
-    pub struct V1Future<F> {
+    pub(crate) struct V1Future<F> {
         #[pin]
         step: Step<F>,
         finish: Option<(Latency, AppState)>,
@@ -196,11 +198,15 @@ where
     }
 }
 
-/// Middleware of the event streams: times the request and refuses it
-/// without a fitting key.
-pub async fn keyed(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+/// Middleware of an event stream's route: times the request and refuses
+/// it without a key fitting what the route [`Needs`].
+pub(crate) async fn keyed(
+    State((state, needs)): State<(AppState, Needs)>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let timer = Latency::start(&request);
-    let response = match auth::authorize(&state, &mut request) {
+    let response = match auth::authorize(&state, needs, &mut request) {
         Err(refused) => refused.into_response(),
         Ok(()) => next.run(request).await,
     };

@@ -6,41 +6,45 @@
 //! same router over an [`AppState`] for tests and embedding, without a
 //! socket.
 //!
-//! - [`config`]: what the binary builds from flags, the store included
-//!   ([`StoreSpec`]: memory with its data directory, or Redis with its key
-//!   layout);
-//! - `backend`: [`Backend`], the one handle on the store built from that
-//!   spec, with the duties of its kind (snapshots, readiness, buffer
-//!   gauges, a last flush); `state`: [`AppState`], what every handler
-//!   shares;
-//! - [`protocol`]: the wire shapes every face shares (members, kinds,
-//!   policies, and every WebSocket message), so `api`, `sse`, `ws` and
-//!   `token` depend on it rather than on each other;
-//! - [`api`]: the JSON API under `/v1` (see `docs/API.md`), one file per
-//!   resource, with RFC 9457 problem responses for every error
-//!   ([`problem`]; extractors that reject with problems in `extract`);
-//! - [`auth`]: the key check and the scope each route needs, over
-//!   [`keys`], the configured API keys and their constant-time lookup;
-//!   `layers`: each group of routes' one middleware (latency, key,
-//!   timeout);
-//! - [`sse`]: Server-Sent Events, a snapshot then every event of a space;
-//! - [`ws`]: the WebSocket protocol at `/v1/ws` (docs/PROTOCOL.md): live
+//! What an embedding program uses is re-exported here and is all that is
+//! public: [`Config`] and its parts (the store as a [`StoreSpec`], API
+//! keys, the token secret, [`WebhookConfig`]), [`Backend`] and
+//! [`AppState`], [`Metrics`] a store of one's own reports to, [`token`]
+//! to mint WebSocket tokens in process, [`ServerError`], and the wire
+//! types a client reads: [`protocol`] (members, kinds, policies, every
+//! WebSocket message), [`Problem`] (every error answer) and
+//! [`SnapshotData`]; and [`persist`], the memory store's snapshot file, for
+//! a program that backs it up or restores it itself. Everything else is
+//! the crate's own:
+//!
+//! - `config`: what the binary builds from flags; `backend`: the one
+//!   handle on the store built from that spec, with the duties of its kind
+//!   (snapshots, readiness, buffer gauges, a last flush); `state`: what
+//!   every handler shares;
+//! - `routes`: every route, each declared once with the scope of API key
+//!   it needs, which also makes its entry in `/openapi.json` (`openapi`);
+//! - `api`: the JSON API under `/v1` (see `docs/API.md`), one file per
+//!   resource, with RFC 9457 problem responses for every error (`problem`;
+//!   extractors that reject with problems in `extract`);
+//! - `auth`: the key check, over `keys`, the configured API keys and their
+//!   constant-time lookup; `layers`: each route's one middleware (latency,
+//!   key, timeout);
+//! - `sse`: Server-Sent Events, a snapshot then every event of a space;
+//! - `ws`: the WebSocket protocol at `/v1/ws` (docs/PROTOCOL.md): live
 //!   connections, invisible mode, subscriptions, one session type per job,
-//!   with tokens from [`token`] (`POST /v1/tokens`); [`hub`]: the sockets
-//!   as a whole (their bound, the tracker shutdown waits on, connection
-//!   ids);
-//! - [`persist`] (the memory store's snapshot file) and [`journal`] (its
-//!   journal in the data directory, [`journal::DiskLog`] over
-//!   `herenow-journal`);
-//! - [`page`]: the live who's-online page at `/` and its assets, embedded
-//!   in the binary; [`demo`]: simulated visitors for `herenow serve
-//!   --demo`;
-//! - [`webhooks`]: the backend told of joins and leaves, signed (Standard
+//!   with tokens from [`token`] (`POST /v1/tokens`); `hub`: the sockets as a
+//!   whole (their bound, the tracker shutdown waits on, connection ids);
+//!   `watch`: following users across spaces;
+//! - [`persist`] (the memory store's snapshot file) and `journal` (its
+//!   journal in the data directory, over `herenow-journal`);
+//! - `page`: the live who's-online page at `/` and its assets, embedded in
+//!   the binary; `demo`: simulated visitors for `herenow serve --demo`;
+//! - `webhooks`: the backend told of joins and leaves, signed (Standard
 //!   Webhooks), claimed from the store's outbox so that one of many
 //!   servers delivers each event;
-//! - [`metrics`], `ops` (health), [`openapi`], [`history`] (count
-//!   history), `background` (the ticker, samplers and the store's periodic
-//!   duty), `listener` (the connection bound), `error` ([`ServerError`]).
+//! - `metrics`, `ops` (health), `history` (count history), `background`
+//!   (the ticker, samplers and the store's periodic duty), `listener` (the
+//!   connection bound), `error`.
 //!
 //! It knows HTTP and files, but no store internals: it talks to
 //! `Arc<dyn PresenceStore>`; only [`Backend`] knows the concrete
@@ -56,51 +60,73 @@
 
 #![forbid(unsafe_code)]
 
-pub mod api;
-pub mod auth;
+mod api;
+mod auth;
 mod backend;
 mod background;
-pub mod config;
-pub mod demo;
+mod config;
+mod demo;
 mod error;
 mod extract;
 #[cfg(test)]
 mod fuzzing;
-pub mod history;
-pub mod hub;
-pub mod journal;
-pub mod keys;
+mod history;
+mod hub;
+mod journal;
+mod keys;
 mod layers;
 mod listener;
-pub mod metrics;
-pub mod openapi;
+mod metrics;
+mod openapi;
 mod ops;
-pub mod page;
+mod page;
 pub mod persist;
-pub mod problem;
+mod problem;
 pub mod protocol;
-pub mod sse;
+mod routes;
+mod sse;
 mod state;
 pub mod token;
-pub mod watch;
-pub mod webhooks;
-pub mod ws;
+mod watch;
+mod webhooks;
+mod ws;
 
 pub use backend::{Backend, Snapshots};
 pub use config::{
-    ApiKey, Config, ConfigError, DEFAULT_REDIS_WAIT, MAX_REDIS_WAIT, RedisLayout, RedisTarget,
-    Scope, StoreSpec, StoreTarget, TokenSecret,
+    ApiKey, Config, ConfigError, DEFAULT_REDIS_WAIT, DEFAULT_SNAPSHOT_INTERVAL, MAX_REDIS_WAIT,
+    MIN_TOKEN_SECRET_BYTES, RedisLayout, RedisTarget, Scope, StoreSpec, StoreTarget, TokenSecret,
 };
 pub use error::ServerError;
+pub use layers::App;
+pub use metrics::Metrics;
+pub use problem::Problem;
+pub use sse::SnapshotData;
 pub use state::AppState;
+pub use webhooks::{
+    Attempt as WebhookAttempt, Endpoint as WebhookEndpoint, Secret as WebhookSecret, WebhookConfig,
+    WebhookError, send_test as send_test_webhook,
+};
 
 use std::future::Future;
 use std::time::Duration;
 
 use axum::Router;
-use axum::middleware;
-pub use layers::App;
 use tokio_util::task::TaskTracker;
+
+/// What the examples that time the server's own parts reach past the API:
+/// not part of it, hidden from its documentation, and free to change with
+/// them.
+#[doc(hidden)]
+pub mod measure {
+    pub use crate::api::heartbeat::HeartbeatsBody;
+
+    /// The routes that need a key, without the middleware that checks it
+    /// (and times them out): what that middleware costs is the difference
+    /// to [`crate::app`] (`examples/http_stack.rs`).
+    pub fn unguarded_routes(state: crate::AppState) -> axum::Router {
+        crate::routes::unguarded().with_state(state)
+    }
+}
 
 /// Largest request body: 4 MiB, enough for a batch of 10,000 heartbeats
 /// with ids and a little metadata.
@@ -116,31 +142,14 @@ const _: () = assert!(MAX_BODY_BYTES == 4 << 20, "BODY_TOO_LARGE names the bound
 /// metrics, OpenAPI, docs and the page. Bounded in body size; every error
 /// is a problem.
 ///
-/// Each route is wrapped once, by its group's middleware (`layers`),
-/// and the layers every request passes wrap the router as one service
-/// from outside rather than each route: axum clones a route's whole stack
-/// of services on every request, so every level on a route costs each
-/// request allocations.
+/// Each route is wrapped once, by the middleware its declaration gives it
+/// (`routes`), and the layers every request passes wrap the router as one
+/// service from outside rather than each route: axum clones a route's
+/// whole stack of services on every request, so every level on a route
+/// costs each request allocations.
 pub fn app(state: AppState) -> App {
-    let v1 = api::router().route_layer(layers::V1Layer::new(state.clone()));
-    // Streams are not timed out: they end on disconnect or shutdown.
-    let events =
-        sse::router().route_layer(middleware::from_fn_with_state(state.clone(), layers::keyed));
-    // The WebSocket's credential is its token, not an API key: browsers
-    // cannot send headers with a WebSocket.
-    let open = Router::new()
-        .merge(ws::router())
-        .merge(ops::router())
-        .merge(openapi::router())
-        .merge(page::router())
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            metrics::track_latency,
-        ));
     let routes = Router::new()
-        .merge(v1)
-        .merge(events)
-        .merge(open)
+        .merge(routes::router(&state))
         .fallback(problem::not_found)
         .with_state(state);
     App::new(routes, MAX_BODY_BYTES)

@@ -7,58 +7,35 @@
 //! schema of every event of the two streams.
 
 mod events;
-pub mod rules;
+pub(crate) mod rules;
 
 use axum::Router;
 use axum::body::Bytes;
 use axum::http::header;
 use axum::routing::get;
+use utoipa::OpenApi;
 use utoipa::openapi::path::Operation;
-use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::security::{
+    ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+};
 use utoipa::openapi::{Content, OpenApiVersion, Ref, RefOr, ResponseBuilder};
-use utoipa::{Modify, OpenApi};
 use utoipa_swagger_ui::{Config, SwaggerUi};
 
+use crate::config::Scope;
 use crate::state::AppState;
-use crate::{api, problem, protocol, sse};
+use crate::{problem, protocol};
 
-/// The OpenAPI document of the JSON API, the event stream and the token
-/// endpoint, built from the handlers' `#[utoipa::path]` annotations and
-/// served at `/openapi.json`.
+/// What the document says besides its operations: its title, the schemas
+/// no operation names, the tags. The operations come from the routes as
+/// they are registered (`crate::routes`), each with the scope it needs,
+/// and [`document`] finishes it for serving at `/openapi.json`.
 #[derive(OpenApi)]
 #[openapi(
     info(
         title = "herenow",
         description = "Who is here right now, and when was everyone else last seen. See docs/API.md."
     ),
-    paths(
-        api::heartbeat::one,
-        api::heartbeat::batch,
-        api::leave::leave,
-        api::members::one,
-        api::members::status,
-        api::online::online,
-        api::online::count,
-        api::online::among,
-        api::friends::set,
-        api::friends::add,
-        api::friends::remove,
-        api::friends::get_friends,
-        api::friends::online,
-        api::config::get_config,
-        api::config::put_config,
-        api::spaces::list,
-        api::history::history,
-        api::users::one,
-        api::users::status,
-        api::users::erase,
-        api::tokens::mint,
-        api::webhooks::list,
-        sse::events,
-        sse::watch::watch,
-    ),
     components(schemas(problem::Problem, protocol::watch::UnwatchedData)),
-    modifiers(&Security, &CommonAnswers),
     tags(
         (name = "heartbeats", description = "Heartbeats and leaves"),
         (name = "status", description = "Status and last seen"),
@@ -71,22 +48,68 @@ use crate::{api, problem, protocol, sse};
         (name = "webhooks", description = "Webhook endpoints and their delivery (write key)"),
     )
 )]
-pub struct ApiDoc;
+pub(crate) struct ApiDoc;
 
-/// Declares the two ways to present a key.
-struct Security;
+/// The security scheme of `Authorization: Bearer KEY`.
+const BEARER: &str = "bearer";
+/// The security scheme of `X-API-Key: KEY`.
+const X_API_KEY: &str = "x_api_key";
 
-impl Modify for Security {
-    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        let components = openapi.components.get_or_insert_with(Default::default);
-        components.add_security_scheme(
-            "api_key",
-            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
-        );
-        components.add_security_scheme(
-            "x_api_key",
-            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-API-Key"))),
-        );
+/// The security of an operation that needs a key of `scope`: either
+/// header, naming the scope as its role (OpenAPI 3.1 lets any scheme name
+/// roles). A write key may do all a read key may.
+pub(crate) fn security(scope: Scope) -> Vec<SecurityRequirement> {
+    let role = match scope {
+        Scope::Read => "read",
+        Scope::Write => "write",
+    };
+    vec![
+        SecurityRequirement::new(BEARER, [role]),
+        SecurityRequirement::new(X_API_KEY, [role]),
+    ]
+}
+
+/// Declares the two ways to present a key, and on a server without keys
+/// (`open`) that none is needed: each operation then also lists the empty
+/// requirement, so a client or a fuzzer sees the key as optional, as it
+/// is (one sent there is not checked).
+fn declare_security(openapi: &mut utoipa::openapi::OpenApi, open: bool) {
+    let components = openapi.components.get_or_insert_with(Default::default);
+    components.add_security_scheme(
+        BEARER,
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .description(Some(
+                    "An API key (`--api-key KEY:read` or `KEY:write`) as `Authorization: Bearer KEY`",
+                ))
+                .build(),
+        ),
+    );
+    components.add_security_scheme(
+        X_API_KEY,
+        SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+            "X-API-Key",
+            "An API key (`--api-key KEY:read` or `KEY:write`) as `X-API-Key: KEY`",
+        ))),
+    );
+    if !open {
+        return;
+    }
+    for item in openapi.paths.paths.values_mut() {
+        for op in [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            op.security
+                .get_or_insert_with(Vec::new)
+                .insert(0, SecurityRequirement::default());
+        }
     }
 }
 
@@ -132,8 +155,8 @@ impl CommonAnswers {
     }
 }
 
-impl Modify for CommonAnswers {
-    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+impl CommonAnswers {
+    fn add(openapi: &mut utoipa::openapi::OpenApi) {
         for item in openapi.paths.paths.values_mut() {
             for (op, has_body) in [
                 (&mut item.get, false),
@@ -149,10 +172,13 @@ impl Modify for CommonAnswers {
     }
 }
 
-/// The document served at `/openapi.json`: the generated one, as OpenAPI
-/// 3.2, with the server's constraints and the streams' events written in.
-pub fn document() -> serde_json::Value {
-    let mut openapi = ApiDoc::openapi();
+/// The document served at `/openapi.json`: `openapi`, the one the routes
+/// made, as OpenAPI 3.2, with the answers every operation may give, the
+/// security schemes (optional on an `open` server, one without keys), the
+/// server's constraints and the streams' events written in.
+pub(crate) fn document(mut openapi: utoipa::openapi::OpenApi, open: bool) -> serde_json::Value {
+    declare_security(&mut openapi, open);
+    CommonAnswers::add(&mut openapi);
     openapi.openapi = OpenApiVersion::Version32;
     let mut doc = serde_json::to_value(&openapi).expect("the OpenAPI document serializes");
     rules::apply(&mut doc);
@@ -160,9 +186,9 @@ pub fn document() -> serde_json::Value {
     doc
 }
 
-/// `/openapi.json` and `/docs`.
-pub fn router() -> Router<AppState> {
-    let doc = Bytes::from(serde_json::to_vec(&document()).expect("the document serializes"));
+/// `/openapi.json`, serving `doc`, and `/docs`.
+pub(crate) fn router(doc: serde_json::Value) -> Router<AppState> {
+    let doc = Bytes::from(serde_json::to_vec(&doc).expect("the document serializes"));
     Router::new()
         .route(
             "/openapi.json",

@@ -78,11 +78,13 @@ impl ApiError {
     }
 
     /// The HTTP status it answers with.
+    #[cfg(test)]
     pub fn status(&self) -> StatusCode {
         self.status
     }
 
     /// The stable, machine-readable code.
+    #[cfg(test)]
     pub fn code(&self) -> &'static str {
         self.code
     }

@@ -19,7 +19,7 @@ use herenow_core::{ManualClock, PresenceStore, SpaceConfig};
 use herenow_redis::{
     LayoutOptions, Observer, RedisOptions, RedisStore, SeedLayout, SeedLayoutStore,
 };
-use herenow_server::metrics::Metrics;
+use herenow_server::Metrics;
 use herenow_server::{AppState, Backend, Config};
 use serde_json::{Value, json};
 use support::http::Api;

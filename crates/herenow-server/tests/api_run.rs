@@ -11,7 +11,7 @@ use std::sync::Arc;
 use herenow_core::{
     Heartbeat, ManualClock, MemberId, MemoryStore, PresenceStore, SpaceConfig, SpaceName, Status,
 };
-use herenow_server::config::DEFAULT_SNAPSHOT_INTERVAL;
+use herenow_server::DEFAULT_SNAPSHOT_INTERVAL;
 use herenow_server::{
     Backend, Config, ConfigError, ServerError, Snapshots, StoreSpec, persist, run,
 };

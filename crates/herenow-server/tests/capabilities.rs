@@ -9,7 +9,7 @@ mod support;
 use std::sync::Arc;
 
 use herenow_core::{Capability, ManualClock, MemoryStore};
-use herenow_server::webhooks::{Endpoint, Secret, WebhookConfig};
+use herenow_server::{WebhookConfig, WebhookEndpoint as Endpoint, WebhookSecret as Secret};
 use herenow_server::{Backend, Config, ConfigError};
 use support::{T0, memory_store, store_over_memory};
 

@@ -344,3 +344,78 @@ async fn issue_13_whole_numbers_written_with_a_fraction_are_integers() {
     .await
     .problem(StatusCode::BAD_REQUEST, "bad-json");
 }
+
+/// Issue 35, "Lighter to carry": the document states authentication as
+/// security schemes (a bearer key, or `X-API-Key`), never as a header
+/// parameter; each operation names the scope it needs as its role; and
+/// on a server without keys each also lists `{}`, since no key is needed
+/// there.
+#[tokio::test]
+async fn issue_35_security_states_what_each_operation_needs() {
+    let keyed = Api::memory(Config {
+        api_keys: vec!["reader-secret-1:read".parse().unwrap()],
+        ..Config::default()
+    })
+    .get("/openapi.json")
+    .await
+    .ok();
+    let open = document().await;
+    for doc in [&keyed, &open] {
+        let schemes = &doc["components"]["securitySchemes"];
+        assert_eq!(schemes["bearer"]["type"], "http", "{schemes}");
+        assert_eq!(schemes["bearer"]["scheme"], "bearer", "{schemes}");
+        assert_eq!(schemes["x_api_key"]["type"], "apiKey", "{schemes}");
+        assert_eq!(schemes["x_api_key"]["in"], "header", "{schemes}");
+        assert_eq!(schemes["x_api_key"]["name"], "X-API-Key", "{schemes}");
+    }
+    let security_of = |doc: &Value, path: &str, method: &str| -> (Value, String) {
+        let security = &doc["paths"][path][method]["security"];
+        let ways = security.as_array().unwrap();
+        let keyed: Vec<&Value> = ways.iter().filter(|w| w != &&json!({})).collect();
+        let role = keyed[0]["bearer"][0].as_str().unwrap().to_owned();
+        assert_eq!(
+            keyed,
+            [
+                &json!({ "bearer": [role] }),
+                &json!({ "x_api_key": [role] })
+            ],
+            "{method} {path}"
+        );
+        (security.clone(), role)
+    };
+    let mut operations = 0;
+    for (path, item) in keyed["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            operations += 1;
+            for p in op["parameters"].as_array().into_iter().flatten() {
+                let name = p["name"].as_str().unwrap().to_ascii_lowercase();
+                assert!(
+                    name != "authorization" && name != "x-api-key",
+                    "{method} {path}"
+                );
+            }
+            let (security, role) = security_of(&keyed, path, method);
+            assert!(!security.as_array().unwrap().contains(&json!({})));
+            let (security, open_role) = security_of(&open, path, method);
+            assert_eq!(security[0], json!({}), "{method} {path}");
+            assert_eq!(role, open_role, "{method} {path}");
+        }
+    }
+    assert!(operations > 20, "{operations}");
+    for (path, method, want) in [
+        ("/v1/spaces/{space}/status", "post", "read"),
+        ("/v1/spaces/{space}/online-among", "post", "read"),
+        ("/v1/users/status", "post", "read"),
+        ("/v1/users/status", "get", "read"),
+        ("/v1/watch", "post", "read"),
+        ("/v1/spaces/{space}/events", "get", "read"),
+        ("/v1/spaces/{space}/heartbeat", "post", "write"),
+        ("/v1/friends/{user}", "put", "write"),
+        ("/v1/users/{id}", "delete", "write"),
+        ("/v1/users/status", "delete", "write"),
+        ("/v1/webhooks", "get", "write"),
+        ("/v1/tokens", "post", "write"),
+    ] {
+        assert_eq!(security_of(&keyed, path, method).1, want, "{method} {path}");
+    }
+}

@@ -14,8 +14,8 @@ use std::time::Duration;
 use herenow_core::{
     Heartbeat, ManualClock, MemoryStore, Metadata, PresenceStore, SpaceName, WebhookOutbox,
 };
-use herenow_server::webhooks::{Endpoint, Secret, WebhookConfig};
 use herenow_server::{AppState, Config};
+use herenow_server::{WebhookConfig, WebhookEndpoint as Endpoint, WebhookSecret as Secret};
 use serde_json::Value;
 use support::receiver::{Receiver, Reply, said, verify};
 use support::{T0, memory_state, memory_store, user_key};

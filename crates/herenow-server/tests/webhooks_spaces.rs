@@ -12,7 +12,7 @@ use std::time::Duration;
 use axum::http::{Method, StatusCode};
 use herenow_core::ManualClock;
 use herenow_server::Config;
-use herenow_server::webhooks::WebhookConfig;
+use herenow_server::WebhookConfig;
 use serde_json::{Value, json};
 use support::http::{Answer, Api, request};
 use support::receiver::{Receiver, said, verify};

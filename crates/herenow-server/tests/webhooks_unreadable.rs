@@ -13,7 +13,7 @@ use herenow_core::{
     Error, ManualClock, MemoryStore, Result, SpaceHook, SpaceName, SpaceWebhooks, WebhookOutbox,
 };
 use herenow_server::Config;
-use herenow_server::webhooks::WebhookConfig;
+use herenow_server::WebhookConfig;
 use serde_json::json;
 use support::http::{Api, request};
 use support::receiver::{Receiver, said};

@@ -34,9 +34,9 @@ use clap::Parser as _;
 use crate::cli::{Cli, Command};
 
 /// mimalloc rather than the system's allocator: a request allocates a few
-/// dozen small blocks that live for microseconds, where glibc's `malloc`
-/// and `free` were about half of a single heartbeat's instructions
-/// (ARCHITECTURE.md, "The allocator"; BENCHMARKS.md, issue 10).
+/// dozen small blocks that live for microseconds, the load a thread-local
+/// allocator is made for, where glibc's `malloc` and `free` took a large
+/// share of a single heartbeat's work (issue 10).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -1,5 +1,5 @@
 //! `herenow serve`'s webhook flags, the
-//! `herenow_server::webhooks::WebhookConfig` they describe ([`config`]),
+//! `herenow_server::WebhookConfig` they describe ([`config`]),
 //! and the subcommands of `herenow webhooks`.
 //! A leaf: [`crate::cli`] flattens [`WebhookArgs`] into `serve`.
 
@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use herenow_server::ConfigError;
-use herenow_server::webhooks::{Endpoint, Secret, WebhookConfig};
+use herenow_server::{WebhookConfig, WebhookEndpoint as Endpoint, WebhookSecret as Secret};
 
 use crate::parse::positive_duration;
 
@@ -76,7 +76,7 @@ pub fn config(args: &WebhookArgs) -> Result<WebhookConfig, ConfigError> {
         .as_deref()
         .map(str::parse::<Secret>)
         .transpose()
-        .map_err(|e| ConfigError::Webhook(herenow_server::webhooks::WebhookError::Secret(e)))?;
+        .map_err(|e| ConfigError::Webhook(herenow_server::WebhookError::Secret(e)))?;
     let endpoints = args
         .webhooks
         .iter()

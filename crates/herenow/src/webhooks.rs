@@ -5,7 +5,7 @@ use std::io::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result, anyhow};
-use herenow_server::webhooks::{Attempt, Secret};
+use herenow_server::{WebhookAttempt as Attempt, WebhookSecret as Secret};
 
 use crate::cli::{ClientOpts, WebhooksArgs, WebhooksCommand};
 use crate::client::Api;
@@ -27,7 +27,7 @@ async fn test(url: &str, secret: &str, timeout: Duration) -> Result<()> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    let (attempt, id) = herenow_server::webhooks::send_test(url, secret, timeout, now).await?;
+    let (attempt, id) = herenow_server::send_test_webhook(url, secret, timeout, now).await?;
     match attempt {
         Attempt::Delivered => emit(&format!("delivered {id} to {url}\n")),
         Attempt::Retry { why, .. } => Err(anyhow!(

@@ -16,37 +16,18 @@
 //! striped spaces in turn, and written by both.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 mod support;
-use support::{Server, get_json, post_json};
+use support::{Server, get_json, now_ms, post_json, temp_dir};
 
 const KILLS: usize = 20;
 const WRITERS: usize = 3;
 const MEMBERS: usize = 50;
 const SPACES: [&str; 2] = ["crash-a", "crash-b"];
-
-fn temp_dir(name: &str) -> PathBuf {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("herenow-{name}-{}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
 
 /// A cheap deterministic generator, so a failure can be replayed from the
 /// seed it prints.

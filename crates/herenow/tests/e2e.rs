@@ -9,24 +9,11 @@
 
 use std::collections::BTreeSet;
 use std::net::TcpListener;
-use std::path::PathBuf;
 
 use serde_json::Value;
 
-/// A fresh directory under cargo's per-target temporary directory.
-fn temp_dir(name: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("herenow-{name}-{}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 mod support;
-use support::{RefusedPort, Server, herenow, stderr, ws_read, ws_with_token};
+use support::{RefusedPort, Server, herenow, now_ms, stderr, temp_dir, ws_read, ws_with_token};
 
 fn ids(members: &Value) -> Vec<String> {
     members["members"]
@@ -445,10 +432,7 @@ fn token_mints_what_the_websocket_accepts() {
     assert_eq!(ids(&online), ["ann"]);
 
     // --json: the server's answer; --guest; --ttl.
-    let before = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
+    let before = now_ms();
     let minted = server.json(
         &[
             &[

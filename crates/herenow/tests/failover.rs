@@ -28,20 +28,20 @@
 //!   Redis' presence sets at their retention (12 s here) plus the sweep's
 //!   second.
 //!
-//! It prints the measured windows (BENCHMARKS.md, "Redis Cluster
-//! failover"). The two cases run one after the other (a lock), so each
+//! It prints the windows it measured, for the benchmark page's failover
+//! row. The two cases run one after the other (a lock), so each
 //! has the machine's two cores to itself.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use herenow_testkit::{RedisCluster, raw_command};
 use serde_json::{Value, json};
 
 mod support;
-use support::{Server, get_json, post_json};
+use support::{Server, get_json, now_ms, post_json};
 
 #[path = "failover/friends.rs"]
 mod friends;
@@ -72,13 +72,6 @@ const ASYNC_WINDOW: Duration = Duration::from_secs(1);
 
 /// One case at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
 
 /// What the load saw.
 #[derive(Default)]

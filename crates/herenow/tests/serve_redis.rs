@@ -15,7 +15,7 @@ use serde_json::Value;
 use herenow_testkit::{RedisCluster, RedisServer, raw_command};
 
 mod support;
-use support::{DEADLINE, RefusedPort, Server, herenow, stderr, ws_read, ws_with_token};
+use support::{DEADLINE, RefusedPort, Server, herenow, now_ms, stderr, ws_read, ws_with_token};
 
 /// `GET path` on `server`: the status code and the body.
 fn get(server: &Server, path: &str) -> (u16, String) {
@@ -289,10 +289,7 @@ fn serve_shares_seed_001s_sorted_set_with_the_seeds_code() {
         "whos_online:users",
     ]);
     server.ok(&["seen", "lobby", "ada"]);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
+    let now = now_ms() / 1000;
     // What the seed's reader sees: herenow wrote whole seconds.
     let seen = raw_command(
         redis.port,

@@ -3,7 +3,7 @@
 //! through their output, the server's JSON and their exit codes.
 
 mod support;
-use support::{Server, stderr};
+use support::{Server, stderr, temp_dir};
 
 #[test]
 fn issue_8_last_seen_anywhere_and_erase_through_the_cli() {
@@ -100,15 +100,7 @@ fn issue_8_erase_needs_a_write_key() {
 
 #[test]
 fn issue_8_an_erasure_survives_a_crash() {
-    let data = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "herenow-erase-crash-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&data).unwrap();
+    let data = temp_dir("erase-crash");
     let data_arg = data.to_str().unwrap();
     let mut server = Server::start(&["--data-dir", data_arg]);
     server.ok(&["seen", "lobby", "ann", "bob"]);

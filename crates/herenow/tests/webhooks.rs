@@ -9,30 +9,18 @@
 //! the same id (at least once); here none was delivered before the kill.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde_json::Value;
 
 mod support;
-use support::Server;
+use support::{Server, temp_dir};
 
 #[path = "../../herenow-server/tests/support/receiver.rs"]
 mod receiver;
 use receiver::{Receiver, Reply, verify};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-
-fn temp_dir(name: &str) -> PathBuf {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("herenow-{name}-{}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 fn outbox_depth(server: &Server) -> u64 {
     server.json(&["webhooks"])["outbox"]["depth"]

@@ -29,7 +29,6 @@ pub use crate::protocol::dto::SpaceConfigDto;
         (status = 200, description = "The policy", body = SpaceConfigDto),
         (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("api_key" = []))
 )]
 pub async fn get_config(
     State(state): State<AppState>,
@@ -59,7 +58,6 @@ pub async fn get_config(
         (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
         (status = 501, description = "The store keeps no webhook endpoints (a seed's layout)", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("api_key" = []))
 )]
 pub async fn put_config(
     State(state): State<AppState>,

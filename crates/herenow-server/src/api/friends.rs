@@ -58,7 +58,6 @@ const USER: &str = "User id";
         (status = 200, description = "The new size", body = FriendCount),
         (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("api_key" = []))
 )]
 pub async fn set(
     State(state): State<AppState>,
@@ -89,7 +88,6 @@ pub async fn set(
         (status = 200, description = "The new size", body = FriendCount),
         (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("api_key" = []))
 )]
 pub async fn add(
     State(state): State<AppState>,
@@ -113,7 +111,6 @@ pub async fn add(
         (status = 200, description = "The new size", body = FriendCount),
         (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("api_key" = []))
 )]
 pub async fn remove(
     State(state): State<AppState>,
@@ -136,7 +133,6 @@ pub async fn remove(
         (status = 200, description = "The friend set", body = FriendList),
         (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("api_key" = []))
 )]
 pub async fn get_friends(
     State(state): State<AppState>,
@@ -175,7 +171,6 @@ pub struct FriendsOnlineQuery {
         (status = 200, description = "Online friends, most recent first", body = MembersAnswer),
         (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("api_key" = []))
 )]
 pub async fn online(
     State(state): State<AppState>,

@@ -132,7 +132,6 @@ impl From<HeartbeatReport> for HeartbeatAnswer {
         (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "at_ms without a write key", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("api_key" = []))
 )]
 pub async fn one(
     State(state): State<AppState>,
@@ -162,7 +161,6 @@ pub async fn one(
         (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over 4 MiB", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("api_key" = []))
 )]
 pub async fn batch(
     State(state): State<AppState>,

@@ -56,7 +56,6 @@ pub struct HistoryAnswer {
         (status = 200, description = "The samples", body = HistoryAnswer),
         (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("api_key" = []))
 )]
 pub async fn history(
     State(state): State<AppState>,

@@ -29,7 +29,6 @@ pub struct LeaveAnswer {
         (status = 200, description = "Done", body = LeaveAnswer),
         (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("api_key" = []))
 )]
 pub async fn leave(
     State(state): State<AppState>,

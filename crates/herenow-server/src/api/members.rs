@@ -41,7 +41,6 @@ pub struct KindQuery {
         (status = 200, description = "The member", body = MemberDto),
         (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("api_key" = []))
 )]
 pub async fn one(
     State(state): State<AppState>,
@@ -78,7 +77,6 @@ pub async fn one(
         (status = 200, description = "The members, in the order asked", body = MembersAnswer),
         (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("api_key" = []))
 )]
 pub async fn status(
     State(state): State<AppState>,

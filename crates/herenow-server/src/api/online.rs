@@ -118,7 +118,6 @@ async fn effective_window(
         (status = 200, description = "One page", body = OnlineAnswer),
         (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("api_key" = []))
 )]
 pub async fn online(
     State(state): State<AppState>,
@@ -177,7 +176,6 @@ pub struct CountAnswer {
         (status = 200, description = "The counts", body = CountAnswer),
         (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("api_key" = []))
 )]
 pub async fn count(
     State(state): State<AppState>,
@@ -224,7 +222,6 @@ pub struct AmongBody<'a> {
         (status = 200, description = "The online ones, most recent first", body = MembersAnswer),
         (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("api_key" = []))
 )]
 pub async fn among(
     State(state): State<AppState>,

@@ -60,7 +60,6 @@ pub struct SpacesAnswer {
         (status = 200, description = "A page of spaces", body = SpacesAnswer),
         (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("api_key" = []))
 )]
 pub async fn list(
     State(state): State<AppState>,

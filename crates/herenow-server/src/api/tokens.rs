@@ -68,7 +68,6 @@ pub struct TokenAnswer {
         (status = 400, description = "Bad member id (`bad-member-id`), spaces (`bad-spaces`, `bad-space-name`) or lifetime (`bad-ttl`)", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "A read key: minting needs a write key", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("api_key" = []))
 )]
 pub async fn mint(
     State(state): State<AppState>,

@@ -115,7 +115,6 @@ pub const SHADOWED_ID: &str = "status";
         (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
         (status = 501, description = "This store's key layout cannot answer it", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("api_key" = []))
 )]
 pub async fn one(
     State(state): State<AppState>,
@@ -159,7 +158,6 @@ async fn seen_one(state: &AppState, id: MemberId) -> Result<Json<SeenAnywhereDto
         (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
         (status = 501, description = "This store's key layout cannot answer it", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("api_key" = []))
 )]
 pub async fn status(
     State(state): State<AppState>,
@@ -193,7 +191,6 @@ pub async fn status(
         (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
         (status = 501, description = "This store's key layout cannot erase", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("api_key" = []))
 )]
 pub async fn erase(
     State(state): State<AppState>,

@@ -22,9 +22,9 @@
 //! module rather than on each other: a change to a shape shows up here,
 //! once, for every face.
 
-pub mod bounded;
+pub(crate) mod bounded;
 pub mod dto;
-pub mod object;
+pub(crate) mod object;
 pub mod watch;
-pub mod whole;
+pub(crate) mod whole;
 pub mod ws;

@@ -19,10 +19,8 @@ pub mod watch;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::State;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
-use axum::routing::get;
 use futures::Stream;
 use std::sync::Arc;
 
@@ -39,15 +37,6 @@ use crate::state::AppState;
 
 /// Time between keep-alive comments, so proxies keep idle streams open.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
-
-/// `GET /v1/spaces/{space}/events`. Behind the API-key middleware but not
-/// the request timeout ([`crate::app`]): a stream lasts until the client
-/// or the server ends it.
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/spaces/{space}/events", get(events))
-        .merge(watch::router())
-}
 
 /// The data of the first event of a stream.
 #[derive(Debug, Serialize, ToSchema)]
@@ -188,7 +177,6 @@ async fn next(mut feed: Feed) -> Option<(Result<SseEvent, Infallible>, Feed)> {
         (status = 400, description = "Bad space name", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Too many open streams, or shutting down", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("api_key" = []))
 )]
 pub async fn events(
     State(state): State<AppState>,

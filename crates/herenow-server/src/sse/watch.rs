@@ -7,11 +7,9 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
-use axum::routing::post;
 use futures::Stream;
 use herenow_core::{MemberId, SpaceName};
 use serde::{Deserialize, Serialize};
@@ -28,12 +26,6 @@ use crate::watch::{Out, Policy, WatchError, Watching};
 
 /// Users per `watching` event.
 const PAGE: usize = 500;
-
-/// `POST /v1/watch`, behind the API-key middleware but not the request
-/// timeout: a stream lasts until the client or the server ends it.
-pub fn router() -> Router<AppState> {
-    Router::new().route("/v1/watch", post(watch))
-}
 
 /// What to watch.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -193,7 +185,6 @@ async fn next(mut feed: Feed) -> Option<(Result<SseEvent, Infallible>, Feed)> {
         (status = 501, description = "The store cannot follow users (a seed layout)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Too many open streams, the server's watch bounds reached (`watch-capacity`), or shutting down", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("api_key" = []))
 )]
 pub async fn watch(
     State(state): State<AppState>,

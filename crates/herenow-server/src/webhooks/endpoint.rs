@@ -276,14 +276,6 @@ fn check_name(name: &str) -> Result<String, WebhookError> {
     Ok(name.to_owned())
 }
 
-/// The kind an event's name (`join`, …) names.
-pub fn kind_named(name: &str) -> Result<OutboxKind, WebhookError> {
-    OutboxKind::ALL
-        .into_iter()
-        .find(|k| k.as_str() == name)
-        .ok_or_else(|| WebhookError::BadEvent(name.to_owned()))
-}
-
 fn kind_bit(name: &str) -> Result<u8, WebhookError> {
     OutboxKind::ALL
         .iter()

@@ -216,16 +216,6 @@ impl InFlight {
     pub fn retry_acks(&self, ids: Vec<String>) {
         self.0.lock().acks.extend(ids);
     }
-
-    /// Events held.
-    pub fn len(&self) -> usize {
-        self.0.lock().waiting.len()
-    }
-
-    /// Whether none is held.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// How an endpoint is doing.

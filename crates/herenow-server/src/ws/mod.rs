@@ -46,14 +46,7 @@ use crate::extract::ApiQuery;
 use crate::problem::ApiError;
 use crate::state::AppState;
 
-pub use crate::protocol::ws::{
-    ClientMessage, ConnMeta, Envelope, MAX_REF_BYTES, MESSAGE_TYPES, Ref, RefOnly, ServerMessage,
-    SnapshotMember, Undecodable, WsError, close, decode,
-};
-pub use limits::{
-    DEFAULT_PAGE_SIZE, ERROR_WINDOW, HELLO_TIMEOUT, MAX_ERRORS, MAX_JOINED, MAX_MESSAGE_BYTES,
-    MAX_PAGE_SIZE, MAX_SUBSCRIBED, MIN_STORE_PING, RATE_BURST, RATE_PER_SECOND, SEND_QUEUE,
-};
+use limits::MAX_MESSAGE_BYTES;
 
 /// `GET /v1/ws`. It sits outside the API-key middleware ([`crate::app`]):
 /// browsers cannot send headers with a WebSocket, so the token is the

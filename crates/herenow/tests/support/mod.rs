@@ -10,9 +10,10 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
@@ -22,6 +23,28 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_herenow");
 /// and to exit after SIGTERM. Generous: the machine is shared and slow
 /// under parallel builds; a healthy run takes milliseconds.
 pub const DEADLINE: Duration = Duration::from_secs(60);
+
+/// A fresh directory under cargo's per-target temporary directory, named
+/// for the test and unique to this run.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("herenow-{name}-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Milliseconds since the UNIX epoch, by the system clock (the server's
+/// clock in these tests).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
 
 /// The binary with a clean environment.
 pub fn herenow() -> Command {
