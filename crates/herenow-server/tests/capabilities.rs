@@ -9,8 +9,8 @@ mod support;
 use std::sync::Arc;
 
 use herenow_core::{Capability, ManualClock, MemoryStore};
-use herenow_server::{WebhookConfig, WebhookEndpoint as Endpoint, WebhookSecret as Secret};
 use herenow_server::{Backend, Config, ConfigError};
+use herenow_server::{WebhookConfig, WebhookEndpoint as Endpoint, WebhookSecret as Secret};
 use support::{T0, memory_store, store_over_memory};
 
 /// The memory store's presence, none of its capabilities: what a new
