@@ -77,6 +77,7 @@ pub mod page;
 pub mod persist;
 pub mod problem;
 pub mod protocol;
+pub mod pusher;
 pub mod sse;
 mod state;
 pub mod token;
@@ -128,6 +129,7 @@ pub fn app(state: AppState) -> App {
     // cannot send headers with a WebSocket.
     let open = Router::new()
         .merge(ws::router())
+        .merge(pusher::router(&state))
         .merge(ops::router())
         .merge(openapi::router())
         .merge(page::router())
