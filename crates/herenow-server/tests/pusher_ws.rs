@@ -11,10 +11,10 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use hmac::{Hmac, Mac};
 use herenow_core::{Heartbeat, Metadata, SpaceName};
 use herenow_server::Config;
 use herenow_server::pusher::{PusherApp, PusherConfig};
+use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
 use support::user_key;
@@ -113,7 +113,9 @@ async fn a_frame_over_the_bound_closes_with_1009_and_others_go_on() {
     let (mut other, _) = socket(&s).await;
     big.send_text(&"x".repeat(64 * 1024)).await;
     assert_eq!(big.closed().await, Some(1009));
-    other.send(json!({"event": "pusher:ping", "data": {}})).await;
+    other
+        .send(json!({"event": "pusher:ping", "data": {}}))
+        .await;
     assert_eq!(other.recv().await["event"], "pusher:pong");
 }
 
@@ -362,7 +364,11 @@ async fn the_http_api_refuses_every_bad_signature_and_changes_nothing() {
         ("an old timestamp", now - 601, None),
         ("a future timestamp", now + 601, None),
         ("another body", now, Some(("body_md5=", "body_md5=0"))),
-        ("a changed signature", now, Some(("auth_signature=", "auth_signature=0"))),
+        (
+            "a changed signature",
+            now,
+            Some(("auth_signature=", "auth_signature=0")),
+        ),
         ("another key", now, Some((KEY, "other-key"))),
     ] {
         let (status, _) = api(&s, "POST", &path, forged, &[], timestamp, tamper).await;
@@ -375,7 +381,10 @@ async fn the_http_api_refuses_every_bad_signature_and_changes_nothing() {
     let (status, body) = api(&s, "POST", &path, real, &[], now, None).await;
     assert_eq!((status, body.as_str()), (200, "{}"));
     let got = c.recv().await;
-    assert_eq!((got["event"].as_str(), got["data"].as_str()), (Some("e"), Some("real")));
+    assert_eq!(
+        (got["event"].as_str(), got["data"].as_str()),
+        (Some("e"), Some("real"))
+    );
 
     // Queries: a prefix filter, and user_count only for presence channels.
     let (status, body) = api(

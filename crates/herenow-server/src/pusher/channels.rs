@@ -46,9 +46,7 @@ impl Subscriber {
     /// Queues `text` unless only the reserve is left; a message that does
     /// not fit tells the socket it overflowed. True when queued.
     pub(crate) fn offer(&self, text: &Arc<str>) -> bool {
-        if self.queue.capacity() > RESERVE
-            && self.queue.try_send(Out::Text(text.clone())).is_ok()
-        {
+        if self.queue.capacity() > RESERVE && self.queue.try_send(Out::Text(text.clone())).is_ok() {
             return true;
         }
         if !self.queue.is_closed() {

@@ -60,8 +60,7 @@ impl std::str::FromStr for PusherApp {
     /// `ID:KEY:SECRET`, with the default limits.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let mut parts = s.splitn(3, ':');
-        let (Some(id), Some(key), Some(secret)) = (parts.next(), parts.next(), parts.next())
-        else {
+        let (Some(id), Some(key), Some(secret)) = (parts.next(), parts.next(), parts.next()) else {
             return Err(PusherConfigError::Format);
         };
         if !is_name(id) || !is_name(key) {

@@ -137,7 +137,12 @@ pub(crate) fn error(code: Option<u16>, message: &str) -> Arc<str> {
 }
 
 /// `pusher:subscription_error` on `channel`.
-pub(crate) fn subscription_error(channel: &str, kind: &str, message: &str, status: u16) -> Arc<str> {
+pub(crate) fn subscription_error(
+    channel: &str,
+    kind: &str,
+    message: &str,
+    status: u16,
+) -> Arc<str> {
     Arc::from(
         json!({
             "event": "pusher:subscription_error",
@@ -179,7 +184,11 @@ pub(crate) fn member_added(
     info: Option<&herenow_core::Metadata>,
 ) -> Arc<str> {
     let data = json!({ "user_id": user_id, "user_info": info_value(info) });
-    event("pusher_internal:member_added", Some(channel), &data.to_string())
+    event(
+        "pusher_internal:member_added",
+        Some(channel),
+        &data.to_string(),
+    )
 }
 
 /// `pusher_internal:member_removed`.
@@ -204,8 +213,8 @@ mod tests {
 
     #[test]
     fn reads_subscribe_data_as_object_or_string() {
-        let m = decode(r#"{"event":"pusher:subscribe","data":{"channel":"a","auth":"k:s"}}"#)
-            .unwrap();
+        let m =
+            decode(r#"{"event":"pusher:subscribe","data":{"channel":"a","auth":"k:s"}}"#).unwrap();
         let s: Subscribe = data_of(m.data.as_deref()).unwrap();
         assert_eq!((s.channel.as_str(), s.auth.as_deref()), ("a", Some("k:s")));
         let m = decode(r#"{"event":"pusher:subscribe","data":"{\"channel\":\"b\"}"}"#).unwrap();

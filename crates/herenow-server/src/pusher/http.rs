@@ -90,15 +90,24 @@ fn decode(s: &str) -> String {
 }
 
 fn hex_digit(b: u8) -> Option<u8> {
-    char::from(b).to_digit(16).and_then(|d| u8::try_from(d).ok())
+    char::from(b)
+        .to_digit(16)
+        .and_then(|d| u8::try_from(d).ok())
 }
 
 /// The query's parameters, keys lowercased; a key given twice is refused.
 fn params(query: Option<&str>) -> Result<BTreeMap<String, String>, Refusal> {
     let mut out = BTreeMap::new();
-    for pair in query.unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
+    for pair in query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if out.insert(decode(k).to_ascii_lowercase(), decode(v)).is_some() {
+        if out
+            .insert(decode(k).to_ascii_lowercase(), decode(v))
+            .is_some()
+        {
             return Err(bad("a query parameter is given twice"));
         }
     }
@@ -226,7 +235,9 @@ fn check_event(e: EventBody) -> Result<Checked, Refusal> {
         }
     }
     if encrypted && channels.len() > 1 {
-        return Err(bad("an event to an encrypted channel goes to that channel only"));
+        return Err(bad(
+            "an event to an encrypted channel goes to that channel only",
+        ));
     }
     if e.name.is_empty() || e.name.len() > MAX_NAME {
         return Err(bad("an event name is 1 to 200 bytes"));
@@ -268,7 +279,12 @@ async fn users_of(state: &AppState, channel: &str) -> Result<Vec<String>, Refusa
     };
     let sub = tokio::time::timeout(state.request_timeout(), state.store().subscribe(&space))
         .await
-        .map_err(|_| Refusal(StatusCode::SERVICE_UNAVAILABLE, "the store timed out".into()))?
+        .map_err(|_| {
+            Refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the store timed out".into(),
+            )
+        })?
         .map_err(|e| Refusal(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
     Ok(sub
         .snapshot
@@ -297,7 +313,10 @@ async fn channel_info(
                 if ChannelKind::of(channel) != Some(ChannelKind::Presence) {
                     return Err(bad("user_count is for presence channels only"));
                 }
-                out.insert(attribute.clone(), users_of(state, channel).await?.len().into());
+                out.insert(
+                    attribute.clone(),
+                    users_of(state, channel).await?.len().into(),
+                );
             }
             "" => {}
             other => return Err(bad(format!("unknown info attribute {other:?}"))),
@@ -350,7 +369,14 @@ pub(super) async fn events(
     body: Bytes,
 ) -> Result<Response, Refusal> {
     let pusher = pusher(&state)?;
-    let (app, _) = verify(pusher, &app_id, &Method::POST, uri.path(), query.as_deref(), &body)?;
+    let (app, _) = verify(
+        pusher,
+        &app_id,
+        &Method::POST,
+        uri.path(),
+        query.as_deref(),
+        &body,
+    )?;
     // Every check before any event goes out.
     let event = check_event(body_of(&body)?)?;
     let infos = publish(&state, pusher, &app, &event).await?;
@@ -371,7 +397,14 @@ pub(super) async fn batch_events(
     body: Bytes,
 ) -> Result<Response, Refusal> {
     let pusher = pusher(&state)?;
-    let (app, _) = verify(pusher, &app_id, &Method::POST, uri.path(), query.as_deref(), &body)?;
+    let (app, _) = verify(
+        pusher,
+        &app_id,
+        &Method::POST,
+        uri.path(),
+        query.as_deref(),
+        &body,
+    )?;
     let batch: BatchBody = body_of(&body)?;
     if batch.batch.is_empty() || batch.batch.len() > MAX_BATCH {
         return Err(bad("a batch holds 1 to 10 events"));
@@ -410,7 +443,14 @@ pub(super) async fn channels(
     RawQuery(query): RawQuery,
 ) -> Result<Response, Refusal> {
     let pusher = pusher(&state)?;
-    let (app, params) = verify(pusher, &app_id, &Method::GET, uri.path(), query.as_deref(), b"")?;
+    let (app, params) = verify(
+        pusher,
+        &app_id,
+        &Method::GET,
+        uri.path(),
+        query.as_deref(),
+        b"",
+    )?;
     let prefix = params
         .get("filter_by_prefix")
         .map(String::as_str)
@@ -420,9 +460,7 @@ pub(super) async fn channels(
         .map(|i| i.split(',').map(str::to_owned).collect())
         .unwrap_or_default();
     if info.iter().any(|i| i == "user_count") && !prefix.starts_with("presence-") {
-        return Err(bad(
-            "info=user_count needs filter_by_prefix=presence-",
-        ));
+        return Err(bad("info=user_count needs filter_by_prefix=presence-"));
     }
     let mut names: std::collections::BTreeSet<String> = pusher
         .channels
@@ -440,7 +478,12 @@ pub(super) async fn channels(
                 state.store().spaces(after.as_ref(), 1_000),
             )
             .await
-            .map_err(|_| Refusal(StatusCode::SERVICE_UNAVAILABLE, "the store timed out".into()))?
+            .map_err(|_| {
+                Refusal(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the store timed out".into(),
+                )
+            })?
             .map_err(|e| Refusal(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
             let Some(last) = page.last().map(|s| s.space.clone()) else {
                 break;
@@ -464,7 +507,10 @@ pub(super) async fn channels(
     for name in names {
         let mut entry = Map::new();
         if info.iter().any(|i| i == "user_count") {
-            entry.insert("user_count".into(), users_of(&state, &name).await?.len().into());
+            entry.insert(
+                "user_count".into(),
+                users_of(&state, &name).await?.len().into(),
+            );
         }
         out.insert(name, Value::Object(entry));
     }
@@ -479,7 +525,14 @@ pub(super) async fn channel(
     RawQuery(query): RawQuery,
 ) -> Result<Response, Refusal> {
     let pusher = pusher(&state)?;
-    let (app, params) = verify(pusher, &app_id, &Method::GET, uri.path(), query.as_deref(), b"")?;
+    let (app, params) = verify(
+        pusher,
+        &app_id,
+        &Method::GET,
+        uri.path(),
+        query.as_deref(),
+        b"",
+    )?;
     let kind = ChannelKind::of(&channel).ok_or_else(|| bad("invalid channel name"))?;
     let info: Vec<String> = params
         .get("info")
@@ -500,7 +553,14 @@ pub(super) async fn users(
     RawQuery(query): RawQuery,
 ) -> Result<Response, Refusal> {
     let pusher = pusher(&state)?;
-    verify(pusher, &app_id, &Method::GET, uri.path(), query.as_deref(), b"")?;
+    verify(
+        pusher,
+        &app_id,
+        &Method::GET,
+        uri.path(),
+        query.as_deref(),
+        b"",
+    )?;
     if ChannelKind::of(&channel) != Some(ChannelKind::Presence) {
         return Err(bad("users are listed for presence channels only"));
     }

@@ -171,7 +171,8 @@ impl ChannelKind {
         if name.is_empty()
             || name.len() > MAX_CHANNEL_BYTES
             || !name.bytes().all(|b| {
-                b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'=' | b'@' | b',' | b'.' | b';')
+                b.is_ascii_alphanumeric()
+                    || matches!(b, b'_' | b'-' | b'=' | b'@' | b',' | b'.' | b';')
             })
         {
             return None;

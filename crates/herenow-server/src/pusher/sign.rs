@@ -67,7 +67,10 @@ mod tests {
         assert!(same("abc", "abc"));
         assert!(!same("abc", "abd"));
         assert!(!same("abc", "abcd"));
-        assert_eq!(channel_auth_message("1.2", "private-a", None), "1.2:private-a");
+        assert_eq!(
+            channel_auth_message("1.2", "private-a", None),
+            "1.2:private-a"
+        );
         assert_eq!(
             channel_auth_message("1.2", "presence-a", Some("{}")),
             "1.2:presence-a:{}"

@@ -167,7 +167,9 @@ fn refusal(state: &AppState, key: &str, query: Option<&str>) -> Option<(u16, &'s
 async fn refuse(socket: WebSocket, code: u16, reason: &str) {
     let (mut sink, _) = socket.split();
     let _ = sink
-        .send(Message::Text(frames::error(Some(code), reason).to_string().into()))
+        .send(Message::Text(
+            frames::error(Some(code), reason).to_string().into(),
+        ))
         .await;
     let _ = sink
         .send(Message::Close(Some(CloseFrame {
@@ -477,9 +479,8 @@ impl Session {
         let space = SpaceName::new(channel).map_err(|_| {
             bad("a presence channel is a herenow space: at most 128 letters, digits or - _ . : @")
         })?;
-        let id = MemberId::new(&member.user_id).map_err(|_| {
-            bad("user_id must be 1 to 256 bytes without control characters")
-        })?;
+        let id = MemberId::new(&member.user_id)
+            .map_err(|_| bad("user_id must be 1 to 256 bytes without control characters"))?;
         let key = MemberKey::user(id);
         let store = self.state.store().clone();
         let subscription = self
@@ -581,7 +582,10 @@ impl Session {
             return;
         }
         if msg.event.len() > MAX_EVENT_NAME
-            || msg.data.as_ref().is_some_and(|d| d.get().len() > MAX_EVENT_DATA)
+            || msg
+                .data
+                .as_ref()
+                .is_some_and(|d| d.get().len() > MAX_EVENT_DATA)
         {
             self.reply(frames::error(
                 None,
