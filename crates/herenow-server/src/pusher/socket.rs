@@ -38,7 +38,7 @@ use herenow_core::{
     Attach, ConnId, Event, EventKind, EventReceiver, MemberId, MemberKey, MemberKind, Metadata,
     RecvError, SpaceName,
 };
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::{Instant, sleep_until, timeout};
 use tokio_stream::StreamMap;
 
@@ -63,6 +63,10 @@ const PONG_WAIT: Duration = Duration::from_secs(15);
 /// How long a lagging socket's queue may stay without room before the
 /// socket is closed (`4100`).
 pub(crate) const STALL: Duration = Duration::from_secs(30);
+
+/// How long what is queued and the close frame may take to go out once
+/// the session has ended.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// Most channels one socket may subscribe to.
 pub(crate) const MAX_CHANNELS: usize = 100;
@@ -117,24 +121,23 @@ pub(super) async fn upgrade(
         .read_buffer_size(4 * 1024)
         .write_buffer_size(0);
     upgraded.on_upgrade(move |socket| async move {
-        let (pusher, app) = match (refusal, permit) {
-            (Some((code, reason)), _) => return refuse(socket, code, reason).await,
-            (None, None) => {
-                return refuse(socket, close::OVER_CAPACITY, "over capacity").await;
-            }
-            (None, Some(permit)) => {
-                let Some(pusher) = state.pusher().cloned() else {
-                    return;
-                };
-                let Some(app) = pusher.by_key(&key).cloned() else {
-                    return;
-                };
-                ((pusher, permit), app)
-            }
+        let admitted = match (refusal, permit) {
+            (Some(refused), _) => Err(refused),
+            (None, None) => Err((close::OVER_CAPACITY, "over capacity")),
+            (None, Some(permit)) => Ok(permit),
         };
-        let (pusher, permit) = pusher;
-        run(socket, state, pusher, app).await;
-        drop(permit);
+        let app = state
+            .pusher()
+            .and_then(|p| p.by_key(&key).map(|app| (p.clone(), app.clone())));
+        match (admitted, app) {
+            (Ok(permit), Some((pusher, app))) => {
+                run(socket, state, pusher, app).await;
+                drop(permit);
+            }
+            (Err((code, reason)), _) => refuse(socket, code, reason).await,
+            // Checked by `refusal` already.
+            (Ok(_), None) => refuse(socket, close::UNKNOWN_APP, "unknown app key").await,
+        }
         drop(tracked);
     })
 }
@@ -163,20 +166,20 @@ fn refusal(state: &AppState, key: &str, query: Option<&str>) -> Option<(u16, &'s
     }
 }
 
-/// Tells the client why, then closes.
+/// Tells the client why, then closes; a client that reads nothing for
+/// [`CLOSE_GRACE`] is dropped.
 async fn refuse(socket: WebSocket, code: u16, reason: &str) {
     let (mut sink, _) = socket.split();
-    let _ = sink
-        .send(Message::Text(
-            frames::error(Some(code), reason).to_string().into(),
-        ))
-        .await;
-    let _ = sink
-        .send(Message::Close(Some(CloseFrame {
+    let _ = timeout(CLOSE_GRACE, async {
+        let error = frames::error(Some(code), reason).to_string();
+        sink.send(Message::Text(error.into())).await?;
+        let frame = CloseFrame {
             code,
             reason: reason.into(),
-        })))
-        .await;
+        };
+        sink.send(Message::Close(Some(frame))).await
+    })
+    .await;
 }
 
 /// Runs one socket to its end.
@@ -204,7 +207,24 @@ async fn run(socket: WebSocket, state: AppState, pusher: Arc<Pusher>, app: Arc<P
         lag_since: None,
         closing: None,
     };
-    tokio::join!(session.run(stream), write(sink, rx));
+    let (ended_tx, ended_rx) = oneshot::channel::<()>();
+    let session = async move {
+        session.run(stream).await;
+        drop(ended_tx);
+    };
+    let writer = async move {
+        tokio::select! {
+            () = write(sink, rx) => {}
+            // Once the session has ended, what is queued and the close
+            // have CLOSE_GRACE to go out: a client that stopped reading
+            // cannot hold the task (and the server's shutdown) forever.
+            () = async {
+                let _ = ended_rx.await;
+                tokio::time::sleep(CLOSE_GRACE).await;
+            } => {}
+        }
+    };
+    tokio::join!(session, writer);
 }
 
 /// The writer: sends what the session queued, in order, until the close
