@@ -223,9 +223,14 @@ impl Roster {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_socket_behind_a_join_storm_ends_with_the_exact_roster() {
+    storm_then_read(&Server::start_with(config(10_000)).await).await;
+}
+
+/// A socket subscribed to a presence channel reads nothing while 9,000
+/// members join and 500 leave; then it reads as pusher-js does.
+async fn storm_then_read(s: &Server) {
     const JOINS: usize = 9_000;
     const LEAVES: usize = 500;
-    let s = Server::start_with(config(10_000)).await;
     let (mut slow, slow_id) = socket(&s).await;
     subscribe_presence(&mut slow, &slow_id, "presence-storm", "watcher").await;
     let mut roster = Roster::default();
@@ -418,4 +423,112 @@ async fn the_http_api_refuses_every_bad_signature_and_changes_nothing() {
     let many = json!({"name": "e", "channels": channels, "data": "x"}).to_string();
     let (status, _) = api(&s, "POST", &path, &many, &[], now, None).await;
     assert_eq!(status, 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_closes_with_4200_after_leaving_the_presence_channels() {
+    let mut s = Server::start_with(config(10)).await;
+    let (mut c, id) = socket(&s).await;
+    subscribe_presence(&mut c, &id, "presence-bye", "ann").await;
+    assert_eq!(
+        c.recv().await["event"],
+        "pusher_internal:subscription_succeeded"
+    );
+    let space = SpaceName::new("presence-bye").unwrap();
+    let ann = user_key("ann");
+    let conns = s.store.connections(&space, &[ann.clone()]).await.unwrap();
+    assert_eq!(conns[0].len(), 1, "the socket is ann's live connection");
+    s.stop().await;
+    assert_eq!(c.closed().await, Some(4200), "reconnect at once, elsewhere");
+    let conns = s.store.connections(&space, &[ann]).await.unwrap();
+    assert!(conns[0].is_empty(), "detached before the close");
+}
+
+/// Two servers sharing one Redis: a presence channel is one roster.
+#[cfg(feature = "redis")]
+mod on_redis {
+    use std::sync::Arc;
+
+    use herenow_core::{ManualClock, SpaceConfig};
+    use herenow_redis::{RedisOptions, RedisStore};
+    use herenow_testkit as common;
+
+    use super::*;
+    use crate::support::{T0, redis_backend};
+
+    async fn server_on(redis: &common::RedisServer, clock: &ManualClock) -> Server {
+        let store = RedisStore::connect(
+            &redis.url(),
+            Arc::new(clock.clone()),
+            SpaceConfig::default(),
+            RedisOptions::default(),
+        )
+        .await
+        .expect("connect to the test's redis-server");
+        Server::serve(
+            redis_backend(Arc::new(store)),
+            config(10_000),
+            clock.clone(),
+        )
+        .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_socket_behind_a_join_storm_ends_with_the_exact_roster_on_redis() {
+        let redis = common::RedisServer::standalone();
+        let clock = ManualClock::new(T0);
+        storm_then_read(&server_on(&redis, &clock).await).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_users_sockets_on_two_servers_are_one_member() {
+        let redis = common::RedisServer::standalone();
+        let clock = ManualClock::new(T0);
+        let a = server_on(&redis, &clock).await;
+        let b = server_on(&redis, &clock).await;
+        let (mut ben, ben_id) = socket(&b).await;
+        subscribe_presence(&mut ben, &ben_id, "presence-x", "ben").await;
+        assert_eq!(data(&ben.recv().await)["presence"]["count"], 1);
+
+        let (mut ann_a, ann_a_id) = socket(&a).await;
+        subscribe_presence(&mut ann_a, &ann_a_id, "presence-x", "ann").await;
+        let roster = data(&ann_a.recv().await);
+        assert_eq!(
+            roster["presence"]["count"], 2,
+            "ben, from server b: {roster}"
+        );
+        let added = ben.recv().await;
+        assert_eq!(added["event"], "pusher_internal:member_added");
+        assert_eq!(data(&added)["user_id"], "ann");
+        assert_eq!(data(&added)["user_info"]["name"], "ann");
+
+        // Ann's second socket, on b: no new member.
+        let (mut ann_b, ann_b_id) = socket(&b).await;
+        subscribe_presence(&mut ann_b, &ann_b_id, "presence-x", "ann").await;
+        assert_eq!(data(&ann_b.recv().await)["presence"]["count"], 2);
+
+        // Either server answers the same distinct users.
+        let now = now_s();
+        for s in [&a, &b] {
+            let path = format!("/apps/{ID}/channels/presence-x");
+            let (status, body) =
+                api(s, "GET", &path, "", &[("info", "user_count")], now, None).await;
+            assert_eq!(status, 200);
+            let info: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(
+                (info["user_count"].as_u64(), info["occupied"].as_bool()),
+                (Some(2), Some(true))
+            );
+        }
+
+        // Her socket on a goes: ben sees nothing; her last goes: removed.
+        ann_a.close().await;
+        ann_b.close().await;
+        let removed = ben.recv().await;
+        assert_eq!(
+            removed["event"], "pusher_internal:member_removed",
+            "{removed}"
+        );
+        assert_eq!(data(&removed)["user_id"], "ann");
+    }
 }
