@@ -107,6 +107,28 @@ async fn refusals_close_with_the_protocols_codes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_socket_is_pinged_then_closed_with_4201() {
+    // activity_timeout is the WebSocket TTL: 2 s here.
+    let s = Server::start_with(Config {
+        ws_ttl: Duration::from_secs(2),
+        ws_ping: Duration::from_secs(1),
+        ..config(10)
+    })
+    .await;
+    let mut c = s
+        .connect_to(&format!("ws://{}/app/{KEY}?protocol=7", s.addr))
+        .await;
+    let hello = data(&c.recv().await);
+    assert_eq!(hello["activity_timeout"], 2);
+    // Answered once: the socket lives on.
+    assert_eq!(c.recv().await["event"], "pusher:ping");
+    c.send(json!({"event": "pusher:pong", "data": {}})).await;
+    // Then silence: pinged again, and closed.
+    assert_eq!(c.recv().await["event"], "pusher:ping");
+    assert_eq!(c.closed().await, Some(4201));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frame_over_the_bound_closes_with_1009_and_others_go_on() {
     let s = Server::start_with(config(10)).await;
     let (mut big, _) = socket(&s).await;

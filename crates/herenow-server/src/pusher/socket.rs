@@ -52,13 +52,17 @@ use crate::state::AppState;
 /// with `1009`.
 pub(crate) const MAX_FRAME: usize = 32 * 1024;
 
-/// `activity_timeout` told to clients, in seconds: a client pings after
-/// this long without a message, and so does the server.
-pub(crate) const ACTIVITY_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How long the server waits for an answer to its `pusher:ping` before
-/// closing with `4201`.
-const PONG_WAIT: Duration = Duration::from_secs(15);
+/// The silences of a socket: `activity_timeout`, told to clients, is the
+/// server's WebSocket TTL (`--ws-ttl`, whole seconds, at least one): a
+/// client pings after that long without a message, and so does the
+/// server; a `pusher:ping` unanswered for half of it closes the socket
+/// with `4201`. A dead socket is so noticed within 1.5 TTLs, and its
+/// presence, no longer refreshed, expires in the store within one TTL of
+/// a dead server.
+fn silences(ttl: Duration) -> (Duration, Duration) {
+    let activity = Duration::from_secs(ttl.as_secs().max(1));
+    (activity, activity / 2)
+}
 
 /// How long a lagging socket's queue may stay without room before the
 /// socket is closed (`4100`).
@@ -286,12 +290,13 @@ struct Session {
 
 impl Session {
     async fn run(mut self, mut stream: SplitStream<WebSocket>) {
+        let (ttl, refresh_every) = self.state.ws().timing();
+        let (activity, pong_wait) = silences(ttl);
         self.reply(frames::connection_established(
             &self.socket_id,
-            ACTIVITY_TIMEOUT.as_secs(),
+            activity.as_secs(),
         ));
         let shutdown = self.state.shutdown_token().clone();
-        let (_, refresh_every) = self.state.ws().timing();
         let mut next_refresh = Instant::now() + refresh_every;
         let mut last_heard = Instant::now();
         let mut pinged: Option<Instant> = None;
@@ -299,8 +304,8 @@ impl Session {
         let overflow = self.overflow.clone();
         while self.closing.is_none() {
             let quiet_deadline = match pinged {
-                Some(at) => at + PONG_WAIT,
-                None => last_heard + ACTIVITY_TIMEOUT,
+                Some(at) => at + pong_wait,
+                None => last_heard + activity,
             };
             let lagging = !self.lagging.is_empty();
             let stall = self.lag_since.map(|t| t + STALL);
