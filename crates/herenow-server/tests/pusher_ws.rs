@@ -440,6 +440,17 @@ async fn the_http_api_refuses_every_bad_signature_and_changes_nothing() {
     )
     .await;
     assert_eq!(status, 400);
+    // An info the channel cannot answer: refused, and nothing sent.
+    let asks = r#"{"name":"e","channel":"news","data":"x","info":"user_count"}"#;
+    let (status, _) = api(&s, "POST", &path, asks, &[], now, None).await;
+    assert_eq!(status, 400);
+    let last = r#"{"name":"e","channel":"news","data":"last"}"#;
+    assert_eq!(api(&s, "POST", &path, last, &[], now, None).await.0, 200);
+    assert_eq!(
+        c.recv().await["data"],
+        "last",
+        "the refused event was not sent"
+    );
     // Over 100 channels in one event.
     let channels: Vec<String> = (0..101).map(|i| format!("c{i}")).collect();
     let many = json!({"name": "e", "channels": channels, "data": "x"}).to_string();

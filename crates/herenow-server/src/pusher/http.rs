@@ -257,11 +257,28 @@ fn check_event(e: EventBody) -> Result<Checked, Refusal> {
     {
         return Err(bad("socket_id must look like 123.456"));
     }
-    let info = e
+    let info: Vec<String> = e
         .info
         .as_deref()
-        .map(|i| i.split(',').map(str::to_owned).collect())
+        .map(|i| {
+            i.split(',')
+                .filter(|a| !a.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default();
+    // Checked before anything is sent, so a bad `info` changes nothing.
+    for attribute in &info {
+        match attribute.as_str() {
+            "subscription_count" => {}
+            "user_count"
+                if channels
+                    .iter()
+                    .all(|c| ChannelKind::of(c) == Some(ChannelKind::Presence)) => {}
+            "user_count" => return Err(bad("user_count is for presence channels only")),
+            other => return Err(bad(format!("unknown info attribute {other:?}"))),
+        }
+    }
     Ok(Checked {
         channels,
         name: e.name,
