@@ -253,7 +253,7 @@ async fn a_socket_behind_a_join_storm_ends_with_the_exact_roster() {
 async fn storm_then_read(s: &Server) {
     const JOINS: usize = 9_000;
     const LEAVES: usize = 500;
-    let (mut slow, slow_id) = socket(&s).await;
+    let (mut slow, slow_id) = socket(s).await;
     subscribe_presence(&mut slow, &slow_id, "presence-storm", "watcher").await;
     let mut roster = Roster::default();
     roster.apply(&slow.recv().await);
@@ -469,7 +469,11 @@ async fn shutdown_closes_with_4200_after_leaving_the_presence_channels() {
     );
     let space = SpaceName::new("presence-bye").unwrap();
     let ann = user_key("ann");
-    let conns = s.store.connections(&space, &[ann.clone()]).await.unwrap();
+    let conns = s
+        .store
+        .connections(&space, std::slice::from_ref(&ann))
+        .await
+        .unwrap();
     assert_eq!(conns[0].len(), 1, "the socket is ann's live connection");
     s.stop().await;
     assert_eq!(c.closed().await, Some(4200), "reconnect at once, elsewhere");
