@@ -312,6 +312,41 @@ async fn storm_then_read(s: &Server) {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_socket_that_stops_reading_is_closed_with_4100() {
+    // The stall limit is the TTL when shorter than 30 s: 10 s here.
+    let s = Server::start_with(Config {
+        ws_ttl: Duration::from_secs(10),
+        ws_ping: Duration::from_secs(3),
+        ..config(10_000)
+    })
+    .await;
+    let (mut stuck, id) = socket(&s).await;
+    subscribe_presence(&mut stuck, &id, "presence-jam", "stuck").await;
+    let space = SpaceName::new("presence-jam").unwrap();
+    let meta = Metadata::from_json(&format!(r#"{{"pad":"{}"}}"#, "x".repeat(800))).unwrap();
+    let beats: Vec<Heartbeat> = (0..9_000)
+        .map(|i| Heartbeat {
+            member: user_key(&format!("j{i}")),
+            at_ms: None,
+            meta: Some(meta.clone()),
+        })
+        .collect();
+    for chunk in beats.chunks(1_000) {
+        s.store.heartbeat(&space, chunk).await.unwrap();
+    }
+    // It reads nothing for longer than the stall limit (a server cannot
+    // read a socket whose writes are jammed either); then it reads what
+    // is left, up to the close.
+    tokio::time::sleep(Duration::from_secs(13)).await;
+    assert_eq!(stuck.closed().await, Some(4100));
+    // The others are served: a fresh socket subscribes at once.
+    let (mut fresh, fresh_id) = socket(&s).await;
+    subscribe_presence(&mut fresh, &fresh_id, "presence-jam", "fresh").await;
+    let roster = data(&fresh.recv().await);
+    assert_eq!(roster["presence"]["count"], 9_001, "the stuck one left");
+}
+
 /// One signed request to the HTTP API, as Pusher's libraries sign it;
 /// `tamper` changes the query after signing. The status and body.
 async fn api(

@@ -20,7 +20,8 @@
 //! store subscription (pusher-js rebuilds its member list from it), so
 //! it always ends with the exact roster. The same happens when the
 //! store's own event queue overflows. Only a client whose queue stays
-//! full for [`STALL`] is closed (`4100`). An app event or client event
+//! full for [`MAX_STALL`] (or the WebSocket TTL, if shorter) is closed
+//! (`4100`). An app event or client event
 //! that does not fit closes the socket with `4100` at once (see
 //! `channels`): it cannot be recovered from a roster.
 
@@ -66,7 +67,7 @@ fn silences(ttl: Duration) -> (Duration, Duration) {
 
 /// How long a lagging socket's queue may stay without room before the
 /// socket is closed (`4100`).
-pub(crate) const STALL: Duration = Duration::from_secs(30);
+pub(crate) const MAX_STALL: Duration = Duration::from_secs(30);
 
 /// How long what is queued and the close frame may take to go out once
 /// the session has ended.
@@ -308,7 +309,7 @@ impl Session {
                 None => last_heard + activity,
             };
             let lagging = !self.lagging.is_empty();
-            let stall = self.lag_since.map(|t| t + STALL);
+            let stall = self.lag_since.map(|t| t + MAX_STALL.min(ttl));
             let has_streams = !self.streams.is_empty();
             tokio::select! {
                 biased;
@@ -321,7 +322,9 @@ impl Session {
                 () = sleep_until(stall.unwrap_or(quiet_deadline)), if stall.is_some() => {
                     self.close(close::OVER_CAPACITY, "too slow: the send queue stayed full");
                 }
-                () = sleep_until(quiet_deadline) => {
+                // A socket whose queue is jammed cannot be read either (its
+                // pongs wait behind its writes): the stall limit judges it.
+                () = sleep_until(quiet_deadline), if stall.is_none() => {
                     if pinged.is_some() {
                         self.close(close::NO_PONG, "Pong reply not received");
                     } else {
