@@ -187,6 +187,11 @@ impl Backend {
         } else if hooks.default_secret.is_some() {
             needs.push(("--webhook-secret", Capability::SpaceWebhooks));
         }
+        // A presence channel's members are the live connections of its
+        // sockets.
+        if config.pusher.is_enabled() {
+            needs.push(("--pusher-app", Capability::LiveConnections));
+        }
         for (flag, capability) in needs {
             self.require(flag, capability)?;
         }

@@ -447,6 +447,9 @@ pub struct Config {
     /// Where events go (`--webhook`), and how they are delivered; no
     /// endpoint: no webhooks, and the store keeps no outbox.
     pub webhooks: WebhookConfig,
+    /// The Pusher apps (`--pusher-app`); none: nothing of the Pusher
+    /// protocol is served.
+    pub pusher: crate::pusher::PusherConfig,
 }
 
 impl Default for Config {
@@ -466,6 +469,7 @@ impl Default for Config {
             max_event_streams: 1_024,
             request_timeout: Duration::from_secs(10),
             webhooks: WebhookConfig::default(),
+            pusher: crate::pusher::PusherConfig::default(),
         }
     }
 }
@@ -538,6 +542,7 @@ impl Config {
             });
         }
         self.webhooks.check()?;
+        self.pusher.check()?;
         Ok(())
     }
 }
@@ -601,6 +606,9 @@ pub enum ConfigError {
     /// A webhook that cannot be delivered to as configured.
     #[error(transparent)]
     Webhook(#[from] WebhookError),
+    /// A Pusher app that cannot be served.
+    #[error(transparent)]
+    Pusher(#[from] crate::pusher::PusherConfigError),
     /// A WebSocket TTL the stores do not accept.
     #[error("the WebSocket TTL must be between 1s and 10m; got {0:?}")]
     WsTtl(Duration),

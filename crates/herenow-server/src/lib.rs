@@ -83,6 +83,7 @@ mod page;
 pub mod persist;
 mod problem;
 pub mod protocol;
+mod pusher;
 mod routes;
 mod sse;
 mod state;
@@ -100,6 +101,7 @@ pub use error::ServerError;
 pub use layers::App;
 pub use metrics::Metrics;
 pub use problem::Problem;
+pub use pusher::{PusherApp, PusherConfig, PusherConfigError};
 pub use sse::SnapshotData;
 pub use state::AppState;
 pub use webhooks::{

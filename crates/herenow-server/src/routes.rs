@@ -24,7 +24,7 @@ use crate::config::Scope;
 use crate::layers::{V1Layer, keyed};
 use crate::openapi::{self, ApiDoc};
 use crate::state::AppState;
-use crate::{metrics, ops, page, sse, ws};
+use crate::{metrics, ops, page, pusher, sse, ws};
 
 /// Every route over `state`: the JSON API and the event streams behind
 /// their keys, the rest open; `/openapi.json` serves the document the
@@ -33,10 +33,12 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
     let (keyed, doc) = documented(state).split_for_parts();
     let doc = openapi::document(doc, state.keys().is_open());
     // The WebSocket's credential is its token, not an API key: browsers
-    // cannot send headers with a WebSocket. Probes, scrapers, the page and
-    // the document need none.
+    // cannot send headers with a WebSocket. The Pusher protocol checks its
+    // apps' own signatures. Probes, scrapers, the page and the document
+    // need none.
     let open = Router::new()
         .merge(ws::router())
+        .merge(pusher::router(state))
         .merge(ops::router())
         .merge(openapi::router(doc))
         .merge(page::router())

@@ -37,6 +37,7 @@ struct Inner {
     ws: Hub,
     watch: Arc<WatchHub>,
     webhooks: Webhooks,
+    pusher: Option<Arc<crate::pusher::Pusher>>,
 }
 
 impl AppState {
@@ -67,6 +68,7 @@ impl AppState {
             ws: Hub::new(config),
             watch,
             webhooks,
+            pusher: crate::pusher::Pusher::new(&config.pusher),
         }))
     }
 
@@ -111,6 +113,12 @@ impl AppState {
     /// The WebSocket connections: their bound, tracker and ids.
     pub fn ws(&self) -> &Hub {
         &self.0.ws
+    }
+
+    /// The Pusher protocol's side (`--pusher-app`), if any app is
+    /// configured.
+    pub fn pusher(&self) -> Option<&Arc<crate::pusher::Pusher>> {
+        self.0.pusher.as_ref()
     }
 
     /// The watchers of users (WebSocket `watch`, `POST /v1/watch`).

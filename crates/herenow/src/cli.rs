@@ -260,6 +260,19 @@ pub struct ServeArgs {
     #[arg(long, env = "HERENOW_REQUEST_TIMEOUT", value_parser = positive_duration)]
     pub request_timeout: Option<Duration>,
 
+    /// A Pusher Channels app to serve, ID:KEY:SECRET (pusher-js and
+    /// Laravel Echo connect to /app/KEY, Pusher's server libraries call
+    /// /apps/ID); repeat for more (comma-separated in the environment
+    /// variable). Without one nothing of the Pusher protocol is served.
+    #[arg(
+        long = "pusher-app",
+        value_name = "ID:KEY:SECRET",
+        env = "HERENOW_PUSHER_APPS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub pusher_apps: Vec<String>,
+
     /// Webhooks: where events go and how they are delivered (boxed: the
     /// flags would make `Command` lopsided).
     #[command(flatten)]

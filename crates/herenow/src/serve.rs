@@ -62,6 +62,14 @@ pub fn config(args: &ServeArgs, store: StoreSpec) -> Result<Config, ConfigError>
             .map_or(defaults.max_event_streams, |n| n as usize),
         request_timeout: args.request_timeout.unwrap_or(defaults.request_timeout),
         webhooks: crate::webhook_flags::config(&args.webhooks)?,
+        // Parsed here, not by clap, so a secret is never echoed in an error.
+        pusher: herenow_server::PusherConfig {
+            apps: args
+                .pusher_apps
+                .iter()
+                .map(|a| a.parse())
+                .collect::<Result<_, _>>()?,
+        },
     })
 }
 

@@ -370,7 +370,8 @@ fn issue_13_herenow_online_answers_over_seed_000s_sets() {
 /// Issue 35, "a store seam of capabilities": a seed's layout keeps no
 /// webhook outbox and no spaces' endpoints, so `--webhook` and a lone
 /// `--webhook-secret` are refused at start (a configuration error, exit
-/// 2), naming the flag and the layout, before the "listening" line.
+/// 2), naming the flag and the layout, before the "listening" line; nor
+/// live connections, so `--pusher-app` (presence channels) is refused too.
 #[test]
 fn issue_35_serve_refuses_webhook_flags_on_a_seed_layout() {
     let redis = RedisServer::standalone();
@@ -386,6 +387,10 @@ fn issue_35_serve_refuses_webhook_flags_on_a_seed_layout() {
             "--webhook needs",
         ),
         (&["--webhook-secret", secret][..], "--webhook-secret needs"),
+        (
+            &["--pusher-app", "1:app-key:a-secret-long-enough-for-pusher"][..],
+            "--pusher-app needs",
+        ),
     ] {
         let out = herenow()
             .args(["serve", "--listen", "127.0.0.1:0", "--store", &redis.url()])

@@ -1,0 +1,139 @@
+//! [`Channels`]: which of this server's sockets subscribe to which
+//! channel, and the fan-out of an event to them.
+//!
+//! A socket's queue is bounded ([`QUEUE`] messages, plus [`RESERVE`]
+//! slots only replies and the close may use). An event that does not fit
+//! is not queued, and the socket is told through its `overflow` notice:
+//! its session closes it with `4100` (reconnect after a while), so a
+//! client never silently misses an event and stays subscribed. Presence
+//! member events do not pass here: each socket reads them from the store
+//! and catches up after lag with a fresh roster (see `socket`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::{Notify, mpsc};
+
+/// Messages one socket's queue holds for events and member events.
+pub(crate) const QUEUE: usize = 512;
+
+/// Further slots for replies (`pong`, errors, `subscription_succeeded`)
+/// and the close frame.
+pub(crate) const RESERVE: usize = 16;
+
+/// What a socket's writer sends.
+#[derive(Debug)]
+pub(crate) enum Out {
+    /// A message, serialized once for every socket it goes to.
+    Text(Arc<str>),
+    /// The close frame: the last thing sent.
+    Close(u16, String),
+}
+
+/// A socket as its channels see it.
+#[derive(Clone)]
+pub(crate) struct Subscriber {
+    /// The socket id, to leave out the sender of an event.
+    pub(crate) socket_id: Arc<str>,
+    /// The socket's queue.
+    pub(crate) queue: mpsc::Sender<Out>,
+    /// Told when an event did not fit the queue.
+    pub(crate) overflow: Arc<Notify>,
+}
+
+impl Subscriber {
+    /// Queues `text` unless only the reserve is left; a message that does
+    /// not fit tells the socket it overflowed. True when queued.
+    pub(crate) fn offer(&self, text: &Arc<str>) -> bool {
+        if self.queue.capacity() > RESERVE && self.queue.try_send(Out::Text(text.clone())).is_ok() {
+            return true;
+        }
+        if !self.queue.is_closed() {
+            self.overflow.notify_one();
+        }
+        false
+    }
+}
+
+/// A channel of one app.
+type Key = (Arc<str>, Box<str>);
+
+/// Every channel some local socket subscribes to, by app id and name,
+/// with its subscribers by socket number.
+#[derive(Default)]
+pub struct Channels {
+    map: Mutex<HashMap<Key, HashMap<u64, Subscriber>>>,
+}
+
+impl Channels {
+    /// No channels.
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds socket `number` to `channel` of `app`.
+    pub(crate) fn join(&self, app: &Arc<str>, channel: &str, number: u64, sub: Subscriber) {
+        self.map
+            .lock()
+            .entry((app.clone(), channel.into()))
+            .or_default()
+            .insert(number, sub);
+    }
+
+    /// Removes socket `number` from `channel` of `app`; a channel left
+    /// empty is forgotten.
+    pub(crate) fn leave(&self, app: &Arc<str>, channel: &str, number: u64) {
+        let mut map = self.map.lock();
+        let key = (app.clone(), Box::<str>::from(channel));
+        if let Some(subs) = map.get_mut(&key) {
+            subs.remove(&number);
+            if subs.is_empty() {
+                map.remove(&key);
+            }
+        }
+    }
+
+    /// Sends `text` to every local subscriber of `channel` of `app` but
+    /// the socket `except`; returns how many it was queued for.
+    pub(crate) fn publish(
+        &self,
+        app: &Arc<str>,
+        channel: &str,
+        text: &Arc<str>,
+        except: Option<&str>,
+    ) -> usize {
+        // Copied out, so the lock is not held while queueing.
+        let subs: Vec<Subscriber> = {
+            let map = self.map.lock();
+            match map.get(&(app.clone(), Box::<str>::from(channel))) {
+                Some(subs) => subs.values().cloned().collect(),
+                None => return 0,
+            }
+        };
+        subs.iter()
+            .filter(|s| except != Some(&*s.socket_id))
+            .filter(|s| s.offer(text))
+            .count()
+    }
+
+    /// How many local sockets subscribe to `channel` of `app`.
+    pub fn subscription_count(&self, app: &str, channel: &str) -> usize {
+        let map = self.map.lock();
+        map.get(&(Arc::from(app), Box::<str>::from(channel)))
+            .map_or(0, HashMap::len)
+    }
+
+    /// The channels of `app` some local socket subscribes to, whose names
+    /// start with `prefix`, with their subscription counts, by name.
+    pub fn occupied(&self, app: &str, prefix: &str) -> Vec<(String, usize)> {
+        let map = self.map.lock();
+        let mut out: Vec<(String, usize)> = map
+            .iter()
+            .filter(|((a, name), _)| &**a == app && name.starts_with(prefix))
+            .map(|((_, name), subs)| (name.to_string(), subs.len()))
+            .collect();
+        out.sort();
+        out
+    }
+}

@@ -1,0 +1,247 @@
+//! The messages of the Pusher protocol, as this server reads and writes
+//! them: `{"event": ..., "channel": ..., "data": ...}`, where `data` is
+//! a JSON string for the server's `pusher_internal:` and app events (as
+//! Pusher sends them; pusher-js parses it again) and an object for
+//! `pusher:error`.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+/// One message from a client.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Incoming {
+    /// `pusher:ping`, `pusher:subscribe`, `client-…`, …
+    pub(crate) event: String,
+    /// The channel of a client event.
+    #[serde(default)]
+    pub(crate) channel: Option<String>,
+    /// The payload, kept as written (a client event's is relayed as is).
+    #[serde(default)]
+    pub(crate) data: Option<Box<RawValue>>,
+}
+
+/// Reads a text frame; `None` when it is not a message.
+pub(crate) fn decode(text: &str) -> Option<Incoming> {
+    serde_json::from_str(text).ok()
+}
+
+/// `pusher:subscribe`'s data.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Subscribe {
+    /// The channel's name.
+    pub(crate) channel: String,
+    /// `key:signature`, for private, encrypted and presence channels.
+    #[serde(default)]
+    pub(crate) auth: Option<String>,
+    /// A presence channel's member, as a JSON string (it is signed as
+    /// written).
+    #[serde(default)]
+    pub(crate) channel_data: Option<String>,
+}
+
+/// `pusher:unsubscribe`'s data.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Unsubscribe {
+    /// The channel's name.
+    pub(crate) channel: String,
+}
+
+/// Reads a `data` given as an object or as a JSON string holding one
+/// (clients send both).
+pub(crate) fn data_of<T: for<'de> Deserialize<'de>>(raw: Option<&RawValue>) -> Option<T> {
+    let raw = raw?.get();
+    if raw.starts_with('"') {
+        let inner: String = serde_json::from_str(raw).ok()?;
+        serde_json::from_str(&inner).ok()
+    } else {
+        serde_json::from_str(raw).ok()
+    }
+}
+
+/// A presence member, from `channel_data`.
+#[derive(Debug)]
+pub(crate) struct Member {
+    /// `user_id`, as a string (a number is taken in its decimal form).
+    pub(crate) user_id: String,
+    /// `user_info` as written, if any.
+    pub(crate) user_info: Option<Box<RawValue>>,
+}
+
+/// Reads `channel_data`: an object with a `user_id` (a non-empty string
+/// or an integer) and an optional `user_info`.
+pub(crate) fn member(channel_data: &str) -> Option<Member> {
+    #[derive(Deserialize)]
+    struct Raw {
+        user_id: Value,
+        #[serde(default)]
+        user_info: Option<Box<RawValue>>,
+    }
+    let raw: Raw = serde_json::from_str(channel_data).ok()?;
+    let user_id = match raw.user_id {
+        Value::String(s) if !s.is_empty() => s,
+        Value::Number(n) if n.is_i64() || n.is_u64() => n.to_string(),
+        _ => return None,
+    };
+    Some(Member {
+        user_id,
+        user_info: raw.user_info.filter(|info| info.get() != "null"),
+    })
+}
+
+/// `{"event", "channel", "data"}` with `data` a JSON string.
+pub(crate) fn event(event: &str, channel: Option<&str>, data: &str) -> Arc<str> {
+    let mut msg = json!({ "event": event, "data": data });
+    if let Some(channel) = channel {
+        msg["channel"] = channel.into();
+    }
+    Arc::from(msg.to_string())
+}
+
+/// A client event as relayed to the channel's other subscribers: its
+/// data as the sender wrote it, and on a presence channel the sender's
+/// `user_id`.
+pub(crate) fn client_event(
+    event: &str,
+    channel: &str,
+    data: Option<&RawValue>,
+    user_id: Option<&str>,
+) -> Arc<str> {
+    let event = Value::from(event).to_string();
+    let channel = Value::from(channel).to_string();
+    let data = data.map_or("null", RawValue::get);
+    let text = match user_id {
+        Some(id) => {
+            let id = Value::from(id).to_string();
+            format!(r#"{{"event":{event},"channel":{channel},"data":{data},"user_id":{id}}}"#)
+        }
+        None => format!(r#"{{"event":{event},"channel":{channel},"data":{data}}}"#),
+    };
+    Arc::from(text)
+}
+
+/// `pusher:connection_established`.
+pub(crate) fn connection_established(socket_id: &str, activity_timeout_s: u64) -> Arc<str> {
+    let data = json!({ "socket_id": socket_id, "activity_timeout": activity_timeout_s });
+    event("pusher:connection_established", None, &data.to_string())
+}
+
+/// `pusher:error`, with a code or `null`.
+pub(crate) fn error(code: Option<u16>, message: &str) -> Arc<str> {
+    Arc::from(
+        json!({ "event": "pusher:error", "data": { "code": code, "message": message } })
+            .to_string(),
+    )
+}
+
+/// `pusher:subscription_error` on `channel`.
+pub(crate) fn subscription_error(
+    channel: &str,
+    kind: &str,
+    message: &str,
+    status: u16,
+) -> Arc<str> {
+    Arc::from(
+        json!({
+            "event": "pusher:subscription_error",
+            "channel": channel,
+            "data": { "type": kind, "error": message, "status": status },
+        })
+        .to_string(),
+    )
+}
+
+/// `pusher:pong` / `pusher:ping`.
+pub(crate) fn bare(event: &str) -> Arc<str> {
+    Arc::from(json!({ "event": event, "data": {} }).to_string())
+}
+
+/// `pusher_internal:subscription_succeeded` of a presence channel: the
+/// whole roster in one message.
+pub(crate) fn presence_succeeded(
+    channel: &str,
+    members: &[(String, Option<herenow_core::Metadata>)],
+) -> Arc<str> {
+    let ids: Vec<&str> = members.iter().map(|(id, _)| id.as_str()).collect();
+    let mut hash = serde_json::Map::with_capacity(members.len());
+    for (id, info) in members {
+        hash.insert(id.clone(), info_value(info.as_ref()));
+    }
+    let data = json!({ "presence": { "ids": ids, "hash": hash, "count": members.len() } });
+    event(
+        "pusher_internal:subscription_succeeded",
+        Some(channel),
+        &data.to_string(),
+    )
+}
+
+/// `pusher_internal:member_added`.
+pub(crate) fn member_added(
+    channel: &str,
+    user_id: &str,
+    info: Option<&herenow_core::Metadata>,
+) -> Arc<str> {
+    let data = json!({ "user_id": user_id, "user_info": info_value(info) });
+    event(
+        "pusher_internal:member_added",
+        Some(channel),
+        &data.to_string(),
+    )
+}
+
+/// `pusher_internal:member_removed`.
+pub(crate) fn member_removed(channel: &str, user_id: &str) -> Arc<str> {
+    let data = json!({ "user_id": user_id });
+    event(
+        "pusher_internal:member_removed",
+        Some(channel),
+        &data.to_string(),
+    )
+}
+
+/// A member's `user_info` as JSON (`null` when it gave none).
+fn info_value(info: Option<&herenow_core::Metadata>) -> Value {
+    info.and_then(|m| serde_json::from_str(m.as_json()).ok())
+        .unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_subscribe_data_as_object_or_string() {
+        let m =
+            decode(r#"{"event":"pusher:subscribe","data":{"channel":"a","auth":"k:s"}}"#).unwrap();
+        let s: Subscribe = data_of(m.data.as_deref()).unwrap();
+        assert_eq!((s.channel.as_str(), s.auth.as_deref()), ("a", Some("k:s")));
+        let m = decode(r#"{"event":"pusher:subscribe","data":"{\"channel\":\"b\"}"}"#).unwrap();
+        let s: Subscribe = data_of(m.data.as_deref()).unwrap();
+        assert_eq!(s.channel, "b");
+        assert!(decode("not json").is_none());
+        assert!(decode(r#"{"data":{}}"#).is_none());
+    }
+
+    #[test]
+    fn members() {
+        let m = member(r#"{"user_id":"7","user_info":{"name":"Ada"}}"#).unwrap();
+        assert_eq!(m.user_id, "7");
+        assert_eq!(m.user_info.unwrap().get(), r#"{"name":"Ada"}"#);
+        assert_eq!(member(r#"{"user_id":42}"#).unwrap().user_id, "42");
+        assert!(member(r#"{"user_id":""}"#).is_none());
+        assert!(member(r#"{"user_id":1.5}"#).is_none());
+        assert!(member(r#"{"user_info":{}}"#).is_none());
+    }
+
+    #[test]
+    fn writes_client_events_with_the_senders_id() {
+        let data = RawValue::from_string(r#"{"x":1}"#.into()).unwrap();
+        let text = client_event("client-a", "presence-r", Some(&data), Some("7"));
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["data"]["x"], 1);
+        assert_eq!(v["user_id"], "7");
+        assert_eq!(v["channel"], "presence-r");
+    }
+}

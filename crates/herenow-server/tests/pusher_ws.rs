@@ -1,0 +1,614 @@
+//! The Pusher protocol's edges that need the server in hand (issue 38):
+//! its close codes, the member cap of a presence channel, a socket that
+//! falls behind in a join storm ending with the exact roster, client
+//! events on presence channels, bounded frames, and the HTTP API's
+//! signature check. The libraries' own view of the protocol is tested in
+//! `crates/herenow/tests/pusher_js.rs` (pusher-js and the `pusher` server
+//! library); here the frames are read as they are sent.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use herenow_core::{Heartbeat, Metadata, SpaceName};
+use herenow_server::Config;
+use herenow_server::{PusherApp, PusherConfig};
+use hmac::{Hmac, Mac};
+use serde_json::{Value, json};
+use sha2::Sha256;
+use support::user_key;
+use support::ws::{Client, Read, Server};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const ID: &str = "77";
+const KEY: &str = "test-key";
+const SECRET: &str = "test-secret-1234";
+
+fn config(max_presence_members: usize) -> Config {
+    let app: PusherApp = format!("{ID}:{KEY}:{SECRET}").parse().unwrap();
+    Config {
+        pusher: PusherConfig {
+            apps: vec![PusherApp {
+                max_presence_members,
+                ..app
+            }],
+        },
+        ..Config::default()
+    }
+}
+
+fn hmac_hex(message: &str) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
+    mac.update(message.as_bytes());
+    mac.finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A connected socket and its socket id.
+async fn socket(s: &Server) -> (Client, String) {
+    let mut c = s
+        .connect_to(&format!("ws://{}/app/{KEY}?protocol=7&client=test", s.addr))
+        .await;
+    let hello = c.recv().await;
+    assert_eq!(hello["event"], "pusher:connection_established");
+    let data: Value = serde_json::from_str(hello["data"].as_str().unwrap()).unwrap();
+    let id = data["socket_id"].as_str().unwrap().to_owned();
+    assert!(data["activity_timeout"].as_u64().unwrap() > 0);
+    (c, id)
+}
+
+/// Sends a signed presence subscription for `user`.
+async fn subscribe_presence(c: &mut Client, socket_id: &str, channel: &str, user: &str) {
+    let channel_data = json!({"user_id": user, "user_info": {"name": user}}).to_string();
+    let auth = format!(
+        "{KEY}:{}",
+        hmac_hex(&format!("{socket_id}:{channel}:{channel_data}"))
+    );
+    c.send(json!({"event": "pusher:subscribe",
+        "data": {"channel": channel, "auth": auth, "channel_data": channel_data}}))
+        .await;
+}
+
+/// The data of a message, parsed from its JSON string.
+fn data(m: &Value) -> Value {
+    match &m["data"] {
+        Value::String(s) => serde_json::from_str(s).unwrap(),
+        other => other.clone(),
+    }
+}
+
+async fn closed_with(s: &Server, query: &str) -> (Value, Option<u16>) {
+    let mut c = s.connect_to(&format!("ws://{}{query}", s.addr)).await;
+    let error = c.recv().await;
+    assert_eq!(error["event"], "pusher:error");
+    match c.read().await {
+        Read::Closed(code) => (error, code),
+        Read::Json(m) => panic!("expected the close, got {m}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_close_with_the_protocols_codes() {
+    let s = Server::start_with(config(10)).await;
+    for (query, code) in [
+        ("/app/no-such-key?protocol=7", 4001),
+        (&format!("/app/{KEY}") as &str, 4008),
+        (&format!("/app/{KEY}?protocol=seven"), 4006),
+        (&format!("/app/{KEY}?protocol=3"), 4007),
+    ] {
+        let (error, closed) = closed_with(&s, query).await;
+        assert_eq!(error["data"]["code"], code, "{query}");
+        assert_eq!(closed, Some(code), "{query}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_socket_is_pinged_then_closed_with_4201() {
+    // activity_timeout is the WebSocket TTL: 2 s here.
+    let s = Server::start_with(Config {
+        ws_ttl: Duration::from_secs(2),
+        ws_ping: Duration::from_secs(1),
+        ..config(10)
+    })
+    .await;
+    let mut c = s
+        .connect_to(&format!("ws://{}/app/{KEY}?protocol=7", s.addr))
+        .await;
+    let hello = data(&c.recv().await);
+    assert_eq!(hello["activity_timeout"], 2);
+    // Answered once: the socket lives on.
+    assert_eq!(c.recv().await["event"], "pusher:ping");
+    c.send(json!({"event": "pusher:pong", "data": {}})).await;
+    // Then silence: pinged again, and closed.
+    assert_eq!(c.recv().await["event"], "pusher:ping");
+    assert_eq!(c.closed().await, Some(4201));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frame_over_the_bound_closes_with_1009_and_others_go_on() {
+    let s = Server::start_with(config(10)).await;
+    let (mut big, _) = socket(&s).await;
+    let (mut other, _) = socket(&s).await;
+    big.send_text(&"x".repeat(64 * 1024)).await;
+    assert_eq!(big.closed().await, Some(1009));
+    other
+        .send(json!({"event": "pusher:ping", "data": {}}))
+        .await;
+    assert_eq!(other.recv().await["event"], "pusher:pong");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_presence_channel_at_its_cap_refuses_the_next_user_and_trims_nobody() {
+    let s = Server::start_with(config(2)).await;
+    let (mut a, a_id) = socket(&s).await;
+    subscribe_presence(&mut a, &a_id, "presence-small", "a").await;
+    assert_eq!(
+        a.recv().await["event"],
+        "pusher_internal:subscription_succeeded"
+    );
+    let (mut b, b_id) = socket(&s).await;
+    subscribe_presence(&mut b, &b_id, "presence-small", "b").await;
+    let ok = b.recv().await;
+    assert_eq!(data(&ok)["presence"]["count"], 2);
+    let (mut c, c_id) = socket(&s).await;
+    subscribe_presence(&mut c, &c_id, "presence-small", "c").await;
+    let refused = c.recv().await;
+    assert_eq!(refused["event"], "pusher:subscription_error");
+    assert_eq!(refused["channel"], "presence-small");
+    assert_eq!(refused["data"]["status"], 4100);
+    // A second socket of a member is no new member.
+    let (mut a2, a2_id) = socket(&s).await;
+    subscribe_presence(&mut a2, &a2_id, "presence-small", "a").await;
+    let again = a2.recv().await;
+    assert_eq!(again["event"], "pusher_internal:subscription_succeeded");
+    let roster = data(&again);
+    assert_eq!(roster["presence"]["count"], 2);
+    let mut ids: Vec<&str> = roster["presence"]["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["a", "b"]);
+    // a saw b arrive, and never c.
+    let added = a.recv().await;
+    assert_eq!(added["event"], "pusher_internal:member_added");
+    assert_eq!(data(&added)["user_id"], "b");
+    a.send(json!({"event": "pusher:ping", "data": {}})).await;
+    assert_eq!(a.recv().await["event"], "pusher:pong");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_events_on_presence_channels_carry_the_senders_user_id() {
+    let s = Server::start_with(config(10)).await;
+    let (mut a, a_id) = socket(&s).await;
+    let (mut b, b_id) = socket(&s).await;
+    subscribe_presence(&mut a, &a_id, "presence-chat", "ann").await;
+    a.recv().await;
+    subscribe_presence(&mut b, &b_id, "presence-chat", "ben").await;
+    b.recv().await;
+    assert_eq!(
+        a.recv().await["event"],
+        "pusher_internal:member_added",
+        "ann sees ben"
+    );
+    a.send(json!({"event": "client-typing", "channel": "presence-chat", "data": {"on": true}}))
+        .await;
+    let got = b.recv().await;
+    assert_eq!(got["event"], "client-typing");
+    assert_eq!(got["user_id"], "ann");
+    assert_eq!(got["data"]["on"], true);
+    // A client event on a channel the socket has not subscribed.
+    a.send(json!({"event": "client-x", "channel": "private-elsewhere", "data": {}}))
+        .await;
+    assert_eq!(a.recv().await["data"]["code"], 4009);
+}
+
+/// What pusher-js keeps of a presence channel: a roster replaced whole by
+/// `subscription_succeeded`, changed by `member_added` / `member_removed`.
+#[derive(Default)]
+struct Roster {
+    members: BTreeSet<String>,
+    rosters: usize,
+}
+
+impl Roster {
+    fn apply(&mut self, m: &Value) {
+        match m["event"].as_str() {
+            Some("pusher_internal:subscription_succeeded") => {
+                let d = data(m);
+                self.members = d["presence"]["ids"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_str().unwrap().to_owned())
+                    .collect();
+                assert_eq!(d["presence"]["count"], self.members.len());
+                self.rosters += 1;
+            }
+            Some("pusher_internal:member_added") => {
+                self.members
+                    .insert(data(m)["user_id"].as_str().unwrap().to_owned());
+            }
+            Some("pusher_internal:member_removed") => {
+                self.members.remove(data(m)["user_id"].as_str().unwrap());
+            }
+            other => panic!("unexpected {other:?}: {m}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_socket_behind_a_join_storm_ends_with_the_exact_roster() {
+    storm_then_read(&Server::start_with(config(10_000)).await).await;
+}
+
+/// A socket subscribed to a presence channel reads nothing while 9,000
+/// members join and 500 leave; then it reads as pusher-js does.
+async fn storm_then_read(s: &Server) {
+    const JOINS: usize = 9_000;
+    const LEAVES: usize = 500;
+    let (mut slow, slow_id) = socket(s).await;
+    subscribe_presence(&mut slow, &slow_id, "presence-storm", "watcher").await;
+    let mut roster = Roster::default();
+    roster.apply(&slow.recv().await);
+    // Members joining through herenow's own API, with 800 bytes of
+    // user_info each: about 9 MB of member_added, more than the queue and
+    // the kernel's buffers hold while the socket reads nothing.
+    let storm = SpaceName::new("presence-storm").unwrap();
+    let meta = Metadata::from_json(&format!(r#"{{"pad":"{}"}}"#, "x".repeat(800))).unwrap();
+    let ids: Vec<String> = (0..JOINS).map(|i| format!("m{i}")).collect();
+    for chunk in ids.chunks(1_000) {
+        let beats: Vec<Heartbeat> = chunk
+            .iter()
+            .map(|id| Heartbeat {
+                member: user_key(id),
+                at_ms: None,
+                meta: Some(meta.clone()),
+            })
+            .collect();
+        s.store.heartbeat(&storm, &beats).await.unwrap();
+    }
+    let leaving: Vec<_> = ids[..LEAVES].iter().map(|id| user_key(id)).collect();
+    s.store.leave(&storm, &leaving).await.unwrap();
+    let mut expected: BTreeSet<String> = ids[LEAVES..].iter().cloned().collect();
+    expected.insert("watcher".into());
+
+    let done = tokio::time::timeout(Duration::from_secs(120), async {
+        loop {
+            match slow.read().await {
+                Read::Json(m) => roster.apply(&m),
+                Read::Closed(code) => panic!("the slow socket was cut with {code:?}"),
+            }
+            if roster.members == expected {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(
+        done.is_ok(),
+        "the roster never matched: {} members, {} expected",
+        roster.members.len(),
+        expected.len()
+    );
+    assert!(roster.rosters >= 2, "no fresh roster after the lag");
+    // And it goes on: a later join arrives as member_added.
+    s.store
+        .heartbeat(&storm, &[Heartbeat::now(user_key("late"))])
+        .await
+        .unwrap();
+    loop {
+        let m = slow.recv().await;
+        roster.apply(&m);
+        if roster.members.contains("late") {
+            break;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_socket_that_stops_reading_is_closed_with_4100() {
+    // The stall limit is the TTL when shorter than 30 s: 10 s here.
+    let s = Server::start_with(Config {
+        ws_ttl: Duration::from_secs(10),
+        ws_ping: Duration::from_secs(3),
+        ..config(10_000)
+    })
+    .await;
+    let (mut stuck, id) = socket(&s).await;
+    subscribe_presence(&mut stuck, &id, "presence-jam", "stuck").await;
+    let space = SpaceName::new("presence-jam").unwrap();
+    let meta = Metadata::from_json(&format!(r#"{{"pad":"{}"}}"#, "x".repeat(800))).unwrap();
+    let beats: Vec<Heartbeat> = (0..9_000)
+        .map(|i| Heartbeat {
+            member: user_key(&format!("j{i}")),
+            at_ms: None,
+            meta: Some(meta.clone()),
+        })
+        .collect();
+    for chunk in beats.chunks(1_000) {
+        s.store.heartbeat(&space, chunk).await.unwrap();
+    }
+    // It reads nothing for longer than the stall limit (a server cannot
+    // read a socket whose writes are jammed either); then it reads what
+    // is left, up to the close.
+    tokio::time::sleep(Duration::from_secs(13)).await;
+    assert_eq!(stuck.closed().await, Some(4100));
+    // The others are served: a fresh socket subscribes at once.
+    let (mut fresh, fresh_id) = socket(&s).await;
+    subscribe_presence(&mut fresh, &fresh_id, "presence-jam", "fresh").await;
+    let roster = data(&fresh.recv().await);
+    assert_eq!(roster["presence"]["count"], 9_001, "the stuck one left");
+}
+
+/// One signed request to the HTTP API, as Pusher's libraries sign it;
+/// `tamper` changes the query after signing. The status and body.
+async fn api(
+    s: &Server,
+    method: &str,
+    path: &str,
+    body: &str,
+    extra: &[(&str, &str)],
+    timestamp: u64,
+    tamper: Option<(&str, &str)>,
+) -> (u16, String) {
+    let mut params: Vec<(String, String)> = vec![
+        ("auth_key".into(), KEY.into()),
+        ("auth_timestamp".into(), timestamp.to_string()),
+        ("auth_version".into(), "1.0".into()),
+    ];
+    if !body.is_empty() {
+        use md5::{Digest, Md5};
+        let digest = Md5::digest(body.as_bytes());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        params.push(("body_md5".into(), hex));
+    }
+    for (k, v) in extra {
+        params.push(((*k).into(), (*v).into()));
+    }
+    params.sort();
+    let query: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let query = query.join("&");
+    let signature = hmac_hex(&format!("{method}\n{path}\n{query}"));
+    let mut query = format!("{query}&auth_signature={signature}");
+    if let Some((from, to)) = tamper {
+        query = query.replace(from, to);
+    }
+    let mut stream = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    let request = format!(
+        "{method} {path}?{query} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        s.addr,
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap();
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+fn now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_api_refuses_every_bad_signature_and_changes_nothing() {
+    let s = Server::start_with(config(10)).await;
+    let (mut c, _) = socket(&s).await;
+    c.send(json!({"event": "pusher:subscribe", "data": {"channel": "news"}}))
+        .await;
+    assert_eq!(
+        c.recv().await["event"],
+        "pusher_internal:subscription_succeeded"
+    );
+    let path = format!("/apps/{ID}/events");
+    let forged = r#"{"name":"e","channel":"news","data":"forged"}"#;
+    let now = now_s();
+    for (why, timestamp, tamper) in [
+        ("an old timestamp", now - 601, None),
+        ("a future timestamp", now + 601, None),
+        ("another body", now, Some(("body_md5=", "body_md5=0"))),
+        (
+            "a changed signature",
+            now,
+            Some(("auth_signature=", "auth_signature=0")),
+        ),
+        ("another key", now, Some((KEY, "other-key"))),
+    ] {
+        let (status, _) = api(&s, "POST", &path, forged, &[], timestamp, tamper).await;
+        assert_eq!(status, 401, "{why}");
+    }
+    // The app id is part of the path.
+    let (status, _) = api(&s, "POST", "/apps/78/events", forged, &[], now, None).await;
+    assert_eq!(status, 404);
+    let real = r#"{"name":"e","channel":"news","data":"real"}"#;
+    let (status, body) = api(&s, "POST", &path, real, &[], now, None).await;
+    assert_eq!((status, body.as_str()), (200, "{}"));
+    let got = c.recv().await;
+    assert_eq!(
+        (got["event"].as_str(), got["data"].as_str()),
+        (Some("e"), Some("real"))
+    );
+
+    // Queries: a prefix filter, and user_count only for presence channels.
+    let (status, body) = api(
+        &s,
+        "GET",
+        &format!("/apps/{ID}/channels"),
+        "",
+        &[("filter_by_prefix", "ne")],
+        now,
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap(),
+        json!({"channels": {"news": {}}})
+    );
+    let (status, _) = api(
+        &s,
+        "GET",
+        &format!("/apps/{ID}/channels/news"),
+        "",
+        &[("info", "user_count")],
+        now,
+        None,
+    )
+    .await;
+    assert_eq!(status, 400);
+    // An info the channel cannot answer: refused, and nothing sent.
+    let asks = r#"{"name":"e","channel":"news","data":"x","info":"user_count"}"#;
+    let (status, _) = api(&s, "POST", &path, asks, &[], now, None).await;
+    assert_eq!(status, 400);
+    let last = r#"{"name":"e","channel":"news","data":"last"}"#;
+    assert_eq!(api(&s, "POST", &path, last, &[], now, None).await.0, 200);
+    assert_eq!(
+        c.recv().await["data"],
+        "last",
+        "the refused event was not sent"
+    );
+    // Over 100 channels in one event.
+    let channels: Vec<String> = (0..101).map(|i| format!("c{i}")).collect();
+    let many = json!({"name": "e", "channels": channels, "data": "x"}).to_string();
+    let (status, _) = api(&s, "POST", &path, &many, &[], now, None).await;
+    assert_eq!(status, 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_closes_with_4200_after_leaving_the_presence_channels() {
+    let mut s = Server::start_with(config(10)).await;
+    let (mut c, id) = socket(&s).await;
+    subscribe_presence(&mut c, &id, "presence-bye", "ann").await;
+    assert_eq!(
+        c.recv().await["event"],
+        "pusher_internal:subscription_succeeded"
+    );
+    let space = SpaceName::new("presence-bye").unwrap();
+    let ann = user_key("ann");
+    let conns = s
+        .store
+        .live_connections()
+        .unwrap()
+        .connections(&space, std::slice::from_ref(&ann))
+        .await
+        .unwrap();
+    assert_eq!(conns[0].len(), 1, "the socket is ann's live connection");
+    s.stop().await;
+    assert_eq!(c.closed().await, Some(4200), "reconnect at once, elsewhere");
+    let conns = s
+        .store
+        .live_connections()
+        .unwrap()
+        .connections(&space, &[ann])
+        .await
+        .unwrap();
+    assert!(conns[0].is_empty(), "detached before the close");
+}
+
+/// Two servers sharing one Redis: a presence channel is one roster.
+#[cfg(feature = "redis")]
+mod on_redis {
+    use std::sync::Arc;
+
+    use herenow_core::{ManualClock, SpaceConfig};
+    use herenow_redis::{RedisOptions, RedisStore};
+    use herenow_testkit as common;
+
+    use super::*;
+    use crate::support::{T0, redis_backend};
+
+    async fn server_on(redis: &common::RedisServer, clock: &ManualClock) -> Server {
+        let store = RedisStore::connect(
+            &redis.url(),
+            Arc::new(clock.clone()),
+            SpaceConfig::default(),
+            RedisOptions::default(),
+        )
+        .await
+        .expect("connect to the test's redis-server");
+        Server::serve(
+            redis_backend(Arc::new(store)),
+            config(10_000),
+            clock.clone(),
+        )
+        .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_socket_behind_a_join_storm_ends_with_the_exact_roster_on_redis() {
+        let redis = common::RedisServer::standalone();
+        let clock = ManualClock::new(T0);
+        storm_then_read(&server_on(&redis, &clock).await).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_users_sockets_on_two_servers_are_one_member() {
+        let redis = common::RedisServer::standalone();
+        let clock = ManualClock::new(T0);
+        let a = server_on(&redis, &clock).await;
+        let b = server_on(&redis, &clock).await;
+        let (mut ben, ben_id) = socket(&b).await;
+        subscribe_presence(&mut ben, &ben_id, "presence-x", "ben").await;
+        assert_eq!(data(&ben.recv().await)["presence"]["count"], 1);
+
+        let (mut ann_a, ann_a_id) = socket(&a).await;
+        subscribe_presence(&mut ann_a, &ann_a_id, "presence-x", "ann").await;
+        let roster = data(&ann_a.recv().await);
+        assert_eq!(
+            roster["presence"]["count"], 2,
+            "ben, from server b: {roster}"
+        );
+        let added = ben.recv().await;
+        assert_eq!(added["event"], "pusher_internal:member_added");
+        assert_eq!(data(&added)["user_id"], "ann");
+        assert_eq!(data(&added)["user_info"]["name"], "ann");
+
+        // Ann's second socket, on b: no new member.
+        let (mut ann_b, ann_b_id) = socket(&b).await;
+        subscribe_presence(&mut ann_b, &ann_b_id, "presence-x", "ann").await;
+        assert_eq!(data(&ann_b.recv().await)["presence"]["count"], 2);
+
+        // Either server answers the same distinct users.
+        let now = now_s();
+        for s in [&a, &b] {
+            let path = format!("/apps/{ID}/channels/presence-x");
+            let (status, body) =
+                api(s, "GET", &path, "", &[("info", "user_count")], now, None).await;
+            assert_eq!(status, 200);
+            let info: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(
+                (info["user_count"].as_u64(), info["occupied"].as_bool()),
+                (Some(2), Some(true))
+            );
+        }
+
+        // Her socket on a goes: ben sees nothing; her last goes: removed.
+        ann_a.close().await;
+        ann_b.close().await;
+        let removed = ben.recv().await;
+        assert_eq!(
+            removed["event"], "pusher_internal:member_removed",
+            "{removed}"
+        );
+        assert_eq!(data(&removed)["user_id"], "ann");
+    }
+}
