@@ -329,7 +329,7 @@ return out
 });
 
 /// Claims connection id `CONN` for a member in a space split over
-/// several shards (see [`crate::keys`]): the claim key lives in the shard
+/// several shards (see [`crate::key_names`]): the claim key lives in the shard
 /// the id hashes to, the member's connections in the member's shard.
 /// KEYS: the claim key. ARGV: owner (`u:ID` / `g:ID`), time to live (ms).
 /// Returns 1 if the member holds the id now (claimed or renewed), 0 if

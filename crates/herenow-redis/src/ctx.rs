@@ -17,7 +17,7 @@ use herenow_core::{Clock, Error, Millis, Result, SpaceConfig, SpaceName};
 
 use crate::buffer::WriteBuffer;
 use crate::client::RedisClient;
-use crate::keys::Keys;
+use crate::key_names::Keys;
 use crate::options::RedisOptions;
 use crate::replicas::Replication;
 use crate::reply::timed;
@@ -172,7 +172,7 @@ impl Ctx {
 
     /// Groups `ids` for one script (or pipeline) per group over users'
     /// keys: per bucket on a cluster (a bucket is one slot, see
-    /// [`crate::keys::user_bucket`]), in chunks of 1,000 on one server
+    /// [`crate::key_names::user_bucket`]), in chunks of 1,000 on one server
     /// (where any keys may share a call).
     pub fn user_groups<S: AsRef<str>>(&self, ids: &[S]) -> Vec<Vec<usize>> {
         if self.cluster {

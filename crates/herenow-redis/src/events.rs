@@ -10,7 +10,7 @@
 //! link to Redis was down) is closed rather than shown a wrong picture: it
 //! should subscribe again for a fresh snapshot.
 //!
-//! A space split over shards ([`crate::keys`]) has a channel per shard,
+//! A space split over shards ([`crate::key_names`]) has a channel per shard,
 //! each with its own sequence. Its subscriber is registered on every one
 //! under one id, with one sender; whatever closes it on one channel (a
 //! gap, an overflow, a bad message) closes it on all, so it never goes on

@@ -5,7 +5,7 @@
 //!
 //! # Channels
 //!
-//! `P:u:ID` ([`Keys::user_channel`](crate::keys)) carries two kinds of
+//! `P:u:ID` ([`Keys::user_channel`](crate::key_names)) carries two kinds of
 //! message:
 //!
 //! - a user's status changes (`join`, `away`, `back`, `leave`) in any

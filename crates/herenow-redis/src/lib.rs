@@ -305,7 +305,7 @@ mod ctx;
 pub mod events;
 mod flush;
 mod follow;
-pub mod keys;
+pub mod key_names;
 pub mod layouts;
 mod observe;
 mod options;
@@ -329,4 +329,4 @@ pub use store::RedisStore;
 
 // The module's name before key naming joined it; `shard::shard_of` and
 // `shard::MAX_SHARDS` keep working.
-pub use keys as shard;
+pub use key_names as shard;

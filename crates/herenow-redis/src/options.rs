@@ -48,11 +48,11 @@ pub struct RedisOptions {
     /// listing answers [`Error::Unsupported`](herenow_core::Error::Unsupported) naming the limit; listing
     /// most recent first has no such limit.
     pub id_order_max: usize,
-    /// Shard keys per space (1 to [`MAX_SHARDS`](crate::keys::MAX_SHARDS)):
+    /// Shard keys per space (1 to [`MAX_SHARDS`](crate::key_names::MAX_SHARDS)):
     /// a space with more than one keeps its members in that many copies of
     /// the layout, each under its own hash tag, spread over a cluster's
     /// slots, so one space can outgrow one sorted set and one node (see
-    /// [`crate::keys`]). 1, the default, is the unsharded layout. Every
+    /// [`crate::key_names`]). 1, the default, is the unsharded layout. Every
     /// server on one Redis must agree: a space keeps the count it was
     /// created with, and a store configured otherwise refuses to write to
     /// it.

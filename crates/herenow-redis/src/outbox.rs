@@ -16,7 +16,7 @@ use redis::Value;
 use herenow_core::SpaceName;
 
 use crate::ctx::Ctx;
-use crate::keys::SpaceKeys;
+use crate::key_names::SpaceKeys;
 use crate::outbox_scripts;
 
 /// What a script's `outbox` reply element says it captured.
@@ -83,7 +83,7 @@ async fn follow_up(
         let cap = ctx.outbox_cap.load(std::sync::atomic::Ordering::Relaxed);
         let keep = ctx.outbox_keep.load(std::sync::atomic::Ordering::Relaxed);
         let per = (cap / u64::from(ctx.keys.shards(space))).max(1);
-        let tag0 = crate::keys::Keys::outbox_tag(space, 0);
+        let tag0 = crate::key_names::Keys::outbox_tag(space, 0);
         let (stream, state) = ctx.keys.stream(&tag0);
         let occ = ctx.keys.occupancy(space);
         let now = ctx.clock.now_ms();

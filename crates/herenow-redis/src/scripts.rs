@@ -1,7 +1,7 @@
 //! The Lua scripts: every multi-step operation on a space runs as one
 //! script, so it is atomic and costs one round trip. All keys a script
 //! touches share the space's hash tag (the shard's, for a space split over
-//! shards: see [`crate::keys`]), so every script runs on one node of a
+//! shards: see [`crate::key_names`]), so every script runs on one node of a
 //! cluster.
 //!
 //! Each script is `PRELUDE` followed by its body. [`redis::Script`] sends

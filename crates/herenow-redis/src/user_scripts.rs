@@ -11,7 +11,7 @@ use redis::Script;
 use crate::scripts::script;
 
 /// Marks a space in the registry and records its shard count (see
-/// [`crate::keys`]). KEYS: names touched shards. ARGV: space, now, shard
+/// [`crate::key_names`]). KEYS: names touched shards. ARGV: space, now, shard
 /// count. Returns 1, or `-recorded` (nothing marked) when the space is
 /// recorded with another shard count.
 pub static REGISTER: LazyLock<Script> = LazyLock::new(|| {
@@ -63,7 +63,7 @@ return 1
 });
 
 /// Marks a space in users' indexes of spaces. KEYS: the indexes (of one
-/// bucket, see [`crate::keys::user_bucket`]). ARGV: mark (ms), space.
+/// bucket, see [`crate::key_names::user_bucket`]). ARGV: mark (ms), space.
 pub static INDEX: LazyLock<Script> = LazyLock::new(|| {
     script(
         r#"

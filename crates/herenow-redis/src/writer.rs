@@ -13,7 +13,7 @@ use redis::Value;
 use herenow_core::{Error, MemberKey, MemberKind, Metadata, Millis, Result, SpaceName};
 
 use crate::ctx::Ctx;
-use crate::keys::SpaceKeys;
+use crate::key_names::SpaceKeys;
 use crate::outbox::{self, Captured};
 use crate::reply::{array, bad_reply, int, opt_string};
 use crate::scripts;

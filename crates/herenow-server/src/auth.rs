@@ -1,7 +1,7 @@
 //! API keys: who may call `/v1`, and what they may do.
 //!
 //! A key comes as `Authorization: Bearer KEY` or `X-API-Key: KEY`; its
-//! scope is looked up in constant time by [`crate::keys::Keys`]. With no
+//! scope is looked up in constant time by [`crate::api_keys::ApiKeys`]. With no
 //! keys configured (loopback only, checked by [`crate::Config::check`])
 //! everything is allowed.
 //!

@@ -55,7 +55,7 @@ struct OnDisk {
 /// buffer gauges, a last flush). [`AppState`](crate::AppState) holds one.
 pub struct Backend {
     store: Arc<dyn PresenceStore>,
-    kind: Kind,
+    kind: StoreKind,
     /// The capabilities the store offers, asked once when the backend is
     /// built: what [`check`](Self::check) holds the flags against.
     offers: Vec<Capability>,
@@ -68,7 +68,7 @@ pub struct Backend {
 
 /// The concrete store behind `Backend::store`, for the duties the trait
 /// does not cover.
-enum Kind {
+enum StoreKind {
     /// The embedded engine, journaled and snapshotted to disk when it has
     /// a data directory.
     Memory(Arc<MemoryStore>, Option<OnDisk>),
@@ -87,7 +87,7 @@ impl Backend {
     /// The memory store, never written to disk: for tests and embedders
     /// that build it with their own clock.
     pub fn memory(store: Arc<MemoryStore>) -> Self {
-        Self::over(store.clone(), Kind::Memory(store, None))
+        Self::over(store.clone(), StoreKind::Memory(store, None))
     }
 
     /// The memory store on disk in `snapshots.dir`: the snapshot there is
@@ -130,7 +130,7 @@ impl Backend {
         }
         Ok(Self::over(
             store.clone(),
-            Kind::Memory(store, Some(OnDisk { snapshots, log })),
+            StoreKind::Memory(store, Some(OnDisk { snapshots, log })),
         ))
     }
 
@@ -139,24 +139,24 @@ impl Backend {
     /// shutdown flushes that buffer one last time.
     #[cfg(feature = "redis")]
     pub fn redis(store: Arc<RedisStore>) -> Self {
-        Self::over(store.clone(), Kind::Redis(store))
+        Self::over(store.clone(), StoreKind::Redis(store))
     }
 
     /// A store on a seed's Redis key layout, connected by the caller.
     #[cfg(feature = "redis")]
     pub fn seed(store: Arc<SeedLayoutStore>) -> Self {
-        Self::over(store, Kind::Seed)
+        Self::over(store, StoreKind::Seed)
     }
 
     /// Any other store, served through the trait alone (no readiness
     /// beyond answering, no snapshots, nothing to flush): a test's
     /// stand-in that fails on purpose, say.
     pub fn custom(store: Arc<dyn PresenceStore>) -> Self {
-        Self::over(store, Kind::Custom)
+        Self::over(store, StoreKind::Custom)
     }
 
     /// `store` as `kind`, its capabilities asked once.
-    fn over(store: Arc<dyn PresenceStore>, kind: Kind) -> Self {
+    fn over(store: Arc<dyn PresenceStore>, kind: StoreKind) -> Self {
         let offers = Capability::offered_by(&*store);
         Self {
             store,
@@ -376,9 +376,9 @@ impl Backend {
     /// call per space and are shared by every server.
     pub fn tick_interval(&self) -> Duration {
         match self.kind {
-            Kind::Memory(..) | Kind::Custom => MEMORY_TICK,
+            StoreKind::Memory(..) | StoreKind::Custom => MEMORY_TICK,
             #[cfg(feature = "redis")]
-            Kind::Redis(_) | Kind::Seed => REDIS_TICK,
+            StoreKind::Redis(_) | StoreKind::Seed => REDIS_TICK,
         }
     }
 
@@ -386,9 +386,9 @@ impl Backend {
     /// they must share the token secret too.
     pub fn is_shared(&self) -> bool {
         match self.kind {
-            Kind::Memory(..) | Kind::Custom => false,
+            StoreKind::Memory(..) | StoreKind::Custom => false,
             #[cfg(feature = "redis")]
-            Kind::Redis(_) | Kind::Seed => true,
+            StoreKind::Redis(_) | StoreKind::Seed => true,
         }
     }
 
@@ -398,7 +398,7 @@ impl Backend {
     /// around. `None` when nothing but the store's answers decides.
     pub fn not_ready(&self) -> Option<String> {
         #[cfg(feature = "redis")]
-        if let Kind::Redis(redis) = &self.kind {
+        if let StoreKind::Redis(redis) = &self.kind {
             return redis_not_ready(redis);
         }
         None
@@ -409,7 +409,7 @@ impl Backend {
     #[cfg(feature = "redis")]
     pub fn redis_stats(&self) -> Option<RedisStats> {
         match &self.kind {
-            Kind::Redis(redis) => Some(redis.stats()),
+            StoreKind::Redis(redis) => Some(redis.stats()),
             _ => None,
         }
     }
@@ -418,7 +418,7 @@ impl Backend {
     /// has none.
     pub(crate) fn duty_period(&self) -> Option<Duration> {
         match &self.kind {
-            Kind::Memory(_, Some(disk)) => Some(disk.snapshots.interval),
+            StoreKind::Memory(_, Some(disk)) => Some(disk.snapshots.interval),
             _ => None,
         }
     }
@@ -428,7 +428,7 @@ impl Backend {
     /// threads. Failures are logged; the journal keeps everything until a
     /// fold succeeds, so only start time grows.
     pub(crate) async fn periodic_duty(&self) {
-        let Kind::Memory(memory, Some(disk)) = &self.kind else {
+        let StoreKind::Memory(memory, Some(disk)) = &self.kind else {
             return;
         };
         match fold(memory, disk).await {
@@ -444,12 +444,12 @@ impl Backend {
     /// outage (what still cannot be written is counted and logged).
     pub(crate) async fn shutdown(&self) -> Result<(), ServerError> {
         match &self.kind {
-            Kind::Memory(memory, Some(disk)) => {
+            StoreKind::Memory(memory, Some(disk)) => {
                 let bytes = fold(memory, disk).await?;
                 tracing::info!(bytes, "wrote final snapshot");
             }
             #[cfg(feature = "redis")]
-            Kind::Redis(redis) => {
+            StoreKind::Redis(redis) => {
                 redis.shutdown().await;
                 let stats = redis.stats();
                 if stats.buffered > 0 {
@@ -460,8 +460,8 @@ impl Backend {
                 }
             }
             #[cfg(feature = "redis")]
-            Kind::Seed => {}
-            Kind::Memory(_, None) | Kind::Custom => {}
+            StoreKind::Seed => {}
+            StoreKind::Memory(_, None) | StoreKind::Custom => {}
         }
         Ok(())
     }
@@ -469,7 +469,7 @@ impl Backend {
     /// The memory store's journal counters, when it has a data directory.
     pub fn journal_stats(&self) -> Option<herenow_journal::JournalStats> {
         match &self.kind {
-            Kind::Memory(_, Some(disk)) => Some(disk.log.stats()),
+            StoreKind::Memory(_, Some(disk)) => Some(disk.log.stats()),
             _ => None,
         }
     }
@@ -582,7 +582,7 @@ mod tests {
                 ..Config::default()
             };
             match rt.block_on(Backend::open(&config)).unwrap().kind {
-                Kind::Memory(memory, _) => memory.space_stripes(),
+                StoreKind::Memory(memory, _) => memory.space_stripes(),
                 _ => unreachable!("a memory spec opens a memory store"),
             }
         };

@@ -23,7 +23,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::problem::ApiError;
-use crate::protocol::object::Object;
+use crate::protocol::objects_only::Object;
 
 /// A request body that is declared JSON and fits the body limit; parse it
 /// with [`JsonBody::parse`].

@@ -61,6 +61,7 @@
 #![forbid(unsafe_code)]
 
 mod api;
+mod api_keys;
 mod auth;
 mod backend;
 mod background;
@@ -73,7 +74,6 @@ mod fuzzing;
 mod history;
 mod hub;
 mod journal;
-mod keys;
 mod layers;
 mod listener;
 mod metrics;

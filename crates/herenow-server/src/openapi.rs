@@ -35,7 +35,7 @@ use crate::{problem, protocol};
         title = "herenow",
         description = "Who is here right now, and when was everyone else last seen. See docs/API.md."
     ),
-    components(schemas(problem::Problem, protocol::watch::UnwatchedData)),
+    components(schemas(problem::Problem, protocol::watch_shapes::UnwatchedData)),
     tags(
         (name = "heartbeats", description = "Heartbeats and leaves"),
         (name = "status", description = "Status and last seen"),

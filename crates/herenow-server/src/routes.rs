@@ -17,7 +17,8 @@ use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
 use utoipa_axum::routes;
 
 use crate::api::{
-    config, friends, heartbeat, history, leave, members, online, spaces, tokens, users, webhooks,
+    friends, heartbeat, history, leave, members, online, space_config, spaces, tokens, users,
+    webhooks,
 };
 use crate::auth::Needs;
 use crate::config::Scope;
@@ -80,8 +81,8 @@ fn declared(api: &Guard, stream: &Guard) -> OpenApiRouter<AppState> {
         .routes(api.write(routes!(friends::remove)))
         .routes(api.read(routes!(friends::get_friends)))
         .routes(api.read(routes!(friends::online)))
-        .routes(api.read(routes!(config::get_config)))
-        .routes(api.write(routes!(config::put_config)))
+        .routes(api.read(routes!(space_config::get_config)))
+        .routes(api.write(routes!(space_config::put_config)))
         .routes(api.read(routes!(spaces::list)))
         .routes(api.read(routes!(history::history)))
         .routes(api.read(routes!(users::one)))
@@ -105,7 +106,7 @@ fn declared(api: &Guard, stream: &Guard) -> OpenApiRouter<AppState> {
         .routes(api.write(routes!(webhooks::list)))
         // Streams are not timed out: they end on disconnect or shutdown.
         .routes(stream.read(routes!(sse::events)))
-        .routes(stream.read(routes!(sse::watch::watch)))
+        .routes(stream.read(routes!(sse::watch_stream::watch)))
 }
 
 /// How a keyed route is wrapped: the JSON API's middleware (key, then the

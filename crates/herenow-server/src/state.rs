@@ -9,11 +9,11 @@ use herenow_core::{PresenceStore, SpaceName, TickReport};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use crate::api_keys::ApiKeys;
 use crate::backend::Backend;
 use crate::config::Config;
 use crate::history::History;
 use crate::hub::Hub;
-use crate::keys::Keys;
 use crate::metrics::{MAX_GAUGED_SPACES, Metrics};
 use crate::token::Tokens;
 use crate::watch::WatchHub;
@@ -26,7 +26,7 @@ pub struct AppState(Arc<Inner>);
 
 struct Inner {
     backend: Backend,
-    keys: Keys,
+    keys: ApiKeys,
     metrics: Metrics,
     history: History,
     shutdown: CancellationToken,
@@ -54,7 +54,7 @@ impl AppState {
         let webhooks = Webhooks::new(config.webhooks.clone(), backend.store().clone(), &metrics);
         Self(Arc::new(Inner {
             backend,
-            keys: Keys::new(config.api_keys.clone()),
+            keys: ApiKeys::new(config.api_keys.clone()),
             metrics,
             history: History::new(),
             shutdown,
@@ -84,7 +84,7 @@ impl AppState {
     }
 
     /// The configured API keys, which the key middleware checks.
-    pub fn keys(&self) -> &Keys {
+    pub fn keys(&self) -> &ApiKeys {
         &self.0.keys
     }
 

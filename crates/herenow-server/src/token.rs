@@ -20,7 +20,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 
 use crate::config::TokenSecret;
-use crate::protocol::dto::{Kind, WatchGrant};
+use crate::protocol::dto::{MemberKindDto, WatchGrant};
 use crate::protocol::ws::close;
 
 /// The `iss` of every token.
@@ -141,7 +141,7 @@ pub struct Grant {
 struct Claims {
     sub: String,
     #[serde(default)]
-    kind: Kind,
+    kind: MemberKindDto,
     spaces: Vec<String>,
     /// Absent in tokens minted before watching: friends only.
     #[serde(default)]

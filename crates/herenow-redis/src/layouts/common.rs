@@ -21,7 +21,7 @@ use herenow_core::{
     SpaceName, TickReport, limits,
 };
 
-use super::config::{KeyTemplate, LayoutOptions};
+use super::layout_options::{KeyTemplate, LayoutOptions};
 use crate::client::RedisClient;
 use crate::reply::{bad_reply, timed};
 

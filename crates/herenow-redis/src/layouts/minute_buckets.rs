@@ -39,7 +39,7 @@ use herenow_core::{
 };
 
 use super::common::{Cursor, Item, LayoutCtx, LayoutOps, members_of, page_of, policy_over};
-use super::config::{KeyTemplate, LayoutOptions, bad_config};
+use super::layout_options::{KeyTemplate, LayoutOptions, bad_config};
 use crate::reply::bad_reply;
 
 /// Seed 002's layout: see the module documentation.

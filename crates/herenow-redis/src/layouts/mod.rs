@@ -75,7 +75,7 @@
 //! [`config`]: herenow_core::PresenceStore::config
 
 mod common;
-mod config;
+mod layout_options;
 pub mod minute_buckets;
 pub mod rotation;
 pub mod sorted_set;
@@ -92,12 +92,12 @@ use herenow_core::{
     TickReport,
 };
 
-pub use config::{KeyTemplate, LayoutOptions, SeedLayout};
+pub use layout_options::{KeyTemplate, LayoutOptions, SeedLayout};
 
 use crate::client::{RedisClient, Target};
 use crate::reply::timed;
 use common::{Cursor, LayoutCtx, LayoutOps};
-use config::bad_config;
+use layout_options::bad_config;
 use minute_buckets::MinuteBuckets;
 use rotation::Rotation;
 use sorted_set::SortedSet;

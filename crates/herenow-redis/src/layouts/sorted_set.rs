@@ -30,7 +30,7 @@ use herenow_core::{
 };
 
 use super::common::{Cursor, Item, LayoutCtx, LayoutOps, member_id, page_of};
-use super::config::LayoutOptions;
+use super::layout_options::LayoutOptions;
 use crate::reply::bad_reply;
 
 /// Seeds 001 and 004's layout: see the module documentation.

@@ -10,7 +10,7 @@
 //!
 //! In a space split over shards, a member's connections live in the
 //! member's shard, and a claim key in the shard the connection id hashes
-//! to keeps ids unique per space (see [`crate::keys`]): an attach claims
+//! to keeps ids unique per space (see [`crate::key_names`]): an attach claims
 //! the id first (renewing the claim on every ping), a detach gives it up,
 //! and a connection that just expires leaves its claim to expire in Redis
 //! [`CLAIM_SLACK_MS`] after the connection's TTL.
@@ -26,7 +26,7 @@ use herenow_core::{
 
 use super::RedisStore;
 use crate::conn_scripts;
-use crate::keys::SpaceKeys;
+use crate::key_names::SpaceKeys;
 use crate::outbox::{self, Captured};
 use crate::reply::{array, bad_reply, int, opt_string};
 

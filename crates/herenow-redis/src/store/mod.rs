@@ -19,7 +19,6 @@
 //!   spaces name;
 //! - `follow.rs`: following users across spaces (users' channels).
 
-mod anywhere;
 mod by_id;
 mod clock;
 mod connections;
@@ -29,11 +28,12 @@ mod hooks;
 mod list;
 mod migrate;
 mod outbox;
+mod outbox_lease;
 mod presence;
 mod read;
+mod seen_anywhere;
 mod subscribe;
 mod sweep;
-mod switch;
 mod write;
 
 use std::sync::Arc;
@@ -50,7 +50,7 @@ use crate::ctx::{Ctx, RedisStats};
 use crate::events::Router;
 use crate::flush::Flusher;
 use crate::follow::Follows;
-use crate::keys::{Keys, SpaceKeys};
+use crate::key_names::{Keys, SpaceKeys};
 use crate::options::RedisOptions;
 use crate::replay::{self, ReplayTuning};
 use crate::reply::timed;
@@ -90,7 +90,7 @@ pub struct RedisStore {
     opened: Mutex<Option<herenow_core::outbox::OutboxOptions>>,
     /// Opened for spaces' endpoints alone: whether some space names any,
     /// as last looked up (`switch.rs`).
-    hooks_seen: Mutex<switch::HooksSeen>,
+    hooks_seen: Mutex<outbox_lease::HooksSeen>,
     /// Tells the replayer to stop.
     stop: watch::Sender<bool>,
     replayer: Mutex<Option<JoinHandle<()>>>,
@@ -178,7 +178,7 @@ impl RedisStore {
             owner: lease_owner(),
             outbox: tokio::sync::Mutex::new(outbox::Consumer::default()),
             opened: Mutex::new(None),
-            hooks_seen: Mutex::new(switch::HooksSeen::default()),
+            hooks_seen: Mutex::new(outbox_lease::HooksSeen::default()),
             stop,
             replayer: Mutex::new(Some(replayer)),
         };
@@ -259,7 +259,7 @@ impl RedisStore {
 
     /// The names of the keys of every shard of `space`, shard 0 first (one
     /// list for an unsharded space): the keys of one shard share a slot,
-    /// and each shard has its own (see [`crate::keys`]).
+    /// and each shard has its own (see [`crate::key_names`]).
     pub fn shard_keys(&self, space: &SpaceName) -> Vec<Vec<String>> {
         self.ctx
             .keys
@@ -272,7 +272,7 @@ impl RedisStore {
     /// The names of a user's keys outside every space (for operators and
     /// tests): its index of spaces, its followers (the reverse index of
     /// friend sets) and its friend set. The first two share the slot of the
-    /// user's bucket ([`crate::keys::user_bucket`]); the friend set has its
+    /// user's bucket ([`crate::key_names::user_bucket`]); the friend set has its
     /// own.
     pub fn user_keys(&self, user: &MemberId) -> [String; 3] {
         let k = &self.ctx.keys;

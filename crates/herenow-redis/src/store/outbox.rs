@@ -35,7 +35,7 @@ use herenow_core::{InvalidInput, Millis, Result, SpaceName};
 use super::RedisStore;
 use super::sweep::ids_of;
 use crate::events::read_tuple;
-use crate::keys::Keys;
+use crate::key_names::Keys;
 use crate::outbox_scripts::{
     ACK_STREAM, CLAIM_SPACE, CLAIM_STREAM, GROUP, STREAM_STATS, TOUCH_SPACE,
 };

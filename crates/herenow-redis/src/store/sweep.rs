@@ -8,7 +8,7 @@
 //!
 //! A space that holds nothing but remembered times leaves the registry of
 //! names too (it is not listed, and not walked every tick), for the
-//! registry of remembered times ([`Keys::due`](crate::keys)): space → when
+//! registry of remembered times ([`Keys::due`](crate::key_names)): space → when
 //! its first remembered time passes the horizon. Each tick also visits the
 //! spaces due by then, and reschedules them or, once they remember nothing,
 //! drops them. A due time is a hint: one made stale by a shorter horizon
@@ -16,7 +16,7 @@
 //! read applies the horizon itself.
 //!
 //! The sweep also keeps users' indexes of spaces (see
-//! [`Keys::seen`](crate::keys)): it indexes the users a writer left in a
+//! [`Keys::seen`](crate::key_names)): it indexes the users a writer left in a
 //! shard's `unidx` (a writer that failed or died between its script and
 //! the index), and drops the space from the index of each user whose
 //! remembered time it forgot, if that user's mark there is older than
@@ -31,7 +31,7 @@ use herenow_core::{Millis, Result, SpaceName, TickReport};
 
 use super::RedisStore;
 use crate::conn_scripts;
-use crate::keys::SpaceKeys;
+use crate::key_names::SpaceKeys;
 use crate::outbox::{self, Captured};
 use crate::reply::{array, bad_reply, int, opt_string};
 use crate::user_scripts;

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::problem::ApiError;
-use crate::protocol::dto::{Kind, MemberDto};
+use crate::protocol::dto::{MemberDto, MemberKindDto};
 
 /// A member named in a request body: `{"id": "alice", "kind": "user"}`.
 /// The id borrows from the body unless it has JSON escapes.
@@ -22,7 +22,7 @@ pub struct MemberRef<'a> {
     pub id: Cow<'a, str>,
     /// `user` (default) or `guest`.
     #[serde(default)]
-    pub kind: Kind,
+    pub kind: MemberKindDto,
 }
 
 impl MemberRef<'_> {

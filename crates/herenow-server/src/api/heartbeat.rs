@@ -18,7 +18,7 @@ use utoipa::ToSchema;
 use crate::auth::{Access, forbidden};
 use crate::extract::{JsonBody, SpacePath};
 use crate::problem::{ApiError, Problem};
-use crate::protocol::dto::Kind;
+use crate::protocol::dto::MemberKindDto;
 use crate::state::AppState;
 
 /// One heartbeat: "this member was active".
@@ -31,14 +31,14 @@ pub struct HeartbeatBody<'a> {
     pub id: Cow<'a, str>,
     /// `user` (default) or `guest`.
     #[serde(default)]
-    pub kind: Kind,
+    pub kind: MemberKindDto,
     /// A JSON object of at most 1 KiB; absent keeps what the member had.
     #[serde(borrow, default)]
     #[schema(value_type = Option<Object>)]
     pub meta: Option<&'a RawValue>,
     /// When, in ms since the UNIX epoch; absent means now. Needs a write
     /// key; at most 60 s in the future.
-    #[serde(default, deserialize_with = "crate::protocol::whole::opt_u64")]
+    #[serde(default, deserialize_with = "crate::protocol::whole_numbers::opt_u64")]
     pub at_ms: Option<u64>,
 }
 

@@ -8,7 +8,6 @@
 //! tokens share them too. Most DTOs hold core
 //! values (ids, metadata), so building an answer moves them, never copies.
 
-pub mod config;
 mod dto;
 pub mod friends;
 pub mod heartbeat;
@@ -16,6 +15,7 @@ pub mod history;
 pub mod leave;
 pub mod members;
 pub mod online;
+pub mod space_config;
 pub mod spaces;
 pub mod tokens;
 pub mod users;

@@ -206,7 +206,7 @@ pub struct AmongBody<'a> {
     #[schema(value_type = Option<String>)]
     pub window: Option<std::borrow::Cow<'a, str>>,
     /// Most members answered, 1 to 1,000 (default 100).
-    #[serde(default, deserialize_with = "crate::protocol::whole::opt_i64")]
+    #[serde(default, deserialize_with = "crate::protocol::whole_numbers::opt_i64")]
     pub limit: Option<i64>,
 }
 

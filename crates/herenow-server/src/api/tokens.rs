@@ -16,7 +16,7 @@ use utoipa::ToSchema;
 
 use crate::extract::JsonBody;
 use crate::problem::{ApiError, Problem};
-use crate::protocol::dto::{Kind, WatchGrant};
+use crate::protocol::dto::{MemberKindDto, WatchGrant};
 use crate::state::AppState;
 use crate::token::{self, Spaces, SpacesError};
 
@@ -31,7 +31,7 @@ pub struct TokenRequest<'a> {
     pub user: Cow<'a, str>,
     /// `user` (default) or `guest`.
     #[serde(default)]
-    pub kind: Kind,
+    pub kind: MemberKindDto,
     /// 1 to 32 space names the socket may join and subscribe to, or
     /// `["*"]` for every space. (Read up to 10,000, then refused as a
     /// batch too large; 33 to 10,000 are refused by the check after.)
@@ -39,7 +39,7 @@ pub struct TokenRequest<'a> {
     #[schema(value_type = Vec<String>)]
     pub spaces: Vec<Cow<'a, str>>,
     /// Lifetime in seconds, 1 to 86,400 (default 3,600).
-    #[serde(default, deserialize_with = "crate::protocol::whole::opt_u64")]
+    #[serde(default, deserialize_with = "crate::protocol::whole_numbers::opt_u64")]
     pub ttl_s: Option<u64>,
     /// Whom the socket may watch: `friends` (default: its user's friends
     /// only), `any` user, or `none`.

@@ -16,7 +16,7 @@ use std::marker::PhantomData;
 use herenow_core::limits::MAX_BATCH;
 use serde::de::{self, Deserialize, Deserializer, SeqAccess, Visitor};
 
-use super::object::Object;
+use super::objects_only::Object;
 
 /// How a list refused for its length starts its error message; the
 /// extractor turns such an error into a `batch-too-large` problem.

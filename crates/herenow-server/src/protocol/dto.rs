@@ -13,7 +13,8 @@ use utoipa::ToSchema;
 /// Users or guests, on the wire.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum Kind {
+#[schema(as = Kind)]
+pub enum MemberKindDto {
     /// An authenticated user (the default).
     #[default]
     User,
@@ -21,20 +22,20 @@ pub enum Kind {
     Guest,
 }
 
-impl From<Kind> for MemberKind {
-    fn from(k: Kind) -> Self {
+impl From<MemberKindDto> for MemberKind {
+    fn from(k: MemberKindDto) -> Self {
         match k {
-            Kind::User => MemberKind::User,
-            Kind::Guest => MemberKind::Guest,
+            MemberKindDto::User => MemberKind::User,
+            MemberKindDto::Guest => MemberKind::Guest,
         }
     }
 }
 
-impl From<MemberKind> for Kind {
+impl From<MemberKind> for MemberKindDto {
     fn from(k: MemberKind) -> Self {
         match k {
-            MemberKind::User => Kind::User,
-            MemberKind::Guest => Kind::Guest,
+            MemberKind::User => MemberKindDto::User,
+            MemberKind::Guest => MemberKindDto::Guest,
         }
     }
 }
@@ -83,7 +84,7 @@ pub struct MemberDto {
     #[schema(value_type = String)]
     pub id: MemberId,
     /// User or guest.
-    pub kind: Kind,
+    pub kind: MemberKindDto,
     /// By the space's thresholds.
     pub status: Presence,
     /// Last seen, ms since the UNIX epoch: the last heartbeat of a
@@ -118,23 +119,23 @@ impl From<MemberStatus> for MemberDto {
 #[serde(deny_unknown_fields)]
 pub struct SpaceConfigDto {
     /// `online` while the last heartbeat is younger than this.
-    #[serde(deserialize_with = "crate::protocol::whole::u64")]
+    #[serde(deserialize_with = "crate::protocol::whole_numbers::u64")]
     pub online_ms: u64,
     /// `away` while younger than this; `offline` after.
-    #[serde(deserialize_with = "crate::protocol::whole::u64")]
+    #[serde(deserialize_with = "crate::protocol::whole_numbers::u64")]
     pub away_ms: u64,
     /// The default window of "who's online".
-    #[serde(deserialize_with = "crate::protocol::whole::u64")]
+    #[serde(deserialize_with = "crate::protocol::whole_numbers::u64")]
     pub window_ms: u64,
     /// How long a member is kept after its last heartbeat.
-    #[serde(deserialize_with = "crate::protocol::whole::u64")]
+    #[serde(deserialize_with = "crate::protocol::whole_numbers::u64")]
     pub retention_ms: u64,
     /// How long a user's last-seen time is remembered after presence
     /// ends (by leave or at the retention): status answers give it, with
     /// `offline`, until `last_seen + remember_ms`. `0`: not remembered.
     /// Default 30 days (the server's `--remember`), at most 1,096 days
     /// (94,694,400,000 ms). Absent in a `PUT`: the space keeps what it has.
-    #[serde(default, deserialize_with = "crate::protocol::whole::opt_u64")]
+    #[serde(default, deserialize_with = "crate::protocol::whole_numbers::opt_u64")]
     #[schema(minimum = 0, maximum = 94694400000.0)]
     pub remember_ms: Option<u64>,
     /// Whether guests are remembered too (default `false`: guests churn

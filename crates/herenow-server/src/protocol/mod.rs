@@ -3,7 +3,7 @@
 //!
 //! - [`dto`]: the JSON bodies more than one face sends — a member's
 //!   presence ([`dto::MemberDto`]) goes out in HTTP answers, SSE snapshots
-//!   and WebSocket snapshots alike; a member's [`dto::Kind`] is also a
+//!   and WebSocket snapshots alike; a member's [`dto::MemberKindDto`] is also a
 //!   token claim; a space's policy ([`dto::SpaceConfigDto`]) is an HTTP
 //!   body and part of the SSE snapshot;
 //! - [`ws`]: the WebSocket protocol (docs/PROTOCOL.md): every client and
@@ -24,7 +24,7 @@
 
 pub(crate) mod bounded;
 pub mod dto;
-pub(crate) mod object;
-pub mod watch;
-pub(crate) mod whole;
+pub(crate) mod objects_only;
+pub mod watch_shapes;
+pub(crate) mod whole_numbers;
 pub mod ws;

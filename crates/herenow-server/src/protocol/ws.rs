@@ -12,7 +12,7 @@ use herenow_core::{ConnId, Event, MemberId, MemberKey, Metadata, SpaceName};
 use serde::{Deserialize, Serialize};
 
 use super::dto::MemberDto;
-use super::watch::{WatchedUser, WatchingPage};
+use super::watch_shapes::{WatchedUser, WatchingPage};
 
 /// Longest string `ref`.
 pub const MAX_REF_BYTES: usize = 64;

@@ -46,8 +46,8 @@
 //! channels (presence rosters are right across servers: they live in the
 //! store), cache channels.
 
+mod apps;
 mod channels;
-mod config;
 mod frames;
 mod http;
 mod sign;
@@ -59,8 +59,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use axum::Router;
 use axum::routing::{get, post};
 
+pub use apps::{PusherApp, PusherConfig, PusherConfigError};
 pub use channels::Channels;
-pub use config::{PusherApp, PusherConfig, PusherConfigError};
 
 use crate::state::AppState;
 

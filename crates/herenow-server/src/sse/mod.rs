@@ -14,7 +14,7 @@
 //! is answered `503` with `Retry-After`. Every stream ends when the server
 //! shuts down (axum's graceful shutdown would otherwise wait for it).
 
-pub mod watch;
+pub mod watch_stream;
 
 use std::convert::Infallible;
 use std::time::Duration;

@@ -32,7 +32,7 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::protocol::dto::Presence;
-use crate::protocol::watch::{WatchScope, WatchedUser};
+use crate::protocol::watch_shapes::{WatchScope, WatchedUser};
 use registry::{Note, Registry};
 pub(crate) use watching::{Out, Policy, WatchError, Watching};
 

@@ -17,7 +17,7 @@ use herenow_core::MemberId;
 use tokio::sync::mpsc;
 
 use super::limits::{MAX_WATCH_PAIRS, MAX_WATCHERS_PER_USER};
-use crate::protocol::watch::{WatchScope, WatchedUser};
+use crate::protocol::watch_shapes::{WatchScope, WatchedUser};
 
 /// A watcher's id, unique within the server's life.
 pub(crate) type WatcherId = u64;

@@ -18,7 +18,7 @@ use super::limits::{MAX_WATCHED, NOTE_QUEUE};
 use super::registry::{Full, Note, WatcherId};
 use super::{Hints, WatchHub, read_states, visible_space};
 use crate::protocol::dto::Presence;
-use crate::protocol::watch::{WatchScope, WatchedUser};
+use crate::protocol::watch_shapes::{WatchScope, WatchedUser};
 use crate::token::Spaces;
 
 /// What a watcher may watch and be told.

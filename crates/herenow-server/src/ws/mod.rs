@@ -12,7 +12,7 @@
 //! - `session`: the per-connection task (reading, dispatching, detaching
 //!   on every way out), composing one type per job: `joined` (the spaces
 //!   it is present in), `subscriptions` (the spaces it watches),
-//!   `outbox` (the bounded send queue and its drop policy for a client
+//!   `send_queue` (the bounded send queue and its drop policy for a client
 //!   that does not read fast enough, drained by `writer`), `timers`
 //!   (hello, idle, presence refresh) and `guard` (the rate limit and the
 //!   abuse counter);
@@ -27,11 +27,11 @@ mod guard;
 mod joined;
 mod limits;
 mod msg;
-mod outbox;
+mod send_queue;
 mod session;
+mod session_watch;
 mod subscriptions;
 mod timers;
-mod watch;
 mod writer;
 
 use axum::Router;

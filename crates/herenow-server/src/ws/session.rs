@@ -4,14 +4,14 @@
 //!
 //! The task runs two futures side by side: the *session* (everything but
 //! writing) and the *writer* (`writer`: the socket's sending half, fed by
-//! the bounded queue of an [`Outbox`]). Nothing the session does waits on
+//! the bounded queue of an [`SendQueue`]). Nothing the session does waits on
 //! a slow client, so a client that stops reading costs at most the queue,
 //! and the session still notices timeouts and shutdown. What a client too
-//! slow for the queue loses is the outbox's drop policy.
+//! slow for the queue loses is the send queue's drop policy.
 //!
 //! [`Session`] composes the parts of a connection, each with its own
 //! type: the protocol state (the connection id, the token's grant, the
-//! [`Joined`] spaces), the [`Outbox`], the [`Subscriptions`], the
+//! [`Joined`] spaces), the [`SendQueue`], the [`Subscriptions`], the
 //! [`Timers`] and the abuse [`Guards`]. The message handlers in `msg`
 //! call its methods; it dispatches to them through [`ClientMessage`].
 //!
@@ -33,7 +33,7 @@ use tokio::time::{Instant, sleep_until, timeout};
 use super::guard::{Guards, rate_limited};
 use super::joined::Joined;
 use super::limits::DEFAULT_PAGE_SIZE;
-use super::outbox::{Outbox, Outcome};
+use super::send_queue::{Outcome, SendQueue};
 use super::subscriptions::Subscriptions;
 use super::timers::{Settings, Timers};
 use super::writer;
@@ -59,9 +59,9 @@ pub(super) async fn run(
     let metrics = state.metrics().clone();
     metrics.ws_connections(state.ws().open());
     let (sink, stream) = socket.split();
-    let (outbox, outlet) = Outbox::new();
+    let (send_queue, outlet) = SendQueue::new();
     let (ended_tx, ended_rx) = oneshot::channel::<()>();
-    let session = Session::new(state.clone(), conn, settings, outbox);
+    let session = Session::new(state.clone(), conn, settings, send_queue);
     let session = async move {
         session.run(stream, url_token).await;
         // Dropped with the session: the writer's grace starts.
@@ -81,7 +81,7 @@ pub(super) struct Session {
     grant: Option<Grant>,
     joined: Joined,
     subs: Subscriptions,
-    pub(super) outbox: Outbox,
+    pub(super) send_queue: SendQueue,
     timers: Timers,
     guards: Guards,
     /// What this connection watches, once it sent `watch`.
@@ -93,7 +93,7 @@ pub(super) struct Session {
 }
 
 impl Session {
-    fn new(state: AppState, conn: ConnId, settings: Settings, outbox: Outbox) -> Self {
+    fn new(state: AppState, conn: ConnId, settings: Settings, send_queue: SendQueue) -> Self {
         let now = Instant::now();
         Self {
             state,
@@ -101,7 +101,7 @@ impl Session {
             grant: None,
             joined: Joined::default(),
             subs: Subscriptions::new(),
-            outbox,
+            send_queue,
             timers: Timers::new(settings, now),
             guards: Guards::new(now),
             watching: None,
@@ -118,15 +118,15 @@ impl Session {
         }
         let shutdown = self.state.shutdown_token().clone();
         // A second handle on the queue for waiting for room: a wait on
-        // `self.outbox` would borrow the session in every branch.
-        let room = self.outbox.room();
+        // `self.send_queue` would borrow the session in every branch.
+        let room = self.send_queue.room();
         let hello_deadline = self.timers.hello_deadline();
-        while self.closing.is_none() && !self.outbox.is_gone() {
+        while self.closing.is_none() && !self.send_queue.is_gone() {
             let idle_deadline = self.timers.idle_deadline();
             let waiting_for_hello = self.grant.is_none();
-            let lagging = self.outbox.is_lagging();
+            let lagging = self.send_queue.is_lagging();
             let stall_deadline = self
-                .outbox
+                .send_queue
                 .lagging_since()
                 .map(|since| since + self.timers.stall());
             let has_subs = !self.subs.is_empty();
@@ -151,10 +151,10 @@ impl Session {
                     }
                     // Room again: the notices went out when the lag began;
                     // now the fresh snapshots.
-                    for space in self.outbox.recover() {
+                    for space in self.send_queue.recover() {
                         self.restart(space).await;
                     }
-                    if self.outbox.take_watch_lag() {
+                    if self.send_queue.take_watch_lag() {
                         self.watch_resync().await;
                     }
                 }
@@ -201,7 +201,7 @@ impl Session {
         );
         if let Some((code, reason)) = self.closing.take() {
             self.state.metrics().ws_close(code);
-            self.outbox.close(code, reason);
+            self.send_queue.close(code, reason);
         }
     }
 
@@ -260,11 +260,11 @@ impl Session {
                     space: &space,
                     event: &event,
                 };
-                let outcome = self.outbox.push_event(&space, &msg);
+                let outcome = self.send_queue.push_event(&space, &msg);
                 self.settle(outcome);
             }
             // The store's queue overflowed: this subscriber missed events.
-            Err(RecvError::Lagged(missed)) => match self.outbox.overflowed(&space, missed) {
+            Err(RecvError::Lagged(missed)) => match self.send_queue.overflowed(&space, missed) {
                 Outcome::Restart => self.restart(space).await,
                 outcome => {
                     self.settle(outcome);
@@ -314,7 +314,7 @@ impl Session {
             ttl_ms: self.timers.ttl_ms(),
             server_time_ms: self.now_ms(),
         };
-        let outcome = self.outbox.push_reply(&welcome);
+        let outcome = self.send_queue.push_reply(&welcome);
         self.grant = Some(grant);
         self.settle(outcome);
         Ok(())
@@ -406,7 +406,7 @@ impl Session {
             .store_call(self.state.store().subscribe(&space))
             .await?;
         // A fresh snapshot supersedes any lag of the old subscription.
-        self.outbox.forget(&space);
+        self.send_queue.forget(&space);
         self.subs.insert(space.clone(), sub.events, page_size);
         let sent = self
             .send_snapshot(
@@ -426,7 +426,7 @@ impl Session {
 
     /// Ends a subscription; false if there was none.
     pub(super) fn unsubscribe(&mut self, space: &SpaceName) -> bool {
-        self.outbox.forget(space);
+        self.send_queue.forget(space);
         self.subs.remove(space)
     }
 
@@ -437,7 +437,7 @@ impl Session {
 
     /// Queues a reply; a client too slow to take it is closed with `4009`.
     pub(super) fn reply(&mut self, msg: &ServerMessage<'_>) {
-        let outcome = self.outbox.push_reply(msg);
+        let outcome = self.send_queue.push_reply(msg);
         self.settle(outcome);
     }
 
@@ -504,7 +504,7 @@ impl Session {
         }
     }
 
-    /// Acts on what the outbox made of a message: a client too slow for
+    /// Acts on what the send queue made of a message: a client too slow for
     /// its queue is closed. True when the message was queued.
     pub(super) fn settle(&mut self, outcome: Outcome) -> bool {
         match outcome {
@@ -569,7 +569,7 @@ impl Session {
                 omitted: last.then_some(omitted),
                 resync,
             };
-            let outcome = self.outbox.push_event(space, &msg);
+            let outcome = self.send_queue.push_event(space, &msg);
             if !self.settle(outcome) {
                 // Lagging: the rest would be dropped too; a fresh snapshot
                 // follows the `lagged` notice.

@@ -1,5 +1,5 @@
 //! The writing half of a connection: sends, in order, what the session
-//! queued in its [`Outbox`](super::outbox::Outbox), then the close frame.
+//! queued in its [`SendQueue`](super::send_queue::SendQueue), then the close frame.
 //!
 //! The session never waits on the socket; this task does, so a client
 //! that stops reading stalls only the writer. A close that cannot wait
@@ -31,7 +31,7 @@ pub(super) enum Outbound {
     Close(u16, String),
 }
 
-/// The writer's ends of the outbox: the queue, and the urgent close that
+/// The writer's ends of the send queue: the queue, and the urgent close that
 /// overtakes it.
 pub(super) struct Outlet {
     /// What the session queued, in order.

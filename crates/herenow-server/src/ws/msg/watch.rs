@@ -2,7 +2,7 @@
 
 use herenow_core::{InvalidInput, MemberId};
 
-use crate::protocol::watch::WatchScope;
+use crate::protocol::watch_shapes::WatchScope;
 use crate::protocol::ws::{Ref, Unwatch, Watch, WsError};
 use crate::watch::limits::MAX_WATCHED;
 use crate::ws::limits::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};

@@ -19,7 +19,7 @@ use utoipa::ToSchema;
 use super::{KEEP_ALIVE, Slot};
 use crate::extract::JsonBody;
 use crate::problem::{ApiError, Problem};
-use crate::protocol::watch::{UnwatchedData, WatchScope, WatchedUser, WatchingPage};
+use crate::protocol::watch_shapes::{UnwatchedData, WatchScope, WatchedUser, WatchingPage};
 use crate::state::AppState;
 use crate::watch::limits::MAX_WATCHED;
 use crate::watch::{Out, Policy, WatchError, Watching};

@@ -1,4 +1,4 @@
-//! [`Keys`]: the configured API keys, and the one constant-time lookup of
+//! [`ApiKeys`]: the configured API keys, and the one constant-time lookup of
 //! a presented key's scope.
 //!
 //! A key is compared against every configured key in constant time
@@ -15,9 +15,9 @@ use crate::config::{ApiKey, Scope};
 /// is open (allowed on loopback only, see
 /// [`Config::check`](crate::Config::check)).
 #[derive(Clone, Default)]
-pub struct Keys(Vec<ApiKey>);
+pub struct ApiKeys(Vec<ApiKey>);
 
-impl Keys {
+impl ApiKeys {
     /// The keys `--api-key` gave, in any order.
     pub fn new(keys: Vec<ApiKey>) -> Self {
         Self(keys)
@@ -56,8 +56,8 @@ impl Keys {
 mod tests {
     use super::*;
 
-    fn keys() -> Keys {
-        Keys::new(vec![
+    fn keys() -> ApiKeys {
+        ApiKeys::new(vec![
             "readerkey1:read".parse().unwrap(),
             "writerkey1:write".parse().unwrap(),
         ])

@@ -1,5 +1,5 @@
 //! Users across spaces: "last seen anywhere" and erasure. Both start from
-//! the user's index of spaces ([`Keys::seen`](crate::keys)), a sorted set
+//! the user's index of spaces ([`Keys::seen`](crate::key_names)), a sorted set
 //! in a slot of its own (so never in the same script as a space): every
 //! space the user is stored or remembered in is listed there (a writer
 //! lists it before its call answers, the sweep if the writer failed), and

@@ -1,6 +1,6 @@
 //! The watch of one connection (`watch`, `unwatch`, and the notes of
 //! [`crate::watch`]) as the session runs it: its messages go through the
-//! outbox's watch lane, which lags as a whole and catches up with a fresh
+//! send queue's watch lane, which lags as a whole and catches up with a fresh
 //! picture (`resync`) once there is room.
 
 use herenow_core::{MemberId, MemberKind};
@@ -8,7 +8,7 @@ use tokio::time::timeout;
 
 use super::session::Session;
 use crate::protocol::dto::WatchGrant;
-use crate::protocol::watch::{WatchScope, WatchedUser, WatchingPage};
+use crate::protocol::watch_shapes::{WatchScope, WatchedUser, WatchingPage};
 use crate::protocol::ws::{Ref, ServerMessage, WsError};
 use crate::watch::registry::Note;
 use crate::watch::{Out, Policy, WatchError, Watching};
@@ -127,13 +127,13 @@ impl Session {
             match out {
                 Out::Status(user) => {
                     let outcome = self
-                        .outbox
+                        .send_queue
                         .push_watch(&ServerMessage::Status { user: &user });
                     self.settle(outcome);
                 }
                 Out::Unwatched(users) => {
                     let outcome = self
-                        .outbox
+                        .send_queue
                         .push_watch(&ServerMessage::Unwatched { users: &users });
                     self.settle(outcome);
                 }
@@ -162,7 +162,7 @@ impl Session {
                     resync,
                 },
             };
-            let outcome = self.outbox.push_watch(&msg);
+            let outcome = self.send_queue.push_watch(&msg);
             if !self.settle(outcome) {
                 // Lagging: a fresh picture follows once there is room.
                 break;

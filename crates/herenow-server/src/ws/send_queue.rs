@@ -15,14 +15,14 @@
 //!   watch sends a fresh picture;
 //! - only a reader that stops reading is cut: the session closes the
 //!   socket with `4009` when the queue has had no room for the stall
-//!   limit since the lag began ([`Outbox::lagging_since`]), or when a
+//!   limit since the lag began ([`SendQueue::lagging_since`]), or when a
 //!   reply (`ok`, `pong`, `error`) does not fit even in the reserve
 //!   ([`Outcome::TooSlow`]).
 //!
 //! Memory stays bounded per socket: the queue and the reserve, whatever
 //! the rate of events.
 //!
-//! The outbox decides; the session acts on the [`Outcome`] (closing,
+//! The send queue decides; the session acts on the [`Outcome`] (closing,
 //! restarting a subscription), so the policy reads in one place.
 
 use std::collections::HashSet;
@@ -44,7 +44,7 @@ const RESERVE: usize = 2 * MAX_SUBSCRIBED;
 /// half of it, so the fresh snapshot has room.
 const LAG_ROOM: usize = SEND_QUEUE / 2 + RESERVE;
 
-/// What became of a message handed to the [`Outbox`].
+/// What became of a message handed to the [`SendQueue`].
 #[must_use]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Outcome {
@@ -52,9 +52,9 @@ pub(super) enum Outcome {
     Queued,
     /// Not queued, and nothing to do about it now: the subscription lags
     /// (a fresh snapshot follows once there is room), or the writer is
-    /// gone ([`Outbox::is_gone`]).
+    /// gone ([`SendQueue::is_gone`]).
     Dropped,
-    /// Only from [`Outbox::overflowed`]: the `lagged` notice is queued and
+    /// Only from [`SendQueue::overflowed`]: the `lagged` notice is queued and
     /// there is room for a fresh snapshot at once.
     Restart,
     /// The client does not keep up: close the socket with `4009`, for this
@@ -63,7 +63,7 @@ pub(super) enum Outcome {
 }
 
 /// The session's end of the send queue, with the lag bookkeeping.
-pub(super) struct Outbox {
+pub(super) struct SendQueue {
     tx: mpsc::Sender<Outbound>,
     urgent: Option<oneshot::Sender<(u16, String)>>,
     /// Lagging subscriptions: told, waiting for room to start over.
@@ -77,12 +77,12 @@ pub(super) struct Outbox {
     gone: bool,
 }
 
-impl Outbox {
+impl SendQueue {
     /// An empty queue, and the writer's ends of it.
-    pub(super) fn new() -> (Outbox, Outlet) {
+    pub(super) fn new() -> (SendQueue, Outlet) {
         let (tx, rx) = mpsc::channel(SEND_QUEUE + RESERVE);
         let (urgent_tx, urgent) = oneshot::channel();
-        let outbox = Outbox {
+        let send_queue = SendQueue {
             tx,
             urgent: Some(urgent_tx),
             lagging: HashSet::new(),
@@ -90,7 +90,7 @@ impl Outbox {
             lag_since: None,
             gone: false,
         };
-        (outbox, Outlet { rx, urgent })
+        (send_queue, Outlet { rx, urgent })
     }
 
     /// Whether the writer has gone (the socket failed): nothing sent from
@@ -202,7 +202,7 @@ impl Outbox {
     }
 
     /// A handle that waits for room for the lagging subscriptions to
-    /// start over, without borrowing the outbox.
+    /// start over, without borrowing the send queue.
     pub(super) fn room(&self) -> Room {
         Room(self.tx.clone())
     }
@@ -270,7 +270,7 @@ impl Outbox {
 }
 
 /// Waits for room for lagging subscriptions to start over; see
-/// [`Outbox::room`].
+/// [`SendQueue::room`].
 pub(super) struct Room(mpsc::Sender<Outbound>);
 
 impl Room {
