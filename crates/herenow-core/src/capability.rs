@@ -1,5 +1,5 @@
 //! What a store may offer beyond presence: one trait per capability, each
-//! reached through its accessor on [`PresenceStore`] (`None` when the
+//! reached through its accessor on [`PresenceStore`](crate::PresenceStore) (`None` when the
 //! store does not offer it).
 //!
 //! A capability is a set of calls that only some stores can answer: a
@@ -10,7 +10,7 @@
 //! [`Error::Unsupported`](crate::Error::Unsupported).
 //!
 //! Each trait is `Send + Sync`, async and fallible like
-//! [`PresenceStore`], and as free of HTTP and Redis types. A store offers
+//! [`PresenceStore`](crate::PresenceStore), and as free of HTTP and Redis types. A store offers
 //! one by implementing it and returning `Some(self)` from the accessor.
 
 use async_trait::async_trait;
@@ -20,7 +20,6 @@ use crate::error::Result;
 use crate::follow::UserFeed;
 use crate::id::{MemberId, MemberKey, SpaceName};
 use crate::outbox::{OutboxEvent, OutboxOptions, OutboxStats, SpaceHook};
-use crate::store::PresenceStore;
 use crate::time::Millis;
 use crate::values::{ErasureReport, SeenAnywhere};
 
@@ -61,25 +60,6 @@ impl Capability {
             Capability::SpaceWebhooks => "spaces' webhook endpoints",
             Capability::UserIndex => "an index of each user's spaces",
         }
-    }
-
-    /// Whether `store` offers it.
-    pub fn is_offered_by(self, store: &dyn PresenceStore) -> bool {
-        match self {
-            Capability::LiveConnections => store.live_connections().is_some(),
-            Capability::Following => store.following().is_some(),
-            Capability::WebhookOutbox => store.webhook_outbox().is_some(),
-            Capability::SpaceWebhooks => store.space_webhooks().is_some(),
-            Capability::UserIndex => store.user_index().is_some(),
-        }
-    }
-
-    /// The capabilities `store` offers, in [`ALL`](Self::ALL)'s order.
-    pub fn offered_by(store: &dyn PresenceStore) -> Vec<Capability> {
-        Self::ALL
-            .into_iter()
-            .filter(|c| c.is_offered_by(store))
-            .collect()
     }
 }
 
@@ -174,7 +154,7 @@ pub trait SpaceWebhooks: Send + Sync {
 
     /// Replaces the webhook endpoints of `space` (checked by
     /// [`SpaceHook::check_all`]; empty removes them), as durably as
-    /// [`set_config`](PresenceStore::set_config). Naming any opens the
+    /// [`set_config`](crate::PresenceStore::set_config). Naming any opens the
     /// outbox (with the default options when it was closed), so the
     /// space's events are kept from this call on, whichever server
     /// delivers them. Removing the last space's endpoints may close it

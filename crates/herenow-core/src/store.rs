@@ -7,7 +7,9 @@
 
 use async_trait::async_trait;
 
-use crate::capability::{Following, LiveConnections, SpaceWebhooks, UserIndex, WebhookOutbox};
+use crate::capability::{
+    Capability, Following, LiveConnections, SpaceWebhooks, UserIndex, WebhookOutbox,
+};
 use crate::error::{Error, Result};
 use crate::event::Subscription;
 use crate::id::{MemberId, MemberKey, SpaceName};
@@ -186,5 +188,28 @@ impl dyn PresenceStore {
             what,
             store: self.label(),
         }
+    }
+}
+
+/// What a store offers, asked through its accessors: kept beside the
+/// trait (not in `capability`) so that module needs nothing of this one.
+impl Capability {
+    /// Whether `store` offers it.
+    pub fn is_offered_by(self, store: &dyn PresenceStore) -> bool {
+        match self {
+            Capability::LiveConnections => store.live_connections().is_some(),
+            Capability::Following => store.following().is_some(),
+            Capability::WebhookOutbox => store.webhook_outbox().is_some(),
+            Capability::SpaceWebhooks => store.space_webhooks().is_some(),
+            Capability::UserIndex => store.user_index().is_some(),
+        }
+    }
+
+    /// The capabilities `store` offers, in [`ALL`](Self::ALL)'s order.
+    pub fn offered_by(store: &dyn PresenceStore) -> Vec<Capability> {
+        Self::ALL
+            .into_iter()
+            .filter(|c| c.is_offered_by(store))
+            .collect()
     }
 }

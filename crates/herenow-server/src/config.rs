@@ -9,6 +9,9 @@ use herenow_core::{SpaceConfig, SpaceName};
 
 use crate::webhooks::{WebhookConfig, WebhookError};
 
+mod pusher_apps;
+pub use pusher_apps::{PusherApp, PusherConfig, PusherConfigError};
+
 /// What an API key may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Scope {
@@ -449,7 +452,7 @@ pub struct Config {
     pub webhooks: WebhookConfig,
     /// The Pusher apps (`--pusher-app`); none: nothing of the Pusher
     /// protocol is served.
-    pub pusher: crate::pusher::PusherConfig,
+    pub pusher: PusherConfig,
 }
 
 impl Default for Config {
@@ -469,7 +472,7 @@ impl Default for Config {
             max_event_streams: 1_024,
             request_timeout: Duration::from_secs(10),
             webhooks: WebhookConfig::default(),
-            pusher: crate::pusher::PusherConfig::default(),
+            pusher: PusherConfig::default(),
         }
     }
 }
@@ -608,7 +611,7 @@ pub enum ConfigError {
     Webhook(#[from] WebhookError),
     /// A Pusher app that cannot be served.
     #[error(transparent)]
-    Pusher(#[from] crate::pusher::PusherConfigError),
+    Pusher(#[from] PusherConfigError),
     /// A WebSocket TTL the stores do not accept.
     #[error("the WebSocket TTL must be between 1s and 10m; got {0:?}")]
     WsTtl(Duration),

@@ -84,6 +84,7 @@ pub mod persist;
 mod problem;
 pub mod protocol;
 mod pusher;
+mod pusher_hub;
 mod routes;
 mod sse;
 mod state;
@@ -97,11 +98,11 @@ pub use config::{
     ApiKey, Config, ConfigError, DEFAULT_REDIS_WAIT, DEFAULT_SNAPSHOT_INTERVAL, MAX_REDIS_WAIT,
     MIN_TOKEN_SECRET_BYTES, RedisLayout, RedisTarget, Scope, StoreSpec, StoreTarget, TokenSecret,
 };
+pub use config::{PusherApp, PusherConfig, PusherConfigError};
 pub use error::ServerError;
 pub use layers::App;
 pub use metrics::Metrics;
 pub use problem::Problem;
-pub use pusher::{PusherApp, PusherConfig, PusherConfigError};
 pub use sse::SnapshotData;
 pub use state::AppState;
 pub use webhooks::{

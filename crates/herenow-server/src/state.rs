@@ -37,7 +37,7 @@ struct Inner {
     ws: Hub,
     watch: Arc<WatchHub>,
     webhooks: Webhooks,
-    pusher: Option<Arc<crate::pusher::Pusher>>,
+    pusher: Option<Arc<crate::pusher_hub::Pusher>>,
 }
 
 impl AppState {
@@ -68,7 +68,7 @@ impl AppState {
             ws: Hub::new(config),
             watch,
             webhooks,
-            pusher: crate::pusher::Pusher::new(&config.pusher),
+            pusher: crate::pusher_hub::Pusher::new(&config.pusher),
         }))
     }
 
@@ -117,7 +117,7 @@ impl AppState {
 
     /// The Pusher protocol's side (`--pusher-app`), if any app is
     /// configured.
-    pub fn pusher(&self) -> Option<&Arc<crate::pusher::Pusher>> {
+    pub fn pusher(&self) -> Option<&Arc<crate::pusher_hub::Pusher>> {
         self.0.pusher.as_ref()
     }
 

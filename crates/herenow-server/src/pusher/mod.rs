@@ -46,75 +46,18 @@
 //! channels (presence rosters are right across servers: they live in the
 //! store), cache channels.
 
-mod apps;
-mod channels;
 mod frames;
 mod http;
 mod sign;
 mod socket;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use axum::Router;
 use axum::routing::{get, post};
 
-pub use apps::{PusherApp, PusherConfig, PusherConfigError};
-pub use channels::Channels;
+use crate::config::PusherApp;
+use crate::pusher_hub::Pusher;
 
 use crate::state::AppState;
-
-/// The Pusher side of a server: its apps and the local sockets'
-/// channels. `None` in [`AppState`] when no app is configured.
-pub struct Pusher {
-    apps: Vec<Arc<PusherApp>>,
-    channels: Channels,
-    /// This process's random part of socket ids.
-    prefix: u64,
-    next: AtomicU64,
-}
-
-impl Pusher {
-    /// The Pusher side for `config`; `None` when it names no app.
-    pub fn new(config: &PusherConfig) -> Option<Arc<Self>> {
-        if !config.is_enabled() {
-            return None;
-        }
-        Some(Arc::new(Self {
-            apps: config.apps.iter().cloned().map(Arc::new).collect(),
-            channels: Channels::new(),
-            prefix: random_prefix(),
-            next: AtomicU64::new(1),
-        }))
-    }
-
-    /// A number for a new socket, unique in this process.
-    fn next_socket(&self) -> u64 {
-        self.next.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// Socket `number`'s id, `N.M` as the protocol has it: this process's
-    /// random number and the socket's, so servers sharing a store (and a
-    /// restarted server) do not hand out the same id.
-    fn socket_id(&self, number: u64) -> String {
-        format!("{}.{number}", self.prefix)
-    }
-
-    /// The app with this public key.
-    fn by_key(&self, key: &str) -> Option<&Arc<PusherApp>> {
-        self.apps.iter().find(|a| a.key == key)
-    }
-
-    /// The app with this id.
-    fn by_id(&self, id: &str) -> Option<&Arc<PusherApp>> {
-        self.apps.iter().find(|a| a.id == id)
-    }
-
-    /// The local sockets' channels.
-    pub fn channels(&self) -> &Channels {
-        &self.channels
-    }
-}
 
 /// The routes of the Pusher protocol, or none when `state` has no apps.
 pub fn router(state: &AppState) -> Router<AppState> {
@@ -128,19 +71,6 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .route("/apps/{app_id}/channels", get(http::channels))
         .route("/apps/{app_id}/channels/{channel}", get(http::channel))
         .route("/apps/{app_id}/channels/{channel}/users", get(http::users))
-}
-
-/// A random number of up to 15 digits.
-fn random_prefix() -> u64 {
-    let mut bytes = [0u8; 8];
-    if getrandom::fill(&mut bytes).is_err() {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        bytes[..4].copy_from_slice(&nanos.to_le_bytes());
-        bytes[4..].copy_from_slice(&std::process::id().to_le_bytes());
-    }
-    u64::from_le_bytes(bytes) % 1_000_000_000_000_000
 }
 
 /// What kind of channel a name makes.

@@ -43,10 +43,10 @@ use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::{Instant, sleep_until, timeout};
 use tokio_stream::StreamMap;
 
-use super::channels::{Out, QUEUE, RESERVE, Subscriber};
 use super::frames::{self, Incoming};
 use super::sign;
 use super::{ChannelKind, Pusher, PusherApp};
+use crate::pusher_hub::{Out, QUEUE, RESERVE, Subscriber};
 use crate::state::AppState;
 
 /// The largest frame a client may send; a larger one closes the socket
