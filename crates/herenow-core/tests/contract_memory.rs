@@ -31,90 +31,109 @@ async fn striped_memory_store_keeps_the_contract() {
     contract::run_all(factory).await;
 }
 
-/// The trait's default `online_friends` / `online_among`, as a store that
-/// overrides nothing gets them: a thin wrapper that forwards only the
-/// primitives to a memory store.
-mod defaults {
+/// A memory store behind a thin wrapper that forwards only the core
+/// primitives, so the trait's default `online_friends` / `online_among`
+/// are what callers get; with `capabilities` it also forwards the memory
+/// store's capabilities, without them it is a store of the core trait
+/// alone.
+mod forward {
     use async_trait::async_trait;
     use herenow_core::*;
 
-    pub struct Primitives(pub MemoryStore);
+    pub struct Primitives {
+        pub inner: MemoryStore,
+        pub capabilities: bool,
+    }
+
+    impl Primitives {
+        fn inner_if_offered(&self) -> Option<&MemoryStore> {
+            self.capabilities.then_some(&self.inner)
+        }
+    }
 
     #[async_trait]
     impl PresenceStore for Primitives {
         fn name(&self) -> &'static str {
-            "primitives"
+            if self.capabilities {
+                "primitives"
+            } else {
+                "core-only"
+            }
         }
         fn now_ms(&self) -> Millis {
-            self.0.now_ms()
+            self.inner.now_ms()
         }
         async fn heartbeat(&self, s: &SpaceName, b: &[Heartbeat]) -> Result<HeartbeatReport> {
-            self.0.heartbeat(s, b).await
+            self.inner.heartbeat(s, b).await
         }
         async fn leave(&self, s: &SpaceName, m: &[MemberKey]) -> Result<u64> {
-            self.0.leave(s, m).await
+            self.inner.leave(s, m).await
         }
         async fn status(&self, s: &SpaceName, m: &[MemberKey]) -> Result<Vec<MemberStatus>> {
-            self.0.status(s, m).await
+            self.inner.status(s, m).await
         }
         async fn list(&self, s: &SpaceName, q: &ListQuery) -> Result<Page> {
-            self.0.list(s, q).await
+            self.inner.list(s, q).await
         }
         async fn count(&self, s: &SpaceName, w: Option<Millis>) -> Result<Counts> {
-            self.0.count(s, w).await
+            self.inner.count(s, w).await
         }
         async fn config(&self, s: &SpaceName) -> Result<SpaceConfig> {
-            self.0.config(s).await
+            self.inner.config(s).await
         }
         async fn set_config(&self, s: &SpaceName, c: SpaceConfig) -> Result<()> {
-            self.0.set_config(s, c).await
+            self.inner.set_config(s, c).await
         }
         async fn spaces(&self, a: Option<&SpaceName>, l: usize) -> Result<Vec<SpaceSummary>> {
-            self.0.spaces(a, l).await
+            self.inner.spaces(a, l).await
         }
         async fn set_friends(&self, u: &MemberId, f: &[MemberId]) -> Result<u64> {
-            self.0.set_friends(u, f).await
+            self.inner.set_friends(u, f).await
         }
         async fn add_friends(&self, u: &MemberId, f: &[MemberId]) -> Result<u64> {
-            self.0.add_friends(u, f).await
+            self.inner.add_friends(u, f).await
         }
         async fn remove_friends(&self, u: &MemberId, f: &[MemberId]) -> Result<u64> {
-            self.0.remove_friends(u, f).await
+            self.inner.remove_friends(u, f).await
         }
         async fn friends(&self, u: &MemberId) -> Result<Vec<MemberId>> {
-            self.0.friends(u).await
+            self.inner.friends(u).await
         }
         async fn subscribe(&self, s: &SpaceName) -> Result<Subscription> {
-            self.0.subscribe(s).await
+            self.inner.subscribe(s).await
         }
         async fn tick(&self) -> Result<TickReport> {
-            self.0.tick().await
+            self.inner.tick().await
         }
-        // The capabilities are the memory store's own.
         fn live_connections(&self) -> Option<&dyn LiveConnections> {
-            self.0.live_connections()
+            self.inner_if_offered()?.live_connections()
         }
         fn following(&self) -> Option<&dyn Following> {
-            self.0.following()
+            self.inner_if_offered()?.following()
         }
         fn webhook_outbox(&self) -> Option<&dyn WebhookOutbox> {
-            self.0.webhook_outbox()
+            self.inner_if_offered()?.webhook_outbox()
         }
         fn space_webhooks(&self) -> Option<&dyn SpaceWebhooks> {
-            self.0.space_webhooks()
+            self.inner_if_offered()?.space_webhooks()
         }
         fn user_index(&self) -> Option<&dyn UserIndex> {
-            self.0.user_index()
+            self.inner_if_offered()?.user_index()
         }
     }
 }
 
+/// The trait's default `online_friends` / `online_among`, as a store that
+/// overrides nothing gets them.
 #[tokio::test]
 async fn default_derived_queries_keep_the_contract() {
     let factory: Factory = Arc::new(|clock| {
         Box::pin(async move {
             let inner = MemoryStore::new(Arc::new(clock), SpaceConfig::default());
-            Arc::new(defaults::Primitives(inner)) as Arc<dyn PresenceStore>
+            Arc::new(forward::Primitives {
+                inner,
+                capabilities: true,
+            }) as Arc<dyn PresenceStore>
         })
     });
     contract::run_all(factory).await;
@@ -128,68 +147,11 @@ async fn a_core_only_store_keeps_the_core_part() {
     let factory: Factory = Arc::new(|clock| {
         Box::pin(async move {
             let inner = MemoryStore::new(Arc::new(clock), SpaceConfig::default());
-            Arc::new(core_only::Presence(inner)) as Arc<dyn PresenceStore>
+            Arc::new(forward::Primitives {
+                inner,
+                capabilities: false,
+            }) as Arc<dyn PresenceStore>
         })
     });
     contract::run(factory, &[]).await;
-}
-
-/// The memory store's presence, forwarded, and nothing else.
-mod core_only {
-    use async_trait::async_trait;
-    use herenow_core::*;
-
-    pub struct Presence(pub MemoryStore);
-
-    #[async_trait]
-    impl PresenceStore for Presence {
-        fn name(&self) -> &'static str {
-            "core-only"
-        }
-        fn now_ms(&self) -> Millis {
-            self.0.now_ms()
-        }
-        async fn heartbeat(&self, s: &SpaceName, b: &[Heartbeat]) -> Result<HeartbeatReport> {
-            self.0.heartbeat(s, b).await
-        }
-        async fn leave(&self, s: &SpaceName, m: &[MemberKey]) -> Result<u64> {
-            self.0.leave(s, m).await
-        }
-        async fn status(&self, s: &SpaceName, m: &[MemberKey]) -> Result<Vec<MemberStatus>> {
-            self.0.status(s, m).await
-        }
-        async fn list(&self, s: &SpaceName, q: &ListQuery) -> Result<Page> {
-            self.0.list(s, q).await
-        }
-        async fn count(&self, s: &SpaceName, w: Option<Millis>) -> Result<Counts> {
-            self.0.count(s, w).await
-        }
-        async fn config(&self, s: &SpaceName) -> Result<SpaceConfig> {
-            self.0.config(s).await
-        }
-        async fn set_config(&self, s: &SpaceName, c: SpaceConfig) -> Result<()> {
-            self.0.set_config(s, c).await
-        }
-        async fn spaces(&self, a: Option<&SpaceName>, l: usize) -> Result<Vec<SpaceSummary>> {
-            self.0.spaces(a, l).await
-        }
-        async fn set_friends(&self, u: &MemberId, f: &[MemberId]) -> Result<u64> {
-            self.0.set_friends(u, f).await
-        }
-        async fn add_friends(&self, u: &MemberId, f: &[MemberId]) -> Result<u64> {
-            self.0.add_friends(u, f).await
-        }
-        async fn remove_friends(&self, u: &MemberId, f: &[MemberId]) -> Result<u64> {
-            self.0.remove_friends(u, f).await
-        }
-        async fn friends(&self, u: &MemberId) -> Result<Vec<MemberId>> {
-            self.0.friends(u).await
-        }
-        async fn subscribe(&self, s: &SpaceName) -> Result<Subscription> {
-            self.0.subscribe(s).await
-        }
-        async fn tick(&self) -> Result<TickReport> {
-            self.0.tick().await
-        }
-    }
 }
