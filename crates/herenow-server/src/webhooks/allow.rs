@@ -224,13 +224,7 @@ fn parse_entry(entry: &str) -> Result<Entry, AllowError> {
 
 /// Why a space's endpoint may not be used: its host, the address it
 /// reaches and the rule that refuses it.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "{host} reaches {addr}, a {rule} address; spaces' webhook endpoints may not reach \
-     loopback, link-local, private, shared, unique-local, multicast, unspecified or broadcast \
-     addresses unless the operator allows them (--space-webhook-allow)",
-    rule = rule.rule()
-)]
+#[derive(Debug)]
 pub struct NotAllowed {
     /// The URL's host.
     pub host: String,
@@ -320,6 +314,29 @@ impl SpaceWebhookAllow {
         Ok(())
     }
 }
+
+impl std::fmt::Display for NotAllowed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let host = self.host.trim_start_matches('[').trim_end_matches(']');
+        if host.parse::<IpAddr>().is_ok() {
+            write!(f, "{host} is a {} address", self.rule.rule())?;
+        } else {
+            write!(
+                f,
+                "{host} resolves to {}, a {} address",
+                self.addr,
+                self.rule.rule()
+            )?;
+        }
+        f.write_str(
+            "; spaces' webhook endpoints may not reach loopback, link-local, private, shared, \
+             unique-local, multicast, unspecified or broadcast addresses unless the operator \
+             allows them (--space-webhook-allow)",
+        )
+    }
+}
+
+impl std::error::Error for NotAllowed {}
 
 /// Checks the endpoints a `PUT /v1/spaces/{space}/config` names against
 /// `allow`: the first that may not be used is refused with a `400`
