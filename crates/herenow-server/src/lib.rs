@@ -106,8 +106,9 @@ pub use problem::Problem;
 pub use sse::SnapshotData;
 pub use state::AppState;
 pub use webhooks::{
-    Attempt as WebhookAttempt, Endpoint as WebhookEndpoint, Secret as WebhookSecret, WebhookConfig,
-    WebhookError, send_test as send_test_webhook,
+    AllowError as SpaceWebhookAllowError, Attempt as WebhookAttempt, Endpoint as WebhookEndpoint,
+    Secret as WebhookSecret, SpaceWebhookAllow, WebhookConfig, WebhookError,
+    send_test as send_test_webhook,
 };
 
 use std::future::Future;

@@ -37,7 +37,11 @@
 //!   `herenow_redis_errors_total{op,outcome}` (`unavailable`: unreachable,
 //!   timed out or failing over; `error`: an answer herenow did not
 //!   expect);
-//! - with webhooks, per endpoint (label `endpoint`, its name):
+//! - with webhooks, per operator endpoint (label `endpoint`, its name;
+//!   every endpoint spaces name counts under one, `endpoint="spaces"`,
+//!   since whoever holds a write key can name any number of them over
+//!   time, and their queue depths are not exported; `GET /v1/webhooks`
+//!   shows each):
 //!   `herenow_webhook_delivered_total` (events answered 2xx),
 //!   `herenow_webhook_retries_total` (requests sent again),
 //!   `herenow_webhook_failures_total` (requests that failed),
@@ -49,6 +53,16 @@
 //!
 //! Every metric carries the label `store` (`memory`, `redis`): several
 //! servers on different stores can feed one Prometheus.
+//!
+//! Every metric is described ([`DESCRIPTIONS`]), so the exposition has a
+//! `# HELP` line for each, as well as its `# TYPE`. No label takes
+//! unbounded values: the only one named after spaces,
+//! `herenow_space_members{space}`, is bounded to [`MAX_GAUGED_SPACES`]
+//! spaces (and a space drops out a minute after it stops being set);
+//! routes are the router's patterns, codes and ops fixed sets.
+//!
+//! On a server whose API requires keys, `/metrics` needs a read key too
+//! (declared in `crate::routes`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -58,7 +72,7 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use herenow_core::{OutboxStats, TickReport};
-use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata, Recorder};
+use metrics::{Counter, Gauge, Histogram, Key, KeyName, Label, Level, Metadata, Recorder};
 use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
@@ -133,6 +147,176 @@ impl Query {
 }
 
 const META: Metadata<'static> = Metadata::new(module_path!(), Level::INFO, None);
+
+/// What kind of metric a family is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Only grows.
+    Counter,
+    /// Goes up and down.
+    Gauge,
+    /// Samples in buckets.
+    Histogram,
+}
+
+/// Every metric family, its kind and its `# HELP` text.
+pub const DESCRIPTIONS: &[(&str, Kind, &str)] = &[
+    (
+        "herenow_heartbeats_total",
+        Kind::Counter,
+        "Heartbeats received.",
+    ),
+    (
+        "herenow_queries_total",
+        Kind::Counter,
+        "Queries answered, by endpoint.",
+    ),
+    (
+        "herenow_erasures_total",
+        Kind::Counter,
+        "Users erased (DELETE /v1/users/{id}).",
+    ),
+    (
+        "herenow_space_members",
+        Kind::Gauge,
+        "Members stored per space, by kind (at most 1000 spaces).",
+    ),
+    (
+        "herenow_sweep_duration_seconds",
+        Kind::Histogram,
+        "Duration of one round of background maintenance.",
+    ),
+    (
+        "herenow_expired_total",
+        Kind::Counter,
+        "Members expired by background maintenance.",
+    ),
+    (
+        "herenow_forgotten_total",
+        Kind::Counter,
+        "Remembered last-seen times forgotten past their horizon.",
+    ),
+    (
+        "herenow_transitions_total",
+        Kind::Counter,
+        "Presence transitions found by background maintenance.",
+    ),
+    (
+        "herenow_http_request_duration_seconds",
+        Kind::Histogram,
+        "HTTP request latency, by route pattern and method.",
+    ),
+    (
+        "herenow_sse_subscribers",
+        Kind::Gauge,
+        "Open Server-Sent Events streams.",
+    ),
+    (
+        "herenow_ws_connections",
+        Kind::Gauge,
+        "Open WebSocket connections.",
+    ),
+    (
+        "herenow_ws_messages_total",
+        Kind::Counter,
+        "WebSocket client messages, by type.",
+    ),
+    (
+        "herenow_ws_errors_total",
+        Kind::Counter,
+        "WebSocket error replies and refused tokens, by code.",
+    ),
+    (
+        "herenow_ws_closes_total",
+        Kind::Counter,
+        "WebSockets the server closed, by close code.",
+    ),
+    (
+        "herenow_redis_up",
+        Kind::Gauge,
+        "1 while Redis answers, else 0.",
+    ),
+    (
+        "herenow_redis_buffered",
+        Kind::Gauge,
+        "Members whose writes wait for Redis.",
+    ),
+    (
+        "herenow_redis_dropped_total",
+        Kind::Counter,
+        "Writes refused by the full Redis write buffer.",
+    ),
+    (
+        "herenow_redis_replayed_total",
+        Kind::Counter,
+        "Buffered writes replayed to Redis.",
+    ),
+    (
+        "herenow_redis_unreplicated_total",
+        Kind::Counter,
+        "Writes acknowledged without the replicas asked for.",
+    ),
+    (
+        REDIS_CALL_SECONDS,
+        Kind::Histogram,
+        "Duration of Redis calls, by what the call was for.",
+    ),
+    (
+        "herenow_redis_errors_total",
+        Kind::Counter,
+        "Redis calls that failed, by op and outcome.",
+    ),
+    (
+        "herenow_webhook_delivered_total",
+        Kind::Counter,
+        "Webhook events delivered (answered 2xx), by endpoint.",
+    ),
+    (
+        "herenow_webhook_retries_total",
+        Kind::Counter,
+        "Webhook requests sent again, by endpoint.",
+    ),
+    (
+        "herenow_webhook_failures_total",
+        Kind::Counter,
+        "Webhook requests that failed, by endpoint.",
+    ),
+    (
+        "herenow_webhook_dropped_total",
+        Kind::Counter,
+        "Webhook events given up, by endpoint and reason.",
+    ),
+    (
+        "herenow_webhook_queue_depth",
+        Kind::Gauge,
+        "Webhook events waiting in an operator endpoint's queue.",
+    ),
+    (
+        "herenow_webhook_request_duration_seconds",
+        Kind::Histogram,
+        "Webhook request latency, by endpoint.",
+    ),
+    (
+        "herenow_webhook_outbox_depth",
+        Kind::Gauge,
+        "Events in the store's webhook outbox.",
+    ),
+    (
+        "herenow_webhook_outbox_pending",
+        Kind::Gauge,
+        "Outbox events claimed and not yet acknowledged.",
+    ),
+    (
+        "herenow_webhook_outbox_trimmed_total",
+        Kind::Counter,
+        "Outbox events trimmed undelivered past its bound.",
+    ),
+    (
+        "herenow_webhook_space_endpoint_skipped_total",
+        Kind::Counter,
+        "Events a space's webhook endpoint did not get (too many lanes, or an endpoint that cannot or may not be used).",
+    ),
+];
 
 /// The histogram of a Redis store's calls.
 const REDIS_CALL_SECONDS: &str = "herenow_redis_command_duration_seconds";
@@ -221,6 +405,14 @@ impl Metrics {
             .unwrap_or_else(|_| PrometheusBuilder::new())
             .add_global_label("store", store)
             .build_recorder();
+        for (name, kind, help) in DESCRIPTIONS {
+            let (name, help) = (KeyName::from_const_str(name), (*help).into());
+            match kind {
+                Kind::Counter => recorder.describe_counter(name, None, help),
+                Kind::Gauge => recorder.describe_gauge(name, None, help),
+                Kind::Histogram => recorder.describe_histogram(name, None, help),
+            }
+        }
         let handle = recorder.handle();
         let heartbeats = recorder.register_counter(&key("herenow_heartbeats_total", vec![]), &META);
         let erasures = recorder.register_counter(&key("herenow_erasures_total", vec![]), &META);
@@ -390,8 +582,20 @@ impl Metrics {
         }
     }
 
-    /// The handles of one webhook endpoint, labelled `endpoint=NAME`.
+    /// The handles of one operator webhook endpoint, labelled
+    /// `endpoint=NAME`.
     pub fn webhook(&self, endpoint: &str) -> WebhookMetrics {
+        self.webhook_labelled(endpoint, true)
+    }
+
+    /// The handles of an endpoint a space names: all of them count under
+    /// `endpoint="spaces"` (their number has no bound over time), without
+    /// a queue gauge (one gauge cannot hold many queues).
+    pub fn space_webhook(&self) -> WebhookMetrics {
+        self.webhook_labelled("spaces", false)
+    }
+
+    fn webhook_labelled(&self, endpoint: &str, queue: bool) -> WebhookMetrics {
         let r = &self.0.recorder;
         let label = || vec![Label::new("endpoint", endpoint.to_owned())];
         let counter = |name| r.register_counter(&key(name, label()), &META);
@@ -404,7 +608,11 @@ impl Metrics {
                 labels.push(Label::new("reason", reason.label()));
                 r.register_counter(&key("herenow_webhook_dropped_total", labels), &META)
             }),
-            queue: r.register_gauge(&key("herenow_webhook_queue_depth", label()), &META),
+            queue: if queue {
+                r.register_gauge(&key("herenow_webhook_queue_depth", label()), &META)
+            } else {
+                Gauge::noop()
+            },
             latency: r.register_histogram(
                 &key("herenow_webhook_request_duration_seconds", label()),
                 &META,

@@ -1,4 +1,5 @@
-//! Operations: `/healthz`, `/readyz`, `/metrics`. No key needed.
+//! Operations: `/healthz`, `/readyz` (no key needed) and the handler of
+//! `/metrics`, which `crate::routes` declares behind a read key.
 
 use std::time::Duration;
 
@@ -15,13 +16,12 @@ use crate::state::AppState;
 /// How long `/readyz` waits for the store.
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// `/healthz`, `/readyz` and `/metrics`: outside `/v1` and its API keys,
-/// so probes and scrapers need none.
+/// `/healthz` and `/readyz`: outside `/v1` and its API keys, so probes
+/// need none.
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
 }
 
 /// `200 ok` while the process runs.
@@ -54,8 +54,8 @@ async fn readyz(State(state): State<AppState>) -> Response {
     }
 }
 
-/// Prometheus text exposition.
-async fn metrics(State(state): State<AppState>) -> Response {
+/// Prometheus text exposition (`/metrics`).
+pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
     let mut response = state.metrics().render().into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -35,8 +35,8 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
     let doc = openapi::document(doc, state.keys().is_open());
     // The WebSocket's credential is its token, not an API key: browsers
     // cannot send headers with a WebSocket. The Pusher protocol checks its
-    // apps' own signatures. Probes, scrapers, the page and the document
-    // need none.
+    // apps' own signatures. Probes, the page and the document need none
+    // (`/metrics` is keyed, above).
     let open = Router::new()
         .merge(ws::router())
         .merge(pusher::router(state))
@@ -104,6 +104,12 @@ fn declared(api: &Guard, stream: &Guard) -> OpenApiRouter<AppState> {
         )
         .routes(api.write(routes!(tokens::mint)))
         .routes(api.write(routes!(webhooks::list)))
+        // The scraper's: what a server does says much about its users (who
+        // is busy when), so it takes a read key where the API takes keys.
+        .route(
+            "/metrics",
+            api.hidden(Scope::Read, MethodFilter::GET, get(ops::metrics)),
+        )
         // Streams are not timed out: they end on disconnect or shutdown.
         .routes(stream.read(routes!(sse::events)))
         .routes(stream.read(routes!(sse::watch_stream::watch)))

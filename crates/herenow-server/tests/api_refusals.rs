@@ -781,10 +781,14 @@ async fn keys_are_required_and_scoped() {
         .unwrap();
     call(&h.app, r).await.ok();
 
-    // Operations need none.
-    for path in ["/healthz", "/readyz", "/metrics", "/openapi.json"] {
+    // Probes and the document need none; metrics need a read key
+    // (issue 37).
+    for path in ["/healthz", "/readyz", "/openapi.json"] {
         assert_eq!(h.get(path).await.status, StatusCode::OK, "{path}");
     }
+    h.get("/metrics")
+        .await
+        .problem(StatusCode::UNAUTHORIZED, "missing-api-key");
 }
 
 /// Each route needs the scope declared with it: a read key is refused

@@ -36,6 +36,8 @@ async fn server(default_secret: Option<&str>) -> Api {
             backoff_base: Duration::from_millis(20),
             backoff_cap: Duration::from_secs(1),
             default_secret: default_secret.map(|s| s.parse().unwrap()),
+            // The receivers listen on loopback.
+            space_allow: "127.0.0.0/8".parse().unwrap(),
             ..WebhookConfig::default()
         },
         ..Config::default()

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use herenow_server::ConfigError;
-use herenow_server::{WebhookConfig, WebhookEndpoint as Endpoint, WebhookSecret as Secret};
+use herenow_server::{
+    SpaceWebhookAllow, WebhookConfig, WebhookEndpoint as Endpoint, WebhookSecret as Secret,
+};
 
 use crate::parse::positive_duration;
 
@@ -65,6 +67,21 @@ pub struct WebhookArgs {
     #[arg(long, env = "HERENOW_WEBHOOK_OUTBOX", default_value_t = 100_000,
           value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     pub webhook_outbox: u64,
+
+    /// Hosts and networks that endpoints set over the API (a space's
+    /// `webhooks`) may reach although they are loopback, link-local,
+    /// private, CGNAT, unique-local, multicast, unspecified or broadcast
+    /// addresses: host names (matched exactly), addresses, networks
+    /// (`10.0.0.0/8`, `fd00::/8`). Repeat, or separate with commas. By
+    /// default none: those endpoints reach public addresses only. The
+    /// --webhook endpoints are never restricted.
+    #[arg(
+        long = "space-webhook-allow",
+        value_name = "HOST|CIDR,...",
+        env = "HERENOW_SPACE_WEBHOOK_ALLOW",
+        value_delimiter = ','
+    )]
+    pub space_webhook_allow: Vec<SpaceWebhookAllow>,
 }
 
 /// The webhook configuration the flags describe. Fails for a bad
@@ -92,6 +109,13 @@ pub fn config(args: &WebhookArgs) -> Result<WebhookConfig, ConfigError> {
         reclaim_idle: args.webhook_reclaim,
         outbox_max: args.webhook_outbox,
         default_secret: secret,
+        space_allow: args.space_webhook_allow.iter().cloned().fold(
+            SpaceWebhookAllow::default(),
+            |mut all, one| {
+                all.extend(one);
+                all
+            },
+        ),
         ..WebhookConfig::default()
     };
     config.check()?;

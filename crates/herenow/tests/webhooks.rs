@@ -179,7 +179,14 @@ async fn put_json(url: &str, body: &Value) -> (u16, Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_11_a_spaces_webhooks_survive_sigkill_with_a_data_dir() {
     let dir = temp_dir("space-webhooks-crash");
-    let args = ["--data-dir", dir.to_str().unwrap()];
+    // The receiver listens on loopback, which spaces' endpoints may not
+    // reach unless allowed.
+    let args = [
+        "--data-dir",
+        dir.to_str().unwrap(),
+        "--space-webhook-allow",
+        "127.0.0.0/8",
+    ];
     let mut server = Server::start(&args);
     let mut rx = Receiver::start().await;
     let body = serde_json::json!({
@@ -219,4 +226,57 @@ async fn issue_11_a_spaces_webhooks_survive_sigkill_with_a_data_dir() {
         "{view}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 37: without `--space-webhook-allow`, a space may not name an
+/// endpoint on loopback or the metadata address (`400
+/// webhook-not-allowed`, naming the rule); with it (the environment
+/// variable here), the allowed network is accepted and the others still
+/// refused. A bad entry is a usage error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_37_space_webhook_allow_lets_through_only_what_it_names() {
+    let body = |url: &str| {
+        serde_json::json!({
+            "online_ms": 60_000, "away_ms": 120_000, "window_ms": 120_000,
+            "retention_ms": 300_000,
+            "webhooks": [{"url": url, "secret": SECRET}],
+        })
+    };
+    let closed = Server::start(&[]);
+    let config = format!("{}/v1/spaces/room/config", closed.url);
+    for (url, rule) in [
+        ("http://127.0.0.1:6379/", "loopback"),
+        ("http://169.254.169.254/latest/meta-data/", "link-local"),
+        ("http://localhost:9/", "loopback"),
+    ] {
+        let (status, answer) = put_json(&config, &body(url)).await;
+        assert_eq!(status, 400, "{url}: {answer}");
+        assert_eq!(answer["code"], "webhook-not-allowed", "{answer}");
+        assert!(
+            answer["detail"].as_str().unwrap().contains(rule),
+            "{answer}"
+        );
+    }
+
+    let open = Server::start_with_env(&[], &[("HERENOW_SPACE_WEBHOOK_ALLOW", "127.0.0.0/8,::1")]);
+    let config = format!("{}/v1/spaces/room/config", open.url);
+    let (status, answer) = put_json(&config, &body("http://127.0.0.1:6379/")).await;
+    assert_eq!(status, 200, "{answer}");
+    let (status, answer) = put_json(&config, &body("http://169.254.169.254/")).await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (400, Some("webhook-not-allowed"))
+    );
+
+    let out = support::herenow()
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--space-webhook-allow",
+            "10.0.0.0/33",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", support::stderr(&out));
 }

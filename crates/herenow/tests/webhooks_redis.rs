@@ -159,6 +159,9 @@ async fn issue_11_a_spaces_webhooks_set_through_one_server_are_delivered_by_anot
             "2s",
             "--webhook-reclaim",
             "3s",
+            // The receiver listens on loopback.
+            "--space-webhook-allow",
+            "127.0.0.0/8",
         ])
     };
     let mut a = start();

@@ -13,7 +13,7 @@ use crate::problem::{ApiError, Problem};
 use crate::protocol::dto::{SpaceWebhookDto, WebhookEvent};
 use crate::state::AppState;
 use crate::webhooks::endpoint::parse_url;
-use crate::webhooks::{Endpoint, Secret};
+use crate::webhooks::{Endpoint, Secret, allow};
 
 pub use crate::protocol::dto::SpaceConfigDto;
 
@@ -72,6 +72,9 @@ pub async fn put_config(
         .as_deref()
         .map(|list| space_hooks(list, state.webhooks().default_secret()))
         .transpose()?;
+    if let Some(hooks) = &hooks {
+        allow::check_hooks(state.webhooks().space_allow(), hooks).await?;
+    }
     let current = state.store().config(&space).await?;
     let config: SpaceConfig = dto.onto(current);
     config.validate()?;

@@ -77,8 +77,12 @@ pub struct Lane {
     pub endpoint: Endpoint,
     /// Its numbers.
     pub state: Arc<EndpointState>,
-    /// The client every endpoint shares (one pool of connections).
+    /// The client every endpoint shares (one pool of connections); for
+    /// spaces' endpoints, the one whose resolver checks addresses.
     pub client: Client,
+    /// Whether `GET /v1/webhooks` shows only that a request without an
+    /// answer failed ([`OPAQUE_FAILURE`]), not why: spaces' endpoints.
+    pub opaque: bool,
     /// Time, for timestamps and the last error.
     pub store: Arc<dyn PresenceStore>,
     /// Where finished events are reported.
@@ -215,8 +219,21 @@ impl Lane {
             let outcome = tokio::select! {
                 biased;
                 _ = self.token.cancelled() => return Ended::Shutdown,
-                outcome = send(&self.client, &self.endpoint, batch, self.store.now_ms()) => outcome,
+                outcome = post(&self.client, &self.endpoint, batch, self.store.now_ms()) => outcome,
             };
+            let outcome = outcome.unwrap_or_else(|e| {
+                let why = describe(&e);
+                if !self.opaque {
+                    return Attempt::Retry { why, retry_after: None };
+                }
+                // The operator reads what happened in the log; the API
+                // says only that it failed.
+                tracing::info!(endpoint = self.state.name(), error = %why, "webhook to a space's endpoint failed");
+                Attempt::Retry {
+                    why: OPAQUE_FAILURE.to_owned(),
+                    retry_after: None,
+                }
+            });
             let took = started.elapsed();
             let now = self.store.now_ms();
             let (why, retry_after) = match outcome {
@@ -253,6 +270,29 @@ impl Lane {
 
 /// One signed `POST` of `batch` to `endpoint` at `now_ms`.
 pub async fn send(client: &Client, endpoint: &Endpoint, batch: &Batch, now_ms: Millis) -> Attempt {
+    match post(client, endpoint, batch, now_ms).await {
+        Ok(attempt) => attempt,
+        Err(e) => Attempt::Retry {
+            why: describe(&e),
+            retry_after: None,
+        },
+    }
+}
+
+/// What a space's endpoint shows in `GET /v1/webhooks` for a request
+/// that got no answer: that it failed, not what the network said (a
+/// refused connection, a timeout, a refused address), which would tell
+/// whoever set the endpoint what listens where.
+pub const OPAQUE_FAILURE: &str = "delivery failed: no answer from the endpoint";
+
+/// One signed `POST` of `batch` to `endpoint` at `now_ms`: how the answer
+/// classifies, or the error of a request that got none.
+async fn post(
+    client: &Client,
+    endpoint: &Endpoint,
+    batch: &Batch,
+    now_ms: Millis,
+) -> Result<Attempt, reqwest::Error> {
     let mut request = client
         .post(endpoint.url.clone())
         .header(header::CONTENT_TYPE, "application/json")
@@ -260,15 +300,7 @@ pub async fn send(client: &Client, endpoint: &Endpoint, batch: &Batch, now_ms: M
     for (name, value) in batch.headers(&endpoint.secret, now_ms) {
         request = request.header(name, value);
     }
-    let response = match request.body(batch.body.clone()).send().await {
-        Ok(r) => r,
-        Err(e) => {
-            return Attempt::Retry {
-                why: describe(&e),
-                retry_after: None,
-            };
-        }
-    };
+    let response = request.body(batch.body.clone()).send().await?;
     let status = response.status();
     let retry_after = response
         .headers()
@@ -281,7 +313,7 @@ pub async fn send(client: &Client, endpoint: &Endpoint, batch: &Batch, now_ms: M
         // The answer was 2xx before the body broke off: delivered.
         tracing::debug!(endpoint = %endpoint.name, error = %describe(&e), "webhook answer cut");
     }
-    classify(status, retry_after)
+    Ok(classify(status, retry_after))
 }
 
 /// What a status means for the batch.

@@ -10,6 +10,7 @@ use herenow_core::outbox::{OutboxEvent, OutboxKind, SpaceHook};
 use reqwest::Url;
 use sha2::{Digest, Sha256};
 
+use super::allow::SpaceWebhookAllow;
 use super::sign::{Secret, SecretError};
 
 /// Most endpoints one server delivers to: each has a queue and a task.
@@ -57,6 +58,10 @@ pub struct WebhookConfig {
     /// `--webhook-secret`: signs for endpoints given without a secret of
     /// their own, the operator's and those a space's configuration names.
     pub default_secret: Option<Secret>,
+    /// `--space-webhook-allow`: hosts and networks spaces' endpoints may
+    /// reach although they are loopback, private, link-local…; empty by
+    /// default. The operator's endpoints are never restricted.
+    pub space_allow: SpaceWebhookAllow,
 }
 
 impl Default for WebhookConfig {
@@ -72,6 +77,7 @@ impl Default for WebhookConfig {
             backoff_base: Duration::from_secs(1),
             backoff_cap: Duration::from_secs(600),
             default_secret: None,
+            space_allow: SpaceWebhookAllow::default(),
         }
     }
 }

@@ -21,6 +21,10 @@
 //! - `space`: the endpoints spaces' configurations name, found in the
 //!   store (cached per space, looked up again when the store says they
 //!   changed) and delivered to by lanes like the operator's;
+//! - `allow`: where spaces' endpoints may send (not into the server's
+//!   own network unless `--space-webhook-allow` says so), checked when
+//!   they are set and by the resolver of the client that delivers to
+//!   them;
 //! - `endpoint` is the configuration and its filter, `sign` the
 //!   signature, `wire` the body and headers, `state` the numbers
 //!   `GET /v1/webhooks` and `/metrics` show.
@@ -36,6 +40,7 @@
 //! for receivers to deduplicate. On shutdown, events in queues are not
 //! acknowledged: the next start (or another server) delivers them.
 
+pub mod allow;
 pub mod deliver;
 pub mod endpoint;
 pub mod sign;
@@ -57,6 +62,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use utoipa::ToSchema;
 
+pub use allow::{AllowError, SpaceWebhookAllow};
 pub use deliver::Attempt;
 pub use endpoint::{Endpoint, WebhookConfig, WebhookError};
 pub use sign::Secret;
@@ -164,6 +170,11 @@ impl Webhooks {
         self.0.config.default_secret.as_ref()
     }
 
+    /// Where spaces' endpoints may send (`--space-webhook-allow`).
+    pub fn space_allow(&self) -> &SpaceWebhookAllow {
+        &self.0.config.space_allow
+    }
+
     /// This server set a space's endpoints: a sleeping claim loop looks
     /// at once (the others find them within a few seconds).
     pub fn space_hooks_changed(&self) {
@@ -214,6 +225,7 @@ impl Webhooks {
             return Ok(());
         }
         let client = self.prepare().await?;
+        let space_client = space_client(shared.config.timeout, &shared.config.space_allow)?;
         let policy = RetryPolicy {
             base: shared.config.backoff_base,
             cap: shared.config.backoff_cap,
@@ -226,6 +238,7 @@ impl Webhooks {
                 endpoint: endpoint.clone(),
                 state: state.clone(),
                 client: client.clone(),
+                opaque: false,
                 store: shared.store.clone(),
                 in_flight: shared.in_flight.clone(),
                 policy,
@@ -239,7 +252,8 @@ impl Webhooks {
             });
         }
         let spaces = SpaceRoutes::new(Launch {
-            client,
+            client: space_client,
+            allow: Arc::new(shared.config.space_allow.clone()),
             policy,
             token: token.clone(),
             tracker: tracker.clone(),
@@ -528,6 +542,24 @@ fn route(
 /// roots or `SSL_CERT_FILE` / `SSL_CERT_DIR`, no redirects, `timeout` per
 /// request, idle connections kept for reuse.
 pub fn http_client(timeout: Duration) -> Result<Client, WebhookError> {
+    client_builder(timeout)?
+        .build()
+        .map_err(|e| WebhookError::Client(e.to_string()))
+}
+
+/// The client of spaces' endpoints: [`http_client`]'s, with a resolver
+/// that refuses names resolving to addresses `allow` does not let through
+/// ([`allow::GuardedResolver`]), and no proxy (a proxy would resolve the
+/// endpoint's name, not this client).
+pub fn space_client(timeout: Duration, allow: &SpaceWebhookAllow) -> Result<Client, WebhookError> {
+    client_builder(timeout)?
+        .dns_resolver(Arc::new(allow::GuardedResolver::new(allow.clone())))
+        .no_proxy()
+        .build()
+        .map_err(|e| WebhookError::Client(e.to_string()))
+}
+
+fn client_builder(timeout: Duration) -> Result<reqwest::ClientBuilder, WebhookError> {
     // This client brings its own provider; installing ring process-wide
     // too keeps other reqwest clients of the program working, since the
     // feature this one needs leaves reqwest without a provider of its own.
@@ -552,14 +584,12 @@ pub fn http_client(timeout: Duration) -> Result<Client, WebhookError> {
         .with_root_certificates(roots)
         .with_no_client_auth();
     tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Client::builder()
+    Ok(Client::builder()
         .tls_backend_preconfigured(tls)
         .redirect(reqwest::redirect::Policy::none())
         .timeout(timeout)
         .connect_timeout(timeout)
-        .pool_idle_timeout(Duration::from_secs(60))
-        .build()
-        .map_err(|e| WebhookError::Client(e.to_string()))
+        .pool_idle_timeout(Duration::from_secs(60)))
 }
 
 /// Sends one signed sample event (see [`wire::sample`]) to `url`, as

@@ -29,6 +29,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::allow::SpaceWebhookAllow;
 use super::deliver::{Lane, Queued, RetryPolicy};
 use super::endpoint::Endpoint;
 use super::state::{EndpointState, InFlight};
@@ -84,8 +85,13 @@ struct SpaceLane {
 
 /// What making a lane takes: the same as the operator's endpoints get.
 pub struct Launch {
-    /// The client every endpoint shares.
+    /// The client every space's endpoint shares, whose resolver checks
+    /// addresses ([`super::space_client`]).
     pub client: Client,
+    /// Where spaces' endpoints may send: checked again as a lane starts,
+    /// for an address written in the URL (not resolved, so not seen by
+    /// the client's resolver).
+    pub allow: Arc<SpaceWebhookAllow>,
     /// The retry policy.
     pub policy: RetryPolicy,
     /// Shutdown.
@@ -293,16 +299,27 @@ impl SpaceRoutes {
                 return None;
             }
         };
+        if let Some(Err(e)) = self.launch.allow.check_static(&endpoint.url) {
+            // Set before the operator narrowed the allow-list, or written
+            // to the store by hand.
+            self.launch.metrics.webhook_space_endpoint_skipped();
+            if !self.unusable_logged {
+                self.unusable_logged = true;
+                tracing::warn!(error = %e, "a space names a webhook endpoint it may not reach");
+            }
+            return None;
+        }
         let state = Arc::new(EndpointState::new(
             &endpoint,
             SPACE_QUEUE_LIMIT,
-            self.launch.metrics.webhook(&endpoint.name),
+            self.launch.metrics.space_webhook(),
         ));
         let (tx, rx) = mpsc::channel(SPACE_QUEUE_LIMIT);
         let lane = Lane {
             endpoint,
             state: state.clone(),
             client: self.launch.client.clone(),
+            opaque: true,
             store: self.launch.store.clone(),
             in_flight: self.launch.in_flight.clone(),
             policy: self.launch.policy,

@@ -235,7 +235,10 @@ pub enum EndpointHealth {
 pub struct LastError {
     /// When, by the store's clock (ms since the Unix epoch).
     pub at_ms: Millis,
-    /// What went wrong: `HTTP 500`, `timeout after 10s`, `cannot connect: …`.
+    /// What went wrong: `HTTP 500`, `timeout`, `cannot connect: …`; for
+    /// an endpoint a space names, only `HTTP 500` and the like or
+    /// `delivery failed: no answer from the endpoint` (what the network
+    /// answered is in the server's log).
     pub error: String,
 }
 
