@@ -24,8 +24,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::{Method, StatusCode, Uri};
+use axum::extract::{FromRequest, FromRequestParts, Path, RawPathParams, Request, State};
+use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use herenow_core::{MemberKind, SpaceName};
 use serde::Deserialize;
@@ -173,6 +173,43 @@ fn pusher(state: &AppState) -> Result<&Arc<Pusher>, Refusal> {
     state
         .pusher()
         .ok_or_else(|| Refusal(StatusCode::NOT_FOUND, "no Pusher apps".into()))
+}
+
+/// A request to the HTTP API whose signature checked out: the app it is
+/// for, its other query parameters and its body. Every handler takes it,
+/// so none runs on a request the app did not sign.
+pub(super) struct Signed {
+    pusher: Arc<Pusher>,
+    app: Arc<PusherApp>,
+    params: BTreeMap<String, String>,
+    body: Bytes,
+}
+
+impl FromRequest<AppState> for Signed {
+    type Rejection = Refusal;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Refusal> {
+        let pusher = pusher(state)?.clone();
+        let (mut parts, body) = req.into_parts();
+        let path_params = RawPathParams::from_request_parts(&mut parts, state)
+            .await
+            .map_err(|_| bad("bad path"))?;
+        let app_id = path_params
+            .iter()
+            .find_map(|(k, v)| (k == "app_id").then(|| v.to_owned()))
+            .ok_or_else(|| bad("no app id"))?;
+        let (method, uri) = (parts.method.clone(), parts.uri.clone());
+        let body = Bytes::from_request(Request::from_parts(parts, body), state)
+            .await
+            .map_err(|e| bad(format!("bad body: {e}")))?;
+        let (app, params) = verify(&pusher, &app_id, &method, uri.path(), uri.query(), &body)?;
+        Ok(Self {
+            pusher,
+            app,
+            params,
+            body,
+        })
+    }
 }
 
 /// One event as the API takes it.
@@ -380,20 +417,11 @@ fn body_of<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, Refusal> {
 /// `POST /apps/{app_id}/events`.
 pub(super) async fn events(
     State(state): State<AppState>,
-    Path(app_id): Path<String>,
-    uri: Uri,
-    RawQuery(query): RawQuery,
-    body: Bytes,
+    Signed {
+        pusher, app, body, ..
+    }: Signed,
 ) -> Result<Response, Refusal> {
-    let pusher = pusher(&state)?;
-    let (app, _) = verify(
-        pusher,
-        &app_id,
-        &Method::POST,
-        uri.path(),
-        query.as_deref(),
-        &body,
-    )?;
+    let pusher = &pusher;
     // Every check before any event goes out.
     let event = check_event(body_of(&body)?)?;
     let infos = publish(&state, pusher, &app, &event).await?;
@@ -408,20 +436,11 @@ pub(super) async fn events(
 /// `POST /apps/{app_id}/batch_events`.
 pub(super) async fn batch_events(
     State(state): State<AppState>,
-    Path(app_id): Path<String>,
-    uri: Uri,
-    RawQuery(query): RawQuery,
-    body: Bytes,
+    Signed {
+        pusher, app, body, ..
+    }: Signed,
 ) -> Result<Response, Refusal> {
-    let pusher = pusher(&state)?;
-    let (app, _) = verify(
-        pusher,
-        &app_id,
-        &Method::POST,
-        uri.path(),
-        query.as_deref(),
-        &body,
-    )?;
+    let pusher = &pusher;
     let batch: BatchBody = body_of(&body)?;
     if batch.batch.is_empty() || batch.batch.len() > MAX_BATCH {
         return Err(bad("a batch holds 1 to 10 events"));
@@ -455,19 +474,13 @@ pub(super) async fn batch_events(
 /// `GET /apps/{app_id}/channels`.
 pub(super) async fn channels(
     State(state): State<AppState>,
-    Path(app_id): Path<String>,
-    uri: Uri,
-    RawQuery(query): RawQuery,
-) -> Result<Response, Refusal> {
-    let pusher = pusher(&state)?;
-    let (app, params) = verify(
+    Signed {
         pusher,
-        &app_id,
-        &Method::GET,
-        uri.path(),
-        query.as_deref(),
-        b"",
-    )?;
+        app,
+        params,
+        ..
+    }: Signed,
+) -> Result<Response, Refusal> {
     let prefix = params
         .get("filter_by_prefix")
         .map(String::as_str)
@@ -537,19 +550,15 @@ pub(super) async fn channels(
 /// `GET /apps/{app_id}/channels/{channel}`.
 pub(super) async fn channel(
     State(state): State<AppState>,
-    Path((app_id, channel)): Path<(String, String)>,
-    uri: Uri,
-    RawQuery(query): RawQuery,
-) -> Result<Response, Refusal> {
-    let pusher = pusher(&state)?;
-    let (app, params) = verify(
+    Path((_, channel)): Path<(String, String)>,
+    Signed {
         pusher,
-        &app_id,
-        &Method::GET,
-        uri.path(),
-        query.as_deref(),
-        b"",
-    )?;
+        app,
+        params,
+        ..
+    }: Signed,
+) -> Result<Response, Refusal> {
+    let pusher = &pusher;
     let kind = ChannelKind::of(&channel).ok_or_else(|| bad("invalid channel name"))?;
     let info: Vec<String> = params
         .get("info")
@@ -565,19 +574,9 @@ pub(super) async fn channel(
 /// `GET /apps/{app_id}/channels/{channel}/users`.
 pub(super) async fn users(
     State(state): State<AppState>,
-    Path((app_id, channel)): Path<(String, String)>,
-    uri: Uri,
-    RawQuery(query): RawQuery,
+    Path((_, channel)): Path<(String, String)>,
+    _: Signed,
 ) -> Result<Response, Refusal> {
-    let pusher = pusher(&state)?;
-    verify(
-        pusher,
-        &app_id,
-        &Method::GET,
-        uri.path(),
-        query.as_deref(),
-        b"",
-    )?;
     if ChannelKind::of(&channel) != Some(ChannelKind::Presence) {
         return Err(bad("users are listed for presence channels only"));
     }
