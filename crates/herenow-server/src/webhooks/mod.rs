@@ -608,17 +608,16 @@ pub async fn send_test(
 }
 
 /// `HOST-PID-RANDOM`: unique per process, readable in Redis' consumer
-/// list.
+/// list. The host is the kernel's host name (a library reads no
+/// environment).
 fn consumer_name() -> String {
-    let host = std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").ok();
     let random = getrandom::u32().unwrap_or(0);
     name_of(host.as_deref(), std::process::id(), random)
 }
 
 /// `host-pid-random`, the host cut to 64 bytes: a store keeps consumer
-/// names up to `limits::MAX_OUTBOX_CONSUMER_BYTES`, and `HOSTNAME` can be
+/// names up to `limits::MAX_OUTBOX_CONSUMER_BYTES`, and a host name can be
 /// anything.
 fn name_of(host: Option<&str>, pid: u32, random: u32) -> String {
     let host = host
