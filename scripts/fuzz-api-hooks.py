@@ -14,7 +14,10 @@ of the built-in check (`--exclude-checks positive_data_acceptance`); any
 other refusal of valid data still fails the run.
 """
 
+import ipaddress
 import json
+import socket
+from urllib.parse import urlsplit
 
 import schemathesis
 from schemathesis.openapi.checks import RejectedPositiveData
@@ -32,7 +35,10 @@ MAX_META_BYTES = 1024
 #   too-many-watched  users plus a followed friend set past 5,000
 # and, checked against the request itself: bad-member-id (an id over 256
 # bytes but not characters), bad-metadata (over 1 KiB as compact JSON),
-# bad-webhook (one URL twice among a space's endpoints).
+# bad-webhook (one URL twice among a space's endpoints), webhook-not-allowed
+# (an endpoint whose host is, or resolves to, an address spaces' endpoints
+# may not reach: loopback, link-local, private, shared, unique-local,
+# multicast, unspecified or broadcast).
 UNSTATABLE = {
     "bad-time",
     "bad-window",
@@ -88,6 +94,70 @@ def _webhook_url_twice(case):
     return len(urls) != len(set(urls))
 
 
+_SHARED = ipaddress.ip_network("100.64.0.0/10")
+_UNIQUE_LOCAL = ipaddress.ip_network("fc00::/7")
+_UNSPECIFIED_V4 = ipaddress.ip_network("0.0.0.0/8")
+
+
+def _inward(ip):
+    """The server's rule (webhooks/allow.rs): an address spaces' endpoints
+    may not reach unless the operator allows it."""
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.version == 4:
+        return (
+            ip.is_loopback
+            or ip.is_link_local
+            or ip in ipaddress.ip_network("10.0.0.0/8")
+            or ip in ipaddress.ip_network("172.16.0.0/12")
+            or ip in ipaddress.ip_network("192.168.0.0/16")
+            or ip in _SHARED
+            or ip.is_multicast
+            or ip in _UNSPECIFIED_V4
+            or ip == ipaddress.ip_address("255.255.255.255")
+        )
+    return (
+        ip.is_loopback
+        or ip.is_unspecified
+        or ip.is_link_local
+        or ip in _UNIQUE_LOCAL
+        or ip.is_multicast
+    )
+
+
+def _webhook_reaches_inward(case):
+    """Some endpoint's host is, or resolves to, an inward address."""
+    body = case.body if isinstance(case.body, dict) else {}
+    hooks = body.get("webhooks")
+    if not isinstance(hooks, list):
+        return False
+    for hook in hooks:
+        url = hook.get("url") if isinstance(hook, dict) else None
+        if not isinstance(url, str):
+            continue
+        try:
+            host = urlsplit(url).hostname
+        except ValueError:
+            continue
+        if not host:
+            continue
+        if host == "localhost" or host.endswith(".localhost"):
+            return True
+        try:
+            if _inward(ipaddress.ip_address(host)):
+                return True
+            continue
+        except ValueError:
+            pass
+        try:
+            infos = socket.getaddrinfo(host, None)
+        except (OSError, UnicodeError):
+            continue
+        if any(_inward(ipaddress.ip_address(i[4][0].split("%")[0])) for i in infos):
+            return True
+    return False
+
+
 def _breaks_an_unstatable_rule(response, case):
     if response.status_code != 400:
         return False
@@ -103,6 +173,8 @@ def _breaks_an_unstatable_rule(response, case):
         return _meta_too_large(case)
     if code == "bad-webhook":
         return _webhook_url_twice(case)
+    if code == "webhook-not-allowed":
+        return _webhook_reaches_inward(case)
     return False
 
 
