@@ -7,6 +7,9 @@
 //! earn, each asserted in full by [`refused`].
 //!
 //! Time is a `ManualClock`: statuses and expiry are exact, nothing sleeps.
+//!
+//! Why one file past 800 lines: it is tables, one per resource, and one
+//! checker; a reader looks up a refusal here by its endpoint.
 
 mod support;
 

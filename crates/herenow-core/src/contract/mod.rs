@@ -13,6 +13,11 @@
 //! sleep to wait for state: time moves by the manual clock, and events are
 //! awaited with a deadline (stores that deliver events asynchronously, such
 //! as Redis pub/sub, need one).
+//!
+//! Why one file past 800 lines: it is the suite's index (the part each
+//! scenario belongs to, `run`, `run_all`) with the core scenarios beside it;
+//! the capabilities' larger scenario groups already have files of their own
+//! (`connections`, `follow`, `outbox`, `remembered`).
 
 use std::future::Future;
 use std::pin::Pin;

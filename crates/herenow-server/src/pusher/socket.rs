@@ -24,6 +24,10 @@
 //! (`4100`). An app event or client event
 //! that does not fit closes the socket with `4100` at once (see
 //! `channels`): it cannot be recovered from a roster.
+//!
+//! Why one file past 800 lines: it is one socket's state machine (frames,
+//! channels, presence, client events, the writer); the shared pieces are
+//! already apart (`frames.rs`, `sign.rs`, `crate::pusher_hub`).
 
 use std::collections::{HashMap, HashSet};
 use std::pin::Pin;
