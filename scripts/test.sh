@@ -32,13 +32,24 @@ fi
 
 python3 scripts/check-module-cycles.py
 status=0
-cargo test --workspace --all-features --locked --no-fail-fast || status=$?
+# cargo-nextest runs the tests of every binary side by side (most of them
+# wait on servers they started, not on the CPU), each in its own process;
+# without it, cargo test runs them one binary after another. The crates
+# have no doc tests.
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --all-features --locked --no-fail-fast \
+    --test-threads "${HERENOW_TEST_THREADS:-4}" || status=$?
+else
+  cargo test --workspace --all-features --locked --no-fail-fast || status=$?
+fi
 
 # The client libraries, each against a real `herenow serve` it starts.
 # Each script installs its own toolchain when missing (golang-go, a Python
-# venv, npm packages).
-cargo build -p herenow --locked
+# venv, npm packages). The binary is the one the tests above built (the
+# same features: building it again with `cargo build -p herenow` would
+# rebuild the dependency tree for another feature set).
 export HERENOW_BIN="$PWD/target/debug/herenow"
+[ -x "$HERENOW_BIN" ] || cargo build -p herenow --all-features --locked
 # The API against its own /openapi.json: a short schemathesis run over
 # every phase (a venv with pip; the long run is scripts/fuzz-api.sh).
 echo "test.sh: scripts/fuzz-api-short.sh"

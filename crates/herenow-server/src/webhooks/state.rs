@@ -3,7 +3,7 @@
 //! ([`EndpointState`]), and the events claimed and not yet finished by
 //! every endpoint that wants them ([`InFlight`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -172,13 +172,17 @@ struct Inner {
     /// Event id → endpoints that have not finished it yet.
     waiting: HashMap<String, u32>,
     /// Finished by every endpoint: to acknowledge.
-    acks: Vec<String>,
+    acks: HashSet<String>,
 }
 
 impl InFlight {
-    /// Whether `id` is held already (an event the store handed out again).
+    /// Whether `id` is held already (an event the store handed out again
+    /// after the reclaim time): waiting for endpoints, or finished and not
+    /// yet acknowledged (a lane may finish it between a round's
+    /// acknowledgement and its claim).
     pub fn holds(&self, id: &str) -> bool {
-        self.0.lock().waiting.contains_key(id)
+        let inner = self.0.lock();
+        inner.waiting.contains_key(id) || inner.acks.contains(id)
     }
 
     /// Holds `id` until `endpoints` endpoints finished it; none: to be
@@ -186,7 +190,7 @@ impl InFlight {
     pub fn hold(&self, id: String, endpoints: u32) {
         let mut inner = self.0.lock();
         if endpoints == 0 {
-            inner.acks.push(id);
+            inner.acks.insert(id);
         } else {
             inner.waiting.insert(id, endpoints);
         }
@@ -202,14 +206,14 @@ impl InFlight {
             *left -= 1;
             if *left == 0 {
                 inner.waiting.remove(id);
-                inner.acks.push(id.to_owned());
+                inner.acks.insert(id.to_owned());
             }
         }
     }
 
     /// Takes the ids to acknowledge.
     pub fn take_acks(&self) -> Vec<String> {
-        std::mem::take(&mut self.0.lock().acks)
+        self.0.lock().acks.drain().collect()
     }
 
     /// Puts back ids whose acknowledgement failed, for the next round.
@@ -313,5 +317,34 @@ impl From<OutboxStats> for OutboxView {
             pending: s.pending,
             trimmed: s.trimmed,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_finished_but_not_acknowledged_is_still_held() {
+        let f = InFlight::default();
+        f.hold("e1".to_owned(), 2);
+        assert!(f.holds("e1"));
+        f.finish(["e1"]);
+        assert!(f.holds("e1"), "one endpoint of two still has it");
+        f.finish(["e1"]);
+        // Finished by both, not acknowledged yet: a claim handing it out
+        // again must not route it a second time.
+        assert!(f.holds("e1"));
+        let acks = f.take_acks();
+        assert_eq!(acks, vec!["e1".to_owned()]);
+        assert!(!f.holds("e1"));
+        // An acknowledgement that failed is held again until retried.
+        f.retry_acks(acks);
+        assert!(f.holds("e1"));
+        f.hold("e2".to_owned(), 0);
+        assert!(
+            f.holds("e2"),
+            "wanted by no endpoint: held until acknowledged"
+        );
     }
 }
