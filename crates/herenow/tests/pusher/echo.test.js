@@ -36,7 +36,7 @@ const NAMES = { ada: 'Ada Lovelace', bob: 'Bob Kahn', eve: 'Eve' };
 // routes/channels.php: who may join what.
 function decide(user, channel) {
   if (!user) return 403;
-  if (channel === 'presence-room') return { user_id: user, user_info: { id: user, name: NAMES[user] } };
+  if (channel === 'presence-room' || channel === 'presence-tabs') return { user_id: user, user_info: { id: user, name: NAMES[user] } };
   if (channel === 'private-chat') return true;
   if (channel === 'private-admin') return user === 'ada' ? true : 403;
   return 403;
@@ -148,6 +148,35 @@ test('Echo.join: here, joining, leaving, whispers; last seen through herenow\'s 
   const seen = await (await fetch(`${herenowUrl}/v1/spaces/presence-room/members/bob`)).json();
   assert.equal(seen.status, 'offline');
   assert.ok(seen.last_seen_ms > 0, 'Bob is seen last after he left');
+});
+
+test('Echo.join: a user in two tabs is one member, gone when the last tab closes', async () => {
+  const bob = echoFor('bob');
+  const atBob = { here: null, joining: [], leaving: [] };
+  bob.join('tabs')
+    .here((users) => { atBob.here = users; })
+    .joining((user) => atBob.joining.push(user))
+    .leaving((user) => atBob.leaving.push(user));
+  await until('here() at Bob', () => atBob.here);
+  const tab1 = echoFor('ada');
+  const tab2 = echoFor('ada');
+  const here = [];
+  tab1.join('tabs').here((users) => here.push(users));
+  await until('Ada\'s first tab joined', () => atBob.joining.length === 1);
+  tab2.join('tabs').here((users) => here.push(users));
+  await until('both tabs subscribed', () => here.length === 2);
+  for (const users of here) assert.deepEqual(users.map((u) => u.id).sort(), ['ada', 'bob']);
+  tab1.disconnect();
+  // The first tab's leave is no leave: the channel's API still counts her.
+  await until('one subscription less', async () => {
+    const info = await (await backend.get({ path: '/channels/presence-tabs', params: { info: 'user_count,subscription_count' } })).json();
+    return info.subscription_count === 2 && info.user_count === 2;
+  });
+  assert.deepEqual(atBob.leaving, []);
+  tab2.disconnect();
+  await until('leaving() at Bob', () => atBob.leaving.length === 1);
+  assert.deepEqual(atBob.joining, [{ id: 'ada', name: 'Ada Lovelace' }]);
+  assert.deepEqual(atBob.leaving, [{ id: 'ada', name: 'Ada Lovelace' }]);
 });
 
 test('Echo.private: authorized by /broadcasting/auth, events and whispers; a refusal reaches .error()', async () => {
