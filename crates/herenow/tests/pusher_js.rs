@@ -5,39 +5,22 @@
 //! runner. Public, private, encrypted and presence channels, the HTTP API,
 //! and each bad input answered as the protocol says.
 //!
-//! It needs Node.js and npm; the packages are installed here with `npm ci`
-//! (the versions pinned by `tests/pusher/package-lock.json`) when
-//! `node_modules` is missing.
+//! It needs Node.js and npm; the packages are installed with `npm ci` (the
+//! versions pinned by `tests/pusher/package-lock.json`) when one is
+//! missing (`support::pusher_node`). The other client libraries (laravel-echo,
+//! pusher-js in Chromium, PyPI `pusher`) are in `pusher_clients.rs`.
 
 mod support;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use support::Server;
+use support::pusher_node::node_dir;
 
 const APP: &str = "4242:herenow-key:herenow-secret-123";
 /// 32 bytes, base64: the server library's master key for encrypted
 /// channels (the server never sees it).
 const ENCRYPTION_KEY: &str = "bm90LWEtcmVhbC1rZXktanVzdC0zMi1ieXRlcyEhISE=";
-
-/// The Node test folder, its packages installed.
-fn node_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pusher");
-    assert!(
-        Command::new("node").arg("--version").output().is_ok(),
-        "node not found: install Node.js and npm (apt-get install nodejs npm)"
-    );
-    if !dir.join("node_modules/pusher-js").is_dir() || !dir.join("node_modules/pusher").is_dir() {
-        let status = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&dir)
-            .status()
-            .expect("run npm ci");
-        assert!(status.success(), "npm ci in {} failed", dir.display());
-    }
-    dir
-}
 
 #[test]
 fn pusher_js_and_the_pusher_server_library() {

@@ -30,8 +30,9 @@
 //!   too slow to read its queue: reconnect after a while), `4200` the
 //!   server is shutting down (reconnect at once), `4201` no pong in time;
 //! - `pusher:error` with `code` `4301` for a client event past the rate,
-//!   `4009` for a client event the socket may not send (a channel it has
-//!   not subscribed, a public or encrypted channel), `null` for a message
+//!   `null` for a client event the socket may not send (a channel it has
+//!   not subscribed, a public or encrypted channel; Pusher's 4000–4299
+//!   mean the connection closes, and it stays open) and for a message
 //!   that cannot be read (not JSON, no `event`, a binary frame, an unknown
 //!   `pusher:` event);
 //! - `pusher:subscription_error` on the channel, with `{type, error,

@@ -102,9 +102,10 @@ mod close {
     pub(crate) const NO_PONG: u16 = 4201;
 }
 
-/// `pusher:error` codes that do not close.
+/// `pusher:error` codes that do not close (Pusher's 4300–4399, "any other
+/// error"; 4000–4299 are for errors that close the connection, so a
+/// refusal that keeps it open has `null` or one of these).
 mod code {
-    pub(crate) const UNAUTHORIZED: u16 = 4009;
     pub(crate) const RATE_LIMITED: u16 = 4301;
 }
 
@@ -610,7 +611,9 @@ impl Session {
             Some(ChannelKind::Private | ChannelKind::Presence) => None,
         };
         if let Some(refusal) = refusal {
-            self.reply(frames::error(Some(code::UNAUTHORIZED), refusal));
+            // `null`, as Pusher answers it: 4009 ("connection is
+            // unauthorized") would tell the client its connection closes.
+            self.reply(frames::error(None, refusal));
             return;
         }
         if msg.event.len() > MAX_EVENT_NAME

@@ -261,7 +261,9 @@ test('client events: not on public channels, and not past the rate', async () =>
   const { channel: pub } = await subscribed(a, 'lobby');
   pub.trigger('client-hello', {});
   await until('refused on a public channel', () => errors.length === 1);
-  assert.equal(errors[0].data.code, 4009);
+  // null, as Pusher answers it: 4000-4299 would mean the connection closes.
+  assert.equal(errors[0].data.code, null);
+  assert.match(errors[0].data.message, /^Client event rejected/);
 
   const { channel: ca } = await subscribed(a, 'private-flood');
   const { channel: cb } = await subscribed(b, 'private-flood');
@@ -269,7 +271,7 @@ test('client events: not on public channels, and not past the rate', async () =>
   for (let i = 0; i < 30; i++) ca.trigger('client-n', { i });
   // A frame the server answers after the 30: every answer to them is in.
   a.connection.send('end of flood');
-  await until('the flood answered', () => errors.some((e) => e.data.code === null));
+  await until('the flood answered', () => errors.slice(1).some((e) => e.data.code === null));
   const limited = errors.filter((e) => e.data.code === 4301).length;
   assert.ok(limited > 0, 'some were refused');
   const mark = collect(cb, 'mark');

@@ -8,6 +8,8 @@
 // Each test file uses part of this.
 #![allow(dead_code)]
 
+pub mod pusher_node;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;

@@ -1,0 +1,142 @@
+//! The Pusher protocol with the client libraries apps use (issue 38), each
+//! against a real `herenow serve --pusher-app ID:KEY:SECRET` on a free
+//! port, from the scripts of `tests/pusher` (helpers in `harness.js`):
+//!
+//! - `echo.test.js`: laravel-echo 2 as a Laravel app configures it:
+//!   README's `.env` and `resources/js/echo.js` blocks, run as written
+//!   (the server is started with the `.env`'s app); `Echo.join` with
+//!   `here` / `joining` / `leaving`, `whisper` / `listenForWhisper`,
+//!   `Echo.private`, `Echo.channel(...).listen('.name')`, against an
+//!   auth endpoint signing with the npm `pusher` library;
+//! - `browser.test.js`: pusher-js in headless Chromium (Debian's, driven
+//!   by playwright-core), its dist file served by the script, sees a
+//!   member from Node join and leave;
+//! - `python.test.js`: PyPI `pusher` (the Django side, `pusher_py.py` in
+//!   a venv made here from `requirements.txt`): `trigger` reaches
+//!   pusher-js, `authenticate` output is accepted for private and
+//!   presence channels;
+//! - `thousand.test.js`: a presence channel of 1,000 pusher-js members
+//!   in one Node process.
+//!
+//! The tests take turns (one lock): each is light but for the crowd, and
+//! the machine may have two cores. npm packages and the venv are
+//! installed when missing (`support::pusher_node`); a missing tool fails
+//! the test with what to install.
+
+mod support;
+
+use std::sync::Mutex;
+
+use support::Server;
+use support::pusher_node::{node_test, python};
+
+/// The app of the tests that do not read README's.
+const APP: &str = "4242:herenow-key:herenow-secret-123";
+
+/// One test at a time.
+static TURN: Mutex<()> = Mutex::new(());
+
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// README's Laravel `.env` block, from the section for apps on pusher-js.
+fn readme_dotenv() -> String {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+        .expect("read README.md");
+    let section = readme
+        .split("## Already on pusher-js or Laravel Echo?")
+        .nth(1)
+        .expect("README has the section for apps on pusher-js or Laravel Echo");
+    let section = section.split("\n## ").next().unwrap();
+    section
+        .split("```dotenv\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("the section has a ```dotenv block")
+        .to_owned()
+}
+
+/// The value of `KEY=` in a `.env`.
+fn dotenv_value<'a>(dotenv: &'a str, key: &str) -> &'a str {
+    dotenv
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+        .unwrap_or_else(|| panic!("README's .env has no {key}"))
+        .trim_matches('"')
+}
+
+#[test]
+fn laravel_echo_configured_as_a_laravel_app_is() {
+    let _turn = turn();
+    let dotenv = readme_dotenv();
+    let app = format!(
+        "{}:{}:{}",
+        dotenv_value(&dotenv, "PUSHER_APP_ID"),
+        dotenv_value(&dotenv, "PUSHER_APP_KEY"),
+        dotenv_value(&dotenv, "PUSHER_APP_SECRET"),
+    );
+    assert_eq!(dotenv_value(&dotenv, "BROADCAST_CONNECTION"), "pusher");
+    assert_eq!(dotenv_value(&dotenv, "PUSHER_SCHEME"), "http");
+    let server = Server::start(&["--pusher-app", &app]);
+    let addr = server.addr();
+    assert_eq!(
+        dotenv_value(&dotenv, "PUSHER_HOST"),
+        addr.ip().to_string(),
+        "README's host is the loopback a default server listens on"
+    );
+    // The same .env, on this test's port.
+    let port_line = format!("PUSHER_PORT={}", dotenv_value(&dotenv, "PUSHER_PORT"));
+    let here = dotenv.replace(&port_line, &format!("PUSHER_PORT={}", addr.port()));
+    assert_ne!(here, dotenv, "README's .env has a PUSHER_PORT line");
+    node_test("echo.test.js", &server, &[("LARAVEL_ENV", &here)]);
+}
+
+#[test]
+fn pusher_js_in_headless_chromium() {
+    let _turn = turn();
+    let chromium =
+        std::env::var("HERENOW_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
+    assert!(
+        std::path::Path::new(&chromium).exists(),
+        "{chromium} not found: install chromium (apt-get install chromium)"
+    );
+    let server = Server::start(&["--pusher-app", APP]);
+    node_test(
+        "browser.test.js",
+        &server,
+        &[("PUSHER_APP", APP), ("HERENOW_CHROMIUM", &chromium)],
+    );
+}
+
+#[test]
+fn the_pusher_library_from_pypi() {
+    let _turn = turn();
+    let python = python();
+    let server = Server::start(&["--pusher-app", APP]);
+    node_test(
+        "python.test.js",
+        &server,
+        &[
+            ("PUSHER_APP", APP),
+            ("PYTHON", python.to_str().expect("a UTF-8 venv path")),
+        ],
+    );
+}
+
+#[test]
+fn a_presence_channel_of_a_thousand_pusher_js_members() {
+    let _turn = turn();
+    let server = Server::start(&["--pusher-app", APP]);
+    let out = node_test(
+        "thousand.test.js",
+        &server,
+        &[("PUSHER_APP", APP), ("MEMBERS", "1000")],
+    );
+    assert!(out.contains("1000 members in"), "{out}");
+    assert!(
+        !server.log().contains("panicked"),
+        "server log:\n{}",
+        server.log()
+    );
+}
