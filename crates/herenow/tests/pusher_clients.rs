@@ -25,19 +25,16 @@
 
 mod support;
 
-use std::sync::Mutex;
-
 use support::Server;
 use support::pusher_node::{node_test, python};
 
 /// The app of the tests that do not read README's.
 const APP: &str = "4242:herenow-key:herenow-secret-123";
 
-/// One test at a time.
-static TURN: Mutex<()> = Mutex::new(());
-
-fn turn() -> std::sync::MutexGuard<'static, ()> {
-    TURN.lock().unwrap_or_else(|e| e.into_inner())
+/// One test at a time, whether the tests share a process (cargo test)
+/// or not (cargo-nextest).
+fn turn() -> std::fs::File {
+    support::pusher_node::machine_lock("pusher-clients-turn")
 }
 
 /// README's Laravel `.env` block, from the section for apps on pusher-js.

@@ -8,16 +8,35 @@
 //! once per process; nothing is skipped when a tool is absent: the test
 //! fails saying what to install.
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 
 use serde_json::Value;
 
 use super::Server;
 
-/// Held while installing, so two tests never run `npm ci` or `pip` at once.
-static INSTALL: Mutex<()> = Mutex::new(());
+/// A lock shared by every test process of this machine (cargo-nextest
+/// runs each test in its own process): an exclusive `flock` on a file in
+/// the temporary directory, held until the returned file is dropped.
+pub fn machine_lock(name: &str) -> File {
+    let path = std::env::temp_dir().join(format!("herenow-tests-{name}.lock"));
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    file.lock()
+        .unwrap_or_else(|e| panic!("lock {}: {e}", path.display()));
+    file
+}
+
+/// Held while installing, so two tests never run `npm ci` or `pip` at
+/// once, in one process or several.
+fn install_lock() -> File {
+    machine_lock("pusher-install")
+}
 
 /// `tests/pusher`.
 pub fn dir() -> PathBuf {
@@ -32,7 +51,7 @@ pub fn node_dir() -> PathBuf {
         Command::new("node").arg("--version").output().is_ok(),
         "node not found: install Node.js and npm (apt-get install nodejs npm)"
     );
-    let _held = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
+    let _held = install_lock();
     if !installed(&dir) {
         let status = Command::new("npm")
             .args([
@@ -76,7 +95,7 @@ pub fn python() -> PathBuf {
     let dir = dir();
     let venv = dir.join(".venv");
     let python = venv.join("bin/python");
-    let _held = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
+    let _held = install_lock();
     if !python.exists() {
         let out = Command::new("python3")
             .args(["-m", "venv"])
