@@ -80,6 +80,10 @@ pub(crate) fn user_data(text: &str) -> Option<UserData> {
         #[serde(default)]
         watchlist: Option<Vec<String>>,
     }
+    // serde reads a struct from an array too: objects only.
+    if !text.trim_start().starts_with('{') {
+        return None;
+    }
     let raw: Raw = serde_json::from_str(text).ok()?;
     if raw.id.is_empty() {
         return None;
@@ -120,6 +124,10 @@ pub(crate) fn member(channel_data: &str) -> Option<Member> {
         user_id: Value,
         #[serde(default)]
         user_info: Option<Box<RawValue>>,
+    }
+    // serde reads a struct from an array too: objects only.
+    if !channel_data.trim_start().starts_with('{') {
+        return None;
     }
     let raw: Raw = serde_json::from_str(channel_data).ok()?;
     let user_id = match raw.user_id {
@@ -275,6 +283,9 @@ mod tests {
         assert!(member(r#"{"user_id":""}"#).is_none());
         assert!(member(r#"{"user_id":1.5}"#).is_none());
         assert!(member(r#"{"user_info":{}}"#).is_none());
+        assert!(member(r#"["7"]"#).is_none());
+        assert!(user_data(r#"["7"]"#).is_none());
+        assert_eq!(user_data(r#"{"id":"7"}"#).unwrap().id, "7");
     }
 
     #[test]
