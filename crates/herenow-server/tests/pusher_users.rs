@@ -321,4 +321,24 @@ mod on_redis {
         );
         alive(&mut ann).await;
     }
+
+    /// A server whose relay feed lost messages closes its sockets with
+    /// 4100 (reconnect after a while) rather than leave them missing
+    /// events; sockets that come back hear events again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lost_relay_link_closes_the_sockets_with_4100() {
+        let redis = common::RedisServer::standalone();
+        let clock = ManualClock::new(T0);
+        let a = server_on(&redis, &clock).await;
+        let (mut c, _) = socket(&a).await;
+        subscribe(&mut c, "news").await;
+        for kind in ["normal", "pubsub"] {
+            common::raw_command(redis.port, &format!("CLIENT KILL TYPE {kind}")).unwrap();
+        }
+        assert_eq!(c.closed().await, Some(4100));
+        let (mut again, _) = socket(&a).await;
+        subscribe(&mut again, "news").await;
+        trigger(&a, "news", "e", "1").await;
+        expect(&mut again, "e").await;
+    }
 }
