@@ -124,9 +124,8 @@ impl Pusher {
     /// (through the relay, once), or delivers it here when the store has
     /// no relay.
     pub(crate) async fn send(
-        self: &Arc<Self>,
+        &self,
         store: &Arc<dyn PresenceStore>,
-        stop: &CancellationToken,
         wait: Duration,
         msg: Relayed,
     ) -> herenow_core::Result<()> {
@@ -134,12 +133,8 @@ impl Pusher {
             self.deliver(msg);
             return Ok(());
         };
-        if !self.relay_ready(store, stop, wait).await {
-            return Err(herenow_core::Error::Unavailable {
-                reason: "the store's relay is not open".into(),
-                source: None,
-            });
-        }
+        // This server's own feed is open already if it has sockets (each
+        // waits for it); one without sockets has nobody to deliver to.
         match tokio::time::timeout(wait, relay.relay_send(TOPIC, &msg.encode())).await {
             Ok(r) => r,
             Err(_) => Err(herenow_core::Error::Unavailable {

@@ -389,12 +389,7 @@ async fn channel_info(
 /// a `503` when the store cannot take it.
 async fn send(state: &AppState, pusher: &Arc<Pusher>, msg: Relayed) -> Result<(), Refusal> {
     pusher
-        .send(
-            state.store(),
-            state.shutdown_token(),
-            state.request_timeout(),
-            msg,
-        )
+        .send(state.store(), state.request_timeout(), msg)
         .await
         .map_err(|e| Refusal(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))
 }

@@ -187,12 +187,7 @@ impl Session {
         };
         let sent = self
             .pusher
-            .send(
-                self.state.store(),
-                self.state.shutdown_token(),
-                self.state.request_timeout(),
-                relayed,
-            )
+            .send(self.state.store(), self.state.request_timeout(), relayed)
             .await;
         if let Err(e) = sent {
             tracing::debug!(error = %e, "a client event could not be relayed");
