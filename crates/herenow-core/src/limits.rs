@@ -52,7 +52,7 @@ pub const MAX_HOOK_SECRET_BYTES: usize = 256;
 /// ([`crate::relay`]).
 pub const MAX_RELAY_TOPIC_BYTES: usize = 64;
 
-/// Largest payload of a relayed message, in bytes: an event of the
-/// largest size a server accepts with room for its envelope. Every server
-/// receives every relayed message, so it stays small.
-pub const MAX_RELAY_PAYLOAD_BYTES: usize = 64 * 1024;
+/// Largest payload of a relayed message, in bytes: room for the largest
+/// event a Pusher app may send (10 KB of data, escaped, to 100 channels).
+/// Every server receives every relayed message, so it stays small.
+pub const MAX_RELAY_PAYLOAD_BYTES: usize = 128 * 1024;

@@ -220,6 +220,26 @@ async fn terminate_connections_closes_the_users_sockets_only() {
     assert_eq!(status, 400);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_largest_event_to_the_most_channels_is_relayed() {
+    let s = Server::start_with(config());
+    let s = s.await;
+    let (mut c, _) = socket(&s).await;
+    subscribe(&mut c, "news").await;
+    // 10 KB of data that escapes to six bytes a character, to 100 channels
+    // of the longest names.
+    let data = "\u{1}".repeat(10 * 1024);
+    let mut channels: Vec<String> = (0..99)
+        .map(|i| format!("{i:03}{}", "c".repeat(161)))
+        .collect();
+    channels.push("news".into());
+    let body = json!({"name": "big", "channels": channels, "data": data}).to_string();
+    let (status, answer) = api(&s, "POST", &format!("/apps/{ID}/events"), &body).await;
+    assert_eq!(status, 200, "{answer}");
+    let got = expect(&mut c, "big").await;
+    assert_eq!(got["data"].as_str().unwrap().len(), 10 * 1024);
+}
+
 /// Two servers sharing one Redis: events cross.
 #[cfg(feature = "redis")]
 mod on_redis {

@@ -391,7 +391,13 @@ async fn send(state: &AppState, pusher: &Arc<Pusher>, msg: Relayed) -> Result<()
     pusher
         .send(state.store(), state.request_timeout(), msg)
         .await
-        .map_err(|e| Refusal(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))
+        .map_err(|e| match e.kind() {
+            // Checked sizes make this unreachable; said plainly if not.
+            herenow_core::ErrorKind::InvalidInput => {
+                Refusal(StatusCode::PAYLOAD_TOO_LARGE, e.to_string())
+            }
+            _ => Refusal(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        })
 }
 
 /// Publishes one checked event, once, to every server; its channels'
