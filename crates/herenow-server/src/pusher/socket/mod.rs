@@ -21,9 +21,9 @@
 //! it always ends with the exact roster. The same happens when the
 //! store's own event queue overflows. Only a client whose queue stays
 //! full for [`MAX_STALL`] (or the WebSocket TTL, if shorter) is closed
-//! (`4100`). An app event or client event
-//! that does not fit closes the socket with `4100` at once (see
-//! `channels`): it cannot be recovered from a roster.
+//! (`4100`). An app event or client event that does not fit closes the
+//! socket with `4100` at once (see `crate::pusher_hub`'s channels): it
+//! cannot be recovered from a roster.
 //!
 //! **Between servers.** Client events go out through the store's relay
 //! (`crate::pusher_hub`) and reach every server's subscribers from its
