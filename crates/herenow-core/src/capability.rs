@@ -20,6 +20,7 @@ use crate::error::Result;
 use crate::follow::UserFeed;
 use crate::id::{MemberId, MemberKey, SpaceName};
 use crate::outbox::{OutboxEvent, OutboxOptions, OutboxStats, SpaceHook};
+use crate::relay::RelayFeed;
 use crate::time::Millis;
 use crate::values::{ErasureReport, SeenAnywhere};
 
@@ -39,16 +40,19 @@ pub enum Capability {
     /// [`UserIndex`]: a user found in every space (last seen anywhere,
     /// erasure).
     UserIndex,
+    /// [`Relay`]: messages relayed to every server sharing the store.
+    Relay,
 }
 
 impl Capability {
     /// Every capability, in the order documentation lists them.
-    pub const ALL: [Capability; 5] = [
+    pub const ALL: [Capability; 6] = [
         Capability::LiveConnections,
         Capability::Following,
         Capability::WebhookOutbox,
         Capability::SpaceWebhooks,
         Capability::UserIndex,
+        Capability::Relay,
     ];
 
     /// What it is, as a phrase for messages ("live connections").
@@ -59,6 +63,7 @@ impl Capability {
             Capability::WebhookOutbox => "a webhook outbox",
             Capability::SpaceWebhooks => "spaces' webhook endpoints",
             Capability::UserIndex => "an index of each user's spaces",
+            Capability::Relay => "a relay between servers",
         }
     }
 }
@@ -184,4 +189,21 @@ pub trait UserIndex: Send + Sync {
     /// other users' friend sets. Durable before it returns, like a friend
     /// write.
     async fn erase_user(&self, user: &MemberId) -> Result<ErasureReport>;
+}
+
+/// Opaque messages relayed to every server sharing the store (see
+/// [`crate::relay`]): how an event sent through one server reaches the
+/// sockets another holds. At most once: nothing is kept for a server
+/// that was away, and a feed that may have missed messages says so.
+#[async_trait]
+pub trait Relay: Send + Sync {
+    /// A feed of every message relayed from now on, by any server sharing
+    /// the store, this one included.
+    async fn relay_feed(&self) -> Result<RelayFeed>;
+
+    /// Relays `payload` on `topic` to every open feed (checked by
+    /// [`check_relay`](crate::relay::check_relay)). `Ok` once the store
+    /// took it; it reaches each feed afterwards, in the order relayed by
+    /// this store.
+    async fn relay_send(&self, topic: &str, payload: &[u8]) -> Result<()>;
 }

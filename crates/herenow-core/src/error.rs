@@ -143,6 +143,22 @@ pub enum InvalidInput {
     /// A connection id already attached for another member.
     #[error("connection id is in use by another member")]
     ConnIdTaken,
+    /// A relay topic that is empty, too long or has a character outside
+    /// `[A-Za-z0-9-_.:]`.
+    #[error(
+        "a relay topic is 1 to {} bytes of ASCII letters, digits and - _ . :",
+        limits::MAX_RELAY_TOPIC_BYTES
+    )]
+    BadRelayTopic,
+    /// A relayed payload over the limit.
+    #[error(
+        "a relayed message is at most {} bytes; this one is {len}",
+        limits::MAX_RELAY_PAYLOAD_BYTES
+    )]
+    RelayTooLarge {
+        /// Its size.
+        len: usize,
+    },
 }
 
 impl InvalidInput {
@@ -170,6 +186,8 @@ impl InvalidInput {
             InvalidInput::ConnTtlOutOfRange { .. } => "bad-ttl",
             InvalidInput::TooManyConnections => "too-many-connections",
             InvalidInput::ConnIdTaken => "connection-id-taken",
+            InvalidInput::BadRelayTopic => "bad-relay-topic",
+            InvalidInput::RelayTooLarge { .. } => "relay-too-large",
         }
     }
 }

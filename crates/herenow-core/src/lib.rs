@@ -10,7 +10,7 @@
 //!   presence operations every store has), and the values that cross it;
 //! - [`capability`]: what only some stores offer, one trait each
 //!   ([`LiveConnections`], [`Following`], [`WebhookOutbox`],
-//!   [`SpaceWebhooks`], [`UserIndex`]), reached through
+//!   [`SpaceWebhooks`], [`UserIndex`], [`Relay`]), reached through
 //!   [`PresenceStore`]'s accessors, so a server learns at start what its
 //!   store can do and refuses a flag that needs what it lacks;
 //! - [`conn`]: live connections (WebSocket presence): many per member,
@@ -21,6 +21,7 @@
 //!   subscriptions;
 //! - [`follow`]: following users across spaces, the store's side of
 //!   watching a contact list;
+//! - [`relay`]: opaque messages relayed to every server sharing a store;
 //! - [`memory`]: [`MemoryStore`], the embedded default engine, with
 //!   snapshots to bytes;
 //! - [`limits`] and [`error`]: the bounds on every input and the errors,
@@ -51,12 +52,13 @@ pub mod memory;
 pub mod meta;
 pub mod outbox;
 pub mod policy;
+pub mod relay;
 pub mod store;
 pub mod time;
 pub mod values;
 
 pub use capability::{
-    Capability, Following, LiveConnections, SpaceWebhooks, UserIndex, WebhookOutbox,
+    Capability, Following, LiveConnections, Relay, SpaceWebhooks, UserIndex, WebhookOutbox,
 };
 pub use conn::{Attach, AttachReport, ConnId, Connection, DetachReport};
 pub use error::{Error, ErrorKind, InvalidInput, Result};
@@ -67,6 +69,7 @@ pub use memory::MemoryStore;
 pub use meta::Metadata;
 pub use outbox::{OutboxEvent, OutboxKind, OutboxOptions, OutboxStats, SpaceHook};
 pub use policy::{SpaceConfig, Status};
+pub use relay::{RelayFeed, RelayMessage, RelayTap};
 pub use store::{
     Counts, ErasureReport, Heartbeat, HeartbeatReport, KindFilter, ListQuery, MemberStatus, Order,
     Page, PresenceStore, SeenAnywhere, SpaceSummary, TickReport,

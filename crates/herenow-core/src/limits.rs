@@ -47,3 +47,12 @@ pub const MAX_HOOK_URL_BYTES: usize = 2_048;
 /// Longest signing secret of a space's webhook endpoint, in bytes (as
 /// written, `whsec_` and base64).
 pub const MAX_HOOK_SECRET_BYTES: usize = 256;
+
+/// Longest topic of a relayed message, in bytes
+/// ([`crate::relay`]).
+pub const MAX_RELAY_TOPIC_BYTES: usize = 64;
+
+/// Largest payload of a relayed message, in bytes: room for the largest
+/// event a Pusher app may send (10 KB of data, escaped, to 100 channels).
+/// Every server receives every relayed message, so it stays small.
+pub const MAX_RELAY_PAYLOAD_BYTES: usize = 128 * 1024;

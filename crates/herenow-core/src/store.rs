@@ -8,7 +8,7 @@
 use async_trait::async_trait;
 
 use crate::capability::{
-    Capability, Following, LiveConnections, SpaceWebhooks, UserIndex, WebhookOutbox,
+    Capability, Following, LiveConnections, Relay, SpaceWebhooks, UserIndex, WebhookOutbox,
 };
 use crate::error::{Error, Result};
 use crate::event::Subscription;
@@ -127,6 +127,12 @@ pub trait PresenceStore: Send + Sync + 'static {
         None
     }
 
+    /// A relay of messages to every server sharing the store, if this
+    /// store has one.
+    fn relay(&self) -> Option<&dyn Relay> {
+        None
+    }
+
     /// Of `members`, those seen within the window, most recent first, at
     /// most `limit`: present members only, never remembered ones.
     ///
@@ -202,6 +208,7 @@ impl Capability {
             Capability::WebhookOutbox => store.webhook_outbox().is_some(),
             Capability::SpaceWebhooks => store.space_webhooks().is_some(),
             Capability::UserIndex => store.user_index().is_some(),
+            Capability::Relay => store.relay().is_some(),
         }
     }
 

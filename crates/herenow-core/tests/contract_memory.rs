@@ -120,6 +120,9 @@ mod forward {
         fn user_index(&self) -> Option<&dyn UserIndex> {
             self.inner_if_offered()?.user_index()
         }
+        fn relay(&self) -> Option<&dyn Relay> {
+            self.inner_if_offered()?.relay()
+        }
     }
 }
 

@@ -375,6 +375,12 @@ impl Keys {
         format!("{}:u:{user}", self.prefix)
     }
 
+    /// The channel messages between servers are relayed on
+    /// ([`crate::relay`]).
+    pub fn relay_channel(&self) -> String {
+        format!("{}:relay", self.prefix)
+    }
+
     /// The outbox tag of shard `k` of `space` ([`crate::outbox`]): `S` for
     /// shard 0, `S#k` after, the hash tag without its braces. It names the
     /// shard's stream in the index of streams and starts every event id.

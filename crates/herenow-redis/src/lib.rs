@@ -311,6 +311,7 @@ mod observe;
 mod options;
 mod outbox;
 pub mod outbox_scripts;
+mod relay;
 mod replay;
 mod replicas;
 mod reply;

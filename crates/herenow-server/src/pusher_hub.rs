@@ -1,25 +1,43 @@
 //! What the Pusher protocol's sockets share in one server: the apps, the
-//! local sockets' channels and the socket ids. A leaf: [`AppState`] holds
-//! it, and the protocol's handlers (`crate::pusher`) reach it through the
-//! state, as the WebSocket's sockets reach [`crate::hub`].
+//! local sockets' channels (`channels`), the sockets themselves
+//! (`sockets`), the socket ids, and the relay between servers
+//! (`relayed`): every event goes out through the store's
+//! [`Relay`](herenow_core::Relay) and comes back to each server from its
+//! feed, read by one task per server. A leaf: [`AppState`] holds it, and
+//! the protocol's handlers (`crate::pusher`) reach it through the state,
+//! as the WebSocket's sockets reach [`crate::hub`].
 //!
 //! [`AppState`]: crate::AppState
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use herenow_core::{PresenceStore, RecvError};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::{PusherApp, PusherConfig};
 
 mod channels;
+mod relayed;
+mod sockets;
 
 pub use channels::Channels;
 pub(crate) use channels::{Out, QUEUE, RESERVE, Subscriber};
+pub(crate) use relayed::{Relayed, TOPIC};
+pub(crate) use sockets::{Ender, Sockets};
 
 /// The Pusher side of a server: its apps and the local sockets'
 /// channels. `None` in [`AppState`] when no app is configured.
 pub struct Pusher {
     pub(crate) apps: Vec<Arc<PusherApp>>,
     pub(crate) channels: Channels,
+    /// Every socket, for what closes sockets from elsewhere.
+    pub(crate) sockets: Sockets,
+    /// Whether this server reads its relay feed (`None`: not started;
+    /// `Some(false)`: opening it; `Some(true)`: reading).
+    relay: parking_lot::Mutex<Option<watch::Receiver<bool>>>,
     /// This process's random part of socket ids.
     prefix: u64,
     next: AtomicU64,
@@ -34,6 +52,8 @@ impl Pusher {
         Some(Arc::new(Self {
             apps: config.apps.iter().cloned().map(Arc::new).collect(),
             channels: Channels::new(),
+            sockets: Sockets::default(),
+            relay: parking_lot::Mutex::new(None),
             prefix: random_prefix(),
             next: AtomicU64::new(1),
         }))
@@ -65,6 +85,122 @@ impl Pusher {
     pub fn channels(&self) -> &Channels {
         &self.channels
     }
+}
+
+impl Pusher {
+    /// Starts reading the relay feed of `store` unless started, and waits
+    /// (at most `wait`) until the feed is open, so nothing relayed from
+    /// now on is missed here. `false` when it is not open in time (the
+    /// store is unavailable). A store without a relay is one server:
+    /// always ready, and [`send`](Self::send) delivers here directly.
+    pub(crate) async fn relay_ready(
+        self: &Arc<Self>,
+        store: &Arc<dyn PresenceStore>,
+        stop: &CancellationToken,
+        wait: Duration,
+    ) -> bool {
+        if store.relay().is_none() {
+            return true;
+        }
+        let mut ready = {
+            let mut relay = self.relay.lock();
+            match &*relay {
+                Some(rx) => rx.clone(),
+                None => {
+                    let (tx, rx) = watch::channel(false);
+                    tokio::spawn(read_relay(self.clone(), store.clone(), stop.clone(), tx));
+                    *relay = Some(rx.clone());
+                    rx
+                }
+            }
+        };
+        matches!(
+            tokio::time::timeout(wait, ready.wait_for(|r| *r)).await,
+            Ok(Ok(_))
+        )
+    }
+
+    /// Sends `msg` to every server sharing the store, this one included
+    /// (through the relay, once), or delivers it here when the store has
+    /// no relay.
+    pub(crate) async fn send(
+        &self,
+        store: &Arc<dyn PresenceStore>,
+        wait: Duration,
+        msg: Relayed,
+    ) -> herenow_core::Result<()> {
+        let Some(relay) = store.relay() else {
+            self.deliver(msg);
+            return Ok(());
+        };
+        // This server's own feed is open already if it has sockets (each
+        // waits for it); one without sockets has nobody to deliver to.
+        match tokio::time::timeout(wait, relay.relay_send(TOPIC, &msg.encode())).await {
+            Ok(r) => r,
+            Err(_) => Err(herenow_core::Error::Unavailable {
+                reason: "the store took longer than the request timeout".into(),
+                source: None,
+            }),
+        }
+    }
+}
+
+/// The task that reads this server's relay feed until `stop`: opens it
+/// (again after a failure, with a pause), says so on `ready`, and
+/// delivers each Pusher message; after a lag every socket is closed.
+async fn read_relay(
+    pusher: Arc<Pusher>,
+    store: Arc<dyn PresenceStore>,
+    stop: CancellationToken,
+    ready: watch::Sender<bool>,
+) {
+    let Some(relay) = store.relay() else {
+        return;
+    };
+    loop {
+        let mut feed = tokio::select! {
+            () = stop.cancelled() => return,
+            feed = relay.relay_feed() => match feed {
+                Ok(feed) => feed,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot open the Pusher relay feed; trying again");
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        () = tokio::time::sleep(Duration::from_millis(500)) => continue,
+                    }
+                }
+            },
+        };
+        ready.send_replace(true);
+        loop {
+            let next = tokio::select! {
+                () = stop.cancelled() => return,
+                next = feed.recv() => next,
+            };
+            match next {
+                Ok(m) if m.topic == TOPIC => match Relayed::decode(&m.payload) {
+                    Some(msg) => pusher.deliver(msg),
+                    None => tracing::warn!("an unreadable Pusher message on the relay"),
+                },
+                Ok(_) => {}
+                Err(RecvError::Lagged(_)) => {
+                    let (code, reason) = relayed::LAG_CLOSE;
+                    tracing::warn!(
+                        sockets = pusher.sockets.len(),
+                        "the Pusher relay feed lagged; closing this server's sockets"
+                    );
+                    pusher.sockets.end_all(code, reason);
+                }
+                Err(RecvError::Closed) => break,
+            }
+        }
+    }
+}
+
+/// An event frame: `{"event", "channel", "data"}` with `data` the string
+/// clients get.
+pub(crate) fn event_frame(event: &str, channel: &str, data: &str) -> Arc<str> {
+    Arc::from(serde_json::json!({ "event": event, "channel": channel, "data": data }).to_string())
 }
 
 /// A random number of up to 15 digits.

@@ -17,7 +17,7 @@
 //! Why one file past 800 lines: it is the suite's index (the part each
 //! scenario belongs to, `run`, `run_all`) with the core scenarios beside it;
 //! the capabilities' larger scenario groups already have files of their own
-//! (`connections`, `follow`, `outbox`, `remembered`).
+//! (`connections`, `follow`, `outbox`, `relay`, `remembered`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -56,6 +56,7 @@ pub type Scenario = (
 mod connections;
 mod follow;
 mod outbox;
+mod relay;
 mod remembered;
 mod time;
 
@@ -71,6 +72,9 @@ use self::outbox::{
     outbox_follows_a_member_in_order, outbox_is_bounded,
     outbox_keeps_a_claiming_consumer_in_charge, outbox_keeps_events_until_acknowledged,
     outbox_keeps_spaces_endpoints, outbox_reclaims_what_a_consumer_left,
+};
+use self::relay::{
+    relay_refuses_what_is_past_its_bounds, relayed_messages_reach_every_feed_in_order,
 };
 use self::remembered::{
     erase_forgets_everywhere, expiry_keeps_last_seen, forgotten_times_are_counted,
@@ -90,7 +94,7 @@ macro_rules! scenarios {
     };
 }
 
-use Capability::{Following, LiveConnections, SpaceWebhooks, UserIndex, WebhookOutbox};
+use Capability::{Following, LiveConnections, Relay, SpaceWebhooks, UserIndex, WebhookOutbox};
 
 scenarios!(
     &[] => [
@@ -133,6 +137,10 @@ scenarios!(
     ],
     &[Following, LiveConnections] => [invisible_users_are_not_fed],
     &[Following, UserIndex] => [friend_set_changes_are_fed],
+    &[Relay] => [
+        relayed_messages_reach_every_feed_in_order,
+        relay_refuses_what_is_past_its_bounds,
+    ],
     &[WebhookOutbox] => [
         outbox_keeps_events_until_acknowledged,
         outbox_reclaims_what_a_consumer_left,
@@ -194,6 +202,11 @@ fn outbox(s: &dyn PresenceStore) -> &dyn crate::capability::WebhookOutbox {
 fn endpoints(s: &dyn PresenceStore) -> &dyn crate::capability::SpaceWebhooks {
     s.space_webhooks()
         .expect("the store offers spaces' webhook endpoints")
+}
+
+/// The store's relay, which the scenario's part needs.
+fn relay(s: &dyn PresenceStore) -> &dyn crate::capability::Relay {
+    s.relay().expect("the store offers a relay")
 }
 
 /// The store's user index, which the scenario's part needs.

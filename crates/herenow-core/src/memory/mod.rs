@@ -21,6 +21,7 @@ mod friends;
 mod hooks;
 mod occupancy;
 mod outbox;
+mod relay;
 pub mod seen;
 mod shared;
 mod snapshot;
@@ -41,7 +42,9 @@ pub use stripes::{MAX_STRIPES, default_stripes as default_space_stripes};
 
 use self::shared::Shared;
 use self::stripes::{Locked, Stripes};
-use crate::capability::{Following, LiveConnections, SpaceWebhooks, UserIndex, WebhookOutbox};
+use crate::capability::{
+    Following, LiveConnections, Relay, SpaceWebhooks, UserIndex, WebhookOutbox,
+};
 use crate::changes::{Change, ChangeLog, ChangeRef, Durable};
 use crate::conn::{Attach, AttachReport, ConnId, Connection, DetachReport};
 use crate::error::{InvalidInput, Result};
@@ -83,6 +86,8 @@ pub struct MemoryStore {
     erasing: Mutex<()>,
     /// The webhook endpoints spaces name.
     hooks: hooks::Hooks,
+    /// Relayed messages: the store is one process (`relay.rs`).
+    relay: crate::relay::RelayTap,
 }
 
 impl Default for MemoryStore {
@@ -102,6 +107,7 @@ impl MemoryStore {
             friends: RwLock::new(HashMap::new()),
             erasing: Mutex::new(()),
             hooks: hooks::Hooks::default(),
+            relay: crate::relay::RelayTap::default(),
         }
     }
 
@@ -624,6 +630,10 @@ impl PresenceStore for MemoryStore {
     }
 
     fn user_index(&self) -> Option<&dyn UserIndex> {
+        Some(self)
+    }
+
+    fn relay(&self) -> Option<&dyn Relay> {
         Some(self)
     }
 }

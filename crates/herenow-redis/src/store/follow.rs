@@ -15,6 +15,7 @@ use herenow_core::{MemberId, Result, UserFeed};
 use super::RedisStore;
 use crate::ctx::Ctx;
 use crate::follow::{ANNOUNCE, CHANNELS_PER_COMMAND, Follows};
+use crate::relay::Relays;
 
 /// Most [`ANNOUNCE`] calls in flight at once (erasing a user listed by
 /// very many).
@@ -90,7 +91,7 @@ impl RedisStore {
 
 /// Subscribes to `channels`, at most [`CHANNELS_PER_COMMAND`] a command,
 /// all sent at once.
-async fn subscribe(ctx: &Ctx, channels: &[String]) -> Result<()> {
+pub(super) async fn subscribe(ctx: &Ctx, channels: &[String]) -> Result<()> {
     futures::future::try_join_all(channels.chunks(CHANNELS_PER_COMMAND).map(|chunk| {
         let mut c = ctx.client.clone();
         ctx.io("follow", async move { c.subscribe_users(chunk).await })
@@ -110,11 +111,17 @@ async fn unsubscribe(ctx: &Ctx, channels: &[String]) -> Result<()> {
 }
 
 /// The restorer, one task per store: each time the link to Redis drops,
-/// subscribes to every followed user's channel again (with the replayer's
-/// backoff until Redis answers), then makes every feed lag, so their
-/// readers read the followed users again through a link that misses
-/// nothing any more. Stops when the store stops (or is dropped).
-pub(super) async fn restore(ctx: Arc<Ctx>, follows: Arc<Follows>, mut stop: watch::Receiver<bool>) {
+/// subscribes to every followed user's channel (and the relay channel,
+/// once listened to) again, with the replayer's backoff until Redis
+/// answers, then makes every feed lag, user feeds and relay feeds, so
+/// their readers catch up through a link that misses nothing any more.
+/// Stops when the store stops (or is dropped).
+pub(super) async fn restore(
+    ctx: Arc<Ctx>,
+    follows: Arc<Follows>,
+    relays: Arc<Relays>,
+    mut stop: watch::Receiver<bool>,
+) {
     let most = ctx.opts.backoff_max.max(ctx.opts.backoff_min);
     loop {
         tokio::select! {
@@ -125,11 +132,16 @@ pub(super) async fn restore(ctx: Arc<Ctx>, follows: Arc<Follows>, mut stop: watc
         loop {
             let done = {
                 let _order = follows.order.lock().await;
-                subscribe(&ctx, &follows.channels()).await
+                let mut channels = follows.channels();
+                if relays.is_listening() {
+                    channels.push(relays.channel().to_owned());
+                }
+                subscribe(&ctx, &channels).await
             };
             match done {
                 Ok(()) => {
                     follows.lost();
+                    relays.lost();
                     break;
                 }
                 Err(e) => {

@@ -17,7 +17,8 @@
 //!   `switch.rs`: whether every store on the Redis captures (a lease the
 //!   servers with webhooks renew), and `hooks.rs`: the webhook endpoints
 //!   spaces name;
-//! - `follow.rs`: following users across spaces (users' channels).
+//! - `follow.rs`: following users across spaces (users' channels);
+//! - `relay.rs`: messages relayed between servers (one channel).
 
 mod by_id;
 mod clock;
@@ -31,6 +32,7 @@ mod outbox;
 mod outbox_lease;
 mod presence;
 mod read;
+mod relay;
 mod seen_anywhere;
 mod subscribe;
 mod sweep;
@@ -52,6 +54,7 @@ use crate::flush::Flusher;
 use crate::follow::Follows;
 use crate::key_names::{Keys, SpaceKeys};
 use crate::options::RedisOptions;
+use crate::relay::Relays;
 use crate::replay::{self, ReplayTuning};
 use crate::reply::timed;
 use crate::writer::Writer;
@@ -73,6 +76,8 @@ pub struct RedisStore {
     router: Arc<Router>,
     /// The users this store follows, and their feeds.
     follows: Arc<Follows>,
+    /// Messages relayed between servers, and their feeds.
+    relays: Arc<Relays>,
     /// Serializes (un)subscribing so a channel being dropped is never
     /// dropped after a new subscriber has asked for it.
     sub_lock: tokio::sync::Mutex<()>,
@@ -133,8 +138,12 @@ impl RedisStore {
         let push_router = router.clone();
         let follows = Arc::new(Follows::new(keys.user_channels()));
         let push_follows = follows.clone();
+        let relays = Arc::new(Relays::new(keys.relay_channel()));
+        let push_relays = relays.clone();
         let push = move |info| {
-            if let Some(info) = push_follows.push(info) {
+            if let Some(info) = push_follows.push(info)
+                && let Some(info) = push_relays.push(info)
+            {
                 push_router.push(info);
             }
         };
@@ -165,6 +174,7 @@ impl RedisStore {
         tokio::spawn(follow::restore(
             ctx.clone(),
             follows.clone(),
+            relays.clone(),
             stopped.clone(),
         ));
         let replayer = tokio::spawn(replay::run(writer.clone(), tuning, stopped));
@@ -172,6 +182,7 @@ impl RedisStore {
             ctx,
             router,
             follows,
+            relays,
             sub_lock: tokio::sync::Mutex::new(()),
             flusher: Flusher::new(writer.clone()),
             writer,

@@ -1,9 +1,9 @@
 //! [`PresenceStore`] for [`RedisStore`], and every capability it offers
 //! (live connections, following users, the webhook outbox, spaces'
-//! webhook endpoints, the user index): the traits' table of contents.
+//! webhook endpoints, the user index, the relay): the traits' table of contents.
 //! Each method hands over to the file that does the job (`write.rs`,
 //! `read.rs`, `list.rs`, `subscribe.rs`, `sweep.rs`, `friends.rs`,
-//! `anywhere.rs`, `connections.rs`, `follow.rs`), so this file says what
+//! `anywhere.rs`, `connections.rs`, `follow.rs`, `relay.rs`), so this file says what
 //! the store promises and those say how.
 
 use async_trait::async_trait;
@@ -11,8 +11,8 @@ use async_trait::async_trait;
 use herenow_core::{
     Attach, AttachReport, ConnId, Connection, Counts, DetachReport, ErasureReport, Following,
     Heartbeat, HeartbeatReport, ListQuery, LiveConnections, MemberId, MemberKey, MemberStatus,
-    Millis, Page, PresenceStore, Result, SeenAnywhere, SpaceConfig, SpaceName, SpaceSummary,
-    SpaceWebhooks, Subscription, TickReport, UserFeed, UserIndex, WebhookOutbox,
+    Millis, Page, PresenceStore, Relay, RelayFeed, Result, SeenAnywhere, SpaceConfig, SpaceName,
+    SpaceSummary, SpaceWebhooks, Subscription, TickReport, UserFeed, UserIndex, WebhookOutbox,
 };
 
 use herenow_core::outbox::{OutboxEvent, OutboxOptions, OutboxStats, SpaceHook};
@@ -140,6 +140,24 @@ impl PresenceStore for RedisStore {
 
     fn user_index(&self) -> Option<&dyn UserIndex> {
         Some(self)
+    }
+
+    fn relay(&self) -> Option<&dyn Relay> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Relay for RedisStore {
+    /// Messages relayed by any server on this Redis, this one included;
+    /// lags after the link to Redis dropped, once subscribed again.
+    async fn relay_feed(&self) -> Result<RelayFeed> {
+        self.open_relay_feed().await
+    }
+
+    /// One `PUBLISH`: every server listening hears it, on a cluster too.
+    async fn relay_send(&self, topic: &str, payload: &[u8]) -> Result<()> {
+        self.publish_relay(topic, payload).await
     }
 }
 

@@ -49,6 +49,52 @@ pub(crate) struct Unsubscribe {
     pub(crate) channel: String,
 }
 
+/// `pusher:signin`'s data.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Signin {
+    /// `key:signature`.
+    pub(crate) auth: String,
+    /// The user, as a JSON string (signed as written).
+    pub(crate) user_data: String,
+}
+
+/// A signed-in user's `user_data`.
+#[derive(Debug)]
+pub(crate) struct UserData {
+    /// `id`: a non-empty string.
+    pub(crate) id: String,
+    /// `user_info` as written, if any.
+    pub(crate) user_info: Option<Box<RawValue>>,
+    /// `watchlist`: user ids.
+    pub(crate) watchlist: Vec<String>,
+}
+
+/// Reads `user_data`: an object with a non-empty string `id`, an
+/// optional `user_info` and an optional `watchlist` of strings.
+pub(crate) fn user_data(text: &str) -> Option<UserData> {
+    #[derive(Deserialize)]
+    struct Raw {
+        id: String,
+        #[serde(default)]
+        user_info: Option<Box<RawValue>>,
+        #[serde(default)]
+        watchlist: Option<Vec<String>>,
+    }
+    // serde reads a struct from an array too: objects only.
+    if !text.trim_start().starts_with('{') {
+        return None;
+    }
+    let raw: Raw = serde_json::from_str(text).ok()?;
+    if raw.id.is_empty() {
+        return None;
+    }
+    Some(UserData {
+        id: raw.id,
+        user_info: raw.user_info.filter(|info| info.get() != "null"),
+        watchlist: raw.watchlist.unwrap_or_default(),
+    })
+}
+
 /// Reads a `data` given as an object or as a JSON string holding one
 /// (clients send both).
 pub(crate) fn data_of<T: for<'de> Deserialize<'de>>(raw: Option<&RawValue>) -> Option<T> {
@@ -78,6 +124,10 @@ pub(crate) fn member(channel_data: &str) -> Option<Member> {
         user_id: Value,
         #[serde(default)]
         user_info: Option<Box<RawValue>>,
+    }
+    // serde reads a struct from an array too: objects only.
+    if !channel_data.trim_start().starts_with('{') {
+        return None;
     }
     let raw: Raw = serde_json::from_str(channel_data).ok()?;
     let user_id = match raw.user_id {
@@ -233,6 +283,9 @@ mod tests {
         assert!(member(r#"{"user_id":""}"#).is_none());
         assert!(member(r#"{"user_id":1.5}"#).is_none());
         assert!(member(r#"{"user_info":{}}"#).is_none());
+        assert!(member(r#"["7"]"#).is_none());
+        assert!(user_data(r#"["7"]"#).is_none());
+        assert_eq!(user_data(r#"{"id":"7"}"#).unwrap().id, "7");
     }
 
     #[test]

@@ -14,7 +14,12 @@
 //! - `GET /apps/{app_id}/channels` (`filter_by_prefix`, `info=user_count`
 //!   for presence channels), `GET /apps/{app_id}/channels/{channel}`
 //!   (`occupied`, `user_count`, `subscription_count`), `GET
-//!   /apps/{app_id}/channels/{channel}/users`.
+//!   /apps/{app_id}/channels/{channel}/users`;
+//! - `POST /apps/{app_id}/users/{user_id}/terminate_connections`.
+//!
+//! An event goes to every server's sockets, once, through the store's
+//! relay (`crate::pusher_hub`); a user's channel `#server-to-user-{id}`
+//! (`sendToUser`) reaches every socket signed in as the user.
 //!
 //! Subscription counts are this server's sockets; user counts and member
 //! lists are the space's, from the store, so they are the same whichever
@@ -31,7 +36,8 @@ use herenow_core::{MemberKind, SpaceName};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{ChannelKind, Pusher, PusherApp, frames, sign};
+use super::{ChannelKind, Pusher, PusherApp, sign};
+use crate::pusher_hub::Relayed;
 use crate::state::AppState;
 
 /// How far `auth_timestamp` may be from the server's clock, in seconds.
@@ -379,20 +385,37 @@ async fn channel_info(
     Ok(out)
 }
 
-/// Publishes one checked event; its channels' `info`.
+/// Sends `msg` to every server's sockets (through the store's relay);
+/// a `503` when the store cannot take it.
+async fn send(state: &AppState, pusher: &Arc<Pusher>, msg: Relayed) -> Result<(), Refusal> {
+    pusher
+        .send(state.store(), state.request_timeout(), msg)
+        .await
+        .map_err(|e| match e.kind() {
+            // Checked sizes make this unreachable; said plainly if not.
+            herenow_core::ErrorKind::InvalidInput => {
+                Refusal(StatusCode::PAYLOAD_TOO_LARGE, e.to_string())
+            }
+            _ => Refusal(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        })
+}
+
+/// Publishes one checked event, once, to every server; its channels'
+/// `info`.
 async fn publish(
     state: &AppState,
-    pusher: &Pusher,
+    pusher: &Arc<Pusher>,
     app: &PusherApp,
     event: &Checked,
 ) -> Result<Map<String, Value>, Refusal> {
-    let app_id: Arc<str> = Arc::from(app.id.as_str());
-    for channel in &event.channels {
-        let text = frames::event(&event.name, Some(channel), &event.data);
-        pusher
-            .channels
-            .publish(&app_id, channel, &text, event.socket_id.as_deref());
-    }
+    let msg = Relayed::Event {
+        app: app.id.clone(),
+        channels: event.channels.clone(),
+        name: event.name.clone(),
+        data: event.data.clone(),
+        except: event.socket_id.clone(),
+    };
+    send(state, pusher, msg).await?;
     let mut infos = Map::new();
     if !event.info.is_empty() {
         for channel in &event.channels {
@@ -492,11 +515,13 @@ pub(super) async fn channels(
     if info.iter().any(|i| i == "user_count") && !prefix.starts_with("presence-") {
         return Err(bad("info=user_count needs filter_by_prefix=presence-"));
     }
+    // Users' channels are not listed, as Pusher lists none.
     let mut names: std::collections::BTreeSet<String> = pusher
         .channels
         .occupied(&app.id, prefix)
         .into_iter()
         .map(|(name, _)| name)
+        .filter(|name| ChannelKind::of(name) != Some(ChannelKind::User))
         .collect();
     // Presence channels are spaces: occupied whichever server holds the
     // sockets.
@@ -586,6 +611,26 @@ pub(super) async fn users(
         .map(|id| json!({ "id": id }))
         .collect();
     Ok(axum::Json(json!({ "users": users })).into_response())
+}
+
+/// `POST /apps/{app_id}/users/{user_id}/terminate_connections`: closes
+/// every socket signed in as the user, on every server, with `4009`.
+pub(super) async fn terminate_connections(
+    State(state): State<AppState>,
+    Path((_, user_id)): Path<(String, String)>,
+    Signed { pusher, app, .. }: Signed,
+) -> Result<Response, Refusal> {
+    if herenow_core::MemberId::new(&user_id).is_err() {
+        return Err(bad(
+            "a user id is 1 to 256 bytes without control characters",
+        ));
+    }
+    let msg = Relayed::Terminate {
+        app: app.id.clone(),
+        user: user_id,
+    };
+    send(&state, &pusher, msg).await?;
+    Ok(axum::Json(json!({})).into_response())
 }
 
 #[cfg(test)]

@@ -40,12 +40,31 @@
 //!   and Laravel Echo to `.error()`): `AuthError` / `401` for a bad
 //!   signature, `BadRequest` / `400` for a bad channel name or
 //!   `channel_data`, `LimitReached` / `413` for `user_info` over 1 KiB,
-//!   `LimitReached` / `4100` for a presence channel at its member cap.
+//!   `LimitReached` / `4100` for a presence channel at its member cap,
+//!   `AuthError` / `403` for another user's `#server-to-user-` channel;
+//! - for `pusher:signin`: a bad signature is `pusher:error` `4009`, then
+//!   the close `4009`; `user_data` that cannot be used (not an object
+//!   with a string `id`, over 16 KiB, `user_info` over 1 KiB, a
+//!   `watchlist` past 100 ids) is `pusher:error` with `code` `null`, and
+//!   the socket stays, not signed in.
 //!
-//! What is not served yet: `pusher:signin` and the Watchlist, webhooks in
-//! Pusher's format, events between servers for public and private
-//! channels (presence rosters are right across servers: they live in the
-//! store), cache channels.
+//! **Users.** `pusher:signin` (`socket`'s `user`) binds a socket to a
+//! user: it gets the events sent to `#server-to-user-{id}` (the npm
+//! `pusher`'s `sendToUser`), `terminate_connections` closes it (`4009`),
+//! and its `watchlist` gets `online` / `offline` of the users named,
+//! from herenow's watch: a user is online while online in any space, and
+//! a signed-in socket is a live connection of its user in the space
+//! `pusher-users:{app_id}`, so "signed in anywhere" counts (as Pusher
+//! counts it) as well as any presence channel or herenow's own API.
+//!
+//! **Between servers.** Events of the HTTP API, client events and
+//! `terminate_connections` go out once through the store's relay
+//! ([`herenow_core::Relay`]) and each server delivers them to its own
+//! sockets from its relay feed (`crate::pusher_hub`); a server whose feed
+//! lagged closes its sockets with `4100` (reconnect after a while) rather
+//! than leave them missing events.
+//!
+//! What is not served yet: webhooks in Pusher's format, cache channels.
 
 mod frames;
 mod http;
@@ -72,6 +91,10 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .route("/apps/{app_id}/channels", get(http::channels))
         .route("/apps/{app_id}/channels/{channel}", get(http::channel))
         .route("/apps/{app_id}/channels/{channel}/users", get(http::users))
+        .route(
+            "/apps/{app_id}/users/{user_id}/terminate_connections",
+            post(http::terminate_connections),
+        )
 }
 
 /// What kind of channel a name makes.
@@ -87,15 +110,27 @@ pub(crate) enum ChannelKind {
     /// `presence-`: a signature over the member's `channel_data`; a
     /// herenow space.
     Presence,
+    /// `#server-to-user-{id}`: the events sent to a user, which every
+    /// socket signed in as that user gets (and only those).
+    User,
 }
+
+/// The prefix of a user's channel.
+pub(crate) const USER_CHANNEL: &str = "#server-to-user-";
 
 /// Longest channel name the protocol allows.
 pub(crate) const MAX_CHANNEL_BYTES: usize = 164;
 
 impl ChannelKind {
     /// The kind of `name`, or `None` for a name the protocol refuses: 1 to
-    /// 164 bytes of letters, digits and `_ - = @ , . ;`.
+    /// 164 bytes of letters, digits and `_ - = @ , . ;`, or
+    /// `#server-to-user-` and a user id (a herenow member id).
     pub(crate) fn of(name: &str) -> Option<Self> {
+        if let Some(user) = name.strip_prefix(USER_CHANNEL) {
+            return herenow_core::MemberId::new(user)
+                .ok()
+                .map(|_| ChannelKind::User);
+        }
         if name.is_empty()
             || name.len() > MAX_CHANNEL_BYTES
             || !name.bytes().all(|b| {
@@ -118,7 +153,7 @@ impl ChannelKind {
 
     /// Whether subscribing takes a signature.
     pub(crate) fn needs_auth(self) -> bool {
-        self != ChannelKind::Public
+        !matches!(self, ChannelKind::Public | ChannelKind::User)
     }
 }
 
@@ -139,5 +174,11 @@ mod tests {
         assert_eq!(ChannelKind::of("a b"), None);
         assert_eq!(ChannelKind::of(&"a".repeat(165)), None);
         assert!(ChannelKind::of(&"a".repeat(164)).is_some());
+        assert_eq!(
+            ChannelKind::of("#server-to-user-7"),
+            Some(ChannelKind::User)
+        );
+        assert_eq!(ChannelKind::of("#server-to-user-"), None);
+        assert_eq!(ChannelKind::of("#other"), None);
     }
 }

@@ -3,8 +3,8 @@
 //!
 //! A socket's queue is bounded ([`QUEUE`] messages, plus [`RESERVE`]
 //! slots only replies and the close may use). An event that does not fit
-//! is not queued, and the socket is told through its `overflow` notice:
-//! its session closes it with `4100` (reconnect after a while), so a
+//! is not queued, and the socket is told through its [`Ender`]: its
+//! session closes it with `4100` (reconnect after a while), so a
 //! client never silently misses an event and stays subscribed. Presence
 //! member events do not pass here: each socket reads them from the store
 //! and catches up after lag with a fresh roster (see `socket`).
@@ -13,7 +13,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
+
+use super::Ender;
 
 /// Messages one socket's queue holds for events and member events.
 pub(crate) const QUEUE: usize = 512;
@@ -38,8 +40,8 @@ pub(crate) struct Subscriber {
     pub(crate) socket_id: Arc<str>,
     /// The socket's queue.
     pub(crate) queue: mpsc::Sender<Out>,
-    /// Told when an event did not fit the queue.
-    pub(crate) overflow: Arc<Notify>,
+    /// Asked to close the socket when an event did not fit the queue.
+    pub(crate) ender: Arc<Ender>,
 }
 
 impl Subscriber {
@@ -50,7 +52,7 @@ impl Subscriber {
             return true;
         }
         if !self.queue.is_closed() {
-            self.overflow.notify_one();
+            self.ender.end(4100, "too slow: the send queue is full");
         }
         false
     }

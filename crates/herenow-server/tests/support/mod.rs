@@ -10,6 +10,8 @@
 //! - [`sse`]: Server-Sent Events read off a response body;
 //! - [`ws`]: a server on a loopback socket and a WebSocket client that
 //!   reads JSON messages with a deadline;
+//! - [`pusher`]: the Pusher app of a test, its signatures and its
+//!   sockets, and the signed HTTP API;
 //! - [`receiver`]: a webhook receiver with scripted answers, and a
 //!   Standard Webhooks verifier of its own.
 //!
@@ -19,6 +21,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod pusher;
 pub mod receiver;
 pub mod sse;
 pub mod ws;

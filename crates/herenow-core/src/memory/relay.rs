@@ -1,0 +1,21 @@
+//! The memory store's [`Relay`]: the store is one process, so a relayed
+//! message goes straight to every feed open on it (several servers in one
+//! process sharing the store each get it).
+
+use async_trait::async_trait;
+
+use super::MemoryStore;
+use crate::capability::Relay;
+use crate::error::Result;
+use crate::relay::RelayFeed;
+
+#[async_trait]
+impl Relay for MemoryStore {
+    async fn relay_feed(&self) -> Result<RelayFeed> {
+        Ok(self.relay.feed())
+    }
+
+    async fn relay_send(&self, topic: &str, payload: &[u8]) -> Result<()> {
+        self.relay.relay(topic, payload)
+    }
+}

@@ -1,0 +1,247 @@
+//! Subscribing, unsubscribing and client events of one socket; the
+//! client-event rate's token bucket.
+
+use tokio::time::Instant;
+
+use super::super::frames::{self, Incoming};
+use super::super::{ChannelKind, sign};
+use super::{MAX_CHANNELS, MAX_EVENT_DATA, MAX_EVENT_NAME, Session, code};
+use crate::pusher_hub::{Relayed, Subscriber};
+
+impl Session {
+    /// `pusher:subscribe`.
+    pub(super) async fn subscribe(&mut self, msg: &Incoming) {
+        let Some(sub) = frames::data_of::<frames::Subscribe>(msg.data.as_deref()) else {
+            self.reply(frames::error(
+                None,
+                "pusher:subscribe needs data with a channel",
+            ));
+            return;
+        };
+        let channel = sub.channel.as_str();
+        let Some(kind) = ChannelKind::of(channel) else {
+            self.reply(frames::subscription_error(
+                channel,
+                "BadRequest",
+                "a channel name is 1 to 164 letters, digits or _ - = @ , . ;",
+                400,
+            ));
+            return;
+        };
+        if kind == ChannelKind::User {
+            // Joined at signin; pusher-js asks again, and only its own.
+            if self
+                .signed_in
+                .as_ref()
+                .is_some_and(|u| u.channel == channel)
+            {
+                self.reply(frames::event(
+                    "pusher_internal:subscription_succeeded",
+                    Some(channel),
+                    "{}",
+                ));
+            } else {
+                self.reply(frames::subscription_error(
+                    channel,
+                    "AuthError",
+                    "a user's channel is for the sockets signed in as that user",
+                    403,
+                ));
+            }
+            return;
+        }
+        if self.channels.contains_key(channel) {
+            // Already subscribed: said again, as Pusher does.
+            if kind != ChannelKind::Presence {
+                self.reply(frames::event(
+                    "pusher_internal:subscription_succeeded",
+                    Some(channel),
+                    "{}",
+                ));
+            } else {
+                self.resync(channel).await;
+            }
+            return;
+        }
+        if self.channels.len() >= MAX_CHANNELS {
+            self.reply(frames::subscription_error(
+                channel,
+                "LimitReached",
+                "a socket may subscribe to at most 100 channels",
+                4100,
+            ));
+            return;
+        }
+        if kind.needs_auth() && !self.authorized(channel, &sub) {
+            self.reply(frames::subscription_error(
+                channel,
+                "AuthError",
+                "Invalid signature: the connection is unauthorized for this channel",
+                401,
+            ));
+            return;
+        }
+        if kind == ChannelKind::Presence {
+            if let Err((kind, message, status)) = self.subscribe_presence(channel, &sub).await {
+                self.reply(frames::subscription_error(channel, kind, &message, status));
+            }
+            return;
+        }
+        self.join_channel(channel, kind);
+        self.reply(frames::event(
+            "pusher_internal:subscription_succeeded",
+            Some(channel),
+            "{}",
+        ));
+    }
+
+    /// Whether `sub.auth` is `key:HMAC-SHA256(secret, socket_id:channel[:channel_data])`.
+    fn authorized(&self, channel: &str, sub: &frames::Subscribe) -> bool {
+        let Some((key, signature)) = sub.auth.as_deref().and_then(|a| a.split_once(':')) else {
+            return false;
+        };
+        let message =
+            sign::channel_auth_message(&self.socket_id, channel, sub.channel_data.as_deref());
+        let expected = sign::hmac_hex(&self.app.secret, &message);
+        // Both compared, so timing does not tell which was wrong.
+        let key_ok = sign::same(key, &self.app.key);
+        sign::same(signature, &expected) & key_ok
+    }
+
+    /// Counts the socket in `channel` here and for the app's events.
+    pub(super) fn join_channel(&mut self, channel: &str, kind: ChannelKind) {
+        self.channels.insert(channel.to_owned(), kind);
+        self.pusher.channels.join(
+            &self.app_id,
+            channel,
+            self.number,
+            Subscriber {
+                socket_id: self.socket_id.clone(),
+                queue: self.tx.clone(),
+                ender: self.ender.clone(),
+            },
+        );
+    }
+
+    /// `pusher:unsubscribe`: nothing is answered. A user's channel stays
+    /// while the socket is signed in.
+    pub(super) async fn unsubscribe(&mut self, channel: &str) {
+        if self.channels.remove(channel).is_none() {
+            return;
+        }
+        self.pusher
+            .channels
+            .leave(&self.app_id, channel, self.number);
+        self.streams.remove(channel);
+        self.lagging.remove(channel);
+        if let Some(p) = self.presence.remove(channel) {
+            self.detach(&p).await;
+        }
+    }
+
+    /// A `client-` event: relayed to the channel's other subscribers, on
+    /// every server.
+    pub(super) async fn client_event(&mut self, msg: &Incoming) {
+        let channel = msg.channel.as_deref().unwrap_or_default();
+        let kind = self.channels.get(channel).copied();
+        let refusal = match kind {
+            None => Some("Client event rejected: the socket is not subscribed to the channel"),
+            Some(ChannelKind::Public | ChannelKind::User) => {
+                Some("Client event rejected: only private and presence channels take client events")
+            }
+            Some(ChannelKind::Encrypted) => {
+                Some("Client event rejected: encrypted channels take no client events")
+            }
+            Some(ChannelKind::Private | ChannelKind::Presence) => None,
+        };
+        if let Some(refusal) = refusal {
+            // `null`, as Pusher answers it: 4009 ("connection is
+            // unauthorized") would tell the client its connection closes.
+            self.reply(frames::error(None, refusal));
+            return;
+        }
+        if msg.event.len() > MAX_EVENT_NAME
+            || msg
+                .data
+                .as_ref()
+                .is_some_and(|d| d.get().len() > MAX_EVENT_DATA)
+        {
+            self.reply(frames::error(
+                None,
+                "Client event rejected: the name is over 200 bytes or the data over 10 KB",
+            ));
+            return;
+        }
+        if !self.bucket.allow(Instant::now()) {
+            self.reply(frames::error(
+                Some(code::RATE_LIMITED),
+                "Client event rejected - rate limit exceeded",
+            ));
+            return;
+        }
+        let user_id = self.presence.get(channel).map(|p| p.member.id.as_str());
+        let text = frames::client_event(&msg.event, channel, msg.data.as_deref(), user_id);
+        let relayed = Relayed::Frame {
+            app: self.app.id.clone(),
+            channel: channel.to_owned(),
+            text: text.to_string(),
+            except: Some(self.socket_id.to_string()),
+        };
+        let sent = self
+            .pusher
+            .send(self.state.store(), self.state.request_timeout(), relayed)
+            .await;
+        if let Err(e) = sent {
+            tracing::debug!(error = %e, "a client event could not be relayed");
+            self.reply(frames::error(
+                None,
+                "Client event rejected: the server could not relay it; try again",
+            ));
+        }
+    }
+}
+
+/// A token bucket: `rate` a second, bursts of `rate`.
+pub(super) struct Bucket {
+    tokens: f64,
+    rate: f64,
+    last: Instant,
+}
+
+impl Bucket {
+    pub(super) fn new(rate: u32, now: Instant) -> Self {
+        Self {
+            tokens: f64::from(rate),
+            rate: f64::from(rate),
+            last: now,
+        }
+    }
+
+    fn allow(&mut self, now: Instant) -> bool {
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+        self.last = now;
+        self.tokens = (self.tokens + elapsed * self.rate).min(self.rate);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::time::Duration;
+
+    #[test]
+    fn the_bucket_allows_the_rate() {
+        let t = Instant::now();
+        let mut b = Bucket::new(10, t);
+        assert_eq!((0..15).filter(|_| b.allow(t)).count(), 10);
+        assert!(!b.allow(t + Duration::from_millis(50)));
+        assert!(b.allow(t + Duration::from_millis(200)));
+    }
+}

@@ -1,0 +1,487 @@
+//! `GET /app/{key}`: one Pusher socket.
+//!
+//! Like herenow's own WebSocket (`crate::ws`), a socket is two futures:
+//! the session (reading, subscribing, forwarding presence) and a writer
+//! fed by a bounded queue, so nothing the session does waits on a slow
+//! client. The socket shares the server's WebSocket bound and the tracker
+//! shutdown waits on ([`Hub`](crate::hub::Hub)).
+//!
+//! A presence subscription is a live connection of the member in the
+//! channel's space (`herenow_core::conn`), refreshed while the socket
+//! lives, detached when it ends or unsubscribes; its member events are
+//! the space's events, read from the store's subscription. The
+//! subscriber's own user is in its roster from the start, so the
+//! events of its own presence are not sent to it.
+//!
+//! **Lag.** A member event that does not fit the queue is not dropped
+//! silently and does not cut the socket: the channel *lags*, its further
+//! member events are skipped, and once half the queue is free the socket
+//! gets a fresh `pusher_internal:subscription_succeeded` read from a new
+//! store subscription (pusher-js rebuilds its member list from it), so
+//! it always ends with the exact roster. The same happens when the
+//! store's own event queue overflows. Only a client whose queue stays
+//! full for [`MAX_STALL`] (or the WebSocket TTL, if shorter) is closed
+//! (`4100`). An app event or client event that does not fit closes the
+//! socket with `4100` at once (see `crate::pusher_hub`'s channels): it
+//! cannot be recovered from a roster.
+//!
+//! **Between servers.** Client events go out through the store's relay
+//! (`crate::pusher_hub`) and reach every server's subscribers from its
+//! feed; a socket is served only once its server reads the feed, so an
+//! event relayed after `pusher:connection_established` reaches it.
+//!
+//! This file is the session's loop and the writer; `channels` is
+//! subscribing and client events, `presence` the presence channels, and
+//! `user` signing in (`pusher:signin`) and the Watchlist.
+
+mod channels;
+mod presence;
+mod user;
+
+use std::collections::{HashMap, HashSet};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, RawQuery, State};
+use axum::response::Response;
+use futures::stream::{SplitSink, SplitStream};
+use futures::{SinkExt, Stream, StreamExt};
+use herenow_core::{ConnId, Event, MemberKey, Metadata, RecvError, SpaceName};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{Instant, sleep_until, timeout};
+use tokio_stream::StreamMap;
+
+use self::channels::Bucket;
+use self::user::{SignedIn, Watchlist};
+use super::frames;
+use super::{ChannelKind, Pusher, PusherApp};
+use crate::pusher_hub::{Ender, Out, QUEUE, RESERVE};
+use crate::state::AppState;
+
+/// The largest frame a client may send; a larger one closes the socket
+/// with `1009`.
+pub(crate) const MAX_FRAME: usize = 32 * 1024;
+
+/// The silences of a socket: `activity_timeout`, told to clients, is the
+/// server's WebSocket TTL (`--ws-ttl`, whole seconds, at least one): a
+/// client pings after that long without a message, and so does the
+/// server; a `pusher:ping` unanswered for half of it closes the socket
+/// with `4201`. A dead socket is so noticed within 1.5 TTLs, and its
+/// presence, no longer refreshed, expires in the store within one TTL of
+/// a dead server.
+fn silences(ttl: Duration) -> (Duration, Duration) {
+    let activity = Duration::from_secs(ttl.as_secs().max(1));
+    (activity, activity / 2)
+}
+
+/// How long a lagging socket's queue may stay without room before the
+/// socket is closed (`4100`).
+pub(crate) const MAX_STALL: Duration = Duration::from_secs(30);
+
+/// How long what is queued and the close frame may take to go out once
+/// the session has ended.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// Most channels one socket may subscribe to.
+pub(crate) const MAX_CHANNELS: usize = 100;
+
+/// Longest client event name and data, in bytes (Pusher's 200 and 10 KB).
+const MAX_EVENT_NAME: usize = 200;
+const MAX_EVENT_DATA: usize = 10 * 1024;
+
+/// Free slots a lagging socket needs before it gets fresh rosters.
+const LAG_ROOM: usize = QUEUE / 2;
+
+/// Protocol versions this server speaks (pusher-js 8 says 7).
+const PROTOCOLS: std::ops::RangeInclusive<u32> = 5..=7;
+
+/// Close codes (Pusher's: 4000–4099 do not reconnect, 4100–4199
+/// reconnect after a while, 4200–4299 reconnect at once).
+mod close {
+    pub(crate) const UNKNOWN_APP: u16 = 4001;
+    pub(crate) const BAD_VERSION: u16 = 4006;
+    pub(crate) const UNSUPPORTED_VERSION: u16 = 4007;
+    pub(crate) const NO_VERSION: u16 = 4008;
+    pub(crate) const UNAUTHORIZED: u16 = 4009;
+    pub(crate) const OVER_CAPACITY: u16 = 4100;
+    pub(crate) const RECONNECT: u16 = 4200;
+    pub(crate) const NO_PONG: u16 = 4201;
+}
+
+/// `pusher:error` codes that do not close (Pusher's 4300–4399, "any other
+/// error"; 4000–4299 are for errors that close the connection, so a
+/// refusal that keeps it open has `null` or one of these).
+mod code {
+    pub(crate) const RATE_LIMITED: u16 = 4301;
+}
+
+/// Upgrades any request: refusals (unknown key, bad version, no room) are
+/// the protocol's close codes, which clients act on, rather than an HTTP
+/// status they cannot read.
+pub(super) async fn upgrade(
+    State(state): State<AppState>,
+    Path(key): Path<String>,
+    RawQuery(query): RawQuery,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let refusal = refusal(&state, &key, query.as_deref());
+    let permit = if refusal.is_none() {
+        state.ws().admit()
+    } else {
+        None
+    };
+    let tracked = state.ws().tracker().token();
+    let upgraded = ws
+        .max_message_size(MAX_FRAME)
+        .max_frame_size(MAX_FRAME)
+        .read_buffer_size(4 * 1024)
+        .write_buffer_size(0);
+    upgraded.on_upgrade(move |socket| async move {
+        let admitted = match (refusal, permit) {
+            (Some(refused), _) => Err(refused),
+            (None, None) => Err((close::OVER_CAPACITY, "over capacity")),
+            (None, Some(permit)) => Ok(permit),
+        };
+        let app = state
+            .pusher()
+            .and_then(|p| p.by_key(&key).map(|app| (p.clone(), app.clone())));
+        match (admitted, app) {
+            (Ok(permit), Some((pusher, app))) => {
+                run(socket, state, pusher, app).await;
+                drop(permit);
+            }
+            (Err((code, reason)), _) => refuse(socket, code, reason).await,
+            // Checked by `refusal` already.
+            (Ok(_), None) => refuse(socket, close::UNKNOWN_APP, "unknown app key").await,
+        }
+        drop(tracked);
+    })
+}
+
+/// Why a socket is closed at once, if it is.
+fn refusal(state: &AppState, key: &str, query: Option<&str>) -> Option<(u16, &'static str)> {
+    if state.shutdown_token().is_cancelled() {
+        return Some((close::RECONNECT, "the server is shutting down"));
+    }
+    if state.pusher().is_none_or(|p| p.by_key(key).is_none()) {
+        return Some((close::UNKNOWN_APP, "App key not in this server's apps"));
+    }
+    let protocol = query.and_then(|q| {
+        q.split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| *k == "protocol")
+            .map(|(_, v)| v)
+    });
+    match protocol.map(str::parse::<u32>) {
+        None => Some((close::NO_VERSION, "No protocol version supplied")),
+        Some(Err(_)) => Some((close::BAD_VERSION, "Invalid version string format")),
+        Some(Ok(v)) if !PROTOCOLS.contains(&v) => {
+            Some((close::UNSUPPORTED_VERSION, "Unsupported protocol version"))
+        }
+        Some(Ok(_)) => None,
+    }
+}
+
+/// Tells the client why, then closes; a client that reads nothing for
+/// [`CLOSE_GRACE`] is dropped.
+async fn refuse(socket: WebSocket, code: u16, reason: &str) {
+    let (mut sink, _) = socket.split();
+    let _ = timeout(CLOSE_GRACE, async {
+        let error = frames::error(Some(code), reason).to_string();
+        sink.send(Message::Text(error.into())).await?;
+        let frame = CloseFrame {
+            code,
+            reason: reason.into(),
+        };
+        sink.send(Message::Close(Some(frame))).await
+    })
+    .await;
+}
+
+/// Runs one socket to its end.
+async fn run(socket: WebSocket, state: AppState, pusher: Arc<Pusher>, app: Arc<PusherApp>) {
+    let (sink, stream) = socket.split();
+    let (tx, rx) = mpsc::channel(QUEUE + RESERVE);
+    let number = pusher.next_socket();
+    let socket_id: Arc<str> = Arc::from(pusher.socket_id(number));
+    let session = Session {
+        conn: ConnId::new(&format!("p{socket_id}"))
+            .unwrap_or_else(|_| unreachable!("digits and a dot make a valid connection id")),
+        app_id: Arc::from(app.id.as_str()),
+        bucket: Bucket::new(app.client_events_per_second, Instant::now()),
+        state,
+        pusher,
+        app,
+        number,
+        socket_id,
+        tx,
+        ender: Arc::new(Ender::default()),
+        channels: HashMap::new(),
+        presence: HashMap::new(),
+        streams: StreamMap::new(),
+        lagging: HashSet::new(),
+        lag_since: None,
+        signed_in: None,
+        watchlist: None,
+        closing: None,
+    };
+    let (ended_tx, ended_rx) = oneshot::channel::<()>();
+    let session = async move {
+        session.run(stream).await;
+        drop(ended_tx);
+    };
+    let writer = async move {
+        tokio::select! {
+            () = write(sink, rx) => {}
+            // Once the session has ended, what is queued and the close
+            // have CLOSE_GRACE to go out: a client that stopped reading
+            // cannot hold the task (and the server's shutdown) forever.
+            () = async {
+                let _ = ended_rx.await;
+                tokio::time::sleep(CLOSE_GRACE).await;
+            } => {}
+        }
+    };
+    tokio::join!(session, writer);
+}
+
+/// The writer: sends what the session queued, in order, until the close
+/// or until the session is gone.
+async fn write(mut sink: SplitSink<WebSocket, Message>, mut rx: mpsc::Receiver<Out>) {
+    while let Some(out) = rx.recv().await {
+        match out {
+            Out::Text(text) => {
+                if sink.send(Message::Text((&*text).into())).await.is_err() {
+                    return;
+                }
+            }
+            Out::Close(code, reason) => {
+                let frame = CloseFrame {
+                    code,
+                    reason: reason.into(),
+                };
+                let _ = sink.send(Message::Close(Some(frame))).await;
+                return;
+            }
+        }
+    }
+    let _ = sink.close().await;
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<Arc<Event>, RecvError>> + Send + Sync>>;
+
+/// A presence subscription: the space and who this socket is there.
+struct Presence {
+    space: SpaceName,
+    member: MemberKey,
+    meta: Option<Metadata>,
+}
+
+/// One socket.
+struct Session {
+    state: AppState,
+    pusher: Arc<Pusher>,
+    app: Arc<PusherApp>,
+    app_id: Arc<str>,
+    number: u64,
+    socket_id: Arc<str>,
+    /// This socket's live connection id in presence spaces.
+    conn: ConnId,
+    tx: mpsc::Sender<Out>,
+    /// Asked to close from elsewhere: a full queue, a relayed
+    /// `terminate_connections`, a lagging relay feed.
+    ender: Arc<Ender>,
+    /// Subscribed channels and their kinds.
+    channels: HashMap<String, ChannelKind>,
+    presence: HashMap<String, Presence>,
+    /// The presence channels' member events, by channel.
+    streams: StreamMap<String, EventStream>,
+    /// Presence channels whose member events were skipped: a fresh roster
+    /// is owed.
+    lagging: HashSet<String>,
+    lag_since: Option<Instant>,
+    /// The user this socket signed in as (`pusher:signin`).
+    signed_in: Option<SignedIn>,
+    /// The signed-in user's watchlist, if it named one.
+    watchlist: Option<Watchlist>,
+    bucket: Bucket,
+    closing: Option<(u16, String)>,
+}
+
+impl Session {
+    async fn run(mut self, mut stream: SplitStream<WebSocket>) {
+        let (ttl, refresh_every) = self.state.ws().timing();
+        let (activity, pong_wait) = silences(ttl);
+        let ready = self
+            .pusher
+            .relay_ready(
+                self.state.store(),
+                self.state.shutdown_token(),
+                self.state.request_timeout(),
+            )
+            .await;
+        if !ready {
+            // Events from other servers could not reach it: the client
+            // tries again later.
+            let _ = self.tx.try_send(Out::Close(
+                close::OVER_CAPACITY,
+                "the store is unavailable".into(),
+            ));
+            return;
+        }
+        self.pusher
+            .sockets
+            .open(self.number, &self.app_id, self.ender.clone());
+        self.reply(frames::connection_established(
+            &self.socket_id,
+            activity.as_secs(),
+        ));
+        let shutdown = self.state.shutdown_token().clone();
+        let mut next_refresh = Instant::now() + refresh_every;
+        let mut last_heard = Instant::now();
+        let mut pinged: Option<Instant> = None;
+        let room = self.tx.clone();
+        let ender = self.ender.clone();
+        while self.closing.is_none() {
+            let quiet_deadline = match pinged {
+                Some(at) => at + pong_wait,
+                None => last_heard + activity,
+            };
+            let lagging = !self.lagging.is_empty();
+            let stall = self.lag_since.map(|t| t + MAX_STALL.min(ttl));
+            let has_streams = !self.streams.is_empty();
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => {
+                    self.close(close::RECONNECT, "the server is shutting down");
+                }
+                (code, reason) = ender.ended() => self.close(code, reason),
+                () = sleep_until(stall.unwrap_or(quiet_deadline)), if stall.is_some() => {
+                    self.close(close::OVER_CAPACITY, "too slow: the send queue stayed full");
+                }
+                // A socket whose queue is jammed cannot be read either (its
+                // pongs wait behind its writes): the stall limit judges it.
+                () = sleep_until(quiet_deadline), if stall.is_none() => {
+                    if pinged.is_some() {
+                        self.close(close::NO_PONG, "Pong reply not received");
+                    } else {
+                        pinged = Some(Instant::now());
+                        self.reply(frames::bare("pusher:ping"));
+                    }
+                }
+                () = sleep_until(next_refresh) => {
+                    next_refresh = Instant::now() + refresh_every;
+                    self.refresh().await;
+                }
+                permits = room.reserve_many(LAG_ROOM), if lagging => {
+                    drop(permits);
+                    for channel in std::mem::take(&mut self.lagging) {
+                        self.resync(&channel).await;
+                    }
+                    if self.lagging.is_empty() {
+                        self.lag_since = None;
+                    }
+                }
+                frame = stream.next() => {
+                    last_heard = Instant::now();
+                    pinged = None;
+                    match frame {
+                        Some(Ok(Message::Text(text))) => self.on_text(text.as_str()).await,
+                        Some(Ok(Message::Binary(_))) => {
+                            self.reply(frames::error(None, "binary frames are not part of the protocol"));
+                        }
+                        Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                        Some(Ok(Message::Close(_))) | None => break,
+                        Some(Err(e)) => {
+                            if let Some((code, reason)) = read_error_close(e) {
+                                self.close(code, reason);
+                            }
+                            break;
+                        }
+                    }
+                }
+                Some((channel, item)) = self.streams.next(), if has_streams => {
+                    self.on_member_event(channel, item).await;
+                }
+                Some(note) = user::next_note(&mut self.watchlist) => {
+                    self.on_watch_note(note).await;
+                }
+            }
+        }
+        self.pusher.sockets.close(self.number);
+        self.leave_all().await;
+        if let Some((code, reason)) = self.closing.take() {
+            // In the reserve if need be; a queue full even there has a
+            // writer that no longer writes, and dropping the sender ends it.
+            let _ = self.tx.try_send(Out::Close(code, reason));
+        }
+    }
+
+    /// One text frame.
+    async fn on_text(&mut self, text: &str) {
+        let Some(msg) = frames::decode(text) else {
+            self.reply(frames::error(
+                None,
+                "a message must be a JSON object with an \"event\"",
+            ));
+            return;
+        };
+        match msg.event.as_str() {
+            "pusher:ping" => self.reply(frames::bare("pusher:pong")),
+            "pusher:pong" => {}
+            "pusher:subscribe" => self.subscribe(&msg).await,
+            "pusher:signin" => self.signin(&msg).await,
+            "pusher:unsubscribe" => {
+                match frames::data_of::<frames::Unsubscribe>(msg.data.as_deref()) {
+                    Some(u) => self.unsubscribe(&u.channel).await,
+                    None => self.reply(frames::error(
+                        None,
+                        "pusher:unsubscribe needs data with a channel",
+                    )),
+                }
+            }
+            name if name.starts_with("client-") => self.client_event(&msg).await,
+            _ => self.reply(frames::error(None, "unknown event")),
+        }
+    }
+
+    /// Queues a reply, in the reserve if need be; a client too slow even
+    /// for that is closed.
+    fn reply(&mut self, text: Arc<str>) {
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(Out::Text(text)) {
+            self.close(close::OVER_CAPACITY, "too slow: the send queue is full");
+        }
+    }
+
+    /// Decides the close; the first reason wins.
+    fn close(&mut self, code: u16, reason: &str) {
+        if self.closing.is_none() {
+            self.closing = Some((code, reason.to_owned()));
+        }
+    }
+
+    /// A store call bounded by the request timeout; the error as a message.
+    async fn store_call<T>(
+        &self,
+        call: impl Future<Output = herenow_core::Result<T>>,
+    ) -> Result<T, String> {
+        match timeout(self.state.request_timeout(), call).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("the store took longer than the request timeout".into()),
+        }
+    }
+}
+
+/// The close for a read that failed because of what the client sent.
+fn read_error_close(e: axum::Error) -> Option<(u16, &'static str)> {
+    let inner = e.into_inner();
+    match inner.downcast_ref::<tungstenite::Error>()? {
+        tungstenite::Error::Capacity(_) => Some((1009, "a message over 32 KiB")),
+        tungstenite::Error::Utf8(_) => Some((1007, "a text frame that is not UTF-8")),
+        tungstenite::Error::Protocol(_) => Some((1002, "a WebSocket protocol error")),
+        _ => None,
+    }
+}

@@ -1,0 +1,129 @@
+//! [`Sockets`]: every Pusher socket of this server, with the app it
+//! speaks to, the user it signed in as, and its [`Ender`], so a relayed
+//! `terminate_connections` or a lagging relay feed can close sockets the
+//! request did not come through.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+/// How another task asks a socket's session to close: the first reason
+/// given wins, and the session is woken.
+#[derive(Default)]
+pub(crate) struct Ender {
+    why: Mutex<Option<(u16, &'static str)>>,
+    notify: Notify,
+}
+
+impl Ender {
+    /// Asks the session to close with `code` and `reason`.
+    pub(crate) fn end(&self, code: u16, reason: &'static str) {
+        self.why.lock().get_or_insert((code, reason));
+        self.notify.notify_one();
+    }
+
+    /// Waits until [`end`](Self::end) was called; its code and reason.
+    pub(crate) async fn ended(&self) -> (u16, &'static str) {
+        loop {
+            if let Some(why) = *self.why.lock() {
+                return why;
+            }
+            self.notify.notified().await;
+        }
+    }
+}
+
+/// One socket as the server sees it.
+struct Handle {
+    app: Arc<str>,
+    user: Option<Box<str>>,
+    ender: Arc<Ender>,
+}
+
+/// The server's sockets, by number.
+#[derive(Default)]
+pub(crate) struct Sockets {
+    map: Mutex<HashMap<u64, Handle>>,
+}
+
+impl Sockets {
+    /// Socket `number` of `app` is open.
+    pub(crate) fn open(&self, number: u64, app: &Arc<str>, ender: Arc<Ender>) {
+        self.map.lock().insert(
+            number,
+            Handle {
+                app: app.clone(),
+                user: None,
+                ender,
+            },
+        );
+    }
+
+    /// Socket `number` signed in as `user`.
+    pub(crate) fn sign_in(&self, number: u64, user: &str) {
+        if let Some(h) = self.map.lock().get_mut(&number) {
+            h.user = Some(user.into());
+        }
+    }
+
+    /// Socket `number` is gone.
+    pub(crate) fn close(&self, number: u64) {
+        self.map.lock().remove(&number);
+    }
+
+    /// Closes every socket of `app` signed in as `user`; how many.
+    pub(crate) fn end_user(&self, app: &str, user: &str, code: u16, reason: &'static str) -> usize {
+        let map = self.map.lock();
+        let mut n = 0;
+        for h in map.values() {
+            if &*h.app == app && h.user.as_deref() == Some(user) {
+                h.ender.end(code, reason);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Closes every socket.
+    pub(crate) fn end_all(&self, code: u16, reason: &'static str) {
+        for h in self.map.lock().values() {
+            h.ender.end(code, reason);
+        }
+    }
+
+    /// How many sockets are open.
+    pub(crate) fn len(&self) -> usize {
+        self.map.lock().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn users_are_ended_by_app_and_id() {
+        let s = Sockets::default();
+        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("1"), Arc::from("2"));
+        let enders: Vec<Arc<Ender>> = (0..3).map(|_| Arc::new(Ender::default())).collect();
+        s.open(1, &a, enders[0].clone());
+        s.open(2, &a, enders[1].clone());
+        s.open(3, &b, enders[2].clone());
+        for n in [1, 2, 3] {
+            s.sign_in(n, "ann");
+        }
+        s.sign_in(2, "bob");
+        assert_eq!(s.end_user("1", "ann", 4009, "bye"), 1);
+        assert_eq!(enders[0].ended().await, (4009, "bye"));
+        // The first reason wins.
+        enders[0].end(4100, "later");
+        assert_eq!(enders[0].ended().await, (4009, "bye"));
+        s.close(1);
+        assert_eq!(s.len(), 2);
+        s.end_all(4100, "lag");
+        assert_eq!(enders[1].ended().await, (4100, "lag"));
+        assert_eq!(enders[2].ended().await, (4100, "lag"));
+    }
+}
