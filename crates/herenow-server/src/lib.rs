@@ -98,7 +98,7 @@ pub use config::{
     ApiKey, Config, ConfigError, DEFAULT_REDIS_WAIT, DEFAULT_SNAPSHOT_INTERVAL, MAX_REDIS_WAIT,
     MIN_TOKEN_SECRET_BYTES, RedisLayout, RedisTarget, Scope, StoreSpec, StoreTarget, TokenSecret,
 };
-pub use config::{PusherApp, PusherConfig, PusherConfigError};
+pub use config::{PusherApp, PusherConfig, PusherConfigError, PusherWebhook};
 pub use error::ServerError;
 pub use layers::App;
 pub use metrics::Metrics;

@@ -637,6 +637,16 @@ impl Session {
         self.pusher
             .channels
             .publish(&self.app_id, channel, &text, Some(&self.socket_id));
+        self.state
+            .webhooks()
+            .pusher_client_event(&crate::webhooks::pusher_format::ClientEvent {
+                app_id: &self.app_id,
+                channel,
+                event: &msg.event,
+                data: msg.data.as_deref(),
+                socket_id: &self.socket_id,
+                user_id,
+            });
     }
 
     /// One item of a presence channel's store subscription.

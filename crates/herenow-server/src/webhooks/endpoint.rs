@@ -11,7 +11,8 @@ use reqwest::Url;
 use sha2::{Digest, Sha256};
 
 use super::allow::SpaceWebhookAllow;
-use super::sign::{Secret, SecretError};
+use super::pusher_format::PusherTarget;
+use super::sign::{Secret, SecretError, Signer};
 
 /// Most endpoints one server delivers to: each has a queue and a task.
 pub const MAX_ENDPOINTS: usize = 32;
@@ -62,6 +63,10 @@ pub struct WebhookConfig {
     /// reach although they are loopback, private, link-local…; empty by
     /// default. The operator's endpoints are never restricted.
     pub space_allow: SpaceWebhookAllow,
+    /// `--pusher-webhook`: endpoints that get presence channels' events
+    /// (and client events, if asked) in Pusher's format, one per app and
+    /// URL; delivered like the operator's endpoints.
+    pub pusher: Vec<PusherTarget>,
 }
 
 impl Default for WebhookConfig {
@@ -78,6 +83,7 @@ impl Default for WebhookConfig {
             backoff_cap: Duration::from_secs(600),
             default_secret: None,
             space_allow: SpaceWebhookAllow::default(),
+            pusher: Vec::new(),
         }
     }
 }
@@ -95,8 +101,9 @@ impl WebhookConfig {
     /// Checks the settings together: bounds above zero, names unique, at
     /// most [`MAX_ENDPOINTS`], and a reclaim time longer than a request.
     pub fn check(&self) -> Result<(), WebhookError> {
-        if self.endpoints.len() > MAX_ENDPOINTS {
-            return Err(WebhookError::TooManyEndpoints(self.endpoints.len()));
+        let all = self.endpoints.len() + self.pusher.len();
+        if all > MAX_ENDPOINTS {
+            return Err(WebhookError::TooManyEndpoints(all));
         }
         for (i, e) in self.endpoints.iter().enumerate() {
             if self.endpoints[..i].iter().any(|o| o.name == e.name) {
@@ -136,8 +143,8 @@ pub struct Endpoint {
     pub url: Url,
     /// Which events it wants.
     pub filter: Filter,
-    /// What its requests are signed with.
-    pub secret: Secret,
+    /// What its requests are signed with, and so their format.
+    pub signer: Signer,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -205,7 +212,7 @@ impl Endpoint {
             name,
             url,
             filter,
-            secret,
+            signer: Signer::Standard(secret),
         })
     }
 
@@ -233,7 +240,7 @@ impl Endpoint {
             name,
             url,
             filter: Filter::of_kinds(&hook.kinds),
-            secret,
+            signer: Signer::Standard(secret),
         })
     }
 
@@ -492,7 +499,10 @@ mod tests {
         assert_eq!(e.filter, Filter::default());
         let default: Secret = SECRET.parse().unwrap();
         let e = Endpoint::parse("http://h/x", 3, Some(&default)).unwrap();
-        assert_eq!((e.name.as_str(), &e.secret), ("3:h", &default));
+        assert_eq!(
+            (e.name.as_str(), &e.signer),
+            ("3:h", &Signer::Standard(default))
+        );
     }
 
     #[test]
