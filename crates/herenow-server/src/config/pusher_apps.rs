@@ -5,8 +5,8 @@ use std::fmt;
 
 use reqwest::Url;
 
+use crate::webhooks::endpoint::PusherTarget;
 use crate::webhooks::endpoint::parse_url;
-use crate::webhooks::pusher_format::PusherTarget;
 
 /// The default cap on the members of one presence channel (Pusher's own
 /// is 100).

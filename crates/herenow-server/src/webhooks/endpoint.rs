@@ -11,8 +11,7 @@ use reqwest::Url;
 use sha2::{Digest, Sha256};
 
 use super::allow::SpaceWebhookAllow;
-use super::pusher_format::PusherTarget;
-use super::sign::{Secret, SecretError, Signer};
+use super::sign::{PusherSigner, Secret, SecretError, Signer};
 
 /// Most endpoints one server delivers to: each has a queue and a task.
 pub const MAX_ENDPOINTS: usize = 32;
@@ -255,6 +254,64 @@ impl Endpoint {
             url.set_query(Some("***"));
         }
         url.to_string()
+    }
+}
+
+/// The outbox kinds a Pusher endpoint turns into events.
+const PUSHER_KINDS: [OutboxKind; 4] = [
+    OutboxKind::Join,
+    OutboxKind::Leave,
+    OutboxKind::Occupied,
+    OutboxKind::Vacated,
+];
+
+/// One app's webhook endpoint: `--pusher-webhook [APP_ID=]URL` for one
+/// app. `Debug` never shows the secret.
+#[derive(Clone)]
+pub struct PusherTarget {
+    /// The app's id.
+    pub app_id: String,
+    /// The app's key: `X-Pusher-Key`.
+    pub key: String,
+    /// The app's secret, which signs.
+    pub secret: String,
+    /// Where the events go.
+    pub url: Url,
+    /// Whether the app's client events go there too.
+    pub client_events: bool,
+}
+
+impl std::fmt::Debug for PusherTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PusherTarget")
+            .field("app_id", &self.app_id)
+            .field("key", &self.key)
+            .field("host", &self.url.host_str())
+            .field("client_events", &self.client_events)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PusherTarget {
+    /// The endpoint it delivers to, named `pusher:INDEX:APP:HOST` in
+    /// metrics and `GET /v1/webhooks`, wanting presence channels' joins,
+    /// leaves and occupancy.
+    pub fn endpoint(&self, index: usize) -> Endpoint {
+        let mut filter = Filter::of_kinds(&PUSHER_KINDS);
+        filter.spaces = Some(
+            SpaceGlob::new("presence-*")
+                .unwrap_or_else(|_| unreachable!("a glob of space name characters")),
+        );
+        Endpoint {
+            name: format!(
+                "pusher:{index}:{}:{}",
+                self.app_id,
+                self.url.host_str().unwrap_or("host")
+            ),
+            url: self.url.clone(),
+            filter,
+            signer: Signer::Pusher(PusherSigner::new(&self.key, &self.secret)),
+        }
     }
 }
 

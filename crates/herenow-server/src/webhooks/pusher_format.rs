@@ -27,73 +27,11 @@
 
 use herenow_core::MemberKind;
 use herenow_core::outbox::{OutboxEvent, OutboxKind};
-use reqwest::Url;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use super::endpoint::{Endpoint, Filter, SpaceGlob};
-use super::sign::{PusherSigner, Signer};
-
 /// What begins every presence channel's name (and so its space's).
 pub const PRESENCE_PREFIX: &str = "presence-";
-
-/// The outbox kinds a Pusher endpoint turns into events.
-const KINDS: [OutboxKind; 4] = [
-    OutboxKind::Join,
-    OutboxKind::Leave,
-    OutboxKind::Occupied,
-    OutboxKind::Vacated,
-];
-
-/// One app's webhook endpoint: `--pusher-webhook [APP_ID=]URL` for one
-/// app. `Debug` never shows the secret.
-#[derive(Clone)]
-pub struct PusherTarget {
-    /// The app's id.
-    pub app_id: String,
-    /// The app's key: `X-Pusher-Key`.
-    pub key: String,
-    /// The app's secret, which signs.
-    pub secret: String,
-    /// Where the events go.
-    pub url: Url,
-    /// Whether the app's client events go there too.
-    pub client_events: bool,
-}
-
-impl std::fmt::Debug for PusherTarget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PusherTarget")
-            .field("app_id", &self.app_id)
-            .field("key", &self.key)
-            .field("host", &self.url.host_str())
-            .field("client_events", &self.client_events)
-            .finish_non_exhaustive()
-    }
-}
-
-impl PusherTarget {
-    /// The endpoint it delivers to, named `pusher:INDEX:APP:HOST` in
-    /// metrics and `GET /v1/webhooks`, wanting presence channels' joins,
-    /// leaves and occupancy.
-    pub fn endpoint(&self, index: usize) -> Endpoint {
-        let mut filter = Filter::of_kinds(&KINDS);
-        filter.spaces = Some(
-            SpaceGlob::new("presence-*")
-                .unwrap_or_else(|_| unreachable!("a glob of space name characters")),
-        );
-        Endpoint {
-            name: format!(
-                "pusher:{index}:{}:{}",
-                self.app_id,
-                self.url.host_str().unwrap_or("host")
-            ),
-            url: self.url.clone(),
-            filter,
-            signer: Signer::Pusher(PusherSigner::new(&self.key, &self.secret)),
-        }
-    }
-}
 
 #[derive(Serialize)]
 struct ChannelEvent<'a> {
@@ -185,8 +123,11 @@ pub fn client_event_json(e: &ClientEvent<'_>) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::webhooks::endpoint::PusherTarget;
+    use crate::webhooks::sign::Signer;
     use crate::webhooks::wire::Batch;
     use herenow_core::{MemberId, MemberKey, SpaceName};
+    use reqwest::Url;
 
     fn event(space: &str, kind: OutboxKind, member: Option<MemberKey>) -> OutboxEvent {
         let mut e = OutboxEvent::of_space("e".into(), 5, SpaceName::new(space).unwrap(), kind);
