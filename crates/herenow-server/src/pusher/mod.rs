@@ -41,10 +41,16 @@
 //!   `channel_data`, `LimitReached` / `413` for `user_info` over 1 KiB,
 //!   `LimitReached` / `4100` for a presence channel at its member cap.
 //!
-//! What is not served yet: `pusher:signin` and the Watchlist, webhooks in
-//! Pusher's format, events between servers for public and private
-//! channels (presence rosters are right across servers: they live in the
-//! store), cache channels.
+//! Webhooks in Pusher's format (`--pusher-webhook`) are
+//! `crate::webhooks::pusher_format`'s: presence channels' occupancy and
+//! members come from the store's webhook outbox, and a client event is
+//! handed to it by `socket`'s `client_event`.
+//!
+//! What is not served yet: `pusher:signin` and the Watchlist, events
+//! between servers for public and private channels (presence rosters are
+//! right across servers: they live in the store), `channel_occupied` /
+//! `channel_vacated` webhooks of public and private channels (their
+//! subscriptions are not in the store), cache channels.
 
 mod frames;
 mod http;
