@@ -81,13 +81,16 @@ async function herenow(args) {
   return { child, url, log: () => log };
 }
 
-test('presence channels and client events reach the app as Pusher webhooks its library accepts', async (t) => {
+// Ann and Bob join `presence-webhooks` through pusher-js, Ann whispers,
+// both leave; answers every event the app's endpoint was sent, each
+// request checked by the library, once the channel is vacated.
+async function scenario(t, extra) {
   const rx = await receiver();
   t.after(() => rx.srv.close());
   const server = await herenow([
     '--pusher-app', process.env.PUSHER_APP,
     '--pusher-webhook', `http://127.0.0.1:${rx.port}/pusher`,
-    '--pusher-webhook-client-events',
+    ...extra,
   ]);
   t.after(() => server.child.kill('SIGTERM'));
   const { url } = server;
@@ -141,10 +144,15 @@ test('presence channels and client events reach the app as Pusher webhooks its l
     }
     return events;
   };
-  const said = (e) => [e.name, e.channel, e.user_id || '-'].join(' ');
   await until('every event', () =>
     read().some((e) => e.name === 'channel_vacated') && events.filter((e) => e.name === 'member_removed').length === 2,
   );
+  return { app, url, events, requests: rx.requests };
+}
+
+test('presence channels and client events reach the app as Pusher webhooks its library accepts', async (t) => {
+  const { app, url, events, requests } = await scenario(t, ['--pusher-webhook-client-events']);
+  const said = (e) => [e.name, e.channel, e.user_id || '-'].join(' ');
   const presence = events.filter((e) => e.name !== 'client_event').map(said);
   assert.deepEqual([...presence].sort(), [
     'channel_occupied presence-webhooks -',
@@ -173,10 +181,16 @@ test('presence channels and client events reach the app as Pusher webhooks its l
   assert.deepEqual(JSON.parse(whisper.data), { typing: true });
 
   // What the library must refuse: another body, or another app's secret.
-  const [first] = rx.requests;
+  const [first] = requests;
   assert.equal(app.webhook({ headers: first.headers, rawBody: first.rawBody.replace('presence', 'presenze') }).isValid(), false);
   const stranger = new Pusher({ appId, key, secret: 'another-secret', host: url.hostname, port: url.port });
   assert.equal(stranger.webhook(first).isValid(), false);
+});
+
+test('client events are sent only when asked for', async (t) => {
+  const { events } = await scenario(t, []);
+  assert.equal(events.filter((e) => e.name === 'member_added').length, 2);
+  assert.deepEqual(events.filter((e) => e.name === 'client_event'), []);
 });
 
 test('a --pusher-webhook that cannot be served stops the start, naming the flag', async () => {
