@@ -213,12 +213,16 @@ async fn issue_38_pusher_webhooks_pending_at_a_kill_are_delivered_after_a_restar
 #[cfg(feature = "redis")]
 mod on_redis {
     use super::*;
-    use herenow_testkit::RedisServer;
+    use herenow_testkit::{RedisCluster, RedisServer};
 
     fn start(redis: &RedisServer, hook: &str) -> Server {
+        start_on(&redis.url(), hook)
+    }
+
+    fn start_on(store: &str, hook: &str) -> Server {
         Server::start(&[
             "--store",
-            &redis.url(),
+            store,
             "--pusher-app",
             APP,
             "--pusher-webhook",
@@ -233,10 +237,20 @@ mod on_redis {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn issue_38_two_servers_on_one_redis_deliver_each_pusher_event_once() {
         let redis = RedisServer::standalone();
+        two_servers_deliver_each_event_once(&redis.url()).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn issue_38_two_servers_on_a_redis_cluster_deliver_each_pusher_event_once() {
+        let cluster = RedisCluster::start();
+        two_servers_deliver_each_event_once(&cluster.url()).await;
+    }
+
+    async fn two_servers_deliver_each_event_once(store: &str) {
         let mut rx = Receiver::start().await;
         let hook = format!("http://{}/pusher", rx.addr);
-        let a = start(&redis, &hook);
-        let b = start(&redis, &hook);
+        let a = start_on(store, &hook);
+        let b = start_on(store, &hook);
         let mut expected = BTreeSet::new();
         for s in 0..6 {
             let channel = format!("presence-{s}");
