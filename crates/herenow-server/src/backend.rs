@@ -192,6 +192,9 @@ impl Backend {
         if config.pusher.is_enabled() {
             needs.push(("--pusher-app", Capability::LiveConnections));
         }
+        if !config.pusher.webhooks.is_empty() {
+            needs.push(("--pusher-webhook", Capability::WebhookOutbox));
+        }
         for (flag, capability) in needs {
             self.require(flag, capability)?;
         }

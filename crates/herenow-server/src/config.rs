@@ -10,7 +10,7 @@ use herenow_core::{SpaceConfig, SpaceName};
 use crate::webhooks::{WebhookConfig, WebhookError};
 
 mod pusher_apps;
-pub use pusher_apps::{PusherApp, PusherConfig, PusherConfigError};
+pub use pusher_apps::{PusherApp, PusherConfig, PusherConfigError, PusherWebhook};
 
 /// What an API key may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -546,6 +546,10 @@ impl Config {
         }
         self.webhooks.check()?;
         self.pusher.check()?;
+        let lanes = self.webhooks.endpoints.len() + self.pusher.webhook_targets().len();
+        if lanes > crate::webhooks::endpoint::MAX_ENDPOINTS {
+            return Err(WebhookError::TooManyEndpoints(lanes).into());
+        }
         Ok(())
     }
 }

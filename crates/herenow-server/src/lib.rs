@@ -40,8 +40,8 @@
 //! - `page`: the live who's-online page at `/` and its assets, embedded in
 //!   the binary; `demo`: simulated visitors for `herenow serve --demo`;
 //! - `webhooks`: the backend told of joins and leaves, signed (Standard
-//!   Webhooks), claimed from the store's outbox so that one of many
-//!   servers delivers each event;
+//!   Webhooks, or Pusher's format for `--pusher-webhook`), claimed from
+//!   the store's outbox so that one of many servers delivers each event;
 //! - `metrics`, `ops` (health), `history` (count history), `background`
 //!   (the ticker, samplers and the store's periodic duty), `listener` (the
 //!   connection bound), `error`.
@@ -98,7 +98,7 @@ pub use config::{
     ApiKey, Config, ConfigError, DEFAULT_REDIS_WAIT, DEFAULT_SNAPSHOT_INTERVAL, MAX_REDIS_WAIT,
     MIN_TOKEN_SECRET_BYTES, RedisLayout, RedisTarget, Scope, StoreSpec, StoreTarget, TokenSecret,
 };
-pub use config::{PusherApp, PusherConfig, PusherConfigError};
+pub use config::{PusherApp, PusherConfig, PusherConfigError, PusherWebhook};
 pub use error::ServerError;
 pub use layers::App;
 pub use metrics::Metrics;

@@ -51,7 +51,9 @@ impl AppState {
             .unwrap_or_else(|| Metrics::for_store(backend.store().name()));
         let shutdown = CancellationToken::new();
         let watch = Arc::new(WatchHub::new(backend.store().clone(), shutdown.clone()));
-        let webhooks = Webhooks::new(config.webhooks.clone(), backend.store().clone(), &metrics);
+        let mut hooks = config.webhooks.clone();
+        hooks.pusher = config.pusher.webhook_targets();
+        let webhooks = Webhooks::new(hooks, backend.store().clone(), &metrics);
         Self(Arc::new(Inner {
             backend,
             keys: ApiKeys::new(config.api_keys.clone()),

@@ -9,7 +9,7 @@ mod support;
 use std::sync::Arc;
 
 use herenow_core::{Capability, ManualClock, MemoryStore};
-use herenow_server::{Backend, Config, ConfigError};
+use herenow_server::{Backend, Config, ConfigError, PusherApp, PusherConfig};
 use herenow_server::{WebhookConfig, WebhookEndpoint as Endpoint, WebhookSecret as Secret};
 use support::{T0, memory_store, store_over_memory};
 
@@ -85,4 +85,43 @@ fn issue_35_flags_that_need_a_missing_capability_are_refused_at_start() {
         // A store that offers everything takes every flag.
         assert!(memory.check(&config).is_ok(), "{case}");
     }
+}
+
+/// The memory store's live connections, without its webhook outbox: a
+/// store that serves Pusher's sockets but keeps no events for webhooks.
+struct LiveOnly(Arc<MemoryStore>);
+
+store_over_memory!(LiveOnly, "live-only", {
+    fn live_connections(&self) -> Option<&dyn herenow_core::LiveConnections> {
+        self.0.live_connections()
+    }
+});
+
+#[test]
+fn issue_38_pusher_webhooks_need_the_webhook_outbox() {
+    let clock = ManualClock::new(T0);
+    let live_only = Backend::custom(Arc::new(LiveOnly(memory_store(&clock))));
+    let memory = Backend::memory(memory_store(&clock));
+    let pusher = |webhooks: &[&str]| Config {
+        pusher: PusherConfig {
+            apps: vec!["1:key-a:secret-aaaa".parse::<PusherApp>().unwrap()],
+            webhooks: webhooks.iter().map(|w| w.parse().unwrap()).collect(),
+            webhook_client_events: false,
+        },
+        ..Config::default()
+    };
+    // Sockets alone need live connections only.
+    assert!(live_only.check(&pusher(&[])).is_ok());
+    match live_only.check(&pusher(&["https://example.com/pusher"])) {
+        Err(ConfigError::StoreLacks { store, flag, needs }) => assert_eq!(
+            (store.as_str(), flag, needs),
+            ("live-only", "--pusher-webhook", Capability::WebhookOutbox)
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        memory
+            .check(&pusher(&["https://example.com/pusher"]))
+            .is_ok()
+    );
 }

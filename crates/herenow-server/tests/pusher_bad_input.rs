@@ -39,6 +39,7 @@ fn config() -> Config {
     Config {
         pusher: PusherConfig {
             apps: vec![format!("{ID}:{KEY}:{SECRET}").parse::<PusherApp>().unwrap()],
+            ..PusherConfig::default()
         },
         ..Config::default()
     }

@@ -33,6 +33,7 @@ fn config(max_presence_members: usize) -> Config {
                 max_presence_members,
                 ..app
             }],
+            ..PusherConfig::default()
         },
         ..Config::default()
     }

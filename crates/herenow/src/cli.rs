@@ -273,6 +273,27 @@ pub struct ServeArgs {
     )]
     pub pusher_apps: Vec<String>,
 
+    /// Send the Pusher apps' webhooks to this URL in Pusher's format
+    /// (channel_occupied, channel_vacated, member_added, member_removed
+    /// of presence channels, signed with X-Pusher-Key and
+    /// X-Pusher-Signature): URL for every app's (each signed by its app),
+    /// APP_ID=URL for one app's. Repeat for more (comma-separated in the
+    /// environment variable). Delivered once by one server through the
+    /// store's webhook outbox, with --webhook's retries and limits.
+    #[arg(
+        long = "pusher-webhook",
+        value_name = "[APP_ID=]URL",
+        env = "HERENOW_PUSHER_WEBHOOK",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub pusher_webhooks: Vec<String>,
+
+    /// Send client events (client-*, Laravel Echo's whisper) to the
+    /// --pusher-webhook endpoints too, as Pusher's client_event webhook.
+    #[arg(long, env = "HERENOW_PUSHER_WEBHOOK_CLIENT_EVENTS")]
+    pub pusher_webhook_client_events: bool,
+
     /// Webhooks: where events go and how they are delivered (boxed: the
     /// flags would make `Command` lopsided).
     #[command(flatten)]

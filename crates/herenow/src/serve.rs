@@ -69,6 +69,13 @@ pub fn config(args: &ServeArgs, store: StoreSpec) -> Result<Config, ConfigError>
                 .iter()
                 .map(|a| a.parse())
                 .collect::<Result<_, _>>()?,
+            webhooks: args
+                .pusher_webhooks
+                .iter()
+                .filter(|s| !s.trim().is_empty())
+                .map(|h| h.parse())
+                .collect::<Result<_, _>>()?,
+            webhook_client_events: args.pusher_webhook_client_events,
         },
     })
 }

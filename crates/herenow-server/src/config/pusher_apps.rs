@@ -1,6 +1,12 @@
-//! The Pusher apps this server speaks for: `--pusher-app ID:KEY:SECRET`.
+//! The Pusher apps this server speaks for: `--pusher-app ID:KEY:SECRET`,
+//! and where their webhooks go: `--pusher-webhook [APP_ID=]URL`.
 
 use std::fmt;
+
+use reqwest::Url;
+
+use crate::webhooks::endpoint::PusherTarget;
+use crate::webhooks::endpoint::parse_url;
 
 /// The default cap on the members of one presence channel (Pusher's own
 /// is 100).
@@ -79,11 +85,53 @@ impl std::str::FromStr for PusherApp {
     }
 }
 
+/// One `--pusher-webhook`: a URL for one app's webhooks (`APP_ID=URL`),
+/// or for every app's (`URL`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct PusherWebhook {
+    /// The app whose events go there; `None`: every app's, each signed by
+    /// its app.
+    pub app: Option<String>,
+    /// Where they go: `http` or `https`.
+    pub url: Url,
+}
+
+impl fmt::Debug for PusherWebhook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // A URL may carry a password or a token.
+        f.debug_struct("PusherWebhook")
+            .field("app", &self.app)
+            .field("host", &self.url.host_str())
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::str::FromStr for PusherWebhook {
+    type Err = PusherConfigError;
+
+    /// `URL` or `APP_ID=URL`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        let (app, url) = match s.split_once('=') {
+            Some((app, url)) if is_name(app) => (Some(app.to_owned()), url),
+            _ => (None, s),
+        };
+        let url = parse_url(url).map_err(|e| PusherConfigError::BadWebhook(e.to_string()))?;
+        Ok(PusherWebhook { app, url })
+    }
+}
+
 /// The Pusher protocol's configuration: no apps, nothing of it served.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PusherConfig {
     /// The apps, each with its own key, secret and limits.
     pub apps: Vec<PusherApp>,
+    /// Where the apps' webhooks go, in Pusher's format; none by default.
+    pub webhooks: Vec<PusherWebhook>,
+    /// Whether the webhooks carry client events too
+    /// (`--pusher-webhook-client-events`; Pusher sends them only when
+    /// enabled).
+    pub webhook_client_events: bool,
 }
 
 impl PusherConfig {
@@ -92,8 +140,42 @@ impl PusherConfig {
         !self.apps.is_empty()
     }
 
-    /// Refuses duplicate ids or keys and limits out of range.
+    /// Each app's webhook endpoints: a `URL` once per app, an
+    /// `APP_ID=URL` for its app.
+    pub fn webhook_targets(&self) -> Vec<PusherTarget> {
+        let mut targets = Vec::new();
+        for hook in &self.webhooks {
+            for app in &self.apps {
+                if hook.app.as_ref().is_none_or(|id| *id == app.id) {
+                    targets.push(PusherTarget {
+                        app_id: app.id.clone(),
+                        key: app.key.clone(),
+                        secret: app.secret.clone(),
+                        url: hook.url.clone(),
+                        client_events: self.webhook_client_events,
+                    });
+                }
+            }
+        }
+        targets
+    }
+
+    /// Refuses duplicate ids or keys, limits out of range, and webhooks
+    /// without apps, for an unknown app, or given twice.
     pub fn check(&self) -> Result<(), PusherConfigError> {
+        if self.apps.is_empty() && (!self.webhooks.is_empty() || self.webhook_client_events) {
+            return Err(PusherConfigError::WebhookWithoutApps);
+        }
+        for (i, hook) in self.webhooks.iter().enumerate() {
+            if let Some(id) = &hook.app
+                && !self.apps.iter().any(|a| a.id == *id)
+            {
+                return Err(PusherConfigError::WebhookUnknownApp(id.clone()));
+            }
+            if self.webhooks[..i].contains(hook) {
+                return Err(PusherConfigError::WebhookTwice);
+            }
+        }
         for (i, app) in self.apps.iter().enumerate() {
             if self.apps[..i]
                 .iter()
@@ -135,6 +217,18 @@ pub enum PusherConfigError {
     /// A client-event rate of zero.
     #[error("the client-event rate must be at least 1 a second")]
     ZeroRate,
+    /// A `--pusher-webhook` whose URL is not one.
+    #[error("--pusher-webhook must be URL or APP_ID=URL: {0}")]
+    BadWebhook(String),
+    /// A `--pusher-webhook APP_ID=URL` for an app not configured.
+    #[error("--pusher-webhook names app {0:?}, which no --pusher-app defines")]
+    WebhookUnknownApp(String),
+    /// The same `--pusher-webhook` twice.
+    #[error("--pusher-webhook: the same webhook is given twice")]
+    WebhookTwice,
+    /// Pusher webhooks without a Pusher app.
+    #[error("--pusher-webhook and --pusher-webhook-client-events need a --pusher-app")]
+    WebhookWithoutApps,
 }
 
 #[cfg(test)]
@@ -173,10 +267,83 @@ mod tests {
     }
 
     #[test]
+    fn webhooks_go_to_every_app_or_the_one_named() {
+        let apps: Vec<PusherApp> = ["1:key-a:secret-aaaa", "2:key-b:secret-bbbb"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        let hook = |s: &str| s.parse::<PusherWebhook>().unwrap();
+        let config = PusherConfig {
+            apps: apps.clone(),
+            webhooks: vec![
+                hook("http://all.example/h?a=b"),
+                hook("2=https://two.example/h"),
+            ],
+            webhook_client_events: true,
+        };
+        assert_eq!(config.check(), Ok(()));
+        let targets: Vec<(String, String, String)> = config
+            .webhook_targets()
+            .into_iter()
+            .map(|t| (t.app_id, t.key, t.url.host_str().unwrap().to_owned()))
+            .collect();
+        let t = |a: &str, k: &str, h: &str| (a.to_owned(), k.to_owned(), h.to_owned());
+        assert_eq!(
+            targets,
+            [
+                t("1", "key-a", "all.example"),
+                t("2", "key-b", "all.example"),
+                t("2", "key-b", "two.example")
+            ]
+        );
+        assert!(config.webhook_targets().iter().all(|t| t.client_events));
+        assert!(!format!("{:?}", config.webhooks).contains("a=b"));
+    }
+
+    #[test]
+    fn bad_webhooks_are_refused_naming_the_flag() {
+        for bad in [
+            "",
+            "hooks.example",
+            "ftp://h/x",
+            "1=",
+            "1=not a url",
+            "http://h/x#f",
+        ] {
+            let err = bad.parse::<PusherWebhook>().unwrap_err();
+            assert!(
+                matches!(err, PusherConfigError::BadWebhook(_)),
+                "{bad}: {err:?}"
+            );
+            assert!(err.to_string().contains("--pusher-webhook"), "{err}");
+        }
+        let app: PusherApp = "1:key-a:secret-aaaa".parse().unwrap();
+        let hook: PusherWebhook = "http://h/x".parse().unwrap();
+        let config = |apps: Vec<PusherApp>, webhooks: Vec<PusherWebhook>| PusherConfig {
+            apps,
+            webhooks,
+            webhook_client_events: false,
+        };
+        assert_eq!(
+            config(vec![], vec![hook.clone()]).check(),
+            Err(PusherConfigError::WebhookWithoutApps)
+        );
+        assert_eq!(
+            config(vec![app.clone()], vec!["9=http://h/x".parse().unwrap()]).check(),
+            Err(PusherConfigError::WebhookUnknownApp("9".into()))
+        );
+        assert_eq!(
+            config(vec![app], vec![hook.clone(), hook]).check(),
+            Err(PusherConfigError::WebhookTwice)
+        );
+    }
+
+    #[test]
     fn duplicates_and_limits_are_refused() {
         let a: PusherApp = "1:key-a:secret-aaaa".parse().unwrap();
         let mut config = PusherConfig {
             apps: vec![a.clone(), "2:key-a:secret-bbbb".parse().unwrap()],
+            ..PusherConfig::default()
         };
         assert_eq!(
             config.check(),

@@ -64,7 +64,15 @@
 //! lagged closes its sockets with `4100` (reconnect after a while) rather
 //! than leave them missing events.
 //!
-//! What is not served yet: webhooks in Pusher's format, cache channels.
+//! Webhooks in Pusher's format (`--pusher-webhook`) are
+//! `crate::webhooks::pusher_format`'s: presence channels' occupancy and
+//! members come from the store's webhook outbox, and a client event is
+//! handed to it by `socket`'s `client_event`, on the server whose socket
+//! sent it.
+//!
+//! What is not served yet: `channel_occupied` / `channel_vacated`
+//! webhooks of public and private channels (their subscriptions are not
+//! in the store), cache channels.
 
 mod frames;
 mod http;

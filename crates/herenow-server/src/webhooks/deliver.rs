@@ -178,7 +178,8 @@ impl Lane {
             let Some(oldest) = items.iter().map(|q| q.at_ms).min() else {
                 continue;
             };
-            let batch = Batch::new(
+            let batch = Batch::for_signer(
+                &self.endpoint.signer,
                 items.iter().map(|q| (q.id.as_str(), q.json.as_slice())),
                 now,
             );
@@ -297,7 +298,7 @@ async fn post(
         .post(endpoint.url.clone())
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::USER_AGENT, USER_AGENT);
-    for (name, value) in batch.headers(&endpoint.secret, now_ms) {
+    for (name, value) in batch.headers(&endpoint.signer, now_ms) {
         request = request.header(name, value);
     }
     let response = request.body(batch.body.clone()).send().await?;

@@ -11,7 +11,7 @@ use reqwest::Url;
 use sha2::{Digest, Sha256};
 
 use super::allow::SpaceWebhookAllow;
-use super::sign::{Secret, SecretError};
+use super::sign::{PusherSigner, Secret, SecretError, Signer};
 
 /// Most endpoints one server delivers to: each has a queue and a task.
 pub const MAX_ENDPOINTS: usize = 32;
@@ -62,6 +62,10 @@ pub struct WebhookConfig {
     /// reach although they are loopback, private, link-local…; empty by
     /// default. The operator's endpoints are never restricted.
     pub space_allow: SpaceWebhookAllow,
+    /// `--pusher-webhook`: endpoints that get presence channels' events
+    /// (and client events, if asked) in Pusher's format, one per app and
+    /// URL; delivered like the operator's endpoints.
+    pub pusher: Vec<PusherTarget>,
 }
 
 impl Default for WebhookConfig {
@@ -78,6 +82,7 @@ impl Default for WebhookConfig {
             backoff_cap: Duration::from_secs(600),
             default_secret: None,
             space_allow: SpaceWebhookAllow::default(),
+            pusher: Vec::new(),
         }
     }
 }
@@ -95,8 +100,9 @@ impl WebhookConfig {
     /// Checks the settings together: bounds above zero, names unique, at
     /// most [`MAX_ENDPOINTS`], and a reclaim time longer than a request.
     pub fn check(&self) -> Result<(), WebhookError> {
-        if self.endpoints.len() > MAX_ENDPOINTS {
-            return Err(WebhookError::TooManyEndpoints(self.endpoints.len()));
+        let all = self.endpoints.len() + self.pusher.len();
+        if all > MAX_ENDPOINTS {
+            return Err(WebhookError::TooManyEndpoints(all));
         }
         for (i, e) in self.endpoints.iter().enumerate() {
             if self.endpoints[..i].iter().any(|o| o.name == e.name) {
@@ -136,8 +142,8 @@ pub struct Endpoint {
     pub url: Url,
     /// Which events it wants.
     pub filter: Filter,
-    /// What its requests are signed with.
-    pub secret: Secret,
+    /// What its requests are signed with, and so their format.
+    pub signer: Signer,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -205,7 +211,7 @@ impl Endpoint {
             name,
             url,
             filter,
-            secret,
+            signer: Signer::Standard(secret),
         })
     }
 
@@ -233,7 +239,7 @@ impl Endpoint {
             name,
             url,
             filter: Filter::of_kinds(&hook.kinds),
-            secret,
+            signer: Signer::Standard(secret),
         })
     }
 
@@ -248,6 +254,64 @@ impl Endpoint {
             url.set_query(Some("***"));
         }
         url.to_string()
+    }
+}
+
+/// The outbox kinds a Pusher endpoint turns into events.
+const PUSHER_KINDS: [OutboxKind; 4] = [
+    OutboxKind::Join,
+    OutboxKind::Leave,
+    OutboxKind::Occupied,
+    OutboxKind::Vacated,
+];
+
+/// One app's webhook endpoint: `--pusher-webhook [APP_ID=]URL` for one
+/// app. `Debug` never shows the secret.
+#[derive(Clone)]
+pub struct PusherTarget {
+    /// The app's id.
+    pub app_id: String,
+    /// The app's key: `X-Pusher-Key`.
+    pub key: String,
+    /// The app's secret, which signs.
+    pub secret: String,
+    /// Where the events go.
+    pub url: Url,
+    /// Whether the app's client events go there too.
+    pub client_events: bool,
+}
+
+impl std::fmt::Debug for PusherTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PusherTarget")
+            .field("app_id", &self.app_id)
+            .field("key", &self.key)
+            .field("host", &self.url.host_str())
+            .field("client_events", &self.client_events)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PusherTarget {
+    /// The endpoint it delivers to, named `pusher:INDEX:APP:HOST` in
+    /// metrics and `GET /v1/webhooks`, wanting presence channels' joins,
+    /// leaves and occupancy.
+    pub fn endpoint(&self, index: usize) -> Endpoint {
+        let mut filter = Filter::of_kinds(&PUSHER_KINDS);
+        filter.spaces = Some(
+            SpaceGlob::new("presence-*")
+                .unwrap_or_else(|_| unreachable!("a glob of space name characters")),
+        );
+        Endpoint {
+            name: format!(
+                "pusher:{index}:{}:{}",
+                self.app_id,
+                self.url.host_str().unwrap_or("host")
+            ),
+            url: self.url.clone(),
+            filter,
+            signer: Signer::Pusher(PusherSigner::new(&self.key, &self.secret)),
+        }
     }
 }
 
@@ -492,7 +556,10 @@ mod tests {
         assert_eq!(e.filter, Filter::default());
         let default: Secret = SECRET.parse().unwrap();
         let e = Endpoint::parse("http://h/x", 3, Some(&default)).unwrap();
-        assert_eq!((e.name.as_str(), &e.secret), ("3:h", &default));
+        assert_eq!(
+            (e.name.as_str(), &e.signer),
+            ("3:h", &Signer::Standard(default))
+        );
     }
 
     #[test]

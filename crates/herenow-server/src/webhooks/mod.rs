@@ -25,8 +25,11 @@
 //!   own network unless `--space-webhook-allow` says so), checked when
 //!   they are set and by the resolver of the client that delivers to
 //!   them;
+//! - `pusher_format`: endpoints that get presence channels' events in
+//!   Pusher's format (`--pusher-webhook`), delivered by lanes like the
+//!   operator's, and the client events a socket of this server sends;
 //! - `endpoint` is the configuration and its filter, `sign` the
-//!   signature, `wire` the body and headers, `state` the numbers
+//!   signatures, `wire` the body and headers, `state` the numbers
 //!   `GET /v1/webhooks` and `/metrics` show.
 //!
 //! Without operator endpoints the claim loop sleeps until the store holds
@@ -43,13 +46,14 @@
 pub mod allow;
 pub mod deliver;
 pub mod endpoint;
+pub mod pusher_format;
 pub mod sign;
 pub mod space;
 pub mod state;
 pub mod wire;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use herenow_core::outbox::OutboxOptions;
@@ -67,9 +71,10 @@ pub use deliver::Attempt;
 pub use endpoint::{Endpoint, WebhookConfig, WebhookError};
 pub use sign::Secret;
 
-use crate::metrics::Metrics;
+use crate::metrics::{self, Metrics};
 use deliver::{Lane, Queued, RetryPolicy};
 use endpoint::Filter;
+use pusher_format::ClientEvent;
 use space::{Launch, SpaceRoutes, Target};
 use state::{EndpointState, EndpointView, InFlight, OutboxView};
 
@@ -90,7 +95,14 @@ pub struct Webhooks(Arc<Shared>);
 
 struct Shared {
     config: WebhookConfig,
+    /// The operator's endpoints, then the Pusher apps' (`config.pusher`).
+    endpoints: Vec<Configured>,
     states: Vec<Arc<EndpointState>>,
+    /// The queues of the Pusher endpoints that take their app's client
+    /// events: set by [`Webhooks::start`].
+    client_routes: OnceLock<Vec<ClientRoute>>,
+    /// Numbers client events' ids (they are not the outbox's).
+    client_seq: AtomicU64,
     /// The lanes to spaces' endpoints, as the claim loop makes them.
     space_states: Arc<Mutex<Vec<Arc<EndpointState>>>>,
     /// Wakes a sleeping claim loop: this server set a space's endpoints.
@@ -129,20 +141,34 @@ impl Webhooks {
     /// Webhooks over `store` as `config` says, counted into `metrics`.
     /// Nothing runs before [`start`](Self::start).
     pub fn new(config: WebhookConfig, store: Arc<dyn PresenceStore>, metrics: &Metrics) -> Self {
-        let states = config
+        let endpoints: Vec<Configured> = config
             .endpoints
             .iter()
-            .map(|e| {
+            .map(|e| Configured {
+                endpoint: e.clone(),
+                pusher: None,
+            })
+            .chain(config.pusher.iter().enumerate().map(|(i, t)| Configured {
+                endpoint: t.endpoint(i),
+                pusher: Some((t.app_id.clone(), t.client_events)),
+            }))
+            .collect();
+        let states = endpoints
+            .iter()
+            .map(|c| {
                 Arc::new(EndpointState::new(
-                    e,
+                    &c.endpoint,
                     config.queue_limit,
-                    metrics.webhook(&e.name),
+                    metrics.webhook(&c.endpoint.name),
                 ))
             })
             .collect();
         Self(Arc::new(Shared {
             config,
+            endpoints,
             states,
+            client_routes: OnceLock::new(),
+            client_seq: AtomicU64::new(0),
             space_states: Arc::default(),
             wake: Notify::new(),
             active: AtomicBool::new(false),
@@ -153,9 +179,36 @@ impl Webhooks {
         }))
     }
 
-    /// Whether the operator configured any endpoint.
+    /// Whether the operator configured any endpoint (`--webhook` or
+    /// `--pusher-webhook`).
     pub fn is_on(&self) -> bool {
-        !self.0.config.endpoints.is_empty()
+        !self.0.endpoints.is_empty()
+    }
+
+    /// A Pusher socket of this server sent a client event: queued for the
+    /// Pusher endpoints of its app that asked for client events (none:
+    /// nothing happens). A full queue drops it for that endpoint and
+    /// counts it (`overflow`). It does not pass through the store's
+    /// outbox: this server alone saw it, and it is lost if the server
+    /// stops before delivering it.
+    pub fn pusher_client_event(&self, event: &ClientEvent<'_>) {
+        let Some(routes) = self.0.client_routes.get() else {
+            return;
+        };
+        let mut queued: Option<Arc<Queued>> = None;
+        for r in routes.iter().filter(|r| r.app_id == event.app_id) {
+            let q = queued.get_or_insert_with(|| {
+                let n = self.0.client_seq.fetch_add(1, Ordering::Relaxed);
+                Arc::new(Queued {
+                    id: format!("client-{}-{n}", self.0.consumer),
+                    json: pusher_format::client_event_json(event),
+                    at_ms: self.0.store.now_ms(),
+                })
+            });
+            if r.tx.try_send(q.clone()).is_err() {
+                r.state.dropped(metrics::WebhookDrop::Overflow, 1);
+            }
+        }
     }
 
     /// Whether this server delivers: operator endpoints, or spaces'
@@ -232,8 +285,17 @@ impl Webhooks {
             max_age: shared.config.max_age,
         };
         let mut routes = Vec::new();
-        for (endpoint, state) in shared.config.endpoints.iter().zip(&shared.states) {
+        let mut client_routes = Vec::new();
+        for (configured, state) in shared.endpoints.iter().zip(&shared.states) {
+            let endpoint = &configured.endpoint;
             let (tx, rx) = mpsc::channel(shared.config.queue_limit);
+            if let Some((app_id, true)) = &configured.pusher {
+                client_routes.push(ClientRoute {
+                    app_id: app_id.clone(),
+                    tx: tx.clone(),
+                    state: state.clone(),
+                });
+            }
             let lane = Lane {
                 endpoint: endpoint.clone(),
                 state: state.clone(),
@@ -247,10 +309,13 @@ impl Webhooks {
             tracker.spawn(lane.run(rx));
             routes.push(Route {
                 filter: endpoint.filter.clone(),
+                pusher: configured.pusher.is_some(),
                 tx,
                 state: state.clone(),
             });
         }
+        // A second start (tests) keeps the first routes.
+        let _ = shared.client_routes.set(client_routes);
         let spaces = SpaceRoutes::new(Launch {
             client: space_client,
             allow: Arc::new(shared.config.space_allow.clone()),
@@ -335,6 +400,22 @@ pub struct WebhooksView {
 /// An endpoint as the claim loop sees it.
 struct Route {
     filter: Filter,
+    /// Whether it takes Pusher's format (`--pusher-webhook`).
+    pusher: bool,
+    tx: mpsc::Sender<Arc<Queued>>,
+    state: Arc<EndpointState>,
+}
+
+/// An endpoint as configured: the operator's, or a Pusher app's (its id,
+/// and whether it takes the app's client events).
+struct Configured {
+    endpoint: Endpoint,
+    pusher: Option<(String, bool)>,
+}
+
+/// Where a Pusher app's client events go.
+struct ClientRoute {
+    app_id: String,
     tx: mpsc::Sender<Arc<Queued>>,
     state: Arc<EndpointState>,
 }
@@ -510,31 +591,50 @@ fn route(
     if shared.in_flight.holds(&event.id) {
         return;
     }
-    let mut targets: Vec<Target> = routes
-        .iter()
-        .filter(|r| r.filter.wants(&event))
-        .map(|r| Target {
+    let mut targets: Vec<Target> = Vec::new();
+    let mut pushers: Vec<Target> = Vec::new();
+    for r in routes.iter().filter(|r| r.filter.wants(&event)) {
+        let target = Target {
             tx: r.tx.clone(),
             state: r.state.clone(),
-        })
-        .collect();
+        };
+        if r.pusher {
+            pushers.push(target);
+        } else {
+            targets.push(target);
+        }
+    }
+    // What Pusher does not tell (a guest) goes to no Pusher endpoint.
+    let pusher_json = if pushers.is_empty() {
+        None
+    } else {
+        pusher_format::event_json(&event)
+    };
+    if pusher_json.is_none() {
+        pushers.clear();
+    }
     targets.extend(spaces.targets(&event));
     shared.in_flight.hold(
         event.id.clone(),
-        u32::try_from(targets.len()).unwrap_or(u32::MAX),
+        u32::try_from(targets.len() + pushers.len()).unwrap_or(u32::MAX),
     );
-    if targets.is_empty() {
-        return;
-    }
-    let queued = Arc::new(Queued {
-        json: wire::event_json(&event),
-        at_ms: event.at_ms,
-        id: event.id,
-    });
-    for t in &targets {
-        if !space::send(t, &queued) {
-            shared.in_flight.finish([queued.id.as_str()]);
+    let queue = |targets: &[Target], json: Vec<u8>| {
+        let queued = Arc::new(Queued {
+            json,
+            at_ms: event.at_ms,
+            id: event.id.clone(),
+        });
+        for t in targets {
+            if !space::send(t, &queued) {
+                shared.in_flight.finish([queued.id.as_str()]);
+            }
         }
+    };
+    if let Some(json) = pusher_json {
+        queue(&pushers, json);
+    }
+    if !targets.is_empty() {
+        queue(&targets, wire::event_json(&event));
     }
 }
 

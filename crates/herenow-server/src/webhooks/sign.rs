@@ -64,6 +64,64 @@ impl Secret {
     }
 }
 
+/// What signs an endpoint's requests: a Standard Webhooks secret, or a
+/// Pusher app's key and secret (`--pusher-webhook`).
+#[derive(Clone, PartialEq, Eq)]
+pub enum Signer {
+    /// `webhook-id`, `webhook-timestamp`, `webhook-signature`.
+    Standard(Secret),
+    /// `X-Pusher-Key`, `X-Pusher-Signature`.
+    Pusher(PusherSigner),
+}
+
+impl std::fmt::Debug for Signer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Signer::Standard(_) => f.write_str("Standard(***)"),
+            Signer::Pusher(p) => write!(f, "Pusher({:?}, ***)", p.key),
+        }
+    }
+}
+
+/// A Pusher app's webhook signature: `X-Pusher-Key` is the app's key,
+/// `X-Pusher-Signature` the hex HMAC-SHA256 of the body under the app's
+/// secret (what Pusher's server libraries' `webhook(...).isValid()`
+/// checks). `Debug` never prints the secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PusherSigner {
+    key: String,
+    secret: String,
+}
+
+impl PusherSigner {
+    /// The signer of the app with this key and secret.
+    pub fn new(key: &str, secret: &str) -> Self {
+        Self {
+            key: key.to_owned(),
+            secret: secret.to_owned(),
+        }
+    }
+
+    /// The app's key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The hex HMAC-SHA256 of `body` under the app's secret.
+    pub fn sign(&self, body: &[u8]) -> String {
+        use std::fmt::Write as _;
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(self.secret.as_bytes())
+            .unwrap_or_else(|_| unreachable!("HMAC accepts keys of every length"));
+        mac.update(body);
+        let digest = mac.finalize().into_bytes();
+        let mut hex = String::with_capacity(64);
+        for b in digest {
+            let _ = write!(hex, "{b:02x}");
+        }
+        hex
+    }
+}
+
 impl Secret {
     /// The written form, `whsec_` and base64: what a store keeps for a
     /// space's endpoint signed with the server's default secret.
@@ -107,6 +165,19 @@ mod tests {
             ),
             "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
         );
+    }
+
+    /// RFC 4231's second test case: key "Jefe".
+    #[test]
+    fn pusher_signatures_are_hex_hmac_sha256_of_the_body() {
+        let signer = PusherSigner::new("app-key", "Jefe");
+        assert_eq!(
+            signer.sign(b"what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+        assert_eq!(signer.key(), "app-key");
+        let debug = format!("{:?}", Signer::Pusher(signer));
+        assert!(!debug.contains("Jefe"), "{debug}");
     }
 
     #[test]

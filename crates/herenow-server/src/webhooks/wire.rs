@@ -15,7 +15,7 @@ use herenow_core::{LeaveReason, Metadata, Millis, Status};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::sign::Secret;
+use super::sign::Signer;
 
 /// The `type` of every body.
 pub const BODY_TYPE: &str = "presence.events";
@@ -99,13 +99,37 @@ impl Batch {
     /// The batch of `events` (ids and their [`event_json`]), stamped
     /// `now_ms`.
     pub fn new<'a>(events: impl IntoIterator<Item = (&'a str, &'a [u8])>, now_ms: Millis) -> Self {
-        let mut hash = Sha256::new();
-        let mut event_ids = Vec::new();
-        let mut body = format!(
+        let head = format!(
             r#"{{"type":"{BODY_TYPE}","timestamp":"{}","data":{{"events":["#,
             rfc3339(now_ms)
-        )
-        .into_bytes();
+        );
+        Self::build(head, b"]}}", events)
+    }
+
+    /// The batch of `events` in the format `signer` signs: herenow's body
+    /// for a Standard Webhooks secret, Pusher's (`{"time_ms", "events"}`,
+    /// each event already in Pusher's form) for a Pusher app.
+    pub fn for_signer<'a>(
+        signer: &Signer,
+        events: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+        now_ms: Millis,
+    ) -> Self {
+        match signer {
+            Signer::Standard(_) => Self::new(events, now_ms),
+            Signer::Pusher(_) => {
+                Self::build(format!(r#"{{"time_ms":{now_ms},"events":["#), b"]}", events)
+            }
+        }
+    }
+
+    fn build<'a>(
+        head: String,
+        tail: &[u8],
+        events: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+    ) -> Self {
+        let mut hash = Sha256::new();
+        let mut event_ids = Vec::new();
+        let mut body = head.into_bytes();
         for (i, (id, json)) in events.into_iter().enumerate() {
             if i > 0 {
                 body.push(b',');
@@ -115,7 +139,7 @@ impl Batch {
             hash.update(b"\n");
             event_ids.push(id.to_owned());
         }
-        body.extend_from_slice(b"]}}");
+        body.extend_from_slice(tail);
         let digest = hash.finalize();
         let id = format!("msg_{}", hex(&digest[..16]));
         Self {
@@ -125,18 +149,26 @@ impl Batch {
         }
     }
 
-    /// The three Standard Webhooks headers for an attempt at `now_ms`
-    /// (whole seconds on the wire).
-    pub fn headers(&self, secret: &Secret, now_ms: Millis) -> [(&'static str, String); 3] {
-        let timestamp = now_ms / 1000;
-        [
-            ("webhook-id", self.id.clone()),
-            ("webhook-timestamp", timestamp.to_string()),
-            (
-                "webhook-signature",
-                secret.sign(&self.id, timestamp, &self.body),
-            ),
-        ]
+    /// The headers that sign an attempt at `now_ms`: Standard Webhooks'
+    /// three (whole seconds on the wire), or Pusher's key and signature.
+    pub fn headers(&self, signer: &Signer, now_ms: Millis) -> Vec<(&'static str, String)> {
+        match signer {
+            Signer::Standard(secret) => {
+                let timestamp = now_ms / 1000;
+                vec![
+                    ("webhook-id", self.id.clone()),
+                    ("webhook-timestamp", timestamp.to_string()),
+                    (
+                        "webhook-signature",
+                        secret.sign(&self.id, timestamp, &self.body),
+                    ),
+                ]
+            }
+            Signer::Pusher(app) => vec![
+                ("x-pusher-key", app.key().to_owned()),
+                ("x-pusher-signature", app.sign(&self.body)),
+            ],
+        }
     }
 }
 

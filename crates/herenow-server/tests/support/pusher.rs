@@ -19,7 +19,10 @@ pub const SECRET: &str = "test-secret-1234";
 pub fn config() -> Config {
     let app: PusherApp = format!("{ID}:{KEY}:{SECRET}").parse().unwrap();
     Config {
-        pusher: PusherConfig { apps: vec![app] },
+        pusher: PusherConfig {
+            apps: vec![app],
+            ..PusherConfig::default()
+        },
         ..Config::default()
     }
 }

@@ -49,6 +49,10 @@ pub struct Received {
     pub signature: String,
     /// `content-type`.
     pub content_type: String,
+    /// `x-pusher-key` (webhooks in Pusher's format).
+    pub pusher_key: String,
+    /// `x-pusher-signature` (webhooks in Pusher's format).
+    pub pusher_signature: String,
     /// The body's bytes.
     pub body: Vec<u8>,
     /// When it arrived, by tokio's clock.
@@ -192,6 +196,8 @@ async fn serve(
             timestamp: header("webhook-timestamp"),
             signature: header("webhook-signature"),
             content_type: header("content-type"),
+            pusher_key: header("x-pusher-key"),
+            pusher_signature: header("x-pusher-signature"),
             body,
             at: Instant::now(),
         });
@@ -245,6 +251,17 @@ pub fn verify(secret: &str, id: &str, timestamp: &str, body: &[u8], signature: &
     signed.extend_from_slice(body);
     let expected = format!("v1,{}", STANDARD.encode(hmac_sha256(&key, &signed)));
     signature.split(' ').any(|s| s == expected)
+}
+
+/// Whether `signature` (an `x-pusher-signature` header) is the hex
+/// HMAC-SHA256 of `body` under a Pusher app's `secret`, as Pusher's
+/// server libraries check it.
+pub fn verify_pusher(secret: &str, body: &[u8], signature: &str) -> bool {
+    let expected: String = hmac_sha256(secret.as_bytes(), body)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    signature == expected
 }
 
 /// `(type, member)` of each event of a request's body; `-` for a space's

@@ -197,7 +197,19 @@ impl Session {
                 None,
                 "Client event rejected: the server could not relay it; try again",
             ));
+            return;
         }
+        // Told by the server whose socket sent it: once across servers.
+        self.state
+            .webhooks()
+            .pusher_client_event(&crate::webhooks::pusher_format::ClientEvent {
+                app_id: &self.app.id,
+                channel,
+                event: &msg.event,
+                data: msg.data.as_deref(),
+                socket_id: &self.socket_id,
+                user_id,
+            });
     }
 }
 

@@ -1,0 +1,258 @@
+//! Webhooks in Pusher's format (`--pusher-webhook`, issue 38): what an
+//! app on Pusher's server libraries reads with `webhook(...).isValid()`
+//! and `getEvents()`.
+//!
+//! A body is `{"time_ms": …, "events": [...]}`, signed with the app's key
+//! (`X-Pusher-Key`) and the hex HMAC-SHA256 of the body under its secret
+//! (`X-Pusher-Signature`, [`super::sign::PusherSigner`]). Events:
+//!
+//! - `channel_occupied` / `channel_vacated` `{name, channel}`: a presence
+//!   channel's space got its first member or lost its last (the outbox's
+//!   `occupied` / `vacated`);
+//! - `member_added` / `member_removed` `{name, channel, user_id}`: a user
+//!   joined or left it (the outbox's `join` / `leave` of a user; guests,
+//!   whom herenow's own API may add to the space, are not Pusher members);
+//! - `client_event` `{name, channel, event, data, socket_id, user_id?}`,
+//!   only for an app whose webhooks ask for them
+//!   (`--pusher-webhook-client-events`).
+//!
+//! Presence events come from the store's outbox like every webhook, so
+//! one server delivers each, and a restart or a dead server loses none.
+//! A presence channel is the space of the same name whichever app's
+//! sockets joined it, so it is every app's channel: its events go to
+//! every app's endpoints, each signed by its app. Client events do not
+//! pass through the store: the server whose socket sent one hands it to
+//! its own delivery queues (at most once; lost if that server stops
+//! before delivering it).
+
+use herenow_core::MemberKind;
+use herenow_core::outbox::{OutboxEvent, OutboxKind};
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+/// What begins every presence channel's name (and so its space's).
+pub const PRESENCE_PREFIX: &str = "presence-";
+
+#[derive(Serialize)]
+struct ChannelEvent<'a> {
+    name: &'static str,
+    channel: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user_id: Option<&'a str>,
+}
+
+/// `event` as one of a Pusher body's `events`; `None` for what Pusher
+/// does not tell (a space that is not a presence channel, a guest, an
+/// `away`).
+pub fn event_json(event: &OutboxEvent) -> Option<Vec<u8>> {
+    let channel = event.space.as_str();
+    if !channel.starts_with(PRESENCE_PREFIX) {
+        return None;
+    }
+    let user = || {
+        event
+            .member
+            .as_ref()
+            .filter(|m| m.kind == MemberKind::User)
+            .map(|m| m.id.as_str())
+    };
+    let (name, user_id) = match event.kind {
+        OutboxKind::Occupied => ("channel_occupied", None),
+        OutboxKind::Vacated => ("channel_vacated", None),
+        OutboxKind::Join => ("member_added", Some(user()?)),
+        OutboxKind::Leave => ("member_removed", Some(user()?)),
+        OutboxKind::Away | OutboxKind::Back | OutboxKind::Update => return None,
+    };
+    serde_json::to_vec(&ChannelEvent {
+        name,
+        channel,
+        user_id,
+    })
+    .ok()
+}
+
+/// A client event as a socket sent it.
+#[derive(Clone, Copy, Debug)]
+pub struct ClientEvent<'a> {
+    /// The app whose socket sent it.
+    pub app_id: &'a str,
+    /// Its channel (`private-…` or `presence-…`).
+    pub channel: &'a str,
+    /// Its name (`client-…`).
+    pub event: &'a str,
+    /// Its data, as the socket wrote it.
+    pub data: Option<&'a RawValue>,
+    /// The sending socket.
+    pub socket_id: &'a str,
+    /// The sender's user on a presence channel.
+    pub user_id: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct ClientEventJson<'a> {
+    name: &'static str,
+    channel: &'a str,
+    event: &'a str,
+    data: String,
+    socket_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user_id: Option<&'a str>,
+}
+
+/// `client_event` as one of a Pusher body's `events`. Its `data` is a
+/// string, as Pusher sends it: a string the client sent as is, anything
+/// else as its JSON text.
+pub fn client_event_json(e: &ClientEvent<'_>) -> Vec<u8> {
+    let data = match e.data {
+        None => String::new(),
+        Some(raw) => {
+            serde_json::from_str::<String>(raw.get()).unwrap_or_else(|_| raw.get().to_owned())
+        }
+    };
+    serde_json::to_vec(&ClientEventJson {
+        name: "client_event",
+        channel: e.channel,
+        event: e.event,
+        data,
+        socket_id: e.socket_id,
+        user_id: e.user_id,
+    })
+    .unwrap_or_else(|_| b"{}".to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::webhooks::endpoint::PusherTarget;
+    use crate::webhooks::sign::Signer;
+    use crate::webhooks::wire::Batch;
+    use herenow_core::{MemberId, MemberKey, SpaceName};
+    use reqwest::Url;
+
+    fn event(space: &str, kind: OutboxKind, member: Option<MemberKey>) -> OutboxEvent {
+        let mut e = OutboxEvent::of_space("e".into(), 5, SpaceName::new(space).unwrap(), kind);
+        e.member = member;
+        e
+    }
+
+    fn json(bytes: Option<Vec<u8>>) -> Option<serde_json::Value> {
+        bytes.map(|b| serde_json::from_slice(&b).unwrap())
+    }
+
+    #[test]
+    fn presence_spaces_events_become_pushers() {
+        let ann = Some(MemberKey::user(MemberId::new("ann").unwrap()));
+        let guest = Some(MemberKey::guest(MemberId::new("g1").unwrap()));
+        let cases = [
+            (
+                event("presence-room", OutboxKind::Occupied, None),
+                Some(serde_json::json!({"name":"channel_occupied","channel":"presence-room"})),
+            ),
+            (
+                event("presence-room", OutboxKind::Vacated, None),
+                Some(serde_json::json!({"name":"channel_vacated","channel":"presence-room"})),
+            ),
+            (
+                event("presence-room", OutboxKind::Join, ann.clone()),
+                Some(
+                    serde_json::json!({"name":"member_added","channel":"presence-room","user_id":"ann"}),
+                ),
+            ),
+            (
+                event("presence-room", OutboxKind::Leave, ann.clone()),
+                Some(
+                    serde_json::json!({"name":"member_removed","channel":"presence-room","user_id":"ann"}),
+                ),
+            ),
+            (event("presence-room", OutboxKind::Join, guest), None),
+            (event("presence-room", OutboxKind::Away, ann.clone()), None),
+            (
+                event("presence-room", OutboxKind::Update, ann.clone()),
+                None,
+            ),
+            (event("lobby", OutboxKind::Join, ann), None),
+            (event("lobby", OutboxKind::Occupied, None), None),
+        ];
+        for (e, want) in cases {
+            assert_eq!(json(event_json(&e)), want, "{e:?}");
+        }
+    }
+
+    #[test]
+    fn client_events_carry_their_data_as_a_string() {
+        let object = RawValue::from_string(r#"{"typing":true}"#.into()).unwrap();
+        let text = RawValue::from_string(r#""hi""#.into()).unwrap();
+        let mut e = ClientEvent {
+            app_id: "1",
+            channel: "presence-room",
+            event: "client-typing",
+            data: Some(&object),
+            socket_id: "1.2",
+            user_id: Some("ann"),
+        };
+        assert_eq!(
+            json(Some(client_event_json(&e))),
+            Some(
+                serde_json::json!({"name":"client_event","channel":"presence-room",
+                "event":"client-typing","data":"{\"typing\":true}","socket_id":"1.2","user_id":"ann"})
+            )
+        );
+        e.data = Some(&text);
+        e.user_id = None;
+        e.channel = "private-a";
+        assert_eq!(
+            json(Some(client_event_json(&e))),
+            Some(
+                serde_json::json!({"name":"client_event","channel":"private-a",
+                "event":"client-typing","data":"hi","socket_id":"1.2"})
+            )
+        );
+    }
+
+    #[test]
+    fn a_target_is_an_endpoint_signed_by_its_app() {
+        let target = PusherTarget {
+            app_id: "42".into(),
+            key: "app-key".into(),
+            secret: "app-secret-1".into(),
+            url: Url::parse("http://hooks.example.com/pusher").unwrap(),
+            client_events: true,
+        };
+        assert!(!format!("{target:?}").contains("app-secret-1"));
+        let endpoint = target.endpoint(3);
+        assert_eq!(endpoint.name, "pusher:3:42:hooks.example.com");
+        assert_eq!(
+            endpoint.filter.kinds(),
+            ["join", "leave", "occupied", "vacated"]
+        );
+        let ann = Some(MemberKey::user(MemberId::new("ann").unwrap()));
+        assert!(
+            endpoint
+                .filter
+                .wants(&event("presence-a", OutboxKind::Join, ann.clone()))
+        );
+        assert!(
+            !endpoint
+                .filter
+                .wants(&event("lobby", OutboxKind::Join, ann))
+        );
+        let one = event_json(&event("presence-a", OutboxKind::Occupied, None)).unwrap();
+        let batch = Batch::for_signer(&endpoint.signer, [("e", one.as_slice())], 1_234);
+        let body: serde_json::Value = serde_json::from_slice(&batch.body).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({"time_ms":1234,"events":[{"name":"channel_occupied","channel":"presence-a"}]})
+        );
+        let headers = batch.headers(&endpoint.signer, 1_234);
+        let Signer::Pusher(signer) = &endpoint.signer else {
+            panic!("a Pusher signer")
+        };
+        assert_eq!(
+            headers,
+            [
+                ("x-pusher-key", "app-key".to_owned()),
+                ("x-pusher-signature", signer.sign(&batch.body)),
+            ]
+        );
+    }
+}
