@@ -322,8 +322,23 @@ async fn a_socket_that_stops_reading_is_closed_with_4100() {
         ..config(10_000)
     })
     .await;
-    let (mut stuck, id) = socket(&s).await;
+    // A small receive buffer, so the server's writes jam after little
+    // data on any machine (loopback buffers grow to megabytes).
+    let mut stuck = s
+        .connect_small(
+            &format!("ws://{}/app/{KEY}?protocol=7&client=test", s.addr),
+            16 * 1024,
+        )
+        .await;
+    let hello = stuck.recv().await;
+    let id = data(&hello)["socket_id"].as_str().unwrap().to_owned();
     subscribe_presence(&mut stuck, &id, "presence-jam", "stuck").await;
+    // Subscribed before the crowd comes: each arrival is a member event.
+    let ok = stuck.recv().await;
+    assert_eq!(
+        ok["event"], "pusher_internal:subscription_succeeded",
+        "{ok}"
+    );
     let space = SpaceName::new("presence-jam").unwrap();
     let meta = Metadata::from_json(&format!(r#"{{"pad":"{}"}}"#, "x".repeat(800))).unwrap();
     let beats: Vec<Heartbeat> = (0..9_000)
@@ -336,11 +351,38 @@ async fn a_socket_that_stops_reading_is_closed_with_4100() {
     for chunk in beats.chunks(1_000) {
         s.store.heartbeat(&space, chunk).await.unwrap();
     }
+    // Members keep coming and going while it reads nothing, as in a busy
+    // channel, so its queue stays full.
+    let churn = {
+        let store = s.store.clone();
+        let space = space.clone();
+        let meta = meta.clone();
+        tokio::spawn(async move {
+            let members: Vec<_> = (0..50).map(|i| user_key(&format!("churn{i}"))).collect();
+            let beats: Vec<Heartbeat> = members
+                .iter()
+                .map(|m| Heartbeat {
+                    member: m.clone(),
+                    at_ms: None,
+                    meta: Some(meta.clone()),
+                })
+                .collect();
+            loop {
+                store.heartbeat(&space, &beats).await.unwrap();
+                store.leave(&space, &members).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
     // It reads nothing for longer than the stall limit (a server cannot
     // read a socket whose writes are jammed either); then it reads what
     // is left, up to the close.
     tokio::time::sleep(Duration::from_secs(13)).await;
     assert_eq!(stuck.closed().await, Some(4100));
+    churn.abort();
+    let _ = churn.await;
+    let churned: Vec<_> = (0..50).map(|i| user_key(&format!("churn{i}"))).collect();
+    s.store.leave(&space, &churned).await.unwrap();
     // The others are served: a fresh socket subscribes at once.
     let (mut fresh, fresh_id) = socket(&s).await;
     subscribe_presence(&mut fresh, &fresh_id, "presence-jam", "fresh").await;

@@ -86,6 +86,24 @@ impl Server {
         Client { ws }
     }
 
+    /// A socket to `url` whose receive buffer is `bytes` (the kernel's
+    /// least above it): a client that stops reading jams the server's
+    /// writes after little data, whatever the machine's buffer sizes.
+    pub async fn connect_small(&self, url: &str, bytes: u32) -> Client {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(bytes).unwrap();
+        let stream = socket.connect(self.addr).await.unwrap();
+        let (ws, response) = tokio::time::timeout(
+            PATIENCE,
+            tokio_tungstenite::client_async(url, MaybeTlsStream::Plain(stream)),
+        )
+        .await
+        .expect("the upgrade timed out")
+        .expect("the upgrade failed");
+        assert_eq!(response.status(), 101);
+        Client { ws }
+    }
+
     /// A socket past `hello` as `user`, allowed `spaces`; and its welcome.
     pub async fn hello(&self, user: &str, spaces: &[&str]) -> (Client, Value) {
         let mut c = self.connect().await;

@@ -364,7 +364,11 @@ impl Session {
                 // A socket whose queue is jammed cannot be read either (its
                 // pongs wait behind its writes): the stall limit judges it.
                 () = sleep_until(quiet_deadline), if stall.is_none() => {
-                    if pinged.is_some() {
+                    if pinged.is_some() && self.tx.capacity() < self.tx.max_capacity() {
+                        // The ping still waits in the queue behind writes
+                        // the client does not read: too slow, not silent.
+                        self.close(close::OVER_CAPACITY, "too slow: the send queue did not drain");
+                    } else if pinged.is_some() {
                         self.close(close::NO_PONG, "Pong reply not received");
                     } else {
                         pinged = Some(Instant::now());
