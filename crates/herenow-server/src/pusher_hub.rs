@@ -50,7 +50,7 @@ impl Pusher {
             return None;
         }
         Some(Arc::new(Self {
-            apps: config.apps.iter().cloned().map(Arc::new).collect(),
+            apps: config.served_apps().into_iter().map(Arc::new).collect(),
             channels: Channels::new(),
             sockets: Sockets::default(),
             relay: parking_lot::Mutex::new(None),

@@ -655,3 +655,72 @@ mod on_redis {
         assert_eq!(data(&removed)["user_id"], "ann");
     }
 }
+
+#[tokio::test]
+async fn two_apps_never_share_a_presence_channel() {
+    const KEY2: &str = "second-key";
+    const SECRET2: &str = "second-secret-5678";
+    let mut cfg = config(10_000);
+    cfg.pusher
+        .apps
+        .push(format!("88:{KEY2}:{SECRET2}").parse().unwrap());
+    let s = Server::start_with(cfg).await;
+    let (mut ann, ann_id) = socket(&s).await;
+    subscribe_presence(&mut ann, &ann_id, "presence-room", "ann").await;
+    assert_eq!(data(&ann.recv().await)["presence"]["count"], 1);
+
+    // The second app's socket, in a channel of the same name.
+    let mut bob = s
+        .connect_to(&format!("ws://{}/app/{KEY2}?protocol=7", s.addr))
+        .await;
+    let bob_id = data(&bob.recv().await)["socket_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let channel_data = json!({"user_id": "bob"}).to_string();
+    let mut mac = Hmac::<Sha256>::new_from_slice(SECRET2.as_bytes()).unwrap();
+    mac.update(format!("{bob_id}:presence-room:{channel_data}").as_bytes());
+    let hex: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    bob.send(
+        json!({"event": "pusher:subscribe", "data": {"channel": "presence-room",
+        "auth": format!("{KEY2}:{hex}"), "channel_data": channel_data}}),
+    )
+    .await;
+    let roster = data(&bob.recv().await);
+    assert_eq!(roster["presence"]["ids"], json!(["bob"]), "{roster}");
+
+    // The first app's channel goes on without bob.
+    let (mut cat, cat_id) = socket(&s).await;
+    subscribe_presence(&mut cat, &cat_id, "presence-room", "cat").await;
+    let roster = data(&cat.recv().await);
+    let mut ids: Vec<String> = serde_json::from_value(roster["presence"]["ids"].clone()).unwrap();
+    ids.sort();
+    assert_eq!(ids, ["ann", "cat"]);
+    let added = ann.recv().await;
+    assert_eq!(added["event"], "pusher_internal:member_added");
+    assert_eq!(data(&added)["user_id"], "cat", "{added}");
+    let (status, body) = api(
+        &s,
+        "GET",
+        &format!("/apps/{ID}/channels/presence-room/users"),
+        "",
+        &[],
+        now_s(),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let users: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(users["users"].as_array().unwrap().len(), 2, "{users}");
+    // herenow's own API sees both: the first app's channel is the space of
+    // its name, the second's is `88:` and its name.
+    let first = SpaceName::new("presence-room").unwrap();
+    let second = SpaceName::new("88:presence-room").unwrap();
+    assert_eq!(s.store.count(&first, None).await.unwrap().users, 2);
+    assert_eq!(s.store.count(&second, None).await.unwrap().users, 1);
+}

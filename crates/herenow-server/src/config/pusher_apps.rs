@@ -36,6 +36,19 @@ pub struct PusherApp {
     /// Client events one socket may send per second (the burst is the
     /// same number); one more is refused with `4301`.
     pub client_events_per_second: u32,
+    /// What the names of its presence channels' spaces begin with: nothing
+    /// for the first app (`presence-x` is the space `presence-x`), `ID:`
+    /// for every other, so two apps never share a roster. Set by
+    /// [`PusherConfig::served_apps`].
+    pub space_prefix: String,
+}
+
+impl PusherApp {
+    /// The name of the space that is this app's presence channel
+    /// `channel` (checked by [`herenow_core::SpaceName::new`] where used).
+    pub fn presence_space(&self, channel: &str) -> String {
+        format!("{}{channel}", self.space_prefix)
+    }
 }
 
 impl fmt::Debug for PusherApp {
@@ -81,6 +94,7 @@ impl std::str::FromStr for PusherApp {
             secret: secret.to_owned(),
             max_presence_members: DEFAULT_MAX_PRESENCE_MEMBERS,
             client_events_per_second: DEFAULT_CLIENT_EVENTS_PER_SECOND,
+            space_prefix: String::new(),
         })
     }
 }
@@ -140,12 +154,29 @@ impl PusherConfig {
         !self.apps.is_empty()
     }
 
+    /// The apps as served: each with its [`PusherApp::space_prefix`]
+    /// (none for the first, `ID:` for the others).
+    pub fn served_apps(&self) -> Vec<PusherApp> {
+        self.apps
+            .iter()
+            .enumerate()
+            .map(|(i, app)| PusherApp {
+                space_prefix: if i == 0 {
+                    String::new()
+                } else {
+                    format!("{}:", app.id)
+                },
+                ..app.clone()
+            })
+            .collect()
+    }
+
     /// Each app's webhook endpoints: a `URL` once per app, an
     /// `APP_ID=URL` for its app.
     pub fn webhook_targets(&self) -> Vec<PusherTarget> {
         let mut targets = Vec::new();
         for hook in &self.webhooks {
-            for app in &self.apps {
+            for app in &self.served_apps() {
                 if hook.app.as_ref().is_none_or(|id| *id == app.id) {
                     targets.push(PusherTarget {
                         app_id: app.id.clone(),
@@ -153,6 +184,7 @@ impl PusherConfig {
                         secret: app.secret.clone(),
                         url: hook.url.clone(),
                         client_events: self.webhook_client_events,
+                        space_prefix: app.space_prefix.clone(),
                     });
                 }
             }

@@ -331,9 +331,14 @@ fn check_event(e: EventBody) -> Result<Checked, Refusal> {
     })
 }
 
-/// Users present in a presence channel's space: the store's snapshot.
-async fn users_of(state: &AppState, channel: &str) -> Result<Vec<String>, Refusal> {
-    let Ok(space) = SpaceName::new(channel) else {
+/// Users present in `app`'s presence channel's space: the store's
+/// snapshot.
+async fn users_of(
+    state: &AppState,
+    app: &PusherApp,
+    channel: &str,
+) -> Result<Vec<String>, Refusal> {
+    let Ok(space) = SpaceName::new(&app.presence_space(channel)) else {
         // No space can hold it: no subscriber could have joined.
         return Ok(Vec::new());
     };
@@ -375,7 +380,7 @@ async fn channel_info(
                 }
                 out.insert(
                     attribute.clone(),
-                    users_of(state, channel).await?.len().into(),
+                    users_of(state, app, channel).await?.len().into(),
                 );
             }
             "" => {}
@@ -526,6 +531,7 @@ pub(super) async fn channels(
     // Presence channels are spaces: occupied whichever server holds the
     // sockets.
     if "presence-".starts_with(prefix) || prefix.starts_with("presence-") {
+        let own = app.presence_space("presence-");
         let mut after: Option<SpaceName> = None;
         loop {
             let page = tokio::time::timeout(
@@ -544,8 +550,10 @@ pub(super) async fn channels(
                 break;
             };
             for summary in &page {
-                let name = summary.space.as_str();
-                if name.starts_with("presence-")
+                let Some(name) = summary.space.as_str().strip_prefix(&app.space_prefix) else {
+                    continue;
+                };
+                if summary.space.as_str().starts_with(&own)
                     && name.starts_with(prefix)
                     && summary.members.users > 0
                 {
@@ -564,7 +572,7 @@ pub(super) async fn channels(
         if info.iter().any(|i| i == "user_count") {
             entry.insert(
                 "user_count".into(),
-                users_of(&state, &name).await?.len().into(),
+                users_of(&state, &app, &name).await?.len().into(),
             );
         }
         out.insert(name, Value::Object(entry));
@@ -591,7 +599,7 @@ pub(super) async fn channel(
         .unwrap_or_default();
     let mut out = channel_info(&state, pusher, &app, &channel, &info).await?;
     let occupied = pusher.channels.subscription_count(&app.id, &channel) > 0
-        || (kind == ChannelKind::Presence && !users_of(&state, &channel).await?.is_empty());
+        || (kind == ChannelKind::Presence && !users_of(&state, &app, &channel).await?.is_empty());
     out.insert("occupied".into(), occupied.into());
     Ok(axum::Json(Value::Object(out)).into_response())
 }
@@ -600,12 +608,12 @@ pub(super) async fn channel(
 pub(super) async fn users(
     State(state): State<AppState>,
     Path((_, channel)): Path<(String, String)>,
-    _: Signed,
+    Signed { app, .. }: Signed,
 ) -> Result<Response, Refusal> {
     if ChannelKind::of(&channel) != Some(ChannelKind::Presence) {
         return Err(bad("users are listed for presence channels only"));
     }
-    let users: Vec<Value> = users_of(&state, &channel)
+    let users: Vec<Value> = users_of(&state, &app, &channel)
         .await?
         .into_iter()
         .map(|id| json!({ "id": id }))

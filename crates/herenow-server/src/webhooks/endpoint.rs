@@ -279,6 +279,9 @@ pub struct PusherTarget {
     pub url: Url,
     /// Whether the app's client events go there too.
     pub client_events: bool,
+    /// What the app's presence spaces' names begin with
+    /// (`PusherApp::space_prefix`): only those spaces' events go there.
+    pub space_prefix: String,
 }
 
 impl std::fmt::Debug for PusherTarget {
@@ -298,8 +301,10 @@ impl PusherTarget {
     /// leaves and occupancy.
     pub fn endpoint(&self, index: usize) -> Endpoint {
         let mut filter = Filter::of_kinds(&PUSHER_KINDS);
+        // An app id is letters, digits, - and _: a glob of space name
+        // characters, `*` only at the end.
         filter.spaces = Some(
-            SpaceGlob::new("presence-*")
+            SpaceGlob::new(&format!("{}presence-*", self.space_prefix))
                 .unwrap_or_else(|_| unreachable!("a glob of space name characters")),
         );
         Endpoint {

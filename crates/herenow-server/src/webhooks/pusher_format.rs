@@ -18,9 +18,9 @@
 //!
 //! Presence events come from the store's outbox like every webhook, so
 //! one server delivers each, and a restart or a dead server loses none.
-//! A presence channel is the space of the same name whichever app's
-//! sockets joined it, so it is every app's channel: its events go to
-//! every app's endpoints, each signed by its app. Client events do not
+//! A presence channel of the first app is the space of the same name;
+//! another app's is `ID:` and the name (`PusherApp::space_prefix`), so
+//! each app's endpoints get its own channels' events only. Client events do not
 //! pass through the store: the server whose socket sent one hands it to
 //! its own delivery queues (at most once; lost if that server stops
 //! before delivering it).
@@ -45,7 +45,11 @@ struct ChannelEvent<'a> {
 /// does not tell (a space that is not a presence channel, a guest, an
 /// `away`).
 pub fn event_json(event: &OutboxEvent) -> Option<Vec<u8>> {
-    let channel = event.space.as_str();
+    // The first app's channel is its space's name; another app's space
+    // is `ID:` and the channel (a channel name has no `:`); endpoints
+    // get only their app's spaces.
+    let space = event.space.as_str();
+    let channel = space.rsplit_once(':').map_or(space, |(_, channel)| channel);
     if !channel.starts_with(PRESENCE_PREFIX) {
         return None;
     }
@@ -217,6 +221,7 @@ mod tests {
             secret: "app-secret-1".into(),
             url: Url::parse("http://hooks.example.com/pusher").unwrap(),
             client_events: true,
+            space_prefix: String::new(),
         };
         assert!(!format!("{target:?}").contains("app-secret-1"));
         let endpoint = target.endpoint(3);
@@ -234,7 +239,34 @@ mod tests {
         assert!(
             !endpoint
                 .filter
-                .wants(&event("lobby", OutboxKind::Join, ann))
+                .wants(&event("lobby", OutboxKind::Join, ann.clone()))
+        );
+        // Another app's spaces are `ID:presence-…`: not this app's.
+        assert!(
+            !endpoint
+                .filter
+                .wants(&event("7:presence-a", OutboxKind::Join, ann.clone()))
+        );
+        let second = PusherTarget {
+            app_id: "7".into(),
+            space_prefix: "7:".into(),
+            ..target.clone()
+        }
+        .endpoint(4);
+        assert!(
+            second
+                .filter
+                .wants(&event("7:presence-a", OutboxKind::Join, ann.clone()))
+        );
+        assert!(
+            !second
+                .filter
+                .wants(&event("presence-a", OutboxKind::Join, ann.clone()))
+        );
+        let theirs = event_json(&event("7:presence-a", OutboxKind::Join, ann)).unwrap();
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(&theirs).unwrap(),
+            serde_json::json!({"name":"member_added","channel":"presence-a","user_id":"ann"})
         );
         let one = event_json(&event("presence-a", OutboxKind::Occupied, None)).unwrap();
         let batch = Batch::for_signer(&endpoint.signer, [("e", one.as_slice())], 1_234);

@@ -40,7 +40,7 @@ impl Session {
                 _ => bad("user_info must be a JSON object"),
             })?),
         };
-        let space = SpaceName::new(channel).map_err(|_| {
+        let space = SpaceName::new(&self.app.presence_space(channel)).map_err(|_| {
             bad("a presence channel is a herenow space: at most 128 letters, digits or - _ . : @")
         })?;
         let id = MemberId::new(&member.user_id)
