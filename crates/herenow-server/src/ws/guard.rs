@@ -97,7 +97,8 @@ struct ErrorWindow {
 impl ErrorWindow {
     fn new(max: usize, window: Duration) -> Self {
         Self {
-            times: VecDeque::with_capacity(max),
+            // Grown only by a client that errs; bounded by `max`.
+            times: VecDeque::new(),
             max,
             window,
         }

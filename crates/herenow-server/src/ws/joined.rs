@@ -2,8 +2,6 @@
 //! visibility: what a ping writes to the store again, and what the session
 //! detaches from on its way out.
 
-use std::collections::BTreeMap;
-
 use herenow_core::{Metadata, SpaceName};
 
 use super::limits::MAX_JOINED;
@@ -11,9 +9,13 @@ use crate::protocol::ws::WsError;
 
 /// A connection's presence, as the session remembers it: only spaces the
 /// store accepted an attach for are recorded.
+///
+/// The spaces are a vector sorted by name: at most [`MAX_JOINED`] of them,
+/// and most connections join one, which a map's node would hold in
+/// several hundred bytes.
 #[derive(Debug, Default)]
 pub(super) struct Joined {
-    spaces: BTreeMap<SpaceName, Option<Metadata>>,
+    spaces: Vec<(SpaceName, Option<Metadata>)>,
     invisible: bool,
 }
 
@@ -21,7 +23,7 @@ impl Joined {
     /// Refuses a join beyond [`MAX_JOINED`]; joining a space again is
     /// always allowed.
     pub(super) fn admit(&self, space: &SpaceName) -> Result<(), WsError> {
-        if !self.spaces.contains_key(space) && self.spaces.len() >= MAX_JOINED {
+        if self.find(space).is_err() && self.spaces.len() >= MAX_JOINED {
             return Err(WsError::new(
                 "too-many-spaces",
                 format!("a connection may join at most {MAX_JOINED} spaces"),
@@ -32,7 +34,7 @@ impl Joined {
 
     /// Refuses a message about a space this connection did not join.
     pub(super) fn require(&self, space: &SpaceName) -> Result<(), WsError> {
-        if !self.spaces.contains_key(space) {
+        if self.find(space).is_err() {
             return Err(not_joined(space));
         }
         Ok(())
@@ -41,20 +43,29 @@ impl Joined {
     /// Remembers `space` with this connection's metadata there, once the
     /// store has it.
     pub(super) fn record(&mut self, space: SpaceName, meta: Option<Metadata>) {
-        self.spaces.insert(space, meta);
+        match self.find(&space) {
+            Ok(i) => self.spaces[i].1 = meta,
+            Err(i) => self.spaces.insert(i, (space, meta)),
+        }
     }
 
     /// Forgets `space`, or refuses when this connection did not join it.
     pub(super) fn forget(&mut self, space: &SpaceName) -> Result<(), WsError> {
-        match self.spaces.remove(space) {
-            Some(_) => Ok(()),
-            None => Err(not_joined(space)),
+        match self.find(space) {
+            Ok(i) => {
+                self.spaces.remove(i);
+                Ok(())
+            }
+            Err(_) => Err(not_joined(space)),
         }
     }
 
     /// Forgets every space, for the last detach.
     pub(super) fn take_all(&mut self) -> Vec<SpaceName> {
-        std::mem::take(&mut self.spaces).into_keys().collect()
+        std::mem::take(&mut self.spaces)
+            .into_iter()
+            .map(|(space, _)| space)
+            .collect()
     }
 
     /// Whether no space is joined.
@@ -64,7 +75,12 @@ impl Joined {
 
     /// The joined spaces with this connection's metadata in each.
     pub(super) fn iter(&self) -> impl Iterator<Item = (&SpaceName, &Option<Metadata>)> {
-        self.spaces.iter()
+        self.spaces.iter().map(|(space, meta)| (space, meta))
+    }
+
+    /// Where `space` is, or where it would go.
+    fn find(&self, space: &SpaceName) -> Result<usize, usize> {
+        self.spaces.binary_search_by(|(s, _)| s.cmp(space))
     }
 
     /// Whether this connection hides its member, in every space it joined

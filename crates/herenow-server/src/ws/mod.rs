@@ -27,6 +27,7 @@ mod guard;
 mod joined;
 mod limits;
 mod msg;
+mod queue;
 mod send_queue;
 mod session;
 mod session_watch;
@@ -46,7 +47,7 @@ use crate::extract::ApiQuery;
 use crate::problem::ApiError;
 use crate::state::AppState;
 
-use limits::MAX_MESSAGE_BYTES;
+use limits::{MAX_MESSAGE_BYTES, READ_BUFFER};
 
 /// `GET /v1/ws`. It sits outside the API-key middleware ([`crate::app`]):
 /// browsers cannot send headers with a WebSocket, so the token is the
@@ -93,8 +94,10 @@ async fn upgrade(
     Ok(ws
         .max_message_size(MAX_MESSAGE_BYTES)
         .max_frame_size(MAX_MESSAGE_BYTES)
-        // Small buffers: 10,000 idle sockets should not cost a gigabyte.
-        .read_buffer_size(4 * 1024)
+        // Small buffers: every open socket holds its read buffer for its
+        // whole life, while a client's messages are mostly under a few
+        // hundred bytes; a larger frame grows it (up to the limit above).
+        .read_buffer_size(READ_BUFFER)
         .write_buffer_size(0)
         .on_upgrade(move |socket| async move {
             session::run(socket, state, conn, config, query.token, permit).await;

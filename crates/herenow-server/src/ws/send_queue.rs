@@ -29,10 +29,11 @@ use std::collections::HashSet;
 
 use herenow_core::SpaceName;
 use tokio::sync::mpsc::error::TrySendError;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::limits::{MAX_SUBSCRIBED, SEND_QUEUE};
+use super::queue::{self, Sender};
 use super::writer::{Outbound, Outlet};
 use crate::protocol::ws::ServerMessage;
 
@@ -64,7 +65,7 @@ pub(super) enum Outcome {
 
 /// The session's end of the send queue, with the lag bookkeeping.
 pub(super) struct SendQueue {
-    tx: mpsc::Sender<Outbound>,
+    tx: Sender<Outbound>,
     urgent: Option<oneshot::Sender<(u16, String)>>,
     /// Lagging subscriptions: told, waiting for room to start over.
     lagging: HashSet<SpaceName>,
@@ -80,7 +81,7 @@ pub(super) struct SendQueue {
 impl SendQueue {
     /// An empty queue, and the writer's ends of it.
     pub(super) fn new() -> (SendQueue, Outlet) {
-        let (tx, rx) = mpsc::channel(SEND_QUEUE + RESERVE);
+        let (tx, rx) = queue::channel(SEND_QUEUE + RESERVE);
         let (urgent_tx, urgent) = oneshot::channel();
         let send_queue = SendQueue {
             tx,
@@ -271,13 +272,11 @@ impl SendQueue {
 
 /// Waits for room for lagging subscriptions to start over; see
 /// [`SendQueue::room`].
-pub(super) struct Room(mpsc::Sender<Outbound>);
+pub(super) struct Room(Sender<Outbound>);
 
 impl Room {
     /// Resolves once half the queue is free; false when the writer is gone.
     pub(super) async fn wait(&self) -> bool {
-        // The permits only measure the room; dropped at once, they
-        // reserve nothing.
-        self.0.reserve_many(LAG_ROOM).await.is_ok()
+        self.0.room(LAG_ROOM).await
     }
 }

@@ -61,7 +61,9 @@ pub(super) async fn run(
     let (sink, stream) = socket.split();
     let (send_queue, outlet) = SendQueue::new();
     let (ended_tx, ended_rx) = oneshot::channel::<()>();
-    let session = Session::new(state.clone(), conn, settings, send_queue);
+    // Boxed: the session's state lives once, on the heap, rather than in
+    // this future and again in the future of its `run`.
+    let session = Box::new(Session::new(state.clone(), conn, settings, send_queue));
     let session = async move {
         session.run(stream, url_token).await;
         // Dropped with the session: the writer's grace starts.
@@ -110,7 +112,17 @@ impl Session {
         }
     }
 
-    async fn run(mut self, mut stream: SplitStream<WebSocket>, url_token: Option<String>) {
+    /// Reads and dispatches until the session ends, then detaches.
+    ///
+    /// This future is held by every open socket for its whole life, so
+    /// it is kept small: the handlers of client messages, restarts and
+    /// the watch are boxed (their futures exist only while they run),
+    /// and one timer serves the hello, idle and stall deadlines.
+    async fn run(
+        mut self: Box<Self>,
+        mut stream: SplitStream<WebSocket>,
+        url_token: Option<String>,
+    ) {
         if let Some(token) = url_token
             && let Err(e) = self.hello(&token, None)
         {
@@ -129,6 +141,11 @@ impl Session {
                 .send_queue
                 .lagging_since()
                 .map(|since| since + self.timers.stall());
+            let deadline = Deadline::first(
+                waiting_for_hello.then_some(hello_deadline),
+                idle_deadline,
+                stall_deadline,
+            );
             let has_subs = !self.subs.is_empty();
             let has_watch = self.watching.is_some();
             tokio::select! {
@@ -136,15 +153,13 @@ impl Session {
                 () = shutdown.cancelled() => {
                     self.close(close::GOING_AWAY, "the server is shutting down");
                 }
-                () = sleep_until(hello_deadline), if waiting_for_hello => {
-                    self.close(close::NO_HELLO, "no hello in time");
-                }
-                () = sleep_until(idle_deadline) => {
-                    self.close(close::IDLE, "no message within the TTL");
-                }
-                () = sleep_until(stall_deadline.unwrap_or(idle_deadline)), if stall_deadline.is_some() => {
-                    self.close(close::TOO_SLOW, "too slow: the send queue stayed full");
-                }
+                () = sleep_until(deadline.at) => match deadline.kind {
+                    DeadlineKind::Hello => self.close(close::NO_HELLO, "no hello in time"),
+                    DeadlineKind::Idle => self.close(close::IDLE, "no message within the TTL"),
+                    DeadlineKind::Stall => {
+                        self.close(close::TOO_SLOW, "too slow: the send queue stayed full");
+                    }
+                },
                 has_room = room.wait(), if lagging => {
                     if !has_room {
                         break;
@@ -152,16 +167,16 @@ impl Session {
                     // Room again: the notices went out when the lag began;
                     // now the fresh snapshots.
                     for space in self.send_queue.recover() {
-                        self.restart(space).await;
+                        Box::pin(self.restart(space)).await;
                     }
                     if self.send_queue.take_watch_lag() {
-                        self.watch_resync().await;
+                        Box::pin(self.watch_resync()).await;
                     }
                 }
                 frame = stream.next() => match frame {
                     Some(Ok(Message::Text(text))) => {
                         self.timers.heard(Instant::now());
-                        self.on_text(text.as_str()).await;
+                        Box::pin(self.on_text(text.as_str())).await;
                     }
                     Some(Ok(Message::Binary(_))) => {
                         self.timers.heard(Instant::now());
@@ -188,11 +203,11 @@ impl Session {
                     self.on_event(space, item).await;
                 }
                 Some(note) = next_note(&mut self.watching), if has_watch => {
-                    self.on_watch_note(note).await;
+                    Box::pin(self.on_watch_note(note)).await;
                 }
             }
         }
-        self.detach_all().await;
+        Box::pin(self.detach_all()).await;
         tracing::debug!(
             conn = %self.conn,
             member = ?self.grant.as_ref().map(|g| &g.member),
@@ -265,7 +280,7 @@ impl Session {
             }
             // The store's queue overflowed: this subscriber missed events.
             Err(RecvError::Lagged(missed)) => match self.send_queue.overflowed(&space, missed) {
-                Outcome::Restart => self.restart(space).await,
+                Outcome::Restart => Box::pin(self.restart(space)).await,
                 outcome => {
                     self.settle(outcome);
                 }
@@ -647,6 +662,53 @@ impl Session {
     }
 }
 
+/// What the session's one timer waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DeadlineKind {
+    /// `hello` is due.
+    Hello,
+    /// A message is due within the TTL.
+    Idle,
+    /// A lagging queue must have had room by now.
+    Stall,
+}
+
+/// The earliest of the session's deadlines, and which one it is.
+#[derive(Debug, Clone, Copy)]
+struct Deadline {
+    at: Instant,
+    kind: DeadlineKind,
+}
+
+impl Deadline {
+    /// The earliest of the deadlines that apply; on a tie the hello
+    /// deadline wins, then the idle one (the order the closes were
+    /// checked in when each had its own timer).
+    fn first(hello: Option<Instant>, idle: Instant, stall: Option<Instant>) -> Self {
+        let mut first = Deadline {
+            at: idle,
+            kind: DeadlineKind::Idle,
+        };
+        if let Some(at) = hello
+            && at <= first.at
+        {
+            first = Deadline {
+                at,
+                kind: DeadlineKind::Hello,
+            };
+        }
+        if let Some(at) = stall
+            && at < first.at
+        {
+            first = Deadline {
+                at,
+                kind: DeadlineKind::Stall,
+            };
+        }
+        first
+    }
+}
+
 /// The next note of the watch, if any (for `select!`).
 async fn next_note(watching: &mut Option<Watching>) -> Option<Note> {
     match watching {
@@ -666,5 +728,36 @@ fn read_error_close(e: axum::Error) -> Option<(u16, &'static str)> {
         tungstenite::Error::Utf8(_) => Some((close::BAD_DATA, "a text frame that is not UTF-8")),
         tungstenite::Error::Protocol(_) => Some((close::PROTOCOL, "a WebSocket protocol error")),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn the_one_timer_waits_for_the_earliest_deadline_that_applies() {
+        let now = Instant::now();
+        let s = Duration::from_secs;
+        let idle = now + s(30);
+        let first = Deadline::first(None, idle, None);
+        assert_eq!((first.at, first.kind), (idle, DeadlineKind::Idle));
+        let first = Deadline::first(Some(now + s(10)), idle, None);
+        assert_eq!(first.kind, DeadlineKind::Hello);
+        let first = Deadline::first(Some(now + s(10)), idle, Some(now + s(5)));
+        assert_eq!((first.at, first.kind), (now + s(5), DeadlineKind::Stall));
+        let first = Deadline::first(None, idle, Some(now + s(40)));
+        assert_eq!(first.kind, DeadlineKind::Idle);
+        // Ties: hello, then idle, as when each had its own timer.
+        assert_eq!(
+            Deadline::first(Some(idle), idle, Some(idle)).kind,
+            DeadlineKind::Hello
+        );
+        assert_eq!(
+            Deadline::first(None, idle, Some(idle)).kind,
+            DeadlineKind::Idle
+        );
     }
 }

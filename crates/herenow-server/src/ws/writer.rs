@@ -13,7 +13,9 @@ use std::time::Duration;
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use futures::stream::SplitSink;
 use futures::{FutureExt, SinkExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
+
+use super::queue::Receiver;
 
 /// How long what is queued and the close frame may take to go out once the
 /// session has ended, before the socket is simply dropped.
@@ -35,7 +37,7 @@ pub(super) enum Outbound {
 /// overtakes it.
 pub(super) struct Outlet {
     /// What the session queued, in order.
-    pub(super) rx: mpsc::Receiver<Outbound>,
+    pub(super) rx: Receiver<Outbound>,
     /// A close for when not even the queue's reserve had room.
     pub(super) urgent: oneshot::Receiver<(u16, String)>,
 }

@@ -136,7 +136,7 @@ pub(super) async fn upgrade(
     let upgraded = ws
         .max_message_size(MAX_FRAME)
         .max_frame_size(MAX_FRAME)
-        .read_buffer_size(4 * 1024)
+        .read_buffer_size(512)
         .write_buffer_size(0);
     upgraded.on_upgrade(move |socket| async move {
         let admitted = match (refusal, permit) {
