@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::{RedisServer, raw_command, require};
+use crate::{RedisServer, cli_binary, raw_command, require};
 
 /// `cluster-node-timeout` of [`RedisCluster::start`]'s nodes (Redis'
 /// default is 15 s; nothing fails over in those tests).
@@ -58,7 +58,7 @@ impl RedisCluster {
     }
 
     fn form(count: usize, replicas: usize, node_timeout: Duration) -> Self {
-        require("redis-cli");
+        require(&cli_binary());
         let nodes: Vec<RedisServer> = (0..count)
             .map(|_| RedisServer::start_with(true, false, node_timeout))
             .collect();
@@ -66,7 +66,7 @@ impl RedisCluster {
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port))
             .collect();
-        let out = Command::new("redis-cli")
+        let out = Command::new(cli_binary())
             .arg("--cluster")
             .arg("create")
             .args(&addrs)
@@ -87,6 +87,13 @@ impl RedisCluster {
                 cluster.info(i, "CLUSTER INFO", "cluster_state") == Some("ok".into())
             });
         }
+        // Pub/sub crosses the cluster bus only where a link is up: a
+        // PUBLISH made while two nodes still shake hands never reaches the
+        // subscribers of one of them, and on a loaded machine that outlasts
+        // `cluster_state:ok`.
+        cluster.wait(deadline, "every node linked to every other", || {
+            cluster.meshed()
+        });
         if replicas > 0 {
             cluster.wait(
                 deadline,
@@ -95,6 +102,29 @@ impl RedisCluster {
             );
         }
         cluster
+    }
+
+    /// Every node knows every other, none in a handshake or without an
+    /// address, and reports its link to each `connected`.
+    fn meshed(&self) -> bool {
+        (0..self.nodes.len()).all(|i| {
+            let Ok(reply) = raw_command(self.nodes[i].port, "CLUSTER NODES") else {
+                return false;
+            };
+            let lines: Vec<Vec<&str>> = reply
+                .lines()
+                .skip(1)
+                .map(|l| l.split_whitespace().collect::<Vec<_>>())
+                .filter(|f| f.len() >= 8)
+                .collect();
+            lines.len() == self.nodes.len()
+                && lines.iter().all(|f| {
+                    f[7] == "connected"
+                        && !f[2]
+                            .split(',')
+                            .any(|flag| flag == "handshake" || flag == "noaddr")
+                })
+        })
     }
 
     /// Every node sees three masters and three replicas, every master
