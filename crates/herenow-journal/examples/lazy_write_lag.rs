@@ -54,7 +54,7 @@ fn main() {
     let mut lags = Vec::new();
     while Instant::now() < ends {
         let appended = Instant::now();
-        journal.append(&[1; 100], Durability::Lazy).expect("append");
+        let _lazy = journal.append(&[1; 100], Durability::Lazy).expect("append");
         // Every byte appended so far, this record's included (and maybe a
         // `Sync` record appended just after it: a slight overestimate).
         let want = HEADER.len() as u64 + journal.stats().bytes;

@@ -362,8 +362,10 @@ impl Writer {
             if let Err(e) = sync_thread {
                 self.fail(format!("starting the journal's sync thread: {e}"));
             }
+            // Stops the syncer however the writing ends, a panic included
+            // (the scope waits for it before the panic goes on).
+            let _stop = StopOnDrop(&syncer);
             self.write_until_closed();
-            syncer.stop();
         });
     }
 
@@ -517,6 +519,15 @@ impl Drop for Writer {
     /// waiting.
     fn drop(&mut self) {
         stop_appends(&self.shared, "the journal closed".into());
+    }
+}
+
+/// Stops the syncer when dropped.
+struct StopOnDrop<'a>(&'a Syncer);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.stop();
     }
 }
 
