@@ -85,10 +85,10 @@ async fn quiet(feed: &mut UserFeed) {
 /// the leave.
 ///
 /// The stores keep the default command timeout (2 s): with 500 ms, a
-/// command slowed by load timed out, the heartbeat waited in the outage
-/// buffer and came back after the replayer's backoff (up to 5 s), later
-/// than the test then waited for its event. Nothing here is about a link
-/// that drops.
+/// command slowed by load could time out, and the heartbeat then waits in
+/// the outage buffer and comes back after the replayer's backoff (up to
+/// 5 s), later than the test used to wait for its event. Nothing here is
+/// about a link that drops.
 async fn two_servers_one_redis(url: &str) {
     let clock = ManualClock::new(T0);
     let timeout = RedisOptions::default().timeout;
