@@ -87,10 +87,11 @@ impl RedisCluster {
                 cluster.info(i, "CLUSTER INFO", "cluster_state") == Some("ok".into())
             });
         }
-        // Pub/sub crosses the cluster bus only where a link is up: a
-        // PUBLISH made while two nodes still shake hands never reaches the
-        // subscribers of one of them, and on a loaded machine that outlasts
-        // `cluster_state:ok`.
+        // Pub/sub crosses the cluster bus only where a link is up and
+        // known: a PUBLISH made while two nodes still shake hands never
+        // reaches the subscribers of one of them, and Valkey drops what
+        // arrives on an inbound link it has not yet tied to its node. Both
+        // outlast `cluster_state:ok`.
         cluster.wait(deadline, "every node linked to every other", || {
             cluster.meshed()
         });
@@ -105,7 +106,8 @@ impl RedisCluster {
     }
 
     /// Every node knows every other, none in a handshake or without an
-    /// address, and reports its link to each `connected`.
+    /// address, reports its link to each `connected`, and has tied an
+    /// inbound link to each.
     fn meshed(&self) -> bool {
         (0..self.nodes.len()).all(|i| {
             let Ok(reply) = raw_command(self.nodes[i].port, "CLUSTER NODES") else {
@@ -117,13 +119,18 @@ impl RedisCluster {
                 .map(|l| l.split_whitespace().collect::<Vec<_>>())
                 .filter(|f| f.len() >= 8)
                 .collect();
-            lines.len() == self.nodes.len()
+            let outbound = lines.len() == self.nodes.len()
                 && lines.iter().all(|f| {
                     f[7] == "connected"
                         && !f[2]
                             .split(',')
                             .any(|flag| flag == "handshake" || flag == "noaddr")
-                })
+                });
+            // `CLUSTER LINKS` lists an inbound link (`from`) once the node
+            // knows whose it is.
+            let inbound = raw_command(self.nodes[i].port, "CLUSTER LINKS")
+                .is_ok_and(|r| r.lines().filter(|l| *l == "from").count() >= self.nodes.len() - 1);
+            outbound && inbound
         })
     }
 
