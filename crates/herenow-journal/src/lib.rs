@@ -16,14 +16,16 @@
 //!   writer checksums and writes what gathered, a batch per write call.
 //! - A [`Durability::Sync`] append's [`Ack`] resolves once the record is
 //!   on disk (`fdatasync`). Appends waiting at the same time share one
-//!   write and one `fdatasync` (group commit): the writer thread takes
-//!   everything buffered, writes it at once, syncs once, and acknowledges
-//!   all of it.
+//!   `fdatasync` (group commit): a sync thread beside the writer syncs
+//!   everything written so far, and what is written while it runs shares
+//!   the next one.
 //! - A [`Durability::Lazy`] append has nothing to wait for. It is written
 //!   within 10 ms and synced within [`JournalOptions::lazy_sync`] (1 s,
 //!   like Redis's `appendfsync everysec`), or sooner by any `Sync` append
 //!   behind it: a crash of the machine loses at most that last second of
-//!   lazy records, a crash of the process alone the last 10 ms.
+//!   lazy records, a crash of the process alone the last 10 ms, however
+//!   long the disk takes to sync (the writer never waits for a sync but
+//!   at a rotation or the close).
 //! - Replay yields the records in the order they were appended.
 //!
 //! # Format
@@ -177,7 +179,7 @@ pub struct JournalStats {
 }
 
 /// The journal: appends go into a buffer that a writer thread, which
-/// owns the file, writes and syncs.
+/// owns the file, writes, and a sync thread it starts syncs.
 pub struct Journal {
     shared: Arc<writer::Shared>,
     thread: Option<std::thread::JoinHandle<()>>,

@@ -1,12 +1,19 @@
-//! The hand-off between appenders and the writer thread, and the thread.
+//! The hand-off between appenders and the writer thread, and the writer
+//! and sync threads.
 //!
 //! Appenders encode their records straight into one shared buffer under a
 //! mutex ([`Shared::append`]), each behind a head holding its length: no
 //! message, no allocation and no wake-up per record. The writer thread
 //! swaps that buffer for its empty spare, fills in the records'
-//! checksums, writes it with one call, and syncs when a `Sync` record is
-//! in it, a rotation or close asks for it, or the oldest lazy write
-//! reaches its deadline.
+//! checksums and writes it with one call; the sync thread beside it
+//! ([`Syncer`]) calls `fdatasync` when a `Sync` record was written or the
+//! oldest unsynced lazy write reaches its deadline. (A rotation or the
+//! close is synced by the writer itself, before it moves on.)
+//!
+//! Why two threads: an `fdatasync` on a busy disk can take seconds, and a
+//! writer that waited for it left lazy records (heartbeats) in memory all
+//! that time, where a crash of the process lost them. Now the writer
+//! writes every [`WRITE_EVERY`] whatever the disk's syncs take.
 //!
 //! Why the checksum is the writer's: it is the one per-byte cost of
 //! framing, a large share of an appender's work on a single heartbeat's
@@ -16,15 +23,15 @@
 //!
 //! The writer sleeps on a condition variable, and an appender wakes it
 //! only when it must act: a `Sync` record arrived (group commit: while one
-//! `fdatasync` runs, the next `Sync` records gather in the buffer and
-//! share the next one), the buffer passed [`WAKE_BYTES`], or the first
-//! record arrived in an empty buffer while nothing brings the writer back
-//! within [`WRITE_EVERY`]. Otherwise it comes back on its own at the next
-//! write or sync deadline.
+//! `fdatasync` runs, the next `Sync` records are written and share the
+//! next one), the buffer passed [`WAKE_BYTES`], or the first record
+//! arrived in an empty buffer while nothing brings the writer back within
+//! [`WRITE_EVERY`]. Otherwise it comes back on its own at the next write
+//! deadline.
 //!
 //! `Sync` records are numbered in append order; after each `fdatasync`
-//! the writer publishes the number of the last record it covers on a
-//! `watch` channel, which every [`Ack`](crate::Ack) waits on.
+//! the syncer (or the writer) publishes the number of the last record it
+//! covers on a `watch` channel, which every [`Ack`](crate::Ack) waits on.
 
 use std::fs::File;
 use std::io::Write;
@@ -286,10 +293,11 @@ struct Job {
 pub(crate) struct Writer {
     dir: PathBuf,
     number: u64,
-    file: File,
+    file: Arc<File>,
     shared: Arc<Shared>,
-    published: watch::Sender<Synced>,
-    lazy_sync: Duration,
+    published: Arc<watch::Sender<Synced>>,
+    /// The syncer's half: what is written and wants syncing.
+    syncer: Arc<Syncer>,
     /// Records up to this number have been taken from the buffer.
     taken: u64,
     /// ... and written, when nothing failed.
@@ -297,8 +305,6 @@ pub(crate) struct Writer {
     /// When the buffer may be written next (one write per
     /// [`WRITE_EVERY`] unless a wake-up asks for more).
     next_write: Instant,
-    /// Written but not yet synced since this instant.
-    dirty_since: Option<Instant>,
     /// The first write or sync error.
     failed: Option<Arc<str>>,
 }
@@ -312,30 +318,68 @@ impl Writer {
         published: watch::Sender<Synced>,
         lazy_sync: Duration,
     ) -> Self {
+        let file = Arc::new(file);
+        let published = Arc::new(published);
+        let syncer = Arc::new(Syncer {
+            state: Mutex::new(SyncState {
+                file: file.clone(),
+                written: 0,
+                wanted: 0,
+                dirty_since: None,
+                stop: false,
+            }),
+            wake: Condvar::new(),
+            shared: shared.clone(),
+            published: published.clone(),
+            // The write came up to WRITE_EVERY after its records were
+            // appended.
+            sync_after: lazy_sync.saturating_sub(WRITE_EVERY),
+        });
         Self {
             dir,
             number,
             file,
             shared,
             published,
-            lazy_sync,
+            syncer,
             taken: 0,
             written: 0,
             next_write: Instant::now(),
-            dirty_since: None,
             failed: None,
         }
     }
 
+    /// Writes until closed, with the syncer on a thread of its own beside
+    /// it: a slow `fdatasync` (a busy disk can take seconds) never holds
+    /// up the next write, so a crash of the process still loses only what
+    /// the last [`WRITE_EVERY`] buffered.
     pub(crate) fn run(mut self) {
+        let syncer = self.syncer.clone();
+        std::thread::scope(|scope| {
+            let sync_thread = std::thread::Builder::new()
+                .name("herenow-journal-sync".into())
+                .spawn_scoped(scope, || syncer.run());
+            if let Err(e) = sync_thread {
+                self.fail(format!("starting the journal's sync thread: {e}"));
+            }
+            // Stops the syncer however the writing ends, a panic included
+            // (the scope waits for it before the panic goes on).
+            let _stop = StopOnDrop(&syncer);
+            self.write_until_closed();
+        });
+    }
+
+    fn write_until_closed(&mut self) {
         let mut spare = Vec::with_capacity(64 * 1024);
         loop {
             let job = self.take(&mut spare);
             file::seal_all(&mut spare);
-            self.write(&spare);
+            self.write(&spare, job.sync);
             spare.clear();
-            if job.sync || job.rotate.is_some() || job.close || self.sync_due(Instant::now()) {
-                self.sync();
+            if job.rotate.is_some() || job.close {
+                // Here, not by the syncer: everything in this file must
+                // be synced before the syncer is handed the next one.
+                self.sync_now();
             }
             if let Some(ack) = job.rotate {
                 let _ = ack.send(self.rotate());
@@ -358,20 +402,14 @@ impl Writer {
             {
                 break;
             }
-            let write_due = (!st.buf.is_empty()).then_some(self.next_write);
-            let sync_due = self.dirty_since.map(|t| t + self.sync_after());
-            let due = match (write_due, sync_due) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
             st.sleeping = true;
             st.wake_on_first = st.buf.is_empty();
-            match due {
-                None => shared.work.wait(&mut st),
-                Some(t) if t <= Instant::now() => break,
-                Some(t) => {
-                    shared.work.wait_until(&mut st, t);
-                }
+            if st.buf.is_empty() {
+                shared.work.wait(&mut st);
+            } else if self.next_write <= Instant::now() {
+                break;
+            } else {
+                shared.work.wait_until(&mut st, self.next_write);
             }
             st.sleeping = false;
         }
@@ -390,44 +428,33 @@ impl Writer {
         job
     }
 
-    /// How long after the first unsynced write the sync is due: the
-    /// write came up to [`WRITE_EVERY`] after its records were appended.
-    fn sync_after(&self) -> Duration {
-        self.lazy_sync.saturating_sub(WRITE_EVERY)
-    }
-
-    fn sync_due(&self, now: Instant) -> bool {
-        self.dirty_since
-            .is_some_and(|t| now.duration_since(t) >= self.sync_after())
-    }
-
-    fn write(&mut self, buf: &[u8]) {
+    /// Writes `buf` and hands it to the syncer: at once when `sync` (a
+    /// `Sync` record is in it), else by the lazy deadline.
+    fn write(&mut self, buf: &[u8], sync: bool) {
         if buf.is_empty() || self.failed.is_some() {
             return;
         }
-        match self.file.write_all(buf) {
+        match (&*self.file).write_all(buf) {
             Ok(()) => {
                 self.written = self.taken;
-                self.dirty_since.get_or_insert_with(Instant::now);
+                self.syncer.wrote(self.written, sync);
             }
             Err(e) => self.fail(format!("writing the journal: {e}")),
         }
     }
 
-    fn sync(&mut self) {
-        if self.dirty_since.is_none() || self.failed.is_some() {
+    /// Syncs the current file on this thread (before a rotation or the
+    /// close) and publishes what that covers.
+    fn sync_now(&mut self) {
+        // After the syncer failed, a later `fdatasync` that succeeds says
+        // nothing of the writes the failed one covered.
+        if self.failed.is_some() || self.written == 0 || self.published.borrow().failed.is_some() {
             return;
         }
         match self.file.sync_data() {
             Ok(()) => {
                 self.shared.syncs.fetch_add(1, Ordering::Relaxed);
-                self.dirty_since = None;
-                let upto = self.written;
-                self.published.send_if_modified(|s| {
-                    let newer = s.upto < upto;
-                    s.upto = upto;
-                    newer
-                });
+                publish(&self.published, self.written);
             }
             Err(e) => self.fail(format!("syncing the journal: {e}")),
         }
@@ -440,7 +467,8 @@ impl Writer {
         let number = self.number + 1;
         match file::create(&self.dir, number) {
             Ok(f) => {
-                self.file = f;
+                self.file = Arc::new(f);
+                self.syncer.switch(self.file.clone());
                 self.number = number;
                 self.shared.file.store(number, Ordering::Relaxed);
                 Ok(number)
@@ -450,20 +478,39 @@ impl Writer {
     }
 
     fn fail(&mut self, why: String) {
-        tracing::error!(error = %why, "the journal failed; durable writes are refused from now on");
-        let why: Arc<str> = why.into();
-        self.failed = Some(why.clone());
-        self.stop_appends(why.clone());
-        self.published.send_modify(|s| s.failed = Some(why));
+        self.failed = Some(fail(&self.shared, &self.published, why));
     }
+}
 
-    /// Refuses every later append with `why` (the first reason stays).
-    fn stop_appends(&self, why: Arc<str>) {
-        let mut st = self.shared.state.lock();
-        st.failed.get_or_insert(why);
-        drop(st);
-        self.shared.room.notify_all();
-    }
+/// Every record numbered up to `upto` is on disk.
+fn publish(published: &watch::Sender<Synced>, upto: u64) {
+    published.send_if_modified(|s| {
+        let newer = s.upto < upto;
+        if newer {
+            s.upto = upto;
+        }
+        newer
+    });
+}
+
+/// Stops the journal: logs `why`, refuses every later append (the first
+/// reason stays) and fails every `Sync` append waiting. Returns `why`.
+fn fail(shared: &Shared, published: &watch::Sender<Synced>, why: String) -> Arc<str> {
+    tracing::error!(error = %why, "the journal failed; durable writes are refused from now on");
+    let why: Arc<str> = why.into();
+    stop_appends(shared, why.clone());
+    published.send_modify(|s| {
+        s.failed.get_or_insert_with(|| why.clone());
+    });
+    why
+}
+
+/// Refuses every later append with `why` (the first reason stays).
+fn stop_appends(shared: &Shared, why: Arc<str>) {
+    let mut st = shared.state.lock();
+    st.failed.get_or_insert(why);
+    drop(st);
+    shared.room.notify_all();
 }
 
 impl Drop for Writer {
@@ -471,6 +518,116 @@ impl Drop for Writer {
     /// accepted; dropping `published` fails every `Sync` append still
     /// waiting.
     fn drop(&mut self) {
-        self.stop_appends("the journal closed".into());
+        stop_appends(&self.shared, "the journal closed".into());
+    }
+}
+
+/// Stops the syncer when dropped.
+struct StopOnDrop<'a>(&'a Syncer);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
+}
+
+/// What the writer hands the syncer, behind [`Syncer::state`].
+struct SyncState {
+    /// The file being written (the writer syncs a file itself before it
+    /// moves to the next, so this one holds everything not yet synced).
+    file: Arc<File>,
+    /// The number of the last record written.
+    written: u64,
+    /// A `Sync` record up to this number waits for its `fdatasync`.
+    wanted: u64,
+    /// Written but not yet synced since this instant.
+    dirty_since: Option<Instant>,
+    /// The writer is done: stop.
+    stop: bool,
+}
+
+/// The sync thread's half: it calls `fdatasync` when a `Sync` record is
+/// written (records written meanwhile share the next call: group commit)
+/// or when the oldest unsynced lazy write reaches its deadline, and
+/// publishes what each call covers.
+struct Syncer {
+    state: Mutex<SyncState>,
+    wake: Condvar,
+    shared: Arc<Shared>,
+    published: Arc<watch::Sender<Synced>>,
+    /// How long after the first unsynced write a sync is due.
+    sync_after: Duration,
+}
+
+impl Syncer {
+    /// The writer wrote records up to `written`; `sync`: one of them is a
+    /// `Sync` record.
+    fn wrote(&self, written: u64, sync: bool) {
+        let mut st = self.state.lock();
+        st.written = written;
+        let had_deadline = st.dirty_since.is_some();
+        st.dirty_since.get_or_insert_with(Instant::now);
+        if sync {
+            st.wanted = written;
+        }
+        // A sleeper with a deadline already wakes by itself for a lazy
+        // write.
+        if sync || !had_deadline {
+            self.wake.notify_one();
+        }
+    }
+
+    /// The writer moved to `file`, having synced the previous one.
+    fn switch(&self, file: Arc<File>) {
+        let mut st = self.state.lock();
+        st.file = file;
+        st.dirty_since = None;
+    }
+
+    fn stop(&self) {
+        let mut st = self.state.lock();
+        st.stop = true;
+        self.wake.notify_one();
+    }
+
+    fn run(&self) {
+        let mut synced = 0;
+        loop {
+            let (file, upto) = {
+                let mut st = self.state.lock();
+                loop {
+                    if st.stop {
+                        return;
+                    }
+                    let due = st.dirty_since.map(|t| t + self.sync_after);
+                    if st.wanted > synced || due.is_some_and(|t| t <= Instant::now()) {
+                        break;
+                    }
+                    match due {
+                        Some(t) => {
+                            self.wake.wait_until(&mut st, t);
+                        }
+                        None => self.wake.wait(&mut st),
+                    }
+                }
+                st.dirty_since = None;
+                (st.file.clone(), st.written)
+            };
+            match file.sync_data() {
+                Ok(()) => {
+                    self.shared.syncs.fetch_add(1, Ordering::Relaxed);
+                    synced = upto;
+                    publish(&self.published, upto);
+                }
+                Err(e) => {
+                    fail(
+                        &self.shared,
+                        &self.published,
+                        format!("syncing the journal: {e}"),
+                    );
+                    return;
+                }
+            }
+        }
     }
 }

@@ -20,6 +20,9 @@
 //! - `herenow_http_request_duration_seconds{route,method}`: latency;
 //! - `herenow_sse_subscribers`: open event streams (gauge);
 //! - `herenow_ws_connections`: open WebSocket connections (gauge);
+//! - `herenow_runtime_alive_tasks`: tasks alive in the async runtime that
+//!   serves `/metrics` (gauge, read at each scrape): a leak of tasks shows
+//!   as a count that keeps growing under steady load;
 //!   `herenow_ws_messages_total{type}`: client messages by type;
 //!   `herenow_ws_errors_total{code}`: `error` replies and refused tokens by
 //!   code; `herenow_ws_closes_total{code}`: sockets the server closed, by
@@ -218,6 +221,11 @@ pub const DESCRIPTIONS: &[(&str, Kind, &str)] = &[
         "herenow_ws_connections",
         Kind::Gauge,
         "Open WebSocket connections.",
+    ),
+    (
+        "herenow_runtime_alive_tasks",
+        Kind::Gauge,
+        "Tasks alive in the server's async runtime, read at each scrape.",
     ),
     (
         "herenow_ws_messages_total",
@@ -511,6 +519,14 @@ impl Metrics {
         self.0
             .recorder
             .register_gauge(&key("herenow_ws_connections", vec![]), &META)
+            .set(n as f64);
+    }
+
+    /// Sets the alive-tasks gauge (the runtime's count, read by the caller).
+    pub fn runtime_alive_tasks(&self, n: usize) {
+        self.0
+            .recorder
+            .register_gauge(&key("herenow_runtime_alive_tasks", vec![]), &META)
             .set(n as f64);
     }
 

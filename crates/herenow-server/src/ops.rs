@@ -54,8 +54,13 @@ async fn readyz(State(state): State<AppState>) -> Response {
     }
 }
 
-/// Prometheus text exposition (`/metrics`).
+/// Prometheus text exposition (`/metrics`), with the alive-tasks gauge
+/// read from the runtime this handler runs on.
 pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
+    let tasks = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks();
+    state.metrics().runtime_alive_tasks(tasks);
     let mut response = state.metrics().render().into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,

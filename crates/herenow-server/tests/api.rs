@@ -347,6 +347,29 @@ async fn ticker_expires_members_and_records_metrics() {
     );
 }
 
+/// The alive-tasks gauge of `/metrics` (issue 37's soak test samples it).
+#[tokio::test]
+async fn metrics_count_the_runtimes_alive_tasks() {
+    let h = harness();
+    let tasks = |body: Vec<u8>| -> f64 {
+        let text = String::from_utf8(body).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(r#"herenow_runtime_alive_tasks{store="memory"} "#))
+            .unwrap_or_else(|| panic!("no alive-tasks gauge:\n{text}"))
+            .parse()
+            .unwrap()
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let held = tokio::spawn(async move {
+        let _ = rx.await;
+    });
+    let with = tasks(h.get("/metrics").await.body);
+    assert!(with >= 1.0, "{with}");
+    drop(tx);
+    held.await.unwrap();
+    assert_eq!(tasks(h.get("/metrics").await.body), with - 1.0);
+}
+
 #[tokio::test]
 async fn operations_endpoints() {
     let h = harness();

@@ -95,7 +95,14 @@ impl Isolated {
         }
         let port = 6379;
         let redis = Command::new("ip")
-            .args(["netns", "exec", &ns, "redis-server", "--bind", &ns_ip])
+            .args([
+                "netns",
+                "exec",
+                &ns,
+                &herenow_testkit::server_binary(),
+                "--bind",
+                &ns_ip,
+            ])
             .args([
                 "--port",
                 &port.to_string(),

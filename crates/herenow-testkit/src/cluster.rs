@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::{RedisServer, raw_command, require};
+use crate::{RedisServer, cli_binary, raw_command, require};
 
 /// `cluster-node-timeout` of [`RedisCluster::start`]'s nodes (Redis'
 /// default is 15 s; nothing fails over in those tests).
@@ -58,7 +58,7 @@ impl RedisCluster {
     }
 
     fn form(count: usize, replicas: usize, node_timeout: Duration) -> Self {
-        require("redis-cli");
+        require(&cli_binary());
         let nodes: Vec<RedisServer> = (0..count)
             .map(|_| RedisServer::start_with(true, false, node_timeout))
             .collect();
@@ -66,7 +66,7 @@ impl RedisCluster {
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port))
             .collect();
-        let out = Command::new("redis-cli")
+        let out = Command::new(cli_binary())
             .arg("--cluster")
             .arg("create")
             .args(&addrs)
@@ -87,6 +87,14 @@ impl RedisCluster {
                 cluster.info(i, "CLUSTER INFO", "cluster_state") == Some("ok".into())
             });
         }
+        // Pub/sub crosses the cluster bus only where a link is up and
+        // known: a PUBLISH made while two nodes still shake hands never
+        // reaches the subscribers of one of them, and Valkey drops what
+        // arrives on an inbound link it has not yet tied to its node. Both
+        // outlast `cluster_state:ok`.
+        cluster.wait(deadline, "every node linked to every other", || {
+            cluster.meshed()
+        });
         if replicas > 0 {
             cluster.wait(
                 deadline,
@@ -95,6 +103,35 @@ impl RedisCluster {
             );
         }
         cluster
+    }
+
+    /// Every node knows every other, none in a handshake or without an
+    /// address, reports its link to each `connected`, and has tied an
+    /// inbound link to each.
+    fn meshed(&self) -> bool {
+        (0..self.nodes.len()).all(|i| {
+            let Ok(reply) = raw_command(self.nodes[i].port, "CLUSTER NODES") else {
+                return false;
+            };
+            let lines: Vec<Vec<&str>> = reply
+                .lines()
+                .skip(1)
+                .map(|l| l.split_whitespace().collect::<Vec<_>>())
+                .filter(|f| f.len() >= 8)
+                .collect();
+            let outbound = lines.len() == self.nodes.len()
+                && lines.iter().all(|f| {
+                    f[7] == "connected"
+                        && !f[2]
+                            .split(',')
+                            .any(|flag| flag == "handshake" || flag == "noaddr")
+                });
+            // `CLUSTER LINKS` lists an inbound link (`from`) once the node
+            // knows whose it is.
+            let inbound = raw_command(self.nodes[i].port, "CLUSTER LINKS")
+                .is_ok_and(|r| r.lines().filter(|l| *l == "from").count() >= self.nodes.len() - 1);
+            outbound && inbound
+        })
     }
 
     /// Every node sees three masters and three replicas, every master

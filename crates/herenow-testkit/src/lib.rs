@@ -6,6 +6,12 @@
 //! `cluster.rs`), from Debian's `redis-server`, on free ports, in temporary
 //! directories, killed and cleaned up on drop. Never the Redis that may be
 //! running on 127.0.0.1:6379.
+//!
+//! Another server speaking the same protocol (Valkey's `valkey-server`
+//! and `valkey-cli`) runs the same tests when `HERENOW_TEST_REDIS_SERVER`
+//! and `HERENOW_TEST_REDIS_CLI` name its binaries ([`server_binary`],
+//! [`cli_binary`]). Only the tests read these variables: herenow's
+//! library crates take the store's URL and nothing else.
 
 #![forbid(unsafe_code)]
 
@@ -26,6 +32,25 @@ static DIRS: AtomicU64 = AtomicU64::new(0);
 /// Ports this process already handed out: tests start servers in parallel,
 /// and a port released by `free_port` could otherwise be picked twice.
 static TAKEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+
+/// The server binary the tests start: `HERENOW_TEST_REDIS_SERVER` when
+/// set (a path to `valkey-server`, say), else `redis-server` on the PATH.
+pub fn server_binary() -> String {
+    binary_from("HERENOW_TEST_REDIS_SERVER", "redis-server")
+}
+
+/// The command-line client that forms clusters: `HERENOW_TEST_REDIS_CLI`
+/// when set (a path to `valkey-cli`), else `redis-cli` on the PATH.
+pub fn cli_binary() -> String {
+    binary_from("HERENOW_TEST_REDIS_CLI", "redis-cli")
+}
+
+fn binary_from(var: &str, default: &str) -> String {
+    std::env::var(var)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| default.to_owned())
+}
 
 fn require(binary: &str) {
     let probe = if binary == "openssl" {
@@ -225,7 +250,7 @@ impl RedisServer {
     }
 
     fn start_with(cluster: bool, tls: bool, node_timeout: Duration) -> Self {
-        require("redis-server");
+        require(&server_binary());
         let port = free_port(cluster);
         let dir = temp_dir();
         let tls_port = tls.then(|| {
@@ -259,7 +284,7 @@ impl RedisServer {
         let port = self.port.to_string();
         let dir = self.dir.to_string_lossy().into_owned();
         let log = self.dir.join("redis.log").to_string_lossy().into_owned();
-        let mut cmd = Command::new("redis-server");
+        let mut cmd = Command::new(server_binary());
         cmd.args(["--port", &port, "--bind", "127.0.0.1", "--save", ""])
             .args(["--appendonly", "no", "--dir", &dir, "--logfile", &log]);
         if let Some(tls) = self.tls_port {
@@ -282,7 +307,7 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("start redis-server");
+            .unwrap_or_else(|e| panic!("start {}: {e}", server_binary()));
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
