@@ -10,7 +10,11 @@
 //!   are told;
 //! - two servers on one Redis deliver each event once;
 //! - events pending when a server stops are delivered after a restart,
-//!   on the memory store with `--data-dir` and on Redis.
+//!   on the memory store with `--data-dir` and on Redis;
+//! - public and private channels subscribed by Pusher sockets (on one
+//!   server, or on two sharing a Redis) are `channel_occupied` once and
+//!   `channel_vacated` once; a server without `--pusher-webhook` writes
+//!   nothing of them.
 //!
 //! Members come and go through herenow's own API here (`herenow seen` /
 //! `leave` in the space `presence-…`): a presence channel is that space.
@@ -27,11 +31,147 @@ use support::{Server, temp_dir};
 
 #[path = "../../herenow-server/tests/support/receiver.rs"]
 mod receiver;
-use receiver::{Received, Receiver, verify_pusher};
+use receiver::{Received, Receiver, hmac_sha256, verify_pusher};
 
 const APP: &str = "4242:herenow-key:herenow-secret-123";
 const KEY: &str = "herenow-key";
 const SECRET: &str = "herenow-secret-123";
+/// The app's occupancy space: its occupied public and private channels.
+const OCCUPANCY: &str = "pusher-channels:4242";
+
+type Ws = tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<std::net::TcpStream>>;
+
+/// A Pusher socket to `server`, as pusher-js opens one: its socket id.
+fn pusher_socket(server: &Server) -> (Ws, String) {
+    let url = format!("ws://{}/app/{KEY}?protocol=7", server.addr());
+    let (mut ws, _) = tungstenite::connect(url).expect("the upgrade failed");
+    if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    }
+    let hello = support::ws_read(&mut ws).expect("connection_established");
+    assert_eq!(hello["event"], "pusher:connection_established", "{hello}");
+    let data: Value = serde_json::from_str(hello["data"].as_str().unwrap()).unwrap();
+    let id = data["socket_id"].as_str().unwrap().to_owned();
+    (ws, id)
+}
+
+/// Subscribes `channel` (signed for a private one) and waits for its
+/// `subscription_succeeded`.
+fn subscribe(ws: &mut Ws, socket_id: &str, channel: &str) {
+    let mut data = serde_json::json!({ "channel": channel });
+    if channel.starts_with("private-") {
+        let mac = hmac_sha256(
+            SECRET.as_bytes(),
+            format!("{socket_id}:{channel}").as_bytes(),
+        );
+        let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
+        data["auth"] = Value::String(format!("{KEY}:{hex}"));
+    }
+    let msg = serde_json::json!({ "event": "pusher:subscribe", "data": data });
+    ws.send(tungstenite::Message::text(msg.to_string()))
+        .unwrap();
+    loop {
+        let m = support::ws_read(ws).expect("an answer to the subscription");
+        if m["channel"] == channel {
+            assert_eq!(m["event"], "pusher_internal:subscription_succeeded", "{m}");
+            return;
+        }
+    }
+}
+
+fn unsubscribe(ws: &mut Ws, channel: &str) {
+    let msg = serde_json::json!({ "event": "pusher:unsubscribe", "data": { "channel": channel } });
+    ws.send(tungstenite::Message::text(msg.to_string()))
+        .unwrap();
+}
+
+/// The guests (occupied channels) of the app's occupancy space, as
+/// `server` lists them.
+fn occupied(server: &Server) -> BTreeSet<String> {
+    let list = server.json(&["online", OCCUPANCY, "--guests"]);
+    list["members"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{list}"))
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Waits, within 30 s, until `server` lists `channels` as occupied.
+async fn occupied_now(server: &Server, channels: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while occupied(server) != set(channels) {
+        assert!(Instant::now() < deadline, "{:?}", occupied(server));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every event that arrives until the outbox is drained and a moment
+/// after, added to `got`.
+async fn settle(rx: &mut Receiver, servers: &[&Server], got: &mut BTreeMap<String, u32>) {
+    drained(servers).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    while let Some(late) = rx.try_next() {
+        for e in pusher_events(&late) {
+            *got.entry(said(&e)).or_default() += 1;
+        }
+    }
+}
+
+/// Two sockets on `a` and `b` (the same server or two) subscribe a public
+/// and a private channel, then one unsubscribes and the other closes:
+/// each channel is occupied once and vacated once.
+async fn two_sockets_occupy_and_vacate_once(rx: &mut Receiver, a: &Server, b: &Server) {
+    let (mut one, one_id) = pusher_socket(a);
+    let (mut two, two_id) = pusher_socket(b);
+    for channel in ["news", "private-team"] {
+        subscribe(&mut one, &one_id, channel);
+        subscribe(&mut two, &two_id, channel);
+    }
+    occupied_now(a, &["news", "private-team"]).await;
+    let expected = set(&["channel_occupied news -", "channel_occupied private-team -"]);
+    let mut got = collect(rx, &expected).await;
+    unsubscribe(&mut one, "news");
+    unsubscribe(&mut one, "private-team");
+    // The other socket still holds both: nothing is vacated yet.
+    settle(rx, &[a, b], &mut got).await;
+    assert_eq!(got.keys().cloned().collect::<BTreeSet<_>>(), expected);
+    assert_eq!(occupied(b), set(&["news", "private-team"]));
+    unsubscribe(&mut two, "news");
+    two.close(None).unwrap();
+    let _ = two.flush();
+    let vacated = set(&["channel_vacated news -", "channel_vacated private-team -"]);
+    for (k, v) in collect(rx, &vacated).await {
+        *got.entry(k).or_default() += v;
+    }
+    settle(rx, &[a, b], &mut got).await;
+    let all: BTreeSet<String> = expected.union(&vacated).cloned().collect();
+    assert_eq!(got.keys().cloned().collect::<BTreeSet<_>>(), all);
+    assert!(got.values().all(|n| *n == 1), "{got:?}");
+    occupied_now(a, &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_38_public_and_private_channels_are_occupied_and_vacated_once() {
+    let mut rx = Receiver::start().await;
+    let hook = format!("http://{}/pusher", rx.addr);
+    let server = Server::start(&["--pusher-app", APP, "--pusher-webhook", &hook]);
+    two_sockets_occupy_and_vacate_once(&mut rx, &server, &server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_38_without_pusher_webhooks_no_channel_is_written() {
+    let server = Server::start(&["--pusher-app", APP]);
+    let (mut ws, id) = pusher_socket(&server);
+    subscribe(&mut ws, &id, "news");
+    subscribe(&mut ws, &id, "private-team");
+    // Answered after the store write it would have made.
+    assert!(occupied(&server).is_empty());
+    assert_eq!(
+        server.json(&["online", OCCUPANCY, "--all"])["members"],
+        serde_json::json!([])
+    );
+}
 
 /// The Node test folder, its packages installed (see `pusher_js.rs`).
 fn node_dir() -> PathBuf {
@@ -276,6 +416,16 @@ mod on_redis {
         assert_eq!(got.keys().cloned().collect::<BTreeSet<_>>(), expected);
         let twice: Vec<_> = got.iter().filter(|(_, n)| **n != 1).collect();
         assert!(twice.is_empty(), "delivered more than once: {twice:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn issue_38_channels_on_two_servers_on_one_redis_are_occupied_and_vacated_once() {
+        let redis = RedisServer::standalone();
+        let mut rx = Receiver::start().await;
+        let hook = format!("http://{}/pusher", rx.addr);
+        let a = start(&redis, &hook);
+        let b = start(&redis, &hook);
+        two_sockets_occupy_and_vacate_once(&mut rx, &a, &b).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,6 +7,7 @@ use reqwest::Url;
 
 use crate::webhooks::endpoint::PusherTarget;
 use crate::webhooks::endpoint::parse_url;
+use crate::webhooks::pusher_format::occupancy_space;
 
 /// The default cap on the members of one presence channel (Pusher's own
 /// is 100).
@@ -41,6 +42,11 @@ pub struct PusherApp {
     /// for every other, so two apps never share a roster. Set by
     /// [`PusherConfig::served_apps`].
     pub space_prefix: String,
+    /// Whether a `--pusher-webhook` goes to it: only then are its public
+    /// and private channels' subscriptions written to the store (its
+    /// occupancy space, for `channel_occupied` / `channel_vacated`). Set
+    /// by [`PusherConfig::served_apps`].
+    pub webhooks: bool,
 }
 
 impl PusherApp {
@@ -48,6 +54,13 @@ impl PusherApp {
     /// `channel` (checked by [`herenow_core::SpaceName::new`] where used).
     pub fn presence_space(&self, channel: &str) -> String {
         format!("{}{channel}", self.space_prefix)
+    }
+
+    /// The space of its occupied public and private channels
+    /// ([`occupancy_space`]), when it has webhooks; `None`: nothing of
+    /// them is written.
+    pub fn occupancy_space(&self) -> Option<String> {
+        self.webhooks.then(|| occupancy_space(&self.id))
     }
 }
 
@@ -60,6 +73,7 @@ impl fmt::Debug for PusherApp {
             .field("secret", &"***")
             .field("max_presence_members", &self.max_presence_members)
             .field("client_events_per_second", &self.client_events_per_second)
+            .field("webhooks", &self.webhooks)
             .finish()
     }
 }
@@ -95,6 +109,7 @@ impl std::str::FromStr for PusherApp {
             max_presence_members: DEFAULT_MAX_PRESENCE_MEMBERS,
             client_events_per_second: DEFAULT_CLIENT_EVENTS_PER_SECOND,
             space_prefix: String::new(),
+            webhooks: false,
         })
     }
 }
@@ -155,7 +170,8 @@ impl PusherConfig {
     }
 
     /// The apps as served: each with its [`PusherApp::space_prefix`]
-    /// (none for the first, `ID:` for the others).
+    /// (none for the first, `ID:` for the others) and whether webhooks go
+    /// to it.
     pub fn served_apps(&self) -> Vec<PusherApp> {
         self.apps
             .iter()
@@ -166,6 +182,10 @@ impl PusherConfig {
                 } else {
                     format!("{}:", app.id)
                 },
+                webhooks: self
+                    .webhooks
+                    .iter()
+                    .any(|h| h.app.as_ref().is_none_or(|id| *id == app.id)),
                 ..app.clone()
             })
             .collect()
@@ -305,14 +325,19 @@ mod tests {
             .map(|a| a.parse().unwrap())
             .collect();
         let hook = |s: &str| s.parse::<PusherWebhook>().unwrap();
-        let config = PusherConfig {
+        let mut config = PusherConfig {
             apps: apps.clone(),
-            webhooks: vec![
-                hook("http://all.example/h?a=b"),
-                hook("2=https://two.example/h"),
-            ],
+            webhooks: vec![hook("2=https://two.example/h")],
             webhook_client_events: true,
         };
+        // Webhooks for app 2 only: app 1's channels are not written.
+        let spaces: Vec<Option<String>> = config
+            .served_apps()
+            .iter()
+            .map(PusherApp::occupancy_space)
+            .collect();
+        assert_eq!(spaces, [None, Some("pusher-channels:2".to_owned())]);
+        config.webhooks.insert(0, hook("http://all.example/h?a=b"));
         assert_eq!(config.check(), Ok(()));
         let targets: Vec<(String, String, String)> = config
             .webhook_targets()
@@ -329,6 +354,18 @@ mod tests {
             ]
         );
         assert!(config.webhook_targets().iter().all(|t| t.client_events));
+        let spaces: Vec<Option<String>> = config
+            .served_apps()
+            .iter()
+            .map(PusherApp::occupancy_space)
+            .collect();
+        assert_eq!(
+            spaces,
+            [
+                Some("pusher-channels:1".to_owned()),
+                Some("pusher-channels:2".to_owned())
+            ]
+        );
         assert!(!format!("{:?}", config.webhooks).contains("a=b"));
     }
 

@@ -11,6 +11,7 @@ use reqwest::Url;
 use sha2::{Digest, Sha256};
 
 use super::allow::SpaceWebhookAllow;
+use super::pusher_format::occupancy_space;
 use super::sign::{PusherSigner, Secret, SecretError, Signer};
 
 /// Most endpoints one server delivers to: each has a queue and a task.
@@ -297,16 +298,18 @@ impl std::fmt::Debug for PusherTarget {
 
 impl PusherTarget {
     /// The endpoint it delivers to, named `pusher:INDEX:APP:HOST` in
-    /// metrics and `GET /v1/webhooks`, wanting presence channels' joins,
-    /// leaves and occupancy.
+    /// metrics and `GET /v1/webhooks`, wanting the app's presence
+    /// channels' joins, leaves and occupancy, and its occupancy space's
+    /// (`pusher_format::occupancy_space`).
     pub fn endpoint(&self, index: usize) -> Endpoint {
         let mut filter = Filter::of_kinds(&PUSHER_KINDS);
-        // An app id is letters, digits, - and _: a glob of space name
-        // characters, `*` only at the end.
-        filter.spaces = Some(
-            SpaceGlob::new(&format!("{}presence-*", self.space_prefix))
-                .unwrap_or_else(|_| unreachable!("a glob of space name characters")),
-        );
+        // An app id is letters, digits, - and _: globs of space name
+        // characters, `*` only at the end of the first.
+        let glob = |g: &str| {
+            SpaceGlob::new(g).unwrap_or_else(|_| unreachable!("a glob of space name characters"))
+        };
+        filter.spaces = Some(glob(&format!("{}presence-*", self.space_prefix)));
+        filter.or_spaces = Some(glob(&occupancy_space(&self.app_id)));
         Endpoint {
             name: format!(
                 "pusher:{index}:{}:{}",
@@ -366,6 +369,9 @@ pub struct Filter {
     kinds: u8,
     /// Spaces whose name matches; `None`: every space.
     pub spaces: Option<SpaceGlob>,
+    /// A second glob, with `spaces` only: a space matching either is
+    /// wanted (a Pusher app's presence channels and its occupancy space).
+    pub or_spaces: Option<SpaceGlob>,
 }
 
 impl Default for Filter {
@@ -373,6 +379,7 @@ impl Default for Filter {
         Self {
             kinds: (1u8 << OutboxKind::ALL.len()) - 1,
             spaces: None,
+            or_spaces: None,
         }
     }
 }
@@ -389,16 +396,27 @@ impl Filter {
         Self {
             kinds: bits,
             spaces: None,
+            or_spaces: None,
         }
     }
 
     /// Whether the endpoint wants `event`.
     pub fn wants(&self, event: &OutboxEvent) -> bool {
+        let space = event.space.as_str();
         self.wants_kind(event.kind)
-            && self
-                .spaces
-                .as_ref()
-                .is_none_or(|g| g.matches(event.space.as_str()))
+            && self.spaces.as_ref().is_none_or(|g| {
+                g.matches(space) || self.or_spaces.as_ref().is_some_and(|o| o.matches(space))
+            })
+    }
+
+    /// The space globs as `GET /v1/webhooks` shows them: `None` for every
+    /// space, two globs joined by a space.
+    pub fn spaces_text(&self) -> Option<String> {
+        let first = self.spaces.as_ref()?.as_str();
+        Some(match &self.or_spaces {
+            Some(second) => format!("{first} {}", second.as_str()),
+            None => first.to_owned(),
+        })
     }
 
     /// Whether the endpoint wants events of `kind`.

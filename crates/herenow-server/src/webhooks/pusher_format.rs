@@ -8,7 +8,11 @@
 //!
 //! - `channel_occupied` / `channel_vacated` `{name, channel}`: a presence
 //!   channel's space got its first member or lost its last (the outbox's
-//!   `occupied` / `vacated`);
+//!   `occupied` / `vacated`); a public, `private-` or `private-encrypted-`
+//!   channel got its first subscriber or lost its last: the `join` /
+//!   `leave` of the guest named by the channel in the app's occupancy
+//!   space ([`occupancy_space`]), whose live connections are the sockets
+//!   subscribed to it on every server;
 //! - `member_added` / `member_removed` `{name, channel, user_id}`: a user
 //!   joined or left it (the outbox's `join` / `leave` of a user; guests,
 //!   whom herenow's own API may add to the space, are not Pusher members);
@@ -33,6 +37,18 @@ use serde_json::value::RawValue;
 /// What begins every presence channel's name (and so its space's).
 pub const PRESENCE_PREFIX: &str = "presence-";
 
+/// What begins the name of an app's occupancy space.
+pub const OCCUPANCY_PREFIX: &str = "pusher-channels:";
+
+/// The space that holds app `app_id`'s occupied public, `private-` and
+/// `private-encrypted-` channels: one guest per channel, named by it, with
+/// a live connection per subscribed socket (an app id is 1 to 64 letters,
+/// digits, `-` and `_`, so the name is a valid space name). Written only
+/// for apps with Pusher webhooks.
+pub fn occupancy_space(app_id: &str) -> String {
+    format!("{OCCUPANCY_PREFIX}{app_id}")
+}
+
 #[derive(Serialize)]
 struct ChannelEvent<'a> {
     name: &'static str,
@@ -43,8 +59,11 @@ struct ChannelEvent<'a> {
 
 /// `event` as one of a Pusher body's `events`; `None` for what Pusher
 /// does not tell (a space that is not a presence channel, a guest, an
-/// `away`).
+/// `away`, the occupancy space's own occupancy).
 pub fn event_json(event: &OutboxEvent) -> Option<Vec<u8>> {
+    if event.space.as_str().starts_with(OCCUPANCY_PREFIX) {
+        return occupancy_json(event);
+    }
     // The first app's channel is its space's name; another app's space
     // is `ID:` and the channel (a channel name has no `:`); endpoints
     // get only their app's spaces.
@@ -71,6 +90,28 @@ pub fn event_json(event: &OutboxEvent) -> Option<Vec<u8>> {
         name,
         channel,
         user_id,
+    })
+    .ok()
+}
+
+/// An occupancy space's event: its guest's `join` is the channel named by
+/// the guest becoming occupied, its `leave` vacated; nothing else.
+fn occupancy_json(event: &OutboxEvent) -> Option<Vec<u8>> {
+    let channel = event
+        .member
+        .as_ref()
+        .filter(|m| m.kind == MemberKind::Guest)?
+        .id
+        .as_str();
+    let name = match event.kind {
+        OutboxKind::Join => "channel_occupied",
+        OutboxKind::Leave => "channel_vacated",
+        _ => return None,
+    };
+    serde_json::to_vec(&ChannelEvent {
+        name,
+        channel,
+        user_id: None,
     })
     .ok()
 }
@@ -183,6 +224,49 @@ mod tests {
     }
 
     #[test]
+    fn occupancy_spaces_guests_are_public_and_private_channels() {
+        let news = Some(MemberKey::guest(MemberId::new("news").unwrap()));
+        let private = Some(MemberKey::guest(MemberId::new("private-a").unwrap()));
+        let user = Some(MemberKey::user(MemberId::new("news").unwrap()));
+        let cases = [
+            (
+                event("pusher-channels:1", OutboxKind::Join, news.clone()),
+                Some(serde_json::json!({"name":"channel_occupied","channel":"news"})),
+            ),
+            (
+                event("pusher-channels:1", OutboxKind::Leave, news.clone()),
+                Some(serde_json::json!({"name":"channel_vacated","channel":"news"})),
+            ),
+            (
+                event("pusher-channels:app-2", OutboxKind::Join, private.clone()),
+                Some(serde_json::json!({"name":"channel_occupied","channel":"private-a"})),
+            ),
+            (
+                event("pusher-channels:app-2", OutboxKind::Leave, private),
+                Some(serde_json::json!({"name":"channel_vacated","channel":"private-a"})),
+            ),
+            (event("pusher-channels:1", OutboxKind::Occupied, None), None),
+            (event("pusher-channels:1", OutboxKind::Vacated, None), None),
+            (
+                event("pusher-channels:1", OutboxKind::Away, news.clone()),
+                None,
+            ),
+            (
+                event("pusher-channels:1", OutboxKind::Back, news.clone()),
+                None,
+            ),
+            (event("pusher-channels:1", OutboxKind::Update, news), None),
+            // Only the socket side's guests, not a user herenow's API added.
+            (event("pusher-channels:1", OutboxKind::Join, user), None),
+        ];
+        for (e, want) in cases {
+            assert_eq!(json(event_json(&e)), want, "{e:?}");
+        }
+        assert_eq!(occupancy_space("42"), "pusher-channels:42");
+        assert!(SpaceName::new(&occupancy_space(&"a".repeat(64))).is_ok());
+    }
+
+    #[test]
     fn client_events_carry_their_data_as_a_string() {
         let object = RawValue::from_string(r#"{"typing":true}"#.into()).unwrap();
         let text = RawValue::from_string(r#""hi""#.into()).unwrap();
@@ -262,6 +346,18 @@ mod tests {
             !second
                 .filter
                 .wants(&event("presence-a", OutboxKind::Join, ann.clone()))
+        );
+        // Each app's occupancy space goes to its own endpoints only.
+        let news = Some(MemberKey::guest(MemberId::new("news").unwrap()));
+        let occupied = |space| event(space, OutboxKind::Join, news.clone());
+        assert!(endpoint.filter.wants(&occupied("pusher-channels:42")));
+        assert!(!endpoint.filter.wants(&occupied("pusher-channels:7")));
+        assert!(!endpoint.filter.wants(&occupied("pusher-channels:420")));
+        assert!(second.filter.wants(&occupied("pusher-channels:7")));
+        assert!(!second.filter.wants(&occupied("pusher-channels:42")));
+        assert_eq!(
+            endpoint.filter.spaces_text().as_deref(),
+            Some("presence-* pusher-channels:42")
         );
         let theirs = event_json(&event("7:presence-a", OutboxKind::Join, ann)).unwrap();
         assert_eq!(

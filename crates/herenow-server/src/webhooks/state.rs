@@ -54,11 +54,7 @@ impl EndpointState {
             name: endpoint.name.clone(),
             url: endpoint.redacted_url(),
             events: endpoint.filter.kinds(),
-            spaces: endpoint
-                .filter
-                .spaces
-                .as_ref()
-                .map(|g| g.as_str().to_owned()),
+            spaces: endpoint.filter.spaces_text(),
             queue_limit,
             depth: AtomicUsize::new(0),
             delivered: AtomicU64::new(0),
@@ -277,7 +273,8 @@ pub struct EndpointView {
     pub url: String,
     /// The event kinds it wants.
     pub events: Vec<String>,
-    /// The glob its spaces must match; `null`: every space.
+    /// The glob its spaces must match (a Pusher endpoint has two, joined
+    /// by a space: either matches); `null`: every space.
     pub spaces: Option<String>,
     /// `ok`, `retrying` or `failing`.
     pub state: EndpointHealth,

@@ -88,6 +88,7 @@ impl Session {
             return;
         }
         self.join_channel(channel, kind);
+        self.occupy(channel).await;
         self.reply(frames::event(
             "pusher_internal:subscription_succeeded",
             Some(channel),
@@ -135,6 +136,9 @@ impl Session {
         self.streams.remove(channel);
         self.lagging.remove(channel);
         if let Some(p) = self.presence.remove(channel) {
+            self.detach(&p).await;
+        }
+        if let Some(p) = self.occupied.remove(channel) {
             self.detach(&p).await;
         }
     }

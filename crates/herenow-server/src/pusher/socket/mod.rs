@@ -11,7 +11,12 @@
 //! lives, detached when it ends or unsubscribes; its member events are
 //! the space's events, read from the store's subscription. The
 //! subscriber's own user is in its roster from the start, so the
-//! events of its own presence are not sent to it.
+//! events of its own presence are not sent to it. For an app with
+//! webhooks, a public or private subscription is likewise a live
+//! connection of the guest named by the channel in the app's occupancy
+//! space (`crate::webhooks::pusher_format::occupancy_space`), whose
+//! `join` / `leave` are the channel's `channel_occupied` /
+//! `channel_vacated`; nothing is written for an app without.
 //!
 //! **Lag.** A member event that does not fit the queue is not dropped
 //! silently and does not cut the socket: the channel *lags*, its further
@@ -220,6 +225,8 @@ async fn run(socket: WebSocket, state: AppState, pusher: Arc<Pusher>, app: Arc<P
         ender: Arc::new(Ender::default()),
         channels: HashMap::new(),
         presence: HashMap::new(),
+        occupied: HashMap::new(),
+        occupancies: 0,
         streams: StreamMap::new(),
         lagging: HashSet::new(),
         lag_since: None,
@@ -272,11 +279,13 @@ async fn write(mut sink: SplitSink<WebSocket, Message>, mut rx: mpsc::Receiver<O
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<Arc<Event>, RecvError>> + Send + Sync>>;
 
-/// A presence subscription: the space and who this socket is there.
+/// A live connection of this socket: the space, who it is there, and
+/// the connection's id (the socket's own, or one per occupied channel).
 struct Presence {
     space: SpaceName,
     member: MemberKey,
     meta: Option<Metadata>,
+    conn: ConnId,
 }
 
 /// One socket.
@@ -296,6 +305,12 @@ struct Session {
     /// Subscribed channels and their kinds.
     channels: HashMap<String, ChannelKind>,
     presence: HashMap<String, Presence>,
+    /// Public and private channels whose occupancy this socket holds in
+    /// the app's occupancy space (apps with webhooks only).
+    occupied: HashMap<String, Presence>,
+    /// Occupied channels so far: each takes its own connection id (a
+    /// store holds one member per connection id in a space).
+    occupancies: u64,
     /// The presence channels' member events, by channel.
     streams: StreamMap<String, EventStream>,
     /// Presence channels whose member events were skipped: a fresh roster

@@ -1,6 +1,8 @@
 //! A socket's presence channels: each a live connection of its member in
 //! the channel's space, refreshed while the socket lives; member events
-//! from the store's subscription, and a fresh roster after lag.
+//! from the store's subscription, and a fresh roster after lag. And the
+//! occupancy of its public and private channels, for webhooks: each a
+//! live connection of the channel's guest in the app's occupancy space.
 
 use std::sync::Arc;
 
@@ -90,11 +92,68 @@ impl Session {
                 space,
                 member: key,
                 meta,
+                conn: self.conn.clone(),
             },
         );
         self.join_channel(channel, ChannelKind::Presence);
         self.push_member(channel, frames::presence_succeeded(channel, &roster));
         Ok(())
+    }
+
+    /// Counts this socket in `channel`'s occupancy (a public or private
+    /// channel) when the app has webhooks: a live connection of the guest
+    /// named by the channel in the app's occupancy space, so the guest
+    /// joins when the channel's first socket on any server subscribes and
+    /// leaves after its last. The subscription does not wait on it: an
+    /// attach that fails (the store down, or the guest at the store's
+    /// connections per member) is tried again at each refresh.
+    pub(super) async fn occupy(&mut self, channel: &str) {
+        let Some(name) = self.app.occupancy_space() else {
+            return;
+        };
+        // An app id makes a valid space name and a channel name (at most
+        // 164 bytes, no control characters) a valid member id.
+        let (Ok(space), Ok(id)) = (SpaceName::new(&name), MemberId::new(channel)) else {
+            tracing::warn!(
+                channel,
+                "a channel's occupancy cannot be named in the store"
+            );
+            return;
+        };
+        // This socket's id and a number: at most 1 + 41 + 1 + 20 bytes.
+        self.occupancies += 1;
+        let Ok(conn) = ConnId::new(&format!("{}.{}", self.conn.as_str(), self.occupancies)) else {
+            tracing::warn!(
+                channel,
+                "a channel's occupancy cannot be named in the store"
+            );
+            return;
+        };
+        let p = Presence {
+            space,
+            member: MemberKey::guest(id),
+            meta: None,
+            conn,
+        };
+        let attach = Attach {
+            member: p.member.clone(),
+            conn: p.conn.clone(),
+            meta: None,
+            invisible: false,
+            ttl_ms: self.ttl_ms(),
+        };
+        let store = self.state.store().clone();
+        if let Err(e) = self
+            .store_call(attach_live(&store, &p.space, &attach))
+            .await
+        {
+            tracing::debug!(
+                channel,
+                error = e,
+                "a channel's occupancy was not written; retried at the next refresh"
+            );
+        }
+        self.occupied.insert(channel.to_owned(), p);
     }
 
     /// One item of a presence channel's store subscription.
@@ -179,10 +238,11 @@ impl Session {
         let ttl_ms = self.ttl_ms();
         let store = self.state.store().clone();
         let signed_in = self.signed_in.as_ref().and_then(|u| u.presence.as_ref());
-        for p in self.presence.values().chain(signed_in) {
+        let occupied = self.occupied.values();
+        for p in self.presence.values().chain(signed_in).chain(occupied) {
             let attach = Attach {
                 member: p.member.clone(),
-                conn: self.conn.clone(),
+                conn: p.conn.clone(),
                 meta: p.meta.clone(),
                 invisible: false,
                 ttl_ms,
@@ -208,6 +268,9 @@ impl Session {
         for (_, p) in std::mem::take(&mut self.presence) {
             self.detach(&p).await;
         }
+        for (_, p) in std::mem::take(&mut self.occupied) {
+            self.detach(&p).await;
+        }
         if let Some(user) = self.signed_in.take() {
             self.pusher
                 .channels
@@ -223,7 +286,7 @@ impl Session {
     pub(super) async fn detach(&self, p: &Presence) {
         let store = self.state.store().clone();
         if let Err(e) = self
-            .store_call(detach_live(&store, &p.space, &p.member, &self.conn))
+            .store_call(detach_live(&store, &p.space, &p.member, &p.conn))
             .await
         {
             tracing::warn!(space = %p.space, error = e, "detaching a Pusher member failed; it expires by its TTL");

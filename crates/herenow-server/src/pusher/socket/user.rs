@@ -144,6 +144,7 @@ impl Session {
             space,
             member: MemberKey::user(user.id.clone()),
             meta: user.info.clone(),
+            conn: self.conn.clone(),
         };
         let attach = Attach {
             member: p.member.clone(),
