@@ -69,11 +69,16 @@
 //! `crate::webhooks::pusher_format`'s: presence channels' occupancy and
 //! members come from the store's webhook outbox, and a client event is
 //! handed to it by `socket`'s `client_event`, on the server whose socket
-//! sent it.
+//! sent it. **Occupancy of other channels**: for an app with webhooks
+//! (only then: an app without writes nothing of them), a socket
+//! subscribed to a public, `private-` or `private-encrypted-` channel is
+//! a live connection of the guest named by the channel in the app's
+//! space `pusher-channels:{app_id}`, so the store's one member per guest
+//! makes the guest's `join` the channel's `channel_occupied` and its
+//! `leave` `channel_vacated`, once across servers, and a dead server's
+//! sockets expire by the TTL as presence does.
 //!
-//! What is not served yet: `channel_occupied` / `channel_vacated`
-//! webhooks of public and private channels (their subscriptions are not
-//! in the store), cache channels.
+//! What is not served yet: cache channels.
 
 mod frames;
 mod http;
