@@ -4,7 +4,7 @@
 //! - `tests/pusher/webhooks.test.js` is the app's endpoint: pusher-js
 //!   joins a presence channel and whispers, and the npm `pusher`
 //!   library's `webhook({headers, rawBody}).isValid()` and `getEvents()`
-//!   accept every request;
+//!   accept every request (presence, public and private channels);
 //! - a receiver on 127.0.0.1 checks the body and `X-Pusher-Signature`
 //!   independently of the server's signer: only presence channels' users
 //!   are told;

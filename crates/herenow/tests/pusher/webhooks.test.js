@@ -4,8 +4,8 @@
 // URL --pusher-webhook-client-events` (HERENOW_BIN), drives it with
 // pusher-js 8, and reads every request with
 // `pusher.webhook({headers, rawBody})`: each must be `isValid()`, and
-// `getEvents()` must tell the presence channel's occupancy, its members
-// and a client event. Run by crates/herenow/tests/pusher_webhooks.rs as
+// `getEvents()` must tell the presence channel's occupancy, its members,
+// a client event, and a public and a private channel's occupancy. Run by crates/herenow/tests/pusher_webhooks.rs as
 // `node --test webhooks.test.js` with HERENOW_BIN and PUSHER_APP
 // (ID:KEY:SECRET) in the environment.
 //
@@ -81,9 +81,10 @@ async function herenow(args) {
   return { child, url, log: () => log };
 }
 
-// Ann and Bob join `presence-webhooks` through pusher-js, Ann whispers,
-// both leave; answers every event the app's endpoint was sent, each
-// request checked by the library, once the channel is vacated.
+// Ann and Bob join `presence-webhooks` through pusher-js, both subscribe
+// `news` and Bob `private-webhooks`, Ann whispers, both leave; answers
+// every event the app's endpoint was sent, each request checked by the
+// library, once every channel is vacated.
 async function scenario(t, extra) {
   const rx = await receiver();
   t.after(() => rx.srv.close());
@@ -107,7 +108,8 @@ async function scenario(t, extra) {
       disableStats: true,
       channelAuthorization: {
         customHandler: ({ socketId, channelName }, callback) => {
-          callback(null, app.authorizeChannel(socketId, channelName, member));
+          const data = channelName.startsWith('presence-') ? member : undefined;
+          callback(null, app.authorizeChannel(socketId, channelName, data));
         },
       },
     });
@@ -124,6 +126,9 @@ async function scenario(t, extra) {
   const bob = client({ user_id: 'bob' });
   const atAnn = await subscribed(ann, 'presence-webhooks');
   const atBob = await subscribed(bob, 'presence-webhooks');
+  await subscribed(ann, 'news');
+  await subscribed(bob, 'news');
+  await subscribed(bob, 'private-webhooks');
   const typing = [];
   atBob.bind('client-typing', (d) => typing.push(d));
   assert.equal(atAnn.trigger('client-typing', { typing: true }), true);
@@ -144,8 +149,10 @@ async function scenario(t, extra) {
     }
     return events;
   };
+  const vacated = (channel) => events.some((e) => e.name === 'channel_vacated' && e.channel === channel);
   await until('every event', () =>
-    read().some((e) => e.name === 'channel_vacated') && events.filter((e) => e.name === 'member_removed').length === 2,
+    read() && ['presence-webhooks', 'news', 'private-webhooks'].every(vacated)
+      && events.filter((e) => e.name === 'member_removed').length === 2,
   );
   return { app, url, events, requests: rx.requests };
 }
@@ -153,7 +160,24 @@ async function scenario(t, extra) {
 test('presence channels and client events reach the app as Pusher webhooks its library accepts', async (t) => {
   const { app, url, events, requests } = await scenario(t, ['--pusher-webhook-client-events']);
   const said = (e) => [e.name, e.channel, e.user_id || '-'].join(' ');
-  const presence = events.filter((e) => e.name !== 'client_event').map(said);
+  const presence = events
+    .filter((e) => e.name !== 'client_event' && e.channel === 'presence-webhooks')
+    .map(said);
+  // A public and a private channel: occupied once, then vacated once,
+  // however many sockets subscribed.
+  const others = events.filter((e) => e.channel !== 'presence-webhooks').map(said);
+  assert.deepEqual([...others].sort(), [
+    'channel_occupied news -',
+    'channel_occupied private-webhooks -',
+    'channel_vacated news -',
+    'channel_vacated private-webhooks -',
+  ]);
+  for (const channel of ['news', 'private-webhooks']) {
+    assert.ok(
+      others.indexOf(`channel_occupied ${channel} -`) < others.indexOf(`channel_vacated ${channel} -`),
+      others.join('\n'),
+    );
+  }
   assert.deepEqual([...presence].sort(), [
     'channel_occupied presence-webhooks -',
     'channel_vacated presence-webhooks -',
