@@ -104,9 +104,12 @@ impl Session {
     /// channel) when the app has webhooks: a live connection of the guest
     /// named by the channel in the app's occupancy space, so the guest
     /// joins when the channel's first socket on any server subscribes and
-    /// leaves after its last. The subscription does not wait on it: an
-    /// attach that fails (the store down, or the guest at the store's
-    /// connections per member) is tried again at each refresh.
+    /// leaves after its last. The subscription waits for the attach (one
+    /// store call within the request timeout) but never fails on it: an
+    /// attach that fails (the store down, or the guest already holding
+    /// the store's 64 connections per member) is tried again at each
+    /// refresh, so past 64 sockets on one channel the channel may be told
+    /// vacated while later sockets still hold it, until their refresh.
     pub(super) async fn occupy(&mut self, channel: &str) {
         let Some(name) = self.app.occupancy_space() else {
             return;
