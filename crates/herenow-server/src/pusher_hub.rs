@@ -71,6 +71,17 @@ impl Pusher {
         format!("{}.{number}", self.prefix)
     }
 
+    /// The live connection that stands for this server's sockets on
+    /// `channel` in its app's occupancy space: one per server and
+    /// channel (however many local sockets subscribe), `o`, this
+    /// process's number and 96 bits of the channel name's SHA-256.
+    pub(crate) fn occupancy_conn(&self, channel: &str) -> String {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(channel.as_bytes());
+        let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+        format!("o{}.{hex}", self.prefix)
+    }
+
     /// The app with this public key.
     pub(crate) fn by_key(&self, key: &str) -> Option<&Arc<PusherApp>> {
         self.apps.iter().find(|a| a.key == key)

@@ -160,6 +160,41 @@ async fn issue_38_public_and_private_channels_are_occupied_and_vacated_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_38_a_channel_of_many_sockets_is_vacated_after_its_last() {
+    // More sockets than the store keeps connections per member: the
+    // server holds the channel with one connection however many of its
+    // sockets subscribe, so the first 69 leaving vacate nothing.
+    let mut rx = Receiver::start().await;
+    let hook = format!("http://{}/pusher", rx.addr);
+    let server = Server::start(&["--pusher-app", APP, "--pusher-webhook", &hook]);
+    let mut sockets: Vec<Ws> = (0..70)
+        .map(|_| {
+            let (mut ws, id) = pusher_socket(&server);
+            subscribe(&mut ws, &id, "news");
+            ws
+        })
+        .collect();
+    let occupied_once = set(&["channel_occupied news -"]);
+    let mut got = collect(&mut rx, &occupied_once).await;
+    let last = sockets.pop().unwrap();
+    for mut ws in sockets {
+        ws.close(None).unwrap();
+        let _ = ws.flush();
+    }
+    settle(&mut rx, &[&server], &mut got).await;
+    assert_eq!(got.keys().cloned().collect::<BTreeSet<_>>(), occupied_once);
+    assert_eq!(occupied(&server), set(&["news"]));
+    let mut last = last;
+    unsubscribe(&mut last, "news");
+    for (k, v) in collect(&mut rx, &set(&["channel_vacated news -"])).await {
+        *got.entry(k).or_default() += v;
+    }
+    settle(&mut rx, &[&server], &mut got).await;
+    assert!(got.values().all(|n| *n == 1), "{got:?}");
+    occupied_now(&server, &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_38_without_pusher_webhooks_no_channel_is_written() {
     let server = Server::start(&["--pusher-app", APP]);
     let (mut ws, id) = pusher_socket(&server);

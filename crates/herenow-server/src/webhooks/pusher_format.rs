@@ -11,8 +11,8 @@
 //!   `occupied` / `vacated`); a public, `private-` or `private-encrypted-`
 //!   channel got its first subscriber or lost its last: the `join` /
 //!   `leave` of the guest named by the channel in the app's occupancy
-//!   space ([`occupancy_space`]), whose live connections are the sockets
-//!   subscribed to it on every server;
+//!   space ([`occupancy_space`]), which has a live connection per server
+//!   with sockets subscribed to it;
 //! - `member_added` / `member_removed` `{name, channel, user_id}`: a user
 //!   joined or left it (the outbox's `join` / `leave` of a user; guests,
 //!   whom herenow's own API may add to the space, are not Pusher members);
@@ -42,7 +42,7 @@ pub const OCCUPANCY_PREFIX: &str = "pusher-channels:";
 
 /// The space that holds app `app_id`'s occupied public, `private-` and
 /// `private-encrypted-` channels: one guest per channel, named by it, with
-/// a live connection per subscribed socket (an app id is 1 to 64 letters,
+/// a live connection per server holding it (an app id is 1 to 64 letters,
 /// digits, `-` and `_`, so the name is a valid space name). Written only
 /// for apps with Pusher webhooks.
 pub fn occupancy_space(app_id: &str) -> String {

@@ -139,7 +139,7 @@ impl Session {
             self.detach(&p).await;
         }
         if let Some(p) = self.occupied.remove(channel) {
-            self.detach(&p).await;
+            self.release(channel, &p).await;
         }
     }
 

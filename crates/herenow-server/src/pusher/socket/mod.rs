@@ -12,9 +12,10 @@
 //! the space's events, read from the store's subscription. The
 //! subscriber's own user is in its roster from the start, so the
 //! events of its own presence are not sent to it. For an app with
-//! webhooks, a public or private subscription is likewise a live
-//! connection of the guest named by the channel in the app's occupancy
-//! space (`crate::webhooks::pusher_format::occupancy_space`), whose
+//! webhooks, a public or private channel is likewise held by a live
+//! connection per server (attached by each of its sockets, detached by
+//! the last to leave) of the guest named by the channel in the app's
+//! occupancy space (`crate::webhooks::pusher_format::occupancy_space`), whose
 //! `join` / `leave` are the channel's `channel_occupied` /
 //! `channel_vacated`; nothing is written for an app without.
 //!
@@ -226,7 +227,6 @@ async fn run(socket: WebSocket, state: AppState, pusher: Arc<Pusher>, app: Arc<P
         channels: HashMap::new(),
         presence: HashMap::new(),
         occupied: HashMap::new(),
-        occupancies: 0,
         streams: StreamMap::new(),
         lagging: HashSet::new(),
         lag_since: None,
@@ -308,9 +308,6 @@ struct Session {
     /// Public and private channels whose occupancy this socket holds in
     /// the app's occupancy space (apps with webhooks only).
     occupied: HashMap<String, Presence>,
-    /// Occupied channels so far: each takes its own connection id (a
-    /// store holds one member per connection id in a space).
-    occupancies: u64,
     /// The presence channels' member events, by channel.
     streams: StreamMap<String, EventStream>,
     /// Presence channels whose member events were skipped: a fresh roster

@@ -101,15 +101,15 @@ impl Session {
     }
 
     /// Counts this socket in `channel`'s occupancy (a public or private
-    /// channel) when the app has webhooks: a live connection of the guest
-    /// named by the channel in the app's occupancy space, so the guest
-    /// joins when the channel's first socket on any server subscribes and
-    /// leaves after its last. The subscription waits for the attach (one
-    /// store call within the request timeout) but never fails on it: an
-    /// attach that fails (the store down, or the guest already holding
-    /// the store's 64 connections per member) is tried again at each
-    /// refresh, so past 64 sockets on one channel the channel may be told
-    /// vacated while later sockets still hold it, until their refresh.
+    /// channel) when the app has webhooks: the guest named by the channel
+    /// in the app's occupancy space has one live connection per server
+    /// holding the channel ([`Pusher::occupancy_conn`]), attached (again)
+    /// by each of its sockets and detached by the last to leave, so the
+    /// guest joins when the channel's first socket on any server
+    /// subscribes and leaves after its last. The subscription waits for
+    /// the attach (one store call within the request timeout) but never
+    /// fails on it: one that fails (the store down) is tried again at
+    /// each refresh.
     pub(super) async fn occupy(&mut self, channel: &str) {
         let Some(name) = self.app.occupancy_space() else {
             return;
@@ -123,9 +123,9 @@ impl Session {
             );
             return;
         };
-        // This socket's id and a number: at most 1 + 41 + 1 + 20 bytes.
-        self.occupancies += 1;
-        let Ok(conn) = ConnId::new(&format!("{}.{}", self.conn.as_str(), self.occupancies)) else {
+        // One connection per server and channel: the channel stays
+        // occupied while any socket of any server holds it.
+        let Ok(conn) = ConnId::new(&self.pusher.occupancy_conn(channel)) else {
             tracing::warn!(
                 channel,
                 "a channel's occupancy cannot be named in the store"
@@ -271,8 +271,8 @@ impl Session {
         for (_, p) in std::mem::take(&mut self.presence) {
             self.detach(&p).await;
         }
-        for (_, p) in std::mem::take(&mut self.occupied) {
-            self.detach(&p).await;
+        for (channel, p) in std::mem::take(&mut self.occupied) {
+            self.release(&channel, &p).await;
         }
         if let Some(user) = self.signed_in.take() {
             self.pusher
@@ -283,6 +283,19 @@ impl Session {
             }
         }
         self.watchlist = None;
+    }
+
+    /// Detaches this server's occupancy of `channel` once no local socket
+    /// subscribes it any more (this one left the local channels first).
+    pub(super) async fn release(&self, channel: &str, p: &Presence) {
+        if self
+            .pusher
+            .channels
+            .subscription_count(&self.app_id, channel)
+            == 0
+        {
+            self.detach(p).await;
+        }
     }
 
     /// Ends this socket's presence in `p`'s space.
