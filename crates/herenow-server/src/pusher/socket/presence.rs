@@ -120,10 +120,12 @@ impl Session {
             return;
         }
         let text = match event.kind {
-            EventKind::Join => {
+            EventKind::Join => self.pusher.member_texts.get_or_make(&event, &channel, || {
                 frames::member_added(&channel, event.member.id.as_str(), event.meta.as_ref())
-            }
-            EventKind::Leave => frames::member_removed(&channel, event.member.id.as_str()),
+            }),
+            EventKind::Leave => self.pusher.member_texts.get_or_make(&event, &channel, || {
+                frames::member_removed(&channel, event.member.id.as_str())
+            }),
             _ => return,
         };
         self.push_member(&channel, text);
