@@ -108,6 +108,9 @@ mod close {
     pub(crate) const OVER_CAPACITY: u16 = 4100;
     pub(crate) const RECONNECT: u16 = 4200;
     pub(crate) const NO_PONG: u16 = 4201;
+    /// The writer ended (the client left or its writes failed): the
+    /// session ends; nothing is sent.
+    pub(crate) const GONE: u16 = 1001;
 }
 
 /// `pusher:error` codes that do not close (Pusher's 4300–4399, "any other
@@ -380,6 +383,11 @@ impl Session {
                     self.refresh().await;
                 }
                 permits = room.reserve_many(LAG_ROOM), if lagging => {
+                    if permits.is_err() {
+                        // The writer is gone: a roster could never be sent.
+                        self.close(close::GONE, "the client is gone");
+                        continue;
+                    }
                     drop(permits);
                     for channel in std::mem::take(&mut self.lagging) {
                         self.resync(&channel).await;
@@ -454,8 +462,14 @@ impl Session {
     /// Queues a reply, in the reserve if need be; a client too slow even
     /// for that is closed.
     fn reply(&mut self, text: Arc<str>) {
-        if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(Out::Text(text)) {
-            self.close(close::OVER_CAPACITY, "too slow: the send queue is full");
+        match self.tx.try_send(Out::Text(text)) {
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.close(close::OVER_CAPACITY, "too slow: the send queue is full");
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                self.close(close::GONE, "the client is gone");
+            }
+            Ok(()) => {}
         }
     }
 

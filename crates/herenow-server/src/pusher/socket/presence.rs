@@ -137,6 +137,11 @@ impl Session {
         if self.lagging.contains(channel) {
             return;
         }
+        if self.tx.is_closed() {
+            // The writer is gone (the client left): nothing is owed.
+            self.close(super::close::GONE, "the client is gone");
+            return;
+        }
         if self.tx.capacity() > RESERVE && self.tx.try_send(Out::Text(text)).is_ok() {
             return;
         }
