@@ -23,7 +23,9 @@
 //! full for [`MAX_STALL`] (or the WebSocket TTL, if shorter) is closed
 //! (`4100`). An app event or client event that does not fit closes the
 //! socket with `4100` at once (see `crate::pusher_hub`'s channels): it
-//! cannot be recovered from a roster.
+//! cannot be recovered from a roster. A socket whose writer has ended
+//! (the client left, a write failed) ends its session at once: no roster
+//! is owed to it.
 //!
 //! **Between servers.** Client events go out through the store's relay
 //! (`crate::pusher_hub`) and reach every server's subscribers from its
