@@ -111,7 +111,7 @@ pub use webhooks::{
     send_test as send_test_webhook,
 };
 
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::time::Duration;
 
 use axum::Router;
@@ -191,6 +191,9 @@ pub async fn run(
     serve(listener, config, state, shutdown).await
 }
 
+/// How long open HTTP requests may take to finish once the shutdown began.
+const DRAIN_GRACE: Duration = Duration::from_secs(10);
+
 /// Serves `state` on `listener` until `shutdown` completes, then drains
 /// requests, ends event streams, and does the store's last duty (the
 /// memory store's snapshot, a Redis store's flush). `config` must be the
@@ -229,14 +232,29 @@ pub async fn serve(
     let listener = listener::LimitedListener::new(listener, config.max_connections);
     let stop = token.clone();
     let app = axum::ServiceExt::<axum::extract::Request>::into_make_service(app(state.clone()));
-    let served = axum::serve(listener, app)
+    let serving = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;
             // Ends event streams and background tasks; without it open
             // streams would hold the graceful shutdown forever.
             stop.cancel();
         })
-        .await;
+        .into_future();
+    // Draining requests is bounded too: a client that stops reading in
+    // the middle of a response cannot hold the shutdown.
+    let served = tokio::select! {
+        served = serving => served,
+        () = async {
+            token.cancelled().await;
+            tokio::time::sleep(DRAIN_GRACE).await;
+        } => {
+            tracing::warn!(
+                "requests still open {} s after the shutdown began were dropped",
+                DRAIN_GRACE.as_secs()
+            );
+            Ok(())
+        }
+    };
     token.cancel();
     // WebSocket tasks outlive axum's graceful shutdown: wait for them to
     // detach from the store and close with 1001 before the last snapshot

@@ -22,11 +22,13 @@ use crate::config::{PusherApp, PusherConfig};
 mod channels;
 mod relayed;
 mod sockets;
+mod texts;
 
 pub use channels::Channels;
 pub(crate) use channels::{Out, QUEUE, RESERVE, Subscriber};
 pub(crate) use relayed::{Relayed, TOPIC};
 pub(crate) use sockets::{Ender, Sockets};
+pub(crate) use texts::MemberTexts;
 
 /// The Pusher side of a server: its apps and the local sockets'
 /// channels. `None` in [`AppState`] when no app is configured.
@@ -35,6 +37,8 @@ pub struct Pusher {
     pub(crate) channels: Channels,
     /// Every socket, for what closes sockets from elsewhere.
     pub(crate) sockets: Sockets,
+    /// Member frames, serialized once per store event and channel.
+    pub(crate) member_texts: MemberTexts,
     /// Whether this server reads its relay feed (`None`: not started;
     /// `Some(false)`: opening it; `Some(true)`: reading).
     relay: parking_lot::Mutex<Option<watch::Receiver<bool>>>,
@@ -53,6 +57,7 @@ impl Pusher {
             apps: config.served_apps().into_iter().map(Arc::new).collect(),
             channels: Channels::new(),
             sockets: Sockets::default(),
+            member_texts: MemberTexts::default(),
             relay: parking_lot::Mutex::new(None),
             prefix: random_prefix(),
             next: AtomicU64::new(1),

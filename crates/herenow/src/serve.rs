@@ -124,7 +124,7 @@ pub fn main(args: ServeArgs, store: StoreSpec) -> Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    rt.block_on(async move {
+    let served = rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .map_err(|e| bind_error(args.listen, e))?;
@@ -144,7 +144,7 @@ pub fn main(args: ServeArgs, store: StoreSpec) -> Result<()> {
             .map_err(herenow_server::ServerError::from)?;
         // Installed before the "listening" line: a SIGTERM sent as soon as
         // the server is up must shut it down cleanly, not kill it.
-        let shutdown = shutdown_signal()?;
+        let shutdown = shutdown_watch()?;
         let mut out = std::io::stdout().lock();
         writeln!(
             out,
@@ -157,8 +157,16 @@ pub fn main(args: ServeArgs, store: StoreSpec) -> Result<()> {
         // The server logs its own start and stop.
         herenow_server::serve(listener, config, state, shutdown).await?;
         Ok(())
-    })
+    });
+    // Dropping the runtime would wait for every task still running and
+    // every blocking call, however long; the server is done by now.
+    rt.shutdown_timeout(RUNTIME_GRACE);
+    served
 }
+
+/// How long tasks still running after the server stopped may take to
+/// end before the process exits without them.
+const RUNTIME_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn bind_error(addr: SocketAddr, e: std::io::Error) -> anyhow::Error {
     let hint = match e.kind() {
@@ -205,6 +213,68 @@ pub fn raise_open_files_limit() -> Option<u64> {
 #[cfg(not(unix))]
 pub fn raise_open_files_limit() -> Option<u64> {
     None
+}
+
+/// How long the process may take to stop after SIGTERM or SIGINT before
+/// the signal thread ends it: past every grace period of the shutdown.
+const HARD_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Watches SIGTERM and SIGINT on a thread of its own, with a runtime of
+/// its own, so the server's workers, however busy, cannot delay noticing
+/// them. The future completes on the first signal; a process still
+/// running [`HARD_GRACE`] after it is ended by that thread (exit status
+/// 1). Returns once the signals are handled.
+fn shutdown_watch() -> Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    let (registered_tx, registered_rx) = std::sync::mpsc::channel::<Result<()>>();
+    let (signalled_tx, signalled_rx) = tokio::sync::oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name("herenow-signals".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = registered_tx
+                        .send(Err(anyhow::Error::new(e)
+                            .context("cannot start the signal thread's runtime")));
+                    return;
+                }
+            };
+            let signalled = rt.block_on(async move {
+                match shutdown_signal() {
+                    Ok(signal) => {
+                        let _ = registered_tx.send(Ok(()));
+                        signal.await;
+                        let _ = signalled_tx.send(());
+                        true
+                    }
+                    Err(e) => {
+                        let _ = registered_tx.send(Err(e));
+                        false
+                    }
+                }
+            });
+            if signalled {
+                std::thread::sleep(HARD_GRACE);
+                tracing::error!(
+                    "the server did not stop within {} s of the signal; exiting",
+                    HARD_GRACE.as_secs()
+                );
+                std::process::exit(1);
+            }
+        })
+        .context("cannot start the signal thread")?;
+    registered_rx
+        .recv()
+        .context("the signal thread ended before handling signals")??;
+    Ok(async move {
+        if signalled_rx.await.is_err() {
+            // The thread is gone without a signal: nothing will come.
+            std::future::pending::<()>().await;
+        }
+    })
 }
 
 /// A future that completes on the first SIGINT or SIGTERM.

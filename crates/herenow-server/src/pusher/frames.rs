@@ -214,17 +214,40 @@ pub(crate) fn presence_succeeded(
     channel: &str,
     members: &[(String, Option<herenow_core::Metadata>)],
 ) -> Arc<str> {
-    let ids: Vec<&str> = members.iter().map(|(id, _)| id.as_str()).collect();
-    let mut hash = serde_json::Map::with_capacity(members.len());
-    for (id, info) in members {
-        hash.insert(id.clone(), info_value(info.as_ref()));
+    // Written directly rather than through `Value`s: a roster may hold
+    // thousands of members, and each `user_info` is valid JSON already.
+    let quoted = |s: &str| Value::from(s).to_string();
+    let mut data = String::with_capacity(members.len() * 64 + 64);
+    data.push_str(r#"{"presence":{"ids":["#);
+    for (i, (id, _)) in members.iter().enumerate() {
+        if i > 0 {
+            data.push(',');
+        }
+        data.push_str(&quoted(id));
     }
-    let data = json!({ "presence": { "ids": ids, "hash": hash, "count": members.len() } });
-    event(
-        "pusher_internal:subscription_succeeded",
-        Some(channel),
-        &data.to_string(),
-    )
+    data.push_str(r#"],"hash":{"#);
+    let mut seen = std::collections::HashSet::with_capacity(members.len());
+    let mut first = true;
+    for (id, info) in members {
+        if !seen.insert(id.as_str()) {
+            continue;
+        }
+        if !first {
+            data.push(',');
+        }
+        first = false;
+        data.push_str(&quoted(id));
+        data.push(':');
+        data.push_str(info.as_ref().map_or("null", |m| m.as_json()));
+    }
+    data.push_str(r#"},"count":"#);
+    data.push_str(&members.len().to_string());
+    data.push_str("}}");
+    Arc::from(format!(
+        r#"{{"event":"pusher_internal:subscription_succeeded","channel":{},"data":{}}}"#,
+        quoted(channel),
+        quoted(&data)
+    ))
 }
 
 /// `pusher_internal:member_added`.
@@ -260,6 +283,30 @@ fn info_value(info: Option<&herenow_core::Metadata>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_roster_is_the_json_pusher_js_reads() {
+        let meta = herenow_core::Metadata::from_json(r#"{"name":"A \"q\"","n":1}"#).unwrap();
+        let members = vec![("a\"1".to_owned(), Some(meta)), ("b".to_owned(), None)];
+        let msg: Value = serde_json::from_str(&presence_succeeded("presence-x", &members)).unwrap();
+        assert_eq!(msg["event"], "pusher_internal:subscription_succeeded");
+        assert_eq!(msg["channel"], "presence-x");
+        let data: Value = serde_json::from_str(msg["data"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            data,
+            json!({"presence": {
+                "ids": ["a\"1", "b"],
+                "hash": {"a\"1": {"name": "A \"q\"", "n": 1}, "b": null},
+                "count": 2,
+            }})
+        );
+        let empty: Value = serde_json::from_str(&presence_succeeded("presence-x", &[])).unwrap();
+        let data: Value = serde_json::from_str(empty["data"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            data,
+            json!({"presence": {"ids": [], "hash": {}, "count": 0}})
+        );
+    }
 
     #[test]
     fn reads_subscribe_data_as_object_or_string() {

@@ -29,7 +29,9 @@
 //! full for [`MAX_STALL`] (or the WebSocket TTL, if shorter) is closed
 //! (`4100`). An app event or client event that does not fit closes the
 //! socket with `4100` at once (see `crate::pusher_hub`'s channels): it
-//! cannot be recovered from a roster.
+//! cannot be recovered from a roster. A socket whose writer has ended
+//! (the client left, a write failed) ends its session at once: no roster
+//! is owed to it.
 //!
 //! **Between servers.** Client events go out through the store's relay
 //! (`crate::pusher_hub`) and reach every server's subscribers from its
@@ -114,6 +116,9 @@ mod close {
     pub(crate) const OVER_CAPACITY: u16 = 4100;
     pub(crate) const RECONNECT: u16 = 4200;
     pub(crate) const NO_PONG: u16 = 4201;
+    /// The writer ended (the client left or its writes failed): the
+    /// session ends; nothing is sent.
+    pub(crate) const GONE: u16 = 1001;
 }
 
 /// `pusher:error` codes that do not close (Pusher's 4300–4399, "any other
@@ -392,6 +397,11 @@ impl Session {
                     self.refresh().await;
                 }
                 permits = room.reserve_many(LAG_ROOM), if lagging => {
+                    if permits.is_err() {
+                        // The writer is gone: a roster could never be sent.
+                        self.close(close::GONE, "the client is gone");
+                        continue;
+                    }
                     drop(permits);
                     for channel in std::mem::take(&mut self.lagging) {
                         self.resync(&channel).await;
@@ -466,8 +476,14 @@ impl Session {
     /// Queues a reply, in the reserve if need be; a client too slow even
     /// for that is closed.
     fn reply(&mut self, text: Arc<str>) {
-        if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(Out::Text(text)) {
-            self.close(close::OVER_CAPACITY, "too slow: the send queue is full");
+        match self.tx.try_send(Out::Text(text)) {
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.close(close::OVER_CAPACITY, "too slow: the send queue is full");
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                self.close(close::GONE, "the client is gone");
+            }
+            Ok(()) => {}
         }
     }
 

@@ -182,10 +182,12 @@ impl Session {
             return;
         }
         let text = match event.kind {
-            EventKind::Join => {
+            EventKind::Join => self.pusher.member_texts.get_or_make(&event, &channel, || {
                 frames::member_added(&channel, event.member.id.as_str(), event.meta.as_ref())
-            }
-            EventKind::Leave => frames::member_removed(&channel, event.member.id.as_str()),
+            }),
+            EventKind::Leave => self.pusher.member_texts.get_or_make(&event, &channel, || {
+                frames::member_removed(&channel, event.member.id.as_str())
+            }),
             _ => return,
         };
         self.push_member(&channel, text);
@@ -195,6 +197,11 @@ impl Session {
     /// that does not fit starts the lag.
     pub(super) fn push_member(&mut self, channel: &str, text: Arc<str>) {
         if self.lagging.contains(channel) {
+            return;
+        }
+        if self.tx.is_closed() {
+            // The writer is gone (the client left): nothing is owed.
+            self.close(super::close::GONE, "the client is gone");
             return;
         }
         if self.tx.capacity() > RESERVE && self.tx.try_send(Out::Text(text)).is_ok() {
