@@ -10,7 +10,6 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use herenow_testkit::RedisServer;
@@ -18,27 +17,9 @@ use support::Server;
 
 const APP: &str = "4242:herenow-key:herenow-secret-123";
 
-/// The Node test folder, its packages installed.
-fn node_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pusher");
-    assert!(
-        Command::new("node").arg("--version").output().is_ok(),
-        "node not found: install Node.js and npm (apt-get install nodejs npm)"
-    );
-    if !dir.join("node_modules/pusher-js").is_dir() || !dir.join("node_modules/pusher").is_dir() {
-        let status = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&dir)
-            .status()
-            .expect("run npm ci");
-        assert!(status.success(), "npm ci in {} failed", dir.display());
-    }
-    dir
-}
-
 #[test]
 fn pusher_js_users_and_the_watchlist_on_two_servers() {
-    let dir = node_dir();
+    let dir = support::pusher_node::node_dir();
     let redis = RedisServer::standalone();
     let store = redis.url();
     let mut a = Server::start(&["--pusher-app", APP, "--store", &store]);

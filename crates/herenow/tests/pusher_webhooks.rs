@@ -20,7 +20,6 @@
 //! `leave` in the space `presence-…`): a presence channel is that space.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -208,27 +207,9 @@ async fn issue_38_without_pusher_webhooks_no_channel_is_written() {
     );
 }
 
-/// The Node test folder, its packages installed (see `pusher_js.rs`).
-fn node_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pusher");
-    assert!(
-        Command::new("node").arg("--version").output().is_ok(),
-        "node not found: install Node.js and npm (apt-get install nodejs npm)"
-    );
-    if !dir.join("node_modules/pusher-js").is_dir() || !dir.join("node_modules/pusher").is_dir() {
-        let status = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&dir)
-            .status()
-            .expect("run npm ci");
-        assert!(status.success(), "npm ci in {} failed", dir.display());
-    }
-    dir
-}
-
 #[test]
 fn issue_38_the_pusher_library_accepts_our_webhooks() {
-    let dir = node_dir();
+    let dir = support::pusher_node::node_dir();
     let out = Command::new("node")
         .args(["--test", "--test-reporter=spec", "webhooks.test.js"])
         .current_dir(&dir)
