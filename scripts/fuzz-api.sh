@@ -132,6 +132,7 @@ if [ "$open" = 1 ]; then
 fi
 # A --webhook-secret: a space's webhook endpoint given without a secret of
 # its own is then valid, as the schema says.
+: >"$work/server.log"
 RUST_LOG=warn "$HERENOW_BIN" serve --listen 127.0.0.1:0 --store "$store" "${keys[@]}" \
   --webhook-secret "whsec_$(head -c 32 /dev/urandom | base64 | tr -d '\n')" \
   >"$work/server.log" 2>&1 &
