@@ -85,6 +85,7 @@ mod problem;
 pub mod protocol;
 mod pusher;
 mod pusher_hub;
+mod queue;
 mod routes;
 mod sse;
 mod state;

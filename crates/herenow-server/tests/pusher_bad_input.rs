@@ -642,3 +642,51 @@ async fn closed(c: &mut Client) -> Option<u16> {
     .await
     .expect("the socket was not closed")
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_is_not_a_websocket_handshake_gets_426_naming_what_it_lacks() {
+    let s = Server::start_with(config()).await;
+    let (mut witness, w_id) = socket(&s).await;
+    join(&mut witness, &w_id, "lobby", None).await;
+    let url = format!("http://{}/app/{KEY}?protocol=7", s.addr);
+    let client = reqwest::Client::new();
+    for (headers, why) in [
+        (vec![], "Upgrade: websocket"),
+        (
+            vec![("upgrade", "websocket"), ("connection", "Upgrade")],
+            "version must be 13",
+        ),
+        (
+            vec![
+                ("upgrade", "websocket"),
+                ("connection", "Upgrade"),
+                ("sec-websocket-version", "8"),
+            ],
+            "version must be 13",
+        ),
+        (
+            vec![
+                ("upgrade", "websocket"),
+                ("connection", "Upgrade"),
+                ("sec-websocket-version", "13"),
+            ],
+            "Sec-WebSocket-Key",
+        ),
+    ] {
+        let mut request = client.get(&url);
+        for (name, value) in &headers {
+            request = request.header(*name, *value);
+        }
+        let answer = request.send().await.unwrap();
+        assert_eq!(answer.status(), 426, "{headers:?}");
+        assert_eq!(answer.headers()["upgrade"], "websocket");
+        assert_eq!(answer.headers()["sec-websocket-version"], "13");
+        let problem: Value = answer.json().await.unwrap();
+        assert_eq!(problem["code"], "websocket-expected", "{problem}");
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(detail.contains(why), "{headers:?}: {detail}");
+    }
+    trigger(&s, "lobby", "after", "ok").await;
+    next_is_event(&mut witness, "lobby", "after", "ok").await;
+    still_answers(&mut witness, "the witness").await;
+}

@@ -13,9 +13,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use tokio::sync::mpsc;
 
 use super::Ender;
+use crate::queue;
 
 /// Messages one socket's queue holds for events and member events.
 pub(crate) const QUEUE: usize = 512;
@@ -39,7 +39,7 @@ pub(crate) struct Subscriber {
     /// The socket id, to leave out the sender of an event.
     pub(crate) socket_id: Arc<str>,
     /// The socket's queue.
-    pub(crate) queue: mpsc::Sender<Out>,
+    pub(crate) queue: queue::Sender<Out>,
     /// Asked to close the socket when an event did not fit the queue.
     pub(crate) ender: Arc<Ender>,
 }

@@ -27,7 +27,6 @@ mod guard;
 mod joined;
 mod limits;
 mod msg;
-mod queue;
 mod send_queue;
 mod session;
 mod session_watch;

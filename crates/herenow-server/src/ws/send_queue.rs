@@ -33,9 +33,9 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::limits::{MAX_SUBSCRIBED, SEND_QUEUE};
-use super::queue::{self, Sender};
 use super::writer::{Outbound, Outlet};
 use crate::protocol::ws::ServerMessage;
+use crate::queue::{self, Sender};
 
 /// Queue slots kept for `lagged` notices and the close frame, beyond the
 /// [`SEND_QUEUE`] messages: a notice is queued when nothing else fits.

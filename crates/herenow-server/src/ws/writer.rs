@@ -15,7 +15,7 @@ use futures::stream::SplitSink;
 use futures::{FutureExt, SinkExt};
 use tokio::sync::oneshot;
 
-use super::queue::Receiver;
+use crate::queue::Receiver;
 
 /// How long what is queued and the close frame may take to go out once the
 /// session has ended, before the socket is simply dropped.

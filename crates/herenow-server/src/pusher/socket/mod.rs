@@ -38,34 +38,39 @@
 //! feed; a socket is served only once its server reads the feed, so an
 //! event relayed after `pusher:connection_established` reaches it.
 //!
-//! This file is the session's loop and the writer; `channels` is
-//! subscribing and client events, `presence` the presence channels, and
-//! `user` signing in (`pusher:signin`) and the Watchlist.
+//! This file is the session's loop; `wire` the WebSocket under it (the
+//! upgrade, and the writer, which sends large messages in fragments);
+//! `channels` is subscribing and client events, `presence` the presence
+//! channels, and `user` signing in (`pusher:signin`) and the Watchlist.
 
 mod channels;
 mod presence;
 mod user;
+mod wire;
 
 use std::collections::{HashMap, HashSet};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, RawQuery, Request, State};
 use axum::response::Response;
-use futures::stream::{SplitSink, SplitStream};
-use futures::{SinkExt, Stream, StreamExt};
+use futures::stream::SplitStream;
+use futures::{Stream, StreamExt};
 use herenow_core::{ConnId, Event, MemberKey, Metadata, RecvError, SpaceName};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::oneshot;
 use tokio::time::{Instant, sleep_until, timeout};
 use tokio_stream::StreamMap;
+use tungstenite::Message;
 
 use self::channels::Bucket;
 use self::user::{SignedIn, Watchlist};
+use self::wire::Ws;
 use super::frames;
 use super::{ChannelKind, Pusher, PusherApp};
 use crate::pusher_hub::{Ender, Out, QUEUE, RESERVE};
+use crate::queue;
 use crate::state::AppState;
 
 /// The largest frame a client may send; a larger one closes the socket
@@ -135,7 +140,7 @@ pub(super) async fn upgrade(
     State(state): State<AppState>,
     Path(key): Path<String>,
     RawQuery(query): RawQuery,
-    ws: WebSocketUpgrade,
+    request: Request,
 ) -> Response {
     let refusal = refusal(&state, &key, query.as_deref());
     let permit = if refusal.is_none() {
@@ -144,12 +149,7 @@ pub(super) async fn upgrade(
         None
     };
     let tracked = state.ws().tracker().token();
-    let upgraded = ws
-        .max_message_size(MAX_FRAME)
-        .max_frame_size(MAX_FRAME)
-        .read_buffer_size(512)
-        .write_buffer_size(0);
-    upgraded.on_upgrade(move |socket| async move {
+    wire::upgrade(request, MAX_FRAME, move |socket| async move {
         let admitted = match (refusal, permit) {
             (Some(refused), _) => Err(refused),
             (None, None) => Err((close::OVER_CAPACITY, "over capacity")),
@@ -197,24 +197,15 @@ fn refusal(state: &AppState, key: &str, query: Option<&str>) -> Option<(u16, &'s
 
 /// Tells the client why, then closes; a client that reads nothing for
 /// [`CLOSE_GRACE`] is dropped.
-async fn refuse(socket: WebSocket, code: u16, reason: &str) {
-    let (mut sink, _) = socket.split();
-    let _ = timeout(CLOSE_GRACE, async {
-        let error = frames::error(Some(code), reason).to_string();
-        sink.send(Message::Text(error.into())).await?;
-        let frame = CloseFrame {
-            code,
-            reason: reason.into(),
-        };
-        sink.send(Message::Close(Some(frame))).await
-    })
-    .await;
+async fn refuse(mut socket: Ws, code: u16, reason: &str) {
+    let error = frames::error(Some(code), reason);
+    let _ = timeout(CLOSE_GRACE, wire::refuse(&mut socket, error, code, reason)).await;
 }
 
 /// Runs one socket to its end.
-async fn run(socket: WebSocket, state: AppState, pusher: Arc<Pusher>, app: Arc<PusherApp>) {
+async fn run(socket: Ws, state: AppState, pusher: Arc<Pusher>, app: Arc<PusherApp>) {
     let (sink, stream) = socket.split();
-    let (tx, rx) = mpsc::channel(QUEUE + RESERVE);
+    let (tx, rx) = queue::channel(QUEUE + RESERVE);
     let number = pusher.next_socket();
     let socket_id: Arc<str> = Arc::from(pusher.socket_id(number));
     let session = Session {
@@ -246,7 +237,7 @@ async fn run(socket: WebSocket, state: AppState, pusher: Arc<Pusher>, app: Arc<P
     };
     let writer = async move {
         tokio::select! {
-            () = write(sink, rx) => {}
+            () = wire::write(sink, rx) => {}
             // Once the session has ended, what is queued and the close
             // have CLOSE_GRACE to go out: a client that stopped reading
             // cannot hold the task (and the server's shutdown) forever.
@@ -257,29 +248,6 @@ async fn run(socket: WebSocket, state: AppState, pusher: Arc<Pusher>, app: Arc<P
         }
     };
     tokio::join!(session, writer);
-}
-
-/// The writer: sends what the session queued, in order, until the close
-/// or until the session is gone.
-async fn write(mut sink: SplitSink<WebSocket, Message>, mut rx: mpsc::Receiver<Out>) {
-    while let Some(out) = rx.recv().await {
-        match out {
-            Out::Text(text) => {
-                if sink.send(Message::Text((&*text).into())).await.is_err() {
-                    return;
-                }
-            }
-            Out::Close(code, reason) => {
-                let frame = CloseFrame {
-                    code,
-                    reason: reason.into(),
-                };
-                let _ = sink.send(Message::Close(Some(frame))).await;
-                return;
-            }
-        }
-    }
-    let _ = sink.close().await;
 }
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<Arc<Event>, RecvError>> + Send + Sync>>;
@@ -303,7 +271,7 @@ struct Session {
     socket_id: Arc<str>,
     /// This socket's live connection id in presence spaces.
     conn: ConnId,
-    tx: mpsc::Sender<Out>,
+    tx: queue::Sender<Out>,
     /// Asked to close from elsewhere: a full queue, a relayed
     /// `terminate_connections`, a lagging relay feed.
     ender: Arc<Ender>,
@@ -328,7 +296,7 @@ struct Session {
 }
 
 impl Session {
-    async fn run(mut self, mut stream: SplitStream<WebSocket>) {
+    async fn run(mut self, mut stream: SplitStream<Ws>) {
         let (ttl, refresh_every) = self.state.ws().timing();
         let (activity, pong_wait) = silences(ttl);
         let ready = self
@@ -396,13 +364,12 @@ impl Session {
                     next_refresh = Instant::now() + refresh_every;
                     self.refresh().await;
                 }
-                permits = room.reserve_many(LAG_ROOM), if lagging => {
-                    if permits.is_err() {
+                has_room = room.room(LAG_ROOM), if lagging => {
+                    if !has_room {
                         // The writer is gone: a roster could never be sent.
                         self.close(close::GONE, "the client is gone");
                         continue;
                     }
-                    drop(permits);
                     for channel in std::mem::take(&mut self.lagging) {
                         self.resync(&channel).await;
                     }
@@ -418,7 +385,7 @@ impl Session {
                         Some(Ok(Message::Binary(_))) => {
                             self.reply(frames::error(None, "binary frames are not part of the protocol"));
                         }
-                        Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                        Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
                         Some(Ok(Message::Close(_))) | None => break,
                         Some(Err(e)) => {
                             if let Some((code, reason)) = read_error_close(e) {
@@ -477,10 +444,10 @@ impl Session {
     /// for that is closed.
     fn reply(&mut self, text: Arc<str>) {
         match self.tx.try_send(Out::Text(text)) {
-            Err(mpsc::error::TrySendError::Full(_)) => {
+            Err(TrySendError::Full(_)) => {
                 self.close(close::OVER_CAPACITY, "too slow: the send queue is full");
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => {
+            Err(TrySendError::Closed(_)) => {
                 self.close(close::GONE, "the client is gone");
             }
             Ok(()) => {}
@@ -508,9 +475,8 @@ impl Session {
 }
 
 /// The close for a read that failed because of what the client sent.
-fn read_error_close(e: axum::Error) -> Option<(u16, &'static str)> {
-    let inner = e.into_inner();
-    match inner.downcast_ref::<tungstenite::Error>()? {
+fn read_error_close(e: tungstenite::Error) -> Option<(u16, &'static str)> {
+    match e {
         tungstenite::Error::Capacity(_) => Some((1009, "a message over 32 KiB")),
         tungstenite::Error::Utf8(_) => Some((1007, "a text frame that is not UTF-8")),
         tungstenite::Error::Protocol(_) => Some((1002, "a WebSocket protocol error")),

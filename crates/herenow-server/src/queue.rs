@@ -1,6 +1,6 @@
-//! The channel under a connection's [`SendQueue`](super::send_queue::SendQueue):
-//! a bounded queue from the session to the writer that costs an idle
-//! socket almost nothing.
+//! The channel from a socket's session to its writer (under herenow's
+//! [`SendQueue`](crate::ws) and a Pusher socket's queue): a bounded queue
+//! that costs an idle socket almost nothing.
 //!
 //! Every open socket holds one for its whole life, and most hold a
 //! message or two at a time. Tokio's `mpsc` allocates a block of 32 slots
@@ -9,9 +9,10 @@
 //! its memory back once drained, behind one small lock the session and
 //! the writer take for a push or a pop.
 //!
-//! It offers what the send queue uses of `mpsc`: `try_send` (full or
+//! It offers what the sockets use of `mpsc`: `try_send` (full or
 //! closed), the free capacity, waiting for room, and a receiver that ends
-//! once every sender is gone and the queue is empty.
+//! once every sender is gone and the queue is empty, and that can take
+//! what is queued without waiting (a writer sends it in one flush).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -24,7 +25,7 @@ use tokio::sync::mpsc::error::TrySendError;
 const KEEP: usize = 8;
 
 /// A bounded queue of `cap` items: its two ends.
-pub(super) fn channel<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
+pub(crate) fn channel<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             items: VecDeque::new(),
@@ -61,13 +62,13 @@ struct State<T> {
 }
 
 /// The sending end; cloned for each sender.
-pub(super) struct Sender<T> {
+pub(crate) struct Sender<T> {
     shared: Arc<Shared<T>>,
 }
 
 impl<T> Sender<T> {
     /// Queues `item` unless the queue is full or the receiver is gone.
-    pub(super) fn try_send(&self, item: T) -> Result<(), TrySendError<T>> {
+    pub(crate) fn try_send(&self, item: T) -> Result<(), TrySendError<T>> {
         let mut state = self.shared.state.lock();
         if !state.receiver {
             return Err(TrySendError::Closed(item));
@@ -82,14 +83,24 @@ impl<T> Sender<T> {
     }
 
     /// Free slots now.
-    pub(super) fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         let state = self.shared.state.lock();
         self.shared.cap.saturating_sub(state.items.len())
     }
 
+    /// Slots in all.
+    pub(crate) fn max_capacity(&self) -> usize {
+        self.shared.cap
+    }
+
+    /// Whether the receiver is gone.
+    pub(crate) fn is_closed(&self) -> bool {
+        !self.shared.state.lock().receiver
+    }
+
     /// Waits until at least `free` slots are free; false once the receiver
     /// is gone. Reserves nothing: a push may take the room again.
-    pub(super) async fn room(&self, free: usize) -> bool {
+    pub(crate) async fn room(&self, free: usize) -> bool {
         loop {
             // Registered before the check, so a pop between the check and
             // the wait is not missed.
@@ -133,35 +144,55 @@ impl<T> Drop for Sender<T> {
 }
 
 /// The receiving end.
-pub(super) struct Receiver<T> {
+pub(crate) struct Receiver<T> {
     shared: Arc<Shared<T>>,
 }
 
 impl<T> Receiver<T> {
     /// The next item, in order; `None` once every sender is gone and the
     /// queue is empty.
-    pub(super) async fn recv(&mut self) -> Option<T> {
+    pub(crate) async fn recv(&mut self) -> Option<T> {
         loop {
             let notified = self.shared.ready.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            {
-                let mut state = self.shared.state.lock();
-                if let Some(item) = state.items.pop_front() {
-                    if state.items.is_empty() && state.items.capacity() > KEEP {
-                        state.items = VecDeque::new();
-                    }
-                    drop(state);
-                    self.shared.room.notify_waiters();
-                    return Some(item);
-                }
-                if state.senders == 0 {
-                    return None;
-                }
+            match take(&self.shared) {
+                Ok(item) => return Some(item),
+                Err(Ended::Yes) => return None,
+                Err(Ended::No) => {}
             }
             notified.await;
         }
     }
+
+    /// The next item if one is queued now, without waiting.
+    pub(crate) fn try_recv(&mut self) -> Option<T> {
+        take(&self.shared).ok()
+    }
+}
+
+/// Pops the next item; else whether the queue has ended.
+fn take<T>(shared: &Shared<T>) -> Result<T, Ended> {
+    let mut state = shared.state.lock();
+    if let Some(item) = state.items.pop_front() {
+        if state.items.is_empty() && state.items.capacity() > KEEP {
+            state.items = VecDeque::new();
+        }
+        drop(state);
+        shared.room.notify_waiters();
+        return Ok(item);
+    }
+    Err(if state.senders == 0 {
+        Ended::Yes
+    } else {
+        Ended::No
+    })
+}
+
+/// Whether an empty queue has ended (every sender gone).
+enum Ended {
+    Yes,
+    No,
 }
 
 impl<T> Drop for Receiver<T> {
@@ -257,6 +288,22 @@ mod tests {
             .expect("room came")
             .unwrap();
         assert!(has_room);
+    }
+
+    #[tokio::test]
+    async fn try_recv_takes_what_is_queued_without_waiting() {
+        let (tx, mut rx) = channel(4);
+        assert_eq!(rx.try_recv(), None);
+        tx.try_send(1).unwrap();
+        tx.try_send(2).unwrap();
+        assert_eq!(tx.capacity(), 2);
+        assert_eq!(rx.try_recv(), Some(1));
+        assert_eq!(rx.try_recv(), Some(2));
+        assert_eq!(rx.try_recv(), None);
+        assert_eq!(tx.capacity(), tx.max_capacity());
+        assert!(!tx.is_closed());
+        drop(rx);
+        assert!(tx.is_closed());
     }
 
     #[tokio::test]
