@@ -11,6 +11,15 @@
 #   scripts/bench-peerload.sh            # memory store
 #   STORE=redis scripts/bench-peerload.sh
 #
+# The Pusher protocol (issue 38): N members in one presence channel over
+# herenow's /app/{key}, or over Sockudo (`cargo install sockudo --locked`)
+# with its member cap raised, the same tool and options:
+#
+#   PROTO=pusher N=5000 scripts/bench-peerload.sh
+#   PROTO=pusher SERVER=sockudo SOCKUDO=~/.cargo/bin/sockudo scripts/bench-peerload.sh
+#
+# OBSERVERS (50), PROBES (100) and MAX_SETTLE (peerload's, seconds) too.
+#
 # Needs peerload built:
 #   (cd ../shared/tools/peerload && CARGO_TARGET_DIR=/tmp/peerload-target cargo build --release)
 set -euo pipefail
@@ -18,6 +27,13 @@ cd "$(dirname "$0")/.."
 
 N=${N:-10000}
 STORE=${STORE:-memory}
+PROTO=${PROTO:-herenow}
+SERVER=${SERVER:-herenow}
+OBSERVERS=${OBSERVERS:-50}
+PROBES=${PROBES:-100}
+MAX_SETTLE=${MAX_SETTLE:-300}
+KEY=bench-key
+APP=bench
 HOLD=${HOLD:-30}
 PEERLOAD=${PEERLOAD:-/tmp/peerload-target/release/peerload}
 SECRET=bench-peerload-secret-0123456789abcdef
@@ -31,7 +47,7 @@ wait_http() {
 }
 
 [ -x "$PEERLOAD" ] || { echo "build peerload first (see the header)" >&2; exit 1; }
-cargo build --release -q -p herenow
+[ "$SERVER" = sockudo ] || cargo build --release -q -p herenow
 dir=$(mktemp -d)
 pids=()
 cleanup() {
@@ -50,16 +66,31 @@ if [ "$STORE" = redis ]; then
 fi
 port=$(free_port)
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-RUST_LOG=warn target/release/herenow serve --listen "127.0.0.1:$port" \
-  --token-secret "$SECRET" --ws-max-connections 50000 --max-connections 60000 \
-  "${store_args[@]}" >"$dir/server.log" 2>&1 &
-server=$!
-pids+=("$server")
-wait_http "http://127.0.0.1:$port/healthz"
-echo "== herenow ($STORE store), $N users, 50 observers, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-"$PEERLOAD" --proto herenow --url "ws://127.0.0.1:$port" --secret "$SECRET" --pid "$server" \
-  --n "$N" --observers 50 --probes 100 --hold-secs "$HOLD" --ping-min 10 --ping-max 20 \
-  --label "herenow-$STORE" --out "$dir/out.json" >/dev/null
+if [ "$SERVER" = sockudo ]; then
+  cat >"$dir/config.json" <<JSON
+{"host": "127.0.0.1", "port": $port, "max_connections": 60000, "metrics": {"enabled": false},
+ "rate_limiter": {"enabled": false}, "presence": {"max_members_per_channel": 20000},
+ "app_manager": {"driver": "memory", "array": {"apps": [{"id": "$APP", "key": "$KEY",
+  "secret": "$SECRET", "enabled": true, "max_connections": 60000,
+  "max_presence_members_per_channel": 20000}]}}}
+JSON
+  (cd "$dir" && RUST_LOG=warn exec "${SOCKUDO:-sockudo}" --config "$dir/config.json") >"$dir/server.log" 2>&1 &
+  server=$!
+  pids+=("$server")
+  for _ in $(seq 300); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+else
+  RUST_LOG=warn target/release/herenow serve --listen "127.0.0.1:$port" \
+    --token-secret "$SECRET" --pusher-app "$APP:$KEY:$SECRET" \
+    --ws-max-connections 50000 --max-connections 60000 \
+    "${store_args[@]}" >"$dir/server.log" 2>&1 &
+  server=$!
+  pids+=("$server")
+  wait_http "http://127.0.0.1:$port/healthz"
+fi
+echo "== $SERVER ($PROTO protocol, $STORE store), $N users, $OBSERVERS observers, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+"$PEERLOAD" --proto "$PROTO" --url "ws://127.0.0.1:$port" --key "$KEY" --secret "$SECRET" --pid "$server" \
+  --n "$N" --observers "$OBSERVERS" --probes "$PROBES" --hold-secs "$HOLD" --ping-min 10 --ping-max 20 \
+  --max-settle-secs "$MAX_SETTLE" --label "$SERVER-$PROTO-$STORE" --out "$dir/out.json" >/dev/null
 python3 - "$dir/out.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -69,3 +100,4 @@ print(f"observers {r['observers']}: closed {e['closed_after_ready']}, lagged not
 print(f"probe joins seen {p['pairs_seen']}/{p['pairs_expected']}: p50 {p['p50_ms']} ms, p99 {p['p99_ms']} ms, max {p['max_ms']} ms")
 print(f"hold: server CPU {r['hold']['server_cpu_pct']} %, RSS per connection {r['bytes_per_conn']['end_hold']} B, load {r['hold']['loadavg']}")
 PY
+cp "$dir/out.json" "${OUT:-/tmp/bench-peerload-$SERVER-$PROTO-$N.json}"
