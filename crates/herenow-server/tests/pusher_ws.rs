@@ -630,17 +630,23 @@ mod on_redis {
         subscribe_presence(&mut ann_b, &ann_b_id, "presence-x", "ann").await;
         assert_eq!(data(&ann_b.recv().await)["presence"]["count"], 2);
 
-        // Either server answers the same distinct users.
+        // Either server answers the same distinct users, and the same
+        // subscriptions: ben's, and ann's on each server.
         let now = now_s();
         for s in [&a, &b] {
             let path = format!("/apps/{ID}/channels/presence-x");
-            let (status, body) =
-                api(s, "GET", &path, "", &[("info", "user_count")], now, None).await;
+            let info = [("info", "user_count,subscription_count")];
+            let (status, body) = api(s, "GET", &path, "", &info, now, None).await;
             assert_eq!(status, 200);
             let info: Value = serde_json::from_str(&body).unwrap();
             assert_eq!(
-                (info["user_count"].as_u64(), info["occupied"].as_bool()),
-                (Some(2), Some(true))
+                (
+                    info["user_count"].as_u64(),
+                    info["subscription_count"].as_u64(),
+                    info["occupied"].as_bool()
+                ),
+                (Some(2), Some(3), Some(true)),
+                "{info}"
             );
         }
 

@@ -21,9 +21,10 @@
 //! relay (`crate::pusher_hub`); a user's channel `#server-to-user-{id}`
 //! (`sendToUser`) reaches every socket signed in as the user.
 //!
-//! Subscription counts are this server's sockets; user counts and member
-//! lists are the space's, from the store, so they are the same whichever
-//! server is asked. Errors are plain text with a status, as Pusher's.
+//! User counts, member lists and presence channels' subscription counts
+//! are the space's, from the store, so they are the same whichever server
+//! is asked; a public or private channel's subscription count is this
+//! server's sockets. Errors are plain text with a status, as Pusher's.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -32,7 +33,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, RawPathParams, Request, State};
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use herenow_core::{MemberKind, SpaceName};
+use herenow_core::{MemberId, MemberKey, MemberKind, SpaceName};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -359,6 +360,42 @@ async fn users_of(
         .collect())
 }
 
+/// A presence channel's subscriptions on every server: its members'
+/// live connections that are Pusher sockets (each socket subscribed is
+/// one, `p{socket_id}`; herenow's own sockets in the space are not).
+async fn presence_subscriptions(
+    state: &AppState,
+    app: &PusherApp,
+    channel: &str,
+) -> Result<usize, Refusal> {
+    let Ok(space) = SpaceName::new(&app.presence_space(channel)) else {
+        return Ok(0);
+    };
+    let members: Vec<MemberKey> = users_of(state, app, channel)
+        .await?
+        .iter()
+        .filter_map(|id| MemberId::new(id).ok().map(MemberKey::user))
+        .collect();
+    let store = state.store();
+    let Some(live) = store.live_connections() else {
+        return Ok(0);
+    };
+    let conns = tokio::time::timeout(state.request_timeout(), live.connections(&space, &members))
+        .await
+        .map_err(|_| {
+            Refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the store timed out".into(),
+            )
+        })?
+        .map_err(|e| Refusal(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+    Ok(conns
+        .iter()
+        .flatten()
+        .filter(|c| super::socket::is_socket_conn(c.conn.as_str()))
+        .count())
+}
+
 /// A channel's counts as `info` asks for them.
 async fn channel_info(
     state: &AppState,
@@ -371,7 +408,11 @@ async fn channel_info(
     for attribute in info {
         match attribute.as_str() {
             "subscription_count" => {
-                let n = pusher.channels.subscription_count(&app.id, channel);
+                let n = if ChannelKind::of(channel) == Some(ChannelKind::Presence) {
+                    presence_subscriptions(state, app, channel).await?
+                } else {
+                    pusher.channels.subscription_count(&app.id, channel)
+                };
                 out.insert(attribute.clone(), n.into());
             }
             "user_count" => {

@@ -133,6 +133,25 @@ mod code {
     pub(crate) const RATE_LIMITED: u16 = 4301;
 }
 
+/// A socket's live connection id in presence spaces: `p` and its
+/// socket id.
+fn socket_conn(socket_id: &str) -> ConnId {
+    ConnId::new(&format!("p{socket_id}"))
+        .unwrap_or_else(|_| unreachable!("digits and a dot make a valid connection id"))
+}
+
+/// Whether a live connection id is a Pusher socket's ([`socket_conn`]):
+/// `p`, digits, a dot, digits.
+pub(super) fn is_socket_conn(conn: &str) -> bool {
+    conn.strip_prefix('p')
+        .and_then(|id| id.split_once('.'))
+        .is_some_and(|(a, b)| {
+            [a, b]
+                .iter()
+                .all(|part| !part.is_empty() && part.bytes().all(|c| c.is_ascii_digit()))
+        })
+}
+
 /// Upgrades any request: refusals (unknown key, bad version, no room) are
 /// the protocol's close codes, which clients act on, rather than an HTTP
 /// status they cannot read.
@@ -209,8 +228,7 @@ async fn run(socket: Ws, state: AppState, pusher: Arc<Pusher>, app: Arc<PusherAp
     let number = pusher.next_socket();
     let socket_id: Arc<str> = Arc::from(pusher.socket_id(number));
     let session = Session {
-        conn: ConnId::new(&format!("p{socket_id}"))
-            .unwrap_or_else(|_| unreachable!("digits and a dot make a valid connection id")),
+        conn: socket_conn(&socket_id),
         app_id: Arc::from(app.id.as_str()),
         bucket: Bucket::new(app.client_events_per_second, Instant::now()),
         state,
@@ -481,5 +499,19 @@ fn read_error_close(e: tungstenite::Error) -> Option<(u16, &'static str)> {
         tungstenite::Error::Utf8(_) => Some((1007, "a text frame that is not UTF-8")),
         tungstenite::Error::Protocol(_) => Some((1002, "a WebSocket protocol error")),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sockets_connection_id_is_told_from_others() {
+        let conn = socket_conn("1234.56");
+        assert!(is_socket_conn(conn.as_str()));
+        for other in ["c1", "p", "p1.", "p.1", "p12", "px.1", "o1.abc", "p1.2.3"] {
+            assert!(!is_socket_conn(other), "{other}");
+        }
     }
 }
