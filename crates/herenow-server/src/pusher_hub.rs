@@ -1,6 +1,7 @@
 //! What the Pusher protocol's sockets share in one server: the apps, the
-//! local sockets' channels (`channels`), the sockets themselves
-//! (`sockets`), the socket ids, and the relay between servers
+//! local sockets' channels (`channels`) and their counts in the store
+//! (`occupancy`), the sockets themselves (`sockets`), the socket ids, and
+//! the relay between servers
 //! (`relayed`): every event goes out through the store's
 //! [`Relay`](herenow_core::Relay) and comes back to each server from its
 //! feed, read by one task per server. A leaf: [`AppState`] holds it, and
@@ -20,12 +21,15 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{PusherApp, PusherConfig};
 
 mod channels;
+mod occupancy;
 mod relayed;
 mod sockets;
 mod texts;
 
 pub use channels::Channels;
 pub(crate) use channels::{Out, QUEUE, RESERVE, Subscriber};
+pub(crate) use occupancy::count as occupancy_count;
+use occupancy::{Occupancy, Target};
 pub(crate) use relayed::{Relayed, TOPIC};
 pub(crate) use sockets::{Ender, Sockets};
 pub(crate) use texts::MemberTexts;
@@ -39,6 +43,10 @@ pub struct Pusher {
     pub(crate) sockets: Sockets,
     /// Member frames, serialized once per store event and channel.
     pub(crate) member_texts: MemberTexts,
+    /// This server's public and private channels' counts in the store.
+    occupancy: Occupancy,
+    /// Whether the task refreshing them runs.
+    occupancy_refresh: std::sync::Once,
     /// Whether this server reads its relay feed (`None`: not started;
     /// `Some(false)`: opening it; `Some(true)`: reading).
     relay: parking_lot::Mutex<Option<watch::Receiver<bool>>>,
@@ -58,6 +66,8 @@ impl Pusher {
             channels: Channels::new(),
             sockets: Sockets::default(),
             member_texts: MemberTexts::default(),
+            occupancy: Occupancy::default(),
+            occupancy_refresh: std::sync::Once::new(),
             relay: parking_lot::Mutex::new(None),
             prefix: random_prefix(),
             next: AtomicU64::new(1),
@@ -158,6 +168,72 @@ impl Pusher {
                 source: None,
             }),
         }
+    }
+}
+
+/// Where a server's channel counts go, and how often they are refreshed.
+#[derive(Clone)]
+pub(crate) struct OccupancyWrites {
+    pub(crate) store: Arc<dyn PresenceStore>,
+    pub(crate) ttl_ms: u64,
+    /// The longest one store call may take.
+    pub(crate) wait: Duration,
+    pub(crate) refresh_every: Duration,
+    pub(crate) stop: CancellationToken,
+}
+
+impl Pusher {
+    /// Writes this server's count of `channel` (public or private) of
+    /// `app` to the store, after its local subscribers changed (see
+    /// `occupancy`); starts the refresh of every count the first time.
+    pub(crate) async fn sync_occupancy(
+        self: &Arc<Self>,
+        app: &PusherApp,
+        channel: &str,
+        writes: &OccupancyWrites,
+    ) {
+        self.occupancy_refresh.call_once(|| {
+            tokio::spawn(refresh_occupancy(self.clone(), writes.clone()));
+        });
+        let space = app.occupancy_space();
+        let conn = self.occupancy_conn(channel);
+        let target = Target {
+            store: &writes.store,
+            space: &space,
+            conn: &conn,
+            ttl_ms: writes.ttl_ms,
+            wait: writes.wait,
+        };
+        let app_id: Arc<str> = Arc::from(app.id.as_str());
+        self.occupancy
+            .sync(&self.channels, &app_id, channel, &target)
+            .await;
+    }
+}
+
+/// The task that attaches this server's channel counts again every
+/// refresh interval, until `stop`.
+async fn refresh_occupancy(pusher: Arc<Pusher>, writes: OccupancyWrites) {
+    loop {
+        tokio::select! {
+            () = writes.stop.cancelled() => return,
+            () = tokio::time::sleep(writes.refresh_every) => {}
+        }
+        let target_of = |app_id: &str, channel: &str| {
+            pusher
+                .by_id(app_id)
+                .map(|app| (app.occupancy_space(), pusher.occupancy_conn(channel)))
+        };
+        pusher
+            .occupancy
+            .refresh(
+                &pusher.channels,
+                target_of,
+                &writes.store,
+                writes.ttl_ms,
+                writes.wait,
+            )
+            .await;
     }
 }
 

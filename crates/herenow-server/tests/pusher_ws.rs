@@ -660,6 +660,86 @@ mod on_redis {
         );
         assert_eq!(data(&removed)["user_id"], "ann");
     }
+
+    /// Subscribes to a public channel; waits for its acknowledgement.
+    async fn subscribe_public(c: &mut Client, channel: &str) {
+        c.send(json!({"event": "pusher:subscribe", "data": {"channel": channel}}))
+            .await;
+        let ok = c.recv().await;
+        assert_eq!(
+            ok["event"], "pusher_internal:subscription_succeeded",
+            "{ok}"
+        );
+    }
+
+    /// `GET /apps/{ID}/channels/{channel}`'s count and the channel list
+    /// as one server answers them.
+    async fn counts(s: &Server, channel: &str) -> (Value, Value) {
+        let now = now_s();
+        let path = format!("/apps/{ID}/channels/{channel}");
+        let info = [("info", "subscription_count")];
+        let (status, body) = api(s, "GET", &path, "", &info, now, None).await;
+        assert_eq!(status, 200, "{body}");
+        let one: Value = serde_json::from_str(&body).unwrap();
+        let path = format!("/apps/{ID}/channels");
+        let (status, body) = api(s, "GET", &path, "", &[], now, None).await;
+        assert_eq!(status, 200, "{body}");
+        let all: Value = serde_json::from_str(&body).unwrap();
+        (one, all["channels"].clone())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_public_channels_count_and_listing_are_the_same_on_every_server() {
+        let redis = common::RedisServer::standalone();
+        let clock = ManualClock::new(T0);
+        let a = server_on(&redis, &clock).await;
+        let b = server_on(&redis, &clock).await;
+        let (mut a1, _) = socket(&a).await;
+        let (mut a2, _) = socket(&a).await;
+        let (mut b1, _) = socket(&b).await;
+        subscribe_public(&mut a1, "news").await;
+        subscribe_public(&mut a2, "news").await;
+        subscribe_public(&mut b1, "news").await;
+        for s in [&a, &b] {
+            let (one, all) = counts(s, "news").await;
+            assert_eq!(one, json!({"occupied": true, "subscription_count": 3}));
+            assert_eq!(all, json!({"news": {}}), "one channel, listed by both");
+        }
+        // Server a's sockets go: b's remains, counted by both.
+        a1.send(json!({"event": "pusher:unsubscribe", "data": {"channel": "news"}}))
+            .await;
+        a2.close().await;
+        // The unsubscribe is not answered: a ping after it is, so it has
+        // been handled (and its count written) once the pong comes.
+        a1.send(json!({"event": "pusher:ping", "data": {}})).await;
+        assert_eq!(a1.recv().await["event"], "pusher:pong");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let (one, _) = counts(&a, "news").await;
+            if one["subscription_count"] == 1 {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "still {one}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(counts(&b, "news").await.0["subscription_count"], 1);
+        // The last goes: the channel is vacant and unlisted everywhere.
+        b1.close().await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let (one, all) = counts(&b, "news").await;
+            if one == json!({"occupied": false, "subscription_count": 0}) && all == json!({}) {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "still {one} {all}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let (one, all) = counts(&a, "news").await;
+        assert_eq!(
+            (one["subscription_count"].clone(), all),
+            (json!(0), json!({}))
+        );
+    }
 }
 
 #[tokio::test]

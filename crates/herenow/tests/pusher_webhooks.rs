@@ -194,16 +194,21 @@ async fn issue_38_a_channel_of_many_sockets_is_vacated_after_its_last() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_38_without_pusher_webhooks_no_channel_is_written() {
+async fn issue_38_without_pusher_webhooks_channels_are_counted_and_nothing_is_kept_to_send() {
     let server = Server::start(&["--pusher-app", APP]);
     let (mut ws, id) = pusher_socket(&server);
     subscribe(&mut ws, &id, "news");
     subscribe(&mut ws, &id, "private-team");
-    // Answered after the store write it would have made.
-    assert!(occupied(&server).is_empty());
+    // Answered after the store write: each channel is this server's
+    // connection in the occupancy space, with its count (what every
+    // server answers for `subscription_count` and the channel list).
+    assert_eq!(occupied(&server), set(&["news", "private-team"]));
+    // Without webhooks no outbox is open: nothing is kept to be sent.
+    let status = server.json(&["webhooks"]);
     assert_eq!(
-        server.json(&["online", OCCUPANCY, "--all"])["members"],
-        serde_json::json!([])
+        (&status["enabled"], &status["outbox"]),
+        (&serde_json::json!(false), &serde_json::Value::Null),
+        "{status}"
     );
 }
 

@@ -42,10 +42,8 @@ pub struct PusherApp {
     /// for every other, so two apps never share a roster. Set by
     /// [`PusherConfig::served_apps`].
     pub space_prefix: String,
-    /// Whether a `--pusher-webhook` goes to it: only then are its public
-    /// and private channels' subscriptions written to the store (its
-    /// occupancy space, for `channel_occupied` / `channel_vacated`). Set
-    /// by [`PusherConfig::served_apps`].
+    /// Whether a `--pusher-webhook` goes to it. Set by
+    /// [`PusherConfig::served_apps`].
     pub webhooks: bool,
 }
 
@@ -57,10 +55,9 @@ impl PusherApp {
     }
 
     /// The space of its occupied public and private channels
-    /// ([`occupancy_space`]), when it has webhooks; `None`: nothing of
-    /// them is written.
-    pub fn occupancy_space(&self) -> Option<String> {
-        self.webhooks.then(|| occupancy_space(&self.id))
+    /// ([`occupancy_space`]).
+    pub fn occupancy_space(&self) -> String {
+        occupancy_space(&self.id)
     }
 }
 
@@ -330,13 +327,9 @@ mod tests {
             webhooks: vec![hook("2=https://two.example/h")],
             webhook_client_events: true,
         };
-        // Webhooks for app 2 only: app 1's channels are not written.
-        let spaces: Vec<Option<String>> = config
-            .served_apps()
-            .iter()
-            .map(PusherApp::occupancy_space)
-            .collect();
-        assert_eq!(spaces, [None, Some("pusher-channels:2".to_owned())]);
+        // Webhooks for app 2 only.
+        let hooked: Vec<bool> = config.served_apps().iter().map(|a| a.webhooks).collect();
+        assert_eq!(hooked, [false, true]);
         config.webhooks.insert(0, hook("http://all.example/h?a=b"));
         assert_eq!(config.check(), Ok(()));
         let targets: Vec<(String, String, String)> = config
@@ -354,18 +347,14 @@ mod tests {
             ]
         );
         assert!(config.webhook_targets().iter().all(|t| t.client_events));
-        let spaces: Vec<Option<String>> = config
+        let hooked: Vec<bool> = config.served_apps().iter().map(|a| a.webhooks).collect();
+        assert_eq!(hooked, [true, true]);
+        let spaces: Vec<String> = config
             .served_apps()
             .iter()
             .map(PusherApp::occupancy_space)
             .collect();
-        assert_eq!(
-            spaces,
-            [
-                Some("pusher-channels:1".to_owned()),
-                Some("pusher-channels:2".to_owned())
-            ]
-        );
+        assert_eq!(spaces, ["pusher-channels:1", "pusher-channels:2"]);
         assert!(!format!("{:?}", config.webhooks).contains("a=b"));
     }
 

@@ -21,10 +21,10 @@
 //! relay (`crate::pusher_hub`); a user's channel `#server-to-user-{id}`
 //! (`sendToUser`) reaches every socket signed in as the user.
 //!
-//! User counts, member lists and presence channels' subscription counts
-//! are the space's, from the store, so they are the same whichever server
-//! is asked; a public or private channel's subscription count is this
-//! server's sockets. Errors are plain text with a status, as Pusher's.
+//! Channel lists, user counts, member lists and subscription counts come
+//! from the store (presence channels' spaces, and the occupancy space in
+//! which each server counts its sockets on public and private channels),
+//! so they are the same whichever server is asked. Errors are plain text with a status, as Pusher's.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -38,7 +38,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{ChannelKind, Pusher, PusherApp, sign};
-use crate::pusher_hub::Relayed;
+use crate::pusher_hub::{Relayed, occupancy_count};
 use crate::state::AppState;
 
 /// How far `auth_timestamp` may be from the server's clock, in seconds.
@@ -360,6 +360,59 @@ async fn users_of(
         .collect())
 }
 
+/// A channel's subscriptions on every server: a presence channel's
+/// sockets in its space, a public or private channel's counts each server
+/// wrote (`crate::pusher_hub`'s occupancy); a user's channel's here.
+async fn subscriptions(
+    state: &AppState,
+    pusher: &Pusher,
+    app: &PusherApp,
+    channel: &str,
+) -> Result<usize, Refusal> {
+    match ChannelKind::of(channel) {
+        Some(ChannelKind::Presence) => presence_subscriptions(state, app, channel).await,
+        Some(kind) if kind.is_occupancy() => {
+            let counted = tokio::time::timeout(
+                state.request_timeout(),
+                occupancy_count(state.store(), &app.occupancy_space(), channel),
+            )
+            .await
+            .map_err(|_| {
+                Refusal(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the store timed out".into(),
+                )
+            })?
+            .map_err(|e| Refusal(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+            Ok(counted.unwrap_or_else(|| pusher.channels.subscription_count(&app.id, channel)))
+        }
+        _ => Ok(pusher.channels.subscription_count(&app.id, channel)),
+    }
+}
+
+/// The public and private channels some server holds: the guests
+/// present in the app's occupancy space.
+async fn occupied_channels(state: &AppState, app: &PusherApp) -> Result<Vec<String>, Refusal> {
+    let Ok(space) = SpaceName::new(&app.occupancy_space()) else {
+        return Ok(Vec::new());
+    };
+    let sub = tokio::time::timeout(state.request_timeout(), state.store().subscribe(&space))
+        .await
+        .map_err(|_| {
+            Refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the store timed out".into(),
+            )
+        })?
+        .map_err(|e| Refusal(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+    Ok(sub
+        .snapshot
+        .into_iter()
+        .filter(|m| m.member.kind == MemberKind::Guest)
+        .map(|m| m.member.id.as_str().to_owned())
+        .collect())
+}
+
 /// A presence channel's subscriptions on every server: its members'
 /// live connections that are Pusher sockets (each socket subscribed is
 /// one, `p{socket_id}`; herenow's own sockets in the space are not).
@@ -408,11 +461,7 @@ async fn channel_info(
     for attribute in info {
         match attribute.as_str() {
             "subscription_count" => {
-                let n = if ChannelKind::of(channel) == Some(ChannelKind::Presence) {
-                    presence_subscriptions(state, app, channel).await?
-                } else {
-                    pusher.channels.subscription_count(&app.id, channel)
-                };
+                let n = subscriptions(state, pusher, app, channel).await?;
                 out.insert(attribute.clone(), n.into());
             }
             "user_count" => {
@@ -543,12 +592,7 @@ pub(super) async fn batch_events(
 /// `GET /apps/{app_id}/channels`.
 pub(super) async fn channels(
     State(state): State<AppState>,
-    Signed {
-        pusher,
-        app,
-        params,
-        ..
-    }: Signed,
+    Signed { app, params, .. }: Signed,
 ) -> Result<Response, Refusal> {
     let prefix = params
         .get("filter_by_prefix")
@@ -561,13 +605,13 @@ pub(super) async fn channels(
     if info.iter().any(|i| i == "user_count") && !prefix.starts_with("presence-") {
         return Err(bad("info=user_count needs filter_by_prefix=presence-"));
     }
-    // Users' channels are not listed, as Pusher lists none.
-    let mut names: std::collections::BTreeSet<String> = pusher
-        .channels
-        .occupied(&app.id, prefix)
+    // Public and private channels: the guests of the app's occupancy
+    // space, which each server holding one attaches (users' channels are
+    // not listed, as Pusher lists none).
+    let mut names: std::collections::BTreeSet<String> = occupied_channels(&state, &app)
+        .await?
         .into_iter()
-        .map(|(name, _)| name)
-        .filter(|name| ChannelKind::of(name) != Some(ChannelKind::User))
+        .filter(|name| name.starts_with(prefix))
         .collect();
     // Presence channels are spaces: occupied whichever server holds the
     // sockets.
@@ -639,8 +683,11 @@ pub(super) async fn channel(
         .map(|i| i.split(',').map(str::to_owned).collect())
         .unwrap_or_default();
     let mut out = channel_info(&state, pusher, &app, &channel, &info).await?;
-    let occupied = pusher.channels.subscription_count(&app.id, &channel) > 0
-        || (kind == ChannelKind::Presence && !users_of(&state, &app, &channel).await?.is_empty());
+    let occupied = if kind == ChannelKind::Presence {
+        !users_of(&state, &app, &channel).await?.is_empty()
+    } else {
+        subscriptions(&state, pusher, &app, &channel).await? > 0
+    };
     out.insert("occupied".into(), occupied.into());
     Ok(axum::Json(Value::Object(out)).into_response())
 }

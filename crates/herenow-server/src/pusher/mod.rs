@@ -136,6 +136,13 @@ pub(crate) const USER_CHANNEL: &str = "#server-to-user-";
 pub(crate) const MAX_CHANNEL_BYTES: usize = 164;
 
 impl ChannelKind {
+    /// Whether each server writes its subscriptions of such a channel to
+    /// the store (public and private ones; a presence channel's are its
+    /// space's members, a user's channel is not listed).
+    pub(crate) fn is_occupancy(self) -> bool {
+        matches!(self, Self::Public | Self::Private | Self::Encrypted)
+    }
+
     /// The kind of `name`, or `None` for a name the protocol refuses: 1 to
     /// 164 bytes of letters, digits and `_ - = @ , . ;`, or
     /// `#server-to-user-` and a user id (a herenow member id).

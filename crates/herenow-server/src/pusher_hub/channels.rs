@@ -125,17 +125,4 @@ impl Channels {
         map.get(&(Arc::from(app), Box::<str>::from(channel)))
             .map_or(0, HashMap::len)
     }
-
-    /// The channels of `app` some local socket subscribes to, whose names
-    /// start with `prefix`, with their subscription counts, by name.
-    pub fn occupied(&self, app: &str, prefix: &str) -> Vec<(String, usize)> {
-        let map = self.map.lock();
-        let mut out: Vec<(String, usize)> = map
-            .iter()
-            .filter(|((a, name), _)| &**a == app && name.starts_with(prefix))
-            .map(|((_, name), subs)| (name.to_string(), subs.len()))
-            .collect();
-        out.sort();
-        out
-    }
 }

@@ -43,8 +43,8 @@ pub const OCCUPANCY_PREFIX: &str = "pusher-channels:";
 /// The space that holds app `app_id`'s occupied public, `private-` and
 /// `private-encrypted-` channels: one guest per channel, named by it, with
 /// a live connection per server holding it (an app id is 1 to 64 letters,
-/// digits, `-` and `_`, so the name is a valid space name). Written only
-/// for apps with Pusher webhooks.
+/// digits, `-` and `_`, so the name is a valid space name), its metadata
+/// the server's count of subscriptions (`crate::pusher_hub`'s occupancy).
 pub fn occupancy_space(app_id: &str) -> String {
     format!("{OCCUPANCY_PREFIX}{app_id}")
 }

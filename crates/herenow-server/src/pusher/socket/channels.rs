@@ -88,7 +88,9 @@ impl Session {
             return;
         }
         self.join_channel(channel, kind);
-        self.occupy(channel).await;
+        if kind.is_occupancy() {
+            self.sync_occupancy(channel).await;
+        }
         self.reply(frames::event(
             "pusher_internal:subscription_succeeded",
             Some(channel),
@@ -127,9 +129,9 @@ impl Session {
     /// `pusher:unsubscribe`: nothing is answered. A user's channel stays
     /// while the socket is signed in.
     pub(super) async fn unsubscribe(&mut self, channel: &str) {
-        if self.channels.remove(channel).is_none() {
+        let Some(kind) = self.channels.remove(channel) else {
             return;
-        }
+        };
         self.pusher
             .channels
             .leave(&self.app_id, channel, self.number);
@@ -138,8 +140,8 @@ impl Session {
         if let Some(p) = self.presence.remove(channel) {
             self.detach(&p).await;
         }
-        if let Some(p) = self.occupied.remove(channel) {
-            self.release(channel, &p).await;
+        if kind.is_occupancy() {
+            self.sync_occupancy(channel).await;
         }
     }
 

@@ -11,13 +11,10 @@
 //! lives, detached when it ends or unsubscribes; its member events are
 //! the space's events, read from the store's subscription. The
 //! subscriber's own user is in its roster from the start, so the
-//! events of its own presence are not sent to it. For an app with
-//! webhooks, a public or private channel is likewise held by a live
-//! connection per server (attached by each of its sockets, detached by
-//! the last to leave) of the guest named by the channel in the app's
-//! occupancy space (`crate::webhooks::pusher_format::occupancy_space`), whose
-//! `join` / `leave` are the channel's `channel_occupied` /
-//! `channel_vacated`; nothing is written for an app without.
+//! events of its own presence are not sent to it. A public or private
+//! channel is held by one live connection per server, which counts its
+//! sockets there (`crate::pusher_hub`'s occupancy), written before the
+//! socket is told it subscribed and after it leaves.
 //!
 //! **Lag.** A member event that does not fit the queue is not dropped
 //! silently and does not cut the socket: the channel *lags*, its further
@@ -240,7 +237,6 @@ async fn run(socket: Ws, state: AppState, pusher: Arc<Pusher>, app: Arc<PusherAp
         ender: Arc::new(Ender::default()),
         channels: HashMap::new(),
         presence: HashMap::new(),
-        occupied: HashMap::new(),
         streams: StreamMap::new(),
         lagging: HashSet::new(),
         lag_since: None,
@@ -271,7 +267,7 @@ async fn run(socket: Ws, state: AppState, pusher: Arc<Pusher>, app: Arc<PusherAp
 type EventStream = Pin<Box<dyn Stream<Item = Result<Arc<Event>, RecvError>> + Send + Sync>>;
 
 /// A live connection of this socket: the space, who it is there, and
-/// the connection's id (the socket's own, or one per occupied channel).
+/// the connection's id (the socket's own).
 struct Presence {
     space: SpaceName,
     member: MemberKey,
@@ -296,9 +292,6 @@ struct Session {
     /// Subscribed channels and their kinds.
     channels: HashMap<String, ChannelKind>,
     presence: HashMap<String, Presence>,
-    /// Public and private channels whose occupancy this socket holds in
-    /// the app's occupancy space (apps with webhooks only).
-    occupied: HashMap<String, Presence>,
     /// The presence channels' member events, by channel.
     streams: StreamMap<String, EventStream>,
     /// Presence channels whose member events were skipped: a fresh roster

@@ -15,7 +15,7 @@ use tokio_stream::StreamMap;
 
 use super::super::{ChannelKind, frames};
 use super::{EventStream, Presence, Session};
-use crate::pusher_hub::{Out, RESERVE};
+use crate::pusher_hub::{OccupancyWrites, Out, RESERVE};
 
 impl Session {
     /// Subscribes to a presence channel: the member's connection in the
@@ -100,63 +100,23 @@ impl Session {
         Ok(())
     }
 
-    /// Counts this socket in `channel`'s occupancy (a public or private
-    /// channel) when the app has webhooks: the guest named by the channel
-    /// in the app's occupancy space has one live connection per server
-    /// holding the channel ([`Pusher::occupancy_conn`]), attached (again)
-    /// by each of its sockets and detached by the last to leave, so the
-    /// guest joins when the channel's first socket on any server
-    /// subscribes and leaves after its last. The subscription waits for
-    /// the attach (one store call within the request timeout) but never
-    /// fails on it: one that fails (the store down) is tried again at
-    /// each refresh.
-    pub(super) async fn occupy(&mut self, channel: &str) {
-        let Some(name) = self.app.occupancy_space() else {
-            return;
-        };
-        // An app id makes a valid space name and a channel name (at most
-        // 164 bytes, no control characters) a valid member id.
-        let (Ok(space), Ok(id)) = (SpaceName::new(&name), MemberId::new(channel)) else {
-            tracing::warn!(
-                channel,
-                "a channel's occupancy cannot be named in the store"
-            );
-            return;
-        };
-        // One connection per server and channel: the channel stays
-        // occupied while any socket of any server holds it.
-        let Ok(conn) = ConnId::new(&self.pusher.occupancy_conn(channel)) else {
-            tracing::warn!(
-                channel,
-                "a channel's occupancy cannot be named in the store"
-            );
-            return;
-        };
-        let p = Presence {
-            space,
-            member: MemberKey::guest(id),
-            meta: None,
-            conn,
-        };
-        let attach = Attach {
-            member: p.member.clone(),
-            conn: p.conn.clone(),
-            meta: None,
-            invisible: false,
+    /// Writes this server's count of `channel` (a public or private
+    /// channel) after this socket joined or left it, so counts, the channel
+    /// list and `channel_occupied` / `channel_vacated` are the same on every
+    /// server (`crate::pusher_hub`'s occupancy). Waited for, never failing:
+    /// a write that failed is tried again at the next refresh.
+    pub(super) async fn sync_occupancy(&self, channel: &str) {
+        let (_, refresh_every) = self.state.ws().timing();
+        let writes = OccupancyWrites {
+            store: self.state.store().clone(),
             ttl_ms: self.ttl_ms(),
+            wait: self.state.request_timeout(),
+            refresh_every,
+            stop: self.state.shutdown_token().clone(),
         };
-        let store = self.state.store().clone();
-        if let Err(e) = self
-            .store_call(attach_live(&store, &p.space, &attach))
-            .await
-        {
-            tracing::debug!(
-                channel,
-                error = e,
-                "a channel's occupancy was not written; retried at the next refresh"
-            );
-        }
-        self.occupied.insert(channel.to_owned(), p);
+        self.pusher
+            .sync_occupancy(&self.app, channel, &writes)
+            .await;
     }
 
     /// One item of a presence channel's store subscription.
@@ -248,8 +208,7 @@ impl Session {
         let ttl_ms = self.ttl_ms();
         let store = self.state.store().clone();
         let signed_in = self.signed_in.as_ref().and_then(|u| u.presence.as_ref());
-        let occupied = self.occupied.values();
-        for p in self.presence.values().chain(signed_in).chain(occupied) {
+        for p in self.presence.values().chain(signed_in) {
             let attach = Attach {
                 member: p.member.clone(),
                 conn: p.conn.clone(),
@@ -273,13 +232,15 @@ impl Session {
                 .channels
                 .leave(&self.app_id, channel, self.number);
         }
-        self.channels.clear();
+        let channels = std::mem::take(&mut self.channels);
         self.streams = StreamMap::new();
         for (_, p) in std::mem::take(&mut self.presence) {
             self.detach(&p).await;
         }
-        for (channel, p) in std::mem::take(&mut self.occupied) {
-            self.release(&channel, &p).await;
+        for (channel, kind) in channels {
+            if kind.is_occupancy() {
+                self.sync_occupancy(&channel).await;
+            }
         }
         if let Some(user) = self.signed_in.take() {
             self.pusher
@@ -290,19 +251,6 @@ impl Session {
             }
         }
         self.watchlist = None;
-    }
-
-    /// Detaches this server's occupancy of `channel` once no local socket
-    /// subscribes it any more (this one left the local channels first).
-    pub(super) async fn release(&self, channel: &str, p: &Presence) {
-        if self
-            .pusher
-            .channels
-            .subscription_count(&self.app_id, channel)
-            == 0
-        {
-            self.detach(p).await;
-        }
     }
 
     /// Ends this socket's presence in `p`'s space.
