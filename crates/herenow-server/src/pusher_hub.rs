@@ -192,6 +192,8 @@ impl Pusher {
         channel: &str,
         writes: &OccupancyWrites,
     ) {
+        // Read before any wait: at least the number of the caller's change.
+        let seen = self.channels.changes();
         self.occupancy_refresh.call_once(|| {
             tokio::spawn(refresh_occupancy(self.clone(), writes.clone()));
         });
@@ -206,7 +208,7 @@ impl Pusher {
         };
         let app_id: Arc<str> = Arc::from(app.id.as_str());
         self.occupancy
-            .sync(&self.channels, &app_id, channel, &target)
+            .sync(&self.channels, &app_id, channel, seen, &target)
             .await;
     }
 }

@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -66,6 +67,8 @@ type Key = (Arc<str>, Box<str>);
 #[derive(Default)]
 pub struct Channels {
     map: Mutex<HashMap<Key, HashMap<u64, Subscriber>>>,
+    /// Joins and leaves so far, counted under the map's lock.
+    changes: AtomicU64,
 }
 
 impl Channels {
@@ -76,11 +79,11 @@ impl Channels {
 
     /// Adds socket `number` to `channel` of `app`.
     pub(crate) fn join(&self, app: &Arc<str>, channel: &str, number: u64, sub: Subscriber) {
-        self.map
-            .lock()
-            .entry((app.clone(), channel.into()))
+        let mut map = self.map.lock();
+        map.entry((app.clone(), channel.into()))
             .or_default()
             .insert(number, sub);
+        self.changes.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Removes socket `number` from `channel` of `app`; a channel left
@@ -94,6 +97,7 @@ impl Channels {
                 map.remove(&key);
             }
         }
+        self.changes.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Sends `text` to every local subscriber of `channel` of `app` but
@@ -117,6 +121,23 @@ impl Channels {
             .filter(|s| except != Some(&*s.socket_id))
             .filter(|s| s.offer(text))
             .count()
+    }
+
+    /// Joins and leaves so far: a number at least that of every change
+    /// made before the call.
+    pub(crate) fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Relaxed)
+    }
+
+    /// How many local sockets subscribe to `channel` of `app`, and
+    /// [`changes`](Self::changes) at that moment: the count reflects every
+    /// change up to that number.
+    pub(crate) fn count_at(&self, app: &str, channel: &str) -> (usize, u64) {
+        let map = self.map.lock();
+        let n = map
+            .get(&(Arc::from(app), Box::<str>::from(channel)))
+            .map_or(0, HashMap::len);
+        (n, self.changes.load(Ordering::Relaxed))
     }
 
     /// How many local sockets subscribe to `channel` of `app`.

@@ -34,10 +34,14 @@ type Key = (Arc<str>, Box<str>);
 /// What this server wrote of its channels.
 #[derive(Default)]
 struct Written {
-    /// The count the store holds for this server, by channel.
-    counts: HashMap<Key, usize>,
+    /// The count the store holds for this server, by channel, and the
+    /// local changes it reflects ([`Channels::changes`]).
+    counts: HashMap<Key, (usize, u64)>,
     /// Channels whose last write failed: tried again by the refresh.
     failed: HashSet<Key>,
+    /// Channels last written vacant (detached), with the local changes
+    /// that reflects; forgotten at each refresh.
+    vacant: HashMap<Key, u64>,
 }
 
 /// This server's channel counts in the store; one write at a time.
@@ -59,17 +63,25 @@ pub(crate) struct Target<'a> {
 }
 
 impl Occupancy {
-    /// Writes `channel`'s local count unless the store holds it already.
-    /// A failed write is logged and tried again at the next refresh.
+    /// Writes `channel`'s local count unless a write since local change
+    /// number `seen` ([`Channels::changes`], read after the caller's
+    /// change) covered it. A failed write is logged and tried again at the
+    /// next refresh.
     pub(crate) async fn sync(
         &self,
         channels: &Channels,
         app: &Arc<str>,
         channel: &str,
+        seen: u64,
         target: &Target<'_>,
     ) {
         let mut written = self.written.lock().await;
         let key = (app.clone(), Box::<str>::from(channel));
+        let covered = written.counts.get(&key).is_some_and(|&(_, at)| at >= seen)
+            || written.vacant.get(&key).is_some_and(|&at| at >= seen);
+        if covered && !written.failed.contains(&key) {
+            return;
+        }
         write(&mut written, channels, key, target, false).await;
     }
 
@@ -84,6 +96,7 @@ impl Occupancy {
         wait: Duration,
     ) {
         let mut written = self.written.lock().await;
+        written.vacant.clear();
         let keys: Vec<Key> = written
             .counts
             .keys()
@@ -115,8 +128,8 @@ async fn write(
     target: &Target<'_>,
     again: bool,
 ) {
-    let n = channels.subscription_count(&key.0, &key.1);
-    let held = written.counts.get(&key).copied().unwrap_or(0);
+    let (n, at) = channels.count_at(&key.0, &key.1);
+    let held = written.counts.get(&key).map_or(0, |&(n, _)| n);
     if n == held && !written.failed.contains(&key) && !(again && n > 0) {
         return;
     }
@@ -172,8 +185,10 @@ async fn write(
     written.failed.remove(&key);
     if n == 0 {
         written.counts.remove(&key);
+        written.vacant.insert(key, at);
     } else {
-        written.counts.insert(key, n);
+        written.vacant.remove(&key);
+        written.counts.insert(key, (n, at));
     }
 }
 
@@ -212,7 +227,80 @@ fn subscriptions_of(json: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use herenow_core::{ManualClock, MemoryStore, SpaceConfig};
+
+    use super::super::{Ender, Subscriber};
     use super::*;
+    use crate::queue;
+
+    const SPACE: &str = "pusher-channels:1";
+    const CONN: &str = "o1.abc";
+
+    fn subscriber(n: u64) -> Subscriber {
+        // Only counted here: nothing is sent to it.
+        let (tx, _) = queue::channel(4);
+        Subscriber {
+            socket_id: Arc::from(format!("1.{n}")),
+            queue: tx,
+            ender: Arc::new(Ender::default()),
+        }
+    }
+
+    /// Sockets joining and leaving at once, each syncing after its change
+    /// as a session does: the store ends with the exact count, then none.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_changes_end_with_the_exact_count() {
+        let clock = ManualClock::new(1_700_000_000_000);
+        let store: Arc<dyn PresenceStore> =
+            Arc::new(MemoryStore::new(Arc::new(clock), SpaceConfig::default()));
+        let channels = Arc::new(Channels::new());
+        let occupancy = Arc::new(Occupancy::default());
+        let app: Arc<str> = Arc::from("1");
+        let change = |join: bool, n: u64| {
+            let (store, channels, occupancy, app) = (
+                store.clone(),
+                channels.clone(),
+                occupancy.clone(),
+                app.clone(),
+            );
+            tokio::spawn(async move {
+                if join {
+                    channels.join(&app, "news", n, subscriber(n));
+                } else {
+                    channels.leave(&app, "news", n);
+                }
+                let seen = channels.changes();
+                let target = Target {
+                    store: &store,
+                    space: SPACE,
+                    conn: CONN,
+                    ttl_ms: 60_000,
+                    wait: Duration::from_secs(5),
+                };
+                occupancy.sync(&channels, &app, "news", seen, &target).await;
+            })
+        };
+        let joins: Vec<_> = (0..200).map(|n| change(true, n)).collect();
+        for j in joins {
+            j.await.unwrap();
+        }
+        assert_eq!(count(&store, SPACE, "news").await.unwrap(), Some(200));
+        let leaves: Vec<_> = (0..150).map(|n| change(false, n)).collect();
+        for l in leaves {
+            l.await.unwrap();
+        }
+        assert_eq!(count(&store, SPACE, "news").await.unwrap(), Some(50));
+        let leaves: Vec<_> = (150..200).map(|n| change(false, n)).collect();
+        for l in leaves {
+            l.await.unwrap();
+        }
+        assert_eq!(count(&store, SPACE, "news").await.unwrap(), Some(0));
+        let sub = store
+            .subscribe(&SpaceName::new(SPACE).unwrap())
+            .await
+            .unwrap();
+        assert!(sub.snapshot.is_empty(), "the channel is vacant");
+    }
 
     #[test]
     fn a_connections_count_is_read_back() {
