@@ -56,16 +56,17 @@ async fn bounded<T>(
     }
 }
 
-/// Trouble reaching Redis, timeouts, a cluster that is down or failing over:
-/// retryable. A reply the caller did not expect, a script error, a
-/// cross-slot command or a key of the wrong type (a key template naming a
-/// key the seed's code does not use that way): a bug, which retrying
-/// would not fix.
+/// Trouble reaching Redis, timeouts, a cluster that is down or failing over,
+/// and bytes from the connection that do not parse (a reply cut short by a
+/// dying server: redis-rs reconnects on them): retryable. A reply of a type
+/// the caller did not expect, a script error, a cross-slot command or a key
+/// of the wrong type (a key template naming a key the seed's code does not
+/// use that way): a bug, which retrying would not fix.
 pub(crate) fn map_err(what: &'static str, e: RedisError) -> Error {
     use redis::ErrorKind as K;
     use redis::ServerErrorKind as S;
     let bug = match e.kind() {
-        K::Parse | K::UnexpectedReturnType => true,
+        K::UnexpectedReturnType => true,
         K::Server(S::CrossSlot) => true,
         K::Server(S::ResponseError) => e.detail().is_some_and(|d| d.contains("script")),
         _ => e.code() == Some("WRONGTYPE"),
@@ -164,4 +165,23 @@ pub(crate) fn window_error(v: &[Value], asked: Option<Millis>) -> Result<Option<
         ));
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_that_does_not_parse_is_retryable_a_wrong_type_is_a_bug() {
+        let cut = RedisError::from((redis::ErrorKind::Parse, "unexpected end of reply"));
+        assert_eq!(
+            map_err("call", cut).kind(),
+            herenow_core::ErrorKind::Unavailable
+        );
+        let wrong = RedisError::from((redis::ErrorKind::UnexpectedReturnType, "not an int"));
+        assert_eq!(
+            map_err("call", wrong).kind(),
+            herenow_core::ErrorKind::Internal
+        );
+    }
 }

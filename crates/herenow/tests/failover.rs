@@ -640,8 +640,13 @@ async fn failover(wait: bool) {
             .refused
             .iter()
             .all(|r| r.ends_with("503 Service Unavailable")),
-        "friend additions answered other than 2xx or 503: {:?}",
-        friend_acks.refused
+        "friend additions answered other than 2xx or 503: {:?}\nthe servers' errors:\n{}",
+        friend_acks.refused,
+        logs()
+            .lines()
+            .filter(|l| l.contains("ERROR") || l.contains("internal"))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     let lost_friends = friends::lost(&http, &servers[0].url, &friend_users, &friend_acks).await;
     for (user, friend, when) in &lost_friends {
