@@ -743,6 +743,70 @@ mod on_redis {
 }
 
 #[tokio::test]
+async fn the_channel_list_holds_the_apps_presence_channels_and_no_other_space() {
+    let s = Server::start_with(config(10_000)).await;
+    // Spaces around the presence channels' run of names, present through
+    // herenow's own API: never listed.
+    for space in [
+        "a-room",
+        "presence",
+        "pusher-x",
+        "zz-room",
+        "2:presence-other-app",
+    ] {
+        let space = SpaceName::new(space).unwrap();
+        s.store
+            .heartbeat(&space, &[Heartbeat::now(user_key("ann"))])
+            .await
+            .unwrap();
+    }
+    // A presence channel present through herenow's API is occupied too.
+    let api_side = SpaceName::new("presence-api").unwrap();
+    s.store
+        .heartbeat(&api_side, &[Heartbeat::now(user_key("bob"))])
+        .await
+        .unwrap();
+    let mut held = Vec::new();
+    for channel in ["presence-b1", "presence-b2", "presence-c"] {
+        let (mut c, id) = socket(&s).await;
+        subscribe_presence(&mut c, &id, channel, "cy").await;
+        assert_eq!(
+            c.recv().await["event"],
+            "pusher_internal:subscription_succeeded"
+        );
+        held.push(c);
+    }
+    let list = |prefix: &'static str| {
+        let s = &s;
+        async move {
+            let path = format!("/apps/{ID}/channels");
+            let (status, body) = api(
+                s,
+                "GET",
+                &path,
+                "",
+                &[("filter_by_prefix", prefix)],
+                now_s(),
+                None,
+            )
+            .await;
+            assert_eq!(status, 200, "{body}");
+            let v: Value = serde_json::from_str(&body).unwrap();
+            let names: Vec<String> = v["channels"].as_object().unwrap().keys().cloned().collect();
+            names
+        }
+    };
+    assert_eq!(
+        list("").await,
+        ["presence-api", "presence-b1", "presence-b2", "presence-c"]
+    );
+    assert_eq!(list("presence-b").await, ["presence-b1", "presence-b2"]);
+    assert_eq!(list("presence-b1").await, ["presence-b1"]);
+    assert_eq!(list("presence-;").await, Vec::<String>::new());
+    assert_eq!(list("a-").await, Vec::<String>::new());
+}
+
+#[tokio::test]
 async fn two_apps_never_share_a_presence_channel() {
     const KEY2: &str = "second-key";
     const SECRET2: &str = "second-secret-5678";

@@ -589,6 +589,9 @@ pub(super) async fn batch_events(
     Ok(axum::Json(answer).into_response())
 }
 
+/// Spaces read per store call when listing presence channels.
+const PAGE: usize = 1_000;
+
 /// `GET /apps/{app_id}/channels`.
 pub(super) async fn channels(
     State(state): State<AppState>,
@@ -614,14 +617,26 @@ pub(super) async fn channels(
         .filter(|name| name.starts_with(prefix))
         .collect();
     // Presence channels are spaces: occupied whichever server holds the
-    // sockets.
+    // sockets. Spaces come by name, so this app's presence channels that
+    // start with the prefix are one run of them: read from its start, not
+    // through every space of the store.
     if "presence-".starts_with(prefix) || prefix.starts_with("presence-") {
-        let own = app.presence_space("presence-");
-        let mut after: Option<SpaceName> = None;
-        loop {
+        let start = app.presence_space(prefix.max("presence-"));
+        // `spaces` lists those after a name: the run's first name itself
+        // is asked apart (a channel named exactly the prefix).
+        if ChannelKind::of(&start[app.space_prefix.len()..]) == Some(ChannelKind::Presence)
+            && !users_of(&state, &app, &start[app.space_prefix.len()..])
+                .await?
+                .is_empty()
+        {
+            names.insert(start[app.space_prefix.len()..].to_owned());
+        }
+        // No space can be named so (a channel may hold `= , ;`): none.
+        let mut after = SpaceName::new(&start).ok();
+        while let Some(from) = after.take() {
             let page = tokio::time::timeout(
                 state.request_timeout(),
-                state.store().spaces(after.as_ref(), 1_000),
+                state.store().spaces(Some(&from), PAGE),
             )
             .await
             .map_err(|_| {
@@ -631,24 +646,19 @@ pub(super) async fn channels(
                 )
             })?
             .map_err(|e| Refusal(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
-            let Some(last) = page.last().map(|s| s.space.clone()) else {
-                break;
-            };
-            for summary in &page {
-                let Some(name) = summary.space.as_str().strip_prefix(&app.space_prefix) else {
-                    continue;
-                };
-                if summary.space.as_str().starts_with(&own)
-                    && name.starts_with(prefix)
-                    && summary.members.users > 0
-                {
+            let run: Vec<_> = page
+                .iter()
+                .take_while(|s| s.space.as_str().starts_with(&start))
+                .collect();
+            for summary in &run {
+                if summary.members.users > 0 {
+                    let name = &summary.space.as_str()[app.space_prefix.len()..];
                     names.insert(name.to_owned());
                 }
             }
-            if page.len() < 1_000 {
-                break;
+            if run.len() == PAGE {
+                after = run.last().map(|s| s.space.clone());
             }
-            after = Some(last);
         }
     }
     let mut out = Map::new();
