@@ -8,41 +8,12 @@ mod support;
 use std::time::{Duration, Instant};
 
 use herenow_core::{Heartbeat, Metadata, SpaceName};
-use herenow_server::{Config, PusherApp, PusherConfig};
-use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
-use sha2::Sha256;
+use support::pusher::{KEY, config, hmac_hex};
 use support::user_key;
 use support::ws::{Client, Read, Server};
 
-const ID: &str = "78";
-const KEY: &str = "shutdown-key";
-const SECRET: &str = "shutdown-secret-1234";
 const CHANNEL: &str = "presence-crowd";
-
-fn config() -> Config {
-    let app: PusherApp = format!("{ID}:{KEY}:{SECRET}").parse().unwrap();
-    Config {
-        pusher: PusherConfig {
-            apps: vec![PusherApp {
-                max_presence_members: 10_000,
-                ..app
-            }],
-            ..PusherConfig::default()
-        },
-        ..Config::default()
-    }
-}
-
-fn hmac_hex(message: &str) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
-    mac.update(message.as_bytes());
-    mac.finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
 
 /// Subscribes `c` to the channel as `user`; waits for its roster when
 /// `wait` says so.

@@ -13,53 +13,18 @@ use std::time::Duration;
 
 use herenow_core::{Heartbeat, Metadata, SpaceName};
 use herenow_server::Config;
-use herenow_server::{PusherApp, PusherConfig};
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
+use support::pusher::{ID, KEY, data, hmac_hex, now_s, signed as api, socket};
 use support::user_key;
 use support::ws::{Client, Read, Server};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const ID: &str = "77";
-const KEY: &str = "test-key";
-const SECRET: &str = "test-secret-1234";
-
+/// The test app, at most `max_presence_members` per presence channel.
 fn config(max_presence_members: usize) -> Config {
-    let app: PusherApp = format!("{ID}:{KEY}:{SECRET}").parse().unwrap();
-    Config {
-        pusher: PusherConfig {
-            apps: vec![PusherApp {
-                max_presence_members,
-                ..app
-            }],
-            ..PusherConfig::default()
-        },
-        ..Config::default()
-    }
-}
-
-fn hmac_hex(message: &str) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
-    mac.update(message.as_bytes());
-    mac.finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// A connected socket and its socket id.
-async fn socket(s: &Server) -> (Client, String) {
-    let mut c = s
-        .connect_to(&format!("ws://{}/app/{KEY}?protocol=7&client=test", s.addr))
-        .await;
-    let hello = c.recv().await;
-    assert_eq!(hello["event"], "pusher:connection_established");
-    let data: Value = serde_json::from_str(hello["data"].as_str().unwrap()).unwrap();
-    let id = data["socket_id"].as_str().unwrap().to_owned();
-    assert!(data["activity_timeout"].as_u64().unwrap() > 0);
-    (c, id)
+    let mut config = support::pusher::config();
+    config.pusher.apps[0].max_presence_members = max_presence_members;
+    config
 }
 
 /// Sends a signed presence subscription for `user`.
@@ -72,14 +37,6 @@ async fn subscribe_presence(c: &mut Client, socket_id: &str, channel: &str, user
     c.send(json!({"event": "pusher:subscribe",
         "data": {"channel": channel, "auth": auth, "channel_data": channel_data}}))
         .await;
-}
-
-/// The data of a message, parsed from its JSON string.
-fn data(m: &Value) -> Value {
-    match &m["data"] {
-        Value::String(s) => serde_json::from_str(s).unwrap(),
-        other => other.clone(),
-    }
 }
 
 async fn closed_with(s: &Server, query: &str) -> (Value, Option<u16>) {
@@ -389,69 +346,6 @@ async fn a_socket_that_stops_reading_is_closed_with_4100() {
     let roster = data(&fresh.recv().await);
     assert_eq!(roster["presence"]["count"], 9_001, "the stuck one left");
 }
-
-/// One signed request to the HTTP API, as Pusher's libraries sign it;
-/// `tamper` changes the query after signing. The status and body.
-async fn api(
-    s: &Server,
-    method: &str,
-    path: &str,
-    body: &str,
-    extra: &[(&str, &str)],
-    timestamp: u64,
-    tamper: Option<(&str, &str)>,
-) -> (u16, String) {
-    let mut params: Vec<(String, String)> = vec![
-        ("auth_key".into(), KEY.into()),
-        ("auth_timestamp".into(), timestamp.to_string()),
-        ("auth_version".into(), "1.0".into()),
-    ];
-    if !body.is_empty() {
-        use md5::{Digest, Md5};
-        let digest = Md5::digest(body.as_bytes());
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-        params.push(("body_md5".into(), hex));
-    }
-    for (k, v) in extra {
-        params.push(((*k).into(), (*v).into()));
-    }
-    params.sort();
-    let query: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let query = query.join("&");
-    let signature = hmac_hex(&format!("{method}\n{path}\n{query}"));
-    let mut query = format!("{query}&auth_signature={signature}");
-    if let Some((from, to)) = tamper {
-        query = query.replace(from, to);
-    }
-    let mut stream = tokio::net::TcpStream::connect(s.addr).await.unwrap();
-    let request = format!(
-        "{method} {path}?{query} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        s.addr,
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.unwrap();
-    let status = answer
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap();
-    let body = answer
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (status, body)
-}
-
-fn now_s() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_http_api_refuses_every_bad_signature_and_changes_nothing() {
     let s = Server::start_with(config(10)).await;
@@ -661,17 +555,6 @@ mod on_redis {
         assert_eq!(data(&removed)["user_id"], "ann");
     }
 
-    /// Subscribes to a public channel; waits for its acknowledgement.
-    async fn subscribe_public(c: &mut Client, channel: &str) {
-        c.send(json!({"event": "pusher:subscribe", "data": {"channel": channel}}))
-            .await;
-        let ok = c.recv().await;
-        assert_eq!(
-            ok["event"], "pusher_internal:subscription_succeeded",
-            "{ok}"
-        );
-    }
-
     /// `GET /apps/{ID}/channels/{channel}`'s count and the channel list
     /// as one server answers them.
     async fn counts(s: &Server, channel: &str) -> (Value, Value) {
@@ -697,9 +580,9 @@ mod on_redis {
         let (mut a1, _) = socket(&a).await;
         let (mut a2, _) = socket(&a).await;
         let (mut b1, _) = socket(&b).await;
-        subscribe_public(&mut a1, "news").await;
-        subscribe_public(&mut a2, "news").await;
-        subscribe_public(&mut b1, "news").await;
+        support::pusher::subscribe(&mut a1, "news").await;
+        support::pusher::subscribe(&mut a2, "news").await;
+        support::pusher::subscribe(&mut b1, "news").await;
         for s in [&a, &b] {
             let (one, all) = counts(s, "news").await;
             assert_eq!(one, json!({"occupied": true, "subscription_count": 3}));

@@ -45,6 +45,7 @@ pub async fn socket(s: &Server) -> (Client, String) {
         .await;
     let hello = c.recv().await;
     assert_eq!(hello["event"], "pusher:connection_established");
+    assert!(data(&hello)["activity_timeout"].as_u64().unwrap() > 0);
     let id = data(&hello)["socket_id"].as_str().unwrap().to_owned();
     (c, id)
 }
@@ -90,9 +91,23 @@ pub fn now_s() -> u64 {
 /// A request to the HTTP API, signed as Pusher's libraries sign it; its
 /// status and body.
 pub async fn api(s: &Server, method: &str, path: &str, body: &str) -> (u16, String) {
+    signed(s, method, path, body, &[], now_s(), None).await
+}
+
+/// One signed request with `extra` query parameters and `timestamp`;
+/// `tamper` changes the query after signing. Its status and body.
+pub async fn signed(
+    s: &Server,
+    method: &str,
+    path: &str,
+    body: &str,
+    extra: &[(&str, &str)],
+    timestamp: u64,
+    tamper: Option<(&str, &str)>,
+) -> (u16, String) {
     let mut params: Vec<(String, String)> = vec![
         ("auth_key".into(), KEY.into()),
-        ("auth_timestamp".into(), now_s().to_string()),
+        ("auth_timestamp".into(), timestamp.to_string()),
         ("auth_version".into(), "1.0".into()),
     ];
     if !body.is_empty() {
@@ -101,14 +116,21 @@ pub async fn api(s: &Server, method: &str, path: &str, body: &str) -> (u16, Stri
         let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
         params.push(("body_md5".into(), hex));
     }
+    for (k, v) in extra {
+        params.push(((*k).into(), (*v).into()));
+    }
     params.sort();
     let query: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let query = query.join("&");
     let signature = hmac_hex(&format!("{method}\n{path}\n{query}"));
+    let mut query = format!("{query}&auth_signature={signature}");
+    if let Some((from, to)) = tamper {
+        query = query.replace(from, to);
+    }
     let mut stream = tokio::net::TcpStream::connect(s.addr).await.unwrap();
     let request = format!(
-        "{method} {path}?{query}&auth_signature={signature} HTTP/1.1\r\nHost: {}\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path}?{query} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         s.addr,
         body.len()
     );
