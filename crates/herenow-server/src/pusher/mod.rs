@@ -69,14 +69,15 @@
 //! `crate::webhooks::pusher_format`'s: presence channels' occupancy and
 //! members come from the store's webhook outbox, and a client event is
 //! handed to it by `socket`'s `client_event`, on the server whose socket
-//! sent it. **Occupancy of other channels**: for an app with webhooks
-//! (only then: an app without writes nothing of them), a socket
-//! subscribed to a public, `private-` or `private-encrypted-` channel is
-//! a live connection of the guest named by the channel in the app's
-//! space `pusher-channels:{app_id}`, so the store's one member per guest
+//! sent it. **Occupancy of other channels**: each server holding a
+//! public, `private-` or `private-encrypted-` channel keeps one live
+//! connection of the guest named by the channel in the app's space
+//! `pusher-channels:{app_id}`, counting its sockets there
+//! (`crate::pusher_hub`'s occupancy), so the store's one member per guest
 //! makes the guest's `join` the channel's `channel_occupied` and its
-//! `leave` `channel_vacated`, once across servers, and a dead server's
-//! sockets expire by the TTL as presence does.
+//! `leave` `channel_vacated`, once across servers, counts and the channel
+//! list are the same on every server, and a dead server's hold expires by
+//! the TTL as presence does.
 //!
 //! What is not served yet: cache channels.
 
