@@ -9,7 +9,7 @@
 //! A `parking_lot` mutex, not tokio's: no lock is ever held across an
 //! `.await`, and the critical sections are microseconds long.
 //!
-//! Why one file near 800 lines: it is the store's one `PresenceStore` impl
+//! Why one file past 800 lines: it is the store's one `PresenceStore` impl
 //! and its capability impls, mostly thin calls into `space/`, `stripes.rs`
 //! or the files beside this one; splitting the impls would scatter one
 //! table of entry points.
