@@ -33,7 +33,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, RawPathParams, Request, State};
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use herenow_core::{MemberId, MemberKey, MemberKind, SpaceName};
+use herenow_core::{MemberKey, MemberKind, SpaceName};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -332,18 +332,12 @@ fn check_event(e: EventBody) -> Result<Checked, Refusal> {
     })
 }
 
-/// Users present in `app`'s presence channel's space: the store's
-/// snapshot.
-async fn users_of(
+/// A store call within the request timeout; a failure is a `503`.
+async fn stored<T>(
     state: &AppState,
-    app: &PusherApp,
-    channel: &str,
-) -> Result<Vec<String>, Refusal> {
-    let Ok(space) = SpaceName::new(&app.presence_space(channel)) else {
-        // No space can hold it: no subscriber could have joined.
-        return Ok(Vec::new());
-    };
-    let sub = tokio::time::timeout(state.request_timeout(), state.store().subscribe(&space))
+    call: impl Future<Output = herenow_core::Result<T>>,
+) -> Result<T, Refusal> {
+    tokio::time::timeout(state.request_timeout(), call)
         .await
         .map_err(|_| {
             Refusal(
@@ -351,12 +345,38 @@ async fn users_of(
                 "the store timed out".into(),
             )
         })?
-        .map_err(|e| Refusal(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+        .map_err(|e| Refusal(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))
+}
+
+/// The members of `kind` present in `space`: the store's snapshot (none
+/// when no space can be so named).
+async fn present(
+    state: &AppState,
+    space: &str,
+    kind: MemberKind,
+) -> Result<Vec<MemberKey>, Refusal> {
+    let Ok(space) = SpaceName::new(space) else {
+        return Ok(Vec::new());
+    };
+    let sub = stored(state, state.store().subscribe(&space)).await?;
     Ok(sub
         .snapshot
         .into_iter()
-        .filter(|m| m.member.kind == MemberKind::User)
-        .map(|m| m.member.id.as_str().to_owned())
+        .filter(|m| m.member.kind == kind)
+        .map(|m| m.member)
+        .collect())
+}
+
+/// Users present in `app`'s presence channel's space.
+async fn users_of(
+    state: &AppState,
+    app: &PusherApp,
+    channel: &str,
+) -> Result<Vec<String>, Refusal> {
+    let users = present(state, &app.presence_space(channel), MemberKind::User).await?;
+    Ok(users
+        .into_iter()
+        .map(|m| m.id.as_str().to_owned())
         .collect())
 }
 
@@ -372,18 +392,11 @@ async fn subscriptions(
     match ChannelKind::of(channel) {
         Some(ChannelKind::Presence) => presence_subscriptions(state, app, channel).await,
         Some(kind) if kind.is_occupancy() => {
-            let counted = tokio::time::timeout(
-                state.request_timeout(),
+            let counted = stored(
+                state,
                 occupancy_count(state.store(), &app.occupancy_space(), channel),
             )
-            .await
-            .map_err(|_| {
-                Refusal(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "the store timed out".into(),
-                )
-            })?
-            .map_err(|e| Refusal(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+            .await?;
             Ok(counted.unwrap_or_else(|| pusher.channels.subscription_count(&app.id, channel)))
         }
         _ => Ok(pusher.channels.subscription_count(&app.id, channel)),
@@ -393,23 +406,10 @@ async fn subscriptions(
 /// The public and private channels some server holds: the guests
 /// present in the app's occupancy space.
 async fn occupied_channels(state: &AppState, app: &PusherApp) -> Result<Vec<String>, Refusal> {
-    let Ok(space) = SpaceName::new(&app.occupancy_space()) else {
-        return Ok(Vec::new());
-    };
-    let sub = tokio::time::timeout(state.request_timeout(), state.store().subscribe(&space))
-        .await
-        .map_err(|_| {
-            Refusal(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the store timed out".into(),
-            )
-        })?
-        .map_err(|e| Refusal(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
-    Ok(sub
-        .snapshot
+    let guests = present(state, &app.occupancy_space(), MemberKind::Guest).await?;
+    Ok(guests
         .into_iter()
-        .filter(|m| m.member.kind == MemberKind::Guest)
-        .map(|m| m.member.id.as_str().to_owned())
+        .map(|m| m.id.as_str().to_owned())
         .collect())
 }
 
@@ -424,24 +424,11 @@ async fn presence_subscriptions(
     let Ok(space) = SpaceName::new(&app.presence_space(channel)) else {
         return Ok(0);
     };
-    let members: Vec<MemberKey> = users_of(state, app, channel)
-        .await?
-        .iter()
-        .filter_map(|id| MemberId::new(id).ok().map(MemberKey::user))
-        .collect();
-    let store = state.store();
-    let Some(live) = store.live_connections() else {
+    let members = present(state, space.as_str(), MemberKind::User).await?;
+    let Some(live) = state.store().live_connections() else {
         return Ok(0);
     };
-    let conns = tokio::time::timeout(state.request_timeout(), live.connections(&space, &members))
-        .await
-        .map_err(|_| {
-            Refusal(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the store timed out".into(),
-            )
-        })?
-        .map_err(|e| Refusal(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+    let conns = stored(state, live.connections(&space, &members)).await?;
     Ok(conns
         .iter()
         .flatten()
@@ -634,18 +621,7 @@ pub(super) async fn channels(
         // No space can be named so (a channel may hold `= , ;`): none.
         let mut after = SpaceName::new(&start).ok();
         while let Some(from) = after.take() {
-            let page = tokio::time::timeout(
-                state.request_timeout(),
-                state.store().spaces(Some(&from), PAGE),
-            )
-            .await
-            .map_err(|_| {
-                Refusal(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "the store timed out".into(),
-                )
-            })?
-            .map_err(|e| Refusal(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+            let page = stored(&state, state.store().spaces(Some(&from), PAGE)).await?;
             let run: Vec<_> = page
                 .iter()
                 .take_while(|s| s.space.as_str().starts_with(&start))
