@@ -243,26 +243,17 @@ async fn the_largest_event_to_the_most_channels_is_relayed() {
 /// Two servers sharing one Redis: events cross.
 #[cfg(feature = "redis")]
 mod on_redis {
-    use std::sync::Arc;
 
-    use herenow_core::{ManualClock, SpaceConfig};
-    use herenow_redis::{RedisOptions, RedisStore};
+    use herenow_core::ManualClock;
+
     use herenow_testkit as common;
 
     use super::*;
+    use crate::support::T0;
     use crate::support::pusher::hmac_hex;
-    use crate::support::{T0, redis_backend};
 
     async fn server_on(redis: &common::RedisServer, clock: &ManualClock) -> Server {
-        let store = RedisStore::connect(
-            &redis.url(),
-            Arc::new(clock.clone()),
-            SpaceConfig::default(),
-            RedisOptions::default(),
-        )
-        .await
-        .expect("connect to the test's redis-server");
-        Server::serve(redis_backend(Arc::new(store)), config(), clock.clone()).await
+        Server::on_redis(&redis.url(), config(), clock).await
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

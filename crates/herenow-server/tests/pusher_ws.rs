@@ -464,30 +464,16 @@ async fn shutdown_closes_with_4200_after_leaving_the_presence_channels() {
 /// Two servers sharing one Redis: a presence channel is one roster.
 #[cfg(feature = "redis")]
 mod on_redis {
-    use std::sync::Arc;
 
-    use herenow_core::{ManualClock, SpaceConfig};
-    use herenow_redis::{RedisOptions, RedisStore};
+    use herenow_core::ManualClock;
+
     use herenow_testkit as common;
 
     use super::*;
-    use crate::support::{T0, redis_backend};
+    use crate::support::T0;
 
     async fn server_on(redis: &common::RedisServer, clock: &ManualClock) -> Server {
-        let store = RedisStore::connect(
-            &redis.url(),
-            Arc::new(clock.clone()),
-            SpaceConfig::default(),
-            RedisOptions::default(),
-        )
-        .await
-        .expect("connect to the test's redis-server");
-        Server::serve(
-            redis_backend(Arc::new(store)),
-            config(10_000),
-            clock.clone(),
-        )
-        .await
+        Server::on_redis(&redis.url(), config(10_000), clock).await
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

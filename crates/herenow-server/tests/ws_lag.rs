@@ -6,10 +6,9 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Duration;
 
-use herenow_core::{Heartbeat, ManualClock, Metadata, SpaceConfig, SpaceName};
+use herenow_core::{Heartbeat, ManualClock, Metadata, SpaceName};
 use serde_json::Value;
 use support::ws::{Read, Server};
 use support::{T0, user_key};
@@ -140,24 +139,10 @@ async fn a_slow_reader_catches_up_with_exactly_the_room_on_memory() {
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_reader_catches_up_with_exactly_the_room_on_redis() {
-    use herenow_redis::{RedisOptions, RedisStore};
     use herenow_testkit as common;
 
     let redis = common::RedisServer::standalone();
     let clock = ManualClock::new(T0);
-    let store = RedisStore::connect(
-        &redis.url(),
-        Arc::new(clock.clone()),
-        SpaceConfig::default(),
-        RedisOptions::default(),
-    )
-    .await
-    .expect("connect to the test's redis-server");
-    let s = Server::serve(
-        support::redis_backend(Arc::new(store)),
-        herenow_server::Config::default(),
-        clock,
-    )
-    .await;
+    let s = Server::on_redis(&redis.url(), herenow_server::Config::default(), &clock).await;
     storm_then_read(&s).await;
 }

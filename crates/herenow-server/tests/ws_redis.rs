@@ -11,27 +11,16 @@ mod support;
 
 use herenow_testkit as common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use herenow_core::{ManualClock, SpaceConfig, SpaceName, Status};
-use herenow_redis::{RedisOptions, RedisStore};
+use herenow_core::{ManualClock, SpaceName, Status};
 use herenow_server::{Config, TokenSecret};
 use serde_json::{Value, json};
 use support::ws::Server;
-use support::{PATIENCE, T0, redis_backend, user_key};
+use support::{PATIENCE, T0, user_key};
 
 async fn server_on(redis: &common::RedisServer, clock: &ManualClock, config: &Config) -> Server {
-    let store = RedisStore::connect(
-        &redis.url(),
-        Arc::new(clock.clone()),
-        SpaceConfig::default(),
-        RedisOptions::default(),
-    )
-    .await
-    .expect("connect to the test's redis-server");
-    let opened = redis_backend(Arc::new(store));
-    Server::serve(opened, config.clone(), clock.clone()).await
+    Server::on_redis(&redis.url(), config.clone(), clock).await
 }
 
 fn conn_of(welcome: &Value) -> Value {

@@ -39,6 +39,21 @@ impl Server {
         Self::serve(memory_backend(memory_store(&clock)), config, clock).await
     }
 
+    /// Serves a Redis store at `url` (the test's own `redis-server`),
+    /// whose clock is `clock`.
+    #[cfg(feature = "redis")]
+    pub async fn on_redis(url: &str, config: Config, clock: &ManualClock) -> Server {
+        let store = herenow_redis::RedisStore::connect(
+            url,
+            Arc::new(clock.clone()),
+            herenow_core::SpaceConfig::default(),
+            herenow_redis::RedisOptions::default(),
+        )
+        .await
+        .expect("connect to the test's redis-server");
+        Self::serve(super::redis_backend(Arc::new(store)), config, clock.clone()).await
+    }
+
     /// Serves a store the caller opened, whose clock is `clock`.
     pub async fn serve(backend: Backend, config: Config, clock: ManualClock) -> Server {
         let state = AppState::new(backend, &config);
