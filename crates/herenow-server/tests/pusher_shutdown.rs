@@ -7,10 +7,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use herenow_core::{Heartbeat, Metadata, SpaceName};
 use serde_json::{Value, json};
 use support::pusher::{KEY, config, hmac_hex};
-use support::user_key;
 use support::ws::{Client, Read, Server};
 
 const CHANNEL: &str = "presence-crowd";
@@ -61,20 +59,7 @@ async fn shutdown_ends_within_its_grace_whatever_the_sockets_do() {
         join(&mut c, &format!("s{i}"), false).await;
         stalled.push(c);
     }
-    let space = SpaceName::new(CHANNEL).unwrap();
-    let meta = Metadata::from_json(&format!(r#"{{"pad":"{}"}}"#, "x".repeat(500))).unwrap();
-    let ids: Vec<String> = (0..STORM).map(|i| format!("m{i}")).collect();
-    for chunk in ids.chunks(500) {
-        let beats: Vec<Heartbeat> = chunk
-            .iter()
-            .map(|id| Heartbeat {
-                member: user_key(id),
-                at_ms: None,
-                meta: Some(meta.clone()),
-            })
-            .collect();
-        s.store.heartbeat(&space, &beats).await.unwrap();
-    }
+    support::join_storm(&s.store, CHANNEL, STORM, 500, 500).await;
 
     let began = Instant::now();
     s.stop().await;

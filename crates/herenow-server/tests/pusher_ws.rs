@@ -219,19 +219,7 @@ async fn storm_then_read(s: &Server) {
     // user_info each: about 9 MB of member_added, more than the queue and
     // the kernel's buffers hold while the socket reads nothing.
     let storm = SpaceName::new("presence-storm").unwrap();
-    let meta = Metadata::from_json(&format!(r#"{{"pad":"{}"}}"#, "x".repeat(800))).unwrap();
-    let ids: Vec<String> = (0..JOINS).map(|i| format!("m{i}")).collect();
-    for chunk in ids.chunks(1_000) {
-        let beats: Vec<Heartbeat> = chunk
-            .iter()
-            .map(|id| Heartbeat {
-                member: user_key(id),
-                at_ms: None,
-                meta: Some(meta.clone()),
-            })
-            .collect();
-        s.store.heartbeat(&storm, &beats).await.unwrap();
-    }
+    let ids = support::join_storm(&s.store, "presence-storm", JOINS, 800, 1_000).await;
     let leaving: Vec<_> = ids[..LEAVES].iter().map(|id| user_key(id)).collect();
     s.store.leave(&storm, &leaving).await.unwrap();
     let mut expected: BTreeSet<String> = ids[LEAVES..].iter().cloned().collect();

@@ -8,7 +8,7 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use herenow_core::{Heartbeat, ManualClock, Metadata, SpaceName};
+use herenow_core::{Heartbeat, ManualClock, SpaceName};
 use serde_json::Value;
 use support::ws::{Read, Server};
 use support::{T0, user_key};
@@ -73,19 +73,7 @@ async fn storm_then_read(s: &Server) {
     // Joins with 800 bytes of metadata each, so the burst (about 9 MB)
     // outgrows the kernel's socket buffers and the queue while the reader
     // reads nothing.
-    let meta = Metadata::from_json(&format!(r#"{{"pad":"{}"}}"#, "x".repeat(800))).unwrap();
-    let ids: Vec<String> = (0..JOINS).map(|i| format!("m{i}")).collect();
-    for chunk in ids.chunks(1_000) {
-        let beats: Vec<Heartbeat> = chunk
-            .iter()
-            .map(|id| Heartbeat {
-                member: user_key(id),
-                at_ms: None,
-                meta: Some(meta.clone()),
-            })
-            .collect();
-        s.store.heartbeat(&storm, &beats).await.unwrap();
-    }
+    let ids = support::join_storm(&s.store, "storm", JOINS, 800, 1_000).await;
     let leaving: Vec<_> = ids[..LEAVES].iter().map(|id| user_key(id)).collect();
     s.store.leave(&storm, &leaving).await.unwrap();
     let expected: BTreeSet<String> = ids[LEAVES..].iter().cloned().collect();

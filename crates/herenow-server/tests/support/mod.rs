@@ -44,6 +44,35 @@ pub fn user_key(id: &str) -> MemberKey {
     MemberKey::user(MemberId::new(id).unwrap())
 }
 
+/// A join storm through the store: users `m0`, `m1`, … (`n` of them)
+/// heartbeat into `space` in batches of `batch`, each with `pad` bytes
+/// of metadata, so the events outgrow a socket's queue and the kernel's
+/// buffers. Their ids, in order.
+pub async fn join_storm(
+    store: &Arc<dyn PresenceStore>,
+    space: &str,
+    n: usize,
+    pad: usize,
+    batch: usize,
+) -> Vec<String> {
+    let space = herenow_core::SpaceName::new(space).unwrap();
+    let meta =
+        herenow_core::Metadata::from_json(&format!(r#"{{"pad":"{}"}}"#, "x".repeat(pad))).unwrap();
+    let ids: Vec<String> = (0..n).map(|i| format!("m{i}")).collect();
+    for chunk in ids.chunks(batch) {
+        let beats: Vec<herenow_core::Heartbeat> = chunk
+            .iter()
+            .map(|id| herenow_core::Heartbeat {
+                member: user_key(id),
+                at_ms: None,
+                meta: Some(meta.clone()),
+            })
+            .collect();
+        store.heartbeat(&space, &beats).await.unwrap();
+    }
+    ids
+}
+
 /// A guest, by id.
 pub fn guest_key(id: &str) -> MemberKey {
     MemberKey::guest(MemberId::new(id).unwrap())
