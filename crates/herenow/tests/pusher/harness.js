@@ -1,7 +1,7 @@
-// What the client-library scripts of this folder share (echo.test.js,
-// python.test.js, browser.js, thousand.js; run by
-// crates/herenow/tests/pusher_clients.rs): bounded waits, README's Laravel
-// snippets, and a tiny auth endpoint as an app serves one.
+// What the scripts of this folder share (run by crates/herenow/tests/
+// pusher_clients.rs, pusher_js.rs, pusher_users.rs and pusher_webhooks.rs):
+// bounded waits, README's Laravel snippets, and a tiny auth endpoint as an
+// app serves one.
 //
 // Every wait is bounded; nothing here retries what failed.
 

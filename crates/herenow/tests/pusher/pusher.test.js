@@ -17,6 +17,7 @@ const PusherJS = require('pusher-js');
 const Pusher = require('pusher');
 
 const STEP = 10_000;
+const harness = require('./harness');
 const url = new URL(process.env.HERENOW_URL);
 const [appId, key, secret] = process.env.PUSHER_APP.split(':');
 const encryptionMasterKeyBase64 = process.env.PUSHER_ENCRYPTION_KEY;
@@ -62,15 +63,7 @@ test.after(() => {
   for (const c of open) c.disconnect();
 });
 
-function within(what, promise) {
-  let timer;
-  return Promise.race([
-    promise,
-    new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`timed out: ${what}`)), STEP);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
+const within = (what, promise) => harness.within(what, promise, STEP);
 
 function once(emitter, event, what) {
   return within(what || event, new Promise((resolve) => {
@@ -103,15 +96,7 @@ function collect(channel, event) {
   return got;
 }
 
-async function until(what, check) {
-  const started = Date.now();
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() - started > STEP) throw new Error(`timed out: ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = (what, check) => harness.until(what, check, STEP);
 
 async function api(path, params) {
   const res = await server.get({ path, params: params || {} });

@@ -16,6 +16,7 @@ const PusherJS = require('pusher-js');
 const Pusher = require('pusher');
 
 const STEP = 10_000;
+const harness = require('./harness');
 const urlA = new URL(process.env.HERENOW_URL_A);
 const urlB = new URL(process.env.HERENOW_URL_B);
 const [appId, key, secret] = process.env.PUSHER_APP.split(':');
@@ -61,25 +62,9 @@ test.after(() => {
   for (const c of open) c.disconnect();
 });
 
-function within(what, promise) {
-  let timer;
-  return Promise.race([
-    promise,
-    new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`timed out: ${what}`)), STEP);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
+const within = (what, promise) => harness.within(what, promise, STEP);
 
-async function until(what, check) {
-  const started = Date.now();
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() - started > STEP) throw new Error(`timed out: ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = (what, check) => harness.until(what, check, STEP);
 
 async function signedIn(c) {
   c.signin();

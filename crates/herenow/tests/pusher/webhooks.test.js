@@ -22,27 +22,12 @@ const PusherJS = require('pusher-js');
 const Pusher = require('pusher');
 
 const STEP = 20_000;
+const harness = require('./harness');
 const [appId, key, secret] = process.env.PUSHER_APP.split(':');
 
-function within(what, promise) {
-  let timer;
-  return Promise.race([
-    promise,
-    new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`timed out: ${what}`)), STEP);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
+const within = (what, promise) => harness.within(what, promise, STEP);
 
-async function until(what, check) {
-  const started = Date.now();
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() - started > STEP) throw new Error(`timed out: ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = (what, check) => harness.until(what, check, STEP);
 
 // The app's webhook endpoint: every request kept as received.
 function receiver() {
