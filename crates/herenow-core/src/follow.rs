@@ -18,15 +18,14 @@
 //! server reaches this one.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::Poll;
 
 use parking_lot::RwLock;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::broadcast;
 
-use crate::event::{Event, EventKind, RecvError};
+use crate::event::{Event, EventKind};
+use crate::feed::Feed;
 use crate::id::{MemberId, MemberKind};
 
 /// How many changes a feed may fall behind before it lags and must start
@@ -65,93 +64,9 @@ pub fn changes_status(kind: EventKind) -> bool {
 }
 
 /// The changes of the users a server follows, in the order each store
-/// shard produced them.
-pub struct UserFeed {
-    rx: broadcast::Receiver<UserChange>,
-    /// Bumped by the store whenever changes may have been lost on their
-    /// way to it ([`with_losses`](Self::with_losses)); `None` for a store
-    /// that loses nothing but what a slow reader misses.
-    losses: Option<watch::Receiver<u64>>,
-}
-
-impl UserFeed {
-    /// Wraps a broadcast receiver (for stores outside this crate).
-    pub fn new(rx: broadcast::Receiver<UserChange>) -> Self {
-        Self { rx, losses: None }
-    }
-
-    /// Wraps a broadcast receiver that may miss changes without falling
-    /// behind: a store over a shared database, whose changes come through
-    /// a link that can drop (Redis pub/sub keeps nothing for a client that
-    /// was away). The store bumps `losses` once changes may have been lost
-    /// and the link is whole again; the feed then answers
-    /// [`RecvError::Lagged`] (with 0: nobody knows how many were lost)
-    /// before any further change. Losses before the feed was made do not
-    /// count.
-    pub fn with_losses(rx: broadcast::Receiver<UserChange>, losses: watch::Receiver<u64>) -> Self {
-        Self {
-            rx,
-            losses: Some(losses),
-        }
-    }
-
-    /// Waits for the next change. [`RecvError::Lagged`] means changes
-    /// were lost (the reader fell behind, or a store lost its link to the
-    /// database): every followed user must be read again.
-    pub async fn recv(&mut self) -> Result<UserChange, RecvError> {
-        if let Some(losses) = &mut self.losses {
-            // A loss is told first, before the changes queued behind it:
-            // the reader starts over at once. Both futures are
-            // cancel-safe: the one not chosen loses nothing when dropped.
-            // `Err(bumped)`: the store bumped its count (true) or dropped
-            // its side (false).
-            let first = {
-                let mut lost = std::pin::pin!(losses.changed());
-                let mut next = std::pin::pin!(self.rx.recv());
-                std::future::poll_fn(|cx| {
-                    if let Poll::Ready(r) = lost.as_mut().poll(cx) {
-                        return Poll::Ready(Err(r.is_ok()));
-                    }
-                    next.as_mut().poll(cx).map(Ok)
-                })
-                .await
-            };
-            match first {
-                Ok(next) => return lift(next),
-                Err(true) => return Err(RecvError::Lagged(0)),
-                // No more losses to tell.
-                Err(false) => self.losses = None,
-            }
-        }
-        lift(self.rx.recv().await)
-    }
-
-    /// The next change if one is queued now, without waiting; a loss the
-    /// store told of comes first, as in [`recv`](Self::recv).
-    pub fn try_recv(&mut self) -> Option<Result<UserChange, RecvError>> {
-        if let Some(losses) = &mut self.losses
-            && losses.has_changed().unwrap_or(false)
-        {
-            losses.borrow_and_update();
-            return Some(Err(RecvError::Lagged(0)));
-        }
-        match self.rx.try_recv() {
-            Ok(c) => Some(Ok(c)),
-            Err(broadcast::error::TryRecvError::Empty) => None,
-            Err(broadcast::error::TryRecvError::Lagged(n)) => Some(Err(RecvError::Lagged(n))),
-            Err(broadcast::error::TryRecvError::Closed) => Some(Err(RecvError::Closed)),
-        }
-    }
-}
-
-/// A broadcast receiver's answer as a feed's.
-fn lift(r: Result<UserChange, broadcast::error::RecvError>) -> Result<UserChange, RecvError> {
-    match r {
-        Ok(c) => Ok(c),
-        Err(broadcast::error::RecvError::Lagged(n)) => Err(RecvError::Lagged(n)),
-        Err(broadcast::error::RecvError::Closed) => Err(RecvError::Closed),
-    }
-}
+/// shard produced them; a [`Feed`] tells of lost changes first, after
+/// which every followed user must be read again.
+pub type UserFeed = Feed<UserChange>;
 
 /// Counted follows and the channel of their changes: what a store that
 /// produces changes itself keeps to feed [`UserFeed`]s.
@@ -285,33 +200,7 @@ mod tests {
         };
         assert_eq!((e.kind, e.member.id.as_str()), (EventKind::Away, "ann"));
         assert_eq!(feed.recv().await.unwrap(), UserChange::Friends(id("ann")));
-        assert!(matches!(
-            feed.rx.try_recv(),
-            Err(broadcast::error::TryRecvError::Empty)
-        ));
-    }
-
-    #[tokio::test]
-    async fn a_store_that_lost_changes_makes_its_feeds_lag() {
-        let (tx, _) = broadcast::channel(16);
-        let (losses, _) = watch::channel(0u64);
-        losses.send_modify(|n| *n += 1);
-        // A loss before the feed was made is none of its business.
-        let mut feed = UserFeed::with_losses(tx.subscribe(), losses.subscribe());
-        tx.send(UserChange::Friends(id("ann"))).unwrap();
-        assert_eq!(feed.recv().await.unwrap(), UserChange::Friends(id("ann")));
-        // Queued changes wait behind the loss, which is told once.
-        tx.send(UserChange::Friends(id("bob"))).unwrap();
-        losses.send_modify(|n| *n += 1);
-        losses.send_modify(|n| *n += 1);
-        assert_eq!(feed.recv().await, Err(RecvError::Lagged(0)));
-        assert_eq!(feed.recv().await.unwrap(), UserChange::Friends(id("bob")));
-        // The store gone: the changes still queued are read, then the end.
-        tx.send(UserChange::Friends(id("cy"))).unwrap();
-        drop(losses);
-        assert_eq!(feed.recv().await.unwrap(), UserChange::Friends(id("cy")));
-        drop(tx);
-        assert_eq!(feed.recv().await, Err(RecvError::Closed));
+        assert!(feed.try_recv().is_none(), "nothing else");
     }
 
     #[test]

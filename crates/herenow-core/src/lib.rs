@@ -43,6 +43,7 @@ pub mod contract;
 pub mod cursor;
 pub mod error;
 pub mod event;
+pub mod feed;
 pub mod follow;
 #[cfg(test)]
 pub(crate) mod fuzzing;

@@ -7,21 +7,19 @@
 //! [`RelayFeed`]. The store neither reads nor keeps the payload: a
 //! message relayed while a server was away is not delivered to it later.
 //! A feed that fell behind, or whose store lost its link to the shared
-//! database, answers [`RecvError::Lagged`] before any further message, so
+//! database, answers [`RecvError::Lagged`](crate::event::RecvError::Lagged) before any further message, so
 //! its reader knows messages may be missing and can act on it (close what
 //! depended on them) rather than miss them silently.
 //!
 //! [`RelayTap`] is the channel of a store that is one process (the memory
 //! store): a relayed message goes straight to the feeds.
 
-use std::future::Future;
 use std::sync::Arc;
-use std::task::Poll;
 
-use tokio::sync::{broadcast, watch};
+use tokio::sync::broadcast;
 
 use crate::error::{InvalidInput, Result};
-use crate::event::RecvError;
+use crate::feed::Feed;
 use crate::limits::{MAX_RELAY_PAYLOAD_BYTES, MAX_RELAY_TOPIC_BYTES};
 
 /// Messages a feed may fall behind before it lags.
@@ -56,69 +54,9 @@ pub fn check_relay(topic: &str, payload: &[u8]) -> Result<()> {
 }
 
 /// The messages relayed by every server sharing a store, from the moment
-/// the feed was opened, in the order the store delivered them.
-pub struct RelayFeed {
-    rx: broadcast::Receiver<Arc<RelayMessage>>,
-    /// Bumped by the store whenever messages may have been lost on their
-    /// way to it; `None` for a store that loses nothing but what a slow
-    /// reader misses.
-    losses: Option<watch::Receiver<u64>>,
-}
-
-impl RelayFeed {
-    /// Wraps a broadcast receiver.
-    pub fn new(rx: broadcast::Receiver<Arc<RelayMessage>>) -> Self {
-        Self { rx, losses: None }
-    }
-
-    /// Wraps a broadcast receiver of a store whose messages come through
-    /// a link that can drop: once the store bumps `losses`, the feed
-    /// answers [`RecvError::Lagged`] (with 0) before any further message.
-    pub fn with_losses(
-        rx: broadcast::Receiver<Arc<RelayMessage>>,
-        losses: watch::Receiver<u64>,
-    ) -> Self {
-        Self {
-            rx,
-            losses: Some(losses),
-        }
-    }
-
-    /// Waits for the next message. [`RecvError::Lagged`]: messages were
-    /// lost (the reader fell behind, or the store lost its link).
-    pub async fn recv(&mut self) -> std::result::Result<Arc<RelayMessage>, RecvError> {
-        if let Some(losses) = &mut self.losses {
-            // A loss is told first; both futures are cancel-safe.
-            let first = {
-                let mut lost = std::pin::pin!(losses.changed());
-                let mut next = std::pin::pin!(self.rx.recv());
-                std::future::poll_fn(|cx| {
-                    if let Poll::Ready(r) = lost.as_mut().poll(cx) {
-                        return Poll::Ready(Err(r.is_ok()));
-                    }
-                    next.as_mut().poll(cx).map(Ok)
-                })
-                .await
-            };
-            match first {
-                Ok(next) => return lift(next),
-                Err(true) => return Err(RecvError::Lagged(0)),
-                Err(false) => self.losses = None,
-            }
-        }
-        lift(self.rx.recv().await)
-    }
-}
-
-fn lift(
-    r: std::result::Result<Arc<RelayMessage>, broadcast::error::RecvError>,
-) -> std::result::Result<Arc<RelayMessage>, RecvError> {
-    match r {
-        Ok(m) => Ok(m),
-        Err(broadcast::error::RecvError::Lagged(n)) => Err(RecvError::Lagged(n)),
-        Err(broadcast::error::RecvError::Closed) => Err(RecvError::Closed),
-    }
-}
+/// the feed was opened, in the order the store delivered them; a [`Feed`]
+/// tells of lost messages first.
+pub type RelayFeed = Feed<Arc<RelayMessage>>;
 
 /// The relay of a store that is one process: a message goes straight to
 /// every open feed.
@@ -166,20 +104,5 @@ mod tests {
         }
         assert!(check_relay("t", &vec![0; MAX_RELAY_PAYLOAD_BYTES]).is_ok());
         assert!(check_relay("t", &vec![0; MAX_RELAY_PAYLOAD_BYTES + 1]).is_err());
-    }
-
-    #[tokio::test]
-    async fn lost_messages_make_the_feed_lag_first() {
-        let (tx, rx) = broadcast::channel(4);
-        let (losses, lrx) = watch::channel(0);
-        let mut feed = RelayFeed::with_losses(rx, lrx);
-        let m = Arc::new(RelayMessage {
-            topic: "t".into(),
-            payload: b"1".to_vec(),
-        });
-        tx.send(m.clone()).unwrap();
-        losses.send_modify(|n| *n += 1);
-        assert_eq!(feed.recv().await, Err(RecvError::Lagged(0)));
-        assert_eq!(feed.recv().await, Ok(m));
     }
 }
