@@ -669,10 +669,13 @@ pub(super) async fn channel(
         .map(|i| i.split(',').map(str::to_owned).collect())
         .unwrap_or_default();
     let mut out = channel_info(&state, pusher, &app, &channel, &info).await?;
-    let occupied = if kind == ChannelKind::Presence {
-        !users_of(&state, &app, &channel).await?.is_empty()
-    } else {
-        subscriptions(&state, pusher, &app, &channel).await? > 0
+    // From what `info` read already, else asked.
+    let counted = |name: &str| out.get(name).and_then(Value::as_u64).map(|n| n > 0);
+    let occupied = match (kind, counted("user_count"), counted("subscription_count")) {
+        (ChannelKind::Presence, Some(any), _) => any,
+        (ChannelKind::Presence, None, _) => !users_of(&state, &app, &channel).await?.is_empty(),
+        (_, _, Some(any)) => any,
+        _ => subscriptions(&state, pusher, &app, &channel).await? > 0,
     };
     out.insert("occupied".into(), occupied.into());
     Ok(axum::Json(Value::Object(out)).into_response())

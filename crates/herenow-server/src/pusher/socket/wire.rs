@@ -1,10 +1,10 @@
 //! The WebSocket under a Pusher socket: the upgrade, and the writer.
 //!
 //! A presence channel's roster (`pusher_internal:subscription_succeeded`)
-//! of 10,000 members is about half a megabyte, and tungstenite's write
-//! buffer keeps the capacity of the largest frame it ever held: sent as
-//! one frame, it would stay with every socket of a large channel for the
-//! socket's life. The writer sends a message longer than [`FRAGMENT`] in
+//! grows with the channel, and tungstenite's write buffer keeps the
+//! capacity of the largest frame it ever held: sent as one frame, it would
+//! stay with every socket of a large channel for the socket's life
+//! (BENCHMARKS.md, "The Pusher endpoint against Sockudo"). The writer sends a message longer than [`FRAGMENT`] in
 //! fragments of that size (RFC 6455 §5.4: one message, which clients
 //! reassemble), so the buffer stays under [`WRITE_BUFFER`] plus one
 //! fragment. axum's `WebSocket` cannot send a fragment, so the upgrade is
