@@ -142,8 +142,6 @@ impl Channels {
 
     /// How many local sockets subscribe to `channel` of `app`.
     pub fn subscription_count(&self, app: &str, channel: &str) -> usize {
-        let map = self.map.lock();
-        map.get(&(Arc::from(app), Box::<str>::from(channel)))
-            .map_or(0, HashMap::len)
+        self.count_at(app, channel).0
     }
 }
