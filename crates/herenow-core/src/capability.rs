@@ -146,6 +146,14 @@ pub trait WebhookOutbox: Send + Sync {
 
     /// How many events wait, are claimed, and were trimmed.
     async fn outbox_stats(&self) -> Result<OutboxStats>;
+
+    /// Keeps `body` as a message of `space` ([`OutboxKind::Message`](crate::outbox::OutboxKind::Message))
+    /// while the outbox captures, claimed in order with the space's
+    /// events; `false` when it does not capture (nothing kept). As
+    /// durable as the space's events. A body over
+    /// [`MAX_OUTBOX_MESSAGE_BYTES`](crate::limits::MAX_OUTBOX_MESSAGE_BYTES)
+    /// is refused.
+    async fn outbox_message(&self, space: &SpaceName, body: &str) -> Result<bool>;
 }
 
 /// Webhook endpoints a space's configuration names, kept beside its

@@ -159,6 +159,15 @@ pub enum InvalidInput {
         /// Its size.
         len: usize,
     },
+    /// A webhook outbox message larger than the limit.
+    #[error(
+        "an outbox message is {len} bytes; the limit is {} bytes",
+        limits::MAX_OUTBOX_MESSAGE_BYTES
+    )]
+    MessageTooLarge {
+        /// Its size.
+        len: usize,
+    },
 }
 
 impl InvalidInput {
@@ -188,6 +197,7 @@ impl InvalidInput {
             InvalidInput::ConnIdTaken => "connection-id-taken",
             InvalidInput::BadRelayTopic => "bad-relay-topic",
             InvalidInput::RelayTooLarge { .. } => "relay-too-large",
+            InvalidInput::MessageTooLarge { .. } => "message-too-large",
         }
     }
 }

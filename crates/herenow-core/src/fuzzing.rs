@@ -215,6 +215,7 @@ pub fn outbox_event() -> impl Strategy<Value = OutboxEvent> {
         Just(OutboxKind::Update),
         Just(OutboxKind::Occupied),
         Just(OutboxKind::Vacated),
+        Just(OutboxKind::Message),
     ];
     let status = proptest::option::of(prop_oneof![
         Just(Status::Online),
@@ -238,9 +239,10 @@ pub fn outbox_event() -> impl Strategy<Value = OutboxEvent> {
         metadata(),
         reason,
         conn,
+        proptest::option::of("[ -~]{0,40}"),
     )
         .prop_map(
-            |(id, at_ms, space, kind, member, status, last_seen_ms, meta, reason, conn)| {
+            |(id, at_ms, space, kind, member, status, last_seen_ms, meta, reason, conn, body)| {
                 OutboxEvent {
                     id,
                     at_ms,
@@ -252,6 +254,7 @@ pub fn outbox_event() -> impl Strategy<Value = OutboxEvent> {
                     meta,
                     reason,
                     conn,
+                    body,
                 }
             },
         )

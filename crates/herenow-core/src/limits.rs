@@ -37,6 +37,11 @@ pub const MAX_CONN_TTL_MS: u64 = 10 * 60 * 1000;
 /// one entry per name.
 pub const MAX_OUTBOX_CONSUMER_BYTES: usize = 200;
 
+/// Largest body of a message kept in the webhook outbox, in bytes
+/// ([`crate::outbox::OutboxKind::Message`]): room for a Pusher client
+/// event (10 KB of data, escaped, and its names).
+pub const MAX_OUTBOX_MESSAGE_BYTES: usize = 32 * 1024;
+
 /// Most webhook endpoints one space's configuration names
 /// ([`crate::outbox::SpaceHook`]).
 pub const MAX_SPACE_HOOKS: usize = 8;

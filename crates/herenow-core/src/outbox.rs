@@ -31,6 +31,13 @@
 //! Capture is bounded ([`OutboxOptions::max_events`]): past the cap the
 //! oldest events are trimmed and counted ([`OutboxStats::trimmed`]), never
 //! kept without bound.
+//!
+//! Beside the events presence makes, a server may keep a **message** in a
+//! space's outbox ([`WebhookOutbox::outbox_message`](crate::WebhookOutbox::outbox_message),
+//! [`OutboxKind::Message`]): a body opaque to the store (a Pusher client
+//! event, already in the form its webhook sends), at most
+//! [`limits::MAX_OUTBOX_MESSAGE_BYTES`], claimed in order with the space's
+//! events and delivered once like them.
 
 use serde::{Deserialize, Serialize};
 
@@ -61,6 +68,10 @@ pub enum OutboxKind {
     Occupied,
     /// The space's last present member left.
     Vacated,
+    /// A message a server kept for webhooks ([`OutboxEvent::body`]); not
+    /// a presence event, so not in [`OutboxKind::ALL`]: endpoints cannot
+    /// ask for it by name.
+    Message,
 }
 
 impl OutboxKind {
@@ -74,6 +85,7 @@ impl OutboxKind {
             OutboxKind::Update => "update",
             OutboxKind::Occupied => "occupied",
             OutboxKind::Vacated => "vacated",
+            OutboxKind::Message => "message",
         }
     }
 
@@ -90,7 +102,8 @@ impl OutboxKind {
         })
     }
 
-    /// Every kind, in a fixed order.
+    /// Every kind of presence event, in a fixed order (not
+    /// [`OutboxKind::Message`]).
     pub const ALL: [OutboxKind; 7] = [
         OutboxKind::Join,
         OutboxKind::Away,
@@ -126,6 +139,62 @@ pub struct OutboxEvent {
     pub reason: Option<LeaveReason>,
     /// The live connection that caused it, if one did.
     pub conn: Option<ConnId>,
+    /// A [`OutboxKind::Message`]'s body, as the server gave it.
+    pub body: Option<String>,
+}
+
+/// [`OutboxEvent`] as snapshots up to version 5 and journals of version 1
+/// hold it, before messages' bodies.
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+pub(crate) struct OutboxEventV1 {
+    id: String,
+    at_ms: Millis,
+    space: SpaceName,
+    kind: OutboxKind,
+    member: Option<MemberKey>,
+    status: Option<Status>,
+    last_seen_ms: Option<Millis>,
+    #[serde(with = "crate::meta::as_text")]
+    meta: Option<Metadata>,
+    reason: Option<LeaveReason>,
+    conn: Option<ConnId>,
+}
+
+impl From<OutboxEventV1> for OutboxEvent {
+    fn from(e: OutboxEventV1) -> Self {
+        OutboxEvent {
+            id: e.id,
+            at_ms: e.at_ms,
+            space: e.space,
+            kind: e.kind,
+            member: e.member,
+            status: e.status,
+            last_seen_ms: e.last_seen_ms,
+            meta: e.meta,
+            reason: e.reason,
+            conn: e.conn,
+            body: None,
+        }
+    }
+}
+
+#[cfg(test)]
+impl From<&OutboxEvent> for OutboxEventV1 {
+    fn from(e: &OutboxEvent) -> Self {
+        OutboxEventV1 {
+            id: e.id.clone(),
+            at_ms: e.at_ms,
+            space: e.space.clone(),
+            kind: e.kind,
+            member: e.member.clone(),
+            status: e.status,
+            last_seen_ms: e.last_seen_ms,
+            meta: e.meta.clone(),
+            reason: e.reason,
+            conn: e.conn.clone(),
+        }
+    }
 }
 
 impl OutboxEvent {
@@ -143,6 +212,7 @@ impl OutboxEvent {
             meta: event.meta.clone(),
             reason: event.reason,
             conn: event.conn.clone(),
+            body: None,
         })
     }
 
@@ -159,7 +229,24 @@ impl OutboxEvent {
             meta: None,
             reason: None,
             conn: None,
+            body: None,
         }
+    }
+
+    /// A message of `space` at `at_ms` carrying `body`.
+    pub fn message(id: String, at_ms: Millis, space: SpaceName, body: String) -> OutboxEvent {
+        OutboxEvent {
+            body: Some(body),
+            ..OutboxEvent::of_space(id, at_ms, space, OutboxKind::Message)
+        }
+    }
+
+    /// Checks a message's body against its bound.
+    pub fn check_body(body: &str) -> Result<(), InvalidInput> {
+        if body.len() > limits::MAX_OUTBOX_MESSAGE_BYTES {
+            return Err(InvalidInput::MessageTooLarge { len: body.len() });
+        }
+        Ok(())
     }
 }
 

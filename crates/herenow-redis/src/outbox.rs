@@ -10,10 +10,17 @@
 //!
 //! Neither step fails the write that captured: the change happened and is
 //! answered; a failure here is logged and left to that `SCAN`.
+//!
+//! [`message`] is the other writer: a message a server keeps in a space's
+//! outbox, added to shard 0's stream by [`MESSAGE`](crate::outbox_scripts::MESSAGE)
+//! while the outbox captures, then indexed the same way.
+
+use std::sync::atomic::Ordering;
 
 use redis::Value;
 
-use herenow_core::SpaceName;
+use herenow_core::outbox::OutboxEvent;
+use herenow_core::{Result, SpaceName};
 
 use crate::ctx::Ctx;
 use crate::key_names::SpaceKeys;
@@ -69,19 +76,14 @@ pub(crate) async fn after(ctx: &Ctx, space: &SpaceName, k: &SpaceKeys, c: Captur
     }
 }
 
-async fn follow_up(
-    ctx: &Ctx,
-    space: &SpaceName,
-    k: &SpaceKeys,
-    c: Captured,
-) -> herenow_core::Result<()> {
+async fn follow_up(ctx: &Ctx, space: &SpaceName, k: &SpaceKeys, c: Captured) -> Result<()> {
     let mut tags = Vec::with_capacity(2);
     if c.added > 0 {
         tags.push(k.outbox.clone());
     }
     if c.shift != 0 {
-        let cap = ctx.outbox_cap.load(std::sync::atomic::Ordering::Relaxed);
-        let keep = ctx.outbox_keep.load(std::sync::atomic::Ordering::Relaxed);
+        let cap = ctx.outbox_cap.load(Ordering::Relaxed);
+        let keep = ctx.outbox_keep.load(Ordering::Relaxed);
         let per = (cap / u64::from(ctx.keys.shards(space))).max(1);
         let tag0 = crate::key_names::Keys::outbox_tag(space, 0);
         let (stream, state) = ctx.keys.stream(&tag0);
@@ -111,7 +113,7 @@ async fn follow_up(
         return Ok(());
     }
     let (index, _) = ctx.keys.outbox_index();
-    let keep = ctx.outbox_keep.load(std::sync::atomic::Ordering::Relaxed);
+    let keep = ctx.outbox_keep.load(Ordering::Relaxed);
     let mut cl = ctx.client.clone();
     ctx.io("outbox_index", async {
         let mut pipe = redis::pipe();
@@ -128,6 +130,39 @@ async fn follow_up(
     })
     .await?;
     Ok(())
+}
+
+/// [`WebhookOutbox::outbox_message`](herenow_core::WebhookOutbox::outbox_message):
+/// `body` as the entry `["message", body]` of `space`'s shard 0 stream,
+/// while the outbox captures (`false`: it does not, nothing written). Its
+/// indexing, as a script's capture is, never fails it.
+pub(crate) async fn message(ctx: &Ctx, space: &SpaceName, body: &str) -> Result<bool> {
+    OutboxEvent::check_body(body)?;
+    let cap = ctx.outbox_cap.load(Ordering::Acquire);
+    if cap == 0 {
+        return Ok(false);
+    }
+    let per = (cap / u64::from(ctx.keys.shards(space))).max(1);
+    let keep = ctx.outbox_keep.load(Ordering::Relaxed);
+    let k = ctx.keys.space(space);
+    let (stream, state) = ctx.keys.stream(&k.outbox);
+    let entry = serde_json::to_string(&("message", body)).expect("a string pair serializes");
+    let now = ctx.clock.now_ms();
+    let mut cl = ctx.client.clone();
+    ctx.io("outbox_message", async {
+        outbox_scripts::MESSAGE
+            .key(&stream)
+            .key(&state)
+            .arg(now)
+            .arg(per)
+            .arg(keep)
+            .arg(&entry)
+            .invoke_async::<i64>(&mut cl)
+            .await
+    })
+    .await?;
+    after(ctx, space, &k, Captured { added: 1, shift: 0 }).await;
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -19,7 +19,8 @@
 //! event is in the stream if and only if its change happened, whichever
 //! server made it and whatever happens to that server next. An entry is `t`
 //! (the script's `now`, the injected clock) and `e` (the event's tuple,
-//! as published, or `["occupied"]` / `["vacated"]`).
+//! as published, or `["occupied"]` / `["vacated"]`; a message a server
+//! keeps, [`MESSAGE`], is `["message", body]`).
 //!
 //! The stream is trimmed to CAP after the adds (`XTRIM MAXLEN`, exact),
 //! and what was trimmed is added to the `trimmed` field of the stream's
@@ -212,6 +213,25 @@ if cut > 0 then redis.call('HINCRBY', KEYS[3], 'trimmed', cut) end
 if ARGV[5] ~= '0' then
   redis.call('PEXPIRE', KEYS[2], ARGV[5])
   redis.call('PEXPIRE', KEYS[3], ARGV[5])
+end
+return 1
+"#,
+    )
+});
+
+/// Keeps a message in a shard's stream (shard 0 of its space), trimmed
+/// and set to expire as the capture does. KEYS: the stream, its state
+/// hash. ARGV: now, cap, keep (ms, `0` for ever), the entry
+/// (`["message", body]`). Returns 1.
+pub static MESSAGE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+redis.call('XADD', KEYS[1], '*', 't', ARGV[1], 'e', ARGV[4])
+local cut = redis.call('XTRIM', KEYS[1], 'MAXLEN', ARGV[2])
+if cut > 0 then redis.call('HINCRBY', KEYS[2], 'trimmed', cut) end
+if ARGV[3] ~= '0' then
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
 end
 return 1
 "#,

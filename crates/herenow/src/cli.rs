@@ -291,6 +291,8 @@ pub struct ServeArgs {
 
     /// Send client events (client-*, Laravel Echo's whisper) to the
     /// --pusher-webhook endpoints too, as Pusher's client_event webhook.
+    /// The server whose socket sent one keeps it in the webhook outbox:
+    /// give every server sharing a store this flag.
     #[arg(long, env = "HERENOW_PUSHER_WEBHOOK_CLIENT_EVENTS")]
     pub pusher_webhook_client_events: bool,
 

@@ -8,8 +8,10 @@
 //! - a receiver on 127.0.0.1 checks the body and `X-Pusher-Signature`
 //!   independently of the server's signer: only presence channels' users
 //!   are told;
-//! - two servers on one Redis deliver each event once;
-//! - events pending when a server stops are delivered after a restart,
+//! - two servers on one Redis deliver each event once, client events
+//!   included;
+//! - events pending when a server stops (a client event among them) are
+//!   delivered after a restart,
 //!   on the memory store with `--data-dir` and on Redis;
 //! - public and private channels subscribed by Pusher sockets (on one
 //!   server, or on two sharing a Redis) are `channel_occupied` once and
@@ -76,6 +78,13 @@ fn subscribe(ws: &mut Ws, socket_id: &str, channel: &str) {
             return;
         }
     }
+}
+
+/// Sends the client event `client-said` with `data` on `channel`.
+fn whisper(ws: &mut Ws, channel: &str, data: Value) {
+    let msg = serde_json::json!({ "event": "client-said", "channel": channel, "data": data });
+    ws.send(tungstenite::Message::text(msg.to_string()))
+        .unwrap();
 }
 
 fn unsubscribe(ws: &mut Ws, channel: &str) {
@@ -346,14 +355,23 @@ async fn issue_38_pusher_webhooks_pending_at_a_kill_are_delivered_after_a_restar
         APP,
         "--pusher-webhook",
         &hook,
+        "--pusher-webhook-client-events",
     ];
     let mut server = Server::start(&args);
     server.ok(&["seen", "presence-a", "ann", "bob"]);
     server.ok(&["leave", "presence-a", "ann"]);
+    // A client event: kept in the outbox like the channel's occupancy.
+    let (mut ws, id) = pusher_socket(&server);
+    subscribe(&mut ws, &id, "private-a");
+    whisper(&mut ws, "private-a", serde_json::json!({ "n": 1 }));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while outbox_depth(&server) != 6 {
+        assert!(Instant::now() < deadline, "{}", server.json(&["webhooks"]));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     // A write that waits for fdatasync, which covers every record before
     // it: the lazily journaled events are on disk too.
     server.ok(&["friends", "set", "zed", "amy"]);
-    assert_eq!(outbox_depth(&server), 4);
     server.kill();
     refusing.abort();
     let _ = refusing.await;
@@ -365,6 +383,8 @@ async fn issue_38_pusher_webhooks_pending_at_a_kill_are_delivered_after_a_restar
         "member_added presence-a ann",
         "member_added presence-a bob",
         "member_removed presence-a ann",
+        "channel_occupied private-a -",
+        "client_event private-a -",
     ]);
     let got = collect(&mut rx, &expected).await;
     assert!(got.values().all(|n| *n == 1), "{got:?}");
@@ -392,6 +412,7 @@ mod on_redis {
             "1s",
             "--webhook-reclaim",
             "2s",
+            "--pusher-webhook-client-events",
         ])
     }
 
@@ -413,6 +434,16 @@ mod on_redis {
         let a = start_on(store, &hook);
         let b = start_on(store, &hook);
         let mut expected = BTreeSet::new();
+        // A client event from a socket of each server, each told once.
+        let mut sockets = Vec::new();
+        for (server, channel) in [(&a, "private-a"), (&b, "private-b")] {
+            let (mut ws, id) = pusher_socket(server);
+            subscribe(&mut ws, &id, channel);
+            whisper(&mut ws, channel, serde_json::json!({ "from": channel }));
+            expected.insert(format!("channel_occupied {channel} -"));
+            expected.insert(format!("client_event {channel} -"));
+            sockets.push(ws);
+        }
         for s in 0..6 {
             let channel = format!("presence-{s}");
             // Members join through one server and leave through the other.

@@ -43,13 +43,18 @@ use serde::{Deserialize, Serialize, Serializer};
 use crate::error::{Error, Result};
 use crate::id::{MemberId, MemberKey, MemberKind, SpaceName};
 use crate::meta::Metadata;
-use crate::outbox::{OutboxEvent, SpaceHook};
+use crate::outbox::{OutboxEvent, OutboxEventV1, SpaceHook};
 use crate::policy::SpaceConfig;
 use crate::time::Millis;
 use crate::values::Heartbeat;
 
-/// The format version written first in every encoded change.
-pub(crate) const VERSION: u8 = 1;
+/// The format version written first in every encoded change. Version 2
+/// added [`OutboxEvent::body`]; version 1 records are still read
+/// ([`decode_v1`]).
+pub(crate) const VERSION: u8 = 2;
+
+/// [`Change::OutboxAdd`]'s variant number, as postcard writes it.
+const OUTBOX_ADD: u32 = 7;
 
 /// One heartbeat as the store applied it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -210,10 +215,12 @@ impl Change {
     /// A change from [`encode`](Self::encode)'s bytes; every id and
     /// metadata is checked again on the way in.
     pub fn decode(bytes: &[u8]) -> Result<Change> {
+        let undecodable = |e: postcard::Error| Error::Snapshot {
+            what: format!("journal record does not decode: {e}"),
+        };
         match bytes.split_first() {
-            Some((&VERSION, body)) => postcard::from_bytes(body).map_err(|e| Error::Snapshot {
-                what: format!("journal record does not decode: {e}"),
-            }),
+            Some((&VERSION, body)) => postcard::from_bytes(body).map_err(undecodable),
+            Some((1, body)) => decode_v1(body).map_err(undecodable),
             Some((v, _)) => Err(Error::Snapshot {
                 what: format!("journal record has unknown version {v}"),
             }),
@@ -221,6 +228,20 @@ impl Change {
                 what: "journal record is empty".into(),
             }),
         }
+    }
+}
+
+/// A version 1 record's body: the same as version 2's but for the outbox
+/// events of [`Change::OutboxAdd`], which had no body.
+fn decode_v1(body: &[u8]) -> postcard::Result<Change> {
+    match postcard::take_from_bytes::<u32>(body) {
+        Ok((OUTBOX_ADD, events)) => {
+            let events: Vec<OutboxEventV1> = postcard::from_bytes(events)?;
+            Ok(Change::OutboxAdd {
+                events: events.into_iter().map(OutboxEvent::from).collect(),
+            })
+        }
+        _ => postcard::from_bytes(body),
     }
 }
 

@@ -71,7 +71,8 @@ use self::follow::{
 use self::outbox::{
     outbox_follows_a_member_in_order, outbox_is_bounded,
     outbox_keeps_a_claiming_consumer_in_charge, outbox_keeps_events_until_acknowledged,
-    outbox_keeps_spaces_endpoints, outbox_reclaims_what_a_consumer_left,
+    outbox_keeps_messages_in_order_with_the_space, outbox_keeps_spaces_endpoints,
+    outbox_reclaims_what_a_consumer_left,
 };
 use self::relay::{
     relay_refuses_what_is_past_its_bounds, relayed_messages_reach_every_feed_in_order,
@@ -146,6 +147,7 @@ scenarios!(
         outbox_reclaims_what_a_consumer_left,
         outbox_keeps_a_claiming_consumer_in_charge,
         outbox_follows_a_member_in_order,
+        outbox_keeps_messages_in_order_with_the_space,
         outbox_is_bounded,
     ],
     // Last: it opens the outbox for good on a shared backend.

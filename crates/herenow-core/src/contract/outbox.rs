@@ -6,6 +6,7 @@
 //! the events of its own spaces and acknowledges the rest away.
 
 use super::*;
+use crate::limits;
 use crate::outbox::{OutboxEvent, OutboxKind, OutboxOptions, SpaceHook};
 
 /// Claims for `consumer` and returns the events of `spaces`, in order,
@@ -80,6 +81,8 @@ pub(super) async fn outbox_keeps_events_until_acknowledged(
     // Nothing is kept before the outbox is open.
     s.heartbeat(&sp, &[beat(user("early"))]).await.unwrap();
     s.leave(&sp, &[user("early")]).await.unwrap();
+    let kept = outbox(&*s).outbox_message(&sp, "early").await.unwrap();
+    assert!(!kept, "a message is kept only while the outbox captures");
     outbox(&*s)
         .outbox_open(OutboxOptions::default())
         .await
@@ -139,6 +142,67 @@ pub(super) async fn outbox_keeps_events_until_acknowledged(
         let e = outbox(&*s).outbox_claim(&bad, 1, 0).await;
         assert!(matches!(e, Err(Error::Invalid(_))), "{bad:?}: {e:?}");
     }
+    assert!(claim(&s, "one", 0, &[&sp]).await.is_empty());
+}
+
+pub(super) async fn outbox_keeps_messages_in_order_with_the_space(
+    s: Arc<dyn PresenceStore>,
+    _clock: ManualClock,
+) {
+    let sp = space("c-outbox-message");
+    outbox(&*s)
+        .outbox_open(OutboxOptions::default())
+        .await
+        .unwrap();
+    let message = |body: String| {
+        let s = s.clone();
+        let sp = sp.clone();
+        async move { outbox(&*s).outbox_message(&sp, &body).await }
+    };
+    // Bodies are opaque: quotes, newlines, any character, kept as given.
+    let first = r#"{"name":"client_event","data":"{\"a\":\"é\n\"}"}"#.to_owned();
+    let largest = "x".repeat(limits::MAX_OUTBOX_MESSAGE_BYTES);
+    s.heartbeat(&sp, &[beat(user("ann"))]).await.unwrap();
+    assert!(message(first.clone()).await.unwrap());
+    s.leave(&sp, &[user("ann")]).await.unwrap();
+    assert!(message(largest.clone()).await.unwrap());
+    let over = message("x".repeat(limits::MAX_OUTBOX_MESSAGE_BYTES + 1)).await;
+    assert!(
+        matches!(
+            over,
+            Err(Error::Invalid(InvalidInput::MessageTooLarge { .. }))
+        ),
+        "{over:?}"
+    );
+    let got = claim(&s, "one", 60_000, &[&sp]).await;
+    // In order with the space's own events (a big space's shards, which
+    // hold its members, may be claimed apart).
+    assert_eq!(
+        of(&got, "-"),
+        [
+            k(OutboxKind::Occupied, "-"),
+            k(OutboxKind::Message, "-"),
+            k(OutboxKind::Vacated, "-"),
+            k(OutboxKind::Message, "-"),
+        ],
+        "each message in its place, the refused one not kept"
+    );
+    assert_eq!(
+        of(&got, "ann"),
+        [k(OutboxKind::Join, "ann"), k(OutboxKind::Leave, "ann")]
+    );
+    let messages: Vec<&OutboxEvent> = got
+        .iter()
+        .filter(|e| e.kind == OutboxKind::Message)
+        .collect();
+    let bodies: Vec<Option<&str>> = messages.iter().map(|e| e.body.as_deref()).collect();
+    assert_eq!(bodies, [Some(first.as_str()), Some(largest.as_str())]);
+    assert_eq!((&messages[0].space, messages[0].at_ms), (&sp, T0));
+    assert!(
+        got.iter()
+            .all(|e| e.body.is_some() == (e.kind == OutboxKind::Message))
+    );
+    ack(&s, &got).await;
     assert!(claim(&s, "one", 0, &[&sp]).await.is_empty());
 }
 

@@ -740,6 +740,15 @@ impl WebhookOutbox for MemoryStore {
     async fn outbox_stats(&self) -> Result<OutboxStats> {
         Ok(self.shared.outbox.stats())
     }
+
+    async fn outbox_message(&self, space: &SpaceName, body: &str) -> Result<bool> {
+        OutboxEvent::check_body(body)?;
+        let now = self.shared.clock.now_ms();
+        Ok(self.shared.outbox.message(space, body, now, |events| {
+            // Lazy, as the space's own events are.
+            let _ = self.record(ChangeRef::OutboxAdd { events });
+        }))
+    }
 }
 
 #[async_trait]

@@ -348,6 +348,27 @@ impl Outbox {
         }
     }
 
+    /// Queues a message of `space` with `body` if the outbox captures
+    /// (`false`: it does not); `record` journals it under the queue's
+    /// lock, as [`Outbox::add`] does events.
+    pub(super) fn message(
+        &self,
+        space: &SpaceName,
+        body: &str,
+        now: Millis,
+        record: impl FnOnce(&[OutboxEvent]),
+    ) -> bool {
+        let mut q = self.queue.lock();
+        // Read under the queue's lock, as `spaces_name_endpoints` sets it.
+        if !self.is_open() {
+            return false;
+        }
+        let event = OutboxEvent::message(q.next_id(0), now, space.clone(), body.to_owned());
+        record(std::slice::from_ref(&event));
+        q.push_own(event);
+        true
+    }
+
     /// Restores journaled events, as at start.
     pub(super) fn restore(&self, events: &[OutboxEvent]) {
         let mut q = self.queue.lock();

@@ -18,7 +18,7 @@ use super::stripes::{self, Stripes};
 use crate::error::{Error, Result};
 use crate::id::{MemberId, MemberKey, MemberKind, SpaceName};
 use crate::meta::Metadata;
-use crate::outbox::{OutboxEvent, SpaceHook};
+use crate::outbox::{OutboxEvent, OutboxEventV1, SpaceHook};
 use crate::policy::SpaceConfig;
 use crate::store::Heartbeat;
 use crate::time::Millis;
@@ -29,10 +29,11 @@ mod fuzz;
 const MAGIC: &[u8; 17] = b"herenow snapshot\n";
 /// Version 2 added `mark`; version 3 the remembered last-seen times, the
 /// fingerprint seed and the remembering policy; version 4 the webhook
-/// outbox's undelivered events; version 5 the spaces' webhook endpoints.
-/// Older versions are still read (mark 0, nothing remembered, remembering
-/// by the defaults, no events waiting, no endpoints).
-const VERSION: u32 = 5;
+/// outbox's undelivered events; version 5 the spaces' webhook endpoints;
+/// version 6 the outbox messages' bodies. Older versions are still read
+/// (mark 0, nothing remembered, remembering by the defaults, no events
+/// waiting, no endpoints, no bodies).
+const VERSION: u32 = 6;
 const HEADER: usize = MAGIC.len() + 4 + 4;
 
 #[derive(Serialize, Deserialize)]
@@ -52,8 +53,22 @@ struct Body {
     hooks: Vec<(String, Vec<SpaceHook>)>,
 }
 
+/// The body of version 5, before outbox messages' bodies.
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct BodyV5 {
+    taken_ms: Millis,
+    spaces: Vec<SpaceDump>,
+    friends: Vec<(String, Vec<String>)>,
+    mark: u64,
+    seen_seed: u64,
+    remembered: Vec<(String, Vec<RememberedEntry>)>,
+    outbox: Vec<OutboxEventV1>,
+    hooks: Vec<(String, Vec<SpaceHook>)>,
+}
+
 /// The body of version 4, before the spaces' webhook endpoints.
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct BodyV4 {
     taken_ms: Millis,
     spaces: Vec<SpaceDump>,
@@ -61,7 +76,7 @@ struct BodyV4 {
     mark: u64,
     seen_seed: u64,
     remembered: Vec<(String, Vec<RememberedEntry>)>,
-    outbox: Vec<OutboxEvent>,
+    outbox: Vec<OutboxEventV1>,
 }
 
 /// The body of version 3, before the outbox.
@@ -304,8 +319,21 @@ impl MemoryStore {
                     mark: v4.mark,
                     seen_seed: v4.seen_seed,
                     remembered: v4.remembered,
-                    outbox: v4.outbox,
+                    outbox: v4.outbox.into_iter().map(OutboxEvent::from).collect(),
                     hooks: Vec::new(),
+                }
+            }
+            5 => {
+                let v5: BodyV5 = postcard::from_bytes(body).map_err(undecodable)?;
+                Body {
+                    taken_ms: v5.taken_ms,
+                    spaces: v5.spaces,
+                    friends: v5.friends,
+                    mark: v5.mark,
+                    seen_seed: v5.seen_seed,
+                    remembered: v5.remembered,
+                    outbox: v5.outbox.into_iter().map(OutboxEvent::from).collect(),
+                    hooks: v5.hooks,
                 }
             }
             _ => postcard::from_bytes(body).map_err(undecodable)?,
@@ -420,6 +448,42 @@ mod tests {
     use super::*;
     use crate::capability::UserIndex;
     use crate::store::PresenceStore;
+
+    #[tokio::test]
+    async fn a_version_5_snapshot_keeps_its_waiting_webhook_events() {
+        use crate::capability::WebhookOutbox;
+        let store = MemoryStore::default();
+        store.outbox_open(Default::default()).await.unwrap();
+        let lobby = SpaceName::new("lobby").unwrap();
+        let ann = MemberKey::user(MemberId::new("ann").unwrap());
+        store
+            .heartbeat(&lobby, &[Heartbeat::now(ann)])
+            .await
+            .unwrap();
+        let bytes = store.snapshot();
+        let body: Body = postcard::from_bytes(&bytes[HEADER..]).unwrap();
+        let v5 = BodyV5 {
+            taken_ms: body.taken_ms,
+            spaces: body.spaces,
+            friends: body.friends,
+            mark: body.mark,
+            seen_seed: body.seen_seed,
+            remembered: body.remembered,
+            outbox: body.outbox.iter().map(OutboxEventV1::from).collect(),
+            hooks: body.hooks,
+        };
+        let restored = MemoryStore::default();
+        restored
+            .restore(&super::fuzz::framed(
+                5,
+                &postcard::to_allocvec(&v5).unwrap(),
+            ))
+            .unwrap();
+        let events = |s: MemoryStore| async move { s.outbox_claim("c", 10, 0).await.unwrap() };
+        let before = events(store).await;
+        assert_eq!(before.len(), 2, "{before:?}");
+        assert_eq!(events(restored).await, before);
+    }
 
     #[tokio::test]
     async fn a_marked_snapshot_hands_its_mark_back_and_version_1_still_reads() {

@@ -572,8 +572,8 @@ fn parse_event_id(id: &str) -> Option<(&str, &str)> {
     (digits(ms) && digits(seq)).then_some((tag, entry))
 }
 
-/// One stream entry as an event: `t` the time, `e` the event's tuple or
-/// `["occupied"]` / `["vacated"]`.
+/// One stream entry as an event: `t` the time, `e` the event's tuple,
+/// `["occupied"]` / `["vacated"]`, or `["message", body]`.
 fn decode(
     space: &SpaceName,
     tag: &str,
@@ -593,6 +593,12 @@ fn decode(
             _ => return None,
         };
         return Some(OutboxEvent::of_space(id, at, space.clone(), kind));
+    }
+    if let serde_json::Value::Array(a) = &v
+        && let [kind, serde_json::Value::String(body)] = &a[..]
+        && kind == "message"
+    {
+        return Some(OutboxEvent::message(id, at, space.clone(), body.clone()));
     }
     OutboxEvent::of_member(id, at, &*read_tuple(space, v)?)
 }
@@ -634,6 +640,19 @@ mod tests {
         assert_eq!(e.last_seen_ms, Some(40));
         assert_eq!(e.id, "room#2/6-1");
         assert!(decode(&s, "room", "1-0", Some("x"), Some(tuple)).is_none());
+        let e = decode(
+            &s,
+            "room",
+            "7-0",
+            Some("42"),
+            Some(r#"["message","{\"a\":1}"]"#),
+        );
+        let e = e.unwrap();
+        assert_eq!(
+            (e.kind, e.body.as_deref(), e.member),
+            (OutboxKind::Message, Some(r#"{"a":1}"#), None)
+        );
+        assert!(decode(&s, "room", "7-0", Some("42"), Some(r#"["message",1]"#)).is_none());
         assert!(
             decode(
                 &s,

@@ -242,6 +242,12 @@ impl WebhookOutbox for RedisStore {
     async fn outbox_stats(&self) -> Result<OutboxStats> {
         self.outbox_figures().await
     }
+
+    /// In shard 0's stream, while this store captures (its view of the
+    /// shared switch).
+    async fn outbox_message(&self, space: &SpaceName, body: &str) -> Result<bool> {
+        crate::outbox::message(&self.ctx, space, body).await
+    }
 }
 
 #[async_trait]

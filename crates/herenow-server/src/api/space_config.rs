@@ -122,7 +122,12 @@ fn view(hooks: &[SpaceHook]) -> Vec<SpaceWebhookDto> {
         .iter()
         .map(|h| SpaceWebhookDto {
             url: h.url.clone(),
-            events: Some(h.kinds.iter().map(|k| WebhookEvent::from(*k)).collect()),
+            events: Some(
+                h.kinds
+                    .iter()
+                    .filter_map(|k| WebhookEvent::of(*k))
+                    .collect(),
+            ),
             secret: None,
             name: Endpoint::of_space_hook(h).ok().map(|e| e.name),
         })

@@ -217,9 +217,11 @@ impl From<WebhookEvent> for OutboxKind {
     }
 }
 
-impl From<OutboxKind> for WebhookEvent {
-    fn from(k: OutboxKind) -> Self {
-        match k {
+impl WebhookEvent {
+    /// The name of an outbox kind; `None` for a message, which no
+    /// endpoint names.
+    pub fn of(k: OutboxKind) -> Option<Self> {
+        Some(match k {
             OutboxKind::Join => WebhookEvent::Join,
             OutboxKind::Away => WebhookEvent::Away,
             OutboxKind::Back => WebhookEvent::Back,
@@ -227,7 +229,8 @@ impl From<OutboxKind> for WebhookEvent {
             OutboxKind::Update => WebhookEvent::Update,
             OutboxKind::Occupied => WebhookEvent::Occupied,
             OutboxKind::Vacated => WebhookEvent::Vacated,
-        }
+            OutboxKind::Message => return None,
+        })
     }
 }
 

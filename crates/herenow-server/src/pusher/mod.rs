@@ -67,9 +67,9 @@
 //!
 //! Webhooks in Pusher's format (`--pusher-webhook`) are
 //! `crate::webhooks::pusher_format`'s: presence channels' occupancy and
-//! members come from the store's webhook outbox, and a client event is
-//! handed to it by `socket`'s `client_event`, on the server whose socket
-//! sent it. **Occupancy of other channels**: each server holding a
+//! members come from the store's webhook outbox, where `socket`'s
+//! `client_event` keeps a client event, on the server whose socket sent
+//! it, before relaying it. **Occupancy of other channels**: each server holding a
 //! public, `private-` or `private-encrypted-` channel keeps one live
 //! connection of the guest named by the channel in the app's space
 //! `pusher-channels:{app_id}`, counting its sockets there

@@ -300,9 +300,11 @@ impl PusherTarget {
     /// The endpoint it delivers to, named `pusher:INDEX:APP:HOST` in
     /// metrics and `GET /v1/webhooks`, wanting the app's presence
     /// channels' joins, leaves and occupancy, and its occupancy space's
-    /// (`pusher_format::occupancy_space`).
+    /// (`pusher_format::occupancy_space`), and their messages (client
+    /// events) if it asked for client events.
     pub fn endpoint(&self, index: usize) -> Endpoint {
         let mut filter = Filter::of_kinds(&PUSHER_KINDS);
+        filter.messages = self.client_events;
         // An app id is letters, digits, - and _: globs of space name
         // characters, `*` only at the end of the first.
         let glob = |g: &str| {
@@ -372,6 +374,10 @@ pub struct Filter {
     /// A second glob, with `spaces` only: a space matching either is
     /// wanted (a Pusher app's presence channels and its occupancy space).
     pub or_spaces: Option<SpaceGlob>,
+    /// Whether it takes the messages servers keep in the outbox
+    /// ([`OutboxKind::Message`]: a Pusher app's client events) of the
+    /// spaces it wants. No kind names them.
+    pub messages: bool,
 }
 
 impl Default for Filter {
@@ -380,6 +386,7 @@ impl Default for Filter {
             kinds: (1u8 << OutboxKind::ALL.len()) - 1,
             spaces: None,
             or_spaces: None,
+            messages: false,
         }
     }
 }
@@ -397,16 +404,20 @@ impl Filter {
             kinds: bits,
             spaces: None,
             or_spaces: None,
+            messages: false,
         }
     }
 
     /// Whether the endpoint wants `event`.
     pub fn wants(&self, event: &OutboxEvent) -> bool {
         let space = event.space.as_str();
-        self.wants_kind(event.kind)
-            && self.spaces.as_ref().is_none_or(|g| {
-                g.matches(space) || self.or_spaces.as_ref().is_some_and(|o| o.matches(space))
-            })
+        let kind = match event.kind {
+            OutboxKind::Message => self.messages,
+            kind => self.wants_kind(kind),
+        };
+        kind && self.spaces.as_ref().is_none_or(|g| {
+            g.matches(space) || self.or_spaces.as_ref().is_some_and(|o| o.matches(space))
+        })
     }
 
     /// The space globs as `GET /v1/webhooks` shows them: `None` for every

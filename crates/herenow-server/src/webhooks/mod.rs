@@ -27,7 +27,8 @@
 //!   them;
 //! - `pusher_format`: endpoints that get presence channels' events in
 //!   Pusher's format (`--pusher-webhook`), delivered by lanes like the
-//!   operator's, and the client events a socket of this server sends;
+//!   operator's, and the client events Pusher sockets send, which
+//!   [`Webhooks::pusher_client_event`] keeps in the outbox as messages;
 //! - `endpoint` is the configuration and its filter, `sign` the
 //!   signatures, `wire` the body and headers, `state` the numbers
 //!   `GET /v1/webhooks` and `/metrics` show.
@@ -52,12 +53,12 @@ pub mod space;
 pub mod state;
 pub mod wire;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use herenow_core::outbox::OutboxOptions;
-use herenow_core::{ErrorKind, Millis, PresenceStore, WebhookOutbox};
+use herenow_core::{ErrorKind, Millis, PresenceStore, SpaceName, WebhookOutbox};
 use parking_lot::Mutex;
 use reqwest::Client;
 use serde::Serialize;
@@ -71,7 +72,7 @@ pub use deliver::Attempt;
 pub use endpoint::{Endpoint, WebhookConfig, WebhookError};
 pub use sign::Secret;
 
-use crate::metrics::{self, Metrics};
+use crate::metrics::Metrics;
 use deliver::{Lane, Queued, RetryPolicy};
 use endpoint::Filter;
 use pusher_format::ClientEvent;
@@ -98,11 +99,6 @@ struct Shared {
     /// The operator's endpoints, then the Pusher apps' (`config.pusher`).
     endpoints: Vec<Configured>,
     states: Vec<Arc<EndpointState>>,
-    /// The queues of the Pusher endpoints that take their app's client
-    /// events: set by [`Webhooks::start`].
-    client_routes: OnceLock<Vec<ClientRoute>>,
-    /// Numbers client events' ids (they are not the outbox's).
-    client_seq: AtomicU64,
     /// The lanes to spaces' endpoints, as the claim loop makes them.
     space_states: Arc<Mutex<Vec<Arc<EndpointState>>>>,
     /// Wakes a sleeping claim loop: this server set a space's endpoints.
@@ -146,11 +142,11 @@ impl Webhooks {
             .iter()
             .map(|e| Configured {
                 endpoint: e.clone(),
-                pusher: None,
+                pusher: false,
             })
             .chain(config.pusher.iter().enumerate().map(|(i, t)| Configured {
                 endpoint: t.endpoint(i),
-                pusher: Some((t.app_id.clone(), t.client_events)),
+                pusher: true,
             }))
             .collect();
         let states = endpoints
@@ -167,8 +163,6 @@ impl Webhooks {
             config,
             endpoints,
             states,
-            client_routes: OnceLock::new(),
-            client_seq: AtomicU64::new(0),
             space_states: Arc::default(),
             wake: Notify::new(),
             active: AtomicBool::new(false),
@@ -185,30 +179,34 @@ impl Webhooks {
         !self.0.endpoints.is_empty()
     }
 
-    /// A Pusher socket of this server sent a client event: queued for the
-    /// Pusher endpoints of its app that asked for client events (none:
-    /// nothing happens). A full queue drops it for that endpoint and
-    /// counts it (`overflow`). It does not pass through the store's
-    /// outbox: this server alone saw it, and it is lost if the server
-    /// stops before delivering it.
-    pub fn pusher_client_event(&self, event: &ClientEvent<'_>) {
-        let Some(routes) = self.0.client_routes.get() else {
-            return;
+    /// A Pusher socket sent a client event: kept in the store's outbox
+    /// when a `--pusher-webhook` of its app asks for client events (else
+    /// nothing happens), so that one server delivers it once, after a
+    /// restart too. It is a message of its channel's space for a presence
+    /// channel, in order with the channel's members, and of the app's
+    /// occupancy space for a private one.
+    pub async fn pusher_client_event(&self, event: &ClientEvent<'_>) -> herenow_core::Result<()> {
+        let Some(target) = self
+            .0
+            .config
+            .pusher
+            .iter()
+            .find(|t| t.app_id == event.app_id && t.client_events)
+        else {
+            return Ok(());
         };
-        let mut queued: Option<Arc<Queued>> = None;
-        for r in routes.iter().filter(|r| r.app_id == event.app_id) {
-            let q = queued.get_or_insert_with(|| {
-                let n = self.0.client_seq.fetch_add(1, Ordering::Relaxed);
-                Arc::new(Queued {
-                    id: format!("client-{}-{n}", self.0.consumer),
-                    json: pusher_format::client_event_json(event),
-                    at_ms: self.0.store.now_ms(),
-                })
-            });
-            if r.tx.try_send(q.clone()).is_err() {
-                r.state.dropped(metrics::WebhookDrop::Overflow, 1);
-            }
+        let occupancy = || SpaceName::new(&pusher_format::occupancy_space(&target.app_id));
+        let space = if event.channel.starts_with(pusher_format::PRESENCE_PREFIX) {
+            SpaceName::new(&format!("{}{}", target.space_prefix, event.channel))
+                .or_else(|_| occupancy())
+        } else {
+            occupancy()
         }
+        .map_err(herenow_core::Error::from)?;
+        let body = pusher_format::client_event_json(event);
+        let body = std::str::from_utf8(&body).expect("serde_json writes UTF-8");
+        self.0.outbox()?.outbox_message(&space, body).await?;
+        Ok(())
     }
 
     /// Whether this server delivers: operator endpoints, or spaces'
@@ -285,17 +283,9 @@ impl Webhooks {
             max_age: shared.config.max_age,
         };
         let mut routes = Vec::new();
-        let mut client_routes = Vec::new();
         for (configured, state) in shared.endpoints.iter().zip(&shared.states) {
             let endpoint = &configured.endpoint;
             let (tx, rx) = mpsc::channel(shared.config.queue_limit);
-            if let Some((app_id, true)) = &configured.pusher {
-                client_routes.push(ClientRoute {
-                    app_id: app_id.clone(),
-                    tx: tx.clone(),
-                    state: state.clone(),
-                });
-            }
             let lane = Lane {
                 endpoint: endpoint.clone(),
                 state: state.clone(),
@@ -309,13 +299,11 @@ impl Webhooks {
             tracker.spawn(lane.run(rx));
             routes.push(Route {
                 filter: endpoint.filter.clone(),
-                pusher: configured.pusher.is_some(),
+                pusher: configured.pusher,
                 tx,
                 state: state.clone(),
             });
         }
-        // A second start (tests) keeps the first routes.
-        let _ = shared.client_routes.set(client_routes);
         let spaces = SpaceRoutes::new(Launch {
             client: space_client,
             allow: Arc::new(shared.config.space_allow.clone()),
@@ -406,18 +394,10 @@ struct Route {
     state: Arc<EndpointState>,
 }
 
-/// An endpoint as configured: the operator's, or a Pusher app's (its id,
-/// and whether it takes the app's client events).
+/// An endpoint as configured: the operator's, or a Pusher app's.
 struct Configured {
     endpoint: Endpoint,
-    pusher: Option<(String, bool)>,
-}
-
-/// Where a Pusher app's client events go.
-struct ClientRoute {
-    app_id: String,
-    tx: mpsc::Sender<Arc<Queued>>,
-    state: Arc<EndpointState>,
+    pusher: bool,
 }
 
 async fn claim_loop(

@@ -20,14 +20,15 @@
 //!   only for an app whose webhooks ask for them
 //!   (`--pusher-webhook-client-events`).
 //!
-//! Presence events come from the store's outbox like every webhook, so
-//! one server delivers each, and a restart or a dead server loses none.
-//! A presence channel of the first app is the space of the same name;
+//! Every event comes from the store's outbox like every webhook, so one
+//! server delivers each, and a restart or a dead server loses none. A
+//! presence channel of the first app is the space of the same name;
 //! another app's is `ID:` and the name (`PusherApp::space_prefix`), so
-//! each app's endpoints get its own channels' events only. Client events do not
-//! pass through the store: the server whose socket sent one hands it to
-//! its own delivery queues (at most once; lost if that server stops
-//! before delivering it).
+//! each app's endpoints get its own channels' events only. A client
+//! event is a message ([`OutboxKind::Message`]) whose body is its
+//! `client_event` JSON, kept by the server whose socket sent it in the
+//! presence channel's space, or in the app's occupancy space for a
+//! private channel.
 
 use herenow_core::MemberKind;
 use herenow_core::outbox::{OutboxEvent, OutboxKind};
@@ -61,6 +62,10 @@ struct ChannelEvent<'a> {
 /// does not tell (a space that is not a presence channel, a guest, an
 /// `away`, the occupancy space's own occupancy).
 pub fn event_json(event: &OutboxEvent) -> Option<Vec<u8>> {
+    if event.kind == OutboxKind::Message {
+        // A client event, kept in the form it is sent in.
+        return event.body.as_ref().map(|b| b.as_bytes().to_vec());
+    }
     if event.space.as_str().starts_with(OCCUPANCY_PREFIX) {
         return occupancy_json(event);
     }
@@ -84,7 +89,9 @@ pub fn event_json(event: &OutboxEvent) -> Option<Vec<u8>> {
         OutboxKind::Vacated => ("channel_vacated", None),
         OutboxKind::Join => ("member_added", Some(user()?)),
         OutboxKind::Leave => ("member_removed", Some(user()?)),
-        OutboxKind::Away | OutboxKind::Back | OutboxKind::Update => return None,
+        OutboxKind::Away | OutboxKind::Back | OutboxKind::Update | OutboxKind::Message => {
+            return None;
+        }
     };
     serde_json::to_vec(&ChannelEvent {
         name,

@@ -189,6 +189,7 @@ pub fn sample(now_ms: Millis) -> Batch {
         meta: None,
         reason: None,
         conn: None,
+        body: None,
     };
     let json = event_json(&event);
     Batch::new([(event.id.as_str(), json.as_slice())], now_ms)

@@ -34,7 +34,7 @@ fn snapshot_of(changes: &[Change]) -> (MemoryStore, Vec<u8>) {
 }
 
 /// `body` under a valid header of `version`, checksum and all.
-fn framed(version: u32, body: &[u8]) -> Vec<u8> {
+pub(super) fn framed(version: u32, body: &[u8]) -> Vec<u8> {
     let mut out = MAGIC.to_vec();
     out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&crc32fast::hash(body).to_le_bytes());

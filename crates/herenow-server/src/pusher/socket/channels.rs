@@ -186,6 +186,25 @@ impl Session {
             return;
         }
         let user_id = self.presence.get(channel).map(|p| p.member.id.as_str());
+        let rejected = "Client event rejected: the server could not relay it; try again";
+        // Kept for the app's webhooks first (when they ask for client
+        // events), by the server whose socket sent it: once across
+        // servers. A client told to try again may make a webhook twice,
+        // never none for an event relayed.
+        let event = crate::webhooks::pusher_format::ClientEvent {
+            app_id: &self.app.id,
+            channel,
+            event: &msg.event,
+            data: msg.data.as_deref(),
+            socket_id: &self.socket_id,
+            user_id,
+        };
+        let hooks = self.state.webhooks();
+        if let Err(e) = self.store_call(hooks.pusher_client_event(&event)).await {
+            tracing::warn!(error = %e, "a client event could not be kept for webhooks");
+            self.reply(frames::error(None, rejected));
+            return;
+        }
         let text = frames::client_event(&msg.event, channel, msg.data.as_deref(), user_id);
         let relayed = Relayed::Frame {
             app: self.app.id.clone(),
@@ -199,23 +218,8 @@ impl Session {
             .await;
         if let Err(e) = sent {
             tracing::debug!(error = %e, "a client event could not be relayed");
-            self.reply(frames::error(
-                None,
-                "Client event rejected: the server could not relay it; try again",
-            ));
-            return;
+            self.reply(frames::error(None, rejected));
         }
-        // Told by the server whose socket sent it: once across servers.
-        self.state
-            .webhooks()
-            .pusher_client_event(&crate::webhooks::pusher_format::ClientEvent {
-                app_id: &self.app.id,
-                channel,
-                event: &msg.event,
-                data: msg.data.as_deref(),
-                socket_id: &self.socket_id,
-                user_id,
-            });
     }
 }
 
