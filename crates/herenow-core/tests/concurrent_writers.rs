@@ -175,10 +175,18 @@ fn paging_under_concurrent_writers(stripes: usize) -> (Arc<MemoryStore>, u64) {
         .collect();
 
     // Page through while the writers run: passes in both orders, with
-    // pages small enough that writes land between them.
+    // pages small enough that writes land between them. On a busy
+    // machine a pass may run while no writer does (their threads not
+    // started yet, or not scheduled): it still checks its pages, and
+    // passing needs 6 passes that writes landed during.
     let started = Instant::now();
     let mut passes = 0;
-    while passes < 6 || started.elapsed() < Duration::from_secs(2) {
+    let mut concurrent = 0;
+    while concurrent < 6 || started.elapsed() < Duration::from_secs(2) {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "only {concurrent} of {passes} passes had writes land during them"
+        );
         let before = written.load(Ordering::Relaxed);
         let (order, limit) = match passes % 3 {
             0 => (Order::Recent, 50),
@@ -203,8 +211,9 @@ fn paging_under_concurrent_writers(stripes: usize) -> (Arc<MemoryStore>, u64) {
             }
         }
         assert_eq!(seen.len(), seen.values().filter(|&&n| n == 1).count());
-        let during = written.load(Ordering::Relaxed) - before;
-        assert!(during > 0, "no write landed during a pass");
+        if written.load(Ordering::Relaxed) > before {
+            concurrent += 1;
+        }
         passes += 1;
     }
     stop.store(true, Ordering::Relaxed);
