@@ -340,6 +340,14 @@ impl Session {
         let mut pinged: Option<Instant> = None;
         let room = self.tx.clone();
         let ender = self.ender.clone();
+        // Made once and polled again on each turn (a member event wakes
+        // every socket of its channel): the timers are reset only when
+        // their deadlines move.
+        let cancelled = shutdown.cancelled();
+        let ended = ender.ended();
+        let timer = sleep_until(last_heard + activity);
+        let refresh = sleep_until(next_refresh);
+        tokio::pin!(cancelled, ended, timer, refresh);
         while self.closing.is_none() {
             let quiet_deadline = match pinged {
                 Some(at) => at + pong_wait,
@@ -347,20 +355,26 @@ impl Session {
             };
             let lagging = !self.lagging.is_empty();
             let stall = self.lag_since.map(|t| t + MAX_STALL.min(ttl));
+            let deadline = stall.unwrap_or(quiet_deadline);
+            if timer.deadline() != deadline {
+                timer.as_mut().reset(deadline);
+            }
+            if refresh.deadline() != next_refresh {
+                refresh.as_mut().reset(next_refresh);
+            }
             let has_streams = !self.streams.is_empty();
             tokio::select! {
                 biased;
-                () = shutdown.cancelled() => {
+                () = &mut cancelled => {
                     self.close(close::RECONNECT, "the server is shutting down");
                 }
-                (code, reason) = ender.ended() => self.close(code, reason),
-                () = sleep_until(stall.unwrap_or(quiet_deadline)), if stall.is_some() => {
-                    self.close(close::OVER_CAPACITY, "too slow: the send queue stayed full");
-                }
+                (code, reason) = &mut ended => self.close(code, reason),
                 // A socket whose queue is jammed cannot be read either (its
                 // pongs wait behind its writes): the stall limit judges it.
-                () = sleep_until(quiet_deadline), if stall.is_none() => {
-                    if pinged.is_some() && self.tx.capacity() < self.tx.max_capacity() {
+                () = &mut timer => {
+                    if stall.is_some() {
+                        self.close(close::OVER_CAPACITY, "too slow: the send queue stayed full");
+                    } else if pinged.is_some() && self.tx.capacity() < self.tx.max_capacity() {
                         // The ping still waits in the queue behind writes
                         // the client does not read: too slow, not silent.
                         self.close(close::OVER_CAPACITY, "too slow: the send queue did not drain");
@@ -371,7 +385,7 @@ impl Session {
                         self.reply(frames::bare("pusher:ping"));
                     }
                 }
-                () = sleep_until(next_refresh) => {
+                () = &mut refresh => {
                     next_refresh = Instant::now() + refresh_every;
                     self.refresh().await;
                 }
