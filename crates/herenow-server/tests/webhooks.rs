@@ -19,7 +19,6 @@ use herenow_server::{WebhookConfig, WebhookEndpoint as Endpoint, WebhookSecret a
 use serde_json::Value;
 use support::receiver::{Receiver, Reply, said, verify};
 use support::{T0, memory_state, memory_store, user_key};
-use tokio_util::task::TaskTracker;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
@@ -46,11 +45,8 @@ fn webhooks(specs: &[String]) -> WebhookConfig {
             .enumerate()
             .map(|(i, s)| Endpoint::parse(s, i, Some(&secret)).unwrap())
             .collect(),
-        poll: Duration::from_millis(10),
-        backoff_base: Duration::from_millis(20),
-        backoff_cap: Duration::from_secs(1),
         timeout: Duration::from_secs(10),
-        ..WebhookConfig::default()
+        ..support::quick_webhooks()
     }
 }
 
@@ -67,11 +63,7 @@ async fn hooked_over(store: Arc<MemoryStore>, clock: ManualClock, config: Webhoo
         ..Config::default()
     };
     let state = memory_state(store.clone(), &config);
-    state
-        .webhooks()
-        .start(&TaskTracker::new(), state.shutdown_token())
-        .await
-        .unwrap();
+    support::start_webhooks(&state).await;
     Hooked {
         state,
         store,
@@ -473,11 +465,7 @@ async fn get_webhooks_needs_a_write_key_and_never_shows_secrets() {
     };
     let clock = ManualClock::new(T0);
     let state = memory_state(memory_store(&clock), &config);
-    state
-        .webhooks()
-        .start(&TaskTracker::new(), state.shutdown_token())
-        .await
-        .unwrap();
+    support::start_webhooks(&state).await;
     let api = support::http::Api::over(state.clone(), clock);
     let get = |key| support::http::request(axum::http::Method::GET, "/v1/webhooks", None, key);
     api.call(get(Some("reader-key-1")))

@@ -19,7 +19,6 @@ use serde_json::{Value, json};
 use support::http::{Api, request};
 use support::receiver::{Receiver, said};
 use support::{PATIENCE, T0, memory_state, memory_store};
-use tokio_util::task::TaskTracker;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const WRITER: &str = "writer-key-1";
@@ -30,22 +29,16 @@ async fn server(allow: &str) -> Api {
     let config = Config {
         api_keys: vec![format!("{WRITER}:write").parse().unwrap()],
         webhooks: WebhookConfig {
-            poll: Duration::from_millis(10),
-            backoff_base: Duration::from_millis(20),
             backoff_cap: Duration::from_millis(100),
             timeout: Duration::from_secs(2),
             space_allow: allow.parse().unwrap(),
-            ..WebhookConfig::default()
+            ..support::quick_webhooks()
         },
         ..Config::default()
     };
     let clock = ManualClock::new(T0);
     let state = memory_state(memory_store(&clock), &config);
-    state
-        .webhooks()
-        .start(&TaskTracker::new(), state.shutdown_token())
-        .await
-        .unwrap();
+    support::start_webhooks(&state).await;
     Api::over(state, clock)
 }
 

@@ -7,8 +7,6 @@
 
 mod support;
 
-use std::time::Duration;
-
 use axum::http::{Method, StatusCode};
 use herenow_core::ManualClock;
 use herenow_server::Config;
@@ -17,7 +15,6 @@ use serde_json::{Value, json};
 use support::http::{Answer, Api, request};
 use support::receiver::{Receiver, said, verify};
 use support::{T0, memory_state, memory_store};
-use tokio_util::task::TaskTracker;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const OTHER_SECRET: &str = "whsec_c2Vjb25kIHNlY3JldCBvZiAyNCBieXRlcyE=";
@@ -32,23 +29,14 @@ async fn server(default_secret: Option<&str>) -> Api {
             format!("{WRITER}:write").parse().unwrap(),
         ],
         webhooks: WebhookConfig {
-            poll: Duration::from_millis(10),
-            backoff_base: Duration::from_millis(20),
-            backoff_cap: Duration::from_secs(1),
             default_secret: default_secret.map(|s| s.parse().unwrap()),
-            // The receivers listen on loopback.
-            space_allow: "127.0.0.0/8".parse().unwrap(),
-            ..WebhookConfig::default()
+            ..support::quick_webhooks()
         },
         ..Config::default()
     };
     let clock = ManualClock::new(T0);
     let state = memory_state(memory_store(&clock), &config);
-    state
-        .webhooks()
-        .start(&TaskTracker::new(), state.shutdown_token())
-        .await
-        .unwrap();
+    support::start_webhooks(&state).await;
     Api::over(state, clock)
 }
 

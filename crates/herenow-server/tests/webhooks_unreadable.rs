@@ -13,12 +13,10 @@ use herenow_core::{
     Error, ManualClock, MemoryStore, Result, SpaceHook, SpaceName, SpaceWebhooks, WebhookOutbox,
 };
 use herenow_server::Config;
-use herenow_server::WebhookConfig;
 use serde_json::json;
 use support::http::{Api, request};
 use support::receiver::{Receiver, said};
 use support::{T0, memory_store, state_over, store_over_memory};
-use tokio_util::task::TaskTracker;
 
 /// A memory store whose endpoints of space `broken` cannot be read, as a
 /// Redis store answers for a key that is not its JSON.
@@ -56,24 +54,13 @@ impl SpaceWebhooks for Unreadable {
 #[tokio::test]
 async fn unreadable_endpoints_of_one_space_hold_back_no_other() {
     let config = Config {
-        webhooks: WebhookConfig {
-            poll: Duration::from_millis(10),
-            backoff_base: Duration::from_millis(20),
-            backoff_cap: Duration::from_secs(1),
-            // The receivers listen on loopback.
-            space_allow: "127.0.0.0/8".parse().unwrap(),
-            ..WebhookConfig::default()
-        },
+        webhooks: support::quick_webhooks(),
         ..Config::default()
     };
     let clock = ManualClock::new(T0);
     let store = Arc::new(Unreadable(memory_store(&clock)));
     let state = state_over(store, &config);
-    state
-        .webhooks()
-        .start(&TaskTracker::new(), state.shutdown_token())
-        .await
-        .unwrap();
+    support::start_webhooks(&state).await;
     let api = Api::over(state.clone(), clock);
 
     let mut broken_rx = Receiver::start().await;

@@ -32,7 +32,7 @@ use std::time::Duration;
 use herenow_core::{ManualClock, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig};
 #[cfg(feature = "redis")]
 use herenow_redis::{RedisStore, SeedLayoutStore};
-use herenow_server::{AppState, Backend, Config};
+use herenow_server::{AppState, Backend, Config, WebhookConfig};
 
 /// The store's start time: the clock every test starts from.
 pub const T0: u64 = 1_700_000_000_000;
@@ -108,6 +108,31 @@ pub fn redis_state(store: Arc<RedisStore>, config: &Config) -> AppState {
 #[cfg(feature = "redis")]
 pub fn seed_state(store: Arc<SeedLayoutStore>, config: &Config) -> AppState {
     AppState::new(Backend::seed(store), config)
+}
+
+/// Webhook settings for tests: a claim every 10 ms, retries from 20 ms
+/// up to a second, and spaces' endpoints allowed on loopback, where the
+/// tests' receivers listen.
+pub fn quick_webhooks() -> WebhookConfig {
+    WebhookConfig {
+        poll: Duration::from_millis(10),
+        backoff_base: Duration::from_millis(20),
+        backoff_cap: Duration::from_secs(1),
+        space_allow: "127.0.0.0/8".parse().unwrap(),
+        ..WebhookConfig::default()
+    }
+}
+
+/// Starts `state`'s webhooks, until its shutdown.
+pub async fn start_webhooks(state: &AppState) {
+    state
+        .webhooks()
+        .start(
+            &tokio_util::task::TaskTracker::new(),
+            state.shutdown_token(),
+        )
+        .await
+        .unwrap();
 }
 
 /// A memory store as the backend `serve` takes.
