@@ -1,7 +1,9 @@
 //! What the Pusher protocol's sockets share in one server: the apps, the
 //! local sockets' channels (`channels`) and their counts in the store
-//! (`occupancy`), the sockets themselves (`sockets`), the socket ids, and
-//! the relay between servers
+//! (`occupancy`), the sockets themselves (`sockets`), the socket ids, the
+//! protocol's messages (`frames`), one feed per presence channel that
+//! reads its space once for every local socket (`members`), and the
+//! relay between servers
 //! (`relayed`): every event goes out through the store's
 //! [`Relay`](herenow_core::Relay) and comes back to each server from its
 //! feed, read by one task per server. A leaf: [`AppState`] holds it, and
@@ -21,18 +23,19 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{PusherApp, PusherConfig};
 
 mod channels;
+pub(crate) mod frames;
+mod members;
 mod occupancy;
 mod relayed;
 mod sockets;
-mod texts;
 
 pub use channels::Channels;
 pub(crate) use channels::{Out, QUEUE, RESERVE, Subscriber};
+pub(crate) use members::{JoinError, Listener, Members};
 pub(crate) use occupancy::count as occupancy_count;
 use occupancy::{Occupancy, Target};
 pub(crate) use relayed::{Relayed, TOPIC};
 pub(crate) use sockets::{Ender, Sockets};
-pub(crate) use texts::MemberTexts;
 
 /// The Pusher side of a server: its apps and the local sockets'
 /// channels. `None` in [`AppState`] when no app is configured.
@@ -41,8 +44,8 @@ pub struct Pusher {
     pub(crate) channels: Channels,
     /// Every socket, for what closes sockets from elsewhere.
     pub(crate) sockets: Sockets,
-    /// Member frames, serialized once per store event and channel.
-    pub(crate) member_texts: MemberTexts,
+    /// The presence channels' member feeds.
+    pub(crate) members: Members,
     /// This server's public and private channels' counts in the store.
     occupancy: Occupancy,
     /// Whether the task refreshing them runs.
@@ -65,7 +68,7 @@ impl Pusher {
             apps: config.served_apps().into_iter().map(Arc::new).collect(),
             channels: Channels::new(),
             sockets: Sockets::default(),
-            member_texts: MemberTexts::default(),
+            members: Members::default(),
             occupancy: Occupancy::default(),
             occupancy_refresh: std::sync::Once::new(),
             relay: parking_lot::Mutex::new(None),

@@ -7,7 +7,8 @@
 //! - `socket`: the WebSocket at `/app/{key}`: `pusher:connection_established`,
 //!   ping / pong, subscribe / unsubscribe to public, `private-`,
 //!   `private-encrypted-` (payloads relayed unread) and `presence-`
-//!   channels, client events; `frames`: the messages it reads and writes;
+//!   channels, client events (the messages it reads and writes are
+//!   `crate::pusher_hub`'s `frames`);
 //! - `http`: the HTTP API Pusher's server libraries call under
 //!   `/apps/{app_id}`, each request checked by Pusher's signature;
 //! - `channels` ([`Channels`]): which local sockets subscribe to which
@@ -81,7 +82,7 @@
 //!
 //! What is not served yet: cache channels.
 
-mod frames;
+use crate::pusher_hub::frames;
 mod http;
 mod sign;
 mod socket;

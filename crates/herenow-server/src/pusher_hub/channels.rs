@@ -6,8 +6,8 @@
 //! is not queued, and the socket is told through its [`Ender`]: its
 //! session closes it with `4100` (reconnect after a while), so a
 //! client never silently misses an event and stays subscribed. Presence
-//! member events do not pass here: each socket reads them from the store
-//! and catches up after lag with a fresh roster (see `socket`).
+//! member events do not pass here: each channel's feed (`members.rs`)
+//! queues them, and a socket that lags gets a fresh roster.
 
 use std::collections::HashMap;
 use std::sync::Arc;

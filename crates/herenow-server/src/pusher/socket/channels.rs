@@ -59,7 +59,7 @@ impl Session {
                     "{}",
                 ));
             } else {
-                self.resync(channel).await;
+                self.resend_roster(channel);
             }
             return;
         }
@@ -135,10 +135,8 @@ impl Session {
         self.pusher
             .channels
             .leave(&self.app_id, channel, self.number);
-        self.streams.remove(channel);
-        self.lagging.remove(channel);
         if let Some(p) = self.presence.remove(channel) {
-            self.detach(&p).await;
+            self.leave_presence(&p).await;
         }
         if kind.is_occupancy() {
             self.sync_occupancy(channel).await;

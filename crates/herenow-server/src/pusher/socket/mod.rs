@@ -8,21 +8,21 @@
 //!
 //! A presence subscription is a live connection of the member in the
 //! channel's space (`herenow_core::conn`), refreshed while the socket
-//! lives, detached when it ends or unsubscribes; its member events are
-//! the space's events, read from the store's subscription. The
-//! subscriber's own user is in its roster from the start, so the
-//! events of its own presence are not sent to it. A public or private
+//! lives, detached when it ends or unsubscribes; its roster and member
+//! events come from the channel's feed on this server
+//! (`crate::pusher_hub`'s members), which reads the space's events from
+//! the store once for all its sockets. The subscriber's own user is in
+//! its roster from the start, so the events of its own presence are not
+//! sent to it. A public or private
 //! channel is held by one live connection per server, which counts its
 //! sockets there (`crate::pusher_hub`'s occupancy), written before the
 //! socket is told it subscribed and after it leaves.
 //!
 //! **Lag.** A member event that does not fit the queue is not dropped
-//! silently and does not cut the socket: the channel *lags*, its further
-//! member events are skipped, and once half the queue is free the socket
-//! gets a fresh `pusher_internal:subscription_succeeded` read from a new
-//! store subscription (pusher-js rebuilds its member list from it), so
-//! it always ends with the exact roster. The same happens when the
-//! store's own event queue overflows. Only a client whose queue stays
+//! silently and does not cut the socket: the feed skips the socket's
+//! further member events and, once half its queue is free, sends it the
+//! roster again (pusher-js rebuilds its member list from it), so it
+//! always ends with the exact roster. Only a client whose queue stays
 //! full for [`MAX_STALL`] (or the WebSocket TTL, if shorter) is closed
 //! (`4100`). An app event or client event that does not fit closes the
 //! socket with `4100` at once (see `crate::pusher_hub`'s channels): it
@@ -45,20 +45,18 @@ mod presence;
 mod user;
 mod wire;
 
-use std::collections::{HashMap, HashSet};
-use std::pin::Pin;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::response::Response;
+use futures::StreamExt;
 use futures::stream::SplitStream;
-use futures::{Stream, StreamExt};
-use herenow_core::{ConnId, Event, MemberKey, Metadata, RecvError, SpaceName};
+use herenow_core::{ConnId, MemberKey, Metadata, SpaceName};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::oneshot;
 use tokio::time::{Instant, sleep_until, timeout};
-use tokio_stream::StreamMap;
 use tungstenite::Message;
 
 use self::channels::Bucket;
@@ -100,9 +98,6 @@ pub(crate) const MAX_CHANNELS: usize = 100;
 /// Longest client event name and data, in bytes (Pusher's 200 and 10 KB).
 const MAX_EVENT_NAME: usize = 200;
 const MAX_EVENT_DATA: usize = 10 * 1024;
-
-/// Free slots a lagging socket needs before it gets fresh rosters.
-const LAG_ROOM: usize = QUEUE / 2;
 
 /// Protocol versions this server speaks (pusher-js 8 says 7).
 const PROTOCOLS: std::ops::RangeInclusive<u32> = 5..=7;
@@ -237,9 +232,6 @@ async fn run(socket: Ws, state: AppState, pusher: Arc<Pusher>, app: Arc<PusherAp
         ender: Arc::new(Ender::default()),
         channels: HashMap::new(),
         presence: HashMap::new(),
-        streams: StreamMap::new(),
-        lagging: HashSet::new(),
-        lag_since: None,
         signed_in: None,
         watchlist: None,
         closing: None,
@@ -263,8 +255,6 @@ async fn run(socket: Ws, state: AppState, pusher: Arc<Pusher>, app: Arc<PusherAp
     };
     tokio::join!(session, writer);
 }
-
-type EventStream = Pin<Box<dyn Stream<Item = Result<Arc<Event>, RecvError>> + Send + Sync>>;
 
 /// A live connection of this socket: the space, who it is there, and
 /// the connection's id (the socket's own).
@@ -292,12 +282,6 @@ struct Session {
     /// Subscribed channels and their kinds.
     channels: HashMap<String, ChannelKind>,
     presence: HashMap<String, Presence>,
-    /// The presence channels' member events, by channel.
-    streams: StreamMap<String, EventStream>,
-    /// Presence channels whose member events were skipped: a fresh roster
-    /// is owed.
-    lagging: HashSet<String>,
-    lag_since: Option<Instant>,
     /// The user this socket signed in as (`pusher:signin`).
     signed_in: Option<SignedIn>,
     /// The signed-in user's watchlist, if it named one.
@@ -338,7 +322,6 @@ impl Session {
         let mut next_refresh = Instant::now() + refresh_every;
         let mut last_heard = Instant::now();
         let mut pinged: Option<Instant> = None;
-        let room = self.tx.clone();
         let ender = self.ender.clone();
         // Made once and polled again on each turn (a member event wakes
         // every socket of its channel): the timers are reset only when
@@ -349,32 +332,24 @@ impl Session {
         let refresh = sleep_until(next_refresh);
         tokio::pin!(cancelled, ended, timer, refresh);
         while self.closing.is_none() {
-            let quiet_deadline = match pinged {
+            let deadline = match pinged {
                 Some(at) => at + pong_wait,
                 None => last_heard + activity,
             };
-            let lagging = !self.lagging.is_empty();
-            let stall = self.lag_since.map(|t| t + MAX_STALL.min(ttl));
-            let deadline = stall.unwrap_or(quiet_deadline);
             if timer.deadline() != deadline {
                 timer.as_mut().reset(deadline);
             }
             if refresh.deadline() != next_refresh {
                 refresh.as_mut().reset(next_refresh);
             }
-            let has_streams = !self.streams.is_empty();
             tokio::select! {
                 biased;
                 () = &mut cancelled => {
                     self.close(close::RECONNECT, "the server is shutting down");
                 }
                 (code, reason) = &mut ended => self.close(code, reason),
-                // A socket whose queue is jammed cannot be read either (its
-                // pongs wait behind its writes): the stall limit judges it.
                 () = &mut timer => {
-                    if stall.is_some() {
-                        self.close(close::OVER_CAPACITY, "too slow: the send queue stayed full");
-                    } else if pinged.is_some() && self.tx.capacity() < self.tx.max_capacity() {
+                    if pinged.is_some() && self.tx.capacity() < self.tx.max_capacity() {
                         // The ping still waits in the queue behind writes
                         // the client does not read: too slow, not silent.
                         self.close(close::OVER_CAPACITY, "too slow: the send queue did not drain");
@@ -388,19 +363,6 @@ impl Session {
                 () = &mut refresh => {
                     next_refresh = Instant::now() + refresh_every;
                     self.refresh().await;
-                }
-                has_room = room.room(LAG_ROOM), if lagging => {
-                    if !has_room {
-                        // The writer is gone: a roster could never be sent.
-                        self.close(close::GONE, "the client is gone");
-                        continue;
-                    }
-                    for channel in std::mem::take(&mut self.lagging) {
-                        self.resync(&channel).await;
-                    }
-                    if self.lagging.is_empty() {
-                        self.lag_since = None;
-                    }
                 }
                 frame = stream.next() => {
                     last_heard = Instant::now();
@@ -419,9 +381,6 @@ impl Session {
                             break;
                         }
                     }
-                }
-                Some((channel, item)) = self.streams.next(), if has_streams => {
-                    self.on_member_event(channel, item).await;
                 }
                 Some(note) = user::next_note(&mut self.watchlist) => {
                     self.on_watch_note(note).await;

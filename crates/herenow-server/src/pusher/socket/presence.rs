@@ -1,21 +1,20 @@
 //! A socket's presence channels: each a live connection of its member in
-//! the channel's space, refreshed while the socket lives; member events
-//! from the store's subscription, and a fresh roster after lag. And the
+//! the channel's space, refreshed while the socket lives; its roster and
+//! member events from the channel's feed (`crate::pusher_hub`'s
+//! members). And the
 //! occupancy of its public and private channels, for webhooks: each a
 //! live connection of the channel's guest in the app's occupancy space.
 
 use std::sync::Arc;
 
 use herenow_core::{
-    Attach, AttachReport, ConnId, DetachReport, Event, EventKind, EventReceiver, MemberId,
-    MemberKey, MemberKind, Metadata, PresenceStore, RecvError, SpaceName,
+    Attach, AttachReport, ConnId, DetachReport, MemberId, MemberKey, Metadata, PresenceStore,
+    SpaceName,
 };
-use tokio::time::Instant;
-use tokio_stream::StreamMap;
 
 use super::super::{ChannelKind, frames};
-use super::{EventStream, Presence, Session};
-use crate::pusher_hub::{OccupancyWrites, Out, RESERVE};
+use super::{MAX_STALL, Presence, Session};
+use crate::pusher_hub::{JoinError, Listener, OccupancyWrites};
 
 impl Session {
     /// Subscribes to a presence channel: the member's connection in the
@@ -49,27 +48,27 @@ impl Session {
             .map_err(|_| bad("user_id must be 1 to 256 bytes without control characters"))?;
         let key = MemberKey::user(id);
         let store = self.state.store().clone();
-        let subscription = self
-            .store_call(store.subscribe(&space))
+        let wait = self.state.request_timeout();
+        let admitted = self
+            .pusher
+            .members
+            .admit(
+                &store,
+                &space,
+                channel,
+                &key,
+                self.app.max_presence_members,
+                wait,
+            )
             .await
-            .map_err(|m| ("ServerError", m, 503))?;
-        let already = subscription.snapshot.iter().any(|m| m.member == key);
-        let users = subscription
-            .snapshot
-            .iter()
-            .filter(|m| m.member.kind == MemberKind::User)
-            .count()
-            + usize::try_from(subscription.snapshot_omitted).unwrap_or(usize::MAX);
-        if !already && users >= self.app.max_presence_members {
-            return Err((
-                "LimitReached",
-                format!(
-                    "the presence channel is full: at most {} members",
-                    self.app.max_presence_members
+            .map_err(|e| match e {
+                JoinError::Full(max) => (
+                    "LimitReached",
+                    format!("the presence channel is full: at most {max} members"),
+                    4100,
                 ),
-                4100,
-            ));
-        }
+                JoinError::Unavailable => unavailable(),
+            })?;
         let attach = Attach {
             member: key.clone(),
             conn: self.conn.clone(),
@@ -80,23 +79,27 @@ impl Session {
         self.store_call(attach_live(&store, &space, &attach))
             .await
             .map_err(|m| ("ServerError", m, 503))?;
-        let mut roster = roster(&subscription.snapshot);
-        if !already {
-            roster.push((member.user_id.clone(), meta.clone()));
+        let presence = Presence {
+            space,
+            member: key,
+            meta,
+            conn: self.conn.clone(),
+        };
+        let (ttl, _) = self.state.ws().timing();
+        let listener = Listener {
+            number: self.number,
+            member: presence.member.clone(),
+            meta: presence.meta.clone(),
+            queue: self.tx.clone(),
+            ender: self.ender.clone(),
+            stall: MAX_STALL.min(ttl),
+        };
+        if !admitted.enter(listener, wait).await {
+            self.detach(&presence).await;
+            return Err(unavailable());
         }
-        self.streams
-            .insert(channel.to_owned(), into_stream(subscription.events));
-        self.presence.insert(
-            channel.to_owned(),
-            Presence {
-                space,
-                member: key,
-                meta,
-                conn: self.conn.clone(),
-            },
-        );
+        self.presence.insert(channel.to_owned(), presence);
         self.join_channel(channel, ChannelKind::Presence);
-        self.push_member(channel, frames::presence_succeeded(channel, &roster));
         Ok(())
     }
 
@@ -119,87 +122,17 @@ impl Session {
             .await;
     }
 
-    /// One item of a presence channel's store subscription.
-    pub(super) async fn on_member_event(
-        &mut self,
-        channel: String,
-        item: Result<Arc<Event>, RecvError>,
-    ) {
-        let Some(presence) = self.presence.get(&channel) else {
-            return;
-        };
-        let event = match item {
-            Ok(event) => event,
-            Err(RecvError::Lagged(_)) => {
-                self.start_lag(&channel);
-                return;
-            }
-            Err(RecvError::Closed) => return,
-        };
-        // Guests of the space (herenow's own API) are not Pusher members;
-        // this socket's own user is in its roster while it is attached.
-        if event.member.kind != MemberKind::User || event.member == presence.member {
-            return;
+    /// `channel`'s roster again (the socket subscribed again).
+    pub(super) fn resend_roster(&self, channel: &str) {
+        if let Some(p) = self.presence.get(channel) {
+            self.pusher.members.resend(&p.space, self.number);
         }
-        let text = match event.kind {
-            EventKind::Join => self.pusher.member_texts.get_or_make(&event, &channel, || {
-                frames::member_added(&channel, event.member.id.as_str(), event.meta.as_ref())
-            }),
-            EventKind::Leave => self.pusher.member_texts.get_or_make(&event, &channel, || {
-                frames::member_removed(&channel, event.member.id.as_str())
-            }),
-            _ => return,
-        };
-        self.push_member(&channel, text);
     }
 
-    /// Queues a member event or roster of `channel`, unless it lags; one
-    /// that does not fit starts the lag.
-    pub(super) fn push_member(&mut self, channel: &str, text: Arc<str>) {
-        if self.lagging.contains(channel) {
-            return;
-        }
-        if self.tx.is_closed() {
-            // The writer is gone (the client left): nothing is owed.
-            self.close(super::close::GONE, "the client is gone");
-            return;
-        }
-        if self.tx.capacity() > RESERVE && self.tx.try_send(Out::Text(text)).is_ok() {
-            return;
-        }
-        self.start_lag(channel);
-    }
-
-    /// `channel` owes a fresh roster.
-    pub(super) fn start_lag(&mut self, channel: &str) {
-        self.lagging.insert(channel.to_owned());
-        self.lag_since.get_or_insert_with(Instant::now);
-    }
-
-    /// Sends a presence channel's whole roster again, from a new store
-    /// subscription whose events follow it.
-    pub(super) async fn resync(&mut self, channel: &str) {
-        let Some(p) = self.presence.get(channel) else {
-            return;
-        };
-        let space = p.space.clone();
-        let store = self.state.store().clone();
-        match self.store_call(store.subscribe(&space)).await {
-            Ok(sub) => {
-                let (member, meta) = match self.presence.get(channel) {
-                    Some(p) => (p.member.clone(), p.meta.clone()),
-                    None => return,
-                };
-                let mut members = roster(&sub.snapshot);
-                if !sub.snapshot.iter().any(|m| m.member == member) {
-                    members.push((member.id.as_str().to_owned(), meta));
-                }
-                self.streams
-                    .insert(channel.to_owned(), into_stream(sub.events));
-                self.push_member(channel, frames::presence_succeeded(channel, &members));
-            }
-            Err(_) => self.start_lag(channel),
-        }
+    /// This socket leaves `p`'s member feed, then the space.
+    pub(super) async fn leave_presence(&self, p: &Presence) {
+        self.pusher.members.leave(&p.space, self.number);
+        self.detach(p).await;
     }
 
     /// Attaches every presence channel again, so the store keeps the
@@ -233,9 +166,8 @@ impl Session {
                 .leave(&self.app_id, channel, self.number);
         }
         let channels = std::mem::take(&mut self.channels);
-        self.streams = StreamMap::new();
         for (_, p) in std::mem::take(&mut self.presence) {
-            self.detach(&p).await;
+            self.leave_presence(&p).await;
         }
         for (channel, kind) in channels {
             if kind.is_occupancy() {
@@ -298,21 +230,11 @@ pub(super) async fn detach_live(
     }
 }
 
-/// The users of a snapshot, with their metadata.
-fn roster(snapshot: &[herenow_core::MemberStatus]) -> Vec<(String, Option<Metadata>)> {
-    snapshot
-        .iter()
-        .filter(|m| m.member.kind == MemberKind::User)
-        .map(|m| (m.member.id.as_str().to_owned(), m.meta.clone()))
-        .collect()
-}
-
-/// A subscription's events as a stream that ends when the store closes.
-fn into_stream(rx: EventReceiver) -> EventStream {
-    Box::pin(futures::stream::unfold(rx, |mut rx| async move {
-        match rx.recv().await {
-            Err(RecvError::Closed) => None,
-            item => Some((item, rx)),
-        }
-    }))
+/// The refusal when the store does not answer.
+fn unavailable() -> (&'static str, String, u16) {
+    (
+        "ServerError",
+        "the store is unavailable; try again".to_owned(),
+        503,
+    )
 }
