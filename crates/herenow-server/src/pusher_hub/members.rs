@@ -210,6 +210,7 @@ impl Members {
             commands: rx,
             feeds: self.feeds.clone(),
             roster: BTreeMap::new(),
+            omitted: 0,
             roster_text: None,
             listeners: Vec::new(),
             admitted: 0,
@@ -241,6 +242,9 @@ struct Feed {
     feeds: Arc<Mutex<HashMap<SpaceName, Handle>>>,
     /// The channel's users and their `user_info`.
     roster: BTreeMap<String, Option<Metadata>>,
+    /// Present members the store's snapshot left out (past its bound):
+    /// counted against the member cap until they leave.
+    omitted: usize,
     /// The roster's `subscription_succeeded`, made once per change.
     roster_text: Option<Arc<str>>,
     listeners: Vec<Member>,
@@ -326,6 +330,7 @@ impl Feed {
             .filter(|m| m.member.kind == MemberKind::User)
             .map(|m| (m.member.id.as_str().to_owned(), m.meta))
             .collect();
+        self.omitted = usize::try_from(sub.snapshot_omitted).unwrap_or(usize::MAX);
         self.roster_text = None;
         sub.events
     }
@@ -348,7 +353,7 @@ impl Feed {
     fn command(&mut self, command: Command) {
         match command {
             Command::Admit { member, max, reply } => {
-                let users = self.roster.len();
+                let users = self.roster.len().saturating_add(self.omitted);
                 let fits = self.roster.contains_key(member.id.as_str()) || users < max;
                 let answer = if fits { Ok(()) } else { Err(max) };
                 if reply.send(answer).is_ok() && fits {
@@ -424,7 +429,9 @@ impl Feed {
                 frames::member_added(&self.channel, id, event.meta.as_ref())
             }
             EventKind::Leave => {
-                self.roster.remove(id);
+                if self.roster.remove(id).is_none() {
+                    self.omitted = self.omitted.saturating_sub(1);
+                }
                 frames::member_removed(&self.channel, id)
             }
             EventKind::Update => {
