@@ -18,7 +18,9 @@
 #   PROTO=pusher N=5000 scripts/bench-peerload.sh
 #   PROTO=pusher SERVER=sockudo SOCKUDO=~/.cargo/bin/sockudo scripts/bench-peerload.sh
 #
-# OBSERVERS (50), PROBES (100) and MAX_SETTLE (peerload's, seconds) too.
+# OBSERVERS (50), PROBES (100) and MAX_SETTLE (peerload's, seconds) too;
+# HERENOW_BIN=path runs that herenow build instead of building this tree
+# (to alternate two builds).
 #
 # Needs peerload built:
 #   (cd ../shared/tools/peerload && CARGO_TARGET_DIR=/tmp/peerload-target cargo build --release)
@@ -47,7 +49,11 @@ wait_http() {
 }
 
 [ -x "$PEERLOAD" ] || { echo "build peerload first (see the header)" >&2; exit 1; }
-[ "$SERVER" = sockudo ] || cargo build --release -q -p herenow
+HERENOW_BIN=${HERENOW_BIN:-}
+if [ "$SERVER" != sockudo ] && [ -z "$HERENOW_BIN" ]; then
+  cargo build --release -q -p herenow
+  HERENOW_BIN=target/release/herenow
+fi
 dir=$(mktemp -d)
 pids=()
 cleanup() {
@@ -79,7 +85,7 @@ JSON
   pids+=("$server")
   for _ in $(seq 300); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
 else
-  RUST_LOG=warn target/release/herenow serve --listen "127.0.0.1:$port" \
+  RUST_LOG=warn "$HERENOW_BIN" serve --listen "127.0.0.1:$port" \
     --token-secret "$SECRET" --pusher-app "$APP:$KEY:$SECRET" \
     --ws-max-connections 50000 --max-connections 60000 \
     "${store_args[@]}" >"$dir/server.log" 2>&1 &
