@@ -311,7 +311,9 @@ impl Feed {
             if first {
                 return None;
             }
-            // Requests wait meanwhile; leaving sockets are let go.
+            // Meanwhile requests are answered from the roster held (a
+            // fresh one follows once the store answers), and leaving
+            // sockets are let go.
             while let Ok(command) = self.commands.try_recv() {
                 self.command(command);
             }
@@ -546,6 +548,15 @@ mod tests {
         ids
     }
 
+    /// Waits until every feed ended (each ends on its own task).
+    async fn all_ended(members: &Members) {
+        let deadline = Instant::now() + WAIT;
+        while members.len() > 0 {
+            assert!(Instant::now() < deadline, "the feed never ended");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     async fn beat(store: &Arc<dyn PresenceStore>, space: &SpaceName, id: &str) {
         store
             .heartbeat(space, &[Heartbeat::now(user(id))])
@@ -595,11 +606,7 @@ mod tests {
         assert_eq!(rosters, 1, "one roster, once the queue had room");
         // The last socket leaving ends the feed.
         members.leave(&space, 1);
-        let deadline = Instant::now() + WAIT;
-        while members.len() > 0 {
-            assert!(Instant::now() < deadline, "the feed never ended");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        all_ended(&members).await;
     }
 
     #[tokio::test]
@@ -619,10 +626,6 @@ mod tests {
         assert!(again.is_ok());
         // Given up before entering: the feed ends with nobody in it.
         drop(again);
-        let deadline = Instant::now() + WAIT;
-        while members.len() > 0 {
-            assert!(Instant::now() < deadline, "the feed never ended");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        all_ended(&members).await;
     }
 }
