@@ -37,7 +37,9 @@
 //! [`OutboxKind::Message`]): a body opaque to the store (a Pusher client
 //! event, already in the form its webhook sends), at most
 //! [`limits::MAX_OUTBOX_MESSAGE_BYTES`], claimed in order with the space's
-//! events and delivered once like them.
+//! events and delivered once like them. The memory store also keeps at
+//! most 64 MiB of bodies, trimming the oldest events past it as past its
+//! cap.
 
 use serde::{Deserialize, Serialize};
 

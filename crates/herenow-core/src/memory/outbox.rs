@@ -57,6 +57,8 @@ struct Queue {
     slots: VecDeque<Option<Kept>>,
     /// Events kept (the slots that are not holes).
     kept: usize,
+    /// The bytes of the messages' bodies kept.
+    body_bytes: usize,
     /// No event numbered below this is unclaimed.
     cursor: u64,
     /// Events restored from an earlier process (snapshot, journal), by
@@ -79,6 +81,10 @@ struct Owner {
     claimed: BTreeSet<u64>,
 }
 
+/// The most bytes of messages' bodies kept: the cap counts events, and a
+/// message may be [`crate::limits::MAX_OUTBOX_MESSAGE_BYTES`] long.
+const MAX_BODY_BYTES: usize = 64 << 20;
+
 /// The most consumers remembered: a server has one; more than this means
 /// names are made up per call, and the oldest are forgotten.
 const MAX_CONSUMERS: usize = 1_024;
@@ -95,6 +101,7 @@ impl Queue {
             base: 0,
             slots: VecDeque::new(),
             kept: 0,
+            body_bytes: 0,
             cursor: 0,
             by_id: HashMap::new(),
             owners: HashMap::new(),
@@ -137,6 +144,7 @@ impl Queue {
     /// Adds an event numbered [`Queue::next`], as [`Queue::next_id`]
     /// named it.
     fn push_own(&mut self, event: OutboxEvent) {
+        self.body_bytes += event.body.as_ref().map_or(0, String::len);
         self.slots.push_back(Some(Kept {
             event,
             claimed: false,
@@ -155,9 +163,12 @@ impl Queue {
         self.push_own(event);
     }
 
-    /// Forgets the oldest events past the cap, counting them.
+    /// Forgets the oldest events past the cap, or while the messages'
+    /// bodies hold more than [`MAX_BODY_BYTES`], counting them.
     fn trim(&mut self) {
-        while self.kept as u64 > self.options.max_events.max(1) {
+        while self.kept as u64 > self.options.max_events.max(1)
+            || (self.body_bytes > MAX_BODY_BYTES && self.kept > 1)
+        {
             // Holes at the front are popped as they appear, so the front
             // is kept.
             if !self.remove(self.base) {
@@ -179,6 +190,7 @@ impl Queue {
             return false;
         };
         self.kept -= 1;
+        self.body_bytes -= event.body.as_ref().map_or(0, String::len);
         if !event.id.starts_with(&self.prefix) {
             self.by_id.remove(&event.id);
         }
@@ -424,5 +436,32 @@ impl Outbox {
     /// Every event kept, in order: for the snapshot.
     pub(super) fn export(&self) -> Vec<OutboxEvent> {
         self.queue.lock().export()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_past_their_byte_bound_trim_the_oldest_events_counted() {
+        let outbox = Outbox::default();
+        outbox.open(OutboxOptions::default());
+        let space = SpaceName::new("s").unwrap();
+        let body = "x".repeat(crate::limits::MAX_OUTBOX_MESSAGE_BYTES);
+        let fit = MAX_BODY_BYTES / body.len();
+        for _ in 0..fit + 10 {
+            assert!(outbox.message(&space, &body, 0, |_| {}));
+        }
+        let stats = outbox.stats();
+        assert_eq!((stats.depth, stats.trimmed), (fit as u64, 10));
+        // Acknowledged messages give their bytes back.
+        let ids: Vec<String> = outbox
+            .claim("c", fit, 0, 0)
+            .into_iter()
+            .map(|e| e.id)
+            .collect();
+        outbox.ack(&ids, |_| {});
+        assert_eq!(outbox.queue.lock().body_bytes, 0);
     }
 }
