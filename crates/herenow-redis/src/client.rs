@@ -14,6 +14,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, SlotAddr};
 use redis::{Cmd, Pipeline, PushInfo, RedisFuture, RedisResult, Value};
 
 use herenow_core::{Error, InvalidInput};
@@ -210,27 +211,28 @@ impl RedisClient {
 
     /// Runs `cmd` on the master serving `slot` (on one server, there).
     pub async fn query_on(&mut self, slot: u16, cmd: Cmd) -> RedisResult<Value> {
-        use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-        match self {
-            RedisClient::Single(c) => cmd.query_async(c).await,
-            RedisClient::Cluster(c) => {
-                let to = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
-                c.route_command(cmd, RoutingInfo::SingleNode(to)).await
-            }
-        }
+        self.query_routed(Route::new(slot, SlotAddr::Master), cmd)
+            .await
     }
 
     /// Runs `cmd`, a command without keys of its own (`WAIT`, `ROLE`), on
     /// the master serving `key`'s slot: the node, and so the connection,
     /// that carried the writes to `key` (on one server, there).
     pub async fn query_for_key(&mut self, key: &str, cmd: Cmd) -> RedisResult<Value> {
-        use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+        self.query_routed(Route::with_key(key, SlotAddr::Master), cmd)
+            .await
+    }
+
+    async fn query_routed(&mut self, route: Route, cmd: Cmd) -> RedisResult<Value> {
+        use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
         match self {
             RedisClient::Single(c) => cmd.query_async(c).await,
             RedisClient::Cluster(c) => {
-                let to =
-                    SingleNodeRoutingInfo::SpecificNode(Route::with_key(key, SlotAddr::Master));
-                c.route_command(cmd, RoutingInfo::SingleNode(to)).await
+                let to = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
+                // A routed command hands a server's error back as a value
+                // (a master demoted in a failover refusing `WAIT`): an
+                // error, as the other paths give it.
+                c.route_command(cmd, to).await?.extract_error()
             }
         }
     }

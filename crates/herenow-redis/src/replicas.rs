@@ -208,7 +208,13 @@ impl Replication {
             client.query_for_key(key, wait),
         )
         .await?;
-        let acked = int(Some(&acked))?;
+        // Anything but a count (seen once in a Cluster failover): whether
+        // the replicas have the writes is unknown, so they are not
+        // acknowledged; the caller may retry.
+        let acked = int(Some(&acked)).map_err(|_| Error::Unavailable {
+            reason: format!("WAIT answered {acked:?} during a topology change"),
+            source: None,
+        })?;
         if acked < i64::from(self.want) {
             covered.skip_until = Some(Instant::now() + RECHECK);
             covered.checked = None;
