@@ -182,30 +182,34 @@ impl Webhooks {
     /// A Pusher socket sent a client event: kept in the store's outbox
     /// when a `--pusher-webhook` of its app asks for client events (else
     /// nothing happens), so that one server delivers it once, after a
-    /// restart too. It is a message of its channel's space for a presence
-    /// channel, in order with the channel's members, and of the app's
-    /// occupancy space for a private one.
-    pub async fn pusher_client_event(&self, event: &ClientEvent<'_>) -> herenow_core::Result<()> {
-        let Some(target) = self
+    /// restart too. It is a message of `presence`, the presence channel's
+    /// space (in order with the channel's members), or of the app's
+    /// occupancy space for a private channel.
+    pub async fn pusher_client_event(
+        &self,
+        event: &ClientEvent<'_>,
+        presence: Option<&SpaceName>,
+    ) -> herenow_core::Result<()> {
+        let wanted = self
             .0
             .config
             .pusher
             .iter()
-            .find(|t| t.app_id == event.app_id && t.client_events)
-        else {
+            .any(|t| t.app_id == event.app_id && t.client_events);
+        if !wanted {
             return Ok(());
-        };
-        let occupancy = || SpaceName::new(&pusher_format::occupancy_space(&target.app_id));
-        let space = if event.channel.starts_with(pusher_format::PRESENCE_PREFIX) {
-            SpaceName::new(&format!("{}{}", target.space_prefix, event.channel))
-                .or_else(|_| occupancy())
-        } else {
-            occupancy()
         }
-        .map_err(herenow_core::Error::from)?;
+        let occupancy;
+        let space = match presence {
+            Some(space) => space,
+            None => {
+                occupancy = SpaceName::new(&pusher_format::occupancy_space(event.app_id))?;
+                &occupancy
+            }
+        };
         let body = pusher_format::client_event_json(event);
         let body = std::str::from_utf8(&body).expect("serde_json writes UTF-8");
-        self.0.outbox()?.outbox_message(&space, body).await?;
+        self.0.outbox()?.outbox_message(space, body).await?;
         Ok(())
     }
 

@@ -198,7 +198,11 @@ impl Session {
             user_id,
         };
         let hooks = self.state.webhooks();
-        if let Err(e) = self.store_call(hooks.pusher_client_event(&event)).await {
+        let presence = self.presence.get(channel).map(|p| &p.space);
+        if let Err(e) = self
+            .store_call(hooks.pusher_client_event(&event, presence))
+            .await
+        {
             tracing::warn!(error = %e, "a client event could not be kept for webhooks");
             self.reply(frames::error(None, rejected));
             return;
