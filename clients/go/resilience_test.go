@@ -48,21 +48,44 @@ func (h *hangable) hang() {
 	if err := h.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		h.t.Fatal(err)
 	}
-	// The signal is delivered to every thread a moment later: wait until
-	// the process is stopped (state T in Linux's /proc), so that no
-	// request is answered after hang() returns.
-	stat := fmt.Sprintf("/proc/%d/stat", h.cmd.Process.Pid)
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		b, err := os.ReadFile(stat)
+	// kill() returns when the signal is queued: each thread of a busy
+	// multi-threaded process stops when it next enters the kernel, so a
+	// request sent at once could still be answered by a thread that has
+	// not stopped yet (the process's own /proc/PID/stat shows only its
+	// main thread). Wait until every thread shows state T in
+	// /proc/PID/task/TID/stat, so that no request is answered after hang()
+	// returns.
+	if !waitStopped(h.cmd.Process.Pid, 5*time.Second) {
+		h.t.Fatal("the server did not stop")
+	}
+}
+
+// waitStopped reports whether every thread of pid shows state T (stopped)
+// within timeout; without /proc (not Linux) it waits 100 ms and says yes.
+func waitStopped(pid int, timeout time.Duration) bool {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		tasks, err := os.ReadDir(dir)
 		if err != nil {
-			time.Sleep(100 * time.Millisecond) // no /proc: give it time
-			return
+			time.Sleep(100 * time.Millisecond)
+			return true
 		}
-		if i := strings.LastIndexByte(string(b), ')'); i > 0 && strings.HasPrefix(string(b[i:]), ") T") {
-			return
+		stopped := true
+		for _, task := range tasks {
+			b, err := os.ReadFile(dir + "/" + task.Name() + "/stat")
+			if err != nil {
+				continue // the thread ended
+			}
+			if i := strings.LastIndexByte(string(b), ')'); i < 0 || !strings.HasPrefix(string(b[i:]), ") T") {
+				stopped = false
+				break
+			}
+		}
+		if stopped {
+			return true
 		}
 	}
-	h.t.Fatal("the server did not stop")
+	return false
 }
 
 func (h *hangable) resume() {

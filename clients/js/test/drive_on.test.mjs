@@ -13,6 +13,7 @@
 // Timings are printed as "measured: …" lines (the test report shows them).
 
 import assert from "node:assert/strict";
+import { readdirSync, readFileSync } from "node:fs";
 import http from "node:http";
 import { after, before, describe, test } from "node:test";
 
@@ -32,10 +33,42 @@ function logger() {
   return { lines, warn: (m) => lines.push(m) };
 }
 
-/** SIGSTOP / SIGCONT the server process by its pid. */
-function hang(server) {
-  process.kill(server.child.pid, "SIGSTOP");
+/**
+ * SIGSTOP the server process by its pid, and return once it is stopped.
+ *
+ * `kill()` returns when the signal is queued, not when it has taken effect:
+ * each thread of a busy multi-threaded process stops when it next enters
+ * the kernel, so a request sent at once could still be answered by a thread
+ * that has not stopped yet. Linux shows each thread's state in
+ * /proc/PID/task/TID/stat (the field after the name in parentheses): wait
+ * until every one of them is `T` (stopped).
+ */
+async function hang(server) {
+  const pid = server.child.pid;
+  process.kill(pid, "SIGSTOP");
+  const deadline = performance.now() + 5000;
+  while (performance.now() < deadline) {
+    let tasks;
+    try {
+      tasks = readdirSync(`/proc/${pid}/task`);
+    } catch {
+      await sleep(100); // no /proc (not Linux): give it time
+      return;
+    }
+    const stopped = tasks.every((tid) => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+        return stat.slice(stat.lastIndexOf(")") + 2).startsWith("T");
+      } catch {
+        return true; // the thread ended
+      }
+    });
+    if (stopped) return;
+    await sleep(1);
+  }
+  throw new Error(`herenow (pid ${pid}) did not stop within 5 s of SIGSTOP`);
 }
+/** SIGCONT the server process by its pid. */
 function resume(server) {
   process.kill(server.child.pid, "SIGCONT");
 }
@@ -123,7 +156,7 @@ describe("herenow hung (SIGSTOP): pages drive on", () => {
       for (let i = 0; i < 11; i++) healthy.push((await web.get("ada")).ms);
       const healthyP50 = median(healthy);
 
-      hang(server);
+      await hang(server);
       const firstHung = await web.get("ada");
       assert.equal(firstHung.status, 200);
       const hung = [];
@@ -181,7 +214,7 @@ describe("herenow hung (SIGSTOP): pages drive on", () => {
     const view = new PresenceView({ client, timeoutMs: 500, breaker, unknownText: "(presence unavailable)" });
     assert.equal(String(await view.isOnline(space, "ada")), "online");
 
-    hang(server);
+    await hang(server);
     try {
       let t0 = performance.now();
       const a = await view.isOnline(space, "ada");
@@ -222,7 +255,7 @@ describe("herenow hung (SIGSTOP): pages drive on", () => {
     const log = logger();
     const presence = new Presence({ client, space, logger: log, flushDelayMs: 60_000 });
     assert.equal(presence.closeTimeoutMs, 1000);
-    hang(server);
+    await hang(server);
     try {
       for (let i = 0; i < 5; i++) presence.seen(space, { id: `a${i}` });
       const inFlight = presence.flush(); // hangs: herenow does not answer

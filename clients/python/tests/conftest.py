@@ -29,6 +29,31 @@ import herenow
 HERE = Path(__file__).resolve().parent
 
 
+def wait_stopped(pid: int, timeout: float) -> bool:
+    """True once every thread of ``pid`` shows state ``T`` (stopped) in
+    Linux's /proc, within ``timeout``; without /proc, after 100 ms."""
+    tasks_dir = f"/proc/{pid}/task"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            tasks = os.listdir(tasks_dir)
+        except OSError:
+            time.sleep(0.1)
+            return True
+        states = []
+        for tid in tasks:
+            try:
+                with open(f"{tasks_dir}/{tid}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue  # the thread ended
+            states.append(stat[stat.rindex(")") + 2 :][:1])
+        if all(state == "T" for state in states):
+            return True
+        time.sleep(0.001)
+    return False
+
+
 def server_binary() -> str:
     path = os.environ.get("HERENOW_BIN")
     if not path:
@@ -128,6 +153,13 @@ class Server:
         looks to a client."""
         assert self.proc is not None
         os.kill(self.proc.pid, signal.SIGSTOP)
+        # kill() returns when the signal is queued: each thread of a busy
+        # multi-threaded process stops when it next enters the kernel, so a
+        # request sent at once could still be answered by a thread that has
+        # not stopped yet. Return once every thread shows state T in
+        # /proc/PID/task/TID/stat.
+        if not wait_stopped(self.proc.pid, 5.0):
+            raise RuntimeError(f"herenow (pid {self.proc.pid}) did not stop within 5 s of SIGSTOP")
 
     def resume(self) -> None:
         """SIGCONT after :meth:`pause`."""

@@ -7,7 +7,6 @@
 
 use herenow_testkit as common;
 
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -83,16 +82,6 @@ fn replicated_pair() -> (common::RedisServer, common::RedisServer) {
     (master, replica)
 }
 
-fn signal(server: &common::RedisServer, sig: &str) {
-    let pid = server.pid().expect("running").to_string();
-    assert!(
-        Command::new("kill")
-            .args([sig, &pid])
-            .status()
-            .is_ok_and(|s| s.success())
-    );
-}
-
 #[tokio::test]
 async fn a_master_without_replicas_is_not_waited_on_and_its_writes_are_counted() {
     let server = common::RedisServer::standalone();
@@ -134,7 +123,7 @@ async fn writes_wait_for_the_replica_and_a_stopped_replica_costs_one_wait_per_re
     // A replica that stops answering: the next write waits once, for the
     // wait's timeout, and is counted; until the next check the slot is
     // not waited on.
-    signal(&replica, "-STOP");
+    replica.pause();
     let first = beat(&s, &clock, &space, "stopped-0").await;
     assert!(
         first >= WAIT && first < WAIT + Duration::from_secs(1),
@@ -150,7 +139,7 @@ async fn writes_wait_for_the_replica_and_a_stopped_replica_costs_one_wait_per_re
         i += 1;
     }
     assert!(s.stats().unreplicated > counted);
-    signal(&replica, "-CONT");
+    replica.resume();
     assert!(s.is_ready());
 }
 
@@ -175,7 +164,7 @@ async fn every_acknowledged_write_waits_for_the_replica() {
     // With the replica stopped, each kind of write still answers (after
     // one bounded wait) and is counted as acknowledged without it: each
     // went through the wait, none skipped it.
-    signal(&replica, "-STOP");
+    replica.pause();
     let first = beat(&s, &clock, &space, "first").await;
     assert!(first >= WAIT, "the first write waited {first:?}");
     let conn = ConnId::new("c1").unwrap();
@@ -234,5 +223,5 @@ async fn every_acknowledged_write_waits_for_the_replica() {
     counts!("detach", s.detach(&space, &user("gina"), &conn));
     counts!("erase_user", s.erase_user(&uid("dave")));
     let _ = counted;
-    signal(&replica, "-CONT");
+    replica.resume();
 }

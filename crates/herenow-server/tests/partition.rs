@@ -263,11 +263,13 @@ async fn a_redis_that_stops_answering_hangs_nothing_and_loses_nothing() {
     // SIGSTOP: the process holds its connections open and answers nothing,
     // the worst kind of slow.
     let redis = herenow_testkit::RedisServer::standalone();
-    let pid = redis.pid().expect("redis-server runs").to_string();
     let (h, store, clock) = harness(&redis.url()).await;
     let signal = |stop: bool| {
-        let sig = if stop { "-STOP" } else { "-CONT" };
-        assert!(run(&["kill", sig, &pid]));
+        if stop {
+            redis.pause();
+        } else {
+            redis.resume();
+        }
     };
     ride_out(&h, &store, &clock, signal, 10).await;
 }

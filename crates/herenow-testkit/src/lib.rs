@@ -374,6 +374,23 @@ impl RedisServer {
         }
     }
 
+    /// Stops the process with SIGSTOP (it keeps its connections open and
+    /// answers nothing, the worst kind of slow) and returns once every one
+    /// of its threads has stopped: see [`wait_stopped`].
+    pub fn pause(&self) {
+        let pid = self.pid().expect("redis-server runs");
+        send_signal(pid, "-STOP");
+        assert!(
+            wait_stopped(pid, Duration::from_secs(5)),
+            "redis-server (pid {pid}) did not stop within 5 s of SIGSTOP"
+        );
+    }
+
+    /// Continues the process after [`RedisServer::pause`] (SIGCONT).
+    pub fn resume(&self) {
+        send_signal(self.pid().expect("redis-server runs"), "-CONT");
+    }
+
     /// Starts a server that was stopped or killed again on the same port.
     pub fn start_again(&mut self) {
         assert!(self.child.is_none(), "still running");
@@ -386,4 +403,45 @@ impl Drop for RedisServer {
         self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Sends `signal` (`-STOP`, `-CONT`, …) to `pid` with kill(1).
+pub fn send_signal(pid: u32, signal: &str) {
+    let sent = Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(sent, "kill {signal} {pid}");
+}
+
+/// True once every thread of `pid` shows state `T` (stopped) in Linux's
+/// `/proc/PID/task/TID/stat`, within `timeout`; without `/proc`, true after
+/// 100 ms.
+///
+/// kill(2) returns when SIGSTOP is queued, not when it has taken effect:
+/// each thread of a busy process stops when it next enters the kernel, so
+/// a request sent at once can still be answered by a thread that has not
+/// stopped yet. A test that asserts on what a stopped process no longer
+/// does waits here first.
+pub fn wait_stopped(pid: u32, timeout: Duration) -> bool {
+    let dir = PathBuf::from(format!("/proc/{pid}/task"));
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        let Ok(tasks) = std::fs::read_dir(&dir) else {
+            std::thread::sleep(Duration::from_millis(100));
+            return true;
+        };
+        let stopped = tasks.flatten().all(|task| {
+            // A thread that ended meanwhile has no stat: it answers nothing.
+            std::fs::read_to_string(task.path().join("stat")).map_or(true, |stat| {
+                stat.rfind(')')
+                    .is_some_and(|i| stat[i..].starts_with(") T"))
+            })
+        });
+        if stopped {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    false
 }
