@@ -89,6 +89,18 @@ pub trait LiveConnections: Send + Sync {
         conn: &ConnId,
     ) -> Result<DetachReport>;
 
+    /// A live connection of `member` ended without a goodbye (its socket
+    /// closed or dropped, its server stopping): it lingers for the space's
+    /// grace and then expires, unless the member's next connection takes
+    /// its place (see [`crate::conn`]). With a grace of 0, a detach. An id
+    /// that is unknown or another member's is not found.
+    async fn linger(
+        &self,
+        space: &SpaceName,
+        member: &MemberKey,
+        conn: &ConnId,
+    ) -> Result<DetachReport>;
+
     /// Each member's live connections (invisible ones included), by id, in
     /// the order asked.
     async fn connections(

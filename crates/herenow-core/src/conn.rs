@@ -19,6 +19,21 @@
 //!   sees the space but appears offline. Turning the last visible
 //!   connection invisible is a `leave`.
 //!
+//! **The grace.** A connection that ends without a goodbye (its socket
+//! closed or dropped, its server stopping or dead) is not detached but
+//! *lingers* ([`LiveConnections::linger`]): it stays for the space's
+//! [`grace_ms`](crate::SpaceConfig::grace_ms), its member seen at the
+//! moment it ended, and expires at the first `tick` after. The next
+//! visible connection of the same member, on any server, takes its place:
+//! no `join`, no `connect`, and the lingering one's `leave` or
+//! `disconnect` never comes (an `update` only if the metadata differs).
+//! So a page reload, a reconnect or a rollout shows nothing to anyone,
+//! while a member that does not come back leaves once, when the grace
+//! ends, last seen when its connection ended. A member in its grace is
+//! present: listed, counted and given a status like any other. An
+//! explicit detach is never delayed; a grace of 0 makes a linger a detach.
+//!
+//! [`LiveConnections::linger`]: crate::LiveConnections::linger
 //! [`PresenceStore::tick`]: crate::store::PresenceStore::tick
 
 use compact_str::CompactString;
@@ -119,6 +134,9 @@ pub struct AttachReport {
     pub joined: bool,
     /// Its member stopped being present (it turned invisible last).
     pub left: bool,
+    /// It took the place of a connection of its member in their grace
+    /// (see the module docs): the member never left.
+    pub resumed: bool,
 }
 
 /// What a detach did.
@@ -143,6 +161,10 @@ pub struct Connection {
     pub invisible: bool,
     /// When it expires unless pinged, in ms since the UNIX epoch.
     pub expires_ms: Millis,
+    /// It ended without a goodbye and lives out its member's grace (it
+    /// expires at `expires_ms` unless the member comes back).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lingering: bool,
 }
 
 /// Sorts a member's connections by id, so every store lists them alike.

@@ -190,18 +190,26 @@ pub fn space_config() -> impl Strategy<Value = SpaceConfig> {
             remember_guests: g,
             ..SpaceConfig::default()
         }),
-        1 => (millis(), millis(), millis(), millis(), millis(), any::<bool>()).prop_map(
-            |(online_ms, away_ms, window_ms, retention_ms, remember_ms, remember_guests)| {
-                SpaceConfig {
-                    online_ms,
-                    away_ms,
-                    window_ms,
-                    retention_ms,
-                    remember_ms,
-                    remember_guests,
+        1 => (
+            (millis(), millis(), millis(), millis()),
+            (millis(), any::<bool>(), millis())
+        )
+            .prop_map(
+                |(
+                    (online_ms, away_ms, window_ms, retention_ms),
+                    (remember_ms, remember_guests, grace_ms),
+                )| {
+                    SpaceConfig {
+                        online_ms,
+                        away_ms,
+                        window_ms,
+                        retention_ms,
+                        remember_ms,
+                        remember_guests,
+                        grace_ms,
+                    }
                 }
-            }
-        ),
+            ),
     ]
 }
 

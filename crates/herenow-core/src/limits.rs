@@ -21,6 +21,9 @@ pub const MAX_FUTURE_SKEW_MS: u64 = 60_000;
 pub const MAX_RETENTION_MS: u64 = 24 * 60 * 60 * 1000;
 /// Longest a space may remember last-seen times (three years).
 pub const MAX_REMEMBER_MS: u64 = 1_096 * 24 * 60 * 60 * 1000;
+/// Longest grace a space may give a member whose last connection ended
+/// without a goodbye (five minutes): past it, "present" would lie.
+pub const MAX_GRACE_MS: u64 = 5 * 60 * 1000;
 /// Events a subscriber may fall behind before it is told it lagged.
 pub const EVENT_QUEUE: usize = 4_096;
 /// Longest connection id, in bytes.

@@ -40,6 +40,63 @@ pub struct SpaceConfig {
     /// Whether guests are remembered too (they churn by the million, so
     /// not by default).
     pub remember_guests: bool,
+    /// How long a member stays present after its last live connection
+    /// ended without a goodbye (a page reload, a dropped network, its
+    /// server stopping or dying; see [`crate::conn`]): if a connection of
+    /// the same member comes back meanwhile, nobody is told anything.
+    /// `0` turns the grace off (the member leaves when its last connection
+    /// ends). At most [`limits::MAX_GRACE_MS`].
+    #[serde(default = "default_grace_ms")]
+    pub grace_ms: Millis,
+}
+
+/// The grace of a member whose last connection ended without a goodbye,
+/// unless configured: 5 s, a page load and a reconnect.
+pub const DEFAULT_GRACE_MS: Millis = 5_000;
+
+fn default_grace_ms() -> Millis {
+    DEFAULT_GRACE_MS
+}
+
+/// A [`SpaceConfig`] as journals and snapshots wrote it before the grace
+/// (`grace_ms`): read back with the default grace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct SpaceConfigV2 {
+    online_ms: Millis,
+    away_ms: Millis,
+    window_ms: Millis,
+    retention_ms: Millis,
+    remember_ms: Millis,
+    remember_guests: bool,
+}
+
+#[cfg(test)]
+impl From<SpaceConfig> for SpaceConfigV2 {
+    fn from(c: SpaceConfig) -> Self {
+        SpaceConfigV2 {
+            online_ms: c.online_ms,
+            away_ms: c.away_ms,
+            window_ms: c.window_ms,
+            retention_ms: c.retention_ms,
+            remember_ms: c.remember_ms,
+            remember_guests: c.remember_guests,
+        }
+    }
+}
+
+impl SpaceConfigV2 {
+    /// The policy it was, with `grace_ms` for the field it lacked.
+    pub(crate) fn upgrade(self, grace_ms: Millis) -> SpaceConfig {
+        SpaceConfig {
+            online_ms: self.online_ms,
+            away_ms: self.away_ms,
+            window_ms: self.window_ms,
+            retention_ms: self.retention_ms,
+            remember_ms: self.remember_ms,
+            remember_guests: self.remember_guests,
+            grace_ms,
+        }
+    }
 }
 
 /// How long last-seen times are remembered unless configured: 30 days.
@@ -54,6 +111,7 @@ impl Default for SpaceConfig {
             retention_ms: 15 * 60_000,
             remember_ms: DEFAULT_REMEMBER_MS,
             remember_guests: false,
+            grace_ms: DEFAULT_GRACE_MS,
         }
     }
 }
@@ -80,6 +138,9 @@ impl SpaceConfig {
         }
         if self.remember_ms > limits::MAX_REMEMBER_MS {
             return bad("remember_ms must not exceed 1,096 days (three years)");
+        }
+        if self.grace_ms > limits::MAX_GRACE_MS {
+            return bad("grace_ms must not exceed 5 minutes");
         }
         Ok(())
     }

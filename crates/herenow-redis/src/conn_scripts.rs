@@ -8,7 +8,8 @@
 //!
 //! - `conns`, a sorted set: connection id → expiry in ms;
 //! - `cinfo`, a hash: connection id → its record, `F K ID \n META`, where
-//!   `F` is `0` (visible) or `1` (invisible), `K` the member's kind letter,
+//!   `F` is `0` (visible), `1` (invisible) or `2` (visible, lingering in
+//!   its member's grace: see [`LINGER`]), `K` the member's kind letter,
 //!   `ID` the member id (which holds no control characters, so the first
 //!   newline ends it) and `META` the connection's metadata JSON, empty for
 //!   none;
@@ -56,12 +57,25 @@ local function mc_count(list)
   for _ in string.gmatch(list, '%S+') do n = n + 1 end
   return n
 end
+-- Visible connections (flag 0, or 2: lingering) other than `conn`.
 local function mc_visible_others(list, conn)
   local n = 0
   for e in string.gmatch(list, '%S+') do
-    if string.sub(e, 1, 1) == '0' and string.sub(e, 2) ~= conn then n = n + 1 end
+    if string.sub(e, 1, 1) ~= '1' and string.sub(e, 2) ~= conn then n = n + 1 end
   end
   return n
+end
+-- The member's lingering connection that expires first, or nil.
+local function mc_lingering(list)
+  local best, at = nil, nil
+  for e in string.gmatch(list, '%S+') do
+    if string.sub(e, 1, 1) == '2' then
+      local c = string.sub(e, 2)
+      local x = tonumber(redis.call('ZSCORE', CK.conns, c))
+      if x and (not at or x < at) then best, at = c, x end
+    end
+  end
+  return best
 end
 -- The list with `conn` set to flag `f`, or removed when `f` is nil.
 local function mc_set(list, conn, f)
@@ -111,7 +125,7 @@ local function conn_drop(conn, rec, now, on, aw, pol, reason, ev)
   else
     redis.call('HSET', CK.mconn, mf, list)
   end
-  if inv ~= '0' then return 0 end
+  if inv == '1' then return 0 end
   local x = marks_load(CK.state, k, now, on, aw)
   return conn_gone(x, k, id, mc_visible_others(list, conn), reason, conn, meta, ev, pol)
 end
@@ -125,7 +139,9 @@ fn conn_script(body: &str) -> Script {
 /// now, the six defaults, publish command, channel, kind, id,
 /// connection id, metadata (`''`: none), invisible (`0`/`1`), expiry (ms),
 /// most connections per member. Returns `{status, opened, joined, left,
-/// new_user, outbox}` (`outbox`: see [`crate::outbox_scripts`]);
+/// new_user, outbox, resumed}` (`outbox`: see [`crate::outbox_scripts`];
+/// `resumed`: 1 when the connection took the place of a lingering one of
+/// its member, as the memory engine's `Space::attach` does);
 /// status 0 is done, -1 the id belongs to another member, -2 the member
 /// has too many connections (nothing changed in either case); `new_user`
 /// is 1 when a user neither stored nor remembered was stored (added to
@@ -152,11 +168,23 @@ if prev then
   if pk ~= k or pid ~= id then return {-1, 0, 0, 0, 0} end
 end
 local list = redis.call('HGET', CK.mconn, mf) or ''
-if not prev and mc_count(list) >= tonumber(ARGV[16]) then return {-2, 0, 0, 0, 0} end
+-- A new visible connection takes the place of one of its member's in
+-- their grace: the member never left, so nobody is told.
+local heir = nil
+if not prev and inv == '0' then heir = mc_lingering(list) end
+if not prev and not heir and mc_count(list) >= tonumber(ARGV[16]) then return {-2, 0, 0, 0, 0} end
 -- HGET answers false, not nil, for a missing field.
-local was_visible, meta_changed = false, false
-if prev then
-  was_visible = pinv == '0'
+local was_visible, meta_changed, resumed = false, false, 0
+if heir then
+  local hrec = redis.call('HGET', CK.cinfo, heir)
+  local _, _, _, hmeta = cinfo_dec(hrec)
+  redis.call('ZREM', CK.conns, heir)
+  redis.call('HDEL', CK.cinfo, heir)
+  list = mc_set(list, heir, nil)
+  if list == '' then redis.call('HDEL', CK.mconn, mf) else redis.call('HSET', CK.mconn, mf, list) end
+  was_visible, meta_changed, resumed = true, hmeta ~= meta, 1
+elseif prev then
+  was_visible = pinv ~= '1'
   meta_changed = pmeta ~= meta
 end
 local others = mc_visible_others(list, conn)
@@ -215,7 +243,7 @@ elseif was_visible then
   left = conn_gone(x, k, id, others, 'explicit', conn, meta, ev, pol)
 end
 publish(CK.state, ARGV[8], ARGV[9], ev)
-return {0, opened, joined, left, new, WH}
+return {0, opened, joined, left, new, WH, resumed}
 "#,
     )
 });
@@ -238,6 +266,56 @@ local ev = {}
 local left = conn_drop(conn, rec, now, on, aw, {now = now, rem = rem, rg = rg}, 'explicit', ev)
 publish(CK.state, ARGV[8], ARGV[9], ev)
 return {1, left, WH}
+"#,
+    )
+});
+
+/// A connection ended without a goodbye (see [`herenow_core::conn`]): a
+/// visible one lingers (flag `2`) until now + the space's grace, its
+/// member seen now (a `back` if it was away, nothing else), and the sweep
+/// closes it then unless the member's next visible attach takes its place
+/// ([`ATTACH`]); an invisible one, or any with a grace of 0, is detached
+/// (`explicit`). Lingering again changes nothing. KEYS: see the module
+/// docs. ARGV: now, the six defaults, publish command, channel, kind, id,
+/// connection id, the default grace (ms). Returns `{found, left, outbox}`
+/// as [`DETACH`] does.
+pub static LINGER: LazyLock<Script> = LazyLock::new(|| {
+    conn_script(
+        r#"
+local now = tonumber(ARGV[1])
+local k, id, conn = ARGV[10], ARGV[11], ARGV[12]
+local rec = redis.call('HGET', CK.cinfo, conn)
+if not rec then return {0, 0} end
+local inv, pk, pid, meta = cinfo_dec(rec)
+if pk ~= k or pid ~= id then return {0, 0} end
+local on, aw, win, ret, rem, rg = cfg_load(CK.config, 2)
+local grace = redis.call('HGET', CK.config, 'grace')
+if grace then grace = tonumber(grace) else grace = tonumber(ARGV[13]) end
+local ev = {}
+if inv == '1' or grace == 0 then
+  local left = conn_drop(conn, rec, now, on, aw, {now = now, rem = rem, rg = rg}, 'explicit', ev)
+  publish(CK.state, ARGV[8], ARGV[9], ev)
+  return {1, left, WH}
+end
+if inv == '2' then return {1, 0} end
+local mf = k .. ':' .. id
+redis.call('HSET', CK.cinfo, conn, cinfo_enc('2', k, id, meta))
+redis.call('HSET', CK.mconn, mf, mc_set(redis.call('HGET', CK.mconn, mf) or '', conn, '2'))
+redis.call('ZADD', CK.conns, S(now + grace), conn)
+-- Last seen when the connection ended, not at its last ping.
+local z = CK.z[k]
+local old = redis.call('ZSCORE', z, id)
+if old then
+  old = tonumber(old)
+  if old < now then
+    local x = marks_load(CK.state, k, now, on, aw)
+    local op = presence(x, old, id)
+    redis.call('ZADD', z, S(now), id)
+    if op == 1 and presence(x, now, id) == 2 then ev_conn(ev, 'back', k, id, now, 2, '', meta, conn) end
+  end
+end
+publish(CK.state, ARGV[8], ARGV[9], ev)
+return {1, 0, WH}
 "#,
     )
 });

@@ -763,7 +763,8 @@ return {0, in_window, last, ids}
 
 /// Sets a space's policy and moves its watermarks to the new thresholds
 /// without events (as the memory store does). KEYS: state config. ARGV:
-/// now, online, away, window, retention, remember, remember guests (0/1).
+/// now, online, away, window, retention, remember, remember guests (0/1),
+/// grace.
 /// Remembered times are not touched: reads apply the new horizon at once,
 /// and the sweep trims by it.
 pub static SET_CONFIG: LazyLock<Script> = LazyLock::new(|| {
@@ -772,7 +773,7 @@ pub static SET_CONFIG: LazyLock<Script> = LazyLock::new(|| {
 local now = tonumber(ARGV[1])
 local on, aw = tonumber(ARGV[2]), tonumber(ARGV[3])
 redis.call('HSET', KEYS[2], 'online', ARGV[2], 'away', ARGV[3], 'window', ARGV[4], 'retention', ARGV[5],
-  'remember', ARGV[6], 'rguests', ARGV[7])
+  'remember', ARGV[6], 'rguests', ARGV[7], 'grace', ARGV[8])
 for _, k in ipairs({'u', 'g'}) do marks_save(KEYS[1], k, {now - on, '', now - aw, ''}) end
 return 1
 "#,

@@ -15,8 +15,8 @@ use reqwest::Url;
 
 pub(crate) use crate::parse::{RedisLayoutArg, SeedLayout, SpaceShards};
 use crate::parse::{
-    json_object, positive_duration, redis_layout, remember_duration, server_url, space_shards,
-    token_ttl,
+    grace_duration, json_object, positive_duration, redis_layout, remember_duration, server_url,
+    space_shards, token_ttl,
 };
 pub(crate) use crate::webhook_flags::{WebhookArgs, WebhooksCommand};
 
@@ -220,6 +220,15 @@ pub struct ServeArgs {
     /// At most 1096d.
     #[arg(long, env = "HERENOW_REMEMBER", default_value = "30d", value_parser = remember_duration)]
     pub remember: Duration,
+
+    /// Default for spaces: how long a member whose last live connection
+    /// ended without a goodbye (a page reload, a dropped network, a server
+    /// stopping or dying) stays present. If a connection of the same user
+    /// comes back within it (any server, either protocol) nobody is told
+    /// anything; if not, the leave goes out when it ends. 0 turns it off;
+    /// at most 5m.
+    #[arg(long, env = "HERENOW_GRACE", default_value = "5s", value_parser = grace_duration)]
+    pub grace: Duration,
 
     /// Most connections served at once, WebSockets included; more wait.
     #[arg(long, env = "HERENOW_MAX_CONNECTIONS", default_value_t = 16_000,

@@ -35,6 +35,18 @@ pub fn remember_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// Parses `--grace`: a duration of at most five minutes, or `0` (no grace).
+pub fn grace_duration(s: &str) -> Result<Duration, String> {
+    if s.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let d = positive_duration(s)?;
+    if d.as_millis() > u128::from(herenow_core::limits::MAX_GRACE_MS) {
+        return Err("the grace is limited to 5m".to_owned());
+    }
+    Ok(d)
+}
+
 /// Parses a humantime duration (`90s`, `10m`, `1h30m`, `1500ms`) that is
 /// longer than zero. A bare number is refused, as the API refuses it: is
 /// `10` seconds or minutes?

@@ -49,6 +49,7 @@ pub fn config(args: &ServeArgs, store: StoreSpec) -> Result<Config, ConfigError>
             retention_ms: ms(args.retention),
             remember_ms: ms(args.remember),
             remember_guests: false,
+            grace_ms: ms(args.grace),
         },
         max_connections: args.max_connections as usize,
         max_ws_connections: args

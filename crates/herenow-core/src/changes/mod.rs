@@ -44,15 +44,17 @@ use crate::error::{Error, Result};
 use crate::id::{MemberId, MemberKey, MemberKind, SpaceName};
 use crate::meta::Metadata;
 use crate::outbox::{OutboxEvent, OutboxEventV1, SpaceHook};
-use crate::policy::SpaceConfig;
+use crate::policy::{DEFAULT_GRACE_MS, SpaceConfig, SpaceConfigV2};
 use crate::time::Millis;
 use crate::values::Heartbeat;
 
 /// The format version written first in every encoded change. Version 2
-/// added [`OutboxEvent::body`]; version 1 records are still read
-/// ([`decode_v1`]).
-pub(crate) const VERSION: u8 = 2;
+/// added [`OutboxEvent::body`], version 3 [`SpaceConfig::grace_ms`];
+/// version 1 and 2 records are still read ([`decode_old`]).
+pub(crate) const VERSION: u8 = 3;
 
+/// [`Change::SetConfig`]'s variant number, as postcard writes it.
+const SET_CONFIG: u32 = 2;
 /// [`Change::OutboxAdd`]'s variant number, as postcard writes it.
 const OUTBOX_ADD: u32 = 7;
 
@@ -220,7 +222,7 @@ impl Change {
         };
         match bytes.split_first() {
             Some((&VERSION, body)) => postcard::from_bytes(body).map_err(undecodable),
-            Some((1, body)) => decode_v1(body).map_err(undecodable),
+            Some((v @ (1 | 2), body)) => decode_old(*v, body).map_err(undecodable),
             Some((v, _)) => Err(Error::Snapshot {
                 what: format!("journal record has unknown version {v}"),
             }),
@@ -231,11 +233,20 @@ impl Change {
     }
 }
 
-/// A version 1 record's body: the same as version 2's but for the outbox
-/// events of [`Change::OutboxAdd`], which had no body.
-fn decode_v1(body: &[u8]) -> postcard::Result<Change> {
+/// A version 1 or 2 record's body: the same as version 3's but for a
+/// [`Change::SetConfig`]'s policy, which had no grace (read with the
+/// default one), and in version 1 for the outbox events of
+/// [`Change::OutboxAdd`], which had no body.
+fn decode_old(version: u8, body: &[u8]) -> postcard::Result<Change> {
     match postcard::take_from_bytes::<u32>(body) {
-        Ok((OUTBOX_ADD, events)) => {
+        Ok((SET_CONFIG, rest)) => {
+            let (space, config): (SpaceName, SpaceConfigV2) = postcard::from_bytes(rest)?;
+            Ok(Change::SetConfig {
+                space,
+                config: config.upgrade(DEFAULT_GRACE_MS),
+            })
+        }
+        Ok((OUTBOX_ADD, events)) if version == 1 => {
             let events: Vec<OutboxEventV1> = postcard::from_bytes(events)?;
             Ok(Change::OutboxAdd {
                 events: events.into_iter().map(OutboxEvent::from).collect(),

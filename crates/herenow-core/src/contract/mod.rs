@@ -55,6 +55,7 @@ pub type Scenario = (
 
 mod connections;
 mod follow;
+mod grace;
 mod outbox;
 mod relay;
 mod remembered;
@@ -67,6 +68,11 @@ use self::connections::{
 use self::follow::{
     followed_users_are_fed_from_every_space, followed_users_go_offline_by_time,
     friend_set_changes_are_fed, invisible_users_are_not_fed,
+};
+use self::grace::{
+    a_grace_of_zero_leaves_at_once, a_member_back_within_the_grace_never_left,
+    a_member_not_back_leaves_once_when_the_grace_ends,
+    a_second_tab_keeps_its_member_through_the_grace, lingering_refuses_what_is_not_its_own,
 };
 use self::outbox::{
     outbox_follows_a_member_in_order, outbox_is_bounded,
@@ -125,6 +131,11 @@ scenarios!(
         connections_expire_without_pings,
         invisible_connections,
         connection_bad_input,
+        a_member_back_within_the_grace_never_left,
+        a_member_not_back_leaves_once_when_the_grace_ends,
+        a_second_tab_keeps_its_member_through_the_grace,
+        a_grace_of_zero_leaves_at_once,
+        lingering_refuses_what_is_not_its_own,
     ],
     &[UserIndex] => [
         remembered_until_the_horizon,

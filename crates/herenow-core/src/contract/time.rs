@@ -125,6 +125,7 @@ pub(super) async fn config_per_space(s: Arc<dyn PresenceStore>, clock: ManualClo
         retention_ms: 60_000,
         remember_ms: 3_600_000,
         remember_guests: true,
+        grace_ms: 2_000,
     };
     s.set_config(&sp, fast).await.unwrap();
     assert_eq!(s.config(&sp).await.unwrap(), fast);
@@ -144,6 +145,13 @@ pub(super) async fn config_per_space(s: Arc<dyn PresenceStore>, clock: ManualClo
         ..fast
     };
     assert!(is_invalid(&s.set_config(&sp, bad).await.unwrap_err()));
+    let endless_grace = SpaceConfig {
+        grace_ms: crate::limits::MAX_GRACE_MS + 1,
+        ..fast
+    };
+    assert!(is_invalid(
+        &s.set_config(&sp, endless_grace).await.unwrap_err()
+    ));
     assert_eq!(
         s.config(&sp).await.unwrap(),
         fast,

@@ -18,6 +18,9 @@ pub(super) struct Conn {
     pub meta: Option<Metadata>,
     pub invisible: bool,
     pub expires: Millis,
+    /// It ended without a goodbye and lives out its member's grace: the
+    /// next connection of the member takes its place without a word.
+    pub lingering: bool,
 }
 
 /// The connections of one space, in three views kept in step by
@@ -52,6 +55,28 @@ impl ConnTable {
                 .filter(|id| *id != except && self.conns.get(*id).is_some_and(|c| !c.invisible))
                 .count()
         })
+    }
+
+    /// Whether `member` holds a visible connection.
+    pub fn holds_visible(&self, member: &MemberKey) -> bool {
+        self.by_member.get(member).is_some_and(|ids| {
+            ids.iter()
+                .any(|id| self.conns.get(id).is_some_and(|c| !c.invisible))
+        })
+    }
+
+    /// A visible connection of `member` in its grace, if any: the one that
+    /// expires first.
+    pub fn lingering_of(&self, member: &MemberKey) -> Option<ConnId> {
+        self.by_member
+            .get(member)?
+            .iter()
+            .filter_map(|id| {
+                let c = self.conns.get(id)?;
+                (c.lingering && !c.invisible).then_some((c.expires, id))
+            })
+            .min()
+            .map(|(_, id)| id.clone())
     }
 
     /// Inserts or replaces; returns the previous state.
@@ -105,6 +130,7 @@ impl ConnTable {
                     meta: c.meta.clone(),
                     invisible: c.invisible,
                     expires_ms: c.expires,
+                    lingering: c.lingering,
                 })
             })
             .collect();

@@ -670,6 +670,24 @@ impl LiveConnections for MemoryStore {
         })
     }
 
+    async fn linger(
+        &self,
+        space: &SpaceName,
+        member: &MemberKey,
+        conn: &ConnId,
+    ) -> Result<DetachReport> {
+        let spaces = self.spaces.read();
+        Ok(match spaces.get(space) {
+            Some(s) => {
+                let mut s = s.cell_of(member).lock();
+                let report = s.linger(member, conn, self.shared.clock.now_ms());
+                self.absorb(&mut s);
+                report
+            }
+            None => DetachReport::default(),
+        })
+    }
+
     async fn connections(
         &self,
         space: &SpaceName,

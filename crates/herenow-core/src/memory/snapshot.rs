@@ -15,11 +15,12 @@ use serde::{Deserialize, Serialize};
 use super::MemoryStore;
 use super::seen::RememberedEntry;
 use super::stripes::{self, Stripes};
+use crate::conn::ConnId;
 use crate::error::{Error, Result};
 use crate::id::{MemberId, MemberKey, MemberKind, SpaceName};
 use crate::meta::Metadata;
 use crate::outbox::{OutboxEvent, OutboxEventV1, SpaceHook};
-use crate::policy::SpaceConfig;
+use crate::policy::{SpaceConfig, SpaceConfigV2};
 use crate::store::Heartbeat;
 use crate::time::Millis;
 
@@ -30,10 +31,11 @@ const MAGIC: &[u8; 17] = b"herenow snapshot\n";
 /// Version 2 added `mark`; version 3 the remembered last-seen times, the
 /// fingerprint seed and the remembering policy; version 4 the webhook
 /// outbox's undelivered events; version 5 the spaces' webhook endpoints;
-/// version 6 the outbox messages' bodies. Older versions are still read
+/// version 6 the outbox messages' bodies; version 7 the spaces' grace and
+/// which members live connections held. Older versions are still read
 /// (mark 0, nothing remembered, remembering by the defaults, no events
-/// waiting, no endpoints, no bodies).
-const VERSION: u32 = 6;
+/// waiting, no endpoints, no bodies, the default grace, no member held).
+const VERSION: u32 = 7;
 const HEADER: usize = MAGIC.len() + 4 + 4;
 
 #[derive(Serialize, Deserialize)]
@@ -53,12 +55,26 @@ struct Body {
     hooks: Vec<(String, Vec<SpaceHook>)>,
 }
 
+/// The body of version 6, before the grace and held members.
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct BodyV6 {
+    taken_ms: Millis,
+    spaces: Vec<SpaceDumpV6>,
+    friends: Vec<(String, Vec<String>)>,
+    mark: u64,
+    seen_seed: u64,
+    remembered: Vec<(String, Vec<RememberedEntry>)>,
+    outbox: Vec<OutboxEvent>,
+    hooks: Vec<(String, Vec<SpaceHook>)>,
+}
+
 /// The body of version 5, before outbox messages' bodies.
 #[derive(Deserialize)]
 #[cfg_attr(test, derive(Serialize))]
 struct BodyV5 {
     taken_ms: Millis,
-    spaces: Vec<SpaceDump>,
+    spaces: Vec<SpaceDumpV6>,
     friends: Vec<(String, Vec<String>)>,
     mark: u64,
     seen_seed: u64,
@@ -71,7 +87,7 @@ struct BodyV5 {
 #[derive(Deserialize)]
 struct BodyV4 {
     taken_ms: Millis,
-    spaces: Vec<SpaceDump>,
+    spaces: Vec<SpaceDumpV6>,
     friends: Vec<(String, Vec<String>)>,
     mark: u64,
     seen_seed: u64,
@@ -83,7 +99,7 @@ struct BodyV4 {
 #[derive(Serialize, Deserialize)]
 struct BodyV3 {
     taken_ms: Millis,
-    spaces: Vec<SpaceDump>,
+    spaces: Vec<SpaceDumpV6>,
     friends: Vec<(String, Vec<String>)>,
     mark: u64,
     seen_seed: u64,
@@ -116,12 +132,56 @@ struct SpaceDump {
     members: Vec<MemberDump>,
 }
 
+/// A space of versions 3 to 6: the policy had no grace, the members no
+/// `held`.
+#[derive(Serialize, Deserialize)]
+struct SpaceDumpV6 {
+    name: String,
+    config: SpaceConfigV2,
+    members: Vec<MemberDumpV6>,
+}
+
+impl SpaceDumpV6 {
+    fn upgrade(self, defaults: SpaceConfig) -> SpaceDump {
+        SpaceDump {
+            name: self.name,
+            config: self.config.upgrade(defaults.grace_ms),
+            members: self
+                .members
+                .into_iter()
+                .map(MemberDumpV6::upgrade)
+                .collect(),
+        }
+    }
+}
+
+/// A member of versions 1 to 6.
+#[derive(Serialize, Deserialize)]
+struct MemberDumpV6 {
+    guest: bool,
+    id: String,
+    last_seen_ms: Millis,
+    meta: Option<String>,
+}
+
+impl MemberDumpV6 {
+    fn upgrade(self) -> MemberDump {
+        MemberDump {
+            guest: self.guest,
+            id: self.id,
+            last_seen_ms: self.last_seen_ms,
+            meta: self.meta,
+            held: false,
+        }
+    }
+}
+
 /// A space of versions 1 and 2: the policy had four fields.
 #[derive(Serialize, Deserialize)]
 struct SpaceDumpV2 {
     name: String,
     config: [Millis; 4],
-    members: Vec<MemberDump>,
+    members: Vec<MemberDumpV6>,
 }
 
 impl SpaceDumpV2 {
@@ -136,7 +196,11 @@ impl SpaceDumpV2 {
                 retention_ms,
                 ..defaults
             },
-            members: self.members,
+            members: self
+                .members
+                .into_iter()
+                .map(MemberDumpV6::upgrade)
+                .collect(),
         }
     }
 }
@@ -148,6 +212,10 @@ struct MemberDump {
     id: String,
     last_seen_ms: Millis,
     meta: Option<String>,
+    /// A visible live connection held the member present: restored in its
+    /// grace (see [`MemoryStore::restore`]), since the process whose
+    /// connection it was is gone.
+    held: bool,
 }
 
 /// What [`MemoryStore::restore`] brought back.
@@ -192,19 +260,28 @@ impl MemoryStore {
             .map(|s| {
                 let mut all = s.lock_all();
                 // Oldest first across the stripes, as a whole space exports.
-                let mut members: Vec<_> = all.stripes_mut().flat_map(|s| s.export()).collect();
-                members.sort_by_key(|(_, ts, _)| *ts);
+                let mut members: Vec<_> = all
+                    .stripes_mut()
+                    .flat_map(|s| {
+                        let s = &*s;
+                        s.export()
+                            .into_iter()
+                            .map(move |(key, ts, meta)| (s.held(&key), key, ts, meta))
+                    })
+                    .collect();
+                members.sort_by_key(|(_, _, ts, _)| *ts);
                 let s = all.first();
                 SpaceDump {
                     name: s.name().to_string(),
                     config: s.config(),
                     members: members
                         .into_iter()
-                        .map(|(key, ts, meta)| MemberDump {
+                        .map(|(held, key, ts, meta)| MemberDump {
                             guest: key.kind == MemberKind::Guest,
                             id: key.id.to_string(),
                             last_seen_ms: ts,
                             meta: meta.map(|m| m.as_json().to_owned()),
+                            held,
                         })
                         .collect(),
                 }
@@ -301,7 +378,7 @@ impl MemoryStore {
                 let v3: BodyV3 = postcard::from_bytes(body).map_err(undecodable)?;
                 Body {
                     taken_ms: v3.taken_ms,
-                    spaces: v3.spaces,
+                    spaces: v3.spaces.into_iter().map(|s| s.upgrade(defaults)).collect(),
                     friends: v3.friends,
                     mark: v3.mark,
                     seen_seed: v3.seen_seed,
@@ -314,7 +391,7 @@ impl MemoryStore {
                 let v4: BodyV4 = postcard::from_bytes(body).map_err(undecodable)?;
                 Body {
                     taken_ms: v4.taken_ms,
-                    spaces: v4.spaces,
+                    spaces: v4.spaces.into_iter().map(|s| s.upgrade(defaults)).collect(),
                     friends: v4.friends,
                     mark: v4.mark,
                     seen_seed: v4.seen_seed,
@@ -327,13 +404,26 @@ impl MemoryStore {
                 let v5: BodyV5 = postcard::from_bytes(body).map_err(undecodable)?;
                 Body {
                     taken_ms: v5.taken_ms,
-                    spaces: v5.spaces,
+                    spaces: v5.spaces.into_iter().map(|s| s.upgrade(defaults)).collect(),
                     friends: v5.friends,
                     mark: v5.mark,
                     seen_seed: v5.seen_seed,
                     remembered: v5.remembered,
                     outbox: v5.outbox.into_iter().map(OutboxEvent::from).collect(),
                     hooks: v5.hooks,
+                }
+            }
+            6 => {
+                let v6: BodyV6 = postcard::from_bytes(body).map_err(undecodable)?;
+                Body {
+                    taken_ms: v6.taken_ms,
+                    spaces: v6.spaces.into_iter().map(|s| s.upgrade(defaults)).collect(),
+                    friends: v6.friends,
+                    mark: v6.mark,
+                    seen_seed: v6.seen_seed,
+                    remembered: v6.remembered,
+                    outbox: v6.outbox,
+                    hooks: v6.hooks,
                 }
             }
             _ => postcard::from_bytes(body).map_err(undecodable)?,
@@ -356,6 +446,7 @@ impl MemoryStore {
                 .map_err(|e| bad(format!("space {name}: {e}")))?;
             let mut space = stripes::make(&name, dump.config, now, self.stripes, |_| {});
             let mut beats = Vec::with_capacity(dump.members.len());
+            let mut held = Vec::new();
             for m in dump.members {
                 let id = MemberId::new(&m.id).map_err(|e| bad(format!("space {name}: {e}")))?;
                 let meta = m
@@ -368,6 +459,9 @@ impl MemoryStore {
                 } else {
                     MemberKind::User
                 };
+                if m.held {
+                    held.push(beats.len());
+                }
                 beats.push(Heartbeat {
                     member: MemberKey { kind, id },
                     at_ms: Some(m.last_seen_ms.min(now)),
@@ -383,6 +477,16 @@ impl MemoryStore {
                         .map_err(|e| bad(format!("space {name}: {e}")))?;
                     report.members += r.accepted;
                 }
+            }
+            // Members a connection held: the process whose connection it
+            // was is gone, so each lives out the grace from now, unless it
+            // comes back (see `crate::conn`).
+            for (n, &i) in held.iter().enumerate() {
+                let beat = &beats[i];
+                let conn = ConnId::new(&format!("restored.{n}"))
+                    .unwrap_or_else(|_| unreachable!("a valid connection id"));
+                let k = stripes::stripe_of(space.len(), &beat.member);
+                space[k].hold_in_grace(&beat.member, &conn, beat.meta.clone(), now);
             }
             report.spaces += 1;
             spaces.push((name, space));
@@ -464,7 +568,7 @@ mod tests {
         let body: Body = postcard::from_bytes(&bytes[HEADER..]).unwrap();
         let v5 = BodyV5 {
             taken_ms: body.taken_ms,
-            spaces: body.spaces,
+            spaces: body.spaces.into_iter().map(SpaceDump::downgrade).collect(),
             friends: body.friends,
             mark: body.mark,
             seen_seed: body.seen_seed,
@@ -483,6 +587,102 @@ mod tests {
         let before = events(store).await;
         assert_eq!(before.len(), 2, "{before:?}");
         assert_eq!(events(restored).await, before);
+    }
+
+    impl SpaceDump {
+        /// The space as versions 3 to 6 wrote it.
+        fn downgrade(self) -> SpaceDumpV6 {
+            SpaceDumpV6 {
+                name: self.name,
+                config: self.config.into(),
+                members: self
+                    .members
+                    .into_iter()
+                    .map(|m| MemberDumpV6 {
+                        guest: m.guest,
+                        id: m.id,
+                        last_seen_ms: m.last_seen_ms,
+                        meta: m.meta,
+                    })
+                    .collect(),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn members_connections_held_are_restored_in_their_grace_and_leave_after_it() {
+        use crate::capability::LiveConnections;
+        use crate::conn::{Attach, ConnId};
+        use crate::time::{Clock, ManualClock};
+        use std::time::Duration;
+        let clock = ManualClock::new(1_000_000);
+        let store = MemoryStore::new(Arc::new(clock.clone()), SpaceConfig::default());
+        let lobby = SpaceName::new("lobby").unwrap();
+        let ann = MemberKey::user(MemberId::new("ann").unwrap());
+        let bob = MemberKey::user(MemberId::new("bob").unwrap());
+        let meta = Metadata::from_json(r#"{"name":"Ann"}"#).unwrap();
+        let attach = |member: &MemberKey, conn: &str, meta: Option<Metadata>| Attach {
+            member: member.clone(),
+            conn: ConnId::new(conn).unwrap(),
+            meta,
+            invisible: false,
+            ttl_ms: 30_000,
+        };
+        store
+            .attach(&lobby, &attach(&ann, "a1", Some(meta.clone())))
+            .await
+            .unwrap();
+        store
+            .heartbeat(&lobby, &[Heartbeat::now(bob.clone())])
+            .await
+            .unwrap();
+        let bytes = store.snapshot();
+
+        // The process dies; a new one restores and its clock has moved on.
+        clock.advance(Duration::from_secs(2));
+        let restored = MemoryStore::new(Arc::new(clock.clone()), SpaceConfig::default());
+        restored.restore(&bytes).unwrap();
+        let conns = restored
+            .connections(&lobby, &[ann.clone(), bob.clone()])
+            .await
+            .unwrap();
+        assert_eq!(conns[0].len(), 1, "ann is held in her grace");
+        assert!(conns[0][0].lingering);
+        assert_eq!(conns[0][0].expires_ms, clock.now_ms() + 5_000);
+        assert!(conns[1].is_empty(), "bob's heartbeats keep their own rules");
+
+        // Ann comes back within the grace: nothing to tell.
+        let mut sub = restored.subscribe(&lobby).await.unwrap();
+        let back = restored
+            .attach(&lobby, &attach(&ann, "a2", Some(meta.clone())))
+            .await
+            .unwrap();
+        assert!(back.resumed && !back.joined);
+        clock.advance(Duration::from_secs(6));
+        restored.tick().await.unwrap();
+        assert!(sub.events.0.try_recv().is_err(), "no event at all");
+
+        // A version 6 snapshot (no grace, nobody held) still reads.
+        let body: Body = postcard::from_bytes(&bytes[HEADER..]).unwrap();
+        let v6 = BodyV6 {
+            taken_ms: body.taken_ms,
+            spaces: body.spaces.into_iter().map(SpaceDump::downgrade).collect(),
+            friends: body.friends,
+            mark: body.mark,
+            seen_seed: body.seen_seed,
+            remembered: body.remembered,
+            outbox: body.outbox,
+            hooks: body.hooks,
+        };
+        let old = MemoryStore::new(Arc::new(clock.clone()), SpaceConfig::default());
+        old.restore(&super::fuzz::framed(
+            6,
+            &postcard::to_allocvec(&v6).unwrap(),
+        ))
+        .unwrap();
+        assert_eq!(old.config(&lobby).await.unwrap().grace_ms, 5_000);
+        let conns = old.connections(&lobby, &[ann]).await.unwrap();
+        assert!(conns[0].is_empty());
     }
 
     #[tokio::test]
@@ -504,7 +704,7 @@ mod tests {
             spaces: vec![SpaceDumpV2 {
                 name: "lobby".into(),
                 config: [5_000, 20_000, 30_000, 60_000],
-                members: vec![MemberDump {
+                members: vec![MemberDumpV6 {
                     guest: false,
                     id: "ann".into(),
                     last_seen_ms: store.shared.clock.now_ms(),

@@ -100,6 +100,7 @@ impl RedisStore {
             opened: int(v.get(1))? != 0,
             joined: int(v.get(2))? != 0,
             left: int(v.get(3))? != 0,
+            resumed: int(v.get(6))? != 0,
         })
     }
 
@@ -135,6 +136,42 @@ impl RedisStore {
         } else {
             detach.await?
         };
+        let v = array(v)?;
+        outbox::after(&self.ctx, space, &k, Captured::of(v.get(2))).await;
+        self.conn_replicated(space, &k, conn).await?;
+        Ok(DetachReport {
+            found: int(v.first())? != 0,
+            left: int(v.get(1))? != 0,
+        })
+    }
+
+    /// [`LiveConnections::linger`](herenow_core::LiveConnections::linger):
+    /// one script call. A sharded space's claim on the id stays until it
+    /// expires, as an expired connection's does.
+    pub(super) async fn linger_conn(
+        &self,
+        space: &SpaceName,
+        member: &MemberKey,
+        conn: &ConnId,
+    ) -> Result<DetachReport> {
+        self.refuse_while_held()?;
+        let now = self.ctx.clock.now_ms();
+        let k = self.ctx.keys.of_member(space, member);
+        let mut inv = conn_scripts::LINGER.prepare_invoke();
+        k.add_to(&mut inv);
+        inv.arg(now)
+            .arg(&self.ctx.defaults_args()[..])
+            .arg(self.ctx.publish_arg(space).as_ref())
+            .arg(&k.channel)
+            .arg(member.kind.letter())
+            .arg(member.id.as_str())
+            .arg(conn.as_str())
+            .arg(self.ctx.defaults.grace_ms);
+        let mut c = self.ctx.client.clone();
+        let v: Value = self
+            .ctx
+            .io("linger", async { inv.invoke_async(&mut c).await })
+            .await?;
         let v = array(v)?;
         outbox::after(&self.ctx, space, &k, Captured::of(v.get(2))).await;
         self.conn_replicated(space, &k, conn).await?;
@@ -246,14 +283,17 @@ impl RedisStore {
     }
 }
 
-/// One member's part of the listing: flat `conn, expiry, invisible, meta`.
+/// One member's part of the listing: flat `conn, expiry, flag, meta`
+/// (flag `0` visible, `1` invisible, `2` lingering).
 fn connections_of(part: Value) -> Result<Vec<Connection>> {
     let mut it = array(part)?.into_iter();
     let mut out = Vec::new();
     while let Some(id) = it.next() {
         let id = opt_string(Some(id))?.ok_or_else(|| bad_reply("a connection id"))?;
         let expires_ms = int(it.next().as_ref())? as Millis;
-        let invisible = opt_string(it.next())?.as_deref() == Some("1");
+        let flag = opt_string(it.next())?;
+        let invisible = flag.as_deref() == Some("1");
+        let lingering = flag.as_deref() == Some("2");
         // Checked on the way in; a record that no longer parses (written by
         // something else) loses its metadata rather than failing the read.
         let meta = opt_string(it.next())?
@@ -264,6 +304,7 @@ fn connections_of(part: Value) -> Result<Vec<Connection>> {
             meta,
             invisible,
             expires_ms,
+            lingering,
         });
     }
     sort_connections(&mut out);

@@ -182,6 +182,17 @@ impl LiveConnections for RedisStore {
         self.detach_conn(space, member, conn).await
     }
 
+    /// Not buffered either: a linger that is lost leaves the connection
+    /// to expire after its TTL, then the member leaves without a grace.
+    async fn linger(
+        &self,
+        space: &SpaceName,
+        member: &MemberKey,
+        conn: &ConnId,
+    ) -> Result<DetachReport> {
+        self.linger_conn(space, member, conn).await
+    }
+
     async fn connections(
         &self,
         space: &SpaceName,

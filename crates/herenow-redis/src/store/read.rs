@@ -122,6 +122,7 @@ impl RedisStore {
                         "retention",
                         "remember",
                         "rguests",
+                        "grace",
                     ],
                 )
                 .await
@@ -136,6 +137,7 @@ impl RedisStore {
                 Some(retention_ms),
                 remember_ms,
                 remember_guests,
+                grace_ms,
             ] => Ok(SpaceConfig {
                 online_ms: *online_ms,
                 away_ms: *away_ms,
@@ -145,6 +147,8 @@ impl RedisStore {
                 // field: the defaults remember for it (as the scripts do).
                 remember_ms: remember_ms.unwrap_or(d.remember_ms),
                 remember_guests: remember_guests.map_or(d.remember_guests, |g| g != 0),
+                // Nor one written before the grace: the default grace.
+                grace_ms: grace_ms.unwrap_or(d.grace_ms),
             }),
             _ => Ok(d),
         }
@@ -169,6 +173,7 @@ impl RedisStore {
                     .arg(config.retention_ms)
                     .arg(config.remember_ms)
                     .arg(u8::from(config.remember_guests))
+                    .arg(config.grace_ms)
                     .invoke_async::<Value>(&mut c)
                     .await
             })

@@ -170,6 +170,7 @@ fn examples(doc: &mut Value) {
             json!({
                 "online_ms": 60_000, "away_ms": 300_000, "window_ms": 600_000,
                 "retention_ms": 900_000, "remember_ms": 2_592_000_000u64, "remember_guests": false,
+                "grace_ms": 5_000,
             }),
         ),
     ] {
@@ -327,6 +328,10 @@ fn policy(doc: &mut Value) {
     merge(
         property(doc, "SpaceConfigDto", "remember_ms"),
         json!({ "minimum": 0, "maximum": limits::MAX_REMEMBER_MS }),
+    );
+    merge(
+        property(doc, "SpaceConfigDto", "grace_ms"),
+        json!({ "minimum": 0, "maximum": limits::MAX_GRACE_MS }),
     );
     space_webhooks(doc);
 }

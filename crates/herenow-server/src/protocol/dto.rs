@@ -114,7 +114,7 @@ impl From<MemberStatus> for MemberDto {
 
 /// A space's time policy, in ms. The thresholds must satisfy
 /// `0 < online ≤ away ≤ retention ≤ 24h` and `0 < window ≤ retention`;
-/// `remember_ms` is at most 1,096 days.
+/// `remember_ms` is at most 1,096 days, `grace_ms` 5 minutes.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SpaceConfigDto {
@@ -142,6 +142,17 @@ pub struct SpaceConfigDto {
     /// by the million). Absent in a `PUT`: unchanged.
     #[serde(default)]
     pub remember_guests: Option<bool>,
+    /// How long a member whose last live connection ended without a
+    /// goodbye (a page reload, a dropped network, its server stopping or
+    /// dying) stays present: if a connection of the same member comes
+    /// back within it, on any server and either protocol, nobody is told
+    /// anything; if not, the member leaves when it ends, last seen when
+    /// the connection ended. A member in its grace is listed and counted.
+    /// `0` turns it off. Default 5 s (the server's `--grace`), at most
+    /// 5 minutes (300,000 ms). Absent in a `PUT`: unchanged.
+    #[serde(default, deserialize_with = "crate::protocol::whole_numbers::opt_u64")]
+    #[schema(minimum = 0, maximum = 300000)]
+    pub grace_ms: Option<u64>,
     /// Webhook endpoints of this space (at most 8): its events are sent
     /// there as well as to the operator's endpoints, signed and retried
     /// alike. Absent in a `PUT`: unchanged; `[]` removes them. Shown only
@@ -246,6 +257,7 @@ impl SpaceConfigDto {
             retention_ms: self.retention_ms,
             remember_ms: self.remember_ms.unwrap_or(current.remember_ms),
             remember_guests: self.remember_guests.unwrap_or(current.remember_guests),
+            grace_ms: self.grace_ms.unwrap_or(current.grace_ms),
         }
     }
 }
@@ -259,6 +271,7 @@ impl From<SpaceConfig> for SpaceConfigDto {
             retention_ms: c.retention_ms,
             remember_ms: Some(c.remember_ms),
             remember_guests: Some(c.remember_guests),
+            grace_ms: Some(c.grace_ms),
             webhooks: None,
         }
     }

@@ -207,7 +207,7 @@ impl Session {
                 }
             }
         }
-        Box::pin(self.detach_all()).await;
+        Box::pin(self.linger_all()).await;
         tracing::debug!(
             conn = %self.conn,
             member = ?self.grant.as_ref().map(|g| &g.member),
@@ -638,13 +638,28 @@ impl Session {
         }
     }
 
-    /// Leaves every joined space; the connection is going away.
-    async fn detach_all(&mut self) {
+    /// Hands every joined space's presence to the grace: the connection is
+    /// going away without a goodbye (a `leave` message is one; a close, a
+    /// drop or the server's shutdown is not), so its member stays present
+    /// for the space's grace unless a connection of the same member comes
+    /// back meanwhile (`herenow_core::conn`).
+    async fn linger_all(&mut self) {
         for space in self.joined.take_all() {
-            if let Err(e) = self.detach(&space).await {
-                tracing::warn!(%space, code = e.code, "detaching a closed connection failed; it expires by its TTL");
+            if let Err(e) = self.linger(&space).await {
+                tracing::warn!(%space, code = e.code, "ending a closed connection failed; it expires by its TTL");
             }
         }
+    }
+
+    /// This connection in `space` ended without a goodbye.
+    async fn linger(&self, space: &SpaceName) -> Result<DetachReport, WsError> {
+        let member = &self.grant()?.member;
+        let store = self.state.store();
+        let live = store
+            .live_connections()
+            .ok_or_else(|| store.lacks("live connections"))?;
+        self.store_call(live.linger(space, member, &self.conn))
+            .await
     }
 
     /// A store call, bounded by the request timeout.

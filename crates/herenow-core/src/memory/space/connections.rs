@@ -16,6 +16,7 @@ use crate::id::MemberKey;
 use crate::limits;
 use crate::memory::conns::Conn;
 use crate::memory::seen::SightingNote;
+use crate::meta::Metadata;
 use crate::policy::Status;
 use crate::store::{HeartbeatReport, check_batch};
 use crate::time::Millis;
@@ -26,15 +27,27 @@ impl Space {
     pub fn attach(&mut self, a: &Attach, now: Millis) -> Result<AttachReport, InvalidInput> {
         a.check()?;
         let prev = self.conns.get(&a.conn);
+        // A new visible connection takes the place of one of its member's
+        // in their grace: the member never left, so nobody is told.
+        let heir = (prev.is_none() && !a.invisible)
+            .then(|| self.conns.lingering_of(&a.member))
+            .flatten();
         match prev {
             Some(p) if p.member != a.member => return Err(InvalidInput::ConnIdTaken),
-            None if self.conns.count(&a.member) >= limits::MAX_CONNS_PER_MEMBER => {
+            None if heir.is_none()
+                && self.conns.count(&a.member) >= limits::MAX_CONNS_PER_MEMBER =>
+            {
                 return Err(InvalidInput::TooManyConnections);
             }
             _ => {}
         }
-        let was_visible = prev.is_some_and(|p| !p.invisible);
-        let meta_changed = prev.is_some_and(|p| p.meta != a.meta);
+        let resumed = heir.and_then(|id| self.conns.remove(&id));
+        let prev = self.conns.get(&a.conn);
+        let was_visible = prev.is_some_and(|p| !p.invisible) || resumed.is_some();
+        let meta_changed = match (&resumed, prev) {
+            (Some(r), _) => r.meta != a.meta,
+            (None, p) => p.is_some_and(|p| p.meta != a.meta),
+        };
         let others = self.conns.visible_others(&a.member, &a.conn);
         let prev = self.conns.upsert(
             &a.conn,
@@ -43,10 +56,12 @@ impl Space {
                 meta: a.meta.clone(),
                 invisible: a.invisible,
                 expires: now.saturating_add(a.ttl_ms),
+                lingering: false,
             },
         );
         let mut report = AttachReport {
             opened: prev.is_none(),
+            resumed: resumed.is_some(),
             ..AttachReport::default()
         };
         let cause = Cause {
@@ -95,6 +110,74 @@ impl Space {
         }
         let left = self.drop_conn(conn, LeaveReason::Explicit, now);
         DetachReport { found: true, left }
+    }
+
+    /// `member`'s connection `conn` ended without a goodbye at `now` (see
+    /// [`crate::conn`]): a visible one lives on for the space's grace,
+    /// its member seen `now`, and expires then unless the member's next
+    /// connection takes its place; with no grace it is a detach.
+    pub fn linger(&mut self, member: &MemberKey, conn: &ConnId, now: Millis) -> DetachReport {
+        let Some(c) = self.conns.get(conn).filter(|c| c.member == *member) else {
+            return DetachReport::default();
+        };
+        let grace = self.config.grace_ms;
+        if grace == 0 || c.invisible {
+            let left = self.drop_conn(conn, LeaveReason::Explicit, now);
+            return DetachReport { found: true, left };
+        }
+        if !c.lingering {
+            let c = Conn {
+                expires: now.saturating_add(grace),
+                lingering: true,
+                ..c.clone()
+            };
+            self.conns.upsert(conn, c);
+            // Last seen when the connection ended, not at its last ping.
+            self.apply(
+                member.kind,
+                &member.id,
+                now,
+                None,
+                now,
+                &mut HeartbeatReport::default(),
+                None,
+            );
+        }
+        DetachReport {
+            found: true,
+            left: false,
+        }
+    }
+
+    /// Holds `member` present through a connection `conn` already in its
+    /// grace, from `now`: what a restarted store gives a member a
+    /// connection of the process before held, since that process is gone.
+    /// The member must be stored already; a held connection id is kept.
+    pub fn hold_in_grace(
+        &mut self,
+        member: &MemberKey,
+        conn: &ConnId,
+        meta: Option<Metadata>,
+        now: Millis,
+    ) {
+        if self.conns.get(conn).is_some() || self.find(member.kind, member.id.as_str()).is_none() {
+            return;
+        }
+        self.conns.upsert(
+            conn,
+            Conn {
+                member: member.clone(),
+                meta,
+                invisible: false,
+                expires: now.saturating_add(self.config.grace_ms),
+                lingering: true,
+            },
+        );
+    }
+
+    /// Whether `member` holds a visible live connection here.
+    pub fn held(&self, member: &MemberKey) -> bool {
+        self.conns.holds_visible(member)
     }
 
     /// Removes a connection and announces it; returns whether its member

@@ -136,7 +136,7 @@ impl Session {
             .channels
             .leave(&self.app_id, channel, self.number);
         if let Some(p) = self.presence.remove(channel) {
-            self.leave_presence(&p).await;
+            self.leave_presence(&p, true).await;
         }
         if kind.is_occupancy() {
             self.sync_occupancy(channel).await;

@@ -388,7 +388,11 @@ impl Session {
             }
         }
         self.pusher.sockets.close(self.number);
-        self.leave_all().await;
+        // `terminate_connections` is a goodbye; every other end (the
+        // client closed or went silent, the server stops) goes through the
+        // grace.
+        let goodbye = matches!(self.closing, Some((close::UNAUTHORIZED, _)));
+        self.leave_all(goodbye).await;
         if let Some((code, reason)) = self.closing.take() {
             // In the reserve if need be; a queue full even there has a
             // writer that no longer writes, and dropping the sender ends it.

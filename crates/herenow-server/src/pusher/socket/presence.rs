@@ -129,10 +129,17 @@ impl Session {
         }
     }
 
-    /// This socket leaves `p`'s member feed, then the space.
-    pub(super) async fn leave_presence(&self, p: &Presence) {
+    /// This socket leaves `p`'s member feed, then the space: at once on a
+    /// goodbye (`pusher:unsubscribe`, `terminate_connections`), else
+    /// through the grace (`herenow_core::conn`), so a member whose socket
+    /// closed or dropped and who comes straight back never left.
+    pub(super) async fn leave_presence(&self, p: &Presence, goodbye: bool) {
         self.pusher.members.leave(&p.space, self.number);
-        self.detach(p).await;
+        if goodbye {
+            self.detach(p).await;
+        } else {
+            self.linger(p).await;
+        }
     }
 
     /// Attaches every presence channel again, so the store keeps the
@@ -158,8 +165,9 @@ impl Session {
         }
     }
 
-    /// Leaves every channel: the socket is going away.
-    pub(super) async fn leave_all(&mut self) {
+    /// Leaves every channel: the socket is going away, with a goodbye or
+    /// not (see [`Self::leave_presence`]).
+    pub(super) async fn leave_all(&mut self, goodbye: bool) {
         for channel in self.channels.keys() {
             self.pusher
                 .channels
@@ -167,7 +175,7 @@ impl Session {
         }
         let channels = std::mem::take(&mut self.channels);
         for (_, p) in std::mem::take(&mut self.presence) {
-            self.leave_presence(&p).await;
+            self.leave_presence(&p, goodbye).await;
         }
         for (channel, kind) in channels {
             if kind.is_occupancy() {
@@ -179,7 +187,11 @@ impl Session {
                 .channels
                 .leave(&self.app_id, &user.channel, self.number);
             if let Some(p) = &user.presence {
-                self.detach(p).await;
+                if goodbye {
+                    self.detach(p).await;
+                } else {
+                    self.linger(p).await;
+                }
             }
         }
         self.watchlist = None;
@@ -193,6 +205,20 @@ impl Session {
             .await
         {
             tracing::warn!(space = %p.space, error = e, "detaching a Pusher member failed; it expires by its TTL");
+        }
+    }
+
+    /// Hands this socket's presence in `p`'s space to the grace.
+    pub(super) async fn linger(&self, p: &Presence) {
+        let store = self.state.store().clone();
+        let call = async {
+            match store.live_connections() {
+                Some(live) => live.linger(&p.space, &p.member, &p.conn).await,
+                None => Err(store.lacks("live connections")),
+            }
+        };
+        if let Err(e) = self.store_call(call).await {
+            tracing::warn!(space = %p.space, error = e, "ending a Pusher member's socket failed; it expires by its TTL");
         }
     }
 

@@ -1,0 +1,286 @@
+//! Scenarios of the grace (see [`crate::conn`]): a connection that ends
+//! without a goodbye lingers; the member's next connection takes its place
+//! without a word, or the member leaves once when the grace ends.
+
+use super::*;
+
+fn attach(member: MemberKey, c: &str, meta: Option<&str>) -> Attach {
+    Attach {
+        member,
+        conn: ConnId::new(c).expect("valid connection id"),
+        meta: meta.map(|m| Metadata::from_json(m).expect("valid metadata")),
+        invisible: false,
+        ttl_ms: 30_000,
+    }
+}
+
+fn conn(id: &str) -> ConnId {
+    ConnId::new(id).expect("valid connection id")
+}
+
+pub(super) async fn a_member_back_within_the_grace_never_left(
+    s: Arc<dyn PresenceStore>,
+    clock: ManualClock,
+) {
+    let sp = space("g-back");
+    let name = Some(r#"{"name":"Ann"}"#);
+    live(&*s)
+        .attach(&sp, &attach(user("ann"), "g-tab1", name))
+        .await
+        .unwrap();
+    let mut sub = s.subscribe(&sp).await.unwrap();
+    assert_eq!(ids(&sub.snapshot), ["ann"]);
+
+    // The page reloads: its socket closes without a goodbye.
+    clock.advance(Duration::from_millis(500));
+    let r = live(&*s)
+        .linger(&sp, &user("ann"), &conn("g-tab1"))
+        .await
+        .unwrap();
+    assert!(r.found && !r.left, "{r:?}");
+    no_event(&mut sub).await;
+    // In her grace she is present: listed, counted, online.
+    let page = s.list(&sp, &ListQuery::default()).await.unwrap();
+    assert_eq!(ids(&page.members), ["ann"]);
+    assert_eq!(s.count(&sp, None).await.unwrap().users, 1);
+    let st = s.status(&sp, &[user("ann")]).await.unwrap();
+    assert_eq!(st[0].status, Status::Online);
+    assert_eq!(st[0].last_seen_ms, Some(T0 + 500), "seen when it ended");
+    let conns = live(&*s).connections(&sp, &[user("ann")]).await.unwrap();
+    assert_eq!(conns[0].len(), 1);
+    assert!(conns[0][0].lingering);
+    assert_eq!(conns[0][0].expires_ms, T0 + 500 + 5_000);
+    // Lingering twice changes nothing.
+    let again = live(&*s)
+        .linger(&sp, &user("ann"), &conn("g-tab1"))
+        .await
+        .unwrap();
+    assert!(again.found && !again.left);
+    let conns = live(&*s).connections(&sp, &[user("ann")]).await.unwrap();
+    assert_eq!(conns[0][0].expires_ms, T0 + 500 + 5_000);
+
+    // The new page connects (any server, any protocol: a new id) and
+    // takes the old connection's place: no join, no connect.
+    clock.advance(Duration::from_millis(1_500));
+    let r = live(&*s)
+        .attach(&sp, &attach(user("ann"), "g-tab2", name))
+        .await
+        .unwrap();
+    assert!(r.opened && r.resumed && !r.joined, "{r:?}");
+    no_event(&mut sub).await;
+    let conns = live(&*s).connections(&sp, &[user("ann")]).await.unwrap();
+    assert_eq!(conns[0].len(), 1);
+    assert_eq!(conns[0][0].conn, conn("g-tab2"));
+    assert!(!conns[0][0].lingering);
+
+    // Past the old connection's grace: still nothing to tell.
+    clock.advance(Duration::from_secs(10));
+    settle(&s).await;
+    no_event(&mut sub).await;
+    let st = s.status(&sp, &[user("ann")]).await.unwrap();
+    assert_eq!(st[0].status, Status::Online);
+
+    // Back with other metadata: only the update says so.
+    live(&*s)
+        .linger(&sp, &user("ann"), &conn("g-tab2"))
+        .await
+        .unwrap();
+    let r = live(&*s)
+        .attach(
+            &sp,
+            &attach(user("ann"), "g-tab3", Some(r#"{"name":"Ann B."}"#)),
+        )
+        .await
+        .unwrap();
+    assert!(r.resumed && !r.joined);
+    let e = next_event(&mut sub).await;
+    assert_eq!((e.kind, e.member.id.as_str()), (EventKind::Update, "ann"));
+    clock.advance(Duration::from_secs(10));
+    settle(&s).await;
+    no_event(&mut sub).await;
+}
+
+pub(super) async fn a_member_not_back_leaves_once_when_the_grace_ends(
+    s: Arc<dyn PresenceStore>,
+    clock: ManualClock,
+) {
+    let sp = space("g-gone");
+    live(&*s)
+        .attach(&sp, &attach(user("bob"), "g-b1", None))
+        .await
+        .unwrap();
+    let mut sub = s.subscribe(&sp).await.unwrap();
+    clock.advance(Duration::from_secs(3));
+    live(&*s)
+        .linger(&sp, &user("bob"), &conn("g-b1"))
+        .await
+        .unwrap();
+    clock.advance(Duration::from_millis(4_900));
+    settle(&s).await;
+    no_event(&mut sub).await;
+    assert_eq!(s.count(&sp, None).await.unwrap().users, 1);
+
+    clock.advance(Duration::from_millis(200));
+    settle(&s).await;
+    let e = next_event(&mut sub).await;
+    assert_eq!(
+        (e.kind, e.member.id.as_str(), e.last_seen_ms),
+        (EventKind::Leave, "bob", Some(T0 + 3_000)),
+        "one leave when the grace ends, last seen when the connection ended"
+    );
+    no_event(&mut sub).await;
+    let st = s.status(&sp, &[user("bob")]).await.unwrap();
+    assert_eq!(st[0].status, Status::Offline);
+    assert_eq!(st[0].last_seen_ms, Some(T0 + 3_000));
+    assert_eq!(s.count(&sp, None).await.unwrap().users, 0);
+    let conns = live(&*s).connections(&sp, &[user("bob")]).await.unwrap();
+    assert!(conns[0].is_empty());
+
+    // Coming back after the grace is a join like any other.
+    let r = live(&*s)
+        .attach(&sp, &attach(user("bob"), "g-b2", None))
+        .await
+        .unwrap();
+    assert!(r.joined && !r.resumed);
+    assert_eq!(next_event(&mut sub).await.kind, EventKind::Join);
+}
+
+pub(super) async fn a_second_tab_keeps_its_member_through_the_grace(
+    s: Arc<dyn PresenceStore>,
+    clock: ManualClock,
+) {
+    let sp = space("g-tabs");
+    live(&*s)
+        .attach(&sp, &attach(user("cy"), "g-c1", None))
+        .await
+        .unwrap();
+    live(&*s)
+        .attach(&sp, &attach(user("cy"), "g-c2", None))
+        .await
+        .unwrap();
+    let mut sub = s.subscribe(&sp).await.unwrap();
+    // One tab closes: it lingers, then goes as a connection only.
+    live(&*s)
+        .linger(&sp, &user("cy"), &conn("g-c1"))
+        .await
+        .unwrap();
+    no_event(&mut sub).await;
+    clock.advance(Duration::from_secs(6));
+    // The other tab pings on.
+    live(&*s)
+        .attach(&sp, &attach(user("cy"), "g-c2", None))
+        .await
+        .unwrap();
+    settle(&s).await;
+    let e = next_event(&mut sub).await;
+    assert_eq!(
+        (e.kind, e.conn.as_ref().map(ConnId::as_str)),
+        (EventKind::Disconnect, Some("g-c1"))
+    );
+    no_event(&mut sub).await;
+    let st = s.status(&sp, &[user("cy")]).await.unwrap();
+    assert_eq!(st[0].status, Status::Online);
+
+    // An explicit goodbye of the last tab is not delayed.
+    let r = live(&*s)
+        .detach(&sp, &user("cy"), &conn("g-c2"))
+        .await
+        .unwrap();
+    assert!(r.found && r.left);
+    let e = next_event(&mut sub).await;
+    assert_eq!(
+        (e.kind, e.reason),
+        (EventKind::Leave, Some(LeaveReason::Explicit))
+    );
+}
+
+pub(super) async fn a_grace_of_zero_leaves_at_once(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+    let sp = space("g-zero");
+    s.set_config(
+        &sp,
+        SpaceConfig {
+            grace_ms: 0,
+            ..SpaceConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    live(&*s)
+        .attach(&sp, &attach(user("dee"), "g-d1", None))
+        .await
+        .unwrap();
+    let mut sub = s.subscribe(&sp).await.unwrap();
+    clock.advance(Duration::from_secs(1));
+    let r = live(&*s)
+        .linger(&sp, &user("dee"), &conn("g-d1"))
+        .await
+        .unwrap();
+    assert!(r.found && r.left, "{r:?}");
+    let e = next_event(&mut sub).await;
+    assert_eq!(
+        (e.kind, e.reason),
+        (EventKind::Leave, Some(LeaveReason::Explicit))
+    );
+    // As for a detach: last seen when the connection ended.
+    let st = s.status(&sp, &[user("dee")]).await.unwrap();
+    assert_eq!(st[0].last_seen_ms, Some(T0 + 1_000));
+    let r = live(&*s)
+        .attach(&sp, &attach(user("dee"), "g-d2", None))
+        .await
+        .unwrap();
+    assert!(r.joined && !r.resumed);
+}
+
+pub(super) async fn lingering_refuses_what_is_not_its_own(
+    s: Arc<dyn PresenceStore>,
+    clock: ManualClock,
+) {
+    let sp = space("g-bad");
+    live(&*s)
+        .attach(&sp, &attach(user("eve"), "g-e1", None))
+        .await
+        .unwrap();
+    let mut sub = s.subscribe(&sp).await.unwrap();
+    // Unknown connection, another member's, an unknown space: not found,
+    // nothing changed.
+    for (space_name, member, c) in [
+        ("g-bad", user("eve"), "g-nope"),
+        ("g-bad", user("mallory"), "g-e1"),
+        ("g-bad", guest("eve"), "g-e1"),
+        ("g-nowhere", user("eve"), "g-e1"),
+    ] {
+        let r = live(&*s)
+            .linger(&space(space_name), &member, &conn(c))
+            .await
+            .unwrap();
+        assert!(!r.found && !r.left, "{space_name} {member:?} {c}: {r:?}");
+    }
+    let conns = live(&*s).connections(&sp, &[user("eve")]).await.unwrap();
+    assert!(!conns[0][0].lingering);
+    // An invisible connection that ends goes at once: it held nobody.
+    let mut hidden = attach(user("fay"), "g-f1", None);
+    hidden.invisible = true;
+    live(&*s).attach(&sp, &hidden).await.unwrap();
+    let r = live(&*s)
+        .linger(&sp, &user("fay"), &conn("g-f1"))
+        .await
+        .unwrap();
+    assert!(r.found && !r.left);
+    let conns = live(&*s).connections(&sp, &[user("fay")]).await.unwrap();
+    assert!(conns[0].is_empty());
+    // Another member's connection is never taken over.
+    live(&*s)
+        .linger(&sp, &user("eve"), &conn("g-e1"))
+        .await
+        .unwrap();
+    let r = live(&*s)
+        .attach(&sp, &attach(user("gus"), "g-g1", None))
+        .await
+        .unwrap();
+    assert!(r.joined && !r.resumed);
+    assert_eq!(next_event(&mut sub).await.kind, EventKind::Join);
+    clock.advance(Duration::from_secs(6));
+    settle(&s).await;
+    let e = next_event(&mut sub).await;
+    assert_eq!((e.kind, e.member.id.as_str()), (EventKind::Leave, "eve"));
+}
