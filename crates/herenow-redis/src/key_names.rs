@@ -327,6 +327,26 @@ impl Keys {
             .strip_prefix(":friends:")
     }
 
+    /// The stores (servers) alive on this Redis: a sorted set, member =
+    /// a store's [`lease owner`](crate::RedisStore::lease_owner) name,
+    /// score = its last beat (ms). In the `{instances}` slot with the next
+    /// two.
+    pub fn instances(&self) -> String {
+        format!("{}:{{instances}}:live", self.prefix)
+    }
+
+    /// The live connections store `owner` attached and has not ended: a
+    /// set of `space \n kind letter:member id \n connection id`, what a
+    /// reaper hands to the grace once the store stops beating.
+    pub fn instance_conns(&self, owner: &str) -> String {
+        format!("{}:{{instances}}:conns:{owner}", self.prefix)
+    }
+
+    /// The claim of the store reaping dead store `owner`'s connections.
+    pub fn instance_reaper(&self, owner: &str) -> String {
+        format!("{}:{{instances}}:reaper:{owner}", self.prefix)
+    }
+
     /// The one-time migrations this store has run on its data: a hash,
     /// migration → when it finished (ms). `followers`: friend sets written
     /// before the reverse index existed were indexed; `hooked`: spaces

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herenow_core::{
-    Attach, ConnId, Error, Event, EventKind, Heartbeat, LeaveReason, LiveConnections, ManualClock,
-    MemberId, MemberKey, PresenceStore, SpaceConfig, SpaceName, Status, Subscription,
+    Attach, Clock, ConnId, Error, Event, EventKind, Heartbeat, LeaveReason, LiveConnections,
+    ManualClock, MemberId, MemberKey, PresenceStore, SpaceConfig, SpaceName, Status, Subscription,
 };
 use herenow_redis::{RedisOptions, RedisStore};
 
@@ -176,6 +176,71 @@ async fn one_member_across_servers_standalone() {
 async fn one_member_across_servers_cluster() {
     let cluster = common::RedisCluster::start();
     one_member_across_servers(&cluster.url()).await;
+}
+
+/// Whether ann's and bo's one connection each is in its grace.
+async fn lingering(s: &RedisStore, sp: &SpaceName) -> bool {
+    let c = s.connections(sp, &[user("ann"), user("bo")]).await.unwrap();
+    c.iter().all(|m| m.len() == 1 && m[0].lingering)
+}
+
+/// A server dies (its store dropped: no shutdown, no detach, its beats
+/// stop): within seconds a surviving server hands its connections to the
+/// grace. A member who comes back through the survivor within it never
+/// left; one who does not leaves once when it ends.
+async fn a_dead_servers_connections_go_to_the_grace(url: &str) {
+    let clock = ManualClock::new(T0);
+    let a = store(url, &clock, opts("reaped")).await;
+    let b = store(url, &clock, opts("reaped")).await;
+    let sp = SpaceName::new("lobby").unwrap();
+    a.attach(&sp, &attach(user("ann"), "a-ann")).await.unwrap();
+    a.attach(&sp, &attach(user("bo"), "a-bo")).await.unwrap();
+    let mut sub = b.subscribe(&sp).await.unwrap();
+    b.tick().await.unwrap(); // b has seen a beat
+    let died = std::time::Instant::now();
+    drop(a);
+    while !lingering(&b, &sp).await {
+        assert!(
+            died.elapsed() < Duration::from_secs(10),
+            "the dead server's connections never went to the grace"
+        );
+        b.tick().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let took = died.elapsed();
+    eprintln!("a dead server's connections were in their grace after {took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    no_event(&mut sub).await;
+    let reaped_at = clock.now_ms();
+
+    // Ann's page reconnects to the survivor: nobody is told.
+    clock.advance(Duration::from_secs(2));
+    let r = b.attach(&sp, &attach(user("ann"), "b-ann")).await.unwrap();
+    assert!(r.resumed && !r.joined, "{r:?}");
+    no_event(&mut sub).await;
+    // Bo does not come back: one leave when the grace ends, last seen
+    // when his server was found dead.
+    clock.advance(Duration::from_secs(4));
+    b.tick().await.unwrap();
+    let e = next_event(&mut sub).await;
+    assert_eq!(what(&e), (EventKind::Leave, "bo", Some("a-bo")));
+    let st = b.status(&sp, &[user("ann"), user("bo")]).await.unwrap();
+    assert_eq!(st[0].status, Status::Online);
+    assert_eq!(st[1].status, Status::Offline);
+    assert_eq!(st[1].last_seen_ms, Some(reaped_at));
+    no_event(&mut sub).await;
+}
+
+#[tokio::test]
+async fn a_dead_servers_connections_go_to_the_grace_standalone() {
+    let server = common::RedisServer::standalone();
+    a_dead_servers_connections_go_to_the_grace(&server.url()).await;
+}
+
+#[tokio::test]
+async fn a_dead_servers_connections_go_to_the_grace_cluster() {
+    let cluster = common::RedisCluster::start();
+    a_dead_servers_connections_go_to_the_grace(&cluster.url()).await;
 }
 
 /// Attach and detach are never buffered: while Redis is down they answer

@@ -12,7 +12,9 @@
 //! - `anywhere.rs`: users across spaces, "last seen anywhere" and erasure;
 //! - `migrate.rs`: one-time migrations of what earlier versions wrote, run
 //!   by `connect`;
-//! - `connections.rs`: live connections (attach, detach, listing);
+//! - `connections.rs`: live connections (attach, detach, listing), and
+//!   `instances.rs`: which stores are alive, so a dead server's
+//!   connections go to the grace within seconds;
 //! - `outbox.rs`: the webhook outbox (claims, acknowledgements, figures),
 //!   `switch.rs`: whether every store on the Redis captures (a lease the
 //!   servers with webhooks renew), and `hooks.rs`: the webhook endpoints
@@ -26,6 +28,7 @@ mod connections;
 mod follow;
 mod friends;
 mod hooks;
+mod instances;
 mod list;
 mod migrate;
 mod outbox;
@@ -85,8 +88,11 @@ pub struct RedisStore {
     writer: Arc<Writer>,
     /// Per-space queues that merge concurrent heartbeats.
     flusher: Arc<Flusher>,
-    /// This store's name on sweep leases.
+    /// This store's name on sweep leases, and on the beats of live stores.
     owner: String,
+    /// Each other store's beat as last read, and when this store saw it
+    /// move (see `instances.rs`).
+    beats_seen: Mutex<std::collections::HashMap<String, (f64, Instant)>>,
     /// Where this store's outbox claims are in the index of streams; held
     /// by each claim and acknowledgement, so they run one at a time.
     outbox: tokio::sync::Mutex<outbox::Consumer>,
@@ -177,6 +183,8 @@ impl RedisStore {
             relays.clone(),
             stopped.clone(),
         ));
+        let owner = lease_owner();
+        tokio::spawn(instances::beat(ctx.clone(), owner.clone(), stopped.clone()));
         let replayer = tokio::spawn(replay::run(writer.clone(), tuning, stopped));
         let store = RedisStore {
             ctx,
@@ -186,7 +194,8 @@ impl RedisStore {
             sub_lock: tokio::sync::Mutex::new(()),
             flusher: Flusher::new(writer.clone()),
             writer,
-            owner: lease_owner(),
+            owner,
+            beats_seen: Mutex::new(std::collections::HashMap::new()),
             outbox: tokio::sync::Mutex::new(outbox::Consumer::default()),
             opened: Mutex::new(None),
             hooks_seen: Mutex::new(outbox_lease::HooksSeen::default()),
@@ -249,6 +258,11 @@ impl RedisStore {
     /// down: writes that fail after it are still accepted into the buffer
     /// but nothing writes them back any more.
     pub async fn shutdown(&self) {
+        // Connections this store's sockets did not end (a failed call)
+        // go to the grace now rather than when their TTL runs out.
+        if let Err(e) = self.reap(&self.owner.clone()).await {
+            tracing::warn!(error = %e, "handing this server's last connections to the grace failed; they expire by their TTL");
+        }
         let _ = self.stop.send(true);
         let handle = self.replayer.lock().take();
         if let Some(h) = handle {

@@ -167,7 +167,11 @@ impl LiveConnections for RedisStore {
     /// [`Error::Unavailable`](herenow_core::Error::Unavailable) (see the
     /// crate documentation).
     async fn attach(&self, space: &SpaceName, attach: &Attach) -> Result<AttachReport> {
-        self.attach_conn(space, attach).await
+        let report = self.attach_conn(space, attach).await?;
+        if report.opened {
+            self.own_conn(space, &attach.member, &attach.conn).await?;
+        }
+        Ok(report)
     }
 
     /// Not buffered while Redis is unavailable, like
@@ -179,7 +183,12 @@ impl LiveConnections for RedisStore {
         member: &MemberKey,
         conn: &ConnId,
     ) -> Result<DetachReport> {
-        self.detach_conn(space, member, conn).await
+        let (report, disowned) = futures::join!(
+            self.detach_conn(space, member, conn),
+            self.disown_conn(space, member, conn)
+        );
+        disowned?;
+        report
     }
 
     /// Not buffered either: a linger that is lost leaves the connection
@@ -190,7 +199,12 @@ impl LiveConnections for RedisStore {
         member: &MemberKey,
         conn: &ConnId,
     ) -> Result<DetachReport> {
-        self.linger_conn(space, member, conn).await
+        let (report, disowned) = futures::join!(
+            self.linger_conn(space, member, conn),
+            self.disown_conn(space, member, conn)
+        );
+        disowned?;
+        report
     }
 
     async fn connections(

@@ -72,6 +72,8 @@ impl RedisStore {
             self.prune_channels().await;
         }
         let mut report = TickReport::default();
+        // First: a dead server's connections start their grace now.
+        self.reap_dead().await?;
         let (names, _) = self.ctx.keys.registry();
         let mut start = "-".to_owned();
         loop {

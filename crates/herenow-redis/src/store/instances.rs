@@ -1,0 +1,264 @@
+//! Which stores (servers) on this Redis are alive, so that the live
+//! connections of one that died (SIGKILL, a machine lost, a partition) are
+//! handed to the grace within seconds, not when each connection's TTL runs
+//! out (see [`herenow_core::conn`]).
+//!
+//! - Each store beats every [`BEAT_EVERY`] on its own task, independent of
+//!   the sweep: its name's score in [`Keys::instances`](crate::key_names)
+//!   is the store clock's time.
+//! - Each store records the connections it attached, and forgets those it
+//!   detached or lingered, in a set of its own
+//!   ([`Keys::instance_conns`](crate::key_names)): one more command when a
+//!   connection opens and one when it ends, none per ping.
+//! - Every tick, a store looks for names whose beat has not moved for
+//!   [`DEAD_AFTER_MS`] of its own monotonic time; the first to claim one (a claim key, `SET NX`)
+//!   lingers each of its connections, popping them as it goes so that a
+//!   reaper that dies half way leaves the rest to the next, then drops
+//!   the name. A store that stops cleanly hands its own connections over
+//!   the same way ([`RedisStore::shutdown`]).
+//!
+//! A store that was only slow (its beats late by more than
+//! [`DEAD_AFTER_MS`]) and comes back finds its name gone; its sockets
+//! attach again at their next refresh, as a new connection would.
+
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use tokio::sync::watch;
+
+use herenow_core::{ConnId, MemberId, MemberKey, MemberKind, Millis, Result, SpaceName};
+
+use super::RedisStore;
+use crate::ctx::Ctx;
+
+/// How often a store beats.
+pub const BEAT_EVERY: Duration = Duration::from_secs(1);
+
+/// How long a store may go without a beat before its connections are
+/// handed to the grace: three missed beats. With a tick a second, a dead
+/// store's members are in their grace within about four seconds.
+pub const DEAD_AFTER_MS: Millis = 3_000;
+
+/// How long a reaper's claim on a dead store lasts.
+const REAP_CLAIM_MS: u64 = 60_000;
+
+/// Most connections one pop takes from a dead store's set.
+const REAP_BATCH: usize = 256;
+
+/// Most dead stores one tick reaps.
+const REAP_STORES: usize = 8;
+
+/// Beats for `owner` every [`BEAT_EVERY`] until `stopped`.
+pub(super) async fn beat(
+    ctx: std::sync::Arc<Ctx>,
+    owner: String,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let key = ctx.keys.instances();
+    let mut every = tokio::time::interval(BEAT_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut first = true;
+    loop {
+        tokio::select! {
+            _ = every.tick() => {}
+            _ = stopped.changed() => return,
+        }
+        let now = ctx.clock.now_ms();
+        let mut c = ctx.client.clone();
+        let added = ctx
+            .io("beat", async {
+                c.zadd::<_, _, _, i64>(&key, &owner, now).await
+            })
+            .await;
+        if let Ok(1) = added
+            && !first
+        {
+            tracing::warn!(
+                "this server missed its beats on Redis for {} s or more; the others handed its \
+                 connections to the grace, and its sockets attach again at their next refresh",
+                DEAD_AFTER_MS / 1000
+            );
+        }
+        first = false;
+    }
+}
+
+/// One entry of a store's set of connections.
+fn entry(space: &SpaceName, member: &MemberKey, conn: &ConnId) -> String {
+    format!(
+        "{space}\n{}:{}\n{conn}",
+        member.kind.letter(),
+        member.id.as_str()
+    )
+}
+
+/// The connection an entry names; `None` for one that does not parse
+/// (written by something else).
+fn parse_entry(e: &str) -> Option<(SpaceName, MemberKey, ConnId)> {
+    let mut parts = e.splitn(3, '\n');
+    let space = SpaceName::new(parts.next()?).ok()?;
+    let (kind, id) = parts.next()?.split_once(':')?;
+    let kind = match kind {
+        "u" => MemberKind::User,
+        "g" => MemberKind::Guest,
+        _ => return None,
+    };
+    let member = MemberKey {
+        kind,
+        id: MemberId::new(id).ok()?,
+    };
+    let conn = ConnId::new(parts.next()?).ok()?;
+    Some((space, member, conn))
+}
+
+impl RedisStore {
+    /// Records `conn` as this store's, after an attach that opened it.
+    pub(super) async fn own_conn(
+        &self,
+        space: &SpaceName,
+        member: &MemberKey,
+        conn: &ConnId,
+    ) -> Result<()> {
+        let key = self.ctx.keys.instance_conns(&self.owner);
+        let e = entry(space, member, conn);
+        let mut c = self.ctx.client.clone();
+        self.ctx
+            .io("attach", async { c.sadd::<_, _, i64>(&key, e).await })
+            .await?;
+        Ok(())
+    }
+
+    /// Forgets `conn` as this store's, after it was detached or lingered.
+    pub(super) async fn disown_conn(
+        &self,
+        space: &SpaceName,
+        member: &MemberKey,
+        conn: &ConnId,
+    ) -> Result<()> {
+        let key = self.ctx.keys.instance_conns(&self.owner);
+        let e = entry(space, member, conn);
+        let mut c = self.ctx.client.clone();
+        self.ctx
+            .io("detach", async { c.srem::<_, _, i64>(&key, e).await })
+            .await?;
+        Ok(())
+    }
+
+    /// Hands the connections of every store that stopped beating to the
+    /// grace; how many connections it lingered. Run by each tick.
+    ///
+    /// "Stopped" is judged by this store's own monotonic clock: a name
+    /// whose beat has not moved for [`DEAD_AFTER_MS`] since this store
+    /// last saw it move. So stores whose clocks disagree, or a test's
+    /// manual clock jumping ahead, never make a live store look dead.
+    pub(super) async fn reap_dead(&self) -> Result<u64> {
+        let key = self.ctx.keys.instances();
+        let mut c = self.ctx.client.clone();
+        let beats: Vec<(String, f64)> = self
+            .ctx
+            .io("reap", async { c.zrange_withscores(&key, 0, -1).await })
+            .await?;
+        let dead: Vec<String> = {
+            let now = Instant::now();
+            let mut seen = self.beats_seen.lock();
+            seen.retain(|owner, _| beats.iter().any(|(o, _)| o == owner));
+            beats
+                .into_iter()
+                .filter(|(owner, _)| *owner != self.owner)
+                .filter_map(|(owner, score)| {
+                    let last = seen.entry(owner.clone()).or_insert((score, now));
+                    if last.0 != score {
+                        *last = (score, now);
+                    }
+                    (now.duration_since(last.1) >= Duration::from_millis(DEAD_AFTER_MS))
+                        .then_some(owner)
+                })
+                .take(REAP_STORES)
+                .collect()
+        };
+        let mut reaped = 0;
+        for owner in &dead {
+            let claim = self.ctx.keys.instance_reaper(owner);
+            let mut c = self.ctx.client.clone();
+            let opts = redis::SetOptions::default()
+                .conditional_set(redis::ExistenceCheck::NX)
+                .with_expiration(redis::SetExpiry::PX(REAP_CLAIM_MS));
+            let got: Option<String> = self
+                .ctx
+                .io("reap", async {
+                    c.set_options(&claim, &self.owner, opts).await
+                })
+                .await?;
+            if got.is_none() {
+                continue; // another store reaps it
+            }
+            let n = self.reap(owner).await?;
+            self.beats_seen.lock().remove(owner);
+            tracing::warn!(
+                server = %owner,
+                connections = n,
+                "a server sharing this Redis stopped beating; its connections are in their grace"
+            );
+            reaped += n;
+        }
+        Ok(reaped)
+    }
+
+    /// Lingers every connection `owner` recorded, then drops its name.
+    pub(super) async fn reap(&self, owner: &str) -> Result<u64> {
+        let set = self.ctx.keys.instance_conns(owner);
+        let mut n = 0;
+        loop {
+            let mut c = self.ctx.client.clone();
+            let batch: Vec<String> = self
+                .ctx
+                .io("reap", async {
+                    redis::cmd("SPOP")
+                        .arg(&set)
+                        .arg(REAP_BATCH)
+                        .query_async(&mut c)
+                        .await
+                })
+                .await?;
+            if batch.is_empty() {
+                break;
+            }
+            let lingered =
+                batch.iter().filter_map(|e| parse_entry(e)).map(
+                    |(space, member, conn)| async move {
+                        self.linger_conn(&space, &member, &conn).await
+                    },
+                );
+            for r in futures::future::join_all(lingered).await {
+                // A connection that cannot be handed over now expires by
+                // its TTL, as before.
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, "lingering a dead server's connection failed");
+                }
+                n += 1;
+            }
+        }
+        let key = self.ctx.keys.instances();
+        let mut c = self.ctx.client.clone();
+        self.ctx
+            .io("reap", async { c.zrem::<_, _, i64>(&key, owner).await })
+            .await?;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_read_back() {
+        let space = SpaceName::new("room:1").unwrap();
+        let member = MemberKey::guest(MemberId::new("10.0.0.7").unwrap());
+        let conn = ConnId::new("ab12-3").unwrap();
+        let e = entry(&space, &member, &conn);
+        assert_eq!(parse_entry(&e), Some((space, member, conn)));
+        assert_eq!(parse_entry("room\nx:ann\nc1"), None);
+        assert_eq!(parse_entry("room\nu:ann"), None);
+    }
+}
