@@ -195,6 +195,32 @@ impl Server {
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
     }
 
+    /// The process id, while it runs.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("the server runs").id()
+    }
+
+    /// Waits, within [`DEADLINE`], for a process something else stopped
+    /// (a test's script signalled it by [`Server::pid`]); its exit status.
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("the server ran");
+        let started = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                if let Some(reader) = self.stderr_reader.take() {
+                    reader.join().unwrap();
+                }
+                return status;
+            }
+            assert!(
+                started.elapsed() < DEADLINE,
+                "herenow serve did not exit; stderr:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// `http://127.0.0.1:PORT`.
     pub fn url(&self) -> &str {
         &self.url
