@@ -80,14 +80,20 @@ fn go_away_with(store: &str, mode: &str, grace: &str) -> String {
 fn a_rolling_restart_on_redis_shows_no_member_leave() {
     let redis = RedisServer::standalone();
     let out = go_away(&redis.url(), "term");
-    assert!(out.contains("members seen leaving by the observers: 0"), "{out}");
+    assert!(
+        out.contains("members seen leaving by the observers: 0"),
+        "{out}"
+    );
 }
 
 #[test]
 fn a_rolling_restart_on_a_redis_cluster_shows_no_member_leave() {
     let cluster = RedisCluster::start();
     let out = go_away(&cluster.url(), "term");
-    assert!(out.contains("members seen leaving by the observers: 0"), "{out}");
+    assert!(
+        out.contains("members seen leaving by the observers: 0"),
+        "{out}"
+    );
 }
 
 #[test]
