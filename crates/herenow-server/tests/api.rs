@@ -261,19 +261,47 @@ async fn space_config_get_and_put() {
     assert_eq!(
         c,
         json!({"online_ms": 60000, "away_ms": 300000, "window_ms": 600000, "retention_ms": 900000,
-               "remember_ms": 2_592_000_000u64, "remember_guests": false, "webhooks": []})
+               "remember_ms": 2_592_000_000u64, "remember_guests": false, "grace_ms": 5000,
+               "webhooks": []})
     );
-    // The four thresholds alone: remembering keeps what the space had.
+    // The four thresholds alone: remembering and the grace keep what the
+    // space had.
     let new =
         json!({"online_ms": 10000, "away_ms": 20000, "window_ms": 30000, "retention_ms": 40000});
     let full = json!({"online_ms": 10000, "away_ms": 20000, "window_ms": 30000,
                       "retention_ms": 40000, "remember_ms": 2_592_000_000u64,
-                      "remember_guests": false, "webhooks": []});
+                      "remember_guests": false, "grace_ms": 5000, "webhooks": []});
     assert_eq!(
         h.put("/v1/spaces/room/config", new.clone()).await.ok(),
         full
     );
     assert_eq!(h.get("/v1/spaces/room/config").await.ok(), full);
+
+    // The grace: set alone it changes nothing else; 0 turns it off; past
+    // five minutes, or not a whole number, it is refused naming itself.
+    let graced = h
+        .put(
+            "/v1/spaces/room/config",
+            json!({"online_ms": 10000, "away_ms": 20000, "window_ms": 30000,
+                   "retention_ms": 40000, "grace_ms": 0}),
+        )
+        .await
+        .ok();
+    assert_eq!(graced["grace_ms"], 0);
+    assert_eq!(graced["remember_ms"], 2_592_000_000u64);
+    for bad in [json!(300_001), json!(-1), json!(1.5), json!("5s")] {
+        let r = h
+            .put(
+                "/v1/spaces/room/config",
+                json!({"online_ms": 10000, "away_ms": 20000, "window_ms": 30000,
+                       "retention_ms": 40000, "grace_ms": bad}),
+            )
+            .await;
+        let body = String::from_utf8_lossy(&r.body);
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "grace_ms {bad}: {body}");
+        assert!(body.contains("grace_ms"), "grace_ms {bad}: {body}");
+    }
+    assert_eq!(h.get("/v1/spaces/room/config").await.ok()["grace_ms"], 0);
 
     // The new thresholds drive status.
     h.beat("room", "a").await;

@@ -215,11 +215,11 @@ async fn issue_8_space_config_carries_remember_ms_and_remember_guests() {
         h.get("/v1/spaces/room/config").await.ok(),
         json!({"online_ms": 60000, "away_ms": 300000, "window_ms": 600000,
                "retention_ms": 900000, "remember_ms": THIRTY_DAYS_MS, "remember_guests": false,
-               "webhooks": []})
+               "grace_ms": 5000, "webhooks": []})
     );
     let full = json!({"online_ms": 1000, "away_ms": 2000, "window_ms": 2000,
                       "retention_ms": 4000, "remember_ms": 10000, "remember_guests": true,
-                      "webhooks": []});
+                      "grace_ms": 5000, "webhooks": []});
     assert_eq!(
         h.put("/v1/spaces/room/config", full.clone()).await.ok(),
         full

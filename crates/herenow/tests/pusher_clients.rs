@@ -16,7 +16,11 @@
 //!   pusher-js, `authenticate` output is accepted for private and
 //!   presence channels;
 //! - `thousand.test.js`: a presence channel of 1,000 pusher-js members
-//!   in one Node process.
+//!   in one Node process;
+//! - `reload.test.js`: three Laravel Echo pages in headless Chromium; one
+//!   reloads and nobody is told anything (pages, Pusher-format and
+//!   herenow webhooks), then closes and leaves once after the grace
+//!   (issue 43). It starts its own server, as its webhook endpoint.
 //!
 //! The tests take turns (one lock): each is light but for the crowd, and
 //! the machine may have two cores. npm packages and the venv are
@@ -104,6 +108,33 @@ fn pusher_js_in_headless_chromium() {
         &server,
         &[("PUSHER_APP", APP), ("HERENOW_CHROMIUM", &chromium)],
     );
+}
+
+#[test]
+fn a_laravel_echo_page_reload_is_no_leave() {
+    let _turn = turn();
+    let chromium =
+        std::env::var("HERENOW_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
+    assert!(
+        std::path::Path::new(&chromium).exists(),
+        "{chromium} not found: install chromium (apt-get install chromium)"
+    );
+    let dir = support::pusher_node::node_dir();
+    let out = std::process::Command::new("node")
+        .args(["--test", "--test-reporter=spec", "reload.test.js"])
+        .current_dir(&dir)
+        .env("HERENOW_BIN", support::BIN)
+        .env("PUSHER_APP", APP)
+        .env("HERENOW_CHROMIUM", &chromium)
+        .output()
+        .expect("run node --test");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("ℹ pass 1"),
+        "reload.test.js failed:\n{stdout}\n{stderr}"
+    );
+    println!("{stdout}");
 }
 
 #[test]
