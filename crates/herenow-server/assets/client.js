@@ -21,7 +21,8 @@
 //
 // The protocol is docs/PROTOCOL.md. The client pings every `ping_ms` the
 // server asks for and whenever the tab becomes visible again, reconnects
-// with exponential backoff and full jitter, and on every reconnect says
+// with exponential backoff and full jitter (at once, within a quarter
+// second, when its server restarts: 1012, or 1001), and on every reconnect says
 // hello again, re-joins, re-applies invisibility, re-subscribes and
 // watches again (each subscription restarts from a fresh snapshot, each
 // watch from a fresh picture that replaces the old, so nothing is missed).
@@ -38,6 +39,12 @@
   const BACKOFF_MAX_MS = 30_000;
   // Codes after which a reconnect needs a new token, not just a new socket.
   const TOKEN_CODES = new Set([4001, 4002]);
+  // Codes of a server that restarts (a rollout) or goes away: reconnect at
+  // once, to another server, well within the grace that keeps this
+  // connection's presence meanwhile; a small jitter spreads the sockets of
+  // one server over a quarter second.
+  const RESTART_CODES = new Set([1001, 1012]);
+  const RESTART_JITTER_MS = 250;
 
   // The types below are JSDoc only: the script runs as it is, and
   // clients/js/scripts/browser-dts.mjs checks them against the code and
@@ -785,17 +792,22 @@
             return;
           }
         }
-        this._retry();
+        // The first reconnect after a restart goes at once; should it fail,
+        // the backoff takes over.
+        this._retry(RESTART_CODES.has(ev.code) && this._attempt === 0 ? RESTART_JITTER_MS : undefined);
       };
     }
 
-    /** @internal */
-    _retry() {
+    /**
+     * @internal
+     * @param {number} [capMs] The longest wait; by default the backoff's.
+     */
+    _retry(capMs) {
       if (this._stopped) return;
       this._setState("reconnecting");
       // Full jitter: a uniformly random wait up to the backoff, so a server
       // restart is not met by every client at the same instant.
-      const cap = Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** this._attempt);
+      const cap = capMs ?? Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** this._attempt);
       this._attempt += 1;
       clearTimeout(this._timer);
       this._timer = setTimeout(() => this._open(), Math.random() * cap);

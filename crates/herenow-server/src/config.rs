@@ -241,6 +241,23 @@ pub const MAX_REDIS_WAIT: Duration = Duration::from_secs(1);
 /// How often the memory store's snapshot is written unless told otherwise.
 pub const DEFAULT_SNAPSHOT_INTERVAL: Duration = Duration::from_secs(30);
 
+/// How long a socket may send nothing before the server pings it,
+/// unless told otherwise (`--ping-interval`).
+pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(20);
+
+/// How long a pinged socket has to answer, unless told otherwise
+/// (`--pong-wait`): with [`DEFAULT_PING_INTERVAL`], a socket that vanished
+/// without a close is closed within 30 s.
+pub const DEFAULT_PONG_WAIT: Duration = Duration::from_secs(10);
+
+/// How long the shutdown waits for sockets to close, unless told otherwise
+/// (`--drain`).
+pub const DEFAULT_DRAIN: Duration = Duration::from_secs(10);
+
+/// The longest ping interval, pong wait or drain: 10 minutes, the longest
+/// WebSocket TTL.
+pub const MAX_SOCKET_TIMER: Duration = Duration::from_secs(600);
+
 /// Time between ticks on the memory store: its rounds are cheap and local.
 pub(crate) const MEMORY_TICK: Duration = Duration::from_millis(250);
 
@@ -436,6 +453,24 @@ pub struct Config {
     /// How often WebSocket clients are asked to ping (`ping_ms` in
     /// `welcome`); at most half of `ws_ttl`.
     pub ws_ping: Duration,
+    /// How long a socket of either protocol may send nothing at all
+    /// before the server asks whether it is still there: a WebSocket Ping
+    /// frame on `/v1/ws` (browsers answer it by themselves), `pusher:ping`
+    /// on a Pusher socket, whose clients are told it as
+    /// `activity_timeout`. Longer than zero, at most
+    /// [`MAX_SOCKET_TIMER`].
+    pub ping_interval: Duration,
+    /// How long a socket has to send anything (a pong or any other frame)
+    /// once pinged before it is closed (`/v1/ws`: `4005`; Pusher: `4201`)
+    /// and its presence handed to the grace. A socket that vanished
+    /// without a close is so found within `ping_interval + pong_wait`.
+    /// Longer than zero, at most [`MAX_SOCKET_TIMER`].
+    pub pong_wait: Duration,
+    /// How long the shutdown waits for sockets to close once it began:
+    /// each is told to reconnect at once (`/v1/ws`: `1012`; Pusher:
+    /// `4200`) and hands its presence to the grace. Longer than zero, at
+    /// most [`MAX_SOCKET_TIMER`].
+    pub drain: Duration,
     /// The secret that signs WebSocket tokens. `None`: a random one per
     /// process, so tokens die with it, and servers sharing a Redis store
     /// do not accept each other's tokens.
@@ -468,6 +503,9 @@ impl Default for Config {
             max_ws_connections: 12_000,
             ws_ttl: Duration::from_secs(30),
             ws_ping: Duration::from_secs(10),
+            ping_interval: DEFAULT_PING_INTERVAL,
+            pong_wait: DEFAULT_PONG_WAIT,
+            drain: DEFAULT_DRAIN,
             token_secret: None,
             max_event_streams: 1_024,
             request_timeout: Duration::from_secs(10),
@@ -544,6 +582,15 @@ impl Config {
                 ttl: self.ws_ttl,
             });
         }
+        for (flag, value) in [
+            ("ping_interval", self.ping_interval),
+            ("pong_wait", self.pong_wait),
+            ("drain", self.drain),
+        ] {
+            if value.is_zero() || value > MAX_SOCKET_TIMER {
+                return Err(ConfigError::SocketTimer { flag, value });
+            }
+        }
         self.webhooks.check()?;
         self.pusher.check()?;
         let lanes = self.webhooks.endpoints.len() + self.pusher.webhook_targets().len();
@@ -619,9 +666,9 @@ pub enum ConfigError {
     /// A WebSocket TTL the stores do not accept.
     #[error("the WebSocket TTL must be between 1s and 10m; got {0:?}")]
     WsTtl(Duration),
-    /// A ping interval too long for the TTL.
+    /// A clients' ping interval (`ws_ping`) too long for the TTL.
     #[error(
-        "the WebSocket ping interval ({ping:?}) must be longer than zero and at most half \
+        "the clients' ping interval ({ping:?}, `ping_ms`) must be longer than zero and at most half \
          the TTL ({ttl:?}), so one lost ping does not drop a client"
     )]
     WsPing {
@@ -629,6 +676,15 @@ pub enum ConfigError {
         ping: Duration,
         /// The TTL it must fit in twice.
         ttl: Duration,
+    },
+    /// A ping interval, pong wait or drain of zero or past
+    /// [`MAX_SOCKET_TIMER`].
+    #[error("{flag} must be longer than zero and at most 10m; got {value:?}")]
+    SocketTimer {
+        /// The setting: `ping_interval`, `pong_wait` or `drain`.
+        flag: &'static str,
+        /// The duration asked for.
+        value: Duration,
     },
     /// A flag that needs a capability the store does not offer (see
     /// [`herenow_core::capability`]): refused at start, not answered

@@ -1,6 +1,7 @@
 //! [`Hub`]: the server's live WebSocket connections as a whole: their
 //! bound, the tracker every connection task runs under (so shutdown can
-//! wait for them), connection ids, and the timing told to clients.
+//! wait for them), connection ids, the timing told to clients, and the
+//! [`Liveness`] probe of both protocols' sockets.
 //!
 //! A leaf: [`crate::state::AppState`] holds one and [`crate::ws`] uses it,
 //! and it knows neither.
@@ -26,6 +27,22 @@ pub struct Hub {
     next: AtomicU64,
     ttl: Duration,
     ping: Duration,
+    liveness: Liveness,
+}
+
+/// How the server finds a socket that stopped answering (a laptop that
+/// slept, a network that vanished without a close), the same for both
+/// protocols: after `ping_interval` without any frame from the client it
+/// pings (a WebSocket Ping on `/v1/ws`, `pusher:ping` on a Pusher
+/// socket), and a client that sends nothing at all within `pong_wait` of
+/// that is closed; its presence then goes through the grace. Socket
+/// timers on real time, as every socket timer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Liveness {
+    /// Silence after which the socket is pinged.
+    pub(crate) ping_interval: Duration,
+    /// How long a pinged socket has to send anything.
+    pub(crate) pong_wait: Duration,
 }
 
 impl Hub {
@@ -40,6 +57,10 @@ impl Hub {
             next: AtomicU64::new(1),
             ttl: config.ws_ttl,
             ping: config.ws_ping,
+            liveness: Liveness {
+                ping_interval: config.ping_interval,
+                pong_wait: config.pong_wait,
+            },
         }
     }
 
@@ -60,9 +81,15 @@ impl Hub {
         self.permits.clone().try_acquire_owned().ok()
     }
 
-    /// The presence TTL and the ping interval told to clients.
+    /// The presence TTL, and how often clients are asked to ping (`ping_ms`
+    /// in `welcome`; not the server's own ping, see [`Hub::liveness`]).
     pub(crate) fn timing(&self) -> (Duration, Duration) {
         (self.ttl, self.ping)
+    }
+
+    /// When sockets are pinged and how long they have to answer.
+    pub(crate) fn liveness(&self) -> Liveness {
+        self.liveness
     }
 
     /// A connection id unique across servers: this process's random

@@ -96,7 +96,8 @@ mod ws;
 
 pub use backend::{Backend, Snapshots};
 pub use config::{
-    ApiKey, Config, ConfigError, DEFAULT_REDIS_WAIT, DEFAULT_SNAPSHOT_INTERVAL, MAX_REDIS_WAIT,
+    ApiKey, Config, ConfigError, DEFAULT_DRAIN, DEFAULT_PING_INTERVAL, DEFAULT_PONG_WAIT,
+    DEFAULT_REDIS_WAIT, DEFAULT_SNAPSHOT_INTERVAL, MAX_REDIS_WAIT, MAX_SOCKET_TIMER,
     MIN_TOKEN_SECRET_BYTES, RedisLayout, RedisTarget, Scope, StoreSpec, StoreTarget, TokenSecret,
 };
 pub use config::{PusherApp, PusherConfig, PusherConfigError, PusherWebhook};
@@ -195,8 +196,11 @@ pub async fn run(
 /// How long open HTTP requests may take to finish once the shutdown began.
 const DRAIN_GRACE: Duration = Duration::from_secs(10);
 
-/// Serves `state` on `listener` until `shutdown` completes, then drains
-/// requests, ends event streams, and does the store's last duty (the
+/// Serves `state` on `listener` until `shutdown` completes, then drains:
+/// stops accepting connections, answers `/readyz` with `503`, lets open
+/// requests finish, ends event streams, tells every socket to reconnect
+/// now (its members lingering for the grace meanwhile) and waits for them
+/// for [`Config::drain`] at most; then does the store's last duty (the
 /// memory store's snapshot, a Redis store's flush). `config` must be the
 /// one `state` was built with; the state is the caller's to build so it
 /// can watch it (tests: open sockets, the store).
@@ -233,42 +237,56 @@ pub async fn serve(
     let listener = listener::LimitedListener::new(listener, config.max_connections);
     let stop = token.clone();
     let app = axum::ServiceExt::<axum::extract::Request>::into_make_service(app(state.clone()));
+    // Once `shutdown` completes, axum drops the listener (a new connection
+    // is refused, so a new socket goes to another server) and lets each
+    // connection finish its request; the token ends event streams and
+    // background tasks (without it open streams would hold the graceful
+    // shutdown forever), turns `/readyz` to `503`, refuses upgrades still
+    // in flight, and tells every socket to reconnect now.
     let serving = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;
-            // Ends event streams and background tasks; without it open
-            // streams would hold the graceful shutdown forever.
             stop.cancel();
         })
         .into_future();
+    tokio::pin!(serving);
+    let served = tokio::select! {
+        served = &mut serving => Some(served),
+        () = token.cancelled() => None,
+    };
+    // The drain of sockets runs from here, when they were told.
+    let began = tokio::time::Instant::now();
     // Draining requests is bounded too: a client that stops reading in
     // the middle of a response cannot hold the shutdown.
-    let served = tokio::select! {
-        served = serving => served,
-        () = async {
-            token.cancelled().await;
-            tokio::time::sleep(DRAIN_GRACE).await;
-        } => {
-            tracing::warn!(
-                "requests still open {} s after the shutdown began were dropped",
-                DRAIN_GRACE.as_secs()
-            );
-            Ok(())
-        }
+    let served = match served {
+        Some(served) => served,
+        None => match tokio::time::timeout(DRAIN_GRACE, serving).await {
+            Ok(served) => served,
+            Err(_) => {
+                tracing::warn!(
+                    "requests still open {} s after the shutdown began were dropped",
+                    DRAIN_GRACE.as_secs()
+                );
+                Ok(())
+            }
+        },
     };
     token.cancel();
-    // WebSocket tasks outlive axum's graceful shutdown: wait for them to
-    // detach from the store and close with 1001 before the last snapshot
-    // or Redis flush.
+    // WebSocket tasks outlive axum's graceful shutdown: wait, for the
+    // drain at most, for them to hand their members to the grace and close
+    // (`1012`, Pusher's `4200`) before the last snapshot or Redis flush.
+    // Waited for only now, once every upgrade in flight took its place in
+    // the tracker.
     let sockets = state.ws().tracker();
     sockets.close();
-    if tokio::time::timeout(Duration::from_secs(10), sockets.wait())
+    if tokio::time::timeout_at(began + config.drain, sockets.wait())
         .await
         .is_err()
     {
         tracing::warn!(
             open = state.open_websockets(),
-            "WebSocket connections did not close within 10 s"
+            "WebSocket connections did not close within the drain ({:?})",
+            config.drain
         );
     }
     tracker.close();

@@ -29,13 +29,19 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
-/// `200` when the store answers a count, `503` otherwise. A Redis store is
+/// `200` when the store answers a count, `503` otherwise; `503`
+/// (`shutting-down`) from the moment the shutdown begins, so a load
+/// balancer that still asks stops sending clients here. A Redis store is
 /// also not ready while Redis failed its last ping or heartbeats buffered
 /// during an outage still wait to be written: a load balancer should send
 /// reads elsewhere until this server's view is whole again. Asked then,
 /// it also pings Redis in the background (`RedisStore::probe`), so a
 /// server that only writes is ready again as soon as Redis answers.
 async fn readyz(State(state): State<AppState>) -> Response {
+    if state.shutdown_token().is_cancelled() {
+        return ApiError::unavailable("shutting-down", "the server is shutting down", 1)
+            .into_response();
+    }
     if let Some(why) = state.backend().not_ready() {
         return ApiError::unavailable("not-ready", why, 1).into_response();
     }

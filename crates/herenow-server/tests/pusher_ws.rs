@@ -9,7 +9,7 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use herenow_core::{Heartbeat, Metadata, SpaceName};
 use herenow_server::Config;
@@ -65,11 +65,13 @@ async fn refusals_close_with_the_protocols_codes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_silent_socket_is_pinged_then_closed_with_4201() {
-    // activity_timeout is the WebSocket TTL: 2 s here.
+async fn issue_43_a_silent_socket_is_pinged_then_closed_with_4201_within_the_interval_and_the_wait()
+{
+    // activity_timeout is the ping interval; the TTL stays 30 s.
+    let (interval, wait) = (Duration::from_secs(1), Duration::from_secs(1));
     let s = Server::start_with(Config {
-        ws_ttl: Duration::from_secs(2),
-        ws_ping: Duration::from_secs(1),
+        ping_interval: interval,
+        pong_wait: wait,
         ..config(10)
     })
     .await;
@@ -77,13 +79,38 @@ async fn a_silent_socket_is_pinged_then_closed_with_4201() {
         .connect_to(&format!("ws://{}/app/{KEY}?protocol=7", s.addr))
         .await;
     let hello = data(&c.recv().await);
-    assert_eq!(hello["activity_timeout"], 2);
-    // Answered once: the socket lives on.
-    assert_eq!(c.recv().await["event"], "pusher:ping");
-    c.send(json!({"event": "pusher:pong", "data": {}})).await;
-    // Then silence: pinged again, and closed.
+    assert_eq!(hello["activity_timeout"], 1);
+    // Answered for twice the interval and the wait and more: the socket
+    // lives on.
+    let mut last_answer = Instant::now();
+    let until = last_answer + 2 * (interval + wait) + interval;
+    let mut pings = 0;
+    loop {
+        match tokio::time::timeout_at(until.into(), c.read()).await {
+            Err(_) => break,
+            Ok(Read::Json(m)) => {
+                assert_eq!(m["event"], "pusher:ping", "{m}");
+                pings += 1;
+                c.send(json!({"event": "pusher:pong", "data": {}})).await;
+                last_answer = Instant::now();
+            }
+            Ok(Read::Closed(code)) => panic!("closed with {code:?} though it answered"),
+        }
+    }
+    assert!(pings >= 2, "only {pings} pings");
+    // Then silence: pinged again, and closed within the interval and the
+    // wait of its last answer.
     assert_eq!(c.recv().await["event"], "pusher:ping");
     assert_eq!(c.closed().await, Some(4201));
+    let took = last_answer.elapsed();
+    assert!(
+        took + Duration::from_millis(500) >= interval + wait,
+        "closed {took:?} after the last answer, before the pong wait ran out"
+    );
+    assert!(
+        took <= interval + wait + Duration::from_secs(1),
+        "closed {took:?} after the last answer: not within the interval and the wait"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -419,7 +446,7 @@ async fn the_http_api_refuses_every_bad_signature_and_changes_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shutdown_closes_with_4200_after_leaving_the_presence_channels() {
+async fn issue_43_shutdown_closes_with_4200_after_handing_the_presence_channels_to_the_grace() {
     let mut s = Server::start_with(config(10)).await;
     let (mut c, id) = socket(&s).await;
     subscribe_presence(&mut c, &id, "presence-bye", "ann").await;
@@ -446,7 +473,10 @@ async fn shutdown_closes_with_4200_after_leaving_the_presence_channels() {
         .connections(&space, &[ann])
         .await
         .unwrap();
-    assert!(conns[0].is_empty(), "detached before the close");
+    assert!(
+        conns[0].len() == 1 && conns[0][0].lingering,
+        "handed to the grace before the close: {conns:?}"
+    );
 }
 
 /// Two servers sharing one Redis: a presence channel is one roster.

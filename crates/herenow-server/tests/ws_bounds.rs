@@ -1,19 +1,21 @@
 //! The WebSocket protocol (docs/PROTOCOL.md) against a real listener,
 //! where a socket goes wrong or runs into a bound: every bad message
 //! before and after `hello`, the bounds (spaces, rate, abuse, frame size,
-//! slow readers, connections), timeouts, ghost expiry by the store's
-//! clock, and shutdown. The messages' normal course is in `ws.rs`.
+//! slow readers, connections), timeouts, the liveness ping, ghost expiry
+//! by the store's clock, and shutdown. The messages' normal course is in
+//! `ws.rs`.
 //!
 //! Time: the store runs on a `ManualClock` the tests move; the socket
 //! timeouts are real (a 2 s TTL where a test waits for one). Nothing
-//! sleeps to wait for state: tests wait for messages, with a deadline.
+//! sleeps to wait for state: tests wait for messages, or poll the store,
+//! with a deadline.
 
 mod support;
 
 use std::collections::BTreeSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use futures::SinkExt;
+use futures::{SinkExt, StreamExt};
 use herenow_core::{EventKind, Heartbeat, LeaveReason, Metadata, SpaceName, Status};
 use herenow_server::Config;
 use serde_json::{Value, json};
@@ -548,7 +550,7 @@ async fn a_plain_get_is_not_an_upgrade() {
 }
 
 #[tokio::test]
-async fn shutdown_detaches_everyone_and_closes_with_1001() {
+async fn issue_43_shutdown_hands_everyone_to_the_grace_and_closes_with_1012() {
     let mut s = Server::start().await;
     let room = space("room");
     let mut sub = s.store.subscribe(&room).await.unwrap();
@@ -563,6 +565,20 @@ async fn shutdown_detaches_everyone_and_closes_with_1001() {
     // `serve` returns only after every socket task ended.
     s.stop().await;
     assert_eq!(s.state.open_websockets(), 0);
+    // Both are still present, lingering for the grace: reconnected to
+    // another server within it, nobody would be told anything.
+    for user in ["ann", "bo"] {
+        let conns = connections(&s, &room, user).await;
+        assert!(conns.len() == 1 && conns[0].lingering, "{user}: {conns:?}");
+    }
+    // Service restart: reconnect at once.
+    assert_eq!(ann.closed().await, Some(1012));
+    assert_eq!(bo.closed().await, Some(1012));
+    // Nobody came back: they leave once the grace is over.
+    s.clock.advance(Duration::from_millis(
+        herenow_core::SpaceConfig::default().grace_ms + 1,
+    ));
+    s.store.tick().await.unwrap();
     let mut left = BTreeSet::new();
     for _ in 0..2 {
         let e = next_store_event(&mut sub).await;
@@ -570,6 +586,108 @@ async fn shutdown_detaches_everyone_and_closes_with_1001() {
         left.insert(e.member.id.to_string());
     }
     assert_eq!(left, BTreeSet::from(["ann".to_owned(), "bo".to_owned()]));
-    assert_eq!(ann.closed().await, Some(1001));
-    assert_eq!(bo.closed().await, Some(1001));
+}
+
+/// `user`'s live connections in `space`, as the store has them.
+async fn connections(s: &Server, space: &SpaceName, user: &str) -> Vec<herenow_core::Connection> {
+    let mut conns = s
+        .store
+        .live_connections()
+        .unwrap()
+        .connections(space, &[user_key(user)])
+        .await
+        .unwrap();
+    conns.pop().unwrap()
+}
+
+/// Polls the store, with a deadline, until `user`'s connection in
+/// `space` lingers (its socket ended without a goodbye); when it was
+/// seen to.
+async fn lingering(s: &Server, space: &SpaceName, user: &str) -> Instant {
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            if connections(s, space, user)
+                .await
+                .iter()
+                .any(|c| c.lingering)
+            {
+                return Instant::now();
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{user}'s connection never ended"))
+}
+
+/// What the liveness tests allow past `ping_interval + pong_wait` for
+/// the scheduling of a busy machine.
+const SLACK: Duration = Duration::from_secs(1);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_43_a_socket_that_answers_no_ping_is_closed_within_the_interval_and_the_wait() {
+    // The TTL stays 30 s: what closes the silent socket is the probe.
+    let (interval, wait) = (Duration::from_secs(1), Duration::from_secs(1));
+    let s = Server::start_with(Config {
+        ping_interval: interval,
+        pong_wait: wait,
+        ..Config::default()
+    })
+    .await;
+    let room = space("room");
+    let (mut silent, _) = s.hello("ann", &["room"]).await;
+    let (mut answering, _) = s.hello("bo", &["room"]).await;
+    answering.ok(json!({"type": "join", "space": "room"})).await;
+    silent.ok(json!({"type": "join", "space": "room"})).await;
+    // ann's last frame: the join just answered.
+    let since = Instant::now();
+    // bo's client reads (tungstenite answers each Ping as it reads it) but
+    // sends no message, for twice the interval and the wait and more;
+    // ann's reads nothing, so its Pings go unanswered.
+    let until = since + 2 * (interval + wait) + interval;
+    let reading = tokio::spawn(async move {
+        let mut pings = 0;
+        loop {
+            match tokio::time::timeout_at(until.into(), answering.ws.next()).await {
+                Err(_) => return (answering, pings),
+                Ok(Some(Ok(Message::Ping(_)))) => pings += 1,
+                Ok(other) => panic!("the answering socket read {other:?}"),
+            }
+        }
+    });
+
+    let closed = lingering(&s, &room, "ann").await;
+    let took = closed - since;
+    assert!(
+        took + Duration::from_millis(500) >= interval + wait,
+        "closed after {took:?}, before the pong wait ran out"
+    );
+    assert!(
+        took <= interval + wait + SLACK,
+        "closed after {took:?}: not within the interval and the wait"
+    );
+    // Its member is in the grace: still online, nobody told.
+    assert_eq!(
+        s.store.status(&room, &[user_key("ann")]).await.unwrap()[0].status,
+        Status::Online
+    );
+    // Once its task is gone (the close written, the socket dropped), the
+    // client finds the Ping and the close behind it.
+    tokio::time::timeout(PATIENCE, async {
+        while s.state.open_websockets() > 1 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the silent socket's task never ended");
+    assert_eq!(silent.closed().await, Some(4005));
+
+    // The socket that answered is open past the interval and the wait.
+    let (mut answering, pings) = reading.await.unwrap();
+    assert!(pings >= 2, "only {pings} pings in {:?}", until - since);
+    assert_eq!(
+        answering.request(json!({"type": "ping"})).await["type"],
+        "pong"
+    );
+    assert!(!connections(&s, &room, "bo").await[0].lingering);
 }

@@ -16,7 +16,7 @@ use reqwest::Url;
 pub(crate) use crate::parse::{RedisLayoutArg, SeedLayout, SpaceShards};
 use crate::parse::{
     grace_duration, json_object, positive_duration, redis_layout, remember_duration, server_url,
-    space_shards, token_ttl,
+    socket_timer, space_shards, token_ttl,
 };
 pub(crate) use crate::webhook_flags::{WebhookArgs, WebhooksCommand};
 
@@ -246,6 +246,28 @@ pub struct ServeArgs {
     /// of it (default 30s; 1s to 10m).
     #[arg(long, env = "HERENOW_WS_TTL", value_parser = positive_duration)]
     pub ws_ttl: Option<Duration>,
+
+    /// A socket (/v1/ws or Pusher) that sends nothing for this long is
+    /// pinged: a WebSocket Ping frame on /v1/ws, which browsers answer by
+    /// themselves, pusher:ping on a Pusher socket (whose clients are told
+    /// it as activity_timeout). Longer than zero, at most 10m.
+    #[arg(long, env = "HERENOW_PING_INTERVAL", default_value = "20s", value_parser = socket_timer)]
+    pub ping_interval: Duration,
+
+    /// A pinged socket that sends nothing within this is closed (/v1/ws:
+    /// 4005, Pusher: 4201) and its members go through --grace: with
+    /// --ping-interval, a socket whose network vanished is found within
+    /// 30s by default. Longer than zero, at most 10m.
+    #[arg(long, env = "HERENOW_PONG_WAIT", default_value = "10s", value_parser = socket_timer)]
+    pub pong_wait: Duration,
+
+    /// On SIGTERM or SIGINT the server stops taking connections, answers
+    /// /readyz with 503, tells every socket to reconnect now (/v1/ws:
+    /// 1012, Pusher: 4200; their members stay for --grace meanwhile) and
+    /// waits this long at most for them to close. Longer than zero, at
+    /// most 10m.
+    #[arg(long, env = "HERENOW_DRAIN", default_value = "10s", value_parser = socket_timer)]
+    pub drain: Duration,
 
     /// The secret that signs WebSocket tokens, at least 32 bytes. Servers
     /// sharing a Redis store must share it; without it each server

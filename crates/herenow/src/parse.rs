@@ -47,6 +47,16 @@ pub fn grace_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// Parses `--ping-interval`, `--pong-wait` and `--drain`: a duration
+/// longer than zero and at most ten minutes.
+pub fn socket_timer(s: &str) -> Result<Duration, String> {
+    let d = positive_duration(s)?;
+    if d > herenow_server::MAX_SOCKET_TIMER {
+        return Err("the duration must be at most 10m".to_owned());
+    }
+    Ok(d)
+}
+
 /// Parses a humantime duration (`90s`, `10m`, `1h30m`, `1500ms`) that is
 /// longer than zero. A bare number is refused, as the API refuses it: is
 /// `10` seconds or minutes?

@@ -57,6 +57,9 @@ pub fn config(args: &ServeArgs, store: StoreSpec) -> Result<Config, ConfigError>
             .map_or(defaults.max_ws_connections, |n| n as usize),
         ws_ttl,
         ws_ping,
+        ping_interval: args.ping_interval,
+        pong_wait: args.pong_wait,
+        drain: args.drain,
         token_secret,
         max_event_streams: args
             .max_event_streams
@@ -100,10 +103,15 @@ fn init_logging(format: LogFormat) -> Result<()> {
     // Logs go to stderr so stdout carries only the "listening" line, which
     // scripts and tests read.
     // Colours only for a person at a terminal, not in a file or a collector.
+    // A log line that cannot be written is dropped in silence: told, the
+    // subscriber would `eprintln!`, which panics when stderr is a broken
+    // pipe (a supervisor gone, `| head`), killing the thread that logged,
+    // the signal thread included, and with it the shutdown on SIGTERM.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .log_internal_errors(false);
     let installed = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
@@ -145,7 +153,7 @@ pub fn main(args: ServeArgs, store: StoreSpec) -> Result<()> {
             .map_err(herenow_server::ServerError::from)?;
         // Installed before the "listening" line: a SIGTERM sent as soon as
         // the server is up must shut it down cleanly, not kill it.
-        let shutdown = shutdown_watch()?;
+        let shutdown = shutdown_watch(HARD_GRACE + config.drain)?;
         let mut out = std::io::stdout().lock();
         writeln!(
             out,
@@ -216,16 +224,19 @@ pub fn raise_open_files_limit() -> Option<u64> {
     None
 }
 
-/// How long the process may take to stop after SIGTERM or SIGINT before
-/// the signal thread ends it: past every grace period of the shutdown.
+/// How long the process may take to stop after SIGTERM or SIGINT, beyond
+/// the sockets' drain (`--drain`), before the signal thread ends it: past
+/// every other grace period of the shutdown.
 const HARD_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Watches SIGTERM and SIGINT on a thread of its own, with a runtime of
 /// its own, so the server's workers, however busy, cannot delay noticing
 /// them. The future completes on the first signal; a process still
-/// running [`HARD_GRACE`] after it is ended by that thread (exit status
+/// running `hard_grace` after it is ended by that thread (exit status
 /// 1). Returns once the signals are handled.
-fn shutdown_watch() -> Result<impl std::future::Future<Output = ()> + Send + 'static> {
+fn shutdown_watch(
+    hard_grace: std::time::Duration,
+) -> Result<impl std::future::Future<Output = ()> + Send + 'static> {
     let (registered_tx, registered_rx) = std::sync::mpsc::channel::<Result<()>>();
     let (signalled_tx, signalled_rx) = tokio::sync::oneshot::channel::<()>();
     std::thread::Builder::new()
@@ -258,10 +269,10 @@ fn shutdown_watch() -> Result<impl std::future::Future<Output = ()> + Send + 'st
                 }
             });
             if signalled {
-                std::thread::sleep(HARD_GRACE);
+                std::thread::sleep(hard_grace);
                 tracing::error!(
                     "the server did not stop within {} s of the signal; exiting",
-                    HARD_GRACE.as_secs()
+                    hard_grace.as_secs()
                 );
                 std::process::exit(1);
             }
@@ -348,6 +359,12 @@ mod tests {
             "7",
             "--request-timeout",
             "3s",
+            "--ping-interval",
+            "5s",
+            "--pong-wait",
+            "2500ms",
+            "--drain",
+            "1m",
         ])
         .unwrap();
         assert_eq!(
@@ -375,6 +392,9 @@ mod tests {
         assert_eq!(c.ws_ttl, std::time::Duration::from_secs(15));
         assert_eq!(c.ws_ping, std::time::Duration::from_secs(5));
         assert_eq!(c.max_ws_connections, 9);
+        assert_eq!(c.ping_interval, std::time::Duration::from_secs(5));
+        assert_eq!(c.pong_wait, std::time::Duration::from_millis(2500));
+        assert_eq!(c.drain, std::time::Duration::from_secs(60));
         assert_eq!(
             c.token_secret.as_ref().map(|s| s.as_bytes().len()),
             Some(32)
@@ -393,6 +413,9 @@ mod tests {
         assert_eq!(c.max_ws_connections, Config::default().max_ws_connections);
         assert_eq!(c.ws_ttl, Config::default().ws_ttl);
         assert_eq!(c.ws_ping, Config::default().ws_ping);
+        assert_eq!(c.ping_interval, Config::default().ping_interval);
+        assert_eq!(c.pong_wait, Config::default().pong_wait);
+        assert_eq!(c.drain, Config::default().drain);
         assert!(c.token_secret.is_none());
     }
 

@@ -140,6 +140,64 @@ fn websocket_timing_is_checked() {
 }
 
 #[test]
+fn the_ping_interval_pong_wait_and_drain_are_checked() {
+    let listen: SocketAddr = "127.0.0.1:7700".parse().unwrap();
+    let defaults = Config::default();
+    // A socket that vanished is closed within 30 s by default.
+    assert_eq!(
+        defaults.ping_interval + defaults.pong_wait,
+        Duration::from_secs(30)
+    );
+    let short = Config {
+        ping_interval: Duration::from_millis(1),
+        pong_wait: Duration::from_millis(1),
+        drain: Duration::from_millis(1),
+        ..Config::default()
+    };
+    assert!(short.check(listen).is_ok());
+    let at_most = Config {
+        ping_interval: MAX_SOCKET_TIMER,
+        pong_wait: MAX_SOCKET_TIMER,
+        drain: MAX_SOCKET_TIMER,
+        ..Config::default()
+    };
+    assert!(at_most.check(listen).is_ok());
+    for bad in [Duration::ZERO, MAX_SOCKET_TIMER + Duration::from_millis(1)] {
+        for (name, config) in [
+            (
+                "ping_interval",
+                Config {
+                    ping_interval: bad,
+                    ..Config::default()
+                },
+            ),
+            (
+                "pong_wait",
+                Config {
+                    pong_wait: bad,
+                    ..Config::default()
+                },
+            ),
+            (
+                "drain",
+                Config {
+                    drain: bad,
+                    ..Config::default()
+                },
+            ),
+        ] {
+            assert!(
+                matches!(
+                    config.check(listen),
+                    Err(ConfigError::SocketTimer { flag, value }) if flag == name && value == bad
+                ),
+                "{name} {bad:?}"
+            );
+        }
+    }
+}
+
+#[test]
 fn the_redis_stores_tick_once_a_second() {
     assert_eq!(
         StoreSpec::default().tick_interval(),

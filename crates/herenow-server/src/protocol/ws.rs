@@ -21,7 +21,7 @@ pub const MAX_REF_BYTES: usize = 64;
 pub mod close {
     /// Either side is done.
     pub const NORMAL: u16 = 1000;
-    /// The server shuts down; reconnect later, or to another server.
+    /// Going away (a proxy in between, say); reconnect at once.
     pub const GOING_AWAY: u16 = 1001;
     /// A broken frame (unmasked, bad opcode, …).
     pub const PROTOCOL: u16 = 1002;
@@ -29,6 +29,10 @@ pub mod close {
     pub const BAD_DATA: u16 = 1007;
     /// A frame or message over 64 KiB.
     pub const TOO_BIG: u16 = 1009;
+    /// The server shuts down (a restart, a rollout): reconnect at once,
+    /// to another server, within the grace (`/client.js` waits at most a
+    /// quarter second); the connection's presence lingers meanwhile.
+    pub const SERVICE_RESTART: u16 = 1012;
     /// Bad token: malformed, forged, or signed with another secret.
     pub const BAD_TOKEN: u16 = 4001;
     /// The token is past its `exp`; a fresh one is needed.
@@ -37,6 +41,10 @@ pub mod close {
     pub const NO_HELLO: u16 = 4003;
     /// No message within the TTL.
     pub const IDLE: u16 = 4004;
+    /// Nothing at all (not even the pong a WebSocket layer sends by
+    /// itself) within the pong wait of the server's ping: the client or
+    /// its network is gone.
+    pub const NO_PONG: u16 = 4005;
     /// Too many errors: repeated abuse.
     pub const ABUSE: u16 = 4008;
     /// The send queue stayed full.

@@ -14,14 +14,15 @@
 //!   it is present in), `subscriptions` (the spaces it watches),
 //!   `send_queue` (the bounded send queue and its drop policy for a client
 //!   that does not read fast enough, drained by `writer`), `timers`
-//!   (hello, idle, presence refresh) and `guard` (the rate limit and the
-//!   abuse counter);
+//!   (hello, idle, the liveness ping, presence refresh) and `guard` (the
+//!   rate limit and the abuse counter);
 //! - `msg`: one file per client message, applying it to the session
 //!   through the session's methods.
 //!
 //! Every connection task is tracked ([`Hub`](crate::hub::Hub)), so [`crate::serve`] waits
-//! for them to detach and close with `1001` at shutdown: axum's graceful
-//! shutdown does not wait for upgraded connections.
+//! (for the drain at most) for them to hand their presence to the grace
+//! and close with `1012` at shutdown: axum's graceful shutdown does not
+//! wait for upgraded connections.
 
 mod guard;
 mod joined;
@@ -89,7 +90,11 @@ async fn upgrade(
     let tracked = hub.tracker().token();
     let conn = hub.next_conn();
     let (ttl, ping) = hub.timing();
-    let config = timers::Settings { ttl, ping };
+    let config = timers::Settings {
+        ttl,
+        ping,
+        liveness: hub.liveness(),
+    };
     Ok(ws
         .max_message_size(MAX_MESSAGE_BYTES)
         .max_frame_size(MAX_MESSAGE_BYTES)

@@ -230,6 +230,19 @@ impl SendQueue {
         }
     }
 
+    /// Queues a WebSocket Ping frame (the liveness probe), never in the
+    /// reserve. One that does not fit is skipped: a client that stopped
+    /// reading could not answer it anyway, and unless it sends something,
+    /// the pong wait closes it.
+    pub(super) fn ping(&mut self) {
+        if !self.has_room() {
+            return;
+        }
+        if let Err(TrySendError::Closed(_)) = self.tx.try_send(Outbound::Ping) {
+            self.gone = true;
+        }
+    }
+
     /// Queues the close behind what is queued (so the client reads the
     /// replies and notices before it), in the reserve if need be, or ahead
     /// of the queue when even that is full.

@@ -35,7 +35,7 @@ use super::joined::Joined;
 use super::limits::DEFAULT_PAGE_SIZE;
 use super::send_queue::{Outcome, SendQueue};
 use super::subscriptions::Subscriptions;
-use super::timers::{Settings, Timers};
+use super::timers::{Probe, Settings, Timers};
 use super::writer;
 use crate::protocol::dto::MemberDto;
 use crate::protocol::ws::{
@@ -117,7 +117,7 @@ impl Session {
     /// This future is held by every open socket for its whole life, so
     /// it is kept small: the handlers of client messages, restarts and
     /// the watch are boxed (their futures exist only while they run),
-    /// and one timer serves the hello, idle and stall deadlines.
+    /// and one timer serves the hello, idle, stall and liveness deadlines.
     async fn run(
         mut self: Box<Self>,
         mut stream: SplitStream<WebSocket>,
@@ -133,6 +133,7 @@ impl Session {
         // `self.send_queue` would borrow the session in every branch.
         let room = self.send_queue.room();
         let hello_deadline = self.timers.hello_deadline();
+        let mut goodbye = false;
         while self.closing.is_none() && !self.send_queue.is_gone() {
             let idle_deadline = self.timers.idle_deadline();
             let waiting_for_hello = self.grant.is_none();
@@ -145,13 +146,19 @@ impl Session {
                 waiting_for_hello.then_some(hello_deadline),
                 idle_deadline,
                 stall_deadline,
+                self.timers.probe_deadline(),
             );
             let has_subs = !self.subs.is_empty();
             let has_watch = self.watching.is_some();
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => {
-                    self.close(close::GOING_AWAY, "the server is shutting down");
+                    // Reconnect at once, to another server: the presence
+                    // lingers for the grace meanwhile.
+                    self.close(
+                        close::SERVICE_RESTART,
+                        "the server is restarting: reconnect now",
+                    );
                 }
                 () = sleep_until(deadline.at) => match deadline.kind {
                     DeadlineKind::Hello => self.close(close::NO_HELLO, "no hello in time"),
@@ -159,6 +166,17 @@ impl Session {
                     DeadlineKind::Stall => {
                         self.close(close::TOO_SLOW, "too slow: the send queue stayed full");
                     }
+                    DeadlineKind::Ping => {
+                        self.timers.pinged(Instant::now());
+                        // Skipped when the queue has no room: a client that
+                        // stopped reading cannot answer, and the pong wait
+                        // says so.
+                        self.send_queue.ping();
+                    }
+                    DeadlineKind::NoPong => self.close(
+                        close::NO_PONG,
+                        "nothing within the pong wait of the server's ping",
+                    ),
                 },
                 has_room = room.wait(), if lagging => {
                     if !has_room {
@@ -188,10 +206,19 @@ impl Session {
                             self.fail(None, rate_limited());
                         }
                     }
-                    // Protocol pings are answered by the WebSocket layer;
-                    // they are not presence.
-                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
-                    Some(Ok(Message::Close(_))) | None => break,
+                    // Protocol pings are answered by the WebSocket layer,
+                    // and pongs answer the server's: they are not presence,
+                    // but they say the client is there.
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {
+                        self.timers.frame(Instant::now());
+                    }
+                    Some(Ok(Message::Close(frame))) => {
+                        // `1000` is the client's goodbye (`Client.close()`);
+                        // a page going away says `1001`.
+                        goodbye = frame.is_some_and(|f| f.code == close::NORMAL);
+                        break;
+                    }
+                    None => break,
                     Some(Err(e)) => {
                         if let Some((code, reason)) = read_error_close(e) {
                             self.close(code, reason);
@@ -207,7 +234,11 @@ impl Session {
                 }
             }
         }
-        Box::pin(self.linger_all()).await;
+        if goodbye {
+            Box::pin(self.detach_all()).await;
+        } else {
+            Box::pin(self.linger_all()).await;
+        }
         tracing::debug!(
             conn = %self.conn,
             member = ?self.grant.as_ref().map(|g| &g.member),
@@ -497,7 +528,7 @@ impl Session {
     }
 
     /// For any message but a ping: attaches every joined space again
-    /// once a ping interval has passed since the last such write. Joins
+    /// once `ping_ms` has passed since the last such write. Joins
     /// and updates wrote their own spaces already.
     async fn keep_alive(&mut self) {
         let now = Instant::now();
@@ -638,11 +669,22 @@ impl Session {
         }
     }
 
+    /// Leaves every joined space at once: the client closed with `1000`,
+    /// its goodbye.
+    async fn detach_all(&mut self) {
+        for space in self.joined.take_all() {
+            if let Err(e) = self.detach(&space).await {
+                tracing::warn!(%space, code = e.code, "detaching a closed connection failed; it expires by its TTL");
+            }
+        }
+    }
+
     /// Hands every joined space's presence to the grace: the connection is
-    /// going away without a goodbye (a `leave` message is one; a close, a
-    /// drop or the server's shutdown is not), so its member stays present
-    /// for the space's grace unless a connection of the same member comes
-    /// back meanwhile (`herenow_core::conn`).
+    /// going away without a goodbye (a `leave` message or a close with
+    /// `1000` is one; a close with another code, a drop, a silence or the
+    /// server's shutdown is not), so its member stays present for the
+    /// space's grace unless a connection of the same member comes back
+    /// meanwhile (`herenow_core::conn`).
     async fn linger_all(&mut self) {
         for space in self.joined.take_all() {
             if let Err(e) = self.linger(&space).await {
@@ -686,6 +728,10 @@ enum DeadlineKind {
     Idle,
     /// A lagging queue must have had room by now.
     Stall,
+    /// The socket said nothing for the ping interval: ping it.
+    Ping,
+    /// Pinged, and nothing came within the pong wait.
+    NoPong,
 }
 
 /// The earliest of the session's deadlines, and which one it is.
@@ -697,9 +743,14 @@ struct Deadline {
 
 impl Deadline {
     /// The earliest of the deadlines that apply; on a tie the hello
-    /// deadline wins, then the idle one (the order the closes were
-    /// checked in when each had its own timer).
-    fn first(hello: Option<Instant>, idle: Instant, stall: Option<Instant>) -> Self {
+    /// deadline wins, then the idle one, the stall, and the probe last
+    /// (the order the closes were checked in when each had its own timer;
+    /// a ping due with a close is not worth sending).
+    fn first(hello: Option<Instant>, idle: Instant, stall: Option<Instant>, probe: Probe) -> Self {
+        let probe = match probe {
+            Probe::Ping(at) => (at, DeadlineKind::Ping),
+            Probe::NoPong(at) => (at, DeadlineKind::NoPong),
+        };
         let mut first = Deadline {
             at: idle,
             kind: DeadlineKind::Idle,
@@ -712,13 +763,14 @@ impl Deadline {
                 kind: DeadlineKind::Hello,
             };
         }
-        if let Some(at) = stall
-            && at < first.at
+        for (at, kind) in stall
+            .map(|at| (at, DeadlineKind::Stall))
+            .into_iter()
+            .chain([probe])
         {
-            first = Deadline {
-                at,
-                kind: DeadlineKind::Stall,
-            };
+            if at < first.at {
+                first = Deadline { at, kind };
+            }
         }
         first
     }
@@ -757,22 +809,33 @@ mod tests {
         let now = Instant::now();
         let s = Duration::from_secs;
         let idle = now + s(30);
-        let first = Deadline::first(None, idle, None);
+        let later = Probe::Ping(now + s(60));
+        let first = Deadline::first(None, idle, None, later);
         assert_eq!((first.at, first.kind), (idle, DeadlineKind::Idle));
-        let first = Deadline::first(Some(now + s(10)), idle, None);
+        let first = Deadline::first(Some(now + s(10)), idle, None, later);
         assert_eq!(first.kind, DeadlineKind::Hello);
-        let first = Deadline::first(Some(now + s(10)), idle, Some(now + s(5)));
+        let first = Deadline::first(Some(now + s(10)), idle, Some(now + s(5)), later);
         assert_eq!((first.at, first.kind), (now + s(5), DeadlineKind::Stall));
-        let first = Deadline::first(None, idle, Some(now + s(40)));
+        let first = Deadline::first(None, idle, Some(now + s(40)), later);
         assert_eq!(first.kind, DeadlineKind::Idle);
-        // Ties: hello, then idle, as when each had its own timer.
+        let first = Deadline::first(None, idle, None, Probe::Ping(now + s(20)));
+        assert_eq!((first.at, first.kind), (now + s(20), DeadlineKind::Ping));
+        let first = Deadline::first(None, idle, Some(now + s(5)), Probe::NoPong(now + s(3)));
+        assert_eq!((first.at, first.kind), (now + s(3), DeadlineKind::NoPong));
+        // Ties: hello, then idle, then stall, as when each had its own
+        // timer; the probe last.
         assert_eq!(
-            Deadline::first(Some(idle), idle, Some(idle)).kind,
+            Deadline::first(Some(idle), idle, Some(idle), Probe::NoPong(idle)).kind,
             DeadlineKind::Hello
         );
         assert_eq!(
-            Deadline::first(None, idle, Some(idle)).kind,
+            Deadline::first(None, idle, Some(idle), Probe::NoPong(idle)).kind,
             DeadlineKind::Idle
+        );
+        let soon = now + s(1);
+        assert_eq!(
+            Deadline::first(None, idle, Some(soon), Probe::Ping(soon)).kind,
+            DeadlineKind::Stall
         );
     }
 }

@@ -29,6 +29,9 @@ const MAX_CLOSE_REASON: usize = 123;
 pub(super) enum Outbound {
     /// A message, serialized.
     Text(String),
+    /// A WebSocket Ping frame: the server asks whether the client is
+    /// still there (its WebSocket layer answers with a Pong by itself).
+    Ping,
     /// The close frame: the last thing sent.
     Close(u16, String),
 }
@@ -70,26 +73,26 @@ pub(super) async fn write(
                     }
                 },
             };
-            match next {
-                Outbound::Text(text) => {
-                    let sent = tokio::select! {
-                        biased;
-                        Ok((code, reason)) = &mut urgent => {
-                            // A frame cut short stays whole in the
-                            // socket's buffer; the close goes after it.
-                            close_with(&mut sink, code, reason).await;
-                            return;
-                        }
-                        sent = sink.send(Message::Text(text.into())) => sent,
-                    };
-                    if sent.is_err() {
-                        return;
-                    }
-                }
+            let message = match next {
+                Outbound::Text(text) => Message::Text(text.into()),
+                Outbound::Ping => Message::Ping(Default::default()),
                 Outbound::Close(code, reason) => {
                     close_with(&mut sink, code, reason).await;
                     return;
                 }
+            };
+            let sent = tokio::select! {
+                biased;
+                Ok((code, reason)) = &mut urgent => {
+                    // A frame cut short stays whole in the socket's
+                    // buffer; the close goes after it.
+                    close_with(&mut sink, code, reason).await;
+                    return;
+                }
+                sent = sink.send(message) => sent,
+            };
+            if sent.is_err() {
+                return;
             }
         }
     };

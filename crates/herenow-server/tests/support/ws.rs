@@ -128,11 +128,17 @@ impl Server {
         (c, welcome)
     }
 
-    /// Stops the server and waits for `serve` to return.
-    pub async fn stop(&mut self) {
+    /// Begins the shutdown (the drain), without waiting for it; see
+    /// [`Server::stop`].
+    pub fn begin_stop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+    }
+
+    /// Stops the server and waits for `serve` to return.
+    pub async fn stop(&mut self) {
+        self.begin_stop();
         if let Some(task) = self.task.take() {
             tokio::time::timeout(PATIENCE, task)
                 .await

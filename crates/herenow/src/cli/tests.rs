@@ -60,6 +60,17 @@ fn serve_defaults() {
     assert!(remember_duration("1097d").is_err());
     assert!(remember_duration("soon").is_err());
     assert_eq!(s.snapshot_interval, Duration::from_secs(30));
+    assert_eq!(s.ping_interval, herenow_server::DEFAULT_PING_INTERVAL);
+    assert_eq!(s.pong_wait, herenow_server::DEFAULT_PONG_WAIT);
+    assert_eq!(s.drain, herenow_server::DEFAULT_DRAIN);
+    assert_eq!(
+        (s.ping_interval, s.pong_wait, s.drain),
+        (
+            Duration::from_secs(20),
+            Duration::from_secs(10),
+            Duration::from_secs(10)
+        )
+    );
     assert!(s.api_keys.is_empty());
     assert_eq!(s.log_format, LogFormat::Text);
 }
@@ -125,6 +136,17 @@ fn serve_refuses_bad_input() {
         &["serve", "--max-connections", "0"],
         &["serve", "--ws-max-connections", "0"],
         &["serve", "--ws-ttl", "30"],
+        &["serve", "--ping-interval", "0"],
+        &["serve", "--ping-interval", "0s"],
+        &["serve", "--ping-interval", "20"],
+        &["serve", "--ping-interval", "soon"],
+        &["serve", "--ping-interval", "11m"],
+        &["serve", "--pong-wait", "0ms"],
+        &["serve", "--pong-wait", "10"],
+        &["serve", "--pong-wait=-1s"],
+        &["serve", "--drain", "0s"],
+        &["serve", "--drain", "ten seconds"],
+        &["serve", "--drain", "1h"],
     ] {
         let err = parse(bad).unwrap_err();
         assert_eq!(

@@ -64,6 +64,7 @@ use self::user::{SignedIn, Watchlist};
 use self::wire::Ws;
 use super::frames;
 use super::{ChannelKind, Pusher, PusherApp};
+use crate::hub::Liveness;
 use crate::pusher_hub::{Ender, Out, QUEUE, RESERVE};
 use crate::queue;
 use crate::state::AppState;
@@ -72,16 +73,19 @@ use crate::state::AppState;
 /// with `1009`.
 pub(crate) const MAX_FRAME: usize = 32 * 1024;
 
-/// The silences of a socket: `activity_timeout`, told to clients, is the
-/// server's WebSocket TTL (`--ws-ttl`, whole seconds, at least one): a
+/// `activity_timeout`, told to clients: the server's ping interval
+/// (`--ping-interval`) in whole seconds, rounded up, at least one. A
 /// client pings after that long without a message, and so does the
-/// server; a `pusher:ping` unanswered for half of it closes the socket
-/// with `4201`. A dead socket is so noticed within 1.5 TTLs, and its
-/// presence, no longer refreshed, expires in the store within one TTL of
-/// a dead server.
-fn silences(ttl: Duration) -> (Duration, Duration) {
-    let activity = Duration::from_secs(ttl.as_secs().max(1));
-    (activity, activity / 2)
+/// server (after its exact interval); a `pusher:ping` unanswered for the
+/// pong wait closes the socket with `4201`. A dead socket is so noticed
+/// within the interval and the wait (30 s by default), and its members
+/// go through the grace; a dead server's presence, no longer refreshed,
+/// expires in the store within one TTL.
+fn activity_timeout(ping_interval: Duration) -> u64 {
+    ping_interval
+        .as_secs()
+        .saturating_add(u64::from(ping_interval.subsec_nanos() > 0))
+        .max(1)
 }
 
 /// How long a lagging socket's queue may stay without room before the
@@ -292,8 +296,11 @@ struct Session {
 
 impl Session {
     async fn run(mut self, mut stream: SplitStream<Ws>) {
-        let (ttl, refresh_every) = self.state.ws().timing();
-        let (activity, pong_wait) = silences(ttl);
+        let (_, refresh_every) = self.state.ws().timing();
+        let Liveness {
+            ping_interval: activity,
+            pong_wait,
+        } = self.state.ws().liveness();
         let ready = self
             .pusher
             .relay_ready(
@@ -316,7 +323,7 @@ impl Session {
             .open(self.number, &self.app_id, self.ender.clone());
         self.reply(frames::connection_established(
             &self.socket_id,
-            activity.as_secs(),
+            activity_timeout(activity),
         ));
         let shutdown = self.state.shutdown_token().clone();
         let mut next_refresh = Instant::now() + refresh_every;
@@ -475,6 +482,15 @@ fn read_error_close(e: tungstenite::Error) -> Option<(u16, &'static str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn activity_timeout_is_the_ping_interval_in_whole_seconds_rounded_up() {
+        let ms = Duration::from_millis;
+        assert_eq!(activity_timeout(ms(20_000)), 20);
+        assert_eq!(activity_timeout(ms(1_500)), 2);
+        assert_eq!(activity_timeout(ms(1)), 1);
+        assert_eq!(activity_timeout(ms(600_000)), 600);
+    }
 
     #[test]
     fn a_sockets_connection_id_is_told_from_others() {
