@@ -5,6 +5,8 @@
 
 mod support;
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 use support::pusher::{ID, KEY, api, config, data, signin, socket, subscribe, trigger};
 use support::ws::{Client, Server};
@@ -179,10 +181,21 @@ async fn the_watchlist_says_online_and_offline() {
     let (mut bob2, bob2_id) = socket(&s).await;
     signin(&mut bob2, &bob2_id, &json!({"id": "bob"})).await;
     expect(&mut bob2, "pusher:signin_success").await;
-    // His last socket goes: offline.
+    // His sockets go, the last without a goodbye: he is in his grace, and
+    // the watchlist says nothing; his page comes back within it: nothing.
     bob.close().await;
-    alive(&mut ann).await;
     bob2.close().await;
+    alive(&mut ann).await;
+    let (mut bob3, bob3_id) = socket(&s).await;
+    signin(&mut bob3, &bob3_id, &json!({"id": "bob"})).await;
+    expect(&mut bob3, "pusher:signin_success").await;
+    s.clock.advance(Duration::from_secs(6));
+    s.state.tick().await;
+    alive(&mut ann).await;
+    // It goes for good: offline once the grace is over.
+    bob3.close().await;
+    alive(&mut ann).await;
+    s.clock.advance(Duration::from_secs(6));
     assert_eq!(
         watch_events(&ann.recv().await),
         vec![("offline".to_owned(), vec!["bob".to_owned()])]
@@ -325,7 +338,10 @@ mod on_redis {
             watch_events(&ann.recv().await),
             vec![("online".to_owned(), vec!["bob".to_owned()])]
         );
+        // Gone without a goodbye: offline once his grace is over.
         bob.close().await;
+        alive(&mut ann).await;
+        clock.advance(Duration::from_secs(6));
         assert_eq!(
             watch_events(&ann.recv().await),
             vec![("offline".to_owned(), vec!["bob".to_owned()])]

@@ -355,6 +355,9 @@ async fn a_socket_that_stops_reading_is_closed_with_4100() {
     let _ = churn.await;
     let churned: Vec<_> = (0..50).map(|i| user_key(&format!("churn{i}"))).collect();
     s.store.leave(&space, &churned).await.unwrap();
+    // The stuck one is in its grace (closed without a goodbye), then gone.
+    s.clock.advance(Duration::from_secs(6));
+    s.state.tick().await;
     // The others are served: a fresh socket subscribes at once.
     let (mut fresh, fresh_id) = socket(&s).await;
     subscribe_presence(&mut fresh, &fresh_id, "presence-jam", "fresh").await;
@@ -548,9 +551,11 @@ mod on_redis {
             );
         }
 
-        // Her socket on a goes: ben sees nothing; her last goes: removed.
+        // Her socket on a goes: ben sees nothing; her last goes: removed
+        // once its grace is over (the servers' ticks sweep it).
         ann_a.close().await;
         ann_b.close().await;
+        clock.advance(Duration::from_secs(6));
         let removed = ben.recv().await;
         assert_eq!(
             removed["event"], "pusher_internal:member_removed",

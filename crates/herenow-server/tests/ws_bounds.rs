@@ -257,15 +257,8 @@ async fn a_message_over_64_kib_closes_with_1009() {
     let huge = format!(r#"{{"type":"ping","pad":"{}"}}"#, "x".repeat(70 * 1024));
     c.send_text(&huge).await;
     assert_eq!(c.closed().await, Some(1009));
-    // The connection was detached on the way out.
-    let conns = s
-        .store
-        .live_connections()
-        .unwrap()
-        .connections(&space("room"), &[user_key("ann")])
-        .await
-        .unwrap();
-    assert!(conns[0].is_empty());
+    // The connection was handed to the grace on the way out.
+    lingering(&s, &space("room"), "ann").await;
 }
 
 #[tokio::test]
@@ -278,14 +271,7 @@ async fn a_text_frame_that_is_not_utf8_closes_with_1007() {
     let frame = Frame::message(vec![0xff, 0xfe, 0x7b], OpCode::Data(Data::Text), true);
     c.ws.send(Message::Frame(frame)).await.unwrap();
     assert_eq!(c.closed().await, Some(1007));
-    let conns = s
-        .store
-        .live_connections()
-        .unwrap()
-        .connections(&space("room"), &[user_key("ann")])
-        .await
-        .unwrap();
-    assert!(conns[0].is_empty());
+    lingering(&s, &space("room"), "ann").await;
 }
 
 #[tokio::test]
@@ -317,6 +303,17 @@ async fn a_silent_connection_is_closed_with_4004_and_leaves() {
     assert_eq!(next_store_event(&mut sub).await.kind, EventKind::Join);
     // Then nothing for the TTL.
     assert_eq!(c.closed().await, Some(4004));
+    // Ann is in her grace: still present, nothing told; she leaves when
+    // it ends, at the store's first sweep after it.
+    lingering(&s, &space("room"), "ann").await;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(150), sub.events.recv())
+            .await
+            .is_err(),
+        "an event during the grace"
+    );
+    s.clock.advance(Duration::from_secs(5));
+    s.state.tick().await;
     let e = next_store_event(&mut sub).await;
     assert_eq!(
         (
@@ -440,7 +437,7 @@ async fn a_reader_that_stops_reading_gets_lagged_then_4009() {
     assert!(slow.subscribe("crowd").await.is_empty());
 
     // Events of about 1 KiB each, until the server gives up on the reader
-    // (it detaches it from `here` before closing). Kernel buffers take a
+    // (it hands its presence in `here` to the grace before closing). Kernel buffers take a
     // few megabytes first, then the queue's 1,024 messages; then the
     // queue stays full for the stall limit.
     let crowd = space("crowd");
@@ -469,7 +466,8 @@ async fn a_reader_that_stops_reading_gets_lagged_then_4009() {
                 .connections(&here, &[user_key("slow")])
                 .await
                 .unwrap()[0]
-                .is_empty();
+                .iter()
+                .all(|c| c.lingering);
             if gone {
                 return round;
             }
