@@ -8,7 +8,9 @@
 #
 #   1. term: the proxy sends new connections to B and A gets SIGTERM:
 #      members seen leaving by the observers, time until every member is
-#      subscribed again on B;
+#      subscribed again on B; and the same with `--grace 0`, as herenow
+#      was before the grace and as Pusher's own servers and its
+#      self-hosted peers (Soketi, Sockudo, Reverb) remove a member;
 #   2. kill: the same with SIGKILL, a fifth of the members not coming back:
 #      time until they are gone for the observers (the ghosts), the others
 #      seen leaving;
@@ -52,10 +54,10 @@ cli() { redis-cli -p "$rport" "$@"; }
 for _ in $(seq 50); do cli ping >/dev/null 2>&1 && break; sleep 0.1; done
 echo "machine: $(nproc) cores (shared), $(uname -m); redis $(cli info server | awk -F: '/^redis_version:/ {print $2}' | tr -d '\r'); node $(node --version); $MEMBERS + $MEMBERS members, $RUNS runs, medians"
 
-# serve NAME: starts a server, sets $url_NAME and $pid_NAME.
+# serve NAME [GRACE]: starts a server, sets $url_NAME and $pid_NAME.
 serve() {
   "$bin" serve --listen 127.0.0.1:0 --store "redis://127.0.0.1:$rport" --pusher-app "$APP" \
-    --token-secret "$SECRET" >"$dir/$1.out" 2>"$dir/$1.err" &
+    --token-secret "$SECRET" --grace "${2:-5s}" >"$dir/$1.out" 2>"$dir/$1.err" &
   local pid=$!
   pids+=("$pid")
   local url=
@@ -69,13 +71,15 @@ serve() {
   printf -v "pid_$1" '%s' "$pid"
 }
 
-# run MODE: one run on a fresh pair of servers; prints rollout.js's lines.
+# run MODE [GRACE_MS]: one run on a fresh pair of servers; prints
+# rollout.js's lines.
 run() {
+  local grace_ms=${2:-5000}
   cli flushall >/dev/null
-  serve a
-  serve b
+  serve a "${grace_ms}ms"
+  serve b "${grace_ms}ms"
   (cd crates/herenow/tests/pusher && A_URL=$url_a B_URL=$url_b A_PID=$pid_a PUSHER_APP=$APP \
-    MODE=$1 MEMBERS=$MEMBERS node --experimental-websocket rollout.js) >"$dir/run.out" 2>"$dir/run.err" \
+    MODE=$1 MEMBERS=$MEMBERS GRACE_MS=$grace_ms node --experimental-websocket rollout.js) >"$dir/run.out" 2>"$dir/run.err" \
     || { cat "$dir/run.out" "$dir/run.err" >&2; exit 1; }
   wait "$pid_a" 2>/dev/null || true
   kill "$pid_b" 2>/dev/null || true
@@ -84,20 +88,25 @@ run() {
   cat "$dir/run.out"
 }
 
-for mode in term kill; do
-  echo "== $mode"
-  : >"$dir/$mode.back"
-  : >"$dir/$mode.left"
-  : >"$dir/$mode.gone"
+for case in term kill term-0; do
+  mode=${case%-0}
+  grace_ms=5000
+  [ "$case" = term-0 ] && grace_ms=0
+  echo "== $mode, grace $grace_ms ms"
+  : >"$dir/$case.back"
+  : >"$dir/$case.left"
+  : >"$dir/$case.gone"
   for i in $(seq "$RUNS"); do
-    out=$(run "$mode")
+    out=$(run "$mode" "$grace_ms")
     echo "$out" | sed "s/^/  run $i: /" | grep 'measured:' || true
-    echo "$out" | sed -n 's/.*reconnected to B \([0-9]*\) ms.*/\1/p' >>"$dir/$mode.back"
-    echo "$out" | sed -n 's/.*members seen leaving by the observers: \([0-9]*\).*/\1/p' >>"$dir/$mode.left"
-    echo "$out" | sed -n 's/.*were gone for the observers \([0-9]*\) ms.*/\1/p' >>"$dir/$mode.gone"
+    echo "$out" | sed -n 's/.*reconnected to B \([0-9]*\) ms.*/\1/p' >>"$dir/$case.back"
+    echo "$out" | sed -n 's/.*members seen leaving by the observers: \([0-9]*\).*/\1/p' | head -n1 >>"$dir/$case.left"
+    echo "$out" | sed -n 's/.*were gone for the observers \([0-9]*\) ms.*/\1/p' >>"$dir/$case.gone"
   done
-  echo "median: every member back on B after $(median <"$dir/$mode.back") ms; members seen leaving: $(median <"$dir/$mode.left")"
-  [ -s "$dir/$mode.gone" ] && echo "median: the members that did not come back gone for the observers $(median <"$dir/$mode.gone") ms after SIGKILL"
+  echo "median: every member back on B after $(median <"$dir/$case.back") ms; members seen leaving: $(median <"$dir/$case.left")"
+  if [ -s "$dir/$case.gone" ]; then
+    echo "median: the members that did not come back gone for the observers $(median <"$dir/$case.gone") ms after SIGKILL"
+  fi
 done
 
 # What the grace costs on Redis: of the commands of one term run, those
@@ -110,7 +119,7 @@ cli config resetstat >/dev/null
 serve a
 serve b
 (cd crates/herenow/tests/pusher && A_URL=$url_a B_URL=$url_b A_PID=$pid_a PUSHER_APP=$APP \
-  MODE=term MEMBERS=$MEMBERS node --experimental-websocket rollout.js) >"$dir/run.out" 2>&1 || { cat "$dir/run.out" >&2; exit 1; }
+  MODE=term MEMBERS=$MEMBERS GRACE_MS=5000 node --experimental-websocket rollout.js) >"$dir/run.out" 2>&1 || { cat "$dir/run.out" >&2; exit 1; }
 stat() { cli info commandstats | tr -d '\r' | awk -F'[=,:]' -v c="cmdstat_$1" '$1 == c {n = $3} END {print n + 0}'; }
 total=$(cli info commandstats | tr -d '\r' | awk -F'[=,:]' '/^cmdstat_/ {n += $3} END {print n}')
 own=$(( $(stat sadd) + $(stat srem) + $(stat spop) ))

@@ -93,8 +93,10 @@ end
 -- A visible connection of member (k, id) went away (closed, expired or
 -- turned invisible) and `others` visible ones remain: `disconnect`, or
 -- `leave` if it was the last, the member then no longer stored but
--- remembered (pol: now, rem, rg). Returns 1 if the member left.
-local function conn_gone(x, k, id, others, reason, conn, meta, ev, pol)
+-- remembered (pol: now, rem, rg): at the close, or at its last heartbeat
+-- when it expired or `lingered` out its grace. Returns 1 if the member
+-- left.
+local function conn_gone(x, k, id, others, reason, conn, meta, ev, pol, lingered)
   local s = redis.call('ZSCORE', CK.z[k], id)
   if not s then return 0 end
   s = tonumber(s)
@@ -108,7 +110,7 @@ local function conn_gone(x, k, id, others, reason, conn, meta, ev, pol)
   redis.call('ZREM', CK.z[k], id)
   redis.call('HDEL', CK.meta, k .. ':' .. id)
   local t = s
-  if reason ~= 'timeout' and pol.now > s then t = pol.now end
+  if reason ~= 'timeout' and not lingered and pol.now > s then t = pol.now end
   remember(CK.rz[k], k, id, t, pol.now, pol.rem, pol.rg)
   return 1
 end
@@ -126,8 +128,12 @@ local function conn_drop(conn, rec, now, on, aw, pol, reason, ev)
     redis.call('HSET', CK.mconn, mf, list)
   end
   if inv == '1' then return 0 end
+  -- A lingering connection's grace is over: it ended when it began to
+  -- linger, a goodbye late, its member seen last then.
+  local lingered = inv == '2'
+  if lingered then reason = 'explicit' end
   local x = marks_load(CK.state, k, now, on, aw)
-  return conn_gone(x, k, id, mc_visible_others(list, conn), reason, conn, meta, ev, pol)
+  return conn_gone(x, k, id, mc_visible_others(list, conn), reason, conn, meta, ev, pol, lingered)
 end
 "#;
 
@@ -272,10 +278,11 @@ return {1, left, WH}
 
 /// A connection ended without a goodbye (see [`herenow_core::conn`]): a
 /// visible one lingers (flag `2`) until now + the space's grace, its
-/// member seen now (a `back` if it was away, nothing else), and the sweep
-/// closes it then unless the member's next visible attach takes its place
-/// ([`ATTACH`]); an invisible one, or any with a grace of 0, is detached
-/// (`explicit`). Lingering again changes nothing. KEYS: see the module
+/// member seen now if it was online (no event), and the sweep
+/// closes it then (a `leave` with reason `explicit`, the member seen last
+/// when it began to linger) unless the member's next visible attach takes
+/// its place ([`ATTACH`]); an invisible one, or any with a grace of 0, is
+/// detached (`explicit`). Lingering again changes nothing. KEYS: see the module
 /// docs. ARGV: now, the six defaults, publish command, channel, kind, id,
 /// connection id, the default grace (ms). Returns `{found, left, outbox}`
 /// as [`DETACH`] does.
@@ -302,20 +309,18 @@ local mf = k .. ':' .. id
 redis.call('HSET', CK.cinfo, conn, cinfo_enc('2', k, id, meta))
 redis.call('HSET', CK.mconn, mf, mc_set(redis.call('HGET', CK.mconn, mf) or '', conn, '2'))
 redis.call('ZADD', CK.conns, S(now + grace), conn)
--- Last seen when the connection ended, not at its last ping.
+-- Last seen when the connection ended, not at its last ping, if it held
+-- the member online (an away member stays away, seen last at its last
+-- activity): no event either way.
 local z = CK.z[k]
 local old = redis.call('ZSCORE', z, id)
 if old then
   old = tonumber(old)
-  if old < now then
-    local x = marks_load(CK.state, k, now, on, aw)
-    local op = presence(x, old, id)
+  if old < now and presence(marks_load(CK.state, k, now, on, aw), old, id) == 2 then
     redis.call('ZADD', z, S(now), id)
-    if op == 1 and presence(x, now, id) == 2 then ev_conn(ev, 'back', k, id, now, 2, '', meta, conn) end
   end
 end
-publish(CK.state, ARGV[8], ARGV[9], ev)
-return {1, 0, WH}
+return {1, 0}
 "#,
     )
 });

@@ -151,6 +151,34 @@ impl Server {
         }
     }
 
+    /// Waits, within a minute, until every live connection of `user` in
+    /// `space` lingers in its grace (its socket closed without a goodbye).
+    fn wait_lingering(&self, space: &str, user: &str) {
+        let store = self.store.as_ref().expect("a store the test built");
+        let space = herenow_core::SpaceName::new(space).unwrap();
+        let member = herenow_core::MemberKey::user(herenow_core::MemberId::new(user).unwrap());
+        let started = std::time::Instant::now();
+        loop {
+            let conns = self
+                .runtime
+                .block_on(
+                    store
+                        .live_connections()
+                        .unwrap()
+                        .connections(&space, &[member.clone()]),
+                )
+                .unwrap();
+            if !conns[0].is_empty() && conns[0].iter().all(|c| c.lingering) {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{user}'s connections never went to the grace: {conns:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// One round of the store's maintenance (away and leave by time) now,
     /// rather than at the background ticker's next round.
     fn tick(&self) {
@@ -243,31 +271,39 @@ fn two_pages_as_two_users_see_each_other_come_and_go() {
     let mut browser = setup.browser("two_users.js", &[base.as_ref(), screenshot.as_ref()]);
     browser.expect("alice-sees-bob");
     browser.expect("bob-sees-alice");
-    // Bob's socket closed: the server detached him at once.
+    // Bob's socket closed: he left once his grace was over.
     browser.expect("alice-sees-bob-leave");
     browser.expect("done");
     browser.finish();
-    let (status, body) = request(
-        server.addr,
-        "GET",
-        "/v1/spaces/ws-browser-test/online?kind=all",
-        None,
-    )
-    .expect("the API answers");
-    assert_eq!(status, 200, "{body}");
     // Both browsers are closed now: their sockets closed, so nobody is left
-    // behind as a ghost.
-    assert!(
-        body.contains(r#""members":[]"#),
-        "after both pages closed, nobody is online: {body}"
-    );
+    // behind as a ghost once the grace (5 s) is over.
+    let started = std::time::Instant::now();
+    loop {
+        let (status, body) = request(
+            server.addr,
+            "GET",
+            "/v1/spaces/ws-browser-test/online?kind=all",
+            None,
+        )
+        .expect("the API answers");
+        assert_eq!(status, 200, "{body}");
+        if body.contains(r#""members":[]"#) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "after both pages closed and the grace, nobody is online: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     check_screenshot(&screenshot, "two-users");
     server.stop();
 }
 
 /// Issue 9's browser test: Alice's page watches her friends Bob and Cy.
 /// Bob's page opens: his dot on hers turns green; the store's clock moves
-/// past `online_ms`: yellow; his page closes: grey, with "last seen".
+/// past `online_ms`: yellow; his page closes and his grace ends: grey,
+/// with "last seen".
 /// Cy, never seen, stays grey with no last seen. The clock starts in 2023,
 /// so a page reading last-seen times on the browser's clock instead of
 /// the server's (from `welcome`) would say "… days ago".
@@ -304,6 +340,14 @@ fn a_page_watching_friends_shows_them_online_away_and_gone() {
     server.tick();
     browser.send("idle");
     browser.expect("bob-away");
+    browser.expect("bob-closed");
+    // His page closed without a goodbye: no change until his grace ends.
+    server.wait_lingering("watch-browser-test", "bob");
+    clock.advance(Duration::from_millis(
+        SpaceConfig::default().grace_ms + 1_000,
+    ));
+    server.tick();
+    browser.send("graced");
     browser.expect("bob-offline");
     browser.expect("done");
     browser.finish();

@@ -17,7 +17,7 @@ use herenow_core::{ManualClock, SpaceName, Status};
 use herenow_server::{Config, TokenSecret};
 use serde_json::{Value, json};
 use support::ws::Server;
-use support::{PATIENCE, T0, user_key};
+use support::{T0, user_key};
 
 async fn server_on(redis: &common::RedisServer, clock: &ManualClock, config: &Config) -> Server {
     Server::on_redis(&redis.url(), config.clone(), clock).await

@@ -124,9 +124,14 @@ pub(super) async fn a_member_not_back_leaves_once_when_the_grace_ends(
     settle(&s).await;
     let e = next_event(&mut sub).await;
     assert_eq!(
-        (e.kind, e.member.id.as_str(), e.last_seen_ms),
-        (EventKind::Leave, "bob", Some(T0 + 3_000)),
-        "one leave when the grace ends, last seen when the connection ended"
+        (e.kind, e.member.id.as_str(), e.last_seen_ms, e.reason),
+        (
+            EventKind::Leave,
+            "bob",
+            Some(T0 + 3_000),
+            Some(LeaveReason::Explicit)
+        ),
+        "one leave when the grace ends, a goodbye late, last seen when the connection ended"
     );
     no_event(&mut sub).await;
     let st = s.status(&sp, &[user("bob")]).await.unwrap();
@@ -136,13 +141,41 @@ pub(super) async fn a_member_not_back_leaves_once_when_the_grace_ends(
     let conns = live(&*s).connections(&sp, &[user("bob")]).await.unwrap();
     assert!(conns[0].is_empty());
 
-    // Coming back after the grace is a join like any other.
-    let r = live(&*s)
-        .attach(&sp, &attach(user("bob"), "g-b2", None))
-        .await
-        .unwrap();
+    // Coming back after the grace is a join like any other (on a
+    // connection with a TTL past `online_ms`, for what follows).
+    let long = Attach {
+        ttl_ms: 120_000,
+        ..attach(user("bob"), "g-b2", None)
+    };
+    let r = live(&*s).attach(&sp, &long).await.unwrap();
     assert!(r.joined && !r.resumed);
     assert_eq!(next_event(&mut sub).await.kind, EventKind::Join);
+
+    // Away (connected but idle past online_ms) when the connection ends:
+    // away through the grace, never `back`, last seen at the last ping.
+    clock.advance(Duration::from_secs(61));
+    settle(&s).await;
+    assert_eq!(next_event(&mut sub).await.kind, EventKind::Away);
+    let idle_since = T0 + 3_000 + 5_100;
+    live(&*s)
+        .linger(&sp, &user("bob"), &conn("g-b2"))
+        .await
+        .unwrap();
+    no_event(&mut sub).await;
+    let st = s.status(&sp, &[user("bob")]).await.unwrap();
+    assert_eq!(
+        (st[0].status, st[0].last_seen_ms),
+        (Status::Away, Some(idle_since))
+    );
+    clock.advance(Duration::from_secs(6));
+    settle(&s).await;
+    let e = next_event(&mut sub).await;
+    assert_eq!(
+        (e.kind, e.reason),
+        (EventKind::Leave, Some(LeaveReason::Explicit))
+    );
+    let st = s.status(&sp, &[user("bob")]).await.unwrap();
+    assert_eq!(st[0].last_seen_ms, Some(idle_since));
 }
 
 pub(super) async fn a_second_tab_keeps_its_member_through_the_grace(

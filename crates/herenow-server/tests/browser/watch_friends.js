@@ -5,13 +5,16 @@
 // The Rust test owns the server and its clock: bob is already Alice's
 // friend, she adds cy on the page. Then Bob's page opens (his dot on
 // Alice's page turns green), the test moves the store's clock past
-// `online_ms` (yellow), and Bob's page closes (grey, "last seen …"). Cy,
-// never seen, stays grey with no last seen. They take turns over lines:
+// `online_ms` (yellow), and Bob's page closes: still yellow through his
+// grace (a page that closes may be a reload), then grey, "last seen …",
+// once the test moves the clock past it. Cy, never seen, stays grey with
+// no last seen. They take turns over lines:
 //
 //   script → test (stdout)   test → script (stdin)
 //   watching
 //   bob-online                idle   (the clock moved past online_ms)
 //   bob-away
+//   bob-closed                graced (the clock moved past the grace)
 //   bob-offline
 //   done
 //
@@ -107,8 +110,11 @@ async function main() {
     if (!/^last seen /.test(seen)) throw new Error(`bob, away, is labelled "${seen}"`);
     say("bob-away");
 
-    // Bob closes his page: his socket closes, he leaves at once.
+    // Bob closes his page: his socket closes without a goodbye, so he
+    // stays for his grace, then leaves.
     await bob.context.close();
+    say("bob-closed");
+    await expectLine("graced");
     seen = await dotIs(alice.page, "bob", "offline");
     // On the server's clock (which the test set to 2023), not the
     // browser's: a page that used its own would say "… days ago".

@@ -90,7 +90,8 @@ impl Space {
             );
             report.joined = beat.joined == 1;
         } else if was_visible {
-            report.left = self.conn_gone(&a.member, others, LeaveReason::Explicit, cause, now);
+            report.left =
+                self.conn_gone(&a.member, others, LeaveReason::Explicit, cause, Some(now));
         }
         Ok(report)
     }
@@ -132,16 +133,25 @@ impl Space {
                 ..c.clone()
             };
             self.conns.upsert(conn, c);
-            // Last seen when the connection ended, not at its last ping.
-            self.apply(
-                member.kind,
-                &member.id,
-                now,
-                None,
-                now,
-                &mut HeartbeatReport::default(),
-                None,
-            );
+            // Last seen when the connection ended, not at its last ping,
+            // if it held the member online (an away member stays away:
+            // its last activity is what it was last seen at).
+            let online = self
+                .find(member.kind, member.id.as_str())
+                .is_some_and(|slot| {
+                    self.presence(self.entries[slot as usize].key()) == Presence::Online
+                });
+            if online {
+                self.apply(
+                    member.kind,
+                    &member.id,
+                    now,
+                    None,
+                    now,
+                    &mut HeartbeatReport::default(),
+                    None,
+                );
+            }
         }
         DetachReport {
             found: true,
@@ -196,21 +206,28 @@ impl Space {
             opened: false,
             meta_changed: false,
         };
-        self.conn_gone(&c.member, others, reason, cause, now)
+        if c.lingering {
+            // Its grace is over and its member did not come back: the
+            // connection ended when it began lingering, a goodbye late.
+            return self.conn_gone(&c.member, others, LeaveReason::Explicit, cause, None);
+        }
+        self.conn_gone(&c.member, others, reason, cause, Some(now))
     }
 
     /// A visible connection of `member` went away (closed, expired or
     /// turned invisible) and `others` visible ones remain: `disconnect`, or
     /// `leave` if it was the last. Returns whether the member left. The
-    /// last-seen time remembered is `now` when the connection was closed
-    /// (a goodbye, like a leave) and its last ping when it expired.
+    /// last-seen time remembered is `closed_at` when the connection was
+    /// closed (a goodbye, like a leave), and the member's last heartbeat
+    /// when it expired or lived out its grace (`closed_at` `None`: the
+    /// grace began with that heartbeat).
     fn conn_gone(
         &mut self,
         member: &MemberKey,
         others: usize,
         reason: LeaveReason,
         cause: Cause<'_>,
-        now: Millis,
+        closed_at: Option<Millis>,
     ) -> bool {
         let Some(slot) = self.find(member.kind, member.id.as_str()) else {
             return false;
@@ -240,9 +257,9 @@ impl Space {
             Some(cause),
         );
         self.remove(slot);
-        let ended = match reason {
-            LeaveReason::Explicit => key.0.max(now),
-            LeaveReason::Timeout | LeaveReason::Expired => key.0,
+        let ended = match (reason, closed_at) {
+            (LeaveReason::Explicit, Some(now)) => key.0.max(now),
+            _ => key.0,
         };
         self.sightings
             .push(SightingNote::Ended(member.kind, member.id.clone(), ended));
