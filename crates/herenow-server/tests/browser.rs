@@ -165,7 +165,7 @@ impl Server {
                     store
                         .live_connections()
                         .unwrap()
-                        .connections(&space, &[member.clone()]),
+                        .connections(&space, std::slice::from_ref(&member)),
                 )
                 .unwrap();
             if !conns[0].is_empty() && conns[0].iter().all(|c| c.lingering) {
