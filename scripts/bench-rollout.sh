@@ -20,7 +20,8 @@
 #      set of connections (MEMORY USAGE of a live server's set).
 #
 # Each mode runs RUNS times (default 3): every run and the median. MEMBERS
-# (default 500 per protocol, 1,000 in all) tunes it. Needs redis-server,
+# (default 500 per protocol, 1,000 in all) tunes it; CASES (default `term
+# kill term-0`) picks the runs. Needs redis-server,
 # redis-cli and Node.js with npm (apt-get install -y redis-server nodejs
 # npm); the npm packages are those of crates/herenow/tests/pusher.
 set -euo pipefail
@@ -88,7 +89,7 @@ run() {
   cat "$dir/run.out"
 }
 
-for case in term kill term-0; do
+for case in ${CASES:-term kill term-0}; do
   mode=${case%-0}
   grace_ms=5000
   [ "$case" = term-0 ] && grace_ms=0

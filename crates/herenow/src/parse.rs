@@ -35,9 +35,10 @@ pub fn remember_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Parses `--grace`: a duration of at most five minutes, or `0` (no grace).
+/// Parses `--grace`: a duration of at most five minutes, or zero (`0`,
+/// `0s`: no grace).
 pub fn grace_duration(s: &str) -> Result<Duration, String> {
-    if s.trim() == "0" {
+    if s.trim() == "0" || humantime::parse_duration(s.trim()).is_ok_and(|d| d.is_zero()) {
         return Ok(Duration::ZERO);
     }
     let d = positive_duration(s)?;

@@ -41,6 +41,18 @@ fn turn() -> std::fs::File {
     support::pusher_node::machine_lock("pusher-clients-turn")
 }
 
+/// Debian's Chromium (`HERENOW_CHROMIUM` overrides /usr/bin/chromium);
+/// the test fails saying what to install when it is missing.
+fn chromium() -> String {
+    let chromium =
+        std::env::var("HERENOW_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
+    assert!(
+        std::path::Path::new(&chromium).exists(),
+        "{chromium} not found: install chromium (apt-get install chromium)"
+    );
+    chromium
+}
+
 /// README's Laravel `.env` block, from the section for apps on pusher-js.
 fn readme_dotenv() -> String {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
@@ -96,12 +108,7 @@ fn laravel_echo_configured_as_a_laravel_app_is() {
 #[test]
 fn pusher_js_in_headless_chromium() {
     let _turn = turn();
-    let chromium =
-        std::env::var("HERENOW_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
-    assert!(
-        std::path::Path::new(&chromium).exists(),
-        "{chromium} not found: install chromium (apt-get install chromium)"
-    );
+    let chromium = chromium();
     let server = Server::start(&["--pusher-app", APP]);
     node_test(
         "browser.test.js",
@@ -113,12 +120,7 @@ fn pusher_js_in_headless_chromium() {
 #[test]
 fn a_laravel_echo_page_reload_is_no_leave() {
     let _turn = turn();
-    let chromium =
-        std::env::var("HERENOW_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
-    assert!(
-        std::path::Path::new(&chromium).exists(),
-        "{chromium} not found: install chromium (apt-get install chromium)"
-    );
+    let chromium = chromium();
     let dir = support::pusher_node::node_dir();
     let out = std::process::Command::new("node")
         .args(["--test", "--test-reporter=spec", "reload.test.js"])

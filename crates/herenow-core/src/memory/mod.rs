@@ -290,6 +290,27 @@ impl MemoryStore {
 
     /// Hands what `space` noted to the store, under its lock (see
     /// [`Shared::absorb`]).
+    /// Ends a connection of `member` in `space` with `end` (a detach or a
+    /// linger), under its stripe's lock. A space that does not exist is
+    /// not created: nothing there to end.
+    fn end_conn(
+        &self,
+        space: &SpaceName,
+        member: &MemberKey,
+        end: impl FnOnce(&mut Space, Millis) -> DetachReport,
+    ) -> DetachReport {
+        let spaces = self.spaces.read();
+        match spaces.get(space) {
+            Some(s) => {
+                let mut s = s.cell_of(member).lock();
+                let report = end(&mut s, self.shared.clock.now_ms());
+                self.absorb(&mut s);
+                report
+            }
+            None => DetachReport::default(),
+        }
+    }
+
     fn absorb(&self, space: &mut Space) {
         self.shared.absorb(space);
     }
@@ -657,17 +678,7 @@ impl LiveConnections for MemoryStore {
         member: &MemberKey,
         conn: &ConnId,
     ) -> Result<DetachReport> {
-        // A detach from an unknown space creates nothing.
-        let spaces = self.spaces.read();
-        Ok(match spaces.get(space) {
-            Some(s) => {
-                let mut s = s.cell_of(member).lock();
-                let report = s.detach(member, conn, self.shared.clock.now_ms());
-                self.absorb(&mut s);
-                report
-            }
-            None => DetachReport::default(),
-        })
+        Ok(self.end_conn(space, member, |s, now| s.detach(member, conn, now)))
     }
 
     async fn linger(
@@ -676,16 +687,7 @@ impl LiveConnections for MemoryStore {
         member: &MemberKey,
         conn: &ConnId,
     ) -> Result<DetachReport> {
-        let spaces = self.spaces.read();
-        Ok(match spaces.get(space) {
-            Some(s) => {
-                let mut s = s.cell_of(member).lock();
-                let report = s.linger(member, conn, self.shared.clock.now_ms());
-                self.absorb(&mut s);
-                report
-            }
-            None => DetachReport::default(),
-        })
+        Ok(self.end_conn(space, member, |s, now| s.linger(member, conn, now)))
     }
 
     async fn connections(

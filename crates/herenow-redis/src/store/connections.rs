@@ -111,38 +111,8 @@ impl RedisStore {
         member: &MemberKey,
         conn: &ConnId,
     ) -> Result<DetachReport> {
-        self.refuse_while_held()?;
-        let now = self.ctx.clock.now_ms();
-        let k = self.ctx.keys.of_member(space, member);
-        let mut inv = conn_scripts::DETACH.prepare_invoke();
-        k.add_to(&mut inv);
-        inv.arg(now)
-            .arg(&self.ctx.defaults_args()[..])
-            .arg(self.ctx.publish_arg(space).as_ref())
-            .arg(&k.channel)
-            .arg(member.kind.letter())
-            .arg(member.id.as_str())
-            .arg(conn.as_str());
-        let mut c = self.ctx.client.clone();
-        let detach = self
-            .ctx
-            .io("detach", async { inv.invoke_async::<Value>(&mut c).await });
-        let v = if self.ctx.keys.shards(space) > 1 {
-            // The claim goes with the connection (a claim that is not this
-            // member's is left alone).
-            let (v, released) = futures::join!(detach, self.release(space, member, conn));
-            released?;
-            v?
-        } else {
-            detach.await?
-        };
-        let v = array(v)?;
-        outbox::after(&self.ctx, space, &k, Captured::of(v.get(2))).await;
-        self.conn_replicated(space, &k, conn).await?;
-        Ok(DetachReport {
-            found: int(v.first())? != 0,
-            left: int(v.get(1))? != 0,
-        })
+        self.end_conn(&conn_scripts::DETACH, space, member, conn, None)
+            .await
     }
 
     /// [`LiveConnections::linger`](herenow_core::LiveConnections::linger):
@@ -154,10 +124,27 @@ impl RedisStore {
         member: &MemberKey,
         conn: &ConnId,
     ) -> Result<DetachReport> {
+        let grace = self.ctx.defaults.grace_ms;
+        self.end_conn(&conn_scripts::LINGER, space, member, conn, Some(grace))
+            .await
+    }
+
+    /// Ends `member`'s connection `conn` with `script`: [`conn_scripts::DETACH`]
+    /// (`grace` `None`; in a sharded space the claim on the id goes with
+    /// the connection) or [`conn_scripts::LINGER`] (`grace`: the default
+    /// grace, for spaces without their own), whose replies have one shape.
+    async fn end_conn(
+        &self,
+        script: &redis::Script,
+        space: &SpaceName,
+        member: &MemberKey,
+        conn: &ConnId,
+        grace: Option<Millis>,
+    ) -> Result<DetachReport> {
         self.refuse_while_held()?;
         let now = self.ctx.clock.now_ms();
         let k = self.ctx.keys.of_member(space, member);
-        let mut inv = conn_scripts::LINGER.prepare_invoke();
+        let mut inv = script.prepare_invoke();
         k.add_to(&mut inv);
         inv.arg(now)
             .arg(&self.ctx.defaults_args()[..])
@@ -165,13 +152,24 @@ impl RedisStore {
             .arg(&k.channel)
             .arg(member.kind.letter())
             .arg(member.id.as_str())
-            .arg(conn.as_str())
-            .arg(self.ctx.defaults.grace_ms);
+            .arg(conn.as_str());
+        if let Some(grace) = grace {
+            inv.arg(grace);
+        }
+        let what = if grace.is_some() { "linger" } else { "detach" };
         let mut c = self.ctx.client.clone();
-        let v: Value = self
+        let call = self
             .ctx
-            .io("linger", async { inv.invoke_async(&mut c).await })
-            .await?;
+            .io(what, async { inv.invoke_async::<Value>(&mut c).await });
+        let v = if grace.is_none() && self.ctx.keys.shards(space) > 1 {
+            // The claim goes with the connection (a claim that is not this
+            // member's is left alone).
+            let (v, released) = futures::join!(call, self.release(space, member, conn));
+            released?;
+            v?
+        } else {
+            call.await?
+        };
         let v = array(v)?;
         outbox::after(&self.ctx, space, &k, Captured::of(v.get(2))).await;
         self.conn_replicated(space, &k, conn).await?;

@@ -32,12 +32,14 @@ use super::RedisStore;
 use crate::ctx::Ctx;
 
 /// How often a store beats.
-pub const BEAT_EVERY: Duration = Duration::from_secs(1);
+pub const BEAT_EVERY: Duration = Duration::from_millis(500);
 
 /// How long a store may go without a beat before its connections are
-/// handed to the grace: three missed beats. With a tick a second, a dead
-/// store's members are in their grace within about four seconds.
-pub const DEAD_AFTER_MS: Millis = 3_000;
+/// handed to the grace: five missed beats, so a store only briefly slow
+/// keeps them. With a tick a second, a dead store's members are in their
+/// grace within about three and a half seconds, and gone within 5 s and
+/// the grace.
+pub const DEAD_AFTER_MS: Millis = 2_500;
 
 /// How long a reaper's claim on a dead store lasts.
 const REAP_CLAIM_MS: u64 = 60_000;
@@ -74,9 +76,9 @@ pub(super) async fn beat(
             && !first
         {
             tracing::warn!(
-                "this server missed its beats on Redis for {} s or more; the others handed its \
+                "this server missed its beats on Redis for {} ms or more; the others handed its \
                  connections to the grace, and its sockets attach again at their next refresh",
-                DEAD_AFTER_MS / 1000
+                DEAD_AFTER_MS
             );
         }
         first = false;
@@ -112,34 +114,31 @@ fn parse_entry(e: &str) -> Option<(SpaceName, MemberKey, ConnId)> {
 }
 
 impl RedisStore {
-    /// Records `conn` as this store's, after an attach that opened it.
+    /// Records `conn` as this store's (after an attach that opened it), or
+    /// forgets it (`own` false: after it was detached or lingered).
     pub(super) async fn own_conn(
         &self,
         space: &SpaceName,
         member: &MemberKey,
         conn: &ConnId,
+        own: bool,
     ) -> Result<()> {
         let key = self.ctx.keys.instance_conns(&self.owner);
         let e = entry(space, member, conn);
         let mut c = self.ctx.client.clone();
+        let (what, cmd) = if own {
+            ("attach", "SADD")
+        } else {
+            ("detach", "SREM")
+        };
         self.ctx
-            .io("attach", async { c.sadd::<_, _, i64>(&key, e).await })
-            .await?;
-        Ok(())
-    }
-
-    /// Forgets `conn` as this store's, after it was detached or lingered.
-    pub(super) async fn disown_conn(
-        &self,
-        space: &SpaceName,
-        member: &MemberKey,
-        conn: &ConnId,
-    ) -> Result<()> {
-        let key = self.ctx.keys.instance_conns(&self.owner);
-        let e = entry(space, member, conn);
-        let mut c = self.ctx.client.clone();
-        self.ctx
-            .io("detach", async { c.srem::<_, _, i64>(&key, e).await })
+            .io(what, async {
+                redis::cmd(cmd)
+                    .arg(&key)
+                    .arg(e)
+                    .query_async::<i64>(&mut c)
+                    .await
+            })
             .await?;
         Ok(())
     }

@@ -169,7 +169,8 @@ impl LiveConnections for RedisStore {
     async fn attach(&self, space: &SpaceName, attach: &Attach) -> Result<AttachReport> {
         let report = self.attach_conn(space, attach).await?;
         if report.opened {
-            self.own_conn(space, &attach.member, &attach.conn).await?;
+            self.own_conn(space, &attach.member, &attach.conn, true)
+                .await?;
         }
         Ok(report)
     }
@@ -185,7 +186,7 @@ impl LiveConnections for RedisStore {
     ) -> Result<DetachReport> {
         let (report, disowned) = futures::join!(
             self.detach_conn(space, member, conn),
-            self.disown_conn(space, member, conn)
+            self.own_conn(space, member, conn, false)
         );
         disowned?;
         report
@@ -201,7 +202,7 @@ impl LiveConnections for RedisStore {
     ) -> Result<DetachReport> {
         let (report, disowned) = futures::join!(
             self.linger_conn(space, member, conn),
-            self.disown_conn(space, member, conn)
+            self.own_conn(space, member, conn, false)
         );
         disowned?;
         report

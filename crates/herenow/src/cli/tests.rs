@@ -59,6 +59,12 @@ fn serve_defaults() {
     assert_eq!(remember_duration("0"), Ok(Duration::ZERO));
     assert!(remember_duration("1097d").is_err());
     assert!(remember_duration("soon").is_err());
+    assert_eq!(s.grace, Duration::from_secs(5));
+    for zero in ["0", "0s", "0ms"] {
+        assert_eq!(grace_duration(zero), Ok(Duration::ZERO), "{zero}");
+    }
+    assert_eq!(grace_duration("1500ms"), Ok(Duration::from_millis(1500)));
+    assert_eq!(grace_duration("5m"), Ok(Duration::from_secs(300)));
     assert_eq!(s.snapshot_interval, Duration::from_secs(30));
     assert_eq!(s.ping_interval, herenow_server::DEFAULT_PING_INTERVAL);
     assert_eq!(s.pong_wait, herenow_server::DEFAULT_PONG_WAIT);
@@ -147,6 +153,10 @@ fn serve_refuses_bad_input() {
         &["serve", "--drain", "0s"],
         &["serve", "--drain", "ten seconds"],
         &["serve", "--drain", "1h"],
+        &["serve", "--grace", "5"],
+        &["serve", "--grace", "5m1s"],
+        &["serve", "--grace", "later"],
+        &["serve", "--grace=-1s"],
     ] {
         let err = parse(bad).unwrap_err();
         assert_eq!(

@@ -10,6 +10,8 @@
 const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
+const readline = require('node:readline');
+const { spawn } = require('node:child_process');
 
 const STEP = 15_000;
 
@@ -115,4 +117,25 @@ function authServer({ decide, sign, routes = {} }) {
   });
 }
 
-module.exports = { STEP, within, until, readmeBlock, parseDotenv, authServer };
+// `herenow serve --listen 127.0.0.1:0 ARGS…` from HERENOW_BIN, its
+// environment scrubbed of HERENOW_* and RUST_LOG: resolves, once it prints
+// its address, to { child, url (a URL), log() }.
+async function serveHerenow(args, ms = STEP) {
+  const env = Object.fromEntries(
+    Object.entries(process.env).filter(([k]) => !k.startsWith('HERENOW_') && k !== 'RUST_LOG'),
+  );
+  const child = spawn(process.env.HERENOW_BIN, ['serve', '--listen', '127.0.0.1:0', ...args], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let log = '';
+  child.stderr.on('data', (d) => { log += d; });
+  const lines = readline.createInterface({ input: child.stdout });
+  const line = await within('the listening line', new Promise((resolve, reject) => {
+    lines.once('line', resolve);
+    child.once('close', (code) => reject(new Error(`herenow exited with ${code}: ${log}`)));
+  }), ms);
+  return { child, url: new URL(line.split(/\s+/).find((w) => w.startsWith('http://'))), log: () => log };
+}
+
+module.exports = { STEP, within, until, readmeBlock, parseDotenv, authServer, serveHerenow };

@@ -22,11 +22,9 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
-const { spawn } = require('node:child_process');
-const readline = require('node:readline');
 const { chromium } = require('playwright-core');
 const Pusher = require('pusher');
-const { STEP, within, until, authServer } = require('./harness');
+const { STEP, until, authServer, serveHerenow } = require('./harness');
 
 const [appId, key, secret] = process.env.PUSHER_APP.split(':');
 const GRACE_MS = 5000;
@@ -50,23 +48,6 @@ function receiver() {
   return new Promise((resolve) => srv.listen(0, '127.0.0.1', () => resolve({ srv, got, port: srv.address().port })));
 }
 
-async function herenow(args) {
-  const env = Object.fromEntries(
-    Object.entries(process.env).filter(([k]) => !k.startsWith('HERENOW_') && k !== 'RUST_LOG'),
-  );
-  const child = spawn(process.env.HERENOW_BIN, ['serve', '--listen', '127.0.0.1:0', ...args], {
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let log = '';
-  child.stderr.on('data', (d) => { log += d; });
-  const lines = readline.createInterface({ input: child.stdout });
-  const line = await within('the listening line', new Promise((resolve, reject) => {
-    lines.once('line', resolve);
-    child.once('close', (code) => reject(new Error(`herenow exited with ${code}: ${log}`)));
-  }));
-  return { child, url: new URL(line.split(/\s+/).find((w) => w.startsWith('http://'))), log: () => log };
-}
 
 // A Laravel page: pusher-js and Echo's browser build from node_modules
 // (nothing from a CDN), Echo.join('room') recording what it is told.
@@ -98,7 +79,7 @@ function page(url, user) {
 test('a page reload tells the other pages and the webhooks nothing; a page closed for good leaves once after the grace', async (t) => {
   const rx = await receiver();
   t.after(() => rx.srv.close());
-  const server = await herenow([
+  const server = await serveHerenow([
     '--pusher-app', process.env.PUSHER_APP,
     '--pusher-webhook', `http://127.0.0.1:${rx.port}/pusher`,
     '--webhook', `http://127.0.0.1:${rx.port}/herenow,events=join,leave`,

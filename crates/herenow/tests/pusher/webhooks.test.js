@@ -16,8 +16,6 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const http = require('node:http');
-const { spawn } = require('node:child_process');
-const readline = require('node:readline');
 const PusherJS = require('pusher-js');
 const Pusher = require('pusher');
 
@@ -46,26 +44,6 @@ function receiver() {
   });
 }
 
-// `herenow serve` on a free port, its environment scrubbed of HERENOW_*.
-async function herenow(args) {
-  const env = Object.fromEntries(
-    Object.entries(process.env).filter(([k]) => !k.startsWith('HERENOW_') && k !== 'RUST_LOG'),
-  );
-  const child = spawn(process.env.HERENOW_BIN, ['serve', '--listen', '127.0.0.1:0', ...args], {
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let log = '';
-  child.stderr.on('data', (d) => { log += d; });
-  const lines = readline.createInterface({ input: child.stdout });
-  const line = await within('the listening line', new Promise((resolve, reject) => {
-    lines.once('line', resolve);
-    child.once('close', (code) => reject(new Error(`herenow exited with ${code}: ${log}`)));
-  }));
-  const url = new URL(line.split(/\s+/).find((w) => w.startsWith('http://')));
-  return { child, url, log: () => log };
-}
-
 // Ann and Bob join `presence-webhooks` through pusher-js, both subscribe
 // `news` and Bob `private-webhooks`, Ann whispers, both leave; answers
 // every event the app's endpoint was sent, each request checked by the
@@ -73,7 +51,7 @@ async function herenow(args) {
 async function scenario(t, extra) {
   const rx = await receiver();
   t.after(() => rx.srv.close());
-  const server = await herenow([
+  const server = await harness.serveHerenow([
     '--pusher-app', process.env.PUSHER_APP,
     '--pusher-webhook', `http://127.0.0.1:${rx.port}/pusher`,
     ...extra,
