@@ -145,9 +145,11 @@ fn conn_script(body: &str) -> Script {
 /// now, the six defaults, publish command, channel, kind, id,
 /// connection id, metadata (`''`: none), invisible (`0`/`1`), expiry (ms),
 /// most connections per member. Returns `{status, opened, joined, left,
-/// new_user, outbox, resumed}` (`outbox`: see [`crate::outbox_scripts`];
-/// `resumed`: 1 when the connection took the place of a lingering one of
-/// its member, as the memory engine's `Space::attach` does);
+/// new_user, outbox, resumed, revived}` (`outbox`: see
+/// [`crate::outbox_scripts`]; `resumed`: 1 when the connection took the
+/// place of a lingering one of its member, as the memory engine's
+/// `Space::attach` does; `revived`: 1 when the connection itself was
+/// lingering, pinged again by a server found dead while it was only slow);
 /// status 0 is done, -1 the id belongs to another member, -2 the member
 /// has too many connections (nothing changed in either case); `new_user`
 /// is 1 when a user neither stored nor remembered was stored (added to
@@ -248,8 +250,10 @@ if inv == '0' then
 elseif was_visible then
   left = conn_gone(x, k, id, others, 'explicit', conn, meta, ev, pol)
 end
+local revived = 0
+if pinv == '2' then revived = 1 end
 publish(CK.state, ARGV[8], ARGV[9], ev)
-return {0, opened, joined, left, new, WH, resumed}
+return {0, opened, joined, left, new, WH, resumed, revived}
 "#,
     )
 });
@@ -284,8 +288,10 @@ return {1, left, WH}
 /// its place ([`ATTACH`]); an invisible one, or any with a grace of 0, is
 /// detached (`explicit`). Lingering again changes nothing. KEYS: see the module
 /// docs. ARGV: now, the six defaults, publish command, channel, kind, id,
-/// connection id, the default grace (ms). Returns `{found, left, outbox}`
-/// as [`DETACH`] does.
+/// connection id, the default grace (ms), optionally when the connection
+/// ended (a dead server's last beat; default now): the grace and the last
+/// seen count from then. Returns `{found, left, outbox}` as [`DETACH`]
+/// does.
 pub static LINGER: LazyLock<Script> = LazyLock::new(|| {
     conn_script(
         r#"
@@ -298,9 +304,12 @@ if pk ~= k or pid ~= id then return {0, 0} end
 local on, aw, win, ret, rem, rg = cfg_load(CK.config, 2)
 local grace = redis.call('HGET', CK.config, 'grace')
 if grace then grace = tonumber(grace) else grace = tonumber(ARGV[13]) end
+-- When the connection ended: now, or earlier for a dead server's.
+local at = now
+if ARGV[14] and ARGV[14] ~= '' then at = math.min(now, tonumber(ARGV[14])) end
 local ev = {}
 if inv == '1' or grace == 0 then
-  local left = conn_drop(conn, rec, now, on, aw, {now = now, rem = rem, rg = rg}, 'explicit', ev)
+  local left = conn_drop(conn, rec, now, on, aw, {now = at, rem = rem, rg = rg}, 'explicit', ev)
   publish(CK.state, ARGV[8], ARGV[9], ev)
   return {1, left, WH}
 end
@@ -308,7 +317,7 @@ if inv == '2' then return {1, 0} end
 local mf = k .. ':' .. id
 redis.call('HSET', CK.cinfo, conn, cinfo_enc('2', k, id, meta))
 redis.call('HSET', CK.mconn, mf, mc_set(redis.call('HGET', CK.mconn, mf) or '', conn, '2'))
-redis.call('ZADD', CK.conns, S(now + grace), conn)
+redis.call('ZADD', CK.conns, S(at + grace), conn)
 -- Last seen when the connection ended, not at its last ping, if it held
 -- the member online (an away member stays away, seen last at its last
 -- activity): no event either way.
@@ -316,8 +325,8 @@ local z = CK.z[k]
 local old = redis.call('ZSCORE', z, id)
 if old then
   old = tonumber(old)
-  if old < now and presence(marks_load(CK.state, k, now, on, aw), old, id) == 2 then
-    redis.call('ZADD', z, S(now), id)
+  if old < at and presence(marks_load(CK.state, k, now, on, aw), old, id) == 2 then
+    redis.call('ZADD', z, S(at), id)
   end
 end
 return {1, 0}

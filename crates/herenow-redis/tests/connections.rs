@@ -219,7 +219,8 @@ async fn a_dead_servers_connections_go_to_the_grace(url: &str) {
     assert!(r.resumed && !r.joined, "{r:?}");
     no_event(&mut sub).await;
     // Bo does not come back: one leave when the grace ends, last seen
-    // when his server was found dead.
+    // when his server was last heard of (its last beat; the test's clock
+    // had not moved since).
     clock.advance(Duration::from_secs(4));
     b.tick().await.unwrap();
     let e = next_event(&mut sub).await;

@@ -52,8 +52,13 @@ impl RedisStore {
 
     /// [`LiveConnections::attach`](herenow_core::LiveConnections::attach): one
     /// script call (plus, at most once a minute per space, the registry
-    /// mark that lets the sweep find the space).
-    pub(super) async fn attach_conn(&self, space: &SpaceName, a: &Attach) -> Result<AttachReport> {
+    /// mark that lets the sweep find the space). The flag says whether the
+    /// connection was lingering before (see `instances.rs`).
+    pub(super) async fn attach_conn(
+        &self,
+        space: &SpaceName,
+        a: &Attach,
+    ) -> Result<(AttachReport, bool)> {
         a.check()?;
         self.refuse_while_held()?;
         let now = self.ctx.clock.now_ms();
@@ -96,12 +101,13 @@ impl RedisStore {
             self.writer.index_users(space, &k, &id, now).await?;
         }
         self.conn_replicated(space, &k, &a.conn).await?;
-        Ok(AttachReport {
+        let report = AttachReport {
             opened: int(v.get(1))? != 0,
             joined: int(v.get(2))? != 0,
             left: int(v.get(3))? != 0,
             resumed: int(v.get(6))? != 0,
-        })
+        };
+        Ok((report, int(v.get(7))? != 0))
     }
 
     /// [`LiveConnections::detach`](herenow_core::LiveConnections::detach).
@@ -118,28 +124,40 @@ impl RedisStore {
     /// [`LiveConnections::linger`](herenow_core::LiveConnections::linger):
     /// one script call. A sharded space's claim on the id stays until it
     /// expires, as an expired connection's does.
+    ///
+    /// `ended_at`: when the connection ended, if before now (a dead
+    /// server's last beat): its grace and its member's last seen count from
+    /// then.
     pub(super) async fn linger_conn(
         &self,
         space: &SpaceName,
         member: &MemberKey,
         conn: &ConnId,
+        ended_at: Option<Millis>,
     ) -> Result<DetachReport> {
         let grace = self.ctx.defaults.grace_ms;
-        self.end_conn(&conn_scripts::LINGER, space, member, conn, Some(grace))
-            .await
+        self.end_conn(
+            &conn_scripts::LINGER,
+            space,
+            member,
+            conn,
+            Some((grace, ended_at)),
+        )
+        .await
     }
 
     /// Ends `member`'s connection `conn` with `script`: [`conn_scripts::DETACH`]
-    /// (`grace` `None`; in a sharded space the claim on the id goes with
-    /// the connection) or [`conn_scripts::LINGER`] (`grace`: the default
-    /// grace, for spaces without their own), whose replies have one shape.
+    /// (`linger` `None`; in a sharded space the claim on the id goes with
+    /// the connection) or [`conn_scripts::LINGER`] (`linger`: the default
+    /// grace, for spaces without their own, and when it ended), whose
+    /// replies have one shape.
     async fn end_conn(
         &self,
         script: &redis::Script,
         space: &SpaceName,
         member: &MemberKey,
         conn: &ConnId,
-        grace: Option<Millis>,
+        linger: Option<(Millis, Option<Millis>)>,
     ) -> Result<DetachReport> {
         self.refuse_while_held()?;
         let now = self.ctx.clock.now_ms();
@@ -153,15 +171,18 @@ impl RedisStore {
             .arg(member.kind.letter())
             .arg(member.id.as_str())
             .arg(conn.as_str());
-        if let Some(grace) = grace {
+        if let Some((grace, ended_at)) = linger {
             inv.arg(grace);
+            if let Some(at) = ended_at {
+                inv.arg(at);
+            }
         }
-        let what = if grace.is_some() { "linger" } else { "detach" };
+        let what = if linger.is_some() { "linger" } else { "detach" };
         let mut c = self.ctx.client.clone();
         let call = self
             .ctx
             .io(what, async { inv.invoke_async::<Value>(&mut c).await });
-        let v = if grace.is_none() && self.ctx.keys.shards(space) > 1 {
+        let v = if linger.is_none() && self.ctx.keys.shards(space) > 1 {
             // The claim goes with the connection (a claim that is not this
             // member's is left alone).
             let (v, released) = futures::join!(call, self.release(space, member, conn));

@@ -29,7 +29,9 @@ use tokio::sync::watch;
 use herenow_core::{ConnId, MemberId, MemberKey, MemberKind, Millis, Result, SpaceName};
 
 use super::RedisStore;
+use crate::client::RedisClient;
 use crate::ctx::Ctx;
+use crate::reply::timed;
 
 /// How often a store beats.
 pub const BEAT_EVERY: Duration = Duration::from_millis(500);
@@ -50,9 +52,13 @@ const REAP_BATCH: usize = 256;
 /// Most dead stores one tick reaps.
 const REAP_STORES: usize = 8;
 
-/// Beats for `owner` every [`BEAT_EVERY`] until `stopped`.
+/// Beats for `owner` every [`BEAT_EVERY`] until `stopped`, on `client`:
+/// a connection of its own, so that a beat never waits behind the
+/// server's other commands (a burst of attaches would otherwise make a
+/// busy server look dead).
 pub(super) async fn beat(
     ctx: std::sync::Arc<Ctx>,
+    client: RedisClient,
     owner: String,
     mut stopped: watch::Receiver<bool>,
 ) {
@@ -66,12 +72,14 @@ pub(super) async fn beat(
             _ = stopped.changed() => return,
         }
         let now = ctx.clock.now_ms();
-        let mut c = ctx.client.clone();
-        let added = ctx
-            .io("beat", async {
-                c.zadd::<_, _, _, i64>(&key, &owner, now).await
-            })
-            .await;
+        let mut c = client.clone();
+        let added = timed(
+            &ctx.opts.observer,
+            ctx.opts.timeout,
+            "beat",
+            c.zadd::<_, _, _, i64>(&key, &owner, now),
+        )
+        .await;
         if let Ok(1) = added
             && !first
         {
@@ -157,7 +165,7 @@ impl RedisStore {
             .ctx
             .io("reap", async { c.zrange_withscores(&key, 0, -1).await })
             .await?;
-        let dead: Vec<String> = {
+        let dead: Vec<(String, f64)> = {
             let now = Instant::now();
             let mut seen = self.beats_seen.lock();
             seen.retain(|owner, _| beats.iter().any(|(o, _)| o == owner));
@@ -170,13 +178,13 @@ impl RedisStore {
                         *last = (score, now);
                     }
                     (now.duration_since(last.1) >= Duration::from_millis(DEAD_AFTER_MS))
-                        .then_some(owner)
+                        .then_some((owner, score))
                 })
                 .take(REAP_STORES)
                 .collect()
         };
         let mut reaped = 0;
-        for owner in &dead {
+        for (owner, last_beat) in &dead {
             let claim = self.ctx.keys.instance_reaper(owner);
             let mut c = self.ctx.client.clone();
             let opts = redis::SetOptions::default()
@@ -191,7 +199,8 @@ impl RedisStore {
             if got.is_none() {
                 continue; // another store reaps it
             }
-            let n = self.reap(owner).await?;
+            // Its connections ended when it was last heard of.
+            let n = self.reap(owner, Some(*last_beat as Millis)).await?;
             self.beats_seen.lock().remove(owner);
             tracing::warn!(
                 server = %owner,
@@ -203,8 +212,9 @@ impl RedisStore {
         Ok(reaped)
     }
 
-    /// Lingers every connection `owner` recorded, then drops its name.
-    pub(super) async fn reap(&self, owner: &str) -> Result<u64> {
+    /// Lingers every connection `owner` recorded, as ended at `ended_at`
+    /// (`None`: now), then drops its name.
+    pub(super) async fn reap(&self, owner: &str, ended_at: Option<Millis>) -> Result<u64> {
         let set = self.ctx.keys.instance_conns(owner);
         let mut n = 0;
         loop {
@@ -222,12 +232,11 @@ impl RedisStore {
             if batch.is_empty() {
                 break;
             }
-            let lingered =
-                batch.iter().filter_map(|e| parse_entry(e)).map(
-                    |(space, member, conn)| async move {
-                        self.linger_conn(&space, &member, &conn).await
-                    },
-                );
+            let lingered = batch.iter().filter_map(|e| parse_entry(e)).map(
+                |(space, member, conn)| async move {
+                    self.linger_conn(&space, &member, &conn, ended_at).await
+                },
+            );
             for r in futures::future::join_all(lingered).await {
                 // A connection that cannot be handed over now expires by
                 // its TTL, as before.

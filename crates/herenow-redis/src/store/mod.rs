@@ -184,7 +184,19 @@ impl RedisStore {
             stopped.clone(),
         ));
         let owner = lease_owner();
-        tokio::spawn(instances::beat(ctx.clone(), owner.clone(), stopped.clone()));
+        let beat_client = timed(
+            &ctx.opts.observer,
+            ctx.opts.timeout,
+            "connect",
+            RedisClient::open(&target, ctx.opts.timeout, |_| {}),
+        )
+        .await?;
+        tokio::spawn(instances::beat(
+            ctx.clone(),
+            beat_client,
+            owner.clone(),
+            stopped.clone(),
+        ));
         let replayer = tokio::spawn(replay::run(writer.clone(), tuning, stopped));
         let store = RedisStore {
             ctx,
@@ -260,7 +272,7 @@ impl RedisStore {
     pub async fn shutdown(&self) {
         // Connections this store's sockets did not end (a failed call)
         // go to the grace now rather than when their TTL runs out.
-        if let Err(e) = self.reap(&self.owner.clone()).await {
+        if let Err(e) = self.reap(&self.owner.clone(), None).await {
             tracing::warn!(error = %e, "handing this server's last connections to the grace failed; they expire by their TTL");
         }
         let _ = self.stop.send(true);

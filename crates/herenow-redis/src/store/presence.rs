@@ -167,8 +167,8 @@ impl LiveConnections for RedisStore {
     /// [`Error::Unavailable`](herenow_core::Error::Unavailable) (see the
     /// crate documentation).
     async fn attach(&self, space: &SpaceName, attach: &Attach) -> Result<AttachReport> {
-        let report = self.attach_conn(space, attach).await?;
-        if report.opened {
+        let (report, revived) = self.attach_conn(space, attach).await?;
+        if report.opened || revived {
             self.own_conn(space, &attach.member, &attach.conn, true)
                 .await?;
         }
@@ -201,7 +201,7 @@ impl LiveConnections for RedisStore {
         conn: &ConnId,
     ) -> Result<DetachReport> {
         let (report, disowned) = futures::join!(
-            self.linger_conn(space, member, conn),
+            self.linger_conn(space, member, conn, None),
             self.own_conn(space, member, conn, false)
         );
         disowned?;
