@@ -1,6 +1,7 @@
-//! The embedded store after a crash (issue 43): `herenow serve --data-dir
-//! D` holds two members through WebSockets, is killed with SIGKILL after a
-//! snapshot, and starts again. The dead process's connections are gone
+//! The embedded store after a crash or a restart (issue 43): `herenow
+//! serve --data-dir D` holds two members through WebSockets, is killed
+//! with SIGKILL after a snapshot (or stopped with SIGTERM), and starts
+//! again. The dead process's connections are gone
 //! with it, so its members are present only for the grace: Bob, whose page
 //! reconnects within it, stays; Ann, who does not come back, is gone once
 //! it ends (never past it), last seen as before the crash.
@@ -55,24 +56,46 @@ fn start(dir: &std::path::Path) -> Server {
 
 #[test]
 fn a_restarted_store_holds_the_dead_process_members_for_the_grace_only() {
+    restart_holds_members_for_the_grace(Stop::Kill);
+}
+
+/// A restart with SIGTERM (a rollout of the one server): its sockets are
+/// told to reconnect, and the snapshot taken at shutdown holds their
+/// members, in their grace after the start.
+#[test]
+fn a_store_restarted_by_sigterm_holds_its_members_for_the_grace_only() {
+    restart_holds_members_for_the_grace(Stop::Term);
+}
+
+enum Stop {
+    Kill,
+    Term,
+}
+
+fn restart_holds_members_for_the_grace(stop: Stop) {
     let dir = temp_dir("grace-restart");
     let mut server = start(&dir);
     let joined_ms = now_ms();
     let _ann = join(&server, "ann");
     let _bob = join(&server, "bob");
     assert_eq!(online_ids(&server), ["ann", "bob"]);
-    // A snapshot taken after both joined.
-    let joined = std::time::SystemTime::now();
-    let snapshot = dir.join("herenow.snapshot");
-    let started = Instant::now();
-    while std::fs::metadata(&snapshot)
-        .and_then(|m| m.modified())
-        .map_or(true, |t| t <= joined)
-    {
-        assert!(started.elapsed() < DEADLINE, "no snapshot was taken");
-        std::thread::sleep(Duration::from_millis(50));
+    match stop {
+        Stop::Kill => {
+            // A snapshot taken after both joined.
+            let joined = std::time::SystemTime::now();
+            let snapshot = dir.join("herenow.snapshot");
+            let started = Instant::now();
+            while std::fs::metadata(&snapshot)
+                .and_then(|m| m.modified())
+                .map_or(true, |t| t <= joined)
+            {
+                assert!(started.elapsed() < DEADLINE, "no snapshot was taken");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            server.kill();
+        }
+        Stop::Term => assert!(server.terminate().success(), "{}", server.log()),
     }
-    server.kill();
 
     let mut server = start(&dir);
     let back = now_ms();

@@ -104,6 +104,13 @@ fn a_crashed_server_leaves_no_ghosts_and_returning_members_never_leave() {
 }
 
 #[test]
+fn a_crashed_server_on_a_redis_cluster_leaves_no_ghosts() {
+    let cluster = RedisCluster::start();
+    let out = go_away(&cluster.url(), "kill");
+    assert!(out.contains("did not come back were gone"), "{out}");
+}
+
+#[test]
 fn without_a_grace_a_rolling_restart_shows_every_member_leave_and_come_back() {
     let redis = RedisServer::standalone();
     let out = go_away_with(&redis.url(), "term", "0");

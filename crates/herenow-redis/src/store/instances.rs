@@ -213,10 +213,13 @@ impl RedisStore {
     }
 
     /// Lingers every connection `owner` recorded, as ended at `ended_at`
-    /// (`None`: now), then drops its name.
+    /// (`None`: now), and gives up the sweep leases it held on their
+    /// spaces (a dead store's lease would keep everyone else from closing
+    /// them when their grace ends, until it expired); then drops its name.
     pub(super) async fn reap(&self, owner: &str, ended_at: Option<Millis>) -> Result<u64> {
         let set = self.ctx.keys.instance_conns(owner);
         let mut n = 0;
+        let mut spaces = std::collections::HashSet::new();
         loop {
             let mut c = self.ctx.client.clone();
             let batch: Vec<String> = self
@@ -232,11 +235,11 @@ impl RedisStore {
             if batch.is_empty() {
                 break;
             }
-            let lingered = batch.iter().filter_map(|e| parse_entry(e)).map(
-                |(space, member, conn)| async move {
-                    self.linger_conn(&space, &member, &conn, ended_at).await
-                },
-            );
+            let entries: Vec<_> = batch.iter().filter_map(|e| parse_entry(e)).collect();
+            spaces.extend(entries.iter().map(|(space, _, _)| space.clone()));
+            let lingered = entries.iter().map(|(space, member, conn)| async move {
+                self.linger_conn(space, member, conn, ended_at).await
+            });
             for r in futures::future::join_all(lingered).await {
                 // A connection that cannot be handed over now expires by
                 // its TTL, as before.
@@ -245,6 +248,24 @@ impl RedisStore {
                 }
                 n += 1;
             }
+        }
+        if owner != self.owner {
+            let leases: Vec<String> = spaces
+                .iter()
+                .flat_map(|space| self.ctx.keys.all(space))
+                .map(|k| k.lease)
+                .collect();
+            let released = leases.iter().map(|lease| {
+                let mut c = self.ctx.client.clone();
+                self.ctx.io("reap", async move {
+                    crate::conn_scripts::RELEASE
+                        .key(lease)
+                        .arg(owner)
+                        .invoke_async::<i64>(&mut c)
+                        .await
+                })
+            });
+            futures::future::try_join_all(released).await?;
         }
         let key = self.ctx.keys.instances();
         let mut c = self.ctx.client.clone();
