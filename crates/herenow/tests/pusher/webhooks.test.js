@@ -55,7 +55,7 @@ async function scenario(t, extra) {
     '--pusher-app', process.env.PUSHER_APP,
     '--pusher-webhook', `http://127.0.0.1:${rx.port}/pusher`,
     ...extra,
-  ]);
+  ], STEP);
   t.after(() => server.child.kill('SIGTERM'));
   const { url } = server;
   const app = new Pusher({ appId, key, secret, host: url.hostname, port: url.port, useTLS: false });
@@ -186,7 +186,7 @@ test('a --pusher-webhook that cannot be served stops the start, naming the flag'
     ['--pusher-app', process.env.PUSHER_APP, '--pusher-webhook', '999=http://127.0.0.1:1/hook'],
     ['--pusher-webhook', 'http://127.0.0.1:1/hook'],
   ]) {
-    await assert.rejects(herenow(args), (e) => {
+    await assert.rejects(harness.serveHerenow(args, STEP), (e) => {
       assert.match(e.message, /--pusher-webhook/);
       return true;
     }, args.join(' '));
