@@ -274,7 +274,7 @@ func (c *Client) SpaceConfig(ctx context.Context, space string) (SpaceConfig, er
 
 // SetSpaceConfig sets space's time policy and answers the new one: PUT
 // /v1/spaces/{space}/config. The four thresholds are required; a nil
-// RememberMs or RememberGuests keeps what the space has.
+// RememberMs, RememberGuests or GraceMs keeps what the space has.
 func (c *Client) SetSpaceConfig(ctx context.Context, space string, cfg SpaceConfig) (SpaceConfig, error) {
 	var out SpaceConfig
 	if err := checkSpace(space); err != nil {

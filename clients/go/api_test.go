@@ -233,7 +233,8 @@ func TestSpaceConfigReadWriteAndRefusal(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.OnlineMs != 60_000 || cfg.AwayMs != 300_000 || cfg.WindowMs != 600_000 || cfg.RetentionMs != 900_000 ||
-		cfg.RememberMs == nil || *cfg.RememberMs != 30*24*3600*1000 || cfg.RememberGuests == nil || *cfg.RememberGuests {
+		cfg.RememberMs == nil || *cfg.RememberMs != 30*24*3600*1000 || cfg.RememberGuests == nil || *cfg.RememberGuests ||
+		cfg.GraceMs == nil || *cfg.GraceMs != 5000 {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 	set, err := c.SetSpaceConfig(cx, sp, SpaceConfig{OnlineMs: 30_000, AwayMs: 120_000, WindowMs: 300_000, RetentionMs: 600_000})

@@ -174,6 +174,12 @@ type SpaceConfig struct {
 	// RememberGuests: whether guests are remembered too. Always set in
 	// answers; nil in SetSpaceConfig keeps what the space has.
 	RememberGuests *bool `json:"remember_guests,omitempty"`
+	// GraceMs: how long a member whose last live connection ended without
+	// a goodbye (a page reload, a dropped network, its server stopping)
+	// stays present; a connection of the same user back within it shows
+	// nobody anything (0: none; at most 300,000). Always set in answers;
+	// nil in SetSpaceConfig keeps what the space has.
+	GraceMs *int64 `json:"grace_ms,omitempty"`
 }
 
 // SpaceInfo is one space in the list of spaces.

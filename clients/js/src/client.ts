@@ -263,6 +263,7 @@ export class Herenow {
     };
     if (config.remember_ms !== undefined) body.remember_ms = config.remember_ms;
     if (config.remember_guests !== undefined) body.remember_guests = config.remember_guests;
+    if (config.grace_ms !== undefined) body.grace_ms = config.grace_ms;
     return this.call("PUT", `${spacePath(space)}/config`, options, { body });
   }
 

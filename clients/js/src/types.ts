@@ -138,6 +138,13 @@ export interface SpaceConfig {
   /** Whether guests are remembered too. */
   remember_guests: boolean;
   /**
+   * How long a member whose last live connection ended without a goodbye
+   * (a page reload, a dropped network, its server stopping) stays present:
+   * a connection of the same user back within it shows nobody anything.
+   * `0`: none; at most 300,000.
+   */
+  grace_ms: number;
+  /**
    * The space's own webhook endpoints (at most 8), shown to callers that may
    * write; absent for a read key or a store that keeps none.
    */
@@ -160,11 +167,11 @@ export interface SpaceWebhook {
 }
 
 /**
- * A new policy: the four thresholds, and optionally the remembering fields
- * and `webhooks` (absent: unchanged; `[]`: none).
+ * A new policy: the four thresholds, and optionally the remembering fields,
+ * the grace and `webhooks` (absent: unchanged; `[]`: none).
  */
 export type SpaceConfigInput = Pick<SpaceConfig, "online_ms" | "away_ms" | "window_ms" | "retention_ms"> &
-  Partial<Pick<SpaceConfig, "remember_ms" | "remember_guests" | "webhooks">>;
+  Partial<Pick<SpaceConfig, "remember_ms" | "remember_guests" | "grace_ms" | "webhooks">>;
 
 /** A space that holds members, and how many. */
 export interface SpaceSummary {

@@ -215,6 +215,7 @@ describe("spaces, config, history, tokens, operations", () => {
       retention_ms: 900_000,
       remember_ms: 2_592_000_000,
       remember_guests: false,
+      grace_ms: 5_000,
       webhooks: [],
     });
     const next = await herenow.setConfig(space, { online_ms: 30_000, away_ms: 120_000, window_ms: 600_000, retention_ms: 900_000 });
@@ -223,7 +224,14 @@ describe("spaces, config, history, tokens, operations", () => {
     const guests = await herenow.setConfig(space, { ...next, remember_ms: 0, remember_guests: true });
     assert.equal(guests.remember_ms, 0);
     assert.equal(guests.remember_guests, true);
+    assert.equal(guests.grace_ms, 5_000, "absent grace_ms keeps what the space has");
     assert.deepEqual(await herenow.config(space), guests);
+    const graceless = await herenow.setConfig(space, { ...guests, grace_ms: 0 });
+    assert.equal(graceless.grace_ms, 0);
+    await assert.rejects(
+      herenow.setConfig(space, { ...guests, grace_ms: 300_001 }),
+      (e) => e instanceof HerenowError && e.code === "bad-config" && e.status === 400,
+    );
 
     await assert.rejects(
       herenow.setConfig(space, { online_ms: 200_000, away_ms: 100_000, window_ms: 600_000, retention_ms: 900_000 }),

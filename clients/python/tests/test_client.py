@@ -181,6 +181,7 @@ def test_erase_forgets_a_user_everywhere(client: herenow.Client, space: str) -> 
 def test_space_config_round_trip(client: herenow.Client, space: str) -> None:
     before = client.config(space)
     assert before.remember_ms is not None and before.remember_guests is False
+    assert before.grace_ms == 5000
     wanted = SpaceConfig(online_ms=30_000, away_ms=120_000, window_ms=300_000, retention_ms=600_000)
     after = client.set_config(space, wanted)
     # The remembering fields were left out, so the space kept them.

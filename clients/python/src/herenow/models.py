@@ -304,9 +304,13 @@ class SpaceConfig:
     """A space's time policy, in ms.
 
     The server requires ``0 < online_ms <= away_ms <= retention_ms <= 24h``
-    and ``0 < window_ms <= retention_ms``. ``remember_ms`` and
-    ``remember_guests`` left ``None`` in :meth:`~herenow.Client.set_config`
-    keep what the space has.
+    and ``0 < window_ms <= retention_ms``. ``remember_ms``,
+    ``remember_guests`` and ``grace_ms`` left ``None`` in
+    :meth:`~herenow.Client.set_config` keep what the space has.
+    ``grace_ms``: how long a member whose last live connection ended without
+    a goodbye (a page reload, a dropped network, its server stopping) stays
+    present; a connection of the same user back within it shows nobody
+    anything (``0``: none, at most 300,000).
     """
 
     online_ms: int
@@ -315,6 +319,7 @@ class SpaceConfig:
     retention_ms: int
     remember_ms: Optional[int] = None
     remember_guests: Optional[bool] = None
+    grace_ms: Optional[int] = None
 
     def to_json(self) -> Dict[str, Any]:
         """The request-body form; ``None`` fields are left out."""
@@ -328,6 +333,8 @@ class SpaceConfig:
             body["remember_ms"] = self.remember_ms
         if self.remember_guests is not None:
             body["remember_guests"] = self.remember_guests
+        if self.grace_ms is not None:
+            body["grace_ms"] = self.grace_ms
         return body
 
     @classmethod
@@ -341,6 +348,7 @@ class SpaceConfig:
             retention_ms=_get(d, "retention_ms", int, w),
             remember_ms=_opt(d, "remember_ms", int, w),
             remember_guests=_opt(d, "remember_guests", bool, w),
+            grace_ms=_opt(d, "grace_ms", int, w),
         )
 
 
