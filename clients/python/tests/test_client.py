@@ -184,8 +184,8 @@ def test_space_config_round_trip(client: herenow.Client, space: str) -> None:
     assert before.grace_ms == 5000
     wanted = SpaceConfig(online_ms=30_000, away_ms=120_000, window_ms=300_000, retention_ms=600_000)
     after = client.set_config(space, wanted)
-    # The remembering fields were left out, so the space kept them.
-    assert after == SpaceConfig(30_000, 120_000, 300_000, 600_000, before.remember_ms, False)
+    # The remembering fields and the grace were left out: the space kept them.
+    assert after == SpaceConfig(30_000, 120_000, 300_000, 600_000, before.remember_ms, False, 5000)
     assert client.config(space) == after
     assert client.online(space).window_ms == 300_000
 
