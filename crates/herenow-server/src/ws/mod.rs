@@ -9,8 +9,9 @@
 //!   never a queue); the
 //!   messages themselves are [`crate::protocol::ws`], re-exported here;
 //! - `limits`: the bounds of one connection;
-//! - `session`: the per-connection task (reading, dispatching, detaching
-//!   on every way out), composing one type per job: `joined` (the spaces
+//! - `session`: the per-connection task (reading, dispatching, and on
+//!   every way out detaching after a goodbye, else handing its presence to
+//!   the grace), composing one type per job: `joined` (the spaces
 //!   it is present in), `subscriptions` (the spaces it watches),
 //!   `send_queue` (the bounded send queue and its drop policy for a client
 //!   that does not read fast enough, drained by `writer`), `timers`
