@@ -19,6 +19,7 @@ mod conns;
 mod erase;
 mod friends;
 mod hooks;
+mod live;
 mod occupancy;
 mod outbox;
 mod relay;
@@ -46,7 +47,6 @@ use crate::capability::{
     Following, LiveConnections, Relay, SpaceWebhooks, UserIndex, WebhookOutbox,
 };
 use crate::changes::{Change, ChangeLog, ChangeRef, Durable};
-use crate::conn::{Attach, AttachReport, ConnId, Connection, DetachReport};
 use crate::error::{InvalidInput, Result};
 use crate::event::Subscription;
 use crate::follow::UserFeed;
@@ -290,27 +290,6 @@ impl MemoryStore {
 
     /// Hands what `space` noted to the store, under its lock (see
     /// [`Shared::absorb`]).
-    /// Ends a connection of `member` in `space` with `end` (a detach or a
-    /// linger), under its stripe's lock. A space that does not exist is
-    /// not created: nothing there to end.
-    fn end_conn(
-        &self,
-        space: &SpaceName,
-        member: &MemberKey,
-        end: impl FnOnce(&mut Space, Millis) -> DetachReport,
-    ) -> DetachReport {
-        let spaces = self.spaces.read();
-        match spaces.get(space) {
-            Some(s) => {
-                let mut s = s.cell_of(member).lock();
-                let report = end(&mut s, self.shared.clock.now_ms());
-                self.absorb(&mut s);
-                report
-            }
-            None => DetachReport::default(),
-        }
-    }
-
     fn absorb(&self, space: &mut Space) {
         self.shared.absorb(space);
     }
@@ -656,50 +635,6 @@ impl PresenceStore for MemoryStore {
 
     fn relay(&self) -> Option<&dyn Relay> {
         Some(self)
-    }
-}
-
-#[async_trait]
-impl LiveConnections for MemoryStore {
-    async fn attach(&self, space: &SpaceName, attach: &Attach) -> Result<AttachReport> {
-        attach.check()?;
-        let now = self.shared.clock.now_ms();
-        Ok(self.with_space(space, |st| {
-            let mut all = st.lock_all();
-            let (out, s) = all.attach(attach, now);
-            self.absorb(s);
-            out
-        })?)
-    }
-
-    async fn detach(
-        &self,
-        space: &SpaceName,
-        member: &MemberKey,
-        conn: &ConnId,
-    ) -> Result<DetachReport> {
-        Ok(self.end_conn(space, member, |s, now| s.detach(member, conn, now)))
-    }
-
-    async fn linger(
-        &self,
-        space: &SpaceName,
-        member: &MemberKey,
-        conn: &ConnId,
-    ) -> Result<DetachReport> {
-        Ok(self.end_conn(space, member, |s, now| s.linger(member, conn, now)))
-    }
-
-    async fn connections(
-        &self,
-        space: &SpaceName,
-        members: &[MemberKey],
-    ) -> Result<Vec<Vec<Connection>>> {
-        check_batch(members.len())?;
-        Ok(self.read(space, |s| match s {
-            Some(s) => s.connections(members),
-            None => Ok(vec![Vec::new(); members.len()]),
-        })?)
     }
 }
 
