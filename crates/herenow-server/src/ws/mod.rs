@@ -31,6 +31,7 @@ mod limits;
 mod msg;
 mod send_queue;
 mod session;
+mod session_presence;
 mod session_watch;
 mod subscriptions;
 mod timers;

@@ -24,9 +24,7 @@ use std::sync::Arc;
 use axum::extract::ws::{Message, WebSocket};
 use futures::StreamExt;
 use futures::stream::SplitStream;
-use herenow_core::{
-    Attach, AttachReport, ConnId, DetachReport, Event, MemberStatus, Metadata, RecvError, SpaceName,
-};
+use herenow_core::{ConnId, Event, MemberStatus, Metadata, RecvError, SpaceName};
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 use tokio::time::{Instant, sleep_until, timeout};
 
@@ -78,13 +76,13 @@ pub(super) async fn run(
 pub(super) struct Session {
     pub(super) state: AppState,
     /// This connection's id.
-    conn: ConnId,
+    pub(super) conn: ConnId,
     /// What the token allows; `None` until `hello`.
     grant: Option<Grant>,
-    joined: Joined,
+    pub(super) joined: Joined,
     subs: Subscriptions,
     pub(super) send_queue: SendQueue,
-    timers: Timers,
+    pub(super) timers: Timers,
     guards: Guards,
     /// What this connection watches, once it sent `watch`.
     pub(super) watching: Option<Watching>,
@@ -234,11 +232,7 @@ impl Session {
                 }
             }
         }
-        if goodbye {
-            Box::pin(self.detach_all()).await;
-        } else {
-            Box::pin(self.linger_all()).await;
-        }
+        Box::pin(self.end_all(goodbye)).await;
         tracing::debug!(
             conn = %self.conn,
             member = ?self.grant.as_ref().map(|g| &g.member),
@@ -397,7 +391,7 @@ impl Session {
     /// expires by its TTL.
     pub(super) async fn leave(&mut self, space: &SpaceName) -> Result<(), WsError> {
         self.joined.forget(space)?;
-        self.detach(space).await?;
+        self.end(space, true).await?;
         Ok(())
     }
 
@@ -494,37 +488,6 @@ impl Session {
         self.grant
             .as_ref()
             .ok_or_else(|| WsError::new("hello-first", "send hello with a token first"))
-    }
-
-    /// Opens, pings or changes this connection in `space`.
-    async fn attach(
-        &self,
-        space: &SpaceName,
-        meta: Option<Metadata>,
-    ) -> Result<AttachReport, WsError> {
-        let attach = Attach {
-            member: self.grant()?.member.clone(),
-            conn: self.conn.clone(),
-            meta,
-            invisible: self.joined.is_invisible(),
-            ttl_ms: self.timers.ttl_ms(),
-        };
-        let store = self.state.store();
-        let live = store
-            .live_connections()
-            .ok_or_else(|| store.lacks("live connections"))?;
-        self.store_call(live.attach(space, &attach)).await
-    }
-
-    /// Closes this connection in `space`.
-    async fn detach(&self, space: &SpaceName) -> Result<DetachReport, WsError> {
-        let member = &self.grant()?.member;
-        let store = self.state.store();
-        let live = store
-            .live_connections()
-            .ok_or_else(|| store.lacks("live connections"))?;
-        self.store_call(live.detach(space, member, &self.conn))
-            .await
     }
 
     /// For any message but a ping: attaches every joined space again
@@ -669,43 +632,8 @@ impl Session {
         }
     }
 
-    /// Leaves every joined space at once: the client closed with `1000`,
-    /// its goodbye.
-    async fn detach_all(&mut self) {
-        for space in self.joined.take_all() {
-            if let Err(e) = self.detach(&space).await {
-                tracing::warn!(%space, code = e.code, "detaching a closed connection failed; it expires by its TTL");
-            }
-        }
-    }
-
-    /// Hands every joined space's presence to the grace: the connection is
-    /// going away without a goodbye (a `leave` message or a close with
-    /// `1000` is one; a close with another code, a drop, a silence or the
-    /// server's shutdown is not), so its member stays present for the
-    /// space's grace unless a connection of the same member comes back
-    /// meanwhile (`herenow_core::conn`).
-    async fn linger_all(&mut self) {
-        for space in self.joined.take_all() {
-            if let Err(e) = self.linger(&space).await {
-                tracing::warn!(%space, code = e.code, "ending a closed connection failed; it expires by its TTL");
-            }
-        }
-    }
-
-    /// This connection in `space` ended without a goodbye.
-    async fn linger(&self, space: &SpaceName) -> Result<DetachReport, WsError> {
-        let member = &self.grant()?.member;
-        let store = self.state.store();
-        let live = store
-            .live_connections()
-            .ok_or_else(|| store.lacks("live connections"))?;
-        self.store_call(live.linger(space, member, &self.conn))
-            .await
-    }
-
     /// A store call, bounded by the request timeout.
-    async fn store_call<T>(
+    pub(super) async fn store_call<T>(
         &self,
         call: impl Future<Output = herenow_core::Result<T>>,
     ) -> Result<T, WsError> {
