@@ -7,10 +7,7 @@
 
 use std::sync::Arc;
 
-use herenow_core::{
-    Attach, AttachReport, ConnId, DetachReport, MemberId, MemberKey, Metadata, PresenceStore,
-    SpaceName,
-};
+use herenow_core::{Attach, AttachReport, MemberId, MemberKey, Metadata, PresenceStore, SpaceName};
 
 use super::super::{ChannelKind, frames};
 use super::{MAX_STALL, Presence, Session};
@@ -95,7 +92,7 @@ impl Session {
             stall: MAX_STALL.min(ttl),
         };
         if !admitted.enter(listener, wait).await {
-            self.detach(&presence).await;
+            self.end(&presence, true).await;
             return Err(unavailable());
         }
         self.presence.insert(channel.to_owned(), presence);
@@ -135,11 +132,7 @@ impl Session {
     /// closed or dropped and who comes straight back never left.
     pub(super) async fn leave_presence(&self, p: &Presence, goodbye: bool) {
         self.pusher.members.leave(&p.space, self.number);
-        if goodbye {
-            self.detach(p).await;
-        } else {
-            self.linger(p).await;
-        }
+        self.end(p, goodbye).await;
     }
 
     /// Attaches every presence channel again, so the store keeps the
@@ -187,38 +180,28 @@ impl Session {
                 .channels
                 .leave(&self.app_id, &user.channel, self.number);
             if let Some(p) = &user.presence {
-                if goodbye {
-                    self.detach(p).await;
-                } else {
-                    self.linger(p).await;
-                }
+                self.end(p, goodbye).await;
             }
         }
         self.watchlist = None;
     }
 
-    /// Ends this socket's presence in `p`'s space.
-    pub(super) async fn detach(&self, p: &Presence) {
-        let store = self.state.store().clone();
-        if let Err(e) = self
-            .store_call(detach_live(&store, &p.space, &p.member, &p.conn))
-            .await
-        {
-            tracing::warn!(space = %p.space, error = e, "detaching a Pusher member failed; it expires by its TTL");
-        }
-    }
-
-    /// Hands this socket's presence in `p`'s space to the grace.
-    pub(super) async fn linger(&self, p: &Presence) {
+    /// Ends this socket's presence in `p`'s space: detached after a
+    /// `goodbye`, else lingering for the space's grace.
+    pub(super) async fn end(&self, p: &Presence, goodbye: bool) {
         let store = self.state.store().clone();
         let call = async {
-            match store.live_connections() {
-                Some(live) => live.linger(&p.space, &p.member, &p.conn).await,
-                None => Err(store.lacks("live connections")),
+            let Some(live) = store.live_connections() else {
+                return Err(store.lacks("live connections"));
+            };
+            if goodbye {
+                live.detach(&p.space, &p.member, &p.conn).await
+            } else {
+                live.linger(&p.space, &p.member, &p.conn).await
             }
         };
         if let Err(e) = self.store_call(call).await {
-            tracing::warn!(space = %p.space, error = e, "ending a Pusher member's socket failed; it expires by its TTL");
+            tracing::warn!(space = %p.space, error = e, "ending a Pusher member's presence failed; it expires by its TTL");
         }
     }
 
@@ -239,19 +222,6 @@ pub(super) async fn attach_live(
 ) -> herenow_core::Result<AttachReport> {
     match store.live_connections() {
         Some(live) => live.attach(space, attach).await,
-        None => Err(store.lacks("live connections")),
-    }
-}
-
-/// Detaches a socket through the store's live connections.
-pub(super) async fn detach_live(
-    store: &Arc<dyn PresenceStore>,
-    space: &SpaceName,
-    member: &MemberKey,
-    conn: &ConnId,
-) -> herenow_core::Result<DetachReport> {
-    match store.live_connections() {
-        Some(live) => live.detach(space, member, conn).await,
         None => Err(store.lacks("live connections")),
     }
 }
