@@ -37,10 +37,9 @@ use crate::reply::timed;
 pub const BEAT_EVERY: Duration = Duration::from_millis(500);
 
 /// How long a store may go without a beat before its connections are
-/// handed to the grace: five missed beats, so a store only briefly slow
-/// keeps them. With a tick a second, a dead store's members are in their
-/// grace within about three and a half seconds, and gone within 5 s and
-/// the grace.
+/// handed to the grace, as ended at its last beat: five missed beats, so a
+/// store only briefly slow keeps them. BENCHMARKS.md ("A server going
+/// away") has how soon a dead store's members are gone.
 pub const DEAD_AFTER_MS: Millis = 2_500;
 
 /// How long a reaper's claim on a dead store lasts.
