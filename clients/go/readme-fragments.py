@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
-"""Writes a Go program that compiles the Go fragments of READMEs.
+"""Writes a Go program that compiles the Go fragments of Markdown docs.
 
-`readme-fragments.py README.md…` prints a `package main` file in which each
-```go block marked `<!-- tested: go-fragment -->` (found with
-clients/readme-blocks.py's parser) is the body of a function of its own,
-as written, so `go build` fails when a README names a call, a type, a
-field or an option that does not exist, or calls one with the wrong
-types. Only `import` lines are left out (the file imports the client).
-The names the fragments take as given (a context `ctx`, a client `c`, an
-API key `key`, a webhook `secret`, a `handler` and a `mux`, and the
-functions `userOf`, `displayName`, `render` and `onBatch`) are package-level
-stubs; each top-level `a, b :=` name is marked used after the fragment.
+`readme-fragments.py FILE.md…` (clients/go/README.md, docs/CLIENTS.md)
+prints a `package main` file in which each ```go block marked
+`<!-- tested: go-fragment -->` (found with clients/readme-blocks.py's
+parser) is the body of a function of its own, as written, so `go build`
+fails when a doc names a call, a type, a field or an option that does
+not exist, or calls one with the wrong types. Only `import` lines are
+left out (the file imports the client). The names the fragments take as
+given (a context `ctx`, a client `c`, an API key `key`, a webhook
+`secret`, a `handler` and a `mux`, and the functions `userOf`,
+`displayName`, `render` and `onBatch`) are package-level stubs; each
+top-level `a, b :=` name is marked used after the fragment.
 """
 import importlib.util
 import os
@@ -84,7 +85,7 @@ def fragment(i, path, body):
 
 def main():
     if len(sys.argv) < 2:
-        sys.exit("usage: readme-fragments.py README.md…")
+        sys.exit("usage: readme-fragments.py FILE.md…")
     parts, n = [HEAD], 0
     for path in sys.argv[1:]:
         with open(path, encoding="utf-8") as f:

@@ -64,12 +64,13 @@ if [ "$want_race" = "1" ]; then race=(-race); fi
 echo "clients/go: gofmt and go vet clean; go test ${race[*]:-}"
 go test "${race[@]}" -count=1 -timeout 110s ./...
 
-# The READMEs' install and usage commands, exactly as written (the blocks
-# marked `<!-- tested: go -->`, printed by clients/readme-blocks.py), run
-# in a temporary directory against a `herenow serve` of their own, with
-# HERENOW_REPO (this checkout) and HERENOW_URL (that server) as the READMEs
-# say; the Go fragments (`<!-- tested: go-fragment -->`) are compiled by
-# readme-fragments.py, so the docs name only calls that exist. The
+# The install and usage commands of clients/go/README.md and docs/CLIENTS.md,
+# exactly as written (the blocks marked `<!-- tested: go -->`, printed by
+# clients/readme-blocks.py), run in a temporary directory against a
+# `herenow serve` of their own, with HERENOW_REPO (this checkout) and
+# HERENOW_URL (that server) as they say; the Go fragments
+# (`<!-- tested: go-fragment -->`) are compiled by readme-fragments.py, so
+# the docs name only calls that exist. The
 # checkout must be left as it was (`git status --porcelain` unchanged:
 # empty on a clean checkout).
 before="$(git -C "$root" status --porcelain 2>/dev/null || true)"
@@ -96,7 +97,7 @@ for _ in $(seq 1 200); do
     sleep 0.1
 done
 if [ -z "$url" ]; then
-    echo "clients/go: the README server did not start: $(cat "$tmp/server.err")" >&2
+    echo "clients/go: the docs' server did not start: $(cat "$tmp/server.err")" >&2
     exit 1
 fi
 export HERENOW_REPO="$root" HERENOW_URL="$url"
@@ -111,25 +112,18 @@ if ! grep -qx '1 online: ada Ada' <<<"$out" || ! grep -qx '1 user and 0 guests o
     exit 1
 fi
 
-echo "clients/go: README.md's Go commands (tested: go), in $tmp/top"
+echo "clients/go: docs/CLIENTS.md's Go commands (tested: go), in $tmp/top"
 mkdir "$tmp/top"
-(cd "$tmp/top" && bash -euo pipefail -c "$(python3 "$blocks" "$root/README.md" go)")
-# The install column of the top-level table is the same command.
-row="$(grep -E '^\| Go \(' "$root/README.md" | sed -nE 's/^[^`]*`([^`]*)`.*/\1/p')"
-block="$(python3 "$blocks" "$root/README.md" go | sed -e ':a' -e '/\\$/N; s/\\\n */ /; ta' | grep '^go mod edit' | tr -s ' ')"
-if [ "$row" != "$block" ]; then
-    echo "clients/go: README.md's table says '$row', its Go section '$block'" >&2
-    exit 1
-fi
+(cd "$tmp/top" && bash -euo pipefail -c "$(python3 "$blocks" "$root/docs/CLIENTS.md" go)")
 
-echo "clients/go: the READMEs' Go fragments (tested: go-fragment) compile"
-python3 "$here/readme-fragments.py" "$here/README.md" "$root/README.md" >"$tmp/top/site/main.go"
+echo "clients/go: the docs' Go fragments (tested: go-fragment) compile"
+python3 "$here/readme-fragments.py" "$here/README.md" "$root/docs/CLIENTS.md" >"$tmp/top/site/main.go"
 (cd "$tmp/top/site" && go build -o /dev/null . && go vet .)
 
 after="$(git -C "$root" status --porcelain 2>/dev/null || true)"
 if [ "$before" != "$after" ]; then
-    echo "clients/go: the README commands changed the checkout:" >&2
+    echo "clients/go: the docs' commands changed the checkout:" >&2
     diff <(echo "$before") <(echo "$after") >&2 || true
     exit 1
 fi
-echo "clients/go: README commands ran as written; the checkout is as it was"
+echo "clients/go: the docs' commands ran as written; the checkout is as it was"

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Runs the Python client's install and usage commands exactly as the
-# READMEs write them: the blocks marked `<!-- tested: python -->` (shell)
-# and `<!-- tested: python-code -->` (Python, run by the `python` those
-# commands installed into) of clients/python/README.md and of the
-# top-level README.md, plus the top-level README's Python install cell,
-# each README in a new temporary directory, with HERENOW_REPO set to this
-# checkout and HERENOW_SERVER to a `herenow serve` of this script's own.
+# Runs the Python client's install and usage commands exactly as the docs
+# write them: the blocks marked `<!-- tested: python -->` (shell) and
+# `<!-- tested: python-code -->` (Python, run by the `python` those
+# commands installed into) of clients/python/README.md and of
+# docs/CLIENTS.md, each file's in a new temporary directory, with
+# HERENOW_REPO set to this checkout and HERENOW_SERVER to a `herenow serve`
+# of this script's own.
 # Then checks that they left the checkout as it was (`git status`).
 #
 #   HERENOW_BIN=/path/to/herenow clients/python/readme-test.sh
@@ -64,7 +64,7 @@ unset HERENOW_API_KEY VIRTUAL_ENV PYTHONPATH || true
 blocks() { python3 "$root/clients/readme-blocks.py" "$@"; }
 
 n=0
-for readme in "$root/clients/python/README.md" "$root/README.md"; do
+for readme in "$root/clients/python/README.md" "$root/docs/CLIENTS.md"; do
     n=$((n + 1))
     dir="$tmp/$n"
     mkdir -p "$dir"
@@ -73,10 +73,6 @@ for readme in "$root/clients/python/README.md" "$root/README.md"; do
         echo "python - <<'HERENOW_README_PY'"
         blocks "$readme" python-code
         echo "HERENOW_README_PY"
-        if [ "$readme" = "$root/README.md" ]; then
-            # The table's install cell: `| Python … | folder | `command` | …`.
-            grep '^| Python' "$readme" | awk -F'|' '{print $4}' | sed -n 's/^ *`\(.*\)` *$/\1/p'
-        fi
     } >"$dir/run.sh"
     echo "readme-test.sh: ${readme#"$root"/}, in $dir:"
     sed 's/^/    /' "$dir/run.sh"
@@ -88,12 +84,12 @@ done
 
 after="$(state)"
 if [ "$before" != "$after" ]; then
-    echo "readme-test.sh: the README commands changed the checkout:" >&2
+    echo "readme-test.sh: the docs' commands changed the checkout:" >&2
     diff <(echo "$before") <(echo "$after") >&2 || true
     exit 1
 fi
 if [ -n "$(git -C "$root" status --porcelain)" ]; then
-    echo "readme-test.sh: README commands ran; the checkout was already changed before them (git status not empty)" >&2
+    echo "readme-test.sh: the docs' commands ran; the checkout was already changed before them (git status not empty)" >&2
 else
-    echo "readme-test.sh: README commands ran; git status --porcelain is empty"
+    echo "readme-test.sh: the docs' commands ran; git status --porcelain is empty"
 fi

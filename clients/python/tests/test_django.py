@@ -523,7 +523,7 @@ def test_set_guest_cookie_counts_two_browsers_behind_one_address_apart(
         assert beats(site)[-1] == ("guest", "192.0.2.11", None)
 
 
-# --- the READMEs' Django snippets, as written ----------------------------------
+# --- the docs' Django snippets, as written -------------------------------------
 
 
 def readme_blocks(language: str) -> list:
@@ -532,9 +532,9 @@ def readme_blocks(language: str) -> list:
 
     root = Path(__file__).resolve().parent.parent
     text = (root / "README.md").read_text()
-    top = (root.parent.parent / "README.md").read_text()
-    start = top.index("### Python")
-    text += top[start : top.index("\n### ", start + 1)]
+    guide = (root.parent.parent / "docs" / "CLIENTS.md").read_text()
+    start = guide.index("\n## Python\n")
+    text += guide[start : guide.index("\n## ", start + 1)]
     return re.findall(r"```" + language + r"\n(.*?)```", text, re.S)
 
 

@@ -40,19 +40,19 @@ def test_the_async_client_has_every_method_of_the_sync_one() -> None:
 
 
 README = ROOT / "README.md"
-TOP_README = ROOT.parent.parent / "README.md"
+GUIDE = ROOT.parent.parent / "docs" / "CLIENTS.md"
 
 
 def python_section(text: str) -> str:
-    """The top-level README's "### Python" section."""
-    start = text.index("### Python")
-    return text[start : text.index("\n### ", start + 1)]
+    """The "## Python" section of docs/CLIENTS.md."""
+    start = text.index("\n## Python\n")
+    return text[start : text.index("\n## ", start + 1)]
 
 
 def test_the_readmes_name_only_calls_that_exist() -> None:
     import importlib
 
-    text = README.read_text() + python_section(TOP_README.read_text())
+    text = README.read_text() + python_section(GUIDE.read_text())
     # "Every call of the API is a method: `heartbeat`, `heartbeats`, …"
     listed = text[text.index("Every call of the API is a method") :].split("Durations")[0]
     methods = re.findall(r"`([a-z_]+)`", listed)
@@ -83,7 +83,7 @@ def test_the_readmes_template_tags_exist() -> None:
         django.setup()
     from herenow.django.templatetags import herenow as tags
 
-    text = README.read_text() + python_section(TOP_README.read_text())
+    text = README.read_text() + python_section(GUIDE.read_text())
     used = set(re.findall(r"\{% (\w+)", text)) - {"load", "if", "endif", "for", "endfor", "else"}
     assert {"whos_online", "herenow_seen", "herenow_last_seen", "herenow_online"} <= used
     for name in used:

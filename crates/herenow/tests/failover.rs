@@ -19,7 +19,7 @@
 //!   acknowledged heartbeat: with `--redis-wait-replicas 1`, for every
 //!   member; without it, except members whose newest heartbeat was
 //!   acknowledged in the last second before the kill and never repeated
-//!   (README: asynchronous replication's window);
+//!   (docs/OPERATIONS.md: asynchronous replication's window);
 //! - the same for friend sets on the killed master, written throughout
 //!   (`failover/friends.rs`): every acknowledged addition is there
 //!   afterwards, with the wait; without it, all but those acknowledged in
@@ -66,7 +66,7 @@ const OLD: usize = 4;
 const PACE: Duration = Duration::from_millis(100);
 /// Pause between one poller's rounds.
 const POLL: Duration = Duration::from_millis(75);
-/// Without waiting for replicas: what README allows to be lost, the
+/// Without waiting for replicas: what docs/OPERATIONS.md allows to be lost, the
 /// heartbeats acknowledged this long before the kill.
 const ASYNC_WINDOW: Duration = Duration::from_secs(1);
 

@@ -3,7 +3,7 @@
 //! port, from the scripts of `tests/pusher` (helpers in `harness.js`):
 //!
 //! - `echo.test.js`: laravel-echo 2 as a Laravel app configures it:
-//!   README's `.env` and `resources/js/echo.js` blocks, run as written
+//!   docs/PUSHER.md's `.env` and `resources/js/echo.js` blocks, run as written
 //!   (the server is started with the `.env`'s app); `Echo.join` with
 //!   `here` / `joining` / `leaving`, `whisper` / `listenForWhisper`,
 //!   `Echo.private`, `Echo.channel(...).listen('.name')`, against an
@@ -32,7 +32,7 @@ mod support;
 use support::Server;
 use support::pusher_node::{node_test, python};
 
-/// The app of the tests that do not read README's.
+/// The app of the tests that do not read the guide's.
 const APP: &str = "4242:herenow-key:herenow-secret-123";
 
 /// One test at a time, whether the tests share a process (cargo test)
@@ -53,20 +53,17 @@ fn chromium() -> String {
     chromium
 }
 
-/// README's Laravel `.env` block, from the section for apps on pusher-js.
-fn readme_dotenv() -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
-        .expect("read README.md");
-    let section = readme
-        .split("## Already on pusher-js or Laravel Echo?")
-        .nth(1)
-        .expect("README has the section for apps on pusher-js or Laravel Echo");
-    let section = section.split("\n## ").next().unwrap();
-    section
+/// The Laravel `.env` block of docs/PUSHER.md, the guide for apps on
+/// pusher-js or Laravel Echo.
+fn guide_dotenv() -> String {
+    let guide =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/PUSHER.md"))
+            .expect("read docs/PUSHER.md");
+    guide
         .split("```dotenv\n")
         .nth(1)
         .and_then(|b| b.split("```").next())
-        .expect("the section has a ```dotenv block")
+        .expect("docs/PUSHER.md has a ```dotenv block")
         .to_owned()
 }
 
@@ -75,14 +72,14 @@ fn dotenv_value<'a>(dotenv: &'a str, key: &str) -> &'a str {
     dotenv
         .lines()
         .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
-        .unwrap_or_else(|| panic!("README's .env has no {key}"))
+        .unwrap_or_else(|| panic!("docs/PUSHER.md's .env has no {key}"))
         .trim_matches('"')
 }
 
 #[test]
 fn laravel_echo_configured_as_a_laravel_app_is() {
     let _turn = turn();
-    let dotenv = readme_dotenv();
+    let dotenv = guide_dotenv();
     let app = format!(
         "{}:{}:{}",
         dotenv_value(&dotenv, "PUSHER_APP_ID"),
@@ -96,12 +93,12 @@ fn laravel_echo_configured_as_a_laravel_app_is() {
     assert_eq!(
         dotenv_value(&dotenv, "PUSHER_HOST"),
         addr.ip().to_string(),
-        "README's host is the loopback a default server listens on"
+        "the guide's host is the loopback a default server listens on"
     );
     // The same .env, on this test's port.
     let port_line = format!("PUSHER_PORT={}", dotenv_value(&dotenv, "PUSHER_PORT"));
     let here = dotenv.replace(&port_line, &format!("PUSHER_PORT={}", addr.port()));
-    assert_ne!(here, dotenv, "README's .env has a PUSHER_PORT line");
+    assert_ne!(here, dotenv, "the guide's .env has a PUSHER_PORT line");
     node_test("echo.test.js", &server, &[("LARAVEL_ENV", &here)]);
 }
 

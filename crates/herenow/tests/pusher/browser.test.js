@@ -25,7 +25,7 @@ const [appId, key, secret] = process.env.PUSHER_APP.split(':');
 const backend = new Pusher({ appId, key, secret, host: url.hostname, port: url.port, useTLS: false });
 const NAMES = { ada: 'Ada Lovelace', bob: 'Bob Kahn' };
 
-// The page: README's pusher-js options, the channel's members and events
+// The page: docs/PUSHER.md's pusher-js options, the channel's members and events
 // kept in window.seen for the test to read.
 function page() {
   const options = {

@@ -1,6 +1,6 @@
 // laravel-echo 2 against a running `herenow serve --pusher-app`, configured
-// as a Laravel app is: README's `.env` block (LARAVEL_ENV: the block with
-// the test server's port) read as Laravel and Vite read it, and README's
+// as a Laravel app is: docs/PUSHER.md's `.env` block (LARAVEL_ENV: the block
+// with the test server's port) read as Laravel and Vite read it, and its
 // `resources/js/echo.js` block run as written, with pusher-js as
 // `window.Pusher`. The app's backend is played by the npm `pusher` library,
 // configured as Laravel's config/broadcasting.php configures its driver:
@@ -14,7 +14,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const PusherJS = require('pusher-js');
 const Pusher = require('pusher');
-const { until, readmeBlock, parseDotenv, authServer } = require('./harness');
+const { until, guideBlock, parseDotenv, authServer } = require('./harness');
 
 const env = parseDotenv(process.env.LARAVEL_ENV);
 assert.equal(env.BROADCAST_CONNECTION, 'pusher');
@@ -42,10 +42,10 @@ function decide(user, channel) {
   return 403;
 }
 
-// README's echo.js, run as Vite would run it: `import.meta.env` is the
+// docs/PUSHER.md's echo.js, run as Vite would run it: `import.meta.env` is the
 // VITE_ values, the imports are laravel-echo and pusher-js. Each user's
 // browser sends its session (here a bearer header) to /broadcasting/auth.
-const echoJs = readmeBlock('js', 'new Echo(');
+const echoJs = guideBlock('js', 'new Echo(');
 let auth;
 // laravel-echo 2 ships its CommonJS build as an ES module file, so Node
 // loads it as Laravel's Vite build does: with import.
@@ -71,7 +71,7 @@ function echoFor(user) {
     .replace(/^import .*$/gm, '')
     .replace(/import\.meta\.env/g, 'viteEnv');
   new Function('Echo', 'Pusher', 'window', 'viteEnv', body)(AppEcho, PusherJS, window, viteEnv);
-  assert.ok(window.Echo instanceof Echo, 'README\'s echo.js made window.Echo');
+  assert.ok(window.Echo instanceof Echo, 'docs/PUSHER.md\'s echo.js made window.Echo');
   assert.equal(window.Pusher, PusherJS);
   echoes.push(window.Echo);
   return window.Echo;
@@ -95,7 +95,7 @@ test.after(async () => {
   await auth.close();
 });
 
-test('README\'s options reach herenow without TLS, on the .env\'s port', async () => {
+test('docs/PUSHER.md\'s options reach herenow without TLS, on the .env\'s port', async () => {
   const echo = echoFor('ada');
   await connected(echo);
   const options = echo.connector.pusher.config;

@@ -1,6 +1,6 @@
 // What the scripts of this folder share (run by crates/herenow/tests/
 // pusher_clients.rs, pusher_js.rs, pusher_users.rs and pusher_webhooks.rs):
-// bounded waits, README's Laravel snippets, and a tiny auth endpoint as an
+// bounded waits, docs/PUSHER.md's Laravel snippets, and a tiny auth endpoint as an
 // app serves one.
 //
 // Every wait is bounded; nothing here retries what failed.
@@ -35,24 +35,19 @@ async function until(what, check, ms = STEP) {
   }
 }
 
-// The section of README.md that tells an app on pusher-js or Laravel Echo
+// docs/PUSHER.md, the guide that tells an app on pusher-js or Laravel Echo
 // how to point at herenow.
-function readmeSection() {
-  const readme = fs.readFileSync(path.join(__dirname, '../../../../README.md'), 'utf8');
-  const start = readme.indexOf('## Already on pusher-js or Laravel Echo?');
-  if (start < 0) throw new Error('README has no "Already on pusher-js or Laravel Echo?" section');
-  const end = readme.indexOf('\n## ', start + 1);
-  return readme.slice(start, end < 0 ? undefined : end);
+function guide() {
+  return fs.readFileSync(path.join(__dirname, '../../../../docs/PUSHER.md'), 'utf8');
 }
 
-// The first fenced block of `lang` in that section whose text includes `marker`.
-function readmeBlock(lang, marker) {
-  const section = readmeSection();
+// The first fenced block of `lang` in that guide whose text includes `marker`.
+function guideBlock(lang, marker) {
   const re = new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g');
-  for (const m of section.matchAll(re)) {
+  for (const m of guide().matchAll(re)) {
     if (m[1].includes(marker)) return m[1];
   }
-  throw new Error(`README's Pusher section has no \`\`\`${lang} block with ${marker}`);
+  throw new Error(`docs/PUSHER.md has no \`\`\`${lang} block with ${marker}`);
 }
 
 // A Laravel `.env`: KEY=VALUE lines, quotes removed, `${OTHER}` expanded
@@ -138,4 +133,4 @@ async function serveHerenow(args, ms = STEP) {
   return { child, url: new URL(line.split(/\s+/).find((w) => w.startsWith('http://'))), log: () => log };
 }
 
-module.exports = { STEP, within, until, readmeBlock, parseDotenv, authServer, serveHerenow };
+module.exports = { STEP, within, until, guideBlock, parseDotenv, authServer, serveHerenow };

@@ -20,7 +20,7 @@ import pusher
 def client():
     url = urlsplit(os.environ["HERENOW_URL"])
     app_id, key, secret = os.environ["PUSHER_APP"].split(":")
-    # As in the README: host, port and TLS off.
+    # As in docs/PUSHER.md: host, port and TLS off.
     return pusher.Pusher(app_id, key, secret, host=url.hostname, port=url.port, ssl=False)
 
 

@@ -29,7 +29,7 @@ function py(...args) {
 
 const open = [];
 
-// pusher-js as README configures it; its auth endpoint is the Django view
+// pusher-js as docs/PUSHER.md configures it; its auth endpoint is the Django view
 // that answers with the library's authenticate().
 function client(member) {
   const c = new PusherJS(key, {
