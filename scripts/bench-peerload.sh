@@ -18,6 +18,11 @@
 #   PROTO=pusher N=5000 scripts/bench-peerload.sh
 #   PROTO=pusher SERVER=sockudo SOCKUDO=~/.cargo/bin/sockudo scripts/bench-peerload.sh
 #
+# With PROTO=pusher on herenow, the fan-out floor runs after it, the same
+# N and PROBES (crates/herenow-server/examples/fanout_floor.rs: the probes'
+# frames written to as many sockets by a bare tokio program), and the
+# server CPU per recipient of both is printed, with their ratio.
+#
 # OBSERVERS (50), PROBES (100) and MAX_SETTLE (peerload's, seconds) too;
 # HERENOW_BIN=path runs that herenow build instead of building this tree
 # (to alternate two builds).
@@ -53,6 +58,10 @@ HERENOW_BIN=${HERENOW_BIN:-}
 if [ "$SERVER" != sockudo ] && [ -z "$HERENOW_BIN" ]; then
   cargo build --release -q -p herenow
   HERENOW_BIN=target/release/herenow
+fi
+FLOOR_BIN=${FLOOR_BIN:-target/release/examples/fanout_floor}
+if [ "$PROTO" = pusher ] && [ "$SERVER" != sockudo ] && [ ! -x "$FLOOR_BIN" ]; then
+  cargo build --release -q -p herenow-server --example fanout_floor
 fi
 dir=$(mktemp -d)
 pids=()
@@ -106,4 +115,17 @@ print(f"observers {r['observers']}: closed {e['closed_after_ready']}, lagged not
 print(f"probe joins seen {p['pairs_seen']}/{p['pairs_expected']}: p50 {p['p50_ms']} ms, p99 {p['p99_ms']} ms, max {p['max_ms']} ms")
 print(f"hold: server CPU {r['hold']['server_cpu_pct']} %, RSS per connection {r['bytes_per_conn']['end_hold']} B, load {r['hold']['loadavg']}")
 PY
+if [ "$PROTO" = pusher ] && [ "$SERVER" != sockudo ]; then
+  "$FLOOR_BIN" "$N" "$PROBES" >"$dir/floor.json"
+  python3 - "$dir/out.json" "$dir/floor.json" "$N" "$PROBES" <<'PY'
+import json, sys
+r, f = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+n, probes = int(sys.argv[3]), int(sys.argv[4])
+# Each probe's member_added goes to every member in the channel then.
+deliveries = sum(n + i for i in range(probes))
+herenow = r["probe"]["server_cpu_s"] / deliveries * 1e6
+print(f"fan-out: herenow {herenow:.2f} µs of server CPU per recipient ({r['probe']['server_cpu_s']} s for {deliveries} deliveries), "
+      f"floor {f['us_per_delivery']:.2f} µs ({f['server_cpu_s']} s), ratio {herenow / f['us_per_delivery']:.2f}")
+PY
+fi
 cp "$dir/out.json" "${OUT:-/tmp/bench-peerload-$SERVER-$PROTO-$N.json}"

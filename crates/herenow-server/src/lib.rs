@@ -72,7 +72,6 @@ mod extract;
 #[cfg(test)]
 mod fuzzing;
 mod history;
-mod hub;
 mod journal;
 mod layers;
 mod listener;
@@ -85,8 +84,8 @@ mod problem;
 pub mod protocol;
 mod pusher;
 mod pusher_hub;
-mod queue;
 mod routes;
+mod socket;
 mod sse;
 mod state;
 pub mod token;

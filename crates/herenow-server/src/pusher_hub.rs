@@ -8,7 +8,7 @@
 //! [`Relay`](herenow_core::Relay) and comes back to each server from its
 //! feed, read by one task per server. A leaf: [`AppState`] holds it, and
 //! the protocol's handlers (`crate::pusher`) reach it through the state,
-//! as the WebSocket's sockets reach [`crate::hub`].
+//! as both protocols' sockets reach [`crate::socket`]'s hub.
 //!
 //! [`AppState`]: crate::AppState
 
@@ -30,7 +30,7 @@ mod relayed;
 mod sockets;
 
 pub use channels::Channels;
-pub(crate) use channels::{Out, QUEUE, RESERVE, Subscriber};
+pub(crate) use channels::{QUEUE, RESERVE, Subscriber};
 pub(crate) use members::{JoinError, Listener, Members};
 pub(crate) use occupancy::count as occupancy_count;
 use occupancy::{Occupancy, Target};

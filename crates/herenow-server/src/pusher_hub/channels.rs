@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 
 use super::Ender;
-use crate::queue;
+use crate::socket::{Out, queue};
 
 /// Messages one socket's queue holds for events and member events.
 pub(crate) const QUEUE: usize = 512;
@@ -24,15 +24,6 @@ pub(crate) const QUEUE: usize = 512;
 /// Further slots for replies (`pong`, errors, `subscription_succeeded`)
 /// and the close frame.
 pub(crate) const RESERVE: usize = 16;
-
-/// What a socket's writer sends.
-#[derive(Debug)]
-pub(crate) enum Out {
-    /// A message, serialized once for every socket it goes to.
-    Text(Arc<str>),
-    /// The close frame: the last thing sent.
-    Close(u16, String),
-}
 
 /// A socket as its channels see it.
 #[derive(Clone)]

@@ -38,8 +38,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, timeout};
 
 use super::frames;
-use super::{Ender, Out, RESERVE};
-use crate::queue;
+use super::{Ender, RESERVE};
+use crate::socket::Out;
+use crate::socket::queue;
 
 /// How often lagging sockets are looked at.
 const LAG_CHECK: Duration = Duration::from_millis(20);

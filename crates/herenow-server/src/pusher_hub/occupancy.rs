@@ -231,7 +231,7 @@ mod tests {
 
     use super::super::{Ender, Subscriber};
     use super::*;
-    use crate::queue;
+    use crate::socket::queue;
 
     const SPACE: &str = "pusher-channels:1";
     const CONN: &str = "o1.abc";

@@ -6,10 +6,6 @@ use std::time::Duration;
 /// Largest frame and message a client may send: 64 KiB. A larger one
 /// closes the socket with `1009`.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
-/// A socket's read buffer: what one read from the socket takes at most.
-/// A frame larger than this is read in several reads, into a buffer grown
-/// to fit it.
-pub const READ_BUFFER: usize = 512;
 /// Messages queued for one client before it counts as lagging.
 pub const SEND_QUEUE: usize = 1_024;
 /// The longest a lagging connection's queue may stay without room

@@ -5,22 +5,22 @@
 //! `herenow_core::conn`), pings, and subscribes to spaces' presence.
 //!
 //! - this file: the route and the upgrade (bounded by the
-//!   [`Hub`](crate::hub::Hub)'s semaphore; over the bound a `503` problem,
+//!   [`Hub`](crate::socket::Hub)'s semaphore; over the bound a `503` problem,
 //!   never a queue); the
 //!   messages themselves are [`crate::protocol::ws`], re-exported here;
 //! - `limits`: the bounds of one connection;
-//! - `session`: the per-connection task (reading, dispatching, and on
-//!   every way out detaching after a goodbye, else handing its presence to
-//!   the grace), composing one type per job: `joined` (the spaces
-//!   it is present in), `subscriptions` (the spaces it watches),
-//!   `send_queue` (the bounded send queue and its drop policy for a client
-//!   that does not read fast enough, drained by `writer`), `timers`
-//!   (hello, idle, the liveness ping, presence refresh) and `guard` (the
-//!   rate limit and the abuse counter);
+//! - `session`: herenow's protocol on the socket core ([`crate::socket`],
+//!   which upgrades, queues, writes, probes liveness and drains): reading,
+//!   dispatching, and on every way out detaching after a goodbye, else
+//!   handing its presence to the grace; it composes one type per job:
+//!   `joined` (the spaces it is present in), `subscriptions` (the spaces
+//!   it watches), `send_queue` (the drop policy for a client that does
+//!   not read fast enough, over the core's queue), `timers` (hello, idle,
+//!   presence refresh) and `guard` (the rate limit and the abuse counter);
 //! - `msg`: one file per client message, applying it to the session
 //!   through the session's methods.
 //!
-//! Every connection task is tracked ([`Hub`](crate::hub::Hub)), so [`crate::serve`] waits
+//! Every connection task is tracked ([`Hub`](crate::socket::Hub)), so [`crate::serve`] waits
 //! (for the drain at most) for them to hand their presence to the grace
 //! and close with `1012` at shutdown: axum's graceful shutdown does not
 //! wait for upgraded connections.
@@ -35,12 +35,10 @@ mod session_presence;
 mod session_watch;
 mod subscriptions;
 mod timers;
-mod writer;
 
 use axum::Router;
-use axum::extract::State;
-use axum::extract::ws::WebSocketUpgrade;
-use axum::response::{IntoResponse, Response};
+use axum::extract::{Request, State};
+use axum::response::Response;
 use axum::routing::get;
 use serde::Deserialize;
 use tokio::sync::OwnedSemaphorePermit;
@@ -49,7 +47,8 @@ use crate::extract::ApiQuery;
 use crate::problem::ApiError;
 use crate::state::AppState;
 
-use limits::{MAX_MESSAGE_BYTES, READ_BUFFER};
+use crate::socket;
+use limits::MAX_MESSAGE_BYTES;
 
 /// `GET /v1/ws`. It sits outside the API-key middleware ([`crate::app`]):
 /// browsers cannot send headers with a WebSocket, so the token is the
@@ -70,7 +69,7 @@ struct WsQuery {
 async fn upgrade(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<WsQuery>,
-    ws: WebSocketUpgrade,
+    request: Request,
 ) -> Result<Response, ApiError> {
     if state.shutdown_token().is_cancelled() {
         return Err(ApiError::unavailable(
@@ -97,17 +96,12 @@ async fn upgrade(
         ping,
         liveness: hub.liveness(),
     };
-    Ok(ws
-        .max_message_size(MAX_MESSAGE_BYTES)
-        .max_frame_size(MAX_MESSAGE_BYTES)
-        // Small buffers: every open socket holds its read buffer for its
-        // whole life, while a client's messages are mostly under a few
-        // hundred bytes; a larger frame grows it (up to the limit above).
-        .read_buffer_size(READ_BUFFER)
-        .write_buffer_size(0)
-        .on_upgrade(move |socket| async move {
+    Ok(socket::upgrade(
+        request,
+        MAX_MESSAGE_BYTES,
+        move |socket| async move {
             session::run(socket, state, conn, config, query.token, permit).await;
             drop(tracked);
-        })
-        .into_response())
+        },
+    ))
 }

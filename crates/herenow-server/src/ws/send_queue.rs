@@ -29,17 +29,19 @@ use std::collections::HashSet;
 
 use herenow_core::SpaceName;
 use tokio::sync::mpsc::error::TrySendError;
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::limits::{MAX_SUBSCRIBED, SEND_QUEUE};
-use super::writer::{Outbound, Outlet};
 use crate::protocol::ws::ServerMessage;
-use crate::queue::{self, Sender};
+use crate::socket::queue::Sender;
+use crate::socket::{Out, Outbox};
 
 /// Queue slots kept for `lagged` notices and the close frame, beyond the
 /// [`SEND_QUEUE`] messages: a notice is queued when nothing else fits.
 const RESERVE: usize = 2 * MAX_SUBSCRIBED;
+
+/// The slots of a connection's queue: [`SEND_QUEUE`] and the reserve.
+pub(super) const CAPACITY: usize = SEND_QUEUE + RESERVE;
 
 /// Free slots the queue must have before a lagging subscription restarts:
 /// half of it, so the fresh snapshot has room.
@@ -65,8 +67,7 @@ pub(super) enum Outcome {
 
 /// The session's end of the send queue, with the lag bookkeeping.
 pub(super) struct SendQueue {
-    tx: Sender<Outbound>,
-    urgent: Option<oneshot::Sender<(u16, String)>>,
+    outbox: Outbox,
     /// Lagging subscriptions: told, waiting for room to start over.
     lagging: HashSet<SpaceName>,
     /// The watch lags: waiting for room to send a fresh picture.
@@ -79,19 +80,20 @@ pub(super) struct SendQueue {
 }
 
 impl SendQueue {
-    /// An empty queue, and the writer's ends of it.
-    pub(super) fn new() -> (SendQueue, Outlet) {
-        let (tx, rx) = queue::channel(SEND_QUEUE + RESERVE);
-        let (urgent_tx, urgent) = oneshot::channel();
-        let send_queue = SendQueue {
-            tx,
-            urgent: Some(urgent_tx),
+    /// The policy over a socket's [`Outbox`] of [`CAPACITY`] slots.
+    pub(super) fn new(outbox: Outbox) -> SendQueue {
+        SendQueue {
+            outbox,
             lagging: HashSet::new(),
             watch_lagging: false,
             lag_since: None,
             gone: false,
-        };
-        (send_queue, Outlet { rx, urgent })
+        }
+    }
+
+    /// The writer is gone: nothing queued from now on is sent.
+    pub(super) fn mark_gone(&mut self) {
+        self.gone = true;
     }
 
     /// Whether the writer has gone (the socket failed): nothing sent from
@@ -112,7 +114,7 @@ impl SendQueue {
         let Some(text) = msg.to_text() else {
             return Outcome::Dropped;
         };
-        match self.tx.try_send(Outbound::Text(text)) {
+        match self.outbox.try_send(Out::Text(text.into())) {
             Ok(()) => Outcome::Queued,
             Err(TrySendError::Full(_)) => Outcome::TooSlow("too slow: the send queue is full"),
             Err(TrySendError::Closed(_)) => {
@@ -205,7 +207,7 @@ impl SendQueue {
     /// A handle that waits for room for the lagging subscriptions to
     /// start over, without borrowing the send queue.
     pub(super) fn room(&self) -> Room {
-        Room(self.tx.clone())
+        Room(self.outbox.sender().clone())
     }
 
     /// There is room again: the lagging subscriptions, to start over with
@@ -238,7 +240,7 @@ impl SendQueue {
         if !self.has_room() {
             return;
         }
-        if let Err(TrySendError::Closed(_)) = self.tx.try_send(Outbound::Ping) {
+        if let Err(TrySendError::Closed(_)) = self.outbox.try_send(Out::Ping) {
             self.gone = true;
         }
     }
@@ -247,25 +249,20 @@ impl SendQueue {
     /// replies and notices before it), in the reserve if need be, or ahead
     /// of the queue when even that is full.
     pub(super) fn close(&mut self, code: u16, reason: String) {
-        let queued = self.tx.try_send(Outbound::Close(code, reason));
-        if let Err(TrySendError::Full(Outbound::Close(code, reason))) = queued
-            && let Some(urgent) = self.urgent.take()
-        {
-            let _ = urgent.send((code, reason));
-        }
+        self.outbox.close(code, reason);
     }
 
     /// Whether the queue takes another message (beyond the reserve).
     fn has_room(&self) -> bool {
-        self.tx.capacity() > RESERVE
+        self.outbox.capacity() > RESERVE
     }
 
     /// Queues a message unless only the reserve is left.
-    fn queue(&mut self, text: String) -> Result<(), TrySendError<Outbound>> {
+    fn queue(&mut self, text: String) -> Result<(), TrySendError<Out>> {
         if !self.has_room() {
-            return Err(TrySendError::Full(Outbound::Text(text)));
+            return Err(TrySendError::Full(Out::Text(text.into())));
         }
-        self.tx.try_send(Outbound::Text(text))
+        self.outbox.try_send(Out::Text(text.into()))
     }
 
     /// Marks `sub` lagging and queues its notice, in the reserve if need
@@ -276,7 +273,7 @@ impl SendQueue {
         self.lag_since.get_or_insert_with(Instant::now);
         let notice = ServerMessage::Lagged { space: sub, missed };
         if let Some(text) = notice.to_text()
-            && let Err(TrySendError::Closed(_)) = self.tx.try_send(Outbound::Text(text))
+            && let Err(TrySendError::Closed(_)) = self.outbox.try_send(Out::Text(text.into()))
         {
             self.gone = true;
         }
@@ -285,7 +282,7 @@ impl SendQueue {
 
 /// Waits for room for lagging subscriptions to start over; see
 /// [`SendQueue::room`].
-pub(super) struct Room(Sender<Outbound>);
+pub(super) struct Room(Sender<Out>);
 
 impl Room {
     /// Resolves once half the queue is free; false when the writer is gone.

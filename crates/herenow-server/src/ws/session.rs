@@ -1,13 +1,10 @@
-//! One WebSocket connection: a task that reads client messages, applies
-//! them, forwards its subscriptions' events, and writes through a bounded
-//! send queue.
-//!
-//! The task runs two futures side by side: the *session* (everything but
-//! writing) and the *writer* (`writer`: the socket's sending half, fed by
-//! the bounded queue of an [`SendQueue`]). Nothing the session does waits on
-//! a slow client, so a client that stops reading costs at most the queue,
-//! and the session still notices timeouts and shutdown. What a client too
-//! slow for the queue loses is the send queue's drop policy.
+//! One WebSocket connection: herenow's protocol on the socket core
+//! ([`crate::socket`]). The core reads frames, probes liveness, drains at
+//! shutdown and writes what the session queues; the session reads client
+//! messages, applies them, forwards its subscriptions' events, and holds
+//! its own deadlines (hello, idle, a stalled queue). Nothing the session
+//! does waits on a slow client: what a client too slow for the queue
+//! loses is the [`SendQueue`]'s drop policy.
 //!
 //! [`Session`] composes the parts of a connection, each with its own
 //! type: the protocol state (the connection id, the token's grant, the
@@ -21,25 +18,23 @@
 
 use std::sync::Arc;
 
-use axum::extract::ws::{Message, WebSocket};
-use futures::StreamExt;
 use futures::stream::SplitStream;
 use herenow_core::{ConnId, Event, MemberStatus, Metadata, RecvError, SpaceName};
-use tokio::sync::{OwnedSemaphorePermit, oneshot};
-use tokio::time::{Instant, sleep_until, timeout};
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::{Instant, timeout};
 
 use super::guard::{Guards, rate_limited};
 use super::joined::Joined;
 use super::limits::DEFAULT_PAGE_SIZE;
-use super::send_queue::{Outcome, SendQueue};
+use super::send_queue::{CAPACITY, Outcome, SendQueue};
 use super::subscriptions::Subscriptions;
-use super::timers::{Probe, Settings, Timers};
-use super::writer;
+use super::timers::{Settings, Timers};
 use crate::protocol::dto::MemberDto;
 use crate::protocol::ws::{
     ClientMessage, ConnMeta, Envelope, Ref, ServerMessage, SnapshotMember, Undecodable, WsError,
     close, decode, ref_of,
 };
+use crate::socket::{self, Ended, Protocol, Ws, drive};
 use crate::state::AppState;
 use crate::token::Grant;
 use crate::watch::Watching;
@@ -47,7 +42,7 @@ use crate::watch::registry::Note;
 
 /// Runs one connection to its end, then frees its slot.
 pub(super) async fn run(
-    socket: WebSocket,
+    socket: Ws,
     state: AppState,
     conn: ConnId,
     settings: Settings,
@@ -56,18 +51,19 @@ pub(super) async fn run(
 ) {
     let metrics = state.metrics().clone();
     metrics.ws_connections(state.ws().open());
-    let (sink, stream) = socket.split();
-    let (send_queue, outlet) = SendQueue::new();
-    let (ended_tx, ended_rx) = oneshot::channel::<()>();
-    // Boxed: the session's state lives once, on the heap, rather than in
-    // this future and again in the future of its `run`.
-    let session = Box::new(Session::new(state.clone(), conn, settings, send_queue));
-    let session = async move {
+    let session_state = state.clone();
+    socket::run(socket, CAPACITY, move |stream, outbox| async move {
+        // Boxed: the session's state lives once, on the heap, rather than
+        // in this future and again in the loop's.
+        let session = Box::new(Session::new(
+            session_state,
+            conn,
+            settings,
+            SendQueue::new(outbox),
+        ));
         session.run(stream, url_token).await;
-        // Dropped with the session: the writer's grace starts.
-        drop(ended_tx);
-    };
-    tokio::join!(session, writer::write(sink, outlet, ended_rx));
+    })
+    .await;
     drop(permit);
     metrics.ws_connections(state.ws().open());
 }
@@ -111,127 +107,18 @@ impl Session {
     }
 
     /// Reads and dispatches until the session ends, then detaches.
-    ///
-    /// This future is held by every open socket for its whole life, so
-    /// it is kept small: the handlers of client messages, restarts and
-    /// the watch are boxed (their futures exist only while they run),
-    /// and one timer serves the hello, idle, stall and liveness deadlines.
-    async fn run(
-        mut self: Box<Self>,
-        mut stream: SplitStream<WebSocket>,
-        url_token: Option<String>,
-    ) {
+    async fn run(mut self: Box<Self>, mut stream: SplitStream<Ws>, url_token: Option<String>) {
         if let Some(token) = url_token
             && let Err(e) = self.hello(&token, None)
         {
             self.fail(None, e);
         }
         let shutdown = self.state.shutdown_token().clone();
-        // A second handle on the queue for waiting for room: a wait on
-        // `self.send_queue` would borrow the session in every branch.
-        let room = self.send_queue.room();
-        let hello_deadline = self.timers.hello_deadline();
-        let mut goodbye = false;
-        while self.closing.is_none() && !self.send_queue.is_gone() {
-            let idle_deadline = self.timers.idle_deadline();
-            let waiting_for_hello = self.grant.is_none();
-            let lagging = self.send_queue.is_lagging();
-            let stall_deadline = self
-                .send_queue
-                .lagging_since()
-                .map(|since| since + self.timers.stall());
-            let deadline = Deadline::first(
-                waiting_for_hello.then_some(hello_deadline),
-                idle_deadline,
-                stall_deadline,
-                self.timers.probe_deadline(),
-            );
-            let has_subs = !self.subs.is_empty();
-            let has_watch = self.watching.is_some();
-            tokio::select! {
-                biased;
-                () = shutdown.cancelled() => {
-                    // Reconnect at once, to another server: the presence
-                    // lingers for the grace meanwhile.
-                    self.close(
-                        close::SERVICE_RESTART,
-                        "the server is restarting: reconnect now",
-                    );
-                }
-                () = sleep_until(deadline.at) => match deadline.kind {
-                    DeadlineKind::Hello => self.close(close::NO_HELLO, "no hello in time"),
-                    DeadlineKind::Idle => self.close(close::IDLE, "no message within the TTL"),
-                    DeadlineKind::Stall => {
-                        self.close(close::TOO_SLOW, "too slow: the send queue stayed full");
-                    }
-                    DeadlineKind::Ping => {
-                        self.timers.pinged(Instant::now());
-                        // Skipped when the queue has no room: a client that
-                        // stopped reading cannot answer, and the pong wait
-                        // says so.
-                        self.send_queue.ping();
-                    }
-                    DeadlineKind::NoPong => self.close(
-                        close::NO_PONG,
-                        "nothing within the pong wait of the server's ping",
-                    ),
-                },
-                has_room = room.wait(), if lagging => {
-                    if !has_room {
-                        break;
-                    }
-                    // Room again: the notices went out when the lag began;
-                    // now the fresh snapshots.
-                    for space in self.send_queue.recover() {
-                        Box::pin(self.restart(space)).await;
-                    }
-                    if self.send_queue.take_watch_lag() {
-                        Box::pin(self.watch_resync()).await;
-                    }
-                }
-                frame = stream.next() => match frame {
-                    Some(Ok(Message::Text(text))) => {
-                        self.timers.heard(Instant::now());
-                        Box::pin(self.on_text(text.as_str())).await;
-                    }
-                    Some(Ok(Message::Binary(_))) => {
-                        self.timers.heard(Instant::now());
-                        if self.guards.allow(Instant::now()) {
-                            self.fail(None, WsError::bad_message(
-                                "binary frames are not accepted; send JSON in text frames",
-                            ));
-                        } else {
-                            self.fail(None, rate_limited());
-                        }
-                    }
-                    // Protocol pings are answered by the WebSocket layer,
-                    // and pongs answer the server's: they are not presence,
-                    // but they say the client is there.
-                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {
-                        self.timers.frame(Instant::now());
-                    }
-                    Some(Ok(Message::Close(frame))) => {
-                        // `1000` is the client's goodbye (`Client.close()`);
-                        // a page going away says `1001`.
-                        goodbye = frame.is_some_and(|f| f.code == close::NORMAL);
-                        break;
-                    }
-                    None => break,
-                    Some(Err(e)) => {
-                        if let Some((code, reason)) = read_error_close(e) {
-                            self.close(code, reason);
-                        }
-                        break;
-                    }
-                },
-                Some((space, item)) = self.subs.next(), if has_subs => {
-                    self.on_event(space, item).await;
-                }
-                Some(note) = next_note(&mut self.watching), if has_watch => {
-                    Box::pin(self.on_watch_note(note)).await;
-                }
-            }
-        }
+        let liveness = self.timers.liveness();
+        let ended = drive(&mut *self, &mut stream, liveness, &shutdown).await;
+        // `1000` is the client's goodbye (`Client.close()`); a page going
+        // away says `1001`.
+        let goodbye = ended == Ended::ClientClosed(Some(close::NORMAL));
         Box::pin(self.end_all(goodbye)).await;
         tracing::debug!(
             conn = %self.conn,
@@ -246,7 +133,7 @@ impl Session {
     }
 
     /// One text frame: rate limit, parse, dispatch, answer.
-    async fn on_text(&mut self, text: &str) {
+    async fn on_message(&mut self, text: &str) {
         if !self.guards.allow(Instant::now()) {
             self.fail(ref_of(text), rate_limited());
             return;
@@ -647,60 +534,135 @@ impl Session {
     }
 }
 
-/// What the session's one timer waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum DeadlineKind {
-    /// `hello` is due.
-    Hello,
-    /// A message is due within the TTL.
-    Idle,
-    /// A lagging queue must have had room by now.
-    Stall,
-    /// The socket said nothing for the ping interval: ping it.
-    Ping,
-    /// Pinged, and nothing came within the pong wait.
-    NoPong,
+/// What a session's own sources bring.
+pub(super) enum Wake {
+    /// The queue has room again (`false`: the writer is gone).
+    Room(bool),
+    /// An item of a subscription.
+    Event(SpaceName, Result<Arc<Event>, RecvError>),
+    /// A note of the watch.
+    Note(Note),
 }
 
-/// The earliest of the session's deadlines, and which one it is.
-#[derive(Debug, Clone, Copy)]
-struct Deadline {
-    at: Instant,
-    kind: DeadlineKind,
-}
+impl Protocol for Session {
+    type Wake = Wake;
 
-impl Deadline {
-    /// The earliest of the deadlines that apply; on a tie the hello
-    /// deadline wins, then the idle one, the stall, and the probe last
-    /// (the order the closes were checked in when each had its own timer;
-    /// a ping due with a close is not worth sending).
-    fn first(hello: Option<Instant>, idle: Instant, stall: Option<Instant>, probe: Probe) -> Self {
-        let probe = match probe {
-            Probe::Ping(at) => (at, DeadlineKind::Ping),
-            Probe::NoPong(at) => (at, DeadlineKind::NoPong),
-        };
-        let mut first = Deadline {
-            at: idle,
-            kind: DeadlineKind::Idle,
-        };
-        if let Some(at) = hello
-            && at <= first.at
-        {
-            first = Deadline {
-                at,
-                kind: DeadlineKind::Hello,
-            };
-        }
-        for (at, kind) in stall
-            .map(|at| (at, DeadlineKind::Stall))
+    fn is_closing(&self) -> bool {
+        self.closing.is_some() || self.send_queue.is_gone()
+    }
+
+    /// The earliest of the hello deadline (until `hello`), the idle one
+    /// and the stall of a lagging queue.
+    fn deadline(&self) -> Option<Instant> {
+        let hello = self.grant.is_none().then(|| self.timers.hello_deadline());
+        let stall = self
+            .send_queue
+            .lagging_since()
+            .map(|since| since + self.timers.stall());
+        [hello, stall]
             .into_iter()
-            .chain([probe])
+            .flatten()
+            .chain([self.timers.idle_deadline()])
+            .min()
+    }
+
+    /// Closes for the deadline that passed; on a tie the hello deadline
+    /// first, then the idle one, then the stall.
+    async fn on_deadline(&mut self, now: Instant) {
+        if self.grant.is_none() && now >= self.timers.hello_deadline() {
+            self.close(close::NO_HELLO, "no hello in time");
+        } else if now >= self.timers.idle_deadline() {
+            self.close(close::IDLE, "no message within the TTL");
+        } else if self
+            .send_queue
+            .lagging_since()
+            .is_some_and(|since| now >= since + self.timers.stall())
         {
-            if at < first.at {
-                first = Deadline { at, kind };
-            }
+            self.close(close::TOO_SLOW, "too slow: the send queue stayed full");
         }
-        first
+    }
+
+    fn shutdown(&mut self) {
+        // Reconnect at once, to another server: the presence lingers for
+        // the grace meanwhile.
+        self.close(
+            close::SERVICE_RESTART,
+            "the server is restarting: reconnect now",
+        );
+    }
+
+    fn ping(&mut self) {
+        // Skipped when the queue has no room: a client that stopped
+        // reading cannot answer, and the pong wait says so.
+        self.send_queue.ping();
+    }
+
+    fn no_pong(&mut self) {
+        self.close(
+            close::NO_PONG,
+            "nothing within the pong wait of the server's ping",
+        );
+    }
+
+    async fn on_text(&mut self, text: &str) {
+        self.timers.heard(Instant::now());
+        Box::pin(self.on_message(text)).await;
+    }
+
+    fn on_binary(&mut self) {
+        self.timers.heard(Instant::now());
+        if self.guards.allow(Instant::now()) {
+            self.fail(
+                None,
+                WsError::bad_message("binary frames are not accepted; send JSON in text frames"),
+            );
+        } else {
+            self.fail(None, rate_limited());
+        }
+    }
+
+    fn on_bad_frame(&mut self, code: u16, reason: &'static str) {
+        let reason = if code == close::TOO_BIG {
+            "a message over 64 KiB"
+        } else {
+            reason
+        };
+        self.close(code, reason);
+    }
+
+    async fn wake(&mut self) -> Wake {
+        let lagging = self.send_queue.is_lagging();
+        // A second handle on the queue, taken only while lagging: waiting
+        // on `self.send_queue` would borrow the whole queue.
+        let room = lagging.then(|| self.send_queue.room());
+        let has_subs = !self.subs.is_empty();
+        let has_watch = self.watching.is_some();
+        tokio::select! {
+            has_room = async { room.as_ref().expect("taken while lagging").wait().await }, if lagging => {
+                Wake::Room(has_room)
+            }
+            Some((space, item)) = self.subs.next(), if has_subs => Wake::Event(space, item),
+            Some(note) = next_note(&mut self.watching), if has_watch => Wake::Note(note),
+            else => std::future::pending().await,
+        }
+    }
+
+    async fn on_wake(&mut self, wake: Wake) {
+        match wake {
+            Wake::Room(false) => self.send_queue.mark_gone(),
+            Wake::Room(true) => {
+                // Room again: the notices went out when the lag began;
+                // now the fresh snapshots.
+                for space in self.send_queue.recover() {
+                    Box::pin(self.restart(space)).await;
+                }
+                if self.send_queue.take_watch_lag() {
+                    Box::pin(self.watch_resync()).await;
+                }
+            }
+            Wake::Event(space, item) => self.on_event(space, item).await,
+            Wake::Note(note) => Box::pin(self.on_watch_note(note)).await,
+        }
     }
 }
 
@@ -709,61 +671,5 @@ async fn next_note(watching: &mut Option<Watching>) -> Option<Note> {
     match watching {
         Some(w) => w.next().await,
         None => None,
-    }
-}
-
-/// The close for a read that failed because of what the client sent: a
-/// frame or message over the limit (`1009`), text that is not UTF-8
-/// (`1007`), a broken frame (`1002`). `None` when the connection itself
-/// failed: there is nobody left to tell.
-fn read_error_close(e: axum::Error) -> Option<(u16, &'static str)> {
-    let inner = e.into_inner();
-    match inner.downcast_ref::<tungstenite::Error>()? {
-        tungstenite::Error::Capacity(_) => Some((close::TOO_BIG, "a message over 64 KiB")),
-        tungstenite::Error::Utf8(_) => Some((close::BAD_DATA, "a text frame that is not UTF-8")),
-        tungstenite::Error::Protocol(_) => Some((close::PROTOCOL, "a WebSocket protocol error")),
-        _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-
-    #[test]
-    fn the_one_timer_waits_for_the_earliest_deadline_that_applies() {
-        let now = Instant::now();
-        let s = Duration::from_secs;
-        let idle = now + s(30);
-        let later = Probe::Ping(now + s(60));
-        let first = Deadline::first(None, idle, None, later);
-        assert_eq!((first.at, first.kind), (idle, DeadlineKind::Idle));
-        let first = Deadline::first(Some(now + s(10)), idle, None, later);
-        assert_eq!(first.kind, DeadlineKind::Hello);
-        let first = Deadline::first(Some(now + s(10)), idle, Some(now + s(5)), later);
-        assert_eq!((first.at, first.kind), (now + s(5), DeadlineKind::Stall));
-        let first = Deadline::first(None, idle, Some(now + s(40)), later);
-        assert_eq!(first.kind, DeadlineKind::Idle);
-        let first = Deadline::first(None, idle, None, Probe::Ping(now + s(20)));
-        assert_eq!((first.at, first.kind), (now + s(20), DeadlineKind::Ping));
-        let first = Deadline::first(None, idle, Some(now + s(5)), Probe::NoPong(now + s(3)));
-        assert_eq!((first.at, first.kind), (now + s(3), DeadlineKind::NoPong));
-        // Ties: hello, then idle, then stall, as when each had its own
-        // timer; the probe last.
-        assert_eq!(
-            Deadline::first(Some(idle), idle, Some(idle), Probe::NoPong(idle)).kind,
-            DeadlineKind::Hello
-        );
-        assert_eq!(
-            Deadline::first(None, idle, Some(idle), Probe::NoPong(idle)).kind,
-            DeadlineKind::Idle
-        );
-        let soon = now + s(1);
-        assert_eq!(
-            Deadline::first(None, idle, Some(soon), Probe::Ping(soon)).kind,
-            DeadlineKind::Stall
-        );
     }
 }

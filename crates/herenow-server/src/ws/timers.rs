@@ -1,6 +1,6 @@
-//! A connection's clocks: the deadline for `hello`, the idle deadline, the
-//! liveness probe (when to ping, how long the pong may take), and when its
-//! joined spaces were last written to the store.
+//! A connection's clocks: the deadline for `hello`, the idle deadline,
+//! and when its joined spaces were last written to the store (the
+//! liveness probe is the socket core's, [`crate::socket`]).
 //!
 //! These are socket timers on real time (tokio's [`Instant`], which tests
 //! may pause); presence expiry is the store's and runs on the store's
@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::limits::{HELLO_TIMEOUT, MAX_STALL, MIN_STORE_PING};
-use crate::hub::Liveness;
+use crate::socket::Liveness;
 
 /// The timing a connection is told (in `welcome`) and held to.
 #[derive(Clone, Copy, Debug)]
@@ -26,18 +26,14 @@ pub(super) struct Settings {
     pub(super) liveness: Liveness,
 }
 
-/// When the connection started, last spoke, was last heard at all, and
-/// last refreshed its presence in the store.
+/// When the connection started, last spoke, and last refreshed its
+/// presence in the store.
 #[derive(Debug)]
 pub(super) struct Timers {
     settings: Settings,
     started: Instant,
     /// The last client message (text or binary): the idle deadline.
     last_message: Instant,
-    /// The last frame of any kind, pongs included: the liveness probe.
-    last_frame: Instant,
-    /// When the server pinged, if no frame came since.
-    pinged: Option<Instant>,
     /// When every joined space was last written by a ping or a keepalive.
     last_write: Option<Instant>,
 }
@@ -49,8 +45,6 @@ impl Timers {
             settings,
             started: now,
             last_message: now,
-            last_frame: now,
-            pinged: None,
             last_write: None,
         }
     }
@@ -73,31 +67,14 @@ impl Timers {
         MAX_STALL.min(self.settings.ttl / 3)
     }
 
-    /// When the liveness probe is due: a ping a ping interval after the
-    /// last frame, or, once pinged, the close a pong wait after the ping.
-    pub(super) fn probe_deadline(&self) -> Probe {
-        match self.pinged {
-            Some(at) => Probe::NoPong(at + self.settings.liveness.pong_wait),
-            None => Probe::Ping(self.last_frame + self.settings.liveness.ping_interval),
-        }
-    }
-
-    /// A message arrived at `now`: the idle deadline moves, and the probe's.
+    /// A message arrived at `now`: the idle deadline moves.
     pub(super) fn heard(&mut self, now: Instant) {
         self.last_message = now;
-        self.frame(now);
     }
 
-    /// A frame of any kind arrived at `now` (a pong, a ping, a message):
-    /// the client is there, so the probe starts over.
-    pub(super) fn frame(&mut self, now: Instant) {
-        self.last_frame = now;
-        self.pinged = None;
-    }
-
-    /// The server pinged at `now`.
-    pub(super) fn pinged(&mut self, now: Instant) {
-        self.pinged = Some(now);
+    /// When the server pings the socket and how long it has to answer.
+    pub(super) fn liveness(&self) -> Liveness {
+        self.settings.liveness
     }
 
     /// Whether a ping at `now` should write the joined spaces: not when
@@ -142,21 +119,12 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// What the liveness probe waits for next.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Probe {
-    /// Ping the socket at this instant.
-    Ping(Instant),
-    /// Close the socket at this instant: pinged, and nothing came.
-    NoPong(Instant),
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_socket_is_pinged_after_the_interval_and_closed_after_the_wait() {
+    fn a_message_moves_the_idle_deadline_and_pings_write_at_most_once_a_second() {
         let s = Duration::from_secs;
         let settings = Settings {
             ttl: s(30),
@@ -168,16 +136,15 @@ mod tests {
         };
         let t0 = Instant::now();
         let mut timers = Timers::new(settings, t0);
-        assert_eq!(timers.probe_deadline(), Probe::Ping(t0 + s(20)));
-        // A pong (any frame) moves the probe, not the idle deadline.
-        timers.frame(t0 + s(5));
-        assert_eq!(timers.probe_deadline(), Probe::Ping(t0 + s(25)));
         assert_eq!(timers.idle_deadline(), t0 + s(30));
-        timers.pinged(t0 + s(25));
-        assert_eq!(timers.probe_deadline(), Probe::NoPong(t0 + s(35)));
-        // A message answers the ping as well as any frame does.
+        assert_eq!(timers.hello_deadline(), t0 + HELLO_TIMEOUT);
         timers.heard(t0 + s(26));
-        assert_eq!(timers.probe_deadline(), Probe::Ping(t0 + s(46)));
         assert_eq!(timers.idle_deadline(), t0 + s(56));
+        assert!(timers.ping_write_due(t0));
+        timers.wrote(t0 + s(1));
+        assert!(!timers.ping_write_due(t0 + Duration::from_millis(1500)));
+        assert!(timers.ping_write_due(t0 + s(2)));
+        assert!(!timers.keepalive_due(t0 + s(5)));
+        assert!(timers.keepalive_due(t0 + s(11)));
     }
 }

@@ -161,13 +161,20 @@ async function main() {
   if (MODE === 'kill') {
     const goneP = pushers.filter((m) => gone.has(m.id)).length;
     const goneW = herenows.filter((m) => gone.has(m.id)).length;
+    // When each protocol's observer saw them gone, to tell which lagged.
+    const goneAt = {};
     await until(
       'the members that did not come back gone for the observers',
-      () => watcher.channel.members.count === MEMBERS - goneP + 1 && room.members.size === MEMBERS - goneW,
+      () => {
+        const now = performance.now() - t0;
+        if (watcher.channel.members.count === MEMBERS - goneP + 1) goneAt.pusher ??= now;
+        if (room.members.size === MEMBERS - goneW) goneAt.herenow ??= now;
+        return goneAt.pusher !== undefined && goneAt.herenow !== undefined;
+      },
       LONG,
     );
     const goneMs = performance.now() - t0;
-    console.log(`measured: kill: the ${gone.size} members that did not come back were gone for the observers ${goneMs.toFixed(0)} ms after SIGKILL (grace ${GRACE_MS} ms)`);
+    console.log(`measured: kill: the ${gone.size} members that did not come back were gone for the observers ${goneMs.toFixed(0)} ms after SIGKILL (grace ${GRACE_MS} ms; pusher-js observer ${goneAt.pusher.toFixed(0)} ms, /v1/ws observer ${goneAt.herenow.toFixed(0)} ms)`);
     assert.ok(goneMs <= 5000 + GRACE_MS + 1500, `ghosts stayed ${goneMs} ms`);
     assert.deepEqual(new Set(seen.removed), new Set(pushers.filter((m) => gone.has(m.id)).map((m) => m.id)));
     assert.deepEqual(new Set(seen.leaves), new Set(herenows.filter((m) => gone.has(m.id)).map((m) => m.id)));

@@ -1,10 +1,11 @@
 //! `GET /app/{key}`: one Pusher socket.
 //!
-//! Like herenow's own WebSocket (`crate::ws`), a socket is two futures:
-//! the session (reading, subscribing, forwarding presence) and a writer
-//! fed by a bounded queue, so nothing the session does waits on a slow
-//! client. The socket shares the server's WebSocket bound and the tracker
-//! shutdown waits on ([`Hub`](crate::hub::Hub)).
+//! The Pusher protocol's adapter on the socket core ([`crate::socket`]),
+//! as herenow's own WebSocket (`crate::ws`) is: the core upgrades,
+//! queues, writes, probes and drains; this session parses Pusher's
+//! messages and writes its frames. The socket shares the server's
+//! WebSocket bound and the tracker shutdown waits on
+//! ([`Hub`](crate::socket::Hub)).
 //!
 //! A presence subscription is a live connection of the member in the
 //! channel's space (`herenow_core::conn`), refreshed while the socket
@@ -35,15 +36,13 @@
 //! feed; a socket is served only once its server reads the feed, so an
 //! event relayed after `pusher:connection_established` reaches it.
 //!
-//! This file is the session's loop; `wire` the WebSocket under it (the
-//! upgrade, and the writer, which sends large messages in fragments);
+//! This file is the session (its [`Protocol`] for the core's loop);
 //! `channels` is subscribing and client events, `presence` the presence
 //! channels, and `user` signing in (`pusher:signin`) and the Watchlist.
 
 mod channels;
 mod presence;
 mod user;
-mod wire;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -51,23 +50,19 @@ use std::time::Duration;
 
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::response::Response;
-use futures::StreamExt;
 use futures::stream::SplitStream;
 use herenow_core::{ConnId, MemberKey, Metadata, SpaceName};
 use tokio::sync::mpsc::error::TrySendError;
-use tokio::sync::oneshot;
-use tokio::time::{Instant, sleep_until, timeout};
-use tungstenite::Message;
+use tokio::time::{Instant, timeout};
 
 use self::channels::Bucket;
 use self::user::{SignedIn, Watchlist};
-use self::wire::Ws;
 use super::frames;
 use super::{ChannelKind, Pusher, PusherApp};
-use crate::hub::Liveness;
-use crate::pusher_hub::{Ender, Out, QUEUE, RESERVE};
-use crate::queue;
+use crate::pusher_hub::{Ender, QUEUE, RESERVE};
+use crate::socket::{self, Out, Outbox, Protocol, Ws, drive};
 use crate::state::AppState;
+use crate::watch::registry::Note;
 
 /// The largest frame a client may send; a larger one closes the socket
 /// with `1009`.
@@ -91,10 +86,6 @@ fn activity_timeout(ping_interval: Duration) -> u64 {
 /// How long a lagging socket's queue may stay without room before the
 /// socket is closed (`4100`).
 pub(crate) const MAX_STALL: Duration = Duration::from_secs(30);
-
-/// How long what is queued and the close frame may take to go out once
-/// the session has ended.
-const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// Most channels one socket may subscribe to.
 pub(crate) const MAX_CHANNELS: usize = 100;
@@ -164,7 +155,7 @@ pub(super) async fn upgrade(
         None
     };
     let tracked = state.ws().tracker().token();
-    wire::upgrade(request, MAX_FRAME, move |socket| async move {
+    socket::upgrade(request, MAX_FRAME, move |socket| async move {
         let admitted = match (refusal, permit) {
             (Some(refused), _) => Err(refused),
             (None, None) => Err((close::OVER_CAPACITY, "over capacity")),
@@ -210,54 +201,39 @@ fn refusal(state: &AppState, key: &str, query: Option<&str>) -> Option<(u16, &'s
     }
 }
 
-/// Tells the client why, then closes; a client that reads nothing for
-/// [`CLOSE_GRACE`] is dropped.
-async fn refuse(mut socket: Ws, code: u16, reason: &str) {
-    let error = frames::error(Some(code), reason);
-    let _ = timeout(CLOSE_GRACE, wire::refuse(&mut socket, error, code, reason)).await;
+/// Tells the client why, then closes.
+async fn refuse(socket: Ws, code: u16, reason: &str) {
+    socket::refuse(socket, frames::error(Some(code), reason), code, reason).await;
 }
 
 /// Runs one socket to its end.
 async fn run(socket: Ws, state: AppState, pusher: Arc<Pusher>, app: Arc<PusherApp>) {
-    let (sink, stream) = socket.split();
-    let (tx, rx) = queue::channel(QUEUE + RESERVE);
-    let number = pusher.next_socket();
-    let socket_id: Arc<str> = Arc::from(pusher.socket_id(number));
-    let session = Session {
-        conn: socket_conn(&socket_id),
-        app_id: Arc::from(app.id.as_str()),
-        bucket: Bucket::new(app.client_events_per_second, Instant::now()),
-        state,
-        pusher,
-        app,
-        number,
-        socket_id,
-        tx,
-        ender: Arc::new(Ender::default()),
-        channels: HashMap::new(),
-        presence: HashMap::new(),
-        signed_in: None,
-        watchlist: None,
-        closing: None,
-    };
-    let (ended_tx, ended_rx) = oneshot::channel::<()>();
-    let session = async move {
-        session.run(stream).await;
-        drop(ended_tx);
-    };
-    let writer = async move {
-        tokio::select! {
-            () = wire::write(sink, rx) => {}
-            // Once the session has ended, what is queued and the close
-            // have CLOSE_GRACE to go out: a client that stopped reading
-            // cannot hold the task (and the server's shutdown) forever.
-            () = async {
-                let _ = ended_rx.await;
-                tokio::time::sleep(CLOSE_GRACE).await;
-            } => {}
-        }
-    };
-    tokio::join!(session, writer);
+    socket::run(socket, QUEUE + RESERVE, move |stream, outbox| async move {
+        let number = pusher.next_socket();
+        let socket_id: Arc<str> = Arc::from(pusher.socket_id(number));
+        let session = Session {
+            conn: socket_conn(&socket_id),
+            app_id: Arc::from(app.id.as_str()),
+            bucket: Bucket::new(app.client_events_per_second, Instant::now()),
+            state,
+            pusher,
+            app,
+            number,
+            socket_id,
+            outbox,
+            ender: Arc::new(Ender::default()),
+            channels: HashMap::new(),
+            presence: HashMap::new(),
+            signed_in: None,
+            watchlist: None,
+            next_refresh: Instant::now(),
+            closing: None,
+        };
+        // Boxed: the session lives once, on the heap, rather than in
+        // this future and again in the loop's.
+        Box::new(session).run(stream).await;
+    })
+    .await;
 }
 
 /// A live connection of this socket: the space, who it is there, and
@@ -279,7 +255,7 @@ struct Session {
     socket_id: Arc<str>,
     /// This socket's live connection id in presence spaces.
     conn: ConnId,
-    tx: queue::Sender<Out>,
+    outbox: Outbox,
     /// Asked to close from elsewhere: a full queue, a relayed
     /// `terminate_connections`, a lagging relay feed.
     ender: Arc<Ender>,
@@ -291,16 +267,14 @@ struct Session {
     /// The signed-in user's watchlist, if it named one.
     watchlist: Option<Watchlist>,
     bucket: Bucket,
+    /// When the presence this socket holds is next written again.
+    next_refresh: Instant,
     closing: Option<(u16, String)>,
 }
 
 impl Session {
-    async fn run(mut self, mut stream: SplitStream<Ws>) {
-        let (_, refresh_every) = self.state.ws().timing();
-        let Liveness {
-            ping_interval: activity,
-            pong_wait,
-        } = self.state.ws().liveness();
+    async fn run(mut self: Box<Self>, mut stream: SplitStream<Ws>) {
+        let liveness = self.state.ws().liveness();
         let ready = self
             .pusher
             .relay_ready(
@@ -312,10 +286,8 @@ impl Session {
         if !ready {
             // Events from other servers could not reach it: the client
             // tries again later.
-            let _ = self.tx.try_send(Out::Close(
-                close::OVER_CAPACITY,
-                "the store is unavailable".into(),
-            ));
+            self.outbox
+                .close(close::OVER_CAPACITY, "the store is unavailable".into());
             return;
         }
         self.pusher
@@ -323,77 +295,11 @@ impl Session {
             .open(self.number, &self.app_id, self.ender.clone());
         self.reply(frames::connection_established(
             &self.socket_id,
-            activity_timeout(activity),
+            activity_timeout(liveness.ping_interval),
         ));
+        self.next_refresh = Instant::now() + self.state.ws().timing().1;
         let shutdown = self.state.shutdown_token().clone();
-        let mut next_refresh = Instant::now() + refresh_every;
-        let mut last_heard = Instant::now();
-        let mut pinged: Option<Instant> = None;
-        let ender = self.ender.clone();
-        // Made once and polled again on each turn (a member event wakes
-        // every socket of its channel): the timers are reset only when
-        // their deadlines move.
-        let cancelled = shutdown.cancelled();
-        let ended = ender.ended();
-        let timer = sleep_until(last_heard + activity);
-        let refresh = sleep_until(next_refresh);
-        tokio::pin!(cancelled, ended, timer, refresh);
-        while self.closing.is_none() {
-            let deadline = match pinged {
-                Some(at) => at + pong_wait,
-                None => last_heard + activity,
-            };
-            if timer.deadline() != deadline {
-                timer.as_mut().reset(deadline);
-            }
-            if refresh.deadline() != next_refresh {
-                refresh.as_mut().reset(next_refresh);
-            }
-            tokio::select! {
-                biased;
-                () = &mut cancelled => {
-                    self.close(close::RECONNECT, "the server is shutting down");
-                }
-                (code, reason) = &mut ended => self.close(code, reason),
-                () = &mut timer => {
-                    if pinged.is_some() && self.tx.capacity() < self.tx.max_capacity() {
-                        // The ping still waits in the queue behind writes
-                        // the client does not read: too slow, not silent.
-                        self.close(close::OVER_CAPACITY, "too slow: the send queue did not drain");
-                    } else if pinged.is_some() {
-                        self.close(close::NO_PONG, "Pong reply not received");
-                    } else {
-                        pinged = Some(Instant::now());
-                        self.reply(frames::bare("pusher:ping"));
-                    }
-                }
-                () = &mut refresh => {
-                    next_refresh = Instant::now() + refresh_every;
-                    self.refresh().await;
-                }
-                frame = stream.next() => {
-                    last_heard = Instant::now();
-                    pinged = None;
-                    match frame {
-                        Some(Ok(Message::Text(text))) => self.on_text(text.as_str()).await,
-                        Some(Ok(Message::Binary(_))) => {
-                            self.reply(frames::error(None, "binary frames are not part of the protocol"));
-                        }
-                        Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
-                        Some(Ok(Message::Close(_))) | None => break,
-                        Some(Err(e)) => {
-                            if let Some((code, reason)) = read_error_close(e) {
-                                self.close(code, reason);
-                            }
-                            break;
-                        }
-                    }
-                }
-                Some(note) = user::next_note(&mut self.watchlist) => {
-                    self.on_watch_note(note).await;
-                }
-            }
-        }
+        drive(&mut *self, &mut stream, liveness, &shutdown).await;
         self.pusher.sockets.close(self.number);
         // `terminate_connections` is a goodbye; every other end (the
         // client closed or went silent, the server stops) goes through the
@@ -401,14 +307,12 @@ impl Session {
         let goodbye = matches!(self.closing, Some((close::UNAUTHORIZED, _)));
         self.leave_all(goodbye).await;
         if let Some((code, reason)) = self.closing.take() {
-            // In the reserve if need be; a queue full even there has a
-            // writer that no longer writes, and dropping the sender ends it.
-            let _ = self.tx.try_send(Out::Close(code, reason));
+            self.outbox.close(code, reason);
         }
     }
 
     /// One text frame.
-    async fn on_text(&mut self, text: &str) {
+    async fn on_message(&mut self, text: &str) {
         let Some(msg) = frames::decode(text) else {
             self.reply(frames::error(
                 None,
@@ -438,7 +342,7 @@ impl Session {
     /// Queues a reply, in the reserve if need be; a client too slow even
     /// for that is closed.
     fn reply(&mut self, text: Arc<str>) {
-        match self.tx.try_send(Out::Text(text)) {
+        match self.outbox.try_send(Out::Text(text)) {
             Err(TrySendError::Full(_)) => {
                 self.close(close::OVER_CAPACITY, "too slow: the send queue is full");
             }
@@ -469,13 +373,79 @@ impl Session {
     }
 }
 
-/// The close for a read that failed because of what the client sent.
-fn read_error_close(e: tungstenite::Error) -> Option<(u16, &'static str)> {
-    match e {
-        tungstenite::Error::Capacity(_) => Some((1009, "a message over 32 KiB")),
-        tungstenite::Error::Utf8(_) => Some((1007, "a text frame that is not UTF-8")),
-        tungstenite::Error::Protocol(_) => Some((1002, "a WebSocket protocol error")),
-        _ => None,
+/// What a Pusher session's own sources bring.
+enum Wake {
+    /// Asked to close from elsewhere.
+    Ended(u16, &'static str),
+    /// A change of the signed-in user's watchlist.
+    Note(Note),
+}
+
+impl Protocol for Session {
+    type Wake = Wake;
+
+    fn is_closing(&self) -> bool {
+        self.closing.is_some()
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        Some(self.next_refresh)
+    }
+
+    async fn on_deadline(&mut self, now: Instant) {
+        self.next_refresh = now + self.state.ws().timing().1;
+        self.refresh().await;
+    }
+
+    fn shutdown(&mut self) {
+        self.close(close::RECONNECT, "the server is shutting down");
+    }
+
+    fn ping(&mut self) {
+        self.reply(frames::bare("pusher:ping"));
+    }
+
+    fn no_pong(&mut self) {
+        if self.outbox.is_drained() {
+            self.close(close::NO_PONG, "Pong reply not received");
+        } else {
+            // The ping still waits in the queue behind writes the client
+            // does not read: too slow, not silent.
+            self.close(
+                close::OVER_CAPACITY,
+                "too slow: the send queue did not drain",
+            );
+        }
+    }
+
+    async fn on_text(&mut self, text: &str) {
+        self.on_message(text).await;
+    }
+
+    fn on_binary(&mut self) {
+        self.reply(frames::error(
+            None,
+            "binary frames are not part of the protocol",
+        ));
+    }
+
+    fn on_bad_frame(&mut self, code: u16, reason: &'static str) {
+        self.close(code, reason);
+    }
+
+    async fn wake(&mut self) -> Wake {
+        let ender = self.ender.clone();
+        tokio::select! {
+            (code, reason) = ender.ended() => Wake::Ended(code, reason),
+            Some(note) = user::next_note(&mut self.watchlist) => Wake::Note(note),
+        }
+    }
+
+    async fn on_wake(&mut self, wake: Wake) {
+        match wake {
+            Wake::Ended(code, reason) => self.close(code, reason),
+            Wake::Note(note) => self.on_watch_note(note).await,
+        }
     }
 }
 

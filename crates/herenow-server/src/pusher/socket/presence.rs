@@ -87,7 +87,7 @@ impl Session {
             number: self.number,
             member: presence.member.clone(),
             meta: presence.meta.clone(),
-            queue: self.tx.clone(),
+            queue: self.outbox.sender().clone(),
             ender: self.ender.clone(),
             stall: MAX_STALL.min(ttl),
         };

@@ -1,6 +1,6 @@
-//! The channel from a socket's session to its writer (under herenow's
-//! [`SendQueue`](crate::ws) and a Pusher socket's queue): a bounded queue
-//! that costs an idle socket almost nothing.
+//! The channel from a socket's session to its writer (under its
+//! [`Outbox`](super::Outbox)): a bounded queue that costs an idle socket
+//! almost nothing.
 //!
 //! Every open socket holds one for its whole life, and most hold a
 //! message or two at a time. Tokio's `mpsc` allocates a block of 32 slots

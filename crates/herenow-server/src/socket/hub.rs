@@ -3,8 +3,8 @@
 //! wait for them), connection ids, the timing told to clients, and the
 //! [`Liveness`] probe of both protocols' sockets.
 //!
-//! A leaf: [`crate::state::AppState`] holds one and [`crate::ws`] uses it,
-//! and it knows neither.
+//! [`crate::state::AppState`] holds one and both protocols use it; it
+//! knows neither.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

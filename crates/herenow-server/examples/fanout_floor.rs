@@ -1,0 +1,188 @@
+//! The floor under a presence event's fan-out (issue 44): what a bare
+//! tokio program spends to write one event frame to each of N sockets,
+//! so that herenow's cost per recipient can be read against it.
+//!
+//! It does what the Pusher probes of `scripts/bench-peerload.sh` ask of
+//! the server for each probe, and nothing else: N TCP sockets are open,
+//! each with its own writer task and queue (a socket that stops reading
+//! must not hold up the others, which is why herenow has them too), and
+//! for each of `EVENTS` events, 50 ms apart, the same WebSocket text frame
+//! (a `pusher_internal:member_added` of herenow's size, encoded once) is
+//! queued to every socket and written. No WebSocket library, no JSON, no
+//! store: the frame's bytes, tokio's scheduler, and the kernel's TCP send
+//! path. The sockets' other ends are read by a child process (this
+//! program with `read`), so the CPU time reported is the writing side's
+//! alone, from the first event queued to the last byte written.
+//!
+//! ```sh
+//! cargo build --release -p herenow-server --example fanout_floor
+//! target/release/examples/fanout_floor 5000 100
+//! ```
+//!
+//! `scripts/bench-fanout.sh` runs it beside the Pusher probes of herenow
+//! and prints both per recipient.
+
+use std::io::Read;
+use std::net::TcpStream as StdStream;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, mpsc};
+
+/// The binary's allocator (`crates/herenow/src/main.rs`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// What one event says, as herenow's Pusher socket writes it.
+const EVENT: &str = r#"{"event":"pusher_internal:member_added","channel":"presence-bench","data":"{\"user_id\":\"probe-0042\",\"user_info\":{}}"}"#;
+
+/// Each socket's queue, as herenow's Pusher queue.
+const QUEUE: usize = 512;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("read") {
+        read(&args[2], args[3].parse().expect("N"));
+        return;
+    }
+    let n: usize = args.get(1).map_or(5_000, |a| a.parse().expect("N"));
+    let events: usize = args.get(2).map_or(100, |a| a.parse().expect("EVENTS"));
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(serve(n, events));
+}
+
+/// The writing side: accepts `n` sockets from the reader, then fans
+/// `events` frames out to all of them.
+async fn serve(n: usize, events: usize) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address").to_string();
+    let exe = std::env::current_exe().expect("this program");
+    let mut reader = Command::new(exe)
+        .args(["read", &addr, &n.to_string()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the reader");
+    let written = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(Notify::new());
+    let mut queues = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (mut socket, _) = listener.accept().await.expect("accept");
+        socket.set_nodelay(true).expect("nodelay");
+        let (tx, mut rx) = mpsc::channel::<Arc<[u8]>>(QUEUE);
+        let (written, done) = (written.clone(), done.clone());
+        let total = (n * events) as u64;
+        tokio::spawn(async move {
+            while let Some(frame) = rx.recv().await {
+                if socket.write_all(&frame).await.is_err() {
+                    return;
+                }
+                if written.fetch_add(1, Ordering::Relaxed) + 1 == total {
+                    done.notify_one();
+                }
+            }
+        });
+        queues.push(tx);
+    }
+    let frame: Arc<[u8]> = Arc::from(text_frame(EVENT));
+    let cpu0 = cpu_seconds();
+    let t0 = Instant::now();
+    let finished = done.notified();
+    tokio::pin!(finished);
+    finished.as_mut().enable();
+    for event in 0..events {
+        if event > 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        for q in &queues {
+            let _ = q.try_send(frame.clone());
+        }
+    }
+    finished.await;
+    let cpu = cpu_seconds() - cpu0;
+    let wall = t0.elapsed().as_secs_f64();
+    drop(queues);
+    let deliveries = (n * events) as f64;
+    println!(
+        "{{\"n\": {n}, \"events\": {events}, \"frame_bytes\": {}, \"server_cpu_s\": {cpu:.3}, \
+         \"wall_s\": {wall:.3}, \"us_per_delivery\": {:.3}}}",
+        text_frame(EVENT).len(),
+        cpu / deliveries * 1e6
+    );
+    let _ = reader.kill();
+    let _ = reader.wait();
+}
+
+/// The reading side: `n` sockets to `addr`, read on `n` threads' worth of
+/// blocking reads spread over a few threads, until the writer goes.
+fn read(addr: &str, n: usize) {
+    let threads = 8;
+    let sockets: Vec<StdStream> = (0..n)
+        .map(|_| StdStream::connect(addr).expect("connect"))
+        .collect();
+    let mut per_thread: Vec<Vec<StdStream>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, s) in sockets.into_iter().enumerate() {
+        s.set_nonblocking(true).expect("nonblocking");
+        per_thread[i % threads].push(s);
+    }
+    let handles: Vec<_> = per_thread
+        .into_iter()
+        .map(|mut mine| {
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 64 * 1024];
+                loop {
+                    let mut any = false;
+                    for s in &mut mine {
+                        match s.read(&mut buf) {
+                            Ok(0) => return,
+                            Ok(_) => any = true,
+                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                            Err(_) => return,
+                        }
+                    }
+                    if !any {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        let _ = h.join();
+    }
+}
+
+/// An unmasked WebSocket text frame holding `text` (RFC 6455 §5.2).
+fn text_frame(text: &str) -> Vec<u8> {
+    let len = text.len();
+    let mut frame = vec![0x81];
+    if len < 126 {
+        frame.push(len as u8);
+    } else if len <= usize::from(u16::MAX) {
+        frame.push(126);
+        frame.extend_from_slice(&(len as u16).to_be_bytes());
+    } else {
+        frame.push(127);
+        frame.extend_from_slice(&(len as u64).to_be_bytes());
+    }
+    frame.extend_from_slice(text.as_bytes());
+    frame
+}
+
+/// This process's CPU time so far (user and system), in seconds.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    // After the command's closing parenthesis: fields 14 and 15 are
+    // utime and stime, in clock ticks (100 a second on Linux).
+    let rest = &stat[stat.rfind(')').expect("a stat line") + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 =
+        fields[11].parse::<u64>().unwrap_or(0) + fields[12].parse::<u64>().unwrap_or(0);
+    ticks as f64 / 100.0
+}

@@ -1,0 +1,124 @@
+//! One socket core under both WebSocket protocols: herenow's `/v1/ws`
+//! ([`crate::ws`]) and Pusher's `/app/{key}` ([`crate::pusher`]).
+//!
+//! What a socket's life takes is written here once, and each protocol is
+//! an adapter that parses its messages and writes its frames:
+//!
+//! - `upgrade`: the handshake (a `426` problem for anything that is not
+//!   one) and the socket's buffers;
+//! - `queue`: the bounded queue from a session to its writer, which costs
+//!   an idle socket almost nothing; [`Outbox`] is a session's end of it,
+//!   with the close that overtakes a full queue;
+//! - `writer`: the task that sends what is queued, in fragments and in
+//!   batches, then the close frame, with a grace once the session ended;
+//! - `driver`: the loop of a session ([`drive`]): frames, the liveness
+//!   probe (ping, pong wait), the protocol's own deadline, its sources,
+//!   and shutdown; a protocol is a [`Protocol`];
+//! - `hub`: the sockets as a whole ([`Hub`]): their bound, the tracker
+//!   shutdown waits on, connection ids, the timing told to clients.
+//!
+//! A socket is two futures side by side: the session (the loop, with
+//! the protocol) and the writer, so nothing the session does waits on a
+//! slow client; [`run`] joins them.
+
+mod driver;
+mod hub;
+pub(crate) mod queue;
+mod upgrade;
+mod writer;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::stream::SplitStream;
+use futures::{SinkExt, StreamExt};
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::oneshot;
+
+pub(crate) use driver::{Ended, Protocol, drive};
+pub use hub::Hub;
+pub(crate) use hub::Liveness;
+pub(crate) use upgrade::{Ws, upgrade};
+pub(crate) use writer::{CLOSE_GRACE, Out};
+use writer::{Outlet, close_message};
+
+/// A session's end of its socket's queue.
+pub(crate) struct Outbox {
+    tx: queue::Sender<Out>,
+    urgent: Option<oneshot::Sender<(u16, String)>>,
+}
+
+impl Outbox {
+    /// Queues `out`; full when `cap` are queued, closed once the writer
+    /// is gone.
+    pub(crate) fn try_send(&self, out: Out) -> Result<(), TrySendError<Out>> {
+        self.tx.try_send(out)
+    }
+
+    /// The queue's sending end, for what delivers to this socket from
+    /// elsewhere (a channel's fan-out).
+    pub(crate) fn sender(&self) -> &queue::Sender<Out> {
+        &self.tx
+    }
+
+    /// Free slots now.
+    pub(crate) fn capacity(&self) -> usize {
+        self.tx.capacity()
+    }
+
+    /// Whether everything queued has been taken by the writer.
+    pub(crate) fn is_drained(&self) -> bool {
+        self.tx.capacity() == self.tx.max_capacity()
+    }
+
+    /// Queues the close behind what is queued (so the client reads the
+    /// replies before it), or sends it ahead of the queue when the queue
+    /// is full. The first close wins.
+    pub(crate) fn close(&mut self, code: u16, reason: String) {
+        let queued = self.tx.try_send(Out::Close(code, reason));
+        if let Err(TrySendError::Full(Out::Close(code, reason))) = queued
+            && let Some(urgent) = self.urgent.take()
+        {
+            let _ = urgent.send((code, reason));
+        }
+    }
+}
+
+/// Runs one socket to its end: `session` gets the read half and the
+/// [`Outbox`] of a queue of `cap` messages, and the writer sends what it
+/// queues until its close, with [`CLOSE_GRACE`] once the session is over.
+pub(crate) async fn run<S, Fut>(socket: Ws, cap: usize, session: S)
+where
+    S: FnOnce(SplitStream<Ws>, Outbox) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let (sink, stream) = socket.split();
+    let (tx, rx) = queue::channel(cap);
+    let (urgent_tx, urgent) = oneshot::channel();
+    let outbox = Outbox {
+        tx,
+        urgent: Some(urgent_tx),
+    };
+    let (ended_tx, ended_rx) = oneshot::channel::<()>();
+    let session = async move {
+        session(stream, outbox).await;
+        // Dropped with the session: the writer's grace starts.
+        drop(ended_tx);
+    };
+    tokio::join!(
+        session,
+        writer::write(sink, Outlet { rx, urgent }, ended_rx)
+    );
+}
+
+/// Refuses a socket: one message saying why, then the close; a client
+/// that reads nothing for [`CLOSE_GRACE`] is dropped.
+pub(crate) async fn refuse(mut socket: Ws, text: Arc<str>, code: u16, reason: &str) {
+    let _ = tokio::time::timeout(CLOSE_GRACE, async {
+        let _ = socket
+            .feed(tungstenite::Message::Text((*text).into()))
+            .await;
+        let _ = socket.send(close_message(code, reason)).await;
+    })
+    .await;
+}
