@@ -111,8 +111,9 @@ async fn next_data(body: &mut axum::body::Body) -> Result<Option<Bytes>, ApiErro
 }
 
 /// Whether reading a body failed on its length bound (a body streamed
-/// without a `Content-Length`, past `RequestBodyLimit`'s bound).
-fn is_too_large(e: &axum::Error) -> bool {
+/// without a `Content-Length`, past `RequestBodyLimit`'s bound, or past a
+/// route's own, as the Pusher HTTP API's).
+pub(crate) fn is_too_large(e: &axum::Error) -> bool {
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(c) = cause {
         if c.is::<http_body_util::LengthLimitError>() {
@@ -141,7 +142,7 @@ impl JsonBody {
         })?;
         serde_json::from_str::<Object<T>>(text)
             .map(|body| body.0)
-            .map_err(|e| json_error(e, &where_in::<Object<T>>(text)))
+            .map_err(|e| json_error(e, &where_in::<Object<T>>(text.as_bytes())))
     }
 }
 
@@ -149,8 +150,8 @@ impl JsonBody {
 /// `heartbeats[3].id` (empty at the top level): the body parsed again with
 /// its path tracked, only once the fast parse has failed, so a good
 /// request pays nothing for it.
-fn where_in<'a, T: Deserialize<'a>>(text: &'a str) -> String {
-    let mut de = serde_json::Deserializer::from_str(text);
+pub(crate) fn where_in<'a, T: Deserialize<'a>>(body: &'a [u8]) -> String {
+    let mut de = serde_json::Deserializer::from_slice(body);
     match serde_path_to_error::deserialize::<_, T>(&mut de) {
         Err(e) => match e.path().to_string() {
             root if root == "." => String::new(),

@@ -3,7 +3,10 @@
 //! Every error a handler, an extractor or a middleware returns is an
 //! [`ApiError`]; its [`IntoResponse`] writes `application/problem+json` with
 //! a stable `code`. The status of a store error is decided here, from
-//! [`ErrorKind`], and nowhere else.
+//! [`ErrorKind`], and nowhere else. The one exception is a protocol that
+//! is not herenow's and answers in its own format (the Pusher HTTP API's
+//! plain text): its answers carry `Explained`, which [`ProblemLayer`]
+//! leaves as they are.
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -175,10 +178,18 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Marks an error answer whose body already explains it in the format of
+/// the protocol it answers (the Pusher HTTP API's plain text, which
+/// Pusher's server libraries show as they get it): [`ProblemLayer`] passes
+/// it through rather than replace its explanation with a generic one.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Explained;
+
 /// Turns error answers made outside this crate's handlers (axum's `405`,
 /// tower-http's `413`, a timeout) into problems, so every error a client
-/// sees has the same shape. Answers that already are problems, and
-/// successes, pass through untouched.
+/// of herenow's API sees has the same shape. Answers that already are
+/// problems, answers marked `Explained`, and successes pass through
+/// untouched.
 ///
 /// A tower layer rather than a `from_fn` middleware: every request passes
 /// it, and `from_fn` boxes its future and the rest of the stack per
@@ -250,7 +261,7 @@ fn problemize(response: Response) -> Response {
         .headers()
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(PROBLEM_JSON.as_bytes()));
-    if is_problem {
+    if is_problem || response.extensions().get::<Explained>().is_some() {
         return response;
     }
     let (code, detail): (&'static str, &'static str) = match status {

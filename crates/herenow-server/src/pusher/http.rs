@@ -1,12 +1,13 @@
 //! The HTTP API Pusher's server libraries call, under `/apps/{app_id}`.
 //!
 //! Every request is signed as Pusher signs it: the query carries
-//! `auth_key`, `auth_timestamp` (within [`MAX_SKEW_S`] of the server's
-//! clock), `auth_version=1.0`, `body_md5` (the MD5 of a non-empty body)
-//! and `auth_signature`, the HMAC-SHA256 with the app's secret of
-//! `METHOD\nPATH\nQUERY`, where `QUERY` is every other parameter, its key
-//! lowercased, sorted by key, as `key=value` joined with `&`. A request
-//! that fails the check is a `401` and changes nothing.
+//! `auth_key`, `auth_timestamp` (within [`MAX_SKEW_S`](signed::MAX_SKEW_S)
+//! of the server's clock), `auth_version=1.0`, `body_md5` (the MD5 of a
+//! non-empty body) and `auth_signature`, the HMAC-SHA256 with the app's
+//! secret of `METHOD\nPATH\nQUERY`, where `QUERY` is every other
+//! parameter, its key lowercased, sorted by key, as `key=value` joined
+//! with `&`. A request that fails the check is a `401` and changes
+//! nothing; a body is at most [`MAX_BODY`](signed::MAX_BODY) bytes.
 //!
 //! - `POST /apps/{app_id}/events`: one event to up to [`MAX_CHANNELS`]
 //!   channels, `socket_id` left out, `info` counts in the answer;
@@ -24,25 +25,29 @@
 //! Channel lists, user counts, member lists and subscription counts come
 //! from the store (presence channels' spaces, and the occupancy space in
 //! which each server counts its sockets on public and private channels),
-//! so they are the same whichever server is asked. Errors are plain text with a status, as Pusher's.
+//! so they are the same whichever server is asked.
+//!
+//! Errors are plain text with a status, as Pusher's ([`signed`] says why),
+//! each naming what was wrong: which parameter of the signature, which
+//! bound (and by how much), which event of a batch.
 
-use std::collections::BTreeMap;
+mod signed;
+
 use std::sync::Arc;
 
-use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Path, RawPathParams, Request, State};
-use axum::http::{Method, StatusCode};
+use axum::extract::State;
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use herenow_core::{MemberKey, MemberKind, SpaceName};
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use super::{ChannelKind, Pusher, PusherApp, sign};
+use self::signed::{Refusal, Signed, bad, quoted};
+use super::{ChannelKind, Pusher, PusherApp, USER_CHANNEL};
 use crate::pusher_hub::{Relayed, occupancy_count};
 use crate::state::AppState;
 
-/// How far `auth_timestamp` may be from the server's clock, in seconds.
-pub(crate) const MAX_SKEW_S: u64 = 600;
 /// Most channels one event goes to.
 pub(crate) const MAX_CHANNELS: usize = 100;
 /// Most events in one batch.
@@ -51,173 +56,6 @@ pub(crate) const MAX_BATCH: usize = 10;
 const MAX_NAME: usize = 200;
 /// Largest event data, in bytes.
 pub(crate) const MAX_DATA: usize = 10 * 1024;
-/// Largest request body.
-const MAX_BODY: usize = 256 * 1024;
-
-/// An answer that is not a success: a status and a plain-text reason.
-pub(crate) struct Refusal(StatusCode, String);
-
-impl IntoResponse for Refusal {
-    fn into_response(self) -> Response {
-        (self.0, self.1).into_response()
-    }
-}
-
-fn bad(message: impl Into<String>) -> Refusal {
-    Refusal(StatusCode::BAD_REQUEST, message.into())
-}
-
-fn unauthorized(message: &str) -> Refusal {
-    Refusal(StatusCode::UNAUTHORIZED, message.to_owned())
-}
-
-/// Decodes one query component (`%XX`, `+` for a space).
-fn decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                match (hex_digit(bytes[i + 1]), hex_digit(bytes[i + 2])) {
-                    (Some(hi), Some(lo)) => {
-                        out.push(hi << 4 | lo);
-                        i += 3;
-                        continue;
-                    }
-                    _ => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn hex_digit(b: u8) -> Option<u8> {
-    char::from(b)
-        .to_digit(16)
-        .and_then(|d| u8::try_from(d).ok())
-}
-
-/// The query's parameters, keys lowercased; a key given twice is refused.
-fn params(query: Option<&str>) -> Result<BTreeMap<String, String>, Refusal> {
-    let mut out = BTreeMap::new();
-    for pair in query
-        .unwrap_or_default()
-        .split('&')
-        .filter(|p| !p.is_empty())
-    {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if out
-            .insert(decode(k).to_ascii_lowercase(), decode(v))
-            .is_some()
-        {
-            return Err(bad("a query parameter is given twice"));
-        }
-    }
-    Ok(out)
-}
-
-/// The seconds of the server's clock.
-fn now_s() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-/// Checks the request's signature; the app it is for, and its other
-/// parameters.
-fn verify(
-    pusher: &Pusher,
-    app_id: &str,
-    method: &Method,
-    path: &str,
-    query: Option<&str>,
-    body: &[u8],
-) -> Result<(Arc<PusherApp>, BTreeMap<String, String>), Refusal> {
-    let app = pusher
-        .by_id(app_id)
-        .cloned()
-        .ok_or_else(|| Refusal(StatusCode::NOT_FOUND, "Unknown app".into()))?;
-    let mut params = params(query)?;
-    let signature = params
-        .remove("auth_signature")
-        .ok_or_else(|| unauthorized("auth_signature is missing"))?;
-    if params.get("auth_key").map(String::as_str) != Some(app.key.as_str()) {
-        return Err(unauthorized("auth_key is not this app's key"));
-    }
-    if params.get("auth_version").map(String::as_str) != Some("1.0") {
-        return Err(unauthorized("auth_version must be 1.0"));
-    }
-    let timestamp = params
-        .get("auth_timestamp")
-        .and_then(|t| t.parse::<u64>().ok())
-        .ok_or_else(|| unauthorized("auth_timestamp is missing"))?;
-    if now_s().abs_diff(timestamp) > MAX_SKEW_S {
-        return Err(unauthorized(
-            "auth_timestamp is more than 600 s from the server's time",
-        ));
-    }
-    if !body.is_empty() || params.contains_key("body_md5") {
-        let given = params.get("body_md5").map(String::as_str).unwrap_or("");
-        if !sign::same(given, &sign::md5_hex(body)) {
-            return Err(unauthorized("body_md5 does not match the body"));
-        }
-    }
-    let query: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let message = format!("{}\n{path}\n{}", method.as_str(), query.join("&"));
-    if !sign::same(&signature, &sign::hmac_hex(&app.secret, &message)) {
-        return Err(unauthorized("Invalid signature"));
-    }
-    Ok((app, params))
-}
-
-/// The Pusher side, which the router is only built with.
-fn pusher(state: &AppState) -> Result<&Arc<Pusher>, Refusal> {
-    state
-        .pusher()
-        .ok_or_else(|| Refusal(StatusCode::NOT_FOUND, "no Pusher apps".into()))
-}
-
-/// A request to the HTTP API whose signature checked out: the app it is
-/// for, its other query parameters and its body. Every handler takes it,
-/// so none runs on a request the app did not sign.
-pub(super) struct Signed {
-    pusher: Arc<Pusher>,
-    app: Arc<PusherApp>,
-    params: BTreeMap<String, String>,
-    body: Bytes,
-}
-
-impl FromRequest<AppState> for Signed {
-    type Rejection = Refusal;
-
-    async fn from_request(req: Request, state: &AppState) -> Result<Self, Refusal> {
-        let pusher = pusher(state)?.clone();
-        let (mut parts, body) = req.into_parts();
-        let path_params = RawPathParams::from_request_parts(&mut parts, state)
-            .await
-            .map_err(|_| bad("bad path"))?;
-        let app_id = path_params
-            .iter()
-            .find_map(|(k, v)| (k == "app_id").then(|| v.to_owned()))
-            .ok_or_else(|| bad("no app id"))?;
-        let (method, uri) = (parts.method.clone(), parts.uri.clone());
-        let body = Bytes::from_request(Request::from_parts(parts, body), state)
-            .await
-            .map_err(|e| bad(format!("bad body: {e}")))?;
-        let (app, params) = verify(&pusher, &app_id, &method, uri.path(), uri.query(), &body)?;
-        Ok(Self {
-            pusher,
-            app,
-            params,
-            body,
-        })
-    }
-}
 
 /// One event as the API takes it.
 #[derive(Debug, Deserialize)]
@@ -261,30 +99,54 @@ fn is_socket_id(s: &str) -> bool {
     })
 }
 
+/// The refusal of a channel name the protocol does not allow.
+fn invalid_channel(name: &str) -> Refusal {
+    bad(format!(
+        "invalid channel name {}: a channel name is 1 to {} bytes of letters, digits \
+         and _ - = @ , . ; or {USER_CHANNEL} and a user id",
+        quoted(name),
+        super::MAX_CHANNEL_BYTES,
+    ))
+}
+
+/// Checks one event, every bound before anything is sent.
 fn check_event(e: EventBody) -> Result<Checked, Refusal> {
     let channels = match (e.channels, e.channel) {
         (Some(c), None) => c,
         (None, Some(c)) => vec![c],
-        _ => return Err(bad("give either channels or channel")),
+        (Some(_), Some(_)) => {
+            return Err(bad("an event gives channels or channel, not both"));
+        }
+        (None, None) => {
+            return Err(bad(
+                "an event names where it goes: channels (a list) or channel",
+            ));
+        }
     };
     if channels.is_empty() || channels.len() > MAX_CHANNELS {
-        return Err(bad("an event goes to 1 to 100 channels"));
+        return Err(bad(format!(
+            "an event goes to 1 to {MAX_CHANNELS} channels, not {}",
+            channels.len()
+        )));
     }
     let mut encrypted = false;
     for c in &channels {
         match ChannelKind::of(c) {
-            None => return Err(bad(format!("invalid channel name {c:?}"))),
+            None => return Err(invalid_channel(c)),
             Some(ChannelKind::Encrypted) => encrypted = true,
             Some(_) => {}
         }
     }
     if encrypted && channels.len() > 1 {
         return Err(bad(
-            "an event to an encrypted channel goes to that channel only",
+            "an event to an encrypted channel (private-encrypted-) goes to that channel only",
         ));
     }
     if e.name.is_empty() || e.name.len() > MAX_NAME {
-        return Err(bad("an event name is 1 to 200 bytes"));
+        return Err(bad(format!(
+            "an event name is 1 to {MAX_NAME} bytes, not {}",
+            e.name.len()
+        )));
     }
     let data = match e.data {
         Value::String(s) => s,
@@ -293,13 +155,19 @@ fn check_event(e: EventBody) -> Result<Checked, Refusal> {
     if data.len() > MAX_DATA {
         return Err(Refusal(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "event data is larger than 10 KB".into(),
+            format!(
+                "the event data is larger than 10 KB: {} bytes, of {MAX_DATA} at most",
+                data.len()
+            ),
         ));
     }
     if let Some(id) = &e.socket_id
         && !is_socket_id(id)
     {
-        return Err(bad("socket_id must look like 123.456"));
+        return Err(bad(format!(
+            "socket_id {} is not a socket id, which looks like 123.456",
+            quoted(id)
+        )));
     }
     let info: Vec<String> = e
         .info
@@ -315,12 +183,15 @@ fn check_event(e: EventBody) -> Result<Checked, Refusal> {
     for attribute in &info {
         match attribute.as_str() {
             "subscription_count" => {}
-            "user_count"
-                if channels
+            "user_count" => {
+                if let Some(c) = channels
                     .iter()
-                    .all(|c| ChannelKind::of(c) == Some(ChannelKind::Presence)) => {}
-            "user_count" => return Err(bad("user_count is for presence channels only")),
-            other => return Err(bad(format!("unknown info attribute {other:?}"))),
+                    .find(|c| ChannelKind::of(c) != Some(ChannelKind::Presence))
+                {
+                    return Err(user_count_refused(c));
+                }
+            }
+            other => return Err(unknown_info(other)),
         }
     }
     Ok(Checked {
@@ -330,6 +201,22 @@ fn check_event(e: EventBody) -> Result<Checked, Refusal> {
         socket_id: e.socket_id,
         info,
     })
+}
+
+/// The refusal of `info=user_count` for `channel`, not a presence one.
+fn user_count_refused(channel: &str) -> Refusal {
+    bad(format!(
+        "info user_count is for presence channels only, and {} is not one",
+        quoted(channel)
+    ))
+}
+
+/// The refusal of an `info` attribute that is not known.
+fn unknown_info(attribute: &str) -> Refusal {
+    bad(format!(
+        "unknown info attribute {}: ask for user_count or subscription_count",
+        quoted(attribute)
+    ))
 }
 
 /// A store call within the request timeout; a failure is a `503`.
@@ -342,10 +229,18 @@ async fn stored<T>(
         .map_err(|_| {
             Refusal(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "the store timed out".into(),
+                format!(
+                    "the store did not answer within the request timeout ({} ms)",
+                    state.request_timeout().as_millis()
+                ),
             )
         })?
-        .map_err(|e| Refusal(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))
+        .map_err(|e| {
+            Refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the store failed: {e}"),
+            )
+        })
 }
 
 /// The members of `kind` present in `space`: the store's snapshot (none
@@ -453,7 +348,7 @@ async fn channel_info(
             }
             "user_count" => {
                 if ChannelKind::of(channel) != Some(ChannelKind::Presence) {
-                    return Err(bad("user_count is for presence channels only"));
+                    return Err(user_count_refused(channel));
                 }
                 out.insert(
                     attribute.clone(),
@@ -461,7 +356,7 @@ async fn channel_info(
                 );
             }
             "" => {}
-            other => return Err(bad(format!("unknown info attribute {other:?}"))),
+            other => return Err(unknown_info(other)),
         }
     }
     Ok(out)
@@ -475,10 +370,14 @@ async fn send(state: &AppState, pusher: &Arc<Pusher>, msg: Relayed) -> Result<()
         .await
         .map_err(|e| match e.kind() {
             // Checked sizes make this unreachable; said plainly if not.
-            herenow_core::ErrorKind::InvalidInput => {
-                Refusal(StatusCode::PAYLOAD_TOO_LARGE, e.to_string())
-            }
-            _ => Refusal(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+            herenow_core::ErrorKind::InvalidInput => Refusal(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the event is too large to relay: {e}"),
+            ),
+            _ => Refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the event could not be relayed to the servers: {e}"),
+            ),
         })
 }
 
@@ -508,15 +407,18 @@ async fn publish(
     Ok(infos)
 }
 
-/// Reads a JSON body, as a `400` when it does not fit.
-fn body_of<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, Refusal> {
-    if body.len() > MAX_BODY {
-        return Err(Refusal(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "the body is larger than 256 KiB".into(),
-        ));
-    }
-    serde_json::from_slice(body).map_err(|e| bad(format!("bad body: {e}")))
+/// Reads a JSON body as `T`, what the body should be (`an event`) named
+/// in the `400` when it is not, with where it went wrong: the field's
+/// path (`batch[2]`), then serde's reason and place.
+fn body_of<T: DeserializeOwned>(body: &[u8], what: &str) -> Result<T, Refusal> {
+    serde_json::from_slice(body).map_err(|e| {
+        // `?`: a place no path names (the body ended early, say).
+        let at = match crate::extract::where_in::<T>(body) {
+            path if path.is_empty() || path == "?" => String::new(),
+            path => format!("{path}: "),
+        };
+        bad(format!("the body is not {what}: {at}{e}"))
+    })
 }
 
 /// `POST /apps/{app_id}/events`.
@@ -528,7 +430,7 @@ pub(super) async fn events(
 ) -> Result<Response, Refusal> {
     let pusher = &pusher;
     // Every check before any event goes out.
-    let event = check_event(body_of(&body)?)?;
+    let event = check_event(body_of(&body, "an event")?)?;
     let infos = publish(&state, pusher, &app, &event).await?;
     let answer = if event.info.is_empty() {
         json!({})
@@ -546,16 +448,23 @@ pub(super) async fn batch_events(
     }: Signed,
 ) -> Result<Response, Refusal> {
     let pusher = &pusher;
-    let batch: BatchBody = body_of(&body)?;
+    let batch: BatchBody = body_of(&body, "a batch of events")?;
     if batch.batch.is_empty() || batch.batch.len() > MAX_BATCH {
-        return Err(bad("a batch holds 1 to 10 events"));
+        return Err(bad(format!(
+            "a batch holds 1 to {MAX_BATCH} events, not {}",
+            batch.batch.len()
+        )));
     }
     let mut checked = Vec::with_capacity(batch.batch.len());
-    for e in batch.batch {
+    for (i, e) in batch.batch.into_iter().enumerate() {
+        // Which event of the batch, ahead of what is wrong with it.
+        let which = |Refusal(status, why)| Refusal(status, format!("batch[{i}]: {why}"));
         if e.channels.is_some() {
-            return Err(bad("a batched event names one channel"));
+            return Err(which(bad(
+                "a batched event names one channel (channel), not a list (channels)",
+            )));
         }
-        checked.push(check_event(e)?);
+        checked.push(check_event(e).map_err(which)?);
     }
     let any_info = checked.iter().any(|e| !e.info.is_empty());
     let mut answers = Vec::with_capacity(checked.len());
@@ -654,28 +563,28 @@ pub(super) async fn channels(
 /// `GET /apps/{app_id}/channels/{channel}`.
 pub(super) async fn channel(
     State(state): State<AppState>,
-    Path((_, channel)): Path<(String, String)>,
-    Signed {
+    signed: Signed,
+) -> Result<Response, Refusal> {
+    let channel = signed.path_param("channel")?;
+    let Signed {
         pusher,
         app,
         params,
         ..
-    }: Signed,
-) -> Result<Response, Refusal> {
-    let pusher = &pusher;
-    let kind = ChannelKind::of(&channel).ok_or_else(|| bad("invalid channel name"))?;
+    } = &signed;
+    let kind = ChannelKind::of(channel).ok_or_else(|| invalid_channel(channel))?;
     let info: Vec<String> = params
         .get("info")
         .map(|i| i.split(',').map(str::to_owned).collect())
         .unwrap_or_default();
-    let mut out = channel_info(&state, pusher, &app, &channel, &info).await?;
+    let mut out = channel_info(&state, pusher, app, channel, &info).await?;
     // From what `info` read already, else asked.
     let counted = |name: &str| out.get(name).and_then(Value::as_u64).map(|n| n > 0);
     let occupied = match (kind, counted("user_count"), counted("subscription_count")) {
         (ChannelKind::Presence, Some(any), _) => any,
-        (ChannelKind::Presence, None, _) => !users_of(&state, &app, &channel).await?.is_empty(),
+        (ChannelKind::Presence, None, _) => !users_of(&state, app, channel).await?.is_empty(),
         (_, _, Some(any)) => any,
-        _ => subscriptions(&state, pusher, &app, &channel).await? > 0,
+        _ => subscriptions(&state, pusher, app, channel).await? > 0,
     };
     out.insert("occupied".into(), occupied.into());
     Ok(axum::Json(Value::Object(out)).into_response())
@@ -684,13 +593,20 @@ pub(super) async fn channel(
 /// `GET /apps/{app_id}/channels/{channel}/users`.
 pub(super) async fn users(
     State(state): State<AppState>,
-    Path((_, channel)): Path<(String, String)>,
-    Signed { app, .. }: Signed,
+    signed: Signed,
 ) -> Result<Response, Refusal> {
-    if ChannelKind::of(&channel) != Some(ChannelKind::Presence) {
-        return Err(bad("users are listed for presence channels only"));
+    let channel = signed.path_param("channel")?;
+    match ChannelKind::of(channel) {
+        None => return Err(invalid_channel(channel)),
+        Some(ChannelKind::Presence) => {}
+        Some(_) => {
+            return Err(bad(format!(
+                "users are listed for presence channels only, and {} is not one",
+                quoted(channel)
+            )));
+        }
     }
-    let users: Vec<Value> = users_of(&state, &app, &channel)
+    let users: Vec<Value> = users_of(&state, &signed.app, channel)
         .await?
         .into_iter()
         .map(|id| json!({ "id": id }))
@@ -702,19 +618,20 @@ pub(super) async fn users(
 /// every socket signed in as the user, on every server, with `4009`.
 pub(super) async fn terminate_connections(
     State(state): State<AppState>,
-    Path((_, user_id)): Path<(String, String)>,
-    Signed { pusher, app, .. }: Signed,
+    signed: Signed,
 ) -> Result<Response, Refusal> {
-    if herenow_core::MemberId::new(&user_id).is_err() {
-        return Err(bad(
-            "a user id is 1 to 256 bytes without control characters",
-        ));
+    let user_id = signed.path_param("user_id")?;
+    if let Err(e) = herenow_core::MemberId::new(user_id) {
+        return Err(bad(format!(
+            "user id {}: a user id is 1 to 256 bytes without control characters ({e})",
+            quoted(user_id)
+        )));
     }
     let msg = Relayed::Terminate {
-        app: app.id.clone(),
-        user: user_id,
+        app: signed.app.id.clone(),
+        user: user_id.to_owned(),
     };
-    send(&state, &pusher, msg).await?;
+    send(&state, &signed.pusher, msg).await?;
     Ok(axum::Json(json!({})).into_response())
 }
 
@@ -723,10 +640,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn decodes_query_components() {
-        assert_eq!(decode("a%2Cb+c"), "a,b c");
-        assert_eq!(decode("100%"), "100%");
-        assert_eq!(decode("%zz"), "%zz");
+    fn socket_ids() {
         assert!(is_socket_id("123.456"));
         assert!(!is_socket_id("123."));
         assert!(!is_socket_id("a.1"));

@@ -48,7 +48,11 @@
 //!   the close `4009`; `user_data` that cannot be used (not an object
 //!   with a string `id`, over 16 KiB, `user_info` over 1 KiB, a
 //!   `watchlist` past 100 ids) is `pusher:error` with `code` `null`, and
-//!   the socket stays, not signed in.
+//!   the socket stays, not signed in;
+//! - the HTTP API answers a refusal with its status (`400`, `401` for the
+//!   signature, `404` for an unknown app, `413` for data or a body past
+//!   its bound, `503` when the store fails) and a plain-text sentence
+//!   naming the problem, which Pusher's server libraries show as it is.
 //!
 //! **Users.** `pusher:signin` (`socket`'s `user`) binds a socket to a
 //! user: it gets the events sent to `#server-to-user-{id}` (the npm

@@ -300,8 +300,17 @@ test('the HTTP API refuses a bad signature with 401 and changes nothing', async 
   const { channel } = await subscribed(a, 'guarded');
   const got = collect(channel, 'e');
   const forger = new Pusher({ appId, key, secret: 'not-the-secret', host: url.hostname, port: url.port, useTLS: false });
-  await assert.rejects(forger.trigger('guarded', 'e', 'forged'), (e) => e.status === 401);
-  await assert.rejects(forger.get({ path: '/channels' }), (e) => e.status === 401);
+  // The library's RequestError carries the body: the server's sentence
+  // naming the problem (issue 44).
+  await assert.rejects(forger.trigger('guarded', 'e', 'forged'),
+    (e) => e.status === 401 && /^invalid signature/.test(e.body));
+  await assert.rejects(forger.get({ path: '/channels' }),
+    (e) => e.status === 401 && /^invalid signature/.test(e.body));
+  await assert.rejects(server.trigger('guarded', 'e', 'x'.repeat(10241)),
+    (e) => e.status === 413 && /event data is larger than 10 KB/.test(e.body));
+  // 165 bytes: the library allows 200, the protocol 164.
+  await assert.rejects(server.trigger('c'.repeat(165), 'e', 'x'),
+    (e) => e.status === 400 && /^invalid channel name/.test(e.body));
   await server.trigger('guarded', 'e', 'real');
   await until('the real event', () => got.length === 1);
   assert.deepEqual(got, ['real']);

@@ -1,7 +1,8 @@
 // PyPI's `pusher` library (the Django side) against a running `herenow
-// serve --pusher-app`: its trigger reaches pusher-js subscribers, and its
-// authenticate output is what pusher-js hands the server for private and
-// presence channels. pusher_py.py runs the library; PYTHON is the venv's
+// serve --pusher-app`: its trigger reaches pusher-js subscribers (and a
+// refused one raises the library's error with the server's reason), and
+// its authenticate output is what pusher-js hands the server for private
+// and presence channels. pusher_py.py runs the library; PYTHON is the venv's
 // interpreter. Run by pusher_clients.rs as `node --test python.test.js`
 // with HERENOW_URL, PUSHER_APP and PYTHON set.
 
@@ -107,6 +108,17 @@ test('authenticate output with custom_data is a presence member', async () => {
   await until('Bob added at Ada', () => added.length === 1);
   // A numeric user_id is the member "42".
   assert.deepEqual(added, [{ id: '42', info: { name: 'Bob' } }]);
+});
+
+test('a trigger signed with another secret is refused: PusherBadAuth says why', async () => {
+  const refused = await within('refused', new Promise((resolve) => {
+    execFile(process.env.PYTHON, [path.join(__dirname, 'pusher_py.py'), 'trigger', 'django', 'e', '"x"'],
+      { env: { ...process.env, PUSHER_APP: process.env.PUSHER_APP.replace(/:[^:]*$/, ':not-the-secret') } },
+      (err, stdout, stderr) => resolve({ err, stderr }));
+  }));
+  assert.ok(refused.err, 'the trigger failed');
+  // The library raises PusherBadAuth with the body as its message (issue 44).
+  assert.match(refused.stderr, /PusherBadAuth: invalid signature/);
 });
 
 test('an authenticate by another app\'s secret is refused', async () => {
