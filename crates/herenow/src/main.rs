@@ -2,6 +2,8 @@
 //! subcommand is a small client of its HTTP API (docs/API.md).
 //!
 //! The binary is glue: [`cli`] parses flags and environment,
+//! [`config_file`] adds the settings of `serve --config FILE` under them
+//! ([`config_cmd`] checks such a file and prints an example),
 //! [`store_flags`] checks the store's flags together into a
 //! `herenow_server::StoreSpec`, [`serve`] turns them into a
 //! `herenow_server::Config` and serves it, [`commands`] sends requests
@@ -20,6 +22,8 @@
 mod cli;
 mod client;
 mod commands;
+mod config_cmd;
+mod config_file;
 mod output;
 mod parse;
 mod serve;
@@ -29,9 +33,8 @@ mod webhooks;
 
 use std::process::ExitCode;
 
-use clap::Parser as _;
-
-use crate::cli::{Cli, Command};
+use crate::cli::{Command, ConfigCommand};
+use crate::config_file::ParseError;
 
 /// mimalloc rather than the system's allocator: a request allocates a few
 /// dozen small blocks that live for microseconds, the load a thread-local
@@ -45,14 +48,42 @@ fn main() -> ExitCode {
     // server's webhooks speak HTTPS): every client needs one installed.
     // An error only means one is installed already.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let cli = Cli::parse();
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let (cli, file) = match config_file::parse_args(&argv) {
+        Ok(parsed) => parsed,
+        Err(ParseError::Usage(e)) => e.exit(),
+        Err(ParseError::File(e)) => {
+            eprintln!("herenow: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let result = match cli.command {
         Command::Serve(args) => {
             // Flags that do not fit the store are usage errors, told and
             // exited on as clap's own.
-            let store = store_flags::store_spec(&args).unwrap_or_else(|e| e.exit());
+            let store = store_flags::store_spec(&args).unwrap_or_else(|e| {
+                if let Some(file) = &file {
+                    let _ = e.print();
+                    eprintln!(
+                        "note: the config file {} may give some of these: its keys are the \
+                         flags' names in snake case (data_dir for --data-dir)",
+                        file.path.display()
+                    );
+                    std::process::exit(2);
+                }
+                e.exit()
+            });
             serve::main(args, store)
         }
+        Command::Config(args) => match args.command {
+            ConfigCommand::Check { file } => {
+                config_cmd::check(&file).map(|report| print!("{report}"))
+            }
+            ConfigCommand::Example => {
+                print!("{}", config_cmd::example());
+                Ok(())
+            }
+        },
         Command::Client(command) => commands::main(command),
     };
     match result {
@@ -68,6 +99,8 @@ fn main() -> ExitCode {
 fn exit_code(e: &anyhow::Error) -> ExitCode {
     let config_error = e.chain().any(|cause| {
         cause.is::<herenow_server::ConfigError>()
+            || cause.is::<config_file::FileError>()
+            || cause.is::<config_cmd::Invalid>()
             || matches!(
                 cause.downcast_ref::<herenow_server::ServerError>(),
                 Some(herenow_server::ServerError::Config(_))
