@@ -47,6 +47,15 @@ run_block() {
   fi
 }
 
+# README's deployment blocks are the guide's, word for word.
+for name in image-build k8s-render; do
+  if ! diff <(python3 scripts/doc-blocks.py README.md "$name") \
+            <(python3 scripts/doc-blocks.py "$guide" "$name") >/dev/null; then
+    say "README's block $name is not the guide's (docs/DEPLOYMENT.md)"
+    exit 1
+  fi
+done
+
 run_block config-file
 grep -q '^# drain = "10s"$' "$work/copy/herenow.toml" \
   || { say "config-file: herenow.toml is not the example"; exit 1; }
