@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-10000000}
-cargo run --release --quiet -p herenow-core --example remembered_memory "$N"
+cargo run --release --quiet -p herenow-memory --example remembered_memory "$N"
 
 dir=$(mktemp -d)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

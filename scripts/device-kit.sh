@@ -30,7 +30,7 @@ for tool in wrk redis-server redis-cli redis-benchmark; do
 done
 cargo build --release -p herenow --quiet
 cargo build --release -p herenow-server --example bare_server --quiet
-cargo build --release -p herenow-core --example space_handoff --quiet
+cargo build --release -p herenow-memory --example space_handoff --quiet
 cargo build --release -p herenow-testkit --example delay_proxy --quiet
 
 rm -rf "$out"

@@ -134,4 +134,16 @@ impl EventReceiver {
             Err(broadcast::error::RecvError::Closed) => Err(RecvError::Closed),
         }
     }
+
+    /// The next event if one is waiting, without waiting: `Ok(None)` when
+    /// none is; errors as [`recv`](Self::recv)'s. For synchronous callers
+    /// (the engines' own tests).
+    pub fn try_recv(&mut self) -> Result<Option<Arc<Event>>, RecvError> {
+        match self.0.try_recv() {
+            Ok(e) => Ok(Some(e)),
+            Err(broadcast::error::TryRecvError::Empty) => Ok(None),
+            Err(broadcast::error::TryRecvError::Lagged(n)) => Err(RecvError::Lagged(n)),
+            Err(broadcast::error::TryRecvError::Closed) => Err(RecvError::Closed),
+        }
+    }
 }

@@ -1,13 +1,14 @@
-//! Test support for the property tests that fuzz core's decoders
-//! (cursors, snapshots, journal records): strategies for valid ids, names
-//! and values, and mutations of valid encodings (flips, cuts,
+//! Test support for the property tests that fuzz herenow's decoders
+//! (cursors here; snapshots and journal records in herenow-memory, which
+//! turns on the `fuzzing` feature for its tests): strategies for valid
+//! ids, names and values, and mutations of valid encodings (flips, cuts,
 //! insertions), so a decoder is tried on what is almost right as well as
 //! on noise. (Journal records' own strategy, `changes::fuzz::change`,
-//! lives beside them: this module stays a leaf.)
+//! lives beside them in herenow-memory.)
 //!
 //! The tests themselves live next to what they test, in modules named
-//! `fuzz`: `cargo test -p herenow-core fuzz` runs them all, and
-//! `PROPTEST_CASES=100000` runs them longer.
+//! `fuzz`: `cargo test -p herenow-core -p herenow-memory fuzz` runs them
+//! all, and `PROPTEST_CASES=100000` runs them longer.
 
 use proptest::prelude::*;
 

@@ -89,11 +89,18 @@ impl MemberId {
         &self.0
     }
 
-    pub(crate) fn into_compact(self) -> CompactString {
+    /// The id's string, for a store that keeps ids compactly (the memory
+    /// engine's spaces) and gives them back with
+    /// [`from_compact_unchecked`](Self::from_compact_unchecked).
+    pub fn into_compact(self) -> CompactString {
         self.0
     }
 
-    pub(crate) fn from_compact_unchecked(s: CompactString) -> Self {
+    /// Wraps `s` without checking it again: only for the text of an id
+    /// that was checked when it was made (kept by a store from
+    /// [`into_compact`](Self::into_compact) or [`as_str`](Self::as_str)).
+    /// Anything else goes through [`MemberId::new`].
+    pub fn from_compact_unchecked(s: CompactString) -> Self {
         Self(s)
     }
 }

@@ -69,17 +69,20 @@ impl<'de> Deserialize<'de> for Metadata {
 }
 
 /// Optional metadata as its JSON text, for compact binary formats (the
-/// journal, snapshots), which cannot carry a raw JSON value:
-/// `#[serde(with = "crate::meta::as_text")]`.
-pub(crate) mod as_text {
+/// memory store's journal and snapshots, the outbox's events in them),
+/// which cannot carry a raw JSON value:
+/// `#[serde(with = "herenow_core::meta::as_text")]`.
+pub mod as_text {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     use super::Metadata;
 
+    /// Writes the metadata as its JSON text, or none.
     pub fn serialize<S: Serializer>(meta: &Option<Metadata>, s: S) -> Result<S::Ok, S::Error> {
         meta.as_ref().map(Metadata::as_json).serialize(s)
     }
 
+    /// Reads JSON text back, refusing text that is not valid metadata.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Metadata>, D::Error> {
         Option::<String>::deserialize(d)?
             .map(|text| Metadata::from_json(&text).map_err(serde::de::Error::custom))

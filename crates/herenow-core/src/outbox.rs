@@ -145,60 +145,6 @@ pub struct OutboxEvent {
     pub body: Option<String>,
 }
 
-/// [`OutboxEvent`] as snapshots up to version 5 and journals of version 1
-/// hold it, before messages' bodies.
-#[derive(Deserialize)]
-#[cfg_attr(test, derive(Serialize))]
-pub(crate) struct OutboxEventV1 {
-    id: String,
-    at_ms: Millis,
-    space: SpaceName,
-    kind: OutboxKind,
-    member: Option<MemberKey>,
-    status: Option<Status>,
-    last_seen_ms: Option<Millis>,
-    #[serde(with = "crate::meta::as_text")]
-    meta: Option<Metadata>,
-    reason: Option<LeaveReason>,
-    conn: Option<ConnId>,
-}
-
-impl From<OutboxEventV1> for OutboxEvent {
-    fn from(e: OutboxEventV1) -> Self {
-        OutboxEvent {
-            id: e.id,
-            at_ms: e.at_ms,
-            space: e.space,
-            kind: e.kind,
-            member: e.member,
-            status: e.status,
-            last_seen_ms: e.last_seen_ms,
-            meta: e.meta,
-            reason: e.reason,
-            conn: e.conn,
-            body: None,
-        }
-    }
-}
-
-#[cfg(test)]
-impl From<&OutboxEvent> for OutboxEventV1 {
-    fn from(e: &OutboxEvent) -> Self {
-        OutboxEventV1 {
-            id: e.id.clone(),
-            at_ms: e.at_ms,
-            space: e.space.clone(),
-            kind: e.kind,
-            member: e.member.clone(),
-            status: e.status,
-            last_seen_ms: e.last_seen_ms,
-            meta: e.meta.clone(),
-            reason: e.reason,
-            conn: e.conn.clone(),
-        }
-    }
-}
-
 impl OutboxEvent {
     /// The outbox form of a member event at `at_ms`, `None` for kinds
     /// webhooks do not carry. The id is the store's to give.

@@ -58,47 +58,6 @@ fn default_grace_ms() -> Millis {
     DEFAULT_GRACE_MS
 }
 
-/// A [`SpaceConfig`] as journals and snapshots wrote it before the grace
-/// (`grace_ms`): read back with the default grace.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct SpaceConfigV2 {
-    online_ms: Millis,
-    away_ms: Millis,
-    window_ms: Millis,
-    retention_ms: Millis,
-    remember_ms: Millis,
-    remember_guests: bool,
-}
-
-#[cfg(test)]
-impl From<SpaceConfig> for SpaceConfigV2 {
-    fn from(c: SpaceConfig) -> Self {
-        SpaceConfigV2 {
-            online_ms: c.online_ms,
-            away_ms: c.away_ms,
-            window_ms: c.window_ms,
-            retention_ms: c.retention_ms,
-            remember_ms: c.remember_ms,
-            remember_guests: c.remember_guests,
-        }
-    }
-}
-
-impl SpaceConfigV2 {
-    /// The policy it was, with `grace_ms` for the field it lacked.
-    pub(crate) fn upgrade(self, grace_ms: Millis) -> SpaceConfig {
-        SpaceConfig {
-            online_ms: self.online_ms,
-            away_ms: self.away_ms,
-            window_ms: self.window_ms,
-            retention_ms: self.retention_ms,
-            remember_ms: self.remember_ms,
-            remember_guests: self.remember_guests,
-            grace_ms,
-        }
-    }
-}
-
 /// How long last-seen times are remembered unless configured: 30 days.
 pub const DEFAULT_REMEMBER_MS: Millis = 30 * 24 * 60 * 60 * 1000;
 

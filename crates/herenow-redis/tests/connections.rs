@@ -404,7 +404,7 @@ async fn same_answers_and_events_as_the_memory_engine() {
     };
     for seed in [1_u64, 2, 3] {
         let clock = ManualClock::new(T0);
-        let mem = herenow_core::MemoryStore::new(Arc::new(clock.clone()), policy);
+        let mem = herenow_memory::MemoryStore::new(Arc::new(clock.clone()), policy);
         let red = RedisStore::connect(
             &server.url(),
             Arc::new(clock.clone()),

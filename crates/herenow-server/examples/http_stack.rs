@@ -20,7 +20,8 @@ use std::time::Instant;
 use axum::body::Body;
 use axum::http::Request;
 use axum::response::Response;
-use herenow_core::{MemoryStore, SpaceConfig, SystemClock};
+use herenow_core::{SpaceConfig, SystemClock};
+use herenow_memory::MemoryStore;
 use herenow_server::{AppState, Backend, Config};
 use tower::{Service, ServiceExt};
 

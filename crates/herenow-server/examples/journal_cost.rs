@@ -13,8 +13,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use herenow_core::{
-    Heartbeat, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig, SpaceName, SystemClock,
+    Heartbeat, MemberId, MemberKey, PresenceStore, SpaceConfig, SpaceName, SystemClock,
 };
+use herenow_memory::MemoryStore;
 use herenow_server::{Backend, Snapshots};
 
 const USERS: usize = 100_000;

@@ -23,9 +23,10 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::routing::post;
 use herenow_core::{
-    Heartbeat, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig, SpaceName,
-    SystemClock, WebhookOutbox,
+    Heartbeat, MemberId, MemberKey, PresenceStore, SpaceConfig, SpaceName, SystemClock,
+    WebhookOutbox,
 };
+use herenow_memory::MemoryStore;
 use herenow_server::Backend;
 use herenow_server::{AppState, Config};
 use herenow_server::{WebhookConfig, WebhookEndpoint as Endpoint, WebhookSecret as Secret};

@@ -15,7 +15,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use herenow_core::{Capability, MemoryStore, PresenceStore, SystemClock};
+use herenow_core::{Capability, PresenceStore, SystemClock};
+use herenow_memory::MemoryStore;
 #[cfg(feature = "redis")]
 use herenow_redis::{
     LayoutOptions, Observer, RedisOptions, RedisStats, RedisStore, SeedLayoutStore,
@@ -252,8 +253,8 @@ impl Backend {
                     |_| std::thread::available_parallelism().map_or(1, |n| n.get()),
                     |rt| rt.metrics().num_workers(),
                 );
-                let stripes = space_stripes
-                    .unwrap_or_else(|| herenow_core::memory::default_space_stripes(writers));
+                let stripes =
+                    space_stripes.unwrap_or_else(|| herenow_memory::default_space_stripes(writers));
                 tracing::info!(stripes, writers, "memory store: stripes per space");
                 let memory = Arc::new(
                     MemoryStore::new(Arc::new(SystemClock), config.space_defaults)

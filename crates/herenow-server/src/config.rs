@@ -280,9 +280,9 @@ pub enum StoreSpec {
         /// How often the snapshot is written while running.
         snapshot_interval: Duration,
         /// The stripes each space is split over (1 to
-        /// [`herenow_core::memory::MAX_STRIPES`]; 1: whole spaces), so
+        /// [`herenow_memory::MAX_STRIPES`]; 1: whole spaces), so
         /// several cores can write one busy space at once; `None`: as many
-        /// as [`herenow_core::memory::default_space_stripes`] gives for the
+        /// as [`herenow_memory::default_space_stripes`] gives for the
         /// server's runtime workers (4 from 8 workers, else 1).
         space_stripes: Option<usize>,
     },
@@ -551,7 +551,7 @@ impl Config {
             space_stripes: Some(n),
             ..
         } = &self.store
-            && !(1..=herenow_core::memory::MAX_STRIPES).contains(n)
+            && !(1..=herenow_memory::MAX_STRIPES).contains(n)
         {
             return Err(ConfigError::BadStripes(*n));
         }

@@ -468,9 +468,8 @@ mod tests {
     use std::collections::HashSet;
 
     use futures::FutureExt;
-    use herenow_core::{
-        EventKind, KindFilter, LeaveReason, ListQuery, ManualClock, MemoryStore, SpaceConfig,
-    };
+    use herenow_core::{EventKind, KindFilter, LeaveReason, ListQuery, ManualClock, SpaceConfig};
+    use herenow_memory::MemoryStore;
 
     use super::*;
 

@@ -122,7 +122,8 @@ impl History {
 mod tests {
     use std::sync::Arc;
 
-    use herenow_core::{Heartbeat, ManualClock, MemberId, MemberKey, MemoryStore, SpaceConfig};
+    use herenow_core::{Heartbeat, ManualClock, MemberId, MemberKey, SpaceConfig};
+    use herenow_memory::MemoryStore;
 
     use super::*;
 

@@ -1,7 +1,7 @@
 //! The memory store's journal on disk: what makes `--data-dir` lose
 //! nothing it acknowledged.
 //!
-//! The store records every change it applies ([`herenow_core::changes`]);
+//! The store records every change it applies ([`herenow_memory::changes`]);
 //! [`DiskLog`] appends them to a [`herenow_journal::Journal`] in the data
 //! directory. Friend sets and configuration are synced before their `2xx`
 //! (group commit: concurrent writes share one `fdatasync`); heartbeats and
@@ -19,9 +19,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use herenow_core::changes::{Change, ChangeLog, ChangeRef, Durability, Durable};
-use herenow_core::{Error, MemoryStore, Result};
+use herenow_core::{Error, Result};
 use herenow_journal::{Journal, JournalError, JournalOptions, OpenReport};
+use herenow_memory::MemoryStore;
+use herenow_memory::changes::{Change, ChangeLog, ChangeRef, Durability, Durable};
 
 /// The longest a heartbeat waits for its `fdatasync`: half a second, so
 /// "at most the last second" holds with room to spare.
@@ -145,9 +146,9 @@ pub enum FoldError<E> {
 mod tests {
     use std::sync::Arc;
 
-    use herenow_core::changes::Beat;
     use herenow_core::{ManualClock, MemberId, MemberKey, PresenceStore, SpaceConfig, SpaceName};
     use herenow_journal::Durability;
+    use herenow_memory::changes::Beat;
 
     use super::*;
 

@@ -56,7 +56,7 @@
 //! [`StoreSpec`] with [`ConfigError::NoRedisSupport`].
 //!
 //! [`PresenceStore`]: herenow_core::PresenceStore
-//! [`MemoryStore`]: herenow_core::MemoryStore
+//! [`MemoryStore`]: herenow_memory::MemoryStore
 
 #![forbid(unsafe_code)]
 

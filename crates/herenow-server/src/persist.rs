@@ -14,8 +14,8 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use herenow_core::MemoryStore;
-use herenow_core::memory::RestoreReport;
+use herenow_memory::MemoryStore;
+use herenow_memory::RestoreReport;
 
 use crate::error::ServerError;
 

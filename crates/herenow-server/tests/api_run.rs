@@ -9,8 +9,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use herenow_core::{
-    Heartbeat, ManualClock, MemberId, MemoryStore, PresenceStore, SpaceConfig, SpaceName, Status,
+    Heartbeat, ManualClock, MemberId, PresenceStore, SpaceConfig, SpaceName, Status,
 };
+use herenow_memory::MemoryStore;
 use herenow_server::DEFAULT_SNAPSHOT_INTERVAL;
 use herenow_server::{
     Backend, Config, ConfigError, ServerError, Snapshots, StoreSpec, persist, run,

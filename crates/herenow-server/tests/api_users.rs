@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
-use herenow_core::{ManualClock, MemoryStore, limits};
+use herenow_core::{ManualClock, limits};
+use herenow_memory::MemoryStore;
 use herenow_server::Config;
 use serde_json::{Value, json};
 use support::http::{Answer, Api, request};

@@ -41,7 +41,8 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-use herenow_core::{ManualClock, MemoryStore, PresenceStore, SpaceConfig};
+use herenow_core::{ManualClock, PresenceStore, SpaceConfig};
+use herenow_memory::MemoryStore;
 use herenow_server::{AppState, Backend, Config};
 
 /// How long the page may take to do each step.

@@ -8,7 +8,8 @@ mod support;
 
 use std::sync::Arc;
 
-use herenow_core::{Capability, ManualClock, MemoryStore};
+use herenow_core::{Capability, ManualClock};
+use herenow_memory::MemoryStore;
 use herenow_server::{Backend, Config, ConfigError, PusherApp, PusherConfig};
 use herenow_server::{WebhookConfig, WebhookEndpoint as Endpoint, WebhookSecret as Secret};
 use support::{T0, memory_store, store_over_memory};

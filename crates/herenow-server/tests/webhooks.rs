@@ -11,9 +11,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use herenow_core::{
-    Heartbeat, ManualClock, MemoryStore, Metadata, PresenceStore, SpaceName, WebhookOutbox,
-};
+use herenow_core::{Heartbeat, ManualClock, Metadata, PresenceStore, SpaceName, WebhookOutbox};
+use herenow_memory::MemoryStore;
 use herenow_server::{AppState, Config};
 use herenow_server::{WebhookConfig, WebhookEndpoint as Endpoint, WebhookSecret as Secret};
 use serde_json::Value;

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
 use herenow_core::{
-    Error, ManualClock, MemoryStore, Result, SpaceHook, SpaceName, SpaceWebhooks, WebhookOutbox,
+    Error, ManualClock, Result, SpaceHook, SpaceName, SpaceWebhooks, WebhookOutbox,
 };
+use herenow_memory::MemoryStore;
 use herenow_server::Config;
 use serde_json::json;
 use support::http::{Api, request};

@@ -506,7 +506,8 @@ fn push(m: &mut Member, text: Arc<str>) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use herenow_core::{Heartbeat, MemberId, MemoryStore};
+    use herenow_core::{Heartbeat, MemberId};
+    use herenow_memory::MemoryStore;
 
     use super::*;
 

@@ -227,7 +227,8 @@ fn subscriptions_of(json: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use herenow_core::{ManualClock, MemoryStore, SpaceConfig};
+    use herenow_core::{ManualClock, SpaceConfig};
+    use herenow_memory::MemoryStore;
 
     use super::super::{Ender, Subscriber};
     use super::*;

@@ -29,7 +29,8 @@ pub mod ws;
 use std::sync::Arc;
 use std::time::Duration;
 
-use herenow_core::{ManualClock, MemberId, MemberKey, MemoryStore, PresenceStore, SpaceConfig};
+use herenow_core::{ManualClock, MemberId, MemberKey, PresenceStore, SpaceConfig};
+use herenow_memory::MemoryStore;
 #[cfg(feature = "redis")]
 use herenow_redis::{RedisStore, SeedLayoutStore};
 use herenow_server::{AppState, Backend, Config, WebhookConfig};

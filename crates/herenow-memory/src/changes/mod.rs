@@ -1,0 +1,438 @@
+//! What the memory store tells its journal, so a crash loses nothing it
+//! acknowledged.
+//!
+//! The memory store applies every write to its own structures and then
+//! hands a [`ChangeRef`] to a [`ChangeLog`], if it was given one. The log
+//! (the server's, over `herenow-journal`) does the I/O; this module only says
+//! what changed, encoded as bytes, and how durable it must be before the
+//! write is acknowledged:
+//!
+//! - friend sets, space configuration (webhook endpoints included) and
+//!   erasures are [`Durability::Sync`]: the store's call returns only once
+//!   they are on disk;
+//! - heartbeats and leaves are [`Durability::Lazy`]: on disk within about
+//!   a second, so a crash may set a last-seen time back by that much (the
+//!   promise Redis makes with `appendfsync everysec`); so are the webhook
+//!   outbox's events and acknowledgements, journaled with the changes that
+//!   caused them (a crash loses both or neither; a lost acknowledgement
+//!   means a delivery is repeated, as at-least-once allows).
+//!
+//! A change is recorded while the store still holds the lock it applied
+//! the change under, so the journal's order is the order of application
+//! for everything one lock orders (one space, the friend sets). Replaying
+//! a journal suffix over a snapshot that already holds part of it gives
+//! the same state: heartbeats keep the newest time, and every other change
+//! assigns (a set, a config, membership of one friend) rather than
+//! accumulates.
+//!
+//! Two shapes of one format: [`ChangeRef`] borrows the store call's own
+//! arguments, so recording a heartbeat clones no id and allocates nothing
+//! (it is encoded straight into the journal's buffer); [`Change`] owns its
+//! data and is what [`Change::decode`] gives back at replay. Both encode
+//! to the same bytes, so journals written by either replay alike.
+
+#[cfg(test)]
+pub(crate) mod fuzz;
+mod wire;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::{Deserialize, Serialize, Serializer};
+
+use herenow_core::error::{Error, Result};
+use herenow_core::id::{MemberId, MemberKey, MemberKind, SpaceName};
+use herenow_core::meta::Metadata;
+use herenow_core::outbox::{OutboxEvent, SpaceHook};
+use herenow_core::policy::{DEFAULT_GRACE_MS, SpaceConfig};
+use herenow_core::time::Millis;
+use herenow_core::values::Heartbeat;
+
+use crate::legacy::{OutboxEventV1, SpaceConfigV2};
+
+/// The format version written first in every encoded change. Version 2
+/// added [`OutboxEvent::body`], version 3 [`SpaceConfig::grace_ms`];
+/// version 1 and 2 records are still read ([`decode_old`]).
+pub(crate) const VERSION: u8 = 3;
+
+/// [`Change::SetConfig`]'s variant number, as postcard writes it.
+const SET_CONFIG: u32 = 2;
+/// [`Change::OutboxAdd`]'s variant number, as postcard writes it.
+const OUTBOX_ADD: u32 = 7;
+
+/// One heartbeat as the store applied it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Beat {
+    /// The member whose heartbeat this was.
+    pub member: MemberKey,
+    /// The explicit time, if the caller gave one (else the change's `now`).
+    pub at_ms: Option<Millis>,
+    /// New metadata, if any. Kept as its JSON text: the compact binary
+    /// format cannot carry a raw JSON value.
+    #[serde(with = "herenow_core::meta::as_text")]
+    pub meta: Option<Metadata>,
+}
+
+impl Beat {
+    /// Neither a time of its own nor metadata: a beat
+    /// [`Change::PlainBeats`] holds.
+    pub fn is_plain(&self) -> bool {
+        self.at_ms.is_none() && self.meta.is_none()
+    }
+}
+
+/// A write the memory store applied.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Change {
+    /// Heartbeats of one call, with the store's time when it applied them.
+    Heartbeats {
+        /// Where the beats were applied.
+        space: SpaceName,
+        /// "Now" for beats without an explicit time.
+        now: Millis,
+        /// The beats, in call order.
+        beats: Vec<Beat>,
+    },
+    /// Explicit goodbyes at `at`.
+    Leave {
+        /// The space they left.
+        space: SpaceName,
+        /// When they left: a replay leaves a member only if it was last
+        /// seen no later, so a heartbeat after the leave survives.
+        at: Millis,
+        /// The members that said goodbye, in call order.
+        members: Vec<MemberKey>,
+    },
+    /// A space's new time policy.
+    SetConfig {
+        /// The space configured.
+        space: SpaceName,
+        /// The policy it has from now on, already validated.
+        config: SpaceConfig,
+    },
+    /// A user's friend set replaced.
+    SetFriends {
+        /// Whose set (friend sets are global, not per space).
+        user: MemberId,
+        /// The whole new set.
+        friends: Vec<MemberId>,
+    },
+    /// Friends added to a user's set.
+    AddFriends {
+        /// Whose set grew.
+        user: MemberId,
+        /// The user ids added; those already friends change nothing.
+        friends: Vec<MemberId>,
+    },
+    /// Friends removed from a user's set.
+    RemoveFriends {
+        /// Whose set shrank.
+        user: MemberId,
+        /// The user ids removed; those not friends change nothing.
+        friends: Vec<MemberId>,
+    },
+    /// A user erased everywhere (presence, remembered times, friend set,
+    /// and its place in other users' friend sets).
+    Erase {
+        /// The user.
+        user: MemberId,
+    },
+    /// Events the webhook outbox captured, in order.
+    OutboxAdd {
+        /// The events, their ids given.
+        events: Vec<OutboxEvent>,
+    },
+    /// Outbox events acknowledged (delivered).
+    OutboxAck {
+        /// Their ids.
+        ids: Vec<String>,
+    },
+    /// A space's webhook endpoints replaced.
+    SetHooks {
+        /// The space.
+        space: SpaceName,
+        /// Its endpoints from now on; none removes them.
+        hooks: Vec<SpaceHook>,
+    },
+    /// Heartbeats of one call none of which carried a time or metadata
+    /// (nearly all of them): [`Change::Heartbeats`] without a member's
+    /// kind and two empty options per beat, users first, then guests:
+    /// three bytes fewer per member (a fifth of a batch of 10-byte ids),
+    /// which the journal's writer and the kernel pay for per byte.
+    PlainBeats {
+        /// Where the beats were applied.
+        space: SpaceName,
+        /// When they were applied: every beat's time.
+        now: Millis,
+        /// The users who beat, in call order.
+        users: Vec<MemberId>,
+        /// The guests who beat, in call order.
+        guests: Vec<MemberId>,
+    },
+}
+
+impl Change {
+    /// The heartbeats of one call in the form [`ChangeRef::Heartbeats`]
+    /// writes for them: [`Change::PlainBeats`] when no beat carries a time
+    /// or metadata, else [`Change::Heartbeats`].
+    pub fn heartbeats(space: SpaceName, now: Millis, beats: Vec<Beat>) -> Change {
+        if beats.iter().all(Beat::is_plain) {
+            let (guests, users): (Vec<_>, Vec<_>) = beats
+                .into_iter()
+                .map(|b| b.member)
+                .partition(|m| m.kind == MemberKind::Guest);
+            Change::PlainBeats {
+                space,
+                now,
+                users: users.into_iter().map(|m| m.id).collect(),
+                guests: guests.into_iter().map(|m| m.id).collect(),
+            }
+        } else {
+            Change::Heartbeats { space, now, beats }
+        }
+    }
+
+    /// How durable this change must be before its write is acknowledged.
+    pub fn durability(&self) -> Durability {
+        match self {
+            Change::Heartbeats { .. }
+            | Change::PlainBeats { .. }
+            | Change::Leave { .. }
+            | Change::OutboxAdd { .. }
+            | Change::OutboxAck { .. } => Durability::Lazy,
+            Change::SetConfig { .. }
+            | Change::SetHooks { .. }
+            | Change::SetFriends { .. }
+            | Change::AddFriends { .. }
+            | Change::RemoveFriends { .. }
+            | Change::Erase { .. } => Durability::Sync,
+        }
+    }
+
+    /// The change as journal bytes: a version byte, then postcard.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = vec![VERSION];
+        postcard::to_io(self, &mut out).expect("writing to a Vec cannot fail");
+        out
+    }
+
+    /// A change from [`encode`](Self::encode)'s bytes; every id and
+    /// metadata is checked again on the way in.
+    pub fn decode(bytes: &[u8]) -> Result<Change> {
+        let undecodable = |e: postcard::Error| Error::Snapshot {
+            what: format!("journal record does not decode: {e}"),
+        };
+        match bytes.split_first() {
+            Some((&VERSION, body)) => postcard::from_bytes(body).map_err(undecodable),
+            Some((v @ (1 | 2), body)) => decode_old(*v, body).map_err(undecodable),
+            Some((v, _)) => Err(Error::Snapshot {
+                what: format!("journal record has unknown version {v}"),
+            }),
+            None => Err(Error::Snapshot {
+                what: "journal record is empty".into(),
+            }),
+        }
+    }
+}
+
+/// A version 1 or 2 record's body: the same as version 3's but for a
+/// [`Change::SetConfig`]'s policy, which had no grace (read with the
+/// default one), and in version 1 for the outbox events of
+/// [`Change::OutboxAdd`], which had no body.
+fn decode_old(version: u8, body: &[u8]) -> postcard::Result<Change> {
+    match postcard::take_from_bytes::<u32>(body) {
+        Ok((SET_CONFIG, rest)) => {
+            let (space, config): (SpaceName, SpaceConfigV2) = postcard::from_bytes(rest)?;
+            Ok(Change::SetConfig {
+                space,
+                config: config.upgrade(DEFAULT_GRACE_MS),
+            })
+        }
+        Ok((OUTBOX_ADD, events)) if version == 1 => {
+            let events: Vec<OutboxEventV1> = postcard::from_bytes(events)?;
+            Ok(Change::OutboxAdd {
+                events: events.into_iter().map(OutboxEvent::from).collect(),
+            })
+        }
+        _ => postcard::from_bytes(body),
+    }
+}
+
+/// A write the memory store applied, borrowing the call's arguments: what
+/// the store hands its [`ChangeLog`]. It encodes to exactly the bytes of
+/// the matching [`Change`] (same variants in the same order, same fields),
+/// so [`Change::decode`] reads it back. Heartbeats encode as
+/// [`Change::heartbeats`] builds them: [`Change::PlainBeats`] when every
+/// beat is plain, else [`Change::Heartbeats`] with the beats as [`Beat`]s
+/// (serde's view of this type, used for the rare variants, knows only
+/// the second form).
+#[derive(Clone, Copy, Debug, Serialize)]
+#[serde(rename = "Change")]
+pub enum ChangeRef<'a> {
+    /// See [`Change::Heartbeats`].
+    Heartbeats {
+        /// Where the beats were applied.
+        space: &'a SpaceName,
+        /// "Now" for beats without an explicit time.
+        now: Millis,
+        /// The call's beats, in call order, encoded as [`Beat`]s.
+        #[serde(serialize_with = "beats_as_owned")]
+        beats: &'a [Heartbeat],
+    },
+    /// See [`Change::Leave`].
+    Leave {
+        /// The space they left.
+        space: &'a SpaceName,
+        /// When they left.
+        at: Millis,
+        /// The members that said goodbye, in call order.
+        members: &'a [MemberKey],
+    },
+    /// See [`Change::SetConfig`].
+    SetConfig {
+        /// The space configured.
+        space: &'a SpaceName,
+        /// Its new policy, already validated.
+        config: SpaceConfig,
+    },
+    /// See [`Change::SetFriends`].
+    SetFriends {
+        /// Whose set.
+        user: &'a MemberId,
+        /// The whole new set.
+        friends: &'a [MemberId],
+    },
+    /// See [`Change::AddFriends`].
+    AddFriends {
+        /// Whose set grew.
+        user: &'a MemberId,
+        /// The user ids added.
+        friends: &'a [MemberId],
+    },
+    /// See [`Change::RemoveFriends`].
+    RemoveFriends {
+        /// Whose set shrank.
+        user: &'a MemberId,
+        /// The user ids removed.
+        friends: &'a [MemberId],
+    },
+    /// See [`Change::Erase`].
+    Erase {
+        /// The user.
+        user: &'a MemberId,
+    },
+    /// See [`Change::OutboxAdd`].
+    OutboxAdd {
+        /// The events, in order.
+        events: &'a [OutboxEvent],
+    },
+    /// See [`Change::OutboxAck`].
+    OutboxAck {
+        /// Their ids.
+        ids: &'a [String],
+    },
+    /// See [`Change::SetHooks`].
+    SetHooks {
+        /// The space.
+        space: &'a SpaceName,
+        /// Its endpoints from now on.
+        hooks: &'a [SpaceHook],
+    },
+}
+
+/// A [`Heartbeat`] serialized as the [`Beat`] it becomes at replay.
+#[derive(Serialize)]
+#[serde(rename = "Beat")]
+struct BeatRef<'a> {
+    member: &'a MemberKey,
+    at_ms: Option<Millis>,
+    /// As [`Beat::meta`]: the JSON text.
+    meta: Option<&'a str>,
+}
+
+fn beats_as_owned<S: Serializer>(beats: &&[Heartbeat], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(beats.iter().map(|b| BeatRef {
+        member: &b.member,
+        at_ms: b.at_ms,
+        meta: b.meta.as_ref().map(Metadata::as_json),
+    }))
+}
+
+impl ChangeRef<'_> {
+    /// How durable this change must be before its write is acknowledged:
+    /// as [`Change::durability`].
+    pub fn durability(&self) -> Durability {
+        match self {
+            ChangeRef::Heartbeats { .. }
+            | ChangeRef::Leave { .. }
+            | ChangeRef::OutboxAdd { .. }
+            | ChangeRef::OutboxAck { .. } => Durability::Lazy,
+            ChangeRef::SetConfig { .. }
+            | ChangeRef::SetHooks { .. }
+            | ChangeRef::SetFriends { .. }
+            | ChangeRef::AddFriends { .. }
+            | ChangeRef::RemoveFriends { .. }
+            | ChangeRef::Erase { .. } => Durability::Sync,
+        }
+    }
+
+    /// Appends the change's journal bytes to `out` (the bytes
+    /// [`Change::encode`] gives for the same change), allocating nothing
+    /// beyond `out`'s growth.
+    ///
+    /// Heartbeats and leaves, one record per call on the hot path, are
+    /// written by hand in postcard's format (`wire.rs`: serde's generic
+    /// walk costs more than the record itself); the rest go through postcard
+    /// itself. The tests pin both to the owned [`Change`]'s bytes.
+    #[inline]
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        match *self {
+            ChangeRef::Heartbeats { space, now, beats } => {
+                wire::any_heartbeats(out, VERSION, space, now, beats);
+            }
+            ChangeRef::Leave { space, at, members } => {
+                wire::leave(out, VERSION, space, at, members);
+            }
+            _ => self.encode_with_postcard(out),
+        }
+    }
+
+    /// The rare changes, through serde: out of line, so that the hot
+    /// path's frame does not carry postcard's.
+    #[inline(never)]
+    fn encode_with_postcard(&self, out: &mut Vec<u8>) {
+        out.push(VERSION);
+        postcard::to_io(self, &mut *out).expect("writing to a Vec cannot fail");
+    }
+
+    /// The change's journal bytes in a new `Vec`.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode_into(&mut out);
+        out
+    }
+}
+
+/// How soon a change must be on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Before the write is acknowledged.
+    Sync,
+    /// Within about a second.
+    Lazy,
+}
+
+/// Resolves once a recorded change is as durable as it must be; an error
+/// means it may not be, and the write must not be acknowledged.
+pub type Durable = Pin<Box<dyn Future<Output = Result<()>> + Send>>;
+
+/// Where the memory store records its changes (the server's journal).
+pub trait ChangeLog: Send + Sync + 'static {
+    /// Records `change`. Called while the store holds the lock it applied
+    /// the change under, so it must not block for long (buffer, don't
+    /// write). `None` when nothing is left to wait for (a lazy change,
+    /// buffered: the common case, which must cost no allocation); else a
+    /// future, awaited after the lock is released, that resolves once the
+    /// change is as durable as [`ChangeRef::durability`] says.
+    fn record(&self, change: ChangeRef<'_>) -> Result<Option<Durable>>;
+}
