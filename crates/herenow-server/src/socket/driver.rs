@@ -17,8 +17,8 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tungstenite::Message;
 
+use super::Ws;
 use super::hub::Liveness;
-use super::upgrade::Ws;
 
 /// One protocol on a socket: what the [loop](drive) asks of it.
 pub(crate) trait Protocol {

@@ -38,7 +38,11 @@ use tokio::sync::oneshot;
 pub(crate) use driver::{Ended, Protocol, drive};
 pub use hub::Hub;
 pub(crate) use hub::Liveness;
-pub(crate) use upgrade::{Ws, upgrade};
+pub(crate) use upgrade::upgrade;
+
+/// An upgraded socket, whatever the protocol on it.
+pub(crate) type Ws =
+    tokio_tungstenite::WebSocketStream<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>;
 pub(crate) use writer::{CLOSE_GRACE, Out};
 use writer::{Outlet, close_message};
 

@@ -10,16 +10,14 @@ use std::future::Future;
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use hyper::upgrade::{OnUpgrade, Upgraded};
+use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use tokio_tungstenite::WebSocketStream;
 use tungstenite::protocol::{Role, WebSocketConfig};
 
+use super::Ws;
 use super::writer::WRITE_BUFFER;
 use crate::problem::ApiError;
-
-/// An upgraded socket, whatever the protocol on it.
-pub(crate) type Ws = WebSocketStream<TokioIo<Upgraded>>;
 
 /// How many bytes a socket reads at a time: a client's messages are a
 /// few hundred bytes; a larger one grows the buffer (up to the protocol's

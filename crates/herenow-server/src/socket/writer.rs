@@ -28,8 +28,8 @@ use tungstenite::Message;
 use tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
 use tungstenite::protocol::frame::{CloseFrame, Frame};
 
+use super::Ws;
 use super::queue::Receiver;
-use super::upgrade::Ws;
 
 /// How long what is queued and the close frame may take to go out once
 /// the session has ended, before the socket is simply dropped.
