@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test of herenow: unit, property, contract (memory, Redis,
+# Checks formatting, clippy and the docs, then runs every test of herenow: unit, property, contract (memory, Redis,
 # Redis Cluster), API, end-to-end and browser tests, the Redis-backed ones
 # a second time against Valkey 8 (scripts/test-valkey.sh), then a short
 # schema-driven fuzz of the API (schemathesis) and each client library's
@@ -40,6 +40,13 @@ fi
 
 python3 scripts/check-module-cycles.py
 status=0
+# The code as CI keeps it: formatted, clippy's warnings as errors, and
+# docs that build without a warning (a broken intra-doc link fails).
+cargo fmt --all --check || { echo "test.sh: cargo fmt --check failed"; status=1; }
+cargo clippy --workspace --all-targets --all-features --locked -- -D warnings \
+  || { echo "test.sh: cargo clippy failed"; status=1; }
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --locked \
+  || { echo "test.sh: cargo doc failed"; status=1; }
 # cargo-nextest runs the tests of every binary side by side (most of them
 # wait on servers they started, not on the CPU), each in its own process;
 # without it, cargo test runs them one binary after another. The crates

@@ -121,8 +121,39 @@ fn parse_entry(e: &str) -> Option<(SpaceName, MemberKey, ConnId)> {
 }
 
 impl RedisStore {
-    /// Records `conn` as this store's (after an attach that opened it), or
-    /// forgets it (`own` false: after it was detached or lingered).
+    /// Records `conn` in this store's set unless it did already; whether
+    /// it was new. Called before every attach, so one `SADD` per
+    /// connection, before the connection exists in the store.
+    pub(super) async fn record_conn(
+        &self,
+        space: &SpaceName,
+        member: &MemberKey,
+        conn: &ConnId,
+    ) -> Result<bool> {
+        let key = (space.clone(), conn.clone());
+        if !self.recorded.lock().insert(key.clone()) {
+            return Ok(false);
+        }
+        if let Err(e) = self.own_conn(space, member, conn, true).await {
+            self.recorded.lock().remove(&key);
+            return Err(e);
+        }
+        Ok(true)
+    }
+
+    /// Takes `conn` out of this store's set: detached or lingered.
+    pub(super) async fn forget_conn(
+        &self,
+        space: &SpaceName,
+        member: &MemberKey,
+        conn: &ConnId,
+    ) -> Result<()> {
+        self.recorded.lock().remove(&(space.clone(), conn.clone()));
+        self.own_conn(space, member, conn, false).await
+    }
+
+    /// Records `conn` as this store's, or forgets it (`own` false: after
+    /// it was detached or lingered).
     pub(super) async fn own_conn(
         &self,
         space: &SpaceName,

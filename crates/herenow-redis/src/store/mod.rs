@@ -93,6 +93,9 @@ pub struct RedisStore {
     /// Each other store's beat as last read, and when this store saw it
     /// move (see `instances.rs`).
     beats_seen: Mutex<std::collections::HashMap<String, (f64, Instant)>>,
+    /// The connections this store recorded in its set in Redis (see
+    /// `instances.rs`), so each is recorded once, before its first attach.
+    recorded: Mutex<std::collections::HashSet<(SpaceName, herenow_core::ConnId)>>,
     /// Where this store's outbox claims are in the index of streams; held
     /// by each claim and acknowledgement, so they run one at a time.
     outbox: tokio::sync::Mutex<outbox::Consumer>,
@@ -208,6 +211,7 @@ impl RedisStore {
             writer,
             owner,
             beats_seen: Mutex::new(std::collections::HashMap::new()),
+            recorded: Mutex::new(std::collections::HashSet::new()),
             outbox: tokio::sync::Mutex::new(outbox::Consumer::default()),
             opened: Mutex::new(None),
             hooks_seen: Mutex::new(outbox_lease::HooksSeen::default()),

@@ -166,9 +166,27 @@ impl LiveConnections for RedisStore {
     /// Not buffered while Redis is unavailable: answers
     /// [`Error::Unavailable`](herenow_core::Error::Unavailable) (see the
     /// crate documentation).
+    ///
+    /// A connection new to this store is recorded in its set before it is
+    /// attached, so a crash right after the attach cannot leave it out of
+    /// what the reaper hands to the grace.
     async fn attach(&self, space: &SpaceName, attach: &Attach) -> Result<AttachReport> {
-        let (report, revived) = self.attach_conn(space, attach).await?;
-        if report.opened || revived {
+        let first = self
+            .record_conn(space, &attach.member, &attach.conn)
+            .await?;
+        let attached = self.attach_conn(space, attach).await;
+        let (report, revived) = match attached {
+            Ok(done) => done,
+            Err(e) => {
+                if first {
+                    // Nothing of it in the store: not ours to reap.
+                    let _ = self.forget_conn(space, &attach.member, &attach.conn).await;
+                }
+                return Err(e);
+            }
+        };
+        if revived && !first {
+            // Found dead while only slow: the reaper took it from the set.
             self.own_conn(space, &attach.member, &attach.conn, true)
                 .await?;
         }
@@ -186,7 +204,7 @@ impl LiveConnections for RedisStore {
     ) -> Result<DetachReport> {
         let (report, disowned) = futures::join!(
             self.detach_conn(space, member, conn),
-            self.own_conn(space, member, conn, false)
+            self.forget_conn(space, member, conn)
         );
         disowned?;
         report
@@ -202,7 +220,7 @@ impl LiveConnections for RedisStore {
     ) -> Result<DetachReport> {
         let (report, disowned) = futures::join!(
             self.linger_conn(space, member, conn, None),
-            self.own_conn(space, member, conn, false)
+            self.forget_conn(space, member, conn)
         );
         disowned?;
         report
