@@ -39,7 +39,7 @@
 //! | `P:{spaces}:shards` | hash | space → the number of shards it was created with (a store configured otherwise refuses to write to it); kept while the space remembers anyone |
 //! | `P:{spaces}:due` | sorted set | spaces holding only remembered times → when the sweep should next visit them (the first horizon) |
 //! | `P:friends:ID` | set | a user's friends (global, one slot of its own) |
-//! | `P:{~B}:followers:ID` | set | the users whose friend set holds ID (a superset: the reverse index erasure uses); `B` is the id's bucket, [`keys::user_bucket`] |
+//! | `P:{~B}:followers:ID` | set | the users whose friend set holds ID (a superset: the reverse index erasure uses); `B` is the id's bucket, [`key_names::user_bucket`] |
 //! | `P:{~B}:seen:ID` | sorted set | a user's index of spaces: member = a space the user is stored or remembered in (a superset), score = when a writer last marked it (ms) |
 //! | `P:{S}:wh` | stream | the webhook outbox of the shard (`{S#k}` for shard k): entries `t` (ms) and `e` (the event's tuple, or `["occupied"]` / `["vacated"]`), consumer group `herenow`; only while the outbox's switch is on, deleted once drained, expiring the keep time after its newest event (see "Webhooks" below) |
 //! | `P:{S}:whs` | hash | the stream's `trimmed` count and its consumer's place: `upto` (the last entry handed out), `at` (when, by the store's clock); expires with its stream |
@@ -65,10 +65,10 @@
 //! # Big spaces: shards
 //!
 //! A space may be split over N shard keys ([`RedisOptions::shards`], or per
-//! space [`RedisOptions::space_shards`]; see [`keys`]): shard 0 is the
+//! space [`RedisOptions::space_shards`]; see [`key_names`]): shard 0 is the
 //! layout above, `P:{S}:…`, so N = 1 is exactly the unsharded layout;
 //! shard k ≥ 1 is the same set of keys under the tag `{S#k}`, in a slot of
-//! its own. A member always lives in shard [`keys::shard_of`] (FNV-1a of
+//! its own. A member always lives in shard [`key_names::shard_of`] (FNV-1a of
 //! kind and id, modulo N) with its metadata and connections; each shard
 //! has its own event channel and sequence, watermarks, sweep lease and a
 //! copy of the space's policy. Heartbeats and leaves are split per shard
@@ -265,7 +265,7 @@
 //! - `reply.rs`: the timeout on every call, how a Redis failure becomes
 //!   `Unavailable` (retryable) or `Internal` (a bug), and how script
 //!   replies are read; every other module uses it.
-//! - [`keys`]: every key name and the sharding of big spaces (also
+//! - [`key_names`]: every key name and the sharding of big spaces (also
 //!   reachable as `shard`, its former name).
 //! - `options.rs` ([`RedisOptions`]) and `ctx.rs`: the context one store
 //!   shares with its write path (client, clock, defaults, options, key
@@ -293,7 +293,7 @@
 //!   per layout behind one trait.
 //!
 //! No two modules import each other: shared helpers live in leaves
-//! (`reply.rs`, [`keys`], `ctx.rs`), and the files under `store/` and
+//! (`reply.rs`, [`key_names`], `ctx.rs`), and the files under `store/` and
 //! `layouts/` use only their parent's store type, or none of it.
 
 #![forbid(unsafe_code)]

@@ -95,7 +95,7 @@ impl Backend {
     /// restored into `store` and the journal replayed on top, then every
     /// change `store` acknowledges is journaled first (friend sets,
     /// configuration and erasures synced before their `2xx`, heartbeats
-    /// within [`journal::LAZY_SYNC`]). The journal is folded into a new
+    /// within `journal::LAZY_SYNC`, half a second). The journal is folded into a new
     /// snapshot every `snapshots.interval` and at shutdown.
     ///
     /// `store` must be fresh (nothing written yet): it is the caller's so

@@ -26,15 +26,22 @@
 //! - `api`: the JSON API under `/v1` (see `docs/API.md`), one file per
 //!   resource, with RFC 9457 problem responses for every error (`problem`;
 //!   extractors that reject with problems in `extract`);
-//! - `auth`: the key check, over `keys`, the configured API keys and their
-//!   constant-time lookup; `layers`: each route's one middleware (latency,
-//!   key, timeout);
+//! - `auth`: the key check, over `api_keys`, the configured API keys and
+//!   their constant-time lookup; `layers`: each route's one middleware
+//!   (latency, key, timeout);
 //! - `sse`: Server-Sent Events, a snapshot then every event of a space;
-//! - `ws`: the WebSocket protocol at `/v1/ws` (docs/PROTOCOL.md): live
-//!   connections, invisible mode, subscriptions, one session type per job,
-//!   with tokens from [`token`] (`POST /v1/tokens`); `hub`: the sockets as a
-//!   whole (their bound, the tracker shutdown waits on, connection ids);
+//! - `socket`: one socket core under both WebSocket protocols (the
+//!   upgrade, the bounded queue and its writer, the session loop with the
+//!   liveness probe, and the hub: the sockets' bound, the tracker shutdown
+//!   waits on, connection ids);
+//! - `ws`: herenow's WebSocket protocol at `/v1/ws` (docs/PROTOCOL.md) on
+//!   that core: live connections, invisible mode, subscriptions, one
+//!   session type per job, with tokens from [`token`] (`POST /v1/tokens`);
 //!   `watch`: following users across spaces;
+//! - `pusher`: the Pusher Channels protocol (docs/PUSHER.md), its socket
+//!   on the same core and its signed HTTP API; `pusher_hub`: what its
+//!   sockets share in one server (apps, channels, member feeds, the relay
+//!   between servers);
 //! - [`persist`] (the memory store's snapshot file) and `journal` (its
 //!   journal in the data directory, over `herenow-journal`);
 //! - `page`: the live who's-online page at `/` and its assets, embedded in
@@ -44,7 +51,8 @@
 //!   the store's outbox so that one of many servers delivers each event;
 //! - `metrics`, `ops` (health), `history` (count history), `background`
 //!   (the ticker, samplers and the store's periodic duty), `listener` (the
-//!   connection bound), `error`.
+//!   connection bound), `error`, and `fuzzing` (test support for the
+//!   property tests that fuzz the decoders).
 //!
 //! It knows HTTP and files, but no store internals: it talks to
 //! `Arc<dyn PresenceStore>`; only [`Backend`] knows the concrete

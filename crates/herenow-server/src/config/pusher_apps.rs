@@ -55,7 +55,7 @@ impl PusherApp {
     }
 
     /// The space of its occupied public and private channels
-    /// ([`occupancy_space`]).
+    /// (`pusher-channels:{id}`).
     pub fn occupancy_space(&self) -> String {
         occupancy_space(&self.id)
     }

@@ -9,13 +9,13 @@
 //! - [`ws`]: the WebSocket protocol (docs/PROTOCOL.md): every client and
 //!   server message, the `ref` they carry, the error a message can earn,
 //!   and the close codes;
-//! - [`watch`]: watching users, what the WebSocket and the
+//! - [`watch_shapes`]: watching users, what the WebSocket and the
 //!   `POST /v1/watch` stream both send;
-//! - [`whole`]: whole numbers in bodies, read as JSON Schema reads them
+//! - `whole_numbers`: whole numbers in bodies, read as JSON Schema reads them
 //!   (`2.0` is `2`);
-//! - [`bounded`]: lists in bodies, refused at their first item past the
+//! - `bounded`: lists in bodies, refused at their first item past the
 //!   limit rather than read whole first;
-//! - [`object`]: structs in bodies read from JSON objects only (serde
+//! - `objects_only`: structs in bodies read from JSON objects only (serde
 //!   would also take an array of their fields).
 //!
 //! Kept apart so that `api`, `sse`, `ws` and `token` depend on one leaf

@@ -165,7 +165,7 @@ enum Entry {
 }
 
 /// `--space-webhook-allow`: the hosts and networks spaces' endpoints may
-/// reach although their addresses are of a [`Refused`] class. Empty (the
+/// reach although their addresses are of a refused class (`Refused`). Empty (the
 /// default): none.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SpaceWebhookAllow {

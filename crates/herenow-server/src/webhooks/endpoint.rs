@@ -99,7 +99,7 @@ impl WebhookConfig {
     }
 
     /// Checks the settings together: bounds above zero, names unique, at
-    /// most [`MAX_ENDPOINTS`], and a reclaim time longer than a request.
+    /// most `MAX_ENDPOINTS` (32), and a reclaim time longer than a request.
     pub fn check(&self) -> Result<(), WebhookError> {
         let all = self.endpoints.len() + self.pusher.len();
         if all > MAX_ENDPOINTS {
@@ -541,7 +541,7 @@ pub enum WebhookError {
     /// A secret that is not `whsec_` and 24 to 64 bytes of base64.
     #[error(transparent)]
     Secret(SecretError),
-    /// More than [`MAX_ENDPOINTS`].
+    /// More than `MAX_ENDPOINTS` (32).
     #[error("{0} webhooks; at most {MAX_ENDPOINTS}")]
     TooManyEndpoints(usize),
     /// A bound of zero.

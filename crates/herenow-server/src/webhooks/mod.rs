@@ -676,7 +676,7 @@ fn client_builder(timeout: Duration) -> Result<reqwest::ClientBuilder, WebhookEr
         .pool_idle_timeout(Duration::from_secs(60)))
 }
 
-/// Sends one signed sample event (see [`wire::sample`]) to `url`, as
+/// Sends one signed sample event (`wire::sample`) to `url`, as
 /// `herenow webhooks test` does; answers how it went and the message id.
 pub async fn send_test(
     url: &str,
