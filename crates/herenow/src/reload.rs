@@ -22,16 +22,21 @@ use std::net::SocketAddr;
 
 use clap::CommandFactory as _;
 use clap::parser::ValueSource;
-use herenow_server::AppState;
+use herenow_server::{AppState, Config, ConfigError, StoreSpec};
 use tokio::sync::mpsc;
 
 use crate::cli::{Cli, Command, LogFormat, ServeArgs};
 use crate::config_file::{ConfigFile, ParseError, apply, parse_args};
 
+/// Makes the server's configuration of `serve`'s arguments and their
+/// store (`serve::config`, given as a parameter: `serve` starts reloads).
+pub type ConfigOf = fn(&ServeArgs, StoreSpec) -> Result<Config, ConfigError>;
+
 /// What a reload compares the new settings with: what the process runs.
 pub struct Running {
     /// The process's arguments, parsed again on each reload.
     argv: Vec<OsString>,
+    config_of: ConfigOf,
     /// The file as last read, if `serve` has one.
     file: Option<ConfigFile>,
     listen: SocketAddr,
@@ -40,10 +45,12 @@ pub struct Running {
 
 impl Running {
     /// What `herenow serve` started with: `args` read from this process's
-    /// arguments with `file` (as [`parse_args`] read them).
-    pub fn new(args: &ServeArgs, file: Option<ConfigFile>) -> Self {
+    /// arguments with `file` (as [`parse_args`] read them), made a
+    /// configuration by `config_of`.
+    pub fn new(args: &ServeArgs, file: Option<ConfigFile>, config_of: ConfigOf) -> Self {
         Self {
             argv: std::env::args_os().collect(),
+            config_of,
             file,
             listen: args.listen,
             log_format: args.log_format,
@@ -74,8 +81,8 @@ async fn reload(running: &mut Running, state: &AppState) {
         );
         return;
     };
-    let argv = running.argv.clone();
-    let read = tokio::task::spawn_blocking(move || read(&argv)).await;
+    let (argv, config_of) = (running.argv.clone(), running.config_of);
+    let read = tokio::task::spawn_blocking(move || read(&argv, config_of)).await;
     let (args, file, config) = match read {
         Ok(Ok(read)) => read,
         Ok(Err(why)) => return refused(&path, &why),
@@ -125,7 +132,7 @@ fn refused(path: &std::path::Path, why: &str) {
 
 /// The settings `argv` gives now, checked as `herenow config check`
 /// checks them: the arguments, the file read, and the configuration.
-fn read(argv: &[OsString]) -> Result<(ServeArgs, ConfigFile, herenow_server::Config), String> {
+fn read(argv: &[OsString], config_of: ConfigOf) -> Result<(ServeArgs, ConfigFile, Config), String> {
     let (cli, file) = match parse_args(argv) {
         Ok(parsed) => parsed,
         Err(ParseError::File(e)) => return Err(e.to_string()),
@@ -135,7 +142,7 @@ fn read(argv: &[OsString]) -> Result<(ServeArgs, ConfigFile, herenow_server::Con
         return Err("the command line no longer names a config file".into());
     };
     let store = crate::store_flags::store_spec(&args).map_err(|e| first_line(&e))?;
-    let config = crate::serve::config(&args, store).map_err(|e| e.to_string())?;
+    let config = config_of(&args, store).map_err(|e| e.to_string())?;
     config.check(args.listen).map_err(|e| e.to_string())?;
     Ok((args, file, config))
 }

@@ -171,7 +171,7 @@ pub fn main(args: ServeArgs, store: StoreSpec, file: Option<ConfigFile>) -> Resu
         let shutdown = shutdown_watch(HARD_GRACE + config.drain, hangups)?;
         tokio::spawn(crate::reload::watch(
             hung_up,
-            Running::new(&args, file),
+            Running::new(&args, file, self::config),
             state.clone(),
         ));
         let mut out = std::io::stdout().lock();

@@ -331,8 +331,11 @@ pub enum PusherConfigError {
         got: usize,
     },
     /// A `--pusher-app-limits` that cannot be read.
-    #[error("--pusher-app-limits must be APP_ID:LIMIT=N[,LIMIT=N]… with limits {names}: {0}",
-            names = super::pusher_limits::NAMES)]
+    #[error(
+        "--pusher-app-limits must be APP_ID:LIMIT=N[,LIMIT=N]… with limits max_connections, \
+         client_events_per_second, max_presence_members, max_event_bytes, \
+         max_client_event_bytes: {0}"
+    )]
     BadLimits(String),
     /// A `--pusher-app-limits` for an app not configured.
     #[error("--pusher-app-limits names app {0:?}, which no --pusher-app defines")]

@@ -19,10 +19,6 @@ use std::fmt;
 
 use super::pusher_apps::{PusherApp, PusherConfig, PusherConfigError};
 
-/// The limits' names, for errors.
-pub(crate) const NAMES: &str = "max_connections, client_events_per_second, \
-                                max_presence_members, max_event_bytes, max_client_event_bytes";
-
 /// One limit an app sets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Limit {

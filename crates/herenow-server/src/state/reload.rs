@@ -80,10 +80,10 @@ impl fmt::Display for ReloadReport {
             parts.push(format!("pusher apps: {}", apps.join("; ")));
         }
         let w = &self.webhooks;
-        if w.replaced > 0 {
+        if w.added + w.removed > 0 {
             parts.push(format!(
-                "webhook endpoints: {} replaced, {} now (were {})",
-                w.replaced, w.endpoints.1, w.endpoints.0
+                "webhook endpoints: {} added, {} removed, {} now",
+                w.added, w.removed, w.endpoints
             ));
         }
         if w.default_secret {

@@ -135,10 +135,14 @@ pub(super) fn routes(
 /// What a reload changed of the webhook endpoints.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WebhooksChange {
-    /// The endpoints (operator's and Pusher apps') before and after.
-    pub endpoints: (usize, usize),
-    /// Endpoints added, removed or changed (URL, filter, secret, name).
-    pub replaced: usize,
+    /// Endpoints (the operator's and the Pusher apps') configured now
+    /// that were not, a changed one (URL, filter, secret, name) counted
+    /// as added and removed.
+    pub added: usize,
+    /// Endpoints no longer configured.
+    pub removed: usize,
+    /// The endpoints configured now.
+    pub endpoints: usize,
     /// Whether `--webhook-secret` changed.
     pub default_secret: bool,
     /// Settings that differ but take a restart: their flags' names.
@@ -148,7 +152,7 @@ pub struct WebhooksChange {
 impl WebhooksChange {
     /// Whether anything changed.
     pub fn is_empty(&self) -> bool {
-        self.replaced == 0 && !self.default_secret
+        self.added == 0 && self.removed == 0 && !self.default_secret
     }
 }
 
@@ -167,13 +171,14 @@ impl Webhooks {
         };
         let old = shared.live.load_full();
         let live = Live::new(config, Some(&old), &shared.metrics);
-        change.endpoints = (old.endpoints.len(), live.endpoints.len());
+        change.endpoints = live.endpoints.len();
         let kept = live
             .states
             .iter()
             .filter(|s| old.states.iter().any(|o| Arc::ptr_eq(o, s)))
             .count();
-        change.replaced = (old.states.len() - kept) + (live.states.len() - kept);
+        change.added = live.states.len() - kept;
+        change.removed = old.states.len() - kept;
         change.default_secret = old.default_secret != live.default_secret;
         if change.is_empty() {
             return Ok(change);
