@@ -20,7 +20,8 @@
 //! - `config`: what the binary builds from flags; `backend`: the one
 //!   handle on the store built from that spec, with the duties of its kind
 //!   (snapshots, readiness, buffer gauges, a last flush); `state`: what
-//!   every handler shares;
+//!   every handler shares, and [`AppState::reload`], new settings applied
+//!   while serving ([`ReloadReport`]);
 //! - `routes`: every route, each declared once with the scope of API key
 //!   it needs, which also makes its entry in `/openapi.json` (`openapi`);
 //! - `api`: the JSON API under `/v1` (see `docs/API.md`), one file per
