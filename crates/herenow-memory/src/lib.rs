@@ -114,7 +114,9 @@ pub struct MemoryStore {
     /// The clock, the journal, the `Seen` table, the follow tap and the
     /// outbox: what every write of a space reaches.
     shared: Shared,
-    defaults: SpaceConfig,
+    /// The policy of spaces never configured; changed by
+    /// [`set_defaults`](Self::set_defaults).
+    defaults: RwLock<SpaceConfig>,
     /// The stripes each new space is split over (`stripes.rs`).
     stripes: usize,
     spaces: RwLock<SpaceMap>,
@@ -138,7 +140,7 @@ impl MemoryStore {
     pub fn new(clock: Arc<dyn Clock>, defaults: SpaceConfig) -> Self {
         Self {
             shared: Shared::new(clock),
-            defaults,
+            defaults: RwLock::new(defaults),
             stripes: 1,
             spaces: RwLock::new(SpaceMap::default()),
             friends: RwLock::new(HashMap::new()),
@@ -199,7 +201,42 @@ impl MemoryStore {
 
     /// The policy new spaces get.
     pub fn defaults(&self) -> SpaceConfig {
-        self.defaults
+        *self.defaults.read()
+    }
+
+    /// Gives spaces never configured `defaults` from now on (a server's
+    /// settings reloaded): new spaces get them, and so does every space
+    /// whose policy is the old defaults, which the store cannot tell from
+    /// one never configured (the rule that drops an idle space, too). Not
+    /// journaled: defaults are the server's settings, which a restart
+    /// reads again. How many spaces took them.
+    pub fn set_defaults(&self, defaults: SpaceConfig) -> Result<usize> {
+        defaults.validate()?;
+        // Under the map's write lock, so no space is created meanwhile
+        // with the old defaults and missed below.
+        let spaces = self.spaces.write();
+        let old = std::mem::replace(&mut *self.defaults.write(), defaults);
+        if old == defaults {
+            return Ok(0);
+        }
+        let spaces = RwLockWriteGuard::downgrade(spaces);
+        let now = self.shared.clock.now_ms();
+        let mut changed = 0;
+        for space in spaces.values() {
+            let mut all = space.lock_all();
+            if all.first().config() != old {
+                continue;
+            }
+            for s in all.stripes_mut() {
+                s.set_config(defaults, now);
+                self.absorb(s);
+            }
+            if let Some(id) = all.first().seen_id() {
+                self.shared.seen.set_policy(id, &defaults);
+            }
+            changed += 1;
+        }
+        Ok(changed)
     }
 
     /// Runs `f` on the space, every stripe locked, if it exists. The map's
@@ -235,8 +272,9 @@ impl MemoryStore {
     /// A new space with the defaults, split over the store's stripes and
     /// registered in the `Seen` table.
     fn new_space(&self, name: &SpaceName, now: Millis) -> Stripes {
-        let seen_id = self.shared.seen.register(name, &self.defaults);
-        Stripes::new(stripes::make(name, self.defaults, now, self.stripes, |s| {
+        let defaults = self.defaults();
+        let seen_id = self.shared.seen.register(name, &defaults);
+        Stripes::new(stripes::make(name, defaults, now, self.stripes, |s| {
             self.tap(s, seen_id)
         }))
     }
@@ -318,7 +356,7 @@ impl PresenceStore for MemoryStore {
     async fn status(&self, space: &SpaceName, members: &[MemberKey]) -> Result<Vec<MemberStatus>> {
         check_batch(members.len())?;
         let now = self.shared.clock.now_ms();
-        let defaults = self.defaults;
+        let defaults = self.defaults();
         Ok(self.read(space, |s| match s {
             Some(s) => {
                 let mut statuses = s.status(members, now)?;
@@ -352,7 +390,7 @@ impl PresenceStore for MemoryStore {
 
     async fn list(&self, space: &SpaceName, query: &ListQuery) -> Result<Page> {
         let now = self.shared.clock.now_ms();
-        let defaults = self.defaults;
+        let defaults = self.defaults();
         Ok(self.read(space, |s| match s {
             Some(s) => s.list(query, now),
             None => {
@@ -375,7 +413,7 @@ impl PresenceStore for MemoryStore {
 
     async fn count(&self, space: &SpaceName, window_ms: Option<Millis>) -> Result<Counts> {
         let now = self.shared.clock.now_ms();
-        let defaults = self.defaults;
+        let defaults = self.defaults();
         Ok(self.read(space, |s| match s {
             Some(s) => s.count(window_ms, now),
             None => {
@@ -386,7 +424,7 @@ impl PresenceStore for MemoryStore {
     }
 
     async fn config(&self, space: &SpaceName) -> Result<SpaceConfig> {
-        Ok(self.read(space, |s| s.map_or(self.defaults, |s| s.first().config())))
+        Ok(self.read(space, |s| s.map_or(self.defaults(), |s| s.first().config())))
     }
 
     async fn set_config(&self, space: &SpaceName, config: SpaceConfig) -> Result<()> {
@@ -471,7 +509,7 @@ impl PresenceStore for MemoryStore {
     ) -> Result<Vec<MemberStatus>> {
         check_batch(members.len())?;
         let now = self.shared.clock.now_ms();
-        let defaults = self.defaults;
+        let defaults = self.defaults();
         Ok(self.read(space, |s| match s {
             Some(s) => s.online_among(members, window_ms, limit, now),
             None => {
@@ -498,7 +536,7 @@ impl PresenceStore for MemoryStore {
         Ok(self.read(space, |s| match s {
             Some(s) => s.online_among(&friends, window_ms, limit, now),
             None => {
-                defaults_window_check(self.defaults, window_ms)?;
+                defaults_window_check(self.defaults(), window_ms)?;
                 Ok(Vec::new())
             }
         })?)
@@ -511,6 +549,7 @@ impl PresenceStore for MemoryStore {
 
     async fn tick(&self) -> Result<TickReport> {
         let mut report = TickReport::default();
+        let defaults = self.defaults();
         let all: Vec<Arc<Stripes>> = self.spaces.read().values().cloned().collect();
         let mut empty = Vec::new();
         for space in all {
@@ -528,7 +567,7 @@ impl PresenceStore for MemoryStore {
                         idle &= s.is_empty()
                             && s.connection_count() == 0
                             && s.subscribers() == 0
-                            && s.config() == self.defaults;
+                            && s.config() == defaults;
                     }
                     let retired = s.take_retired();
                     drop(s);
@@ -560,7 +599,7 @@ impl PresenceStore for MemoryStore {
                 // subscriber may have arrived since.
                 let still_idle = spaces.get(&name).and_then(|cell| {
                     let s = cell.lock_all();
-                    s.is_idle(self.defaults).then(|| s.first().seen_id())
+                    s.is_idle(self.defaults()).then(|| s.first().seen_id())
                 });
                 if let Some(seen_id) = still_idle {
                     spaces.remove(&name);

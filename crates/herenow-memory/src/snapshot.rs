@@ -348,7 +348,7 @@ impl MemoryStore {
             return Err(bad("is corrupt (checksum mismatch)"));
         }
         let undecodable = |e: postcard::Error| bad(format!("cannot be decoded: {e}"));
-        let defaults = self.defaults;
+        let defaults = self.defaults();
         let body: Body = match version {
             1 => {
                 let v1: BodyV1 = postcard::from_bytes(body).map_err(undecodable)?;

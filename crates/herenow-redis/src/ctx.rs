@@ -107,8 +107,10 @@ pub(crate) struct Ctx {
     cluster: bool,
     /// "Now", for every script: never Redis `TIME`.
     pub clock: Arc<dyn Clock>,
-    /// The policy of spaces that have none of their own.
-    pub defaults: SpaceConfig,
+    /// The policy of spaces that have none of their own: read through
+    /// [`defaults`](Self::defaults), changed by
+    /// [`RedisStore::set_defaults`](crate::RedisStore::set_defaults).
+    defaults: parking_lot::RwLock<SpaceConfig>,
     /// As given to [`RedisStore::connect`](crate::RedisStore::connect).
     pub opts: RedisOptions,
     /// Every key name, and each space's shards.
@@ -149,7 +151,7 @@ impl Ctx {
             client,
             cluster,
             clock,
-            defaults,
+            defaults: parking_lot::RwLock::new(defaults),
             keys,
             health: Health::new(opts.buffer_cap),
             replication: Replication::new(
@@ -163,6 +165,16 @@ impl Ctx {
             skew_measured: AtomicU64::new(0),
             opts,
         }
+    }
+
+    /// The policy of spaces that have none of their own.
+    pub fn defaults(&self) -> SpaceConfig {
+        *self.defaults.read()
+    }
+
+    /// Replaces [`defaults`](Self::defaults).
+    pub fn set_defaults(&self, defaults: SpaceConfig) {
+        *self.defaults.write() = defaults;
     }
 
     /// Whether Redis is a cluster.
@@ -214,7 +226,7 @@ impl Ctx {
     /// retention, remember, remember guests as 0/1), for spaces without a
     /// policy of their own.
     pub fn defaults_args(&self) -> [Millis; 6] {
-        let d = self.defaults;
+        let d = self.defaults();
         [
             d.online_ms,
             d.away_ms,

@@ -408,6 +408,30 @@ impl Backend {
         None
     }
 
+    /// Gives spaces without a policy of their own `defaults` from now on
+    /// (a reload of the server's settings): the memory store's spaces that
+    /// follow the defaults take them, as does every such space of a Redis
+    /// store, whose scripts are given the defaults with each call. A
+    /// seed's layout derives its policy from its keys at start, and a
+    /// store the caller built is not known here: `Err` with the reason,
+    /// nothing changed.
+    pub fn set_space_defaults(
+        &self,
+        defaults: herenow_core::SpaceConfig,
+    ) -> Result<(), &'static str> {
+        let invalid = "the defaults do not fit together";
+        match &self.kind {
+            StoreKind::Memory(memory, _) => {
+                memory.set_defaults(defaults).map(drop).map_err(|_| invalid)
+            }
+            #[cfg(feature = "redis")]
+            StoreKind::Redis(redis) => redis.set_defaults(defaults).map_err(|_| invalid),
+            #[cfg(feature = "redis")]
+            StoreKind::Seed => Err("a seed's key layout sets its policy at start"),
+            StoreKind::Custom => Err("the store was built by the program that embeds the server"),
+        }
+    }
+
     /// A Redis store's write-buffer counters, for the metrics; `None` for
     /// any other store.
     #[cfg(feature = "redis")]

@@ -10,7 +10,9 @@ use herenow_core::{SpaceConfig, SpaceName};
 use crate::webhooks::{WebhookConfig, WebhookError};
 
 mod pusher_apps;
+mod pusher_limits;
 pub use pusher_apps::{PusherApp, PusherConfig, PusherConfigError, PusherWebhook};
+pub use pusher_limits::PusherAppLimits;
 
 /// What an API key may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -20,7 +20,8 @@
 //! - `config`: what the binary builds from flags; `backend`: the one
 //!   handle on the store built from that spec, with the duties of its kind
 //!   (snapshots, readiness, buffer gauges, a last flush); `state`: what
-//!   every handler shares;
+//!   every handler shares, and [`AppState::reload`], new settings applied
+//!   while serving ([`ReloadReport`]);
 //! - `routes`: every route, each declared once with the scope of API key
 //!   it needs, which also makes its entry in `/openapi.json` (`openapi`);
 //! - `api`: the JSON API under `/v1` (see `docs/API.md`), one file per
@@ -107,16 +108,17 @@ pub use config::{
     DEFAULT_REDIS_WAIT, DEFAULT_SNAPSHOT_INTERVAL, MAX_REDIS_WAIT, MAX_SOCKET_TIMER,
     MIN_TOKEN_SECRET_BYTES, RedisLayout, RedisTarget, Scope, StoreSpec, StoreTarget, TokenSecret,
 };
-pub use config::{PusherApp, PusherConfig, PusherConfigError, PusherWebhook};
+pub use config::{PusherApp, PusherAppLimits, PusherConfig, PusherConfigError, PusherWebhook};
 pub use error::ServerError;
 pub use layers::App;
 pub use metrics::Metrics;
 pub use problem::Problem;
+pub use pusher_hub::AppsChange as PusherAppsChange;
 pub use sse::SnapshotData;
-pub use state::AppState;
+pub use state::{AppState, ReloadError, ReloadReport};
 pub use webhooks::{
     AllowError as SpaceWebhookAllowError, Attempt as WebhookAttempt, Endpoint as WebhookEndpoint,
-    Secret as WebhookSecret, SpaceWebhookAllow, WebhookConfig, WebhookError,
+    Secret as WebhookSecret, SpaceWebhookAllow, WebhookConfig, WebhookError, WebhooksChange,
     send_test as send_test_webhook,
 };
 

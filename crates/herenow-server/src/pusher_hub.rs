@@ -16,31 +16,42 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use herenow_core::{PresenceStore, RecvError};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{PusherApp, PusherConfig};
 
+mod apps;
 mod channels;
 pub(crate) mod frames;
 mod members;
 mod occupancy;
+mod quota;
 mod relayed;
 mod sockets;
 
+pub use apps::AppsChange;
 pub use channels::Channels;
 pub(crate) use channels::{QUEUE, RESERVE, Subscriber};
 pub(crate) use members::{JoinError, Listener, Members};
 pub(crate) use occupancy::count as occupancy_count;
 use occupancy::{Occupancy, Target};
+pub(crate) use quota::Quota;
 pub(crate) use relayed::{Relayed, TOPIC};
 pub(crate) use sockets::{Ender, Sockets};
 
 /// The Pusher side of a server: its apps and the local sockets'
 /// channels. `None` in [`AppState`] when no app is configured.
 pub struct Pusher {
-    pub(crate) apps: Vec<Arc<PusherApp>>,
+    /// The apps as served now: swapped whole by a reload (`apps`).
+    apps: ArcSwap<Vec<Arc<PusherApp>>>,
+    /// Bumped by every swap of `apps`, so a socket sees at the cost of one
+    /// load whether its app's settings may have changed.
+    apps_version: AtomicU64,
+    /// Each app's sockets on this server, against its `max_connections`.
+    pub(crate) quota: Quota,
     pub(crate) channels: Channels,
     /// Every socket, for what closes sockets from elsewhere.
     pub(crate) sockets: Sockets,
@@ -65,7 +76,9 @@ impl Pusher {
             return None;
         }
         Some(Arc::new(Self {
-            apps: config.served_apps().into_iter().map(Arc::new).collect(),
+            apps: ArcSwap::from_pointee(config.served_apps().into_iter().map(Arc::new).collect()),
+            apps_version: AtomicU64::new(0),
+            quota: Quota::default(),
             channels: Channels::new(),
             sockets: Sockets::default(),
             members: Members::default(),
@@ -100,14 +113,20 @@ impl Pusher {
         format!("o{}.{hex}", self.prefix)
     }
 
-    /// The app with this public key.
-    pub(crate) fn by_key(&self, key: &str) -> Option<&Arc<PusherApp>> {
-        self.apps.iter().find(|a| a.key == key)
+    /// The app with this public key, as served now.
+    pub(crate) fn by_key(&self, key: &str) -> Option<Arc<PusherApp>> {
+        self.apps.load().iter().find(|a| a.key == key).cloned()
     }
 
-    /// The app with this id.
-    pub(crate) fn by_id(&self, id: &str) -> Option<&Arc<PusherApp>> {
-        self.apps.iter().find(|a| a.id == id)
+    /// The app with this id, as served now.
+    pub(crate) fn by_id(&self, id: &str) -> Option<Arc<PusherApp>> {
+        self.apps.load().iter().find(|a| a.id == id).cloned()
+    }
+
+    /// A number that changes whenever the apps' settings may have (a
+    /// reload): a socket holding its app looks it up again when it moved.
+    pub(crate) fn apps_version(&self) -> u64 {
+        self.apps_version.load(Ordering::Acquire)
     }
 
     /// The local sockets' channels.

@@ -1,8 +1,14 @@
-//! [`AppState`]: what every handler shares.
+//! [`AppState`]: what every handler shares; `reload`, its settings
+//! changed while it serves ([`AppState::reload`]).
+
+mod reload;
+
+pub use reload::{ReloadError, ReloadReport};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use axum::extract::FromRef;
 use futures::FutureExt;
 use herenow_core::{PresenceStore, SpaceName, TickReport};
@@ -38,6 +44,11 @@ struct Inner {
     watch: Arc<WatchHub>,
     webhooks: Webhooks,
     pusher: Option<Arc<crate::pusher_hub::Pusher>>,
+    /// The settings served now: the configuration it was built with, with
+    /// what reloads applied.
+    config: ArcSwap<Config>,
+    /// One reload at a time.
+    reloading: tokio::sync::Mutex<()>,
 }
 
 impl AppState {
@@ -71,6 +82,8 @@ impl AppState {
             watch,
             webhooks,
             pusher: crate::pusher_hub::Pusher::new(&config.pusher),
+            config: ArcSwap::from_pointee(config.clone()),
+            reloading: tokio::sync::Mutex::new(()),
         }))
     }
 

@@ -340,6 +340,21 @@ pub struct ServeArgs {
     )]
     pub pusher_apps: Vec<String>,
 
+    /// Limits of one Pusher app, over those every app has:
+    /// APP_ID:LIMIT=N[,LIMIT=N]… with max_connections (its sockets on this
+    /// server; unbounded but for --ws-max-connections by default),
+    /// client_events_per_second (10), max_presence_members (10000),
+    /// max_event_bytes (an HTTP API event's data; 10240) and
+    /// max_client_event_bytes (10240). Repeat for more apps, separated by
+    /// spaces in the environment variable.
+    #[arg(
+        long = "pusher-app-limits",
+        value_name = "APP_ID:LIMIT=N,…",
+        env = "HERENOW_PUSHER_APP_LIMITS",
+        value_delimiter = ' '
+    )]
+    pub pusher_app_limits: Vec<String>,
+
     /// Send the Pusher apps' webhooks to this URL in Pusher's format
     /// (channel_occupied, channel_vacated, member_added, member_removed
     /// of presence channels, signed with X-Pusher-Key and

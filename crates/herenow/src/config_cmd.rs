@@ -282,6 +282,14 @@ const EXAMPLE_HEADER: &str = "\
 #
 # `herenow config check FILE` checks a file and prints what it sets.
 # `herenow config example` prints this file (deploy/herenow.example.toml).
+#
+# A running server reads this file again on SIGHUP (`kill -HUP PID`) and
+# applies what can change without a restart: api_keys, pusher_apps,
+# pusher_app_limits, webhooks, webhook_secret, pusher_webhooks,
+# pusher_webhook_client_events and the space defaults (online_after,
+# away_after, window, retention, remember, grace). Its log tells what
+# changed, and which other settings changed but take a restart; a file that
+# does not check changes nothing.
 ";
 
 #[cfg(test)]

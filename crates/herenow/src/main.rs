@@ -8,8 +8,9 @@
 //! `herenow_server::StoreSpec`, [`serve`] turns them into a
 //! `herenow_server::Config` and serves it, [`commands`] sends requests
 //! through [`client`] and prints with [`output`]; [`webhook_flags`] and
-//! [`webhooks`] are the webhook flags and the `webhooks` command. Errors end here, as one line on stderr and an
-//! exit code:
+//! [`webhooks`] are the webhook flags and the `webhooks` command;
+//! [`reload`] reads the settings again on SIGHUP. Errors end here, as one
+//! line on stderr and an exit code:
 //!
 //! - 0: done;
 //! - 1: the request or the server failed (unreachable, an error answer, a
@@ -26,6 +27,7 @@ mod config_cmd;
 mod config_file;
 mod output;
 mod parse;
+mod reload;
 mod serve;
 mod store_flags;
 mod webhook_flags;
@@ -73,7 +75,7 @@ fn main() -> ExitCode {
                 }
                 e.exit()
             });
-            serve::main(args, store)
+            serve::main(args, store, file)
         }
         Command::Config(args) => match args.command {
             ConfigCommand::Check { file } => {

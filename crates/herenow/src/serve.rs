@@ -1,18 +1,22 @@
 //! `herenow serve`: flags to a [`Config`], a bound listener, the opened
-//! store ([`Backend::open`]), a shutdown future from SIGINT/SIGTERM, then
-//! [`herenow_server::serve`]. Everything else is the server crate's
-//! business.
+//! store ([`Backend::open`]), a shutdown future from SIGINT/SIGTERM and
+//! reloads on SIGHUP ([`crate::reload`]), then [`herenow_server::serve`].
+//! Everything else is the server crate's business.
 
 use std::io::{IsTerminal as _, Write as _};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use anyhow::{Context as _, Result};
 use herenow_core::SpaceConfig;
-use herenow_server::{AppState, Backend, Config, ConfigError, StoreSpec, TokenSecret};
+use herenow_server::{
+    AppState, Backend, Config, ConfigError, PusherAppLimits, StoreSpec, TokenSecret,
+};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::LevelFilter;
 
 use crate::cli::{LogFormat, ServeArgs};
+use crate::config_file::ConfigFile;
+use crate::reload::{Hangups, Running};
 
 /// Milliseconds of a duration the CLI already checked to be at least 1 ms;
 /// saturating, since no threshold anywhere near `u64::MAX` ms can pass
@@ -80,7 +84,15 @@ pub fn config(args: &ServeArgs, store: StoreSpec) -> Result<Config, ConfigError>
                 .map(|h| h.parse())
                 .collect::<Result<_, _>>()?,
             webhook_client_events: args.pusher_webhook_client_events,
-        },
+        }
+        .with_limits(
+            &args
+                .pusher_app_limits
+                .iter()
+                .filter(|s| !s.trim().is_empty())
+                .map(|l| l.parse())
+                .collect::<Result<Vec<PusherAppLimits>, _>>()?,
+        )?,
     })
 }
 
@@ -120,8 +132,9 @@ fn init_logging(format: LogFormat) -> Result<()> {
 }
 
 /// Runs `herenow serve` on `store` (the flags'
-/// [`store_spec`](crate::store_flags::store_spec)) until SIGINT or SIGTERM.
-pub fn main(args: ServeArgs, store: StoreSpec) -> Result<()> {
+/// [`store_spec`](crate::store_flags::store_spec)) until SIGINT or
+/// SIGTERM; `file` is the config file read, which SIGHUP reads again.
+pub fn main(args: ServeArgs, store: StoreSpec, file: Option<ConfigFile>) -> Result<()> {
     let config = config(&args, store)?;
     // Refuse a configuration that cannot be served (an open address without
     // keys, thresholds out of order) before touching the network.
@@ -152,8 +165,15 @@ pub fn main(args: ServeArgs, store: StoreSpec) -> Result<()> {
             .await
             .map_err(herenow_server::ServerError::from)?;
         // Installed before the "listening" line: a SIGTERM sent as soon as
-        // the server is up must shut it down cleanly, not kill it.
-        let shutdown = shutdown_watch(HARD_GRACE + config.drain)?;
+        // the server is up must shut it down cleanly, not kill it, and a
+        // SIGHUP reload it.
+        let (hangups, hung_up) = tokio::sync::mpsc::unbounded_channel();
+        let shutdown = shutdown_watch(HARD_GRACE + config.drain, hangups)?;
+        tokio::spawn(crate::reload::watch(
+            hung_up,
+            Running::new(&args, file, self::config),
+            state.clone(),
+        ));
         let mut out = std::io::stdout().lock();
         writeln!(
             out,
@@ -233,9 +253,11 @@ const HARD_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 /// its own, so the server's workers, however busy, cannot delay noticing
 /// them. The future completes on the first signal; a process still
 /// running `hard_grace` after it is ended by that thread (exit status
-/// 1). Returns once the signals are handled.
+/// 1). Each SIGHUP meanwhile is sent on `hangups`. Returns once the
+/// signals are handled.
 fn shutdown_watch(
     hard_grace: std::time::Duration,
+    hangups: tokio::sync::mpsc::UnboundedSender<()>,
 ) -> Result<impl std::future::Future<Output = ()> + Send + 'static> {
     let (registered_tx, registered_rx) = std::sync::mpsc::channel::<Result<()>>();
     let (signalled_tx, signalled_rx) = tokio::sync::oneshot::channel::<()>();
@@ -255,10 +277,19 @@ fn shutdown_watch(
                 }
             };
             let signalled = rt.block_on(async move {
-                match shutdown_signal() {
-                    Ok(signal) => {
+                match shutdown_signal().and_then(|s| Ok((s, Hangups::new()?))) {
+                    Ok((signal, mut hangup)) => {
                         let _ = registered_tx.send(Ok(()));
-                        signal.await;
+                        tokio::pin!(signal);
+                        loop {
+                            tokio::select! {
+                                () = &mut signal => break,
+                                // The reload logs what it did.
+                                () = hangup.next() => {
+                                    let _ = hangups.send(());
+                                }
+                            }
+                        }
                         let _ = signalled_tx.send(());
                         true
                     }

@@ -135,7 +135,7 @@ impl RedisStore {
         conn: &ConnId,
         ended_at: Option<Millis>,
     ) -> Result<DetachReport> {
-        let grace = self.ctx.defaults.grace_ms;
+        let grace = self.ctx.defaults().grace_ms;
         self.end_conn(
             &conn_scripts::LINGER,
             space,

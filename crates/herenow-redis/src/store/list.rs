@@ -79,7 +79,7 @@ impl RedisStore {
                     if let Some(e) = window_error(&v, query.window_ms)? {
                         return Err(e);
                     }
-                    config.get_or_insert(thresholds_of(&v[1..], self.ctx.defaults)?);
+                    config.get_or_insert(thresholds_of(&v[1..], self.ctx.defaults())?);
                     let mut it = v.into_iter().skip(5);
                     items.extend(items_of(it.next(), MemberKind::User, 0)?);
                     items.extend(items_of(it.next(), MemberKind::Guest, 0)?);

@@ -291,6 +291,22 @@ impl RedisStore {
         &self.ctx.opts
     }
 
+    /// The policy of spaces without one of their own.
+    pub fn defaults(&self) -> SpaceConfig {
+        self.ctx.defaults()
+    }
+
+    /// Gives spaces without a policy of their own `defaults` from now on
+    /// (a server's settings reloaded). Such spaces keep no policy in
+    /// Redis: every call passes this store's defaults to its script, so
+    /// they follow at once. Servers sharing Redis each use their own
+    /// defaults: give them all the same.
+    pub fn set_defaults(&self, defaults: SpaceConfig) -> Result<()> {
+        defaults.validate()?;
+        self.ctx.set_defaults(defaults);
+        Ok(())
+    }
+
     /// The names of `space`'s keys (for operators and tests): every one of
     /// them hashes to the same cluster slot. For a space split over several
     /// shards, the keys of shard 0 (see [`shard_keys`](Self::shard_keys)).

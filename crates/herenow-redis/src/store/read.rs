@@ -128,7 +128,7 @@ impl RedisStore {
                 .await
             })
             .await?;
-        let d = self.ctx.defaults;
+        let d = self.ctx.defaults();
         match v.as_slice() {
             [
                 Some(online_ms),

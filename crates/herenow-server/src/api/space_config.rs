@@ -70,7 +70,7 @@ pub async fn put_config(
     let hooks = dto
         .webhooks
         .as_deref()
-        .map(|list| space_hooks(list, state.webhooks().default_secret()))
+        .map(|list| space_hooks(list, state.webhooks().default_secret().as_ref()))
         .transpose()?;
     if let Some(hooks) = &hooks {
         allow::check_hooks(state.webhooks().space_allow(), hooks).await?;

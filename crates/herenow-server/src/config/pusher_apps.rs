@@ -21,6 +21,19 @@ pub const MAX_PRESENCE_MEMBERS: usize = herenow_core::limits::MAX_SNAPSHOT;
 /// The default rate of client events one socket may send (Pusher's).
 pub const DEFAULT_CLIENT_EVENTS_PER_SECOND: u32 = 10;
 
+/// The default bound on an event's data through the HTTP API, and on a
+/// client event's (Pusher's 10 KB).
+pub const DEFAULT_MAX_EVENT_BYTES: usize = 10 * 1024;
+
+/// The largest bound an app may set on an event's data through the HTTP
+/// API: half the largest request body, so a batch still fits one.
+pub const MAX_EVENT_BYTES: usize = 128 * 1024;
+
+/// The largest bound an app may set on a client event's data: with its
+/// name and channel it must fit one frame a socket may send (32 KiB) and
+/// one message of the webhook outbox, its data escaped.
+pub const MAX_CLIENT_EVENT_BYTES: usize = 16 * 1024;
+
 /// One Pusher app: its id (in the HTTP API's paths), its key (public, in
 /// the WebSocket URL and every signature) and its secret (signs).
 #[derive(Clone, PartialEq, Eq)]
@@ -37,6 +50,16 @@ pub struct PusherApp {
     /// Client events one socket may send per second (the burst is the
     /// same number); one more is refused with `4301`.
     pub client_events_per_second: u32,
+    /// Most sockets of the app on this server at once; one more is
+    /// refused with `4004` ("over connection quota"). `None`: only the
+    /// server's own bound on sockets.
+    pub max_connections: Option<usize>,
+    /// Largest `data` of an event through the HTTP API, in bytes; a
+    /// larger one is a `413`.
+    pub max_event_bytes: usize,
+    /// Largest `data` of a client event, in bytes; a larger one is
+    /// refused with a `pusher:error`, and the socket stays.
+    pub max_client_event_bytes: usize,
     /// What the names of its presence channels' spaces begin with: nothing
     /// for the first app (`presence-x` is the space `presence-x`), `ID:`
     /// for every other, so two apps never share a roster. Set by
@@ -70,6 +93,9 @@ impl fmt::Debug for PusherApp {
             .field("secret", &"***")
             .field("max_presence_members", &self.max_presence_members)
             .field("client_events_per_second", &self.client_events_per_second)
+            .field("max_connections", &self.max_connections)
+            .field("max_event_bytes", &self.max_event_bytes)
+            .field("max_client_event_bytes", &self.max_client_event_bytes)
             .field("webhooks", &self.webhooks)
             .finish()
     }
@@ -105,6 +131,9 @@ impl std::str::FromStr for PusherApp {
             secret: secret.to_owned(),
             max_presence_members: DEFAULT_MAX_PRESENCE_MEMBERS,
             client_events_per_second: DEFAULT_CLIENT_EVENTS_PER_SECOND,
+            max_connections: None,
+            max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
+            max_client_event_bytes: DEFAULT_MAX_EVENT_BYTES,
             space_prefix: String::new(),
             webhooks: false,
         })
@@ -191,9 +220,16 @@ impl PusherConfig {
     /// Each app's webhook endpoints: a `URL` once per app, an
     /// `APP_ID=URL` for its app.
     pub fn webhook_targets(&self) -> Vec<PusherTarget> {
+        self.webhook_targets_of(&self.served_apps())
+    }
+
+    /// [`webhook_targets`](Self::webhook_targets) of `apps` as served
+    /// (their space prefixes), which may be a running server's rather than
+    /// [`served_apps`](Self::served_apps).
+    pub(crate) fn webhook_targets_of(&self, apps: &[PusherApp]) -> Vec<PusherTarget> {
         let mut targets = Vec::new();
         for hook in &self.webhooks {
-            for app in &self.served_apps() {
+            for app in apps {
                 if hook.app.as_ref().is_none_or(|id| *id == app.id) {
                     targets.push(PusherTarget {
                         app_id: app.id.clone(),
@@ -238,6 +274,21 @@ impl PusherConfig {
             if app.client_events_per_second == 0 {
                 return Err(PusherConfigError::ZeroRate);
             }
+            if app.max_connections == Some(0) {
+                return Err(PusherConfigError::ZeroConnections(app.id.clone()));
+            }
+            for (limit, got, max) in [
+                ("max_event_bytes", app.max_event_bytes, MAX_EVENT_BYTES),
+                (
+                    "max_client_event_bytes",
+                    app.max_client_event_bytes,
+                    MAX_CLIENT_EVENT_BYTES,
+                ),
+            ] {
+                if !(1..=max).contains(&got) {
+                    return Err(PusherConfigError::ByteCap { limit, max, got });
+                }
+            }
         }
         Ok(())
     }
@@ -266,6 +317,32 @@ pub enum PusherConfigError {
     /// A client-event rate of zero.
     #[error("the client-event rate must be at least 1 a second")]
     ZeroRate,
+    /// A connection cap of zero, which would refuse every socket.
+    #[error("app {0:?}: max_connections must be at least 1")]
+    ZeroConnections(String),
+    /// A bound on events' data out of range.
+    #[error("{limit} must be 1 to {max} bytes; got {got}")]
+    ByteCap {
+        /// The limit: `max_event_bytes` or `max_client_event_bytes`.
+        limit: &'static str,
+        /// Its largest value.
+        max: usize,
+        /// The value given.
+        got: usize,
+    },
+    /// A `--pusher-app-limits` that cannot be read.
+    #[error(
+        "--pusher-app-limits must be APP_ID:LIMIT=N[,LIMIT=N]… with limits max_connections, \
+         client_events_per_second, max_presence_members, max_event_bytes, \
+         max_client_event_bytes: {0}"
+    )]
+    BadLimits(String),
+    /// A `--pusher-app-limits` for an app not configured.
+    #[error("--pusher-app-limits names app {0:?}, which no --pusher-app defines")]
+    LimitsUnknownApp(String),
+    /// Two `--pusher-app-limits` for one app.
+    #[error("--pusher-app-limits: app {0:?} is given twice")]
+    LimitsTwice(String),
     /// A `--pusher-webhook` whose URL is not one.
     #[error("--pusher-webhook must be URL or APP_ID=URL: {0}")]
     BadWebhook(String),

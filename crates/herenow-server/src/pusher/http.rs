@@ -52,10 +52,9 @@ use crate::state::AppState;
 pub(crate) const MAX_CHANNELS: usize = 100;
 /// Most events in one batch.
 pub(crate) const MAX_BATCH: usize = 10;
-/// Longest event name, in bytes.
+/// Longest event name, in bytes. The largest data is the app's
+/// (`PusherApp::max_event_bytes`, 10 KiB unless its limits say).
 const MAX_NAME: usize = 200;
-/// Largest event data, in bytes.
-pub(crate) const MAX_DATA: usize = 10 * 1024;
 
 /// One event as the API takes it.
 #[derive(Debug, Deserialize)]
@@ -109,8 +108,19 @@ fn invalid_channel(name: &str) -> Refusal {
     ))
 }
 
-/// Checks one event, every bound before anything is sent.
-fn check_event(e: EventBody) -> Result<Checked, Refusal> {
+/// `n` bytes as a person reads them: `10 KB` for whole kibibytes (as
+/// Pusher writes its 10,240 bytes), else `1000 bytes`.
+fn size(n: usize) -> String {
+    if n >= 1024 && n.is_multiple_of(1024) {
+        format!("{} KB", n / 1024)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
+/// Checks one event, every bound before anything is sent; its data is
+/// at most `max_data` bytes.
+fn check_event(e: EventBody, max_data: usize) -> Result<Checked, Refusal> {
     let channels = match (e.channels, e.channel) {
         (Some(c), None) => c,
         (None, Some(c)) => vec![c],
@@ -152,11 +162,12 @@ fn check_event(e: EventBody) -> Result<Checked, Refusal> {
         Value::String(s) => s,
         other => other.to_string(),
     };
-    if data.len() > MAX_DATA {
+    if data.len() > max_data {
         return Err(Refusal(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!(
-                "the event data is larger than 10 KB: {} bytes, of {MAX_DATA} at most",
+                "the event data is larger than {}: {} bytes, of {max_data} at most",
+                size(max_data),
                 data.len()
             ),
         ));
@@ -430,7 +441,7 @@ pub(super) async fn events(
 ) -> Result<Response, Refusal> {
     let pusher = &pusher;
     // Every check before any event goes out.
-    let event = check_event(body_of(&body, "an event")?)?;
+    let event = check_event(body_of(&body, "an event")?, app.max_event_bytes)?;
     let infos = publish(&state, pusher, &app, &event).await?;
     let answer = if event.info.is_empty() {
         json!({})
@@ -464,7 +475,7 @@ pub(super) async fn batch_events(
                 "a batched event names one channel (channel), not a list (channels)",
             )));
         }
-        checked.push(check_event(e).map_err(which)?);
+        checked.push(check_event(e, app.max_event_bytes).map_err(which)?);
     }
     let any_info = checked.iter().any(|e| !e.info.is_empty());
     let mut answers = Vec::with_capacity(checked.len());

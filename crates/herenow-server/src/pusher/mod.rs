@@ -25,14 +25,17 @@
 //!
 //! Errors, as this server answers them:
 //!
-//! - a socket is closed with the protocol's codes: `4001` unknown app key,
+//! - a socket is closed with the protocol's codes: `4001` unknown app key
+//!   (or an app a reload removed), `4004` an app over its connection quota
+//!   (`max_connections` of its limits, `config/pusher_limits.rs`),
 //!   `4006` / `4007` / `4008` a bad, unsupported or missing `protocol`
 //!   version, `4100` over capacity (the server's socket bound, a client
 //!   too slow to read its queue, or whose ping still waits in it:
 //!   reconnect after a while), `4200` the server is shutting down
 //!   (reconnect at once), `4201` no pong in time to a ping it was sent;
-//! - `pusher:error` with `code` `4301` for a client event past the rate,
-//!   `null` for a client event the socket may not send (a channel it has
+//! - `pusher:error` with `code` `4301` for a client event past the app's
+//!   rate, `null` for one over its data bound, or that the socket may not
+//!   send (a channel it has
 //!   not subscribed, a public or encrypted channel; Pusher's 4000–4299
 //!   mean the connection closes, and it stays open) and for a message
 //!   that cannot be read (not JSON, no `event`, a binary frame, an unknown

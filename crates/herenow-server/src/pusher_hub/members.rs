@@ -79,8 +79,10 @@ enum Command {
         max: usize,
         reply: oneshot::Sender<Result<(), usize>>,
     },
-    /// An admitted socket gave up before entering.
-    Abandon,
+    /// An admitted socket of this user gave up before entering.
+    Abandon {
+        member: String,
+    },
     Enter {
         listener: Listener,
         reply: oneshot::Sender<()>,
@@ -109,6 +111,8 @@ pub(crate) struct Members {
 /// connection is written; dropping it instead gives its place back.
 pub(crate) struct Admitted {
     tx: mpsc::UnboundedSender<Command>,
+    /// The user's id.
+    member: String,
     entered: bool,
 }
 
@@ -128,7 +132,9 @@ impl Admitted {
 impl Drop for Admitted {
     fn drop(&mut self) {
         if !self.entered {
-            let _ = self.tx.send(Command::Abandon);
+            let _ = self.tx.send(Command::Abandon {
+                member: std::mem::take(&mut self.member),
+            });
         }
     }
 }
@@ -162,7 +168,11 @@ impl Members {
             }
             match tokio::time::timeout_at(deadline, answer).await {
                 Ok(Ok(Ok(()))) => {
-                    return Ok(Admitted { tx, entered: false });
+                    return Ok(Admitted {
+                        tx,
+                        member: member.id.as_str().to_owned(),
+                        entered: false,
+                    });
                 }
                 Ok(Ok(Err(max))) => return Err(JoinError::Full(max)),
                 Ok(Err(_)) => continue,
@@ -215,6 +225,7 @@ impl Members {
             roster_text: None,
             listeners: Vec::new(),
             admitted: 0,
+            unseen: HashMap::new(),
         };
         tokio::spawn(feed.run());
         tx
@@ -251,6 +262,10 @@ struct Feed {
     listeners: Vec<Member>,
     /// Sockets admitted and not yet entered (or given up).
     admitted: usize,
+    /// Users admitted here whose join the roster does not show yet, with
+    /// their sockets: counted against the member cap, so users admitted
+    /// before the store's events reach the feed cannot pass it together.
+    unseen: HashMap<String, usize>,
 }
 
 impl Feed {
@@ -334,6 +349,8 @@ impl Feed {
             .map(|m| (m.member.id.as_str().to_owned(), m.meta))
             .collect();
         self.omitted = usize::try_from(sub.snapshot_omitted).unwrap_or(usize::MAX);
+        let roster = &self.roster;
+        self.unseen.retain(|id, _| !roster.contains_key(id));
         self.roster_text = None;
         sub.events
     }
@@ -356,14 +373,22 @@ impl Feed {
     fn command(&mut self, command: Command) {
         match command {
             Command::Admit { member, max, reply } => {
-                let users = self.roster.len().saturating_add(self.omitted);
-                let fits = self.roster.contains_key(member.id.as_str()) || users < max;
+                let id = member.id.as_str();
+                let listed = self.roster.contains_key(id);
+                let users = self.roster.len() + self.omitted + self.unseen.len();
+                let fits = listed || self.unseen.contains_key(id) || users < max;
                 let answer = if fits { Ok(()) } else { Err(max) };
                 if reply.send(answer).is_ok() && fits {
                     self.admitted += 1;
+                    if !listed {
+                        *self.unseen.entry(id.to_owned()).or_default() += 1;
+                    }
                 }
             }
-            Command::Abandon => self.admitted = self.admitted.saturating_sub(1),
+            Command::Abandon { member } => {
+                self.admitted = self.admitted.saturating_sub(1);
+                self.unsee(&member);
+            }
             Command::Enter { listener, reply } => {
                 self.admitted = self.admitted.saturating_sub(1);
                 let text = self.roster_for(&listener.member, listener.meta.as_ref());
@@ -384,7 +409,16 @@ impl Feed {
                     self.send_roster(i);
                 }
             }
-            Command::Leave { number } => self.listeners.retain(|m| m.listener.number != number),
+            Command::Leave { number } => {
+                if let Some(i) = self
+                    .listeners
+                    .iter()
+                    .position(|m| m.listener.number == number)
+                {
+                    let left = self.listeners.remove(i);
+                    self.unsee(left.listener.member.id.as_str());
+                }
+            }
         }
     }
 
@@ -428,6 +462,7 @@ impl Feed {
         let id = event.member.id.as_str();
         let text = match event.kind {
             EventKind::Join => {
+                self.unseen.remove(id);
                 self.roster.insert(id.to_owned(), event.meta.clone());
                 frames::member_added(&self.channel, id, event.meta.as_ref())
             }
@@ -454,6 +489,16 @@ impl Feed {
         }
         if gone {
             self.listeners.retain(|m| !m.listener.queue.is_closed());
+        }
+    }
+
+    /// One socket of `member` counted in `unseen` left or gave up.
+    fn unsee(&mut self, member: &str) {
+        if let Some(n) = self.unseen.get_mut(member) {
+            *n -= 1;
+            if *n == 0 {
+                self.unseen.remove(member);
+            }
         }
     }
 
@@ -629,5 +674,37 @@ mod tests {
         // Given up before entering: the feed ends with nobody in it.
         drop(again);
         all_ended(&members).await;
+    }
+
+    #[tokio::test]
+    async fn users_admitted_before_the_store_tells_their_join_count_against_the_cap() {
+        let store: Arc<dyn PresenceStore> = Arc::new(MemoryStore::default());
+        let space = SpaceName::new("presence-one").unwrap();
+        let members = Members::default();
+        let admit = |who: &'static str| {
+            let (store, space, members) = (store.clone(), space.clone(), &members);
+            async move {
+                members
+                    .admit(&store, &space, "presence-one", &user(who), 1, WAIT)
+                    .await
+            }
+        };
+        // Ann is admitted and enters; the store has no join of hers yet
+        // (nothing attached), as when her join is still on its way.
+        let ann = admit("ann").await.unwrap();
+        let (listener, mut rx) = listener(1, "ann", RESERVE + 4);
+        assert!(ann.enter(listener, WAIT).await);
+        next(&mut rx).await;
+        assert!(matches!(admit("bob").await, Err(JoinError::Full(1))));
+        // A second socket of hers is no new user.
+        let again = admit("ann").await.unwrap();
+        drop(again);
+        // Her socket leaves before her join was seen: her place is free.
+        members.leave(&space, 1);
+        let bob = admit("bob").await.unwrap();
+        // Admitted, not entered: counted until given up.
+        assert!(matches!(admit("cy").await, Err(JoinError::Full(1))));
+        drop(bob);
+        assert!(admit("cy").await.is_ok());
     }
 }

@@ -86,6 +86,17 @@ impl Sockets {
         n
     }
 
+    /// Closes every socket of `app`; how many.
+    pub(crate) fn end_app(&self, app: &str, code: u16, reason: &'static str) -> usize {
+        let map = self.map.lock();
+        let mut n = 0;
+        for h in map.values().filter(|h| &*h.app == app) {
+            h.ender.end(code, reason);
+            n += 1;
+        }
+        n
+    }
+
     /// Closes every socket.
     pub(crate) fn end_all(&self, code: u16, reason: &'static str) {
         for h in self.map.lock().values() {
@@ -125,5 +136,20 @@ mod tests {
         s.end_all(4100, "lag");
         assert_eq!(enders[1].ended().await, (4100, "lag"));
         assert_eq!(enders[2].ended().await, (4100, "lag"));
+    }
+
+    #[tokio::test]
+    async fn an_apps_sockets_are_ended_together() {
+        let s = Sockets::default();
+        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("1"), Arc::from("2"));
+        let enders: Vec<Arc<Ender>> = (0..3).map(|_| Arc::new(Ender::default())).collect();
+        s.open(1, &a, enders[0].clone());
+        s.open(2, &b, enders[1].clone());
+        s.open(3, &a, enders[2].clone());
+        assert_eq!(s.end_app("1", 4001, "gone"), 2);
+        assert_eq!(enders[0].ended().await, (4001, "gone"));
+        assert_eq!(enders[2].ended().await, (4001, "gone"));
+        assert!(enders[1].why.lock().is_none());
+        assert_eq!(s.end_app("9", 4001, "gone"), 0);
     }
 }

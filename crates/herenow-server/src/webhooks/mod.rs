@@ -31,7 +31,10 @@
 //!   [`Webhooks::pusher_client_event`] keeps in the outbox as messages;
 //! - `endpoint` is the configuration and its filter, `sign` the
 //!   signatures, `wire` the body and headers, `state` the numbers
-//!   `GET /v1/webhooks` and `/metrics` show.
+//!   `GET /v1/webhooks` and `/metrics` show;
+//! - `live`: the endpoints a reload of the server's settings changes
+//!   while running ([`Webhooks::reconfigure`]), the claim loop's lanes
+//!   following them.
 //!
 //! Without operator endpoints the claim loop sleeps until the store holds
 //! a space's endpoints (its version of them is above 0, looked at every
@@ -47,6 +50,7 @@
 pub mod allow;
 pub mod deliver;
 pub mod endpoint;
+mod live;
 pub mod pusher_format;
 pub mod sign;
 pub mod space;
@@ -57,12 +61,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use herenow_core::outbox::OutboxOptions;
 use herenow_core::{ErrorKind, Millis, PresenceStore, SpaceName, WebhookOutbox};
 use parking_lot::Mutex;
 use reqwest::Client;
 use serde::Serialize;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use utoipa::ToSchema;
@@ -70,11 +75,13 @@ use utoipa::ToSchema;
 pub use allow::{AllowError, SpaceWebhookAllow};
 pub use deliver::Attempt;
 pub use endpoint::{Endpoint, WebhookConfig, WebhookError};
+pub use live::WebhooksChange;
 pub use sign::Secret;
 
 use crate::metrics::Metrics;
-use deliver::{Lane, Queued, RetryPolicy};
+use deliver::{Queued, RetryPolicy};
 use endpoint::Filter;
+use live::{LaneKit, Live};
 use pusher_format::ClientEvent;
 use space::{Launch, SpaceRoutes, Target};
 use state::{EndpointState, EndpointView, InFlight, OutboxView};
@@ -95,10 +102,13 @@ const DORMANT_POLL: Duration = Duration::from_secs(2);
 pub struct Webhooks(Arc<Shared>);
 
 struct Shared {
+    /// The configuration it started with: what `live` does not hold
+    /// takes a restart to change.
     config: WebhookConfig,
-    /// The operator's endpoints, then the Pusher apps' (`config.pusher`).
-    endpoints: Vec<Configured>,
-    states: Vec<Arc<EndpointState>>,
+    /// The endpoints and secrets of now ([`Webhooks::reconfigure`]).
+    live: ArcSwap<Live>,
+    /// Counts reconfigurations, for the claim loop to follow.
+    changed: watch::Sender<u64>,
     /// The lanes to spaces' endpoints, as the claim loop makes them.
     space_states: Arc<Mutex<Vec<Arc<EndpointState>>>>,
     /// Wakes a sleeping claim loop: this server set a space's endpoints.
@@ -137,32 +147,11 @@ impl Webhooks {
     /// Webhooks over `store` as `config` says, counted into `metrics`.
     /// Nothing runs before [`start`](Self::start).
     pub fn new(config: WebhookConfig, store: Arc<dyn PresenceStore>, metrics: &Metrics) -> Self {
-        let endpoints: Vec<Configured> = config
-            .endpoints
-            .iter()
-            .map(|e| Configured {
-                endpoint: e.clone(),
-                pusher: false,
-            })
-            .chain(config.pusher.iter().enumerate().map(|(i, t)| Configured {
-                endpoint: t.endpoint(i),
-                pusher: true,
-            }))
-            .collect();
-        let states = endpoints
-            .iter()
-            .map(|c| {
-                Arc::new(EndpointState::new(
-                    &c.endpoint,
-                    config.queue_limit,
-                    metrics.webhook(&c.endpoint.name),
-                ))
-            })
-            .collect();
+        let live = Live::new(&config, None, metrics);
         Self(Arc::new(Shared {
             config,
-            endpoints,
-            states,
+            live: ArcSwap::from_pointee(live),
+            changed: watch::Sender::new(0),
             space_states: Arc::default(),
             wake: Notify::new(),
             active: AtomicBool::new(false),
@@ -176,7 +165,7 @@ impl Webhooks {
     /// Whether the operator configured any endpoint (`--webhook` or
     /// `--pusher-webhook`).
     pub fn is_on(&self) -> bool {
-        !self.0.endpoints.is_empty()
+        !self.0.live.load().endpoints.is_empty()
     }
 
     /// A Pusher socket sent a client event: kept in the store's outbox
@@ -192,7 +181,8 @@ impl Webhooks {
     ) -> herenow_core::Result<()> {
         let wanted = self
             .0
-            .config
+            .live
+            .load()
             .pusher
             .iter()
             .any(|t| t.app_id == event.app_id && t.client_events);
@@ -221,8 +211,8 @@ impl Webhooks {
 
     /// The secret that signs for endpoints given without one
     /// (`--webhook-secret`).
-    pub fn default_secret(&self) -> Option<&Secret> {
-        self.0.config.default_secret.as_ref()
+    pub fn default_secret(&self) -> Option<Secret> {
+        self.0.live.load().default_secret.clone()
     }
 
     /// Where spaces' endpoints may send (`--space-webhook-allow`).
@@ -286,28 +276,15 @@ impl Webhooks {
             cap: shared.config.backoff_cap,
             max_age: shared.config.max_age,
         };
-        let mut routes = Vec::new();
-        for (configured, state) in shared.endpoints.iter().zip(&shared.states) {
-            let endpoint = &configured.endpoint;
-            let (tx, rx) = mpsc::channel(shared.config.queue_limit);
-            let lane = Lane {
-                endpoint: endpoint.clone(),
-                state: state.clone(),
-                client: client.clone(),
-                opaque: false,
-                store: shared.store.clone(),
-                in_flight: shared.in_flight.clone(),
-                policy,
-                token: token.clone(),
-            };
-            tracker.spawn(lane.run(rx));
-            routes.push(Route {
-                filter: endpoint.filter.clone(),
-                pusher: configured.pusher,
-                tx,
-                state: state.clone(),
-            });
-        }
+        let kit = LaneKit {
+            client,
+            policy,
+            tracker: tracker.clone(),
+            token: token.clone(),
+        };
+        // Seen from here on: a reconfiguration after this is followed.
+        let changes = shared.changed.subscribe();
+        let routes = live::routes(shared, &shared.live.load(), Vec::new(), &kit);
         let spaces = SpaceRoutes::new(Launch {
             client: space_client,
             allow: Arc::new(shared.config.space_allow.clone()),
@@ -326,7 +303,12 @@ impl Webhooks {
                 "webhooks on"
             );
         }
-        tracker.spawn(claim_loop(self.clone(), routes, spaces, token.clone()));
+        let lanes = Lanes {
+            routes,
+            kit,
+            changes,
+        };
+        tracker.spawn(claim_loop(self.clone(), lanes, spaces, token.clone()));
         Ok(())
     }
 
@@ -344,6 +326,8 @@ impl Webhooks {
             consumer: active.then(|| self.0.consumer.clone()),
             endpoints: self
                 .0
+                .live
+                .load()
                 .states
                 .iter()
                 .chain(&spaces)
@@ -360,7 +344,7 @@ impl Webhooks {
             return;
         }
         let spaces: Vec<Arc<EndpointState>> = self.0.space_states.lock().clone();
-        for s in self.0.states.iter().chain(&spaces) {
+        for s in self.0.live.load().states.iter().chain(&spaces) {
             s.set_depth(s.view().queue.depth as usize);
         }
         let Some(outbox) = self.0.store.webhook_outbox() else {
@@ -404,9 +388,28 @@ struct Configured {
     pusher: bool,
 }
 
+/// The claim loop's lanes to the configured endpoints, and what it needs
+/// to follow their reconfigurations.
+struct Lanes {
+    routes: Vec<Route>,
+    kit: LaneKit,
+    changes: watch::Receiver<u64>,
+}
+
+impl Lanes {
+    /// Follows a reconfiguration, if one came since it last looked.
+    fn follow(&mut self, shared: &Shared) {
+        if self.changes.has_changed().unwrap_or(false) {
+            self.changes.mark_unchanged();
+            let old = std::mem::take(&mut self.routes);
+            self.routes = live::routes(shared, &shared.live.load(), old, &self.kit);
+        }
+    }
+}
+
 async fn claim_loop(
     hooks: Webhooks,
-    routes: Vec<Route>,
+    mut lanes: Lanes,
     mut spaces: SpaceRoutes,
     token: CancellationToken,
 ) {
@@ -417,10 +420,10 @@ async fn claim_loop(
     let Some(outbox) = shared.store.webhook_outbox() else {
         return;
     };
-    if routes.is_empty() && !wait_for_space_hooks(shared, &token).await {
+    if lanes.routes.is_empty() && !wait_for_space_hooks(shared, &mut lanes, &token).await {
         return;
     }
-    if routes.is_empty() {
+    if lanes.routes.is_empty() {
         // Opened from this server too: its store captures from now on
         // (on Redis, the others follow the switch within a tick).
         let options = OutboxOptions {
@@ -457,6 +460,8 @@ async fn claim_loop(
             _ = tokio::time::sleep(wait) => {}
         }
         acknowledge(shared, outbox).await;
+        lanes.follow(shared);
+        let routes = &lanes.routes;
         // Claimed even when no queue has room (`max` 0): a claim is how the
         // store knows this server lives, so its spaces stay its own while
         // a slow endpoint holds their events. Spaces' endpoints get lanes
@@ -504,7 +509,7 @@ async fn claim_loop(
         failures = 0;
         let full = want > 0 && claimed.len() >= want;
         for event in claimed {
-            route(shared, &routes, &mut spaces, event);
+            route(shared, &lanes.routes, &mut spaces, event);
         }
         spaces.sweep();
         wait = if full { Duration::ZERO } else { poll };
@@ -520,13 +525,22 @@ fn backoff(poll: Duration, failures: u32) -> Duration {
         .min(CLAIM_BACKOFF_MAX)
 }
 
-/// Sleeps until the store holds spaces' endpoints (`true`), or until
-/// shutdown or a store that cannot hold them (`false`).
-async fn wait_for_space_hooks(shared: &Shared, token: &CancellationToken) -> bool {
+/// Sleeps until the store holds spaces' endpoints or a reconfiguration
+/// brings endpoints of the operator's (`true`), or until shutdown or a
+/// store that cannot hold them (`false`).
+async fn wait_for_space_hooks(
+    shared: &Shared,
+    lanes: &mut Lanes,
+    token: &CancellationToken,
+) -> bool {
     let Some(endpoints) = shared.store.space_webhooks() else {
         return false;
     };
     loop {
+        lanes.follow(shared);
+        if !lanes.routes.is_empty() {
+            return true;
+        }
         match endpoints.space_hooks_version().await {
             Ok(v) if v > 0 => return true,
             Ok(_) => {}
@@ -537,6 +551,7 @@ async fn wait_for_space_hooks(shared: &Shared, token: &CancellationToken) -> boo
             biased;
             _ = token.cancelled() => return false,
             _ = shared.wake.notified() => {}
+            _ = lanes.changes.changed() => {}
             _ = tokio::time::sleep(DORMANT_POLL) => {}
         }
     }

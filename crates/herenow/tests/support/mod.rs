@@ -235,6 +235,37 @@ impl Server {
         }
     }
 
+    /// Sends SIGHUP (reload the config file) and waits, within
+    /// [`DEADLINE`], for the line that tells how the reload went (reloaded,
+    /// refused, or nothing to reload), which the server logs last; what
+    /// it logged since the signal.
+    pub fn hang_up(&self) -> String {
+        let told = |log: &str| {
+            log.contains("reloaded ")
+                || log.contains("reload of ")
+                || log.contains("nothing to reload")
+        };
+        let from = self.log().len();
+        let sent = Command::new("kill")
+            .args(["-HUP", &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -HUP");
+        let started = Instant::now();
+        loop {
+            let since = self.log()[from..].to_owned();
+            if told(&since) {
+                return since;
+            }
+            assert!(
+                started.elapsed() < DEADLINE,
+                "no reload told in the log after SIGHUP:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Sends SIGTERM and waits, within [`DEADLINE`], for the exit status.
     pub fn terminate(&mut self) -> ExitStatus {
         self.stop("-TERM")

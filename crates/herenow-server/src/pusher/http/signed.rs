@@ -127,7 +127,7 @@ fn verify(
     query: Option<&str>,
     body: &[u8],
 ) -> Result<(Arc<PusherApp>, BTreeMap<String, String>), Refusal> {
-    let app = pusher.by_id(app_id).cloned().ok_or_else(|| {
+    let app = pusher.by_id(app_id).ok_or_else(|| {
         Refusal(
             StatusCode::NOT_FOUND,
             format!("unknown app: no app has the id {}", quoted(app_id)),

@@ -5,7 +5,7 @@ use tokio::time::Instant;
 
 use super::super::frames::{self, Incoming};
 use super::super::{ChannelKind, sign};
-use super::{MAX_CHANNELS, MAX_EVENT_DATA, MAX_EVENT_NAME, Session, code};
+use super::{MAX_CHANNELS, MAX_EVENT_NAME, Session, code};
 use crate::pusher_hub::{Relayed, Subscriber};
 
 impl Session {
@@ -164,15 +164,16 @@ impl Session {
             self.reply(frames::error(None, refusal));
             return;
         }
+        let max_data = self.app.max_client_event_bytes;
         if msg.event.len() > MAX_EVENT_NAME
-            || msg
-                .data
-                .as_ref()
-                .is_some_and(|d| d.get().len() > MAX_EVENT_DATA)
+            || msg.data.as_ref().is_some_and(|d| d.get().len() > max_data)
         {
             self.reply(frames::error(
                 None,
-                "Client event rejected: the name is over 200 bytes or the data over 10 KB",
+                &format!(
+                    "Client event rejected: the name is over {MAX_EVENT_NAME} bytes or the data \
+                     over {max_data} bytes (the app's limit)"
+                ),
             ));
             return;
         }
@@ -241,6 +242,20 @@ impl Bucket {
         }
     }
 
+    /// From now on `rate` a second, bursts of `rate` (a reload changed
+    /// the app's limit): what the socket saved up stays, up to the new
+    /// burst.
+    pub(super) fn set_rate(&mut self, rate: u32, now: Instant) {
+        let rate = f64::from(rate);
+        if rate != self.rate {
+            // Settled at the old rate up to now.
+            let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+            self.tokens = (self.tokens + elapsed * self.rate).min(self.rate).min(rate);
+            self.last = now;
+            self.rate = rate;
+        }
+    }
+
     fn allow(&mut self, now: Instant) -> bool {
         let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
         self.last = now;
@@ -267,5 +282,19 @@ mod tests {
         assert_eq!((0..15).filter(|_| b.allow(t)).count(), 10);
         assert!(!b.allow(t + Duration::from_millis(50)));
         assert!(b.allow(t + Duration::from_millis(200)));
+    }
+
+    #[test]
+    fn a_new_rate_applies_from_when_it_is_set() {
+        let t = Instant::now();
+        let mut b = Bucket::new(10, t);
+        b.set_rate(2, t);
+        // The burst is the new rate's.
+        assert_eq!((0..5).filter(|_| b.allow(t)).count(), 2);
+        b.set_rate(20, t);
+        // Nothing saved up; refilled at the new rate.
+        assert!(!b.allow(t));
+        let later = t + Duration::from_millis(100);
+        assert_eq!((0..5).filter(|_| b.allow(later)).count(), 2);
     }
 }

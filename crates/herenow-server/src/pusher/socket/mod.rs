@@ -90,9 +90,9 @@ pub(crate) const MAX_STALL: Duration = Duration::from_secs(30);
 /// Most channels one socket may subscribe to.
 pub(crate) const MAX_CHANNELS: usize = 100;
 
-/// Longest client event name and data, in bytes (Pusher's 200 and 10 KB).
+/// Longest client event name, in bytes (Pusher's 200); its data's bound
+/// is the app's (`PusherApp::max_client_event_bytes`).
 const MAX_EVENT_NAME: usize = 200;
-const MAX_EVENT_DATA: usize = 10 * 1024;
 
 /// Protocol versions this server speaks (pusher-js 8 says 7).
 const PROTOCOLS: std::ops::RangeInclusive<u32> = 5..=7;
@@ -101,6 +101,7 @@ const PROTOCOLS: std::ops::RangeInclusive<u32> = 5..=7;
 /// reconnect after a while, 4200–4299 reconnect at once).
 mod close {
     pub(crate) const UNKNOWN_APP: u16 = 4001;
+    pub(crate) const OVER_QUOTA: u16 = 4004;
     pub(crate) const BAD_VERSION: u16 = 4006;
     pub(crate) const UNSUPPORTED_VERSION: u16 = 4007;
     pub(crate) const NO_VERSION: u16 = 4008;
@@ -148,7 +149,21 @@ pub(super) async fn upgrade(
     RawQuery(query): RawQuery,
     request: Request,
 ) -> Response {
-    let refusal = refusal(&state, &key, query.as_deref());
+    let mut refusal = refusal(&state, &key, query.as_deref());
+    let app = state
+        .pusher()
+        .and_then(|p| p.by_key(&key).map(|app| (p.clone(), app)));
+    // The app's place in its quota, held while the socket lives.
+    let slot = match (&refusal, &app) {
+        (None, Some((pusher, app))) => {
+            let slot = pusher.quota.take(&app.id, app.max_connections);
+            if slot.is_none() {
+                refusal = Some((close::OVER_QUOTA, "Application is over connection quota"));
+            }
+            slot
+        }
+        _ => None,
+    };
     let permit = if refusal.is_none() {
         state.ws().admit()
     } else {
@@ -161,13 +176,10 @@ pub(super) async fn upgrade(
             (None, None) => Err((close::OVER_CAPACITY, "over capacity")),
             (None, Some(permit)) => Ok(permit),
         };
-        let app = state
-            .pusher()
-            .and_then(|p| p.by_key(&key).map(|app| (p.clone(), app.clone())));
         match (admitted, app) {
             (Ok(permit), Some((pusher, app))) => {
                 run(socket, state, pusher, app).await;
-                drop(permit);
+                drop((permit, slot));
             }
             (Err((code, reason)), _) => refuse(socket, code, reason).await,
             // Checked by `refusal` already.
@@ -218,6 +230,8 @@ async fn run(socket: Ws, state: AppState, pusher: Arc<Pusher>, app: Arc<PusherAp
             state,
             pusher,
             app,
+            // Looked up again once open, whatever happened meanwhile.
+            app_version: u64::MAX,
             number,
             socket_id,
             outbox,
@@ -249,7 +263,10 @@ struct Presence {
 struct Session {
     state: AppState,
     pusher: Arc<Pusher>,
+    /// The app's settings as last looked up ([`Session::current_app`]).
     app: Arc<PusherApp>,
+    /// [`Pusher::apps_version`] when `app` was looked up.
+    app_version: u64,
     app_id: Arc<str>,
     number: u64,
     socket_id: Arc<str>,
@@ -293,6 +310,15 @@ impl Session {
         self.pusher
             .sockets
             .open(self.number, &self.app_id, self.ender.clone());
+        // Open first, looked up then: an app removed meanwhile either
+        // found this socket to close, or is found gone here.
+        if !self.current_app() {
+            self.pusher.sockets.close(self.number);
+            if let Some((code, reason)) = self.closing.take() {
+                self.outbox.close(code, reason);
+            }
+            return;
+        }
         self.reply(frames::connection_established(
             &self.socket_id,
             activity_timeout(liveness.ping_interval),
@@ -311,8 +337,34 @@ impl Session {
         }
     }
 
+    /// Looks the app up again if the apps changed since it last did (a
+    /// reload: its secret or limits may be new); `false`, with the socket
+    /// closing, when the app is served no more.
+    fn current_app(&mut self) -> bool {
+        let version = self.pusher.apps_version();
+        if version == self.app_version {
+            return true;
+        }
+        match self.pusher.by_id(&self.app_id) {
+            Some(app) => {
+                self.bucket
+                    .set_rate(app.client_events_per_second, Instant::now());
+                self.app = app;
+                self.app_version = version;
+                true
+            }
+            None => {
+                self.close(close::UNKNOWN_APP, "Application does not exist");
+                false
+            }
+        }
+    }
+
     /// One text frame.
     async fn on_message(&mut self, text: &str) {
+        if !self.current_app() {
+            return;
+        }
         let Some(msg) = frames::decode(text) else {
             self.reply(frames::error(
                 None,
