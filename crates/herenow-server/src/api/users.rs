@@ -19,7 +19,7 @@ use utoipa::ToSchema;
 use crate::extract::{IdPath, JsonBody};
 use crate::metrics::Query;
 use crate::problem::{ApiError, Problem};
-use crate::protocol::dto::Presence;
+use crate::protocol::dto::StatusDto;
 use crate::state::AppState;
 
 /// A user's last seen anywhere: the newest sighting over every space.
@@ -30,7 +30,7 @@ pub struct SeenAnywhereDto {
     pub id: MemberId,
     /// The best status over the spaces the user is present in (`online`
     /// if online in any); `offline` when present nowhere.
-    pub status: Presence,
+    pub status: StatusDto,
     /// The newest last-seen time over every space, present or remembered,
     /// in ms since the UNIX epoch; `null` when never seen, erased, or past
     /// every space's `remember_ms` horizon.

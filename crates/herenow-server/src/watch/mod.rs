@@ -31,7 +31,7 @@ use herenow_core::{
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::protocol::dto::Presence;
+use crate::protocol::dto::StatusDto;
 use crate::protocol::watch_shapes::{WatchScope, WatchedUser};
 use registry::{Note, Registry};
 pub(crate) use watching::{Out, Policy, WatchError, Watching};
@@ -215,7 +215,7 @@ pub(crate) async fn read_states(
                     }
                     out.push(WatchedUser {
                         id: s.id,
-                        status: Presence::from(s.status),
+                        status: StatusDto::from(s.status),
                         last_seen_ms: s.last_seen_ms,
                         space: s.space,
                     });
@@ -226,7 +226,7 @@ pub(crate) async fn read_states(
                 for m in store.status(space, &keys).await? {
                     out.push(WatchedUser {
                         id: m.member.id,
-                        status: Presence::from(m.status),
+                        status: StatusDto::from(m.status),
                         last_seen_ms: m.last_seen_ms,
                         space: None,
                     });

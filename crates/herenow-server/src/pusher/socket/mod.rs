@@ -223,7 +223,7 @@ async fn run(socket: Ws, state: AppState, pusher: Arc<Pusher>, app: Arc<PusherAp
             outbox,
             ender: Arc::new(Ender::default()),
             channels: HashMap::new(),
-            presence: HashMap::new(),
+            memberships: HashMap::new(),
             signed_in: None,
             watchlist: None,
             next_refresh: Instant::now(),
@@ -236,9 +236,11 @@ async fn run(socket: Ws, state: AppState, pusher: Arc<Pusher>, app: Arc<PusherAp
     .await;
 }
 
-/// A live connection of this socket: the space, who it is there, and
-/// the connection's id (the socket's own).
-struct Presence {
+/// This socket's membership of one space, as a live connection there: a
+/// presence channel's space, or the signed-in user's `pusher-users`
+/// space. The space, who it is there, its metadata, and the connection's
+/// id (the socket's own).
+struct LiveMembership {
     space: SpaceName,
     member: MemberKey,
     meta: Option<Metadata>,
@@ -261,7 +263,9 @@ struct Session {
     ender: Arc<Ender>,
     /// Subscribed channels and their kinds.
     channels: HashMap<String, ChannelKind>,
-    presence: HashMap<String, Presence>,
+    /// Presence channels subscribed, by name, and this socket's membership
+    /// of each one's space.
+    memberships: HashMap<String, LiveMembership>,
     /// The user this socket signed in as (`pusher:signin`).
     signed_in: Option<SignedIn>,
     /// The signed-in user's watchlist, if it named one.
