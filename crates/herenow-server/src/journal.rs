@@ -146,9 +146,10 @@ pub enum FoldError<E> {
 mod tests {
     use std::sync::Arc;
 
-    use herenow_core::{ManualClock, MemberId, MemberKey, PresenceStore, SpaceConfig, SpaceName};
+    use herenow_core::{
+        Heartbeat, ManualClock, MemberId, MemberKey, PresenceStore, SpaceConfig, SpaceName,
+    };
     use herenow_journal::Durability;
-    use herenow_memory::changes::Beat;
 
     use super::*;
 
@@ -205,7 +206,7 @@ mod tests {
         let good = Change::Heartbeats {
             space: lobby.clone(),
             now: T0,
-            beats: vec![Beat {
+            beats: vec![Heartbeat {
                 member: ann.clone(),
                 at_ms: None,
                 meta: None,
@@ -239,7 +240,7 @@ mod tests {
                 Change::Heartbeats {
                     space: lobby.clone(),
                     now,
-                    beats: vec![Beat {
+                    beats: vec![Heartbeat {
                         member: ann.clone(),
                         at_ms: None,
                         meta: None,

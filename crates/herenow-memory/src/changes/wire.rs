@@ -31,7 +31,8 @@ const KEY: usize = 1 + VARINT;
 const BEAT: usize = KEY + 1 + VARINT + 1 + VARINT;
 
 /// `Change::Heartbeats`, variant 0: space, now, then each beat as
-/// `Beat { member, at_ms, meta }`.
+/// its record: member, `at_ms`, `meta` (see `heartbeat_records` in
+/// `mod.rs`).
 ///
 /// Room is made per beat rather than summed up front: a batch is walked
 /// once, and a lone beat's check is one comparison.
