@@ -94,7 +94,7 @@ use herenow_core::{
 
 pub use layout_options::{KeyTemplate, LayoutOptions, SeedLayout};
 
-use crate::client::{RedisClient, Target};
+use crate::client::{RedisClient, RedisTarget};
 use crate::reply::timed;
 use common::{Cursor, LayoutCtx, LayoutOps};
 use layout_options::bad_config;
@@ -154,7 +154,7 @@ impl SeedLayoutStore {
         options: LayoutOptions,
     ) -> Result<SeedLayoutStore> {
         defaults.validate()?;
-        let target = Target::parse(spec)?;
+        let target = RedisTarget::parse(spec)?;
         let ops = ops_of(layout);
         let users = KeyTemplate::parse(key_template, layout)?;
         let guests = guest_template

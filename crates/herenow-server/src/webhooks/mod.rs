@@ -76,7 +76,7 @@ use crate::metrics::Metrics;
 use deliver::{Lane, Queued, RetryPolicy};
 use endpoint::Filter;
 use pusher_format::ClientEvent;
-use space::{Launch, SpaceRoutes, Target};
+use space::{LaneSender, Launch, SpaceRoutes};
 use state::{EndpointState, EndpointView, InFlight, OutboxView};
 
 /// Most events claimed at once.
@@ -575,10 +575,10 @@ fn route(
     if shared.in_flight.holds(&event.id) {
         return;
     }
-    let mut targets: Vec<Target> = Vec::new();
-    let mut pushers: Vec<Target> = Vec::new();
+    let mut targets: Vec<LaneSender> = Vec::new();
+    let mut pushers: Vec<LaneSender> = Vec::new();
     for r in routes.iter().filter(|r| r.filter.wants(&event)) {
-        let target = Target {
+        let target = LaneSender {
             tx: r.tx.clone(),
             state: r.state.clone(),
         };
@@ -602,7 +602,7 @@ fn route(
         event.id.clone(),
         u32::try_from(targets.len() + pushers.len()).unwrap_or(u32::MAX),
     );
-    let queue = |targets: &[Target], json: Vec<u8>| {
+    let queue = |targets: &[LaneSender], json: Vec<u8>| {
         let queued = Arc::new(Queued {
             json,
             at_ms: event.at_ms,
