@@ -86,6 +86,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use parking_lot::Mutex;
 
+use herenow_core::cursor::Cursor;
 use herenow_core::{
     Clock, Counts, Error, Heartbeat, HeartbeatReport, ListQuery, MemberId, MemberKey, MemberStatus,
     Millis, Page, PresenceStore, Result, SpaceConfig, SpaceName, SpaceSummary, Subscription,
@@ -96,7 +97,7 @@ pub use layout_options::{KeyTemplate, LayoutOptions, SeedLayout};
 
 use crate::client::{RedisClient, RedisTarget};
 use crate::reply::timed;
-use common::{Cursor, LayoutCtx, LayoutOps};
+use common::{LayoutCtx, LayoutOps};
 use layout_options::bad_config;
 use minute_buckets::MinuteBuckets;
 use rotation::Rotation;
