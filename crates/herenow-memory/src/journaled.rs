@@ -15,6 +15,7 @@ use herenow_core::time::{ManualClock, Millis};
 
 use super::MemoryStore;
 use crate::changes::*;
+use herenow_journal::Durability;
 
 /// The clock of the replay tests' stores.
 const T0: Millis = 1_700_000_000_000;

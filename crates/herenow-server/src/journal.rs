@@ -20,9 +20,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herenow_core::{Error, Result};
-use herenow_journal::{Journal, JournalError, JournalOptions, OpenReport};
+use herenow_journal::{Durability, Journal, JournalError, JournalOptions, OpenReport};
 use herenow_memory::MemoryStore;
-use herenow_memory::changes::{Change, ChangeLog, ChangeRef, Durability, Durable};
+use herenow_memory::changes::{Change, ChangeLog, ChangeRef, Durable};
 
 /// The longest a heartbeat waits for its `fdatasync`: half a second, so
 /// "at most the last second" holds with room to spare.
@@ -56,9 +56,7 @@ impl ChangeLog for DiskLog {
             Durability::Sync => {
                 let ack = self
                     .journal
-                    .append_with(herenow_journal::Durability::Sync, |buf| {
-                        change.encode_into(buf)
-                    })
+                    .append_with(Durability::Sync, |buf| change.encode_into(buf))
                     .map_err(unavailable)?;
                 Ok(Some(Box::pin(async move {
                     ack.durable().await.map_err(unavailable)
@@ -149,7 +147,6 @@ mod tests {
     use herenow_core::{
         Heartbeat, ManualClock, MemberId, MemberKey, PresenceStore, SpaceConfig, SpaceName,
     };
-    use herenow_journal::Durability;
 
     use super::*;
 

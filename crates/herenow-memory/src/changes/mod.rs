@@ -46,6 +46,7 @@ use herenow_core::outbox::{OutboxEvent, SpaceHook};
 use herenow_core::policy::{DEFAULT_GRACE_MS, SpaceConfig};
 use herenow_core::time::Millis;
 use herenow_core::values::Heartbeat;
+use herenow_journal::Durability;
 
 use crate::legacy::{OutboxEventV1, SpaceConfigV2};
 
@@ -421,15 +422,6 @@ impl ChangeRef<'_> {
         self.encode_into(&mut out);
         out
     }
-}
-
-/// How soon a change must be on disk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Durability {
-    /// Before the write is acknowledged.
-    Sync,
-    /// Within about a second.
-    Lazy,
 }
 
 /// Resolves once a recorded change is as durable as it must be; an error
