@@ -22,7 +22,7 @@ use herenow_core::{
     SpaceWebhooks, WebhookOutbox,
 };
 use herenow_redis::{
-    LayoutOptions, RedisOptions, RedisStore, SeedLayout, SeedLayoutStore, shard::shard_of,
+    LayoutOptions, RedisOptions, RedisStore, SeedLayout, SeedLayoutStore, key_names::shard_of,
 };
 
 const T0: u64 = 1_700_000_000_000;
