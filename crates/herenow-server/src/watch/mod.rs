@@ -25,8 +25,8 @@ use std::sync::Arc;
 
 use herenow_core::limits::MAX_BATCH;
 use herenow_core::{
-    Following, MemberId, MemberKey, Millis, PresenceStore, RecvError, Result, SpaceName, Status,
-    UserChange, UserFeed,
+    Capability, Following, MemberId, MemberKey, Millis, PresenceStore, RecvError, Result,
+    SpaceName, Status, UserChange, UserFeed,
 };
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -78,7 +78,7 @@ impl WatchHub {
     fn following(&self) -> Result<&dyn Following> {
         self.store
             .following()
-            .ok_or_else(|| self.store.lacks("watching users"))
+            .ok_or_else(|| self.store.lacks(Capability::Following))
     }
 
     /// (watcher, user) pairs and watchers held now, for metrics.
@@ -208,7 +208,7 @@ pub(crate) async fn read_states(
             WatchScope::Anywhere => {
                 let index = store
                     .user_index()
-                    .ok_or_else(|| store.lacks("last seen anywhere"))?;
+                    .ok_or_else(|| store.lacks(Capability::UserIndex))?;
                 for mut s in index.seen_anywhere(chunk).await? {
                     for (space, (status, last_seen)) in hints.get(&s.id).into_iter().flatten() {
                         s.merge(space, *status, *last_seen);

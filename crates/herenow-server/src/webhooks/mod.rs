@@ -58,7 +58,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use herenow_core::outbox::OutboxOptions;
-use herenow_core::{ErrorKind, Millis, PresenceStore, SpaceName, WebhookOutbox};
+use herenow_core::{Capability, ErrorKind, Millis, PresenceStore, SpaceName, WebhookOutbox};
 use parking_lot::Mutex;
 use reqwest::Client;
 use serde::Serialize;
@@ -118,7 +118,7 @@ impl Shared {
     fn outbox(&self) -> herenow_core::Result<&dyn WebhookOutbox> {
         self.store
             .webhook_outbox()
-            .ok_or_else(|| self.store.lacks("webhooks"))
+            .ok_or_else(|| self.store.lacks(Capability::WebhookOutbox))
     }
 }
 

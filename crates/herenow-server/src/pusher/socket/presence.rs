@@ -7,7 +7,9 @@
 
 use std::sync::Arc;
 
-use herenow_core::{Attach, AttachReport, MemberId, MemberKey, Metadata, PresenceStore, SpaceName};
+use herenow_core::{
+    Attach, AttachReport, Capability, MemberId, MemberKey, Metadata, PresenceStore, SpaceName,
+};
 
 use super::super::{ChannelKind, frames};
 use super::{LiveMembership, MAX_STALL, Session};
@@ -192,7 +194,7 @@ impl Session {
         let store = self.state.store().clone();
         let call = async {
             let Some(live) = store.live_connections() else {
-                return Err(store.lacks("live connections"));
+                return Err(store.lacks(Capability::LiveConnections));
             };
             if goodbye {
                 live.detach(&p.space, &p.member, &p.conn).await
@@ -222,7 +224,7 @@ pub(super) async fn attach_live(
 ) -> herenow_core::Result<AttachReport> {
     match store.live_connections() {
         Some(live) => live.attach(space, attach).await,
-        None => Err(store.lacks("live connections")),
+        None => Err(store.lacks(Capability::LiveConnections)),
     }
 }
 
