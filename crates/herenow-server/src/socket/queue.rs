@@ -1,5 +1,5 @@
 //! The channel from a socket's session to its writer (under its
-//! [`Outbox`](super::Outbox)): a bounded queue that costs an idle socket
+//! [`Inlet`](super::Inlet)): a bounded queue that costs an idle socket
 //! almost nothing.
 //!
 //! Every open socket holds one for its whole life, and most hold a

@@ -120,7 +120,7 @@ impl Session {
             self.number,
             Subscriber {
                 socket_id: self.socket_id.clone(),
-                queue: self.outbox.sender().clone(),
+                queue: self.inlet.sender().clone(),
                 ender: self.ender.clone(),
             },
         );

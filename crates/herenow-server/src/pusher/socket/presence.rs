@@ -89,7 +89,7 @@ impl Session {
             number: self.number,
             member: membership.member.clone(),
             meta: membership.meta.clone(),
-            queue: self.outbox.sender().clone(),
+            queue: self.inlet.sender().clone(),
             ender: self.ender.clone(),
             stall: MAX_STALL.min(ttl),
         };
