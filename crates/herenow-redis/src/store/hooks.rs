@@ -49,7 +49,7 @@ impl RedisStore {
         SpaceHook::check_all(hooks)?;
         let hooked = self.ctx.keys.hooked_spaces();
         if !hooks.is_empty() {
-            self.open_outbox_if_closed().await?;
+            self.outbox_open_if_closed().await?;
             self.list_hooked(&[space.as_str()]).await?;
         }
         let key = self.ctx.keys.space_hooks(space);

@@ -112,7 +112,7 @@ impl RedisStore {
     /// is on already (a server with webhooks set its own, which stay), and
     /// captures: a space is about to name endpoints, and every server's
     /// claim loop opens its own outbox within seconds.
-    pub(super) async fn open_outbox_if_closed(&self) -> Result<()> {
+    pub(super) async fn outbox_open_if_closed(&self) -> Result<()> {
         self.renew_switch(OutboxOptions::default(), true).await?;
         let opened = *self.opened.lock();
         match opened {
