@@ -3,9 +3,9 @@
 //! webhook outbox, spaces' webhook endpoints, finding a user in every
 //! space) is a capability of [`crate::capability`], reached through the
 //! trait's accessors and named by [`Capability`] (with what a store
-//! offers, and the error for a call it [lacks](PresenceStore::lacks)
-//! the capability for). The values that cross it live in [`crate::values`]
-//! and are re-exported here.
+//! offers, and `lacks`, the error for a call it lacks the capability
+//! for). The values that cross it live in [`crate::values`] and are
+//! re-exported here.
 
 use async_trait::async_trait;
 
@@ -202,9 +202,9 @@ impl dyn PresenceStore {
 
 /// A capability a store may offer, by name: what a server checks its
 /// flags against at start, what the contract suite runs a part of, and
-/// what a call answers a store [lacks](PresenceStore::lacks). Here rather
-/// than in [`crate::capability`], beside the accessors it asks, so that
-/// module of traits needs nothing of this one.
+/// what a call to a store without it answers (`store.lacks(capability)`).
+/// Here rather than in [`crate::capability`], beside the accessors it
+/// asks, so that module of traits needs nothing of this one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Capability {
     /// [`LiveConnections`]: WebSocket presence.
