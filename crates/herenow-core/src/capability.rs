@@ -9,6 +9,10 @@
 //! there, rather than every request that needs it failing with
 //! [`Error::Unsupported`](crate::Error::Unsupported).
 //!
+//! [`Capability`](crate::store::Capability) names each one; a store is
+//! asked what it offers with
+//! [`Capability::offered_by`](crate::store::Capability::offered_by).
+//!
 //! Each trait is `Send + Sync`, async and fallible like
 //! [`PresenceStore`](crate::PresenceStore), and as free of HTTP and Redis types. A store offers
 //! one by implementing it and returning `Some(self)` from the accessor.
@@ -23,56 +27,6 @@ use crate::outbox::{OutboxEvent, OutboxOptions, OutboxStats, SpaceHook};
 use crate::relay::RelayFeed;
 use crate::time::Millis;
 use crate::values::{ErasureReport, SeenAnywhere};
-
-/// A capability a store may offer, by name: what a server checks its
-/// flags against at start, and what the contract suite runs a part of.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Capability {
-    /// [`LiveConnections`]: WebSocket presence.
-    LiveConnections,
-    /// [`Following`]: watching users across spaces.
-    Following,
-    /// [`WebhookOutbox`]: events kept for webhooks.
-    WebhookOutbox,
-    /// [`SpaceWebhooks`]: webhook endpoints named by a space's
-    /// configuration.
-    SpaceWebhooks,
-    /// [`UserIndex`]: a user found in every space (last seen anywhere,
-    /// erasure).
-    UserIndex,
-    /// [`Relay`]: messages relayed to every server sharing the store.
-    Relay,
-}
-
-impl Capability {
-    /// Every capability, in the order documentation lists them.
-    pub const ALL: [Capability; 6] = [
-        Capability::LiveConnections,
-        Capability::Following,
-        Capability::WebhookOutbox,
-        Capability::SpaceWebhooks,
-        Capability::UserIndex,
-        Capability::Relay,
-    ];
-
-    /// What it is, as a phrase for messages ("live connections").
-    pub fn phrase(self) -> &'static str {
-        match self {
-            Capability::LiveConnections => "live connections",
-            Capability::Following => "following users",
-            Capability::WebhookOutbox => "a webhook outbox",
-            Capability::SpaceWebhooks => "spaces' webhook endpoints",
-            Capability::UserIndex => "an index of each user's spaces",
-            Capability::Relay => "a relay between servers",
-        }
-    }
-}
-
-impl std::fmt::Display for Capability {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.phrase())
-    }
-}
 
 /// Live connections (see [`crate::conn`]): many per member, each with its
 /// own metadata, the member present while any lives.

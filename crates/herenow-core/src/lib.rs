@@ -60,9 +60,7 @@ pub mod store;
 pub mod time;
 pub mod values;
 
-pub use capability::{
-    Capability, Following, LiveConnections, Relay, SpaceWebhooks, UserIndex, WebhookOutbox,
-};
+pub use capability::{Following, LiveConnections, Relay, SpaceWebhooks, UserIndex, WebhookOutbox};
 pub use conn::{Attach, AttachReport, ConnId, Connection, DetachReport};
 pub use error::{Error, ErrorKind, InvalidInput, Result};
 pub use event::{Event, EventKind, EventReceiver, LeaveReason, RecvError, Subscription};
@@ -73,7 +71,7 @@ pub use outbox::{OutboxEvent, OutboxKind, OutboxOptions, OutboxStats, SpaceHook}
 pub use policy::{SpaceConfig, Status};
 pub use relay::{RelayFeed, RelayMessage, RelayTap};
 pub use store::{
-    Counts, ErasureReport, Heartbeat, HeartbeatReport, KindFilter, ListQuery, MemberStatus, Order,
-    Page, PresenceStore, SeenAnywhere, SpaceSummary, TickReport,
+    Capability, Counts, ErasureReport, Heartbeat, HeartbeatReport, KindFilter, ListQuery,
+    MemberStatus, Order, Page, PresenceStore, SeenAnywhere, SpaceSummary, TickReport,
 };
 pub use time::{Clock, ManualClock, Millis, SystemClock};

@@ -2,13 +2,15 @@
 //! What only some stores can do (live connections, following users, the
 //! webhook outbox, spaces' webhook endpoints, finding a user in every
 //! space) is a capability of [`crate::capability`], reached through the
-//! trait's accessors. The values that cross it live in [`crate::values`]
-//! and are re-exported here.
+//! trait's accessors and named by [`Capability`] (with what a store
+//! offers, and `lacks`, the error for a call it lacks the capability
+//! for). The values that cross it live in [`crate::values`] and are
+//! re-exported here.
 
 use async_trait::async_trait;
 
 use crate::capability::{
-    Capability, Following, LiveConnections, Relay, SpaceWebhooks, UserIndex, WebhookOutbox,
+    Following, LiveConnections, Relay, SpaceWebhooks, UserIndex, WebhookOutbox,
 };
 use crate::error::{Error, Result};
 use crate::event::Subscription;
@@ -186,21 +188,65 @@ pub trait PresenceStore: Send + Sync + 'static {
 }
 
 impl dyn PresenceStore {
-    /// The answer to a call this store lacks the capability for:
-    /// [`Error::Unsupported`] naming `what` and the store's
+    /// The answer to a call this store lacks `capability` for:
+    /// [`Error::Unsupported`] naming the capability (its
+    /// [`phrase`](Capability::phrase)) and the store's
     /// [`label`](PresenceStore::label).
-    pub fn lacks(&self, what: &'static str) -> Error {
+    pub fn lacks(&self, capability: Capability) -> Error {
         Error::Unsupported {
-            what,
+            what: capability.phrase(),
             store: self.label(),
         }
     }
 }
 
-/// What a store offers, asked through its accessors: kept beside the
-/// trait (not in `capability`) so that module needs nothing of this one.
+/// A capability a store may offer, by name: what a server checks its
+/// flags against at start, what the contract suite runs a part of, and
+/// what a call to a store without it answers (`store.lacks(capability)`).
+/// Here rather than in [`crate::capability`], beside the accessors it
+/// asks, so that module of traits needs nothing of this one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Capability {
+    /// [`LiveConnections`]: WebSocket presence.
+    LiveConnections,
+    /// [`Following`]: watching users across spaces.
+    Following,
+    /// [`WebhookOutbox`]: events kept for webhooks.
+    WebhookOutbox,
+    /// [`SpaceWebhooks`]: webhook endpoints named by a space's
+    /// configuration.
+    SpaceWebhooks,
+    /// [`UserIndex`]: a user found in every space (last seen anywhere,
+    /// erasure).
+    UserIndex,
+    /// [`Relay`]: messages relayed to every server sharing the store.
+    Relay,
+}
+
 impl Capability {
-    /// Whether `store` offers it.
+    /// Every capability, in the order documentation lists them.
+    pub const ALL: [Capability; 6] = [
+        Capability::LiveConnections,
+        Capability::Following,
+        Capability::WebhookOutbox,
+        Capability::SpaceWebhooks,
+        Capability::UserIndex,
+        Capability::Relay,
+    ];
+
+    /// What it is, as a phrase for messages ("live connections").
+    pub fn phrase(self) -> &'static str {
+        match self {
+            Capability::LiveConnections => "live connections",
+            Capability::Following => "following users",
+            Capability::WebhookOutbox => "a webhook outbox",
+            Capability::SpaceWebhooks => "spaces' webhook endpoints",
+            Capability::UserIndex => "an index of each user's spaces",
+            Capability::Relay => "a relay between servers",
+        }
+    }
+
+    /// Whether `store` offers it, asked through its accessor.
     pub fn is_offered_by(self, store: &dyn PresenceStore) -> bool {
         match self {
             Capability::LiveConnections => store.live_connections().is_some(),
@@ -218,5 +264,11 @@ impl Capability {
             .into_iter()
             .filter(|c| c.is_offered_by(store))
             .collect()
+    }
+}
+
+impl std::fmt::Display for Capability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.phrase())
     }
 }

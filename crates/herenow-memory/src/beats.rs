@@ -82,7 +82,7 @@ impl MemoryStore {
 
     /// A heartbeat call's batch for stripe `stripe` of `name` (the whole
     /// batch for a whole space), applied under the stripe's lock.
-    fn beat_stripe<B: Beat>(
+    fn beat_stripe<B: BatchedHeartbeat>(
         &self,
         name: &SpaceName,
         stripe: usize,
@@ -163,19 +163,19 @@ impl MemoryStore {
 
 /// A heartbeat as a batch holds it: owned (a whole call) or borrowed (a
 /// striped space's part of a call, `stripes.rs`, applied without a copy).
-pub(super) trait Beat: Borrow<Heartbeat> + Sized {
+pub(super) trait BatchedHeartbeat: Borrow<Heartbeat> + Sized {
     /// The beats as one slice of owned heartbeats, for the journal: the
     /// slice itself, or a copy of borrowed ones.
     fn whole(beats: &[Self]) -> Cow<'_, [Heartbeat]>;
 }
 
-impl Beat for Heartbeat {
+impl BatchedHeartbeat for Heartbeat {
     fn whole(beats: &[Self]) -> Cow<'_, [Heartbeat]> {
         Cow::Borrowed(beats)
     }
 }
 
-impl Beat for &Heartbeat {
+impl BatchedHeartbeat for &Heartbeat {
     fn whole(beats: &[Self]) -> Cow<'_, [Heartbeat]> {
         Cow::Owned(beats.iter().map(|b| (*b).clone()).collect())
     }
@@ -187,7 +187,7 @@ type Applied = (HeartbeatReport, Option<Durable>);
 
 /// Applies one heartbeat call to `space` (named `name`) under its lock,
 /// at the clock's time: checked whole, journaled, then absorbed.
-fn apply<B: Beat>(
+fn apply<B: BatchedHeartbeat>(
     shared: &Shared,
     name: &SpaceName,
     space: &mut Space,

@@ -15,6 +15,7 @@ use herenow_core::time::{ManualClock, Millis};
 
 use super::MemoryStore;
 use crate::changes::*;
+use herenow_journal::Durability;
 
 /// The clock of the replay tests' stores.
 const T0: Millis = 1_700_000_000_000;
@@ -165,14 +166,7 @@ fn a_borrowed_change_encodes_to_the_bytes_of_the_owned_one() {
             meta: None,
         },
     ];
-    let beats: Vec<Beat> = heartbeats
-        .iter()
-        .map(|h| Beat {
-            member: h.member.clone(),
-            at_ms: h.at_ms,
-            meta: h.meta.clone(),
-        })
-        .collect();
+    let beats = heartbeats.to_vec();
     // Users and guests interleaved: the compact form lists users first.
     let plain = [
         Heartbeat::now(MemberKey::user(id("ann"))),
@@ -311,12 +305,12 @@ fn journal_records_of_format_1_still_decode() {
         space: SpaceName::new("lobby").unwrap(),
         now: 1_700_000_000_000,
         beats: vec![
-            Beat {
+            Heartbeat {
                 member: MemberKey::guest(id("ab")),
                 at_ms: Some(5),
                 meta: Some(Metadata::from_json(r#"{"n":1}"#).unwrap()),
             },
-            Beat {
+            Heartbeat {
                 member: MemberKey::user(id("c")),
                 at_ms: None,
                 meta: None,
@@ -357,7 +351,7 @@ fn changes_round_trip_and_bad_bytes_are_refused() {
         Change::Heartbeats {
             space: SpaceName::new("lobby").unwrap(),
             now: 1_700_000_000_000,
-            beats: vec![Beat {
+            beats: vec![Heartbeat {
                 member: MemberKey::guest(MemberId::new("10.0.0.7").unwrap()),
                 at_ms: Some(5),
                 meta: Some(Metadata::from_json(r#"{"n":1}"#).unwrap()),
@@ -508,7 +502,7 @@ async fn issue_13_a_record_at_the_end_of_time_replays() {
     let change = Change::Heartbeats {
         space: space.clone(),
         now: u64::MAX,
-        beats: vec![Beat {
+        beats: vec![Heartbeat {
             member: ann.clone(),
             at_ms: None,
             meta: None,
@@ -518,7 +512,7 @@ async fn issue_13_a_record_at_the_end_of_time_replays() {
     let at_max = Change::Heartbeats {
         space: space.clone(),
         now: 0,
-        beats: vec![Beat {
+        beats: vec![Heartbeat {
             member: MemberKey::user(id("bob")),
             at_ms: Some(u64::MAX),
             meta: None,
@@ -543,7 +537,7 @@ async fn issue_13_records_years_apart_keep_the_block_index_small() {
     let space = SpaceName::new("big").unwrap();
     for (now, prefix) in [(0, "old"), (T0, "new")] {
         let beats = (0..600)
-            .map(|i| Beat {
+            .map(|i| Heartbeat {
                 member: MemberKey::user(id(&format!("{prefix}{i}"))),
                 at_ms: None,
                 meta: None,

@@ -91,7 +91,7 @@ use herenow_core::time::{Clock, Millis, SystemClock};
 pub use snapshot::RestoreReport;
 use space::check_beats;
 pub use space::{INDEX_ABOVE, Retired, Space, TickWork};
-pub use stripes::{MAX_STRIPES, default_stripes as default_space_stripes};
+pub use stripes::{MAX_STRIPES, default_space_stripes};
 
 use self::shared::Shared;
 use self::stripes::{Locked, Stripes};

@@ -57,7 +57,7 @@ pub const MAX_STRIPES: usize = 64;
 /// point where 8 threads write it at once, and stripes cost every write a
 /// split and every read a merge: they start where that cost buys
 /// parallel writers, and more than four give one space no more.
-pub fn default_stripes(writers: usize) -> usize {
+pub fn default_space_stripes(writers: usize) -> usize {
     if writers >= 8 { 4 } else { 1 }
 }
 
@@ -492,7 +492,7 @@ mod tests {
     #[test]
     fn spaces_are_striped_from_eight_writer_threads() {
         for (writers, stripes) in [(1, 1), (2, 1), (4, 1), (7, 1), (8, 4), (16, 4), (64, 4)] {
-            assert_eq!(default_stripes(writers), stripes, "{writers} writers");
+            assert_eq!(default_space_stripes(writers), stripes, "{writers} writers");
         }
     }
 

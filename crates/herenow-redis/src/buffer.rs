@@ -29,7 +29,7 @@ const DROP_LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// A heartbeat waiting in the buffer.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Beat {
+pub struct BufferedBeat {
     /// The newest time seen for the member.
     pub at: Millis,
     /// The latest metadata that came with a heartbeat, if any.
@@ -45,7 +45,7 @@ pub struct Pending {
     /// Redis directly).
     pub leave: Option<Millis>,
     /// A heartbeat made after the leave (or without one).
-    pub beat: Option<Beat>,
+    pub beat: Option<BufferedBeat>,
 }
 
 impl Pending {
@@ -54,7 +54,7 @@ impl Pending {
     pub fn beat(at: Millis, meta: Option<Metadata>) -> Self {
         Pending {
             leave: None,
-            beat: Some(Beat { at, meta }),
+            beat: Some(BufferedBeat { at, meta }),
         }
     }
 
@@ -85,7 +85,7 @@ impl Pending {
             None => Pending {
                 leave: self.leave,
                 beat: match (self.beat, newer.beat) {
-                    (Some(o), Some(n)) if n.at >= o.at => Some(Beat {
+                    (Some(o), Some(n)) if n.at >= o.at => Some(BufferedBeat {
                         at: n.at,
                         meta: n.meta.or(o.meta),
                     }),
@@ -384,7 +384,7 @@ mod tests {
             all[&(sp("a"), user("y"))],
             Pending {
                 leave: Some(15),
-                beat: Some(Beat { at: 16, meta: None })
+                beat: Some(BufferedBeat { at: 16, meta: None })
             }
         );
         assert_eq!(all[&(sp("a"), user("z"))], Pending::leave(99));

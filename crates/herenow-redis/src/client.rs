@@ -21,7 +21,7 @@ use herenow_core::{Error, InvalidInput};
 
 /// Where the store connects, parsed from a `--store` spec.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Target {
+pub enum RedisTarget {
     /// `redis://HOST:PORT[/DB]`: one server.
     Single {
         /// The URL handed to redis-rs, with RESP3 switched on.
@@ -34,7 +34,7 @@ pub enum Target {
     },
 }
 
-impl Target {
+impl RedisTarget {
     /// Parses `redis://HOST:PORT[/DB]` or `redis+cluster://H1:P1,H2:P2,…`,
     /// and their TLS forms `rediss://` and `rediss+cluster://`. A bad spec
     /// is refused as a configuration error.
@@ -66,7 +66,7 @@ impl Target {
             if nodes.is_empty() {
                 return Err(bad("redis+cluster:// needs at least one HOST:PORT"));
             }
-            return Ok(Target::Cluster { nodes });
+            return Ok(RedisTarget::Cluster { nodes });
         }
         if let Some(rest) = spec.strip_prefix("redis://") {
             if rest.is_empty() || rest.contains('?') {
@@ -78,7 +78,7 @@ impl Target {
             {
                 return Err(bad("the database in redis://HOST:PORT/DB must be a number"));
             }
-            return Ok(Target::Single {
+            return Ok(RedisTarget::Single {
                 url: format!("{scheme}://{rest}?protocol=resp3"),
             });
         }
@@ -91,14 +91,14 @@ impl Target {
     /// installed before connecting (see [`RedisClient::open`]).
     pub fn is_tls(&self) -> bool {
         match self {
-            Target::Single { url } => url.starts_with("rediss://"),
-            Target::Cluster { nodes } => nodes.iter().any(|n| n.starts_with("rediss://")),
+            RedisTarget::Single { url } => url.starts_with("rediss://"),
+            RedisTarget::Cluster { nodes } => nodes.iter().any(|n| n.starts_with("rediss://")),
         }
     }
 
     /// Whether this is a cluster: events then go over sharded pub/sub.
     pub fn is_cluster(&self) -> bool {
-        matches!(self, Target::Cluster { .. })
+        matches!(self, RedisTarget::Cluster { .. })
     }
 }
 
@@ -119,7 +119,7 @@ impl RedisClient {
     /// Connects, sending pub/sub pushes to `push` (the same socket carries
     /// commands and event messages).
     pub async fn open(
-        target: &Target,
+        target: &RedisTarget,
         timeout: Duration,
         push: impl Fn(PushInfo) + Send + Sync + 'static,
     ) -> RedisResult<RedisClient> {
@@ -133,7 +133,7 @@ impl RedisClient {
             Ok(())
         };
         match target {
-            Target::Single { url } => {
+            RedisTarget::Single { url } => {
                 let client = redis::Client::open(url.as_str())?;
                 let config = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(timeout))
@@ -149,7 +149,7 @@ impl RedisClient {
                     client.get_connection_manager_with_config(config).await?,
                 ))
             }
-            Target::Cluster { nodes } => {
+            RedisTarget::Cluster { nodes } => {
                 let client = ClusterClientBuilder::new(nodes.clone())
                     .use_protocol(redis::ProtocolVersion::RESP3)
                     .connection_timeout(timeout)
@@ -307,14 +307,14 @@ mod tests {
     #[test]
     fn specs() {
         assert_eq!(
-            Target::parse("redis://127.0.0.1:6380/2").unwrap(),
-            Target::Single {
+            RedisTarget::parse("redis://127.0.0.1:6380/2").unwrap(),
+            RedisTarget::Single {
                 url: "redis://127.0.0.1:6380/2?protocol=resp3".into()
             }
         );
         assert_eq!(
-            Target::parse("redis+cluster://a:1,b:2").unwrap(),
-            Target::Cluster {
+            RedisTarget::parse("redis+cluster://a:1,b:2").unwrap(),
+            RedisTarget::Cluster {
                 nodes: vec![
                     "redis://a:1/?protocol=resp3".into(),
                     "redis://b:2/?protocol=resp3".into()
@@ -322,16 +322,16 @@ mod tests {
             }
         );
         assert_eq!(
-            Target::parse("rediss://h:6380").unwrap(),
-            Target::Single {
+            RedisTarget::parse("rediss://h:6380").unwrap(),
+            RedisTarget::Single {
                 url: "rediss://h:6380?protocol=resp3".into()
             }
         );
-        assert!(Target::parse("rediss://h:6380").unwrap().is_tls());
-        assert!(!Target::parse("redis://h:6380").unwrap().is_tls());
+        assert!(RedisTarget::parse("rediss://h:6380").unwrap().is_tls());
+        assert!(!RedisTarget::parse("redis://h:6380").unwrap().is_tls());
         assert_eq!(
-            Target::parse("rediss+cluster://a:1").unwrap(),
-            Target::Cluster {
+            RedisTarget::parse("rediss+cluster://a:1").unwrap(),
+            RedisTarget::Cluster {
                 nodes: vec!["rediss://a:1/?protocol=resp3".into()]
             }
         );
@@ -344,7 +344,7 @@ mod tests {
             "redis+cluster://",
             "redis://h:1?protocol=2",
         ] {
-            assert!(Target::parse(bad).is_err(), "{bad}");
+            assert!(RedisTarget::parse(bad).is_err(), "{bad}");
         }
     }
 }

@@ -260,13 +260,12 @@
 //! (a WebSocket, [`herenow_core::ConnId`]); the socket to Redis is the
 //! *client*.
 //!
-//! - [`client`]: `--store` specs ([`client::Target`]) and the one
+//! - [`client`]: `--store` specs ([`client::RedisTarget`]) and the one
 //!   multiplexed [`client::RedisClient`], standalone or cluster.
 //! - `reply.rs`: the timeout on every call, how a Redis failure becomes
 //!   `Unavailable` (retryable) or `Internal` (a bug), and how script
 //!   replies are read; every other module uses it.
-//! - [`key_names`]: every key name and the sharding of big spaces (also
-//!   reachable as `shard`, its former name).
+//! - [`key_names`]: every key name and the sharding of big spaces.
 //! - `options.rs` ([`RedisOptions`]) and `ctx.rs`: the context one store
 //!   shares with its write path (client, clock, defaults, options, key
 //!   names, and the write buffer's health, [`RedisStats`]).
@@ -327,7 +326,3 @@ pub use options::{DEFAULT_WAIT_TIMEOUT, RedisOptions};
 pub use replay::PROBE_EVERY;
 pub use replicas::RECHECK as REPLICAS_RECHECK;
 pub use store::RedisStore;
-
-// The module's name before key naming joined it; `shard::shard_of` and
-// `shard::MAX_SHARDS` keep working.
-pub use key_names as shard;

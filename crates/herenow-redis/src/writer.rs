@@ -239,7 +239,7 @@ impl Writer {
         now: Millis,
     ) -> Result<()> {
         // One script per bucket of indexes on a cluster (see
-        // `keys::user_bucket`), one pipeline per 1,000 users on a server.
+        // `key_names::user_bucket`), one pipeline per 1,000 users on a server.
         let cluster = self.ctx.is_cluster();
         let groups = self.ctx.user_groups(users);
         // One key per group stands for its slot.

@@ -18,11 +18,11 @@ use std::time::Duration;
 
 use herenow_core::outbox::{OutboxEvent, OutboxKind, OutboxOptions};
 use herenow_core::{
-    Error, Heartbeat, ManualClock, MemberId, MemberKey, PresenceStore, SpaceConfig, SpaceName,
-    SpaceWebhooks, WebhookOutbox,
+    Capability, Error, Heartbeat, ManualClock, MemberId, MemberKey, PresenceStore, SpaceConfig,
+    SpaceName, SpaceWebhooks, WebhookOutbox,
 };
 use herenow_redis::{
-    LayoutOptions, RedisOptions, RedisStore, SeedLayout, SeedLayoutStore, shard::shard_of,
+    LayoutOptions, RedisOptions, RedisStore, SeedLayout, SeedLayoutStore, key_names::shard_of,
 };
 
 const T0: u64 = 1_700_000_000_000;
@@ -621,10 +621,10 @@ async fn seed_layouts_have_no_outbox() {
     assert!(s.webhook_outbox().is_none());
     assert!(s.space_webhooks().is_none());
     let store: &dyn PresenceStore = &s;
-    let err = store.lacks("webhooks");
+    let err = store.lacks(Capability::WebhookOutbox);
     let Error::Unsupported { what, store } = err else {
         panic!("{err:?}");
     };
-    assert_eq!(what, "webhooks");
+    assert_eq!(what, Capability::WebhookOutbox.phrase());
     assert!(store.contains("sorted-set"), "{store}");
 }

@@ -11,7 +11,7 @@ use herenow_core::{
     Attach, ConnId, Error, Heartbeat, InvalidInput, KindFilter, ListQuery, LiveConnections,
     ManualClock, MemberId, MemberKey, MemberKind, Order, PresenceStore, SpaceConfig, SpaceName,
 };
-use herenow_redis::shard::shard_of;
+use herenow_redis::key_names::shard_of;
 use herenow_redis::{RedisOptions, RedisStore};
 
 const T0: u64 = 1_700_000_000_000;

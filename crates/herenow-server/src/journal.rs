@@ -20,9 +20,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herenow_core::{Error, Result};
-use herenow_journal::{Journal, JournalError, JournalOptions, OpenReport};
+use herenow_journal::{Durability, Journal, JournalError, JournalOptions, OpenReport};
 use herenow_memory::MemoryStore;
-use herenow_memory::changes::{Change, ChangeLog, ChangeRef, Durability, Durable};
+use herenow_memory::changes::{Change, ChangeLog, ChangeRef, Durable};
 
 /// The longest a heartbeat waits for its `fdatasync`: half a second, so
 /// "at most the last second" holds with room to spare.
@@ -56,9 +56,7 @@ impl ChangeLog for DiskLog {
             Durability::Sync => {
                 let ack = self
                     .journal
-                    .append_with(herenow_journal::Durability::Sync, |buf| {
-                        change.encode_into(buf)
-                    })
+                    .append_with(Durability::Sync, |buf| change.encode_into(buf))
                     .map_err(unavailable)?;
                 Ok(Some(Box::pin(async move {
                     ack.durable().await.map_err(unavailable)
@@ -146,9 +144,9 @@ pub enum FoldError<E> {
 mod tests {
     use std::sync::Arc;
 
-    use herenow_core::{ManualClock, MemberId, MemberKey, PresenceStore, SpaceConfig, SpaceName};
-    use herenow_journal::Durability;
-    use herenow_memory::changes::Beat;
+    use herenow_core::{
+        Heartbeat, ManualClock, MemberId, MemberKey, PresenceStore, SpaceConfig, SpaceName,
+    };
 
     use super::*;
 
@@ -205,7 +203,7 @@ mod tests {
         let good = Change::Heartbeats {
             space: lobby.clone(),
             now: T0,
-            beats: vec![Beat {
+            beats: vec![Heartbeat {
                 member: ann.clone(),
                 at_ms: None,
                 meta: None,
@@ -239,7 +237,7 @@ mod tests {
                 Change::Heartbeats {
                     space: lobby.clone(),
                     now,
-                    beats: vec![Beat {
+                    beats: vec![Heartbeat {
                         member: ann.clone(),
                         at_ms: None,
                         meta: None,

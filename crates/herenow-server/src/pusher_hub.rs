@@ -37,7 +37,7 @@ pub use channels::Channels;
 pub(crate) use channels::{QUEUE, RESERVE, Subscriber};
 pub(crate) use members::{JoinError, Listener, Members};
 pub(crate) use occupancy::count as occupancy_count;
-use occupancy::{Occupancy, Target};
+use occupancy::{Occupancy, OccupancyTarget};
 pub(crate) use quota::Quota;
 pub(crate) use relayed::{Relayed, TOPIC};
 pub(crate) use sockets::{Ender, Sockets};
@@ -221,7 +221,7 @@ impl Pusher {
         });
         let space = app.occupancy_space();
         let conn = self.occupancy_conn(channel);
-        let target = Target {
+        let target = OccupancyTarget {
             store: &writes.store,
             space: &space,
             conn: &conn,

@@ -78,8 +78,9 @@ fn parse<T: DeserializeOwned>(body: &str) -> Result<T> {
     serde_json::from_str(body).context("the server's answer is not what this client understands")
 }
 
+/// One heartbeat, as the server's `HeartbeatBody` reads it.
 #[derive(Serialize)]
-struct Beat<'a> {
+struct HeartbeatBody<'a> {
     id: &'a str,
     kind: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -92,9 +93,10 @@ struct MemberRef<'a> {
     kind: &'static str,
 }
 
+/// A batch of heartbeats, as the server's `HeartbeatsBody` reads it.
 #[derive(Serialize)]
-struct Batch<'a> {
-    heartbeats: Vec<Beat<'a>>,
+struct HeartbeatsBody<'a> {
+    heartbeats: Vec<HeartbeatBody<'a>>,
 }
 
 #[derive(Serialize)]
@@ -166,7 +168,7 @@ fn space_url(api: &Api, space: &str, rest: &[&str]) -> Url {
 async fn seen(a: SeenArgs) -> Result<()> {
     let api = Api::new(&a.client)?;
     let kind = kind(a.guest);
-    let beat = |id| Beat {
+    let beat = |id| HeartbeatBody {
         id,
         kind,
         meta: a.meta.as_ref(),
@@ -189,7 +191,7 @@ async fn seen(a: SeenArgs) -> Result<()> {
     let mut total = HeartbeatAnswer::default();
     let mut last_body = String::new();
     for chunk in &chunks {
-        let batch = Batch {
+        let batch = HeartbeatsBody {
             heartbeats: chunk.iter().map(|id| beat(id)).collect(),
         };
         last_body = api.send_json(Method::POST, url.clone(), &batch).await?;
@@ -527,10 +529,10 @@ mod tests {
         let meta_len = meta.to_string().len() + 8;
         let ids: Vec<String> = (0..5_000).map(|i| format!("\"quoted\\{i}\"")).collect();
         for chunk in id_batches(&ids, meta_len) {
-            let body = Batch {
+            let body = HeartbeatsBody {
                 heartbeats: chunk
                     .iter()
-                    .map(|id| Beat {
+                    .map(|id| HeartbeatBody {
                         id,
                         kind: "guest",
                         meta: Some(&meta),
@@ -545,7 +547,7 @@ mod tests {
     #[test]
     fn request_bodies_match_the_api() {
         let meta = serde_json::json!({"name": "Alice"});
-        let beat = Beat {
+        let beat = HeartbeatBody {
             id: "alice",
             kind: "user",
             meta: Some(&meta),

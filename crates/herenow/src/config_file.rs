@@ -223,15 +223,16 @@ pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<ConfigF
     })
 }
 
-/// A [`FileError`] before it knows its file.
+/// A [`FileError`] before it knows its file: the line, and what is wrong
+/// there.
 #[derive(Debug)]
-pub(crate) struct Problem {
+pub(crate) struct LineError {
     line: usize,
-    kind: ProblemKind,
+    kind: LineErrorKind,
 }
 
 #[derive(Debug)]
-enum ProblemKind {
+enum LineErrorKind {
     Syntax(String),
     UnknownKey(String, Option<String>),
     Type(String, &'static str),
@@ -240,41 +241,41 @@ enum ProblemKind {
     BadReference(String),
 }
 
-impl Problem {
+impl LineError {
     fn at(self, path: &Path) -> FileError {
         let path = path.to_owned();
         let line = self.line;
         match self.kind {
-            ProblemKind::Syntax(message) => FileError::Syntax {
+            LineErrorKind::Syntax(message) => FileError::Syntax {
                 path,
                 line,
                 message,
             },
-            ProblemKind::UnknownKey(key, suggestion) => FileError::UnknownKey {
+            LineErrorKind::UnknownKey(key, suggestion) => FileError::UnknownKey {
                 path,
                 line,
                 key,
                 suggestion,
             },
-            ProblemKind::Type(key, expected) => FileError::Type {
+            LineErrorKind::Type(key, expected) => FileError::Type {
                 path,
                 line,
                 key,
                 expected,
             },
-            ProblemKind::Value(key, reason) => FileError::Value {
+            LineErrorKind::Value(key, reason) => FileError::Value {
                 path,
                 line,
                 key,
                 reason,
             },
-            ProblemKind::Unset(key, var) => FileError::Unset {
+            LineErrorKind::Unset(key, var) => FileError::Unset {
                 path,
                 line,
                 key,
                 var,
             },
-            ProblemKind::BadReference(key) => FileError::BadReference { path, line, key },
+            LineErrorKind::BadReference(key) => FileError::BadReference { path, line, key },
         }
     }
 }
@@ -293,10 +294,10 @@ fn line_of(text: &str, offset: usize) -> usize {
 pub(crate) fn parse(
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Vec<Setting>, Problem> {
-    let table = DeTable::parse(text).map_err(|e| Problem {
+) -> Result<Vec<Setting>, LineError> {
+    let table = DeTable::parse(text).map_err(|e| LineError {
         line: line_of(text, e.span().map_or(0, |s| s.start)),
-        kind: ProblemKind::Syntax(e.message().trim().to_owned()),
+        kind: LineErrorKind::Syntax(e.message().trim().to_owned()),
     })?;
     let serve = serve_command();
     // The parsers alone: no environment variable may stand in for a
@@ -312,30 +313,30 @@ pub(crate) fn parse(
     for (key, value) in entries {
         let line = line_of(text, key.span().start);
         let key = key.get_ref().as_ref();
-        let problem = |kind| Problem { line, kind };
+        let problem = |kind| LineError { line, kind };
         let arg = serve
             .get_arguments()
             .find(|a| is_setting(a) && a.get_id() == key)
             .ok_or_else(|| {
-                problem(ProblemKind::UnknownKey(
+                problem(LineErrorKind::UnknownKey(
                     key.to_owned(),
                     suggestion(&serve, key),
                 ))
             })?;
         let values = values_of(arg, value.get_ref())
-            .map_err(|expected| problem(ProblemKind::Type(key.to_owned(), expected)))?
+            .map_err(|expected| problem(LineErrorKind::Type(key.to_owned(), expected)))?
             .into_iter()
             .map(|v| substitute(&v, env))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| {
                 problem(match e {
-                    Substitution::Unset(var) => ProblemKind::Unset(key.to_owned(), var),
-                    Substitution::BadReference => ProblemKind::BadReference(key.to_owned()),
+                    Substitution::Unset(var) => LineErrorKind::Unset(key.to_owned(), var),
+                    Substitution::BadReference => LineErrorKind::BadReference(key.to_owned()),
                 })
             })?;
         if !matches!(arg.get_action(), ArgAction::SetTrue) {
             check_values(&mut checker, arg, &values)
-                .map_err(|reason| problem(ProblemKind::Value(key.to_owned(), reason)))?;
+                .map_err(|reason| problem(LineErrorKind::Value(key.to_owned(), reason)))?;
         }
         settings.push(Setting {
             key: key.to_owned(),

@@ -24,13 +24,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::capability::Capability;
 use crate::conn::{Attach, ConnId};
 use crate::error::{Error, InvalidInput};
 use crate::event::{Event, EventKind, LeaveReason, Subscription};
 use crate::id::{MemberId, MemberKey, SpaceName};
 use crate::meta::Metadata;
 use crate::policy::{SpaceConfig, Status};
+use crate::store::Capability;
 use crate::store::{Heartbeat, KindFilter, ListQuery, Order, PresenceStore};
 use crate::time::Clock;
 use crate::time::ManualClock;

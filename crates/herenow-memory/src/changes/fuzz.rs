@@ -19,7 +19,7 @@ use super::*;
 pub(crate) fn change() -> impl Strategy<Value = Change> {
     let beats = proptest::collection::vec(
         (member_key(), proptest::option::of(millis()), metadata()).prop_map(
-            |(member, at_ms, meta)| Beat {
+            |(member, at_ms, meta)| Heartbeat {
                 member,
                 at_ms,
                 meta,
@@ -79,16 +79,10 @@ proptest! {
         members in proptest::collection::vec(member_key(), 0..24),
         before in proptest::collection::vec(any::<u8>(), 0..64),
     ) {
-        let owned_beats = beats
-            .iter()
-            .map(|h| Beat { member: h.member.clone(), at_ms: h.at_ms, meta: h.meta.clone() })
-            .collect();
+        let owned_beats = beats.clone();
         // The same members beating plainly: the compact form.
         let plain: Vec<Heartbeat> = members.iter().cloned().map(Heartbeat::now).collect();
-        let owned_plain = members
-            .iter()
-            .map(|m| Beat { member: m.clone(), at_ms: None, meta: None })
-            .collect();
+        let owned_plain = plain.clone();
         let pairs = [
             (
                 ChangeRef::Heartbeats { space: &space, now, beats: &beats },

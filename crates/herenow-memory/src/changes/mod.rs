@@ -38,15 +38,15 @@ mod wire;
 use std::future::Future;
 use std::pin::Pin;
 
-use serde::{Deserialize, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 use herenow_core::error::{Error, Result};
 use herenow_core::id::{MemberId, MemberKey, MemberKind, SpaceName};
-use herenow_core::meta::Metadata;
 use herenow_core::outbox::{OutboxEvent, SpaceHook};
 use herenow_core::policy::{DEFAULT_GRACE_MS, SpaceConfig};
 use herenow_core::time::Millis;
 use herenow_core::values::Heartbeat;
+use herenow_journal::Durability;
 
 use crate::legacy::{OutboxEventV1, SpaceConfigV2};
 
@@ -60,27 +60,6 @@ const SET_CONFIG: u32 = 2;
 /// [`Change::OutboxAdd`]'s variant number, as postcard writes it.
 const OUTBOX_ADD: u32 = 7;
 
-/// One heartbeat as the store applied it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Beat {
-    /// The member whose heartbeat this was.
-    pub member: MemberKey,
-    /// The explicit time, if the caller gave one (else the change's `now`).
-    pub at_ms: Option<Millis>,
-    /// New metadata, if any. Kept as its JSON text: the compact binary
-    /// format cannot carry a raw JSON value.
-    #[serde(with = "herenow_core::meta::as_text")]
-    pub meta: Option<Metadata>,
-}
-
-impl Beat {
-    /// Neither a time of its own nor metadata: a beat
-    /// [`Change::PlainBeats`] holds.
-    pub fn is_plain(&self) -> bool {
-        self.at_ms.is_none() && self.meta.is_none()
-    }
-}
-
 /// A write the memory store applied.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Change {
@@ -90,8 +69,10 @@ pub enum Change {
         space: SpaceName,
         /// "Now" for beats without an explicit time.
         now: Millis,
-        /// The beats, in call order.
-        beats: Vec<Beat>,
+        /// The beats as the call gave them, in call order: a beat
+        /// without a time of its own was at `now`.
+        #[serde(with = "heartbeat_records")]
+        beats: Vec<Heartbeat>,
     },
     /// Explicit goodbyes at `at`.
     Leave {
@@ -175,8 +156,8 @@ impl Change {
     /// The heartbeats of one call in the form [`ChangeRef::Heartbeats`]
     /// writes for them: [`Change::PlainBeats`] when no beat carries a time
     /// or metadata, else [`Change::Heartbeats`].
-    pub fn heartbeats(space: SpaceName, now: Millis, beats: Vec<Beat>) -> Change {
-        if beats.iter().all(Beat::is_plain) {
+    pub fn heartbeats(space: SpaceName, now: Millis, beats: Vec<Heartbeat>) -> Change {
+        if beats.iter().all(Heartbeat::is_plain) {
             let (guests, users): (Vec<_>, Vec<_>) = beats
                 .into_iter()
                 .map(|b| b.member)
@@ -263,8 +244,7 @@ fn decode_old(version: u8, body: &[u8]) -> postcard::Result<Change> {
 /// the matching [`Change`] (same variants in the same order, same fields),
 /// so [`Change::decode`] reads it back. Heartbeats encode as
 /// [`Change::heartbeats`] builds them: [`Change::PlainBeats`] when every
-/// beat is plain, else [`Change::Heartbeats`] with the beats as [`Beat`]s
-/// (serde's view of this type, used for the rare variants, knows only
+/// beat is plain, else [`Change::Heartbeats`] (serde's view of this type, used for the rare variants, knows only
 /// the second form).
 #[derive(Clone, Copy, Debug, Serialize)]
 #[serde(rename = "Change")]
@@ -275,8 +255,8 @@ pub enum ChangeRef<'a> {
         space: &'a SpaceName,
         /// "Now" for beats without an explicit time.
         now: Millis,
-        /// The call's beats, in call order, encoded as [`Beat`]s.
-        #[serde(serialize_with = "beats_as_owned")]
+        /// The call's beats, in call order.
+        #[serde(serialize_with = "heartbeat_records::serialize")]
         beats: &'a [Heartbeat],
     },
     /// See [`Change::Leave`].
@@ -340,22 +320,53 @@ pub enum ChangeRef<'a> {
     },
 }
 
-/// A [`Heartbeat`] serialized as the [`Beat`] it becomes at replay.
-#[derive(Serialize)]
-#[serde(rename = "Beat")]
-struct BeatRef<'a> {
-    member: &'a MemberKey,
-    at_ms: Option<Millis>,
-    /// As [`Beat::meta`]: the JSON text.
-    meta: Option<&'a str>,
-}
+/// How a [`Heartbeat`] is written in a journal record: its member, its
+/// own time if it has one, and its metadata as JSON text (the compact
+/// binary format cannot carry a raw JSON value). [`Change`] and
+/// [`ChangeRef`] both write their beats so.
+mod heartbeat_records {
+    use herenow_core::id::MemberKey;
+    use herenow_core::meta::Metadata;
+    use herenow_core::time::Millis;
+    use herenow_core::values::Heartbeat;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-fn beats_as_owned<S: Serializer>(beats: &&[Heartbeat], s: S) -> Result<S::Ok, S::Error> {
-    s.collect_seq(beats.iter().map(|b| BeatRef {
-        member: &b.member,
-        at_ms: b.at_ms,
-        meta: b.meta.as_ref().map(Metadata::as_json),
-    }))
+    /// A heartbeat's record, borrowed from it for writing.
+    #[derive(Serialize)]
+    struct Record<'a> {
+        member: &'a MemberKey,
+        at_ms: Option<Millis>,
+        meta: Option<&'a str>,
+    }
+
+    /// A heartbeat's record as read back: the same fields, owned.
+    #[derive(Deserialize)]
+    struct Read {
+        member: MemberKey,
+        at_ms: Option<Millis>,
+        #[serde(with = "herenow_core::meta::as_text")]
+        meta: Option<Metadata>,
+    }
+
+    pub(super) fn serialize<S: Serializer>(beats: &[Heartbeat], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(beats.iter().map(|b| Record {
+            member: &b.member,
+            at_ms: b.at_ms,
+            meta: b.meta.as_ref().map(Metadata::as_json),
+        }))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Heartbeat>, D::Error> {
+        let read = Vec::<Read>::deserialize(d)?;
+        Ok(read
+            .into_iter()
+            .map(|r| Heartbeat {
+                member: r.member,
+                at_ms: r.at_ms,
+                meta: r.meta,
+            })
+            .collect())
+    }
 }
 
 impl ChangeRef<'_> {
@@ -411,15 +422,6 @@ impl ChangeRef<'_> {
         self.encode_into(&mut out);
         out
     }
-}
-
-/// How soon a change must be on disk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Durability {
-    /// Before the write is acknowledged.
-    Sync,
-    /// Within about a second.
-    Lazy,
 }
 
 /// Resolves once a recorded change is as durable as it must be; an error

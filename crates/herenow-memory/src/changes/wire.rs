@@ -31,7 +31,8 @@ const KEY: usize = 1 + VARINT;
 const BEAT: usize = KEY + 1 + VARINT + 1 + VARINT;
 
 /// `Change::Heartbeats`, variant 0: space, now, then each beat as
-/// `Beat { member, at_ms, meta }`.
+/// its record: member, `at_ms`, `meta` (see `heartbeat_records` in
+/// `mod.rs`).
 ///
 /// Room is made per beat rather than summed up front: a batch is walked
 /// once, and a lone beat's check is one comparison.
@@ -43,7 +44,7 @@ pub(super) fn heartbeats(
     now: Millis,
     beats: &[Heartbeat],
 ) {
-    let mut w = Cursor::record(out, version, 0, space, now, VARINT);
+    let mut w = RecordWriter::record(out, version, 0, space, now, VARINT);
     w.varint(beats.len() as u64);
     for b in beats {
         let id = b.member.id.as_str().as_bytes();
@@ -82,7 +83,7 @@ pub(super) fn any_heartbeats(
 #[inline(never)]
 fn lone_beat(out: &mut Vec<u8>, version: u8, space: &SpaceName, now: Millis, b: &Heartbeat) {
     let id = b.member.id.as_str().as_bytes();
-    let mut w = Cursor::record(out, version, PLAIN_BEATS, space, now, 2 * VARINT + id.len());
+    let mut w = RecordWriter::record(out, version, PLAIN_BEATS, space, now, 2 * VARINT + id.len());
     if b.member.kind == MemberKind::User {
         w.byte(1);
         w.bytes(id);
@@ -120,7 +121,7 @@ fn plain_users(
     now: Millis,
     beats: &[Heartbeat],
 ) -> bool {
-    let mut w = Cursor::record(out, version, PLAIN_BEATS, space, now, VARINT);
+    let mut w = RecordWriter::record(out, version, PLAIN_BEATS, space, now, VARINT);
     w.varint(beats.len() as u64);
     for b in beats {
         if b.member.kind != MemberKind::User || !b.is_plain() {
@@ -150,7 +151,7 @@ fn plain_beats(
         .iter()
         .filter(|b| b.member.kind == MemberKind::Guest)
         .count();
-    let mut w = Cursor::record(out, version, PLAIN_BEATS, space, now, VARINT);
+    let mut w = RecordWriter::record(out, version, PLAIN_BEATS, space, now, VARINT);
     w.varint((beats.len() - guests) as u64);
     for b in beats.iter().filter(|b| b.member.kind == MemberKind::User) {
         plain_id(&mut w, b);
@@ -166,7 +167,7 @@ fn plain_beats(
 /// One plain beat's id: its length and bytes. Always inlined: it is a
 /// few instructions, paid once per member of a batch.
 #[inline(always)]
-fn plain_id(w: &mut Cursor<'_>, b: &Heartbeat) {
+fn plain_id(w: &mut RecordWriter<'_>, b: &Heartbeat) {
     let id = b.member.id.as_str().as_bytes();
     w.room(VARINT + id.len());
     w.bytes(id);
@@ -178,7 +179,7 @@ const PLAIN_BEATS: u8 = 10;
 /// A beat with an explicit time or metadata: rare, and kept out of the
 /// plain beat's code, which every lone heartbeat runs through.
 #[inline(never)]
-fn beat_with_extras(w: &mut Cursor<'_>, b: &Heartbeat, id: &[u8]) {
+fn beat_with_extras(w: &mut RecordWriter<'_>, b: &Heartbeat, id: &[u8]) {
     let meta = b.meta.as_ref().map_or(&[][..], |m| m.as_json().as_bytes());
     w.room(BEAT + id.len() + meta.len());
     w.key(&b.member, id);
@@ -207,7 +208,7 @@ pub(super) fn leave(
     at: Millis,
     members: &[MemberKey],
 ) {
-    let mut w = Cursor::record(out, version, 1, space, at, VARINT);
+    let mut w = RecordWriter::record(out, version, 1, space, at, VARINT);
     w.varint(members.len() as u64);
     for m in members {
         let id = m.id.as_str().as_bytes();
@@ -222,27 +223,27 @@ pub(super) fn leave(
 /// Room is reserved before each item from an upper bound on its size, so
 /// that the pushes and copies after it do not grow `out` one by one. The
 /// record's bytes are in `out` as they are written; a writer that gives
-/// up part way ([`Cursor::abandon`]) takes them back. Nothing between the
-/// first byte and [`Cursor::finish`] can fail: only allocation could, and
+/// up part way ([`RecordWriter::abandon`]) takes them back. Nothing between the
+/// first byte and [`RecordWriter::finish`] can fail: only allocation could, and
 /// it aborts.
-struct Cursor<'a> {
+struct RecordWriter<'a> {
     out: &'a mut Vec<u8>,
-    /// `out`'s length before the record: where [`Cursor::abandon`] cuts.
+    /// `out`'s length before the record: where [`RecordWriter::abandon`] cuts.
     start: usize,
 }
 
-impl<'a> Cursor<'a> {
+impl<'a> RecordWriter<'a> {
     #[inline]
     fn new(out: &'a mut Vec<u8>, room: usize) -> Self {
         out.reserve(room);
         let start = out.len();
-        Cursor { out, start }
+        RecordWriter { out, start }
     }
 
     /// A record's head: the version, the change's variant, the space's
     /// name and a time, with room for `more` bytes after it. Always
     /// inlined: it runs once per record, the lone heartbeat's included,
-    /// and as a call the cursor would be returned through memory.
+    /// and as a call the writer would be returned through memory.
     #[inline(always)]
     fn record(
         out: &'a mut Vec<u8>,
@@ -253,7 +254,7 @@ impl<'a> Cursor<'a> {
         more: usize,
     ) -> Self {
         let space = space.as_str().as_bytes();
-        let mut w = Cursor::new(out, HEAD + space.len() + more);
+        let mut w = RecordWriter::new(out, HEAD + space.len() + more);
         w.pair(version, variant);
         w.bytes(space);
         w.time(time);
@@ -373,7 +374,7 @@ fn huge_varint(out: &mut Vec<u8>, mut v: u64) {
 
 #[cfg(test)]
 mod tests {
-    use super::Cursor;
+    use super::RecordWriter;
 
     /// Postcard's varint, the plain way.
     fn reference(mut v: u64) -> Vec<u8> {
@@ -394,13 +395,13 @@ mod tests {
         }
         for v in values {
             let mut out = vec![9];
-            let mut w = Cursor::new(&mut out, super::VARINT);
+            let mut w = RecordWriter::new(&mut out, super::VARINT);
             w.varint(v);
             w.finish();
             assert_eq!(&out[1..], &reference(v)[..], "{v}");
             // A time, whose six-byte range has a path of its own.
             let mut out = vec![9];
-            let mut w = Cursor::new(&mut out, super::VARINT);
+            let mut w = RecordWriter::new(&mut out, super::VARINT);
             w.time(v);
             w.finish();
             assert_eq!(&out[1..], &reference(v)[..], "time {v}");
@@ -412,7 +413,7 @@ mod tests {
         let src: Vec<u8> = (0..=255u8).collect();
         for n in 0..=256 {
             let mut out = vec![7];
-            let mut w = Cursor::new(&mut out, super::VARINT + n);
+            let mut w = RecordWriter::new(&mut out, super::VARINT + n);
             w.bytes(&src[..n]);
             w.finish();
             let mut want = vec![7];
@@ -426,7 +427,7 @@ mod tests {
     fn room_grows_the_buffer_mid_record_and_keeps_what_was_written() {
         let mut out = Vec::with_capacity(4);
         out.push(1);
-        let mut w = Cursor::new(&mut out, 3);
+        let mut w = RecordWriter::new(&mut out, 3);
         w.pair(2, 3);
         w.room(1000);
         w.bytes(&[5; 300]);

@@ -7,7 +7,7 @@
 use proptest::prelude::*;
 
 use herenow_core::fuzzing::{T0, cases, mutated, mutations};
-use herenow_core::store::PresenceStore;
+use herenow_core::store::{Heartbeat, PresenceStore};
 use herenow_core::time::ManualClock;
 
 use super::*;
@@ -197,7 +197,7 @@ fn fuzz_support_a_restored_store_answers_alike() {
     let (s, bytes) = snapshot_of(&[Change::Heartbeats {
         space: lobby.clone(),
         now: T0 - 1_000,
-        beats: vec![crate::changes::Beat {
+        beats: vec![Heartbeat {
             member: ann.clone(),
             at_ms: None,
             meta: Some(Metadata::from_json(r#"{"n":1}"#).unwrap()),

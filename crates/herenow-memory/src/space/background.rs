@@ -18,7 +18,7 @@ use herenow_core::time::Millis;
 
 use super::Space;
 use super::entry::{Entry, Key, List, NIL, SEQ_MASK};
-use super::events::Presence;
+use super::events::MarkedStatus;
 use super::index::SlotIndex;
 use super::walk::OldestFirst;
 use crate::seen::SightingNote;
@@ -172,7 +172,7 @@ impl Space {
                 break;
             }
             *budget -= 1;
-            if self.presence(key) != Presence::Gone {
+            if self.marked_status(key) != MarkedStatus::Gone {
                 self.emit(
                     EventKind::Leave,
                     slot,

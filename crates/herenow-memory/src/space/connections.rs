@@ -18,7 +18,7 @@ use herenow_core::store::{HeartbeatReport, check_batch};
 use herenow_core::time::Millis;
 
 use super::Space;
-use super::events::{Cause, Presence};
+use super::events::{Cause, MarkedStatus};
 use crate::conns::Conn;
 use crate::seen::SightingNote;
 
@@ -140,7 +140,7 @@ impl Space {
             let online = self
                 .find(member.kind, member.id.as_str())
                 .is_some_and(|slot| {
-                    self.presence(self.entries[slot as usize].key()) == Presence::Online
+                    self.marked_status(self.entries[slot as usize].key()) == MarkedStatus::Online
                 });
             if online {
                 self.apply(
@@ -234,15 +234,15 @@ impl Space {
             return false;
         };
         let key = self.entries[slot as usize].key();
-        let presence = self.presence(key);
-        if presence == Presence::Gone {
+        let marked = self.marked_status(key);
+        if marked == MarkedStatus::Gone {
             return false;
         }
         if others > 0 {
             self.emit_caused(
                 EventKind::Disconnect,
                 slot,
-                presence.status(),
+                marked.status(),
                 Some(key.0),
                 None,
                 Some(cause),

@@ -1,4 +1,4 @@
-//! What subscribers are told: a member's [`Presence`] as the watermarks
+//! What subscribers are told: a member's [`MarkedStatus`] as the watermarks
 //! say, and the events the engine emits.
 //!
 //! Writes, connections and the background sweep decide *which* event a
@@ -19,22 +19,23 @@ use herenow_core::time::Millis;
 use super::Space;
 use super::entry::Key;
 
-/// A member's presence as subscribers know it, from the watermarks. It may
-/// lag the clock's verdict ([`herenow_core::policy::SpaceConfig::status`]) until
-/// `tick` moves the marks, but it always agrees with the events sent.
+/// A member's status as the watermarks mark it: what subscribers have
+/// been told. It may lag the clock's verdict
+/// ([`herenow_core::policy::SpaceConfig::status`]) until `tick` moves the
+/// marks, but it always agrees with the events sent.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
-pub(super) enum Presence {
+pub(super) enum MarkedStatus {
     Gone,
     Away,
     Online,
 }
 
-impl Presence {
+impl MarkedStatus {
     pub(super) fn status(self) -> Status {
         match self {
-            Presence::Gone => Status::Offline,
-            Presence::Away => Status::Away,
-            Presence::Online => Status::Online,
+            MarkedStatus::Gone => Status::Offline,
+            MarkedStatus::Away => Status::Away,
+            MarkedStatus::Online => Status::Online,
         }
     }
 }
@@ -51,13 +52,14 @@ pub(super) struct Cause<'a> {
 }
 
 impl Space {
-    pub(super) fn presence(&self, key: Key) -> Presence {
+    /// Where `key` falls against the watermarks.
+    pub(super) fn marked_status(&self, key: Key) -> MarkedStatus {
         if key <= self.gone_mark {
-            Presence::Gone
+            MarkedStatus::Gone
         } else if key <= self.away_mark {
-            Presence::Away
+            MarkedStatus::Away
         } else {
-            Presence::Online
+            MarkedStatus::Online
         }
     }
 

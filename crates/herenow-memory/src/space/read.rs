@@ -21,7 +21,7 @@ use herenow_core::time::Millis;
 
 use super::Space;
 use super::entry::{Key, NIL};
-use super::events::Presence;
+use super::events::MarkedStatus;
 use super::walk::NewestFirst;
 
 /// A member's place in a space's recency order: last seen, then the
@@ -298,7 +298,7 @@ impl Space {
     pub fn present_newest(&self) -> impl Iterator<Item = (Recency, u32)> + '_ {
         self.newest_first(KindFilter::All)
             .map(|slot| (self.entries[slot as usize].key(), slot))
-            .take_while(|(key, _)| self.presence(*key) != Presence::Gone)
+            .take_while(|(key, _)| self.marked_status(*key) != MarkedStatus::Gone)
     }
 
     /// How many members are present (by the watermarks).
@@ -311,7 +311,9 @@ impl Space {
     /// (from [`Space::present_newest`]): its status as the events told.
     pub fn snapshot_entry(&self, slot: u32, now: Millis) -> MemberStatus {
         let mut status = self.member_status(slot, now);
-        status.status = self.presence(self.entries[slot as usize].key()).status();
+        status.status = self
+            .marked_status(self.entries[slot as usize].key())
+            .status();
         status
     }
 

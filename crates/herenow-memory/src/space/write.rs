@@ -17,7 +17,7 @@ use herenow_core::store::{Heartbeat, HeartbeatReport, check_batch};
 use herenow_core::time::Millis;
 
 use super::Space;
-use super::events::{Cause, Presence};
+use super::events::{Cause, MarkedStatus};
 use crate::seen::SightingNote;
 
 /// What [`Space::heartbeat`] checks of a whole batch at `now` before
@@ -158,7 +158,7 @@ impl Space {
             }
         };
         report.accepted += 1;
-        let old_presence = old.map_or(Presence::Gone, |k| self.presence(k));
+        let old_status = old.map_or(MarkedStatus::Gone, |k| self.marked_status(k));
         let meta_changed = match meta {
             Some(m) => {
                 let changed = self.meta.get(&slot) != Some(m);
@@ -181,20 +181,20 @@ impl Space {
                 (at, self.seq)
             }
         };
-        // Presence only grows with the key: no comparison for a member
+        // The marked status only grows with the key: no comparison for a member
         // already online.
-        let new_presence = if old_presence == Presence::Online {
-            Presence::Online
+        let new_status = if old_status == MarkedStatus::Online {
+            MarkedStatus::Online
         } else {
-            self.presence(new_key)
+            self.marked_status(new_key)
         };
-        let event = match (old_presence, new_presence) {
-            (_, Presence::Gone) => None,
-            (Presence::Gone, _) => {
+        let event = match (old_status, new_status) {
+            (_, MarkedStatus::Gone) => None,
+            (MarkedStatus::Gone, _) => {
                 report.joined += 1;
                 Some(EventKind::Join)
             }
-            (Presence::Away, Presence::Online) => Some(EventKind::Back),
+            (MarkedStatus::Away, MarkedStatus::Online) => Some(EventKind::Back),
             _ if cause.is_some_and(|c| c.opened) => Some(EventKind::Connect),
             // A connection's metadata is its own: compared with what that
             // connection had, not with what the member shows.
@@ -205,7 +205,7 @@ impl Space {
             self.emit_caused(
                 kind,
                 slot,
-                new_presence.status(),
+                new_status.status(),
                 Some(new_key.0),
                 None,
                 cause,
@@ -230,7 +230,7 @@ impl Space {
             };
             let key = self.entries[slot as usize].key();
             let mut last = key.0;
-            if self.presence(key) != Presence::Gone {
+            if self.marked_status(key) != MarkedStatus::Gone {
                 present += 1;
                 self.emit(
                     EventKind::Leave,
@@ -256,7 +256,7 @@ impl Space {
             return false;
         };
         let key = self.entries[slot as usize].key();
-        let present = self.presence(key) != Presence::Gone;
+        let present = self.marked_status(key) != MarkedStatus::Gone;
         if present {
             self.emit(
                 EventKind::Leave,

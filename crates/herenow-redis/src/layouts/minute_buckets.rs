@@ -33,12 +33,13 @@ use std::sync::LazyLock;
 use async_trait::async_trait;
 use redis::{Script, Value};
 
+use herenow_core::cursor::Cursor;
 use herenow_core::{
     Counts, Heartbeat, HeartbeatReport, KindFilter, ListQuery, MemberKey, MemberKind, MemberStatus,
     Millis, Order, Page, Result, SpaceConfig, SpaceName, TickReport,
 };
 
-use super::common::{Cursor, Item, LayoutCtx, LayoutOps, members_of, page_of, policy_over};
+use super::common::{Item, LayoutCtx, LayoutOps, members_of, page_of, policy_over};
 use super::layout_options::{KeyTemplate, LayoutOptions, bad_config};
 use crate::reply::bad_reply;
 

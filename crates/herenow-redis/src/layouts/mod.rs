@@ -86,6 +86,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use parking_lot::Mutex;
 
+use herenow_core::cursor::Cursor;
 use herenow_core::{
     Clock, Counts, Error, Heartbeat, HeartbeatReport, ListQuery, MemberId, MemberKey, MemberStatus,
     Millis, Page, PresenceStore, Result, SpaceConfig, SpaceName, SpaceSummary, Subscription,
@@ -94,9 +95,9 @@ use herenow_core::{
 
 pub use layout_options::{KeyTemplate, LayoutOptions, SeedLayout};
 
-use crate::client::{RedisClient, Target};
+use crate::client::{RedisClient, RedisTarget};
 use crate::reply::timed;
-use common::{Cursor, LayoutCtx, LayoutOps};
+use common::{LayoutCtx, LayoutOps};
 use layout_options::bad_config;
 use minute_buckets::MinuteBuckets;
 use rotation::Rotation;
@@ -154,7 +155,7 @@ impl SeedLayoutStore {
         options: LayoutOptions,
     ) -> Result<SeedLayoutStore> {
         defaults.validate()?;
-        let target = Target::parse(spec)?;
+        let target = RedisTarget::parse(spec)?;
         let ops = ops_of(layout);
         let users = KeyTemplate::parse(key_template, layout)?;
         let guests = guest_template

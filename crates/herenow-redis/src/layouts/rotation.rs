@@ -34,12 +34,13 @@ use std::time::Instant;
 use async_trait::async_trait;
 use redis::{Script, Value};
 
+use herenow_core::cursor::Cursor;
 use herenow_core::{
     Counts, Heartbeat, HeartbeatReport, KindFilter, ListQuery, MemberKey, MemberKind, MemberStatus,
     Millis, Order, Page, Result, SpaceConfig, SpaceName, Status, TickReport,
 };
 
-use super::common::{Cursor, Item, LayoutCtx, LayoutOps, members_of, page_of, policy_over};
+use super::common::{Item, LayoutCtx, LayoutOps, members_of, page_of, policy_over};
 use super::layout_options::{KeyTemplate, LayoutOptions, bad_config};
 
 /// Seed 000's layout: see the module documentation.

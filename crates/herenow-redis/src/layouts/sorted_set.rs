@@ -24,12 +24,13 @@ use std::time::Instant;
 use async_trait::async_trait;
 use redis::{Script, Value};
 
+use herenow_core::cursor::Cursor;
 use herenow_core::{
     Counts, Heartbeat, HeartbeatReport, ListQuery, MemberKey, MemberKind, MemberStatus, Millis,
     Order, Page, Result, SpaceConfig, SpaceName, TickReport,
 };
 
-use super::common::{Cursor, Item, LayoutCtx, LayoutOps, member_id, page_of};
+use super::common::{Item, LayoutCtx, LayoutOps, member_id, page_of, precedes};
 use super::layout_options::LayoutOptions;
 use crate::reply::bad_reply;
 
@@ -176,11 +177,11 @@ async fn recent(
     cursor: Option<&Cursor>,
     limit: usize,
 ) -> Result<Vec<Item>> {
-    let max = match cursor.and_then(|c| c.at) {
+    let max = match cursor {
         // The cursor's second and everything below; the same second is
         // filtered by id below.
-        Some(at) => ms_score(at.saturating_add(1000)),
-        None => "+inf".to_owned(),
+        Some(Cursor::Recent(c)) => ms_score(c.at_ms.saturating_add(1000)),
+        _ => "+inf".to_owned(),
     };
     let chunk = s.opts.expire_batch.max(limit + 1);
     let mut kept: Vec<Item> = Vec::new();
@@ -208,7 +209,7 @@ async fn recent(
         let last_read = read.last().and_then(|i| i.last_seen);
         kept.extend(
             read.into_iter()
-                .filter(|i| cursor.is_none_or(|c| c.precedes(i))),
+                .filter(|i| cursor.is_none_or(|c| precedes(c, i))),
         );
         offset += got;
         let boundary_done = kept.len() > limit && last_read < kept[limit].last_seen;

@@ -201,7 +201,7 @@ impl RedisStore {
     }
 
     /// [`LiveConnections::connections`](herenow_core::LiveConnections::connections).
-    pub(super) async fn list_connections(
+    pub(super) async fn connections(
         &self,
         space: &SpaceName,
         members: &[MemberKey],

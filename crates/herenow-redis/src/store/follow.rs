@@ -23,7 +23,7 @@ const ANNOUNCING: usize = 16;
 
 impl RedisStore {
     /// [`Following::user_feed`](herenow_core::Following::user_feed).
-    pub(super) fn open_user_feed(&self) -> Result<UserFeed> {
+    pub(super) fn user_feed(&self) -> Result<UserFeed> {
         Ok(self.follows.feed())
     }
 
@@ -32,7 +32,7 @@ impl RedisStore {
     /// before. On failure nothing stays counted (a retry counts once); a
     /// subscription that reached Redis anyway only brings messages that
     /// are dropped.
-    pub(super) async fn follow_users(&self, users: &[MemberId]) -> Result<()> {
+    pub(super) async fn follow(&self, users: &[MemberId]) -> Result<()> {
         check_batch(users.len())?;
         let _order = self.follows.order.lock().await;
         let new = self.follows.add(users);
@@ -49,7 +49,7 @@ impl RedisStore {
     /// messages are dropped from the moment their count reaches zero, so
     /// an unsubscribe that fails costs traffic, never a wrong change: it
     /// is logged and the call succeeds.
-    pub(super) async fn unfollow_users(&self, users: &[MemberId]) -> Result<()> {
+    pub(super) async fn unfollow(&self, users: &[MemberId]) -> Result<()> {
         check_batch(users.len())?;
         let _order = self.follows.order.lock().await;
         let gone = self.follows.remove(users);

@@ -1,7 +1,7 @@
 //! Friend sets: one Redis set per user, global (in a slot of its own,
 //! apart from every space), so they are read before a space's script runs
 //! rather than inside it. Online friends are the trait's default methods
-//! over [`read_friends`](RedisStore::read_friends) and the status script.
+//! over [`friends`](RedisStore::friends) and the status script.
 //!
 //! Beside them, the reverse index erasure needs: `followers:F`, the users
 //! whose set holds F. It lives in F's own slot, so it is written by its
@@ -31,11 +31,7 @@ use crate::user_scripts;
 impl RedisStore {
     /// [`PresenceStore::set_friends`](herenow_core::PresenceStore::set_friends):
     /// the whole set at once, refused past [`limits::MAX_FRIENDS`].
-    pub(super) async fn replace_friends(
-        &self,
-        user: &MemberId,
-        friends: &[MemberId],
-    ) -> Result<u64> {
+    pub(super) async fn set_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
         let set: BTreeSet<&str> = friends
             .iter()
             .filter(|f| *f != user)
@@ -91,11 +87,7 @@ impl RedisStore {
 
     /// [`PresenceStore::add_friends`](herenow_core::PresenceStore::add_friends):
     /// the script refuses to grow the set past [`limits::MAX_FRIENDS`].
-    pub(super) async fn insert_friends(
-        &self,
-        user: &MemberId,
-        friends: &[MemberId],
-    ) -> Result<u64> {
+    pub(super) async fn add_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
         check_batch(friends.len())?;
         let set: BTreeSet<&str> = friends
             .iter()
@@ -126,7 +118,7 @@ impl RedisStore {
     }
 
     /// [`PresenceStore::remove_friends`](herenow_core::PresenceStore::remove_friends).
-    pub(super) async fn delete_friends(
+    pub(super) async fn remove_friends(
         &self,
         user: &MemberId,
         friends: &[MemberId],
@@ -169,7 +161,7 @@ impl RedisStore {
 
     /// [`PresenceStore::friends`](herenow_core::PresenceStore::friends),
     /// sorted (a Redis set has no order).
-    pub(super) async fn read_friends(&self, user: &MemberId) -> Result<Vec<MemberId>> {
+    pub(super) async fn friends(&self, user: &MemberId) -> Result<Vec<MemberId>> {
         let key = self.ctx.keys.friends(user);
         let mut c = self.ctx.client.clone();
         let ids: Vec<String> = self

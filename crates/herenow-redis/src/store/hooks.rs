@@ -12,7 +12,7 @@ use crate::reply::bad_reply;
 
 impl RedisStore {
     /// [`SpaceWebhooks::space_hooks`](herenow_core::SpaceWebhooks::space_hooks).
-    pub(super) async fn read_space_hooks(&self, space: &SpaceName) -> Result<Vec<SpaceHook>> {
+    pub(super) async fn space_hooks(&self, space: &SpaceName) -> Result<Vec<SpaceHook>> {
         let key = self.ctx.keys.space_hooks(space);
         let mut c = self.ctx.client.clone();
         let json: Option<String> = self
@@ -41,7 +41,7 @@ impl RedisStore {
     /// the switch's check takes it off once it finds them gone (see
     /// `store/switch.rs`: listing it again after the write is what keeps a
     /// check running meanwhile from leaving it off).
-    pub(super) async fn write_space_hooks(
+    pub(super) async fn set_space_hooks(
         &self,
         space: &SpaceName,
         hooks: &[SpaceHook],
@@ -49,7 +49,7 @@ impl RedisStore {
         SpaceHook::check_all(hooks)?;
         let hooked = self.ctx.keys.hooked_spaces();
         if !hooks.is_empty() {
-            self.open_outbox_if_closed().await?;
+            self.outbox_open_if_closed().await?;
             self.list_hooked(&[space.as_str()]).await?;
         }
         let key = self.ctx.keys.space_hooks(space);
@@ -111,7 +111,7 @@ impl RedisStore {
 
 impl RedisStore {
     /// [`SpaceWebhooks::space_hooks_version`](herenow_core::SpaceWebhooks::space_hooks_version).
-    pub(super) async fn read_hooks_version(&self) -> Result<u64> {
+    pub(super) async fn space_hooks_version(&self) -> Result<u64> {
         let key = self.ctx.keys.hooks_version();
         let mut c = self.ctx.client.clone();
         let v: Option<u64> = self

@@ -20,7 +20,7 @@ use crate::scripts;
 impl RedisStore {
     /// [`PresenceStore::list`](herenow_core::PresenceStore::list), in
     /// either order (see the module documentation).
-    pub(super) async fn list_page(&self, space: &SpaceName, query: &ListQuery) -> Result<Page> {
+    pub(super) async fn list(&self, space: &SpaceName, query: &ListQuery) -> Result<Page> {
         query.check_limit()?;
         if query.window_ms == Some(0) {
             return Err(self.zero_window(space).await);

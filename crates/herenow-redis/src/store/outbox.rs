@@ -88,7 +88,7 @@ struct Acked {
 impl RedisStore {
     /// [`WebhookOutbox::outbox_claim`](herenow_core::WebhookOutbox::outbox_claim):
     /// see the module documentation.
-    pub(super) async fn claim_outbox(
+    pub(super) async fn outbox_claim(
         &self,
         consumer: &str,
         max: usize,
@@ -219,7 +219,7 @@ impl RedisStore {
     /// acknowledged, in every shard, is given back by its consumer.
     /// Ids that are not ours (malformed, unknown, acknowledged before) are
     /// ignored.
-    pub(super) async fn ack_outbox(&self, ids: &[String]) -> Result<()> {
+    pub(super) async fn outbox_ack(&self, ids: &[String]) -> Result<()> {
         let mut by_tag: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for id in ids {
             if let Some((tag, entry)) = parse_event_id(id) {
@@ -295,7 +295,7 @@ impl RedisStore {
     /// [`WebhookOutbox::outbox_stats`](herenow_core::WebhookOutbox::outbox_stats):
     /// sums over the first [`STATS_MAX`] streams of the index, plus the
     /// trimmed counts of streams deleted since.
-    pub(super) async fn outbox_figures(&self) -> Result<OutboxStats> {
+    pub(super) async fn outbox_stats(&self) -> Result<OutboxStats> {
         let (index, trimmed_key) = self.ctx.keys.outbox_index();
         let tags = self.index_page(&index, 0, STATS_MAX).await?;
         let calls: Vec<_> = tags.iter().map(|t| self.stream_stats(t)).collect();

@@ -5,7 +5,7 @@
 //! A server delivers webhooks only where it has endpoints (its own, or
 //! spaces'), yet the writes every server makes must be captured for it.
 //! So a store whose server opened the outbox
-//! ([`open_outbox`](RedisStore::open_outbox)) writes the switch, the cap
+//! ([`outbox_open`](RedisStore::outbox_open)) writes the switch, the cap
 //! (`P:{~outbox}:open`) and the keep time (`P:{~outbox}:keep`, how long a
 //! stream lives after its newest event), for a lease, and renews it on
 //! every `tick`; every other store reads it when it connects and on every
@@ -81,7 +81,7 @@ impl RedisStore {
     /// module documentation). So a server without webhook endpoints still
     /// captures the changes it makes, and the servers with endpoints
     /// deliver them.
-    pub(super) async fn open_outbox(&self, options: OutboxOptions) -> Result<()> {
+    pub(super) async fn outbox_open(&self, options: OutboxOptions) -> Result<()> {
         if options.max_events == 0 {
             return Err(InvalidInput::BadConfig {
                 why: "the outbox must keep at least one event",
@@ -112,7 +112,7 @@ impl RedisStore {
     /// is on already (a server with webhooks set its own, which stay), and
     /// captures: a space is about to name endpoints, and every server's
     /// claim loop opens its own outbox within seconds.
-    pub(super) async fn open_outbox_if_closed(&self) -> Result<()> {
+    pub(super) async fn outbox_open_if_closed(&self) -> Result<()> {
         self.renew_switch(OutboxOptions::default(), true).await?;
         let opened = *self.opened.lock();
         match opened {
@@ -152,7 +152,7 @@ impl RedisStore {
     /// the next tick while the list held only spaces whose endpoints were
     /// gone (each look takes up to [`HOOKS_SAMPLE`] of them off).
     async fn spaces_name_hooks(&self) -> Result<bool> {
-        let version = self.read_hooks_version().await?;
+        let version = self.space_hooks_version().await?;
         let now = self.ctx.clock.now_ms();
         let seen = *self.hooks_seen.lock();
         let due = seen

@@ -1,10 +1,13 @@
 //! [`PresenceStore`] for [`RedisStore`], and every capability it offers
 //! (live connections, following users, the webhook outbox, spaces'
 //! webhook endpoints, the user index, the relay): the traits' table of contents.
-//! Each method hands over to the file that does the job (`write.rs`,
-//! `read.rs`, `list.rs`, `subscribe.rs`, `sweep.rs`, `friends.rs`,
-//! `anywhere.rs`, `connections.rs`, `follow.rs`, `relay.rs`), so this file says what
-//! the store promises and those say how.
+//! Each method hands over to the inherent method of the same name in the
+//! file that does the job (`write.rs`, `read.rs`, `list.rs`,
+//! `subscribe.rs`, `sweep.rs`, `friends.rs`, `seen_anywhere.rs`,
+//! `connections.rs`, `follow.rs`, `relay.rs`, `outbox.rs`, `hooks.rs`),
+//! so this file says what the store promises and those say how. Rust finds
+//! an inherent method before a trait's, so `self.heartbeat(…)` below is
+//! that hand-over, not a recursion: one operation, one name.
 
 use async_trait::async_trait;
 
@@ -32,17 +35,17 @@ impl PresenceStore for RedisStore {
     /// While Redis fails, heartbeats are accepted into the write buffer and
     /// written back when it answers (see the crate documentation).
     async fn heartbeat(&self, space: &SpaceName, beats: &[Heartbeat]) -> Result<HeartbeatReport> {
-        self.accept_heartbeats(space, beats).await
+        self.heartbeat(space, beats).await
     }
 
     /// While writes are held, leaves are buffered too and answer 0: whether
     /// the members were present is not known until Redis answers.
     async fn leave(&self, space: &SpaceName, members: &[MemberKey]) -> Result<u64> {
-        self.accept_leaves(space, members).await
+        self.leave(space, members).await
     }
 
     async fn status(&self, space: &SpaceName, members: &[MemberKey]) -> Result<Vec<MemberStatus>> {
-        self.read_status(space, members).await
+        self.status(space, members).await
     }
 
     /// One round trip: the status script also answers the space's policy,
@@ -55,8 +58,7 @@ impl PresenceStore for RedisStore {
         window_ms: Option<Millis>,
         limit: usize,
     ) -> Result<Vec<MemberStatus>> {
-        self.read_online_among(space, members, window_ms, limit)
-            .await
+        self.online_among(space, members, window_ms, limit).await
     }
 
     /// Most recent first: every shard answers its own first `limit + 1`
@@ -67,42 +69,42 @@ impl PresenceStore for RedisStore {
     /// [`RedisOptions::id_order_max`](crate::RedisOptions::id_order_max)
     /// members.
     async fn list(&self, space: &SpaceName, query: &ListQuery) -> Result<Page> {
-        self.list_page(space, query).await
+        self.list(space, query).await
     }
 
     async fn count(&self, space: &SpaceName, window_ms: Option<Millis>) -> Result<Counts> {
-        self.read_count(space, window_ms).await
+        self.count(space, window_ms).await
     }
 
     async fn config(&self, space: &SpaceName) -> Result<SpaceConfig> {
-        self.read_config(space).await
+        self.config(space).await
     }
 
     /// Writes the policy to every shard (each script reads its own shard's
     /// copy). Not atomic across shards: a call that fails part-way leaves
     /// shards disagreeing until it is repeated.
     async fn set_config(&self, space: &SpaceName, config: SpaceConfig) -> Result<()> {
-        self.write_config(space, config).await
+        self.set_config(space, config).await
     }
 
     async fn spaces(&self, after: Option<&SpaceName>, limit: usize) -> Result<Vec<SpaceSummary>> {
-        self.read_spaces(after, limit).await
+        self.spaces(after, limit).await
     }
 
     async fn set_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
-        self.replace_friends(user, friends).await
+        self.set_friends(user, friends).await
     }
 
     async fn add_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
-        self.insert_friends(user, friends).await
+        self.add_friends(user, friends).await
     }
 
     async fn remove_friends(&self, user: &MemberId, friends: &[MemberId]) -> Result<u64> {
-        self.delete_friends(user, friends).await
+        self.remove_friends(user, friends).await
     }
 
     async fn friends(&self, user: &MemberId) -> Result<Vec<MemberId>> {
-        self.read_friends(user).await
+        self.friends(user).await
     }
 
     /// Subscribes to the channel of every shard (one subscriber, one
@@ -110,7 +112,7 @@ impl PresenceStore for RedisStore {
     /// it reflects: each shard's events are delivered after its own
     /// snapshot, in order.
     async fn subscribe(&self, space: &SpaceName) -> Result<Subscription> {
-        self.open_subscription(space).await
+        self.subscribe(space).await
     }
 
     /// Sweeps every registered space whose sweep lease this store holds or
@@ -152,12 +154,12 @@ impl Relay for RedisStore {
     /// Messages relayed by any server on this Redis, this one included;
     /// lags after the link to Redis dropped, once subscribed again.
     async fn relay_feed(&self) -> Result<RelayFeed> {
-        self.open_relay_feed().await
+        self.relay_feed().await
     }
 
     /// One `PUBLISH`: every server listening hears it, on a cluster too.
     async fn relay_send(&self, topic: &str, payload: &[u8]) -> Result<()> {
-        self.publish_relay(topic, payload).await
+        self.relay_send(topic, payload).await
     }
 }
 
@@ -231,7 +233,7 @@ impl LiveConnections for RedisStore {
         space: &SpaceName,
         members: &[MemberKey],
     ) -> Result<Vec<Vec<Connection>>> {
-        self.list_connections(space, members).await
+        self.connections(space, members).await
     }
 }
 
@@ -244,17 +246,17 @@ impl Following for RedisStore {
     /// subscriptions are back. Its events carry no metadata (the space's
     /// events do).
     fn user_feed(&self) -> Result<UserFeed> {
-        self.open_user_feed()
+        self.user_feed()
     }
 
     /// Counted: the first follow of a user subscribes to its channel.
     async fn follow(&self, users: &[MemberId]) -> Result<()> {
-        self.follow_users(users).await
+        self.follow(users).await
     }
 
     /// The last unfollow of a user unsubscribes from its channel.
     async fn unfollow(&self, users: &[MemberId]) -> Result<()> {
-        self.unfollow_users(users).await
+        self.unfollow(users).await
     }
 }
 
@@ -263,7 +265,7 @@ impl WebhookOutbox for RedisStore {
     /// Capture by this store's scripts, and by every other store's on the
     /// same Redis while this one renews the switch (see `store/switch.rs`).
     async fn outbox_open(&self, options: OutboxOptions) -> Result<()> {
-        self.open_outbox(options).await
+        self.outbox_open(options).await
     }
 
     /// Each space's events go to one consumer at a time, recorded in Redis
@@ -275,16 +277,16 @@ impl WebhookOutbox for RedisStore {
         max: usize,
         reclaim_idle_ms: Millis,
     ) -> Result<Vec<OutboxEvent>> {
-        self.claim_outbox(consumer, max, reclaim_idle_ms).await
+        self.outbox_claim(consumer, max, reclaim_idle_ms).await
     }
 
     async fn outbox_ack(&self, ids: &[String]) -> Result<()> {
-        self.ack_outbox(ids).await
+        self.outbox_ack(ids).await
     }
 
     /// Sums over the streams of the index (bounded: see `store/outbox.rs`).
     async fn outbox_stats(&self) -> Result<OutboxStats> {
-        self.outbox_figures().await
+        self.outbox_stats().await
     }
 
     /// In shard 0's stream, while this store captures (its view of the
@@ -297,15 +299,15 @@ impl WebhookOutbox for RedisStore {
 #[async_trait]
 impl SpaceWebhooks for RedisStore {
     async fn space_hooks(&self, space: &SpaceName) -> Result<Vec<SpaceHook>> {
-        self.read_space_hooks(space).await
+        self.space_hooks(space).await
     }
 
     async fn set_space_hooks(&self, space: &SpaceName, hooks: &[SpaceHook]) -> Result<()> {
-        self.write_space_hooks(space, hooks).await
+        self.set_space_hooks(space, hooks).await
     }
 
     async fn space_hooks_version(&self) -> Result<u64> {
-        self.read_hooks_version().await
+        self.space_hooks_version().await
     }
 }
 
@@ -314,7 +316,7 @@ impl UserIndex for RedisStore {
     /// From the user's index of spaces (see the crate documentation): one
     /// status look-up per space listed, for every user that lists it.
     async fn seen_anywhere(&self, users: &[MemberId]) -> Result<Vec<SeenAnywhere>> {
-        self.read_seen_anywhere(users).await
+        self.seen_anywhere(users).await
     }
 
     /// Atomic per space (and per friend set), not across them: a call that
@@ -322,6 +324,6 @@ impl UserIndex for RedisStore {
     /// job. Refused with [`Error::Unavailable`](herenow_core::Error::Unavailable)
     /// while writes wait in the outage buffer.
     async fn erase_user(&self, user: &MemberId) -> Result<ErasureReport> {
-        self.erase(user).await
+        self.erase_user(user).await
     }
 }

@@ -18,7 +18,7 @@ use crate::scripts;
 impl RedisStore {
     /// [`PresenceStore::status`](herenow_core::PresenceStore::status): one
     /// status script per shard that holds some of the members.
-    pub(super) async fn read_status(
+    pub(super) async fn status(
         &self,
         space: &SpaceName,
         members: &[MemberKey],
@@ -31,7 +31,7 @@ impl RedisStore {
     /// [`PresenceStore::online_among`](herenow_core::PresenceStore::online_among):
     /// the statuses and the policy in one round trip, then filtered to the
     /// window here.
-    pub(super) async fn read_online_among(
+    pub(super) async fn online_among(
         &self,
         space: &SpaceName,
         members: &[MemberKey],
@@ -39,7 +39,7 @@ impl RedisStore {
         limit: usize,
     ) -> Result<Vec<MemberStatus>> {
         if members.is_empty() {
-            let config = self.read_config(space).await?;
+            let config = self.config(space).await?;
             config.check_window(window_ms.unwrap_or(config.window_ms))?;
             return Ok(Vec::new());
         }
@@ -64,7 +64,7 @@ impl RedisStore {
 
     /// [`PresenceStore::count`](herenow_core::PresenceStore::count): the
     /// counts of every shard, summed.
-    pub(super) async fn read_count(
+    pub(super) async fn count(
         &self,
         space: &SpaceName,
         window_ms: Option<Millis>,
@@ -107,7 +107,7 @@ impl RedisStore {
 
     /// [`PresenceStore::config`](herenow_core::PresenceStore::config): shard
     /// 0's copy, or the defaults when the space has none.
-    pub(super) async fn read_config(&self, space: &SpaceName) -> Result<SpaceConfig> {
+    pub(super) async fn config(&self, space: &SpaceName) -> Result<SpaceConfig> {
         let k = self.ctx.keys.space(space);
         let mut c = self.ctx.client.clone();
         let v: Vec<Option<Millis>> = self
@@ -156,7 +156,7 @@ impl RedisStore {
 
     /// [`PresenceStore::set_config`](herenow_core::PresenceStore::set_config):
     /// every shard's copy, the shards at once.
-    pub(super) async fn write_config(&self, space: &SpaceName, config: SpaceConfig) -> Result<()> {
+    pub(super) async fn set_config(&self, space: &SpaceName, config: SpaceConfig) -> Result<()> {
         config.validate()?;
         let now = self.ctx.clock.now_ms();
         let shards = self.ctx.keys.all(space);
@@ -186,7 +186,7 @@ impl RedisStore {
 
     /// [`PresenceStore::spaces`](herenow_core::PresenceStore::spaces): a
     /// page of the registry, each space's members counted over its shards.
-    pub(super) async fn read_spaces(
+    pub(super) async fn spaces(
         &self,
         after: Option<&SpaceName>,
         limit: usize,
@@ -241,7 +241,7 @@ impl RedisStore {
 
     /// The retention of a space, for the error of a zero window.
     pub(super) async fn zero_window(&self, space: &SpaceName) -> Error {
-        match self.read_config(space).await {
+        match self.config(space).await {
             Ok(c) => InvalidInput::WindowOutOfRange {
                 window_ms: 0,
                 max_ms: c.retention_ms,
@@ -321,7 +321,7 @@ impl RedisStore {
         }
         let config = match config {
             Some(c) => c,
-            None => self.read_config(space).await?,
+            None => self.config(space).await?,
         };
         Ok((config, found))
     }

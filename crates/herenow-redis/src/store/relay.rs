@@ -16,7 +16,7 @@ impl RedisStore {
     /// the relay channel from the first feed on. The feed is opened
     /// before the subscription is made, so it misses nothing published
     /// once this call returns.
-    pub(super) async fn open_relay_feed(&self) -> Result<RelayFeed> {
+    pub(super) async fn relay_feed(&self) -> Result<RelayFeed> {
         let feed = self.relays.feed();
         if !self.relays.is_listening() {
             // Under the follows' lock, as the restorer subscribes again.
@@ -31,7 +31,7 @@ impl RedisStore {
 
     /// [`Relay::relay_send`](herenow_core::Relay::relay_send): one
     /// `PUBLISH` on the relay channel.
-    pub(super) async fn publish_relay(&self, topic: &str, payload: &[u8]) -> Result<()> {
+    pub(super) async fn relay_send(&self, topic: &str, payload: &[u8]) -> Result<()> {
         check_relay(topic, payload)?;
         let mut cmd = redis::cmd("PUBLISH");
         cmd.arg(self.relays.channel()).arg(encode(topic, payload));

@@ -72,7 +72,7 @@ impl RedisStore {
     /// every user's index at once, then one status look-up per space
     /// listed (each for all the users that list it, its shards at once),
     /// merged per user.
-    pub(super) async fn read_seen_anywhere(&self, users: &[MemberId]) -> Result<Vec<SeenAnywhere>> {
+    pub(super) async fn seen_anywhere(&self, users: &[MemberId]) -> Result<Vec<SeenAnywhere>> {
         check_batch(users.len())?;
         let now = self.ctx.clock.now_ms();
         let ids: Vec<&str> = users.iter().map(MemberId::as_str).collect();
@@ -133,7 +133,7 @@ impl RedisStore {
     /// see the module documentation. Refused while writes wait in the
     /// buffer (Redis failed and they are not written back yet): a buffered
     /// heartbeat of the user written after the erasure would bring it back.
-    pub(super) async fn erase(&self, user: &MemberId) -> Result<ErasureReport> {
+    pub(super) async fn erase_user(&self, user: &MemberId) -> Result<ErasureReport> {
         self.refuse_while_held()?;
         let now = self.ctx.clock.now_ms();
         let mut report = ErasureReport::default();
@@ -295,12 +295,17 @@ impl RedisStore {
     /// index of friend sets): before the friends are added to its set, so
     /// the reverse index is never missing one.
     pub(super) async fn mark_followers(&self, user: &str, friends: &[&str]) -> Result<()> {
-        self.follow("SADD", user, friends).await
+        self.update_followers("SADD", user, friends).await
     }
 
     /// Runs `SADD` or `SREM` of `user` on the followers of each of
     /// `friends`: one script per group of them (see `Ctx::user_groups`).
-    async fn follow(&self, cmd: &'static str, user: &str, friends: &[&str]) -> Result<()> {
+    async fn update_followers(
+        &self,
+        cmd: &'static str,
+        user: &str,
+        friends: &[&str],
+    ) -> Result<()> {
         futures::future::try_join_all(self.ctx.user_groups(friends).into_iter().map(|group| {
             let mut inv = user_scripts::FOLLOW.prepare_invoke();
             for i in group {
@@ -328,7 +333,7 @@ impl RedisStore {
         if friends.is_empty() {
             return Ok(());
         }
-        self.follow("SREM", user, friends).await?;
+        self.update_followers("SREM", user, friends).await?;
         let Some(own) = own else { return Ok(()) };
         let mut back = Vec::new();
         for chunk in friends.chunks(1_000) {

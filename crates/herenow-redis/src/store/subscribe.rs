@@ -21,7 +21,7 @@ impl RedisStore {
     /// one subscriber id and one sender on every shard's channel. A
     /// failure part-way removes the subscriber everywhere; channels left
     /// without listeners are dropped by the next prune.
-    pub(super) async fn open_subscription(&self, space: &SpaceName) -> Result<Subscription> {
+    pub(super) async fn subscribe(&self, space: &SpaceName) -> Result<Subscription> {
         let shards = self.ctx.keys.all(space);
         let (tx, rx) = broadcast::channel(limits::EVENT_QUEUE);
         let id = {

@@ -17,7 +17,7 @@ impl RedisStore {
     /// [`PresenceStore::heartbeat`](herenow_core::PresenceStore::heartbeat):
     /// duplicates merged to one entry per member, then buffered, flushed
     /// with concurrent calls, or written directly (see `flush.rs`).
-    pub(super) async fn accept_heartbeats(
+    pub(super) async fn heartbeat(
         &self,
         space: &SpaceName,
         beats: &[Heartbeat],
@@ -86,11 +86,7 @@ impl RedisStore {
 
     /// [`PresenceStore::leave`](herenow_core::PresenceStore::leave): one
     /// script per shard, or the buffer while writes are held.
-    pub(super) async fn accept_leaves(
-        &self,
-        space: &SpaceName,
-        members: &[MemberKey],
-    ) -> Result<u64> {
+    pub(super) async fn leave(&self, space: &SpaceName, members: &[MemberKey]) -> Result<u64> {
         check_batch(members.len())?;
         let now = self.ctx.clock.now_ms();
         if let Some(r) = self.buffer_leaves(space, members, now, false) {

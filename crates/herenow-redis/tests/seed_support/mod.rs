@@ -115,8 +115,8 @@ pub async fn assert_no_extras(s: &SeedLayoutStore, layout: &str) {
     assert!(s.space_webhooks().is_none());
     assert!(Capability::offered_by(s).is_empty());
     let store: &dyn PresenceStore = s;
-    assert_unsupported::<()>(Err(store.lacks("last seen anywhere")), layout);
-    assert_unsupported::<()>(Err(store.lacks("live connections")), layout);
+    assert_unsupported::<()>(Err(store.lacks(Capability::UserIndex)), layout);
+    assert_unsupported::<()>(Err(store.lacks(Capability::LiveConnections)), layout);
     // Without a guest template there are no guests to write or read.
     assert_unsupported(
         s.heartbeat(&sp, &[Heartbeat::now(guest("1.2.3.4"))]).await,

@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::extract::State;
 use herenow_core::outbox::{OutboxKind, SpaceHook};
-use herenow_core::{ErrorKind, SpaceConfig, SpaceName, limits};
+use herenow_core::{Capability, ErrorKind, SpaceConfig, SpaceName, limits};
 
 use crate::auth::Access;
 use crate::extract::{JsonBody, SpacePath};
@@ -90,7 +90,7 @@ pub async fn put_config(
         let store = state.store();
         let endpoints = store
             .space_webhooks()
-            .ok_or_else(|| store.lacks("webhooks"))?;
+            .ok_or_else(|| store.lacks(Capability::SpaceWebhooks))?;
         endpoints.set_space_hooks(&space, hooks).await?;
         state.webhooks().space_hooks_changed();
     }

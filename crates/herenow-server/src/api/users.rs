@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use axum::Json;
 use axum::extract::State;
 use herenow_core::{
-    ErasureReport, InvalidInput, MemberId, SeenAnywhere, SpaceName, limits::MAX_BATCH,
+    Capability, ErasureReport, InvalidInput, MemberId, SeenAnywhere, SpaceName, limits::MAX_BATCH,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -19,7 +19,7 @@ use utoipa::ToSchema;
 use crate::extract::{IdPath, JsonBody};
 use crate::metrics::Query;
 use crate::problem::{ApiError, Problem};
-use crate::protocol::dto::Presence;
+use crate::protocol::dto::StatusDto;
 use crate::state::AppState;
 
 /// A user's last seen anywhere: the newest sighting over every space.
@@ -30,7 +30,7 @@ pub struct SeenAnywhereDto {
     pub id: MemberId,
     /// The best status over the spaces the user is present in (`online`
     /// if online in any); `offline` when present nowhere.
-    pub status: Presence,
+    pub status: StatusDto,
     /// The newest last-seen time over every space, present or remembered,
     /// in ms since the UNIX epoch; `null` when never seen, erased, or past
     /// every space's `remember_ms` horizon.
@@ -135,7 +135,7 @@ async fn seen_one(state: &AppState, id: MemberId) -> Result<Json<SeenAnywhereDto
     let store = state.store();
     let users = store
         .user_index()
-        .ok_or_else(|| store.lacks("last seen anywhere"))?;
+        .ok_or_else(|| store.lacks(Capability::UserIndex))?;
     let mut answer = users.seen_anywhere(std::slice::from_ref(&id)).await?;
     let user = answer.pop().ok_or_else(|| {
         ApiError::from(herenow_core::Error::Internal(
@@ -168,7 +168,7 @@ pub async fn status(
     let store = state.store();
     let index = store
         .user_index()
-        .ok_or_else(|| store.lacks("last seen anywhere"))?;
+        .ok_or_else(|| store.lacks(Capability::UserIndex))?;
     let users = index.seen_anywhere(&ids).await?;
     Ok(Json(UsersAnswer {
         users: users.into_iter().map(SeenAnywhereDto::from).collect(),
@@ -210,7 +210,7 @@ async fn erase_one(state: &AppState, id: MemberId) -> Result<Json<ErasureDto>, A
     let store = state.store();
     let users = store
         .user_index()
-        .ok_or_else(|| store.lacks("erasing a user"))?;
+        .ok_or_else(|| store.lacks(Capability::UserIndex))?;
     let report = users.erase_user(&id).await?;
     // Counted, never logged by id: the point is to forget the user.
     state.metrics().erasure();

@@ -54,10 +54,12 @@ pub enum WatchGrant {
     None,
 }
 
-/// Online, away or offline, on the wire.
+/// A member's status as clients see it: online, away or offline, on the
+/// wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum Presence {
+#[schema(as = Presence)]
+pub enum StatusDto {
     /// Seen within the space's `online_ms`.
     Online,
     /// Seen within the space's `away_ms`.
@@ -66,12 +68,12 @@ pub enum Presence {
     Offline,
 }
 
-impl From<Status> for Presence {
+impl From<Status> for StatusDto {
     fn from(s: Status) -> Self {
         match s {
-            Status::Online => Presence::Online,
-            Status::Away => Presence::Away,
-            Status::Offline => Presence::Offline,
+            Status::Online => StatusDto::Online,
+            Status::Away => StatusDto::Away,
+            Status::Offline => StatusDto::Offline,
         }
     }
 }
@@ -86,7 +88,7 @@ pub struct MemberDto {
     /// User or guest.
     pub kind: MemberKindDto,
     /// By the space's thresholds.
-    pub status: Presence,
+    pub status: StatusDto,
     /// Last seen, ms since the UNIX epoch: the last heartbeat of a
     /// present member; for one whose presence ended (a leave, or expiry at
     /// the retention) the remembered time it ended (the leave's time, or

@@ -7,7 +7,7 @@ use herenow_core::{MemberId, Millis, SpaceName};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::dto::Presence;
+use super::dto::StatusDto;
 
 /// A watched user, as a watcher sees it: its status (within the watched
 /// space, or its best over every space) and its last seen.
@@ -18,7 +18,7 @@ pub struct WatchedUser {
     pub id: MemberId,
     /// `online` or `away` while present (anywhere: in any space),
     /// `offline` otherwise. An invisible user is `offline`.
-    pub status: Presence,
+    pub status: StatusDto,
     /// Last seen, ms since the UNIX epoch: the last heartbeat while
     /// present, the remembered time after (see `GET /v1/users/{id}`);
     /// `null` when never seen or past the horizon.

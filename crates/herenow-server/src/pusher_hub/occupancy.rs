@@ -51,7 +51,7 @@ pub(crate) struct Occupancy {
 }
 
 /// Where a channel's connection is written, and how.
-pub(crate) struct Target<'a> {
+pub(crate) struct OccupancyTarget<'a> {
     pub(crate) store: &'a Arc<dyn PresenceStore>,
     /// The app's occupancy space.
     pub(crate) space: &'a str,
@@ -73,7 +73,7 @@ impl Occupancy {
         app: &Arc<str>,
         channel: &str,
         seen: u64,
-        target: &Target<'_>,
+        target: &OccupancyTarget<'_>,
     ) {
         let mut written = self.written.lock().await;
         let key = (app.clone(), Box::<str>::from(channel));
@@ -107,7 +107,7 @@ impl Occupancy {
             let Some((space, conn)) = target_of(&key.0, &key.1) else {
                 continue;
             };
-            let target = Target {
+            let target = OccupancyTarget {
                 store,
                 space: &space,
                 conn: &conn,
@@ -125,7 +125,7 @@ async fn write(
     written: &mut Written,
     channels: &Channels,
     key: Key,
-    target: &Target<'_>,
+    target: &OccupancyTarget<'_>,
     again: bool,
 ) {
     let (n, at) = channels.count_at(&key.0, &key.1);
@@ -271,7 +271,7 @@ mod tests {
                     channels.leave(&app, "news", n);
                 }
                 let seen = channels.changes();
-                let target = Target {
+                let target = OccupancyTarget {
                     store: &store,
                     space: SPACE,
                     conn: CONN,

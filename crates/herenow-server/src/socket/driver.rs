@@ -4,7 +4,7 @@
 //! when the protocol decides a close, or when the client goes.
 //!
 //! A protocol is a [`Protocol`]: it parses its messages, writes its
-//! frames (through its [`Outbox`](super::Outbox)) and says what its own
+//! frames (through its [`Inlet`](super::Inlet)) and says what its own
 //! timers and sources are; this loop owns the order in which they are
 //! served. Everything it holds lives as long as the socket, so it is
 //! small: one timer serves the protocol's deadline and the probe.

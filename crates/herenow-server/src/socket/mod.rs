@@ -7,7 +7,7 @@
 //! - `upgrade`: the handshake (a `426` problem for anything that is not
 //!   one) and the socket's buffers;
 //! - `queue`: the bounded queue from a session to its writer, which costs
-//!   an idle socket almost nothing; [`Outbox`] is a session's end of it,
+//!   an idle socket almost nothing; [`Inlet`] is a session's end of it,
 //!   with the close that overtakes a full queue;
 //! - `writer`: the task that sends what is queued, in fragments and in
 //!   batches, then the close frame, with a grace once the session ended;
@@ -46,13 +46,14 @@ pub(crate) type Ws =
 pub(crate) use writer::{CLOSE_GRACE, Out};
 use writer::{Outlet, close_message};
 
-/// A session's end of its socket's queue.
-pub(crate) struct Outbox {
+/// A session's end of its socket's queue, where frames go in; the writer
+/// holds the other end, the `Outlet`.
+pub(crate) struct Inlet {
     tx: queue::Sender<Out>,
     urgent: Option<oneshot::Sender<(u16, String)>>,
 }
 
-impl Outbox {
+impl Inlet {
     /// Queues `out`; full when `cap` are queued, closed once the writer
     /// is gone.
     pub(crate) fn try_send(&self, out: Out) -> Result<(), TrySendError<Out>> {
@@ -89,23 +90,23 @@ impl Outbox {
 }
 
 /// Runs one socket to its end: `session` gets the read half and the
-/// [`Outbox`] of a queue of `cap` messages, and the writer sends what it
+/// [`Inlet`] of a queue of `cap` messages, and the writer sends what it
 /// queues until its close, with [`CLOSE_GRACE`] once the session is over.
 pub(crate) async fn run<S, Fut>(socket: Ws, cap: usize, session: S)
 where
-    S: FnOnce(SplitStream<Ws>, Outbox) -> Fut,
+    S: FnOnce(SplitStream<Ws>, Inlet) -> Fut,
     Fut: Future<Output = ()>,
 {
     let (sink, stream) = socket.split();
     let (tx, rx) = queue::channel(cap);
     let (urgent_tx, urgent) = oneshot::channel();
-    let outbox = Outbox {
+    let inlet = Inlet {
         tx,
         urgent: Some(urgent_tx),
     };
     let (ended_tx, ended_rx) = oneshot::channel::<()>();
     let session = async move {
-        session(stream, outbox).await;
+        session(stream, inlet).await;
         // Dropped with the session: the writer's grace starts.
         drop(ended_tx);
     };

@@ -1,5 +1,5 @@
 //! The channel from a socket's session to its writer (under its
-//! [`Outbox`](super::Outbox)): a bounded queue that costs an idle socket
+//! [`Inlet`](super::Inlet)): a bounded queue that costs an idle socket
 //! almost nothing.
 //!
 //! Every open socket holds one for its whole life, and most hold a
@@ -158,8 +158,8 @@ impl<T> Receiver<T> {
             notified.as_mut().enable();
             match take(&self.shared) {
                 Ok(item) => return Some(item),
-                Err(Ended::Yes) => return None,
-                Err(Ended::No) => {}
+                Err(Empty::Closed) => return None,
+                Err(Empty::Open) => {}
             }
             notified.await;
         }
@@ -171,8 +171,8 @@ impl<T> Receiver<T> {
     }
 }
 
-/// Pops the next item; else whether the queue has ended.
-fn take<T>(shared: &Shared<T>) -> Result<T, Ended> {
+/// Pops the next item; else whether the empty queue is closed.
+fn take<T>(shared: &Shared<T>) -> Result<T, Empty> {
     let mut state = shared.state.lock();
     if let Some(item) = state.items.pop_front() {
         if state.items.is_empty() && state.items.capacity() > KEEP {
@@ -183,16 +183,17 @@ fn take<T>(shared: &Shared<T>) -> Result<T, Ended> {
         return Ok(item);
     }
     Err(if state.senders == 0 {
-        Ended::Yes
+        Empty::Closed
     } else {
-        Ended::No
+        Empty::Open
     })
 }
 
-/// Whether an empty queue has ended (every sender gone).
-enum Ended {
-    Yes,
-    No,
+/// An empty queue: closed (every sender gone, nothing more will come)
+/// or still open.
+enum Empty {
+    Closed,
+    Open,
 }
 
 impl<T> Drop for Receiver<T> {

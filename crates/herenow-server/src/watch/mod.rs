@@ -25,13 +25,13 @@ use std::sync::Arc;
 
 use herenow_core::limits::MAX_BATCH;
 use herenow_core::{
-    Following, MemberId, MemberKey, Millis, PresenceStore, RecvError, Result, SpaceName, Status,
-    UserChange, UserFeed,
+    Capability, Following, MemberId, MemberKey, Millis, PresenceStore, RecvError, Result,
+    SpaceName, Status, UserChange, UserFeed,
 };
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::protocol::dto::Presence;
+use crate::protocol::dto::StatusDto;
 use crate::protocol::watch_shapes::{WatchScope, WatchedUser};
 use registry::{Note, Registry};
 pub(crate) use watching::{Out, Policy, WatchError, Watching};
@@ -78,7 +78,7 @@ impl WatchHub {
     fn following(&self) -> Result<&dyn Following> {
         self.store
             .following()
-            .ok_or_else(|| self.store.lacks("watching users"))
+            .ok_or_else(|| self.store.lacks(Capability::Following))
     }
 
     /// (watcher, user) pairs and watchers held now, for metrics.
@@ -208,14 +208,14 @@ pub(crate) async fn read_states(
             WatchScope::Anywhere => {
                 let index = store
                     .user_index()
-                    .ok_or_else(|| store.lacks("last seen anywhere"))?;
+                    .ok_or_else(|| store.lacks(Capability::UserIndex))?;
                 for mut s in index.seen_anywhere(chunk).await? {
                     for (space, (status, last_seen)) in hints.get(&s.id).into_iter().flatten() {
                         s.merge(space, *status, *last_seen);
                     }
                     out.push(WatchedUser {
                         id: s.id,
-                        status: Presence::from(s.status),
+                        status: StatusDto::from(s.status),
                         last_seen_ms: s.last_seen_ms,
                         space: s.space,
                     });
@@ -226,7 +226,7 @@ pub(crate) async fn read_states(
                 for m in store.status(space, &keys).await? {
                     out.push(WatchedUser {
                         id: m.member.id,
-                        status: Presence::from(m.status),
+                        status: StatusDto::from(m.status),
                         last_seen_ms: m.last_seen_ms,
                         space: None,
                     });

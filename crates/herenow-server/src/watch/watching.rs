@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use super::limits::{MAX_WATCHED, NOTE_QUEUE};
 use super::registry::{Full, Note, WatcherId};
 use super::{Hints, WatchHub, read_states, visible_space};
-use crate::protocol::dto::Presence;
+use crate::protocol::dto::StatusDto;
 use crate::protocol::watch_shapes::{WatchScope, WatchedUser};
 use crate::token::Spaces;
 
@@ -108,7 +108,7 @@ pub(crate) struct Watching {
     /// The owner's friend set as last read; read only once needed.
     friends: Option<HashSet<MemberId>>,
     /// Watched users, with the status last shown.
-    shown: HashMap<MemberId, Presence>,
+    shown: HashMap<MemberId, StatusDto>,
 }
 
 impl Watching {

@@ -63,7 +63,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use herenow_core::outbox::OutboxOptions;
-use herenow_core::{ErrorKind, Millis, PresenceStore, SpaceName, WebhookOutbox};
+use herenow_core::{Capability, ErrorKind, Millis, PresenceStore, SpaceName, WebhookOutbox};
 use parking_lot::Mutex;
 use reqwest::Client;
 use serde::Serialize;
@@ -83,7 +83,7 @@ use deliver::{Queued, RetryPolicy};
 use endpoint::Filter;
 use live::{LaneKit, Live};
 use pusher_format::ClientEvent;
-use space::{Launch, SpaceRoutes, Target};
+use space::{LaneSender, Launch, SpaceRoutes};
 use state::{EndpointState, EndpointView, InFlight, OutboxView};
 
 /// Most events claimed at once.
@@ -128,7 +128,7 @@ impl Shared {
     fn outbox(&self) -> herenow_core::Result<&dyn WebhookOutbox> {
         self.store
             .webhook_outbox()
-            .ok_or_else(|| self.store.lacks("webhooks"))
+            .ok_or_else(|| self.store.lacks(Capability::WebhookOutbox))
     }
 }
 
@@ -590,10 +590,10 @@ fn route(
     if shared.in_flight.holds(&event.id) {
         return;
     }
-    let mut targets: Vec<Target> = Vec::new();
-    let mut pushers: Vec<Target> = Vec::new();
+    let mut targets: Vec<LaneSender> = Vec::new();
+    let mut pushers: Vec<LaneSender> = Vec::new();
     for r in routes.iter().filter(|r| r.filter.wants(&event)) {
-        let target = Target {
+        let target = LaneSender {
             tx: r.tx.clone(),
             state: r.state.clone(),
         };
@@ -617,7 +617,7 @@ fn route(
         event.id.clone(),
         u32::try_from(targets.len() + pushers.len()).unwrap_or(u32::MAX),
     );
-    let queue = |targets: &[Target], json: Vec<u8>| {
+    let queue = |targets: &[LaneSender], json: Vec<u8>| {
         let queued = Arc::new(Queued {
             json,
             at_ms: event.at_ms,

@@ -108,8 +108,8 @@ pub struct Launch {
     pub states: Arc<Mutex<Vec<Arc<EndpointState>>>>,
 }
 
-/// A lane an event goes to.
-pub struct Target {
+/// The sending end of a lane an event goes to: its queue and its numbers.
+pub struct LaneSender {
     /// Its queue.
     pub tx: mpsc::Sender<Arc<Queued>>,
     /// Its numbers.
@@ -227,7 +227,7 @@ impl SpaceRoutes {
     /// The lanes that want `event`, made as needed. Call after
     /// [`refresh`](Self::refresh) with the event; a space not cached
     /// (cannot happen then) wants nothing.
-    pub fn targets(&mut self, event: &OutboxEvent) -> Vec<Target> {
+    pub fn targets(&mut self, event: &OutboxEvent) -> Vec<LaneSender> {
         let now = Instant::now();
         let Some(cached) = self.cache.get_mut(&event.space) else {
             return Vec::new();
@@ -241,7 +241,7 @@ impl SpaceRoutes {
         for w in hooks.iter().filter(|w| w.kinds.contains(&event.kind)) {
             if let Some(lane) = self.lane(&w.key, &w.kinds, now) {
                 lane.used = now;
-                targets.push(Target {
+                targets.push(LaneSender {
                     tx: lane.tx.clone(),
                     state: lane.state.clone(),
                 });
@@ -380,7 +380,7 @@ impl SpaceRoutes {
 /// Sends `queued` to `target`; a full queue drops it for that endpoint
 /// (counted), a closed one (shutting down) leaves it for the next start.
 /// Whether the endpoint still has to finish it.
-pub fn send(target: &Target, queued: &Arc<Queued>) -> bool {
+pub fn send(target: &LaneSender, queued: &Arc<Queued>) -> bool {
     match target.tx.try_send(queued.clone()) {
         Ok(()) => {
             let depth = target.tx.max_capacity() - target.tx.capacity();

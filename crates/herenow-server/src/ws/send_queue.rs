@@ -34,7 +34,7 @@ use tokio::time::Instant;
 use super::limits::{MAX_SUBSCRIBED, SEND_QUEUE};
 use crate::protocol::ws::ServerMessage;
 use crate::socket::queue::Sender;
-use crate::socket::{Out, Outbox};
+use crate::socket::{Inlet, Out};
 
 /// Queue slots kept for `lagged` notices and the close frame, beyond the
 /// [`SEND_QUEUE`] messages: a notice is queued when nothing else fits.
@@ -67,7 +67,7 @@ pub(super) enum Outcome {
 
 /// The session's end of the send queue, with the lag bookkeeping.
 pub(super) struct SendQueue {
-    outbox: Outbox,
+    inlet: Inlet,
     /// Lagging subscriptions: told, waiting for room to start over.
     lagging: HashSet<SpaceName>,
     /// The watch lags: waiting for room to send a fresh picture.
@@ -80,10 +80,10 @@ pub(super) struct SendQueue {
 }
 
 impl SendQueue {
-    /// The policy over a socket's [`Outbox`] of [`CAPACITY`] slots.
-    pub(super) fn new(outbox: Outbox) -> SendQueue {
+    /// The policy over a socket's [`Inlet`] of [`CAPACITY`] slots.
+    pub(super) fn new(inlet: Inlet) -> SendQueue {
         SendQueue {
-            outbox,
+            inlet,
             lagging: HashSet::new(),
             watch_lagging: false,
             lag_since: None,
@@ -114,7 +114,7 @@ impl SendQueue {
         let Some(text) = msg.to_text() else {
             return Outcome::Dropped;
         };
-        match self.outbox.try_send(Out::Text(text.into())) {
+        match self.inlet.try_send(Out::Text(text.into())) {
             Ok(()) => Outcome::Queued,
             Err(TrySendError::Full(_)) => Outcome::TooSlow("too slow: the send queue is full"),
             Err(TrySendError::Closed(_)) => {
@@ -207,7 +207,7 @@ impl SendQueue {
     /// A handle that waits for room for the lagging subscriptions to
     /// start over, without borrowing the send queue.
     pub(super) fn room(&self) -> Room {
-        Room(self.outbox.sender().clone())
+        Room(self.inlet.sender().clone())
     }
 
     /// There is room again: the lagging subscriptions, to start over with
@@ -240,7 +240,7 @@ impl SendQueue {
         if !self.has_room() {
             return;
         }
-        if let Err(TrySendError::Closed(_)) = self.outbox.try_send(Out::Ping) {
+        if let Err(TrySendError::Closed(_)) = self.inlet.try_send(Out::Ping) {
             self.gone = true;
         }
     }
@@ -249,12 +249,12 @@ impl SendQueue {
     /// replies and notices before it), in the reserve if need be, or ahead
     /// of the queue when even that is full.
     pub(super) fn close(&mut self, code: u16, reason: String) {
-        self.outbox.close(code, reason);
+        self.inlet.close(code, reason);
     }
 
     /// Whether the queue takes another message (beyond the reserve).
     fn has_room(&self) -> bool {
-        self.outbox.capacity() > RESERVE
+        self.inlet.capacity() > RESERVE
     }
 
     /// Queues a message unless only the reserve is left.
@@ -262,7 +262,7 @@ impl SendQueue {
         if !self.has_room() {
             return Err(TrySendError::Full(Out::Text(text.into())));
         }
-        self.outbox.try_send(Out::Text(text.into()))
+        self.inlet.try_send(Out::Text(text.into()))
     }
 
     /// Marks `sub` lagging and queues its notice, in the reserve if need
@@ -273,7 +273,7 @@ impl SendQueue {
         self.lag_since.get_or_insert_with(Instant::now);
         let notice = ServerMessage::Lagged { space: sub, missed };
         if let Some(text) = notice.to_text()
-            && let Err(TrySendError::Closed(_)) = self.outbox.try_send(Out::Text(text.into()))
+            && let Err(TrySendError::Closed(_)) = self.inlet.try_send(Out::Text(text.into()))
         {
             self.gone = true;
         }

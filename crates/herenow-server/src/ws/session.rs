@@ -52,14 +52,14 @@ pub(super) async fn run(
     let metrics = state.metrics().clone();
     metrics.ws_connections(state.ws().open());
     let session_state = state.clone();
-    socket::run(socket, CAPACITY, move |stream, outbox| async move {
+    socket::run(socket, CAPACITY, move |stream, inlet| async move {
         // Boxed: the session's state lives once, on the heap, rather than
         // in this future and again in the loop's.
         let session = Box::new(Session::new(
             session_state,
             conn,
             settings,
-            SendQueue::new(outbox),
+            SendQueue::new(inlet),
         ));
         session.run(stream, url_token).await;
     })

@@ -6,7 +6,7 @@
 //! the server's shutdown), so a member who comes straight back, on any
 //! server, never left.
 
-use herenow_core::{Attach, AttachReport, DetachReport, Metadata, SpaceName};
+use herenow_core::{Attach, AttachReport, Capability, DetachReport, Metadata, SpaceName};
 
 use super::session::Session;
 use crate::protocol::ws::WsError;
@@ -28,7 +28,7 @@ impl Session {
         let store = self.state.store();
         let live = store
             .live_connections()
-            .ok_or_else(|| store.lacks("live connections"))?;
+            .ok_or_else(|| store.lacks(Capability::LiveConnections))?;
         self.store_call(live.attach(space, &attach)).await
     }
 
@@ -43,7 +43,7 @@ impl Session {
         let store = self.state.store();
         let live = store
             .live_connections()
-            .ok_or_else(|| store.lacks("live connections"))?;
+            .ok_or_else(|| store.lacks(Capability::LiveConnections))?;
         if goodbye {
             self.store_call(live.detach(space, member, &self.conn))
                 .await

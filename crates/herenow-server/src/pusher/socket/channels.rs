@@ -120,7 +120,7 @@ impl Session {
             self.number,
             Subscriber {
                 socket_id: self.socket_id.clone(),
-                queue: self.outbox.sender().clone(),
+                queue: self.inlet.sender().clone(),
                 ender: self.ender.clone(),
             },
         );
@@ -135,7 +135,7 @@ impl Session {
         self.pusher
             .channels
             .leave(&self.app_id, channel, self.number);
-        if let Some(p) = self.presence.remove(channel) {
+        if let Some(p) = self.memberships.remove(channel) {
             self.leave_presence(&p, true).await;
         }
         if kind.is_occupancy() {
@@ -184,7 +184,7 @@ impl Session {
             ));
             return;
         }
-        let user_id = self.presence.get(channel).map(|p| p.member.id.as_str());
+        let user_id = self.memberships.get(channel).map(|p| p.member.id.as_str());
         let rejected = "Client event rejected: the server could not relay it; try again";
         // Kept for the app's webhooks first (when they ask for client
         // events), by the server whose socket sent it: once across
@@ -199,7 +199,7 @@ impl Session {
             user_id,
         };
         let hooks = self.state.webhooks();
-        let presence = self.presence.get(channel).map(|p| &p.space);
+        let presence = self.memberships.get(channel).map(|p| &p.space);
         if let Err(e) = self
             .store_call(hooks.pusher_client_event(&event, presence))
             .await

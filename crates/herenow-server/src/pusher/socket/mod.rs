@@ -60,7 +60,7 @@ use self::user::{SignedIn, Watchlist};
 use super::frames;
 use super::{ChannelKind, Pusher, PusherApp};
 use crate::pusher_hub::{Ender, QUEUE, RESERVE};
-use crate::socket::{self, Out, Outbox, Protocol, Ws, drive};
+use crate::socket::{self, Inlet, Out, Protocol, Ws, drive};
 use crate::state::AppState;
 use crate::watch::registry::Note;
 
@@ -220,7 +220,7 @@ async fn refuse(socket: Ws, code: u16, reason: &str) {
 
 /// Runs one socket to its end.
 async fn run(socket: Ws, state: AppState, pusher: Arc<Pusher>, app: Arc<PusherApp>) {
-    socket::run(socket, QUEUE + RESERVE, move |stream, outbox| async move {
+    socket::run(socket, QUEUE + RESERVE, move |stream, inlet| async move {
         let number = pusher.next_socket();
         let socket_id: Arc<str> = Arc::from(pusher.socket_id(number));
         let session = Session {
@@ -234,10 +234,10 @@ async fn run(socket: Ws, state: AppState, pusher: Arc<Pusher>, app: Arc<PusherAp
             app_version: u64::MAX,
             number,
             socket_id,
-            outbox,
+            inlet,
             ender: Arc::new(Ender::default()),
             channels: HashMap::new(),
-            presence: HashMap::new(),
+            memberships: HashMap::new(),
             signed_in: None,
             watchlist: None,
             next_refresh: Instant::now(),
@@ -250,9 +250,11 @@ async fn run(socket: Ws, state: AppState, pusher: Arc<Pusher>, app: Arc<PusherAp
     .await;
 }
 
-/// A live connection of this socket: the space, who it is there, and
-/// the connection's id (the socket's own).
-struct Presence {
+/// This socket's membership of one space, as a live connection there: a
+/// presence channel's space, or the signed-in user's `pusher-users`
+/// space. The space, who it is there, its metadata, and the connection's
+/// id (the socket's own).
+struct LiveMembership {
     space: SpaceName,
     member: MemberKey,
     meta: Option<Metadata>,
@@ -272,13 +274,15 @@ struct Session {
     socket_id: Arc<str>,
     /// This socket's live connection id in presence spaces.
     conn: ConnId,
-    outbox: Outbox,
+    inlet: Inlet,
     /// Asked to close from elsewhere: a full queue, a relayed
     /// `terminate_connections`, a lagging relay feed.
     ender: Arc<Ender>,
     /// Subscribed channels and their kinds.
     channels: HashMap<String, ChannelKind>,
-    presence: HashMap<String, Presence>,
+    /// Presence channels subscribed, by name, and this socket's membership
+    /// of each one's space.
+    memberships: HashMap<String, LiveMembership>,
     /// The user this socket signed in as (`pusher:signin`).
     signed_in: Option<SignedIn>,
     /// The signed-in user's watchlist, if it named one.
@@ -303,7 +307,7 @@ impl Session {
         if !ready {
             // Events from other servers could not reach it: the client
             // tries again later.
-            self.outbox
+            self.inlet
                 .close(close::OVER_CAPACITY, "the store is unavailable".into());
             return;
         }
@@ -315,7 +319,7 @@ impl Session {
         if !self.current_app() {
             self.pusher.sockets.close(self.number);
             if let Some((code, reason)) = self.closing.take() {
-                self.outbox.close(code, reason);
+                self.inlet.close(code, reason);
             }
             return;
         }
@@ -333,7 +337,7 @@ impl Session {
         let goodbye = matches!(self.closing, Some((close::UNAUTHORIZED, _)));
         self.leave_all(goodbye).await;
         if let Some((code, reason)) = self.closing.take() {
-            self.outbox.close(code, reason);
+            self.inlet.close(code, reason);
         }
     }
 
@@ -394,7 +398,7 @@ impl Session {
     /// Queues a reply, in the reserve if need be; a client too slow even
     /// for that is closed.
     fn reply(&mut self, text: Arc<str>) {
-        match self.outbox.try_send(Out::Text(text)) {
+        match self.inlet.try_send(Out::Text(text)) {
             Err(TrySendError::Full(_)) => {
                 self.close(close::OVER_CAPACITY, "too slow: the send queue is full");
             }
@@ -458,7 +462,7 @@ impl Protocol for Session {
     }
 
     fn no_pong(&mut self) {
-        if self.outbox.is_drained() {
+        if self.inlet.is_drained() {
             self.close(close::NO_PONG, "Pong reply not received");
         } else {
             // The ping still waits in the queue behind writes the client

@@ -7,10 +7,12 @@
 
 use std::sync::Arc;
 
-use herenow_core::{Attach, AttachReport, MemberId, MemberKey, Metadata, PresenceStore, SpaceName};
+use herenow_core::{
+    Attach, AttachReport, Capability, MemberId, MemberKey, Metadata, PresenceStore, SpaceName,
+};
 
 use super::super::{ChannelKind, frames};
-use super::{MAX_STALL, Presence, Session};
+use super::{LiveMembership, MAX_STALL, Session};
 use crate::pusher_hub::{JoinError, Listener, OccupancyWrites};
 
 impl Session {
@@ -76,7 +78,7 @@ impl Session {
         self.store_call(attach_live(&store, &space, &attach))
             .await
             .map_err(|m| ("ServerError", m, 503))?;
-        let presence = Presence {
+        let membership = LiveMembership {
             space,
             member: key,
             meta,
@@ -85,17 +87,17 @@ impl Session {
         let (ttl, _) = self.state.ws().timing();
         let listener = Listener {
             number: self.number,
-            member: presence.member.clone(),
-            meta: presence.meta.clone(),
-            queue: self.outbox.sender().clone(),
+            member: membership.member.clone(),
+            meta: membership.meta.clone(),
+            queue: self.inlet.sender().clone(),
             ender: self.ender.clone(),
             stall: MAX_STALL.min(ttl),
         };
         if !admitted.enter(listener, wait).await {
-            self.end(&presence, true).await;
+            self.end(&membership, true).await;
             return Err(unavailable());
         }
-        self.presence.insert(channel.to_owned(), presence);
+        self.memberships.insert(channel.to_owned(), membership);
         self.join_channel(channel, ChannelKind::Presence);
         Ok(())
     }
@@ -121,7 +123,7 @@ impl Session {
 
     /// `channel`'s roster again (the socket subscribed again).
     pub(super) fn resend_roster(&self, channel: &str) {
-        if let Some(p) = self.presence.get(channel) {
+        if let Some(p) = self.memberships.get(channel) {
             self.pusher.members.resend(&p.space, self.number);
         }
     }
@@ -130,7 +132,7 @@ impl Session {
     /// goodbye (`pusher:unsubscribe`, `terminate_connections`), else
     /// through the grace (`herenow_core::conn`), so a member whose socket
     /// closed or dropped and who comes straight back never left.
-    pub(super) async fn leave_presence(&self, p: &Presence, goodbye: bool) {
+    pub(super) async fn leave_presence(&self, p: &LiveMembership, goodbye: bool) {
         self.pusher.members.leave(&p.space, self.number);
         self.end(p, goodbye).await;
     }
@@ -140,8 +142,8 @@ impl Session {
     pub(super) async fn refresh(&mut self) {
         let ttl_ms = self.ttl_ms();
         let store = self.state.store().clone();
-        let signed_in = self.signed_in.as_ref().and_then(|u| u.presence.as_ref());
-        for p in self.presence.values().chain(signed_in) {
+        let signed_in = self.signed_in.as_ref().and_then(|u| u.membership.as_ref());
+        for p in self.memberships.values().chain(signed_in) {
             let attach = Attach {
                 member: p.member.clone(),
                 conn: p.conn.clone(),
@@ -167,7 +169,7 @@ impl Session {
                 .leave(&self.app_id, channel, self.number);
         }
         let channels = std::mem::take(&mut self.channels);
-        for (_, p) in std::mem::take(&mut self.presence) {
+        for (_, p) in std::mem::take(&mut self.memberships) {
             self.leave_presence(&p, goodbye).await;
         }
         for (channel, kind) in channels {
@@ -179,7 +181,7 @@ impl Session {
             self.pusher
                 .channels
                 .leave(&self.app_id, &user.channel, self.number);
-            if let Some(p) = &user.presence {
+            if let Some(p) = &user.membership {
                 self.end(p, goodbye).await;
             }
         }
@@ -188,11 +190,11 @@ impl Session {
 
     /// Ends this socket's presence in `p`'s space: detached after a
     /// `goodbye`, else lingering for the space's grace.
-    pub(super) async fn end(&self, p: &Presence, goodbye: bool) {
+    pub(super) async fn end(&self, p: &LiveMembership, goodbye: bool) {
         let store = self.state.store().clone();
         let call = async {
             let Some(live) = store.live_connections() else {
-                return Err(store.lacks("live connections"));
+                return Err(store.lacks(Capability::LiveConnections));
             };
             if goodbye {
                 live.detach(&p.space, &p.member, &p.conn).await
@@ -222,7 +224,7 @@ pub(super) async fn attach_live(
 ) -> herenow_core::Result<AttachReport> {
     match store.live_connections() {
         Some(live) => live.attach(space, attach).await,
-        None => Err(store.lacks("live connections")),
+        None => Err(store.lacks(Capability::LiveConnections)),
     }
 }
 

@@ -20,8 +20,8 @@ use tokio::time::timeout;
 use super::super::frames::{self, Incoming};
 use super::super::{USER_CHANNEL, sign};
 use super::presence::attach_live;
-use super::{Presence, Session, close};
-use crate::protocol::dto::Presence as Status;
+use super::{LiveMembership, Session, close};
+use crate::protocol::dto::StatusDto;
 use crate::protocol::watch_shapes::{WatchScope, WatchedUser};
 use crate::pusher_hub::Subscriber;
 use crate::watch::registry::Note;
@@ -38,7 +38,7 @@ pub(in crate::pusher) struct SignedIn {
     /// `#server-to-user-{id}`.
     pub(super) channel: String,
     /// Its live connection in `pusher-users:{app_id}`.
-    pub(super) presence: Option<Presence>,
+    pub(super) membership: Option<LiveMembership>,
 }
 
 /// A signed-in socket's watchlist: herenow's watch, and what was last
@@ -52,7 +52,7 @@ impl Watchlist {
     /// Notes `user`'s state; adds its id to `on` or `off` when that
     /// changes what was shown.
     fn note(&mut self, user: WatchedUser, on: &mut Vec<String>, off: &mut Vec<String>) {
-        let online = user.status != Status::Offline;
+        let online = user.status != StatusDto::Offline;
         if self.online.insert(user.id.clone(), online) != Some(online) {
             let list = if online { on } else { off };
             list.push(user.id.as_str().to_owned());
@@ -97,7 +97,7 @@ impl Session {
                 return;
             }
         };
-        let presence = match self.attach_user(&user).await {
+        let membership = match self.attach_user(&user).await {
             Ok(p) => p,
             Err(why) => {
                 self.reply(frames::error(None, &why));
@@ -111,12 +111,15 @@ impl Session {
             self.number,
             Subscriber {
                 socket_id: self.socket_id.clone(),
-                queue: self.outbox.sender().clone(),
+                queue: self.inlet.sender().clone(),
                 ender: self.ender.clone(),
             },
         );
         self.pusher.sockets.sign_in(self.number, user.id.as_str());
-        self.signed_in = Some(SignedIn { channel, presence });
+        self.signed_in = Some(SignedIn {
+            channel,
+            membership,
+        });
         let answer = json!({ "user_data": data.user_data }).to_string();
         self.reply(frames::event("pusher:signin_success", None, &answer));
         if !user.watchlist.is_empty() {
@@ -136,11 +139,11 @@ impl Session {
     }
 
     /// The user's live connection in `pusher-users:{app_id}`.
-    async fn attach_user(&self, user: &User) -> Result<Option<Presence>, String> {
+    async fn attach_user(&self, user: &User) -> Result<Option<LiveMembership>, String> {
         let Ok(space) = SpaceName::new(&format!("pusher-users:{}", self.app.id)) else {
             return Ok(None);
         };
-        let p = Presence {
+        let p = LiveMembership {
             space,
             member: MemberKey::user(user.id.clone()),
             meta: user.info.clone(),
