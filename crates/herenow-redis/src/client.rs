@@ -19,9 +19,11 @@ use redis::{Cmd, Pipeline, PushInfo, RedisFuture, RedisResult, Value};
 
 use herenow_core::{Error, InvalidInput};
 
-/// Where the store connects, parsed from a `--store` spec.
+/// The node, or a cluster's seed nodes, the store connects to, parsed
+/// from a `--store` spec (the server's `RedisTarget` is that spec as
+/// given, checked for its shape only).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RedisTarget {
+pub enum RedisNodes {
     /// `redis://HOST:PORT[/DB]`: one server.
     Single {
         /// The URL handed to redis-rs, with RESP3 switched on.
@@ -34,7 +36,7 @@ pub enum RedisTarget {
     },
 }
 
-impl RedisTarget {
+impl RedisNodes {
     /// Parses `redis://HOST:PORT[/DB]` or `redis+cluster://H1:P1,H2:P2,…`,
     /// and their TLS forms `rediss://` and `rediss+cluster://`. A bad spec
     /// is refused as a configuration error.
@@ -66,7 +68,7 @@ impl RedisTarget {
             if nodes.is_empty() {
                 return Err(bad("redis+cluster:// needs at least one HOST:PORT"));
             }
-            return Ok(RedisTarget::Cluster { nodes });
+            return Ok(RedisNodes::Cluster { nodes });
         }
         if let Some(rest) = spec.strip_prefix("redis://") {
             if rest.is_empty() || rest.contains('?') {
@@ -78,7 +80,7 @@ impl RedisTarget {
             {
                 return Err(bad("the database in redis://HOST:PORT/DB must be a number"));
             }
-            return Ok(RedisTarget::Single {
+            return Ok(RedisNodes::Single {
                 url: format!("{scheme}://{rest}?protocol=resp3"),
             });
         }
@@ -91,14 +93,14 @@ impl RedisTarget {
     /// installed before connecting (see [`RedisClient::open`]).
     pub fn is_tls(&self) -> bool {
         match self {
-            RedisTarget::Single { url } => url.starts_with("rediss://"),
-            RedisTarget::Cluster { nodes } => nodes.iter().any(|n| n.starts_with("rediss://")),
+            RedisNodes::Single { url } => url.starts_with("rediss://"),
+            RedisNodes::Cluster { nodes } => nodes.iter().any(|n| n.starts_with("rediss://")),
         }
     }
 
     /// Whether this is a cluster: events then go over sharded pub/sub.
     pub fn is_cluster(&self) -> bool {
-        matches!(self, RedisTarget::Cluster { .. })
+        matches!(self, RedisNodes::Cluster { .. })
     }
 }
 
@@ -119,7 +121,7 @@ impl RedisClient {
     /// Connects, sending pub/sub pushes to `push` (the same socket carries
     /// commands and event messages).
     pub async fn open(
-        target: &RedisTarget,
+        target: &RedisNodes,
         timeout: Duration,
         push: impl Fn(PushInfo) + Send + Sync + 'static,
     ) -> RedisResult<RedisClient> {
@@ -133,7 +135,7 @@ impl RedisClient {
             Ok(())
         };
         match target {
-            RedisTarget::Single { url } => {
+            RedisNodes::Single { url } => {
                 let client = redis::Client::open(url.as_str())?;
                 let config = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(timeout))
@@ -149,7 +151,7 @@ impl RedisClient {
                     client.get_connection_manager_with_config(config).await?,
                 ))
             }
-            RedisTarget::Cluster { nodes } => {
+            RedisNodes::Cluster { nodes } => {
                 let client = ClusterClientBuilder::new(nodes.clone())
                     .use_protocol(redis::ProtocolVersion::RESP3)
                     .connection_timeout(timeout)
@@ -307,14 +309,14 @@ mod tests {
     #[test]
     fn specs() {
         assert_eq!(
-            RedisTarget::parse("redis://127.0.0.1:6380/2").unwrap(),
-            RedisTarget::Single {
+            RedisNodes::parse("redis://127.0.0.1:6380/2").unwrap(),
+            RedisNodes::Single {
                 url: "redis://127.0.0.1:6380/2?protocol=resp3".into()
             }
         );
         assert_eq!(
-            RedisTarget::parse("redis+cluster://a:1,b:2").unwrap(),
-            RedisTarget::Cluster {
+            RedisNodes::parse("redis+cluster://a:1,b:2").unwrap(),
+            RedisNodes::Cluster {
                 nodes: vec![
                     "redis://a:1/?protocol=resp3".into(),
                     "redis://b:2/?protocol=resp3".into()
@@ -322,16 +324,16 @@ mod tests {
             }
         );
         assert_eq!(
-            RedisTarget::parse("rediss://h:6380").unwrap(),
-            RedisTarget::Single {
+            RedisNodes::parse("rediss://h:6380").unwrap(),
+            RedisNodes::Single {
                 url: "rediss://h:6380?protocol=resp3".into()
             }
         );
-        assert!(RedisTarget::parse("rediss://h:6380").unwrap().is_tls());
-        assert!(!RedisTarget::parse("redis://h:6380").unwrap().is_tls());
+        assert!(RedisNodes::parse("rediss://h:6380").unwrap().is_tls());
+        assert!(!RedisNodes::parse("redis://h:6380").unwrap().is_tls());
         assert_eq!(
-            RedisTarget::parse("rediss+cluster://a:1").unwrap(),
-            RedisTarget::Cluster {
+            RedisNodes::parse("rediss+cluster://a:1").unwrap(),
+            RedisNodes::Cluster {
                 nodes: vec!["rediss://a:1/?protocol=resp3".into()]
             }
         );
@@ -344,7 +346,7 @@ mod tests {
             "redis+cluster://",
             "redis://h:1?protocol=2",
         ] {
-            assert!(RedisTarget::parse(bad).is_err(), "{bad}");
+            assert!(RedisNodes::parse(bad).is_err(), "{bad}");
         }
     }
 }

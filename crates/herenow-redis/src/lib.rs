@@ -260,7 +260,7 @@
 //! (a WebSocket, [`herenow_core::ConnId`]); the socket to Redis is the
 //! *client*.
 //!
-//! - [`client`]: `--store` specs ([`client::RedisTarget`]) and the one
+//! - [`client`]: `--store` specs ([`client::RedisNodes`]) and the one
 //!   multiplexed [`client::RedisClient`], standalone or cluster.
 //! - `reply.rs`: the timeout on every call, how a Redis failure becomes
 //!   `Unavailable` (retryable) or `Internal` (a bug), and how script

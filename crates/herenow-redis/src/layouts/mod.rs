@@ -95,7 +95,7 @@ use herenow_core::{
 
 pub use layout_options::{KeyTemplate, LayoutOptions, SeedLayout};
 
-use crate::client::{RedisClient, RedisTarget};
+use crate::client::{RedisClient, RedisNodes};
 use crate::reply::timed;
 use common::{LayoutCtx, LayoutOps};
 use layout_options::bad_config;
@@ -155,7 +155,7 @@ impl SeedLayoutStore {
         options: LayoutOptions,
     ) -> Result<SeedLayoutStore> {
         defaults.validate()?;
-        let target = RedisTarget::parse(spec)?;
+        let target = RedisNodes::parse(spec)?;
         let ops = ops_of(layout);
         let users = KeyTemplate::parse(key_template, layout)?;
         let guests = guest_template

@@ -50,7 +50,7 @@ use tokio::task::JoinHandle;
 
 use herenow_core::{Clock, InvalidInput, MemberId, Result, SpaceConfig, SpaceName, limits};
 
-use crate::client::{RedisClient, RedisTarget};
+use crate::client::{RedisClient, RedisNodes};
 use crate::ctx::{Ctx, RedisStats};
 use crate::events::Router;
 use crate::flush::Flusher;
@@ -142,7 +142,7 @@ impl RedisStore {
             }
             .into());
         }
-        let target = RedisTarget::parse(spec)?;
+        let target = RedisNodes::parse(spec)?;
         let router = Arc::new(Router::default());
         let push_router = router.clone();
         let follows = Arc::new(Follows::new(keys.user_channels()));
