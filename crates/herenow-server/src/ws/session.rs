@@ -631,19 +631,20 @@ impl Protocol for Session {
     }
 
     async fn wake(&mut self) -> Wake {
-        let lagging = self.send_queue.is_lagging();
         // A second handle on the queue, taken only while lagging: waiting
         // on `self.send_queue` would borrow the whole queue.
-        let room = lagging.then(|| self.send_queue.room());
+        let room = self.send_queue.is_lagging().then(|| self.send_queue.room());
         let has_subs = !self.subs.is_empty();
         let has_watch = self.watching.is_some();
         tokio::select! {
-            has_room = async { room.as_ref().expect("taken while lagging").wait().await }, if lagging => {
-                Wake::Room(has_room)
-            }
+            has_room = async {
+                match &room {
+                    Some(room) => room.wait().await,
+                    None => std::future::pending().await,
+                }
+            } => Wake::Room(has_room),
             Some((space, item)) = self.subs.next(), if has_subs => Wake::Event(space, item),
             Some(note) = next_note(&mut self.watching), if has_watch => Wake::Note(note),
-            else => std::future::pending().await,
         }
     }
 

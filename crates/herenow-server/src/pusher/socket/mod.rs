@@ -490,9 +490,8 @@ impl Protocol for Session {
     }
 
     async fn wake(&mut self) -> Wake {
-        let ender = self.ender.clone();
         tokio::select! {
-            (code, reason) = ender.ended() => Wake::Ended(code, reason),
+            (code, reason) = self.ender.ended() => Wake::Ended(code, reason),
             Some(note) = user::next_note(&mut self.watchlist) => Wake::Note(note),
         }
     }
