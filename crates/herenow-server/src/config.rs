@@ -9,10 +9,7 @@ use herenow_core::{SpaceConfig, SpaceName};
 
 use crate::webhooks::{WebhookConfig, WebhookError};
 
-mod pusher_apps;
-mod pusher_limits;
-pub use pusher_apps::{PusherApp, PusherConfig, PusherConfigError, PusherWebhook};
-pub use pusher_limits::PusherAppLimits;
+use crate::pusher::{PusherConfig, PusherConfigError};
 
 /// What an API key may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -83,6 +80,12 @@ impl TokenSecret {
 
     /// The secret's bytes, for the HS256 signer.
     pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl AsRef<[u8]> for TokenSecret {
+    fn as_ref(&self) -> &[u8] {
         &self.0
     }
 }

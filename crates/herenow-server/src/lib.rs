@@ -39,10 +39,11 @@
 //!   that core: live connections, invisible mode, subscriptions, one
 //!   session type per job, with tokens from [`token`] (`POST /v1/tokens`);
 //!   `watch`: following users across spaces;
-//! - `pusher`: the Pusher Channels protocol (docs/PUSHER.md), its socket
-//!   on the same core and its signed HTTP API; `pusher_hub`: what its
-//!   sockets share in one server (apps, channels, member feeds, the relay
-//!   between servers);
+//! - `pusher`: everything of the Pusher Channels protocol
+//!   (docs/PUSHER.md): its socket on the same core, its signed HTTP API,
+//!   what its sockets share in one server (apps, channels, member feeds,
+//!   the relay between servers), its apps' configuration and its webhook
+//!   format;
 //! - [`persist`] (the memory store's snapshot file) and `journal` (its
 //!   journal in the data directory, over `herenow-journal`);
 //! - `page`: the live who's-online page at `/` and its assets, embedded in
@@ -92,11 +93,11 @@ pub mod persist;
 mod problem;
 pub mod protocol;
 mod pusher;
-mod pusher_hub;
 mod routes;
 mod socket;
 mod sse;
 mod state;
+mod streams;
 pub mod token;
 mod watch;
 mod webhooks;
@@ -108,12 +109,14 @@ pub use config::{
     DEFAULT_REDIS_WAIT, DEFAULT_SNAPSHOT_INTERVAL, MAX_REDIS_WAIT, MAX_SOCKET_TIMER,
     MIN_TOKEN_SECRET_BYTES, RedisLayout, RedisTarget, Scope, StoreSpec, StoreTarget, TokenSecret,
 };
-pub use config::{PusherApp, PusherAppLimits, PusherConfig, PusherConfigError, PusherWebhook};
 pub use error::ServerError;
 pub use layers::App;
 pub use metrics::Metrics;
 pub use problem::Problem;
-pub use pusher_hub::AppsChange as PusherAppsChange;
+pub use pusher::{
+    AppsChange as PusherAppsChange, PusherApp, PusherAppLimits, PusherConfig, PusherConfigError,
+    PusherWebhook,
+};
 pub use sse::SnapshotData;
 pub use state::{AppState, ReloadError, ReloadReport};
 pub use webhooks::{

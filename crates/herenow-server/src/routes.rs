@@ -25,7 +25,7 @@ use crate::config::Scope;
 use crate::layers::{V1Layer, keyed};
 use crate::openapi::{self, ApiDoc};
 use crate::state::AppState;
-use crate::{metrics, ops, page, pusher, sse, ws};
+use crate::{metrics, ops, page, pusher, sse, watch, ws};
 
 /// Every route over `state`: the JSON API and the event streams behind
 /// their keys, the rest open; `/openapi.json` serves the document the
@@ -39,7 +39,7 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
     // (`/metrics` is keyed, above).
     let open = Router::new()
         .merge(ws::router())
-        .merge(pusher::router(state))
+        .merge(pusher::router(state.pusher_state()))
         .merge(ops::router())
         .merge(openapi::router(doc))
         .merge(page::router())
@@ -112,7 +112,7 @@ fn declared(api: &Guard, stream: &Guard) -> OpenApiRouter<AppState> {
         )
         // Streams are not timed out: they end on disconnect or shutdown.
         .routes(stream.read(routes!(sse::events)))
-        .routes(stream.read(routes!(sse::watch_stream::watch)))
+        .routes(stream.read(routes!(watch::stream::watch)))
 }
 
 /// How a keyed route is wrapped: the JSON API's middleware (key, then the

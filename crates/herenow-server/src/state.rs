@@ -12,7 +12,6 @@ use arc_swap::ArcSwap;
 use axum::extract::FromRef;
 use futures::FutureExt;
 use herenow_core::{PresenceStore, SpaceName, TickReport};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::api_keys::ApiKeys;
@@ -20,9 +19,11 @@ use crate::backend::Backend;
 use crate::config::Config;
 use crate::history::History;
 use crate::metrics::{MAX_GAUGED_SPACES, Metrics};
-use crate::socket::Hub;
+use crate::pusher::{PusherParts, PusherState};
+use crate::socket::{Hub, Liveness};
+use crate::streams::Streams;
 use crate::token::Tokens;
-use crate::watch::WatchHub;
+use crate::watch::{WatchHub, WatchState};
 use crate::webhooks::Webhooks;
 
 /// The state behind the router: the store (as a [`Backend`]), the keys,
@@ -36,14 +37,13 @@ struct Inner {
     metrics: Metrics,
     history: History,
     shutdown: CancellationToken,
-    streams: Arc<Semaphore>,
-    max_streams: usize,
+    streams: Streams,
     request_timeout: Duration,
     tokens: Tokens,
-    ws: Hub,
+    ws: Arc<Hub>,
     watch: Arc<WatchHub>,
     webhooks: Webhooks,
-    pusher: Option<Arc<crate::pusher_hub::Pusher>>,
+    pusher: Option<Arc<crate::pusher::Pusher>>,
     /// The settings served now: the configuration it was built with, with
     /// what reloads applied.
     config: ArcSwap<Config>,
@@ -55,7 +55,6 @@ impl AppState {
     /// State over `backend`, with keys and bounds from `config`: the one
     /// constructor, for the server and for tests alike.
     pub fn new(backend: Backend, config: &Config) -> Self {
-        let max_streams = config.max_event_streams.max(1);
         let metrics = backend
             .metrics()
             .cloned()
@@ -65,23 +64,31 @@ impl AppState {
         let mut hooks = config.webhooks.clone();
         hooks.pusher = config.pusher.webhook_targets();
         let webhooks = Webhooks::new(hooks, backend.store().clone(), &metrics);
+        let streams = Streams::new(config.max_event_streams, metrics.clone(), shutdown.clone());
         Self(Arc::new(Inner {
             backend,
             keys: ApiKeys::new(config.api_keys.clone()),
             metrics,
             history: History::new(),
             shutdown,
-            streams: Arc::new(Semaphore::new(max_streams)),
-            max_streams,
+            streams,
             request_timeout: config.request_timeout,
             tokens: match &config.token_secret {
                 Some(secret) => Tokens::new(secret),
                 None => Tokens::random(),
             },
-            ws: Hub::new(config),
+            ws: Arc::new(Hub::new(
+                config.max_ws_connections,
+                config.ws_ttl,
+                config.ws_ping,
+                Liveness {
+                    ping_interval: config.ping_interval,
+                    pong_wait: config.pong_wait,
+                },
+            )),
             watch,
             webhooks,
-            pusher: crate::pusher_hub::Pusher::new(&config.pusher),
+            pusher: crate::pusher::Pusher::new(&config.pusher),
             config: ArcSwap::from_pointee(config.clone()),
             reloading: tokio::sync::Mutex::new(()),
         }))
@@ -132,8 +139,23 @@ impl AppState {
 
     /// The Pusher protocol's side (`--pusher-app`), if any app is
     /// configured.
-    pub fn pusher(&self) -> Option<&Arc<crate::pusher_hub::Pusher>> {
+    pub fn pusher(&self) -> Option<&Arc<crate::pusher::Pusher>> {
         self.0.pusher.as_ref()
+    }
+
+    /// What the Pusher protocol's routes use of this state, if any app is
+    /// configured.
+    pub fn pusher_state(&self) -> Option<PusherState> {
+        let hub = self.0.pusher.clone()?;
+        Some(PusherState::new(PusherParts {
+            hub,
+            store: self.store().clone(),
+            sockets: self.0.ws.clone(),
+            watch: self.0.watch.clone(),
+            webhooks: self.0.webhooks.clone(),
+            shutdown: self.0.shutdown.clone(),
+            request_timeout: self.0.request_timeout,
+        }))
     }
 
     /// The watchers of users (WebSocket `watch`, `POST /v1/watch`).
@@ -157,16 +179,14 @@ impl AppState {
         self.0.request_timeout
     }
 
-    /// A slot for one event stream, or `None` when all are taken.
-    pub(crate) fn try_stream_slot(&self) -> Option<OwnedSemaphorePermit> {
-        let permit = self.0.streams.clone().try_acquire_owned().ok();
-        self.0.metrics.sse_subscribers(self.open_streams());
-        permit
+    /// The event streams' bound.
+    pub fn streams(&self) -> &Streams {
+        &self.0.streams
     }
 
     /// Event streams open now, for the gauge.
     pub fn open_streams(&self) -> usize {
-        self.0.max_streams - self.0.streams.available_permits()
+        self.0.streams.open()
     }
 
     /// One round of background maintenance: `store.tick()`, timed into the
@@ -238,6 +258,17 @@ impl AppState {
 }
 
 /// The latency middleware takes only the metrics.
+impl FromRef<AppState> for WatchState {
+    fn from_ref(state: &AppState) -> Self {
+        WatchState {
+            hub: state.0.watch.clone(),
+            streams: state.0.streams.clone(),
+            request_timeout: state.0.request_timeout,
+            shutdown: state.0.shutdown.clone(),
+        }
+    }
+}
+
 impl FromRef<AppState> for Metrics {
     fn from_ref(state: &AppState) -> Self {
         state.0.metrics.clone()

@@ -19,7 +19,6 @@ use jsonwebtoken::errors::ErrorKind as JwtErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 
-use crate::config::TokenSecret;
 use crate::protocol::dto::{MemberKindDto, WatchGrant};
 use crate::protocol::ws::close;
 
@@ -173,8 +172,10 @@ pub fn now_s() -> u64 {
 }
 
 impl Tokens {
-    /// Tokens signed with `secret`.
-    pub fn new(secret: &TokenSecret) -> Self {
+    /// Tokens signed with `secret` (a `TokenSecret`, checked long
+    /// enough where it is made).
+    pub fn new(secret: &(impl AsRef<[u8]> + ?Sized)) -> Self {
+        let secret = secret.as_ref();
         let mut validation = Validation::new(Algorithm::HS256);
         validation.set_issuer(&[ISSUER]);
         validation.set_required_spec_claims(&["exp", "sub", "iss"]);
@@ -182,8 +183,8 @@ impl Tokens {
         // revocations.
         validation.leeway = 0;
         Self {
-            encoding: EncodingKey::from_secret(secret.as_bytes()),
-            decoding: DecodingKey::from_secret(secret.as_bytes()),
+            encoding: EncodingKey::from_secret(secret),
+            decoding: DecodingKey::from_secret(secret),
             validation,
         }
     }
@@ -201,10 +202,8 @@ impl Tokens {
                 bytes[i % bytes.len()] ^= b;
             }
         }
-        // 48 bytes are above the minimum, so this cannot fail.
-        let secret = TokenSecret::new(bytes.to_vec())
-            .unwrap_or_else(|_| unreachable!("48 random bytes are a long enough secret"));
-        Self::new(&secret)
+        // 48 bytes: above `MIN_TOKEN_SECRET_BYTES`.
+        Self::new(&bytes)
     }
 
     /// A token for `member` in `spaces`, issued at `issued_at_s` (seconds
@@ -281,8 +280,8 @@ mod fuzz;
 mod tests {
     use super::*;
 
-    fn secret(s: &str) -> TokenSecret {
-        TokenSecret::new(s.repeat(32).into_bytes()).unwrap()
+    fn secret(s: &str) -> Vec<u8> {
+        s.repeat(32).into_bytes()
     }
 
     fn ann() -> MemberKey {

@@ -31,25 +31,6 @@ pub struct WatchedUser {
     pub space: Option<SpaceName>,
 }
 
-/// Where a watch looks: one space, or every space.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum WatchScope {
-    /// Presence within this space.
-    Space(SpaceName),
-    /// Presence anywhere: online if online in any space.
-    Anywhere,
-}
-
-impl WatchScope {
-    /// The space, or `None` for anywhere, as the wire says it.
-    pub fn space(&self) -> Option<&SpaceName> {
-        match self {
-            WatchScope::Space(s) => Some(s),
-            WatchScope::Anywhere => None,
-        }
-    }
-}
-
 /// One page of watched users' states: the answer to a `watch` (the users
 /// it added), what a friend added to a followed friend set brings, and
 /// after lag a fresh picture of everyone watched (`resync`).

@@ -19,7 +19,7 @@
 //! - `POST /apps/{app_id}/users/{user_id}/terminate_connections`.
 //!
 //! An event goes to every server's sockets, once, through the store's
-//! relay (`crate::pusher_hub`); a user's channel `#server-to-user-{id}`
+//! relay (`pusher::hub`); a user's channel `#server-to-user-{id}`
 //! (`sendToUser`) reaches every socket signed in as the user.
 //!
 //! Channel lists, user counts, member lists and subscription counts come
@@ -45,8 +45,8 @@ use serde_json::{Map, Value, json};
 
 use self::signed::{Refusal, Signed, bad, quoted};
 use super::{ChannelKind, Pusher, PusherApp, USER_CHANNEL};
-use crate::pusher_hub::{Relayed, occupancy_count};
-use crate::state::AppState;
+use crate::pusher::PusherState;
+use crate::pusher::hub::{Relayed, occupancy_count};
 
 /// Most channels one event goes to.
 pub(crate) const MAX_CHANNELS: usize = 100;
@@ -232,7 +232,7 @@ fn unknown_info(attribute: &str) -> Refusal {
 
 /// A store call within the request timeout; a failure is a `503`.
 async fn stored<T>(
-    state: &AppState,
+    state: &PusherState,
     call: impl Future<Output = herenow_core::Result<T>>,
 ) -> Result<T, Refusal> {
     tokio::time::timeout(state.request_timeout(), call)
@@ -257,7 +257,7 @@ async fn stored<T>(
 /// The members of `kind` present in `space`: the store's snapshot (none
 /// when no space can be so named).
 async fn present(
-    state: &AppState,
+    state: &PusherState,
     space: &str,
     kind: MemberKind,
 ) -> Result<Vec<MemberKey>, Refusal> {
@@ -275,7 +275,7 @@ async fn present(
 
 /// Users present in `app`'s presence channel's space.
 async fn users_of(
-    state: &AppState,
+    state: &PusherState,
     app: &PusherApp,
     channel: &str,
 ) -> Result<Vec<String>, Refusal> {
@@ -288,9 +288,9 @@ async fn users_of(
 
 /// A channel's subscriptions on every server: a presence channel's
 /// sockets in its space, a public or private channel's counts each server
-/// wrote (`crate::pusher_hub`'s occupancy); a user's channel's here.
+/// wrote (`pusher::hub`'s occupancy); a user's channel's here.
 async fn subscriptions(
-    state: &AppState,
+    state: &PusherState,
     pusher: &Pusher,
     app: &PusherApp,
     channel: &str,
@@ -311,7 +311,7 @@ async fn subscriptions(
 
 /// The public and private channels some server holds: the guests
 /// present in the app's occupancy space.
-async fn occupied_channels(state: &AppState, app: &PusherApp) -> Result<Vec<String>, Refusal> {
+async fn occupied_channels(state: &PusherState, app: &PusherApp) -> Result<Vec<String>, Refusal> {
     let guests = present(state, &app.occupancy_space(), MemberKind::Guest).await?;
     Ok(guests
         .into_iter()
@@ -323,7 +323,7 @@ async fn occupied_channels(state: &AppState, app: &PusherApp) -> Result<Vec<Stri
 /// live connections that are Pusher sockets (each socket subscribed is
 /// one, `p{socket_id}`; herenow's own sockets in the space are not).
 async fn presence_subscriptions(
-    state: &AppState,
+    state: &PusherState,
     app: &PusherApp,
     channel: &str,
 ) -> Result<usize, Refusal> {
@@ -344,7 +344,7 @@ async fn presence_subscriptions(
 
 /// A channel's counts as `info` asks for them.
 async fn channel_info(
-    state: &AppState,
+    state: &PusherState,
     pusher: &Pusher,
     app: &PusherApp,
     channel: &str,
@@ -375,7 +375,7 @@ async fn channel_info(
 
 /// Sends `msg` to every server's sockets (through the store's relay);
 /// a `503` when the store cannot take it.
-async fn send(state: &AppState, pusher: &Arc<Pusher>, msg: Relayed) -> Result<(), Refusal> {
+async fn send(state: &PusherState, pusher: &Arc<Pusher>, msg: Relayed) -> Result<(), Refusal> {
     pusher
         .send(state.store(), state.request_timeout(), msg)
         .await
@@ -395,7 +395,7 @@ async fn send(state: &AppState, pusher: &Arc<Pusher>, msg: Relayed) -> Result<()
 /// Publishes one checked event, once, to every server; its channels'
 /// `info`.
 async fn publish(
-    state: &AppState,
+    state: &PusherState,
     pusher: &Arc<Pusher>,
     app: &PusherApp,
     event: &Checked,
@@ -434,7 +434,7 @@ fn body_of<T: DeserializeOwned>(body: &[u8], what: &str) -> Result<T, Refusal> {
 
 /// `POST /apps/{app_id}/events`.
 pub(super) async fn events(
-    State(state): State<AppState>,
+    State(state): State<PusherState>,
     Signed {
         pusher, app, body, ..
     }: Signed,
@@ -453,7 +453,7 @@ pub(super) async fn events(
 
 /// `POST /apps/{app_id}/batch_events`.
 pub(super) async fn batch_events(
-    State(state): State<AppState>,
+    State(state): State<PusherState>,
     Signed {
         pusher, app, body, ..
     }: Signed,
@@ -501,7 +501,7 @@ const PAGE: usize = 1_000;
 
 /// `GET /apps/{app_id}/channels`.
 pub(super) async fn channels(
-    State(state): State<AppState>,
+    State(state): State<PusherState>,
     Signed { app, params, .. }: Signed,
 ) -> Result<Response, Refusal> {
     let prefix = params
@@ -573,7 +573,7 @@ pub(super) async fn channels(
 
 /// `GET /apps/{app_id}/channels/{channel}`.
 pub(super) async fn channel(
-    State(state): State<AppState>,
+    State(state): State<PusherState>,
     signed: Signed,
 ) -> Result<Response, Refusal> {
     let channel = signed.path_param("channel")?;
@@ -603,7 +603,7 @@ pub(super) async fn channel(
 
 /// `GET /apps/{app_id}/channels/{channel}/users`.
 pub(super) async fn users(
-    State(state): State<AppState>,
+    State(state): State<PusherState>,
     signed: Signed,
 ) -> Result<Response, Refusal> {
     let channel = signed.path_param("channel")?;
@@ -628,7 +628,7 @@ pub(super) async fn users(
 /// `POST /apps/{app_id}/users/{user_id}/terminate_connections`: closes
 /// every socket signed in as the user, on every server, with `4009`.
 pub(super) async fn terminate_connections(
-    State(state): State<AppState>,
+    State(state): State<PusherState>,
     signed: Signed,
 ) -> Result<Response, Refusal> {
     let user_id = signed.path_param("user_id")?;

@@ -2,18 +2,31 @@
 //! Laravel Echo get herenow's presence by changing a host name (issue 38).
 //!
 //! Served only when the server has apps (`--pusher-app ID:KEY:SECRET`,
-//! [`PusherConfig`]), on the same listener as everything else:
+//! [`PusherConfig`]), on the same listener as everything else. Everything
+//! of the protocol is here:
 //!
-//! - `socket`: the WebSocket at `/app/{key}`: `pusher:connection_established`,
-//!   ping / pong, subscribe / unsubscribe to public, `private-`,
-//!   `private-encrypted-` (payloads relayed unread) and `presence-`
-//!   channels, client events (the messages it reads and writes are
-//!   `crate::pusher_hub`'s `frames`);
+//! - `socket`: the WebSocket at `/app/{key}`, an adapter on the server's
+//!   socket core: `pusher:connection_established`, ping / pong,
+//!   subscribe / unsubscribe to public, `private-`, `private-encrypted-`
+//!   (payloads relayed unread) and `presence-` channels, client events,
+//!   `pusher:signin`;
 //! - `http`: the HTTP API Pusher's server libraries call under
 //!   `/apps/{app_id}`, each request checked by Pusher's signature;
-//! - `channels` ([`Channels`]): which local sockets subscribe to which
-//!   channel, and the fan-out of events to them;
-//! - `sign`: the signatures; `config`: the apps.
+//! - `hub` ([`Pusher`]): what the sockets share in one server: the apps
+//!   as served, the local sockets' channels and their fan-out, the
+//!   presence channels' member feeds, the protocol's frames, the relay
+//!   between servers;
+//! - `config` ([`PusherConfig`]): the apps, their limits and webhooks, as
+//!   the flags and the config file give them;
+//! - `webhook_format`: Pusher's webhook bodies, handed to the server's
+//!   webhooks as the [`EventFormat`](crate::webhooks::EventFormat) of
+//!   each app's endpoints;
+//! - `sign`: the signatures.
+//!
+//! The server's state makes the routes' [`PusherState`] (its store,
+//! sockets, watchers, webhooks) and reaches the hub for a reload
+//! (`AppState::reload`); nothing here names that state, so the protocol
+//! sits on the server's parts without a cycle through them.
 //!
 //! **Presence channels are herenow spaces.** `presence-X` is the space
 //! `presence-X`; a subscribed socket is a live connection of the user
@@ -27,7 +40,7 @@
 //!
 //! - a socket is closed with the protocol's codes: `4001` unknown app key
 //!   (or an app a reload removed), `4004` an app over its connection quota
-//!   (`max_connections` of its limits, `config/pusher_limits.rs`),
+//!   (`max_connections` of its limits, `pusher/config/limits.rs`),
 //!   `4006` / `4007` / `4008` a bad, unsupported or missing `protocol`
 //!   version, `4100` over capacity (the server's socket bound, a client
 //!   too slow to read its queue, or whose ping still waits in it:
@@ -69,19 +82,19 @@
 //! **Between servers.** Events of the HTTP API, client events and
 //! `terminate_connections` go out once through the store's relay
 //! ([`herenow_core::Relay`]) and each server delivers them to its own
-//! sockets from its relay feed (`crate::pusher_hub`); a server whose feed
+//! sockets from its relay feed (`pusher::hub`); a server whose feed
 //! lagged closes its sockets with `4100` (reconnect after a while) rather
 //! than leave them missing events.
 //!
 //! Webhooks in Pusher's format (`--pusher-webhook`) are
-//! `crate::webhooks::pusher_format`'s: presence channels' occupancy and
+//! `webhook_format`'s: presence channels' occupancy and
 //! members come from the store's webhook outbox, where `socket`'s
 //! `client_event` keeps a client event, on the server whose socket sent
 //! it, before relaying it. **Occupancy of other channels**: each server holding a
 //! public, `private-` or `private-encrypted-` channel keeps one live
 //! connection of the guest named by the channel in the app's space
 //! `pusher-channels:{app_id}`, counting its sockets there
-//! (`crate::pusher_hub`'s occupancy), so the store's one member per guest
+//! (`pusher::hub`'s occupancy), so the store's one member per guest
 //! makes the guest's `join` the channel's `channel_occupied` and its
 //! `leave` `channel_vacated`, once across servers, counts and the channel
 //! list are the same on every server, and a dead server's hold expires by
@@ -89,24 +102,96 @@
 //!
 //! What is not served yet: cache channels.
 
-use crate::pusher_hub::frames;
+mod config;
 mod http;
+mod hub;
 mod sign;
 mod socket;
+mod webhook_format;
+
+use hub::frames;
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::routing::{get, post};
+use herenow_core::PresenceStore;
+use tokio_util::sync::CancellationToken;
 
-use crate::config::PusherApp;
-use crate::pusher_hub::Pusher;
+pub use config::{PusherApp, PusherAppLimits, PusherConfig, PusherConfigError, PusherWebhook};
+pub use hub::{AppsChange, Pusher};
 
-use crate::state::AppState;
+use crate::socket::Hub;
+use crate::watch::WatchHub;
+use crate::webhooks::Webhooks;
 
-/// The routes of the Pusher protocol, or none when `state` has no apps.
-pub fn router(state: &AppState) -> Router<AppState> {
-    if state.pusher().is_none() {
-        return Router::new();
+/// What the protocol's handlers use of the server, as the state of its
+/// routes: its own hub, and the server's store, sockets, watchers,
+/// webhooks and timing. The server's state makes it; this module does
+/// not know that state.
+#[derive(Clone)]
+pub struct PusherState(Arc<PusherParts>);
+
+/// The parts of a [`PusherState`].
+pub struct PusherParts {
+    /// The apps, channels and sockets of the protocol.
+    pub hub: Arc<Pusher>,
+    /// The store every handler talks to.
+    pub store: Arc<dyn PresenceStore>,
+    /// The server's WebSocket connections, of both protocols.
+    pub sockets: Arc<Hub>,
+    /// The watchers of users (a signed-in socket's `watchlist`).
+    pub watch: Arc<WatchHub>,
+    /// Where client events are kept for the apps' webhooks.
+    pub webhooks: Webhooks,
+    /// Cancelled when the server shuts down.
+    pub shutdown: CancellationToken,
+    /// The longest one store call may take.
+    pub request_timeout: Duration,
+}
+
+impl PusherState {
+    /// The routes' state of `parts`.
+    pub fn new(parts: PusherParts) -> Self {
+        Self(Arc::new(parts))
     }
+
+    pub(crate) fn pusher(&self) -> &Arc<Pusher> {
+        &self.0.hub
+    }
+
+    pub(crate) fn store(&self) -> &Arc<dyn PresenceStore> {
+        &self.0.store
+    }
+
+    pub(crate) fn ws(&self) -> &Hub {
+        &self.0.sockets
+    }
+
+    pub(crate) fn watch(&self) -> &Arc<WatchHub> {
+        &self.0.watch
+    }
+
+    pub(crate) fn webhooks(&self) -> &Webhooks {
+        &self.0.webhooks
+    }
+
+    pub(crate) fn shutdown_token(&self) -> &CancellationToken {
+        &self.0.shutdown
+    }
+
+    pub(crate) fn request_timeout(&self) -> Duration {
+        self.0.request_timeout
+    }
+}
+
+/// The routes of the Pusher protocol, or none when the server has no
+/// apps (`state` is `None`).
+pub fn router<S: Clone + Send + Sync + 'static>(state: Option<PusherState>) -> Router<S> {
+    let Some(state) = state else {
+        return Router::new();
+    };
     Router::new()
         .route("/app/{key}", get(socket::upgrade))
         .route("/apps/{app_id}/events", post(http::events))
@@ -118,6 +203,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
             "/apps/{app_id}/users/{user_id}/terminate_connections",
             post(http::terminate_connections),
         )
+        .with_state(state)
 }
 
 /// What kind of channel a name makes.

@@ -14,8 +14,6 @@ use herenow_core::ConnId;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::task::TaskTracker;
 
-use crate::config::Config;
-
 /// The WebSocket side of the server: the connection bound, the tracker
 /// every connection task runs under, connection ids, and the timing told
 /// to clients.
@@ -46,21 +44,20 @@ pub(crate) struct Liveness {
 }
 
 impl Hub {
-    /// A hub with the bounds and timing of `config`.
-    pub fn new(config: &Config) -> Self {
-        let max = config.max_ws_connections.max(1);
+    /// A hub for at most `max` connections (`--ws-max-connections`),
+    /// telling clients `ttl` and `ping` (`--ws-ttl`), probing them by
+    /// `liveness`.
+    pub(crate) fn new(max: usize, ttl: Duration, ping: Duration, liveness: Liveness) -> Self {
+        let max = max.max(1);
         Self {
             permits: Arc::new(Semaphore::new(max)),
             max,
             tracker: TaskTracker::new(),
             prefix: conn_prefix(),
             next: AtomicU64::new(1),
-            ttl: config.ws_ttl,
-            ping: config.ws_ping,
-            liveness: Liveness {
-                ping_interval: config.ping_interval,
-                pong_wait: config.pong_wait,
-            },
+            ttl,
+            ping,
+            liveness,
         }
     }
 
@@ -122,7 +119,12 @@ mod tests {
 
     #[test]
     fn connection_ids_are_valid_and_distinct() {
-        let hub = Hub::new(&Config::default());
+        let second = Duration::from_secs(1);
+        let liveness = Liveness {
+            ping_interval: second,
+            pong_wait: second,
+        };
+        let hub = Hub::new(8, second, second, liveness);
         let a = hub.next_conn();
         let b = hub.next_conn();
         assert_ne!(a, b);

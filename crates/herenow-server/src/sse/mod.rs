@@ -1,5 +1,5 @@
-//! Server-Sent Events: `GET /v1/spaces/{space}/events` here, and
-//! `POST /v1/watch` in [`watch`].
+//! Server-Sent Events: `GET /v1/spaces/{space}/events` (`POST /v1/watch`
+//! is `crate::watch`'s).
 //!
 //! A stream opens with one `snapshot` event (the members present, from
 //! `store.subscribe`, and the space's policy), then one event per change,
@@ -10,14 +10,12 @@
 //! and the stream goes on: a fresh snapshot is cheaper than replaying,
 //! and the reader catches up instead of being cut.
 //!
-//! Bounded: at most `max_event_streams` streams are open at once; one more
-//! is answered `503` with `Retry-After`. Every stream ends when the server
+//! Bounded: at most `max_event_streams` streams are open at once (both
+//! kinds, `crate::streams`); one more is answered `503` with
+//! `Retry-After`. Every stream ends when the server
 //! shuts down (axum's graceful shutdown would otherwise wait for it).
 
-pub mod watch_stream;
-
 use std::convert::Infallible;
-use std::time::Duration;
 
 use axum::extract::State;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
@@ -26,7 +24,6 @@ use std::sync::Arc;
 
 use herenow_core::{EventReceiver, PresenceStore, RecvError, SpaceName};
 use serde::Serialize;
-use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 
@@ -34,9 +31,7 @@ use crate::extract::SpacePath;
 use crate::problem::{ApiError, Problem};
 use crate::protocol::dto::{MemberDto, SpaceConfigDto};
 use crate::state::AppState;
-
-/// Time between keep-alive comments, so proxies keep idle streams open.
-pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+use crate::streams::{KEEP_ALIVE, Slot};
 
 /// The data of the first event of a stream.
 #[derive(Debug, Serialize, ToSchema)]
@@ -54,47 +49,6 @@ pub struct SnapshotData {
     /// everything the reader knew of the space (absent otherwise).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub resync: bool,
-}
-
-/// Frees the stream's slot and updates the gauge when the stream ends,
-/// however it ends (client gone, lag, shutdown).
-pub(crate) struct Slot {
-    permit: Option<OwnedSemaphorePermit>,
-    state: AppState,
-}
-
-impl Slot {
-    /// A place for one more stream; `503` while shutting down or when
-    /// every place is taken.
-    pub(crate) fn open(state: &AppState) -> Result<Slot, ApiError> {
-        if state.shutdown_token().is_cancelled() {
-            return Err(ApiError::unavailable(
-                "shutting-down",
-                "the server is shutting down",
-                1,
-            ));
-        }
-        let permit = state.try_stream_slot().ok_or_else(|| {
-            ApiError::unavailable(
-                "too-many-streams",
-                "the server has as many event streams open as it allows; retry later",
-                5,
-            )
-        })?;
-        Ok(Slot {
-            permit: Some(permit),
-            state: state.clone(),
-        })
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        drop(self.permit.take());
-        self.state
-            .metrics()
-            .sse_subscribers(self.state.open_streams());
-    }
 }
 
 enum Phase {
@@ -183,7 +137,7 @@ pub async fn events(
     SpacePath(space): SpacePath,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let stop = state.shutdown_token().clone();
-    let slot = Slot::open(&state)?;
+    let slot = state.streams().slot()?;
     let (data, events) = snapshot(state.store().as_ref(), &space, false).await?;
     let feed = Feed {
         phase: Phase::Snapshot(data),

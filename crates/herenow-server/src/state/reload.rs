@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use super::AppState;
 use crate::config::{Config, ConfigError, RedisLayout, StoreSpec};
-use crate::pusher_hub::AppsChange;
+use crate::pusher::AppsChange;
 use crate::webhooks::{StartError, WebhooksChange};
 
 /// What a reload changed, and what it left for a restart. `Display` is

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use super::*;
 
 fn tokens() -> Tokens {
-    Tokens::new(&TokenSecret::new(b"fuzz".repeat(8)).unwrap())
+    Tokens::new(&b"fuzz".repeat(8))
 }
 
 fn member() -> impl Strategy<Value = MemberKey> {

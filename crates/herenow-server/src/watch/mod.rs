@@ -1,6 +1,6 @@
 //! Watching a contact list: live status of any set of users, within a
-//! space or anywhere, for WebSocket clients (`watch`) and backends
-//! (`POST /v1/watch`).
+//! space or anywhere, for WebSocket clients (`watch`, and a Pusher
+//! socket's `watchlist`) and backends (`POST /v1/watch`, `stream`).
 //!
 //! The store does not know watchers. It feeds the server the changes of
 //! the users the server *follows* ([`herenow_core::follow`]); the
@@ -16,12 +16,19 @@
 //! sends a `status` only when the status changed. A watcher whose queue
 //! overflows, or any watcher when the store's feed lags, reads everything
 //! again and sends a fresh picture: it catches up instead of being cut.
+//!
+//! Each protocol's socket turns a watcher's `Out` into its own frames
+//! (`crate::ws`'s session, `crate::pusher`'s signed-in sockets);
+//! `stream` serves it as Server-Sent Events, over the [`WatchState`] the
+//! server's state hands it.
 
 pub(crate) mod registry;
+pub(crate) mod stream;
 mod watching;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use herenow_core::limits::MAX_BATCH;
 use herenow_core::{
@@ -32,7 +39,8 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::protocol::dto::StatusDto;
-use crate::protocol::watch_shapes::{WatchScope, WatchedUser};
+use crate::protocol::watch_shapes::WatchedUser;
+use crate::streams::Streams;
 use registry::{Note, Registry};
 pub(crate) use watching::{Out, Policy, WatchError, Watching};
 
@@ -50,6 +58,37 @@ pub mod limits {
     pub const NOTE_QUEUE: usize = 1_024;
     /// Changes the dispatcher takes from the feed before it reads states.
     pub const DISPATCH_BATCH: usize = 1_024;
+}
+
+/// Where a watch looks: one space, or every space.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum WatchScope {
+    /// Presence within this space.
+    Space(SpaceName),
+    /// Presence anywhere: online if online in any space.
+    Anywhere,
+}
+
+impl WatchScope {
+    /// The space, or `None` for anywhere, as the wire says it.
+    pub fn space(&self) -> Option<&SpaceName> {
+        match self {
+            WatchScope::Space(s) => Some(s),
+            WatchScope::Anywhere => None,
+        }
+    }
+}
+
+/// What `POST /v1/watch` uses of the server, as its handler's state: the
+/// hub, the event streams' bound, the request timeout and the shutdown.
+/// The server's state makes it (`FromRef`); nothing here names that
+/// state.
+#[derive(Clone)]
+pub struct WatchState {
+    pub(crate) hub: Arc<WatchHub>,
+    pub(crate) streams: Streams,
+    pub(crate) request_timeout: Duration,
+    pub(crate) shutdown: CancellationToken,
 }
 
 /// The server's watchers and the task that feeds them.

@@ -16,8 +16,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use herenow_core::MemberId;
 use tokio::sync::mpsc;
 
+use super::WatchScope;
 use super::limits::{MAX_WATCH_PAIRS, MAX_WATCHERS_PER_USER};
-use crate::protocol::watch_shapes::{WatchScope, WatchedUser};
+use crate::protocol::watch_shapes::WatchedUser;
 
 /// A watcher's id, unique within the server's life.
 pub(crate) type WatcherId = u64;

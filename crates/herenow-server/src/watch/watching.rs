@@ -14,11 +14,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use herenow_core::{MemberId, limits::MAX_BATCH};
 use tokio::sync::mpsc;
 
+use super::WatchScope;
 use super::limits::{MAX_WATCHED, NOTE_QUEUE};
 use super::registry::{Full, Note, WatcherId};
 use super::{Hints, WatchHub, read_states, visible_space};
 use crate::protocol::dto::StatusDto;
-use crate::protocol::watch_shapes::{WatchScope, WatchedUser};
+use crate::protocol::watch_shapes::WatchedUser;
 use crate::token::Spaces;
 
 /// What a watcher may watch and be told.

@@ -11,7 +11,6 @@ use reqwest::Url;
 use sha2::{Digest, Sha256};
 
 use super::allow::SpaceWebhookAllow;
-use super::pusher_format::occupancy_space;
 use super::sign::{PusherSigner, Secret, SecretError, Signer};
 
 /// Most endpoints one server delivers to: each has a queue and a task.
@@ -283,7 +282,17 @@ pub struct PusherTarget {
     /// What the app's presence spaces' names begin with
     /// (`PusherApp::space_prefix`): only those spaces' events go there.
     pub space_prefix: String,
+    /// The app's occupancy space: its public and private channels'
+    /// events go there too.
+    pub occupancy_space: String,
+    /// Pusher's webhook format, which the Pusher protocol's module
+    /// writes.
+    pub format: EventFormat,
 }
+
+/// How an endpoint that takes another service's format writes an outbox
+/// event: `None` for what that format does not tell.
+pub type EventFormat = fn(&herenow_core::outbox::OutboxEvent) -> Option<Vec<u8>>;
 
 impl std::fmt::Debug for PusherTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -299,8 +308,8 @@ impl std::fmt::Debug for PusherTarget {
 impl PusherTarget {
     /// The endpoint it delivers to, named `pusher:INDEX:APP:HOST` in
     /// metrics and `GET /v1/webhooks`, wanting the app's presence
-    /// channels' joins, leaves and occupancy, and its occupancy space's
-    /// (`pusher_format::occupancy_space`), and their messages (client
+    /// channels' joins, leaves and occupancy, and its occupancy space's,
+    /// and their messages (client
     /// events) if it asked for client events.
     pub fn endpoint(&self, index: usize) -> Endpoint {
         let mut filter = Filter::of_kinds(&PUSHER_KINDS);
@@ -311,7 +320,7 @@ impl PusherTarget {
             SpaceGlob::new(g).unwrap_or_else(|_| unreachable!("a glob of space name characters"))
         };
         filter.spaces = Some(glob(&format!("{}presence-*", self.space_prefix)));
-        filter.or_spaces = Some(glob(&occupancy_space(&self.app_id)));
+        filter.or_spaces = Some(glob(&self.occupancy_space));
         Endpoint {
             name: format!(
                 "pusher:{index}:{}:{}",

@@ -49,11 +49,11 @@ impl Live {
             .iter()
             .map(|e| Configured {
                 endpoint: e.clone(),
-                pusher: false,
+                format: None,
             })
             .chain(config.pusher.iter().enumerate().map(|(i, t)| Configured {
                 endpoint: t.endpoint(i),
-                pusher: true,
+                format: Some(t.format),
             }))
             .collect();
         let states = endpoints
@@ -63,7 +63,9 @@ impl Live {
                     old.endpoints
                         .iter()
                         .zip(&old.states)
-                        .find(|(o, _)| o.pusher == c.pusher && o.endpoint == c.endpoint)
+                        .find(|(o, _)| {
+                            o.format.is_some() == c.format.is_some() && o.endpoint == c.endpoint
+                        })
                         .map(|(_, s)| s.clone())
                 });
                 kept.unwrap_or_else(|| {
@@ -124,7 +126,7 @@ pub(super) fn routes(
             kit.tracker.spawn(lane.run(rx));
             Route {
                 filter: endpoint.filter.clone(),
-                pusher: configured.pusher,
+                format: configured.format,
                 tx,
                 state: state.clone(),
             }

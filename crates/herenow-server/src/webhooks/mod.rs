@@ -25,10 +25,11 @@
 //!   own network unless `--space-webhook-allow` says so), checked when
 //!   they are set and by the resolver of the client that delivers to
 //!   them;
-//! - `pusher_format`: endpoints that get presence channels' events in
-//!   Pusher's format (`--pusher-webhook`), delivered by lanes like the
-//!   operator's, and the client events Pusher sockets send, which
-//!   [`Webhooks::pusher_client_event`] keeps in the outbox as messages;
+//! - Pusher apps' endpoints (`--pusher-webhook`, [`PusherTarget`]) are
+//!   delivered by lanes like the operator's, each event written in the
+//!   [`EventFormat`] the target brings (the Pusher protocol's module
+//!   writes it, and keeps the client events its sockets send in the
+//!   outbox as messages, [`Webhooks::keep_message`]);
 //! - `endpoint` is the configuration and its filter, `sign` the
 //!   signatures, `wire` the body and headers, `state` the numbers
 //!   `GET /v1/webhooks` and `/metrics` show;
@@ -51,7 +52,6 @@ pub mod allow;
 pub mod deliver;
 pub mod endpoint;
 mod live;
-pub mod pusher_format;
 pub mod sign;
 pub mod space;
 pub mod state;
@@ -74,7 +74,7 @@ use utoipa::ToSchema;
 
 pub use allow::{AllowError, SpaceWebhookAllow};
 pub use deliver::Attempt;
-pub use endpoint::{Endpoint, WebhookConfig, WebhookError};
+pub use endpoint::{Endpoint, EventFormat, WebhookConfig, WebhookError};
 pub use live::WebhooksChange;
 pub use sign::Secret;
 
@@ -82,7 +82,6 @@ use crate::metrics::Metrics;
 use deliver::{Queued, RetryPolicy};
 use endpoint::Filter;
 use live::{LaneKit, Live};
-use pusher_format::ClientEvent;
 use space::{LaneSender, Launch, SpaceRoutes};
 use state::{EndpointState, EndpointView, InFlight, OutboxView};
 
@@ -168,37 +167,21 @@ impl Webhooks {
         !self.0.live.load().endpoints.is_empty()
     }
 
-    /// A Pusher socket sent a client event: kept in the store's outbox
-    /// when a `--pusher-webhook` of its app asks for client events (else
-    /// nothing happens), so that one server delivers it once, after a
-    /// restart too. It is a message of `presence`, the presence channel's
-    /// space (in order with the channel's members), or of the app's
-    /// occupancy space for a private channel.
-    pub async fn pusher_client_event(
-        &self,
-        event: &ClientEvent<'_>,
-        presence: Option<&SpaceName>,
-    ) -> herenow_core::Result<()> {
-        let wanted = self
-            .0
+    /// Whether a `--pusher-webhook` of app `app_id` asks for its client
+    /// events.
+    pub fn wants_client_events(&self, app_id: &str) -> bool {
+        self.0
             .live
             .load()
             .pusher
             .iter()
-            .any(|t| t.app_id == event.app_id && t.client_events);
-        if !wanted {
-            return Ok(());
-        }
-        let occupancy;
-        let space = match presence {
-            Some(space) => space,
-            None => {
-                occupancy = SpaceName::new(&pusher_format::occupancy_space(event.app_id))?;
-                &occupancy
-            }
-        };
-        let body = pusher_format::client_event_json(event);
-        let body = std::str::from_utf8(&body).expect("serde_json writes UTF-8");
+            .any(|t| t.app_id == app_id && t.client_events)
+    }
+
+    /// Keeps `body` in the store's outbox as a message of `space`, so
+    /// that one server delivers it once to the endpoints that take
+    /// messages, after a restart too.
+    pub async fn keep_message(&self, space: &SpaceName, body: &str) -> herenow_core::Result<()> {
         self.0.outbox()?.outbox_message(space, body).await?;
         Ok(())
     }
@@ -376,8 +359,8 @@ pub struct WebhooksView {
 /// An endpoint as the claim loop sees it.
 struct Route {
     filter: Filter,
-    /// Whether it takes Pusher's format (`--pusher-webhook`).
-    pusher: bool,
+    /// The format it takes when not herenow's (`--pusher-webhook`).
+    format: Option<EventFormat>,
     tx: mpsc::Sender<Arc<Queued>>,
     state: Arc<EndpointState>,
 }
@@ -385,7 +368,8 @@ struct Route {
 /// An endpoint as configured: the operator's, or a Pusher app's.
 struct Configured {
     endpoint: Endpoint,
-    pusher: bool,
+    /// The format it takes when not herenow's.
+    format: Option<EventFormat>,
 }
 
 /// The claim loop's lanes to the configured endpoints, and what it needs
@@ -591,31 +575,23 @@ fn route(
         return;
     }
     let mut targets: Vec<LaneSender> = Vec::new();
-    let mut pushers: Vec<LaneSender> = Vec::new();
+    let mut foreign: Vec<(Vec<u8>, LaneSender)> = Vec::new();
     for r in routes.iter().filter(|r| r.filter.wants(&event)) {
         let target = LaneSender {
             tx: r.tx.clone(),
             state: r.state.clone(),
         };
-        if r.pusher {
-            pushers.push(target);
-        } else {
-            targets.push(target);
+        match r.format {
+            // What its format does not tell (Pusher's: a guest) goes
+            // nowhere.
+            Some(format) => foreign.extend(format(&event).map(|json| (json, target))),
+            None => targets.push(target),
         }
-    }
-    // What Pusher does not tell (a guest) goes to no Pusher endpoint.
-    let pusher_json = if pushers.is_empty() {
-        None
-    } else {
-        pusher_format::event_json(&event)
-    };
-    if pusher_json.is_none() {
-        pushers.clear();
     }
     targets.extend(spaces.targets(&event));
     shared.in_flight.hold(
         event.id.clone(),
-        u32::try_from(targets.len() + pushers.len()).unwrap_or(u32::MAX),
+        u32::try_from(targets.len() + foreign.len()).unwrap_or(u32::MAX),
     );
     let queue = |targets: &[LaneSender], json: Vec<u8>| {
         let queued = Arc::new(Queued {
@@ -629,8 +605,8 @@ fn route(
             }
         }
     };
-    if let Some(json) = pusher_json {
-        queue(&pushers, json);
+    for (json, target) in foreign {
+        queue(std::slice::from_ref(&target), json);
     }
     if !targets.is_empty() {
         queue(&targets, wire::event_json(&event));

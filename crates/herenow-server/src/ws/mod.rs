@@ -32,9 +32,9 @@ mod msg;
 mod send_queue;
 mod session;
 mod session_presence;
-mod session_watch;
 mod subscriptions;
 mod timers;
+mod watch;
 
 use axum::Router;
 use axum::extract::{Request, State};

@@ -19,8 +19,8 @@ use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use crate::problem::Explained;
+use crate::pusher::PusherState;
 use crate::pusher::{Pusher, PusherApp, sign};
-use crate::state::AppState;
 
 /// How far `auth_timestamp` may be from the server's clock, in seconds.
 pub(crate) const MAX_SKEW_S: u64 = 600;
@@ -208,16 +208,6 @@ fn verify(
     Ok((app, params))
 }
 
-/// The Pusher side, which the router is only built with.
-fn pusher(state: &AppState) -> Result<&Arc<Pusher>, Refusal> {
-    state.pusher().ok_or_else(|| {
-        Refusal(
-            StatusCode::NOT_FOUND,
-            "this server serves no Pusher apps".into(),
-        )
-    })
-}
-
 /// Reads the body, up to [`MAX_BODY`].
 async fn read_body(body: axum::body::Body) -> Result<Bytes, Refusal> {
     axum::body::to_bytes(body, MAX_BODY).await.map_err(|e| {
@@ -260,11 +250,11 @@ impl Signed {
     }
 }
 
-impl FromRequest<AppState> for Signed {
+impl FromRequest<PusherState> for Signed {
     type Rejection = Refusal;
 
-    async fn from_request(req: Request, state: &AppState) -> Result<Self, Refusal> {
-        let pusher = pusher(state)?.clone();
+    async fn from_request(req: Request, state: &PusherState) -> Result<Self, Refusal> {
+        let pusher = state.pusher().clone();
         let (mut parts, body) = req.into_parts();
         let path: Vec<(String, String)> = RawPathParams::from_request_parts(&mut parts, state)
             .await

@@ -3,10 +3,10 @@
 
 use tokio::time::Instant;
 
-use super::super::frames::{self, Incoming};
 use super::super::{ChannelKind, sign};
 use super::{MAX_CHANNELS, MAX_EVENT_NAME, Session, code};
-use crate::pusher_hub::{Relayed, Subscriber};
+use crate::pusher::frames::{self, Incoming};
+use crate::pusher::hub::{Relayed, Subscriber};
 
 impl Session {
     /// `pusher:subscribe`.
@@ -190,7 +190,7 @@ impl Session {
         // events), by the server whose socket sent it: once across
         // servers. A client told to try again may make a webhook twice,
         // never none for an event relayed.
-        let event = crate::webhooks::pusher_format::ClientEvent {
+        let event = crate::pusher::webhook_format::ClientEvent {
             app_id: &self.app.id,
             channel,
             event: &msg.event,
@@ -200,10 +200,7 @@ impl Session {
         };
         let hooks = self.state.webhooks();
         let presence = self.memberships.get(channel).map(|p| &p.space);
-        if let Err(e) = self
-            .store_call(hooks.pusher_client_event(&event, presence))
-            .await
-        {
+        if let Err(e) = self.store_call(event.keep_for(hooks, presence)).await {
             tracing::warn!(error = %e, "a client event could not be kept for webhooks");
             self.reply(frames::error(None, rejected));
             return;

@@ -11,12 +11,12 @@
 //! channel's space (`herenow_core::conn`), refreshed while the socket
 //! lives, detached when it ends or unsubscribes; its roster and member
 //! events come from the channel's feed on this server
-//! (`crate::pusher_hub`'s members), which reads the space's events from
+//! (`pusher::hub`'s members), which reads the space's events from
 //! the store once for all its sockets. The subscriber's own user is in
 //! its roster from the start, so the events of its own presence are not
 //! sent to it. A public or private
 //! channel is held by one live connection per server, which counts its
-//! sockets there (`crate::pusher_hub`'s occupancy), written before the
+//! sockets there (`pusher::hub`'s occupancy), written before the
 //! socket is told it subscribed and after it leaves.
 //!
 //! **Lag.** A member event that does not fit the queue is not dropped
@@ -26,13 +26,13 @@
 //! always ends with the exact roster. Only a client whose queue stays
 //! full for [`MAX_STALL`] (or the WebSocket TTL, if shorter) is closed
 //! (`4100`). An app event or client event that does not fit closes the
-//! socket with `4100` at once (see `crate::pusher_hub`'s channels): it
+//! socket with `4100` at once (see `pusher::hub`'s channels): it
 //! cannot be recovered from a roster. A socket whose writer has ended
 //! (the client left, a write failed) ends its session at once: no roster
 //! is owed to it.
 //!
 //! **Between servers.** Client events go out through the store's relay
-//! (`crate::pusher_hub`) and reach every server's subscribers from its
+//! (`pusher::hub`) and reach every server's subscribers from its
 //! feed; a socket is served only once its server reads the feed, so an
 //! event relayed after `pusher:connection_established` reaches it.
 //!
@@ -59,9 +59,9 @@ use self::channels::Bucket;
 use self::user::{SignedIn, Watchlist};
 use super::frames;
 use super::{ChannelKind, Pusher, PusherApp};
-use crate::pusher_hub::{Ender, QUEUE, RESERVE};
+use crate::pusher::PusherState;
+use crate::pusher::hub::{Ender, QUEUE, RESERVE};
 use crate::socket::{self, Inlet, Out, Protocol, Ws, drive};
-use crate::state::AppState;
 use crate::watch::registry::Note;
 
 /// The largest frame a client may send; a larger one closes the socket
@@ -144,15 +144,14 @@ pub(super) fn is_socket_conn(conn: &str) -> bool {
 /// the protocol's close codes, which clients act on, rather than an HTTP
 /// status they cannot read.
 pub(super) async fn upgrade(
-    State(state): State<AppState>,
+    State(state): State<PusherState>,
     Path(key): Path<String>,
     RawQuery(query): RawQuery,
     request: Request,
 ) -> Response {
     let mut refusal = refusal(&state, &key, query.as_deref());
-    let app = state
-        .pusher()
-        .and_then(|p| p.by_key(&key).map(|app| (p.clone(), app)));
+    let pusher = state.pusher();
+    let app = pusher.by_key(&key).map(|app| (pusher.clone(), app));
     // The app's place in its quota, held while the socket lives.
     let slot = match (&refusal, &app) {
         (None, Some((pusher, app))) => {
@@ -190,11 +189,11 @@ pub(super) async fn upgrade(
 }
 
 /// Why a socket is closed at once, if it is.
-fn refusal(state: &AppState, key: &str, query: Option<&str>) -> Option<(u16, &'static str)> {
+fn refusal(state: &PusherState, key: &str, query: Option<&str>) -> Option<(u16, &'static str)> {
     if state.shutdown_token().is_cancelled() {
         return Some((close::RECONNECT, "the server is shutting down"));
     }
-    if state.pusher().is_none_or(|p| p.by_key(key).is_none()) {
+    if state.pusher().by_key(key).is_none() {
         return Some((close::UNKNOWN_APP, "App key not in this server's apps"));
     }
     let protocol = query.and_then(|q| {
@@ -219,7 +218,7 @@ async fn refuse(socket: Ws, code: u16, reason: &str) {
 }
 
 /// Runs one socket to its end.
-async fn run(socket: Ws, state: AppState, pusher: Arc<Pusher>, app: Arc<PusherApp>) {
+async fn run(socket: Ws, state: PusherState, pusher: Arc<Pusher>, app: Arc<PusherApp>) {
     socket::run(socket, QUEUE + RESERVE, move |stream, inlet| async move {
         let number = pusher.next_socket();
         let socket_id: Arc<str> = Arc::from(pusher.socket_id(number));
@@ -263,7 +262,7 @@ struct LiveMembership {
 
 /// One socket.
 struct Session {
-    state: AppState,
+    state: PusherState,
     pusher: Arc<Pusher>,
     /// The app's settings as last looked up ([`Session::current_app`]).
     app: Arc<PusherApp>,

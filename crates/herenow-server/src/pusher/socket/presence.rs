@@ -1,6 +1,6 @@
 //! A socket's presence channels: each a live connection of its member in
 //! the channel's space, refreshed while the socket lives; its roster and
-//! member events from the channel's feed (`crate::pusher_hub`'s
+//! member events from the channel's feed (`pusher::hub`'s
 //! members). And the
 //! occupancy of its public and private channels, for webhooks: each a
 //! live connection of the channel's guest in the app's occupancy space.
@@ -13,7 +13,7 @@ use herenow_core::{
 
 use super::super::{ChannelKind, frames};
 use super::{LiveMembership, MAX_STALL, Session};
-use crate::pusher_hub::{JoinError, Listener, OccupancyWrites};
+use crate::pusher::hub::{JoinError, Listener, OccupancyWrites};
 
 impl Session {
     /// Subscribes to a presence channel: the member's connection in the
@@ -105,7 +105,7 @@ impl Session {
     /// Writes this server's count of `channel` (a public or private
     /// channel) after this socket joined or left it, so counts, the channel
     /// list and `channel_occupied` / `channel_vacated` are the same on every
-    /// server (`crate::pusher_hub`'s occupancy). Waited for, never failing:
+    /// server (`pusher::hub`'s occupancy). Waited for, never failing:
     /// a write that failed is tried again at the next refresh.
     pub(super) async fn sync_occupancy(&self, channel: &str) {
         let (_, refresh_every) = self.state.ws().timing();

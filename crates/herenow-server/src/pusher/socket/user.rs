@@ -17,13 +17,14 @@ use herenow_core::{Attach, MemberId, MemberKey, Metadata, SpaceName};
 use serde_json::json;
 use tokio::time::timeout;
 
-use super::super::frames::{self, Incoming};
 use super::super::{USER_CHANNEL, sign};
 use super::presence::attach_live;
 use super::{LiveMembership, Session, close};
 use crate::protocol::dto::StatusDto;
-use crate::protocol::watch_shapes::{WatchScope, WatchedUser};
-use crate::pusher_hub::Subscriber;
+use crate::protocol::watch_shapes::WatchedUser;
+use crate::pusher::frames::{self, Incoming};
+use crate::pusher::hub::Subscriber;
+use crate::watch::WatchScope;
 use crate::watch::registry::Note;
 use crate::watch::{Out as WatchOut, Policy, Watching};
 

@@ -12,7 +12,6 @@ mod ping;
 mod subscribe;
 mod unsubscribe;
 mod update;
-mod watch;
 
 use herenow_core::Metadata;
 

@@ -1,17 +1,20 @@
-//! The watch of one connection (`watch`, `unwatch`, and the notes of
-//! [`crate::watch`]) as the session runs it: its messages go through the
-//! send queue's watch lane, which lags as a whole and catches up with a fresh
+//! The watch of one connection as the session runs it (the protocol's
+//! side of [`crate::watch`]): the `watch` and `unwatch` messages checked,
+//! the watcher's notes turned into messages. They go through the send
+//! queue's watch lane, which lags as a whole and catches up with a fresh
 //! picture (`resync`) once there is room.
 
-use herenow_core::{MemberId, MemberKind};
+use herenow_core::{InvalidInput, MemberId, MemberKind};
 use tokio::time::timeout;
 
+use super::limits::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 use super::session::Session;
 use crate::protocol::dto::WatchGrant;
-use crate::protocol::watch_shapes::{WatchScope, WatchedUser, WatchingPage};
-use crate::protocol::ws::{Ref, ServerMessage, WsError};
+use crate::protocol::watch_shapes::{WatchedUser, WatchingPage};
+use crate::protocol::ws::{Ref, ServerMessage, Unwatch, Watch, WsError};
+use crate::watch::limits::MAX_WATCHED;
 use crate::watch::registry::Note;
-use crate::watch::{Out, Policy, WatchError, Watching};
+use crate::watch::{Out, Policy, WatchError, WatchScope, Watching};
 
 impl Session {
     /// Watches `users` (and with `friends` the token's user's friend set)
@@ -196,4 +199,61 @@ fn timed_out() -> WsError {
         "timeout",
         "the store took longer than the server's request timeout",
     )
+}
+
+impl Watch {
+    /// Checks the ids, the space (allowed by the token) and the page size,
+    /// then watches: the `watching` pages follow at once.
+    pub(in crate::ws) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {
+        let users = user_ids(self.users)?;
+        if users.is_empty() && !self.friends && !self.replace {
+            return Err(WsError::bad_message(
+                "watch names users, or friends: true (or replace: true to watch nobody)",
+            ));
+        }
+        let scope = match self.space {
+            Some(name) => WatchScope::Space(s.allowed_space(&name)?),
+            None => WatchScope::Anywhere,
+        };
+        let page_size = match self.page_size {
+            None => DEFAULT_PAGE_SIZE,
+            Some(n) if (1..=MAX_PAGE_SIZE as u64).contains(&n) => n as usize,
+            Some(n) => {
+                return Err(InvalidInput::LimitOutOfRange {
+                    got: i64::try_from(n).unwrap_or(i64::MAX),
+                    max: MAX_PAGE_SIZE,
+                }
+                .into());
+            }
+        };
+        s.watch(scope, users, self.friends, self.replace, page_size, r)
+            .await
+    }
+}
+
+impl Unwatch {
+    /// Stops watching the users named, or everyone; `ok`.
+    pub(in crate::ws) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {
+        let users = self.users.map(user_ids).transpose()?;
+        s.unwatch(users).await?;
+        s.ok(r);
+        Ok(())
+    }
+}
+
+/// Checks a list of user ids: at most [`MAX_WATCHED`], each a valid id
+/// (repeats are harmless).
+fn user_ids(ids: Vec<String>) -> Result<Vec<MemberId>, WsError> {
+    if ids.len() > MAX_WATCHED {
+        return Err(WsError::new(
+            "too-many-watched",
+            format!(
+                "a connection watches at most {MAX_WATCHED} users; the message names {}",
+                ids.len()
+            ),
+        ));
+    }
+    ids.iter()
+        .map(|id| MemberId::new(id).map_err(WsError::from))
+        .collect()
 }

@@ -16,13 +16,13 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 
-use super::{KEEP_ALIVE, Slot};
+use super::WatchScope;
+use super::limits::MAX_WATCHED;
+use super::{Out, Policy, WatchError, WatchState, Watching};
 use crate::extract::JsonBody;
 use crate::problem::{ApiError, Problem};
-use crate::protocol::watch_shapes::{UnwatchedData, WatchScope, WatchedUser, WatchingPage};
-use crate::state::AppState;
-use crate::watch::limits::MAX_WATCHED;
-use crate::watch::{Out, Policy, WatchError, Watching};
+use crate::protocol::watch_shapes::{UnwatchedData, WatchedUser, WatchingPage};
+use crate::streams::{KEEP_ALIVE, Slot};
 
 /// Users per `watching` event.
 const PAGE: usize = 500;
@@ -187,7 +187,7 @@ async fn next(mut feed: Feed) -> Option<(Result<SseEvent, Infallible>, Feed)> {
     ),
 )]
 pub async fn watch(
-    State(state): State<AppState>,
+    State(state): State<WatchState>,
     body: JsonBody,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let req: WatchRequest = body.parse()?;
@@ -207,20 +207,20 @@ pub async fn watch(
         ));
     }
     let req = req.check()?;
-    let slot = Slot::open(&state)?;
+    let slot = state.streams.slot()?;
     let scope = req.space.map_or(WatchScope::Anywhere, WatchScope::Space);
     let policy = Policy {
         friends_only: false,
         spaces: None,
         owner: req.friends_of.clone(),
     };
-    let hub = state.watch().clone();
+    let hub = state.hub.clone();
     let call = async {
         let mut w = Watching::open(&hub, scope, policy).await?;
         let users = w.watch(req.users, req.friends_of.is_some()).await?;
         Ok::<_, WatchError>((w, users))
     };
-    let (watching, users) = match tokio::time::timeout(state.request_timeout(), call).await {
+    let (watching, users) = match tokio::time::timeout(state.request_timeout, call).await {
         Ok(r) => r.map_err(api_error)?,
         Err(_) => {
             return Err(ApiError::unavailable(
@@ -233,7 +233,7 @@ pub async fn watch(
     let mut feed = Feed {
         watching,
         pending: VecDeque::new(),
-        stop: state.shutdown_token().child_token(),
+        stop: state.shutdown.child_token(),
         _slot: slot,
     };
     feed.pages(users, false);

@@ -6,11 +6,10 @@
 //! relay between servers
 //! (`relayed`): every event goes out through the store's
 //! [`Relay`](herenow_core::Relay) and comes back to each server from its
-//! feed, read by one task per server. A leaf: [`AppState`] holds it, and
-//! the protocol's handlers (`crate::pusher`) reach it through the state,
-//! as both protocols' sockets reach [`crate::socket`]'s hub.
-//!
-//! [`AppState`]: crate::AppState
+//! feed, read by one task per server. The server's state holds it (for a
+//! reload) and hands it to the protocol's handlers in their
+//! [`PusherState`](super::PusherState), as both protocols' sockets reach
+//! [`crate::socket`]'s hub.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,7 +20,7 @@ use herenow_core::{PresenceStore, RecvError};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{PusherApp, PusherConfig};
+use crate::pusher::config::{PusherApp, PusherConfig};
 
 mod apps;
 mod channels;

@@ -50,7 +50,7 @@ const RESUBSCRIBE_MAX: Duration = Duration::from_secs(1);
 
 /// A socket as a feed sees it.
 pub(crate) struct Listener {
-    /// The socket's number (`crate::pusher_hub::Sockets`).
+    /// The socket's number (`crate::pusher::hub::Sockets`).
     pub(crate) number: u64,
     /// Its member: the events of its own user are not sent to it.
     pub(crate) member: MemberKey,

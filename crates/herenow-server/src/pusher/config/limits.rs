@@ -17,7 +17,7 @@
 
 use std::fmt;
 
-use super::pusher_apps::{PusherApp, PusherConfig, PusherConfigError};
+use super::{PusherApp, PusherConfig, PusherConfigError};
 
 /// One limit an app sets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,9 +5,12 @@ use std::fmt;
 
 use reqwest::Url;
 
+use super::webhook_format::occupancy_space;
 use crate::webhooks::endpoint::PusherTarget;
 use crate::webhooks::endpoint::parse_url;
-use crate::webhooks::pusher_format::occupancy_space;
+
+mod limits;
+pub use limits::PusherAppLimits;
 
 /// The default cap on the members of one presence channel (Pusher's own
 /// is 100).
@@ -238,6 +241,8 @@ impl PusherConfig {
                         url: hook.url.clone(),
                         client_events: self.webhook_client_events,
                         space_prefix: app.space_prefix.clone(),
+                        occupancy_space: app.occupancy_space(),
+                        format: super::webhook_format::event_json,
                     });
                 }
             }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::Pusher;
-use crate::config::{PusherApp, PusherConfig};
+use crate::pusher::config::{PusherApp, PusherConfig};
 
 /// The close of a removed app's sockets: Pusher's "application does not
 /// exist", after which clients do not reconnect.

@@ -30,10 +30,12 @@
 //! presence channel's space, or in the app's occupancy space for a
 //! private channel.
 
-use herenow_core::MemberKind;
 use herenow_core::outbox::{OutboxEvent, OutboxKind};
+use herenow_core::{MemberKind, SpaceName};
 use serde::Serialize;
 use serde_json::value::RawValue;
+
+use crate::webhooks::Webhooks;
 
 /// What begins every presence channel's name (and so its space's).
 pub const PRESENCE_PREFIX: &str = "presence-";
@@ -45,7 +47,7 @@ pub const OCCUPANCY_PREFIX: &str = "pusher-channels:";
 /// `private-encrypted-` channels: one guest per channel, named by it, with
 /// a live connection per server holding it (an app id is 1 to 64 letters,
 /// digits, `-` and `_`, so the name is a valid space name), its metadata
-/// the server's count of subscriptions (`crate::pusher_hub`'s occupancy).
+/// the server's count of subscriptions (`pusher::hub`'s occupancy).
 pub fn occupancy_space(app_id: &str) -> String {
     format!("{OCCUPANCY_PREFIX}{app_id}")
 }
@@ -140,6 +142,35 @@ pub struct ClientEvent<'a> {
     pub user_id: Option<&'a str>,
 }
 
+impl ClientEvent<'_> {
+    /// Keeps it in the store's outbox when a `--pusher-webhook` of its app
+    /// asks for client events (else nothing happens), so that one server
+    /// delivers it once, after a restart too. It is a message of
+    /// `presence`, the presence channel's space (in order with the
+    /// channel's members), or of the app's occupancy space for a private
+    /// channel.
+    pub async fn keep_for(
+        &self,
+        hooks: &Webhooks,
+        presence: Option<&SpaceName>,
+    ) -> herenow_core::Result<()> {
+        if !hooks.wants_client_events(self.app_id) {
+            return Ok(());
+        }
+        let occupancy;
+        let space = match presence {
+            Some(space) => space,
+            None => {
+                occupancy = SpaceName::new(&occupancy_space(self.app_id))?;
+                &occupancy
+            }
+        };
+        let body = client_event_json(self);
+        let body = std::str::from_utf8(&body).expect("serde_json writes UTF-8");
+        hooks.keep_message(space, body).await
+    }
+}
+
 #[derive(Serialize)]
 struct ClientEventJson<'a> {
     name: &'static str,
@@ -178,7 +209,7 @@ mod tests {
     use crate::webhooks::endpoint::PusherTarget;
     use crate::webhooks::sign::Signer;
     use crate::webhooks::wire::Batch;
-    use herenow_core::{MemberId, MemberKey, SpaceName};
+    use herenow_core::{MemberId, MemberKey};
     use reqwest::Url;
 
     fn event(space: &str, kind: OutboxKind, member: Option<MemberKey>) -> OutboxEvent {
@@ -313,6 +344,8 @@ mod tests {
             url: Url::parse("http://hooks.example.com/pusher").unwrap(),
             client_events: true,
             space_prefix: String::new(),
+            occupancy_space: occupancy_space("42"),
+            format: event_json,
         };
         assert!(!format!("{target:?}").contains("app-secret-1"));
         let endpoint = target.endpoint(3);
@@ -341,6 +374,7 @@ mod tests {
         let second = PusherTarget {
             app_id: "7".into(),
             space_prefix: "7:".into(),
+            occupancy_space: occupancy_space("7"),
             ..target.clone()
         }
         .endpoint(4);
