@@ -189,9 +189,10 @@ impl Backend {
             needs.push(("--webhook-secret", Capability::SpaceWebhooks));
         }
         // A presence channel's members are the live connections of its
-        // sockets.
+        // sockets; events reach every server's sockets through the relay.
         if config.pusher.is_enabled() {
             needs.push(("--pusher-app", Capability::LiveConnections));
+            needs.push(("--pusher-app", Capability::Relay));
         }
         if !config.pusher.webhooks.is_empty() {
             needs.push(("--pusher-webhook", Capability::WebhookOutbox));

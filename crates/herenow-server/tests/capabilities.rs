@@ -88,18 +88,32 @@ fn issue_35_flags_that_need_a_missing_capability_are_refused_at_start() {
     }
 }
 
-/// The memory store's live connections, without its webhook outbox: a
-/// store that serves Pusher's sockets but keeps no events for webhooks.
+/// The memory store's live connections and relay, without its webhook
+/// outbox: a store that serves Pusher's sockets but keeps no events for
+/// webhooks.
 struct LiveOnly(Arc<MemoryStore>);
 
 store_over_memory!(LiveOnly, "live-only", {
     fn live_connections(&self) -> Option<&dyn herenow_core::LiveConnections> {
         self.0.live_connections()
     }
+    fn relay(&self) -> Option<&dyn herenow_core::Relay> {
+        self.0.relay()
+    }
+});
+
+/// Live connections without a relay: one server's sockets could not
+/// reach another's.
+struct NoRelay(Arc<MemoryStore>);
+
+store_over_memory!(NoRelay, "no-relay", {
+    fn live_connections(&self) -> Option<&dyn herenow_core::LiveConnections> {
+        self.0.live_connections()
+    }
 });
 
 #[test]
-fn issue_38_pusher_webhooks_need_the_webhook_outbox() {
+fn issue_38_pusher_needs_live_connections_and_a_relay_and_its_webhooks_the_outbox() {
     let clock = ManualClock::new(T0);
     let live_only = Backend::custom(Arc::new(LiveOnly(memory_store(&clock))));
     let memory = Backend::memory(memory_store(&clock));
@@ -111,8 +125,16 @@ fn issue_38_pusher_webhooks_need_the_webhook_outbox() {
         },
         ..Config::default()
     };
-    // Sockets alone need live connections only.
+    // Sockets alone need live connections and the relay only.
     assert!(live_only.check(&pusher(&[])).is_ok());
+    let no_relay = Backend::custom(Arc::new(NoRelay(memory_store(&clock))));
+    match no_relay.check(&pusher(&[])) {
+        Err(ConfigError::StoreLacks { store, flag, needs }) => assert_eq!(
+            (store.as_str(), flag, needs),
+            ("no-relay", "--pusher-app", Capability::Relay)
+        ),
+        other => panic!("{other:?}"),
+    }
     match live_only.check(&pusher(&["https://example.com/pusher"])) {
         Err(ConfigError::StoreLacks { store, flag, needs }) => assert_eq!(
             (store.as_str(), flag, needs),

@@ -138,17 +138,14 @@ impl Pusher {
     /// Starts reading the relay feed of `store` unless started, and waits
     /// (at most `wait`) until the feed is open, so nothing relayed from
     /// now on is missed here. `false` when it is not open in time (the
-    /// store is unavailable). A store without a relay is one server:
-    /// always ready, and [`send`](Self::send) delivers here directly.
+    /// store is unavailable). The store has a relay: `Backend::check`
+    /// refuses Pusher apps on one without.
     pub(crate) async fn relay_ready(
         self: &Arc<Self>,
         store: &Arc<dyn PresenceStore>,
         stop: &CancellationToken,
         wait: Duration,
     ) -> bool {
-        if store.relay().is_none() {
-            return true;
-        }
         let mut ready = {
             let mut relay = self.relay.lock();
             match &*relay {
@@ -167,19 +164,17 @@ impl Pusher {
         )
     }
 
-    /// Sends `msg` to every server sharing the store, this one included
-    /// (through the relay, once), or delivers it here when the store has
-    /// no relay.
+    /// Sends `msg` to every server sharing the store, this one included,
+    /// through the relay, once.
     pub(crate) async fn send(
         &self,
         store: &Arc<dyn PresenceStore>,
         wait: Duration,
         msg: Relayed,
     ) -> herenow_core::Result<()> {
-        let Some(relay) = store.relay() else {
-            self.deliver(msg);
-            return Ok(());
-        };
+        let relay = store
+            .relay()
+            .ok_or_else(|| store.lacks(herenow_core::Capability::Relay))?;
         // This server's own feed is open already if it has sockets (each
         // waits for it); one without sockets has nobody to deliver to.
         match tokio::time::timeout(wait, relay.relay_send(TOPIC, &msg.encode())).await {
