@@ -1,12 +1,12 @@
 //! What decoding a WebSocket frame costs: a `ping` and a `join` with
-//! metadata through `protocol::ws::decode`, the mean of N decodes each
+//! metadata through `ws::wire::decode`, the mean of N decodes each
 //! (default 2,000,000), ROUNDS times (default 3).
 //!
 //! `cargo run --release -p herenow-server --example ws_decode`
 
 use std::time::Instant;
 
-use herenow_server::protocol::ws::decode;
+use herenow_server::ws::wire::decode;
 
 fn env(name: &str, default: u32) -> u32 {
     std::env::var(name)

@@ -1,5 +1,5 @@
 //! Test support for the property tests that fuzz the server's decoders
-//! (WebSocket frames in `protocol/ws/fuzz.rs`, tokens in
+//! (WebSocket frames in `ws/wire/fuzz.rs`, tokens in
 //! `token/fuzz.rs`): `cargo test -p herenow-server --lib fuzz`.
 
 use proptest::prelude::*;

@@ -11,8 +11,8 @@
 //! keys, the token secret, [`WebhookConfig`]), [`Backend`] and
 //! [`AppState`], [`Metrics`] a store of one's own reports to, [`token`]
 //! to mint WebSocket tokens in process, [`ServerError`], and the wire
-//! types a client reads: [`protocol`] (members, kinds, policies, every
-//! WebSocket message), [`Problem`] (every error answer) and
+//! types a client reads: [`protocol`] (members, kinds, policies),
+//! [`ws::wire`] (every WebSocket message), [`Problem`] (every error answer) and
 //! [`SnapshotData`]; and [`persist`], the memory store's snapshot file, for
 //! a program that backs it up or restores it itself. Everything else is
 //! the crate's own:
@@ -35,10 +35,11 @@
 //!   upgrade, the bounded queue and its writer, the session loop with the
 //!   liveness probe, and the hub: the sockets' bound, the tracker shutdown
 //!   waits on, connection ids);
-//! - `ws`: herenow's WebSocket protocol at `/v1/ws` (docs/PROTOCOL.md) on
-//!   that core: live connections, invisible mode, subscriptions, one
-//!   session type per job, with tokens from [`token`] (`POST /v1/tokens`);
-//!   `watch`: following users across spaces;
+//! - [`ws`]: herenow's WebSocket protocol at `/v1/ws` (docs/PROTOCOL.md)
+//!   on that core: its messages, live connections, invisible mode,
+//!   subscriptions, one session type per job, with tokens from [`token`]
+//!   (`POST /v1/tokens`); `watch`: following users across spaces (its
+//!   hub, what a watcher is told, `POST /v1/watch`);
 //! - `pusher`: everything of the Pusher Channels protocol
 //!   (docs/PUSHER.md): its socket on the same core, its signed HTTP API,
 //!   what its sockets share in one server (apps, channels, member feeds,
@@ -101,7 +102,7 @@ mod streams;
 pub mod token;
 mod watch;
 mod webhooks;
-mod ws;
+pub mod ws;
 
 pub use backend::{Backend, Snapshots};
 pub use config::{

@@ -270,7 +270,7 @@ impl Metrics {
         let forgotten = recorder.register_counter(&key("herenow_forgotten_total", vec![]), &META);
         let transitions =
             recorder.register_counter(&key("herenow_transitions_total", vec![]), &META);
-        let ws_messages = crate::protocol::ws::MESSAGE_TYPES
+        let ws_messages = crate::protocol::WS_MESSAGE_TYPES
             .iter()
             .map(|t| {
                 let k = key("herenow_ws_messages_total", vec![Label::new("type", *t)]);
@@ -357,7 +357,7 @@ impl Metrics {
             .set(n as f64);
     }
 
-    /// Counts one client message of a type from [`crate::protocol::ws::MESSAGE_TYPES`].
+    /// Counts one client message of a type from [`crate::protocol::WS_MESSAGE_TYPES`].
     pub fn ws_message(&self, kind: &'static str) {
         if let Some(c) = self.0.ws_messages.get(kind) {
             c.increment(1);

@@ -23,7 +23,7 @@ use utoipa_swagger_ui::{Config, SwaggerUi};
 
 use crate::config::Scope;
 use crate::state::AppState;
-use crate::{problem, protocol};
+use crate::{problem, watch};
 
 /// What the document says besides its operations: its title, the schemas
 /// no operation names, the tags. The operations come from the routes as
@@ -35,7 +35,7 @@ use crate::{problem, protocol};
         title = "herenow",
         description = "Who is here right now, and when was everyone else last seen. See docs/API.md."
     ),
-    components(schemas(problem::Problem, protocol::watch_shapes::UnwatchedData)),
+    components(schemas(problem::Problem, watch::shapes::UnwatchedData)),
     tags(
         (name = "heartbeats", description = "Heartbeats and leaves"),
         (name = "status", description = "Status and last seen"),

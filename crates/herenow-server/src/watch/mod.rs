@@ -23,6 +23,7 @@
 //! server's state hands it.
 
 pub(crate) mod registry;
+pub(crate) mod shapes;
 pub(crate) mod stream;
 mod watching;
 
@@ -39,8 +40,8 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::protocol::dto::StatusDto;
-use crate::protocol::watch_shapes::WatchedUser;
 use crate::streams::Streams;
+use crate::watch::shapes::WatchedUser;
 use registry::{Note, Registry};
 pub(crate) use watching::{Out, Policy, WatchError, Watching};
 

@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 
 use super::WatchScope;
 use super::limits::{MAX_WATCH_PAIRS, MAX_WATCHERS_PER_USER};
-use crate::protocol::watch_shapes::WatchedUser;
+use crate::watch::shapes::WatchedUser;
 
 /// A watcher's id, unique within the server's life.
 pub(crate) type WatcherId = u64;

@@ -21,8 +21,8 @@ use super::limits::MAX_WATCHED;
 use super::{Out, Policy, WatchError, WatchState, Watching};
 use crate::extract::JsonBody;
 use crate::problem::{ApiError, Problem};
-use crate::protocol::watch_shapes::{UnwatchedData, WatchedUser, WatchingPage};
 use crate::streams::{KEEP_ALIVE, Slot};
+use crate::watch::shapes::{UnwatchedData, WatchedUser, WatchingPage};
 
 /// Users per `watching` event.
 const PAGE: usize = 500;

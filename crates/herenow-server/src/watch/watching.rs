@@ -19,8 +19,8 @@ use super::limits::{MAX_WATCHED, NOTE_QUEUE};
 use super::registry::{Full, Note, WatcherId};
 use super::{Hints, WatchHub, read_states, visible_space};
 use crate::protocol::dto::StatusDto;
-use crate::protocol::watch_shapes::WatchedUser;
 use crate::token::Spaces;
+use crate::watch::shapes::WatchedUser;
 
 /// What a watcher may watch and be told.
 #[derive(Clone, Debug)]

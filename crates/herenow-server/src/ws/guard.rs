@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::limits::{ERROR_WINDOW, MAX_ERRORS, RATE_BURST, RATE_PER_SECOND};
-use crate::protocol::ws::WsError;
+use crate::ws::wire::WsError;
 
 /// The guards of one connection, at the protocol's bounds: [`RATE_BURST`]
 /// messages at once and [`RATE_PER_SECOND`] sustained; [`MAX_ERRORS`] of

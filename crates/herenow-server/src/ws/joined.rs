@@ -5,7 +5,7 @@
 use herenow_core::{Metadata, SpaceName};
 
 use super::limits::MAX_JOINED;
-use crate::protocol::ws::WsError;
+use crate::ws::wire::WsError;
 
 /// A connection's presence, as the session remembers it: only spaces the
 /// store accepted an attach for are recorded.

@@ -4,12 +4,13 @@
 //! spaces (its presence is a *connection* in the store, see
 //! `herenow_core::conn`), pings, and subscribes to spaces' presence.
 //!
-//! - this file: the route and the upgrade (bounded by the
-//!   [`Hub`](crate::socket::Hub)'s semaphore; over the bound a `503` problem,
-//!   never a queue); the
-//!   messages themselves are [`crate::protocol::ws`], re-exported here;
+//! - this file: the route and the upgrade (bounded by the socket hub's
+//!   semaphore; over the bound a `503` problem, never a queue);
+//! - [`wire`]: the protocol's messages, what a client sends and what it
+//!   is sent, their `ref`, the refusal of one message and the close
+//!   codes (public, for clients written in Rust);
 //! - `limits`: the bounds of one connection;
-//! - `session`: herenow's protocol on the socket core ([`crate::socket`],
+//! - `session`: herenow's protocol on the socket core (`crate::socket`,
 //!   which upgrades, queues, writes, probes liveness and drains): reading,
 //!   dispatching, and on every way out detaching after a goodbye, else
 //!   handing its presence to the grace; it composes one type per job:
@@ -17,10 +18,11 @@
 //!   it watches), `send_queue` (the drop policy for a client that does
 //!   not read fast enough, over the core's queue), `timers` (hello, idle,
 //!   presence refresh) and `guard` (the rate limit and the abuse counter);
+//!   `watch` runs its watch (`crate::watch`);
 //! - `msg`: one file per client message, applying it to the session
 //!   through the session's methods.
 //!
-//! Every connection task is tracked ([`Hub`](crate::socket::Hub)), so [`crate::serve`] waits
+//! Every connection task is tracked by the socket hub, so [`crate::serve`] waits
 //! (for the drain at most) for them to hand their presence to the grace
 //! and close with `1012` at shutdown: axum's graceful shutdown does not
 //! wait for upgraded connections.
@@ -35,6 +37,7 @@ mod session_presence;
 mod subscriptions;
 mod timers;
 mod watch;
+pub mod wire;
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -53,7 +56,7 @@ use limits::MAX_MESSAGE_BYTES;
 /// `GET /v1/ws`. It sits outside the API-key middleware ([`crate::app`]):
 /// browsers cannot send headers with a WebSocket, so the token is the
 /// credential.
-pub fn router() -> Router<AppState> {
+pub(crate) fn router() -> Router<AppState> {
     Router::new().route("/v1/ws", get(upgrade))
 }
 

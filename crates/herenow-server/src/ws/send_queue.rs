@@ -32,9 +32,9 @@ use tokio::sync::mpsc::error::TrySendError;
 use tokio::time::Instant;
 
 use super::limits::{MAX_SUBSCRIBED, SEND_QUEUE};
-use crate::protocol::ws::ServerMessage;
 use crate::socket::queue::Sender;
 use crate::socket::{Inlet, Out};
+use crate::ws::wire::ServerMessage;
 
 /// Queue slots kept for `lagged` notices and the close frame, beyond the
 /// [`SEND_QUEUE`] messages: a notice is queued when nothing else fits.

@@ -30,15 +30,15 @@ use super::send_queue::{CAPACITY, Outcome, SendQueue};
 use super::subscriptions::Subscriptions;
 use super::timers::{Settings, Timers};
 use crate::protocol::dto::MemberDto;
-use crate::protocol::ws::{
+use crate::socket::{self, Ended, Protocol, Ws, drive};
+use crate::state::AppState;
+use crate::token::{Grant, TokenError};
+use crate::watch::Watching;
+use crate::watch::registry::Note;
+use crate::ws::wire::{
     ClientMessage, ConnMeta, Envelope, Ref, ServerMessage, SnapshotMember, Undecodable, WsError,
     close, decode, ref_of,
 };
-use crate::socket::{self, Ended, Protocol, Ws, drive};
-use crate::state::AppState;
-use crate::token::Grant;
-use crate::watch::Watching;
-use crate::watch::registry::Note;
 
 /// Runs one connection to its end, then frees its slot.
 pub(super) async fn run(
@@ -225,12 +225,11 @@ impl Session {
             ));
         }
         let grant = self.state.tokens().verify(token).map_err(|e| {
-            let code = if e.close_code() == close::TOKEN_EXPIRED {
-                "token-expired"
-            } else {
-                "bad-token"
+            let (close, code) = match e {
+                TokenError::Expired => (close::TOKEN_EXPIRED, "token-expired"),
+                TokenError::Invalid(_) => (close::BAD_TOKEN, "bad-token"),
             };
-            WsError::closing(e.close_code(), code, e.to_string())
+            WsError::closing(close, code, e.to_string())
         })?;
         let welcome = ServerMessage::Welcome {
             reference,

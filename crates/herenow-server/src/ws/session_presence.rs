@@ -9,7 +9,7 @@
 use herenow_core::{Attach, AttachReport, Capability, DetachReport, Metadata, SpaceName};
 
 use super::session::Session;
-use crate::protocol::ws::WsError;
+use crate::ws::wire::WsError;
 
 impl Session {
     /// Opens, pings or changes this connection in `space`.

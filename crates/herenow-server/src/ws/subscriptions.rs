@@ -11,7 +11,7 @@ use herenow_core::{Event, EventReceiver, RecvError, SpaceName};
 use tokio_stream::StreamMap;
 
 use super::limits::{DEFAULT_PAGE_SIZE, MAX_SUBSCRIBED};
-use crate::protocol::ws::WsError;
+use crate::ws::wire::WsError;
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<Arc<Event>, RecvError>> + Send + Sync>>;
 

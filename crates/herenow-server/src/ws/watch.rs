@@ -10,11 +10,11 @@ use tokio::time::timeout;
 use super::limits::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 use super::session::Session;
 use crate::protocol::dto::WatchGrant;
-use crate::protocol::watch_shapes::{WatchedUser, WatchingPage};
-use crate::protocol::ws::{Ref, ServerMessage, Unwatch, Watch, WsError};
 use crate::watch::limits::MAX_WATCHED;
 use crate::watch::registry::Note;
+use crate::watch::shapes::{WatchedUser, WatchingPage};
 use crate::watch::{Out, Policy, WatchError, WatchScope, Watching};
+use crate::ws::wire::{Ref, ServerMessage, Unwatch, Watch, WsError};
 
 impl Session {
     /// Watches `users` (and with `friends` the token's user's friend set)

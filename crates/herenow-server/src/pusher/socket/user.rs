@@ -21,11 +21,11 @@ use super::super::{USER_CHANNEL, sign};
 use super::presence::attach_live;
 use super::{LiveMembership, Session, close};
 use crate::protocol::dto::StatusDto;
-use crate::protocol::watch_shapes::WatchedUser;
 use crate::pusher::frames::{self, Incoming};
 use crate::pusher::hub::Subscriber;
 use crate::watch::WatchScope;
 use crate::watch::registry::Note;
+use crate::watch::shapes::WatchedUser;
 use crate::watch::{Out as WatchOut, Policy, Watching};
 
 /// Largest `user_data`, in bytes.

@@ -1,7 +1,7 @@
 //! `hello`: presents the token (unless the upgrade URL had one).
 
-use crate::protocol::ws::{Hello, Ref, WsError};
 use crate::ws::session::Session;
+use crate::ws::wire::{Hello, Ref, WsError};
 
 impl Hello<'_> {
     /// Verifies the token and welcomes the client; see `Session::hello`.

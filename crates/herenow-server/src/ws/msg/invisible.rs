@@ -1,7 +1,7 @@
 //! `invisible`: hide this connection, or show it again.
 
-use crate::protocol::ws::{Invisible, Ref, WsError};
 use crate::ws::session::Session;
+use crate::ws::wire::{Invisible, Ref, WsError};
 
 impl Invisible {
     /// Changes the visibility of every joined space (and of those joined

@@ -1,8 +1,8 @@
 //! `join`: be present in a space through this connection.
 
 use super::metadata;
-use crate::protocol::ws::{Join, Ref, WsError};
 use crate::ws::session::Session;
+use crate::ws::wire::{Join, Ref, WsError};
 
 impl Join<'_> {
     /// Checks the space (allowed by the token, within the join limit) and

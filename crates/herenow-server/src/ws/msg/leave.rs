@@ -2,8 +2,8 @@
 
 use herenow_core::SpaceName;
 
-use crate::protocol::ws::{Leave, Ref, WsError};
 use crate::ws::session::Session;
+use crate::ws::wire::{Leave, Ref, WsError};
 
 impl Leave<'_> {
     /// Detaches from a joined space; any other is `not-joined`.

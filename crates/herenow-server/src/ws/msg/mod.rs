@@ -1,5 +1,5 @@
 //! What each client message does, one file per message (docs/PROTOCOL.md).
-//! The message's fields are parsed in [`crate::protocol::ws`] (unknown
+//! The message's fields are parsed in [`crate::ws::wire`] (unknown
 //! fields refused); here its `apply` checks them, acts on the session and
 //! answers. An `Err` becomes an `error` reply (or, for a bad token, a
 //! close).
@@ -15,7 +15,7 @@ mod update;
 
 use herenow_core::Metadata;
 
-use crate::protocol::ws::WsError;
+use crate::ws::wire::WsError;
 
 /// Checks metadata as it came in a message: a JSON object of at most
 /// 1 KiB (`null` and absence mean none).

@@ -1,7 +1,7 @@
 //! `ping`: keeps every joined space's presence alive.
 
-use crate::protocol::ws::{Ping, Ref, ServerMessage, WsError};
 use crate::ws::session::Session;
+use crate::ws::wire::{Ping, Ref, ServerMessage, WsError};
 
 impl Ping {
     /// Refreshes the joined spaces (at most about once a second) and

@@ -2,9 +2,9 @@
 
 use herenow_core::InvalidInput;
 
-use crate::protocol::ws::{Ref, Subscribe, WsError};
 use crate::ws::limits::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 use crate::ws::session::Session;
+use crate::ws::wire::{Ref, Subscribe, WsError};
 
 impl Subscribe<'_> {
     /// Checks the space (allowed by the token) and the page size, then

@@ -2,8 +2,8 @@
 
 use herenow_core::SpaceName;
 
-use crate::protocol::ws::{Ref, Unsubscribe, WsError};
 use crate::ws::session::Session;
+use crate::ws::wire::{Ref, Unsubscribe, WsError};
 
 impl Unsubscribe<'_> {
     /// Ends a subscription; a space not subscribed to is `not-subscribed`.

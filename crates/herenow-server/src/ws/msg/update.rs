@@ -3,8 +3,8 @@
 use herenow_core::SpaceName;
 
 use super::metadata;
-use crate::protocol::ws::{Ref, Update, WsError};
 use crate::ws::session::Session;
+use crate::ws::wire::{Ref, Update, WsError};
 
 impl Update<'_> {
     /// Checks that the space was joined, then the metadata, then attaches

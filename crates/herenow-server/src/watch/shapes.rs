@@ -7,7 +7,7 @@ use herenow_core::{MemberId, Millis, SpaceName};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::dto::StatusDto;
+use crate::protocol::dto::StatusDto;
 
 /// A watched user, as a watcher sees it: its status (within the watched
 /// space, or its best over every space) and its last seen.

@@ -11,8 +11,9 @@ use std::borrow::Cow;
 use herenow_core::{ConnId, Event, MemberId, MemberKey, Metadata, SpaceName};
 use serde::{Deserialize, Serialize};
 
-use super::dto::MemberDto;
-use super::watch_shapes::{WatchedUser, WatchingPage};
+use crate::protocol::WS_MESSAGE_TYPES;
+use crate::protocol::dto::MemberDto;
+use crate::watch::shapes::{WatchedUser, WatchingPage};
 
 /// Longest string `ref`.
 pub const MAX_REF_BYTES: usize = 64;
@@ -144,20 +145,6 @@ impl ClientMessage<'_> {
     }
 }
 
-/// The types of [`ClientMessage`], for metrics.
-pub const MESSAGE_TYPES: [&str; 10] = [
-    "hello",
-    "join",
-    "leave",
-    "update",
-    "ping",
-    "subscribe",
-    "unsubscribe",
-    "invisible",
-    "watch",
-    "unwatch",
-];
-
 /// A client message with its `ref`. The `ref` is taken here, so no message
 /// struct sees it, and each can refuse fields it does not know.
 #[derive(Debug, Deserialize)]
@@ -233,7 +220,7 @@ struct TypeName<'a> {
 fn type_not_a_string() -> String {
     format!(
         "type: must be a string, one of {}",
-        MESSAGE_TYPES.join(", ")
+        WS_MESSAGE_TYPES.join(", ")
     )
 }
 
@@ -723,7 +710,7 @@ mod tests {
         let long = format!(r#"{{"type":"ping","ref":"{}"}}"#, "x".repeat(65));
         assert_eq!(refusal(&long), "ref: ref is 65 bytes; the limit is 64");
         // Every type is looked up by `fault_in`: a field none has is named.
-        for kind in MESSAGE_TYPES {
+        for kind in WS_MESSAGE_TYPES {
             let got = refusal(&format!(r#"{{"type":"{kind}","zz":1}}"#));
             assert!(got.starts_with("zz: unknown field `zz`"), "{kind}: {got}");
         }

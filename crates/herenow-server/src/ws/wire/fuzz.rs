@@ -18,7 +18,7 @@ use super::*;
 fn decodes_or_refuses(text: &str) -> Option<Envelope<'_>> {
     match decode(text) {
         Ok(e) => {
-            assert!(MESSAGE_TYPES.contains(&e.message.kind()));
+            assert!(crate::protocol::WS_MESSAGE_TYPES.contains(&e.message.kind()));
             Some(e)
         }
         Err(Undecodable { reference, error }) => {
@@ -77,7 +77,7 @@ fn value() -> impl Strategy<Value = Value> {
             ][..]
         )
         .prop_map(String::from),
-        proptest::sample::select(&MESSAGE_TYPES[..]).prop_map(String::from),
+        proptest::sample::select(&crate::protocol::WS_MESSAGE_TYPES[..]).prop_map(String::from),
         any::<String>(),
     ];
     let leaf = prop_oneof![
