@@ -13,7 +13,7 @@ use crate::extract::{
     ApiQuery, JsonBody, SpaceUserPath, UserPath, page_limit, user_ids, window_ms,
 };
 use crate::metrics::Query;
-use crate::problem::{ApiError, Problem};
+use crate::problem::{ApiError, BadInput};
 use crate::state::AppState;
 
 /// A list of user ids to set, add or remove.
@@ -44,19 +44,17 @@ pub struct FriendList {
     pub friends: Vec<MemberId>,
 }
 
-const USER: &str = "User id";
-
 /// Replaces a user's friend set; an empty list clears it.
 #[utoipa::path(
     put,
     path = "/v1/friends/{user}",
     operation_id = "set_friends",
     tag = "friends",
-    params(("user" = String, Path, description = USER)),
+    params(UserPath),
     request_body = FriendsBody,
     responses(
         (status = 200, description = "The new size", body = FriendCount),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
     ),
 )]
 pub async fn set(
@@ -64,16 +62,7 @@ pub async fn set(
     UserPath(user): UserPath,
     body: JsonBody,
 ) -> Result<Json<FriendCount>, ApiError> {
-    let list = body.parse::<FriendsBody<'_>>()?.friends;
-    // An empty list clears the set (`herenow friends set USER`); add and
-    // remove still need at least one id.
-    let ids = if list.is_empty() {
-        Vec::new()
-    } else {
-        user_ids(&list)?
-    };
-    let friends = state.store().set_friends(&user, &ids).await?;
-    Ok(Json(FriendCount { friends }))
+    change(&state, &user, &body, Change::Set).await
 }
 
 /// Adds to a user's friend set.
@@ -82,11 +71,11 @@ pub async fn set(
     path = "/v1/friends/{user}/add",
     operation_id = "add_friends",
     tag = "friends",
-    params(("user" = String, Path, description = USER)),
+    params(UserPath),
     request_body = FriendsBody,
     responses(
         (status = 200, description = "The new size", body = FriendCount),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
     ),
 )]
 pub async fn add(
@@ -94,9 +83,7 @@ pub async fn add(
     UserPath(user): UserPath,
     body: JsonBody,
 ) -> Result<Json<FriendCount>, ApiError> {
-    let ids = user_ids(&body.parse::<FriendsBody<'_>>()?.friends)?;
-    let friends = state.store().add_friends(&user, &ids).await?;
-    Ok(Json(FriendCount { friends }))
+    change(&state, &user, &body, Change::Add).await
 }
 
 /// Removes from a user's friend set.
@@ -105,11 +92,11 @@ pub async fn add(
     path = "/v1/friends/{user}/remove",
     operation_id = "remove_friends",
     tag = "friends",
-    params(("user" = String, Path, description = USER)),
+    params(UserPath),
     request_body = FriendsBody,
     responses(
         (status = 200, description = "The new size", body = FriendCount),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
     ),
 )]
 pub async fn remove(
@@ -117,8 +104,37 @@ pub async fn remove(
     UserPath(user): UserPath,
     body: JsonBody,
 ) -> Result<Json<FriendCount>, ApiError> {
-    let ids = user_ids(&body.parse::<FriendsBody<'_>>()?.friends)?;
-    let friends = state.store().remove_friends(&user, &ids).await?;
+    change(&state, &user, &body, Change::Remove).await
+}
+
+/// What a write does to a friend set.
+#[derive(Clone, Copy)]
+enum Change {
+    Set,
+    Add,
+    Remove,
+}
+
+/// Applies `change` with the ids of `body` to `user`'s friend set.
+async fn change(
+    state: &AppState,
+    user: &MemberId,
+    body: &JsonBody,
+    change: Change,
+) -> Result<Json<FriendCount>, ApiError> {
+    let list = body.parse::<FriendsBody<'_>>()?.friends;
+    // An empty list clears the set (`herenow friends set USER`); add and
+    // remove still need at least one id.
+    let ids = match change {
+        Change::Set if list.is_empty() => Vec::new(),
+        _ => user_ids(&list)?,
+    };
+    let store = state.store();
+    let friends = match change {
+        Change::Set => store.set_friends(user, &ids).await?,
+        Change::Add => store.add_friends(user, &ids).await?,
+        Change::Remove => store.remove_friends(user, &ids).await?,
+    };
     Ok(Json(FriendCount { friends }))
 }
 
@@ -128,10 +144,10 @@ pub async fn remove(
     path = "/v1/friends/{user}",
     operation_id = "friends",
     tag = "friends",
-    params(("user" = String, Path, description = USER)),
+    params(UserPath),
     responses(
         (status = 200, description = "The friend set", body = FriendList),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
     ),
 )]
 pub async fn get_friends(
@@ -162,14 +178,10 @@ pub struct FriendsOnlineQuery {
     path = "/v1/spaces/{space}/friends/{user}/online",
     operation_id = "online_friends",
     tag = "friends",
-    params(
-        ("space" = String, Path, description = "Space name"),
-        ("user" = String, Path, description = USER),
-        FriendsOnlineQuery,
-    ),
+    params(SpaceUserPath, FriendsOnlineQuery),
     responses(
         (status = 200, description = "Online friends, most recent first", body = MembersAnswer),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
     ),
 )]
 pub async fn online(
