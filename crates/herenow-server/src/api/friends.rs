@@ -62,7 +62,16 @@ pub async fn set(
     UserPath(user): UserPath,
     body: JsonBody,
 ) -> Result<Json<FriendCount>, ApiError> {
-    change(&state, &user, &body, Change::Set).await
+    let list = body.parse::<FriendsBody<'_>>()?.friends;
+    // An empty list clears the set (`herenow friends set USER`); add and
+    // remove still need at least one id.
+    let ids = if list.is_empty() {
+        Vec::new()
+    } else {
+        user_ids(&list)?
+    };
+    let friends = state.store().set_friends(&user, &ids).await?;
+    Ok(Json(FriendCount { friends }))
 }
 
 /// Adds to a user's friend set.
@@ -83,7 +92,9 @@ pub async fn add(
     UserPath(user): UserPath,
     body: JsonBody,
 ) -> Result<Json<FriendCount>, ApiError> {
-    change(&state, &user, &body, Change::Add).await
+    let ids = user_ids(&body.parse::<FriendsBody<'_>>()?.friends)?;
+    let friends = state.store().add_friends(&user, &ids).await?;
+    Ok(Json(FriendCount { friends }))
 }
 
 /// Removes from a user's friend set.
@@ -104,37 +115,8 @@ pub async fn remove(
     UserPath(user): UserPath,
     body: JsonBody,
 ) -> Result<Json<FriendCount>, ApiError> {
-    change(&state, &user, &body, Change::Remove).await
-}
-
-/// What a write does to a friend set.
-#[derive(Clone, Copy)]
-enum Change {
-    Set,
-    Add,
-    Remove,
-}
-
-/// Applies `change` with the ids of `body` to `user`'s friend set.
-async fn change(
-    state: &AppState,
-    user: &MemberId,
-    body: &JsonBody,
-    change: Change,
-) -> Result<Json<FriendCount>, ApiError> {
-    let list = body.parse::<FriendsBody<'_>>()?.friends;
-    // An empty list clears the set (`herenow friends set USER`); add and
-    // remove still need at least one id.
-    let ids = match change {
-        Change::Set if list.is_empty() => Vec::new(),
-        _ => user_ids(&list)?,
-    };
-    let store = state.store();
-    let friends = match change {
-        Change::Set => store.set_friends(user, &ids).await?,
-        Change::Add => store.add_friends(user, &ids).await?,
-        Change::Remove => store.remove_friends(user, &ids).await?,
-    };
+    let ids = user_ids(&body.parse::<FriendsBody<'_>>()?.friends)?;
+    let friends = state.store().remove_friends(&user, &ids).await?;
     Ok(Json(FriendCount { friends }))
 }
 

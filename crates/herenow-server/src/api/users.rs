@@ -154,8 +154,7 @@ pub async fn status(
 ) -> Result<Json<UsersAnswer>, ApiError> {
     let ids = user_batch(&body.parse::<UsersBody<'_>>()?.ids)?;
     state.metrics().query(Query::UsersStatus);
-    let index = user_index(&state)?;
-    let users = index.seen_anywhere(&ids).await?;
+    let users = user_index(&state)?.seen_anywhere(&ids).await?;
     Ok(Json(UsersAnswer {
         users: users.into_iter().map(SeenAnywhereDto::from).collect(),
     }))
