@@ -24,7 +24,7 @@ use herenow_redis::{
 
 use crate::config::{Config, ConfigError, MEMORY_TICK, StoreSpec};
 #[cfg(feature = "redis")]
-use crate::config::{REDIS_TICK, RedisLayout};
+use crate::config::{REDIS_TICK, RedisLayout, RedisTarget};
 use crate::error::ServerError;
 use crate::journal::{self, DiskLog};
 use crate::metrics::Metrics;
@@ -278,82 +278,77 @@ impl Backend {
                 crate::ConfigError::NoRedisSupport(target.redacted()),
             )),
             #[cfg(feature = "redis")]
-            StoreSpec::Redis {
-                target,
-                layout:
-                    RedisLayout::Seed {
-                        layout,
-                        key,
-                        guest_key,
-                    },
-            } => {
-                let metrics = Metrics::for_store("redis");
-                let seed = SeedLayoutStore::connect(
-                    target.url(),
-                    *layout,
-                    key,
-                    guest_key.as_deref(),
-                    Arc::new(SystemClock),
-                    config.space_defaults,
-                    LayoutOptions {
-                        observer: Observer::new(Arc::new(metrics.clone())),
-                        ..LayoutOptions::default()
-                    },
-                )
-                .await
-                .map_err(|source| ServerError::StoreConnect {
-                    kind: target.name(),
-                    address: target.redacted(),
-                    source,
-                })?;
+            StoreSpec::Redis { target, layout } => Self::open_redis(target, layout, config).await,
+        }
+    }
+
+    /// Redis at `target`, in `layout`, connected and answering `PING`,
+    /// with metrics of its own that it reports to.
+    #[cfg(feature = "redis")]
+    async fn open_redis(
+        target: &RedisTarget,
+        layout: &RedisLayout,
+        config: &Config,
+    ) -> Result<Self, ServerError> {
+        let metrics = Metrics::for_store("redis");
+        let observer = Observer::new(Arc::new(metrics.clone()));
+        let address = target.redacted();
+        let backend = match layout {
+            RedisLayout::Seed {
+                layout,
+                key,
+                guest_key,
+            } => SeedLayoutStore::connect(
+                target.url(),
+                *layout,
+                key,
+                guest_key.as_deref(),
+                Arc::new(SystemClock),
+                config.space_defaults,
+                LayoutOptions {
+                    observer,
+                    ..LayoutOptions::default()
+                },
+            )
+            .await
+            .inspect(|_| {
                 tracing::info!(
-                    store = %target.redacted(),
+                    store = %address,
                     %layout,
                     key,
                     "connected to Redis with a seed's key layout"
                 );
-                Ok(Self::seed(Arc::new(seed)).with_metrics(metrics))
-            }
-            #[cfg(feature = "redis")]
-            StoreSpec::Redis {
-                target,
-                layout:
-                    RedisLayout::Herenow {
-                        shards,
-                        space_shards,
-                        wait_replicas,
-                        wait_timeout,
-                    },
-            } => {
-                let metrics = Metrics::for_store("redis");
-                let redis = RedisStore::connect(
-                    target.url(),
-                    Arc::new(SystemClock),
-                    config.space_defaults,
-                    RedisOptions {
-                        shards: *shards,
-                        space_shards: space_shards.clone(),
-                        max_clock_skew: Some(MAX_CLOCK_SKEW),
-                        wait_replicas: *wait_replicas,
-                        wait_timeout: *wait_timeout,
-                        observer: Observer::new(Arc::new(metrics.clone())),
-                        ..RedisOptions::default()
-                    },
-                )
-                .await
-                .map_err(|source| ServerError::StoreConnect {
-                    kind: target.name(),
-                    address: target.redacted(),
-                    source,
-                })?;
-                tracing::info!(
-                    store = %target.redacted(),
-                    wait_replicas,
-                    "connected to Redis"
-                );
-                Ok(Self::redis(Arc::new(redis)).with_metrics(metrics))
-            }
-        }
+            })
+            .map(|seed| Self::seed(Arc::new(seed))),
+            RedisLayout::Herenow {
+                shards,
+                space_shards,
+                wait_replicas,
+                wait_timeout,
+            } => RedisStore::connect(
+                target.url(),
+                Arc::new(SystemClock),
+                config.space_defaults,
+                RedisOptions {
+                    shards: *shards,
+                    space_shards: space_shards.clone(),
+                    max_clock_skew: Some(MAX_CLOCK_SKEW),
+                    wait_replicas: *wait_replicas,
+                    wait_timeout: *wait_timeout,
+                    observer,
+                    ..RedisOptions::default()
+                },
+            )
+            .await
+            .inspect(|_| tracing::info!(store = %address, wait_replicas, "connected to Redis"))
+            .map(|redis| Self::redis(Arc::new(redis))),
+        };
+        let backend = backend.map_err(|source| ServerError::StoreConnect {
+            kind: target.name(),
+            address,
+            source,
+        })?;
+        Ok(backend.with_metrics(metrics))
     }
 
     /// Serves `metrics`, which the store reports to already (a store

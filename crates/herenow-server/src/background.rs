@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use tokio::time::{Instant, MissedTickBehavior, interval, interval_at};
+use tokio::time::{Instant, Interval, MissedTickBehavior, interval, interval_at};
 use tokio_util::task::TaskTracker;
 
 use crate::history;
@@ -26,47 +26,46 @@ pub fn spawn(state: &AppState, tracker: &TaskTracker) {
 }
 
 async fn ticker(state: AppState, period: Duration) {
-    let token = state.shutdown_token().clone();
     let period = period.max(Duration::from_millis(10));
     let gauge_every = (GAUGE_PERIOD.as_millis() / period.as_millis()).max(1) as u64;
-    let mut every = interval(period);
-    // A slow round delays the next instead of causing a burst.
-    every.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut rounds = 0u64;
-    loop {
-        tokio::select! {
-            biased;
-            _ = token.cancelled() => break,
-            _ = every.tick() => {}
-        }
-        state.tick().await;
+    each_tick(&state, interval(period), || {
         rounds += 1;
-        if rounds % gauge_every == 1 % gauge_every {
-            state.update_gauges().await;
+        let gauges = rounds % gauge_every == 1 % gauge_every;
+        let state = &state;
+        async move {
+            state.tick().await;
+            if gauges {
+                state.update_gauges().await;
+            }
         }
-    }
+    })
+    .await;
 }
 
 async fn sampler(state: AppState) {
-    let token = state.shutdown_token().clone();
-    let mut every = interval(history::INTERVAL);
-    every.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            biased;
-            _ = token.cancelled() => break,
-            _ = every.tick() => {}
-        }
-        state.sample_history().await;
-    }
+    each_tick(&state, interval(history::INTERVAL), || {
+        state.sample_history()
+    })
+    .await;
 }
 
 async fn duty(state: AppState, period: Duration) {
-    let token = state.shutdown_token().clone();
     let period = period.max(Duration::from_secs(1));
     // The first round is one period after start: the memory store was just
     // restored from the file its duty writes.
-    let mut every = interval_at(Instant::now() + period, period);
+    let every = interval_at(Instant::now() + period, period);
+    each_tick(&state, every, || state.backend().periodic_duty()).await;
+}
+
+/// Runs `round` at each tick of `every` until the state's shutdown. A
+/// slow round delays the next instead of causing a burst.
+async fn each_tick<F: Future<Output = ()>>(
+    state: &AppState,
+    mut every: Interval,
+    mut round: impl FnMut() -> F,
+) {
+    let token = state.shutdown_token().clone();
     every.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
         tokio::select! {
@@ -74,6 +73,6 @@ async fn duty(state: AppState, period: Duration) {
             _ = token.cancelled() => break,
             _ = every.tick() => {}
         }
-        state.backend().periodic_duty().await;
+        round().await;
     }
 }

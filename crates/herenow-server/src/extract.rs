@@ -5,7 +5,8 @@
 //!   the hot path);
 //! - [`ApiQuery`]: a query string, unknown parameters refused;
 //! - [`SpacePath`], [`SpaceMemberPath`], [`UserPath`], [`IdPath`],
-//!   [`SpaceUserPath`]: path segments, validated into core ids.
+//!   [`SpaceUserPath`]: path segments, validated into core ids; each is
+//!   also the `IntoParams` a handler's `params(...)` names them with.
 //!
 //! Ids arrive as plain strings and are checked with the core constructors,
 //! so a bad id answers with the core's precise code (`bad-member-id`), not a
@@ -21,6 +22,8 @@ use herenow_core::{InvalidInput, MemberId, MemberKind, Millis, SpaceName};
 use http_body_util::BodyExt;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
+use utoipa::{IntoParams, PartialSchema};
 
 use crate::problem::ApiError;
 use crate::protocol::objects_only::Object;
@@ -208,21 +211,22 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
     }
 }
 
-/// Finds one named path parameter. Axum has already percent-decoded it.
-async fn path_param<S: Send + Sync, T>(
+/// Finds the named path parameters, in order, and hands them to `f`.
+/// Axum has already percent-decoded them.
+async fn path_param<S: Send + Sync, T, const N: usize>(
     parts: &mut Parts,
     state: &S,
-    names: &[&str],
-    f: impl Fn(&[&str]) -> Result<T, ApiError>,
+    names: [&str; N],
+    f: impl FnOnce([&str; N]) -> Result<T, ApiError>,
 ) -> Result<T, ApiError> {
     let params = RawPathParams::from_request_parts(parts, state)
         .await
         .map_err(|e| ApiError::bad_request("bad-path", e.body_text()))?;
-    let mut found = [""; 2];
-    for (i, name) in names.iter().enumerate() {
-        found[i] = params
+    let mut found = [""; N];
+    for (value, name) in found.iter_mut().zip(names) {
+        *value = params
             .iter()
-            .find(|(k, _)| k == name)
+            .find(|(k, _)| *k == name)
             .map(|(_, v)| v)
             .ok_or_else(|| {
                 ApiError::new(
@@ -232,71 +236,60 @@ async fn path_param<S: Send + Sync, T>(
                 )
             })?;
     }
-    f(&found[..names.len()])
+    f(found)
 }
 
-/// `{space}` from the path.
-pub struct SpacePath(pub SpaceName);
+/// Declares path extractors: each a tuple of core ids, one per segment
+/// `{$segment}`, checked by its type's `new` (so a bad id answers with
+/// the core's own code), and the `IntoParams` that documents the segments
+/// (a handler names the extractor in `params(...)`).
+macro_rules! path_extractors {
+    ($(
+        $(#[$doc:meta])*
+        $extractor:ident($($segment:ident: $id:ident = $description:literal),+);
+    )+) => {$(
+        $(#[$doc])*
+        pub struct $extractor($(pub $id),+);
 
-impl<S: Send + Sync> FromRequestParts<S> for SpacePath {
-    type Rejection = ApiError;
+        impl<S: Send + Sync> FromRequestParts<S> for $extractor {
+            type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        path_param(parts, state, &["space"], |v| {
-            Ok(Self(SpaceName::new(v[0])?))
-        })
-        .await
-    }
+            async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+                path_param(parts, state, [$(stringify!($segment)),+], |[$($segment),+]| {
+                    Ok(Self($($id::new($segment)?),+))
+                })
+                .await
+            }
+        }
+
+        impl IntoParams for $extractor {
+            fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+                vec![$(segment(stringify!($segment), $description)),+]
+            }
+        }
+    )+};
 }
 
-/// `{space}` and `{id}` from the path.
-pub struct SpaceMemberPath(pub SpaceName, pub MemberId);
-
-impl<S: Send + Sync> FromRequestParts<S> for SpaceMemberPath {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        path_param(parts, state, &["space", "id"], |v| {
-            Ok(Self(SpaceName::new(v[0])?, MemberId::new(v[1])?))
-        })
-        .await
-    }
+/// A path segment as the document states it: a required string.
+fn segment(name: &str, description: &str) -> Parameter {
+    ParameterBuilder::from(Parameter::new(name))
+        .parameter_in(ParameterIn::Path)
+        .description(Some(description))
+        .schema(Some(String::schema()))
+        .build()
 }
 
-/// `{user}` from the path.
-pub struct UserPath(pub MemberId);
-
-impl<S: Send + Sync> FromRequestParts<S> for UserPath {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        path_param(parts, state, &["user"], |v| Ok(Self(MemberId::new(v[0])?))).await
-    }
-}
-
-/// `{id}` from the path, a user id (`/v1/users/{id}`).
-pub struct IdPath(pub MemberId);
-
-impl<S: Send + Sync> FromRequestParts<S> for IdPath {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        path_param(parts, state, &["id"], |v| Ok(Self(MemberId::new(v[0])?))).await
-    }
-}
-
-/// `{space}` and `{user}` from the path.
-pub struct SpaceUserPath(pub SpaceName, pub MemberId);
-
-impl<S: Send + Sync> FromRequestParts<S> for SpaceUserPath {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        path_param(parts, state, &["space", "user"], |v| {
-            Ok(Self(SpaceName::new(v[0])?, MemberId::new(v[1])?))
-        })
-        .await
-    }
+path_extractors! {
+    /// `{space}` from the path.
+    SpacePath(space: SpaceName = "Space name");
+    /// `{space}` and `{id}` from the path.
+    SpaceMemberPath(space: SpaceName = "Space name", id: MemberId = "Member id");
+    /// `{user}` from the path.
+    UserPath(user: MemberId = "User id");
+    /// `{id}` from the path, a user id (`/v1/users/{id}`).
+    IdPath(id: MemberId = "User id");
+    /// `{space}` and `{user}` from the path.
+    SpaceUserPath(space: SpaceName = "Space name", user: MemberId = "User id");
 }
 
 /// Parses a humantime duration that carries a unit (`10m`, `90s`,
@@ -424,22 +417,10 @@ mod tests {
     #[test]
     fn limits() {
         assert_eq!(page_limit(None, 100, 1000).unwrap(), 100);
-        assert_eq!(
-            page_limit(Some("0"), 100, 1000).unwrap_err().code(),
-            "bad-limit"
-        );
-        assert_eq!(
-            page_limit(Some("-3"), 100, 1000).unwrap_err().code(),
-            "bad-limit"
-        );
-        assert_eq!(
-            page_limit(Some("1001"), 100, 1000).unwrap_err().code(),
-            "bad-limit"
-        );
-        assert_eq!(
-            page_limit(Some("x"), 100, 1000).unwrap_err().code(),
-            "bad-limit"
-        );
+        for bad in ["0", "-3", "1001", "x"] {
+            let e = page_limit(Some(bad), 100, 1000).unwrap_err();
+            assert_eq!(e.code(), "bad-limit", "{bad}");
+        }
         assert_eq!(page_limit(Some("1000"), 100, 1000).unwrap(), 1000);
     }
 }

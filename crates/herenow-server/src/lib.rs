@@ -196,14 +196,23 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
+    checked_addr(&listener, &config)?;
+    let backend = Backend::open(&config).await?;
+    let state = AppState::new(backend, &config);
+    serve(listener, config, state, shutdown).await
+}
+
+/// The address `listener` is bound to, once `config` is checked to fit it.
+fn checked_addr(
+    listener: &tokio::net::TcpListener,
+    config: &Config,
+) -> Result<std::net::SocketAddr, ServerError> {
     let addr = listener.local_addr().map_err(|source| ServerError::Io {
         what: "reading the listener's address".into(),
         source,
     })?;
     config.check(addr)?;
-    let backend = Backend::open(&config).await?;
-    let state = AppState::new(backend, &config);
-    serve(listener, config, state, shutdown).await
+    Ok(addr)
 }
 
 /// How long open HTTP requests may take to finish once the shutdown began.
@@ -223,11 +232,7 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
-    let addr = listener.local_addr().map_err(|source| ServerError::Io {
-        what: "reading the listener's address".into(),
-        source,
-    })?;
-    config.check(addr)?;
+    let addr = checked_addr(&listener, &config)?;
 
     if config.token_secret.is_none() && state.backend().is_shared() {
         tracing::warn!(

@@ -14,11 +14,11 @@ use axum::body::Bytes;
 use axum::http::header;
 use axum::routing::get;
 use utoipa::OpenApi;
+use utoipa::openapi::OpenApiVersion;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::{
     ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
 };
-use utoipa::openapi::{Content, OpenApiVersion, Ref, RefOr, ResponseBuilder};
 use utoipa_swagger_ui::{Config, SwaggerUi};
 
 use crate::config::Scope;
@@ -140,17 +140,7 @@ impl CommonAnswers {
             op.responses
                 .responses
                 .entry(status.to_owned())
-                .or_insert_with(|| {
-                    RefOr::T(
-                        ResponseBuilder::new()
-                            .description(description)
-                            .content(
-                                "application/problem+json",
-                                Content::new(Some(Ref::from_schema_name("Problem"))),
-                            )
-                            .build(),
-                    )
-                });
+                .or_insert_with(|| problem::answer(description));
         }
     }
 }

@@ -9,6 +9,7 @@
 //! leaves as they are.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
@@ -22,7 +23,8 @@ use herenow_core::{ErrorKind, InvalidInput};
 use pin_project_lite::pin_project;
 use serde::Serialize;
 use tower::{Layer, Service};
-use utoipa::ToSchema;
+use utoipa::openapi::{self, Content, Ref, RefOr, ResponseBuilder};
+use utoipa::{IntoResponses, ToSchema};
 
 /// The media type of every error body.
 pub const PROBLEM_JSON: &str = "application/problem+json";
@@ -139,6 +141,30 @@ pub struct Problem {
     pub detail: String,
     /// A stable, machine-readable code, e.g. `bad-member-id`.
     pub code: String,
+}
+
+/// An answer with a [`Problem`] body, as the API document states it.
+pub(crate) fn answer(description: &str) -> RefOr<openapi::Response> {
+    RefOr::T(
+        ResponseBuilder::new()
+            .description(description)
+            .content(
+                PROBLEM_JSON,
+                Content::new(Some(Ref::from_schema_name("Problem"))),
+            )
+            .build(),
+    )
+}
+
+/// The `400` most operations name among their `responses`: bad input,
+/// the problem's `code` saying which. (`crate::openapi` adds the answers
+/// every operation may give, a `400` among them, to those that name none.)
+pub(crate) struct BadInput;
+
+impl IntoResponses for BadInput {
+    fn responses() -> BTreeMap<String, RefOr<openapi::Response>> {
+        BTreeMap::from([("400".to_owned(), answer("Bad input"))])
+    }
 }
 
 /// "bad-member-id" → "Bad member id": titles follow codes, so they can

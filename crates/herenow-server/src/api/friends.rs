@@ -13,7 +13,7 @@ use crate::extract::{
     ApiQuery, JsonBody, SpaceUserPath, UserPath, page_limit, user_ids, window_ms,
 };
 use crate::metrics::Query;
-use crate::problem::{ApiError, Problem};
+use crate::problem::{ApiError, BadInput};
 use crate::state::AppState;
 
 /// A list of user ids to set, add or remove.
@@ -44,19 +44,17 @@ pub struct FriendList {
     pub friends: Vec<MemberId>,
 }
 
-const USER: &str = "User id";
-
 /// Replaces a user's friend set; an empty list clears it.
 #[utoipa::path(
     put,
     path = "/v1/friends/{user}",
     operation_id = "set_friends",
     tag = "friends",
-    params(("user" = String, Path, description = USER)),
+    params(UserPath),
     request_body = FriendsBody,
     responses(
         (status = 200, description = "The new size", body = FriendCount),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
     ),
 )]
 pub async fn set(
@@ -82,11 +80,11 @@ pub async fn set(
     path = "/v1/friends/{user}/add",
     operation_id = "add_friends",
     tag = "friends",
-    params(("user" = String, Path, description = USER)),
+    params(UserPath),
     request_body = FriendsBody,
     responses(
         (status = 200, description = "The new size", body = FriendCount),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
     ),
 )]
 pub async fn add(
@@ -105,11 +103,11 @@ pub async fn add(
     path = "/v1/friends/{user}/remove",
     operation_id = "remove_friends",
     tag = "friends",
-    params(("user" = String, Path, description = USER)),
+    params(UserPath),
     request_body = FriendsBody,
     responses(
         (status = 200, description = "The new size", body = FriendCount),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
     ),
 )]
 pub async fn remove(
@@ -128,10 +126,10 @@ pub async fn remove(
     path = "/v1/friends/{user}",
     operation_id = "friends",
     tag = "friends",
-    params(("user" = String, Path, description = USER)),
+    params(UserPath),
     responses(
         (status = 200, description = "The friend set", body = FriendList),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
     ),
 )]
 pub async fn get_friends(
@@ -162,14 +160,10 @@ pub struct FriendsOnlineQuery {
     path = "/v1/spaces/{space}/friends/{user}/online",
     operation_id = "online_friends",
     tag = "friends",
-    params(
-        ("space" = String, Path, description = "Space name"),
-        ("user" = String, Path, description = USER),
-        FriendsOnlineQuery,
-    ),
+    params(SpaceUserPath, FriendsOnlineQuery),
     responses(
         (status = 200, description = "Online friends, most recent first", body = MembersAnswer),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
     ),
 )]
 pub async fn online(

@@ -10,14 +10,14 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use herenow_core::{Heartbeat, HeartbeatReport, MemberId, MemberKey, Metadata};
+use herenow_core::{Heartbeat, HeartbeatReport, MemberId, MemberKey, Metadata, SpaceName};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 use crate::auth::{Access, forbidden};
 use crate::extract::{JsonBody, SpacePath};
-use crate::problem::{ApiError, Problem};
+use crate::problem::{ApiError, BadInput, Problem};
 use crate::protocol::dto::MemberKindDto;
 use crate::state::AppState;
 
@@ -125,11 +125,11 @@ impl From<HeartbeatReport> for HeartbeatAnswer {
     path = "/v1/spaces/{space}/heartbeat",
     operation_id = "heartbeat",
     tag = "heartbeats",
-    params(("space" = String, Path, description = "Space name")),
+    params(SpacePath),
     request_body = HeartbeatBody,
     responses(
         (status = 200, description = "Recorded", body = HeartbeatAnswer),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
         (status = 403, description = "at_ms without a write key", body = Problem, content_type = "application/problem+json"),
     ),
 )]
@@ -140,12 +140,7 @@ pub async fn one(
     body: JsonBody,
 ) -> Result<HeartbeatAnswer, ApiError> {
     let beat = body.parse::<HeartbeatBody<'_>>()?.check(access)?;
-    state.metrics().heartbeats(1);
-    let report = state
-        .store()
-        .heartbeat(&space, std::slice::from_ref(&beat))
-        .await?;
-    Ok(report.into())
+    record(&state, &space, std::slice::from_ref(&beat)).await
 }
 
 /// Records a batch of heartbeats; the answer sums them.
@@ -154,11 +149,11 @@ pub async fn one(
     path = "/v1/spaces/{space}/heartbeats",
     operation_id = "heartbeats",
     tag = "heartbeats",
-    params(("space" = String, Path, description = "Space name")),
+    params(SpacePath),
     request_body = HeartbeatsBody,
     responses(
         (status = 200, description = "Recorded", body = HeartbeatAnswer),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
         (status = 413, description = "Body over 4 MiB", body = Problem, content_type = "application/problem+json"),
     ),
 )]
@@ -175,9 +170,17 @@ pub async fn batch(
         .iter()
         .map(|b| b.check(access))
         .collect::<Result<Vec<_>, _>>()?;
+    record(&state, &space, &beats).await
+}
+
+/// Counts `beats`, then records them in `space`.
+async fn record(
+    state: &AppState,
+    space: &SpaceName,
+    beats: &[Heartbeat],
+) -> Result<HeartbeatAnswer, ApiError> {
     state.metrics().heartbeats(beats.len() as u64);
-    let report = state.store().heartbeat(&space, &beats).await?;
-    Ok(report.into())
+    Ok(state.store().heartbeat(space, beats).await?.into())
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use utoipa::{IntoParams, ToSchema};
 use crate::extract::{ApiQuery, SpacePath, parse_duration};
 use crate::history::{INTERVAL, SAMPLES};
 use crate::metrics::Query;
-use crate::problem::{ApiError, Problem};
+use crate::problem::{ApiError, BadInput};
 use crate::state::AppState;
 
 /// The longest range: everything a ring holds.
@@ -51,10 +51,10 @@ pub struct HistoryAnswer {
     path = "/v1/spaces/{space}/history",
     operation_id = "history",
     tag = "spaces",
-    params(("space" = String, Path, description = "Space name"), HistoryQuery),
+    params(SpacePath, HistoryQuery),
     responses(
         (status = 200, description = "The samples", body = HistoryAnswer),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
     ),
 )]
 pub async fn history(

@@ -7,7 +7,7 @@ use utoipa::ToSchema;
 
 use super::dto::MembersBody;
 use crate::extract::{JsonBody, SpacePath};
-use crate::problem::{ApiError, Problem};
+use crate::problem::{ApiError, BadInput};
 use crate::state::AppState;
 
 /// What a leave call did.
@@ -23,11 +23,11 @@ pub struct LeaveAnswer {
     path = "/v1/spaces/{space}/leave",
     operation_id = "leave",
     tag = "heartbeats",
-    params(("space" = String, Path, description = "Space name")),
+    params(SpacePath),
     request_body = MembersBody,
     responses(
         (status = 200, description = "Done", body = LeaveAnswer),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
     ),
 )]
 pub async fn leave(

@@ -8,9 +8,10 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::dto::{MembersAnswer, MembersBody};
+use super::only;
 use crate::extract::{ApiQuery, JsonBody, SpaceMemberPath, SpacePath, member_kind};
 use crate::metrics::Query;
-use crate::problem::{ApiError, Problem};
+use crate::problem::{ApiError, BadInput};
 use crate::protocol::dto::MemberDto;
 use crate::state::AppState;
 
@@ -32,14 +33,10 @@ pub struct KindQuery {
     path = "/v1/spaces/{space}/members/{id}",
     operation_id = "member_status",
     tag = "status",
-    params(
-        ("space" = String, Path, description = "Space name"),
-        ("id" = String, Path, description = "Member id"),
-        KindQuery,
-    ),
+    params(SpaceMemberPath, KindQuery),
     responses(
         (status = 200, description = "The member", body = MemberDto),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
     ),
 )]
 pub async fn one(
@@ -52,16 +49,13 @@ pub async fn one(
         id,
     };
     state.metrics().query(Query::Member);
-    let mut answer = state
+    let answer = state
         .store()
         .status(&space, std::slice::from_ref(&key))
         .await?;
-    let member = answer.pop().ok_or_else(|| {
-        ApiError::from(herenow_core::Error::Internal(
-            "status answered no member for one asked".into(),
-        ))
-    })?;
-    Ok(Json(member.into()))
+    Ok(Json(
+        only(answer, "status answered no member for one asked")?.into(),
+    ))
 }
 
 /// Status and last-seen time of up to 10,000 members, in the order asked,
@@ -71,11 +65,11 @@ pub async fn one(
     path = "/v1/spaces/{space}/status",
     operation_id = "status",
     tag = "status",
-    params(("space" = String, Path, description = "Space name")),
+    params(SpacePath),
     request_body = MembersBody,
     responses(
         (status = 200, description = "The members, in the order asked", body = MembersAnswer),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
     ),
 )]
 pub async fn status(

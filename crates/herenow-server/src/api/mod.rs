@@ -26,6 +26,7 @@ use axum::http::request::Parts;
 
 use crate::auth::Access;
 use crate::config::Scope;
+use crate::problem::ApiError;
 
 impl<S: Send + Sync> FromRequestParts<S> for Access {
     type Rejection = std::convert::Infallible;
@@ -39,4 +40,12 @@ impl<S: Send + Sync> FromRequestParts<S> for Access {
             .copied()
             .unwrap_or(Access::Key(Scope::Read)))
     }
+}
+
+/// The one answer of a store call asked about one id; `missing` (a bug
+/// of the store's, a `500`) when there is none.
+fn only<T>(mut answers: Vec<T>, missing: &str) -> Result<T, ApiError> {
+    answers
+        .pop()
+        .ok_or_else(|| herenow_core::Error::Internal(missing.into()).into())
 }

@@ -11,7 +11,7 @@ use crate::extract::{
     ApiQuery, JsonBody, SpacePath, check_cursor, check_limit, page_limit, parse_duration, window_ms,
 };
 use crate::metrics::Query;
-use crate::problem::{ApiError, Problem};
+use crate::problem::{ApiError, BadInput};
 use crate::protocol::dto::MemberDto;
 use crate::state::AppState;
 
@@ -113,10 +113,10 @@ async fn effective_window(
     path = "/v1/spaces/{space}/online",
     operation_id = "online",
     tag = "online",
-    params(("space" = String, Path, description = "Space name"), OnlineQuery),
+    params(SpacePath, OnlineQuery),
     responses(
         (status = 200, description = "One page", body = OnlineAnswer),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
     ),
 )]
 pub async fn online(
@@ -171,10 +171,10 @@ pub struct CountAnswer {
     path = "/v1/spaces/{space}/count",
     operation_id = "count",
     tag = "online",
-    params(("space" = String, Path, description = "Space name"), WindowQuery),
+    params(SpacePath, WindowQuery),
     responses(
         (status = 200, description = "The counts", body = CountAnswer),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
     ),
 )]
 pub async fn count(
@@ -216,11 +216,11 @@ pub struct AmongBody<'a> {
     path = "/v1/spaces/{space}/online-among",
     operation_id = "online_among",
     tag = "online",
-    params(("space" = String, Path, description = "Space name")),
+    params(SpacePath),
     request_body = AmongBody,
     responses(
         (status = 200, description = "The online ones, most recent first", body = MembersAnswer),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
     ),
 )]
 pub async fn among(

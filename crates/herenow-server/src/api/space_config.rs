@@ -9,7 +9,7 @@ use herenow_core::{Capability, ErrorKind, SpaceConfig, SpaceName, limits};
 use crate::auth::Access;
 use crate::extract::{JsonBody, SpacePath};
 use crate::metrics::Query;
-use crate::problem::{ApiError, Problem};
+use crate::problem::{ApiError, BadInput, Problem};
 use crate::protocol::dto::{SpaceWebhookDto, WebhookEvent};
 use crate::state::AppState;
 use crate::webhooks::endpoint::parse_url;
@@ -24,10 +24,10 @@ pub use crate::protocol::dto::SpaceConfigDto;
     path = "/v1/spaces/{space}/config",
     operation_id = "space_config",
     tag = "spaces",
-    params(("space" = String, Path, description = "Space name")),
+    params(SpacePath),
     responses(
         (status = 200, description = "The policy", body = SpaceConfigDto),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
     ),
 )]
 pub async fn get_config(
@@ -51,11 +51,11 @@ pub async fn get_config(
     path = "/v1/spaces/{space}/config",
     operation_id = "set_space_config",
     tag = "spaces",
-    params(("space" = String, Path, description = "Space name")),
+    params(SpacePath),
     request_body = SpaceConfigDto,
     responses(
         (status = 200, description = "The new policy", body = SpaceConfigDto),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
         (status = 501, description = "The store keeps no webhook endpoints (a seed's layout)", body = Problem, content_type = "application/problem+json"),
     ),
 )]

@@ -8,7 +8,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::extract::{ApiQuery, page_limit};
 use crate::metrics::Query;
-use crate::problem::{ApiError, Problem};
+use crate::problem::{ApiError, BadInput};
 use crate::state::AppState;
 
 /// The query of `GET /v1/spaces`.
@@ -58,7 +58,7 @@ pub struct SpacesAnswer {
     params(SpacesQuery),
     responses(
         (status = 200, description = "A page of spaces", body = SpacesAnswer),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
     ),
 )]
 pub async fn list(

@@ -11,14 +11,16 @@ use std::borrow::Cow;
 use axum::Json;
 use axum::extract::State;
 use herenow_core::{
-    Capability, ErasureReport, InvalidInput, MemberId, SeenAnywhere, SpaceName, limits::MAX_BATCH,
+    Capability, ErasureReport, InvalidInput, MemberId, SeenAnywhere, SpaceName, UserIndex,
+    limits::MAX_BATCH,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::only;
 use crate::extract::{IdPath, JsonBody};
 use crate::metrics::Query;
-use crate::problem::{ApiError, Problem};
+use crate::problem::{ApiError, BadInput, Problem};
 use crate::protocol::dto::StatusDto;
 use crate::state::AppState;
 
@@ -93,8 +95,6 @@ impl From<ErasureReport> for ErasureDto {
     }
 }
 
-const ID: &str = "User id";
-
 /// The id whose `GET` and `DELETE` the batch route `/v1/users/status`
 /// shadows: the router sends them to [`one_named_status`] and
 /// [`erase_named_status`], so a user called `status` is a user like any.
@@ -109,10 +109,10 @@ pub const SHADOWED_ID: &str = "status";
     path = "/v1/users/{id}",
     operation_id = "user_seen_anywhere",
     tag = "users",
-    params(("id" = String, Path, description = ID)),
+    params(IdPath),
     responses(
         (status = 200, description = "The user's last seen anywhere", body = SeenAnywhereDto),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
         (status = 501, description = "This store's key layout cannot answer it", body = Problem, content_type = "application/problem+json"),
     ),
 )]
@@ -120,29 +120,18 @@ pub async fn one(
     State(state): State<AppState>,
     IdPath(id): IdPath,
 ) -> Result<Json<SeenAnywhereDto>, ApiError> {
-    seen_one(&state, id).await
+    state.metrics().query(Query::User);
+    let answer = user_index(&state)?
+        .seen_anywhere(std::slice::from_ref(&id))
+        .await?;
+    Ok(Json(
+        only(answer, "seen_anywhere answered no user for one asked")?.into(),
+    ))
 }
 
 /// `GET /v1/users/status`: [`one`] for the user called `status`.
-pub async fn one_named_status(
-    State(state): State<AppState>,
-) -> Result<Json<SeenAnywhereDto>, ApiError> {
-    seen_one(&state, MemberId::new(SHADOWED_ID)?).await
-}
-
-async fn seen_one(state: &AppState, id: MemberId) -> Result<Json<SeenAnywhereDto>, ApiError> {
-    state.metrics().query(Query::User);
-    let store = state.store();
-    let users = store
-        .user_index()
-        .ok_or_else(|| store.lacks(Capability::UserIndex))?;
-    let mut answer = users.seen_anywhere(std::slice::from_ref(&id)).await?;
-    let user = answer.pop().ok_or_else(|| {
-        ApiError::from(herenow_core::Error::Internal(
-            "seen_anywhere answered no user for one asked".into(),
-        ))
-    })?;
-    Ok(Json(user.into()))
+pub async fn one_named_status(state: State<AppState>) -> Result<Json<SeenAnywhereDto>, ApiError> {
+    one(state, shadowed()?).await
 }
 
 /// Last seen anywhere of up to 10,000 users, in the order asked: a
@@ -155,7 +144,7 @@ async fn seen_one(state: &AppState, id: MemberId) -> Result<Json<SeenAnywhereDto
     request_body = UsersBody,
     responses(
         (status = 200, description = "The users, in the order asked", body = UsersAnswer),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
         (status = 501, description = "This store's key layout cannot answer it", body = Problem, content_type = "application/problem+json"),
     ),
 )]
@@ -165,11 +154,7 @@ pub async fn status(
 ) -> Result<Json<UsersAnswer>, ApiError> {
     let ids = user_batch(&body.parse::<UsersBody<'_>>()?.ids)?;
     state.metrics().query(Query::UsersStatus);
-    let store = state.store();
-    let index = store
-        .user_index()
-        .ok_or_else(|| store.lacks(Capability::UserIndex))?;
-    let users = index.seen_anywhere(&ids).await?;
+    let users = user_index(&state)?.seen_anywhere(&ids).await?;
     Ok(Json(UsersAnswer {
         users: users.into_iter().map(SeenAnywhereDto::from).collect(),
     }))
@@ -185,10 +170,10 @@ pub async fn status(
     path = "/v1/users/{id}",
     operation_id = "erase_user",
     tag = "users",
-    params(("id" = String, Path, description = ID)),
+    params(IdPath),
     responses(
         (status = 200, description = "What was erased", body = ErasureDto),
-        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        BadInput,
         (status = 501, description = "This store's key layout cannot erase", body = Problem, content_type = "application/problem+json"),
     ),
 )]
@@ -196,25 +181,28 @@ pub async fn erase(
     State(state): State<AppState>,
     IdPath(id): IdPath,
 ) -> Result<Json<ErasureDto>, ApiError> {
-    erase_one(&state, id).await
-}
-
-/// `DELETE /v1/users/status`: [`erase`] for the user called `status`.
-pub async fn erase_named_status(
-    State(state): State<AppState>,
-) -> Result<Json<ErasureDto>, ApiError> {
-    erase_one(&state, MemberId::new(SHADOWED_ID)?).await
-}
-
-async fn erase_one(state: &AppState, id: MemberId) -> Result<Json<ErasureDto>, ApiError> {
-    let store = state.store();
-    let users = store
-        .user_index()
-        .ok_or_else(|| store.lacks(Capability::UserIndex))?;
-    let report = users.erase_user(&id).await?;
+    let report = user_index(&state)?.erase_user(&id).await?;
     // Counted, never logged by id: the point is to forget the user.
     state.metrics().erasure();
     Ok(Json(report.into()))
+}
+
+/// `DELETE /v1/users/status`: [`erase`] for the user called `status`.
+pub async fn erase_named_status(state: State<AppState>) -> Result<Json<ErasureDto>, ApiError> {
+    erase(state, shadowed()?).await
+}
+
+/// The path of the user called `status`, which the batch route shadows.
+fn shadowed() -> Result<IdPath, ApiError> {
+    Ok(IdPath(MemberId::new(SHADOWED_ID)?))
+}
+
+/// The store's user index, or the answer of a store without one.
+fn user_index(state: &AppState) -> Result<&dyn UserIndex, ApiError> {
+    let store = state.store();
+    store
+        .user_index()
+        .ok_or_else(|| store.lacks(Capability::UserIndex).into())
 }
 
 /// Checks a batch of user ids: its size, then each id, naming the bound

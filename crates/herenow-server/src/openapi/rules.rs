@@ -319,20 +319,19 @@ fn shadowed_user(doc: &mut Value) {
 /// (`online ≤ away ≤ retention`, `window ≤ retention`) is `bad-config`.
 fn policy(doc: &mut Value) {
     let day = limits::MAX_RETENTION_MS;
-    for field in ["online_ms", "away_ms", "window_ms", "retention_ms"] {
+    for (field, minimum, maximum) in [
+        ("online_ms", 1, day),
+        ("away_ms", 1, day),
+        ("window_ms", 1, day),
+        ("retention_ms", 1, day),
+        ("remember_ms", 0, limits::MAX_REMEMBER_MS),
+        ("grace_ms", 0, limits::MAX_GRACE_MS),
+    ] {
         merge(
             property(doc, "SpaceConfigDto", field),
-            json!({ "minimum": 1, "maximum": day }),
+            json!({ "minimum": minimum, "maximum": maximum }),
         );
     }
-    merge(
-        property(doc, "SpaceConfigDto", "remember_ms"),
-        json!({ "minimum": 0, "maximum": limits::MAX_REMEMBER_MS }),
-    );
-    merge(
-        property(doc, "SpaceConfigDto", "grace_ms"),
-        json!({ "minimum": 0, "maximum": limits::MAX_GRACE_MS }),
-    );
     space_webhooks(doc);
 }
 
@@ -351,10 +350,6 @@ fn space_webhooks(doc: &mut Value) {
     let url = format!(
         "^https?://(?:(?:{label}\\.)*{last}|(?:{octet}\\.){{3}}{octet})(?::[1-9][0-9]{{0,3}})?(?:/[A-Za-z0-9._~%!$&'()*+,;=:@/-]*)?(?:\\?[A-Za-z0-9._~%!$&'()*+,;=:@/?-]*)?$"
     );
-    merge(
-        property(doc, "SpaceWebhookDto", "url"),
-        json!({ "pattern": url }),
-    );
     // `whsec_` and canonical base64 of 24 to 64 bytes: whole quanta, or a
     // last one padded with `==` (one byte) or `=` (two), whose final
     // character leaves no stray bits.
@@ -362,14 +357,13 @@ fn space_webhooks(doc: &mut Value) {
     let secret = format!(
         "^whsec_(?:(?:{b64}{{4}}){{8,21}}(?:{b64}[AQgw]==)?|(?:{b64}{{4}}){{8,20}}{b64}{{2}}[AEIMQUYcgkosw048]=)$"
     );
-    merge(
-        property(doc, "SpaceWebhookDto", "secret"),
-        json!({ "pattern": secret }),
-    );
-    merge(
-        property(doc, "SpaceWebhookDto", "events"),
-        json!({ "uniqueItems": true }),
-    );
+    for (field, rule) in [
+        ("url", json!({ "pattern": url })),
+        ("secret", json!({ "pattern": secret })),
+        ("events", json!({ "uniqueItems": true })),
+    ] {
+        merge(property(doc, "SpaceWebhookDto", field), rule);
+    }
 }
 
 /// What the server answers: ids and names it sends are ones it accepts.

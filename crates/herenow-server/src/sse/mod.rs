@@ -125,7 +125,7 @@ async fn next(mut feed: Feed) -> Option<(Result<SseEvent, Infallible>, Feed)> {
     path = "/v1/spaces/{space}/events",
     operation_id = "events",
     tag = "events",
-    params(("space" = String, Path, description = "Space name")),
+    params(SpacePath),
     responses(
         (status = 200, description = "An event stream: `snapshot`, then `join`, `away`, `back`, `leave`, `update`, `connect`, `disconnect`; `lagged` then a `snapshot` with `resync: true` for a reader that fell behind", body = SnapshotData, content_type = "text/event-stream"),
         (status = 400, description = "Bad space name", body = Problem, content_type = "application/problem+json"),

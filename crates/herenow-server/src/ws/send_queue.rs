@@ -131,20 +131,7 @@ impl SendQueue {
         if self.lagging.contains(sub) {
             return Outcome::Dropped;
         }
-        let Some(text) = msg.to_text() else {
-            return Outcome::Dropped;
-        };
-        match self.queue(text) {
-            Ok(()) => Outcome::Queued,
-            Err(TrySendError::Full(_)) => {
-                self.lag(sub, 1);
-                Outcome::Dropped
-            }
-            Err(TrySendError::Closed(_)) => {
-                self.gone = true;
-                Outcome::Dropped
-            }
-        }
+        self.push_or_lag(msg, |queue| queue.lag(sub, 1))
     }
 
     /// Queues a message of the watch (a page, a `status`, `unwatched`)
@@ -154,14 +141,22 @@ impl SendQueue {
         if self.watch_lagging {
             return Outcome::Dropped;
         }
+        self.push_or_lag(msg, |queue| {
+            queue.watch_lagging = true;
+            queue.lag_since.get_or_insert_with(Instant::now);
+        })
+    }
+
+    /// Queues a message that may lag (of a subscription or the watch);
+    /// when it does not fit, `lag` starts the lag.
+    fn push_or_lag(&mut self, msg: &ServerMessage<'_>, lag: impl FnOnce(&mut Self)) -> Outcome {
         let Some(text) = msg.to_text() else {
             return Outcome::Dropped;
         };
         match self.queue(text) {
             Ok(()) => Outcome::Queued,
             Err(TrySendError::Full(_)) => {
-                self.watch_lagging = true;
-                self.lag_since.get_or_insert_with(Instant::now);
+                lag(self);
                 Outcome::Dropped
             }
             Err(TrySendError::Closed(_)) => {
