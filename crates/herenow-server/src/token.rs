@@ -179,19 +179,10 @@ impl Tokens {
 
     /// Tokens signed with a fresh random secret: they die with the process.
     pub fn random() -> Self {
-        let mut bytes = [0u8; 48];
-        if getrandom::fill(&mut bytes).is_err() {
-            // No system randomness at all: refusing to start would be
-            // kinder, but this is only reachable on exotic platforms; mix
-            // the time and the process id so the secret is at least not a
-            // constant.
-            let seed = format!("{:?}-{}", SystemTime::now(), std::process::id());
-            for (i, b) in seed.bytes().enumerate() {
-                bytes[i % bytes.len()] ^= b;
-            }
-        }
-        // 48 bytes: above `MIN_TOKEN_SECRET_BYTES`.
-        Self::new(&bytes)
+        // 48 bytes: above `MIN_TOKEN_SECRET_BYTES`. Without system
+        // randomness (only exotic platforms) they come from the time and
+        // the process id: refusing to start would be kinder.
+        Self::new(&crate::socket::random_bytes::<48>())
     }
 
     /// A token for `member` in `spaces`, issued at `issued_at_s` (seconds

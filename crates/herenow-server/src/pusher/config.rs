@@ -379,22 +379,14 @@ mod tests {
             "1:k:a:b:c:d:e:f".parse::<PusherApp>().unwrap().secret,
             "a:b:c:d:e:f"
         );
-        assert_eq!(
-            "42:key".parse::<PusherApp>(),
-            Err(PusherConfigError::Format)
-        );
-        assert_eq!(
-            "4 2:key:secret-value".parse::<PusherApp>(),
-            Err(PusherConfigError::BadName)
-        );
-        assert_eq!(
-            "42::secret-value".parse::<PusherApp>(),
-            Err(PusherConfigError::BadName)
-        );
-        assert_eq!(
-            "42:key:short".parse::<PusherApp>(),
-            Err(PusherConfigError::WeakSecret)
-        );
+        for (bad, why) in [
+            ("42:key", PusherConfigError::Format),
+            ("4 2:key:secret-value", PusherConfigError::BadName),
+            ("42::secret-value", PusherConfigError::BadName),
+            ("42:key:short", PusherConfigError::WeakSecret),
+        ] {
+            assert_eq!(bad.parse::<PusherApp>(), Err(why), "{bad}");
+        }
     }
 
     #[test]

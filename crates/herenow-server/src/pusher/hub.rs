@@ -315,13 +315,5 @@ pub(crate) fn event_frame(event: &str, channel: &str, data: &str) -> Arc<str> {
 
 /// A random number of up to 15 digits.
 fn random_prefix() -> u64 {
-    let mut bytes = [0u8; 8];
-    if getrandom::fill(&mut bytes).is_err() {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        bytes[..4].copy_from_slice(&nanos.to_le_bytes());
-        bytes[4..].copy_from_slice(&std::process::id().to_le_bytes());
-    }
-    u64::from_le_bytes(bytes) % 1_000_000_000_000_000
+    u64::from_le_bytes(crate::socket::random_bytes()) % 1_000_000_000_000_000
 }

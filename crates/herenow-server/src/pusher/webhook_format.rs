@@ -355,22 +355,11 @@ mod tests {
             ["join", "leave", "occupied", "vacated"]
         );
         let ann = Some(MemberKey::user(MemberId::new("ann").unwrap()));
-        assert!(
-            endpoint
-                .filter
-                .wants(&event("presence-a", OutboxKind::Join, ann.clone()))
-        );
-        assert!(
-            !endpoint
-                .filter
-                .wants(&event("lobby", OutboxKind::Join, ann.clone()))
-        );
+        let joined = |space| event(space, OutboxKind::Join, ann.clone());
+        assert!(endpoint.filter.wants(&joined("presence-a")));
+        assert!(!endpoint.filter.wants(&joined("lobby")));
         // Another app's spaces are `ID:presence-…`: not this app's.
-        assert!(
-            !endpoint
-                .filter
-                .wants(&event("7:presence-a", OutboxKind::Join, ann.clone()))
-        );
+        assert!(!endpoint.filter.wants(&joined("7:presence-a")));
         let second = PusherTarget {
             app_id: "7".into(),
             space_prefix: "7:".into(),
@@ -378,16 +367,8 @@ mod tests {
             ..target.clone()
         }
         .endpoint(4);
-        assert!(
-            second
-                .filter
-                .wants(&event("7:presence-a", OutboxKind::Join, ann.clone()))
-        );
-        assert!(
-            !second
-                .filter
-                .wants(&event("presence-a", OutboxKind::Join, ann.clone()))
-        );
+        assert!(second.filter.wants(&joined("7:presence-a")));
+        assert!(!second.filter.wants(&joined("presence-a")));
         // Each app's occupancy space goes to its own endpoints only.
         let news = Some(MemberKey::guest(MemberId::new("news").unwrap()));
         let occupied = |space| event(space, OutboxKind::Join, news.clone());

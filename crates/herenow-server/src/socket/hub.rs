@@ -102,15 +102,31 @@ impl Hub {
 /// 48 random bits as 12 hex digits: servers sharing a Redis store (and a
 /// restarted server) never hand out the same connection id.
 fn conn_prefix() -> String {
-    let mut bytes = [0u8; 6];
+    random_bytes::<6>()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `N` random bytes for the ids a process hands out (both protocols'),
+/// so that servers sharing a store never hand out the same. Without
+/// system randomness (only exotic platforms), the time and the process
+/// id, so they at least differ between processes.
+pub(crate) fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut bytes = [0u8; N];
     if getrandom::fill(&mut bytes).is_err() {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
-        bytes.copy_from_slice(&nanos.to_le_bytes()[..6]);
-        bytes[0] ^= std::process::id() as u8;
+        let seed = nanos
+            .to_le_bytes()
+            .into_iter()
+            .chain(std::process::id().to_le_bytes());
+        for (i, b) in seed.enumerate() {
+            bytes[i % N] ^= b;
+        }
     }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    bytes
 }
 
 #[cfg(test)]

@@ -15,7 +15,8 @@
 //!   probe (ping, pong wait), the protocol's own deadline, its sources,
 //!   and shutdown; a protocol is a [`Protocol`];
 //! - `hub`: the sockets as a whole ([`Hub`]): their bound, the tracker
-//!   shutdown waits on, connection ids, the timing told to clients.
+//!   shutdown waits on, connection ids, the timing told to clients;
+//! - `rate`: the token bucket on what a client sends.
 //!
 //! A socket is two futures side by side: the session (the loop, with
 //! the protocol) and the writer, so nothing the session does waits on a
@@ -24,6 +25,7 @@
 mod driver;
 mod hub;
 pub(crate) mod queue;
+mod rate;
 mod upgrade;
 mod writer;
 
@@ -37,7 +39,8 @@ use tokio::sync::oneshot;
 
 pub(crate) use driver::{Ended, Protocol, drive};
 pub use hub::Hub;
-pub(crate) use hub::Liveness;
+pub(crate) use hub::{Liveness, random_bytes};
+pub(crate) use rate::TokenBucket;
 pub(crate) use upgrade::upgrade;
 
 /// An upgraded socket, whatever the protocol on it.

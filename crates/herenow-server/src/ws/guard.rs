@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::limits::{ERROR_WINDOW, MAX_ERRORS, RATE_BURST, RATE_PER_SECOND};
+use crate::socket::TokenBucket;
 use crate::ws::wire::WsError;
 
 /// The guards of one connection, at the protocol's bounds: [`RATE_BURST`]
@@ -14,7 +15,7 @@ use crate::ws::wire::WsError;
 /// the client's own errors within [`ERROR_WINDOW`] end it.
 #[derive(Debug)]
 pub(super) struct Guards {
-    rate: RateLimit,
+    rate: TokenBucket,
     errors: ErrorWindow,
 }
 
@@ -23,7 +24,7 @@ impl Guards {
     /// no errors.
     pub(super) fn new(now: Instant) -> Self {
         Self {
-            rate: RateLimit::new(RATE_BURST, RATE_PER_SECOND, now),
+            rate: TokenBucket::new(RATE_BURST, RATE_PER_SECOND, now),
             errors: ErrorWindow::new(MAX_ERRORS, ERROR_WINDOW),
         }
     }
@@ -51,39 +52,6 @@ pub(super) fn rate_limited() -> WsError {
             "more than {RATE_BURST} messages in a burst ({RATE_PER_SECOND} per second sustained)"
         ),
     )
-}
-
-/// A token bucket: `burst` messages at once, `per_second` sustained.
-#[derive(Debug)]
-struct RateLimit {
-    tokens: f64,
-    burst: f64,
-    per_second: f64,
-    at: Instant,
-}
-
-impl RateLimit {
-    fn new(burst: u32, per_second: u32, now: Instant) -> Self {
-        Self {
-            tokens: f64::from(burst),
-            burst: f64::from(burst),
-            per_second: f64::from(per_second),
-            at: now,
-        }
-    }
-
-    /// Takes a token if there is one.
-    fn allow(&mut self, now: Instant) -> bool {
-        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
-        self.at = now;
-        self.tokens = (self.tokens + elapsed * self.per_second).min(self.burst);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
 }
 
 /// The times of the last `max` errors.
@@ -124,21 +92,6 @@ impl ErrorWindow {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_bucket_allows_a_burst_then_the_rate() {
-        let t0 = Instant::now();
-        let mut r = RateLimit::new(20, 10, t0);
-        assert!((0..20).all(|_| r.allow(t0)));
-        assert!(!r.allow(t0));
-        // A tenth of a second brings one token back, no more.
-        let t1 = t0 + Duration::from_millis(100);
-        assert!(r.allow(t1));
-        assert!(!r.allow(t1));
-        // A long pause refills to the burst, not beyond.
-        let t2 = t1 + Duration::from_secs(60);
-        assert_eq!((0..30).filter(|_| r.allow(t2)).count(), 20);
-    }
 
     #[test]
     fn errors_count_within_the_window_only() {

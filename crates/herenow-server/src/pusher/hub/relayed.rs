@@ -88,8 +88,7 @@ impl Pusher {
                 text,
                 except,
             } => {
-                let app: Arc<str> = Arc::from(app);
-                let text: Arc<str> = Arc::from(text);
+                let (app, text): (Arc<str>, Arc<str>) = (app.into(), text.into());
                 self.channels
                     .publish(&app, &channel, &text, except.as_deref());
             }

@@ -114,14 +114,19 @@ impl Sockets {
 mod tests {
     use super::*;
 
+    /// Sockets 1, 2 and 3 of the apps named, and their enders.
+    fn three(apps: [&str; 3]) -> (Sockets, Vec<Arc<Ender>>) {
+        let s = Sockets::default();
+        let enders: Vec<Arc<Ender>> = (0..3).map(|_| Arc::new(Ender::default())).collect();
+        for (n, (app, ender)) in (1..).zip(apps.into_iter().zip(&enders)) {
+            s.open(n, &Arc::from(app), ender.clone());
+        }
+        (s, enders)
+    }
+
     #[tokio::test]
     async fn users_are_ended_by_app_and_id() {
-        let s = Sockets::default();
-        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("1"), Arc::from("2"));
-        let enders: Vec<Arc<Ender>> = (0..3).map(|_| Arc::new(Ender::default())).collect();
-        s.open(1, &a, enders[0].clone());
-        s.open(2, &a, enders[1].clone());
-        s.open(3, &b, enders[2].clone());
+        let (s, enders) = three(["1", "1", "2"]);
         for n in [1, 2, 3] {
             s.sign_in(n, "ann");
         }
@@ -140,12 +145,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_apps_sockets_are_ended_together() {
-        let s = Sockets::default();
-        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("1"), Arc::from("2"));
-        let enders: Vec<Arc<Ender>> = (0..3).map(|_| Arc::new(Ender::default())).collect();
-        s.open(1, &a, enders[0].clone());
-        s.open(2, &b, enders[1].clone());
-        s.open(3, &a, enders[2].clone());
+        let (s, enders) = three(["1", "2", "1"]);
         assert_eq!(s.end_app("1", 4001, "gone"), 2);
         assert_eq!(enders[0].ended().await, (4001, "gone"));
         assert_eq!(enders[2].ended().await, (4001, "gone"));

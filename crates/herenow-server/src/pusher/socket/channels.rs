@@ -1,5 +1,4 @@
-//! Subscribing, unsubscribing and client events of one socket; the
-//! client-event rate's token bucket.
+//! Subscribing, unsubscribing and client events of one socket.
 
 use tokio::time::Instant;
 
@@ -220,78 +219,5 @@ impl Session {
             tracing::debug!(error = %e, "a client event could not be relayed");
             self.reply(frames::error(None, rejected));
         }
-    }
-}
-
-/// A token bucket: `rate` a second, bursts of `rate`.
-pub(super) struct Bucket {
-    tokens: f64,
-    rate: f64,
-    last: Instant,
-}
-
-impl Bucket {
-    pub(super) fn new(rate: u32, now: Instant) -> Self {
-        Self {
-            tokens: f64::from(rate),
-            rate: f64::from(rate),
-            last: now,
-        }
-    }
-
-    /// From now on `rate` a second, bursts of `rate` (a reload changed
-    /// the app's limit): what the socket saved up stays, up to the new
-    /// burst.
-    pub(super) fn set_rate(&mut self, rate: u32, now: Instant) {
-        let rate = f64::from(rate);
-        if rate != self.rate {
-            // Settled at the old rate up to now.
-            let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
-            self.tokens = (self.tokens + elapsed * self.rate).min(self.rate).min(rate);
-            self.last = now;
-            self.rate = rate;
-        }
-    }
-
-    fn allow(&mut self, now: Instant) -> bool {
-        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
-        self.last = now;
-        self.tokens = (self.tokens + elapsed * self.rate).min(self.rate);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    use std::time::Duration;
-
-    #[test]
-    fn the_bucket_allows_the_rate() {
-        let t = Instant::now();
-        let mut b = Bucket::new(10, t);
-        assert_eq!((0..15).filter(|_| b.allow(t)).count(), 10);
-        assert!(!b.allow(t + Duration::from_millis(50)));
-        assert!(b.allow(t + Duration::from_millis(200)));
-    }
-
-    #[test]
-    fn a_new_rate_applies_from_when_it_is_set() {
-        let t = Instant::now();
-        let mut b = Bucket::new(10, t);
-        b.set_rate(2, t);
-        // The burst is the new rate's.
-        assert_eq!((0..5).filter(|_| b.allow(t)).count(), 2);
-        b.set_rate(20, t);
-        // Nothing saved up; refilled at the new rate.
-        assert!(!b.allow(t));
-        let later = t + Duration::from_millis(100);
-        assert_eq!((0..5).filter(|_| b.allow(later)).count(), 2);
     }
 }

@@ -55,13 +55,12 @@ use herenow_core::{ConnId, MemberKey, Metadata, SpaceName};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::time::{Instant, timeout};
 
-use self::channels::Bucket;
 use self::user::{SignedIn, Watchlist};
 use super::frames;
 use super::{ChannelKind, Pusher, PusherApp};
 use crate::pusher::PusherState;
 use crate::pusher::hub::{Ender, QUEUE, RESERVE};
-use crate::socket::{self, Inlet, Out, Protocol, Ws, drive};
+use crate::socket::{self, Inlet, Out, Protocol, TokenBucket, Ws, drive};
 use crate::watch::registry::Note;
 
 /// The largest frame a client may send; a larger one closes the socket
@@ -225,7 +224,11 @@ async fn run(socket: Ws, state: PusherState, pusher: Arc<Pusher>, app: Arc<Pushe
         let session = Session {
             conn: socket_conn(&socket_id),
             app_id: Arc::from(app.id.as_str()),
-            bucket: Bucket::new(app.client_events_per_second, Instant::now()),
+            bucket: TokenBucket::new(
+                app.client_events_per_second,
+                app.client_events_per_second,
+                Instant::now(),
+            ),
             state,
             pusher,
             app,
@@ -286,7 +289,7 @@ struct Session {
     signed_in: Option<SignedIn>,
     /// The signed-in user's watchlist, if it named one.
     watchlist: Option<Watchlist>,
-    bucket: Bucket,
+    bucket: TokenBucket,
     /// When the presence this socket holds is next written again.
     next_refresh: Instant,
     closing: Option<(u16, String)>,
@@ -350,8 +353,8 @@ impl Session {
         }
         match self.pusher.by_id(&self.app_id) {
             Some(app) => {
-                self.bucket
-                    .set_rate(app.client_events_per_second, Instant::now());
+                let rate = app.client_events_per_second;
+                self.bucket.set_rate(rate, rate, Instant::now());
                 self.app = app;
                 self.app_version = version;
                 true
