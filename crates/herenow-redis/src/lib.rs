@@ -269,8 +269,9 @@
 //! - `options.rs` ([`RedisOptions`]) and `ctx.rs`: the context one store
 //!   shares with its write path (client, clock, defaults, options, key
 //!   names, and the write buffer's health, [`RedisStats`]).
-//! - [`scripts`] (members) and [`conn_scripts`] (live connections): the
-//!   Lua scripts, each one atomic call in one slot.
+//! - [`scripts`] (members), [`conn_scripts`] (live connections) and
+//!   [`user_scripts`] (store-wide keys: the registry, users' indexes,
+//!   friend sets): the Lua scripts, each one atomic call in one slot.
 //! - `writer.rs` (heartbeat and leave scripts per shard, the registry
 //!   mark), `flush.rs` (coalescing of concurrent heartbeats), [`buffer`]
 //!   (the outage buffer) and `replay.rs` (writing it back,
@@ -287,7 +288,10 @@
 //!   figures): the webhook outbox.
 //! - `follow.rs`: users' channels, counted follows and the feeds of
 //!   followed users' changes, fed by the client's pushes before the
-//!   [`events`] router sees them.
+//!   [`events`] router sees them; `relay.rs`: the channel between the
+//!   servers on one Redis ([`herenow_core::Relay`]).
+//! - `observe.rs`: how each call to Redis went, told to whoever embeds the
+//!   store (the server's metrics).
 //! - [`layouts`]: [`SeedLayoutStore`], the seeds' own key layouts, one file
 //!   per layout behind one trait.
 //!

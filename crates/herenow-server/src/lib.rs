@@ -52,6 +52,8 @@
 //! - `webhooks`: the backend told of joins and leaves, signed (Standard
 //!   Webhooks, or Pusher's format for `--pusher-webhook`), claimed from
 //!   the store's outbox so that one of many servers delivers each event;
+//! - `streams`: the event streams' bound, which `sse` and the watch's
+//!   stream share;
 //! - `metrics`, `ops` (health), `history` (count history), `background`
 //!   (the ticker, samplers and the store's periodic duty), `listener` (the
 //!   connection bound), `error`, and `fuzzing` (test support for the

@@ -1,7 +1,8 @@
 //! The `herenow` binary: `herenow serve` runs the server, every other
 //! subcommand is a small client of its HTTP API (docs/API.md).
 //!
-//! The binary is glue: [`cli`] parses flags and environment,
+//! The binary is glue: [`cli`] parses flags and environment (each value
+//! checked by [`parse`]),
 //! [`config_file`] adds the settings of `serve --config FILE` under them
 //! ([`config_cmd`] checks such a file and prints an example),
 //! [`store_flags`] checks the store's flags together into a
