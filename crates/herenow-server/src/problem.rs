@@ -82,6 +82,13 @@ impl ApiError {
         }
     }
 
+    /// An invalid input's error, its detail naming where the input stood
+    /// (`users[3]: …`, a field of a body).
+    pub fn invalid_at(at: impl std::fmt::Display, e: InvalidInput) -> Self {
+        let detail = format!("{at}: {e}");
+        Self::from(e).with_detail(detail)
+    }
+
     /// The HTTP status it answers with.
     #[cfg(test)]
     pub fn status(&self) -> StatusCode {

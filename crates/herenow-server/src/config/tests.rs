@@ -8,27 +8,21 @@ fn store_specs_parse() {
         "memory".parse::<StoreTarget>().unwrap(),
         StoreTarget::Memory
     );
-    for ok in [
-        "redis://127.0.0.1:6379",
-        "redis://127.0.0.1:6379/",
-        "redis://redis.internal:6400/3",
-        "redis://:secret@127.0.0.1:6379/0",
-        "redis://[::1]:6379",
+    let standalone: fn(String) -> RedisTarget = RedisTarget::Standalone;
+    let cluster: fn(String) -> RedisTarget = RedisTarget::Cluster;
+    for (ok, target) in [
+        ("redis://127.0.0.1:6379", standalone),
+        ("redis://127.0.0.1:6379/", standalone),
+        ("redis://redis.internal:6400/3", standalone),
+        ("redis://:secret@127.0.0.1:6379/0", standalone),
+        ("redis://[::1]:6379", standalone),
+        ("redis+cluster://127.0.0.1:7000", cluster),
+        ("redis+cluster://a:7000,b:7001,c:7002", cluster),
+        ("redis+cluster://a:7000, b:7001/", cluster),
     ] {
         assert_eq!(
             ok.parse::<StoreTarget>().unwrap(),
-            StoreTarget::Redis(RedisTarget::Standalone(ok.into())),
-            "{ok}"
-        );
-    }
-    for ok in [
-        "redis+cluster://127.0.0.1:7000",
-        "redis+cluster://a:7000,b:7001,c:7002",
-        "redis+cluster://a:7000, b:7001/",
-    ] {
-        assert_eq!(
-            ok.parse::<StoreTarget>().unwrap(),
-            StoreTarget::Redis(RedisTarget::Cluster(ok.into())),
+            StoreTarget::Redis(target(ok.into())),
             "{ok}"
         );
     }

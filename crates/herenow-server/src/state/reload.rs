@@ -24,7 +24,7 @@ use std::sync::Arc;
 use super::AppState;
 use crate::config::{Config, ConfigError, RedisLayout, StoreSpec};
 use crate::pusher::AppsChange;
-use crate::webhooks::{StartError, WebhooksChange};
+use crate::webhooks::{StartError, WebhooksChange, differing_flags};
 
 /// What a reload changed, and what it left for a restart. `Display` is
 /// one line for a log.
@@ -228,42 +228,38 @@ impl AppState {
 /// [`Webhooks::reconfigure`](crate::webhooks::Webhooks::reconfigure)'s).
 fn needs_restart(running: &Config, new: &Config) -> Vec<&'static str> {
     let mut flags = store_differences(&running.store, &new.store);
-    let mut differs = |same: bool, flag| {
-        if !same && !flags.contains(&flag) {
-            flags.push(flag);
-        }
-    };
-    differs(running.demo == new.demo, "demo");
-    differs(
-        running.max_connections == new.max_connections,
-        "max_connections",
-    );
-    differs(
-        running.max_ws_connections == new.max_ws_connections,
-        "ws_max_connections",
-    );
-    differs(
-        running.ws_ttl == new.ws_ttl && running.ws_ping == new.ws_ping,
-        "ws_ttl",
-    );
-    differs(running.ping_interval == new.ping_interval, "ping_interval");
-    differs(running.pong_wait == new.pong_wait, "pong_wait");
-    differs(running.drain == new.drain, "drain");
-    differs(running.token_secret == new.token_secret, "token_secret");
-    differs(
-        running.max_event_streams == new.max_event_streams,
-        "max_event_streams",
-    );
-    differs(
-        running.request_timeout == new.request_timeout,
-        "request_timeout",
-    );
+    flags.extend(differing_flags([
+        (running.demo == new.demo, "demo"),
+        (
+            running.max_connections == new.max_connections,
+            "max_connections",
+        ),
+        (
+            running.max_ws_connections == new.max_ws_connections,
+            "ws_max_connections",
+        ),
+        (
+            running.ws_ttl == new.ws_ttl && running.ws_ping == new.ws_ping,
+            "ws_ttl",
+        ),
+        (running.ping_interval == new.ping_interval, "ping_interval"),
+        (running.pong_wait == new.pong_wait, "pong_wait"),
+        (running.drain == new.drain, "drain"),
+        (running.token_secret == new.token_secret, "token_secret"),
+        (
+            running.max_event_streams == new.max_event_streams,
+            "max_event_streams",
+        ),
+        (
+            running.request_timeout == new.request_timeout,
+            "request_timeout",
+        ),
+    ]));
     flags
 }
 
 /// The flags in which two stores differ.
 fn store_differences(a: &StoreSpec, b: &StoreSpec) -> Vec<&'static str> {
-    let mut flags = Vec::new();
     match (a, b) {
         (
             StoreSpec::Memory {
@@ -276,17 +272,11 @@ fn store_differences(a: &StoreSpec, b: &StoreSpec) -> Vec<&'static str> {
                 snapshot_interval: i,
                 space_stripes: s,
             },
-        ) => {
-            for (same, flag) in [
-                (data_dir == d, "data_dir"),
-                (snapshot_interval == i, "snapshot_interval"),
-                (space_stripes == s, "space_stripes"),
-            ] {
-                if !same {
-                    flags.push(flag);
-                }
-            }
-        }
+        ) => differing_flags([
+            (data_dir == d, "data_dir"),
+            (snapshot_interval == i, "snapshot_interval"),
+            (space_stripes == s, "space_stripes"),
+        ]),
         (
             StoreSpec::Redis { target, layout },
             StoreSpec::Redis {
@@ -294,16 +284,14 @@ fn store_differences(a: &StoreSpec, b: &StoreSpec) -> Vec<&'static str> {
                 layout: l,
             },
         ) => {
-            if target != t {
-                flags.push("store");
-            }
+            let mut flags = differing_flags([(target == t, "store")]);
             if layout != l {
                 flags.extend(layout_differences(layout, l));
             }
+            flags
         }
-        _ => flags.push("store"),
+        _ => vec!["store"],
     }
-    flags
 }
 
 /// The flags in which two Redis layouts differ.
@@ -322,16 +310,12 @@ fn layout_differences(a: &RedisLayout, b: &RedisLayout) -> Vec<&'static str> {
                 wait_replicas: r,
                 wait_timeout: t,
             },
-        ) => [
+        ) => differing_flags([
             (shards == s, "redis_shards"),
             (space_shards == ss, "redis_space_shards"),
             (wait_replicas == r, "redis_wait_replicas"),
             (wait_timeout == t, "redis_wait_timeout"),
-        ]
-        .into_iter()
-        .filter(|(same, _)| !same)
-        .map(|(_, flag)| flag)
-        .collect(),
+        ]),
         #[cfg(feature = "redis")]
         (
             RedisLayout::Seed {
@@ -344,15 +328,11 @@ fn layout_differences(a: &RedisLayout, b: &RedisLayout) -> Vec<&'static str> {
                 key: k,
                 guest_key: g,
             },
-        ) => [
+        ) => differing_flags([
             (layout == l, "redis_layout"),
             (key == k, "redis_key"),
             (guest_key == g, "redis_guest_key"),
-        ]
-        .into_iter()
-        .filter(|(same, _)| !same)
-        .map(|(_, flag)| flag)
-        .collect(),
+        ]),
         #[cfg(feature = "redis")]
         _ => vec!["redis_layout"],
     }

@@ -59,6 +59,14 @@ pub mod limits {
     pub const NOTE_QUEUE: usize = 1_024;
     /// Changes the dispatcher takes from the feed before it reads states.
     pub const DISPATCH_BATCH: usize = 1_024;
+
+    /// The detail of a `too-many-watched` refusal, `None` while `n` users
+    /// are within [`MAX_WATCHED`]: `watcher` says who watches ("a
+    /// stream"), `counted` how `n` came ("the request names").
+    pub fn over_watched(n: usize, watcher: &str, counted: &str) -> Option<String> {
+        (n > MAX_WATCHED)
+            .then(|| format!("{watcher} watches at most {MAX_WATCHED} users; {counted} {n}"))
+    }
 }
 
 /// Where a watch looks: one space, or every space.

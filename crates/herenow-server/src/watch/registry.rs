@@ -142,18 +142,17 @@ impl Registry {
 
     /// The watchers of `user`, each with its entry.
     pub(crate) fn watchers_of(&self, user: &str) -> impl Iterator<Item = &Entry> {
-        self.users
-            .get(user)
-            .into_iter()
-            .flatten()
-            .filter_map(|id| self.watchers.get(id))
+        self.entries(self.users.get(user))
     }
 
     /// The watchers following `owner`'s friend set.
     pub(crate) fn followers_of(&self, owner: &str) -> impl Iterator<Item = &Entry> {
-        self.owners
-            .get(owner)
-            .into_iter()
+        self.entries(self.owners.get(owner))
+    }
+
+    /// The entries of the watchers `ids` names, if any.
+    fn entries<'a>(&'a self, ids: Option<&'a Vec<WatcherId>>) -> impl Iterator<Item = &'a Entry> {
+        ids.into_iter()
             .flatten()
             .filter_map(|id| self.watchers.get(id))
     }

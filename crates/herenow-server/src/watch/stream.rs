@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 
 use super::WatchScope;
-use super::limits::MAX_WATCHED;
+use super::limits::over_watched;
 use super::{Out, Policy, WatchError, WatchState, Watching};
 use crate::extract::JsonBody;
 use crate::problem::{ApiError, Problem};
@@ -64,29 +64,16 @@ impl WatchRequest {
             .iter()
             .enumerate()
             .map(|(i, id)| {
-                MemberId::new(id).map_err(|e| {
-                    let detail = format!("users[{i}]: {e}");
-                    ApiError::from(e).with_detail(detail)
-                })
+                MemberId::new(id).map_err(|e| ApiError::invalid_at(format_args!("users[{i}]"), e))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let friends_of = self
             .friends_of
-            .map(|id| {
-                MemberId::new(&id).map_err(|e| {
-                    let detail = format!("friends_of: {e}");
-                    ApiError::from(e).with_detail(detail)
-                })
-            })
+            .map(|id| MemberId::new(&id).map_err(|e| ApiError::invalid_at("friends_of", e)))
             .transpose()?;
         let space = self
             .space
-            .map(|name| {
-                SpaceName::new(&name).map_err(|e| {
-                    let detail = format!("space: {e}");
-                    ApiError::from(e).with_detail(detail)
-                })
-            })
+            .map(|name| SpaceName::new(&name).map_err(|e| ApiError::invalid_at("space", e)))
             .transpose()?;
         Ok(Checked {
             users,
@@ -191,14 +178,8 @@ pub async fn watch(
     body: JsonBody,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let req: WatchRequest = body.parse()?;
-    if req.users.len() > MAX_WATCHED {
-        return Err(ApiError::bad_request(
-            "too-many-watched",
-            format!(
-                "a stream watches at most {MAX_WATCHED} users; the request names {}",
-                req.users.len()
-            ),
-        ));
+    if let Some(detail) = over_watched(req.users.len(), "a stream", "the request names") {
+        return Err(ApiError::bad_request("too-many-watched", detail));
     }
     if req.users.is_empty() && req.friends_of.is_none() {
         return Err(ApiError::bad_request(

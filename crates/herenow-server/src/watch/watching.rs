@@ -15,7 +15,7 @@ use herenow_core::{MemberId, limits::MAX_BATCH};
 use tokio::sync::mpsc;
 
 use super::WatchScope;
-use super::limits::{MAX_WATCHED, NOTE_QUEUE};
+use super::limits::{NOTE_QUEUE, over_watched};
 use super::registry::{Full, Note, WatcherId};
 use super::{Hints, WatchHub, read_states, visible_space};
 use crate::protocol::dto::StatusDto;
@@ -312,14 +312,8 @@ impl Watching {
             .filter(|u| !want.contains(u.as_str()))
             .cloned()
             .collect();
-        if want.len() > MAX_WATCHED {
-            return Err(WatchError::bad(
-                "too-many-watched",
-                format!(
-                    "a connection watches at most {MAX_WATCHED} users; this would make {}",
-                    want.len()
-                ),
-            ));
+        if let Some(detail) = over_watched(want.len(), "a connection", "this would make") {
+            return Err(WatchError::bad("too-many-watched", detail));
         }
         self.hub.registry.lock().add(self.id, &added)?;
         let states = match self.follow_and_read(&added).await {

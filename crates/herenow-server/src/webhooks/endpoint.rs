@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use herenow_core::SpaceName;
-use herenow_core::outbox::{OutboxEvent, OutboxKind, SpaceHook};
+use herenow_core::outbox::{OutboxEvent, OutboxKind, OutboxOptions, SpaceHook};
 use reqwest::Url;
 use sha2::{Digest, Sha256};
 
@@ -95,6 +95,17 @@ impl WebhookConfig {
         herenow_core::Millis::try_from(self.max_age.as_millis())
             .unwrap_or(herenow_core::Millis::MAX)
             .max(1)
+    }
+
+    /// What the store's outbox keeps, as these settings say; `for_spaces`
+    /// when only spaces' endpoints want it
+    /// ([`OutboxOptions::for_spaces`]).
+    pub(crate) fn outbox_options(&self, for_spaces: bool) -> OutboxOptions {
+        OutboxOptions {
+            max_events: self.outbox_max,
+            for_spaces,
+            keep_ms: self.keep_ms(),
+        }
     }
 
     /// Checks the settings together: bounds above zero, names unique, at

@@ -26,7 +26,6 @@ use super::sign::Secret;
 use super::state::EndpointState;
 use super::{Configured, Route, Shared, StartError, Webhooks};
 use crate::metrics::Metrics;
-use herenow_core::outbox::OutboxOptions;
 
 /// The settings of [`Shared::live`], swapped whole.
 pub(super) struct Live {
@@ -189,11 +188,7 @@ impl Webhooks {
             // As at start: the store keeps every event from now on.
             shared
                 .outbox()?
-                .outbox_open(OutboxOptions {
-                    max_events: shared.config.outbox_max,
-                    for_spaces: false,
-                    keep_ms: shared.config.keep_ms(),
-                })
+                .outbox_open(shared.config.outbox_options(false))
                 .await?;
         }
         shared.live.store(Arc::new(live));
@@ -205,22 +200,30 @@ impl Webhooks {
 /// The flags of settings in which `new` differs from `running` that only
 /// a restart applies.
 fn needs_restart(running: &WebhookConfig, new: &WebhookConfig) -> Vec<&'static str> {
-    let mut flags = Vec::new();
-    let mut differs = |same: bool, flag| {
-        if !same {
-            flags.push(flag);
-        }
-    };
-    differs(running.timeout == new.timeout, "webhook_timeout");
-    differs(running.max_age == new.max_age, "webhook_max_age");
-    differs(running.queue_limit == new.queue_limit, "webhook_queue");
-    differs(running.reclaim_idle == new.reclaim_idle, "webhook_reclaim");
-    differs(running.outbox_max == new.outbox_max, "webhook_outbox");
-    differs(
-        running.space_allow == new.space_allow,
-        "space_webhook_allow",
-    );
-    flags
+    differing_flags([
+        (running.timeout == new.timeout, "webhook_timeout"),
+        (running.max_age == new.max_age, "webhook_max_age"),
+        (running.queue_limit == new.queue_limit, "webhook_queue"),
+        (running.reclaim_idle == new.reclaim_idle, "webhook_reclaim"),
+        (running.outbox_max == new.outbox_max, "webhook_outbox"),
+        (
+            running.space_allow == new.space_allow,
+            "space_webhook_allow",
+        ),
+    ])
+}
+
+/// The flags of the settings that differ, in order: of `(same, flag)`
+/// pairs, each `flag` whose `same` is false. A reload names with them
+/// what only a restart applies (the server's own settings use it too).
+pub(crate) fn differing_flags<const N: usize>(
+    settings: [(bool, &'static str); N],
+) -> Vec<&'static str> {
+    settings
+        .into_iter()
+        .filter(|(same, _)| !same)
+        .map(|(_, flag)| flag)
+        .collect()
 }
 
 /// Whether `a` and `b` are the same endpoint, secret included.

@@ -62,7 +62,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use herenow_core::outbox::OutboxOptions;
 use herenow_core::{Capability, ErrorKind, Millis, PresenceStore, SpaceName, WebhookOutbox};
 use parking_lot::Mutex;
 use reqwest::Client;
@@ -76,6 +75,7 @@ pub use allow::{AllowError, SpaceWebhookAllow};
 pub use deliver::Attempt;
 pub use endpoint::{Endpoint, EventFormat, WebhookConfig, WebhookError};
 pub use live::WebhooksChange;
+pub(crate) use live::differing_flags;
 pub use sign::Secret;
 
 use crate::metrics::Metrics;
@@ -228,11 +228,7 @@ impl Webhooks {
         if self.is_on() {
             shared
                 .outbox()?
-                .outbox_open(OutboxOptions {
-                    max_events: shared.config.outbox_max,
-                    for_spaces: false,
-                    keep_ms: shared.config.keep_ms(),
-                })
+                .outbox_open(shared.config.outbox_options(false))
                 .await?;
         }
         Ok(client)
@@ -410,23 +406,14 @@ async fn claim_loop(
     if lanes.routes.is_empty() {
         // Opened from this server too: its store captures from now on
         // (on Redis, the others follow the switch within a tick).
-        let options = OutboxOptions {
-            max_events: shared.config.outbox_max,
-            // No endpoints of this server's own: a memory store stops
-            // capturing once no space names any, as after a restart.
-            for_spaces: true,
-            keep_ms: shared.config.keep_ms(),
-        };
+        // No endpoints of this server's own: a memory store stops
+        // capturing once no space names any, as after a restart.
+        let options = shared.config.outbox_options(true);
         let mut failures = 0u32;
         while let Err(e) = outbox.outbox_open(options).await {
-            if failures == 0 {
-                tracing::warn!(error = %e, "opening the webhook outbox failed; retrying");
-            }
-            failures = failures.saturating_add(1);
-            tokio::select! {
-                biased;
-                _ = token.cancelled() => return,
-                _ = tokio::time::sleep(backoff(shared.config.poll, failures)) => {}
+            let what = "opening the webhook outbox";
+            if !retry_after(e, what, shared.config.poll, &mut failures, &token).await {
+                return;
             }
         }
         tracing::info!(consumer = %shared.consumer, "webhooks on: spaces name endpoints");
@@ -476,15 +463,10 @@ async fn claim_loop(
         // routed: until the store answers, the claimed events wait here
         // (a retry per round, like a failed claim).
         while let Err(e) = spaces.refresh(&claimed).await {
-            if failures == 0 {
-                tracing::warn!(error = %e, "reading spaces' webhook endpoints failed; retrying");
-            }
-            failures = failures.saturating_add(1);
-            tokio::select! {
-                biased;
+            let what = "reading spaces' webhook endpoints";
+            if !retry_after(e, what, poll, &mut failures, &token).await {
                 // Unrouted, unacknowledged: delivered after a restart.
-                _ = token.cancelled() => return,
-                _ = tokio::time::sleep(backoff(poll, failures)) => {}
+                return;
             }
         }
         if failures > 0 {
@@ -507,6 +489,27 @@ async fn claim_loop(
 fn backoff(poll: Duration, failures: u32) -> Duration {
     poll.saturating_mul(1u32 << failures.min(6))
         .min(CLAIM_BACKOFF_MAX)
+}
+
+/// After a failed try at `what`: warns on the first failure in a row,
+/// counts it, then waits out the [`backoff`]. `false` when `token` is
+/// cancelled first.
+async fn retry_after(
+    error: impl std::fmt::Display,
+    what: &str,
+    poll: Duration,
+    failures: &mut u32,
+    token: &CancellationToken,
+) -> bool {
+    if *failures == 0 {
+        tracing::warn!(error = %error, "{what} failed; retrying");
+    }
+    *failures = failures.saturating_add(1);
+    tokio::select! {
+        biased;
+        _ = token.cancelled() => false,
+        _ = tokio::time::sleep(backoff(poll, *failures)) => true,
+    }
 }
 
 /// Sleeps until the store holds spaces' endpoints or a reconfiguration

@@ -182,18 +182,13 @@ mod tests {
 
     #[test]
     fn bad_secrets_are_refused_without_echo() {
-        assert_eq!(
-            "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".parse::<Secret>(),
-            Err(SecretError::NoPrefix)
-        );
-        assert_eq!(
-            "whsec_not base64!".parse::<Secret>(),
-            Err(SecretError::NotBase64)
-        );
-        assert_eq!(
-            "whsec_c2hvcnQ=".parse::<Secret>(),
-            Err(SecretError::Length(5))
-        );
+        for (bad, why) in [
+            ("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", SecretError::NoPrefix),
+            ("whsec_not base64!", SecretError::NotBase64),
+            ("whsec_c2hvcnQ=", SecretError::Length(5)),
+        ] {
+            assert_eq!(bad.parse::<Secret>(), Err(why), "{bad}");
+        }
         let secret: Secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".parse().unwrap();
         assert_eq!(format!("{secret:?}"), "Secret(***)");
     }

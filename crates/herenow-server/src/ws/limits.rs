@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use herenow_core::InvalidInput;
+
 /// Largest frame and message a client may send: 64 KiB. A larger one
 /// closes the socket with `1009`.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
@@ -33,3 +35,16 @@ pub const MIN_STORE_PING: Duration = Duration::from_secs(1);
 pub const DEFAULT_PAGE_SIZE: usize = 500;
 /// Largest snapshot page.
 pub const MAX_PAGE_SIZE: usize = 1_000;
+
+/// The snapshot page size a `subscribe` or `watch` asks for:
+/// [`DEFAULT_PAGE_SIZE`] when it names none, else 1 to [`MAX_PAGE_SIZE`].
+pub(in crate::ws) fn page_size(asked: Option<u64>) -> Result<usize, InvalidInput> {
+    match asked {
+        None => Ok(DEFAULT_PAGE_SIZE),
+        Some(n) if (1..=MAX_PAGE_SIZE as u64).contains(&n) => Ok(n as usize),
+        Some(n) => Err(InvalidInput::LimitOutOfRange {
+            got: i64::try_from(n).unwrap_or(i64::MAX),
+            max: MAX_PAGE_SIZE,
+        }),
+    }
+}

@@ -4,13 +4,13 @@
 //! queue's watch lane, which lags as a whole and catches up with a fresh
 //! picture (`resync`) once there is room.
 
-use herenow_core::{InvalidInput, MemberId, MemberKind};
+use herenow_core::{MemberId, MemberKind};
 use tokio::time::timeout;
 
-use super::limits::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+use super::limits::page_size;
 use super::session::Session;
 use crate::protocol::dto::WatchGrant;
-use crate::watch::limits::MAX_WATCHED;
+use crate::watch::limits::over_watched;
 use crate::watch::registry::Note;
 use crate::watch::shapes::{WatchedUser, WatchingPage};
 use crate::watch::{Out, Policy, WatchError, WatchScope, Watching};
@@ -215,17 +215,7 @@ impl Watch {
             Some(name) => WatchScope::Space(s.allowed_space(&name)?),
             None => WatchScope::Anywhere,
         };
-        let page_size = match self.page_size {
-            None => DEFAULT_PAGE_SIZE,
-            Some(n) if (1..=MAX_PAGE_SIZE as u64).contains(&n) => n as usize,
-            Some(n) => {
-                return Err(InvalidInput::LimitOutOfRange {
-                    got: i64::try_from(n).unwrap_or(i64::MAX),
-                    max: MAX_PAGE_SIZE,
-                }
-                .into());
-            }
-        };
+        let page_size = page_size(self.page_size)?;
         s.watch(scope, users, self.friends, self.replace, page_size, r)
             .await
     }
@@ -241,17 +231,12 @@ impl Unwatch {
     }
 }
 
-/// Checks a list of user ids: at most [`MAX_WATCHED`], each a valid id
+/// Checks a list of user ids: at most
+/// [`MAX_WATCHED`](crate::watch::limits::MAX_WATCHED), each a valid id
 /// (repeats are harmless).
 fn user_ids(ids: Vec<String>) -> Result<Vec<MemberId>, WsError> {
-    if ids.len() > MAX_WATCHED {
-        return Err(WsError::new(
-            "too-many-watched",
-            format!(
-                "a connection watches at most {MAX_WATCHED} users; the message names {}",
-                ids.len()
-            ),
-        ));
+    if let Some(detail) = over_watched(ids.len(), "a connection", "the message names") {
+        return Err(WsError::new("too-many-watched", detail));
     }
     ids.iter()
         .map(|id| MemberId::new(id).map_err(WsError::from))
