@@ -8,13 +8,24 @@ use crate::pusher::frames::{self, Incoming};
 use crate::pusher::hub::{Relayed, Subscriber};
 
 impl Session {
+    /// The data of `msg` as a `T`, or `None` after telling the client
+    /// that its event needs data with `what`.
+    pub(super) fn data_of<T: for<'de> serde::Deserialize<'de>>(
+        &mut self,
+        msg: &Incoming,
+        what: &str,
+    ) -> Option<T> {
+        let data = frames::data_of::<T>(msg.data.as_deref());
+        if data.is_none() {
+            let text = format!("{} needs data with {what}", msg.event);
+            self.reply(frames::error(None, &text));
+        }
+        data
+    }
+
     /// `pusher:subscribe`.
     pub(super) async fn subscribe(&mut self, msg: &Incoming) {
-        let Some(sub) = frames::data_of::<frames::Subscribe>(msg.data.as_deref()) else {
-            self.reply(frames::error(
-                None,
-                "pusher:subscribe needs data with a channel",
-            ));
+        let Some(sub) = self.data_of::<frames::Subscribe>(msg, "a channel") else {
             return;
         };
         let channel = sub.channel.as_str();

@@ -72,11 +72,7 @@ pub(super) async fn next_note(w: &mut Option<Watchlist>) -> Option<Note> {
 impl Session {
     /// `pusher:signin`.
     pub(super) async fn signin(&mut self, msg: &Incoming) {
-        let Some(data) = frames::data_of::<frames::Signin>(msg.data.as_deref()) else {
-            self.reply(frames::error(
-                None,
-                "pusher:signin needs data with auth and user_data",
-            ));
+        let Some(data) = self.data_of::<frames::Signin>(msg, "auth and user_data") else {
             return;
         };
         if self.signed_in.is_some() {
