@@ -362,6 +362,15 @@ pub enum PusherConfigError {
     WebhookWithoutApps,
 }
 
+/// `bad` is refused as a `T` with an error that names `flag`.
+#[cfg(test)]
+fn refused<T: std::str::FromStr<Err = PusherConfigError>>(bad: &str, flag: &str) {
+    match bad.parse::<T>() {
+        Ok(_) => panic!("{bad:?} was taken"),
+        Err(e) => assert!(e.to_string().contains(flag), "{bad:?}: {e}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -442,12 +451,9 @@ mod tests {
             "1=not a url",
             "http://h/x#f",
         ] {
+            refused::<PusherWebhook>(bad, "--pusher-webhook");
             let err = bad.parse::<PusherWebhook>().unwrap_err();
-            assert!(
-                matches!(err, PusherConfigError::BadWebhook(_)),
-                "{bad}: {err:?}"
-            );
-            assert!(err.to_string().contains("--pusher-webhook"), "{err}");
+            assert!(matches!(err, PusherConfigError::BadWebhook(_)), "{err:?}");
         }
         let app: PusherApp = "1:key-a:secret-aaaa".parse().unwrap();
         let hook: PusherWebhook = "http://h/x".parse().unwrap();
