@@ -9,6 +9,8 @@
 //! - `queue`: the bounded queue from a session to its writer, which costs
 //!   an idle socket almost nothing; [`Inlet`] is a session's end of it,
 //!   with the close that overtakes a full queue;
+//! - `buffered`: the connection under tungstenite, with a write buffer
+//!   the socket gives back once written out;
 //! - `writer`: the task that sends what is queued, in fragments and in
 //!   batches, then the close frame, with a grace once the session ended;
 //! - `driver`: the loop of a session ([`drive`]): frames, the liveness
@@ -22,6 +24,7 @@
 //! the protocol) and the writer, so nothing the session does waits on a
 //! slow client; [`run`] joins them.
 
+mod buffered;
 mod driver;
 mod hub;
 pub(crate) mod queue;
@@ -44,8 +47,9 @@ pub(crate) use rate::TokenBucket;
 pub(crate) use upgrade::upgrade;
 
 /// An upgraded socket, whatever the protocol on it.
-pub(crate) type Ws =
-    tokio_tungstenite::WebSocketStream<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>;
+pub(crate) type Ws = tokio_tungstenite::WebSocketStream<
+    buffered::Buffered<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>,
+>;
 pub(crate) use writer::{CLOSE_GRACE, Out};
 use writer::{Outlet, close_message};
 

@@ -16,7 +16,7 @@ use tokio_tungstenite::WebSocketStream;
 use tungstenite::protocol::{Role, WebSocketConfig};
 
 use super::Ws;
-use super::writer::WRITE_BUFFER;
+use super::buffered::Buffered;
 use crate::problem::ApiError;
 
 /// How many bytes a socket reads at a time: a client's messages are a
@@ -45,16 +45,20 @@ where
     };
     let config = WebSocketConfig::default()
         .read_buffer_size(READ_BUFFER)
-        .write_buffer_size(WRITE_BUFFER)
+        // Each frame goes through to the socket's own buffer at once.
+        .write_buffer_size(0)
         .max_message_size(Some(max_message))
         .max_frame_size(Some(max_message));
     tokio::spawn(async move {
         let Ok(upgraded) = on_upgrade.await else {
             return;
         };
-        let ws =
-            WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config))
-                .await;
+        let ws = WebSocketStream::from_raw_socket(
+            Buffered::new(TokioIo::new(upgraded)),
+            Role::Server,
+            Some(config),
+        )
+        .await;
         socket(ws).await;
     });
     let mut switching = Response::new(axum::body::Body::empty());

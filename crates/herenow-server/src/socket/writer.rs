@@ -4,13 +4,14 @@
 //! The session never waits on the socket; this task does, so a client
 //! that stops reading stalls only its writer. What is queued is sent
 //! before one flush (a burst of events is a few writes of up to
-//! [`WRITE_BUFFER`], not a system call per event), and a message longer
-//! than [`FRAGMENT`] goes in fragments of that size (RFC 6455 §5.4: one
-//! message, which clients reassemble). tungstenite's write buffer keeps
-//! the capacity of the largest frame it ever held, so a large message
-//! sent whole (a presence channel's roster) would stay with every socket
-//! of a large channel for its life; in fragments the buffer stays under
-//! [`WRITE_BUFFER`] plus one fragment.
+//! [`WRITE_BUFFER`], gathered by the socket's
+//! [`Buffered`](super::buffered::Buffered) connection, not a system call
+//! per event), and a message longer than [`FRAGMENT`] goes in fragments
+//! of that size (RFC 6455 §5.4: one message, which clients reassemble).
+//! tungstenite's own write buffer holds one frame at a time and keeps
+//! the capacity of the largest it ever held, so a large message sent
+//! whole (a presence channel's roster) would stay with every socket of a
+//! large channel for its life; in fragments it stays near one fragment.
 //!
 //! A close that cannot wait behind a full queue comes by the *urgent*
 //! channel and goes first. Once the session has ended, the writer has
@@ -29,6 +30,8 @@ use tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
 use tungstenite::protocol::frame::{CloseFrame, Frame};
 
 use super::Ws;
+#[cfg(doc)]
+use super::buffered::WRITE_BUFFER;
 use super::queue::Receiver;
 
 /// How long what is queued and the close frame may take to go out once
@@ -36,10 +39,7 @@ use super::queue::Receiver;
 pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// The largest fragment of a message the writer sends.
-pub(crate) const FRAGMENT: usize = 4 * 1024;
-
-/// What the writer gathers before it writes to the socket.
-pub(crate) const WRITE_BUFFER: usize = 4 * 1024;
+pub(crate) const FRAGMENT: usize = 1024;
 
 /// The longest close reason the protocol allows, in bytes.
 const MAX_CLOSE_REASON: usize = 123;

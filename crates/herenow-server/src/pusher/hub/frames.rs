@@ -209,45 +209,92 @@ pub(crate) fn bare(event: &str) -> Arc<str> {
 }
 
 /// `pusher_internal:subscription_succeeded` of a presence channel: the
-/// whole roster in one message.
-pub(crate) fn presence_succeeded(
-    channel: &str,
-    members: &[(String, Option<herenow_core::Metadata>)],
-) -> Arc<str> {
-    // Written directly rather than through `Value`s: a roster may hold
-    // thousands of members, and each `user_info` is valid JSON already.
-    let quoted = |s: &str| Value::from(s).to_string();
-    let mut data = String::with_capacity(members.len() * 64 + 64);
-    data.push_str(r#"{"presence":{"ids":["#);
-    for (i, (id, _)) in members.iter().enumerate() {
+/// whole roster in one message, `members` each with its `user_info`,
+/// each id once, in the order given (the `ids` array's).
+///
+/// Written straight into the message, its `data` escaped as it is
+/// written, rather than through `Value`s or a `data` string quoted
+/// afterwards: a roster may hold thousands of members and is made for
+/// each socket that joins, so this is one growing buffer and no
+/// allocation per member.
+pub(crate) fn presence_succeeded<'a, I>(channel: &str, members: I) -> Arc<str>
+where
+    I: IntoIterator<Item = (&'a str, Option<&'a herenow_core::Metadata>)>,
+    I::IntoIter: Clone,
+{
+    let members = members.into_iter();
+    let (hint, _) = members.size_hint();
+    // Room for short ids and small `user_info`s, escaped twice.
+    let mut out = String::with_capacity(128 + 2 * channel.len() + hint * 64);
+    // Each id quoted once as JSON, before `data` is quoted as a whole.
+    let mut quoted = String::new();
+    out.push_str(r#"{"event":"pusher_internal:subscription_succeeded","channel":""#);
+    push_escaped(&mut out, channel);
+    // From here on `data`, a JSON string: every piece of it escaped.
+    out.push_str(r#"","data":"{\"presence\":{\"ids\":["#);
+    let mut count = 0usize;
+    for (id, _) in members.clone() {
+        if count > 0 {
+            out.push(',');
+        }
+        count += 1;
+        quote_into(&mut quoted, id);
+        push_escaped(&mut out, &quoted);
+    }
+    out.push_str(r#"],\"hash\":{"#);
+    for (i, (id, info)) in members.enumerate() {
         if i > 0 {
-            data.push(',');
+            out.push(',');
         }
-        data.push_str(&quoted(id));
+        quote_into(&mut quoted, id);
+        push_escaped(&mut out, &quoted);
+        out.push(':');
+        push_escaped(&mut out, info.map_or("null", |m| m.as_json()));
     }
-    data.push_str(r#"],"hash":{"#);
-    let mut seen = std::collections::HashSet::with_capacity(members.len());
-    let mut first = true;
-    for (id, info) in members {
-        if !seen.insert(id.as_str()) {
-            continue;
+    out.push_str(r#"},\"count\":"#);
+    out.push_str(&count.to_string());
+    out.push_str(r#"}}"}"#);
+    Arc::from(out)
+}
+
+/// `s` as a JSON string, quotes included, in `buf` (emptied first).
+fn quote_into(buf: &mut String, s: &str) {
+    buf.clear();
+    buf.push('"');
+    push_escaped(buf, s);
+    buf.push('"');
+}
+
+/// Appends `s` escaped as the inside of a JSON string, as serde_json
+/// escapes it: `"` and `\`, the short forms of control characters where
+/// JSON has one, `\u00XX` for the others; everything else as is.
+fn push_escaped(out: &mut String, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut from = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let short = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0x00..=0x1f => "",
+            _ => continue,
+        };
+        // An ASCII byte: never inside a character, so a boundary.
+        out.push_str(&s[from..i]);
+        from = i + 1;
+        if short.is_empty() {
+            out.push_str("\\u00");
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xf)]));
+        } else {
+            out.push_str(short);
         }
-        if !first {
-            data.push(',');
-        }
-        first = false;
-        data.push_str(&quoted(id));
-        data.push(':');
-        data.push_str(info.as_ref().map_or("null", |m| m.as_json()));
     }
-    data.push_str(r#"},"count":"#);
-    data.push_str(&members.len().to_string());
-    data.push_str("}}");
-    Arc::from(format!(
-        r#"{{"event":"pusher_internal:subscription_succeeded","channel":{},"data":{}}}"#,
-        quoted(channel),
-        quoted(&data)
-    ))
+    out.push_str(&s[from..]);
 }
 
 /// `pusher_internal:member_added`.
@@ -284,11 +331,20 @@ fn info_value(info: Option<&herenow_core::Metadata>) -> Value {
 mod tests {
     use super::*;
 
+    fn roster(members: &[(String, Option<herenow_core::Metadata>)]) -> Arc<str> {
+        presence_succeeded(
+            "presence-x",
+            members
+                .iter()
+                .map(|(id, info)| (id.as_str(), info.as_ref())),
+        )
+    }
+
     #[test]
     fn a_roster_is_the_json_pusher_js_reads() {
         let meta = herenow_core::Metadata::from_json(r#"{"name":"A \"q\"","n":1}"#).unwrap();
         let members = vec![("a\"1".to_owned(), Some(meta)), ("b".to_owned(), None)];
-        let msg: Value = serde_json::from_str(&presence_succeeded("presence-x", &members)).unwrap();
+        let msg: Value = serde_json::from_str(&roster(&members)).unwrap();
         assert_eq!(msg["event"], "pusher_internal:subscription_succeeded");
         assert_eq!(msg["channel"], "presence-x");
         let data: Value = serde_json::from_str(msg["data"].as_str().unwrap()).unwrap();
@@ -300,12 +356,58 @@ mod tests {
                 "count": 2,
             }})
         );
-        let empty: Value = serde_json::from_str(&presence_succeeded("presence-x", &[])).unwrap();
+        let empty: Value = serde_json::from_str(&roster(&[])).unwrap();
         let data: Value = serde_json::from_str(empty["data"].as_str().unwrap()).unwrap();
         assert_eq!(
             data,
             json!({"presence": {"ids": [], "hash": {}, "count": 0}})
         );
+    }
+
+    #[test]
+    fn a_roster_is_escaped_byte_for_byte_as_serde_json_escapes() {
+        let meta = herenow_core::Metadata::from_json(r#"{"s":"\\ \" \n \u0001 é ✓ /","n":[1,{}]}"#)
+            .unwrap();
+        let ids = [
+            "plain",
+            "q\"uote",
+            "back\\slash",
+            "nl\n",
+            "tab\t",
+            "cr\r",
+            "\u{8}\u{c}",
+            "\u{1}\u{1f}\u{7f}",
+            "é✓😀",
+            "/slash",
+        ];
+        let members: Vec<(String, Option<herenow_core::Metadata>)> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| ((*id).to_owned(), (i % 2 == 0).then(|| meta.clone())))
+            .collect();
+        // As it was written before: serde_json quoting each id, then the
+        // whole `data`.
+        let quoted = |s: &str| Value::from(s).to_string();
+        let ids_json: Vec<String> = members.iter().map(|(id, _)| quoted(id)).collect();
+        let hash_json: Vec<String> = members
+            .iter()
+            .map(|(id, info)| {
+                let info = info.as_ref().map_or("null", |m| m.as_json());
+                format!("{}:{info}", quoted(id))
+            })
+            .collect();
+        let data = format!(
+            r#"{{"presence":{{"ids":[{}],"hash":{{{}}},"count":{}}}}}"#,
+            ids_json.join(","),
+            hash_json.join(","),
+            members.len()
+        );
+        let want = format!(
+            r#"{{"event":"pusher_internal:subscription_succeeded","channel":{},"data":{}}}"#,
+            quoted("presence-x"),
+            quoted(&data)
+        );
+        assert_eq!(&*roster(&members), want);
     }
 
     #[test]

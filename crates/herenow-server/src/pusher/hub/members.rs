@@ -434,22 +434,16 @@ impl Feed {
     /// may not be in the store's snapshot or events yet.
     fn roster_for(&mut self, member: &MemberKey, meta: Option<&Metadata>) -> Arc<str> {
         let id = member.id.as_str();
-        if !self.roster.contains_key(id) {
-            let mut members: Vec<(String, Option<Metadata>)> = self.members();
-            members.push((id.to_owned(), meta.cloned()));
-            return frames::presence_succeeded(&self.channel, &members);
-        }
-        if self.roster_text.is_none() {
-            self.roster_text = Some(frames::presence_succeeded(&self.channel, &self.members()));
-        }
-        self.roster_text.clone().expect("made above")
-    }
-
-    fn members(&self) -> Vec<(String, Option<Metadata>)> {
-        self.roster
+        let listed = self
+            .roster
             .iter()
-            .map(|(id, meta)| (id.clone(), meta.clone()))
-            .collect()
+            .map(|(id, meta)| (id.as_str(), meta.as_ref()));
+        if !self.roster.contains_key(id) {
+            return frames::presence_succeeded(&self.channel, listed.chain([(id, meta)]));
+        }
+        self.roster_text
+            .get_or_insert_with(|| frames::presence_succeeded(&self.channel, listed))
+            .clone()
     }
 
     /// A store event: the roster follows it, and a join or leave goes to

@@ -298,14 +298,15 @@ struct Session {
 impl Session {
     async fn run(mut self: Box<Self>, mut stream: SplitStream<Ws>) {
         let liveness = self.state.ws().liveness();
-        let ready = self
-            .pusher
-            .relay_ready(
-                self.state.store(),
-                self.state.shutdown_token(),
-                self.state.request_timeout(),
-            )
-            .await;
+        // The rare and large steps are boxed while they run, as herenow's
+        // own session does: the socket's future, which lives as long as
+        // the socket, then holds only the loop.
+        let ready = Box::pin(self.pusher.relay_ready(
+            self.state.store(),
+            self.state.shutdown_token(),
+            self.state.request_timeout(),
+        ))
+        .await;
         if !ready {
             // Events from other servers could not reach it: the client
             // tries again later.
@@ -337,7 +338,7 @@ impl Session {
         // client closed or went silent, the server stops) goes through the
         // grace.
         let goodbye = matches!(self.closing, Some((close::UNAUTHORIZED, _)));
-        self.leave_all(goodbye).await;
+        Box::pin(self.leave_all(goodbye)).await;
         if let Some((code, reason)) = self.closing.take() {
             self.inlet.close(code, reason);
         }
@@ -452,7 +453,7 @@ impl Protocol for Session {
 
     async fn on_deadline(&mut self, now: Instant) {
         self.next_refresh = now + self.state.ws().timing().1;
-        self.refresh().await;
+        Box::pin(self.refresh()).await;
     }
 
     fn shutdown(&mut self) {
@@ -477,7 +478,7 @@ impl Protocol for Session {
     }
 
     async fn on_text(&mut self, text: &str) {
-        self.on_message(text).await;
+        Box::pin(self.on_message(text)).await;
     }
 
     fn on_binary(&mut self) {
@@ -501,7 +502,7 @@ impl Protocol for Session {
     async fn on_wake(&mut self, wake: Wake) {
         match wake {
             Wake::Ended(code, reason) => self.close(code, reason),
-            Wake::Note(note) => self.on_watch_note(note).await,
+            Wake::Note(note) => Box::pin(self.on_watch_note(note)).await,
         }
     }
 }
