@@ -43,6 +43,14 @@ use crate::config_file::ParseError;
 /// dozen small blocks that live for microseconds, the load a thread-local
 /// allocator is made for, where glibc's `malloc` and `free` took a large
 /// share of a single heartbeat's work (issue 10).
+///
+/// Built with mimalloc's `no_thp`: it no longer asks the kernel for
+/// transparent huge pages (`madvise`; a system set to THP `always` gives
+/// them anyway). Asked for them, khugepaged may fill a 2 MiB range of the
+/// heap with a single page in use into a whole huge page (the default
+/// `max_ptes_none`), so after a burst (a join storm on a large presence
+/// channel) the pages the allocator had freed came back as resident
+/// memory and stayed (issue 44).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

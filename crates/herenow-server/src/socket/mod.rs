@@ -11,6 +11,8 @@
 //!   with the close that overtakes a full queue;
 //! - `buffered`: the connection under tungstenite, with a write buffer
 //!   the socket gives back once written out;
+//! - `pieces`: a message held in pieces (a presence roster), which the
+//!   writer sends as one;
 //! - `writer`: the task that sends what is queued, in fragments and in
 //!   batches, then the close frame, with a grace once the session ended;
 //! - `driver`: the loop of a session ([`drive`]): frames, the liveness
@@ -27,6 +29,7 @@
 mod buffered;
 mod driver;
 mod hub;
+mod pieces;
 pub(crate) mod queue;
 mod rate;
 mod upgrade;
@@ -43,6 +46,7 @@ use tokio::sync::oneshot;
 pub(crate) use driver::{Ended, Protocol, drive};
 pub use hub::Hub;
 pub(crate) use hub::{Liveness, random_bytes};
+pub(crate) use pieces::{Pieces, PiecesWriter};
 pub(crate) use rate::TokenBucket;
 pub(crate) use upgrade::upgrade;
 

@@ -32,6 +32,7 @@ use tungstenite::protocol::frame::{CloseFrame, Frame};
 use super::Ws;
 #[cfg(doc)]
 use super::buffered::WRITE_BUFFER;
+use super::pieces::Pieces;
 use super::queue::Receiver;
 
 /// How long what is queued and the close frame may take to go out once
@@ -39,7 +40,7 @@ use super::queue::Receiver;
 pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// The largest fragment of a message the writer sends.
-pub(crate) const FRAGMENT: usize = 1024;
+pub(crate) const FRAGMENT: usize = 256;
 
 /// The longest close reason the protocol allows, in bytes.
 const MAX_CLOSE_REASON: usize = 123;
@@ -49,6 +50,8 @@ const MAX_CLOSE_REASON: usize = 123;
 pub(crate) enum Out {
     /// A message, serialized once for every socket it goes to.
     Text(Arc<str>),
+    /// A message in pieces (a presence roster), sent as one message.
+    Pieces(Pieces),
     /// A WebSocket Ping frame: the server asks whether the client is
     /// still there (its WebSocket layer answers with a Pong by itself).
     Ping,
@@ -93,22 +96,21 @@ pub(crate) async fn write(
             };
             let mut next = Some(first);
             while let Some(out) = next {
-                let sent = match out {
-                    Out::Text(text) => {
-                        let mut sent = Ok(());
-                        for frame in text_frames(text) {
-                            sent = or_urgent(&mut urgent, sink.feed(Message::Frame(frame))).await;
-                            if sent.is_err() {
-                                break;
-                            }
-                        }
-                        sent
+                let frames = match out {
+                    Out::Text(text) => text_frames(text),
+                    Out::Pieces(pieces) => pieces_frames(&pieces),
+                    Out::Ping => Fragments::ping(),
+                    Out::Close(code, reason) => {
+                        return Stop::Close(code, reason).finish(&mut sink).await;
                     }
-                    Out::Ping => {
-                        or_urgent(&mut urgent, sink.feed(Message::Ping(Bytes::new()))).await
-                    }
-                    Out::Close(code, reason) => Err(Stop::Close(code, reason)),
                 };
+                let mut sent = Ok(());
+                for message in frames {
+                    sent = or_urgent(&mut urgent, sink.feed(message)).await;
+                    if sent.is_err() {
+                        break;
+                    }
+                }
                 if let Err(stop) = sent {
                     return stop.finish(&mut sink).await;
                 }
@@ -178,9 +180,21 @@ pub(crate) fn close_message(code: u16, reason: &str) -> Message {
 /// inside a character: only the whole message must be UTF-8).
 fn text_frames(text: Arc<str>) -> Fragments {
     Fragments {
-        bytes: Bytes::from_owner(Text(text)),
+        piece: Bytes::from_owner(Text(text)),
+        rest: None,
         at: 0,
-        done: false,
+        next: Next::First,
+    }
+}
+
+/// The frames of a message in pieces, as [`text_frames`]: a fragment
+/// ends at the latest where its piece does.
+fn pieces_frames(pieces: &Pieces) -> Fragments {
+    Fragments {
+        piece: pieces.pieces().first().cloned().unwrap_or_default(),
+        rest: Some((pieces.clone(), 1)),
+        at: 0,
+        next: Next::First,
     }
 }
 
@@ -193,47 +207,102 @@ impl AsRef<[u8]> for Text {
     }
 }
 
-/// The frames of one message, in order.
+/// What the writer feeds for one queued message, in order: the frames of
+/// a text, or a ping.
 struct Fragments {
-    bytes: Bytes,
-    /// Where the next fragment starts.
+    /// The piece being cut: the whole text, or one of its pieces.
+    piece: Bytes,
+    /// The text's pieces, and the index of the next one.
+    rest: Option<(Pieces, usize)>,
+    /// Where the next fragment starts in `piece`.
     at: usize,
-    done: bool,
+    next: Next,
+}
+
+/// What [`Fragments`] gives next.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Next {
+    Ping,
+    /// The frame that opens the text.
+    First,
+    /// A continuation.
+    Continue,
+    Done,
+}
+
+impl Fragments {
+    /// A ping.
+    fn ping() -> Self {
+        Self {
+            piece: Bytes::new(),
+            rest: None,
+            at: 0,
+            next: Next::Ping,
+        }
+    }
+
+    /// Whether a piece follows the one being cut.
+    fn next_piece_exists(&self) -> bool {
+        self.rest
+            .as_ref()
+            .is_some_and(|(pieces, next)| *next < pieces.pieces().len())
+    }
+
+    /// Moves on to the next piece once this one is cut; `false` when
+    /// there is none.
+    fn next_piece(&mut self) -> bool {
+        let Some((pieces, next)) = &mut self.rest else {
+            return false;
+        };
+        let Some(piece) = pieces.pieces().get(*next) else {
+            return false;
+        };
+        self.piece = piece.clone();
+        self.at = 0;
+        *next += 1;
+        true
+    }
 }
 
 impl Iterator for Fragments {
-    type Item = Frame;
+    type Item = Message;
 
-    fn next(&mut self) -> Option<Frame> {
-        if self.done {
-            return None;
-        }
-        let len = self.bytes.len();
-        let end = len.min(self.at + FRAGMENT);
-        let opcode = if self.at == 0 {
-            Data::Text
-        } else {
-            Data::Continue
+    fn next(&mut self) -> Option<Message> {
+        let opcode = match self.next {
+            Next::Done => return None,
+            Next::Ping => {
+                self.next = Next::Done;
+                return Some(Message::Ping(Bytes::new()));
+            }
+            Next::First => Data::Text,
+            Next::Continue => Data::Continue,
         };
-        // An empty message is one empty frame.
-        self.done = end == len;
-        let frame = Frame::message(
-            self.bytes.slice(self.at..end),
-            OpCode::Data(opcode),
-            self.done,
-        );
+        while self.at == self.piece.len() && self.next_piece() {}
+        let end = self.piece.len().min(self.at + FRAGMENT);
+        // An empty text is one empty frame.
+        let last = end == self.piece.len() && !self.next_piece_exists();
+        let frame = Frame::message(self.piece.slice(self.at..end), OpCode::Data(opcode), last);
         self.at = end;
-        Some(frame)
+        self.next = if last { Next::Done } else { Next::Continue };
+        Some(Message::Frame(frame))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::pieces::{PIECE, PiecesWriter};
     use super::*;
 
     fn frames(text: &str) -> Vec<(Data, bool, Vec<u8>)> {
-        text_frames(Arc::from(text))
-            .map(|f| {
+        described(text_frames(Arc::from(text)))
+    }
+
+    fn described(frames: Fragments) -> Vec<(Data, bool, Vec<u8>)> {
+        frames
+            .map(|m| {
+                let Message::Frame(f) = m else {
+                    panic!("a frame")
+                };
                 let OpCode::Data(data) = f.header().opcode else {
                     panic!("a data frame")
                 };
@@ -271,6 +340,24 @@ mod tests {
         let text = "x".repeat(FRAGMENT);
         assert_eq!(frames(&text).len(), 1);
         assert_eq!(frames(&"x".repeat(FRAGMENT + 1)).len(), 2);
+    }
+
+    #[test]
+    fn a_message_in_pieces_is_fragments_that_rebuild_it() {
+        let text: String = "é€".repeat(3 * PIECE / 5);
+        let mut w = PiecesWriter::default();
+        w.push_str(&text);
+        let got = described(pieces_frames(&w.finish()));
+        assert!(got.len() >= text.len().div_ceil(FRAGMENT));
+        assert_eq!(got[0].0, Data::Text);
+        assert!(got[1..].iter().all(|f| f.0 == Data::Continue));
+        assert!(got.iter().all(|f| f.2.len() <= FRAGMENT && !f.2.is_empty()));
+        assert!(got[..got.len() - 1].iter().all(|f| !f.1));
+        assert!(got.last().unwrap().1, "the last fragment ends the message");
+        let whole: Vec<u8> = got.into_iter().flat_map(|f| f.2).collect();
+        assert_eq!(whole, text.as_bytes());
+        let empty = described(pieces_frames(&PiecesWriter::default().finish()));
+        assert_eq!(empty, vec![(Data::Text, true, Vec::new())]);
     }
 
     #[test]

@@ -10,6 +10,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+use crate::socket::{Pieces, PiecesWriter};
+
 /// One message from a client.
 #[derive(Debug, Deserialize)]
 pub(crate) struct Incoming {
@@ -212,20 +214,18 @@ pub(crate) fn bare(event: &str) -> Arc<str> {
 /// whole roster in one message, `members` each with its `user_info`,
 /// each id once, in the order given (the `ids` array's).
 ///
-/// Written straight into the message, its `data` escaped as it is
-/// written, rather than through `Value`s or a `data` string quoted
-/// afterwards: a roster may hold thousands of members and is made for
-/// each socket that joins, so this is one growing buffer and no
-/// allocation per member.
-pub(crate) fn presence_succeeded<'a, I>(channel: &str, members: I) -> Arc<str>
+/// Written straight into the message's [`Pieces`], its `data` escaped
+/// as it is written, rather than through `Value`s or a `data` string
+/// quoted afterwards: a roster may hold thousands of members and is made
+/// for sockets joining while the channel changes, so this is no
+/// allocation per member and no large block.
+pub(crate) fn presence_succeeded<'a, I>(channel: &str, members: I) -> Pieces
 where
     I: IntoIterator<Item = (&'a str, Option<&'a herenow_core::Metadata>)>,
     I::IntoIter: Clone,
 {
     let members = members.into_iter();
-    let (hint, _) = members.size_hint();
-    // Room for short ids and small `user_info`s, escaped twice.
-    let mut out = String::with_capacity(128 + 2 * channel.len() + hint * 64);
+    let mut out = PiecesWriter::default();
     // Each id quoted once as JSON, before `data` is quoted as a whole.
     let mut quoted = String::new();
     out.push_str(r#"{"event":"pusher_internal:subscription_succeeded","channel":""#);
@@ -235,7 +235,7 @@ where
     let mut count = 0usize;
     for (id, _) in members.clone() {
         if count > 0 {
-            out.push(',');
+            out.push_str(",");
         }
         count += 1;
         quote_into(&mut quoted, id);
@@ -244,17 +244,34 @@ where
     out.push_str(r#"],\"hash\":{"#);
     for (i, (id, info)) in members.enumerate() {
         if i > 0 {
-            out.push(',');
+            out.push_str(",");
         }
         quote_into(&mut quoted, id);
         push_escaped(&mut out, &quoted);
-        out.push(':');
+        out.push_str(":");
         push_escaped(&mut out, info.map_or("null", |m| m.as_json()));
     }
     out.push_str(r#"},\"count\":"#);
     out.push_str(&count.to_string());
     out.push_str(r#"}}"}"#);
-    Arc::from(out)
+    out.finish()
+}
+
+/// Where JSON text is written: a `String`, or a message's pieces.
+trait Text {
+    fn push_str(&mut self, s: &str);
+}
+
+impl Text for String {
+    fn push_str(&mut self, s: &str) {
+        String::push_str(self, s);
+    }
+}
+
+impl Text for PiecesWriter {
+    fn push_str(&mut self, s: &str) {
+        PiecesWriter::push_str(self, s);
+    }
 }
 
 /// `s` as a JSON string, quotes included, in `buf` (emptied first).
@@ -268,7 +285,7 @@ fn quote_into(buf: &mut String, s: &str) {
 /// Appends `s` escaped as the inside of a JSON string, as serde_json
 /// escapes it: `"` and `\`, the short forms of control characters where
 /// JSON has one, `\u00XX` for the others; everything else as is.
-fn push_escaped(out: &mut String, s: &str) {
+fn push_escaped(out: &mut impl Text, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut from = 0;
     for (i, b) in s.bytes().enumerate() {
@@ -287,9 +304,15 @@ fn push_escaped(out: &mut String, s: &str) {
         out.push_str(&s[from..i]);
         from = i + 1;
         if short.is_empty() {
-            out.push_str("\\u00");
-            out.push(char::from(HEX[usize::from(b >> 4)]));
-            out.push(char::from(HEX[usize::from(b & 0xf)]));
+            let hex = [
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 0xf)],
+            ];
+            out.push_str(std::str::from_utf8(&hex).expect("ASCII"));
         } else {
             out.push_str(short);
         }
@@ -331,13 +354,14 @@ fn info_value(info: Option<&herenow_core::Metadata>) -> Value {
 mod tests {
     use super::*;
 
-    fn roster(members: &[(String, Option<herenow_core::Metadata>)]) -> Arc<str> {
+    fn roster(members: &[(String, Option<herenow_core::Metadata>)]) -> String {
         presence_succeeded(
             "presence-x",
             members
                 .iter()
                 .map(|(id, info)| (id.as_str(), info.as_ref())),
         )
+        .to_text()
     }
 
     #[test]
@@ -407,7 +431,7 @@ mod tests {
             quoted("presence-x"),
             quoted(&data)
         );
-        assert_eq!(&*roster(&members), want);
+        assert_eq!(roster(&members), want);
     }
 
     #[test]

@@ -39,8 +39,7 @@ use tokio::time::{Instant, timeout};
 
 use super::frames;
 use super::{Ender, RESERVE};
-use crate::socket::Out;
-use crate::socket::queue;
+use crate::socket::{Out, Pieces, queue};
 
 /// How often lagging sockets are looked at.
 const LAG_CHECK: Duration = Duration::from_millis(20);
@@ -258,7 +257,7 @@ struct Feed {
     /// counted against the member cap until they leave.
     omitted: usize,
     /// The roster's `subscription_succeeded`, made once per change.
-    roster_text: Option<Arc<str>>,
+    roster_text: Option<Pieces>,
     listeners: Vec<Member>,
     /// Sockets admitted and not yet entered (or given up).
     admitted: usize,
@@ -285,20 +284,25 @@ impl Feed {
             let lagging = self.listeners.iter().any(|m| m.lagging.is_some());
             tokio::select! {
                 biased;
-                Some(command) = self.commands.recv() => self.command(command),
+                Some(command) = self.commands.recv() => {
+                    // An entering socket's roster shows every event that
+                    // reached the feed already, its own join among them
+                    // (it enters once its connection is written): so the
+                    // sockets entering together in a storm share one
+                    // roster rather than each getting its own.
+                    let lost = matches!(command, Command::Enter { .. })
+                        && !self.catch_up(&mut events);
+                    self.command(command);
+                    if lost && !self.start_over(&mut events).await {
+                        return;
+                    }
+                }
                 item = events.recv() => match item {
                     Ok(event) => self.on_event(&event),
                     Err(RecvError::Lagged(_) | RecvError::Closed) => {
-                        // Missed events: a new subscription, and every
-                        // socket gets its roster.
-                        match self.subscribe(false).await {
-                            Some(fresh) => events = fresh,
-                            None => return,
+                        if !self.start_over(&mut events).await {
+                            return;
                         }
-                        for m in &mut self.listeners {
-                            m.lagging.get_or_insert_with(Instant::now);
-                        }
-                        self.check_lagging();
                     }
                 },
                 _ = lag_check.tick(), if lagging => self.check_lagging(),
@@ -307,6 +311,32 @@ impl Feed {
                 return;
             }
         }
+    }
+
+    /// Takes the events waiting now; `false` when some were missed (or
+    /// the subscription closed): then [`start_over`](Self::start_over).
+    fn catch_up(&mut self, events: &mut herenow_core::EventReceiver) -> bool {
+        loop {
+            match events.try_recv() {
+                Ok(Some(event)) => self.on_event(&event),
+                Ok(None) => return true,
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Missed events: a new subscription, and every socket gets its
+    /// roster. `false` when the feed ends instead.
+    async fn start_over(&mut self, events: &mut herenow_core::EventReceiver) -> bool {
+        match self.subscribe(false).await {
+            Some(fresh) => *events = fresh,
+            None => return false,
+        }
+        for m in &mut self.listeners {
+            m.lagging.get_or_insert_with(Instant::now);
+        }
+        self.check_lagging();
+        true
     }
 
     /// A new store subscription and the roster from its snapshot; `None`
@@ -396,7 +426,7 @@ impl Feed {
                     listener,
                     lagging: None,
                 };
-                push(&mut m, text);
+                push(&mut m, Out::Pieces(text));
                 self.listeners.push(m);
                 let _ = reply.send(());
             }
@@ -427,12 +457,12 @@ impl Feed {
         let l = &self.listeners[i].listener;
         let (member, meta) = (l.member.clone(), l.meta.clone());
         let text = self.roster_for(&member, meta.as_ref());
-        push(&mut self.listeners[i], text);
+        push(&mut self.listeners[i], Out::Pieces(text));
     }
 
     /// The roster as `member`'s socket gets it: with its own user, who
     /// may not be in the store's snapshot or events yet.
-    fn roster_for(&mut self, member: &MemberKey, meta: Option<&Metadata>) -> Arc<str> {
+    fn roster_for(&mut self, member: &MemberKey, meta: Option<&Metadata>) -> Pieces {
         let id = member.id.as_str();
         let listed = self
             .roster
@@ -479,7 +509,7 @@ impl Feed {
             if m.listener.member == event.member || m.lagging.is_some() {
                 continue;
             }
-            gone |= !push(m, text.clone());
+            gone |= !push(m, Out::Text(text.clone()));
         }
         if gone {
             self.listeners.retain(|m| !m.listener.queue.is_closed());
@@ -529,11 +559,11 @@ impl Feed {
     }
 }
 
-/// Queues `text` for `m` unless only the reserve is left; one that does
+/// Queues `out` for `m` unless only the reserve is left; one that does
 /// not fit starts the lag. `false` when the socket is gone.
-fn push(m: &mut Member, text: Arc<str>) -> bool {
+fn push(m: &mut Member, out: Out) -> bool {
     let q = &m.listener.queue;
-    if q.capacity() > RESERVE && q.try_send(Out::Text(text)).is_ok() {
+    if q.capacity() > RESERVE && q.try_send(out).is_ok() {
         return true;
     }
     if q.is_closed() {
@@ -572,6 +602,7 @@ mod tests {
     async fn next(rx: &mut queue::Receiver<Out>) -> serde_json::Value {
         match timeout(WAIT, rx.recv()).await.expect("a message in time") {
             Some(Out::Text(t)) => serde_json::from_str(&t).unwrap(),
+            Some(Out::Pieces(p)) => serde_json::from_str(&p.to_text()).unwrap(),
             other => panic!("{other:?}"),
         }
     }

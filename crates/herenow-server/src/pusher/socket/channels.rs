@@ -123,7 +123,7 @@ impl Session {
 
     /// Counts the socket in `channel` here and for the app's events.
     pub(super) fn join_channel(&mut self, channel: &str, kind: ChannelKind) {
-        self.channels.insert(channel.to_owned(), kind);
+        self.channels.insert(channel, kind);
         self.pusher.channels.join(
             &self.app_id,
             channel,

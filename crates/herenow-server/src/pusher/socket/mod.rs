@@ -40,11 +40,11 @@
 //! `channels` is subscribing and client events, `presence` the presence
 //! channels, and `user` signing in (`pusher:signin`) and the Watchlist.
 
+mod by_channel;
 mod channels;
 mod presence;
 mod user;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,6 +55,7 @@ use herenow_core::{ConnId, MemberKey, Metadata, SpaceName};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::time::{Instant, timeout};
 
+use self::by_channel::ByChannel;
 use self::user::{SignedIn, Watchlist};
 use super::frames;
 use super::{ChannelKind, Pusher, PusherApp};
@@ -238,8 +239,8 @@ async fn run(socket: Ws, state: PusherState, pusher: Arc<Pusher>, app: Arc<Pushe
             socket_id,
             inlet,
             ender: Arc::new(Ender::default()),
-            channels: HashMap::new(),
-            memberships: HashMap::new(),
+            channels: ByChannel::default(),
+            memberships: ByChannel::default(),
             signed_in: None,
             watchlist: None,
             next_refresh: Instant::now(),
@@ -281,10 +282,10 @@ struct Session {
     /// `terminate_connections`, a lagging relay feed.
     ender: Arc<Ender>,
     /// Subscribed channels and their kinds.
-    channels: HashMap<String, ChannelKind>,
+    channels: ByChannel<ChannelKind>,
     /// Presence channels subscribed, by name, and this socket's membership
     /// of each one's space.
-    memberships: HashMap<String, LiveMembership>,
+    memberships: ByChannel<LiveMembership>,
     /// The user this socket signed in as (`pusher:signin`).
     signed_in: Option<SignedIn>,
     /// The signed-in user's watchlist, if it named one.

@@ -97,7 +97,7 @@ impl Session {
             self.end(&membership, true).await;
             return Err(unavailable());
         }
-        self.memberships.insert(channel.to_owned(), membership);
+        self.memberships.insert(channel, membership);
         self.join_channel(channel, ChannelKind::Presence);
         Ok(())
     }
