@@ -20,8 +20,10 @@
 #
 # With PROTO=pusher on herenow, the fan-out floor runs after it, the same
 # N and PROBES (crates/herenow-server/examples/fanout_floor.rs: the probes'
-# frames written to as many sockets by a bare tokio program), and the
-# server CPU per recipient of both is printed, with their ratio.
+# frames written to as many sockets by a bare tokio program), twice: the
+# member_added frames alone, then with each probe's roster too (every byte
+# the server writes during the probes); the server CPU per recipient of
+# each is printed, with herenow's ratio to it.
 #
 # OBSERVERS (50), PROBES (100) and MAX_SETTLE (peerload's, seconds) too;
 # HERENOW_BIN=path runs that herenow build instead of building this tree
@@ -59,10 +61,10 @@ if [ "$SERVER" != sockudo ] && [ -z "$HERENOW_BIN" ]; then
   cargo build --release -q -p herenow
   HERENOW_BIN=target/release/herenow
 fi
-FLOOR_BIN=${FLOOR_BIN:-target/release/examples/fanout_floor}
-if [ "$PROTO" = pusher ] && [ "$SERVER" != sockudo ] && [ ! -x "$FLOOR_BIN" ]; then
+if [ "$PROTO" = pusher ] && [ "$SERVER" != sockudo ] && [ -z "${FLOOR_BIN:-}" ]; then
   cargo build --release -q -p herenow-server --example fanout_floor
 fi
+FLOOR_BIN=${FLOOR_BIN:-target/release/examples/fanout_floor}
 dir=$(mktemp -d)
 pids=()
 cleanup() {
@@ -117,15 +119,17 @@ print(f"hold: server CPU {r['hold']['server_cpu_pct']} %, RSS per connection {r[
 PY
 if [ "$PROTO" = pusher ] && [ "$SERVER" != sockudo ]; then
   "$FLOOR_BIN" "$N" "$PROBES" >"$dir/floor.json"
-  python3 - "$dir/out.json" "$dir/floor.json" "$N" "$PROBES" <<'PY'
+  "$FLOOR_BIN" "$N" "$PROBES" rosters >"$dir/floor-rosters.json"
+  python3 - "$dir/out.json" "$dir/floor.json" "$dir/floor-rosters.json" "$N" "$PROBES" <<'PY'
 import json, sys
-r, f = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-n, probes = int(sys.argv[3]), int(sys.argv[4])
+r, f, fr = (json.load(open(p)) for p in sys.argv[1:4])
+n, probes = int(sys.argv[4]), int(sys.argv[5])
 # Each probe's member_added goes to every member in the channel then.
 deliveries = sum(n + i for i in range(probes))
 herenow = r["probe"]["server_cpu_s"] / deliveries * 1e6
-print(f"fan-out: herenow {herenow:.2f} µs of server CPU per recipient ({r['probe']['server_cpu_s']} s for {deliveries} deliveries), "
-      f"floor {f['us_per_delivery']:.2f} µs ({f['server_cpu_s']} s), ratio {herenow / f['us_per_delivery']:.2f}")
+print(f"fan-out: herenow {herenow:.2f} µs of server CPU per recipient ({r['probe']['server_cpu_s']} s for {deliveries} deliveries); "
+      f"floor {f['us_per_delivery']:.2f} µs ({f['server_cpu_s']} s), ratio {herenow / f['us_per_delivery']:.2f}; "
+      f"floor with the probes' rosters {fr['us_per_delivery']:.2f} µs ({fr['server_cpu_s']} s), ratio {herenow / fr['us_per_delivery']:.2f}")
 PY
 fi
 cp "$dir/out.json" "${OUT:-/tmp/bench-peerload-$SERVER-$PROTO-$N.json}"

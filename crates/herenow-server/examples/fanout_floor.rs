@@ -14,12 +14,20 @@
 //! program with `read`), so the CPU time reported is the writing side's
 //! alone, from the first event queued to the last byte written.
 //!
+//! With `rosters` as a third argument it also writes, before each event,
+//! the roster a probe gets when it enters (`subscription_succeeded` with
+//! the N members and the probes before it, as peerload's members are
+//! named, `u0`… with `{"name": "u0"}`), encoded before the clock starts
+//! and written whole: every byte the server must send during the probes,
+//! at the least cost of writing it.
+//!
 //! ```sh
 //! cargo build --release -p herenow-server --example fanout_floor
 //! target/release/examples/fanout_floor 5000 100
+//! target/release/examples/fanout_floor 5000 100 rosters
 //! ```
 //!
-//! `scripts/bench-fanout.sh` runs it beside the Pusher probes of herenow
+//! `scripts/bench-peerload.sh` runs it beside the Pusher probes of herenow
 //! and prints both per recipient.
 
 use std::io::Read;
@@ -37,8 +45,9 @@ use tokio::sync::{Notify, mpsc};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// What one event says, as herenow's Pusher socket writes it.
-const EVENT: &str = r#"{"event":"pusher_internal:member_added","channel":"presence-bench","data":"{\"user_id\":\"probe-0042\",\"user_info\":{}}"}"#;
+/// What one event says, as herenow's Pusher socket writes it for a
+/// peerload probe.
+const EVENT: &str = r#"{"event":"pusher_internal:member_added","channel":"presence-bench","data":"{\"user_id\":\"probe-42\",\"user_info\":{\"name\":\"probe-42\"}}"}"#;
 
 /// Each socket's queue, as herenow's Pusher queue.
 const QUEUE: usize = 512;
@@ -51,16 +60,18 @@ fn main() {
     }
     let n: usize = args.get(1).map_or(5_000, |a| a.parse().expect("N"));
     let events: usize = args.get(2).map_or(100, |a| a.parse().expect("EVENTS"));
+    let rosters = args.get(3).map(String::as_str) == Some("rosters");
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("a runtime")
-        .block_on(serve(n, events));
+        .block_on(serve(n, events, rosters));
 }
 
 /// The writing side: accepts `n` sockets from the reader, then fans
-/// `events` frames out to all of them.
-async fn serve(n: usize, events: usize) {
+/// `events` frames out to all of them (and, with `rosters`, each
+/// event's roster to one of them first).
+async fn serve(n: usize, events: usize, rosters: bool) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("address").to_string();
     let exe = std::env::current_exe().expect("this program");
@@ -69,6 +80,13 @@ async fn serve(n: usize, events: usize) {
         .stdout(Stdio::piped())
         .spawn()
         .expect("the reader");
+    let rosters: Vec<Arc<[u8]>> = match rosters {
+        true => (0..events)
+            .map(|p| Arc::from(text_frame(&roster(n, p))))
+            .collect(),
+        false => Vec::new(),
+    };
+    let total = (n * events + rosters.len()) as u64;
     let written = Arc::new(AtomicU64::new(0));
     let done = Arc::new(Notify::new());
     let mut queues = Vec::with_capacity(n);
@@ -77,7 +95,6 @@ async fn serve(n: usize, events: usize) {
         socket.set_nodelay(true).expect("nodelay");
         let (tx, mut rx) = mpsc::channel::<Arc<[u8]>>(QUEUE);
         let (written, done) = (written.clone(), done.clone());
-        let total = (n * events) as u64;
         tokio::spawn(async move {
             while let Some(frame) = rx.recv().await {
                 if socket.write_all(&frame).await.is_err() {
@@ -99,6 +116,9 @@ async fn serve(n: usize, events: usize) {
     for event in 0..events {
         if event > 0 {
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if let Some(roster) = rosters.get(event) {
+            let _ = queues[event % n].try_send(roster.clone());
         }
         for q in &queues {
             let _ = q.try_send(frame.clone());
@@ -156,6 +176,27 @@ fn read(addr: &str, n: usize) {
     for h in handles {
         let _ = h.join();
     }
+}
+
+/// The `subscription_succeeded` a probe gets on entering as the
+/// `probe`-th: the `n` members and the probes before it, in herenow's
+/// Pusher encoding (`data` a JSON string).
+fn roster(n: usize, probe: usize) -> String {
+    let ids: Vec<String> = (0..n)
+        .map(|i| format!("u{i}"))
+        .chain((0..=probe).map(|p| format!("probe-{p}")))
+        .collect();
+    let hash: serde_json::Map<String, serde_json::Value> = ids
+        .iter()
+        .map(|id| (id.clone(), serde_json::json!({ "name": id })))
+        .collect();
+    let data = serde_json::json!({"presence": {"ids": ids, "hash": hash, "count": ids.len()}});
+    serde_json::json!({
+        "event": "pusher_internal:subscription_succeeded",
+        "channel": "presence-bench",
+        "data": data.to_string(),
+    })
+    .to_string()
 }
 
 /// An unmasked WebSocket text frame holding `text` (RFC 6455 §5.2).
