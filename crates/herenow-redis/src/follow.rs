@@ -1,4 +1,4 @@
-//! Following users across spaces on Redis (issue 9): the per-user
+//! Following users across spaces on Redis: the per-user
 //! channels that carry what happens to a user, wherever it happens, to the
 //! servers whose watchers follow that user
 //! ([`herenow_core::follow`]).

@@ -452,7 +452,7 @@ impl Keys {
 
     /// The outbox's switch: the cap every store on this Redis captures
     /// with, while it lasts: set by each server that opens the outbox and
-    /// renewed on its every tick, for a lease (see `store/switch.rs`).
+    /// renewed on its every tick, for a lease (see `store/outbox_lease.rs`).
     pub fn outbox_switch(&self) -> String {
         format!("{}:{{~outbox}}:open", self.prefix)
     }
@@ -478,7 +478,7 @@ impl Keys {
 
     /// The spaces that may name webhook endpoints (a set, a superset:
     /// each set adds its space, a space cleared leaves it until a check
-    /// finds its endpoints gone; see `store/switch.rs`).
+    /// finds its endpoints gone; see `store/outbox_lease.rs`).
     pub fn hooked_spaces(&self) -> String {
         format!("{}:{{~outbox}}:hooked", self.prefix)
     }
