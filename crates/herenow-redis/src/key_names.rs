@@ -47,7 +47,7 @@ use std::collections::HashMap;
 
 use redis::ScriptInvocation;
 
-use herenow_core::{ConnId, MemberId, MemberKey, MemberKind, SpaceName};
+use herenow_core::{ConnId, MemberKey, MemberKind, SpaceName};
 
 /// Most shards a space may have.
 pub const MAX_SHARDS: u16 = 1024;
@@ -306,12 +306,7 @@ impl Keys {
     }
 
     /// A user's friend set: global, in a slot of its own.
-    pub fn friends(&self, user: &MemberId) -> String {
-        self.friends_of(user.as_str())
-    }
-
-    /// [`friends`](Self::friends) of an id read back from Redis.
-    pub fn friends_of(&self, user: &str) -> String {
+    pub fn friends(&self, user: &str) -> String {
         format!("{}:friends:{user}", self.prefix)
     }
 

@@ -53,17 +53,11 @@
 //!
 //! One consumer group, `herenow`, per stream, created by the first claim
 //! (from the stream's first entry). A space's events go to one consumer at
-//! a time: [`CLAIM_SPACE`] records the owner and when it last took events
-//! (the injected clock, never Redis' own idle times) in `P:{S}:whown`;
-//! another consumer may take the space only once that is `idle` old (or
-//! after the owner acknowledged everything and let go). The owner hash
-//! also expires a day (Redis' time) after its last write, so a space
-//! nobody claims again leaves nothing behind; an owner silent that long
-//! is long past any idle time. [`CLAIM_STREAM`]
-//! then reads each of the space's streams for the owner: pending entries
-//! of other consumers (a dead owner's) are moved to it with `XAUTOCLAIM …
-//! 0` first and handed out again, oldest first, then new ones with
-//! `XREADGROUP … >`.
+//! a time ([`CLAIM_SPACE`], then [`CLAIM_STREAM`] per stream), judged by
+//! the injected clock, never Redis' own idle times. The owner hash
+//! `P:{S}:whown` also expires a day (Redis' time) after its last write, so
+//! a space nobody claims again leaves nothing behind; an owner silent that
+//! long is long past any idle time.
 
 use std::sync::LazyLock;
 

@@ -27,7 +27,8 @@ pub(crate) const TOUCH_EVERY_MS: Millis = 60_000;
 
 /// Most members one heartbeat script call writes: about a millisecond of
 /// Redis's time, so a big batch never blocks it for long. Bigger batches
-/// are split and the calls pipelined.
+/// are split and the calls pipelined (so a reader may see part of one
+/// before the rest).
 pub(crate) const SCRIPT_BATCH: usize = 1_000;
 
 /// What the heartbeat script did with one entry.

@@ -316,12 +316,8 @@ impl RedisStore {
     /// user's bucket ([`crate::key_names::user_bucket`]); the friend set has its
     /// own.
     pub fn user_keys(&self, user: &MemberId) -> [String; 3] {
-        let k = &self.ctx.keys;
-        [
-            k.seen(user.as_str()),
-            k.followers(user.as_str()),
-            k.friends(user),
-        ]
+        let (k, user) = (&self.ctx.keys, user.as_str());
+        [k.seen(user), k.followers(user), k.friends(user)]
     }
 
     /// The registry's keys (for operators and tests): the names of the
