@@ -150,42 +150,38 @@ pub(crate) struct SpaceKeys {
 }
 
 impl SpaceKeys {
-    /// The keys stored (not the channel), in the order
-    /// [`RedisStore::space_keys`](crate::RedisStore::space_keys) lists
-    /// them.
-    pub fn names(self) -> Vec<String> {
-        vec![
-            self.zu,
-            self.zg,
-            self.meta,
-            self.state,
-            self.config,
-            self.lease,
-            self.conns,
-            self.cinfo,
-            self.mconn,
-            self.ru,
-            self.rg,
-            self.unidx,
+    /// The keys stored (not the channel), in the order every connection
+    /// script (and the sweep and erase) takes them: `zu zg meta state
+    /// config lease conns cinfo mconn ru rg unidx`.
+    fn stored(&self) -> [&String; 12] {
+        [
+            &self.zu,
+            &self.zg,
+            &self.meta,
+            &self.state,
+            &self.config,
+            &self.lease,
+            &self.conns,
+            &self.cinfo,
+            &self.mconn,
+            &self.ru,
+            &self.rg,
+            &self.unidx,
         ]
     }
 
-    /// Adds the keys every connection script (and the sweep and erase)
-    /// takes, in their order: `zu zg meta state config lease conns cinfo
-    /// mconn ru rg unidx`.
+    /// [`stored`](Self::stored), as
+    /// [`RedisStore::space_keys`](crate::RedisStore::space_keys) lists them.
+    pub fn names(&self) -> Vec<String> {
+        self.stored().map(String::clone).to_vec()
+    }
+
+    /// Adds the [`stored`](Self::stored) keys to a connection script's
+    /// call.
     pub fn add_to(&self, inv: &mut ScriptInvocation<'_>) {
-        inv.key(&self.zu)
-            .key(&self.zg)
-            .key(&self.meta)
-            .key(&self.state)
-            .key(&self.config)
-            .key(&self.lease)
-            .key(&self.conns)
-            .key(&self.cinfo)
-            .key(&self.mconn)
-            .key(&self.ru)
-            .key(&self.rg)
-            .key(&self.unidx);
+        for k in self.stored() {
+            inv.key(k);
+        }
     }
 }
 

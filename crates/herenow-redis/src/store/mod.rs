@@ -305,7 +305,7 @@ impl RedisStore {
         self.ctx
             .keys
             .all(space)
-            .into_iter()
+            .iter()
             .map(SpaceKeys::names)
             .collect()
     }
