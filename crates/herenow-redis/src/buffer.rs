@@ -209,12 +209,11 @@ impl WriteBuffer {
     /// a complete drain, with Redis answering. Returns whether it did.
     pub fn settle(&self) -> bool {
         let mut inner = self.inner.lock();
-        if inner.len == 0 {
+        let drained = inner.len == 0;
+        if drained {
             inner.holding = false;
-            true
-        } else {
-            false
         }
+        drained
     }
 
     /// Counts `n` writes as dropped without buffering them: writes Redis
@@ -256,23 +255,14 @@ impl Holding<'_> {
     ) -> bool {
         let full = self.inner.len >= self.buffer.cap;
         let inner = &mut *self.inner;
-        if let Some(members) = inner.spaces.get_mut(space) {
-            if let Some(existing) = members.get_mut(&member) {
-                let old = std::mem::replace(existing, Pending::leave(0));
-                *existing = combine(old, incoming);
-                return true;
-            }
-            if !full {
-                members.insert(member, incoming);
-                inner.len += 1;
-                return true;
-            }
-        } else if !full {
-            inner
-                .spaces
-                .entry(space.clone())
-                .or_default()
-                .insert(member, incoming);
+        if let Some(existing) = inner.spaces.get_mut(space).and_then(|m| m.get_mut(&member)) {
+            let old = std::mem::replace(existing, Pending::leave(0));
+            *existing = combine(old, incoming);
+            return true;
+        }
+        if !full {
+            let members = inner.spaces.entry(space.clone()).or_default();
+            members.insert(member, incoming);
             inner.len += 1;
             return true;
         }

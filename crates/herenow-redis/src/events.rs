@@ -152,19 +152,6 @@ pub struct Router {
 }
 
 impl Router {
-    /// Registers a pending subscriber on `channel`. Returns its id and
-    /// whether the channel is new (the caller must subscribe to it).
-    pub fn add_pending(
-        &self,
-        channel: &str,
-        space: &SpaceName,
-        tx: broadcast::Sender<Arc<Event>>,
-    ) -> (u64, bool) {
-        let id = self.new_id();
-        let new = self.add_pending_as(id, channel, space, tx);
-        (id, new)
-    }
-
     /// A fresh subscriber id, for [`add_pending_as`](Self::add_pending_as).
     pub fn new_id(&self) -> u64 {
         let mut n = self.next_id.lock();

@@ -32,7 +32,7 @@
 //! queue with [`Error::Unavailable`] (each then buffers its own heartbeats,
 //! see [`crate::buffer`]), so none waits behind a dead link to Redis for
 //! a timeout per round. A queue already holding [`QUEUE_MAX`] members lets
-//! further calls write directly, as before coalescing: the queue never
+//! further calls write directly: the queue never
 //! grows without bound.
 
 use std::collections::{HashMap, VecDeque};
@@ -45,7 +45,7 @@ use tokio::sync::{Notify, oneshot};
 
 use herenow_core::{Error, MemberKey, Metadata, Millis, Result, SpaceName};
 
-use crate::writer::{BeatArg, Outcome, SCRIPT_BATCH, Writer};
+use crate::writer::{BeatArg, Outcome, SCRIPT_BATCH, Writer, tally};
 
 /// Most members one round takes from a space's queue (a round takes at
 /// least one call, whatever its size): about one script call, so that
@@ -291,7 +291,7 @@ impl Flusher {
                 .map(|(m, at, meta)| (m, at.unwrap_or(now), meta.as_ref()))
                 .collect();
             let outcomes = self.writer.write_beats(space, now, &beats).await?;
-            return Ok(vec![crate::writer::tally(&outcomes)]);
+            return Ok(vec![tally(&outcomes)]);
         }
         let total: usize = round.iter().map(|w| w.beats.len()).sum();
         let mut index: HashMap<&MemberKey, usize> = HashMap::with_capacity(total);
@@ -325,30 +325,26 @@ impl Flusher {
         Ok(round
             .iter()
             .map(|w| {
-                let mut t = [0u64; 3];
-                for ((_, at, _), i) in w.beats.iter().zip(slots.by_ref()) {
-                    let at = at.unwrap_or(now);
-                    let o = outcomes[i];
-                    match newest[i] {
-                        None => {
-                            newest[i] = Some(at);
-                            match o {
-                                Outcome::Accepted => t[0] += 1,
-                                Outcome::Joined => {
-                                    t[0] += 1;
-                                    t[1] += 1;
-                                }
-                                Outcome::Stale => t[2] += 1,
+                let own: Vec<Outcome> = w
+                    .beats
+                    .iter()
+                    .zip(slots.by_ref())
+                    .map(|((_, at, _), i)| {
+                        let at = at.unwrap_or(now);
+                        match newest[i] {
+                            None => {
+                                newest[i] = Some(at);
+                                outcomes[i]
                             }
+                            Some(n) if outcomes[i] != Outcome::Stale && at >= n => {
+                                newest[i] = Some(at);
+                                Outcome::Accepted
+                            }
+                            Some(_) => Outcome::Stale,
                         }
-                        Some(n) if o != Outcome::Stale && at >= n => {
-                            newest[i] = Some(at);
-                            t[0] += 1;
-                        }
-                        Some(_) => t[2] += 1,
-                    }
-                }
-                t
+                    })
+                    .collect();
+                tally(&own)
             })
             .collect())
     }

@@ -1,4 +1,4 @@
-//! Following users across spaces on Redis (issue 9): the per-user
+//! Following users across spaces on Redis: the per-user
 //! channels that carry what happens to a user, wherever it happens, to the
 //! servers whose watchers follow that user
 //! ([`herenow_core::follow`]).
@@ -63,6 +63,7 @@ use herenow_core::follow::{FEED_QUEUE, UserChange, UserFeed, changes_status};
 use herenow_core::{MemberId, MemberKind, SpaceName};
 
 use crate::events::read_tuple;
+use crate::scripts::bare;
 
 /// What a user's channel carries when its friend set changed.
 pub(crate) const FRIENDS: &str = "friends";
@@ -71,17 +72,11 @@ pub(crate) const FRIENDS: &str = "friends";
 /// [`ANNOUNCE`] call publishes to.
 pub(crate) const CHANNELS_PER_COMMAND: usize = 256;
 
-/// Says `friends` on users' channels. No keys (any node of a cluster runs
+/// Says [`FRIENDS`] on users' channels. No keys (any node of a cluster runs
 /// it, and its `PUBLISH`es reach every node). ARGV: the channels. Returns
 /// how many.
-pub(crate) static ANNOUNCE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
-        r#"
-for i = 1, #ARGV do redis.call('PUBLISH', ARGV[i], '{FRIENDS}') end
-return #ARGV
-"#
-    ))
-});
+pub(crate) static ANNOUNCE: LazyLock<Script> =
+    LazyLock::new(|| bare(include_str!("lua/announce.lua")));
 
 /// The users one store follows, and the feeds of their changes. Shared by
 /// the store and the client's push callback; every method is short and
@@ -280,6 +275,11 @@ mod tests {
         tokio::time::timeout(std::time::Duration::from_secs(1), feed.recv())
             .await
             .expect("a change")
+    }
+
+    #[test]
+    fn announce_says_friends() {
+        assert!(include_str!("lua/announce.lua").contains(&format!("'{FRIENDS}'")));
     }
 
     #[test]

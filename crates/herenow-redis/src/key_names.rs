@@ -47,7 +47,7 @@ use std::collections::HashMap;
 
 use redis::ScriptInvocation;
 
-use herenow_core::{ConnId, MemberId, MemberKey, MemberKind, SpaceName};
+use herenow_core::{ConnId, MemberKey, MemberKind, SpaceName};
 
 /// Most shards a space may have.
 pub const MAX_SHARDS: u16 = 1024;
@@ -150,42 +150,38 @@ pub(crate) struct SpaceKeys {
 }
 
 impl SpaceKeys {
-    /// The keys stored (not the channel), in the order
-    /// [`RedisStore::space_keys`](crate::RedisStore::space_keys) lists
-    /// them.
-    pub fn names(self) -> Vec<String> {
-        vec![
-            self.zu,
-            self.zg,
-            self.meta,
-            self.state,
-            self.config,
-            self.lease,
-            self.conns,
-            self.cinfo,
-            self.mconn,
-            self.ru,
-            self.rg,
-            self.unidx,
+    /// The keys stored (not the channel), in the order every connection
+    /// script (and the sweep and erase) takes them: `zu zg meta state
+    /// config lease conns cinfo mconn ru rg unidx`.
+    fn stored(&self) -> [&String; 12] {
+        [
+            &self.zu,
+            &self.zg,
+            &self.meta,
+            &self.state,
+            &self.config,
+            &self.lease,
+            &self.conns,
+            &self.cinfo,
+            &self.mconn,
+            &self.ru,
+            &self.rg,
+            &self.unidx,
         ]
     }
 
-    /// Adds the keys every connection script (and the sweep and erase)
-    /// takes, in their order: `zu zg meta state config lease conns cinfo
-    /// mconn ru rg unidx`.
+    /// [`stored`](Self::stored), as
+    /// [`RedisStore::space_keys`](crate::RedisStore::space_keys) lists them.
+    pub fn names(&self) -> Vec<String> {
+        self.stored().map(String::clone).to_vec()
+    }
+
+    /// Adds the [`stored`](Self::stored) keys to a connection script's
+    /// call.
     pub fn add_to(&self, inv: &mut ScriptInvocation<'_>) {
-        inv.key(&self.zu)
-            .key(&self.zg)
-            .key(&self.meta)
-            .key(&self.state)
-            .key(&self.config)
-            .key(&self.lease)
-            .key(&self.conns)
-            .key(&self.cinfo)
-            .key(&self.mconn)
-            .key(&self.ru)
-            .key(&self.rg)
-            .key(&self.unidx);
+        for k in self.stored() {
+            inv.key(k);
+        }
     }
 }
 
@@ -306,12 +302,7 @@ impl Keys {
     }
 
     /// A user's friend set: global, in a slot of its own.
-    pub fn friends(&self, user: &MemberId) -> String {
-        self.friends_of(user.as_str())
-    }
-
-    /// [`friends`](Self::friends) of an id read back from Redis.
-    pub fn friends_of(&self, user: &str) -> String {
+    pub fn friends(&self, user: &str) -> String {
         format!("{}:friends:{user}", self.prefix)
     }
 
@@ -452,7 +443,7 @@ impl Keys {
 
     /// The outbox's switch: the cap every store on this Redis captures
     /// with, while it lasts: set by each server that opens the outbox and
-    /// renewed on its every tick, for a lease (see `store/switch.rs`).
+    /// renewed on its every tick, for a lease (see `store/outbox_lease.rs`).
     pub fn outbox_switch(&self) -> String {
         format!("{}:{{~outbox}}:open", self.prefix)
     }
@@ -478,7 +469,7 @@ impl Keys {
 
     /// The spaces that may name webhook endpoints (a set, a superset:
     /// each set adds its space, a space cleared leaves it until a check
-    /// finds its endpoints gone; see `store/switch.rs`).
+    /// finds its endpoints gone; see `store/outbox_lease.rs`).
     pub fn hooked_spaces(&self) -> String {
         format!("{}:{{~outbox}}:hooked", self.prefix)
     }

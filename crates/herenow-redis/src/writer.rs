@@ -27,7 +27,8 @@ pub(crate) const TOUCH_EVERY_MS: Millis = 60_000;
 
 /// Most members one heartbeat script call writes: about a millisecond of
 /// Redis's time, so a big batch never blocks it for long. Bigger batches
-/// are split and the calls pipelined.
+/// are split and the calls pipelined (so a reader may see part of one
+/// before the rest).
 pub(crate) const SCRIPT_BATCH: usize = 1_000;
 
 /// What the heartbeat script did with one entry.
@@ -44,18 +45,13 @@ pub(crate) enum Outcome {
 
 /// `[accepted, joined, stale]` of a list of outcomes.
 pub(crate) fn tally(outcomes: &[Outcome]) -> [u64; 3] {
-    let mut t = [0u64; 3];
-    for o in outcomes {
-        match o {
-            Outcome::Accepted => t[0] += 1,
-            Outcome::Joined => {
-                t[0] += 1;
-                t[1] += 1;
-            }
-            Outcome::Stale => t[2] += 1,
-        }
-    }
-    t
+    let count = |o| outcomes.iter().filter(|&&x| x == o).count() as u64;
+    let joined = count(Outcome::Joined);
+    [
+        count(Outcome::Accepted) + joined,
+        joined,
+        count(Outcome::Stale),
+    ]
 }
 
 /// Reads the heartbeat script's reply: one outcome byte per entry, and
@@ -307,21 +303,12 @@ impl Writer {
     ) -> Result<(Vec<usize>, Vec<Outcome>, SpaceKeys, Vec<String>)> {
         // Users first, then guests: the order of the script's ids and of
         // its outcomes.
-        let order: Vec<usize> = chunk
+        let (mut order, guests): (Vec<usize>, Vec<usize>) = chunk
             .iter()
             .copied()
-            .filter(|&i| beats[i].0.kind == MemberKind::User)
-            .chain(
-                chunk
-                    .iter()
-                    .copied()
-                    .filter(|&i| beats[i].0.kind == MemberKind::Guest),
-            )
-            .collect();
-        let users = chunk
-            .iter()
-            .filter(|&&i| beats[i].0.kind == MemberKind::User)
-            .count();
+            .partition(|&i| beats[i].0.kind == MemberKind::User);
+        let users = order.len();
+        order.extend(guests);
         let mut inv = scripts::HEARTBEAT.prepare_invoke();
         inv.key(&k.zu)
             .key(&k.zg)

@@ -24,6 +24,7 @@ use herenow_core::{
 use super::layout_options::{KeyTemplate, LayoutOptions};
 use crate::client::RedisClient;
 use crate::reply::{bad_reply, timed};
+use crate::scripts::bare;
 
 /// One seed layout: how it writes and reads its keys. The
 /// [`SeedLayoutStore`](super::SeedLayoutStore) checks every call's input,
@@ -291,15 +292,8 @@ impl LayoutCtx {
 /// union, without sending the members to the client: `SUNIONSTORE` into
 /// the scratch key, which is deleted in the same script (so concurrent
 /// counts may share it, and it never outlives the call).
-static UNION_COUNT: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
-    redis::Script::new(
-        r"
-local n = redis.call('SUNIONSTORE', KEYS[1], unpack(KEYS, 2))
-redis.call('DEL', KEYS[1])
-return n
-",
-    )
-});
+static UNION_COUNT: std::sync::LazyLock<redis::Script> =
+    std::sync::LazyLock::new(|| bare(include_str!("../lua/layouts/union_count.lua")));
 
 /// A member id read from Redis. The seed's code may have written ids
 /// herenow refuses (over 256 bytes, control characters, not UTF-8); those

@@ -42,6 +42,7 @@ use herenow_core::{
 use super::common::{Item, LayoutCtx, LayoutOps, members_of, page_of, policy_over};
 use super::layout_options::{KeyTemplate, LayoutOptions, bad_config};
 use crate::reply::bad_reply;
+use crate::scripts::bare;
 
 /// Seed 002's layout: see the module documentation.
 pub(super) struct MinuteBuckets;
@@ -54,43 +55,14 @@ const MINUTE_MS: Millis = 60_000;
 /// KEYS: the bucket to write, then the buckets of the window (newest
 /// first). ARGV: the expiry in seconds, then ids. Returns how many ids were
 /// in none of the window's buckets (joins).
-static HEARTBEAT: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-local joined = 0
-for i = 2, #ARGV do
-  local m, seen = ARGV[i], false
-  for k = 2, #KEYS do
-    if redis.call('SISMEMBER', KEYS[k], m) == 1 then seen = true break end
-  end
-  if not seen then joined = joined + 1 end
-  redis.call('SADD', KEYS[1], m)
-end
-redis.call('EXPIRE', KEYS[1], ARGV[1], 'NX')
-redis.call('EXPIRE', KEYS[1], ARGV[1], 'GT')
-return joined
-",
-    )
-});
+static HEARTBEAT: LazyLock<Script> =
+    LazyLock::new(|| bare(include_str!("../lua/layouts/minute_buckets_heartbeat.lua")));
 
 /// KEYS: every bucket of the hour, newest first. ARGV: how many of them the
 /// window covers, then ids. Removes the ids everywhere; returns how many
 /// were in the window.
-static LEAVE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-local window, n = tonumber(ARGV[1]), 0
-for i = 2, #ARGV do
-  local m, seen = ARGV[i], false
-  for k = 1, #KEYS do
-    if redis.call('SREM', KEYS[k], m) == 1 and k <= window then seen = true end
-  end
-  if seen then n = n + 1 end
-end
-return n
-",
-    )
-});
+static LEAVE: LazyLock<Script> =
+    LazyLock::new(|| bare(include_str!("../lua/layouts/minute_buckets_leave.lua")));
 
 /// The index of the minute holding `ms` (minutes since the epoch).
 fn minute_of(ms: Millis) -> u64 {

@@ -65,12 +65,10 @@
 //!
 //! # Code
 //!
-//! `config.rs` holds what the operator chooses ([`SeedLayout`],
-//! [`KeyTemplate`], [`LayoutOptions`]); `common.rs` what the layouts share
-//! (the store's context, the `LayoutOps` trait each layout implements,
-//! keyset paging and cursors); [`sorted_set`], [`minute_buckets`] and
-//! [`rotation`] one layout each. [`SeedLayoutStore`] checks every call's
-//! input and hands it to its layout.
+//! `layout_options.rs` holds what the operator chooses; `common.rs` what
+//! the layouts share (the `LayoutOps` trait each implements, keyset
+//! paging and cursors); one file per layout. [`SeedLayoutStore`] checks
+//! every call's input and hands it to its layout.
 //!
 //! [`config`]: herenow_core::PresenceStore::config
 

@@ -42,6 +42,7 @@ use herenow_core::{
 
 use super::common::{Item, LayoutCtx, LayoutOps, members_of, page_of, policy_over};
 use super::layout_options::{KeyTemplate, LayoutOptions, bad_config};
+use crate::scripts::bare;
 
 /// Seed 000's layout: see the module documentation.
 pub(super) struct Rotation;
@@ -53,65 +54,20 @@ const TEMP_PART: &str = "herenow-count";
 
 /// KEYS: current, old. ARGV: ids. Adds them to current; returns how many
 /// were in neither set (joins).
-static HEARTBEAT: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-local joined = 0
-for i = 1, #ARGV do
-  local m = ARGV[i]
-  if redis.call('SISMEMBER', KEYS[1], m) == 0 and redis.call('SISMEMBER', KEYS[2], m) == 0 then
-    joined = joined + 1
-  end
-  redis.call('SADD', KEYS[1], m)
-end
-return joined
-",
-    )
-});
+static HEARTBEAT: LazyLock<Script> =
+    LazyLock::new(|| bare(include_str!("../lua/layouts/rotation_heartbeat.lua")));
 
 /// KEYS: current, old. ARGV: ids. Removes them from both; returns how many
 /// were in either.
-static LEAVE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-local n = 0
-for i = 1, #ARGV do
-  local a = redis.call('SREM', KEYS[1], ARGV[i])
-  local b = redis.call('SREM', KEYS[2], ARGV[i])
-  if a + b > 0 then n = n + 1 end
-end
-return n
-",
-    )
-});
+static LEAVE: LazyLock<Script> =
+    LazyLock::new(|| bare(include_str!("../lua/layouts/rotation_leave.lua")));
 
 /// KEYS: current, old, mark. ARGV: now ms, period ms. The seed's `tick()`,
 /// at most once per period across every store: the first call only starts
 /// the clock (a store that just started cannot know when the seed's cron
 /// last rotated). Returns whether it rotated, how many members it forgot
 /// (in old, not in current), and whether either set still exists.
-static ROTATE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-local now, period = tonumber(ARGV[1]), tonumber(ARGV[2])
-local exists = math.min(redis.call('EXISTS', KEYS[1]) + redis.call('EXISTS', KEYS[2]), 1)
-local last = redis.call('GET', KEYS[3])
-if not last then
-  redis.call('SET', KEYS[3], ARGV[1], 'PX', 4 * period)
-  return {0, 0, exists}
-end
-if now - tonumber(last) < period then return {0, 0, exists} end
-redis.call('SET', KEYS[3], ARGV[1], 'PX', 4 * period)
-local gone = redis.call('SCARD', KEYS[2]) - redis.call('SINTERCARD', 2, KEYS[2], KEYS[1])
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  redis.call('RENAME', KEYS[1], KEYS[2])
-else
-  redis.call('DEL', KEYS[2])
-end
-return {1, gone, redis.call('EXISTS', KEYS[2])}
-",
-    )
-});
+static ROTATE: LazyLock<Script> = LazyLock::new(|| bare(include_str!("../lua/layouts/rotate.lua")));
 
 fn pair(t: &KeyTemplate, space: &SpaceName) -> [String; 2] {
     [t.render(space, "current"), t.render(space, "old")]

@@ -33,6 +33,7 @@ use herenow_core::{
 use super::common::{Item, LayoutCtx, LayoutOps, member_id, page_of, precedes};
 use super::layout_options::LayoutOptions;
 use crate::reply::bad_reply;
+use crate::scripts::bare;
 
 /// Seeds 001 and 004's layout: see the module documentation.
 pub(super) struct SortedSet;
@@ -40,61 +41,20 @@ pub(super) struct SortedSet;
 /// ARGV: now ms, away ms, then (seconds, id) pairs. Returns accepted,
 /// joined, stale. A member joins when it was offline (absent, or last seen
 /// `away` or longer ago) and the heartbeat makes it not offline.
-static HEARTBEAT: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-local now, away = tonumber(ARGV[1]), tonumber(ARGV[2])
-local accepted, joined, stale = 0, 0, 0
-for i = 3, #ARGV, 2 do
-  local s, m = tonumber(ARGV[i]), ARGV[i + 1]
-  local old = redis.call('ZSCORE', KEYS[1], m)
-  if old and tonumber(old) > s then
-    stale = stale + 1
-  else
-    accepted = accepted + 1
-    if (not old or now - tonumber(old) * 1000 >= away) and now - s * 1000 < away then
-      joined = joined + 1
-    end
-    redis.call('ZADD', KEYS[1], 'GT', s, m)
-  end
-end
-return {accepted, joined, stale}
-",
-    )
-});
+static HEARTBEAT: LazyLock<Script> =
+    LazyLock::new(|| bare(include_str!("../lua/layouts/sorted_set_heartbeat.lua")));
 
 /// ARGV: now ms, retention ms, then ids. Removes them; returns how many
 /// were still within the retention.
-static LEAVE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-local now, retention = tonumber(ARGV[1]), tonumber(ARGV[2])
-local n = 0
-for i = 3, #ARGV do
-  local old = redis.call('ZSCORE', KEYS[1], ARGV[i])
-  if old then
-    if tonumber(old) * 1000 + retention > now then n = n + 1 end
-    redis.call('ZREM', KEYS[1], ARGV[i])
-  end
-end
-return n
-",
-    )
-});
+static LEAVE: LazyLock<Script> =
+    LazyLock::new(|| bare(include_str!("../lua/layouts/sorted_set_leave.lua")));
 
 /// ARGV: the highest score to forget, the batch size. One bounded batch of
 /// seed 001's `ZREMRANGEBYSCORE`: read at most N stale members and remove
 /// exactly those, atomically, so a member that heartbeats meanwhile is
 /// never removed. Returns removed, and whether the key still exists.
-static EXPIRE_BATCH: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
-if #ids > 0 then redis.call('ZREM', KEYS[1], unpack(ids)) end
-return {#ids, redis.call('EXISTS', KEYS[1])}
-",
-    )
-});
+static EXPIRE_BATCH: LazyLock<Script> =
+    LazyLock::new(|| bare(include_str!("../lua/layouts/sorted_set_expire_batch.lua")));
 
 /// A score in ms, as the seeds' whole seconds (or another writer's
 /// fractional ones) give it.

@@ -1,9 +1,8 @@
 //! Listing by id (`order=id`) without an index by id.
 //!
-//! The default layout keeps one sorted set per kind, ordered by last seen.
-//! It used to keep a second copy of every id (`P:{S}:iu` / `P:{S}:ig`,
-//! scores 0) to page by id with `ZRANGEBYLEX`, which doubled the memory of
-//! a space. Now a by-id page reads the ids of every member in the window in
+//! The default layout keeps one sorted set per kind, ordered by last seen
+//! (a second copy of every id would double a space's memory). A by-id page
+//! reads the ids of every member in the window in
 //! bounded slices ([`scripts::ID_SLICE`], [`SLICE`] ids per call, so Redis
 //! is never blocked for long), keeps those after the cursor, sorts them
 //! here, and reads last seen and metadata of the page's members only (the

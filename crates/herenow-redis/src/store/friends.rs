@@ -40,7 +40,7 @@ impl RedisStore {
         if set.len() > limits::MAX_FRIENDS {
             return Err(InvalidInput::TooManyFriends { len: set.len() }.into());
         }
-        let key = self.ctx.keys.friends(user);
+        let key = self.ctx.keys.friends(user.as_str());
         // Friends new to the set are listed as followed first.
         let old = self.members_of(&key).await?;
         let old: HashSet<&str> = old.iter().map(String::as_str).collect();
@@ -94,7 +94,7 @@ impl RedisStore {
             .filter(|f| *f != user)
             .map(MemberId::as_str)
             .collect();
-        let key = self.ctx.keys.friends(user);
+        let key = self.ctx.keys.friends(user.as_str());
         let listed: Vec<&str> = set.iter().copied().collect();
         self.mark_followers(user.as_str(), &listed).await?;
         let mut c = self.ctx.client.clone();
@@ -124,7 +124,7 @@ impl RedisStore {
         friends: &[MemberId],
     ) -> Result<u64> {
         check_batch(friends.len())?;
-        let key = self.ctx.keys.friends(user);
+        let key = self.ctx.keys.friends(user.as_str());
         let mut c = self.ctx.client.clone();
         let n: i64 = self
             .ctx
@@ -162,7 +162,7 @@ impl RedisStore {
     /// [`PresenceStore::friends`](herenow_core::PresenceStore::friends),
     /// sorted (a Redis set has no order).
     pub(super) async fn friends(&self, user: &MemberId) -> Result<Vec<MemberId>> {
-        let key = self.ctx.keys.friends(user);
+        let key = self.ctx.keys.friends(user.as_str());
         let mut c = self.ctx.client.clone();
         let ids: Vec<String> = self
             .ctx

@@ -39,7 +39,7 @@ impl RedisStore {
     /// counts the version up, so a server that sees the new version reads
     /// the new endpoints. Clearing a space's endpoints leaves it listed:
     /// the switch's check takes it off once it finds them gone (see
-    /// `store/switch.rs`: listing it again after the write is what keeps a
+    /// `store/outbox_lease.rs`: listing it again after the write is what keeps a
     /// check running meanwhile from leaving it off).
     pub(super) async fn set_space_hooks(
         &self,

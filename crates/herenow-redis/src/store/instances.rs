@@ -107,13 +107,8 @@ fn parse_entry(e: &str) -> Option<(SpaceName, MemberKey, ConnId)> {
     let mut parts = e.splitn(3, '\n');
     let space = SpaceName::new(parts.next()?).ok()?;
     let (kind, id) = parts.next()?.split_once(':')?;
-    let kind = match kind {
-        "u" => MemberKind::User,
-        "g" => MemberKind::Guest,
-        _ => return None,
-    };
     let member = MemberKey {
-        kind,
+        kind: MemberKind::from_letter(kind)?,
         id: MemberId::new(id).ok()?,
     };
     let conn = ConnId::new(parts.next()?).ok()?;

@@ -37,6 +37,7 @@ use herenow_core::{MemberId, Result};
 use super::RedisStore;
 use super::sweep::ids_of;
 use crate::reply::{array, bad_reply, opt_string};
+use crate::scripts::bare;
 
 /// The `COUNT` hint of each `SCAN` step: keys looked at per round trip.
 const SCAN_COUNT: usize = 1_000;
@@ -56,24 +57,8 @@ const HOOKED: &str = "hooked";
 /// Adds users to the followers of several users. KEYS: their followers
 /// sets (of one bucket on a cluster). ARGV: for each key in turn, how many
 /// users, then the users. Returns the number of keys.
-static FOLLOWED_BY: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
-local j = 1
-for i = 1, #KEYS do
-  local n = tonumber(ARGV[j])
-  -- unpack() in slices: Lua's stack is bounded.
-  for a = j + 1, j + n, 1000 do
-    local b = a + 999
-    if b > j + n then b = j + n end
-    redis.call('SADD', KEYS[i], unpack(ARGV, a, b))
-  end
-  j = j + n + 1
-end
-return #KEYS
-"#,
-    )
-});
+static FOLLOWED_BY: LazyLock<Script> =
+    LazyLock::new(|| bare(include_str!("../lua/followed_by.lua")));
 
 impl RedisStore {
     /// Runs the migrations not yet recorded (see the module docs).

@@ -1,26 +1,10 @@
 //! [`RedisStore`]: the [`PresenceStore`](herenow_core::PresenceStore) over
 //! Redis or Redis Cluster. This file is the type, its construction and
 //! what the server asks of it besides the trait (readiness, counters,
-//! shutdown); `presence.rs` is the trait, and each of its jobs has a file:
-//!
-//! - `write.rs`: heartbeats and leaves, direct, coalesced or buffered;
-//! - `read.rs`: status, online among a list, counts, policy, spaces;
-//! - `list.rs`: pages most recent first, and `by_id.rs`: pages by id;
-//! - `subscribe.rs`: event subscriptions over every shard's channel;
-//! - `sweep.rs`: `tick`, per shard under a lease;
-//! - `friends.rs`: friend sets (and their reverse index);
-//! - `anywhere.rs`: users across spaces, "last seen anywhere" and erasure;
-//! - `migrate.rs`: one-time migrations of what earlier versions wrote, run
-//!   by `connect`;
-//! - `connections.rs`: live connections (attach, detach, listing), and
-//!   `instances.rs`: which stores are alive, so a dead server's
-//!   connections go to the grace within seconds;
-//! - `outbox.rs`: the webhook outbox (claims, acknowledgements, figures),
-//!   `switch.rs`: whether every store on the Redis captures (a lease the
-//!   servers with webhooks renew), and `hooks.rs`: the webhook endpoints
-//!   spaces name;
-//! - `follow.rs`: following users across spaces (users' channels);
-//! - `relay.rs`: messages relayed between servers (one channel).
+//! shutdown); `presence.rs` is the trait, and each of its jobs has a file
+//! named after it (`seen_anywhere.rs`: "last seen anywhere" and erasure;
+//! `outbox_lease.rs`: the outbox's capture switch; `migrate.rs`: one-time
+//! migrations run by `connect`).
 
 mod by_id;
 mod clock;
@@ -100,10 +84,10 @@ pub struct RedisStore {
     /// by each claim and acknowledgement, so they run one at a time.
     outbox: tokio::sync::Mutex<outbox::Consumer>,
     /// How this store's own server opened the outbox (it then renews the
-    /// switch on every tick; see `switch.rs`), `None` while it follows.
+    /// switch on every tick; see `outbox_lease.rs`), `None` while it follows.
     opened: Mutex<Option<herenow_core::outbox::OutboxOptions>>,
     /// Opened for spaces' endpoints alone: whether some space names any,
-    /// as last looked up (`switch.rs`).
+    /// as last looked up (`outbox_lease.rs`).
     hooks_seen: Mutex<outbox_lease::HooksSeen>,
     /// Tells the replayer to stop.
     stop: watch::Sender<bool>,
@@ -321,7 +305,7 @@ impl RedisStore {
         self.ctx
             .keys
             .all(space)
-            .into_iter()
+            .iter()
             .map(SpaceKeys::names)
             .collect()
     }
@@ -332,12 +316,8 @@ impl RedisStore {
     /// user's bucket ([`crate::key_names::user_bucket`]); the friend set has its
     /// own.
     pub fn user_keys(&self, user: &MemberId) -> [String; 3] {
-        let k = &self.ctx.keys;
-        [
-            k.seen(user.as_str()),
-            k.followers(user.as_str()),
-            k.friends(user),
-        ]
+        let (k, user) = (&self.ctx.keys, user.as_str());
+        [k.seen(user), k.followers(user), k.friends(user)]
     }
 
     /// The registry's keys (for operators and tests): the names of the

@@ -263,7 +263,7 @@ impl Following for RedisStore {
 #[async_trait]
 impl WebhookOutbox for RedisStore {
     /// Capture by this store's scripts, and by every other store's on the
-    /// same Redis while this one renews the switch (see `store/switch.rs`).
+    /// same Redis while this one renews the switch (see `store/outbox_lease.rs`).
     async fn outbox_open(&self, options: OutboxOptions) -> Result<()> {
         self.outbox_open(options).await
     }

@@ -204,7 +204,7 @@ impl RedisStore {
 
         // The user's own friend set: first off the reverse index of each
         // friend (so a retry still finds them), then the set.
-        let own = self.ctx.keys.friends(user);
+        let own = self.ctx.keys.friends(user.as_str());
         let friends = self.members_of(&own).await?;
         report.friend_set = !friends.is_empty();
         let friends: Vec<&str> = friends.iter().map(String::as_str).collect();
@@ -219,7 +219,7 @@ impl RedisStore {
         let calls: Vec<_> = listed_by
             .iter()
             .map(|f| {
-                let key = self.ctx.keys.friends_of(f);
+                let key = self.ctx.keys.friends(f);
                 let mut c = self.ctx.client.clone();
                 self.ctx.io("erase", async move {
                     redis::cmd("SREM")
@@ -256,7 +256,7 @@ impl RedisStore {
                 .collect();
             keys.extend([seen, own, followers]);
             keys.extend(friends.iter().map(|f| self.ctx.keys.followers(f)));
-            keys.extend(listed_by.iter().map(|f| self.ctx.keys.friends_of(f)));
+            keys.extend(listed_by.iter().map(|f| self.ctx.keys.friends(f)));
             self.ctx.replicated(keys.iter().map(String::as_str)).await?;
         }
         Ok(report)

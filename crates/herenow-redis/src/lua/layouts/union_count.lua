@@ -1,0 +1,3 @@
+local n = redis.call('SUNIONSTORE', KEYS[1], unpack(KEYS, 2))
+redis.call('DEL', KEYS[1])
+return n
