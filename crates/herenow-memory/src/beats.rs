@@ -67,7 +67,7 @@ impl MemoryStore {
         }
         let now = self.shared.clock.now_ms();
         let (left, durables) = self.leave_here(space, members, now, |part, durables| {
-            durables.extend(self.record(ChangeRef::Leave {
+            durables.extend(self.shared.record(ChangeRef::Leave {
                 space,
                 at: now,
                 members: part,
@@ -110,14 +110,14 @@ impl MemoryStore {
                 None => {
                     let mut s = st.cell(0).lock();
                     report = s.heartbeat(beats, now)?;
-                    self.absorb(&mut s);
+                    self.shared.absorb(&mut s);
                 }
                 Some(parts) => {
                     check_beats(beats, now)?;
                     for (k, part) in parts.iter().enumerate().filter(|(_, p)| !p.is_empty()) {
                         let mut s = st.cell(k).lock();
                         add_report(&mut report, s.heartbeat(part, now)?);
-                        self.absorb(&mut s);
+                        self.shared.absorb(&mut s);
                     }
                 }
             }
@@ -153,7 +153,7 @@ impl MemoryStore {
                         note(part, &mut durables)?;
                         Ok(n)
                     });
-                self.absorb(&mut s);
+                self.shared.absorb(&mut s);
                 left += out?;
             }
             Ok((left, durables))

@@ -64,7 +64,7 @@ impl MemoryStore {
                 self.with_space(space, |st| {
                     for s in st.lock_all().stripes_mut() {
                         s.set_config(*config, now);
-                        self.absorb(s);
+                        self.shared.absorb(s);
                     }
                 });
             }

@@ -51,14 +51,14 @@ pub(super) async fn leave_keeps_last_seen(s: Arc<dyn PresenceStore>, clock: Manu
     clock.advance(Duration::from_secs(1));
     s.leave(&sp, &[user("ann")]).await.unwrap();
     assert_eq!(
-        s.status(&sp, &[user("ann")]).await.unwrap()[0].last_seen_ms,
+        status_of(&s, &sp, user("ann")).await.last_seen_ms,
         Some(T0 + 16_000)
     );
     // Leaving again while absent changes nothing.
     clock.advance(Duration::from_secs(1));
     assert_eq!(s.leave(&sp, &[user("ann")]).await.unwrap(), 0);
     assert_eq!(
-        s.status(&sp, &[user("ann")]).await.unwrap()[0].last_seen_ms,
+        status_of(&s, &sp, user("ann")).await.last_seen_ms,
         Some(T0 + 16_000)
     );
 }
@@ -164,7 +164,7 @@ pub(super) async fn expiry_keeps_last_seen(s: Arc<dyn PresenceStore>, clock: Man
         .await
         .unwrap();
     assert_eq!(
-        s.status(&sp, &[user("ann")]).await.unwrap()[0].last_seen_ms,
+        status_of(&s, &sp, user("ann")).await.last_seen_ms,
         Some(T0),
         "an older sighting does not move a remembered time back"
     );
@@ -213,16 +213,14 @@ pub(super) async fn remembered_until_the_horizon(s: Arc<dyn PresenceStore>, cloc
     .unwrap();
     s.heartbeat(&off, &[beat(user("ann"))]).await.unwrap();
     s.leave(&off, &[user("ann")]).await.unwrap();
-    assert_eq!(
-        s.status(&off, &[user("ann")]).await.unwrap()[0].last_seen_ms,
-        None
-    );
+    assert_eq!(status_of(&s, &off, user("ann")).await.last_seen_ms, None);
     let shrink = space("c-rem-shrink");
     s.heartbeat(&shrink, &[beat(user("bob"))]).await.unwrap();
     s.leave(&shrink, &[user("bob")]).await.unwrap();
     clock.advance(Duration::from_secs(60));
     assert!(
-        s.status(&shrink, &[user("bob")]).await.unwrap()[0]
+        status_of(&s, &shrink, user("bob"))
+            .await
             .last_seen_ms
             .is_some()
     );
@@ -235,10 +233,7 @@ pub(super) async fn remembered_until_the_horizon(s: Arc<dyn PresenceStore>, cloc
     )
     .await
     .unwrap();
-    assert_eq!(
-        s.status(&shrink, &[user("bob")]).await.unwrap()[0].last_seen_ms,
-        None
-    );
+    assert_eq!(status_of(&s, &shrink, user("bob")).await.last_seen_ms, None);
     let too_long = SpaceConfig {
         remember_ms: crate::limits::MAX_REMEMBER_MS + 1,
         ..SpaceConfig::default()
@@ -292,10 +287,6 @@ pub(super) async fn forgotten_times_are_counted(s: Arc<dyn PresenceStore>, clock
     let st = s.status(&busy, &[user("ann"), user("cy")]).await.unwrap();
     assert_eq!(st[0].last_seen_ms, None);
     assert_eq!(st[1].status, Status::Online);
-}
-
-fn id(s: &str) -> MemberId {
-    MemberId::new(s).expect("valid id")
 }
 
 pub(super) async fn seen_anywhere_over_spaces(s: Arc<dyn PresenceStore>, clock: ManualClock) {
@@ -390,10 +381,7 @@ pub(super) async fn erase_forgets_everywhere(s: Arc<dyn PresenceStore>, clock: M
     assert!(s.friends(&id("ann")).await.unwrap().is_empty());
     assert_eq!(s.friends(&id("bob")).await.unwrap(), vec![id("cy")]);
     // bob is untouched.
-    assert_eq!(
-        s.status(&a, &[user("bob")]).await.unwrap()[0].status,
-        Status::Online
-    );
+    assert_eq!(status_of(&s, &a, user("bob")).await.status, Status::Online);
     // Erasing someone unknown (or twice) is not an error and does nothing.
     assert_eq!(
         users(&*s).erase_user(&id("ann")).await.unwrap(),
@@ -401,8 +389,5 @@ pub(super) async fn erase_forgets_everywhere(s: Arc<dyn PresenceStore>, clock: M
     );
     // The user may come back as new.
     s.heartbeat(&a, &[beat(user("ann"))]).await.unwrap();
-    assert_eq!(
-        s.status(&a, &[user("ann")]).await.unwrap()[0].status,
-        Status::Online
-    );
+    assert_eq!(status_of(&s, &a, user("ann")).await.status, Status::Online);
 }
