@@ -51,10 +51,7 @@ impl MemoryStore {
         for d in durables {
             settle(Some(d)).await?;
         }
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(report),
-        }
+        failed.map_or(Ok(report), Err)
     }
 
     /// [`PresenceStore::leave`]: each stripe's part under its lock,
@@ -89,10 +86,7 @@ impl MemoryStore {
         beats: &[B],
     ) -> Result<Applied> {
         self.with_space(name, |st| {
-            let mut s = st.cell(stripe).lock();
-            let out = apply(&self.shared, name, &mut s, beats);
-            drop(s);
-            out
+            apply(&self.shared, name, &mut st.cell(stripe).lock(), beats)
         })
     }
 
@@ -146,13 +140,10 @@ impl MemoryStore {
             let mut left = 0;
             for (k, part) in parts.into_iter().enumerate().filter(|(_, p)| !p.is_empty()) {
                 let mut s = st.cell(k).lock();
-                let out = s
-                    .leave(part, at)
-                    .map_err(herenow_core::error::Error::from)
-                    .and_then(|n| {
-                        note(part, &mut durables)?;
-                        Ok(n)
-                    });
+                let out = s.leave(part, at).map_err(Error::from).and_then(|n| {
+                    note(part, &mut durables)?;
+                    Ok(n)
+                });
                 self.shared.absorb(&mut s);
                 left += out?;
             }

@@ -182,21 +182,19 @@ pub fn members_table(members: &[Member], now_ms: u64) -> String {
 /// An aligned table of users' last seen anywhere: id, status, last seen
 /// and the space it was in (empty when never seen).
 pub fn users_table(users: &[SeenAnywhere], now_ms: u64) -> String {
-    let mut rows: Vec<Vec<String>> = Vec::with_capacity(users.len() + 1);
-    rows.push(
+    let mut rows = vec![
         ["ID", "STATUS", "LAST SEEN", "SPACE"]
-            .into_iter()
             .map(str::to_owned)
-            .collect(),
-    );
-    for u in users {
-        rows.push(vec![
+            .to_vec(),
+    ];
+    rows.extend(users.iter().map(|u| {
+        vec![
             u.id.clone(),
             status_cell(&u.status),
             ago(now_ms, u.last_seen_ms),
             u.space.clone().unwrap_or_default(),
-        ]);
-    }
+        ]
+    }));
     align(&rows)
 }
 

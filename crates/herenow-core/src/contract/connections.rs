@@ -7,10 +7,7 @@ fn conn_ids(conns: &[crate::conn::Connection]) -> Vec<String> {
     conns.iter().map(|c| c.conn.to_string()).collect()
 }
 
-pub(super) async fn connections_join_first_leave_last(
-    s: Arc<dyn PresenceStore>,
-    _clock: ManualClock,
-) {
+pub(super) async fn connections_join_first_leave_last(s: Store, _clock: ManualClock) {
     let sp = space("c-conns");
     let mut sub = s.subscribe(&sp).await.unwrap();
     let phone = attach(user("ann"), "c-phone", Some(r#"{"device":"phone"}"#), false);
@@ -113,10 +110,7 @@ pub(super) async fn connections_join_first_leave_last(
     assert_eq!(s.count(&sp, None).await.unwrap().users, 1);
 }
 
-pub(super) async fn connections_expire_without_pings(
-    s: Arc<dyn PresenceStore>,
-    clock: ManualClock,
-) {
+pub(super) async fn connections_expire_without_pings(s: Store, clock: ManualClock) {
     let sp = space("c-ghosts");
     let mut sub = s.subscribe(&sp).await.unwrap();
     attach_ok(&s, &sp, attach(user("cy"), "g-tab1", None, false)).await;
@@ -174,7 +168,7 @@ pub(super) async fn connections_expire_without_pings(
     assert!(conns.iter().all(Vec::is_empty));
 }
 
-pub(super) async fn invisible_connections(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+pub(super) async fn invisible_connections(s: Store, _clock: ManualClock) {
     let sp = space("c-invisible");
     let mut sub = s.subscribe(&sp).await.unwrap();
     // Invisible from the start: no event, not listed, not counted.
@@ -227,7 +221,7 @@ pub(super) async fn invisible_connections(s: Arc<dyn PresenceStore>, _clock: Man
     assert_eq!(s.count(&sp, None).await.unwrap().users, 1);
 }
 
-pub(super) async fn connection_bad_input(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+pub(super) async fn connection_bad_input(s: Store, _clock: ManualClock) {
     let sp = space("c-conn-bad");
     let mut short = attach(user("eve"), "b-1", None, false);
     short.ttl_ms = 0;

@@ -29,10 +29,7 @@ async fn no_change(feed: &mut UserFeed) {
     }
 }
 
-pub(super) async fn followed_users_are_fed_from_every_space(
-    s: Arc<dyn PresenceStore>,
-    clock: ManualClock,
-) {
+pub(super) async fn followed_users_are_fed_from_every_space(s: Store, clock: ManualClock) {
     let (a, b) = (space("c-follow-a"), space("c-follow-b"));
     let mut feed = following(&*s).user_feed().unwrap();
     following(&*s).follow(&[id("ann")]).await.unwrap();
@@ -87,10 +84,7 @@ pub(super) async fn followed_users_are_fed_from_every_space(
     no_change(&mut feed).await;
 }
 
-pub(super) async fn followed_users_go_offline_by_time(
-    s: Arc<dyn PresenceStore>,
-    clock: ManualClock,
-) {
+pub(super) async fn followed_users_go_offline_by_time(s: Store, clock: ManualClock) {
     let sp = space("c-follow-time");
     let mut feed = following(&*s).user_feed().unwrap();
     following(&*s).follow(&[id("cy")]).await.unwrap();
@@ -116,7 +110,7 @@ pub(super) async fn followed_users_go_offline_by_time(
     no_change(&mut feed).await;
 }
 
-pub(super) async fn invisible_users_are_not_fed(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+pub(super) async fn invisible_users_are_not_fed(s: Store, _clock: ManualClock) {
     let sp = space("c-follow-invisible");
     let mut feed = following(&*s).user_feed().unwrap();
     following(&*s).follow(&[id("dee")]).await.unwrap();
@@ -139,7 +133,7 @@ pub(super) async fn invisible_users_are_not_fed(s: Arc<dyn PresenceStore>, _cloc
     assert_eq!((e.kind, e.status), (EventKind::Leave, Status::Offline));
 }
 
-pub(super) async fn friend_set_changes_are_fed(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+pub(super) async fn friend_set_changes_are_fed(s: Store, _clock: ManualClock) {
     let mut feed = following(&*s).user_feed().unwrap();
     following(&*s).follow(&[id("fa")]).await.unwrap();
     s.set_friends(&id("fa"), &[id("fb")]).await.unwrap();

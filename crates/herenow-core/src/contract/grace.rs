@@ -4,10 +4,7 @@
 
 use super::*;
 
-pub(super) async fn a_member_back_within_the_grace_never_left(
-    s: Arc<dyn PresenceStore>,
-    clock: ManualClock,
-) {
+pub(super) async fn a_member_back_within_the_grace_never_left(s: Store, clock: ManualClock) {
     let sp = space("g-back");
     let name = Some(r#"{"name":"Ann"}"#);
     attach_ok(&s, &sp, attach(user("ann"), "g-tab1", name, false)).await;
@@ -72,7 +69,7 @@ pub(super) async fn a_member_back_within_the_grace_never_left(
 }
 
 pub(super) async fn a_member_not_back_leaves_once_when_the_grace_ends(
-    s: Arc<dyn PresenceStore>,
+    s: Store,
     clock: ManualClock,
 ) {
     let sp = space("g-gone");
@@ -140,10 +137,7 @@ pub(super) async fn a_member_not_back_leaves_once_when_the_grace_ends(
     assert_eq!(st[0].last_seen_ms, Some(idle_since));
 }
 
-pub(super) async fn a_second_tab_keeps_its_member_through_the_grace(
-    s: Arc<dyn PresenceStore>,
-    clock: ManualClock,
-) {
+pub(super) async fn a_second_tab_keeps_its_member_through_the_grace(s: Store, clock: ManualClock) {
     let sp = space("g-tabs");
     attach_ok(&s, &sp, attach(user("cy"), "g-c1", None, false)).await;
     attach_ok(&s, &sp, attach(user("cy"), "g-c2", None, false)).await;
@@ -174,7 +168,7 @@ pub(super) async fn a_second_tab_keeps_its_member_through_the_grace(
     );
 }
 
-pub(super) async fn a_grace_of_zero_leaves_at_once(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+pub(super) async fn a_grace_of_zero_leaves_at_once(s: Store, clock: ManualClock) {
     let sp = space("g-zero");
     s.set_config(
         &sp,
@@ -202,10 +196,7 @@ pub(super) async fn a_grace_of_zero_leaves_at_once(s: Arc<dyn PresenceStore>, cl
     assert!(r.joined && !r.resumed);
 }
 
-pub(super) async fn lingering_refuses_what_is_not_its_own(
-    s: Arc<dyn PresenceStore>,
-    clock: ManualClock,
-) {
+pub(super) async fn lingering_refuses_what_is_not_its_own(s: Store, clock: ManualClock) {
     let sp = space("g-bad");
     attach_ok(&s, &sp, attach(user("eve"), "g-e1", None, false)).await;
     let mut sub = s.subscribe(&sp).await.unwrap();

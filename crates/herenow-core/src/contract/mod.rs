@@ -267,7 +267,7 @@ fn ids(members: &[MemberStatus]) -> Vec<String> {
 }
 
 /// Runs background work until it reports nothing left to do.
-async fn settle(store: &Arc<dyn PresenceStore>) {
+async fn settle(store: &Store) {
     for _ in 0..100 {
         let r = store.tick().await.expect("tick");
         if r.expired == 0 && r.transitions == 0 && r.connections_expired == 0 {
@@ -295,7 +295,7 @@ fn is_invalid(r: &Error) -> bool {
     matches!(r, Error::Invalid(_))
 }
 
-async fn heartbeat_and_status(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+async fn heartbeat_and_status(s: Store, clock: ManualClock) {
     let sp = space("c-status");
     let r = s.heartbeat(&sp, &[beat(user("ada"))]).await.unwrap();
     assert_eq!((r.accepted, r.joined), (1, 1));
@@ -317,7 +317,7 @@ async fn heartbeat_and_status(s: Arc<dyn PresenceStore>, clock: ManualClock) {
     assert_eq!(st[0].status, Status::Offline);
 }
 
-async fn newest_time_wins(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+async fn newest_time_wins(s: Store, _clock: ManualClock) {
     let sp = space("c-newest");
     s.heartbeat(&sp, &[beat_at(user("a"), T0 - 10_000)])
         .await
@@ -345,7 +345,7 @@ async fn newest_time_wins(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
     assert_eq!(s.count(&sp, Some(15 * 60_000)).await.unwrap().users, 1);
 }
 
-async fn bad_batches_change_nothing(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+async fn bad_batches_change_nothing(s: Store, _clock: ManualClock) {
     let sp = space("c-bad");
     let batch = [beat(user("a")), beat_at(user("b"), T0 + 61_000)];
     let e = s.heartbeat(&sp, &batch).await.unwrap_err();
@@ -371,7 +371,7 @@ async fn bad_batches_change_nothing(s: Arc<dyn PresenceStore>, _clock: ManualClo
     assert!(is_invalid(&e));
 }
 
-async fn leave_is_immediate(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+async fn leave_is_immediate(s: Store, _clock: ManualClock) {
     let sp = space("c-leave");
     s.heartbeat(&sp, &[beat(user("a")), beat(user("b"))])
         .await
@@ -387,7 +387,7 @@ async fn leave_is_immediate(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
     );
 }
 
-async fn users_and_guests_apart(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+async fn users_and_guests_apart(s: Store, _clock: ManualClock) {
     let sp = space("c-kinds");
     s.heartbeat(
         &sp,
@@ -422,7 +422,7 @@ async fn users_and_guests_apart(s: Arc<dyn PresenceStore>, _clock: ManualClock) 
     assert_eq!(status_of(&s, &sp, guest("x")).await.status, Status::Offline);
 }
 
-async fn window_and_counts(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+async fn window_and_counts(s: Store, _clock: ManualClock) {
     let sp = space("c-window");
     let ages = [
         0u64, 30_000, 59_999, 60_000, 299_999, 300_000, 599_999, 600_000, 600_001, 899_000,
@@ -498,7 +498,7 @@ async fn window_and_counts(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
     );
 }
 
-async fn metadata_kept_and_replaced(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+async fn metadata_kept_and_replaced(s: Store, _clock: ManualClock) {
     let sp = space("c-meta");
     let meta = |j: &str| Some(Metadata::from_json(j).unwrap());
     s.heartbeat(
@@ -538,7 +538,7 @@ async fn metadata_kept_and_replaced(s: Arc<dyn PresenceStore>, _clock: ManualClo
     assert_eq!(status_of(&s, &sp, user("ada")).await.meta, None);
 }
 
-async fn friends_and_online_friends(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+async fn friends_and_online_friends(s: Store, clock: ManualClock) {
     let sp = space("c-friends");
     let me = id("c-me");
     assert_eq!(
@@ -608,7 +608,7 @@ async fn friends_and_online_friends(s: Arc<dyn PresenceStore>, clock: ManualCloc
     assert!(s.friends(&me).await.unwrap().is_empty());
 }
 
-async fn online_among_ad_hoc(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+async fn online_among_ad_hoc(s: Store, _clock: ManualClock) {
     let sp = space("c-among");
     s.heartbeat(
         &sp,
@@ -633,7 +633,7 @@ async fn online_among_ad_hoc(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
     assert_eq!(got, ["guest:g", "user:b", "user:a"]);
 }
 
-async fn spaces_listed(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+async fn spaces_listed(s: Store, _clock: ManualClock) {
     for name in ["c-sp-b", "c-sp-a", "c-sp-c"] {
         s.heartbeat(&space(name), &[beat(user("x")), beat(guest("y"))])
             .await
@@ -653,7 +653,7 @@ async fn spaces_listed(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
     assert!(after[0].space.as_str() > "c-sp-a");
 }
 
-async fn big_batches(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+async fn big_batches(s: Store, _clock: ManualClock) {
     let sp = space("c-big");
     let beats: Vec<_> = (0..10_000u64)
         .map(|i| beat_at(user(&format!("u{i}")), T0 - (i % 600_000)))

@@ -14,7 +14,7 @@ fn short_retention() -> SpaceConfig {
     }
 }
 
-pub(super) async fn leave_keeps_last_seen(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+pub(super) async fn leave_keeps_last_seen(s: Store, clock: ManualClock) {
     let sp = space("c-rem-leave");
     s.heartbeat(&sp, &[beat(user("ann")), beat(guest("g1"))])
         .await
@@ -69,10 +69,7 @@ pub(super) async fn leave_keeps_last_seen(s: Arc<dyn PresenceStore>, clock: Manu
 /// keeps its last heartbeat when it then leaves or closes its last
 /// connection, as the timeout `leave` said. Only a present member is
 /// remembered at the time it says goodbye.
-pub(super) async fn leave_after_timeout_keeps_last_heartbeat(
-    s: Arc<dyn PresenceStore>,
-    clock: ManualClock,
-) {
+pub(super) async fn leave_after_timeout_keeps_last_heartbeat(s: Store, clock: ManualClock) {
     let sp = space("c-rem-late-bye");
     s.set_config(&sp, short_retention()).await.unwrap();
     s.heartbeat(&sp, &[beat(user("ann"))]).await.unwrap();
@@ -134,7 +131,7 @@ pub(super) async fn leave_after_timeout_keeps_last_heartbeat(
     );
 }
 
-pub(super) async fn expiry_keeps_last_seen(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+pub(super) async fn expiry_keeps_last_seen(s: Store, clock: ManualClock) {
     let sp = space("c-rem-expiry");
     s.set_config(&sp, short_retention()).await.unwrap();
     s.heartbeat(&sp, &[beat(user("ann"))]).await.unwrap();
@@ -170,7 +167,7 @@ pub(super) async fn expiry_keeps_last_seen(s: Arc<dyn PresenceStore>, clock: Man
     );
 }
 
-pub(super) async fn remembered_until_the_horizon(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+pub(super) async fn remembered_until_the_horizon(s: Store, clock: ManualClock) {
     let sp = space("c-rem-horizon");
     let config = SpaceConfig {
         remember_ms: 10_000,
@@ -246,7 +243,7 @@ pub(super) async fn remembered_until_the_horizon(s: Arc<dyn PresenceStore>, cloc
 /// Remembered times the sweep drops at the horizon are counted in
 /// `TickReport::forgotten` (the server's `herenow_forgotten_total`), once
 /// each, users and guests alike.
-pub(super) async fn forgotten_times_are_counted(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+pub(super) async fn forgotten_times_are_counted(s: Store, clock: ManualClock) {
     let config = SpaceConfig {
         remember_ms: 10_000,
         remember_guests: true,
@@ -267,7 +264,7 @@ pub(super) async fn forgotten_times_are_counted(s: Arc<dyn PresenceStore>, clock
     s.leave(&busy, &[user("ann"), guest("g1")]).await.unwrap();
     s.leave(&quiet, &[user("bob")]).await.unwrap();
     // A store may need several rounds to go over all it remembers.
-    async fn forgotten(s: &Arc<dyn PresenceStore>) -> u64 {
+    async fn forgotten(s: &Store) -> u64 {
         let mut n = 0;
         for _ in 0..16 {
             n += s.tick().await.expect("tick").forgotten;
@@ -289,7 +286,7 @@ pub(super) async fn forgotten_times_are_counted(s: Arc<dyn PresenceStore>, clock
     assert_eq!(st[1].status, Status::Online);
 }
 
-pub(super) async fn seen_anywhere_over_spaces(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+pub(super) async fn seen_anywhere_over_spaces(s: Store, clock: ManualClock) {
     let (a, b) = (space("c-any-a"), space("c-any-b"));
     s.heartbeat(&a, &[beat(user("ann"))]).await.unwrap();
     clock.advance(Duration::from_secs(1));
@@ -346,7 +343,7 @@ pub(super) async fn seen_anywhere_over_spaces(s: Arc<dyn PresenceStore>, clock: 
     );
 }
 
-pub(super) async fn erase_forgets_everywhere(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+pub(super) async fn erase_forgets_everywhere(s: Store, clock: ManualClock) {
     let (a, b) = (space("c-erase-a"), space("c-erase-b"));
     s.heartbeat(&a, &[beat(user("ann")), beat(user("bob"))])
         .await

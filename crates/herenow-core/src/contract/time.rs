@@ -3,7 +3,7 @@
 
 use super::*;
 
-pub(super) async fn expiry_after_retention(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+pub(super) async fn expiry_after_retention(s: Store, clock: ManualClock) {
     let sp = space("c-expiry");
     let mut sub = s.subscribe(&sp).await.unwrap();
     s.heartbeat(&sp, &[beat(user("a"))]).await.unwrap();
@@ -42,7 +42,7 @@ pub(super) async fn expiry_after_retention(s: Arc<dyn PresenceStore>, clock: Man
     no_event(&mut sub).await;
 }
 
-pub(super) async fn events_follow_status(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+pub(super) async fn events_follow_status(s: Store, clock: ManualClock) {
     let sp = space("c-events");
     s.heartbeat(&sp, &[beat(user("early"))]).await.unwrap();
     let mut sub = s.subscribe(&sp).await.unwrap();
@@ -115,7 +115,7 @@ pub(super) async fn events_follow_status(s: Arc<dyn PresenceStore>, clock: Manua
     assert!(sub2.snapshot.is_empty());
 }
 
-pub(super) async fn config_per_space(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+pub(super) async fn config_per_space(s: Store, clock: ManualClock) {
     let sp = space("c-config");
     assert_eq!(s.config(&sp).await.unwrap(), SpaceConfig::default());
     let fast = SpaceConfig {
