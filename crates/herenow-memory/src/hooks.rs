@@ -77,10 +77,7 @@ impl MemoryStore {
             self.shared.outbox.spaces_name_endpoints(any);
             self.shared.record(ChangeRef::SetHooks { space, hooks })
         })?;
-        if let Some(d) = durable {
-            d.await?;
-        }
-        Ok(())
+        crate::settle(durable).await
     }
 
     /// Replaces the endpoints of `space` as a replayed change or a

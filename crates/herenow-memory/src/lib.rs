@@ -214,10 +214,8 @@ impl MemoryStore {
     /// space meanwhile.
     fn read<T>(&self, name: &SpaceName, f: impl FnOnce(Option<&Locked<'_>>) -> T) -> T {
         let spaces = self.spaces.read();
-        match spaces.get(name) {
-            Some(space) => f(Some(&space.lock_all())),
-            None => f(None),
-        }
+        let locked = spaces.get(name).map(|space| space.lock_all());
+        f(locked.as_ref())
     }
 
     /// Runs `f` on the space's stripes, creating the space first if
