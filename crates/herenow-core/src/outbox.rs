@@ -6,17 +6,9 @@
 //! the store, not to a server: the memory store keeps it beside its spaces
 //! (in its snapshot and journal with a data directory), the Redis stores
 //! keep it in Redis Streams written by the same scripts that change
-//! presence. A server only claims, delivers and acknowledges:
-//!
-//! 1. [`WebhookOutbox::outbox_open`](crate::WebhookOutbox::outbox_open) turns capture on (off by default: a
-//!    store without webhooks keeps nothing).
-//! 2. [`WebhookOutbox::outbox_claim`](crate::WebhookOutbox::outbox_claim) hands a consumer the next events,
-//!    oldest first, together with the events another consumer claimed and
-//!    left unacknowledged for longer than `reclaim_idle_ms` (a server that
-//!    died mid-delivery). Within a space, events are claimed in the order
-//!    they happened, and a space's events are claimed by one consumer at a
-//!    time, so a member's events reach a backend in order.
-//! 3. [`WebhookOutbox::outbox_ack`](crate::WebhookOutbox::outbox_ack) forgets delivered events.
+//! presence. A server only opens it, claims (a space's events in order, by
+//! one consumer at a time), delivers and acknowledges: the
+//! [`WebhookOutbox`](crate::WebhookOutbox) calls.
 //!
 //! Delivery is at least once: an event claimed, delivered, and not yet
 //! acknowledged when its consumer dies is delivered again by the next. The

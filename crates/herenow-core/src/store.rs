@@ -1,11 +1,7 @@
-//! The [`PresenceStore`] trait: the presence operations every store has.
-//! What only some stores can do (live connections, following users, the
-//! webhook outbox, spaces' webhook endpoints, finding a user in every
-//! space) is a capability of [`crate::capability`], reached through the
-//! trait's accessors and named by [`Capability`] (with what a store
-//! offers, and `lacks`, the error for a call it lacks the capability
-//! for). The values that cross it live in [`crate::values`] and are
-//! re-exported here.
+//! The [`PresenceStore`] trait: the presence operations every store has;
+//! what only some stores can do is [`crate::capability`]'s, named by
+//! [`Capability`]. The values that cross it live in [`crate::values`] and
+//! are re-exported here.
 
 use async_trait::async_trait;
 
@@ -34,11 +30,8 @@ pub use crate::values::{
 /// the primitives; a store overrides them where it can do better.
 ///
 /// A new backend implements the required methods and passes the contract
-/// suite's core part. Each capability it also offers is a trait of
-/// [`crate::capability`] it implements and returns from its accessor
-/// (`Some(self)`); the accessors default to `None`, so a store says once
-/// what it can do and a server learns it when it opens the store, not
-/// from a failed request.
+/// suite's core part; the capability accessors default to `None`
+/// ([`crate::capability`]).
 #[async_trait]
 pub trait PresenceStore: Send + Sync + 'static {
     /// A short name for logs and metrics (`memory`, `redis`).

@@ -21,7 +21,11 @@ pub const MAX_RECORD: usize = 16 * 1024 * 1024;
 /// Length and checksum before each payload.
 pub(crate) const RECORD_HEAD: usize = 8;
 
-fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> JournalError + 'a {
+/// Makes an I/O error [`JournalError::Io`], naming what was done to `path`.
+pub(crate) fn io_err<'a>(
+    what: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(io::Error) -> JournalError + 'a {
     move |source| JournalError::Io {
         what,
         path: path.to_owned(),

@@ -217,19 +217,11 @@ impl Journal {
         options: JournalOptions,
         mut replay: impl FnMut(&[u8]) -> Result<(), String>,
     ) -> Result<(Journal, OpenReport), JournalError> {
-        fs::create_dir_all(dir).map_err(|source| JournalError::Io {
-            what: "creating",
-            path: dir.to_owned(),
-            source,
-        })?;
+        fs::create_dir_all(dir).map_err(file::io_err("creating", dir))?;
         let mut files = file::list(dir)?;
         for &(n, ref path) in &files {
             if n < from {
-                fs::remove_file(path).map_err(|source| JournalError::Io {
-                    what: "removing folded journal",
-                    path: path.clone(),
-                    source,
-                })?;
+                fs::remove_file(path).map_err(file::io_err("removing folded journal", path))?;
             }
         }
         files.retain(|(n, _)| *n >= from);
@@ -267,11 +259,7 @@ impl Journal {
         let thread = std::thread::Builder::new()
             .name("herenow-journal".into())
             .spawn(move || state.run())
-            .map_err(|source| JournalError::Io {
-                what: "starting the writer thread for",
-                path: dir.to_owned(),
-                source,
-            })?;
+            .map_err(file::io_err("starting the writer thread for", dir))?;
         Ok((
             Journal {
                 shared,
@@ -343,11 +331,7 @@ impl Journal {
     pub fn remove_before(&self, number: u64) -> Result<(), JournalError> {
         for (n, path) in file::list(&self.dir)? {
             if n < number {
-                fs::remove_file(&path).map_err(|source| JournalError::Io {
-                    what: "removing folded journal",
-                    path,
-                    source,
-                })?;
+                fs::remove_file(&path).map_err(file::io_err("removing folded journal", &path))?;
             }
         }
         file::sync_dir(&self.dir)

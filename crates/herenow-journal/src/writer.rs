@@ -1,37 +1,22 @@
 //! The hand-off between appenders and the writer thread, and the writer
 //! and sync threads.
 //!
-//! Appenders encode their records straight into one shared buffer under a
-//! mutex ([`Shared::append`]), each behind a head holding its length: no
-//! message, no allocation and no wake-up per record. The writer thread
-//! swaps that buffer for its empty spare, fills in the records'
-//! checksums and writes it with one call; the sync thread beside it
-//! ([`Syncer`]) calls `fdatasync` when a `Sync` record was written or the
-//! oldest unsynced lazy write reaches its deadline. (A rotation or the
-//! close is synced by the writer itself, before it moves on.)
+//! Appenders encode records into one shared buffer under a mutex
+//! ([`Shared::append`]), each behind a head holding its length. The writer
+//! swaps that buffer for its empty spare, fills in the checksums (the one
+//! per-byte cost of framing, kept off appenders, which run under a space's
+//! lock) and writes it with one call. The sync thread ([`Syncer`]) calls
+//! `fdatasync` when a `Sync` record was written or the oldest unsynced lazy
+//! write is due; it is apart so that a slow `fdatasync` (seconds on a busy
+//! disk) never keeps lazy records in memory past [`WRITE_EVERY`]. A
+//! rotation or the close is synced by the writer itself.
 //!
-//! Why two threads: an `fdatasync` on a busy disk can take seconds, and a
-//! writer that waited for it left lazy records (heartbeats) in memory all
-//! that time, where a crash of the process lost them. Now the writer
-//! writes every [`WRITE_EVERY`] whatever the disk's syncs take.
-//!
-//! Why the checksum is the writer's: it is the one per-byte cost of
-//! framing, a large share of an appender's work on a single heartbeat's
-//! record, and the appender works while the store holds a space's lock. The writer does it over a whole batch, off the request
-//! path, before a write it had to make anyway; the buffer only ever holds
-//! whole records, so what it seals is exactly what it writes.
-//!
-//! The writer sleeps on a condition variable, and an appender wakes it
-//! only when it must act: a `Sync` record arrived (group commit: while one
-//! `fdatasync` runs, the next `Sync` records are written and share the
-//! next one), the buffer passed [`WAKE_BYTES`], or the first record
-//! arrived in an empty buffer while nothing brings the writer back within
-//! [`WRITE_EVERY`]. Otherwise it comes back on its own at the next write
-//! deadline.
-//!
-//! `Sync` records are numbered in append order; after each `fdatasync`
-//! the syncer (or the writer) publishes the number of the last record it
-//! covers on a `watch` channel, which every [`Ack`](crate::Ack) waits on.
+//! An appender wakes the sleeping writer only when it must act: a `Sync`
+//! record (group commit: those written while one `fdatasync` runs share the
+//! next), a buffer past [`WAKE_BYTES`], or a first record while no write is
+//! due within [`WRITE_EVERY`]. `Sync` records are numbered in append order;
+//! after each `fdatasync` the number of the last one covered is published
+//! on a `watch` channel, which every [`Ack`](crate::Ack) waits on.
 
 use std::fs::File;
 use std::io::Write;
@@ -350,9 +335,7 @@ impl Writer {
     }
 
     /// Writes until closed, with the syncer on a thread of its own beside
-    /// it: a slow `fdatasync` (a busy disk can take seconds) never holds
-    /// up the next write, so a crash of the process still loses only what
-    /// the last [`WRITE_EVERY`] buffered.
+    /// it (see the module doc).
     pub(crate) fn run(mut self) {
         let syncer = self.syncer.clone();
         std::thread::scope(|scope| {

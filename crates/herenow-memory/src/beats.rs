@@ -51,10 +51,7 @@ impl MemoryStore {
         for d in durables {
             settle(Some(d)).await?;
         }
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(report),
-        }
+        failed.map_or(Ok(report), Err)
     }
 
     /// [`PresenceStore::leave`]: each stripe's part under its lock,
@@ -67,7 +64,7 @@ impl MemoryStore {
         }
         let now = self.shared.clock.now_ms();
         let (left, durables) = self.leave_here(space, members, now, |part, durables| {
-            durables.extend(self.record(ChangeRef::Leave {
+            durables.extend(self.shared.record(ChangeRef::Leave {
                 space,
                 at: now,
                 members: part,
@@ -89,10 +86,7 @@ impl MemoryStore {
         beats: &[B],
     ) -> Result<Applied> {
         self.with_space(name, |st| {
-            let mut s = st.cell(stripe).lock();
-            let out = apply(&self.shared, name, &mut s, beats);
-            drop(s);
-            out
+            apply(&self.shared, name, &mut st.cell(stripe).lock(), beats)
         })
     }
 
@@ -110,14 +104,14 @@ impl MemoryStore {
                 None => {
                     let mut s = st.cell(0).lock();
                     report = s.heartbeat(beats, now)?;
-                    self.absorb(&mut s);
+                    self.shared.absorb(&mut s);
                 }
                 Some(parts) => {
                     check_beats(beats, now)?;
                     for (k, part) in parts.iter().enumerate().filter(|(_, p)| !p.is_empty()) {
                         let mut s = st.cell(k).lock();
                         add_report(&mut report, s.heartbeat(part, now)?);
-                        self.absorb(&mut s);
+                        self.shared.absorb(&mut s);
                     }
                 }
             }
@@ -146,14 +140,11 @@ impl MemoryStore {
             let mut left = 0;
             for (k, part) in parts.into_iter().enumerate().filter(|(_, p)| !p.is_empty()) {
                 let mut s = st.cell(k).lock();
-                let out = s
-                    .leave(part, at)
-                    .map_err(herenow_core::error::Error::from)
-                    .and_then(|n| {
-                        note(part, &mut durables)?;
-                        Ok(n)
-                    });
-                self.absorb(&mut s);
+                let out = s.leave(part, at).map_err(Error::from).and_then(|n| {
+                    note(part, &mut durables)?;
+                    Ok(n)
+                });
+                self.shared.absorb(&mut s);
                 left += out?;
             }
             Ok((left, durables))

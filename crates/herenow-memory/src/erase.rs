@@ -57,7 +57,7 @@ impl MemoryStore {
             }
             !set.is_empty()
         });
-        let durable = self.record(ChangeRef::Erase { user })?;
+        let durable = self.shared.record(ChangeRef::Erase { user })?;
         drop(friends);
         drop(guards);
         drop(spaces);

@@ -75,12 +75,9 @@ impl MemoryStore {
         SpaceHook::check_all(hooks)?;
         let durable = self.hooks.put(space, hooks, |any| {
             self.shared.outbox.spaces_name_endpoints(any);
-            self.record(ChangeRef::SetHooks { space, hooks })
+            self.shared.record(ChangeRef::SetHooks { space, hooks })
         })?;
-        if let Some(d) = durable {
-            d.await?;
-        }
-        Ok(())
+        crate::settle(durable).await
     }
 
     /// Replaces the endpoints of `space` as a replayed change or a

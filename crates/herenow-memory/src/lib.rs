@@ -14,34 +14,9 @@
 //! A `parking_lot` mutex, not tokio's: no lock is ever held across an
 //! `.await`, and the critical sections are microseconds long.
 //!
-//! The modules:
-//!
-//! - this file: [`MemoryStore`], its one [`PresenceStore`] impl and its
-//!   capability impls, mostly thin calls into the modules below;
-//! - `space`: one space (or one stripe of one), a synchronous, clock-free
-//!   data structure: its slab of members, block index, reads, writes,
-//!   events, connections and background sweep;
-//! - `stripes` and `occupancy`: a busy space split over stripes
-//!   ([`MAX_STRIPES`], [`default_space_stripes`]), and its `occupied` /
-//!   `vacated` across them;
-//! - `shared`: what every write of a space hands its results to (clock,
-//!   journal, the `Seen` table, the follow tap, the outbox);
-//! - [`seen`]: where members were seen across spaces (remembered last-seen
-//!   times, users' present spaces);
-//! - `beats`, `live` and `conns`: heartbeats and leaves, and live
-//!   connections;
-//! - `friends` and `erase`: friend sets, and erasing a user everywhere;
-//! - `outbox` and `hooks`: the webhook outbox and the endpoints spaces
-//!   name;
-//! - `relay`: relayed messages, within the one process;
-//! - `snapshot`: the store as bytes and back ([`RestoreReport`]);
-//! - [`changes`]: what the store tells its journal, and `replay`, which
-//!   applies a journaled change back ([`MemoryStore::apply_change`]);
-//! - `legacy`: core's values as older snapshots and journals wrote them.
-//!
-//! Why this file is long: it is the store's one `PresenceStore` impl and
-//! its capability impls; splitting the impls would scatter one table of
-//! entry points.
+//! ARCHITECTURE.md maps the modules; this file is the store's one
+//! `PresenceStore` impl and its capability impls, kept together as one
+//! table of entry points.
 
 // One exception, scoped and explained where it is: the prefetch hint in
 // `space/index.rs`.
@@ -175,11 +150,6 @@ impl MemoryStore {
         self.shared.log.set(log).is_ok()
     }
 
-    /// Journals `change` if a log is set (see [`Shared::record`]).
-    fn record(&self, change: ChangeRef<'_>) -> Result<Option<Durable>> {
-        self.shared.record(change)
-    }
-
     /// Applies a friend write under the friend sets' lock, journals it
     /// there, and returns once it is durable: the one path of every friend
     /// write.
@@ -192,7 +162,7 @@ impl MemoryStore {
         let (n, durable) = {
             let mut all = self.friends.write();
             let n = apply(&mut all)?;
-            (n, self.record(change)?)
+            (n, self.shared.record(change)?)
         };
         self.shared.follow.friends(user);
         settle(durable).await?;
@@ -229,7 +199,7 @@ impl MemoryStore {
             }
             for s in all.stripes_mut() {
                 s.set_config(defaults, now);
-                self.absorb(s);
+                self.shared.absorb(s);
             }
             if let Some(id) = all.first().seen_id() {
                 self.shared.seen.set_policy(id, &defaults);
@@ -244,10 +214,8 @@ impl MemoryStore {
     /// space meanwhile.
     fn read<T>(&self, name: &SpaceName, f: impl FnOnce(Option<&Locked<'_>>) -> T) -> T {
         let spaces = self.spaces.read();
-        match spaces.get(name) {
-            Some(space) => f(Some(&space.lock_all())),
-            None => f(None),
-        }
+        let locked = spaces.get(name).map(|space| space.lock_all());
+        f(locked.as_ref())
     }
 
     /// Runs `f` on the space's stripes, creating the space first if
@@ -285,12 +253,6 @@ impl MemoryStore {
         space.set_follow_tap(self.shared.follow.clone());
         space.set_outbox_flag(self.shared.outbox.capturing.clone());
         space.set_seen_id(seen_id);
-    }
-
-    /// Hands what `space` noted to the store, under its lock (see
-    /// [`Shared::absorb`]).
-    fn absorb(&self, space: &mut Space) {
-        self.shared.absorb(space);
     }
 
     /// The remembered last-seen time of each absent member of `statuses`.
@@ -434,12 +396,12 @@ impl PresenceStore for MemoryStore {
             let mut all = st.lock_all();
             for s in all.stripes_mut() {
                 s.set_config(config, now);
-                self.absorb(s);
+                self.shared.absorb(s);
             }
             if let Some(id) = all.first().seen_id() {
                 self.shared.seen.set_policy(id, &config);
             }
-            self.record(ChangeRef::SetConfig { space, config })
+            self.shared.record(ChangeRef::SetConfig { space, config })
         })?;
         settle(durable).await?;
         Ok(())
@@ -536,7 +498,8 @@ impl PresenceStore for MemoryStore {
         Ok(self.read(space, |s| match s {
             Some(s) => s.online_among(&friends, window_ms, limit, now),
             None => {
-                defaults_window_check(self.defaults(), window_ms)?;
+                let defaults = self.defaults();
+                defaults.check_window(window_ms.unwrap_or(defaults.window_ms))?;
                 Ok(Vec::new())
             }
         })?)
@@ -562,7 +525,7 @@ impl PresenceStore for MemoryStore {
                     let started = Instant::now();
                     let mut s = space.cell(k).lock();
                     let work = s.tick(now, TICK_BUDGET);
-                    self.absorb(&mut s);
+                    self.shared.absorb(&mut s);
                     if !work.more {
                         idle &= s.is_empty()
                             && s.connection_count() == 0
@@ -687,7 +650,7 @@ impl WebhookOutbox for MemoryStore {
     async fn outbox_ack(&self, ids: &[String]) -> Result<()> {
         check_batch(ids.len())?;
         self.shared.outbox.ack(ids, |ids| {
-            let _ = self.record(ChangeRef::OutboxAck { ids });
+            let _ = self.shared.record(ChangeRef::OutboxAck { ids });
         });
         Ok(())
     }
@@ -701,7 +664,7 @@ impl WebhookOutbox for MemoryStore {
         let now = self.shared.clock.now_ms();
         Ok(self.shared.outbox.message(space, body, now, |events| {
             // Lazy, as the space's own events are.
-            let _ = self.record(ChangeRef::OutboxAdd { events });
+            let _ = self.shared.record(ChangeRef::OutboxAdd { events });
         }))
     }
 }
@@ -771,15 +734,6 @@ async fn settle(durable: Option<Durable>) -> Result<()> {
         Some(d) => d.await,
         None => Ok(()),
     }
-}
-
-fn defaults_window_check(
-    defaults: SpaceConfig,
-    window_ms: Option<Millis>,
-) -> Result<(), InvalidInput> {
-    defaults
-        .check_window(window_ms.unwrap_or(defaults.window_ms))
-        .map(|_| ())
 }
 
 #[cfg(test)]

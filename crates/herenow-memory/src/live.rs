@@ -30,7 +30,7 @@ impl MemoryStore {
             Some(s) => {
                 let mut s = s.cell_of(member).lock();
                 let report = end(&mut s, self.shared.clock.now_ms());
-                self.absorb(&mut s);
+                self.shared.absorb(&mut s);
                 report
             }
             None => DetachReport::default(),
@@ -46,7 +46,7 @@ impl LiveConnections for MemoryStore {
         Ok(self.with_space(space, |st| {
             let mut all = st.lock_all();
             let (out, s) = all.attach(attach, now);
-            self.absorb(s);
+            self.shared.absorb(s);
             out
         })?)
     }

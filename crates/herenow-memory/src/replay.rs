@@ -19,8 +19,7 @@ impl MemoryStore {
             Change::Heartbeats { space, now, beats } => {
                 // As at restore: each beat at its own time (its record's
                 // for a beat "now"), at most the store's clock, judged by
-                // that clock. A record's "now" (any u64) as the store's
-                // overflowed, and spread a space's block index over years.
+                // that clock: a record's "now" may be any u64.
                 let clock = self.shared.clock.now_ms();
                 let beats: Vec<Heartbeat> = beats
                     .iter()
@@ -64,7 +63,7 @@ impl MemoryStore {
                 self.with_space(space, |st| {
                     for s in st.lock_all().stripes_mut() {
                         s.set_config(*config, now);
-                        self.absorb(s);
+                        self.shared.absorb(s);
                     }
                 });
             }

@@ -48,10 +48,7 @@ impl Shared {
     /// was applied under, so the journal's order is the order applied.
     /// The change borrows the call's arguments: nothing is cloned.
     pub(super) fn record(&self, change: ChangeRef<'_>) -> Result<Option<Durable>> {
-        match self.log.get() {
-            None => Ok(None),
-            Some(log) => log.record(change),
-        }
+        self.log.get().map_or(Ok(None), |log| log.record(change))
     }
 
     /// Hands what `space` noted about its members to the `Seen` table,

@@ -526,7 +526,7 @@ impl MemoryStore {
             let seen_id = self.shared.seen.register(&name, &space[0].config());
             for stripe in &mut space {
                 self.tap(stripe, seen_id);
-                self.absorb(stripe);
+                self.shared.absorb(stripe);
             }
             map.insert(name, Arc::new(Stripes::new(space)));
         }

@@ -1,32 +1,15 @@
 //! A space split over stripes, so that several threads can write one busy
-//! space at once (ARCHITECTURE.md, "A busy space written from many
-//! threads").
+//! space at once: ARCHITECTURE.md, "A busy space written from many
+//! threads", says how (a member in one stripe for good, keys unique across
+//! stripes, one event channel, reads locking every stripe in order).
 //!
-//! A space of `n` stripes is `n` [`Space`]s, each behind its own lock. A
-//! member lives in stripe [`stripe_of`] for good: its heartbeats,
-//! metadata, connections and leaves go there, so one member's writes keep
-//! their order under one lock, and writes of members in other stripes run
-//! in parallel. The stripes share what a reader must see as one space:
-//!
-//! - **keys**: stripe `k` numbers its heartbeats `k` modulo `n`, so keys
-//!   (last seen, sequence) are unique across stripes and most-recent-first
-//!   pages merge the stripes' walks lazily in that one order; a cursor
-//!   means the same as in a whole space;
-//! - **events**: every stripe sends on the first stripe's channel, so a
-//!   subscriber has one receiver, and takes its snapshot with every stripe
-//!   locked, so no event falls between snapshot and stream;
-//! - **occupancy**: the space is occupied while any stripe is
-//!   (`occupancy.rs`);
-//! - **connection ids** stay unique per space: an attach locks every
-//!   stripe and refuses an id another member holds in any of them;
-//! - the policy and the `Seen` table's registration (one id per space).
-//!
-//! Reads lock every stripe, in order (so they see one instant, as in a
-//! whole space), and merge: statuses by member, counts summed, pages and
-//! "online among" merged in their order. Each stripe keeps its own
-//! watermarks and sweep; they move to the same thresholds, so a member's
-//! status never depends on its stripe. A whole space is one stripe, and
-//! every path here then goes straight to it.
+//! Beyond that: connection ids stay unique per space (an attach locks
+//! every stripe and refuses an id another member holds in any of them);
+//! the policy and the `Seen` registration are the same in every stripe;
+//! occupancy is shared (`occupancy.rs`). Each stripe keeps its own
+//! watermarks and sweep, moved to the same thresholds, so a member's status
+//! never depends on its stripe. A whole space is one stripe, and every
+//! path here then goes straight to it.
 //!
 //! Lock order: the space map, then stripes in increasing number, then the
 //! outbox; only erasure holds several spaces.

@@ -111,63 +111,28 @@ fn make_certificates(dir: &Path) {
         "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
     )
     .expect("write the certificate extensions");
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
+    let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    let steps = [
+        (
+            format!("req -x509 {ec} -keyout ca.key -out ca.pem -days 2"),
+            Some("/CN=herenow test CA"),
+        ),
+        (
+            format!("req {ec} -keyout server.key -out server.csr"),
+            Some("/CN=127.0.0.1"),
+        ),
+        (
+            "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem \
+             -days 2 -extfile server.ext"
+                .to_owned(),
+            None,
+        ),
     ];
-    let steps: [&[&str]; 3] = [
-        &[
-            &["req", "-x509"],
-            &ec[..],
-            &[
-                "-keyout",
-                "ca.key",
-                "-out",
-                "ca.pem",
-                "-days",
-                "2",
-                "-subj",
-                "/CN=herenow test CA",
-            ],
-        ]
-        .concat(),
-        &[
-            &["req"],
-            &ec[..],
-            &[
-                "-keyout",
-                "server.key",
-                "-out",
-                "server.csr",
-                "-subj",
-                "/CN=127.0.0.1",
-            ],
-        ]
-        .concat(),
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "server.pem",
-            "-days",
-            "2",
-            "-extfile",
-            "server.ext",
-        ],
-    ];
-    for args in steps {
+    for (args, subject) in &steps {
+        let mut args: Vec<&str> = args.split_whitespace().collect();
+        args.extend(subject.iter().flat_map(|s| ["-subj", *s]));
         let out = Command::new("openssl")
-            .args(args)
+            .args(&args)
             .current_dir(dir)
             .output()
             .expect("run openssl");
@@ -235,18 +200,14 @@ impl RedisServer {
     /// A standalone server on a free port, answering `PING` before this
     /// returns (it panics if the server will not start).
     pub fn standalone() -> Self {
-        Self::start(false, false)
+        Self::start_with(false, false, cluster::DEFAULT_NODE_TIMEOUT)
     }
 
     /// A standalone server that also speaks TLS, with a certificate for
     /// 127.0.0.1 signed by a CA made for this server alone
     /// ([`ca_file`](Self::ca_file)). Needs the `openssl` command.
     pub fn standalone_tls() -> Self {
-        Self::start(false, true)
-    }
-
-    fn start(cluster: bool, tls: bool) -> Self {
-        Self::start_with(cluster, tls, cluster::DEFAULT_NODE_TIMEOUT)
+        Self::start_with(false, true, cluster::DEFAULT_NODE_TIMEOUT)
     }
 
     fn start_with(cluster: bool, tls: bool, node_timeout: Duration) -> Self {

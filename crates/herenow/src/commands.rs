@@ -1,21 +1,22 @@
 //! The client commands: one function per command, each one or a few
 //! requests (docs/API.md) and one print.
 
-use std::io::Write as _;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use herenow_core::limits::MAX_BATCH;
 use reqwest::{Method, Url};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 
 use crate::cli::{
     ClientCommand, ClientOpts, CountArgs, EraseArgs, FriendsArgs, FriendsCommand, LeaveArgs,
     OnlineArgs, SeenArgs, StatusArgs, TokenArgs, UserArgs, UsersArgs, UsersCommand,
 };
 use crate::client::Api;
-use crate::output::{self, CountAnswer, Erasure, HeartbeatAnswer, Members, SeenAnywhere, Users};
+use crate::output::{
+    self, CountAnswer, Erasure, HeartbeatAnswer, Members, SeenAnywhere, Users, emit, emit_json,
+    now_ms, parse,
+};
 
 /// Runs a client command to completion.
 pub fn main(command: ClientCommand) -> Result<()> {
@@ -48,34 +49,6 @@ fn kind(guest: bool) -> &'static str {
 /// A duration as the query string wants it: whole milliseconds with a unit.
 fn duration_query(d: Duration) -> String {
     format!("{}ms", d.as_millis())
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
-/// Writes to stdout; a closed pipe (`herenow online lobby | head -1`) is not
-/// an error worth reporting.
-fn emit(text: &str) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(e).context("cannot write to stdout")
-        }
-        _ => Ok(()),
-    }
-}
-
-/// `--json`: the server's answer as is, on one line of its own.
-fn emit_json(body: &str) -> Result<()> {
-    emit(&format!("{}\n", body.trim_end()))
-}
-
-fn parse<T: DeserializeOwned>(body: &str) -> Result<T> {
-    serde_json::from_str(body).context("the server's answer is not what this client understands")
 }
 
 /// One heartbeat, as the server's `HeartbeatBody` reads it.
@@ -337,31 +310,22 @@ async fn friends(a: FriendsArgs) -> Result<()> {
         friends: Vec<String>,
     }
     let api = Api::new(&a.client)?;
-    let (user, body) = match &a.command {
+    let (user, method, url, ids) = match &a.command {
         FriendsCommand::Set { user, ids } => {
-            let url = api.url(&["v1", "friends", user]);
-            (
-                user,
-                api.send_json(Method::PUT, url, &FriendList { friends: ids })
-                    .await?,
-            )
+            (user, Method::PUT, api.url(&["v1", "friends", user]), ids)
         }
-        FriendsCommand::Add { user, ids } => {
-            let url = api.url(&["v1", "friends", user, "add"]);
-            (
-                user,
-                api.send_json(Method::POST, url, &FriendList { friends: ids })
-                    .await?,
-            )
-        }
-        FriendsCommand::Remove { user, ids } => {
-            let url = api.url(&["v1", "friends", user, "remove"]);
-            (
-                user,
-                api.send_json(Method::POST, url, &FriendList { friends: ids })
-                    .await?,
-            )
-        }
+        FriendsCommand::Add { user, ids } => (
+            user,
+            Method::POST,
+            api.url(&["v1", "friends", user, "add"]),
+            ids,
+        ),
+        FriendsCommand::Remove { user, ids } => (
+            user,
+            Method::POST,
+            api.url(&["v1", "friends", user, "remove"]),
+            ids,
+        ),
         FriendsCommand::List { user } => {
             let body = api.get(api.url(&["v1", "friends", user])).await?;
             if a.client.json {
@@ -400,6 +364,9 @@ async fn friends(a: FriendsArgs) -> Result<()> {
             return emit(&output::members_table(&found.members, now_ms()));
         }
     };
+    let body = api
+        .send_json(method, url, &FriendList { friends: ids })
+        .await?;
     if a.client.json {
         return emit_json(&body);
     }

@@ -23,9 +23,7 @@ pub struct Invalid(String);
 impl Invalid {
     /// clap's complaint, its first line without clap's framing.
     fn from_clap(e: &clap::Error) -> Invalid {
-        let text = e.render().to_string();
-        let first = text.lines().next().unwrap_or_default();
-        Invalid(first.trim_start_matches("error: ").to_owned())
+        Invalid(crate::config_file::clap_words(e))
     }
 }
 

@@ -223,60 +223,18 @@ pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<ConfigF
     })
 }
 
-/// A [`FileError`] before it knows its file: the line, and what is wrong
-/// there.
-#[derive(Debug)]
-pub(crate) struct LineError {
-    line: usize,
-    kind: LineErrorKind,
-}
-
-#[derive(Debug)]
-enum LineErrorKind {
-    Syntax(String),
-    UnknownKey(String, Option<String>),
-    Type(String, &'static str),
-    Value(String, String),
-    Unset(String, String),
-    BadReference(String),
-}
-
-impl LineError {
-    fn at(self, path: &Path) -> FileError {
-        let path = path.to_owned();
-        let line = self.line;
-        match self.kind {
-            LineErrorKind::Syntax(message) => FileError::Syntax {
-                path,
-                line,
-                message,
-            },
-            LineErrorKind::UnknownKey(key, suggestion) => FileError::UnknownKey {
-                path,
-                line,
-                key,
-                suggestion,
-            },
-            LineErrorKind::Type(key, expected) => FileError::Type {
-                path,
-                line,
-                key,
-                expected,
-            },
-            LineErrorKind::Value(key, reason) => FileError::Value {
-                path,
-                line,
-                key,
-                reason,
-            },
-            LineErrorKind::Unset(key, var) => FileError::Unset {
-                path,
-                line,
-                key,
-                var,
-            },
-            LineErrorKind::BadReference(key) => FileError::BadReference { path, line, key },
-        }
+impl FileError {
+    /// The error in the file at `file` ([`parse`] knows no path).
+    pub(crate) fn at(mut self, file: &Path) -> FileError {
+        let (FileError::Read { path, .. }
+        | FileError::Syntax { path, .. }
+        | FileError::UnknownKey { path, .. }
+        | FileError::Type { path, .. }
+        | FileError::Value { path, .. }
+        | FileError::Unset { path, .. }
+        | FileError::BadReference { path, .. }) = &mut self;
+        *path = file.to_owned();
+        self
     }
 }
 
@@ -290,14 +248,16 @@ fn line_of(text: &str, offset: usize) -> usize {
 }
 
 /// The settings of a file's `text`, each checked by its flag's parser,
-/// in the file's order.
+/// in the file's order; an error's path is left empty ([`FileError::at`]).
 pub(crate) fn parse(
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Vec<Setting>, LineError> {
-    let table = DeTable::parse(text).map_err(|e| LineError {
+) -> Result<Vec<Setting>, FileError> {
+    let path = PathBuf::new();
+    let table = DeTable::parse(text).map_err(|e| FileError::Syntax {
+        path: path.clone(),
         line: line_of(text, e.span().map_or(0, |s| s.start)),
-        kind: LineErrorKind::Syntax(e.message().trim().to_owned()),
+        message: e.message().trim().to_owned(),
     })?;
     let serve = serve_command();
     // The parsers alone: no environment variable may stand in for a
@@ -313,30 +273,46 @@ pub(crate) fn parse(
     for (key, value) in entries {
         let line = line_of(text, key.span().start);
         let key = key.get_ref().as_ref();
-        let problem = |kind| LineError { line, kind };
+        let (path, k) = (path.clone(), key.to_owned());
         let arg = serve
             .get_arguments()
             .find(|a| is_setting(a) && a.get_id() == key)
-            .ok_or_else(|| {
-                problem(LineErrorKind::UnknownKey(
-                    key.to_owned(),
-                    suggestion(&serve, key),
-                ))
+            .ok_or_else(|| FileError::UnknownKey {
+                suggestion: suggestion(&serve, key),
+                path: path.clone(),
+                line,
+                key: k.clone(),
             })?;
         let values = values_of(arg, value.get_ref())
-            .map_err(|expected| problem(LineErrorKind::Type(key.to_owned(), expected)))?
+            .map_err(|expected| FileError::Type {
+                path: path.clone(),
+                line,
+                key: k.clone(),
+                expected,
+            })?
             .into_iter()
             .map(|v| substitute(&v, env))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| {
-                problem(match e {
-                    Substitution::Unset(var) => LineErrorKind::Unset(key.to_owned(), var),
-                    Substitution::BadReference => LineErrorKind::BadReference(key.to_owned()),
-                })
+            .map_err(|e| match e {
+                Substitution::Unset(var) => FileError::Unset {
+                    path: path.clone(),
+                    line,
+                    key: k.clone(),
+                    var,
+                },
+                Substitution::BadReference => FileError::BadReference {
+                    path: path.clone(),
+                    line,
+                    key: k.clone(),
+                },
             })?;
         if !matches!(arg.get_action(), ArgAction::SetTrue) {
-            check_values(&mut checker, arg, &values)
-                .map_err(|reason| problem(LineErrorKind::Value(key.to_owned(), reason)))?;
+            check_values(&mut checker, arg, &values).map_err(|reason| FileError::Value {
+                path,
+                line,
+                key: k,
+                reason,
+            })?;
         }
         settings.push(Setting {
             key: key.to_owned(),
@@ -424,6 +400,11 @@ fn reason(e: &clap::Error, secret: bool) -> String {
     if secret {
         return "not a value it takes".to_owned();
     }
+    clap_words(e)
+}
+
+/// clap's complaint, its first line without clap's framing.
+pub(crate) fn clap_words(e: &clap::Error) -> String {
     let text = e.render().to_string();
     let first = text.lines().next().unwrap_or_default();
     first.trim_start_matches("error: ").to_owned()

@@ -1,17 +1,8 @@
 //! The `herenow` binary: `herenow serve` runs the server, every other
 //! subcommand is a small client of its HTTP API (docs/API.md).
 //!
-//! The binary is glue: [`cli`] parses flags and environment (each value
-//! checked by [`parse`]),
-//! [`config_file`] adds the settings of `serve --config FILE` under them
-//! ([`config_cmd`] checks such a file and prints an example),
-//! [`store_flags`] checks the store's flags together into a
-//! `herenow_server::StoreSpec`, [`serve`] turns them into a
-//! `herenow_server::Config` and serves it, [`commands`] sends requests
-//! through [`client`] and prints with [`output`]; [`webhook_flags`] and
-//! [`webhooks`] are the webhook flags and the `webhooks` command;
-//! [`reload`] reads the settings again on SIGHUP. Errors end here, as one
-//! line on stderr and an exit code:
+//! The binary is glue (ARCHITECTURE.md maps its modules). Errors end
+//! here, as one line on stderr and an exit code:
 //!
 //! - 0: done;
 //! - 1: the request or the server failed (unreachable, an error answer, a
@@ -41,16 +32,13 @@ use crate::config_file::ParseError;
 
 /// mimalloc rather than the system's allocator: a request allocates a few
 /// dozen small blocks that live for microseconds, the load a thread-local
-/// allocator is made for, where glibc's `malloc` and `free` took a large
-/// share of a single heartbeat's work (issue 10).
+/// allocator is made for (glibc's `malloc` and `free` took a large share of
+/// a single heartbeat's work).
 ///
-/// Built with mimalloc's `no_thp`: it no longer asks the kernel for
-/// transparent huge pages (`madvise`; a system set to THP `always` gives
-/// them anyway). Asked for them, khugepaged may fill a 2 MiB range of the
-/// heap with a single page in use into a whole huge page (the default
-/// `max_ptes_none`), so after a burst (a join storm on a large presence
-/// channel) the pages the allocator had freed came back as resident
-/// memory and stayed (issue 44).
+/// Built with mimalloc's `no_thp`: it does not ask the kernel for
+/// transparent huge pages, which khugepaged may build from a 2 MiB range
+/// with a single page in use (the default `max_ptes_none`), so the pages
+/// freed after a burst (a join storm) would come back as resident memory.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

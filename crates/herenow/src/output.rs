@@ -6,8 +6,11 @@
 //! not know, so a newer server does not break an older client.
 
 use std::fmt::Write as _;
-use std::time::Duration;
+use std::io::Write as _;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use anyhow::{Context as _, Result};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 /// One member as the API describes it.
@@ -69,7 +72,7 @@ pub struct Users {
 }
 
 /// What erasing a user removed.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
 pub struct Erasure {
     /// Spaces the user was present in (each got a leave).
     pub presence: u64,
@@ -179,34 +182,25 @@ pub fn members_table(members: &[Member], now_ms: u64) -> String {
 /// An aligned table of users' last seen anywhere: id, status, last seen
 /// and the space it was in (empty when never seen).
 pub fn users_table(users: &[SeenAnywhere], now_ms: u64) -> String {
-    let mut rows: Vec<Vec<String>> = Vec::with_capacity(users.len() + 1);
-    rows.push(
+    let mut rows = vec![
         ["ID", "STATUS", "LAST SEEN", "SPACE"]
-            .into_iter()
             .map(str::to_owned)
-            .collect(),
-    );
-    for u in users {
-        rows.push(vec![
+            .to_vec(),
+    ];
+    rows.extend(users.iter().map(|u| {
+        vec![
             u.id.clone(),
             status_cell(&u.status),
             ago(now_ms, u.last_seen_ms),
             u.space.clone().unwrap_or_default(),
-        ]);
-    }
+        ]
+    }));
     align(&rows)
 }
 
 /// The `erase` line: what was removed, or that there was nothing.
 pub fn erasure_line(user: &str, e: &Erasure) -> String {
-    if *e
-        == (Erasure {
-            presence: 0,
-            remembered: 0,
-            friend_set: false,
-            listed_by: 0,
-        })
-    {
+    if *e == Erasure::default() {
         return format!("{user}: nothing to erase (never seen, or erased already)\n");
     }
     let own = if e.friend_set {
@@ -303,6 +297,36 @@ pub fn heartbeat_line(space: &str, a: &HeartbeatAnswer) -> String {
 /// `n` followed by the right noun.
 pub fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
     if n == 1 { one } else { many }
+}
+
+/// The client's clock, in milliseconds since the UNIX epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Writes to stdout; a closed pipe (`herenow online lobby | head -1`) is not
+/// an error worth reporting.
+pub fn emit(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(e).context("cannot write to stdout")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `--json`: the server's answer as is, on one line of its own.
+pub fn emit_json(body: &str) -> Result<()> {
+    emit(&format!("{}\n", body.trim_end()))
+}
+
+/// The server's JSON answer as `T`.
+pub fn parse<T: DeserializeOwned>(body: &str) -> Result<T> {
+    serde_json::from_str(body).context("the server's answer is not what this client understands")
 }
 
 #[cfg(test)]

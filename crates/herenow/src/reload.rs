@@ -1,21 +1,13 @@
 //! `herenow serve` on `SIGHUP`: its settings read again and applied
 //! without a restart.
 //!
-//! The command line is parsed again as at start ([`parse_args`] on the
-//! process's own arguments and environment), so the config file is read
-//! anew under the same flags and environment variables, which still win
-//! over it. Everything `herenow config check` checks is checked, then
-//! `AppState::reload` applies what can change live (API keys, Pusher apps
-//! and their limits, webhook endpoints, space defaults) and tells what
-//! takes a restart. One line in the log says what changed; a setting that
-//! takes a restart is named in another, and left as it runs; a file that
-//! does not check changes nothing and is logged with its line, as
-//! `config check` tells it.
-//!
-//! Without a config file there is nothing to read again (flags and
-//! environment variables are the process's own): a `SIGHUP` is logged and
-//! changes nothing. Either way it no longer ends the process, as a signal
-//! nobody handles would.
+//! The command line is parsed again as at start ([`parse_args`]), so the
+//! config file is read anew under the same flags and environment
+//! variables, which still win over it. Everything `herenow config check`
+//! checks is checked, then `AppState::reload` applies what can change live
+//! and tells what takes a restart; a file that does not check changes
+//! nothing. Without a config file a `SIGHUP` is logged and changes nothing
+//! (but no longer ends the process, as a signal nobody handles would).
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
@@ -26,7 +18,7 @@ use herenow_server::{AppState, Config, ConfigError, StoreSpec};
 use tokio::sync::mpsc;
 
 use crate::cli::{Cli, Command, LogFormat, ServeArgs};
-use crate::config_file::{ConfigFile, ParseError, apply, parse_args};
+use crate::config_file::{ConfigFile, ParseError, apply, clap_words, parse_args};
 
 /// Makes the server's configuration of `serve`'s arguments and their
 /// store (`serve::config`, given as a parameter: `serve` starts reloads).
@@ -136,22 +128,15 @@ fn read(argv: &[OsString], config_of: ConfigOf) -> Result<(ServeArgs, ConfigFile
     let (cli, file) = match parse_args(argv) {
         Ok(parsed) => parsed,
         Err(ParseError::File(e)) => return Err(e.to_string()),
-        Err(ParseError::Usage(e)) => return Err(first_line(&e)),
+        Err(ParseError::Usage(e)) => return Err(clap_words(&e)),
     };
     let (Command::Serve(args), Some(file)) = (cli.command, file) else {
         return Err("the command line no longer names a config file".into());
     };
-    let store = crate::store_flags::store_spec(&args).map_err(|e| first_line(&e))?;
+    let store = crate::store_flags::store_spec(&args).map_err(|e| clap_words(&e))?;
     let config = config_of(&args, store).map_err(|e| e.to_string())?;
     config.check(args.listen).map_err(|e| e.to_string())?;
     Ok((args, file, config))
-}
-
-/// A clap error's first line, without clap's `error: `.
-fn first_line(e: &clap::Error) -> String {
-    let text = e.render().to_string();
-    let first = text.lines().next().unwrap_or_default();
-    first.trim_start_matches("error: ").to_owned()
 }
 
 /// The keys whose value `new` changes from `old` (the file as read

@@ -1,14 +1,14 @@
 //! `herenow webhooks`: prints `GET /v1/webhooks`, or sends a signed
 //! sample to a URL (`test`) without any server.
 
-use std::io::Write as _;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use anyhow::{Context as _, Result, anyhow};
+use anyhow::{Result, anyhow};
 use herenow_server::{WebhookAttempt as Attempt, WebhookSecret as Secret};
 
 use crate::cli::{ClientOpts, WebhooksArgs, WebhooksCommand};
 use crate::client::Api;
+use crate::output::{emit, emit_json, now_ms, parse};
 
 /// Runs `herenow webhooks`.
 pub async fn run(args: WebhooksArgs) -> Result<()> {
@@ -24,10 +24,7 @@ pub async fn run(args: WebhooksArgs) -> Result<()> {
 
 async fn test(url: &str, secret: &str, timeout: Duration) -> Result<()> {
     let secret: Secret = secret.parse()?;
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    let (attempt, id) = herenow_server::send_test_webhook(url, secret, timeout, now).await?;
+    let (attempt, id) = herenow_server::send_test_webhook(url, secret, timeout, now_ms()).await?;
     match attempt {
         Attempt::Delivered => emit(&format!("delivered {id} to {url}\n")),
         Attempt::Retry { why, .. } => Err(anyhow!(
@@ -43,11 +40,9 @@ async fn list(client: &ClientOpts) -> Result<()> {
     let api = Api::new(client)?;
     let body = api.get(api.url(&["v1", "webhooks"])).await?;
     if client.json {
-        return emit(&format!("{}\n", body.trim_end()));
+        return emit_json(&body);
     }
-    let view: WebhooksViewIn = serde_json::from_str(&body)
-        .context("the server's answer is not what this client understands")?;
-    emit(&render(&view))
+    emit(&render(&parse(&body)?))
 }
 
 /// What `GET /v1/webhooks` answers, as this client reads it (the server's
@@ -98,16 +93,6 @@ fn render(view: &WebhooksViewIn) -> String {
         ));
     }
     out
-}
-
-fn emit(text: &str) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(e).context("cannot write to stdout")
-        }
-        _ => Ok(()),
-    }
 }
 
 #[cfg(test)]

@@ -3,28 +3,11 @@
 
 use super::*;
 
-fn conn(id: &str) -> ConnId {
-    ConnId::new(id).expect("valid connection id")
-}
-
-fn attach(member: MemberKey, c: &str, meta: Option<&str>, invisible: bool) -> Attach {
-    Attach {
-        member,
-        conn: conn(c),
-        meta: meta.map(|m| Metadata::from_json(m).expect("valid metadata")),
-        invisible,
-        ttl_ms: 30_000,
-    }
-}
-
 fn conn_ids(conns: &[crate::conn::Connection]) -> Vec<String> {
     conns.iter().map(|c| c.conn.to_string()).collect()
 }
 
-pub(super) async fn connections_join_first_leave_last(
-    s: Arc<dyn PresenceStore>,
-    _clock: ManualClock,
-) {
+pub(super) async fn connections_join_first_leave_last(s: Store, _clock: ManualClock) {
     let sp = space("c-conns");
     let mut sub = s.subscribe(&sp).await.unwrap();
     let phone = attach(user("ann"), "c-phone", Some(r#"{"device":"phone"}"#), false);
@@ -93,10 +76,7 @@ pub(super) async fn connections_join_first_leave_last(
     assert_eq!(e.meta, typing.meta);
 
     // Closing one device: a `disconnect`, still online; the last: `leave`.
-    let r = live(&*s)
-        .detach(&sp, &user("ann"), &conn("c-phone"))
-        .await
-        .unwrap();
+    let r = detach_ok(&s, &sp, user("ann"), "c-phone").await;
     assert!(r.found && !r.left, "{r:?}");
     let e = next_event(&mut sub).await;
     assert_eq!(
@@ -105,10 +85,7 @@ pub(super) async fn connections_join_first_leave_last(
     );
     let st = s.status(&sp, &[user("ann")]).await.unwrap();
     assert_eq!(st[0].status, Status::Online);
-    let r = live(&*s)
-        .detach(&sp, &user("ann"), &conn("c-laptop"))
-        .await
-        .unwrap();
+    let r = detach_ok(&s, &sp, user("ann"), "c-laptop").await;
     assert!(r.found && r.left, "{r:?}");
     let e = next_event(&mut sub).await;
     assert_eq!(
@@ -123,56 +100,29 @@ pub(super) async fn connections_join_first_leave_last(
     assert_eq!(st[0].status, Status::Offline);
     assert!(live(&*s).connections(&sp, &[user("ann")]).await.unwrap()[0].is_empty());
     // Closing again, or someone else's connection, finds nothing.
-    let r = live(&*s)
-        .detach(&sp, &user("ann"), &conn("c-laptop"))
-        .await
-        .unwrap();
+    let r = detach_ok(&s, &sp, user("ann"), "c-laptop").await;
     assert!(!r.found && !r.left);
-    live(&*s)
-        .attach(&sp, &attach(user("bo"), "c-bo", None, false))
-        .await
-        .unwrap();
+    attach_ok(&s, &sp, attach(user("bo"), "c-bo", None, false)).await;
     assert_eq!(next_event(&mut sub).await.kind, EventKind::Join);
-    let r = live(&*s)
-        .detach(&sp, &user("ann"), &conn("c-bo"))
-        .await
-        .unwrap();
+    let r = detach_ok(&s, &sp, user("ann"), "c-bo").await;
     assert!(!r.found);
     no_event(&mut sub).await;
     assert_eq!(s.count(&sp, None).await.unwrap().users, 1);
 }
 
-pub(super) async fn connections_expire_without_pings(
-    s: Arc<dyn PresenceStore>,
-    clock: ManualClock,
-) {
+pub(super) async fn connections_expire_without_pings(s: Store, clock: ManualClock) {
     let sp = space("c-ghosts");
     let mut sub = s.subscribe(&sp).await.unwrap();
-    live(&*s)
-        .attach(&sp, &attach(user("cy"), "g-tab1", None, false))
-        .await
-        .unwrap();
-    live(&*s)
-        .attach(&sp, &attach(user("cy"), "g-tab2", None, false))
-        .await
-        .unwrap();
-    live(&*s)
-        .attach(&sp, &attach(guest("visitor"), "g-guest", None, false))
-        .await
-        .unwrap();
+    attach_ok(&s, &sp, attach(user("cy"), "g-tab1", None, false)).await;
+    attach_ok(&s, &sp, attach(user("cy"), "g-tab2", None, false)).await;
+    attach_ok(&s, &sp, attach(guest("visitor"), "g-guest", None, false)).await;
     for _ in 0..3 {
         next_event(&mut sub).await;
     }
     clock.advance(Duration::from_secs(20));
     // tab2 and the guest keep pinging; tab1 vanished without a close.
-    live(&*s)
-        .attach(&sp, &attach(user("cy"), "g-tab2", None, false))
-        .await
-        .unwrap();
-    live(&*s)
-        .attach(&sp, &attach(guest("visitor"), "g-guest", None, false))
-        .await
-        .unwrap();
+    attach_ok(&s, &sp, attach(user("cy"), "g-tab2", None, false)).await;
+    attach_ok(&s, &sp, attach(guest("visitor"), "g-guest", None, false)).await;
     no_event(&mut sub).await;
     clock.advance(Duration::from_secs(11));
     settle(&s).await;
@@ -218,7 +168,7 @@ pub(super) async fn connections_expire_without_pings(
     assert!(conns.iter().all(Vec::is_empty));
 }
 
-pub(super) async fn invisible_connections(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+pub(super) async fn invisible_connections(s: Store, _clock: ManualClock) {
     let sp = space("c-invisible");
     let mut sub = s.subscribe(&sp).await.unwrap();
     // Invisible from the start: no event, not listed, not counted.
@@ -246,16 +196,10 @@ pub(super) async fn invisible_connections(s: Arc<dyn PresenceStore>, _clock: Man
     assert!(conns[0][0].invisible);
     // A visible device joins; turning it invisible is a leave, and back a
     // join again.
-    let r = live(&*s)
-        .attach(&sp, &attach(user("dee"), "i-shown", None, false))
-        .await
-        .unwrap();
+    let r = attach_ok(&s, &sp, attach(user("dee"), "i-shown", None, false)).await;
     assert!(r.joined);
     assert_eq!(next_event(&mut sub).await.kind, EventKind::Join);
-    let r = live(&*s)
-        .attach(&sp, &attach(user("dee"), "i-shown", None, true))
-        .await
-        .unwrap();
+    let r = attach_ok(&s, &sp, attach(user("dee"), "i-shown", None, true)).await;
     assert!(r.left && !r.opened, "{r:?}");
     let e = next_event(&mut sub).await;
     assert_eq!(
@@ -267,23 +211,17 @@ pub(super) async fn invisible_connections(s: Arc<dyn PresenceStore>, _clock: Man
         )
     );
     assert_eq!(s.count(&sp, None).await.unwrap().total(), 0);
-    let r = live(&*s)
-        .attach(&sp, &attach(user("dee"), "i-shown", None, false))
-        .await
-        .unwrap();
+    let r = attach_ok(&s, &sp, attach(user("dee"), "i-shown", None, false)).await;
     assert!(r.joined);
     assert_eq!(next_event(&mut sub).await.kind, EventKind::Join);
     // Closing the invisible one says nothing.
-    let r = live(&*s)
-        .detach(&sp, &user("dee"), &conn("i-hidden"))
-        .await
-        .unwrap();
+    let r = detach_ok(&s, &sp, user("dee"), "i-hidden").await;
     assert!(r.found && !r.left);
     no_event(&mut sub).await;
     assert_eq!(s.count(&sp, None).await.unwrap().users, 1);
 }
 
-pub(super) async fn connection_bad_input(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+pub(super) async fn connection_bad_input(s: Store, _clock: ManualClock) {
     let sp = space("c-conn-bad");
     let mut short = attach(user("eve"), "b-1", None, false);
     short.ttl_ms = 0;
@@ -295,10 +233,7 @@ pub(super) async fn connection_bad_input(s: Arc<dyn PresenceStore>, _clock: Manu
         ),
         "{err:?}"
     );
-    live(&*s)
-        .attach(&sp, &attach(user("eve"), "b-1", None, false))
-        .await
-        .unwrap();
+    attach_ok(&s, &sp, attach(user("eve"), "b-1", None, false)).await;
     // Another member cannot take over a connection id.
     let err = live(&*s)
         .attach(&sp, &attach(user("mallory"), "b-1", None, false))

@@ -29,17 +29,10 @@ async fn no_change(feed: &mut UserFeed) {
     }
 }
 
-fn uid(id: &str) -> MemberId {
-    MemberId::new(id).expect("valid id")
-}
-
-pub(super) async fn followed_users_are_fed_from_every_space(
-    s: Arc<dyn PresenceStore>,
-    clock: ManualClock,
-) {
+pub(super) async fn followed_users_are_fed_from_every_space(s: Store, clock: ManualClock) {
     let (a, b) = (space("c-follow-a"), space("c-follow-b"));
     let mut feed = following(&*s).user_feed().unwrap();
-    following(&*s).follow(&[uid("ann")]).await.unwrap();
+    following(&*s).follow(&[id("ann")]).await.unwrap();
     // A user nobody follows, and a guest with a followed user's id, are
     // nobody's business.
     s.heartbeat(&a, &[beat(user("bob")), beat(guest("ann"))])
@@ -81,23 +74,20 @@ pub(super) async fn followed_users_are_fed_from_every_space(
         )
     );
     // Followed twice, unfollowed once: still followed.
-    following(&*s).follow(&[uid("ann")]).await.unwrap();
-    following(&*s).unfollow(&[uid("ann")]).await.unwrap();
+    following(&*s).follow(&[id("ann")]).await.unwrap();
+    following(&*s).unfollow(&[id("ann")]).await.unwrap();
     s.leave(&b, &[user("ann")]).await.unwrap();
     assert_eq!(next_presence(&mut feed).await.kind, EventKind::Leave);
     // Unfollowed as often as followed: nothing more.
-    following(&*s).unfollow(&[uid("ann")]).await.unwrap();
+    following(&*s).unfollow(&[id("ann")]).await.unwrap();
     s.heartbeat(&a, &[beat(user("ann"))]).await.unwrap();
     no_change(&mut feed).await;
 }
 
-pub(super) async fn followed_users_go_offline_by_time(
-    s: Arc<dyn PresenceStore>,
-    clock: ManualClock,
-) {
+pub(super) async fn followed_users_go_offline_by_time(s: Store, clock: ManualClock) {
     let sp = space("c-follow-time");
     let mut feed = following(&*s).user_feed().unwrap();
-    following(&*s).follow(&[uid("cy")]).await.unwrap();
+    following(&*s).follow(&[id("cy")]).await.unwrap();
     s.heartbeat(&sp, &[beat(user("cy"))]).await.unwrap();
     assert_eq!(next_presence(&mut feed).await.kind, EventKind::Join);
     clock.advance(Duration::from_secs(60));
@@ -120,10 +110,10 @@ pub(super) async fn followed_users_go_offline_by_time(
     no_change(&mut feed).await;
 }
 
-pub(super) async fn invisible_users_are_not_fed(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+pub(super) async fn invisible_users_are_not_fed(s: Store, _clock: ManualClock) {
     let sp = space("c-follow-invisible");
     let mut feed = following(&*s).user_feed().unwrap();
-    following(&*s).follow(&[uid("dee")]).await.unwrap();
+    following(&*s).follow(&[id("dee")]).await.unwrap();
     let attach = |c: &str, invisible: bool| Attach {
         member: user("dee"),
         conn: ConnId::new(c).unwrap(),
@@ -132,41 +122,32 @@ pub(super) async fn invisible_users_are_not_fed(s: Arc<dyn PresenceStore>, _cloc
         ttl_ms: 30_000,
     };
     // An invisible device: watchers see nothing.
-    live(&*s)
-        .attach(&sp, &attach("w-hidden", true))
-        .await
-        .unwrap();
+    attach_ok(&s, &sp, attach("w-hidden", true)).await;
     no_change(&mut feed).await;
     // A visible one joins; hiding it again is a leave.
-    live(&*s)
-        .attach(&sp, &attach("w-shown", false))
-        .await
-        .unwrap();
+    attach_ok(&s, &sp, attach("w-shown", false)).await;
     let e = next_presence(&mut feed).await;
     assert_eq!((e.kind, e.status), (EventKind::Join, Status::Online));
-    live(&*s)
-        .attach(&sp, &attach("w-shown", true))
-        .await
-        .unwrap();
+    attach_ok(&s, &sp, attach("w-shown", true)).await;
     let e = next_presence(&mut feed).await;
     assert_eq!((e.kind, e.status), (EventKind::Leave, Status::Offline));
 }
 
-pub(super) async fn friend_set_changes_are_fed(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+pub(super) async fn friend_set_changes_are_fed(s: Store, _clock: ManualClock) {
     let mut feed = following(&*s).user_feed().unwrap();
-    following(&*s).follow(&[uid("fa")]).await.unwrap();
-    s.set_friends(&uid("fa"), &[uid("fb")]).await.unwrap();
-    assert_eq!(next_change(&mut feed).await, UserChange::Friends(uid("fa")));
-    s.add_friends(&uid("fa"), &[uid("fc")]).await.unwrap();
-    assert_eq!(next_change(&mut feed).await, UserChange::Friends(uid("fa")));
+    following(&*s).follow(&[id("fa")]).await.unwrap();
+    s.set_friends(&id("fa"), &[id("fb")]).await.unwrap();
+    assert_eq!(next_change(&mut feed).await, UserChange::Friends(id("fa")));
+    s.add_friends(&id("fa"), &[id("fc")]).await.unwrap();
+    assert_eq!(next_change(&mut feed).await, UserChange::Friends(id("fa")));
     // Someone else's set: not followed.
-    s.set_friends(&uid("fb"), &[uid("fa")]).await.unwrap();
+    s.set_friends(&id("fb"), &[id("fa")]).await.unwrap();
     no_change(&mut feed).await;
-    s.remove_friends(&uid("fa"), &[uid("fb")]).await.unwrap();
-    assert_eq!(next_change(&mut feed).await, UserChange::Friends(uid("fa")));
+    s.remove_friends(&id("fa"), &[id("fb")]).await.unwrap();
+    assert_eq!(next_change(&mut feed).await, UserChange::Friends(id("fa")));
     // Erasing a friend takes it out of the followed user's set.
-    users(&*s).erase_user(&uid("fc")).await.unwrap();
-    assert_eq!(next_change(&mut feed).await, UserChange::Friends(uid("fa")));
-    assert!(s.friends(&uid("fa")).await.unwrap().is_empty());
+    users(&*s).erase_user(&id("fc")).await.unwrap();
+    assert_eq!(next_change(&mut feed).await, UserChange::Friends(id("fa")));
+    assert!(s.friends(&id("fa")).await.unwrap().is_empty());
     no_change(&mut feed).await;
 }

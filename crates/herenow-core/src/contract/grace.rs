@@ -4,39 +4,16 @@
 
 use super::*;
 
-fn attach(member: MemberKey, c: &str, meta: Option<&str>) -> Attach {
-    Attach {
-        member,
-        conn: ConnId::new(c).expect("valid connection id"),
-        meta: meta.map(|m| Metadata::from_json(m).expect("valid metadata")),
-        invisible: false,
-        ttl_ms: 30_000,
-    }
-}
-
-fn conn(id: &str) -> ConnId {
-    ConnId::new(id).expect("valid connection id")
-}
-
-pub(super) async fn a_member_back_within_the_grace_never_left(
-    s: Arc<dyn PresenceStore>,
-    clock: ManualClock,
-) {
+pub(super) async fn a_member_back_within_the_grace_never_left(s: Store, clock: ManualClock) {
     let sp = space("g-back");
     let name = Some(r#"{"name":"Ann"}"#);
-    live(&*s)
-        .attach(&sp, &attach(user("ann"), "g-tab1", name))
-        .await
-        .unwrap();
+    attach_ok(&s, &sp, attach(user("ann"), "g-tab1", name, false)).await;
     let mut sub = s.subscribe(&sp).await.unwrap();
     assert_eq!(ids(&sub.snapshot), ["ann"]);
 
     // The page reloads: its socket closes without a goodbye.
     clock.advance(Duration::from_millis(500));
-    let r = live(&*s)
-        .linger(&sp, &user("ann"), &conn("g-tab1"))
-        .await
-        .unwrap();
+    let r = linger_ok(&s, &sp, user("ann"), "g-tab1").await;
     assert!(r.found && !r.left, "{r:?}");
     no_event(&mut sub).await;
     // In her grace she is present: listed, counted, online.
@@ -51,10 +28,7 @@ pub(super) async fn a_member_back_within_the_grace_never_left(
     assert!(conns[0][0].lingering);
     assert_eq!(conns[0][0].expires_ms, T0 + 500 + 5_000);
     // Lingering twice changes nothing.
-    let again = live(&*s)
-        .linger(&sp, &user("ann"), &conn("g-tab1"))
-        .await
-        .unwrap();
+    let again = linger_ok(&s, &sp, user("ann"), "g-tab1").await;
     assert!(again.found && !again.left);
     let conns = live(&*s).connections(&sp, &[user("ann")]).await.unwrap();
     assert_eq!(conns[0][0].expires_ms, T0 + 500 + 5_000);
@@ -62,10 +36,7 @@ pub(super) async fn a_member_back_within_the_grace_never_left(
     // The new page connects (any server, any protocol: a new id) and
     // takes the old connection's place: no join, no connect.
     clock.advance(Duration::from_millis(1_500));
-    let r = live(&*s)
-        .attach(&sp, &attach(user("ann"), "g-tab2", name))
-        .await
-        .unwrap();
+    let r = attach_ok(&s, &sp, attach(user("ann"), "g-tab2", name, false)).await;
     assert!(r.opened && r.resumed && !r.joined, "{r:?}");
     no_event(&mut sub).await;
     let conns = live(&*s).connections(&sp, &[user("ann")]).await.unwrap();
@@ -81,14 +52,11 @@ pub(super) async fn a_member_back_within_the_grace_never_left(
     assert_eq!(st[0].status, Status::Online);
 
     // Back with other metadata: only the update says so.
-    live(&*s)
-        .linger(&sp, &user("ann"), &conn("g-tab2"))
-        .await
-        .unwrap();
+    linger_ok(&s, &sp, user("ann"), "g-tab2").await;
     let r = live(&*s)
         .attach(
             &sp,
-            &attach(user("ann"), "g-tab3", Some(r#"{"name":"Ann B."}"#)),
+            &attach(user("ann"), "g-tab3", Some(r#"{"name":"Ann B."}"#), false),
         )
         .await
         .unwrap();
@@ -101,20 +69,14 @@ pub(super) async fn a_member_back_within_the_grace_never_left(
 }
 
 pub(super) async fn a_member_not_back_leaves_once_when_the_grace_ends(
-    s: Arc<dyn PresenceStore>,
+    s: Store,
     clock: ManualClock,
 ) {
     let sp = space("g-gone");
-    live(&*s)
-        .attach(&sp, &attach(user("bob"), "g-b1", None))
-        .await
-        .unwrap();
+    attach_ok(&s, &sp, attach(user("bob"), "g-b1", None, false)).await;
     let mut sub = s.subscribe(&sp).await.unwrap();
     clock.advance(Duration::from_secs(3));
-    live(&*s)
-        .linger(&sp, &user("bob"), &conn("g-b1"))
-        .await
-        .unwrap();
+    linger_ok(&s, &sp, user("bob"), "g-b1").await;
     clock.advance(Duration::from_millis(4_900));
     settle(&s).await;
     no_event(&mut sub).await;
@@ -145,7 +107,7 @@ pub(super) async fn a_member_not_back_leaves_once_when_the_grace_ends(
     // connection with a TTL past `online_ms`, for what follows).
     let long = Attach {
         ttl_ms: 120_000,
-        ..attach(user("bob"), "g-b2", None)
+        ..attach(user("bob"), "g-b2", None, false)
     };
     let r = live(&*s).attach(&sp, &long).await.unwrap();
     assert!(r.joined && !r.resumed);
@@ -157,10 +119,7 @@ pub(super) async fn a_member_not_back_leaves_once_when_the_grace_ends(
     settle(&s).await;
     assert_eq!(next_event(&mut sub).await.kind, EventKind::Away);
     let idle_since = T0 + 3_000 + 5_100;
-    live(&*s)
-        .linger(&sp, &user("bob"), &conn("g-b2"))
-        .await
-        .unwrap();
+    linger_ok(&s, &sp, user("bob"), "g-b2").await;
     no_event(&mut sub).await;
     let st = s.status(&sp, &[user("bob")]).await.unwrap();
     assert_eq!(
@@ -178,32 +137,17 @@ pub(super) async fn a_member_not_back_leaves_once_when_the_grace_ends(
     assert_eq!(st[0].last_seen_ms, Some(idle_since));
 }
 
-pub(super) async fn a_second_tab_keeps_its_member_through_the_grace(
-    s: Arc<dyn PresenceStore>,
-    clock: ManualClock,
-) {
+pub(super) async fn a_second_tab_keeps_its_member_through_the_grace(s: Store, clock: ManualClock) {
     let sp = space("g-tabs");
-    live(&*s)
-        .attach(&sp, &attach(user("cy"), "g-c1", None))
-        .await
-        .unwrap();
-    live(&*s)
-        .attach(&sp, &attach(user("cy"), "g-c2", None))
-        .await
-        .unwrap();
+    attach_ok(&s, &sp, attach(user("cy"), "g-c1", None, false)).await;
+    attach_ok(&s, &sp, attach(user("cy"), "g-c2", None, false)).await;
     let mut sub = s.subscribe(&sp).await.unwrap();
     // One tab closes: it lingers, then goes as a connection only.
-    live(&*s)
-        .linger(&sp, &user("cy"), &conn("g-c1"))
-        .await
-        .unwrap();
+    linger_ok(&s, &sp, user("cy"), "g-c1").await;
     no_event(&mut sub).await;
     clock.advance(Duration::from_secs(6));
     // The other tab pings on.
-    live(&*s)
-        .attach(&sp, &attach(user("cy"), "g-c2", None))
-        .await
-        .unwrap();
+    attach_ok(&s, &sp, attach(user("cy"), "g-c2", None, false)).await;
     settle(&s).await;
     let e = next_event(&mut sub).await;
     assert_eq!(
@@ -215,10 +159,7 @@ pub(super) async fn a_second_tab_keeps_its_member_through_the_grace(
     assert_eq!(st[0].status, Status::Online);
 
     // An explicit goodbye of the last tab is not delayed.
-    let r = live(&*s)
-        .detach(&sp, &user("cy"), &conn("g-c2"))
-        .await
-        .unwrap();
+    let r = detach_ok(&s, &sp, user("cy"), "g-c2").await;
     assert!(r.found && r.left);
     let e = next_event(&mut sub).await;
     assert_eq!(
@@ -227,7 +168,7 @@ pub(super) async fn a_second_tab_keeps_its_member_through_the_grace(
     );
 }
 
-pub(super) async fn a_grace_of_zero_leaves_at_once(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+pub(super) async fn a_grace_of_zero_leaves_at_once(s: Store, clock: ManualClock) {
     let sp = space("g-zero");
     s.set_config(
         &sp,
@@ -238,16 +179,10 @@ pub(super) async fn a_grace_of_zero_leaves_at_once(s: Arc<dyn PresenceStore>, cl
     )
     .await
     .unwrap();
-    live(&*s)
-        .attach(&sp, &attach(user("dee"), "g-d1", None))
-        .await
-        .unwrap();
+    attach_ok(&s, &sp, attach(user("dee"), "g-d1", None, false)).await;
     let mut sub = s.subscribe(&sp).await.unwrap();
     clock.advance(Duration::from_secs(1));
-    let r = live(&*s)
-        .linger(&sp, &user("dee"), &conn("g-d1"))
-        .await
-        .unwrap();
+    let r = linger_ok(&s, &sp, user("dee"), "g-d1").await;
     assert!(r.found && r.left, "{r:?}");
     let e = next_event(&mut sub).await;
     assert_eq!(
@@ -257,22 +192,13 @@ pub(super) async fn a_grace_of_zero_leaves_at_once(s: Arc<dyn PresenceStore>, cl
     // As for a detach: last seen when the connection ended.
     let st = s.status(&sp, &[user("dee")]).await.unwrap();
     assert_eq!(st[0].last_seen_ms, Some(T0 + 1_000));
-    let r = live(&*s)
-        .attach(&sp, &attach(user("dee"), "g-d2", None))
-        .await
-        .unwrap();
+    let r = attach_ok(&s, &sp, attach(user("dee"), "g-d2", None, false)).await;
     assert!(r.joined && !r.resumed);
 }
 
-pub(super) async fn lingering_refuses_what_is_not_its_own(
-    s: Arc<dyn PresenceStore>,
-    clock: ManualClock,
-) {
+pub(super) async fn lingering_refuses_what_is_not_its_own(s: Store, clock: ManualClock) {
     let sp = space("g-bad");
-    live(&*s)
-        .attach(&sp, &attach(user("eve"), "g-e1", None))
-        .await
-        .unwrap();
+    attach_ok(&s, &sp, attach(user("eve"), "g-e1", None, false)).await;
     let mut sub = s.subscribe(&sp).await.unwrap();
     // Unknown connection, another member's, an unknown space: not found,
     // nothing changed.
@@ -291,25 +217,16 @@ pub(super) async fn lingering_refuses_what_is_not_its_own(
     let conns = live(&*s).connections(&sp, &[user("eve")]).await.unwrap();
     assert!(!conns[0][0].lingering);
     // An invisible connection that ends goes at once: it held nobody.
-    let mut hidden = attach(user("fay"), "g-f1", None);
+    let mut hidden = attach(user("fay"), "g-f1", None, false);
     hidden.invisible = true;
     live(&*s).attach(&sp, &hidden).await.unwrap();
-    let r = live(&*s)
-        .linger(&sp, &user("fay"), &conn("g-f1"))
-        .await
-        .unwrap();
+    let r = linger_ok(&s, &sp, user("fay"), "g-f1").await;
     assert!(r.found && !r.left);
     let conns = live(&*s).connections(&sp, &[user("fay")]).await.unwrap();
     assert!(conns[0].is_empty());
     // Another member's connection is never taken over.
-    live(&*s)
-        .linger(&sp, &user("eve"), &conn("g-e1"))
-        .await
-        .unwrap();
-    let r = live(&*s)
-        .attach(&sp, &attach(user("gus"), "g-g1", None))
-        .await
-        .unwrap();
+    linger_ok(&s, &sp, user("eve"), "g-e1").await;
+    let r = attach_ok(&s, &sp, attach(user("gus"), "g-g1", None, false)).await;
     assert!(r.joined && !r.resumed);
     assert_eq!(next_event(&mut sub).await.kind, EventKind::Join);
     clock.advance(Duration::from_secs(6));

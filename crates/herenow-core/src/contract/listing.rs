@@ -3,7 +3,7 @@
 
 use super::*;
 
-pub(super) async fn recent_order_pages_completely(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+pub(super) async fn recent_order_pages_completely(s: Store, _clock: ManualClock) {
     let sp = space("c-pages");
     let beats: Vec<_> = (0..250u64)
         .map(|i| beat_at(user(&format!("m{i:03}")), T0 - 250 + i))
@@ -102,7 +102,7 @@ pub(super) async fn recent_order_pages_completely(s: Arc<dyn PresenceStore>, _cl
     }
 }
 
-pub(super) async fn pages_stable_under_writes(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+pub(super) async fn pages_stable_under_writes(s: Store, clock: ManualClock) {
     let sp = space("c-stable");
     let beats: Vec<_> = (0..100u64)
         .map(|i| beat_at(user(&format!("m{i:03}")), T0 - 1000 + i * 5))
@@ -151,7 +151,7 @@ pub(super) async fn pages_stable_under_writes(s: Arc<dyn PresenceStore>, clock: 
     }
 }
 
-pub(super) async fn id_order_pages(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+pub(super) async fn id_order_pages(s: Store, _clock: ManualClock) {
     let sp = space("c-byid");
     let names = [
         "delta", "alpha", "charlie", "bravo", "echo", "foxtrot", "golf",

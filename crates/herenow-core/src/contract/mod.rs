@@ -24,16 +24,19 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::conn::{Attach, ConnId};
+use crate::conn::{Attach, AttachReport, ConnId, DetachReport};
 use crate::error::{Error, InvalidInput};
 use crate::event::{Event, EventKind, LeaveReason, Subscription};
 use crate::id::{MemberId, MemberKey, SpaceName};
 use crate::meta::Metadata;
 use crate::policy::{SpaceConfig, Status};
 use crate::store::Capability;
-use crate::store::{Heartbeat, KindFilter, ListQuery, Order, PresenceStore};
+use crate::store::{Heartbeat, KindFilter, ListQuery, MemberStatus, Order, PresenceStore};
 use crate::time::Clock;
 use crate::time::ManualClock;
+
+/// A store as the scenarios hold it.
+type Store = Arc<dyn PresenceStore>;
 
 /// The time every scenario starts at.
 pub const T0: u64 = 1_700_000_000_000;
@@ -62,35 +65,8 @@ mod relay;
 mod remembered;
 mod time;
 
-use self::connections::{
-    connection_bad_input, connections_expire_without_pings, connections_join_first_leave_last,
-    invisible_connections,
-};
-use self::follow::{
-    followed_users_are_fed_from_every_space, followed_users_go_offline_by_time,
-    friend_set_changes_are_fed, invisible_users_are_not_fed,
-};
-use self::grace::{
-    a_grace_of_zero_leaves_at_once, a_member_back_within_the_grace_never_left,
-    a_member_not_back_leaves_once_when_the_grace_ends,
-    a_second_tab_keeps_its_member_through_the_grace, lingering_refuses_what_is_not_its_own,
-};
-use self::listing::{id_order_pages, pages_stable_under_writes, recent_order_pages_completely};
-use self::outbox::{
-    outbox_follows_a_member_in_order, outbox_is_bounded,
-    outbox_keeps_a_claiming_consumer_in_charge, outbox_keeps_events_until_acknowledged,
-    outbox_keeps_messages_in_order_with_the_space, outbox_keeps_spaces_endpoints,
-    outbox_reclaims_what_a_consumer_left,
-};
-use self::relay::{
-    relay_refuses_what_is_past_its_bounds, relayed_messages_reach_every_feed_in_order,
-};
-use self::remembered::{
-    erase_forgets_everywhere, expiry_keeps_last_seen, forgotten_times_are_counted,
-    leave_after_timeout_keeps_last_heartbeat, leave_keeps_last_seen, remembered_until_the_horizon,
-    seen_anywhere_over_spaces,
-};
-use self::time::{config_per_space, events_follow_status, expiry_after_retention};
+use self::{connections::*, follow::*, grace::*, listing::*, outbox::*, relay::*};
+use self::{remembered::*, time::*};
 
 macro_rules! scenarios {
     ($($needs:expr => [$($name:ident),* $(,)?]),* $(,)?) => {
@@ -196,35 +172,30 @@ pub async fn run_all(factory: Factory) {
     run(factory, &Capability::ALL).await;
 }
 
-/// The store's live connections, which the scenario's part needs.
+// A capability a scenario's part needs.
 fn live(s: &dyn PresenceStore) -> &dyn crate::capability::LiveConnections {
     s.live_connections()
         .expect("the store offers live connections")
 }
 
-/// The store's following of users, which the scenario's part needs.
 fn following(s: &dyn PresenceStore) -> &dyn crate::capability::Following {
     s.following().expect("the store offers following users")
 }
 
-/// The store's webhook outbox, which the scenario's part needs.
 fn outbox(s: &dyn PresenceStore) -> &dyn crate::capability::WebhookOutbox {
     s.webhook_outbox()
         .expect("the store offers a webhook outbox")
 }
 
-/// The store's spaces' webhook endpoints, which the scenario's part needs.
 fn endpoints(s: &dyn PresenceStore) -> &dyn crate::capability::SpaceWebhooks {
     s.space_webhooks()
         .expect("the store offers spaces' webhook endpoints")
 }
 
-/// The store's relay, which the scenario's part needs.
 fn relay(s: &dyn PresenceStore) -> &dyn crate::capability::Relay {
     s.relay().expect("the store offers a relay")
 }
 
-/// The store's user index, which the scenario's part needs.
 fn users(s: &dyn PresenceStore) -> &dyn crate::capability::UserIndex {
     s.user_index().expect("the store offers a user index")
 }
@@ -233,12 +204,50 @@ fn space(name: &str) -> SpaceName {
     SpaceName::new(name).expect("valid space name")
 }
 
+fn id(id: &str) -> MemberId {
+    MemberId::new(id).expect("valid id")
+}
+
+fn conn(id: &str) -> ConnId {
+    ConnId::new(id).expect("valid connection id")
+}
+
+fn attach(member: MemberKey, c: &str, meta: Option<&str>, invisible: bool) -> Attach {
+    Attach {
+        member,
+        conn: conn(c),
+        meta: meta.map(|m| Metadata::from_json(m).expect("valid metadata")),
+        invisible,
+        ttl_ms: 30_000,
+    }
+}
+
+/// Attaches `a` in `sp`, which must succeed.
+async fn attach_ok(s: &Store, sp: &SpaceName, a: Attach) -> AttachReport {
+    live(&**s).attach(sp, &a).await.unwrap()
+}
+
+/// Detaches `m`'s connection `c` in `sp`, which must succeed.
+async fn detach_ok(s: &Store, sp: &SpaceName, m: MemberKey, c: &str) -> DetachReport {
+    live(&**s).detach(sp, &m, &conn(c)).await.unwrap()
+}
+
+/// Lingers `m`'s connection `c` in `sp`, which must succeed.
+async fn linger_ok(s: &Store, sp: &SpaceName, m: MemberKey, c: &str) -> DetachReport {
+    live(&**s).linger(sp, &m, &conn(c)).await.unwrap()
+}
+
+/// `m`'s status in `sp`.
+async fn status_of(s: &Store, sp: &SpaceName, m: MemberKey) -> MemberStatus {
+    s.status(sp, &[m]).await.unwrap().remove(0)
+}
+
 fn user(id: &str) -> MemberKey {
-    MemberKey::user(MemberId::new(id).expect("valid id"))
+    MemberKey::user(self::id(id))
 }
 
 fn guest(id: &str) -> MemberKey {
-    MemberKey::guest(MemberId::new(id).expect("valid id"))
+    MemberKey::guest(self::id(id))
 }
 
 fn beat(m: MemberKey) -> Heartbeat {
@@ -253,12 +262,12 @@ fn beat_at(m: MemberKey, at: u64) -> Heartbeat {
     }
 }
 
-fn ids(members: &[crate::store::MemberStatus]) -> Vec<String> {
+fn ids(members: &[MemberStatus]) -> Vec<String> {
     members.iter().map(|m| m.member.id.to_string()).collect()
 }
 
 /// Runs background work until it reports nothing left to do.
-async fn settle(store: &Arc<dyn PresenceStore>) {
+async fn settle(store: &Store) {
     for _ in 0..100 {
         let r = store.tick().await.expect("tick");
         if r.expired == 0 && r.transitions == 0 && r.connections_expired == 0 {
@@ -286,7 +295,7 @@ fn is_invalid(r: &Error) -> bool {
     matches!(r, Error::Invalid(_))
 }
 
-async fn heartbeat_and_status(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+async fn heartbeat_and_status(s: Store, clock: ManualClock) {
     let sp = space("c-status");
     let r = s.heartbeat(&sp, &[beat(user("ada"))]).await.unwrap();
     assert_eq!((r.accepted, r.joined), (1, 1));
@@ -297,13 +306,10 @@ async fn heartbeat_and_status(s: Arc<dyn PresenceStore>, clock: ManualClock) {
     assert_eq!(st[1].last_seen_ms, None);
     assert_eq!(ids(&st), ["ada", "nobody"], "answers keep the order asked");
     clock.advance(Duration::from_secs(60));
-    assert_eq!(
-        s.status(&sp, &[user("ada")]).await.unwrap()[0].status,
-        Status::Away
-    );
+    assert_eq!(status_of(&s, &sp, user("ada")).await.status, Status::Away);
     clock.advance(Duration::from_secs(240));
     assert_eq!(
-        s.status(&sp, &[user("ada")]).await.unwrap()[0].status,
+        status_of(&s, &sp, user("ada")).await.status,
         Status::Offline
     );
     // Unknown space: everyone offline, nothing created.
@@ -311,7 +317,7 @@ async fn heartbeat_and_status(s: Arc<dyn PresenceStore>, clock: ManualClock) {
     assert_eq!(st[0].status, Status::Offline);
 }
 
-async fn newest_time_wins(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+async fn newest_time_wins(s: Store, _clock: ManualClock) {
     let sp = space("c-newest");
     s.heartbeat(&sp, &[beat_at(user("a"), T0 - 10_000)])
         .await
@@ -322,14 +328,11 @@ async fn newest_time_wins(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
         .unwrap();
     assert_eq!(r.stale, 1);
     assert_eq!(
-        s.status(&sp, &[user("a")]).await.unwrap()[0].last_seen_ms,
+        status_of(&s, &sp, user("a")).await.last_seen_ms,
         Some(T0 - 10_000)
     );
     s.heartbeat(&sp, &[beat(user("a"))]).await.unwrap();
-    assert_eq!(
-        s.status(&sp, &[user("a")]).await.unwrap()[0].last_seen_ms,
-        Some(T0)
-    );
+    assert_eq!(status_of(&s, &sp, user("a")).await.last_seen_ms, Some(T0));
     // Older than the retention: not presence (only remembered, see
     // `expiry_keeps_last_seen`).
     let r = s
@@ -342,7 +345,7 @@ async fn newest_time_wins(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
     assert_eq!(s.count(&sp, Some(15 * 60_000)).await.unwrap().users, 1);
 }
 
-async fn bad_batches_change_nothing(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+async fn bad_batches_change_nothing(s: Store, _clock: ManualClock) {
     let sp = space("c-bad");
     let batch = [beat(user("a")), beat_at(user("b"), T0 + 61_000)];
     let e = s.heartbeat(&sp, &batch).await.unwrap_err();
@@ -368,7 +371,7 @@ async fn bad_batches_change_nothing(s: Arc<dyn PresenceStore>, _clock: ManualClo
     assert!(is_invalid(&e));
 }
 
-async fn leave_is_immediate(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+async fn leave_is_immediate(s: Store, _clock: ManualClock) {
     let sp = space("c-leave");
     s.heartbeat(&sp, &[beat(user("a")), beat(user("b"))])
         .await
@@ -384,7 +387,7 @@ async fn leave_is_immediate(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
     );
 }
 
-async fn users_and_guests_apart(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+async fn users_and_guests_apart(s: Store, _clock: ManualClock) {
     let sp = space("c-kinds");
     s.heartbeat(
         &sp,
@@ -415,17 +418,11 @@ async fn users_and_guests_apart(s: Arc<dyn PresenceStore>, _clock: ManualClock) 
     assert_eq!(list(KindFilter::Guests).await, 2);
     assert_eq!(list(KindFilter::All).await, 3);
     s.leave(&sp, &[guest("x")]).await.unwrap();
-    assert_eq!(
-        s.status(&sp, &[user("x")]).await.unwrap()[0].status,
-        Status::Online
-    );
-    assert_eq!(
-        s.status(&sp, &[guest("x")]).await.unwrap()[0].status,
-        Status::Offline
-    );
+    assert_eq!(status_of(&s, &sp, user("x")).await.status, Status::Online);
+    assert_eq!(status_of(&s, &sp, guest("x")).await.status, Status::Offline);
 }
 
-async fn window_and_counts(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+async fn window_and_counts(s: Store, _clock: ManualClock) {
     let sp = space("c-window");
     let ages = [
         0u64, 30_000, 59_999, 60_000, 299_999, 300_000, 599_999, 600_000, 600_001, 899_000,
@@ -501,7 +498,7 @@ async fn window_and_counts(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
     );
 }
 
-async fn metadata_kept_and_replaced(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+async fn metadata_kept_and_replaced(s: Store, _clock: ManualClock) {
     let sp = space("c-meta");
     let meta = |j: &str| Some(Metadata::from_json(j).unwrap());
     s.heartbeat(
@@ -514,7 +511,7 @@ async fn metadata_kept_and_replaced(s: Arc<dyn PresenceStore>, _clock: ManualClo
     )
     .await
     .unwrap();
-    let st = &s.status(&sp, &[user("ada")]).await.unwrap()[0];
+    let st = &status_of(&s, &sp, user("ada")).await;
     assert_eq!(st.meta.as_ref().unwrap().as_json(), r#"{"name":"Ada"}"#);
     // A heartbeat without metadata keeps it.
     s.heartbeat(&sp, &[beat(user("ada"))]).await.unwrap();
@@ -533,17 +530,16 @@ async fn metadata_kept_and_replaced(s: Arc<dyn PresenceStore>, _clock: ManualClo
     )
     .await
     .unwrap();
-    let st = &s.status(&sp, &[user("ada")]).await.unwrap()[0];
+    let st = &status_of(&s, &sp, user("ada")).await;
     assert_eq!(st.meta.as_ref().unwrap().as_json(), r#"{"name":"Ada L."}"#);
     // Leaving forgets it.
     s.leave(&sp, &[user("ada")]).await.unwrap();
     s.heartbeat(&sp, &[beat(user("ada"))]).await.unwrap();
-    assert_eq!(s.status(&sp, &[user("ada")]).await.unwrap()[0].meta, None);
+    assert_eq!(status_of(&s, &sp, user("ada")).await.meta, None);
 }
 
-async fn friends_and_online_friends(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+async fn friends_and_online_friends(s: Store, clock: ManualClock) {
     let sp = space("c-friends");
-    let id = |s: &str| MemberId::new(s).unwrap();
     let me = id("c-me");
     assert_eq!(
         s.set_friends(&me, &[id("b"), id("c"), id("d"), id("c-me")])
@@ -612,7 +608,7 @@ async fn friends_and_online_friends(s: Arc<dyn PresenceStore>, clock: ManualCloc
     assert!(s.friends(&me).await.unwrap().is_empty());
 }
 
-async fn online_among_ad_hoc(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+async fn online_among_ad_hoc(s: Store, _clock: ManualClock) {
     let sp = space("c-among");
     s.heartbeat(
         &sp,
@@ -637,7 +633,7 @@ async fn online_among_ad_hoc(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
     assert_eq!(got, ["guest:g", "user:b", "user:a"]);
 }
 
-async fn spaces_listed(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+async fn spaces_listed(s: Store, _clock: ManualClock) {
     for name in ["c-sp-b", "c-sp-a", "c-sp-c"] {
         s.heartbeat(&space(name), &[beat(user("x")), beat(guest("y"))])
             .await
@@ -657,7 +653,7 @@ async fn spaces_listed(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
     assert!(after[0].space.as_str() > "c-sp-a");
 }
 
-async fn big_batches(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+async fn big_batches(s: Store, _clock: ManualClock) {
     let sp = space("c-big");
     let beats: Vec<_> = (0..10_000u64)
         .map(|i| beat_at(user(&format!("u{i}")), T0 - (i % 600_000)))

@@ -11,12 +11,7 @@ use crate::outbox::{OutboxEvent, OutboxKind, OutboxOptions, SpaceHook};
 
 /// Claims for `consumer` and returns the events of `spaces`, in order,
 /// acknowledging (discarding) every other space's.
-async fn claim(
-    s: &Arc<dyn PresenceStore>,
-    consumer: &str,
-    idle_ms: u64,
-    spaces: &[&SpaceName],
-) -> Vec<OutboxEvent> {
+async fn claim(s: &Store, consumer: &str, idle_ms: u64, spaces: &[&SpaceName]) -> Vec<OutboxEvent> {
     let mut mine = Vec::new();
     // Enough rounds to get past leftovers of other scenarios.
     for _ in 0..50 {
@@ -42,7 +37,15 @@ async fn claim(
     mine
 }
 
-async fn ack(s: &Arc<dyn PresenceStore>, events: &[OutboxEvent]) {
+/// Opens the outbox with the default options.
+async fn open_outbox(s: &Store) {
+    outbox(&**s)
+        .outbox_open(OutboxOptions::default())
+        .await
+        .unwrap();
+}
+
+async fn ack(s: &Store, events: &[OutboxEvent]) {
     let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
     outbox(&**s).outbox_ack(&ids).await.expect("ack");
 }
@@ -73,20 +76,14 @@ fn of(events: &[OutboxEvent], id: &str) -> Vec<(OutboxKind, String)> {
     said(events).into_iter().filter(|(_, m)| m == id).collect()
 }
 
-pub(super) async fn outbox_keeps_events_until_acknowledged(
-    s: Arc<dyn PresenceStore>,
-    _clock: ManualClock,
-) {
+pub(super) async fn outbox_keeps_events_until_acknowledged(s: Store, _clock: ManualClock) {
     let sp = space("c-outbox-ack");
     // Nothing is kept before the outbox is open.
     s.heartbeat(&sp, &[beat(user("early"))]).await.unwrap();
     s.leave(&sp, &[user("early")]).await.unwrap();
     let kept = outbox(&*s).outbox_message(&sp, "early").await.unwrap();
     assert!(!kept, "a message is kept only while the outbox captures");
-    outbox(&*s)
-        .outbox_open(OutboxOptions::default())
-        .await
-        .unwrap();
+    open_outbox(&s).await;
     assert!(claim(&s, "one", 60_000, &[&sp]).await.is_empty());
 
     s.heartbeat(&sp, &[beat(user("ann")), beat(guest("10.0.0.1"))])
@@ -145,15 +142,9 @@ pub(super) async fn outbox_keeps_events_until_acknowledged(
     assert!(claim(&s, "one", 0, &[&sp]).await.is_empty());
 }
 
-pub(super) async fn outbox_keeps_messages_in_order_with_the_space(
-    s: Arc<dyn PresenceStore>,
-    _clock: ManualClock,
-) {
+pub(super) async fn outbox_keeps_messages_in_order_with_the_space(s: Store, _clock: ManualClock) {
     let sp = space("c-outbox-message");
-    outbox(&*s)
-        .outbox_open(OutboxOptions::default())
-        .await
-        .unwrap();
+    open_outbox(&s).await;
     let message = |body: String| {
         let s = s.clone();
         let sp = sp.clone();
@@ -206,15 +197,9 @@ pub(super) async fn outbox_keeps_messages_in_order_with_the_space(
     assert!(claim(&s, "one", 0, &[&sp]).await.is_empty());
 }
 
-pub(super) async fn outbox_reclaims_what_a_consumer_left(
-    s: Arc<dyn PresenceStore>,
-    clock: ManualClock,
-) {
+pub(super) async fn outbox_reclaims_what_a_consumer_left(s: Store, clock: ManualClock) {
     let sp = space("c-outbox-reclaim");
-    outbox(&*s)
-        .outbox_open(OutboxOptions::default())
-        .await
-        .unwrap();
+    open_outbox(&s).await;
     s.heartbeat(&sp, &[beat(user("ann"))]).await.unwrap();
     let first = claim(&s, "dead", 60_000, &[&sp]).await;
     assert_eq!(first.len(), 2, "occupied, join: {:?}", said(&first));
@@ -240,15 +225,9 @@ pub(super) async fn outbox_reclaims_what_a_consumer_left(
     assert_eq!(stats.pending, 0, "{stats:?}");
 }
 
-pub(super) async fn outbox_follows_a_member_in_order(
-    s: Arc<dyn PresenceStore>,
-    clock: ManualClock,
-) {
+pub(super) async fn outbox_follows_a_member_in_order(s: Store, clock: ManualClock) {
     let (a, b) = (space("c-outbox-order-a"), space("c-outbox-order-b"));
-    outbox(&*s)
-        .outbox_open(OutboxOptions::default())
-        .await
-        .unwrap();
+    open_outbox(&s).await;
     s.heartbeat(&a, &[beat(user("ann"))]).await.unwrap();
     s.heartbeat(&b, &[beat(user("ann"))]).await.unwrap();
     clock.advance(Duration::from_secs(60));
@@ -296,7 +275,7 @@ pub(super) async fn outbox_follows_a_member_in_order(
     ack(&s, &got).await;
 }
 
-pub(super) async fn outbox_is_bounded(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+pub(super) async fn outbox_is_bounded(s: Store, _clock: ManualClock) {
     let sp = space("c-outbox-cap");
     outbox(&*s)
         .outbox_open(OutboxOptions {
@@ -326,21 +305,12 @@ pub(super) async fn outbox_is_bounded(s: Arc<dyn PresenceStore>, _clock: ManualC
         said(&got)
     );
     ack(&s, &got).await;
-    outbox(&*s)
-        .outbox_open(OutboxOptions::default())
-        .await
-        .unwrap();
+    open_outbox(&s).await;
 }
 
-pub(super) async fn outbox_keeps_a_claiming_consumer_in_charge(
-    s: Arc<dyn PresenceStore>,
-    clock: ManualClock,
-) {
+pub(super) async fn outbox_keeps_a_claiming_consumer_in_charge(s: Store, clock: ManualClock) {
     let sp = space("c-outbox-alive");
-    outbox(&*s)
-        .outbox_open(OutboxOptions::default())
-        .await
-        .unwrap();
+    open_outbox(&s).await;
     s.heartbeat(&sp, &[beat(user("ann"))]).await.unwrap();
     let held = claim(&s, "alive", 30_000, &[&sp]).await;
     assert_eq!(held.len(), 2);
@@ -377,7 +347,7 @@ fn hook(url: &str, kinds: &[OutboxKind]) -> SpaceHook {
 
 /// Runs last: naming endpoints opens the outbox, and a shared backend
 /// keeps it open for scenarios after.
-pub(super) async fn outbox_keeps_spaces_endpoints(s: Arc<dyn PresenceStore>, _clock: ManualClock) {
+pub(super) async fn outbox_keeps_spaces_endpoints(s: Store, _clock: ManualClock) {
     let sp = space("c-outbox-hooks");
     let other = space("c-outbox-hooks-other");
     assert!(

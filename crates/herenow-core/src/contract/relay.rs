@@ -31,10 +31,7 @@ async fn nothing_on(feed: &mut RelayFeed, topic: &str) {
     }
 }
 
-pub(super) async fn relayed_messages_reach_every_feed_in_order(
-    s: Arc<dyn PresenceStore>,
-    _clock: ManualClock,
-) {
+pub(super) async fn relayed_messages_reach_every_feed_in_order(s: Store, _clock: ManualClock) {
     let r = relay(&*s);
     let mut first = r.relay_feed().await.unwrap();
     let mut second = r.relay_feed().await.unwrap();
@@ -69,10 +66,7 @@ pub(super) async fn relayed_messages_reach_every_feed_in_order(
     assert_eq!(next_on(&mut late, "c-relay-order").await.payload, b"after");
 }
 
-pub(super) async fn relay_refuses_what_is_past_its_bounds(
-    s: Arc<dyn PresenceStore>,
-    _clock: ManualClock,
-) {
+pub(super) async fn relay_refuses_what_is_past_its_bounds(s: Store, _clock: ManualClock) {
     let r = relay(&*s);
     let mut feed = r.relay_feed().await.unwrap();
     let too_big = vec![b'x'; crate::limits::MAX_RELAY_PAYLOAD_BYTES + 1];

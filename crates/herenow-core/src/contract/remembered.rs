@@ -14,7 +14,7 @@ fn short_retention() -> SpaceConfig {
     }
 }
 
-pub(super) async fn leave_keeps_last_seen(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+pub(super) async fn leave_keeps_last_seen(s: Store, clock: ManualClock) {
     let sp = space("c-rem-leave");
     s.heartbeat(&sp, &[beat(user("ann")), beat(guest("g1"))])
         .await
@@ -51,14 +51,14 @@ pub(super) async fn leave_keeps_last_seen(s: Arc<dyn PresenceStore>, clock: Manu
     clock.advance(Duration::from_secs(1));
     s.leave(&sp, &[user("ann")]).await.unwrap();
     assert_eq!(
-        s.status(&sp, &[user("ann")]).await.unwrap()[0].last_seen_ms,
+        status_of(&s, &sp, user("ann")).await.last_seen_ms,
         Some(T0 + 16_000)
     );
     // Leaving again while absent changes nothing.
     clock.advance(Duration::from_secs(1));
     assert_eq!(s.leave(&sp, &[user("ann")]).await.unwrap(), 0);
     assert_eq!(
-        s.status(&sp, &[user("ann")]).await.unwrap()[0].last_seen_ms,
+        status_of(&s, &sp, user("ann")).await.last_seen_ms,
         Some(T0 + 16_000)
     );
 }
@@ -69,10 +69,7 @@ pub(super) async fn leave_keeps_last_seen(s: Arc<dyn PresenceStore>, clock: Manu
 /// keeps its last heartbeat when it then leaves or closes its last
 /// connection, as the timeout `leave` said. Only a present member is
 /// remembered at the time it says goodbye.
-pub(super) async fn leave_after_timeout_keeps_last_heartbeat(
-    s: Arc<dyn PresenceStore>,
-    clock: ManualClock,
-) {
+pub(super) async fn leave_after_timeout_keeps_last_heartbeat(s: Store, clock: ManualClock) {
     let sp = space("c-rem-late-bye");
     s.set_config(&sp, short_retention()).await.unwrap();
     s.heartbeat(&sp, &[beat(user("ann"))]).await.unwrap();
@@ -134,7 +131,7 @@ pub(super) async fn leave_after_timeout_keeps_last_heartbeat(
     );
 }
 
-pub(super) async fn expiry_keeps_last_seen(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+pub(super) async fn expiry_keeps_last_seen(s: Store, clock: ManualClock) {
     let sp = space("c-rem-expiry");
     s.set_config(&sp, short_retention()).await.unwrap();
     s.heartbeat(&sp, &[beat(user("ann"))]).await.unwrap();
@@ -164,13 +161,13 @@ pub(super) async fn expiry_keeps_last_seen(s: Arc<dyn PresenceStore>, clock: Man
         .await
         .unwrap();
     assert_eq!(
-        s.status(&sp, &[user("ann")]).await.unwrap()[0].last_seen_ms,
+        status_of(&s, &sp, user("ann")).await.last_seen_ms,
         Some(T0),
         "an older sighting does not move a remembered time back"
     );
 }
 
-pub(super) async fn remembered_until_the_horizon(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+pub(super) async fn remembered_until_the_horizon(s: Store, clock: ManualClock) {
     let sp = space("c-rem-horizon");
     let config = SpaceConfig {
         remember_ms: 10_000,
@@ -213,16 +210,14 @@ pub(super) async fn remembered_until_the_horizon(s: Arc<dyn PresenceStore>, cloc
     .unwrap();
     s.heartbeat(&off, &[beat(user("ann"))]).await.unwrap();
     s.leave(&off, &[user("ann")]).await.unwrap();
-    assert_eq!(
-        s.status(&off, &[user("ann")]).await.unwrap()[0].last_seen_ms,
-        None
-    );
+    assert_eq!(status_of(&s, &off, user("ann")).await.last_seen_ms, None);
     let shrink = space("c-rem-shrink");
     s.heartbeat(&shrink, &[beat(user("bob"))]).await.unwrap();
     s.leave(&shrink, &[user("bob")]).await.unwrap();
     clock.advance(Duration::from_secs(60));
     assert!(
-        s.status(&shrink, &[user("bob")]).await.unwrap()[0]
+        status_of(&s, &shrink, user("bob"))
+            .await
             .last_seen_ms
             .is_some()
     );
@@ -235,10 +230,7 @@ pub(super) async fn remembered_until_the_horizon(s: Arc<dyn PresenceStore>, cloc
     )
     .await
     .unwrap();
-    assert_eq!(
-        s.status(&shrink, &[user("bob")]).await.unwrap()[0].last_seen_ms,
-        None
-    );
+    assert_eq!(status_of(&s, &shrink, user("bob")).await.last_seen_ms, None);
     let too_long = SpaceConfig {
         remember_ms: crate::limits::MAX_REMEMBER_MS + 1,
         ..SpaceConfig::default()
@@ -251,7 +243,7 @@ pub(super) async fn remembered_until_the_horizon(s: Arc<dyn PresenceStore>, cloc
 /// Remembered times the sweep drops at the horizon are counted in
 /// `TickReport::forgotten` (the server's `herenow_forgotten_total`), once
 /// each, users and guests alike.
-pub(super) async fn forgotten_times_are_counted(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+pub(super) async fn forgotten_times_are_counted(s: Store, clock: ManualClock) {
     let config = SpaceConfig {
         remember_ms: 10_000,
         remember_guests: true,
@@ -272,7 +264,7 @@ pub(super) async fn forgotten_times_are_counted(s: Arc<dyn PresenceStore>, clock
     s.leave(&busy, &[user("ann"), guest("g1")]).await.unwrap();
     s.leave(&quiet, &[user("bob")]).await.unwrap();
     // A store may need several rounds to go over all it remembers.
-    async fn forgotten(s: &Arc<dyn PresenceStore>) -> u64 {
+    async fn forgotten(s: &Store) -> u64 {
         let mut n = 0;
         for _ in 0..16 {
             n += s.tick().await.expect("tick").forgotten;
@@ -294,11 +286,7 @@ pub(super) async fn forgotten_times_are_counted(s: Arc<dyn PresenceStore>, clock
     assert_eq!(st[1].status, Status::Online);
 }
 
-fn id(s: &str) -> MemberId {
-    MemberId::new(s).expect("valid id")
-}
-
-pub(super) async fn seen_anywhere_over_spaces(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+pub(super) async fn seen_anywhere_over_spaces(s: Store, clock: ManualClock) {
     let (a, b) = (space("c-any-a"), space("c-any-b"));
     s.heartbeat(&a, &[beat(user("ann"))]).await.unwrap();
     clock.advance(Duration::from_secs(1));
@@ -355,7 +343,7 @@ pub(super) async fn seen_anywhere_over_spaces(s: Arc<dyn PresenceStore>, clock: 
     );
 }
 
-pub(super) async fn erase_forgets_everywhere(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+pub(super) async fn erase_forgets_everywhere(s: Store, clock: ManualClock) {
     let (a, b) = (space("c-erase-a"), space("c-erase-b"));
     s.heartbeat(&a, &[beat(user("ann")), beat(user("bob"))])
         .await
@@ -390,10 +378,7 @@ pub(super) async fn erase_forgets_everywhere(s: Arc<dyn PresenceStore>, clock: M
     assert!(s.friends(&id("ann")).await.unwrap().is_empty());
     assert_eq!(s.friends(&id("bob")).await.unwrap(), vec![id("cy")]);
     // bob is untouched.
-    assert_eq!(
-        s.status(&a, &[user("bob")]).await.unwrap()[0].status,
-        Status::Online
-    );
+    assert_eq!(status_of(&s, &a, user("bob")).await.status, Status::Online);
     // Erasing someone unknown (or twice) is not an error and does nothing.
     assert_eq!(
         users(&*s).erase_user(&id("ann")).await.unwrap(),
@@ -401,8 +386,5 @@ pub(super) async fn erase_forgets_everywhere(s: Arc<dyn PresenceStore>, clock: M
     );
     // The user may come back as new.
     s.heartbeat(&a, &[beat(user("ann"))]).await.unwrap();
-    assert_eq!(
-        s.status(&a, &[user("ann")]).await.unwrap()[0].status,
-        Status::Online
-    );
+    assert_eq!(status_of(&s, &a, user("ann")).await.status, Status::Online);
 }

@@ -3,7 +3,7 @@
 
 use super::*;
 
-pub(super) async fn expiry_after_retention(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+pub(super) async fn expiry_after_retention(s: Store, clock: ManualClock) {
     let sp = space("c-expiry");
     let mut sub = s.subscribe(&sp).await.unwrap();
     s.heartbeat(&sp, &[beat(user("a"))]).await.unwrap();
@@ -15,7 +15,7 @@ pub(super) async fn expiry_after_retention(s: Arc<dyn PresenceStore>, clock: Man
     // `expiry_keeps_last_seen`). b is still present.
     assert_eq!(s.count(&sp, Some(15 * 60_000)).await.unwrap().users, 1);
     assert_eq!(
-        s.status(&sp, &[user("b")]).await.unwrap()[0].last_seen_ms,
+        status_of(&s, &sp, user("b")).await.last_seen_ms,
         Some(T0 + 60_000)
     );
     clock.advance(Duration::from_secs(60));
@@ -42,7 +42,7 @@ pub(super) async fn expiry_after_retention(s: Arc<dyn PresenceStore>, clock: Man
     no_event(&mut sub).await;
 }
 
-pub(super) async fn events_follow_status(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+pub(super) async fn events_follow_status(s: Store, clock: ManualClock) {
     let sp = space("c-events");
     s.heartbeat(&sp, &[beat(user("early"))]).await.unwrap();
     let mut sub = s.subscribe(&sp).await.unwrap();
@@ -115,7 +115,7 @@ pub(super) async fn events_follow_status(s: Arc<dyn PresenceStore>, clock: Manua
     assert!(sub2.snapshot.is_empty());
 }
 
-pub(super) async fn config_per_space(s: Arc<dyn PresenceStore>, clock: ManualClock) {
+pub(super) async fn config_per_space(s: Store, clock: ManualClock) {
     let sp = space("c-config");
     assert_eq!(s.config(&sp).await.unwrap(), SpaceConfig::default());
     let fast = SpaceConfig {
@@ -135,10 +135,7 @@ pub(super) async fn config_per_space(s: Arc<dyn PresenceStore>, clock: ManualClo
     );
     s.heartbeat(&sp, &[beat(user("a"))]).await.unwrap();
     clock.advance(Duration::from_secs(5));
-    assert_eq!(
-        s.status(&sp, &[user("a")]).await.unwrap()[0].status,
-        Status::Away
-    );
+    assert_eq!(status_of(&s, &sp, user("a")).await.status, Status::Away);
     let bad = SpaceConfig {
         online_ms: 10,
         away_ms: 5,

@@ -1,35 +1,20 @@
 //! What the memory store tells its journal, so a crash loses nothing it
-//! acknowledged.
+//! acknowledged (ARCHITECTURE.md, "Durability of the embedded store").
 //!
-//! The memory store applies every write to its own structures and then
-//! hands a [`ChangeRef`] to a [`ChangeLog`], if it was given one. The log
-//! (the server's, over `herenow-journal`) does the I/O; this module only says
-//! what changed, encoded as bytes, and how durable it must be before the
-//! write is acknowledged:
-//!
-//! - friend sets, space configuration (webhook endpoints included) and
-//!   erasures are [`Durability::Sync`]: the store's call returns only once
-//!   they are on disk;
-//! - heartbeats and leaves are [`Durability::Lazy`]: on disk within about
-//!   a second, so a crash may set a last-seen time back by that much (the
-//!   promise Redis makes with `appendfsync everysec`); so are the webhook
-//!   outbox's events and acknowledgements, journaled with the changes that
-//!   caused them (a crash loses both or neither; a lost acknowledgement
-//!   means a delivery is repeated, as at-least-once allows).
-//!
-//! A change is recorded while the store still holds the lock it applied
-//! the change under, so the journal's order is the order of application
-//! for everything one lock orders (one space, the friend sets). Replaying
-//! a journal suffix over a snapshot that already holds part of it gives
-//! the same state: heartbeats keep the newest time, and every other change
-//! assigns (a set, a config, membership of one friend) rather than
-//! accumulates.
+//! The store applies every write, then hands a [`ChangeRef`] to its
+//! [`ChangeLog`] while it still holds the lock it applied the change under,
+//! so the journal's order is the order of application for everything one
+//! lock orders. This module only says what changed, as bytes, and how
+//! durable it must be ([`Change::durability`]); the log does the I/O. The
+//! outbox's events are journaled with the changes that caused them, so a
+//! crash loses both or neither. Replaying a suffix over a snapshot that
+//! holds part of it gives the same state: heartbeats keep the newest time,
+//! and every other change assigns rather than accumulates.
 //!
 //! Two shapes of one format: [`ChangeRef`] borrows the store call's own
-//! arguments, so recording a heartbeat clones no id and allocates nothing
-//! (it is encoded straight into the journal's buffer); [`Change`] owns its
-//! data and is what [`Change::decode`] gives back at replay. Both encode
-//! to the same bytes, so journals written by either replay alike.
+//! arguments, so recording a heartbeat clones and allocates nothing;
+//! [`Change`] owns its data and is what [`Change::decode`] gives back.
+//! Both encode to the same bytes.
 
 #[cfg(test)]
 pub(crate) mod fuzz;
