@@ -39,6 +39,7 @@ if [ -f "$browser/package-lock.json" ]; then
 fi
 
 python3 scripts/check-module-cycles.py
+python3 scripts/check-crate-tours.py
 status=0
 # The code as CI keeps it: formatted, clippy's warnings as errors, and
 # docs that build without a warning (a broken intra-doc link fails).

@@ -1,12 +1,36 @@
 //! herenow-core: the presence domain, the store seam and its contract.
 //!
 //! This crate is what herenow *means*: who is in a space, since when, with
-//! what status; each module's doc says its part, ARCHITECTURE.md places
-//! them. The [`PresenceStore`] trait is what every store has; the
-//! [`capability`] traits what only some offer, so a server learns at start
-//! what its store can do. `contract` (feature `contract`) holds the
-//! scenarios every store must pass, `fuzzing` (feature `fuzzing`) the
-//! property tests' strategies.
+//! what status. It holds
+//!
+//! - [`id`]: validated space names, member ids and keys (users and guests);
+//! - [`time`] and [`policy`]: millisecond timestamps, the injected [`Clock`],
+//!   and the thresholds that turn a last-seen time into a [`Status`];
+//! - [`store`] and [`values`]: the [`PresenceStore`] trait every backend
+//!   implements (the presence operations every store has), and the values
+//!   that cross it;
+//! - [`capability`]: what only some stores offer, one trait each
+//!   ([`LiveConnections`], [`Following`], [`WebhookOutbox`],
+//!   [`SpaceWebhooks`], [`UserIndex`], [`Relay`]), reached through
+//!   [`PresenceStore`]'s accessors, so a server learns at start what its
+//!   store can do and refuses a flag that needs what it lacks;
+//! - [`conn`]: live connections (WebSocket presence): many per member,
+//!   each with its own metadata, expiring unless pinged;
+//! - [`cursor`]: the one format of listing cursors, shared by every store;
+//! - [`event`] and [`feed`]: join / away / back / leave / update events and
+//!   subscriptions;
+//! - [`follow`]: following users across spaces, the store's side of
+//!   watching a contact list;
+//! - [`outbox`]: the webhook outbox's events and options;
+//! - [`relay`]: opaque messages relayed to every server sharing a store;
+//! - [`meta`]: members' metadata, a bounded JSON object;
+//! - [`limits`] and [`error`]: the bounds on every input and the errors,
+//!   classified once;
+//! - `contract` (feature `contract`): the scenarios every store must pass,
+//!   run by each store crate's tests;
+//! - `fuzzing` (feature `fuzzing`): the property tests' strategies for
+//!   valid values and mutated encodings, shared with the stores' decoder
+//!   tests.
 //!
 //! It is not a server and holds no engine: it does no I/O (no files, no
 //! sockets) and knows nothing of HTTP or Redis. The stores implement its

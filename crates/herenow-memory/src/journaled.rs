@@ -599,3 +599,49 @@ mod fuzz {
         }
     }
 }
+
+/// A replayed config change moves the space's remembered times to the new
+/// horizon, as the write did, in the space and in "last seen anywhere": a
+/// user remembered under the default 30 days is forgotten a minute after
+/// leaving once the space remembers for one.
+#[tokio::test]
+async fn a_replayed_config_change_moves_the_remembered_horizon() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = MemoryStore::new(clock.clone(), SpaceConfig::default());
+    let log = Arc::new(Kept::default());
+    assert!(store.set_change_log(log.clone()));
+    let lobby = SpaceName::new("lobby").unwrap();
+    let ann = MemberKey::user(id("ann"));
+    store
+        .heartbeat(&lobby, &[Heartbeat::now(ann.clone())])
+        .await
+        .unwrap();
+    store
+        .leave(&lobby, std::slice::from_ref(&ann))
+        .await
+        .unwrap();
+    let short = SpaceConfig {
+        remember_ms: 60_000,
+        ..SpaceConfig::default()
+    };
+    store.set_config(&lobby, short).await.unwrap();
+
+    let replayed = MemoryStore::new(clock.clone(), SpaceConfig::default());
+    for record in log.0.lock().unwrap().iter() {
+        replayed
+            .apply_change(&Change::decode(record).unwrap())
+            .unwrap();
+    }
+    clock.advance(std::time::Duration::from_secs(120));
+    for s in [&store, &replayed] {
+        let status = s.status(&lobby, std::slice::from_ref(&ann)).await.unwrap();
+        assert_eq!(status[0].last_seen_ms, None, "past the one-minute horizon");
+        let anywhere = s
+            .user_index()
+            .unwrap()
+            .seen_anywhere(&[id("ann")])
+            .await
+            .unwrap();
+        assert_eq!(anywhere[0].last_seen_ms, None, "nor remembered anywhere");
+    }
+}

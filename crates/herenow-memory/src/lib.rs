@@ -14,9 +14,32 @@
 //! A `parking_lot` mutex, not tokio's: no lock is ever held across an
 //! `.await`, and the critical sections are microseconds long.
 //!
-//! ARCHITECTURE.md maps the modules; this file is the store's one
-//! `PresenceStore` impl and its capability impls, kept together as one
-//! table of entry points.
+//! The modules:
+//!
+//! - this file: [`MemoryStore`], its one [`PresenceStore`] impl and its
+//!   capability impls, mostly thin calls into the modules below;
+//! - `space`: one space (or one stripe of one), a synchronous, clock-free
+//!   data structure: its slab of members, block index, reads, writes,
+//!   events, connections and background sweep;
+//! - `stripes` and `occupancy`: a busy space split over stripes
+//!   ([`MAX_STRIPES`], [`default_space_stripes`]), and its `occupied` /
+//!   `vacated` across them;
+//! - `shared`: what every write of a space hands its results to (clock,
+//!   journal, the `Seen` table, the follow tap, the outbox);
+//! - [`seen`]: where members were seen across spaces (remembered last-seen
+//!   times, users' present spaces);
+//! - `beats`, `live` and `conns`: heartbeats and leaves, and live
+//!   connections;
+//! - `friends` and `erase`: friend sets, and erasing a user everywhere;
+//! - `outbox` and `hooks`: the webhook outbox and the endpoints spaces
+//!   name;
+//! - `relay`: relayed messages, within the one process;
+//! - `snapshot`: the store as bytes and back ([`RestoreReport`]);
+//! - [`changes`]: what the store tells its journal, and `replay`, which
+//!   applies a journaled change back ([`MemoryStore::apply_change`]);
+//! - `legacy`: core's values as older snapshots and journals wrote them.
+//!
+//! This file is long on purpose: one table of entry points.
 
 // One exception, scoped and explained where it is: the prefetch hint in
 // `space/index.rs`.
@@ -150,6 +173,19 @@ impl MemoryStore {
         self.shared.log.set(log).is_ok()
     }
 
+    /// Gives a locked space `config`: its stripes, and the remembering
+    /// policy its entries in the `Seen` table follow (a write, new
+    /// defaults and a replay from the journal all come here).
+    fn configure(&self, all: &mut Locked<'_>, config: SpaceConfig, now: Millis) {
+        for s in all.stripes_mut() {
+            s.set_config(config, now);
+            self.shared.absorb(s);
+        }
+        if let Some(id) = all.first().seen_id() {
+            self.shared.seen.set_policy(id, &config);
+        }
+    }
+
     /// Applies a friend write under the friend sets' lock, journals it
     /// there, and returns once it is durable: the one path of every friend
     /// write.
@@ -197,13 +233,7 @@ impl MemoryStore {
             if all.first().config() != old {
                 continue;
             }
-            for s in all.stripes_mut() {
-                s.set_config(defaults, now);
-                self.shared.absorb(s);
-            }
-            if let Some(id) = all.first().seen_id() {
-                self.shared.seen.set_policy(id, &defaults);
-            }
+            self.configure(&mut all, defaults, now);
             changed += 1;
         }
         Ok(changed)
@@ -393,14 +423,7 @@ impl PresenceStore for MemoryStore {
         config.validate()?;
         let now = self.shared.clock.now_ms();
         let durable = self.with_space(space, |st| {
-            let mut all = st.lock_all();
-            for s in all.stripes_mut() {
-                s.set_config(config, now);
-                self.shared.absorb(s);
-            }
-            if let Some(id) = all.first().seen_id() {
-                self.shared.seen.set_policy(id, &config);
-            }
+            self.configure(&mut st.lock_all(), config, now);
             self.shared.record(ChangeRef::SetConfig { space, config })
         })?;
         settle(durable).await?;

@@ -60,12 +60,7 @@ impl MemoryStore {
             Change::SetConfig { space, config } => {
                 config.validate()?;
                 let now = self.shared.clock.now_ms();
-                self.with_space(space, |st| {
-                    for s in st.lock_all().stripes_mut() {
-                        s.set_config(*config, now);
-                        self.shared.absorb(s);
-                    }
-                });
+                self.with_space(space, |st| self.configure(&mut st.lock_all(), *config, now));
             }
             Change::SetFriends { user, friends } => {
                 set_friends(&mut self.friends.write(), user, friends)?;

@@ -91,7 +91,11 @@
 //! [`outbox_scripts`] (the webhook outbox); events in sequence: [`events`];
 //! users' channels: `follow.rs`; coalesced heartbeats: `flush.rs`; the
 //! outage buffer: [`buffer`] and `replay.rs`; waiting for replicas:
-//! `replicas.rs`. Each space is swept by one store at a time, under a lease
+//! `replicas.rs`; the client and its calls: `client.rs`, `reply.rs` (the
+//! timeout, failures classified) and `observe.rs` (each call told to the
+//! embedder); `options.rs` ([`RedisOptions`]) and `ctx.rs` (what a store
+//! shares with its write path); relayed messages: `relay.rs`; the seeds'
+//! key layouts: [`layouts`]. Each space is swept by one store at a time, under a lease
 //! ([`RedisOptions::lease`]). Live connections are not buffered: while
 //! Redis fails (and until the buffer is written back) `attach` and
 //! `detach` answer `Unavailable` at once, and a connection whose detach

@@ -1,8 +1,17 @@
 //! The `herenow` binary: `herenow serve` runs the server, every other
 //! subcommand is a small client of its HTTP API (docs/API.md).
 //!
-//! The binary is glue (ARCHITECTURE.md maps its modules). Errors end
-//! here, as one line on stderr and an exit code:
+//! The binary is glue: [`cli`] parses flags and environment (each value
+//! checked by [`parse`]),
+//! [`config_file`] adds the settings of `serve --config FILE` under them
+//! ([`config_cmd`] checks such a file and prints an example),
+//! [`store_flags`] checks the store's flags together into a
+//! `herenow_server::StoreSpec`, [`serve`] turns them into a
+//! `herenow_server::Config` and serves it, [`commands`] sends requests
+//! through [`client`] and prints with [`output`]; [`webhook_flags`] and
+//! [`webhooks`] are the webhook flags and the `webhooks` command;
+//! [`reload`] reads the settings again on SIGHUP. Errors end here, as one
+//! line on stderr and an exit code:
 //!
 //! - 0: done;
 //! - 1: the request or the server failed (unreachable, an error answer, a
