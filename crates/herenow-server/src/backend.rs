@@ -1,15 +1,6 @@
 //! [`Backend`]: the store the server runs on, with the duties its kind
-//! brings.
-//!
-//! Everything above the store talks to `Arc<dyn PresenceStore>`. The few
-//! things one kind of store needs besides the trait are answered here and
-//! nowhere else: the memory store's snapshots (restored at open, written
-//! periodically and at shutdown), and a Redis store's readiness, its
-//! write-buffer gauges and its last flush. Building the store `--store`
-//! names ([`Backend::open`]) is here too, and fails loudly: a Redis that
-//! cannot be reached is an error, never a fallback to memory. Without the
-//! `redis` feature only the memory store can be built, and a Redis spec is
-//! refused.
+//! brings. The only module that names the concrete stores: everything
+//! above talks to `Arc<dyn PresenceStore>`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -222,16 +213,11 @@ impl Backend {
     /// `PING`. The binary opens it before it prints its "listening" line,
     /// so that line means "serving".
     ///
-    /// Fails when Redis cannot be reached ([`ServerError::StoreConnect`],
-    /// naming the address; never a fallback to memory), when this build
-    /// has no Redis support ([`ConfigError::NoRedisSupport`]), or when the
-    /// data directory holds a snapshot that cannot be read.
-    ///
-    /// It also fails when a flag needs a capability the store does not
-    /// offer ([`ConfigError::StoreLacks`], see [`check`](Self::check)):
-    /// `--webhook` on a seed's layout, say.
-    ///
-    /// [`ConfigError::NoRedisSupport`]: crate::ConfigError::NoRedisSupport
+    /// Fails when Redis cannot be reached ([`ServerError::StoreConnect`];
+    /// never a fallback to memory), when this build has no Redis support
+    /// ([`ConfigError::NoRedisSupport`]), when the data directory holds a
+    /// snapshot that cannot be read, or when a flag needs a capability the
+    /// store does not offer ([`check`](Self::check)).
     pub async fn open(config: &Config) -> Result<Self, ServerError> {
         let backend = Self::open_store(config).await?;
         backend.check(config)?;
@@ -275,7 +261,7 @@ impl Backend {
             }
             #[cfg(not(feature = "redis"))]
             StoreSpec::Redis { target, .. } => Err(ServerError::Config(
-                crate::ConfigError::NoRedisSupport(target.redacted()),
+                ConfigError::NoRedisSupport(target.redacted()),
             )),
             #[cfg(feature = "redis")]
             StoreSpec::Redis { target, layout } => Self::open_redis(target, layout, config).await,
@@ -371,9 +357,8 @@ impl Backend {
         &self.store
     }
 
-    /// Time between rounds of background maintenance: a quarter second for
-    /// an in-process store, a second for Redis, whose rounds cost a script
-    /// call per space and are shared by every server.
+    /// Time between rounds of background maintenance (see `MEMORY_TICK`
+    /// and `REDIS_TICK`).
     pub fn tick_interval(&self) -> Duration {
         match self.kind {
             StoreKind::Memory(..) | StoreKind::Custom => MEMORY_TICK,
