@@ -84,10 +84,9 @@ impl Backend {
 
     /// The memory store on disk in `snapshots.dir`: the snapshot there is
     /// restored into `store` and the journal replayed on top, then every
-    /// change `store` acknowledges is journaled first (friend sets,
-    /// configuration and erasures synced before their `2xx`, heartbeats
-    /// within `journal::LAZY_SYNC`, half a second). The journal is folded into a new
-    /// snapshot every `snapshots.interval` and at shutdown.
+    /// change `store` acknowledges is journaled first (see `journal`). The
+    /// journal is folded into a new snapshot every `snapshots.interval` and
+    /// at shutdown.
     ///
     /// `store` must be fresh (nothing written yet): it is the caller's so
     /// that it can carry its own clock. Fails, naming the file, when the
@@ -164,32 +163,26 @@ impl Backend {
     }
 
     /// Refuses a configuration with a flag that needs a capability this
-    /// store does not offer ([`ConfigError::StoreLacks`], naming the store
-    /// and the flag), so that it fails at start rather than on every
-    /// request that needs it: `--webhook` needs a webhook outbox, and
-    /// `--webhook-secret` without `--webhook` (it then signs only spaces'
-    /// endpoints) needs spaces' webhook endpoints. [`Backend::open`]
-    /// checks this; a caller that builds its backend otherwise calls it
-    /// before serving.
+    /// store does not offer ([`ConfigError::StoreLacks`]), so that it fails
+    /// at start rather than on every request that needs it.
+    /// [`Backend::open`] checks this; a caller that builds its backend
+    /// otherwise calls it before serving.
     pub fn check(&self, config: &Config) -> Result<(), ConfigError> {
         let hooks = &config.webhooks;
-        let mut needs = Vec::new();
         if !hooks.endpoints.is_empty() {
-            needs.push(("--webhook", Capability::WebhookOutbox));
+            self.require("--webhook", Capability::WebhookOutbox)?;
         } else if hooks.default_secret.is_some() {
-            needs.push(("--webhook-secret", Capability::SpaceWebhooks));
+            // It then signs only spaces' endpoints.
+            self.require("--webhook-secret", Capability::SpaceWebhooks)?;
         }
         // A presence channel's members are the live connections of its
         // sockets; events reach every server's sockets through the relay.
         if config.pusher.is_enabled() {
-            needs.push(("--pusher-app", Capability::LiveConnections));
-            needs.push(("--pusher-app", Capability::Relay));
+            self.require("--pusher-app", Capability::LiveConnections)?;
+            self.require("--pusher-app", Capability::Relay)?;
         }
         if !config.pusher.webhooks.is_empty() {
-            needs.push(("--pusher-webhook", Capability::WebhookOutbox));
-        }
-        for (flag, capability) in needs {
-            self.require(flag, capability)?;
+            self.require("--pusher-webhook", Capability::WebhookOutbox)?;
         }
         Ok(())
     }
@@ -390,12 +383,9 @@ impl Backend {
     }
 
     /// Gives spaces without a policy of their own `defaults` from now on
-    /// (a reload of the server's settings): the memory store's spaces that
-    /// follow the defaults take them, as does every such space of a Redis
-    /// store, whose scripts are given the defaults with each call. A
-    /// seed's layout derives its policy from its keys at start, and a
-    /// store the caller built is not known here: `Err` with the reason,
-    /// nothing changed.
+    /// (a reload of the server's settings). A seed's layout derives its
+    /// policy from its keys at start, and a store the caller built is not
+    /// known here: `Err` with the reason, nothing changed.
     pub fn set_space_defaults(
         &self,
         defaults: herenow_core::SpaceConfig,

@@ -113,13 +113,9 @@ const _: () = assert!(MAX_BODY_BYTES == 4 << 20, "BODY_TOO_LARGE names the bound
 
 /// The whole HTTP application over `state`: `/v1`, events, health,
 /// metrics, OpenAPI, docs and the page. Bounded in body size; every error
-/// is a problem.
-///
-/// Each route is wrapped once, by the middleware its declaration gives it
-/// (`routes`), and the layers every request passes wrap the router as one
-/// service from outside rather than each route: axum clones a route's
-/// whole stack of services on every request, so every level on a route
-/// costs each request allocations.
+/// is a problem. Each route is wrapped once, by its own middleware, and
+/// the layers every request passes wrap the router once (`layers` says
+/// why).
 pub fn app(state: AppState) -> App {
     let routes = Router::new()
         .merge(routes::router(&state))

@@ -271,13 +271,12 @@ impl Lane {
 
 /// One signed `POST` of `batch` to `endpoint` at `now_ms`.
 pub async fn send(client: &Client, endpoint: &Endpoint, batch: &Batch, now_ms: Millis) -> Attempt {
-    match post(client, endpoint, batch, now_ms).await {
-        Ok(attempt) => attempt,
-        Err(e) => Attempt::Retry {
+    post(client, endpoint, batch, now_ms)
+        .await
+        .unwrap_or_else(|e| Attempt::Retry {
             why: describe(&e),
             retry_after: None,
-        },
-    }
+        })
 }
 
 /// What a space's endpoint shows in `GET /v1/webhooks` for a request
