@@ -88,13 +88,9 @@ const LAST_NAMES: [&str; 20] = [
     "Lamarr", "Backus", "Goldwasser", "Lamport",
 ];
 
+#[rustfmt::skip]
 const DOC_PAGES: [&str; 6] = [
-    "/docs/quickstart",
-    "/docs/api",
-    "/docs/events",
-    "/docs/redis",
-    "/docs/metrics",
-    "/docs/faq",
+    "/docs/quickstart", "/docs/api", "/docs/events", "/docs/redis", "/docs/metrics", "/docs/faq",
 ];
 
 const DEVICES: [&str; 3] = ["desktop", "phone", "tablet"];

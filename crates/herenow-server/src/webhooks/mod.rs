@@ -276,21 +276,19 @@ impl Webhooks {
             Some(outbox) if active => outbox.outbox_stats().await.ok().map(OutboxView::from),
             _ => None,
         };
-        let spaces: Vec<Arc<EndpointState>> = self.0.space_states.lock().clone();
         WebhooksView {
             enabled: active,
             consumer: active.then(|| self.0.consumer.clone()),
-            endpoints: self
-                .0
-                .live
-                .load()
-                .states
-                .iter()
-                .chain(&spaces)
-                .map(|s| s.view())
-                .collect(),
+            endpoints: self.states().iter().map(|s| s.view()).collect(),
             outbox,
         }
+    }
+
+    /// Every endpoint's numbers: the operator's, then spaces'.
+    fn states(&self) -> Vec<Arc<EndpointState>> {
+        let mut states = self.0.live.load().states.clone();
+        states.extend(self.0.space_states.lock().iter().cloned());
+        states
     }
 
     /// Samples the gauges: queue depths (set again so they never go
@@ -299,8 +297,7 @@ impl Webhooks {
         if !self.is_active() {
             return;
         }
-        let spaces: Vec<Arc<EndpointState>> = self.0.space_states.lock().clone();
-        for s in self.0.live.load().states.iter().chain(&spaces) {
+        for s in self.states() {
             s.set_depth(s.view().queue.depth as usize);
         }
         let Some(outbox) = self.0.store.webhook_outbox() else {
