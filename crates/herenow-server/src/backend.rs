@@ -1,15 +1,6 @@
 //! [`Backend`]: the store the server runs on, with the duties its kind
-//! brings.
-//!
-//! Everything above the store talks to `Arc<dyn PresenceStore>`. The few
-//! things one kind of store needs besides the trait are answered here and
-//! nowhere else: the memory store's snapshots (restored at open, written
-//! periodically and at shutdown), and a Redis store's readiness, its
-//! write-buffer gauges and its last flush. Building the store `--store`
-//! names ([`Backend::open`]) is here too, and fails loudly: a Redis that
-//! cannot be reached is an error, never a fallback to memory. Without the
-//! `redis` feature only the memory store can be built, and a Redis spec is
-//! refused.
+//! brings. The only module that names the concrete stores: everything
+//! above talks to `Arc<dyn PresenceStore>`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -93,10 +84,9 @@ impl Backend {
 
     /// The memory store on disk in `snapshots.dir`: the snapshot there is
     /// restored into `store` and the journal replayed on top, then every
-    /// change `store` acknowledges is journaled first (friend sets,
-    /// configuration and erasures synced before their `2xx`, heartbeats
-    /// within `journal::LAZY_SYNC`, half a second). The journal is folded into a new
-    /// snapshot every `snapshots.interval` and at shutdown.
+    /// change `store` acknowledges is journaled first (see `journal`). The
+    /// journal is folded into a new snapshot every `snapshots.interval` and
+    /// at shutdown.
     ///
     /// `store` must be fresh (nothing written yet): it is the caller's so
     /// that it can carry its own clock. Fails, naming the file, when the
@@ -173,32 +163,26 @@ impl Backend {
     }
 
     /// Refuses a configuration with a flag that needs a capability this
-    /// store does not offer ([`ConfigError::StoreLacks`], naming the store
-    /// and the flag), so that it fails at start rather than on every
-    /// request that needs it: `--webhook` needs a webhook outbox, and
-    /// `--webhook-secret` without `--webhook` (it then signs only spaces'
-    /// endpoints) needs spaces' webhook endpoints. [`Backend::open`]
-    /// checks this; a caller that builds its backend otherwise calls it
-    /// before serving.
+    /// store does not offer ([`ConfigError::StoreLacks`]), so that it fails
+    /// at start rather than on every request that needs it.
+    /// [`Backend::open`] checks this; a caller that builds its backend
+    /// otherwise calls it before serving.
     pub fn check(&self, config: &Config) -> Result<(), ConfigError> {
         let hooks = &config.webhooks;
-        let mut needs = Vec::new();
         if !hooks.endpoints.is_empty() {
-            needs.push(("--webhook", Capability::WebhookOutbox));
+            self.require("--webhook", Capability::WebhookOutbox)?;
         } else if hooks.default_secret.is_some() {
-            needs.push(("--webhook-secret", Capability::SpaceWebhooks));
+            // It then signs only spaces' endpoints.
+            self.require("--webhook-secret", Capability::SpaceWebhooks)?;
         }
         // A presence channel's members are the live connections of its
         // sockets; events reach every server's sockets through the relay.
         if config.pusher.is_enabled() {
-            needs.push(("--pusher-app", Capability::LiveConnections));
-            needs.push(("--pusher-app", Capability::Relay));
+            self.require("--pusher-app", Capability::LiveConnections)?;
+            self.require("--pusher-app", Capability::Relay)?;
         }
         if !config.pusher.webhooks.is_empty() {
-            needs.push(("--pusher-webhook", Capability::WebhookOutbox));
-        }
-        for (flag, capability) in needs {
-            self.require(flag, capability)?;
+            self.require("--pusher-webhook", Capability::WebhookOutbox)?;
         }
         Ok(())
     }
@@ -222,16 +206,11 @@ impl Backend {
     /// `PING`. The binary opens it before it prints its "listening" line,
     /// so that line means "serving".
     ///
-    /// Fails when Redis cannot be reached ([`ServerError::StoreConnect`],
-    /// naming the address; never a fallback to memory), when this build
-    /// has no Redis support ([`ConfigError::NoRedisSupport`]), or when the
-    /// data directory holds a snapshot that cannot be read.
-    ///
-    /// It also fails when a flag needs a capability the store does not
-    /// offer ([`ConfigError::StoreLacks`], see [`check`](Self::check)):
-    /// `--webhook` on a seed's layout, say.
-    ///
-    /// [`ConfigError::NoRedisSupport`]: crate::ConfigError::NoRedisSupport
+    /// Fails when Redis cannot be reached ([`ServerError::StoreConnect`];
+    /// never a fallback to memory), when this build has no Redis support
+    /// ([`ConfigError::NoRedisSupport`]), when the data directory holds a
+    /// snapshot that cannot be read, or when a flag needs a capability the
+    /// store does not offer ([`check`](Self::check)).
     pub async fn open(config: &Config) -> Result<Self, ServerError> {
         let backend = Self::open_store(config).await?;
         backend.check(config)?;
@@ -275,7 +254,7 @@ impl Backend {
             }
             #[cfg(not(feature = "redis"))]
             StoreSpec::Redis { target, .. } => Err(ServerError::Config(
-                crate::ConfigError::NoRedisSupport(target.redacted()),
+                ConfigError::NoRedisSupport(target.redacted()),
             )),
             #[cfg(feature = "redis")]
             StoreSpec::Redis { target, layout } => Self::open_redis(target, layout, config).await,
@@ -371,9 +350,8 @@ impl Backend {
         &self.store
     }
 
-    /// Time between rounds of background maintenance: a quarter second for
-    /// an in-process store, a second for Redis, whose rounds cost a script
-    /// call per space and are shared by every server.
+    /// Time between rounds of background maintenance (see `MEMORY_TICK`
+    /// and `REDIS_TICK`).
     pub fn tick_interval(&self) -> Duration {
         match self.kind {
             StoreKind::Memory(..) | StoreKind::Custom => MEMORY_TICK,
@@ -405,12 +383,9 @@ impl Backend {
     }
 
     /// Gives spaces without a policy of their own `defaults` from now on
-    /// (a reload of the server's settings): the memory store's spaces that
-    /// follow the defaults take them, as does every such space of a Redis
-    /// store, whose scripts are given the defaults with each call. A
-    /// seed's layout derives its policy from its keys at start, and a
-    /// store the caller built is not known here: `Err` with the reason,
-    /// nothing changed.
+    /// (a reload of the server's settings). A seed's layout derives its
+    /// policy from its keys at start, and a store the caller built is not
+    /// known here: `Err` with the reason, nothing changed.
     pub fn set_space_defaults(
         &self,
         defaults: herenow_core::SpaceConfig,

@@ -122,15 +122,6 @@ const ACCEPTED_STORES: &str =
     "memory, redis[s]://HOST:PORT[/DB], redis[s]+cluster://H1:P1,H2:P2,… (rediss: TLS)";
 
 impl StoreTarget {
-    /// A short name for logs and metrics: `memory`, `redis` or
-    /// `redis-cluster`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            StoreTarget::Memory => "memory",
-            StoreTarget::Redis(target) => target.name(),
-        }
-    }
-
     /// The target as given, with any password replaced by `***`, for logs
     /// and errors.
     pub fn redacted(&self) -> String {
@@ -181,10 +172,11 @@ impl RedisTarget {
 
 impl std::fmt::Debug for RedisTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RedisTarget::Standalone(_) => write!(f, "Standalone({:?})", self.redacted()),
-            RedisTarget::Cluster(_) => write!(f, "Cluster({:?})", self.redacted()),
-        }
+        let kind = match self {
+            RedisTarget::Standalone(_) => "Standalone",
+            RedisTarget::Cluster(_) => "Cluster",
+        };
+        write!(f, "{kind}({:?})", self.redacted())
     }
 }
 
@@ -321,12 +313,6 @@ impl StoreSpec {
         }
     }
 
-    /// Whether presence lives in Redis (standalone or cluster), outside
-    /// this process.
-    pub fn is_redis(&self) -> bool {
-        matches!(self, StoreSpec::Redis { .. })
-    }
-
     /// Where the store is, with any password replaced by `***`.
     pub fn redacted(&self) -> String {
         match self {
@@ -335,10 +321,8 @@ impl StoreSpec {
         }
     }
 
-    /// Time between rounds of background maintenance (expiry, away/leave
-    /// events). The memory store's rounds are cheap and local, so a
-    /// quarter second; a Redis round costs a script call per space and is
-    /// shared by every server through the sweep lease, so once a second.
+    /// Time between rounds of background maintenance: `MEMORY_TICK` or
+    /// `REDIS_TICK`, which say why.
     pub fn tick_interval(&self) -> Duration {
         match self {
             StoreSpec::Memory { .. } => MEMORY_TICK,
@@ -563,17 +547,15 @@ impl Config {
         self.space_defaults
             .validate()
             .map_err(ConfigError::SpaceDefaults)?;
-        if self.max_connections == 0 {
-            return Err(ConfigError::ZeroLimit("max_connections"));
-        }
-        if self.max_event_streams == 0 {
-            return Err(ConfigError::ZeroLimit("max_event_streams"));
-        }
-        if self.request_timeout.is_zero() {
-            return Err(ConfigError::ZeroLimit("request_timeout"));
-        }
-        if self.max_ws_connections == 0 {
-            return Err(ConfigError::ZeroLimit("max_ws_connections"));
+        for (name, zero) in [
+            ("max_connections", self.max_connections == 0),
+            ("max_event_streams", self.max_event_streams == 0),
+            ("request_timeout", self.request_timeout.is_zero()),
+            ("max_ws_connections", self.max_ws_connections == 0),
+        ] {
+            if zero {
+                return Err(ConfigError::ZeroLimit(name));
+            }
         }
         let ttl = self.ws_ttl.as_millis();
         if ttl < u128::from(herenow_core::limits::MIN_CONN_TTL_MS)

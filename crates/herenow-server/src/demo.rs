@@ -73,79 +73,24 @@ const PLANS: [SpacePlan; 3] = [
     },
 ];
 
+#[rustfmt::skip]
 const FIRST_NAMES: [&str; 40] = [
-    "Ada",
-    "Alan",
-    "Grace",
-    "Linus",
-    "Barbara",
-    "Dennis",
-    "Margaret",
-    "Ken",
-    "Frances",
-    "Edsger",
-    "Radia",
-    "Donald",
-    "Sophie",
-    "Guido",
-    "Katherine",
-    "Bjarne",
-    "Hedy",
-    "John",
-    "Shafi",
-    "Leslie",
-    "Annie",
-    "Niklaus",
-    "Mary",
-    "Tim",
-    "Joan",
-    "Vint",
-    "Lynn",
-    "Bob",
-    "Karen",
-    "Whitfield",
-    "Adele",
-    "Butler",
-    "Evelyn",
-    "Rob",
-    "Jean",
-    "Brian",
-    "Carol",
-    "Yukihiro",
-    "Ida",
-    "Rasmus",
+    "Ada", "Alan", "Grace", "Linus", "Barbara", "Dennis", "Margaret", "Ken", "Frances", "Edsger",
+    "Radia", "Donald", "Sophie", "Guido", "Katherine", "Bjarne", "Hedy", "John", "Shafi", "Leslie",
+    "Annie", "Niklaus", "Mary", "Tim", "Joan", "Vint", "Lynn", "Bob", "Karen", "Whitfield", "Adele",
+    "Butler", "Evelyn", "Rob", "Jean", "Brian", "Carol", "Yukihiro", "Ida", "Rasmus",
 ];
 
+#[rustfmt::skip]
 const LAST_NAMES: [&str; 20] = [
-    "Lovelace",
-    "Turing",
-    "Hopper",
-    "Torvalds",
-    "Liskov",
-    "Ritchie",
-    "Hamilton",
-    "Thompson",
-    "Allen",
-    "Dijkstra",
-    "Perlman",
-    "Knuth",
-    "Wilson",
-    "van Rossum",
-    "Johnson",
-    "Stroustrup",
-    "Lamarr",
-    "Backus",
-    "Goldwasser",
-    "Lamport",
+    "Lovelace", "Turing", "Hopper", "Torvalds", "Liskov", "Ritchie", "Hamilton", "Thompson",
+    "Allen", "Dijkstra", "Perlman", "Knuth", "Wilson", "van Rossum", "Johnson", "Stroustrup",
+    "Lamarr", "Backus", "Goldwasser", "Lamport",
 ];
 
+#[rustfmt::skip]
 const DOC_PAGES: [&str; 6] = [
-    "/docs/quickstart",
-    "/docs/api",
-    "/docs/events",
-    "/docs/redis",
-    "/docs/metrics",
-    "/docs/faq",
+    "/docs/quickstart", "/docs/api", "/docs/events", "/docs/redis", "/docs/metrics", "/docs/faq",
 ];
 
 const DEVICES: [&str; 3] = ["desktop", "phone", "tablet"];
@@ -355,10 +300,10 @@ impl Sim {
             let first = *self.rng.pick(&FIRST_NAMES);
             let last = *self.rng.pick(&LAST_NAMES);
             let id = format!("{}{}", first.to_lowercase(), n);
-            (user_key(&id), Some((first, last)))
+            (MemberKey::user(member_id(&id)), Some((first, last)))
         } else {
             let id = format!("guest-{:06x}", self.rng.next() & 0xff_ffff);
-            (guest_key(&id), None)
+            (MemberKey::guest(member_id(&id)), None)
         };
         let meta = self.meta_for(space, name);
         Visitor {
@@ -407,14 +352,6 @@ fn store_error(errors: &mut u64, what: &str, space: &SpaceName, e: &herenow_core
             "demo: {what} failed; carrying on"
         );
     }
-}
-
-fn user_key(id: &str) -> MemberKey {
-    MemberKey::user(member_id(id))
-}
-
-fn guest_key(id: &str) -> MemberKey {
-    MemberKey::guest(member_id(id))
 }
 
 fn member_id(id: &str) -> MemberId {

@@ -117,14 +117,10 @@ async fn next_data(body: &mut axum::body::Body) -> Result<Option<Bytes>, ApiErro
 /// without a `Content-Length`, past `RequestBodyLimit`'s bound, or past a
 /// route's own, as the Pusher HTTP API's).
 pub(crate) fn is_too_large(e: &axum::Error) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(c) = cause {
-        if c.is::<http_body_util::LengthLimitError>() {
-            return true;
-        }
-        cause = c.source();
-    }
-    false
+    std::iter::successors(Some(e as &(dyn std::error::Error + 'static)), |c| {
+        c.source()
+    })
+    .any(|c| c.is::<http_body_util::LengthLimitError>())
 }
 
 impl JsonBody {
@@ -155,13 +151,11 @@ impl JsonBody {
 /// request pays nothing for it.
 pub(crate) fn where_in<'a, T: Deserialize<'a>>(body: &'a [u8]) -> String {
     let mut de = serde_json::Deserializer::from_slice(body);
-    match serde_path_to_error::deserialize::<_, T>(&mut de) {
-        Err(e) => match e.path().to_string() {
-            root if root == "." => String::new(),
-            path => path,
-        },
-        Ok(_) => String::new(),
-    }
+    serde_path_to_error::deserialize::<_, T>(&mut de)
+        .err()
+        .map(|e| e.path().to_string())
+        .filter(|path| path != ".")
+        .unwrap_or_default()
 }
 
 /// Classifies a serde error: an unknown field gets its own code, because it
@@ -196,18 +190,18 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        match Query::<T>::from_request_parts(parts, state).await {
-            Ok(Query(q)) => Ok(Self(q)),
-            Err(e) => {
+        let Query(q) = Query::<T>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| {
                 let detail = e.body_text();
                 let code = if detail.contains("unknown field") {
                     "unknown-parameter"
                 } else {
                     "bad-query"
                 };
-                Err(ApiError::bad_request(code, detail))
-            }
-        }
+                ApiError::bad_request(code, detail)
+            })?;
+        Ok(Self(q))
     }
 }
 
@@ -325,18 +319,16 @@ pub fn window_ms(window: Option<&str>) -> Result<Option<Millis>, ApiError> {
 
 /// A page size from a query string: default `default`, 1 to `max`.
 pub fn page_limit(limit: Option<&str>, default: usize, max: usize) -> Result<usize, ApiError> {
-    match limit {
-        None => Ok(default),
-        Some(s) => {
-            let n: i64 = s.trim().parse().map_err(|_| {
-                ApiError::bad_request(
-                    "bad-limit",
-                    format!("limit {s:?} is not an integer between 1 and {max}"),
-                )
-            })?;
-            check_limit(n, max)
-        }
-    }
+    let Some(s) = limit else {
+        return Ok(default);
+    };
+    let n: i64 = s.trim().parse().map_err(|_| {
+        ApiError::bad_request(
+            "bad-limit",
+            format!("limit {s:?} is not an integer between 1 and {max}"),
+        )
+    })?;
+    check_limit(n, max)
 }
 
 /// Checks a page size given as a number.

@@ -1,30 +1,25 @@
 //! The middleware of the routes: one per route, so a route is wrapped
 //! once, with the scope its declaration gives it ([`crate::auth::Needs`]).
 //!
-//! Why not one `from_fn` per concern: axum applies a layer to every route,
-//! and on each request clones the route's service together with every
-//! service it wraps, one allocation per level, at each level again, and
-//! boxes a future per level: with a layer per concern, that was most of
-//! the router's own cost of a single heartbeat (issue 10). So the concerns
-//! of a route run in one middleware, in the order they had; and the
-//! layers every request passes (problems, panics, body limits) wrap the
-//! router once, from outside ([`crate::app`]).
+//! Why not one `from_fn` per concern: on each request axum clones a
+//! route's service with every service it wraps, one allocation per level,
+//! and boxes a future per level; that was most of the router's own cost of
+//! a heartbeat. So a route's concerns run in one middleware, and the
+//! layers every request passes wrap the router once, from outside
+//! ([`crate::app`]).
 //!
 //! - [`V1Layer`]: the JSON API: latency, then the API key, then the request
-//!   timeout. A tower service of its own rather than `from_fn`: `from_fn`
-//!   boxes the middleware's future and wraps the rest of the route in a
-//!   boxed `Next` on every request, where [`V1Future`] is a plain state
-//!   machine around the route's own future;
+//!   timeout; a tower service whose [`V1Future`] is a plain state machine
+//!   around the route's own future (`from_fn` boxes both);
 //! - [`keyed`]: the event streams: latency, then the API key (no timeout:
 //!   streams end on disconnect or shutdown);
-//! - the other routes (WebSocket, health, OpenAPI, the page) need no key
-//!   and record their latency alone ([`crate::metrics::track_latency`]).
+//! - the other routes need no key and record their latency alone
+//!   ([`crate::metrics::track_latency`]).
 //!
 //! [`App`] is what every request passes, around the router: problems,
 //! panics, the body's bound. It is served as it is, not as the fallback
-//! of an outer `Router`: that router matched every request against no
-//! routes, then cloned and boxed the whole stack as its fallback's
-//! service and boxed its future, on every request (issue 10).
+//! of an outer `Router`, which would clone and box the whole stack on
+//! every request.
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -6,59 +6,12 @@
 //! label sets that vary (routes, spaces) go through the recorder, and the
 //! per-route handles are cached.
 //!
-//! Metrics:
-//!
-//! - `herenow_heartbeats_total`: heartbeats received;
-//! - `herenow_queries_total{endpoint}`: queries answered, by endpoint;
-//! - `herenow_erasures_total`: users erased (`DELETE /v1/users/{id}`);
-//! - `herenow_space_members{space,kind}`: members stored per space (gauge,
-//!   set by the ticker for up to [`MAX_GAUGED_SPACES`] spaces; a space that
-//!   disappears drops out after a minute);
-//! - `herenow_sweep_duration_seconds`, `herenow_expired_total`,
-//!   `herenow_forgotten_total` (remembered times past their horizon),
-//!   `herenow_transitions_total`: background maintenance;
-//! - `herenow_http_request_duration_seconds{route,method}`: latency;
-//! - `herenow_sse_subscribers`: open event streams (gauge);
-//! - `herenow_ws_connections`: open WebSocket connections (gauge);
-//! - `herenow_runtime_alive_tasks`: tasks alive in the async runtime that
-//!   serves `/metrics` (gauge, read at each scrape): a leak of tasks shows
-//!   as a count that keeps growing under steady load;
-//!   `herenow_ws_messages_total{type}`: client messages by type;
-//!   `herenow_ws_errors_total{code}`: `error` replies and refused tokens by
-//!   code; `herenow_ws_closes_total{code}`: sockets the server closed, by
-//!   close code;
-//! - with a Redis store, its write buffer (sampled every few seconds):
-//!   `herenow_redis_up` (1 while Redis answers), `herenow_redis_buffered`
-//!   (members whose writes wait for Redis), `herenow_redis_dropped_total`
-//!   (writes the buffer's cap refused), `herenow_redis_replayed_total`,
-//!   `herenow_redis_unreplicated_total` (with `--redis-wait-replicas`:
-//!   writes acknowledged without the replicas asked for);
-//! - with a Redis store, every call it makes, labelled `op` (what the call
-//!   was for: `heartbeat`, `leave`, `list`, `tick`, `outbox_claim`,
-//!   `wait`…, a fixed set): `herenow_redis_command_duration_seconds`
-//!   (from sending to the answer, buckets from 50 µs) and
-//!   `herenow_redis_errors_total{op,outcome}` (`unavailable`: unreachable,
-//!   timed out or failing over; `error`: an answer herenow did not
-//!   expect);
-//! - with webhooks, per operator endpoint (label `endpoint`, its name;
-//!   every endpoint spaces name counts under one, `endpoint="spaces"`,
-//!   since whoever holds a write key can name any number of them over
-//!   time, and their queue depths are not exported; `GET /v1/webhooks`
-//!   shows each):
-//!   `herenow_webhook_delivered_total` (events answered 2xx),
-//!   `herenow_webhook_retries_total` (requests sent again),
-//!   `herenow_webhook_failures_total` (requests that failed),
-//!   `herenow_webhook_dropped_total{reason}` (events given up: `overflow`,
-//!   `rejected`, `expired`), `herenow_webhook_queue_depth` (gauge) and
-//!   `herenow_webhook_request_duration_seconds`; and the store's outbox,
-//!   sampled: `herenow_webhook_outbox_depth`, `herenow_webhook_outbox_pending`
-//!   (gauges), `herenow_webhook_outbox_trimmed_total`.
-//!
 //! Every metric carries the label `store` (`memory`, `redis`): several
 //! servers on different stores can feed one Prometheus.
 //!
-//! Every metric is described ([`DESCRIPTIONS`]), so the exposition has a
-//! `# HELP` line for each, as well as its `# TYPE`. No label takes
+//! Every metric is described ([`DESCRIPTIONS`], in `descriptions.rs`: the
+//! catalog of names, kinds and HELP texts, where a new metric is added), so
+//! the exposition has a `# HELP` line for each. No label takes
 //! unbounded values: the only one named after spaces,
 //! `herenow_space_members{space}`, is bounded to [`MAX_GAUGED_SPACES`]
 //! spaces (and a space drops out a minute after it stops being set);
@@ -66,9 +19,6 @@
 //!
 //! On a server whose API requires keys, `/metrics` needs a read key too
 //! (declared in `crate::routes`).
-//!
-//! `descriptions.rs` is the catalog: every family's name, kind and HELP
-//! text; a metric added here is described there.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -124,37 +74,15 @@ pub enum Query {
 }
 
 impl Query {
-    const ALL: [Query; 12] = [
-        Query::Member,
-        Query::Status,
-        Query::Online,
-        Query::Count,
-        Query::OnlineAmong,
-        Query::OnlineFriends,
-        Query::Friends,
-        Query::Config,
-        Query::Spaces,
-        Query::History,
-        Query::User,
-        Query::UsersStatus,
+    /// Every endpoint and its `endpoint` label.
+    #[rustfmt::skip]
+    const LABELS: [(Query, &'static str); 12] = [
+        (Query::Member, "member"), (Query::Status, "status"), (Query::Online, "online"),
+        (Query::Count, "count"), (Query::OnlineAmong, "online_among"),
+        (Query::OnlineFriends, "online_friends"), (Query::Friends, "friends"),
+        (Query::Config, "config"), (Query::Spaces, "spaces"), (Query::History, "history"),
+        (Query::User, "user"), (Query::UsersStatus, "users_status"),
     ];
-
-    fn label(self) -> &'static str {
-        match self {
-            Query::Member => "member",
-            Query::Status => "status",
-            Query::Online => "online",
-            Query::Count => "count",
-            Query::OnlineAmong => "online_among",
-            Query::OnlineFriends => "online_friends",
-            Query::Friends => "friends",
-            Query::Config => "config",
-            Query::Spaces => "spaces",
-            Query::History => "history",
-            Query::User => "user",
-            Query::UsersStatus => "users_status",
-        }
-    }
 }
 
 const META: Metadata<'static> = Metadata::new(module_path!(), Level::INFO, None);
@@ -203,22 +131,19 @@ struct Inner {
 
 type RouteMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 
-fn key(name: &'static str, labels: Vec<Label>) -> Key {
-    Key::from_parts(name, labels)
+fn counter(r: &PrometheusRecorder, name: &'static str, labels: Vec<Label>) -> Counter {
+    r.register_counter(&Key::from_parts(name, labels), &META)
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
-        Self::new()
-    }
+fn gauge(r: &PrometheusRecorder, name: &'static str, labels: Vec<Label>) -> Gauge {
+    r.register_gauge(&Key::from_parts(name, labels), &META)
+}
+
+fn histogram(r: &PrometheusRecorder, name: &'static str, labels: Vec<Label>) -> Histogram {
+    r.register_histogram(&Key::from_parts(name, labels), &META)
 }
 
 impl Metrics {
-    /// A fresh recorder and its handles, labelled `store="memory"`.
-    pub fn new() -> Self {
-        Self::for_store("memory")
-    }
-
     /// A fresh recorder and its handles; every metric is labelled
     /// `store=STORE` (the store's [`name`](herenow_core::PresenceStore::name)).
     pub fn for_store(store: &'static str) -> Self {
@@ -252,45 +177,35 @@ impl Metrics {
             }
         }
         let handle = recorder.handle();
-        let heartbeats = recorder.register_counter(&key("herenow_heartbeats_total", vec![]), &META);
-        let erasures = recorder.register_counter(&key("herenow_erasures_total", vec![]), &META);
-        let queries = Query::ALL
+        let r = &recorder;
+        let queries = Query::LABELS
             .iter()
-            .map(|q| {
-                let k = key(
-                    "herenow_queries_total",
-                    vec![Label::new("endpoint", q.label())],
-                );
-                (*q, recorder.register_counter(&k, &META))
+            .map(|&(q, l)| {
+                let labels = vec![Label::new("endpoint", l)];
+                (q, counter(r, "herenow_queries_total", labels))
             })
             .collect();
-        let sweep =
-            recorder.register_histogram(&key("herenow_sweep_duration_seconds", vec![]), &META);
-        let expired = recorder.register_counter(&key("herenow_expired_total", vec![]), &META);
-        let forgotten = recorder.register_counter(&key("herenow_forgotten_total", vec![]), &META);
-        let transitions =
-            recorder.register_counter(&key("herenow_transitions_total", vec![]), &META);
         let ws_messages = crate::protocol::WS_MESSAGE_TYPES
             .iter()
-            .map(|t| {
-                let k = key("herenow_ws_messages_total", vec![Label::new("type", *t)]);
-                (*t, recorder.register_counter(&k, &META))
+            .map(|&t| {
+                let labels = vec![Label::new("type", t)];
+                (t, counter(r, "herenow_ws_messages_total", labels))
             })
             .collect();
         Self(Arc::new(Inner {
-            recorder,
             handle,
-            heartbeats,
-            erasures,
+            heartbeats: counter(r, "herenow_heartbeats_total", vec![]),
+            erasures: counter(r, "herenow_erasures_total", vec![]),
             queries,
-            sweep,
-            expired,
-            forgotten,
-            transitions,
+            sweep: histogram(r, "herenow_sweep_duration_seconds", vec![]),
+            expired: counter(r, "herenow_expired_total", vec![]),
+            forgotten: counter(r, "herenow_forgotten_total", vec![]),
+            transitions: counter(r, "herenow_transitions_total", vec![]),
             ws_messages,
             routes: RwLock::new(RouteMap::default()),
             #[cfg(feature = "redis")]
             redis_calls: RwLock::new(RouteMap::default()),
+            recorder,
         }))
     }
 
@@ -322,39 +237,27 @@ impl Metrics {
     /// Sets the members-per-space gauge of one space.
     pub fn space_members(&self, space: &str, users: u64, guests: u64) {
         for (kind, n) in [("user", users), ("guest", guests)] {
-            let k = key(
-                "herenow_space_members",
-                vec![
-                    Label::new("space", space.to_owned()),
-                    Label::new("kind", kind),
-                ],
-            );
-            self.0.recorder.register_gauge(&k, &META).set(n as f64);
+            let labels = vec![
+                Label::new("space", space.to_owned()),
+                Label::new("kind", kind),
+            ];
+            gauge(&self.0.recorder, "herenow_space_members", labels).set(n as f64);
         }
     }
 
     /// Sets the open-event-streams gauge.
     pub fn sse_subscribers(&self, n: usize) {
-        self.0
-            .recorder
-            .register_gauge(&key("herenow_sse_subscribers", vec![]), &META)
-            .set(n as f64);
+        gauge(&self.0.recorder, "herenow_sse_subscribers", vec![]).set(n as f64);
     }
 
     /// Sets the open-WebSockets gauge.
     pub fn ws_connections(&self, n: usize) {
-        self.0
-            .recorder
-            .register_gauge(&key("herenow_ws_connections", vec![]), &META)
-            .set(n as f64);
+        gauge(&self.0.recorder, "herenow_ws_connections", vec![]).set(n as f64);
     }
 
     /// Sets the alive-tasks gauge (the runtime's count, read by the caller).
     pub fn runtime_alive_tasks(&self, n: usize) {
-        self.0
-            .recorder
-            .register_gauge(&key("herenow_runtime_alive_tasks", vec![]), &META)
-            .set(n as f64);
+        gauge(&self.0.recorder, "herenow_runtime_alive_tasks", vec![]).set(n as f64);
     }
 
     /// Counts one client message of a type from [`crate::protocol::WS_MESSAGE_TYPES`].
@@ -367,33 +270,25 @@ impl Metrics {
     /// Counts one WebSocket error by its code (a fixed set: the protocol's
     /// and the core's codes).
     pub fn ws_error(&self, code: &'static str) {
-        let k = key("herenow_ws_errors_total", vec![Label::new("code", code)]);
-        self.0.recorder.register_counter(&k, &META).increment(1);
+        let labels = vec![Label::new("code", code)];
+        counter(&self.0.recorder, "herenow_ws_errors_total", labels).increment(1);
     }
 
     /// Counts one socket the server closed, by close code.
     pub fn ws_close(&self, code: u16) {
-        let k = key(
-            "herenow_ws_closes_total",
-            vec![Label::new("code", code.to_string())],
-        );
-        self.0.recorder.register_counter(&k, &META).increment(1);
+        let labels = vec![Label::new("code", code.to_string())];
+        counter(&self.0.recorder, "herenow_ws_closes_total", labels).increment(1);
     }
 
     /// Sets the gauges and counters of a Redis store's write buffer.
     #[cfg(feature = "redis")]
     pub fn redis(&self, stats: &herenow_redis::RedisStats) {
         let r = &self.0.recorder;
-        r.register_gauge(&key("herenow_redis_up", vec![]), &META)
-            .set(if stats.redis_up { 1.0 } else { 0.0 });
-        r.register_gauge(&key("herenow_redis_buffered", vec![]), &META)
-            .set(stats.buffered as f64);
-        r.register_counter(&key("herenow_redis_dropped_total", vec![]), &META)
-            .absolute(stats.dropped);
-        r.register_counter(&key("herenow_redis_replayed_total", vec![]), &META)
-            .absolute(stats.replayed);
-        r.register_counter(&key("herenow_redis_unreplicated_total", vec![]), &META)
-            .absolute(stats.unreplicated);
+        gauge(r, "herenow_redis_up", vec![]).set(if stats.redis_up { 1.0 } else { 0.0 });
+        gauge(r, "herenow_redis_buffered", vec![]).set(stats.buffered as f64);
+        counter(r, "herenow_redis_dropped_total", vec![]).absolute(stats.dropped);
+        counter(r, "herenow_redis_replayed_total", vec![]).absolute(stats.replayed);
+        counter(r, "herenow_redis_unreplicated_total", vec![]).absolute(stats.unreplicated);
     }
 
     /// Records one call a Redis store made (see [`CallObserver`]).
@@ -406,25 +301,21 @@ impl Metrics {
         took: Duration,
         outcome: herenow_redis::CallOutcome,
     ) {
-        let secs = took.as_secs_f64();
+        let r = &self.0.recorder;
         let cached = self.0.redis_calls.read().get(op).cloned();
         let h = cached.unwrap_or_else(|| {
-            let k = key(REDIS_CALL_SECONDS, vec![Label::new("op", op)]);
-            let h = self.0.recorder.register_histogram(&k, &META);
+            let h = histogram(r, REDIS_CALL_SECONDS, vec![Label::new("op", op)]);
             self.0.redis_calls.write().insert(op, h.clone());
             h
         });
-        h.record(secs);
+        h.record(took.as_secs_f64());
         if outcome != herenow_redis::CallOutcome::Ok {
             // Rare: registered (looked up) each time.
-            let k = key(
-                "herenow_redis_errors_total",
-                vec![
-                    Label::new("op", op),
-                    Label::new("outcome", outcome.as_str()),
-                ],
-            );
-            self.0.recorder.register_counter(&k, &META).increment(1);
+            let labels = vec![
+                Label::new("op", op),
+                Label::new("outcome", outcome.as_str()),
+            ];
+            counter(r, "herenow_redis_errors_total", labels).increment(1);
         }
     }
 
@@ -444,50 +335,38 @@ impl Metrics {
     fn webhook_labelled(&self, endpoint: &str, queue: bool) -> WebhookMetrics {
         let r = &self.0.recorder;
         let label = || vec![Label::new("endpoint", endpoint.to_owned())];
-        let counter = |name| r.register_counter(&key(name, label()), &META);
         WebhookMetrics {
-            delivered: counter("herenow_webhook_delivered_total"),
-            retried: counter("herenow_webhook_retries_total"),
-            failed: counter("herenow_webhook_failures_total"),
+            delivered: counter(r, "herenow_webhook_delivered_total", label()),
+            retried: counter(r, "herenow_webhook_retries_total", label()),
+            failed: counter(r, "herenow_webhook_failures_total", label()),
             dropped: WebhookDrop::ALL.map(|reason| {
                 let mut labels = label();
                 labels.push(Label::new("reason", reason.label()));
-                r.register_counter(&key("herenow_webhook_dropped_total", labels), &META)
+                counter(r, "herenow_webhook_dropped_total", labels)
             }),
             queue: if queue {
-                r.register_gauge(&key("herenow_webhook_queue_depth", label()), &META)
+                gauge(r, "herenow_webhook_queue_depth", label())
             } else {
                 Gauge::noop()
             },
-            latency: r.register_histogram(
-                &key("herenow_webhook_request_duration_seconds", label()),
-                &META,
-            ),
+            latency: histogram(r, "herenow_webhook_request_duration_seconds", label()),
         }
     }
 
     /// Sets the gauges and counter of the store's webhook outbox.
     pub fn webhook_outbox(&self, stats: &OutboxStats) {
         let r = &self.0.recorder;
-        r.register_gauge(&key("herenow_webhook_outbox_depth", vec![]), &META)
-            .set(stats.depth as f64);
-        r.register_gauge(&key("herenow_webhook_outbox_pending", vec![]), &META)
-            .set(stats.pending as f64);
-        r.register_counter(&key("herenow_webhook_outbox_trimmed_total", vec![]), &META)
-            .absolute(stats.trimmed);
+        gauge(r, "herenow_webhook_outbox_depth", vec![]).set(stats.depth as f64);
+        gauge(r, "herenow_webhook_outbox_pending", vec![]).set(stats.pending as f64);
+        counter(r, "herenow_webhook_outbox_trimmed_total", vec![]).absolute(stats.trimmed);
     }
 
     /// An event a space's webhook endpoint did not get: this server runs
     /// as many lanes to spaces' endpoints as it may, or the endpoint the
     /// store holds cannot be used.
     pub fn webhook_space_endpoint_skipped(&self) {
-        self.0
-            .recorder
-            .register_counter(
-                &key("herenow_webhook_space_endpoint_skipped_total", vec![]),
-                &META,
-            )
-            .increment(1);
+        let name = "herenow_webhook_space_endpoint_skipped_total";
+        counter(&self.0.recorder, name, vec![]).increment(1);
     }
 
     /// Records a request's latency under its route pattern.
@@ -497,14 +376,15 @@ impl Metrics {
             h.record(secs);
             return;
         }
-        let k = key(
+        let labels = vec![
+            Label::new("route", route.to_owned()),
+            Label::new("method", method),
+        ];
+        let h = histogram(
+            &self.0.recorder,
             "herenow_http_request_duration_seconds",
-            vec![
-                Label::new("route", route.to_owned()),
-                Label::new("method", method),
-            ],
+            labels,
         );
-        let h = self.0.recorder.register_histogram(&k, &META);
         h.record(secs);
         self.0
             .routes

@@ -15,7 +15,6 @@ use axum::http::header;
 use axum::routing::get;
 use utoipa::OpenApi;
 use utoipa::openapi::OpenApiVersion;
-use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::{
     ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
 };
@@ -115,47 +114,36 @@ fn declare_security(openapi: &mut utoipa::openapi::OpenApi, open: bool) {
 
 /// What every operation may answer besides its own responses, declared
 /// once here rather than on each handler: a client generated from the
-/// document then knows every answer it can get.
-struct CommonAnswers;
+/// document then knows every answer it can get. The last field: only
+/// operations with a body.
+const COMMON_ANSWERS: [(&str, &str, bool); 6] = [
+    ("400", "Bad input: the problem's `code` names it", false),
+    ("401", "Missing or unknown API key", false),
+    ("403", "The API key's scope does not allow this", false),
+    ("413", "Request body larger than 4 MiB", true),
+    ("415", "Request body is not `application/json`", true),
+    (
+        "503",
+        "Store unavailable, timed out or shutting down; see `Retry-After`",
+        false,
+    ),
+];
 
-impl CommonAnswers {
-    const ANSWERS: [(&'static str, &'static str, bool); 6] = [
-        ("400", "Bad input: the problem's `code` names it", false),
-        ("401", "Missing or unknown API key", false),
-        ("403", "The API key's scope does not allow this", false),
-        ("413", "Request body larger than 4 MiB", true),
-        ("415", "Request body is not `application/json`", true),
-        (
-            "503",
-            "Store unavailable, timed out or shutting down; see `Retry-After`",
-            false,
-        ),
-    ];
-
-    fn add_answers(op: &mut Operation, has_body: bool) {
-        for (status, description, body_only) in Self::ANSWERS {
-            if body_only && !has_body {
-                continue;
-            }
-            op.responses
-                .responses
-                .entry(status.to_owned())
-                .or_insert_with(|| problem::answer(description));
-        }
-    }
-}
-
-impl CommonAnswers {
-    fn add(openapi: &mut utoipa::openapi::OpenApi) {
-        for item in openapi.paths.paths.values_mut() {
-            for (op, has_body) in [
-                (&mut item.get, false),
-                (&mut item.delete, false),
-                (&mut item.put, true),
-                (&mut item.post, true),
-            ] {
-                if let Some(op) = op {
-                    Self::add_answers(op, has_body);
+fn add_common_answers(openapi: &mut utoipa::openapi::OpenApi) {
+    for item in openapi.paths.paths.values_mut() {
+        for (op, has_body) in [
+            (&mut item.get, false),
+            (&mut item.delete, false),
+            (&mut item.put, true),
+            (&mut item.post, true),
+        ] {
+            let Some(op) = op else { continue };
+            for (status, description, body_only) in COMMON_ANSWERS {
+                if has_body || !body_only {
+                    op.responses
+                        .responses
+                        .entry(status.to_owned())
+                        .or_insert_with(|| problem::answer(description));
                 }
             }
         }
@@ -168,7 +156,7 @@ impl CommonAnswers {
 /// server's constraints and the streams' events written in.
 pub(crate) fn document(mut openapi: utoipa::openapi::OpenApi, open: bool) -> serde_json::Value {
     declare_security(&mut openapi, open);
-    CommonAnswers::add(&mut openapi);
+    add_common_answers(&mut openapi);
     openapi.openapi = OpenApiVersion::Version32;
     let mut doc = serde_json::to_value(&openapi).expect("the OpenAPI document serializes");
     rules::apply(&mut doc);

@@ -1,19 +1,16 @@
 //! The live who's-online page at `/` and its assets, embedded in the binary.
 //!
-//! Seed 002's `/online` page made real: plain HTML, CSS and JavaScript with
+//! Plain HTML, CSS and JavaScript from `crates/herenow-server/assets`, with
 //! no build step and nothing loaded from elsewhere, so the page works on a
-//! machine with no network. The files live in `crates/herenow-server/assets`
-//! and are compiled in with `include_str!`. The script talks to the public
-//! API only (`/v1/spaces`, `.../count`, `.../history`, `.../online`,
-//! `/v1/tokens`, `/v1/friends/{user}/add` and `/remove`, and the `/v1/ws`
-//! socket through `/client.js`, whose `watch` feeds the friends list in
-//! `/friends.js`), so the page needs nothing from the server that any
-//! other client could not have.
+//! machine with no network. The script talks to the public API only (and
+//! `/v1/ws` through `/client.js`, the browser client of docs/PROTOCOL.md),
+//! so the page needs nothing from the server that any other client could
+//! not have.
 
 use axum::Router;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{MethodRouter, get};
 
 const INDEX_HTML: &str = include_str!("../assets/index.html");
 const APP_JS: &str = include_str!("../assets/app.js");
@@ -35,17 +32,22 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 const HTML_CACHE: &str = "no-cache";
 const ASSET_CACHE: &str = "public, max-age=60";
 
-/// Routes for `/` and the page's assets (`/app.js`, `/client.js`,
-/// `/friends.js`, `/style.css`, `/favicon.svg`). Stateless, so it merges into a router of any state.
+const JS: &str = "text/javascript; charset=utf-8";
+
+/// Routes for `/` and the page's assets. Stateless, so it merges into a
+/// router of any state.
 pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
         .route("/", get(index))
         .route("/index.html", get(index))
-        .route("/app.js", get(app_js))
-        .route("/client.js", get(client_js))
-        .route("/friends.js", get(friends_js))
-        .route("/style.css", get(style_css))
-        .route("/favicon.svg", get(favicon))
+        .route("/app.js", asset_route(APP_JS, JS))
+        .route("/client.js", asset_route(CLIENT_JS, JS))
+        .route("/friends.js", asset_route(FRIENDS_JS, JS))
+        .route(
+            "/style.css",
+            asset_route(STYLE_CSS, "text/css; charset=utf-8"),
+        )
+        .route("/favicon.svg", asset_route(FAVICON_SVG, "image/svg+xml"))
 }
 
 async fn index() -> Response {
@@ -63,26 +65,12 @@ async fn index() -> Response {
     res
 }
 
-async fn app_js() -> Response {
-    asset(APP_JS, "text/javascript; charset=utf-8", ASSET_CACHE)
-}
-
-/// The browser client (docs/PROTOCOL.md), for this page and for any site's.
-async fn client_js() -> Response {
-    asset(CLIENT_JS, "text/javascript; charset=utf-8", ASSET_CACHE)
-}
-
-/// The page's friends list, a part of the page split from `app.js`.
-async fn friends_js() -> Response {
-    asset(FRIENDS_JS, "text/javascript; charset=utf-8", ASSET_CACHE)
-}
-
-async fn style_css() -> Response {
-    asset(STYLE_CSS, "text/css; charset=utf-8", ASSET_CACHE)
-}
-
-async fn favicon() -> Response {
-    asset(FAVICON_SVG, "image/svg+xml", ASSET_CACHE)
+/// `GET` of an asset the page loads.
+fn asset_route<S: Clone + Send + Sync + 'static>(
+    body: &'static str,
+    content_type: &'static str,
+) -> MethodRouter<S> {
+    get(move || async move { asset(body, content_type, ASSET_CACHE) })
 }
 
 fn asset(body: &'static str, content_type: &'static str, cache: &'static str) -> Response {

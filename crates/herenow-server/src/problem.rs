@@ -177,15 +177,11 @@ impl IntoResponses for BadInput {
 /// "bad-member-id" → "Bad member id": titles follow codes, so they can
 /// never disagree.
 fn title_of(code: &str) -> String {
-    let mut title = String::with_capacity(code.len());
-    for (i, c) in code.chars().enumerate() {
-        match c {
-            '-' => title.push(' '),
-            c if i == 0 => title.push(c.to_ascii_uppercase()),
-            c => title.push(c),
-        }
-    }
-    title
+    let title = code.replace('-', " ");
+    let mut chars = title.chars();
+    chars.next().map_or_else(String::new, |first| {
+        first.to_ascii_uppercase().to_string() + chars.as_str()
+    })
 }
 
 impl IntoResponse for ApiError {

@@ -257,7 +257,6 @@ impl AppState {
     }
 }
 
-/// The latency middleware takes only the metrics.
 impl FromRef<AppState> for WatchState {
     fn from_ref(state: &AppState) -> Self {
         WatchState {
@@ -269,6 +268,7 @@ impl FromRef<AppState> for WatchState {
     }
 }
 
+/// The latency middleware takes only the metrics.
 impl FromRef<AppState> for Metrics {
     fn from_ref(state: &AppState) -> Self {
         state.0.metrics.clone()

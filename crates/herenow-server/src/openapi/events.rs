@@ -9,14 +9,9 @@ use serde_json::{Value, json};
 use super::rules::{id_schema, space_schema};
 
 /// The member events of `GET /v1/spaces/{space}/events`.
+#[rustfmt::skip]
 const MEMBER_EVENTS: [&str; 7] = [
-    "join",
-    "away",
-    "back",
-    "leave",
-    "update",
-    "connect",
-    "disconnect",
+    "join", "away", "back", "leave", "update", "connect", "disconnect",
 ];
 
 /// Adds the event schemas and points each stream's answer at them.

@@ -1,31 +1,20 @@
 //! Where spaces' webhook endpoints may send: not into the server's own
 //! network unless the operator allowed it.
 //!
-//! Whoever holds a write key sets a space's endpoints
-//! (`PUT /v1/spaces/{space}/config`). Left alone, that would let a
-//! backend, a CI job or a leaked key make the server send requests to
-//! its own loopback, its cloud's metadata address (169.254.169.254) or
-//! anything on its private network, and read back through
-//! `GET /v1/webhooks` whether something listens there. So an endpoint a
-//! space names may not reach an address of a [`Refused`] class (loopback,
-//! link-local, private, shared (CGNAT), unique-local, multicast,
-//! unspecified, broadcast, and the IPv4-mapped IPv6 forms of those)
-//! unless [`SpaceWebhookAllow`] (`--space-webhook-allow HOST|CIDR,...`)
-//! names its host or a network holding the address.
+//! Whoever holds a write key sets a space's endpoints, which could
+//! otherwise make the server send requests to its own loopback, its
+//! cloud's metadata address (169.254.169.254) or its private network, and
+//! read back through `GET /v1/webhooks` whether something listens there.
+//! So an endpoint a space names may not reach an address of a [`Refused`]
+//! class (IPv4-mapped forms included) unless [`SpaceWebhookAllow`]
+//! (`--space-webhook-allow HOST|CIDR,...`) names its host or network.
 //!
-//! It is checked twice:
-//!
-//! - when set ([`SpaceWebhookAllow::check_url`]): the URL's host, an
-//!   address or a name resolved then (`localhost` and `*.localhost` are
-//!   loopback without asking DNS); a refusal is a `400` naming the rule;
-//! - at connect time, on every address a name resolves to
-//!   ([`GuardedResolver`], the DNS resolver of the client that delivers
-//!   to spaces' endpoints), so a name that resolves inward later is
-//!   refused too; and an address written in the URL, which is not
-//!   resolved, is checked again when its lane starts.
-//!
-//! The operator's own `--webhook` endpoints are not restricted: they go
-//! through another client.
+//! It is checked when set ([`SpaceWebhookAllow::check_url`]; a refusal is
+//! a `400` naming the rule), and at connect time on every address a name
+//! resolves to ([`GuardedResolver`]), so a name that resolves inward later
+//! is refused too; an address written in the URL is checked again when
+//! its lane starts. The operator's own `--webhook` endpoints go through
+//! another client and are not restricted.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::str::FromStr;
@@ -89,41 +78,34 @@ impl Refused {
 
     fn of_v4(ip: Ipv4Addr) -> Option<Refused> {
         let [a, b, ..] = ip.octets();
-        if ip.is_loopback() {
-            Some(Refused::Loopback)
-        } else if ip.is_link_local() {
-            Some(Refused::LinkLocal)
-        } else if ip.is_private() {
-            Some(Refused::Private)
-        } else if a == 100 && (b & 0xc0) == 64 {
-            Some(Refused::Shared)
-        } else if ip.is_multicast() {
-            Some(Refused::Multicast)
-        } else if a == 0 {
-            Some(Refused::Unspecified)
-        } else if ip.is_broadcast() {
-            Some(Refused::Broadcast)
-        } else {
-            None
-        }
+        first_of([
+            (ip.is_loopback(), Refused::Loopback),
+            (ip.is_link_local(), Refused::LinkLocal),
+            (ip.is_private(), Refused::Private),
+            (a == 100 && (b & 0xc0) == 64, Refused::Shared),
+            (ip.is_multicast(), Refused::Multicast),
+            (a == 0, Refused::Unspecified),
+            (ip.is_broadcast(), Refused::Broadcast),
+        ])
     }
 
     fn of_v6(ip: Ipv6Addr) -> Option<Refused> {
         let first = ip.segments()[0];
-        if ip.is_loopback() {
-            Some(Refused::Loopback)
-        } else if ip.is_unspecified() {
-            Some(Refused::Unspecified)
-        } else if first & 0xffc0 == 0xfe80 {
-            Some(Refused::LinkLocal)
-        } else if first & 0xfe00 == 0xfc00 {
-            Some(Refused::UniqueLocal)
-        } else if ip.is_multicast() {
-            Some(Refused::Multicast)
-        } else {
-            None
-        }
+        first_of([
+            (ip.is_loopback(), Refused::Loopback),
+            (ip.is_unspecified(), Refused::Unspecified),
+            (first & 0xffc0 == 0xfe80, Refused::LinkLocal),
+            (first & 0xfe00 == 0xfc00, Refused::UniqueLocal),
+            (ip.is_multicast(), Refused::Multicast),
+        ])
     }
+}
+
+/// The class of the first rule that holds.
+fn first_of<const N: usize>(rules: [(bool, Refused); N]) -> Option<Refused> {
+    rules
+        .into_iter()
+        .find_map(|(holds, class)| holds.then_some(class))
 }
 
 /// An address network: an address and how many leading bits count.
@@ -186,11 +168,10 @@ impl FromStr for SpaceWebhookAllow {
     /// Entries separated by commas: host names (matched exactly, case
     /// aside), addresses, networks as `ADDRESS/PREFIX`.
     fn from_str(list: &str) -> Result<Self, AllowError> {
-        let mut allow = Self::default();
-        for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-            allow.entries.push(parse_entry(entry)?);
-        }
-        Ok(allow)
+        let entries = list.split(',').map(str::trim).filter(|e| !e.is_empty());
+        Ok(Self {
+            entries: entries.map(parse_entry).collect::<Result<_, _>>()?,
+        })
     }
 }
 

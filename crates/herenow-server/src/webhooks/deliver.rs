@@ -1,25 +1,12 @@
 //! Delivery to one endpoint: its bounded queue, drained by one task that
 //! sends one batch at a time (so a member's events arrive in order), and
 //! retries a failed batch, unchanged, with exponential backoff and full
-//! jitter until it succeeds, is refused, or grows too old.
-//!
-//! What fails how:
-//!
-//! - 2xx: delivered;
-//! - timeout, connection error, 5xx, 408, 429: retried after
-//!   `Retry-After` (seconds or an HTTP date, capped) or a random delay up
-//!   to `base · 2^attempt` (capped), as long as the batch's oldest event
-//!   would still be younger than `max_age` at the next try; then dropped
-//!   and counted `expired`;
-//! - any other status (4xx, a redirect, which is never followed): dropped
-//!   and counted `rejected`.
+//! jitter until it succeeds, is refused, or grows too old. Which answer
+//! does what is docs/API.md's "Answers"; [`classify`] decides it.
 //!
 //! An event's age is counted from when it happened (the store's clock),
-//! not from its first attempt: an event that waited in the outbox while
-//! no server delivered, or that a restart hands out again, is not sent
-//! once it is `max_age` old (dropped and counted `expired` without a
-//! request), so an endpoint back after a long outage gets the recent
-//! events, not a day-old backlog of joins and leaves.
+//! not from its first attempt, so an endpoint back after a long outage
+//! gets the recent events, not a day-old backlog of joins and leaves.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -271,13 +258,12 @@ impl Lane {
 
 /// One signed `POST` of `batch` to `endpoint` at `now_ms`.
 pub async fn send(client: &Client, endpoint: &Endpoint, batch: &Batch, now_ms: Millis) -> Attempt {
-    match post(client, endpoint, batch, now_ms).await {
-        Ok(attempt) => attempt,
-        Err(e) => Attempt::Retry {
+    post(client, endpoint, batch, now_ms)
+        .await
+        .unwrap_or_else(|e| Attempt::Retry {
             why: describe(&e),
             retry_after: None,
-        },
-    }
+        })
 }
 
 /// What a space's endpoint shows in `GET /v1/webhooks` for a request

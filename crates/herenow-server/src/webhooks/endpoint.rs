@@ -216,8 +216,7 @@ impl Endpoint {
             Some(s) => s,
             None => default_secret.cloned().ok_or(WebhookError::NoSecret)?,
         };
-        let name = name
-            .unwrap_or_else(|| format!("{index}:{}", url.host_str().unwrap_or("host").to_owned()));
+        let name = name.unwrap_or_else(|| format!("{index}:{}", url.host_str().unwrap_or("host")));
         Ok(Endpoint {
             name,
             url,
@@ -237,15 +236,11 @@ impl Endpoint {
         hash.update(hook.url.as_bytes());
         hash.update([0]);
         hash.update(hook.secret.as_bytes());
-        let hash = hash.finalize();
-        let name = format!(
-            "space:{}:{:02x}{:02x}{:02x}{:02x}",
-            url.host_str().unwrap_or("host"),
-            hash[0],
-            hash[1],
-            hash[2],
-            hash[3]
-        );
+        let hash: String = hash.finalize()[..4]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let name = format!("space:{}:{hash}", url.host_str().unwrap_or("host"));
         Ok(Endpoint {
             name,
             url,
@@ -414,17 +409,12 @@ impl Default for Filter {
 impl Filter {
     /// Every space, events of `kinds` only.
     pub fn of_kinds(kinds: &[OutboxKind]) -> Self {
-        let mut bits = 0u8;
-        for (i, k) in OutboxKind::ALL.iter().enumerate() {
-            if kinds.contains(k) {
-                bits |= 1 << i;
-            }
-        }
+        let kinds = (OutboxKind::ALL.iter().enumerate())
+            .filter(|(_, k)| kinds.contains(k))
+            .fold(0, |bits, (i, _)| bits | 1 << i);
         Self {
-            kinds: bits,
-            spaces: None,
-            or_spaces: None,
-            messages: false,
+            kinds,
+            ..Self::default()
         }
     }
 

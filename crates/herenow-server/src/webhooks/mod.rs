@@ -2,45 +2,22 @@
 //! Standard Webhooks specification says, delivered at least once.
 //!
 //! The events wait in the store's outbox ([`herenow_core::outbox`]), not
-//! here: in Redis every server shares it and each event is claimed by one
-//! of them, and with `--data-dir` the memory store keeps it across a
-//! restart. This module only claims, delivers and acknowledges:
+//! here: in Redis every server shares it, and with `--data-dir` the memory
+//! store keeps it across a restart. This module only claims, delivers and
+//! acknowledges. The claim loop ([`Webhooks::start`]) hands each claimed
+//! event to the queues of the endpoints whose filter wants it, and
+//! acknowledges it once every one of them finished it (delivered, or gave
+//! up and counted), at once when none wants it. Without operator endpoints
+//! it sleeps until the store holds a space's endpoints.
 //!
-//! - the claim loop ([`Webhooks::start`]) asks the store for events every
-//!   `poll` (at once again while it gets full batches), as much as the
-//!   roomiest endpoint queue can take (nothing when all are full: the
-//!   call still tells the store this server lives), and hands each event to the queues
-//!   of the endpoints whose filter wants it; it acknowledges an event once
-//!   every one of them finished it (delivered, or gave up and counted),
-//!   and at once when none wants it;
-//! - `deliver`: one task per endpoint drains its bounded queue in batches
-//!   of at most 100 events and 256 KiB, one request at a time, retrying a
-//!   batch until it is delivered, refused or too old. A full queue drops
-//!   the event for that endpoint alone (counted `overflow`), so a slow or
-//!   dead endpoint never holds back another, nor heartbeats;
-//! - `space`: the endpoints spaces' configurations name, found in the
-//!   store (cached per space, looked up again when the store says they
-//!   changed) and delivered to by lanes like the operator's;
-//! - `allow`: where spaces' endpoints may send (not into the server's
-//!   own network unless `--space-webhook-allow` says so), checked when
-//!   they are set and by the resolver of the client that delivers to
-//!   them;
-//! - Pusher apps' endpoints (`--pusher-webhook`, [`PusherTarget`]) are
-//!   delivered by lanes like the operator's, each event written in the
-//!   [`EventFormat`] the target brings (the Pusher protocol's module
-//!   writes it, and keeps the client events its sockets send in the
-//!   outbox as messages, [`Webhooks::keep_message`]);
-//! - `endpoint` is the configuration and its filter, `sign` the
-//!   signatures, `wire` the body and headers, `state` the numbers
-//!   `GET /v1/webhooks` and `/metrics` show;
-//! - `live`: the endpoints a reload of the server's settings changes
-//!   while running ([`Webhooks::reconfigure`]), the claim loop's lanes
-//!   following them.
-//!
-//! Without operator endpoints the claim loop sleeps until the store holds
-//! a space's endpoints (its version of them is above 0, looked at every
-//! few seconds and at once when this server sets some), then claims like
-//! any other.
+//! `deliver` drains one endpoint's bounded queue; `space` finds the
+//! endpoints spaces name and `allow` says where they may send; `endpoint`
+//! is the configuration and its filter, `sign` the signatures, `wire` the
+//! body and headers, `state` what `GET /v1/webhooks` and `/metrics` show;
+//! `live` follows a reload ([`Webhooks::reconfigure`]). Pusher apps'
+//! endpoints ([`PusherTarget`](endpoint::PusherTarget)) get lanes like the operator's, each event
+//! written in the [`EventFormat`] the target brings (client events are
+//! kept in the outbox as messages, [`Webhooks::keep_message`]).
 //!
 //! A server that dies mid-delivery leaves its claimed events pending; once
 //! they have been idle for `reclaim_idle`, another server's claim takes
@@ -299,21 +276,19 @@ impl Webhooks {
             Some(outbox) if active => outbox.outbox_stats().await.ok().map(OutboxView::from),
             _ => None,
         };
-        let spaces: Vec<Arc<EndpointState>> = self.0.space_states.lock().clone();
         WebhooksView {
             enabled: active,
             consumer: active.then(|| self.0.consumer.clone()),
-            endpoints: self
-                .0
-                .live
-                .load()
-                .states
-                .iter()
-                .chain(&spaces)
-                .map(|s| s.view())
-                .collect(),
+            endpoints: self.states().iter().map(|s| s.view()).collect(),
             outbox,
         }
+    }
+
+    /// Every endpoint's numbers: the operator's, then spaces'.
+    fn states(&self) -> Vec<Arc<EndpointState>> {
+        let mut states = self.0.live.load().states.clone();
+        states.extend(self.0.space_states.lock().iter().cloned());
+        states
     }
 
     /// Samples the gauges: queue depths (set again so they never go
@@ -322,8 +297,7 @@ impl Webhooks {
         if !self.is_active() {
             return;
         }
-        let spaces: Vec<Arc<EndpointState>> = self.0.space_states.lock().clone();
-        for s in self.0.live.load().states.iter().chain(&spaces) {
+        for s in self.states() {
             s.set_depth(s.view().queue.depth as usize);
         }
         let Some(outbox) = self.0.store.webhook_outbox() else {
