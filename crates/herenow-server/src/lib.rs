@@ -9,8 +9,50 @@
 //! public: [`Config`] and its parts, [`Backend`], [`AppState`],
 //! [`Metrics`], [`token`], [`ServerError`], the wire types a client reads
 //! ([`protocol`], [`ws::wire`], [`Problem`], [`SnapshotData`]) and
-//! [`persist`], the memory store's snapshot file. ARCHITECTURE.md's code
-//! map says what each private module does.
+//! [`persist`], the memory store's snapshot file. Everything else is the
+//! crate's own:
+//!
+//! - `config`: what the binary builds from flags; `backend`: the one
+//!   handle on the store built from that spec, with the duties of its kind
+//!   (snapshots, readiness, buffer gauges, a last flush); `state`: what
+//!   every handler shares, and [`AppState::reload`], new settings applied
+//!   while serving ([`ReloadReport`]);
+//! - `routes`: every route, each declared once with the scope of API key
+//!   it needs, which also makes its entry in `/openapi.json` (`openapi`);
+//! - `api`: the JSON API under `/v1` (see `docs/API.md`), one file per
+//!   resource, with RFC 9457 problem responses for every error (`problem`;
+//!   extractors that reject with problems in `extract`);
+//! - `auth`: the key check, over `api_keys`, the configured API keys and
+//!   their constant-time lookup; `layers`: each route's one middleware
+//!   (latency, key, timeout);
+//! - `sse`: Server-Sent Events, a snapshot then every event of a space;
+//! - `socket`: one socket core under both WebSocket protocols (the
+//!   upgrade, the bounded queue and its writer, the session loop with the
+//!   liveness probe, and the hub: the sockets' bound, the tracker shutdown
+//!   waits on, connection ids);
+//! - [`ws`]: herenow's WebSocket protocol at `/v1/ws` (docs/PROTOCOL.md)
+//!   on that core: its messages, live connections, invisible mode,
+//!   subscriptions, one session type per job, with tokens from [`token`]
+//!   (`POST /v1/tokens`); `watch`: following users across spaces (its
+//!   hub, what a watcher is told, `POST /v1/watch`);
+//! - `pusher`: everything of the Pusher Channels protocol
+//!   (docs/PUSHER.md): its socket on the same core, its signed HTTP API,
+//!   what its sockets share in one server (apps, channels, member feeds,
+//!   the relay between servers), its apps' configuration and its webhook
+//!   format;
+//! - [`persist`] (the memory store's snapshot file) and `journal` (its
+//!   journal in the data directory, over `herenow-journal`);
+//! - `page`: the live who's-online page at `/` and its assets, embedded in
+//!   the binary; `demo`: simulated visitors for `herenow serve --demo`;
+//! - `webhooks`: the backend told of joins and leaves, signed (Standard
+//!   Webhooks, or Pusher's format for `--pusher-webhook`), claimed from
+//!   the store's outbox so that one of many servers delivers each event;
+//! - `streams`: the event streams' bound, which `sse` and the watch's
+//!   stream share;
+//! - `metrics`, `ops` (health), `history` (count history), `background`
+//!   (the ticker, samplers and the store's periodic duty), `listener` (the
+//!   connection bound), `error`, and `fuzzing` (test support for the
+//!   property tests that fuzz the decoders).
 //!
 //! It knows HTTP and files, but no store internals: it talks to
 //! `Arc<dyn PresenceStore>`; only [`Backend`] knows the concrete
