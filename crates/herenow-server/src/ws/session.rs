@@ -1,20 +1,11 @@
-//! One WebSocket connection: herenow's protocol on the socket core
-//! ([`crate::socket`]). The core reads frames, probes liveness, drains at
-//! shutdown and writes what the session queues; the session reads client
-//! messages, applies them, forwards its subscriptions' events, and holds
-//! its own deadlines (hello, idle, a stalled queue). Nothing the session
-//! does waits on a slow client: what a client too slow for the queue
-//! loses is the [`SendQueue`]'s drop policy.
+//! One WebSocket connection: herenow's [`Protocol`] on the socket core
+//! ([`crate::socket`]). The session applies client messages (through
+//! `msg`'s handlers), forwards its subscriptions' events and holds its
+//! own deadlines (hello, idle, a stalled queue); what a client too slow
+//! for the queue loses is the [`SendQueue`]'s drop policy.
 //!
-//! [`Session`] composes the parts of a connection, each with its own
-//! type: the protocol state (the connection id, the token's grant, the
-//! [`Joined`] spaces), the [`SendQueue`], the [`Subscriptions`], the
-//! [`Timers`] and the abuse [`Guards`]. The message handlers in `msg`
-//! call its methods; it dispatches to them through [`ClientMessage`].
-//!
-//! However the session ends (the client closes or vanishes, a timeout,
-//! abuse, shutdown), it detaches the connection from every space it joined
-//! before the socket is closed.
+//! However the session ends, it detaches the connection from every space
+//! it joined before the socket is closed.
 
 use std::sync::Arc;
 
@@ -205,11 +196,6 @@ impl Session {
 
     // ----- for the message handlers -------------------------------------
 
-    /// The spaces this connection joined, for a handler's checks.
-    pub(super) fn joined(&self) -> &Joined {
-        &self.joined
-    }
-
     /// The store's clock, which `welcome` and `pong` report: the time
     /// `last_seen_ms` values are on, whatever the client's clock says.
     pub(super) fn now_ms(&self) -> u64 {
@@ -308,19 +294,9 @@ impl Session {
     }
 
     /// Subscribes (or subscribes again) to `space`: a snapshot in pages,
-    /// the last carrying `reference`, then its events.
+    /// the last carrying `reference`, then its events; the snapshot is
+    /// marked `resync` when it starts a lagging subscription over.
     pub(super) async fn subscribe(
-        &mut self,
-        space: SpaceName,
-        page_size: usize,
-        reference: Option<Ref>,
-    ) -> Result<(), WsError> {
-        self.subscribe_as(space, page_size, reference, false).await
-    }
-
-    /// [`subscribe`](Self::subscribe), its snapshot marked `resync` when
-    /// it starts a lagging subscription over.
-    async fn subscribe_as(
         &mut self,
         space: SpaceName,
         page_size: usize,
@@ -477,10 +453,7 @@ impl Session {
     /// Starts a subscription over after lag.
     async fn restart(&mut self, space: SpaceName) {
         let page_size = self.subs.page_size(&space);
-        if let Err(e) = self
-            .subscribe_as(space.clone(), page_size, None, true)
-            .await
-        {
+        if let Err(e) = self.subscribe(space.clone(), page_size, None, true).await {
             self.unsubscribe(&space);
             self.fail(
                 None,
@@ -523,14 +496,17 @@ impl Session {
         &self,
         call: impl Future<Output = herenow_core::Result<T>>,
     ) -> Result<T, WsError> {
-        match timeout(self.state.request_timeout(), call).await {
-            Ok(r) => r.map_err(WsError::from),
-            Err(_) => Err(WsError::new(
-                "timeout",
-                "the store took longer than the server's request timeout",
-            )),
-        }
+        let bounded = timeout(self.state.request_timeout(), call).await;
+        bounded.map_err(|_| timed_out())?.map_err(WsError::from)
     }
+}
+
+/// The refusal of a call the store did not answer in time.
+pub(super) fn timed_out() -> WsError {
+    WsError::new(
+        "timeout",
+        "the store took longer than the server's request timeout",
+    )
 }
 
 /// What a session's own sources bring.

@@ -1,15 +1,8 @@
-//! A socket's presence channels: each a live connection of its member in
-//! the channel's space, refreshed while the socket lives; its roster and
-//! member events from the channel's feed (`pusher::hub`'s
-//! members). And the
-//! occupancy of its public and private channels, for webhooks: each a
-//! live connection of the channel's guest in the app's occupancy space.
+//! A socket's presence channels (a live connection of its member in each
+//! channel's space, refreshed while the socket lives) and the occupancy
+//! of its public and private channels.
 
-use std::sync::Arc;
-
-use herenow_core::{
-    Attach, AttachReport, Capability, MemberId, MemberKey, Metadata, PresenceStore, SpaceName,
-};
+use herenow_core::{Attach, Capability, MemberId, MemberKey, Metadata, SpaceName};
 
 use super::super::{ChannelKind, frames};
 use super::{LiveMembership, MAX_STALL, Session};
@@ -68,22 +61,15 @@ impl Session {
                 ),
                 JoinError::Unavailable => unavailable(),
             })?;
-        let attach = Attach {
-            member: key.clone(),
-            conn: self.conn.clone(),
-            meta: meta.clone(),
-            invisible: false,
-            ttl_ms: self.ttl_ms(),
-        };
-        self.store_call(attach_live(&store, &space, &attach))
-            .await
-            .map_err(|m| ("ServerError", m, 503))?;
         let membership = LiveMembership {
             space,
             member: key,
             meta,
             conn: self.conn.clone(),
         };
+        self.attach(&membership)
+            .await
+            .map_err(|m| ("ServerError", m, 503))?;
         let (ttl, _) = self.state.ws().timing();
         let listener = Listener {
             number: self.number,
@@ -140,21 +126,9 @@ impl Session {
     /// Attaches every presence channel again, so the store keeps the
     /// socket's presence while it lives.
     pub(super) async fn refresh(&mut self) {
-        let ttl_ms = self.ttl_ms();
-        let store = self.state.store().clone();
         let signed_in = self.signed_in.as_ref().and_then(|u| u.membership.as_ref());
         for p in self.memberships.values().chain(signed_in) {
-            let attach = Attach {
-                member: p.member.clone(),
-                conn: p.conn.clone(),
-                meta: p.meta.clone(),
-                invisible: false,
-                ttl_ms,
-            };
-            if let Err(e) = self
-                .store_call(attach_live(&store, &p.space, &attach))
-                .await
-            {
+            if let Err(e) = self.attach(p).await {
                 tracing::debug!(space = %p.space, error = e, "refreshing a Pusher member failed");
             }
         }
@@ -193,9 +167,9 @@ impl Session {
     pub(super) async fn end(&self, p: &LiveMembership, goodbye: bool) {
         let store = self.state.store().clone();
         let call = async {
-            let Some(live) = store.live_connections() else {
-                return Err(store.lacks(Capability::LiveConnections));
-            };
+            let live = store
+                .live_connections()
+                .ok_or_else(|| store.lacks(Capability::LiveConnections))?;
             if goodbye {
                 live.detach(&p.space, &p.member, &p.conn).await
             } else {
@@ -207,24 +181,31 @@ impl Session {
         }
     }
 
+    /// Attaches `p` (again) through the store's live connections (every
+    /// store the server opens with Pusher apps offers them; one that does
+    /// not is named in the error).
+    pub(super) async fn attach(&self, p: &LiveMembership) -> Result<(), String> {
+        let attach = Attach {
+            member: p.member.clone(),
+            conn: p.conn.clone(),
+            meta: p.meta.clone(),
+            invisible: false,
+            ttl_ms: self.ttl_ms(),
+        };
+        let store = self.state.store();
+        self.store_call(async {
+            let live = store
+                .live_connections()
+                .ok_or_else(|| store.lacks(Capability::LiveConnections))?;
+            live.attach(&p.space, &attach).await.map(drop)
+        })
+        .await
+    }
+
     /// The live connection's TTL: the server's WebSocket TTL.
     pub(super) fn ttl_ms(&self) -> u64 {
         let (ttl, _) = self.state.ws().timing();
         u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
-    }
-}
-
-/// Attaches a socket through the store's live connections (every store
-/// the server opens with Pusher apps offers them; one that does not is
-/// named in the error).
-pub(super) async fn attach_live(
-    store: &Arc<dyn PresenceStore>,
-    space: &SpaceName,
-    attach: &Attach,
-) -> herenow_core::Result<AttachReport> {
-    match store.live_connections() {
-        Some(live) => live.attach(space, attach).await,
-        None => Err(store.lacks(Capability::LiveConnections)),
     }
 }
 
