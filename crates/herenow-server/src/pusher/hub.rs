@@ -35,7 +35,7 @@ pub(crate) use relayed::{Relayed, TOPIC};
 pub(crate) use sockets::{Ender, Sockets};
 
 /// The Pusher side of a server: its apps and the local sockets'
-/// channels. `None` in [`AppState`] when no app is configured.
+/// channels. `None` in `AppState` when no app is configured.
 pub struct Pusher {
     /// The apps as served now: swapped whole by a reload (`apps`).
     apps: ArcSwap<Vec<Arc<PusherApp>>>,

@@ -25,6 +25,9 @@ use std::sync::Arc;
 
 use futures::stream::SplitStream;
 use futures::{SinkExt, StreamExt};
+use herenow_core::{
+    Attach, Capability, ConnId, LiveConnections, MemberKey, PresenceStore, SpaceName,
+};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::oneshot;
 
@@ -110,6 +113,41 @@ where
         session,
         writer::write(sink, Outlet { rx, urgent }, ended_rx)
     );
+}
+
+/// Attaches a socket's live connection, in which both protocols hold a
+/// socket's presence; the error names a store without live connections.
+pub(crate) async fn attach_live(
+    store: &Arc<dyn PresenceStore>,
+    space: &SpaceName,
+    attach: &Attach,
+) -> herenow_core::Result<()> {
+    live(store)?.attach(space, attach).await.map(drop)
+}
+
+/// Ends a socket's live connection: detached after a `goodbye`, else
+/// lingering for the space's grace (`herenow_core::conn`), so a member
+/// who comes straight back, on any server, never left.
+pub(crate) async fn end_live(
+    store: &Arc<dyn PresenceStore>,
+    space: &SpaceName,
+    member: &MemberKey,
+    conn: &ConnId,
+    goodbye: bool,
+) -> herenow_core::Result<()> {
+    let live = live(store)?;
+    let ended = if goodbye {
+        live.detach(space, member, conn).await
+    } else {
+        live.linger(space, member, conn).await
+    };
+    ended.map(drop)
+}
+
+fn live(store: &Arc<dyn PresenceStore>) -> herenow_core::Result<&dyn LiveConnections> {
+    store
+        .live_connections()
+        .ok_or_else(|| store.lacks(Capability::LiveConnections))
 }
 
 /// Refuses a socket: one message saying why, then the close; a client

@@ -263,8 +263,7 @@ impl Session {
     /// expires by its TTL.
     pub(super) async fn leave(&mut self, space: &SpaceName) -> Result<(), WsError> {
         self.joined.forget(space)?;
-        self.end(space, true).await?;
-        Ok(())
+        self.end(space, true).await
     }
 
     /// Hides or shows this connection: every joined space is attached

@@ -2,11 +2,12 @@
 //! channel's space, refreshed while the socket lives) and the occupancy
 //! of its public and private channels.
 
-use herenow_core::{Attach, Capability, MemberId, MemberKey, Metadata, SpaceName};
+use herenow_core::{Attach, MemberId, MemberKey, Metadata, SpaceName};
 
 use super::super::{ChannelKind, frames};
 use super::{LiveMembership, MAX_STALL, Session};
 use crate::pusher::hub::{JoinError, Listener, OccupancyWrites};
+use crate::socket::{attach_live, end_live};
 
 impl Session {
     /// Subscribes to a presence channel: the member's connection in the
@@ -114,10 +115,8 @@ impl Session {
         }
     }
 
-    /// This socket leaves `p`'s member feed, then the space: at once on a
-    /// goodbye (`pusher:unsubscribe`, `terminate_connections`), else
-    /// through the grace (`herenow_core::conn`), so a member whose socket
-    /// closed or dropped and who comes straight back never left.
+    /// This socket leaves `p`'s member feed, then the space ([`end_live`];
+    /// a goodbye is `pusher:unsubscribe` or `terminate_connections`).
     pub(super) async fn leave_presence(&self, p: &LiveMembership, goodbye: bool) {
         self.pusher.members.leave(&p.space, self.number);
         self.end(p, goodbye).await;
@@ -162,28 +161,16 @@ impl Session {
         self.watchlist = None;
     }
 
-    /// Ends this socket's presence in `p`'s space: detached after a
-    /// `goodbye`, else lingering for the space's grace.
+    /// Ends this socket's presence in `p`'s space ([`end_live`]).
     pub(super) async fn end(&self, p: &LiveMembership, goodbye: bool) {
-        let store = self.state.store().clone();
-        let call = async {
-            let live = store
-                .live_connections()
-                .ok_or_else(|| store.lacks(Capability::LiveConnections))?;
-            if goodbye {
-                live.detach(&p.space, &p.member, &p.conn).await
-            } else {
-                live.linger(&p.space, &p.member, &p.conn).await
-            }
-        };
+        let store = self.state.store();
+        let call = end_live(store, &p.space, &p.member, &p.conn, goodbye);
         if let Err(e) = self.store_call(call).await {
             tracing::warn!(space = %p.space, error = e, "ending a Pusher member's presence failed; it expires by its TTL");
         }
     }
 
-    /// Attaches `p` (again) through the store's live connections (every
-    /// store the server opens with Pusher apps offers them; one that does
-    /// not is named in the error).
+    /// Attaches `p` (again).
     pub(super) async fn attach(&self, p: &LiveMembership) -> Result<(), String> {
         let attach = Attach {
             member: p.member.clone(),
@@ -192,14 +179,8 @@ impl Session {
             invisible: false,
             ttl_ms: self.ttl_ms(),
         };
-        let store = self.state.store();
-        self.store_call(async {
-            let live = store
-                .live_connections()
-                .ok_or_else(|| store.lacks(Capability::LiveConnections))?;
-            live.attach(&p.space, &attach).await.map(drop)
-        })
-        .await
+        self.store_call(attach_live(self.state.store(), &p.space, &attach))
+            .await
     }
 
     /// The live connection's TTL: the server's WebSocket TTL.
