@@ -71,7 +71,7 @@ impl Pusher {
             apps: ArcSwap::from_pointee(config.served_apps().into_iter().map(Arc::new).collect()),
             apps_version: AtomicU64::new(0),
             quota: Quota::default(),
-            channels: Channels::new(),
+            channels: Channels::default(),
             sockets: Sockets::default(),
             members: Members::default(),
             occupancy: Occupancy::default(),
@@ -101,8 +101,7 @@ impl Pusher {
     pub(crate) fn occupancy_conn(&self, channel: &str) -> String {
         use sha2::{Digest, Sha256};
         let digest = Sha256::digest(channel.as_bytes());
-        let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
-        format!("o{}.{hex}", self.prefix)
+        format!("o{}.{}", self.prefix, super::sign::hex(&digest[..12]))
     }
 
     /// The app with this public key, as served now.

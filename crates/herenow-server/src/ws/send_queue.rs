@@ -237,9 +237,7 @@ impl SendQueue {
         }
     }
 
-    /// Queues the close behind what is queued (so the client reads the
-    /// replies and notices before it), in the reserve if need be, or ahead
-    /// of the queue when even that is full.
+    /// Queues the close ([`Inlet::close`]).
     pub(super) fn close(&mut self, code: u16, reason: String) {
         self.inlet.close(code, reason);
     }

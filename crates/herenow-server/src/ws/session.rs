@@ -87,7 +87,7 @@ impl Session {
             conn,
             grant: None,
             joined: Joined::default(),
-            subs: Subscriptions::new(),
+            subs: Subscriptions::default(),
             send_queue,
             timers: Timers::new(settings, now),
             guards: Guards::new(now),

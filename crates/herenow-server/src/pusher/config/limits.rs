@@ -6,8 +6,6 @@
 //! app's limits of that moment, so a reload changes them for what comes
 //! next and leaves what was admitted alone.
 
-use std::fmt;
-
 use super::{PusherApp, PusherConfig, PusherConfigError};
 
 /// One limit an app sets.
@@ -36,20 +34,11 @@ impl Limit {
 /// One `--pusher-app-limits`: the limits one app sets, the others left at
 /// their defaults. Their ranges are checked with the app's
 /// ([`PusherConfig::check`]).
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PusherAppLimits {
     /// The app's id.
     pub app_id: String,
     limits: Vec<(Limit, u64)>,
-}
-
-impl fmt::Debug for PusherAppLimits {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PusherAppLimits")
-            .field("app_id", &self.app_id)
-            .field("limits", &self.limits)
-            .finish()
-    }
 }
 
 impl std::str::FromStr for PusherAppLimits {

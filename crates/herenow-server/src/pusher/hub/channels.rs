@@ -61,11 +61,6 @@ pub struct Channels {
 }
 
 impl Channels {
-    /// No channels.
-    pub(crate) fn new() -> Self {
-        Self::default()
-    }
-
     /// Adds socket `number` to `channel` of `app`.
     pub(crate) fn join(&self, app: &Arc<str>, channel: &str, number: u64, sub: Subscriber) {
         let mut map = self.map.lock();
