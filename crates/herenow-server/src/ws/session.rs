@@ -62,7 +62,6 @@ pub(super) async fn run(
 /// One connection, as the message handlers in `msg` see it.
 pub(super) struct Session {
     pub(super) state: AppState,
-    /// This connection's id.
     pub(super) conn: ConnId,
     /// What the token allows; `None` until `hello`.
     grant: Option<Grant>,
@@ -166,7 +165,7 @@ impl Session {
         // too: otherwise the store could expire a connection whose socket
         // is busy with everything but pings.
         if !is_ping {
-            self.keep_alive().await;
+            self.refresh(false).await;
         }
     }
 
@@ -283,15 +282,6 @@ impl Session {
         failed.map_or(Ok(()), Err)
     }
 
-    /// For a ping: attaches every joined space again (with the current
-    /// metadata and visibility), unless that was done a moment ago.
-    pub(super) async fn refresh(&mut self) {
-        let now = Instant::now();
-        if self.timers.ping_write_due(now) {
-            self.write_all(now).await;
-        }
-    }
-
     /// Subscribes (or subscribes again) to `space`: a snapshot in pages,
     /// the last carrying `reference`, then its events; the snapshot is
     /// marked `resync` when it starts a lagging subscription over.
@@ -351,19 +341,18 @@ impl Session {
             .ok_or_else(|| WsError::new("hello-first", "send hello with a token first"))
     }
 
-    /// For any message but a ping: attaches every joined space again
-    /// once `ping_ms` has passed since the last such write. Joins
-    /// and updates wrote their own spaces already.
-    async fn keep_alive(&mut self) {
+    /// Attaches every joined space again (with the current metadata and
+    /// visibility) when due: for a `ping` unless that was done a moment
+    /// ago, for any other message once `ping_ms` has passed since (joins
+    /// and updates wrote their own spaces already).
+    pub(super) async fn refresh(&mut self, ping: bool) {
         let now = Instant::now();
-        if self.timers.keepalive_due(now) {
-            self.write_all(now).await;
-        }
-    }
-
-    /// Attaches every joined space again, for a ping or a keepalive.
-    async fn write_all(&mut self, now: Instant) {
-        if self.joined.is_empty() {
+        let due = if ping {
+            self.timers.ping_write_due(now)
+        } else {
+            self.timers.keepalive_due(now)
+        };
+        if !due || self.joined.is_empty() {
             return;
         }
         self.timers.wrote(now);

@@ -28,7 +28,6 @@ pub(crate) const RESERVE: usize = 16;
 pub(crate) struct Subscriber {
     /// The socket id, to leave out the sender of an event.
     pub(crate) socket_id: Arc<str>,
-    /// The socket's queue.
     pub(crate) queue: queue::Sender<Out>,
     /// Asked to close the socket when an event did not fit the queue.
     pub(crate) ender: Arc<Ender>,

@@ -33,7 +33,6 @@ pub(crate) fn decode(text: &str) -> Option<Incoming> {
 /// `pusher:subscribe`'s data.
 #[derive(Debug, Deserialize)]
 pub(crate) struct Subscribe {
-    /// The channel's name.
     pub(crate) channel: String,
     /// `key:signature`, for private, encrypted and presence channels.
     #[serde(default)]
@@ -47,7 +46,6 @@ pub(crate) struct Subscribe {
 /// `pusher:unsubscribe`'s data.
 #[derive(Debug, Deserialize)]
 pub(crate) struct Unsubscribe {
-    /// The channel's name.
     pub(crate) channel: String,
 }
 
