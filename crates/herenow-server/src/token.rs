@@ -1,16 +1,11 @@
-//! WebSocket tokens: JWTs signed with HS256 by the server's secret.
+//! WebSocket tokens: JWTs signed with HS256 by the server's secret, the
+//! WebSocket's only credential (browsers cannot send headers with one).
+//! A backend mints one (`POST /v1/tokens`) for one member and a few
+//! spaces; the claims are docs/PROTOCOL.md's.
 //!
-//! A backend holding a write API key mints a token for one member and a
-//! few spaces (`POST /v1/tokens`); a browser presents it to `/v1/ws`. The
-//! token is the WebSocket's only credential (browsers cannot send headers
-//! with a WebSocket), so it names exactly what the socket may do: be
-//! `sub` (a user or a guest) in the spaces of `spaces`, until `exp`.
-//!
-//! Claims (docs/PROTOCOL.md): `sub`, `kind`, `spaces`, `watch` (whom
-//! the socket may watch: `friends`, the default, `any` or `none`), `exp`,
-//! `iat`, `iss` (always `herenow`). Only HS256 is accepted (no `none`, no
-//! algorithm from the token's header), the signature is checked before
-//! anything in the token is believed, and `exp` has no leeway.
+//! Only HS256 is accepted (no `none`, no algorithm from the token's
+//! header), the signature is checked before anything in the token is
+//! believed, and `exp` has no leeway.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

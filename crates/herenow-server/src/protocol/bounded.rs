@@ -1,14 +1,11 @@
 //! Lists in request bodies, bounded while they are read.
 //!
-//! A body is at most 4 MiB, but its parsed form is larger: `{"id":"a"},`
-//! is 11 bytes of JSON and some 70 bytes once read, so a body of 380,000
-//! such heartbeats raised the server's peak memory by 78–86 MB before the
-//! batch check refused it (10,000 is the limit; 18.5 MB now, most of it
-//! the body's own reading: `scripts/bench-body-memory.sh`). These readers stop at the
-//! first item past the limit instead, so a refused list costs at most the
-//! limit's worth of memory. The refusal keeps the code the check after
-//! parsing gives (`batch-too-large`; the extractor maps it, see
-//! [`TOO_LARGE`]).
+//! A body is at most 4 MiB, but its parsed form is larger (`{"id":"a"},`
+//! is 11 bytes of JSON and some 70 once read: 380,000 heartbeats raised
+//! the peak memory by ~80 MB before the batch check refused them;
+//! `scripts/bench-body-memory.sh`). These readers stop at the first item
+//! past the limit instead, keeping the code the check after parsing gives
+//! (`batch-too-large`, see [`TOO_LARGE`]).
 
 use std::fmt;
 use std::marker::PhantomData;

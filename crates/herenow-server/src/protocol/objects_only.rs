@@ -1,8 +1,6 @@
-//! Objects only. serde lets a derived struct be read from a JSON array of
-//! its fields in order, so without this `[["bob"]]` would set a friend
-//! list as `{"friends": ["bob"]}` does, and `{"heartbeats": [["ann"]]}`
-//! would make ann present. The API's schema allows neither, and a client
-//! that sends them has a bug that should be told, not guessed at.
+//! Objects only: serde reads a derived struct from a JSON array of its
+//! fields too, so `[["bob"]]` would set a friend list; the API's schema
+//! allows no such thing, and a client that sends it should be told.
 //! [`Object`] reads a struct from a JSON object and refuses anything else
 //! (`invalid type: sequence, expected an object`).
 //!
@@ -10,10 +8,7 @@
 //! and every list of structs in a body through
 //! [`bounded::objects`](super::bounded::objects) /
 //! [`bounded::opt_objects`](super::bounded::opt_objects), which unwrap
-//! each item as they read it (collecting `Object`s and unwrapping them
-//! after would copy every item of a batch a second time).
-//! WebSocket messages refuse a frame that is not an object themselves,
-//! and hold no structs within.
+//! each item as they read it (no second copy of a batch).
 
 use std::fmt;
 use std::marker::PhantomData;

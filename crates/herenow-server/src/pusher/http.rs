@@ -1,35 +1,11 @@
-//! The HTTP API Pusher's server libraries call, under `/apps/{app_id}`.
-//!
-//! Every request is signed as Pusher signs it: the query carries
-//! `auth_key`, `auth_timestamp` (within [`MAX_SKEW_S`](signed::MAX_SKEW_S)
-//! of the server's clock), `auth_version=1.0`, `body_md5` (the MD5 of a
-//! non-empty body) and `auth_signature`, the HMAC-SHA256 with the app's
-//! secret of `METHOD\nPATH\nQUERY`, where `QUERY` is every other
-//! parameter, its key lowercased, sorted by key, as `key=value` joined
-//! with `&`. A request that fails the check is a `401` and changes
-//! nothing; a body is at most [`MAX_BODY`](signed::MAX_BODY) bytes.
-//!
-//! - `POST /apps/{app_id}/events`: one event to up to [`MAX_CHANNELS`]
-//!   channels, `socket_id` left out, `info` counts in the answer;
-//! - `POST /apps/{app_id}/batch_events`: up to [`MAX_BATCH`] events;
-//! - `GET /apps/{app_id}/channels` (`filter_by_prefix`, `info=user_count`
-//!   for presence channels), `GET /apps/{app_id}/channels/{channel}`
-//!   (`occupied`, `user_count`, `subscription_count`), `GET
-//!   /apps/{app_id}/channels/{channel}/users`;
-//! - `POST /apps/{app_id}/users/{user_id}/terminate_connections`.
+//! The HTTP API Pusher's server libraries call, under `/apps/{app_id}`
+//! (routes: [`crate::pusher::router`]), every request checked by Pusher's
+//! signature first ([`signed`], which also says how errors are answered).
 //!
 //! An event goes to every server's sockets, once, through the store's
-//! relay (`pusher::hub`); a user's channel `#server-to-user-{id}`
-//! (`sendToUser`) reaches every socket signed in as the user.
-//!
-//! Channel lists, user counts, member lists and subscription counts come
-//! from the store (presence channels' spaces, and the occupancy space in
-//! which each server counts its sockets on public and private channels),
-//! so they are the same whichever server is asked.
-//!
-//! Errors are plain text with a status, as Pusher's ([`signed`] says why),
-//! each naming what was wrong: which parameter of the signature, which
-//! bound (and by how much), which event of a batch.
+//! relay (`pusher::hub`). Channel lists and counts come from the store
+//! (presence channels' spaces and the occupancy space), so they are the
+//! same whichever server is asked.
 
 mod signed;
 
@@ -44,6 +20,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use self::signed::{Refusal, Signed, bad, quoted};
+use super::socket::{is_socket_conn, is_socket_id};
 use super::{ChannelKind, Pusher, PusherApp, USER_CHANNEL};
 use crate::pusher::PusherState;
 use crate::pusher::hub::{Relayed, occupancy_count};
@@ -87,15 +64,6 @@ struct Checked {
     data: String,
     socket_id: Option<String>,
     info: Vec<String>,
-}
-
-fn is_socket_id(s: &str) -> bool {
-    s.split_once('.').is_some_and(|(a, b)| {
-        !a.is_empty()
-            && !b.is_empty()
-            && a.bytes().all(|c| c.is_ascii_digit())
-            && b.bytes().all(|c| c.is_ascii_digit())
-    })
 }
 
 /// The refusal of a channel name the protocol does not allow.
@@ -214,6 +182,12 @@ fn check_event(e: EventBody, max_data: usize) -> Result<Checked, Refusal> {
     })
 }
 
+/// The attributes an `info` parameter asks for.
+fn info_of(info: Option<&String>) -> Vec<String> {
+    info.map(|i| i.split(',').map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
 /// The refusal of `info=user_count` for `channel`, not a presence one.
 fn user_count_refused(channel: &str) -> Refusal {
     bad(format!(
@@ -273,17 +247,23 @@ async fn present(
         .collect())
 }
 
+/// The ids of [`present`].
+async fn present_ids(
+    state: &PusherState,
+    space: &str,
+    kind: MemberKind,
+) -> Result<Vec<String>, Refusal> {
+    let members = present(state, space, kind).await?;
+    Ok(members.iter().map(|m| m.id.as_str().to_owned()).collect())
+}
+
 /// Users present in `app`'s presence channel's space.
 async fn users_of(
     state: &PusherState,
     app: &PusherApp,
     channel: &str,
 ) -> Result<Vec<String>, Refusal> {
-    let users = present(state, &app.presence_space(channel), MemberKind::User).await?;
-    Ok(users
-        .into_iter()
-        .map(|m| m.id.as_str().to_owned())
-        .collect())
+    present_ids(state, &app.presence_space(channel), MemberKind::User).await
 }
 
 /// A channel's subscriptions on every server: a presence channel's
@@ -309,16 +289,6 @@ async fn subscriptions(
     }
 }
 
-/// The public and private channels some server holds: the guests
-/// present in the app's occupancy space.
-async fn occupied_channels(state: &PusherState, app: &PusherApp) -> Result<Vec<String>, Refusal> {
-    let guests = present(state, &app.occupancy_space(), MemberKind::Guest).await?;
-    Ok(guests
-        .into_iter()
-        .map(|m| m.id.as_str().to_owned())
-        .collect())
-}
-
 /// A presence channel's subscriptions on every server: its members'
 /// live connections that are Pusher sockets (each socket subscribed is
 /// one, `p{socket_id}`; herenow's own sockets in the space are not).
@@ -338,7 +308,7 @@ async fn presence_subscriptions(
     Ok(conns
         .iter()
         .flatten()
-        .filter(|c| super::socket::is_socket_conn(c.conn.as_str()))
+        .filter(|c| is_socket_conn(c.conn.as_str()))
         .count())
 }
 
@@ -508,18 +478,15 @@ pub(super) async fn channels(
         .get("filter_by_prefix")
         .map(String::as_str)
         .unwrap_or("");
-    let info: Vec<String> = params
-        .get("info")
-        .map(|i| i.split(',').map(str::to_owned).collect())
-        .unwrap_or_default();
+    let info = info_of(params.get("info"));
     if info.iter().any(|i| i == "user_count") && !prefix.starts_with("presence-") {
         return Err(bad("info=user_count needs filter_by_prefix=presence-"));
     }
     // Public and private channels: the guests of the app's occupancy
     // space, which each server holding one attaches (users' channels are
     // not listed, as Pusher lists none).
-    let mut names: std::collections::BTreeSet<String> = occupied_channels(&state, &app)
-        .await?
+    let occupied = present_ids(&state, &app.occupancy_space(), MemberKind::Guest).await?;
+    let mut names: std::collections::BTreeSet<String> = occupied
         .into_iter()
         .filter(|name| name.starts_with(prefix))
         .collect();
@@ -584,10 +551,7 @@ pub(super) async fn channel(
         ..
     } = &signed;
     let kind = ChannelKind::of(channel).ok_or_else(|| invalid_channel(channel))?;
-    let info: Vec<String> = params
-        .get("info")
-        .map(|i| i.split(',').map(str::to_owned).collect())
-        .unwrap_or_default();
+    let info = info_of(params.get("info"));
     let mut out = channel_info(&state, pusher, app, channel, &info).await?;
     // From what `info` read already, else asked.
     let counted = |name: &str| out.get(name).and_then(Value::as_u64).map(|n| n > 0);

@@ -1,15 +1,8 @@
 //! What the Pusher protocol's sockets share in one server: the apps, the
 //! local sockets' channels (`channels`) and their counts in the store
-//! (`occupancy`), the sockets themselves (`sockets`), the socket ids, the
-//! protocol's messages (`frames`), one feed per presence channel that
-//! reads its space once for every local socket (`members`), and the
-//! relay between servers
-//! (`relayed`): every event goes out through the store's
-//! [`Relay`](herenow_core::Relay) and comes back to each server from its
-//! feed, read by one task per server. The server's state holds it (for a
-//! reload) and hands it to the protocol's handlers in their
-//! [`PusherState`](super::PusherState), as both protocols' sockets reach
-//! [`crate::socket`]'s hub.
+//! (`occupancy`), the sockets (`sockets`) and their ids, the protocol's
+//! messages (`frames`), one feed per presence channel (`members`), and
+//! the relay between servers (`relayed`), read by one task per server.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,7 +35,7 @@ pub(crate) use relayed::{Relayed, TOPIC};
 pub(crate) use sockets::{Ender, Sockets};
 
 /// The Pusher side of a server: its apps and the local sockets'
-/// channels. `None` in [`AppState`] when no app is configured.
+/// channels. `None` in `AppState` when no app is configured.
 pub struct Pusher {
     /// The apps as served now: swapped whole by a reload (`apps`).
     apps: ArcSwap<Vec<Arc<PusherApp>>>,
@@ -78,7 +71,7 @@ impl Pusher {
             apps: ArcSwap::from_pointee(config.served_apps().into_iter().map(Arc::new).collect()),
             apps_version: AtomicU64::new(0),
             quota: Quota::default(),
-            channels: Channels::new(),
+            channels: Channels::default(),
             sockets: Sockets::default(),
             members: Members::default(),
             occupancy: Occupancy::default(),
@@ -108,8 +101,7 @@ impl Pusher {
     pub(crate) fn occupancy_conn(&self, channel: &str) -> String {
         use sha2::{Digest, Sha256};
         let digest = Sha256::digest(channel.as_bytes());
-        let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
-        format!("o{}.{hex}", self.prefix)
+        format!("o{}.{}", self.prefix, super::sign::hex(&digest[..12]))
     }
 
     /// The app with this public key, as served now.
@@ -132,9 +124,7 @@ impl Pusher {
     pub fn channels(&self) -> &Channels {
         &self.channels
     }
-}
 
-impl Pusher {
     /// Starts reading the relay feed of `store` unless started, and waits
     /// (at most `wait`) until the feed is open, so nothing relayed from
     /// now on is missed here. `false` when it is not open in time (the
@@ -185,20 +175,7 @@ impl Pusher {
             }),
         }
     }
-}
 
-/// Where a server's channel counts go, and how often they are refreshed.
-#[derive(Clone)]
-pub(crate) struct OccupancyWrites {
-    pub(crate) store: Arc<dyn PresenceStore>,
-    pub(crate) ttl_ms: u64,
-    /// The longest one store call may take.
-    pub(crate) wait: Duration,
-    pub(crate) refresh_every: Duration,
-    pub(crate) stop: CancellationToken,
-}
-
-impl Pusher {
     /// Writes this server's count of `channel` (public or private) of
     /// `app` to the store, after its local subscribers changed (see
     /// `occupancy`); starts the refresh of every count the first time.
@@ -227,6 +204,17 @@ impl Pusher {
             .sync(&self.channels, &app_id, channel, seen, &target)
             .await;
     }
+}
+
+/// Where a server's channel counts go, and how often they are refreshed.
+#[derive(Clone)]
+pub(crate) struct OccupancyWrites {
+    pub(crate) store: Arc<dyn PresenceStore>,
+    pub(crate) ttl_ms: u64,
+    /// The longest one store call may take.
+    pub(crate) wait: Duration,
+    pub(crate) refresh_every: Duration,
+    pub(crate) stop: CancellationToken,
 }
 
 /// The task that attaches this server's channel counts again every
@@ -305,12 +293,6 @@ async fn read_relay(
             }
         }
     }
-}
-
-/// An event frame: `{"event", "channel", "data"}` with `data` the string
-/// clients get.
-pub(crate) fn event_frame(event: &str, channel: &str, data: &str) -> Arc<str> {
-    Arc::from(serde_json::json!({ "event": event, "channel": channel, "data": data }).to_string())
 }
 
 /// A random number of up to 15 digits.

@@ -1,106 +1,30 @@
 //! The Pusher Channels protocol (version 7), so apps on pusher-js and
-//! Laravel Echo get herenow's presence by changing a host name (issue 38).
+//! Laravel Echo get herenow's presence by changing a host name. What
+//! clients see (close codes, errors, limits, what differs from Pusher) is
+//! docs/PUSHER.md; the map of the folder is ARCHITECTURE.md.
 //!
-//! Served only when the server has apps (`--pusher-app ID:KEY:SECRET`,
-//! [`PusherConfig`]), on the same listener as everything else. Everything
-//! of the protocol is here:
+//! - `socket`: the WebSocket at `/app/{key}`, an adapter on the socket core;
+//! - `http`: the HTTP API under `/apps/{app_id}`, checked by Pusher's signature;
+//! - `hub` ([`Pusher`]): what one server's sockets share (apps, channels and
+//!   their fan-out, member feeds, frames, the relay between servers);
+//! - `config` ([`PusherConfig`]): the apps and their limits and webhooks;
+//! - `webhook_format`: Pusher's webhook bodies, an
+//!   [`EventFormat`](crate::webhooks::EventFormat); `sign`: the signatures.
 //!
-//! - `socket`: the WebSocket at `/app/{key}`, an adapter on the server's
-//!   socket core: `pusher:connection_established`, ping / pong,
-//!   subscribe / unsubscribe to public, `private-`, `private-encrypted-`
-//!   (payloads relayed unread) and `presence-` channels, client events,
-//!   `pusher:signin`;
-//! - `http`: the HTTP API Pusher's server libraries call under
-//!   `/apps/{app_id}`, each request checked by Pusher's signature;
-//! - `hub` ([`Pusher`]): what the sockets share in one server: the apps
-//!   as served, the local sockets' channels and their fan-out, the
-//!   presence channels' member feeds, the protocol's frames, the relay
-//!   between servers;
-//! - `config` ([`PusherConfig`]): the apps, their limits and webhooks, as
-//!   the flags and the config file give them;
-//! - `webhook_format`: Pusher's webhook bodies, handed to the server's
-//!   webhooks as the [`EventFormat`](crate::webhooks::EventFormat) of
-//!   each app's endpoints;
-//! - `sign`: the signatures.
+//! Nothing here names the server's state: the routes get a
+//! [`PusherState`], so the protocol sits on the server's parts without a
+//! cycle through them.
 //!
-//! The server's state makes the routes' [`PusherState`] (its store,
-//! sockets, watchers, webhooks) and reaches the hub for a reload
-//! (`AppState::reload`); nothing here names that state, so the protocol
-//! sits on the server's parts without a cycle through them.
-//!
-//! **Presence channels are herenow spaces.** `presence-X` is the space
-//! `presence-X`; a subscribed socket is a live connection of the user
-//! `user_id` there (with `user_info` as the connection's metadata), so the
-//! store's rules make one member per user however many sockets or
-//! servers, and herenow's own API answers about these channels as about
-//! any space. Member events come from the space's event stream: `join`
-//! is `pusher_internal:member_added`, `leave` is `member_removed`.
-//!
-//! Errors, as this server answers them:
-//!
-//! - a socket is closed with the protocol's codes: `4001` unknown app key
-//!   (or an app a reload removed), `4004` an app over its connection quota
-//!   (`max_connections` of its limits, `pusher/config/limits.rs`),
-//!   `4006` / `4007` / `4008` a bad, unsupported or missing `protocol`
-//!   version, `4100` over capacity (the server's socket bound, a client
-//!   too slow to read its queue, or whose ping still waits in it:
-//!   reconnect after a while), `4200` the server is shutting down
-//!   (reconnect at once), `4201` no pong in time to a ping it was sent;
-//! - `pusher:error` with `code` `4301` for a client event past the app's
-//!   rate, `null` for one over its data bound, or that the socket may not
-//!   send (a channel it has
-//!   not subscribed, a public or encrypted channel; Pusher's 4000–4299
-//!   mean the connection closes, and it stays open) and for a message
-//!   that cannot be read (not JSON, no `event`, a binary frame, an unknown
-//!   `pusher:` event);
-//! - `pusher:subscription_error` on the channel, with `{type, error,
-//!   status}` (what pusher-js passes to `channel.bind('pusher:subscription_error')`
-//!   and Laravel Echo to `.error()`): `AuthError` / `401` for a bad
-//!   signature, `BadRequest` / `400` for a bad channel name or
-//!   `channel_data`, `LimitReached` / `413` for `user_info` over 1 KiB,
-//!   `LimitReached` / `4100` for a presence channel at its member cap,
-//!   `AuthError` / `403` for another user's `#server-to-user-` channel;
-//! - for `pusher:signin`: a bad signature is `pusher:error` `4009`, then
-//!   the close `4009`; `user_data` that cannot be used (not an object
-//!   with a string `id`, over 16 KiB, `user_info` over 1 KiB, a
-//!   `watchlist` past 100 ids) is `pusher:error` with `code` `null`, and
-//!   the socket stays, not signed in;
-//! - the HTTP API answers a refusal with its status (`400`, `401` for the
-//!   signature, `404` for an unknown app, `413` for data or a body past
-//!   its bound, `503` when the store fails) and a plain-text sentence
-//!   naming the problem, which Pusher's server libraries show as it is.
-//!
-//! **Users.** `pusher:signin` (`socket`'s `user`) binds a socket to a
-//! user: it gets the events sent to `#server-to-user-{id}` (the npm
-//! `pusher`'s `sendToUser`), `terminate_connections` closes it (`4009`),
-//! and its `watchlist` gets `online` / `offline` of the users named,
-//! from herenow's watch: a user is online while online in any space, and
-//! a signed-in socket is a live connection of its user in the space
-//! `pusher-users:{app_id}`, so "signed in anywhere" counts (as Pusher
-//! counts it) as well as any presence channel or herenow's own API.
-//!
-//! **Between servers.** Events of the HTTP API, client events and
-//! `terminate_connections` go out once through the store's relay
-//! ([`herenow_core::Relay`]) and each server delivers them to its own
-//! sockets from its relay feed (`pusher::hub`); a server whose feed
-//! lagged closes its sockets with `4100` (reconnect after a while) rather
-//! than leave them missing events.
-//!
-//! Webhooks in Pusher's format (`--pusher-webhook`) are
-//! `webhook_format`'s: presence channels' occupancy and
-//! members come from the store's webhook outbox, where `socket`'s
-//! `client_event` keeps a client event, on the server whose socket sent
-//! it, before relaying it. **Occupancy of other channels**: each server holding a
-//! public, `private-` or `private-encrypted-` channel keeps one live
-//! connection of the guest named by the channel in the app's space
-//! `pusher-channels:{app_id}`, counting its sockets there
-//! (`pusher::hub`'s occupancy), so the store's one member per guest
-//! makes the guest's `join` the channel's `channel_occupied` and its
-//! `leave` `channel_vacated`, once across servers, counts and the channel
-//! list are the same on every server, and a dead server's hold expires by
-//! the TTL as presence does.
-//!
-//! What is not served yet: cache channels.
+//! `presence-X` is the herenow space `presence-X`, a subscribed socket a
+//! live connection of its `user_id` there (`user_info` its metadata): the
+//! store makes one member per user across sockets and servers. A signed-in
+//! socket is a live connection of its user in `pusher-users:{app_id}`; a
+//! server holding a public or private channel holds one live connection of
+//! the guest named by the channel in `pusher-channels:{app_id}` (the
+//! guest's `join` / `leave` are `channel_occupied` / `channel_vacated`).
+//! Events, client events and `terminate_connections` go once through the
+//! store's [`herenow_core::Relay`]; each server delivers them to its own
+//! sockets, and closes them with `4100` when its feed lagged.
 
 mod config;
 mod http;
@@ -126,10 +50,7 @@ use crate::socket::Hub;
 use crate::watch::WatchHub;
 use crate::webhooks::Webhooks;
 
-/// What the protocol's handlers use of the server, as the state of its
-/// routes: its own hub, and the server's store, sockets, watchers,
-/// webhooks and timing. The server's state makes it; this module does
-/// not know that state.
+/// What the protocol's routes use of the server.
 #[derive(Clone)]
 pub struct PusherState(Arc<PusherParts>);
 

@@ -1,34 +1,18 @@
-//! Webhooks in Pusher's format (`--pusher-webhook`, issue 38): what an
-//! app on Pusher's server libraries reads with `webhook(...).isValid()`
-//! and `getEvents()`.
+//! Webhooks in Pusher's format (`--pusher-webhook`): what an app on
+//! Pusher's server libraries reads with `webhook(...).isValid()` and
+//! `getEvents()`; the events and their bodies are docs/PUSHER.md's
+//! "Webhooks in Pusher's format".
 //!
-//! A body is `{"time_ms": …, "events": [...]}`, signed with the app's key
-//! (`X-Pusher-Key`) and the hex HMAC-SHA256 of the body under its secret
-//! (`X-Pusher-Signature`, [`super::sign::PusherSigner`]). Events:
-//!
-//! - `channel_occupied` / `channel_vacated` `{name, channel}`: a presence
-//!   channel's space got its first member or lost its last (the outbox's
-//!   `occupied` / `vacated`); a public, `private-` or `private-encrypted-`
-//!   channel got its first subscriber or lost its last: the `join` /
-//!   `leave` of the guest named by the channel in the app's occupancy
-//!   space ([`occupancy_space`]), which has a live connection per server
-//!   with sockets subscribed to it;
-//! - `member_added` / `member_removed` `{name, channel, user_id}`: a user
-//!   joined or left it (the outbox's `join` / `leave` of a user; guests,
-//!   whom herenow's own API may add to the space, are not Pusher members);
-//! - `client_event` `{name, channel, event, data, socket_id, user_id?}`,
-//!   only for an app whose webhooks ask for them
-//!   (`--pusher-webhook-client-events`).
-//!
-//! Every event comes from the store's outbox like every webhook, so one
-//! server delivers each, and a restart or a dead server loses none. A
-//! presence channel of the first app is the space of the same name;
-//! another app's is `ID:` and the name (`PusherApp::space_prefix`), so
-//! each app's endpoints get its own channels' events only. A client
-//! event is a message ([`OutboxKind::Message`]) whose body is its
-//! `client_event` JSON, kept by the server whose socket sent it in the
-//! presence channel's space, or in the app's occupancy space for a
-//! private channel.
+//! Every event comes from the store's outbox like every webhook. A
+//! channel's `channel_occupied` / `channel_vacated` is its space's
+//! `occupied` / `vacated` for a presence channel, and the `join` / `leave`
+//! of the guest named by the channel in the app's occupancy space
+//! ([`occupancy_space`]) for another; guests are not Pusher members. A
+//! presence channel of the first app is the space of the same name,
+//! another app's is `ID:` and the name (`PusherApp::space_prefix`). A
+//! client event is a message ([`OutboxKind::Message`]) whose body is its
+//! `client_event` JSON, kept by the sender's server in the presence
+//! channel's space, or in the app's occupancy space for a private channel.
 
 use herenow_core::outbox::{OutboxEvent, OutboxKind};
 use herenow_core::{MemberKind, SpaceName};

@@ -2,11 +2,9 @@
 //! are gathered here up to [`WRITE_BUFFER`] and written in one system
 //! call, and the buffer is given back once it is written out.
 //!
-//! tungstenite gathers frames in a buffer of its own, which keeps the
-//! largest capacity it ever reached for the socket's life and offers no
-//! way to shrink it: after a burst (a presence channel's roster, a storm
-//! of member events) every socket of a large channel kept several
-//! kilobytes it no longer used. So tungstenite is set to write each frame
+//! tungstenite's own buffer keeps the largest capacity it ever reached
+//! for the socket's life: after a burst every socket of a large channel
+//! kept kilobytes it no longer used. So tungstenite writes each frame
 //! through at once (its buffer holds one frame, at most a
 //! [`FRAGMENT`](super::writer::FRAGMENT)), and the gathering is done
 //! here, in a buffer that an idle socket does not hold.

@@ -1,26 +1,11 @@
 //! One socket core under both WebSocket protocols: herenow's `/v1/ws`
-//! ([`crate::ws`]) and Pusher's `/app/{key}` ([`crate::pusher`]).
-//!
-//! What a socket's life takes is written here once, and each protocol is
-//! an adapter that parses its messages and writes its frames:
-//!
-//! - `upgrade`: the handshake (a `426` problem for anything that is not
-//!   one) and the socket's buffers;
-//! - `queue`: the bounded queue from a session to its writer, which costs
-//!   an idle socket almost nothing; [`Inlet`] is a session's end of it,
-//!   with the close that overtakes a full queue;
-//! - `buffered`: the connection under tungstenite, with a write buffer
-//!   the socket gives back once written out;
-//! - `pieces`: a message held in pieces (a presence roster), which the
-//!   writer sends as one;
-//! - `writer`: the task that sends what is queued, in fragments and in
-//!   batches, then the close frame, with a grace once the session ended;
-//! - `driver`: the loop of a session ([`drive`]): frames, the liveness
-//!   probe (ping, pong wait), the protocol's own deadline, its sources,
-//!   and shutdown; a protocol is a [`Protocol`];
-//! - `hub`: the sockets as a whole ([`Hub`]): their bound, the tracker
-//!   shutdown waits on, connection ids, the timing told to clients;
-//! - `rate`: the token bucket on what a client sends.
+//! ([`crate::ws`]) and Pusher's `/app/{key}` ([`crate::pusher`]); each
+//! protocol is an adapter ([`Protocol`]) that parses its messages and
+//! writes its frames. `upgrade` is the handshake, `queue` the bounded
+//! queue to the writer ([`Inlet`] a session's end of it), `buffered` and
+//! `pieces` what keeps a socket's memory small, `writer` the task that
+//! sends, `driver` the session loop ([`drive`]), `hub` the sockets as a
+//! whole ([`Hub`]), `rate` the token bucket on what a client sends.
 //!
 //! A socket is two futures side by side: the session (the loop, with
 //! the protocol) and the writer, so nothing the session does waits on a
@@ -40,6 +25,9 @@ use std::sync::Arc;
 
 use futures::stream::SplitStream;
 use futures::{SinkExt, StreamExt};
+use herenow_core::{
+    Attach, Capability, ConnId, LiveConnections, MemberKey, PresenceStore, SpaceName,
+};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::oneshot;
 
@@ -125,6 +113,41 @@ where
         session,
         writer::write(sink, Outlet { rx, urgent }, ended_rx)
     );
+}
+
+/// Attaches a socket's live connection, in which both protocols hold a
+/// socket's presence; the error names a store without live connections.
+pub(crate) async fn attach_live(
+    store: &Arc<dyn PresenceStore>,
+    space: &SpaceName,
+    attach: &Attach,
+) -> herenow_core::Result<()> {
+    live(store)?.attach(space, attach).await.map(drop)
+}
+
+/// Ends a socket's live connection: detached after a `goodbye`, else
+/// lingering for the space's grace (`herenow_core::conn`), so a member
+/// who comes straight back, on any server, never left.
+pub(crate) async fn end_live(
+    store: &Arc<dyn PresenceStore>,
+    space: &SpaceName,
+    member: &MemberKey,
+    conn: &ConnId,
+    goodbye: bool,
+) -> herenow_core::Result<()> {
+    let live = live(store)?;
+    let ended = if goodbye {
+        live.detach(space, member, conn).await
+    } else {
+        live.linger(space, member, conn).await
+    };
+    ended.map(drop)
+}
+
+fn live(store: &Arc<dyn PresenceStore>) -> herenow_core::Result<&dyn LiveConnections> {
+    store
+        .live_connections()
+        .ok_or_else(|| store.lacks(Capability::LiveConnections))
 }
 
 /// Refuses a socket: one message saying why, then the close; a client

@@ -6,13 +6,7 @@
 //! message or two at a time. Tokio's `mpsc` allocates a block of 32 slots
 //! up front and keeps up to four after a burst (over a kilobyte each);
 //! this queue is a `VecDeque` that grows with what is queued and gives
-//! its memory back once drained, behind one small lock the session and
-//! the writer take for a push or a pop.
-//!
-//! It offers what the sockets use of `mpsc`: `try_send` (full or
-//! closed), the free capacity, waiting for room, and a receiver that ends
-//! once every sender is gone and the queue is empty, and that can take
-//! what is queued without waiting (a writer sends it in one flush).
+//! its memory back once drained, behind one small lock.
 
 use std::collections::VecDeque;
 use std::sync::Arc;

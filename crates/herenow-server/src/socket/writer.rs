@@ -1,22 +1,17 @@
 //! The writing half of every socket: sends, in order, what its session
-//! queued, then the close frame.
+//! queued, then the close frame. A client that stops reading stalls only
+//! its writer.
 //!
-//! The session never waits on the socket; this task does, so a client
-//! that stops reading stalls only its writer. What is queued is sent
-//! before one flush (a burst of events is a few writes of up to
-//! [`WRITE_BUFFER`], gathered by the socket's
-//! [`Buffered`](super::buffered::Buffered) connection, not a system call
-//! per event), and a message longer than [`FRAGMENT`] goes in fragments
-//! of that size (RFC 6455 §5.4: one message, which clients reassemble).
-//! tungstenite's own write buffer holds one frame at a time and keeps
-//! the capacity of the largest it ever held, so a large message sent
-//! whole (a presence channel's roster) would stay with every socket of a
-//! large channel for its life; in fragments it stays near one fragment.
+//! What is queued is sent before one flush (gathered into writes of up to
+//! [`WRITE_BUFFER`] by the [`Buffered`](super::buffered::Buffered)
+//! connection), and a message longer than [`FRAGMENT`] goes in fragments
+//! (RFC 6455 §5.4): tungstenite's own buffer keeps the capacity of the
+//! largest frame it ever held, so a roster sent whole would stay with
+//! every socket of a large channel for its life.
 //!
 //! A close that cannot wait behind a full queue comes by the *urgent*
 //! channel and goes first. Once the session has ended, the writer has
-//! [`CLOSE_GRACE`] to send what is queued and the close frame; a client
-//! that reads nothing meanwhile is simply dropped.
+//! [`CLOSE_GRACE`] to send what is queued and the close frame.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,19 +1,15 @@
 //! Server-Sent Events: `GET /v1/spaces/{space}/events` (`POST /v1/watch`
 //! is `crate::watch`'s).
 //!
-//! A stream opens with one `snapshot` event (the members present, from
-//! `store.subscribe`, and the space's policy), then one event per change,
-//! named by its type (`join`, `away`, `back`, `leave`, `update`, and
-//! `connect`/`disconnect` for WebSocket connections). A subscriber that
-//! falls more than the store's queue behind gets one `lagged` event
-//! (`{"missed": N}`), then a fresh `snapshot` marked `"resync": true`,
-//! and the stream goes on: a fresh snapshot is cheaper than replaying,
-//! and the reader catches up instead of being cut.
+//! A stream opens with one `snapshot` event, then one event per change,
+//! named by its type. A subscriber that falls more than the store's queue
+//! behind gets one `lagged` event (`{"missed": N}`), then a fresh
+//! `snapshot` marked `"resync": true`, and the stream goes on: the reader
+//! catches up instead of being cut.
 //!
-//! Bounded: at most `max_event_streams` streams are open at once (both
-//! kinds, `crate::streams`); one more is answered `503` with
-//! `Retry-After`. Every stream ends when the server
-//! shuts down (axum's graceful shutdown would otherwise wait for it).
+//! At most `max_event_streams` streams are open at once (both kinds,
+//! `crate::streams`); every stream ends when the server shuts down
+//! (axum's graceful shutdown would otherwise wait for it).
 
 use std::convert::Infallible;
 

@@ -3,29 +3,16 @@
 //! A browser tab proves who it is with a token ([`crate::token`]), joins
 //! spaces (its presence is a *connection* in the store, see
 //! `herenow_core::conn`), pings, and subscribes to spaces' presence.
+//! This file is the route and the upgrade (over the socket hub's bound a
+//! `503` problem, never a queue); [`wire`] the messages (public, for
+//! clients written in Rust); `session` the protocol on the socket core,
+//! composed of one type per job (`joined`, `subscriptions`, `send_queue`,
+//! `timers`, `guard`, `watch`); `msg` one file per client message.
 //!
-//! - this file: the route and the upgrade (bounded by the socket hub's
-//!   semaphore; over the bound a `503` problem, never a queue);
-//! - [`wire`]: the protocol's messages, what a client sends and what it
-//!   is sent, their `ref`, the refusal of one message and the close
-//!   codes (public, for clients written in Rust);
-//! - `limits`: the bounds of one connection;
-//! - `session`: herenow's protocol on the socket core (`crate::socket`,
-//!   which upgrades, queues, writes, probes liveness and drains): reading,
-//!   dispatching, and on every way out detaching after a goodbye, else
-//!   handing its presence to the grace; it composes one type per job:
-//!   `joined` (the spaces it is present in), `subscriptions` (the spaces
-//!   it watches), `send_queue` (the drop policy for a client that does
-//!   not read fast enough, over the core's queue), `timers` (hello, idle,
-//!   presence refresh) and `guard` (the rate limit and the abuse counter);
-//!   `watch` runs its watch (`crate::watch`);
-//! - `msg`: one file per client message, applying it to the session
-//!   through the session's methods.
-//!
-//! Every connection task is tracked by the socket hub, so [`crate::serve`] waits
-//! (for the drain at most) for them to hand their presence to the grace
-//! and close with `1012` at shutdown: axum's graceful shutdown does not
-//! wait for upgraded connections.
+//! Every connection task is tracked by the socket hub, so [`crate::serve`]
+//! waits (for the drain at most) for them to hand their presence to the
+//! grace and close with `1012` at shutdown: axum's graceful shutdown does
+//! not wait for upgraded connections.
 
 mod guard;
 mod joined;

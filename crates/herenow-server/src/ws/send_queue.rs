@@ -3,7 +3,7 @@
 //!
 //! The queue holds [`SEND_QUEUE`] messages, plus a reserve of a few slots
 //! that only replies, `lagged` notices and the close frame may use. The
-//! drop policy (issue 15: a slow reader catches up, it is not cut):
+//! drop policy (a slow reader catches up, it is not cut):
 //!
 //! - a subscription message (an event or a snapshot page) that does not
 //!   fit makes that subscription *lagging*: a `lagged` notice is queued at
@@ -18,9 +18,6 @@
 //!   limit since the lag began ([`SendQueue::lagging_since`]), or when a
 //!   reply (`ok`, `pong`, `error`) does not fit even in the reserve
 //!   ([`Outcome::TooSlow`]).
-//!
-//! Memory stays bounded per socket: the queue and the reserve, whatever
-//! the rate of events.
 //!
 //! The send queue decides; the session acts on the [`Outcome`] (closing,
 //! restarting a subscription), so the policy reads in one place.
@@ -240,9 +237,7 @@ impl SendQueue {
         }
     }
 
-    /// Queues the close behind what is queued (so the client reads the
-    /// replies and notices before it), in the reserve if need be, or ahead
-    /// of the queue when even that is full.
+    /// Queues the close ([`Inlet::close`]).
     pub(super) fn close(&mut self, code: u16, reason: String) {
         self.inlet.close(code, reason);
     }

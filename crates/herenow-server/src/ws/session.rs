@@ -1,20 +1,11 @@
-//! One WebSocket connection: herenow's protocol on the socket core
-//! ([`crate::socket`]). The core reads frames, probes liveness, drains at
-//! shutdown and writes what the session queues; the session reads client
-//! messages, applies them, forwards its subscriptions' events, and holds
-//! its own deadlines (hello, idle, a stalled queue). Nothing the session
-//! does waits on a slow client: what a client too slow for the queue
-//! loses is the [`SendQueue`]'s drop policy.
+//! One WebSocket connection: herenow's [`Protocol`] on the socket core
+//! ([`crate::socket`]). The session applies client messages (through
+//! `msg`'s handlers), forwards its subscriptions' events and holds its
+//! own deadlines (hello, idle, a stalled queue); what a client too slow
+//! for the queue loses is the [`SendQueue`]'s drop policy.
 //!
-//! [`Session`] composes the parts of a connection, each with its own
-//! type: the protocol state (the connection id, the token's grant, the
-//! [`Joined`] spaces), the [`SendQueue`], the [`Subscriptions`], the
-//! [`Timers`] and the abuse [`Guards`]. The message handlers in `msg`
-//! call its methods; it dispatches to them through [`ClientMessage`].
-//!
-//! However the session ends (the client closes or vanishes, a timeout,
-//! abuse, shutdown), it detaches the connection from every space it joined
-//! before the socket is closed.
+//! However the session ends, it detaches the connection from every space
+//! it joined before the socket is closed.
 
 use std::sync::Arc;
 
@@ -71,7 +62,6 @@ pub(super) async fn run(
 /// One connection, as the message handlers in `msg` see it.
 pub(super) struct Session {
     pub(super) state: AppState,
-    /// This connection's id.
     pub(super) conn: ConnId,
     /// What the token allows; `None` until `hello`.
     grant: Option<Grant>,
@@ -96,7 +86,7 @@ impl Session {
             conn,
             grant: None,
             joined: Joined::default(),
-            subs: Subscriptions::new(),
+            subs: Subscriptions::default(),
             send_queue,
             timers: Timers::new(settings, now),
             guards: Guards::new(now),
@@ -175,7 +165,7 @@ impl Session {
         // too: otherwise the store could expire a connection whose socket
         // is busy with everything but pings.
         if !is_ping {
-            self.keep_alive().await;
+            self.refresh(false).await;
         }
     }
 
@@ -204,11 +194,6 @@ impl Session {
     }
 
     // ----- for the message handlers -------------------------------------
-
-    /// The spaces this connection joined, for a handler's checks.
-    pub(super) fn joined(&self) -> &Joined {
-        &self.joined
-    }
 
     /// The store's clock, which `welcome` and `pong` report: the time
     /// `last_seen_ms` values are on, whatever the client's clock says.
@@ -277,8 +262,7 @@ impl Session {
     /// expires by its TTL.
     pub(super) async fn leave(&mut self, space: &SpaceName) -> Result<(), WsError> {
         self.joined.forget(space)?;
-        self.end(space, true).await?;
-        Ok(())
+        self.end(space, true).await
     }
 
     /// Hides or shows this connection: every joined space is attached
@@ -298,29 +282,10 @@ impl Session {
         failed.map_or(Ok(()), Err)
     }
 
-    /// For a ping: attaches every joined space again (with the current
-    /// metadata and visibility), unless that was done a moment ago.
-    pub(super) async fn refresh(&mut self) {
-        let now = Instant::now();
-        if self.timers.ping_write_due(now) {
-            self.write_all(now).await;
-        }
-    }
-
     /// Subscribes (or subscribes again) to `space`: a snapshot in pages,
-    /// the last carrying `reference`, then its events.
+    /// the last carrying `reference`, then its events; the snapshot is
+    /// marked `resync` when it starts a lagging subscription over.
     pub(super) async fn subscribe(
-        &mut self,
-        space: SpaceName,
-        page_size: usize,
-        reference: Option<Ref>,
-    ) -> Result<(), WsError> {
-        self.subscribe_as(space, page_size, reference, false).await
-    }
-
-    /// [`subscribe`](Self::subscribe), its snapshot marked `resync` when
-    /// it starts a lagging subscription over.
-    async fn subscribe_as(
         &mut self,
         space: SpaceName,
         page_size: usize,
@@ -376,19 +341,18 @@ impl Session {
             .ok_or_else(|| WsError::new("hello-first", "send hello with a token first"))
     }
 
-    /// For any message but a ping: attaches every joined space again
-    /// once `ping_ms` has passed since the last such write. Joins
-    /// and updates wrote their own spaces already.
-    async fn keep_alive(&mut self) {
+    /// Attaches every joined space again (with the current metadata and
+    /// visibility) when due: for a `ping` unless that was done a moment
+    /// ago, for any other message once `ping_ms` has passed since (joins
+    /// and updates wrote their own spaces already).
+    pub(super) async fn refresh(&mut self, ping: bool) {
         let now = Instant::now();
-        if self.timers.keepalive_due(now) {
-            self.write_all(now).await;
-        }
-    }
-
-    /// Attaches every joined space again, for a ping or a keepalive.
-    async fn write_all(&mut self, now: Instant) {
-        if self.joined.is_empty() {
+        let due = if ping {
+            self.timers.ping_write_due(now)
+        } else {
+            self.timers.keepalive_due(now)
+        };
+        if !due || self.joined.is_empty() {
             return;
         }
         self.timers.wrote(now);
@@ -477,10 +441,7 @@ impl Session {
     /// Starts a subscription over after lag.
     async fn restart(&mut self, space: SpaceName) {
         let page_size = self.subs.page_size(&space);
-        if let Err(e) = self
-            .subscribe_as(space.clone(), page_size, None, true)
-            .await
-        {
+        if let Err(e) = self.subscribe(space.clone(), page_size, None, true).await {
             self.unsubscribe(&space);
             self.fail(
                 None,
@@ -523,14 +484,17 @@ impl Session {
         &self,
         call: impl Future<Output = herenow_core::Result<T>>,
     ) -> Result<T, WsError> {
-        match timeout(self.state.request_timeout(), call).await {
-            Ok(r) => r.map_err(WsError::from),
-            Err(_) => Err(WsError::new(
-                "timeout",
-                "the store took longer than the server's request timeout",
-            )),
-        }
+        let bounded = timeout(self.state.request_timeout(), call).await;
+        bounded.map_err(|_| timed_out())?.map_err(WsError::from)
     }
+}
+
+/// The refusal of a call the store did not answer in time.
+pub(super) fn timed_out() -> WsError {
+    WsError::new(
+        "timeout",
+        "the store took longer than the server's request timeout",
+    )
 }
 
 /// What a session's own sources bring.

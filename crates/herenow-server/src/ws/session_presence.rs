@@ -1,14 +1,12 @@
 //! This connection's presence in the spaces it joined, through the store's
 //! live connections: attached on `join` and every refresh, and ended on a
-//! `leave` or on every way out of the session (see `herenow_core::conn`):
-//! detached after a goodbye (a `leave` message, a close with `1000`),
-//! else handed to the grace (a close with another code, a drop, a silence,
-//! the server's shutdown), so a member who comes straight back, on any
-//! server, never left.
+//! `leave` or on every way out of the session: detached after a goodbye
+//! (a `leave` message, a close with `1000`), else handed to the grace.
 
-use herenow_core::{Attach, AttachReport, Capability, DetachReport, Metadata, SpaceName};
+use herenow_core::{Attach, Metadata, SpaceName};
 
 use super::session::Session;
+use crate::socket::{attach_live, end_live};
 use crate::ws::wire::WsError;
 
 impl Session {
@@ -17,7 +15,7 @@ impl Session {
         &self,
         space: &SpaceName,
         meta: Option<Metadata>,
-    ) -> Result<AttachReport, WsError> {
+    ) -> Result<(), WsError> {
         let attach = Attach {
             member: self.grant()?.member.clone(),
             conn: self.conn.clone(),
@@ -25,32 +23,16 @@ impl Session {
             invisible: self.joined.is_invisible(),
             ttl_ms: self.timers.ttl_ms(),
         };
-        let store = self.state.store();
-        let live = store
-            .live_connections()
-            .ok_or_else(|| store.lacks(Capability::LiveConnections))?;
-        self.store_call(live.attach(space, &attach)).await
+        self.store_call(attach_live(self.state.store(), space, &attach))
+            .await
     }
 
-    /// Ends this connection in `space`: detached after a `goodbye`, else
-    /// lingering for the space's grace.
-    pub(super) async fn end(
-        &self,
-        space: &SpaceName,
-        goodbye: bool,
-    ) -> Result<DetachReport, WsError> {
+    /// Ends this connection in `space` ([`end_live`]).
+    pub(super) async fn end(&self, space: &SpaceName, goodbye: bool) -> Result<(), WsError> {
         let member = &self.grant()?.member;
         let store = self.state.store();
-        let live = store
-            .live_connections()
-            .ok_or_else(|| store.lacks(Capability::LiveConnections))?;
-        if goodbye {
-            self.store_call(live.detach(space, member, &self.conn))
-                .await
-        } else {
-            self.store_call(live.linger(space, member, &self.conn))
-                .await
-        }
+        self.store_call(end_live(store, space, member, &self.conn, goodbye))
+            .await
     }
 
     /// Ends this connection in every joined space: it is going away.

@@ -16,20 +16,13 @@ use crate::ws::wire::WsError;
 type EventStream = Pin<Box<dyn Stream<Item = Result<Arc<Event>, RecvError>> + Send + Sync>>;
 
 /// A connection's subscriptions, at most [`MAX_SUBSCRIBED`].
+#[derive(Default)]
 pub(super) struct Subscriptions {
     streams: StreamMap<SpaceName, EventStream>,
     page_sizes: HashMap<SpaceName, usize>,
 }
 
 impl Subscriptions {
-    /// A connection starts watching nothing.
-    pub(super) fn new() -> Self {
-        Self {
-            streams: StreamMap::new(),
-            page_sizes: HashMap::new(),
-        }
-    }
-
     /// Refuses a subscription beyond [`MAX_SUBSCRIBED`]; subscribing
     /// again to a space is always allowed.
     pub(super) fn admit(&self, space: &SpaceName) -> Result<(), WsError> {

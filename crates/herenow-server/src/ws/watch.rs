@@ -4,11 +4,13 @@
 //! queue's watch lane, which lags as a whole and catches up with a fresh
 //! picture (`resync`) once there is room.
 
+use std::time::Duration;
+
 use herenow_core::{MemberId, MemberKind};
 use tokio::time::timeout;
 
 use super::limits::page_size;
-use super::session::Session;
+use super::session::{Session, timed_out};
 use crate::protocol::dto::WatchGrant;
 use crate::watch::limits::over_watched;
 use crate::watch::registry::Note;
@@ -56,17 +58,12 @@ impl Session {
             // The old watch ends before the new one follows anyone.
             self.watching = None;
             let hub = self.state.watch().clone();
-            let w = self
-                .watch_call(Watching::open(&hub, scope.clone(), policy))
-                .await?;
+            let wait = self.state.request_timeout();
+            let w = bounded(wait, Watching::open(&hub, scope.clone(), policy)).await?;
             self.watching = Some(w);
         }
         let w = self.watching.as_mut().expect("a watch was opened above");
-        let call = w.watch(users, friends);
-        let answer = match timeout(self.state.request_timeout(), call).await {
-            Ok(r) => r.map_err(watch_error),
-            Err(_) => Err(timed_out()),
-        };
+        let answer = bounded(self.state.request_timeout(), w.watch(users, friends)).await;
         let added = match answer {
             Ok(added) => added,
             Err(e) => {
@@ -91,10 +88,7 @@ impl Session {
                 "this connection watches nobody",
             ));
         };
-        match timeout(self.state.request_timeout(), w.unwatch(users)).await {
-            Ok(r) => r.map_err(watch_error)?,
-            Err(_) => return Err(timed_out()),
-        };
+        bounded(self.state.request_timeout(), w.unwatch(users)).await?;
         if all {
             self.watching = None;
         }
@@ -106,11 +100,8 @@ impl Session {
         let Some(w) = self.watching.as_mut() else {
             return;
         };
-        match timeout(self.state.request_timeout(), w.on_note(note)).await {
-            Ok(Ok(outs)) => self.send_watch_outs(outs),
-            Ok(Err(e)) => self.fail(None, watch_error(e)),
-            Err(_) => self.fail(None, timed_out()),
-        }
+        let outs = bounded(self.state.request_timeout(), w.on_note(note)).await;
+        self.send_watch_outs(outs);
     }
 
     /// After the watch lagged: a fresh picture of everything watched.
@@ -118,14 +109,15 @@ impl Session {
         let Some(w) = self.watching.as_mut() else {
             return;
         };
-        match timeout(self.state.request_timeout(), w.resync()).await {
-            Ok(Ok(outs)) => self.send_watch_outs(outs),
-            Ok(Err(e)) => self.fail(None, watch_error(e)),
-            Err(_) => self.fail(None, timed_out()),
-        }
+        let outs = bounded(self.state.request_timeout(), w.resync()).await;
+        self.send_watch_outs(outs);
     }
 
-    fn send_watch_outs(&mut self, outs: Vec<Out>) {
+    fn send_watch_outs(&mut self, outs: Result<Vec<Out>, WsError>) {
+        let outs = match outs {
+            Ok(outs) => outs,
+            Err(e) => return self.fail(None, e),
+        };
         for out in outs {
             match out {
                 Out::Status(user) => {
@@ -172,33 +164,19 @@ impl Session {
             }
         }
     }
-
-    /// A call of the watch, bounded by the request timeout.
-    async fn watch_call<T>(
-        &self,
-        call: impl Future<Output = Result<T, WatchError>>,
-    ) -> Result<T, WsError> {
-        match timeout(self.state.request_timeout(), call).await {
-            Ok(r) => r.map_err(watch_error),
-            Err(_) => Err(timed_out()),
-        }
-    }
 }
 
-/// A refusal of the watch, as the protocol says it.
-fn watch_error(e: WatchError) -> WsError {
-    match e {
-        WatchError::Store(e) => WsError::from(e),
-        other => WsError::new(other.code(), other.to_string()),
+/// A call of the watch, bounded by `wait`; its refusal as the protocol
+/// says it.
+async fn bounded<T>(
+    wait: Duration,
+    call: impl Future<Output = Result<T, WatchError>>,
+) -> Result<T, WsError> {
+    match timeout(wait, call).await.map_err(|_| timed_out())? {
+        Ok(v) => Ok(v),
+        Err(WatchError::Store(e)) => Err(WsError::from(e)),
+        Err(other) => Err(WsError::new(other.code(), other.to_string())),
     }
-}
-
-/// The refusal of a call the store did not answer in time.
-fn timed_out() -> WsError {
-    WsError::new(
-        "timeout",
-        "the store took longer than the server's request timeout",
-    )
 }
 
 impl Watch {

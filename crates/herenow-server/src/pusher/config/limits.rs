@@ -1,21 +1,10 @@
-//! Per-app limits of the Pusher apps: `--pusher-app-limits
-//! APP_ID:LIMIT=N[,LIMIT=N]…`, one per app, over the defaults every app
-//! has (Pusher's own where Pusher has one).
+//! Per-app limits of the Pusher apps (`--pusher-app-limits
+//! APP_ID:LIMIT=N[,LIMIT=N]…`; the table of limits, defaults and refusals
+//! is docs/PUSHER.md's "Per-app limits").
 //!
-//! | limit | default | over it |
-//! | --- | --- | --- |
-//! | `max_connections` | none (the server's socket bound) | close `4004` |
-//! | `client_events_per_second` | 10 | `pusher:error` `4301` |
-//! | `max_presence_members` | 10,000 | `pusher:subscription_error` `LimitReached` |
-//! | `max_event_bytes` | 10 KiB | HTTP `413` |
-//! | `max_client_event_bytes` | 10 KiB | `pusher:error` |
-//!
-//! Each limit is checked when the action it bounds happens (a socket
-//! connects, a client event or an HTTP event comes, a socket subscribes),
-//! against the app's limits of that moment, so a reload changes them for
-//! what comes next and leaves what was admitted alone.
-
-use std::fmt;
+//! Each limit is checked when the action it bounds happens, against the
+//! app's limits of that moment, so a reload changes them for what comes
+//! next and leaves what was admitted alone.
 
 use super::{PusherApp, PusherConfig, PusherConfigError};
 
@@ -45,20 +34,11 @@ impl Limit {
 /// One `--pusher-app-limits`: the limits one app sets, the others left at
 /// their defaults. Their ranges are checked with the app's
 /// ([`PusherConfig::check`]).
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PusherAppLimits {
     /// The app's id.
     pub app_id: String,
     limits: Vec<(Limit, u64)>,
-}
-
-impl fmt::Debug for PusherAppLimits {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PusherAppLimits")
-            .field("app_id", &self.app_id)
-            .field("limits", &self.limits)
-            .finish()
-    }
 }
 
 impl std::str::FromStr for PusherAppLimits {

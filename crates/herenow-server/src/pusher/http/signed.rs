@@ -109,13 +109,6 @@ fn params(query: Option<&str>) -> Result<BTreeMap<String, String>, Refusal> {
     Ok(out)
 }
 
-/// The seconds of the server's clock.
-fn now_s() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// Checks the request's signature; the app it is for, and its other
 /// parameters. Each failure names the part that failed, in the order
 /// they are checked.
@@ -167,7 +160,7 @@ fn verify(
             ))
         })?,
     };
-    let now = now_s();
+    let now = crate::token::now_s();
     if now.abs_diff(timestamp) > MAX_SKEW_S {
         return Err(unauthorized(format!(
             "auth_timestamp {timestamp} is {} s from the server's time ({now}); \

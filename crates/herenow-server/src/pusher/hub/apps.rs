@@ -1,18 +1,14 @@
 //! The apps served changed while running (a reload of the server's
 //! settings): [`Pusher::plan_apps`], then [`Pusher::set_apps`].
 //!
-//! The new list replaces the old one at once, so the next socket, the next
-//! HTTP request and the next signature check use it: a new app's key
-//! connects, a removed app's key is refused (`4001`) and its sockets are
-//! closed with `4001` ("application does not exist"); an app that stays,
-//! its secret or limits changed or not, keeps its sockets, which look
-//! their app up again before each use of its settings (see
-//! [`Pusher::apps_version`]), so they sign and count with the new ones.
+//! The new list serves the next socket, request and signature at once; a
+//! removed app's sockets are closed with `4001`; an app that stays keeps
+//! its sockets, which look their app up again before each use of its
+//! settings ([`Pusher::apps_version`]).
 //!
 //! An app keeps the space prefix it was served with (its presence
-//! channels are the spaces of that name): one the new list would give
-//! another prefix (the first app's place taken by another) keeps its own
-//! until a restart, and a new app is never given a prefix another holds.
+//! channels are the spaces of that name) until a restart, and a new app
+//! is never given a prefix another holds.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -106,13 +102,6 @@ impl Pusher {
 
 /// What differs between an app as it was and as it is.
 fn differences(was: &PusherApp, is: &PusherApp) -> Vec<&'static str> {
-    let mut what = Vec::new();
-    if was.key != is.key {
-        what.push("key");
-    }
-    if was.secret != is.secret {
-        what.push("secret");
-    }
     let limits = |a: &PusherApp| {
         (
             a.max_connections,
@@ -122,13 +111,15 @@ fn differences(was: &PusherApp, is: &PusherApp) -> Vec<&'static str> {
             a.max_client_event_bytes,
         )
     };
-    if limits(was) != limits(is) {
-        what.push("limits");
-    }
-    if was.webhooks != is.webhooks {
-        what.push("webhooks");
-    }
-    what
+    [
+        ("key", was.key != is.key),
+        ("secret", was.secret != is.secret),
+        ("limits", limits(was) != limits(is)),
+        ("webhooks", was.webhooks != is.webhooks),
+    ]
+    .into_iter()
+    .filter_map(|(what, differs)| differs.then_some(what))
+    .collect()
 }
 
 #[cfg(test)]

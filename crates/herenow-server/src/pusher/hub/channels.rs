@@ -1,13 +1,11 @@
 //! [`Channels`]: which of this server's sockets subscribe to which
 //! channel, and the fan-out of an event to them.
 //!
-//! A socket's queue is bounded ([`QUEUE`] messages, plus [`RESERVE`]
-//! slots only replies and the close may use). An event that does not fit
-//! is not queued, and the socket is told through its [`Ender`]: its
-//! session closes it with `4100` (reconnect after a while), so a
-//! client never silently misses an event and stays subscribed. Presence
-//! member events do not pass here: each channel's feed (`members.rs`)
-//! queues them, and a socket that lags gets a fresh roster.
+//! An event that does not fit a socket's queue ([`QUEUE`], plus
+//! [`RESERVE`] slots only replies and the close may use) is not queued,
+//! and the socket is closed through its [`Ender`] (`4100`), so a client
+//! never silently misses an event. Presence member events do not pass
+//! here: each channel's feed (`members.rs`) queues them.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -30,7 +28,6 @@ pub(crate) const RESERVE: usize = 16;
 pub(crate) struct Subscriber {
     /// The socket id, to leave out the sender of an event.
     pub(crate) socket_id: Arc<str>,
-    /// The socket's queue.
     pub(crate) queue: queue::Sender<Out>,
     /// Asked to close the socket when an event did not fit the queue.
     pub(crate) ender: Arc<Ender>,
@@ -63,11 +60,6 @@ pub struct Channels {
 }
 
 impl Channels {
-    /// No channels.
-    pub(crate) fn new() -> Self {
-        Self::default()
-    }
-
     /// Adds socket `number` to `channel` of `app`.
     pub(crate) fn join(&self, app: &Arc<str>, channel: &str, number: u64, sub: Subscriber) {
         let mut map = self.map.lock();

@@ -33,7 +33,6 @@ pub(crate) fn decode(text: &str) -> Option<Incoming> {
 /// `pusher:subscribe`'s data.
 #[derive(Debug, Deserialize)]
 pub(crate) struct Subscribe {
-    /// The channel's name.
     pub(crate) channel: String,
     /// `key:signature`, for private, encrypted and presence channels.
     #[serde(default)]
@@ -47,7 +46,6 @@ pub(crate) struct Subscribe {
 /// `pusher:unsubscribe`'s data.
 #[derive(Debug, Deserialize)]
 pub(crate) struct Unsubscribe {
-    /// The channel's name.
     pub(crate) channel: String,
 }
 
@@ -180,6 +178,16 @@ pub(crate) fn connection_established(socket_id: &str, activity_timeout_s: u64) -
     event("pusher:connection_established", None, &data.to_string())
 }
 
+/// `pusher_internal:subscription_succeeded` of a channel other than a
+/// presence one.
+pub(crate) fn subscribed(channel: &str) -> Arc<str> {
+    event(
+        "pusher_internal:subscription_succeeded",
+        Some(channel),
+        "{}",
+    )
+}
+
 /// `pusher:error`, with a code or `null`.
 pub(crate) fn error(code: Option<u16>, message: &str) -> Arc<str> {
     Arc::from(
@@ -214,11 +222,9 @@ pub(crate) fn bare(event: &str) -> Arc<str> {
 /// whole roster in one message, `members` each with its `user_info`,
 /// each id once, in the order given (the `ids` array's).
 ///
-/// Written straight into the message's [`Pieces`], its `data` escaped
-/// as it is written, rather than through `Value`s or a `data` string
-/// quoted afterwards: a roster may hold thousands of members and is made
-/// for sockets joining while the channel changes, so this is no
-/// allocation per member and no large block.
+/// Written straight into [`Pieces`], `data` escaped as it goes: a roster
+/// may hold thousands of members, so no allocation per member and no
+/// large block.
 pub(crate) fn presence_succeeded<'a, I>(channel: &str, members: I) -> Pieces
 where
     I: IntoIterator<Item = (&'a str, Option<&'a herenow_core::Metadata>)>,
@@ -286,7 +292,6 @@ fn quote_into(buf: &mut String, s: &str) {
 /// escapes it: `"` and `\`, the short forms of control characters where
 /// JSON has one, `\u00XX` for the others; everything else as is.
 fn push_escaped(out: &mut impl Text, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut from = 0;
     for (i, b) in s.bytes().enumerate() {
         let short = match b {
@@ -304,15 +309,7 @@ fn push_escaped(out: &mut impl Text, s: &str) {
         out.push_str(&s[from..i]);
         from = i + 1;
         if short.is_empty() {
-            let hex = [
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[usize::from(b >> 4)],
-                HEX[usize::from(b & 0xf)],
-            ];
-            out.push_str(std::str::from_utf8(&hex).expect("ASCII"));
+            out.push_str(&format!("\\u{b:04x}"));
         } else {
             out.push_str(short);
         }

@@ -12,15 +12,10 @@
 //! from one sequence, and a member event is serialized once and queued to
 //! each socket by the feed, without waking the socket's session.
 //!
-//! **Lag.** A member event that does not fit a socket's queue is not
-//! dropped silently and does not cut the socket: the socket *lags*, its
-//! further member events are skipped, and once half its queue is free it
-//! gets the roster again (`pusher_internal:subscription_succeeded`, on
-//! which pusher-js rebuilds its member list), so it always ends with the
-//! exact roster. A socket whose queue stays full for its stall limit is
-//! closed (`4100`) through its [`Ender`]. When the store's own event
-//! queue overflows (or closes), the feed subscribes again and every
-//! socket gets the new roster.
+//! A socket whose queue has no room for a member event *lags* (the
+//! policy is `pusher::socket`'s module doc); it is closed through its
+//! [`Ender`]. When the store's own event queue overflows (or closes), the
+//! feed subscribes again and every socket gets the new roster.
 //!
 //! A feed ends once no socket holds it or is admitted to it; a socket that
 //! finds it ended (its request unanswered) asks a new one.
@@ -272,10 +267,7 @@ impl Feed {
         let Some(mut events) = self.subscribe(true).await else {
             // Out of the registry, its requests unanswered: their sockets
             // try again, with a new feed.
-            let mut feeds = self.feeds.lock();
-            if feeds.get(&self.space).is_some_and(|h| h.id == self.id) {
-                feeds.remove(&self.space);
-            }
+            self.unregister(&mut self.feeds.lock());
             return;
         };
         let mut lag_check = tokio::time::interval(LAG_CHECK);
@@ -394,10 +386,14 @@ impl Feed {
             self.command(command);
             return false;
         }
+        self.unregister(&mut feeds);
+        true
+    }
+
+    fn unregister(&self, feeds: &mut HashMap<SpaceName, Handle>) {
         if feeds.get(&self.space).is_some_and(|h| h.id == self.id) {
             feeds.remove(&self.space);
         }
-        true
     }
 
     fn command(&mut self, command: Command) {
@@ -431,25 +427,23 @@ impl Feed {
                 let _ = reply.send(());
             }
             Command::Resend { number } => {
-                if let Some(i) = self
-                    .listeners
-                    .iter()
-                    .position(|m| m.listener.number == number)
-                {
+                if let Some(i) = self.position(number) {
                     self.send_roster(i);
                 }
             }
             Command::Leave { number } => {
-                if let Some(i) = self
-                    .listeners
-                    .iter()
-                    .position(|m| m.listener.number == number)
-                {
+                if let Some(i) = self.position(number) {
                     let left = self.listeners.remove(i);
                     self.unsee(left.listener.member.id.as_str());
                 }
             }
         }
+    }
+
+    fn position(&self, number: u64) -> Option<usize> {
+        self.listeners
+            .iter()
+            .position(|m| m.listener.number == number)
     }
 
     /// Queues the roster for listener `i`.

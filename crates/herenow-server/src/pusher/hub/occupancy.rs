@@ -254,7 +254,7 @@ mod tests {
         let clock = ManualClock::new(1_700_000_000_000);
         let store: Arc<dyn PresenceStore> =
             Arc::new(MemoryStore::new(Arc::new(clock), SpaceConfig::default()));
-        let channels = Arc::new(Channels::new());
+        let channels = Arc::new(Channels::default());
         let occupancy = Arc::new(Occupancy::default());
         let app: Arc<str> = Arc::from("1");
         let change = |join: bool, n: u64| {

@@ -1,12 +1,10 @@
 //! [`Quota`]: each app's sockets on this server, against its
-//! `max_connections` (`--pusher-app-limits`).
+//! `max_connections`.
 //!
 //! A socket takes a [`Slot`] before it is upgraded and holds it until it
 //! ends, so the count is exact whatever the order sockets come and go in,
 //! and a socket over the limit is refused (`4004`) without ever being
-//! served. The limit is the app's of the moment the socket comes: a
-//! reload that lowers it closes nobody, and refuses newcomers until the
-//! app is under it again.
+//! served. A reload that lowers the limit closes nobody.
 
 use std::collections::HashMap;
 use std::sync::Arc;

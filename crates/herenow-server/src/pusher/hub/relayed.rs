@@ -1,20 +1,14 @@
 //! What the Pusher side relays between the servers sharing a store
 //! ([`herenow_core::Relay`], topic [`TOPIC`]), and how each server
-//! delivers it to its own sockets.
-//!
-//! An event triggered through any server's HTTP API, a client event
-//! sent on any server's socket and a `terminate_connections` are relayed
-//! once; every server, the one that took it included, delivers it from
-//! its relay feed to its local subscribers, so nothing is delivered twice
-//! and nothing depends on which server was asked. A feed that lags may
-//! have missed messages: every socket of that server is closed with
-//! `4100` (reconnect after a while) rather than left missing events.
+//! delivers it to its own sockets. Every server, the one that took it
+//! included, delivers from its own feed: nothing is delivered twice and
+//! nothing depends on which server was asked.
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Pusher, event_frame};
+use super::{Pusher, frames};
 
 /// The relay topic of Pusher messages.
 pub(crate) const TOPIC: &str = "pusher";
@@ -77,7 +71,7 @@ impl Pusher {
             } => {
                 let app: Arc<str> = Arc::from(app);
                 for channel in &channels {
-                    let text = event_frame(&name, channel, &data);
+                    let text = frames::event(&name, Some(channel), &data);
                     self.channels
                         .publish(&app, channel, &text, except.as_deref());
                 }

@@ -75,33 +75,31 @@ impl Sockets {
 
     /// Closes every socket of `app` signed in as `user`; how many.
     pub(crate) fn end_user(&self, app: &str, user: &str, code: u16, reason: &'static str) -> usize {
-        let map = self.map.lock();
-        let mut n = 0;
-        for h in map.values() {
-            if &*h.app == app && h.user.as_deref() == Some(user) {
-                h.ender.end(code, reason);
-                n += 1;
-            }
-        }
-        n
+        self.end_where(
+            |h| &*h.app == app && h.user.as_deref() == Some(user),
+            code,
+            reason,
+        )
     }
 
     /// Closes every socket of `app`; how many.
     pub(crate) fn end_app(&self, app: &str, code: u16, reason: &'static str) -> usize {
-        let map = self.map.lock();
-        let mut n = 0;
-        for h in map.values().filter(|h| &*h.app == app) {
-            h.ender.end(code, reason);
-            n += 1;
-        }
-        n
+        self.end_where(|h| &*h.app == app, code, reason)
     }
 
     /// Closes every socket.
     pub(crate) fn end_all(&self, code: u16, reason: &'static str) {
-        for h in self.map.lock().values() {
+        self.end_where(|_| true, code, reason);
+    }
+
+    fn end_where(&self, which: impl Fn(&Handle) -> bool, code: u16, reason: &'static str) -> usize {
+        let map = self.map.lock();
+        let mut n = 0;
+        for h in map.values().filter(|h| which(h)) {
             h.ender.end(code, reason);
+            n += 1;
         }
+        n
     }
 
     /// How many sockets are open.

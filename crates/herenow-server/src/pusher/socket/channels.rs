@@ -17,8 +17,7 @@ impl Session {
     ) -> Option<T> {
         let data = frames::data_of::<T>(msg.data.as_deref());
         if data.is_none() {
-            let text = format!("{} needs data with {what}", msg.event);
-            self.reply(frames::error(None, &text));
+            self.reject(&format!("{} needs data with {what}", msg.event));
         }
         data
     }
@@ -40,36 +39,28 @@ impl Session {
         };
         if kind == ChannelKind::User {
             // Joined at signin; pusher-js asks again, and only its own.
-            if self
+            let own = self
                 .signed_in
                 .as_ref()
-                .is_some_and(|u| u.channel == channel)
-            {
-                self.reply(frames::event(
-                    "pusher_internal:subscription_succeeded",
-                    Some(channel),
-                    "{}",
-                ));
+                .is_some_and(|u| u.channel == channel);
+            self.reply(if own {
+                frames::subscribed(channel)
             } else {
-                self.reply(frames::subscription_error(
+                frames::subscription_error(
                     channel,
                     "AuthError",
                     "a user's channel is for the sockets signed in as that user",
                     403,
-                ));
-            }
+                )
+            });
             return;
         }
         if self.channels.contains_key(channel) {
             // Already subscribed: said again, as Pusher does.
-            if kind != ChannelKind::Presence {
-                self.reply(frames::event(
-                    "pusher_internal:subscription_succeeded",
-                    Some(channel),
-                    "{}",
-                ));
-            } else {
+            if kind == ChannelKind::Presence {
                 self.resend_roster(channel);
+            } else {
+                self.reply(frames::subscribed(channel));
             }
             return;
         }
@@ -101,11 +92,7 @@ impl Session {
         if kind.is_occupancy() {
             self.sync_occupancy(channel).await;
         }
-        self.reply(frames::event(
-            "pusher_internal:subscription_succeeded",
-            Some(channel),
-            "{}",
-        ));
+        self.reply(frames::subscribed(channel));
     }
 
     /// Whether `sub.auth` is `key:HMAC-SHA256(secret, socket_id:channel[:channel_data])`.
@@ -124,16 +111,18 @@ impl Session {
     /// Counts the socket in `channel` here and for the app's events.
     pub(super) fn join_channel(&mut self, channel: &str, kind: ChannelKind) {
         self.channels.insert(channel, kind);
-        self.pusher.channels.join(
-            &self.app_id,
-            channel,
-            self.number,
-            Subscriber {
-                socket_id: self.socket_id.clone(),
-                queue: self.inlet.sender().clone(),
-                ender: self.ender.clone(),
-            },
-        );
+        self.pusher
+            .channels
+            .join(&self.app_id, channel, self.number, self.subscriber());
+    }
+
+    /// This socket as a channel's fan-out sees it.
+    pub(super) fn subscriber(&self) -> Subscriber {
+        Subscriber {
+            socket_id: self.socket_id.clone(),
+            queue: self.inlet.sender().clone(),
+            ender: self.ender.clone(),
+        }
     }
 
     /// `pusher:unsubscribe`: nothing is answered. A user's channel stays
@@ -171,19 +160,16 @@ impl Session {
         if let Some(refusal) = refusal {
             // `null`, as Pusher answers it: 4009 ("connection is
             // unauthorized") would tell the client its connection closes.
-            self.reply(frames::error(None, refusal));
+            self.reject(refusal);
             return;
         }
         let max_data = self.app.max_client_event_bytes;
         if msg.event.len() > MAX_EVENT_NAME
             || msg.data.as_ref().is_some_and(|d| d.get().len() > max_data)
         {
-            self.reply(frames::error(
-                None,
-                &format!(
-                    "Client event rejected: the name is over {MAX_EVENT_NAME} bytes or the data \
-                     over {max_data} bytes (the app's limit)"
-                ),
+            self.reject(&format!(
+                "Client event rejected: the name is over {MAX_EVENT_NAME} bytes or the data \
+                 over {max_data} bytes (the app's limit)"
             ));
             return;
         }
@@ -212,7 +198,7 @@ impl Session {
         let presence = self.memberships.get(channel).map(|p| &p.space);
         if let Err(e) = self.store_call(event.keep_for(hooks, presence)).await {
             tracing::warn!(error = %e, "a client event could not be kept for webhooks");
-            self.reply(frames::error(None, rejected));
+            self.reject(rejected);
             return;
         }
         let text = frames::client_event(&msg.event, channel, msg.data.as_deref(), user_id);
@@ -228,7 +214,7 @@ impl Session {
             .await;
         if let Err(e) = sent {
             tracing::debug!(error = %e, "a client event could not be relayed");
-            self.reply(frames::error(None, rejected));
+            self.reject(rejected);
         }
     }
 }

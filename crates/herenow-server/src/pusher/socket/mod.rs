@@ -1,44 +1,26 @@
-//! `GET /app/{key}`: one Pusher socket.
-//!
-//! The Pusher protocol's adapter on the socket core ([`crate::socket`]),
-//! as herenow's own WebSocket (`crate::ws`) is: the core upgrades,
-//! queues, writes, probes and drains; this session parses Pusher's
-//! messages and writes its frames. The socket shares the server's
-//! WebSocket bound and the tracker shutdown waits on
-//! ([`Hub`](crate::socket::Hub)).
+//! `GET /app/{key}`: one Pusher socket, the Pusher protocol's adapter on
+//! the socket core ([`crate::socket`]). This file is the session (its
+//! [`Protocol`]); `channels` is subscribing and client events, `presence`
+//! the presence channels, `user` `pusher:signin` and the Watchlist.
 //!
 //! A presence subscription is a live connection of the member in the
-//! channel's space (`herenow_core::conn`), refreshed while the socket
-//! lives, detached when it ends or unsubscribes; its roster and member
-//! events come from the channel's feed on this server
-//! (`pusher::hub`'s members), which reads the space's events from
-//! the store once for all its sockets. The subscriber's own user is in
-//! its roster from the start, so the events of its own presence are not
-//! sent to it. A public or private
-//! channel is held by one live connection per server, which counts its
-//! sockets there (`pusher::hub`'s occupancy), written before the
+//! channel's space, refreshed while the socket lives; its roster and
+//! member events come from the channel's feed (`pusher::hub`'s members).
+//! The subscriber's own user is in its roster from the start, so the
+//! events of its own presence are not sent to it. A public or private
+//! channel's occupancy (`pusher::hub`'s occupancy) is written before the
 //! socket is told it subscribed and after it leaves.
 //!
-//! **Lag.** A member event that does not fit the queue is not dropped
-//! silently and does not cut the socket: the feed skips the socket's
-//! further member events and, once half its queue is free, sends it the
-//! roster again (pusher-js rebuilds its member list from it), so it
-//! always ends with the exact roster. Only a client whose queue stays
-//! full for [`MAX_STALL`] (or the WebSocket TTL, if shorter) is closed
-//! (`4100`). An app event or client event that does not fit closes the
-//! socket with `4100` at once (see `pusher::hub`'s channels): it
-//! cannot be recovered from a roster. A socket whose writer has ended
-//! (the client left, a write failed) ends its session at once: no roster
-//! is owed to it.
+//! **Lag.** A member event that does not fit the queue makes the feed
+//! skip the socket's member events and, once half its queue is free, send
+//! it the roster again, so it always ends with the exact roster; only a
+//! queue full for [`MAX_STALL`] (or the TTL, if shorter) closes it
+//! (`4100`). An app or client event that does not fit closes it with
+//! `4100` at once: no roster can recover it. A socket whose writer ended
+//! ends its session at once.
 //!
-//! **Between servers.** Client events go out through the store's relay
-//! (`pusher::hub`) and reach every server's subscribers from its
-//! feed; a socket is served only once its server reads the feed, so an
+//! A socket is served only once its server reads the relay feed, so an
 //! event relayed after `pusher:connection_established` reaches it.
-//!
-//! This file is the session (its [`Protocol`] for the core's loop);
-//! `channels` is subscribing and client events, `presence` the presence
-//! channels, and `user` signing in (`pusher:signin`) and the Watchlist.
 
 mod by_channel;
 mod channels;
@@ -68,14 +50,8 @@ use crate::watch::registry::Note;
 /// with `1009`.
 pub(crate) const MAX_FRAME: usize = 32 * 1024;
 
-/// `activity_timeout`, told to clients: the server's ping interval
-/// (`--ping-interval`) in whole seconds, rounded up, at least one. A
-/// client pings after that long without a message, and so does the
-/// server (after its exact interval); a `pusher:ping` unanswered for the
-/// pong wait closes the socket with `4201`. A dead socket is so noticed
-/// within the interval and the wait (30 s by default), and its members
-/// go through the grace; a dead server's presence, no longer refreshed,
-/// expires in the store within one TTL.
+/// `activity_timeout`, told to clients: the server's ping interval in
+/// whole seconds, rounded up, at least one (docs/PUSHER.md, "Pings").
 fn activity_timeout(ping_interval: Duration) -> u64 {
     ping_interval
         .as_secs()
@@ -121,23 +97,24 @@ mod code {
     pub(crate) const RATE_LIMITED: u16 = 4301;
 }
 
-/// A socket's live connection id in presence spaces: `p` and its
-/// socket id.
+/// A socket's live connection id in presence spaces: `p` and its socket id.
 fn socket_conn(socket_id: &str) -> ConnId {
     ConnId::new(&format!("p{socket_id}"))
         .unwrap_or_else(|_| unreachable!("digits and a dot make a valid connection id"))
 }
 
-/// Whether a live connection id is a Pusher socket's ([`socket_conn`]):
-/// `p`, digits, a dot, digits.
+/// Whether a live connection id is a Pusher socket's ([`socket_conn`]).
 pub(super) fn is_socket_conn(conn: &str) -> bool {
-    conn.strip_prefix('p')
-        .and_then(|id| id.split_once('.'))
-        .is_some_and(|(a, b)| {
-            [a, b]
-                .iter()
-                .all(|part| !part.is_empty() && part.bytes().all(|c| c.is_ascii_digit()))
-        })
+    conn.strip_prefix('p').is_some_and(is_socket_id)
+}
+
+/// Whether `s` looks like a socket id: digits, a dot, digits.
+pub(super) fn is_socket_id(s: &str) -> bool {
+    s.split_once('.').is_some_and(|(a, b)| {
+        [a, b]
+            .iter()
+            .all(|part| !part.is_empty() && part.bytes().all(|c| c.is_ascii_digit()))
+    })
 }
 
 /// Upgrades any request: refusals (unknown key, bad version, no room) are
@@ -253,10 +230,8 @@ async fn run(socket: Ws, state: PusherState, pusher: Arc<Pusher>, app: Arc<Pushe
     .await;
 }
 
-/// This socket's membership of one space, as a live connection there: a
-/// presence channel's space, or the signed-in user's `pusher-users`
-/// space. The space, who it is there, its metadata, and the connection's
-/// id (the socket's own).
+/// This socket's live connection in one space: a presence channel's, or
+/// the signed-in user's `pusher-users` space.
 struct LiveMembership {
     space: SpaceName,
     member: MemberKey,
@@ -374,10 +349,7 @@ impl Session {
             return;
         }
         let Some(msg) = frames::decode(text) else {
-            self.reply(frames::error(
-                None,
-                "a message must be a JSON object with an \"event\"",
-            ));
+            self.reject("a message must be a JSON object with an \"event\"");
             return;
         };
         match msg.event.as_str() {
@@ -386,16 +358,12 @@ impl Session {
             "pusher:subscribe" => self.subscribe(&msg).await,
             "pusher:signin" => self.signin(&msg).await,
             "pusher:unsubscribe" => {
-                match frames::data_of::<frames::Unsubscribe>(msg.data.as_deref()) {
-                    Some(u) => self.unsubscribe(&u.channel).await,
-                    None => self.reply(frames::error(
-                        None,
-                        "pusher:unsubscribe needs data with a channel",
-                    )),
+                if let Some(u) = self.data_of::<frames::Unsubscribe>(&msg, "a channel") {
+                    self.unsubscribe(&u.channel).await;
                 }
             }
             name if name.starts_with("client-") => self.client_event(&msg).await,
-            _ => self.reply(frames::error(None, "unknown event")),
+            _ => self.reject("unknown event"),
         }
     }
 
@@ -411,6 +379,11 @@ impl Session {
             }
             Ok(()) => {}
         }
+    }
+
+    /// `pusher:error` with code `null`: refused, and the socket stays.
+    fn reject(&mut self, message: &str) {
+        self.reply(frames::error(None, message));
     }
 
     /// Decides the close; the first reason wins.
@@ -483,10 +456,7 @@ impl Protocol for Session {
     }
 
     fn on_binary(&mut self) {
-        self.reply(frames::error(
-            None,
-            "binary frames are not part of the protocol",
-        ));
+        self.reject("binary frames are not part of the protocol");
     }
 
     fn on_bad_frame(&mut self, code: u16, reason: &'static str) {

@@ -1,19 +1,13 @@
-//! A socket's presence channels: each a live connection of its member in
-//! the channel's space, refreshed while the socket lives; its roster and
-//! member events from the channel's feed (`pusher::hub`'s
-//! members). And the
-//! occupancy of its public and private channels, for webhooks: each a
-//! live connection of the channel's guest in the app's occupancy space.
+//! A socket's presence channels (a live connection of its member in each
+//! channel's space, refreshed while the socket lives) and the occupancy
+//! of its public and private channels.
 
-use std::sync::Arc;
-
-use herenow_core::{
-    Attach, AttachReport, Capability, MemberId, MemberKey, Metadata, PresenceStore, SpaceName,
-};
+use herenow_core::{Attach, MemberId, MemberKey, Metadata, SpaceName};
 
 use super::super::{ChannelKind, frames};
 use super::{LiveMembership, MAX_STALL, Session};
 use crate::pusher::hub::{JoinError, Listener, OccupancyWrites};
+use crate::socket::{attach_live, end_live};
 
 impl Session {
     /// Subscribes to a presence channel: the member's connection in the
@@ -68,22 +62,15 @@ impl Session {
                 ),
                 JoinError::Unavailable => unavailable(),
             })?;
-        let attach = Attach {
-            member: key.clone(),
-            conn: self.conn.clone(),
-            meta: meta.clone(),
-            invisible: false,
-            ttl_ms: self.ttl_ms(),
-        };
-        self.store_call(attach_live(&store, &space, &attach))
-            .await
-            .map_err(|m| ("ServerError", m, 503))?;
         let membership = LiveMembership {
             space,
             member: key,
             meta,
             conn: self.conn.clone(),
         };
+        self.attach(&membership)
+            .await
+            .map_err(|m| ("ServerError", m, 503))?;
         let (ttl, _) = self.state.ws().timing();
         let listener = Listener {
             number: self.number,
@@ -128,10 +115,8 @@ impl Session {
         }
     }
 
-    /// This socket leaves `p`'s member feed, then the space: at once on a
-    /// goodbye (`pusher:unsubscribe`, `terminate_connections`), else
-    /// through the grace (`herenow_core::conn`), so a member whose socket
-    /// closed or dropped and who comes straight back never left.
+    /// This socket leaves `p`'s member feed, then the space ([`end_live`];
+    /// a goodbye is `pusher:unsubscribe` or `terminate_connections`).
     pub(super) async fn leave_presence(&self, p: &LiveMembership, goodbye: bool) {
         self.pusher.members.leave(&p.space, self.number);
         self.end(p, goodbye).await;
@@ -140,21 +125,9 @@ impl Session {
     /// Attaches every presence channel again, so the store keeps the
     /// socket's presence while it lives.
     pub(super) async fn refresh(&mut self) {
-        let ttl_ms = self.ttl_ms();
-        let store = self.state.store().clone();
         let signed_in = self.signed_in.as_ref().and_then(|u| u.membership.as_ref());
         for p in self.memberships.values().chain(signed_in) {
-            let attach = Attach {
-                member: p.member.clone(),
-                conn: p.conn.clone(),
-                meta: p.meta.clone(),
-                invisible: false,
-                ttl_ms,
-            };
-            if let Err(e) = self
-                .store_call(attach_live(&store, &p.space, &attach))
-                .await
-            {
+            if let Err(e) = self.attach(p).await {
                 tracing::debug!(space = %p.space, error = e, "refreshing a Pusher member failed");
             }
         }
@@ -188,43 +161,32 @@ impl Session {
         self.watchlist = None;
     }
 
-    /// Ends this socket's presence in `p`'s space: detached after a
-    /// `goodbye`, else lingering for the space's grace.
+    /// Ends this socket's presence in `p`'s space ([`end_live`]).
     pub(super) async fn end(&self, p: &LiveMembership, goodbye: bool) {
-        let store = self.state.store().clone();
-        let call = async {
-            let Some(live) = store.live_connections() else {
-                return Err(store.lacks(Capability::LiveConnections));
-            };
-            if goodbye {
-                live.detach(&p.space, &p.member, &p.conn).await
-            } else {
-                live.linger(&p.space, &p.member, &p.conn).await
-            }
-        };
+        let store = self.state.store();
+        let call = end_live(store, &p.space, &p.member, &p.conn, goodbye);
         if let Err(e) = self.store_call(call).await {
             tracing::warn!(space = %p.space, error = e, "ending a Pusher member's presence failed; it expires by its TTL");
         }
+    }
+
+    /// Attaches `p` (again).
+    pub(super) async fn attach(&self, p: &LiveMembership) -> Result<(), String> {
+        let attach = Attach {
+            member: p.member.clone(),
+            conn: p.conn.clone(),
+            meta: p.meta.clone(),
+            invisible: false,
+            ttl_ms: self.ttl_ms(),
+        };
+        self.store_call(attach_live(self.state.store(), &p.space, &attach))
+            .await
     }
 
     /// The live connection's TTL: the server's WebSocket TTL.
     pub(super) fn ttl_ms(&self) -> u64 {
         let (ttl, _) = self.state.ws().timing();
         u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
-    }
-}
-
-/// Attaches a socket through the store's live connections (every store
-/// the server opens with Pusher apps offers them; one that does not is
-/// named in the error).
-pub(super) async fn attach_live(
-    store: &Arc<dyn PresenceStore>,
-    space: &SpaceName,
-    attach: &Attach,
-) -> herenow_core::Result<AttachReport> {
-    match store.live_connections() {
-        Some(live) => live.attach(space, attach).await,
-        None => Err(store.lacks(Capability::LiveConnections)),
     }
 }
 

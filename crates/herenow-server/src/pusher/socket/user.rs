@@ -1,28 +1,21 @@
 //! Signing a socket in as a user (`pusher:signin`) and its Watchlist.
 //!
-//! `auth` is `key:HMAC-SHA256(secret, "socket_id::user::user_data")`, as
-//! the npm `pusher`'s `authenticateUser` signs it. A signed-in socket is
-//! subscribed to `#server-to-user-{id}` (what `sendToUser` triggers on),
-//! is known to `terminate_connections`, and is a live connection of its
-//! user in the space `pusher-users:{app_id}`, so herenow's watch sees a
-//! signed-in user online. The `watchlist` is watched "anywhere" with
-//! herenow's watch (`crate::watch`): the state right after signin, then
-//! every change between online (online or away in some space) and
-//! offline, as `pusher_internal:watchlist_events`, which pusher-js hands
-//! to `pusher.user.watchlist.bind('online' | 'offline', ...)`.
+//! A signed-in socket is subscribed to `#server-to-user-{id}`, is known to
+//! `terminate_connections`, and is a live connection of its user in the
+//! space `pusher-users:{app_id}`, so herenow's watch sees it online. The
+//! `watchlist` is watched "anywhere" with herenow's watch
+//! (`crate::watch`), sent as `pusher_internal:watchlist_events`.
 
 use std::collections::HashMap;
 
-use herenow_core::{Attach, MemberId, MemberKey, Metadata, SpaceName};
+use herenow_core::{MemberId, MemberKey, Metadata, SpaceName};
 use serde_json::json;
 use tokio::time::timeout;
 
 use super::super::{USER_CHANNEL, sign};
-use super::presence::attach_live;
 use super::{LiveMembership, Session, close};
 use crate::protocol::dto::StatusDto;
 use crate::pusher::frames::{self, Incoming};
-use crate::pusher::hub::Subscriber;
 use crate::watch::WatchScope;
 use crate::watch::registry::Note;
 use crate::watch::shapes::WatchedUser;
@@ -76,7 +69,7 @@ impl Session {
             return;
         };
         if self.signed_in.is_some() {
-            self.reply(frames::error(None, "this socket is signed in already"));
+            self.reject("this socket is signed in already");
             return;
         }
         if !self.user_authorized(&data) {
@@ -90,28 +83,21 @@ impl Session {
         let user = match checked_user(&data.user_data) {
             Ok(user) => user,
             Err(why) => {
-                self.reply(frames::error(None, &why));
+                self.reject(&why);
                 return;
             }
         };
         let membership = match self.attach_user(&user).await {
             Ok(p) => p,
             Err(why) => {
-                self.reply(frames::error(None, &why));
+                self.reject(&why);
                 return;
             }
         };
         let channel = format!("{USER_CHANNEL}{}", user.id.as_str());
-        self.pusher.channels.join(
-            &self.app_id,
-            &channel,
-            self.number,
-            Subscriber {
-                socket_id: self.socket_id.clone(),
-                queue: self.inlet.sender().clone(),
-                ender: self.ender.clone(),
-            },
-        );
+        self.pusher
+            .channels
+            .join(&self.app_id, &channel, self.number, self.subscriber());
         self.pusher.sockets.sign_in(self.number, user.id.as_str());
         self.signed_in = Some(SignedIn {
             channel,
@@ -146,15 +132,7 @@ impl Session {
             meta: user.info.clone(),
             conn: self.conn.clone(),
         };
-        let attach = Attach {
-            member: p.member.clone(),
-            conn: self.conn.clone(),
-            meta: p.meta.clone(),
-            invisible: false,
-            ttl_ms: self.ttl_ms(),
-        };
-        let store = self.state.store().clone();
-        self.store_call(attach_live(&store, &p.space, &attach))
+        self.attach(&p)
             .await
             .map_err(|e| format!("the sign-in could not be recorded: {e}"))?;
         Ok(Some(p))
@@ -176,10 +154,7 @@ impl Session {
         })
         .await;
         let Ok(Ok((watching, states))) = opened else {
-            self.reply(frames::error(
-                None,
-                "the watchlist could not be followed; sign in again later",
-            ));
+            self.reject("the watchlist could not be followed; sign in again later");
             return;
         };
         let mut list = Watchlist {

@@ -10,7 +10,7 @@ impl Join<'_> {
     pub(in crate::ws) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {
         let space = s.allowed_space(&self.space)?;
         let meta = metadata(self.meta.as_ref())?;
-        s.joined().admit(&space)?;
+        s.joined.admit(&space)?;
         s.join(space, meta).await?;
         s.ok(r);
         Ok(())

@@ -7,7 +7,7 @@ impl Ping {
     /// Refreshes the joined spaces (at most about once a second) and
     /// answers with the store's clock.
     pub(in crate::ws) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {
-        s.refresh().await;
+        s.refresh(true).await;
         let server_time_ms = s.now_ms();
         s.reply(&ServerMessage::Pong {
             reference: r,

@@ -10,6 +10,6 @@ impl Subscribe<'_> {
     pub(in crate::ws) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {
         let space = s.allowed_space(&self.space)?;
         let page_size = page_size(self.page_size)?;
-        s.subscribe(space, page_size, r).await
+        s.subscribe(space, page_size, r, false).await
     }
 }

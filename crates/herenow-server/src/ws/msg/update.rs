@@ -11,7 +11,7 @@ impl Update<'_> {
     /// again with it.
     pub(in crate::ws) async fn apply(self, s: &mut Session, r: Option<Ref>) -> Result<(), WsError> {
         let space = SpaceName::new(&self.space)?;
-        s.joined().require(&space)?;
+        s.joined.require(&space)?;
         let meta = metadata(Some(&self.meta))?;
         s.join(space, meta).await?;
         s.ok(r);
