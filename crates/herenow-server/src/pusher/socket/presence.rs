@@ -80,12 +80,19 @@ impl Session {
             ender: self.ender.clone(),
             stall: MAX_STALL.min(ttl),
         };
+        // In the channel's fan-out before the feed queues the roster: an
+        // event sent once the client has its roster (another member's
+        // client event, one from the HTTP API) must reach it.
+        self.join_channel(channel, ChannelKind::Presence);
         if !admitted.enter(listener, wait).await {
+            self.channels.remove(channel);
+            self.pusher
+                .channels
+                .leave(&self.app_id, channel, self.number);
             self.end(&membership, true).await;
             return Err(unavailable());
         }
         self.memberships.insert(channel, membership);
-        self.join_channel(channel, ChannelKind::Presence);
         Ok(())
     }
 
