@@ -30,8 +30,8 @@
 //! | `P:{S}:ru`, `P:{S}:rg` | sorted sets | remembered users / guests: member = id, score = remembered last seen in ms; a member is in these or in `u` / `g`, never both |
 //! | `P:{S}:unidx` | set | users stored or remembered anew whose index (`seen`, below) may not list the space yet |
 //! | `P:{S}:conns` | sorted set | live connections: member = connection id, score = expiry in ms |
-//! | `P:{S}:cinfo` | hash | connection id → `F K ID \n META`: visible (`0`) or invisible (`1`), the member's kind and id, the connection's metadata |
-//! | `P:{S}:mconn` | hash | `u:ID` / `g:ID` → that member's connections, space-separated, each `0`/`1` then the id (at most 64) |
+//! | `P:{S}:cinfo` | hash | connection id → `F K ID \n META`: visible (`0`), invisible (`1`) or lingering (`2`), the member's kind and id, the connection's metadata |
+//! | `P:{S}:mconn` | hash | `u:ID` / `g:ID` → that member's connections, space-separated, each `F` then the id (at most 64) |
 //! | `P:{S}:lease` | string | the sweep lease: the id of the store that runs background work on the space, `SET NX PX`, renewed by each tick of its holder |
 //! | `P:{S}:events` | channel | events: `PUBLISH` on a server, `SPUBLISH` (sharded, same slot) on a cluster |
 //! | `P:u:ID` | channel | a user's status changes in every space (`[space, tuple]`, no metadata) and `friends` after its friend set changed, for the servers that follow the user (see below): classic `PUBLISH` on a server and on a cluster alike |
