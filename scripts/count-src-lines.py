@@ -2,7 +2,8 @@
 """Non-blank Rust lines in crates/*/src that are not tests (issue 44's
 measure of the codebase's size): skips `tests.rs` files, files declared
 `#[cfg(test)] mod x;` and inline `#[cfg(test)] mod x { ... }` blocks;
-comments count. `-v` lists files, largest first; `--split` counts code
+comments count, and so does code behind test-support features (core's
+`contract` suite, `fuzzing`), as the issue counted. `-v` lists files, largest first; `--split` counts code
 and comment lines apart.
 
     python3 scripts/count-src-lines.py [ROOT] [-v] [--split]
@@ -26,12 +27,12 @@ def without_inline_tests(text):
             j = i + 1
             while j < len(lines) and lines[j].strip().startswith("#["):
                 j += 1
-            if j < len(lines) and re.match(r"\s*(pub(\(\w+\))?\s+)?mod\s+\w+\s*\{", lines[j]):
-                depth, k = 0, j
-                while k < len(lines):
-                    depth += lines[k].count("{") - lines[k].count("}")
-                    if depth <= 0:
-                        break
+            opening = re.match(r"(\s*)(pub(\(\w+\))?\s+)?mod\s+\w+\s*\{", lines[j])
+            if j < len(lines) and opening:
+                # rustfmt closes the block at the `mod` line's indent.
+                closing = opening.group(1) + "}"
+                k = j + 1
+                while k < len(lines) and lines[k].rstrip() != closing:
                     k += 1
                 i = k + 1
                 continue
@@ -43,9 +44,11 @@ def without_inline_tests(text):
     return out
 
 
+crates = os.path.join(root, "crates")
 sources = []
-for d, _, files in os.walk(os.path.join(root, "crates")):
-    if os.sep + "src" in d + os.sep:
+for d, _, files in os.walk(crates):
+    # crates/NAME/src/...: not tests/, benches/ or examples/.
+    if os.path.relpath(d, crates).split(os.sep)[1:2] == ["src"]:
         sources += [os.path.join(d, f) for f in files if f.endswith(".rs")]
 test_files = set()
 for p in sources:

@@ -6,7 +6,9 @@
 //! journal*: every change is appended here; a periodic snapshot folds the
 //! journal (the writer moves to a new file, the snapshot is written, the
 //! older files are deleted); a start loads the snapshot and replays the
-//! files it does not cover.
+//! files it does not cover. `file.rs` names the files and reads them back
+//! (a torn tail told from corruption), `writer.rs` holds the writer and
+//! sync threads.
 //!
 //! # Promises
 //!

@@ -159,6 +159,11 @@ mod tests {
     fn sweep_wraps_the_tick_body() {
         assert!(TICK_BODY.trim_end().ends_with('}'));
         assert!(TICK_BODY.contains("\nreturn {ex, tr, more,"));
+        // The sweep's text holds the marker the tick body replaces, once.
+        assert_eq!(
+            include_str!("lua/sweep.lua").matches("-- tick.lua").count(),
+            1
+        );
         // Building the scripts computes their hashes: no panic, distinct.
         let shas = [
             ATTACH.get_hash(),

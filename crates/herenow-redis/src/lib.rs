@@ -95,7 +95,11 @@
 //! timeout, failures classified) and `observe.rs` (each call told to the
 //! embedder); `options.rs` ([`RedisOptions`]) and `ctx.rs` (what a store
 //! shares with its write path); relayed messages: `relay.rs`; the seeds'
-//! key layouts: [`layouts`]. Each space is swept by one store at a time, under a lease
+//! key layouts: [`layouts`]; the store itself: `store/` (the trait's
+//! operations, one file per concern), `writer.rs` (heartbeats and leaves per
+//! shard) and `outbox.rs` (what a store does after a script captured
+//! webhook events). Each space is swept
+//! by one store at a time, under a lease
 //! ([`RedisOptions::lease`]). Live connections are not buffered: while
 //! Redis fails (and until the buffer is written back) `attach` and
 //! `detach` answer `Unavailable` at once, and a connection whose detach

@@ -44,14 +44,19 @@ pub(crate) enum Outcome {
 }
 
 /// `[accepted, joined, stale]` of a list of outcomes.
-pub(crate) fn tally(outcomes: &[Outcome]) -> [u64; 3] {
-    let count = |o| outcomes.iter().filter(|&&x| x == o).count() as u64;
-    let joined = count(Outcome::Joined);
-    [
-        count(Outcome::Accepted) + joined,
-        joined,
-        count(Outcome::Stale),
-    ]
+pub(crate) fn tally<'a>(outcomes: impl IntoIterator<Item = &'a Outcome>) -> [u64; 3] {
+    let mut t = [0; 3];
+    for o in outcomes {
+        match o {
+            Outcome::Accepted => t[0] += 1,
+            Outcome::Joined => {
+                t[0] += 1;
+                t[1] += 1;
+            }
+            Outcome::Stale => t[2] += 1,
+        }
+    }
+    t
 }
 
 /// Reads the heartbeat script's reply: one outcome byte per entry, and

@@ -16,7 +16,7 @@
 //!
 //! With `rosters` as a third argument it also writes, before each event,
 //! the roster a probe gets when it enters (`subscription_succeeded` with
-//! the N members and the probes before it, as peerload's members are
+//! the N members, the probes before it and itself, as peerload's members are
 //! named, `u0`… with `{"name": "u0"}`), encoded before the clock starts
 //! and written whole: every byte the server must send during the probes,
 //! at the least cost of writing it.
@@ -60,7 +60,12 @@ fn main() {
     }
     let n: usize = args.get(1).map_or(5_000, |a| a.parse().expect("N"));
     let events: usize = args.get(2).map_or(100, |a| a.parse().expect("EVENTS"));
-    let rosters = args.get(3).map(String::as_str) == Some("rosters");
+    assert!(n > 0 && events > 0, "N and EVENTS are at least 1");
+    let rosters = match args.get(3).map(String::as_str) {
+        None => false,
+        Some("rosters") => true,
+        Some(other) => panic!("the third argument is `rosters` or nothing, not {other:?}"),
+    };
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -179,7 +184,7 @@ fn read(addr: &str, n: usize) {
 }
 
 /// The `subscription_succeeded` a probe gets on entering as the
-/// `probe`-th: the `n` members and the probes before it, in herenow's
+/// `probe`-th: the `n` members, the probes before it and itself, in herenow's
 /// Pusher encoding (`data` a JSON string).
 fn roster(n: usize, probe: usize) -> String {
     let ids: Vec<String> = (0..n)

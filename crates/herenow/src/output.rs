@@ -7,9 +7,10 @@
 
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result};
+use herenow_core::time::{Clock as _, SystemClock};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -301,10 +302,7 @@ pub fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
 
 /// The client's clock, in milliseconds since the UNIX epoch.
 pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    SystemClock.now_ms()
 }
 
 /// Writes to stdout; a closed pipe (`herenow online lobby | head -1`) is not

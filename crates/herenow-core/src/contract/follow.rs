@@ -2,7 +2,6 @@
 //! reads to serve watchers of contact lists.
 
 use super::*;
-use crate::conn::Attach;
 use crate::follow::{UserChange, UserFeed};
 
 /// The next change, waiting at most two seconds.
@@ -114,13 +113,7 @@ pub(super) async fn invisible_users_are_not_fed(s: Store, _clock: ManualClock) {
     let sp = space("c-follow-invisible");
     let mut feed = following(&*s).user_feed().unwrap();
     following(&*s).follow(&[id("dee")]).await.unwrap();
-    let attach = |c: &str, invisible: bool| Attach {
-        member: user("dee"),
-        conn: ConnId::new(c).unwrap(),
-        meta: None,
-        invisible,
-        ttl_ms: 30_000,
-    };
+    let attach = |c: &str, invisible: bool| attach(user("dee"), c, None, invisible);
     // An invisible device: watchers see nothing.
     attach_ok(&s, &sp, attach("w-hidden", true)).await;
     no_change(&mut feed).await;

@@ -217,9 +217,7 @@ pub(super) async fn lingering_refuses_what_is_not_its_own(s: Store, clock: Manua
     let conns = live(&*s).connections(&sp, &[user("eve")]).await.unwrap();
     assert!(!conns[0][0].lingering);
     // An invisible connection that ends goes at once: it held nobody.
-    let mut hidden = attach(user("fay"), "g-f1", None, false);
-    hidden.invisible = true;
-    live(&*s).attach(&sp, &hidden).await.unwrap();
+    attach_ok(&s, &sp, attach(user("fay"), "g-f1", None, true)).await;
     let r = linger_ok(&s, &sp, user("fay"), "g-f1").await;
     assert!(r.found && !r.left);
     let conns = live(&*s).connections(&sp, &[user("fay")]).await.unwrap();

@@ -74,13 +74,7 @@ pub(super) async fn leave_after_timeout_keeps_last_heartbeat(s: Store, clock: Ma
     s.set_config(&sp, short_retention()).await.unwrap();
     s.heartbeat(&sp, &[beat(user("ann"))]).await.unwrap();
     // bob's connection outlives his presence: it does not ping.
-    let bob = Attach {
-        member: user("bob"),
-        conn: ConnId::new("late-bob").expect("valid connection id"),
-        meta: None,
-        invisible: false,
-        ttl_ms: 30_000,
-    };
+    let bob = attach(user("bob"), "late-bob", None, false);
     live(&*s).attach(&sp, &bob).await.unwrap();
     let mut sub = s.subscribe(&sp).await.unwrap();
     // Past away_ms, before retention_ms: timed out, still stored.

@@ -7,7 +7,8 @@
 //! `503` problem, never a queue); [`wire`] the messages (public, for
 //! clients written in Rust); `session` the protocol on the socket core,
 //! composed of one type per job (`joined`, `subscriptions`, `send_queue`,
-//! `timers`, `guard`, `watch`); `msg` one file per client message.
+//! `timers`, `guard`, `watch`, `session_presence` its presence in its
+//! spaces); `limits` its bounds; `msg` one file per client message.
 //!
 //! Every connection task is tracked by the socket hub, so [`crate::serve`]
 //! waits (for the drain at most) for them to hand their presence to the

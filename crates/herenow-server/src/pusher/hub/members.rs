@@ -12,9 +12,10 @@
 //! from one sequence, and a member event is serialized once and queued to
 //! each socket by the feed, without waking the socket's session.
 //!
-//! A socket whose queue has no room for a member event *lags* (the
-//! policy is `pusher::socket`'s module doc); it is closed through its
-//! [`Ender`]. When the store's own event queue overflows (or closes), the
+//! A socket whose queue has no room for a member event *lags* and gets
+//! the roster again (the policy is `pusher::socket`'s module doc); it is
+//! closed through its [`Ender`] only if its queue stays full past its
+//! stall limit. When the store's own event queue overflows (or closes), the
 //! feed subscribes again and every socket gets the new roster.
 //!
 //! A feed ends once no socket holds it or is admitted to it; a socket that

@@ -116,6 +116,16 @@ impl Session {
             .join(&self.app_id, channel, self.number, self.subscriber());
     }
 
+    /// Uncounts the socket in `channel` ([`Self::join_channel`] undone):
+    /// the channel's kind, if it was in it.
+    pub(super) fn leave_channel(&mut self, channel: &str) -> Option<ChannelKind> {
+        let kind = self.channels.remove(channel)?;
+        self.pusher
+            .channels
+            .leave(&self.app_id, channel, self.number);
+        Some(kind)
+    }
+
     /// This socket as a channel's fan-out sees it.
     pub(super) fn subscriber(&self) -> Subscriber {
         Subscriber {
@@ -128,12 +138,9 @@ impl Session {
     /// `pusher:unsubscribe`: nothing is answered. A user's channel stays
     /// while the socket is signed in.
     pub(super) async fn unsubscribe(&mut self, channel: &str) {
-        let Some(kind) = self.channels.remove(channel) else {
+        let Some(kind) = self.leave_channel(channel) else {
             return;
         };
-        self.pusher
-            .channels
-            .leave(&self.app_id, channel, self.number);
         if let Some(p) = self.memberships.remove(channel) {
             self.leave_presence(&p, true).await;
         }

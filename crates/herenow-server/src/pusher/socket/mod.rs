@@ -1,7 +1,8 @@
 //! `GET /app/{key}`: one Pusher socket, the Pusher protocol's adapter on
 //! the socket core ([`crate::socket`]). This file is the session (its
 //! [`Protocol`]); `channels` is subscribing and client events, `presence`
-//! the presence channels, `user` `pusher:signin` and the Watchlist.
+//! the presence channels, `user` `pusher:signin` and the Watchlist,
+//! `by_channel` a socket's channels in exact vectors.
 //!
 //! A presence subscription is a live connection of the member in the
 //! channel's space, refreshed while the socket lives; its roster and

@@ -82,13 +82,11 @@ impl Session {
         };
         // In the channel's fan-out before the feed queues the roster: an
         // event sent once the client has its roster (another member's
-        // client event, one from the HTTP API) must reach it.
+        // client event, one from the HTTP API) must reach it. One sent
+        // meanwhile may come before the roster (docs/PUSHER.md).
         self.join_channel(channel, ChannelKind::Presence);
         if !admitted.enter(listener, wait).await {
-            self.channels.remove(channel);
-            self.pusher
-                .channels
-                .leave(&self.app_id, channel, self.number);
+            self.leave_channel(channel);
             self.end(&membership, true).await;
             return Err(unavailable());
         }
