@@ -11,8 +11,9 @@
 //! queued to every socket and written. No WebSocket library, no JSON, no
 //! store: the frame's bytes, tokio's scheduler, and the kernel's TCP send
 //! path. The sockets' other ends are read by a child process (this
-//! program with `read`), so the CPU time reported is the writing side's
-//! alone, from the first event queued to the last byte written.
+//! program with `read`, reading as peerload's members do), so the CPU
+//! time reported is the writing side's alone, from the first event queued
+//! to the last byte written.
 //!
 //! With `rosters` as a third argument it also writes, before each event,
 //! the roster a probe gets when it enters (`subscription_succeeded` with
@@ -30,15 +31,13 @@
 //! `scripts/bench-peerload.sh` runs it beside the Pusher probes of herenow
 //! and prints both per recipient.
 
-use std::io::Read;
-use std::net::TcpStream as StdStream;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc};
 
 /// The binary's allocator (`crates/herenow/src/main.rs`).
@@ -144,43 +143,29 @@ async fn serve(n: usize, events: usize, rosters: bool) {
     let _ = reader.wait();
 }
 
-/// The reading side: `n` sockets to `addr`, read on `n` threads' worth of
-/// blocking reads spread over a few threads, until the writer goes.
+/// The reading side: `n` sockets to `addr`, read as peerload's members
+/// read theirs (a task per socket on a two-thread tokio runtime, woken by
+/// epoll: on loopback the kernel charges waking a reader to the writer),
+/// until the writer goes.
 fn read(addr: &str, n: usize) {
-    let threads = 8;
-    let sockets: Vec<StdStream> = (0..n)
-        .map(|_| StdStream::connect(addr).expect("connect"))
-        .collect();
-    let mut per_thread: Vec<Vec<StdStream>> = (0..threads).map(|_| Vec::new()).collect();
-    for (i, s) in sockets.into_iter().enumerate() {
-        s.set_nonblocking(true).expect("nonblocking");
-        per_thread[i % threads].push(s);
-    }
-    let handles: Vec<_> = per_thread
-        .into_iter()
-        .map(|mut mine| {
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 64 * 1024];
-                loop {
-                    let mut any = false;
-                    for s in &mut mine {
-                        match s.read(&mut buf) {
-                            Ok(0) => return,
-                            Ok(_) => any = true,
-                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                            Err(_) => return,
-                        }
-                    }
-                    if !any {
-                        std::thread::sleep(Duration::from_millis(2));
-                    }
-                }
-            })
-        })
-        .collect();
-    for h in handles {
-        let _ = h.join();
-    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let mut readers = Vec::with_capacity(n);
+        for _ in 0..n {
+            let mut socket = TcpStream::connect(addr).await.expect("connect");
+            readers.push(tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                while matches!(socket.read(&mut buf).await, Ok(k) if k > 0) {}
+            }));
+        }
+        for reader in readers {
+            let _ = reader.await;
+        }
+    });
 }
 
 /// The `subscription_succeeded` a probe gets on entering as the

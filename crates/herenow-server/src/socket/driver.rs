@@ -12,12 +12,11 @@
 use std::future::Future;
 
 use futures::StreamExt;
-use futures::stream::SplitStream;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tungstenite::Message;
 
-use super::Ws;
+use super::Frames;
 use super::hub::Liveness;
 
 /// One protocol on a socket: what the [loop](drive) asks of it.
@@ -80,7 +79,7 @@ pub(crate) enum Ended {
 /// Runs `protocol` on `stream` until the session is over.
 pub(crate) async fn drive<P: Protocol>(
     protocol: &mut P,
-    stream: &mut SplitStream<Ws>,
+    stream: &mut Frames,
     liveness: Liveness,
     shutdown: &CancellationToken,
 ) -> Ended {

@@ -1,17 +1,18 @@
 //! One socket core under both WebSocket protocols: herenow's `/v1/ws`
 //! ([`crate::ws`]) and Pusher's `/app/{key}` ([`crate::pusher`]); each
 //! protocol is an adapter ([`Protocol`]) that parses its messages and
-//! writes its frames. `upgrade` is the handshake, `queue` the bounded
-//! queue to the writer ([`Inlet`] a session's end of it), `buffered` and
-//! `pieces` what keeps a socket's memory small, `writer` the task that
-//! sends, `driver` the session loop ([`drive`]), `hub` the sockets as a
-//! whole ([`Hub`]), `rate` the token bucket on what a client sends.
+//! writes its frames. `upgrade` is the handshake and the connection's
+//! halves, `queue` the bounded queue to the writer ([`Inlet`] a session's
+//! end of it), `pieces` what keeps a roster's memory small, `writer` the
+//! task that sends, `driver` the session loop ([`drive`]), `hub` the
+//! sockets as a whole ([`Hub`]), `rate` the token bucket on what a client
+//! sends.
 //!
-//! A socket is two futures side by side: the session (the loop, with
-//! the protocol) and the writer, so nothing the session does waits on a
-//! slow client; [`run`] joins them.
+//! A socket is two tasks: the session (the loop, with the protocol) on
+//! the read half, and the writer on the write half, so nothing the
+//! session does waits on a slow client, and a message queued wakes only
+//! the writer; [`run`] starts the writer and waits for both.
 
-mod buffered;
 mod driver;
 mod hub;
 mod pieces;
@@ -23,13 +24,10 @@ mod writer;
 use std::future::Future;
 use std::sync::Arc;
 
-use futures::stream::SplitStream;
-use futures::{SinkExt, StreamExt};
 use herenow_core::{
     Attach, Capability, ConnId, LiveConnections, MemberKey, PresenceStore, SpaceName,
 };
 use tokio::sync::mpsc::error::TrySendError;
-use tokio::sync::oneshot;
 
 pub(crate) use driver::{Ended, Protocol, drive};
 pub use hub::Hub;
@@ -38,18 +36,26 @@ pub(crate) use pieces::{Pieces, PiecesWriter};
 pub(crate) use rate::TokenBucket;
 pub(crate) use upgrade::upgrade;
 
-/// An upgraded socket, whatever the protocol on it.
-pub(crate) type Ws = tokio_tungstenite::WebSocketStream<
-    buffered::Buffered<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>,
->;
+/// An upgraded socket, whatever the protocol on it: the client's frames
+/// and the half the writer writes to.
+pub(crate) struct Ws {
+    frames: Frames,
+    outgoing: Outgoing,
+}
+
+/// The half of the connection the writer writes to.
+type Outgoing = tokio::io::WriteHalf<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>;
+
+/// The client's frames, as a session reads them.
+pub(crate) type Frames = tokio_tungstenite::WebSocketStream<upgrade::Incoming>;
 pub(crate) use writer::{CLOSE_GRACE, Out};
-use writer::{Outlet, close_message};
 
 /// A session's end of its socket's queue, where frames go in; the writer
-/// holds the other end, the `Outlet`.
+/// holds the other end.
 pub(crate) struct Inlet {
     tx: queue::Sender<Out>,
-    urgent: Option<oneshot::Sender<(u16, String)>>,
+    /// A close was queued: the first close wins.
+    closed: bool,
 }
 
 impl Inlet {
@@ -79,40 +85,40 @@ impl Inlet {
     /// replies before it), or sends it ahead of the queue when the queue
     /// is full. The first close wins.
     pub(crate) fn close(&mut self, code: u16, reason: String) {
-        let queued = self.tx.try_send(Out::Close(code, reason));
-        if let Err(TrySendError::Full(Out::Close(code, reason))) = queued
-            && let Some(urgent) = self.urgent.take()
-        {
-            let _ = urgent.send((code, reason));
+        if std::mem::replace(&mut self.closed, true) {
+            return;
+        }
+        if let Err(TrySendError::Full(close)) = self.tx.try_send(Out::Close(code, reason)) {
+            self.tx.push_first(close);
         }
     }
 }
 
-/// Runs one socket to its end: `session` gets the read half and the
-/// [`Inlet`] of a queue of `cap` messages, and the writer sends what it
-/// queues until its close, with [`CLOSE_GRACE`] once the session is over.
+/// Runs one socket to its end: `session` gets the client's frames and
+/// the [`Inlet`] of a queue of `cap` messages, and the writer sends what
+/// it queues until its close, with [`CLOSE_GRACE`] once the session is
+/// over.
 pub(crate) async fn run<S, Fut>(socket: Ws, cap: usize, session: S)
 where
-    S: FnOnce(SplitStream<Ws>, Inlet) -> Fut,
+    S: FnOnce(Frames, Inlet) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let (sink, stream) = socket.split();
+    let Ws {
+        mut frames,
+        outgoing,
+    } = socket;
     let (tx, rx) = queue::channel(cap);
-    let (urgent_tx, urgent) = oneshot::channel();
-    let inlet = Inlet {
-        tx,
-        urgent: Some(urgent_tx),
-    };
-    let (ended_tx, ended_rx) = oneshot::channel::<()>();
-    let session = async move {
-        session(stream, inlet).await;
-        // Dropped with the session: the writer's grace starts.
-        drop(ended_tx);
-    };
-    tokio::join!(
-        session,
-        writer::write(sink, Outlet { rx, urgent }, ended_rx)
-    );
+    // tungstenite's Pongs go through the queue, between whole frames.
+    frames.get_mut().replies = Some(tx.clone());
+    let mut writer = tokio::spawn(writer::write(outgoing, rx));
+    let inlet = Inlet { tx, closed: false };
+    session(frames, inlet).await;
+    if tokio::time::timeout(CLOSE_GRACE, &mut writer)
+        .await
+        .is_err()
+    {
+        writer.abort();
+    }
 }
 
 /// Attaches a socket's live connection, in which both protocols hold a
@@ -152,12 +158,8 @@ fn live(store: &Arc<dyn PresenceStore>) -> herenow_core::Result<&dyn LiveConnect
 
 /// Refuses a socket: one message saying why, then the close; a client
 /// that reads nothing for [`CLOSE_GRACE`] is dropped.
-pub(crate) async fn refuse(mut socket: Ws, text: Arc<str>, code: u16, reason: &str) {
-    let _ = tokio::time::timeout(CLOSE_GRACE, async {
-        let _ = socket
-            .feed(tungstenite::Message::Text((*text).into()))
-            .await;
-        let _ = socket.send(close_message(code, reason)).await;
-    })
-    .await;
+pub(crate) async fn refuse(socket: Ws, text: Arc<str>, code: u16, reason: &str) {
+    let Ws { mut outgoing, .. } = socket;
+    let said = [Out::Text(text), Out::Close(code, reason.into())];
+    let _ = tokio::time::timeout(CLOSE_GRACE, writer::send(&mut outgoing, &said)).await;
 }

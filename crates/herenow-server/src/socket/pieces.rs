@@ -7,8 +7,8 @@
 //! pages of large blocks after a storm of joins (a page holding many such
 //! blocks stays while one long-lived block of that size remains on it);
 //! in pieces a roster is blocks of one common size, given back like any
-//! others. The writer cuts the pieces into fragments as it cuts a long
-//! text.
+//! others. The writer writes the pieces, one frame, without copying
+//! them.
 
 use std::sync::Arc;
 
@@ -26,6 +26,11 @@ impl Pieces {
     /// The pieces, in order.
     pub(crate) fn pieces(&self) -> &Arc<[Bytes]> {
         &self.0
+    }
+
+    /// The message's length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.0.iter().map(Bytes::len).sum()
     }
 
     /// The whole message, for tests.

@@ -6,10 +6,13 @@
 //! message or two at a time. Tokio's `mpsc` allocates a block of 32 slots
 //! up front and keeps up to four after a burst (over a kilobyte each);
 //! this queue is a `VecDeque` that grows with what is queued and gives
-//! its memory back once drained, behind one small lock.
+//! its memory back once drained, behind one small lock, which also holds
+//! the receiver's waker: a message queued costs one lock and one wake.
 
 use std::collections::VecDeque;
+use std::future::poll_fn;
 use std::sync::Arc;
+use std::task::{Poll, Waker};
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
@@ -25,9 +28,10 @@ pub(crate) fn channel<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
             items: VecDeque::new(),
             senders: 1,
             receiver: true,
+            waiting: None,
+            room_wanted: false,
         }),
         cap,
-        ready: Notify::new(),
         room: Notify::new(),
     });
     (
@@ -41,8 +45,6 @@ pub(crate) fn channel<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
 struct Shared<T> {
     state: Mutex<State<T>>,
     cap: usize,
-    /// Wakes the receiver: an item, or the last sender gone.
-    ready: Notify,
     /// Wakes senders waiting for room: an item taken, or the receiver
     /// gone.
     room: Notify,
@@ -53,6 +55,11 @@ struct State<T> {
     senders: usize,
     /// The receiver is still there.
     receiver: bool,
+    /// The receiver's waker while it waits: an item, or the last sender
+    /// gone, wakes it.
+    waiting: Option<Waker>,
+    /// A sender waits for [`room`](Sender::room).
+    room_wanted: bool,
 }
 
 /// The sending end; cloned for each sender.
@@ -71,9 +78,25 @@ impl<T> Sender<T> {
             return Err(TrySendError::Full(item));
         }
         state.items.push_back(item);
+        let waiting = state.waiting.take();
         drop(state);
-        self.shared.ready.notify_one();
+        wake(waiting);
         Ok(())
+    }
+
+    /// Puts `item` ahead of everything queued, past the bound (a close
+    /// that cannot wait behind a full queue); false once the receiver is
+    /// gone.
+    pub(crate) fn push_first(&self, item: T) -> bool {
+        let mut state = self.shared.state.lock();
+        if !state.receiver {
+            return false;
+        }
+        state.items.push_front(item);
+        let waiting = state.waiting.take();
+        drop(state);
+        wake(waiting);
+        true
     }
 
     /// Free slots now.
@@ -102,13 +125,14 @@ impl<T> Sender<T> {
             tokio::pin!(notified);
             notified.as_mut().enable();
             {
-                let state = self.shared.state.lock();
+                let mut state = self.shared.state.lock();
                 if !state.receiver {
                     return false;
                 }
                 if self.shared.cap.saturating_sub(state.items.len()) >= free {
                     return true;
                 }
+                state.room_wanted = true;
             }
             notified.await;
         }
@@ -126,14 +150,24 @@ impl<T> Clone for Sender<T> {
 
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
-        let last = {
+        let waiting = {
             let mut state = self.shared.state.lock();
             state.senders -= 1;
-            state.senders == 0
+            if state.senders == 0 {
+                state.waiting.take()
+            } else {
+                None
+            }
         };
-        if last {
-            self.shared.ready.notify_one();
-        }
+        wake(waiting);
+    }
+}
+
+/// Wakes the receiver that was waiting, if one was (called once the
+/// lock is released).
+fn wake(waiting: Option<Waker>) {
+    if let Some(waker) = waiting {
+        waker.wake();
     }
 }
 
@@ -146,41 +180,44 @@ impl<T> Receiver<T> {
     /// The next item, in order; `None` once every sender is gone and the
     /// queue is empty.
     pub(crate) async fn recv(&mut self) -> Option<T> {
-        loop {
-            let notified = self.shared.ready.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            match take(&self.shared) {
-                Ok(item) => return Some(item),
-                Err(Empty::Closed) => return None,
-                Err(Empty::Open) => {}
-            }
-            notified.await;
-        }
+        poll_fn(|cx| match take(&self.shared, Some(cx.waker())) {
+            Ok(item) => Poll::Ready(Some(item)),
+            Err(Empty::Closed) => Poll::Ready(None),
+            Err(Empty::Open) => Poll::Pending,
+        })
+        .await
     }
 
     /// The next item if one is queued now, without waiting.
     pub(crate) fn try_recv(&mut self) -> Option<T> {
-        take(&self.shared).ok()
+        take(&self.shared, None).ok()
     }
 }
 
-/// Pops the next item; else whether the empty queue is closed.
-fn take<T>(shared: &Shared<T>) -> Result<T, Empty> {
+/// Pops the next item; else whether the empty queue is closed, leaving
+/// `waker` to be woken when it is not.
+fn take<T>(shared: &Shared<T>, waker: Option<&Waker>) -> Result<T, Empty> {
     let mut state = shared.state.lock();
     if let Some(item) = state.items.pop_front() {
         if state.items.is_empty() && state.items.capacity() > KEEP {
             state.items = VecDeque::new();
         }
+        let room_wanted = std::mem::take(&mut state.room_wanted);
         drop(state);
-        shared.room.notify_waiters();
+        if room_wanted {
+            shared.room.notify_waiters();
+        }
         return Ok(item);
     }
-    Err(if state.senders == 0 {
-        Empty::Closed
-    } else {
-        Empty::Open
-    })
+    if state.senders == 0 {
+        return Err(Empty::Closed);
+    }
+    if let Some(waker) = waker
+        && !state.waiting.as_ref().is_some_and(|w| w.will_wake(waker))
+    {
+        state.waiting = Some(waker.clone());
+    }
+    Err(Empty::Open)
 }
 
 /// An empty queue: closed (every sender gone, nothing more will come)
@@ -195,6 +232,7 @@ impl<T> Drop for Receiver<T> {
         let items = {
             let mut state = self.shared.state.lock();
             state.receiver = false;
+            state.waiting = None;
             std::mem::take(&mut state.items)
         };
         // Dropped outside the lock.
@@ -299,6 +337,18 @@ mod tests {
         assert!(!tx.is_closed());
         drop(rx);
         assert!(tx.is_closed());
+    }
+
+    #[tokio::test]
+    async fn an_item_pushed_first_overtakes_a_full_queue() {
+        let (tx, mut rx) = channel(2);
+        tx.try_send(1).unwrap();
+        tx.try_send(2).unwrap();
+        assert!(tx.push_first(0), "past the bound");
+        assert_eq!(rx.recv().await, Some(0));
+        assert_eq!(rx.recv().await, Some(1));
+        drop(rx);
+        assert!(!tx.push_first(9), "nobody to take it");
     }
 
     #[tokio::test]

@@ -1,22 +1,27 @@
 //! The WebSocket handshake, done here for both protocols: `101 Switching
-//! Protocols` and tungstenite's stream over hyper's upgraded connection.
-//!
-//! axum's `WebSocket` cannot send a message in fragments, which the
-//! [writer](super::writer) needs to keep a socket's write buffer small,
-//! so the upgrade is done by hand (RFC 6455 §4.2).
+//! Protocols`, then the connection in two halves. tungstenite reads the
+//! client's frames from one ([`Incoming`]); the [writer](super::writer)
+//! writes the server's own frames to the other, without a WebSocket
+//! library's buffer between (RFC 6455 §4.2).
 
 use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
+use axum::body::Bytes;
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use hyper::upgrade::OnUpgrade;
+use hyper::upgrade::{OnUpgrade, Upgraded};
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf, ReadHalf};
 use tokio_tungstenite::WebSocketStream;
 use tungstenite::protocol::{Role, WebSocketConfig};
 
 use super::Ws;
-use super::buffered::Buffered;
+use super::queue;
+use super::writer::Out;
 use crate::problem::ApiError;
 
 /// How many bytes a socket reads at a time: a client's messages are a
@@ -53,13 +58,13 @@ where
         let Ok(upgraded) = on_upgrade.await else {
             return;
         };
-        let ws = WebSocketStream::from_raw_socket(
-            Buffered::new(TokioIo::new(upgraded)),
-            Role::Server,
-            Some(config),
-        )
-        .await;
-        socket(ws).await;
+        let (read, outgoing) = tokio::io::split(TokioIo::new(upgraded));
+        let incoming = Incoming {
+            read,
+            replies: None,
+        };
+        let frames = WebSocketStream::from_raw_socket(incoming, Role::Server, Some(config)).await;
+        socket(Ws { frames, outgoing }).await;
     });
     let mut switching = Response::new(axum::body::Body::empty());
     *switching.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
@@ -71,6 +76,46 @@ where
 }
 
 /// `426 Upgrade Required`, saying why and which version to speak.
+/// What tungstenite reads the client's frames from. The frames it
+/// writes itself (the Pong that answers a Ping) go to the writer's queue
+/// once the session has one, and are dropped when that queue is full (a
+/// client that far behind is being closed).
+pub(crate) struct Incoming {
+    read: ReadHalf<TokioIo<Upgraded>>,
+    pub(super) replies: Option<queue::Sender<Out>>,
+}
+
+impl AsyncRead for Incoming {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.read).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Incoming {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if let Some(replies) = &self.replies {
+            let _ = replies.try_send(Out::Reply(Bytes::copy_from_slice(buf)));
+        }
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
 fn upgrade_required(why: String) -> Response {
     let mut refused =
         ApiError::new(StatusCode::UPGRADE_REQUIRED, "websocket-expected", why).into_response();

@@ -1,44 +1,44 @@
-//! The writing half of every socket: sends, in order, what its session
-//! queued, then the close frame. A client that stops reading stalls only
-//! its writer.
+//! The writing half of every socket: a task of its own that sends, in
+//! order, what its session queued, then the close frame. A client that
+//! stops reading stalls only its writer.
 //!
-//! What is queued is sent before one flush (gathered into writes of up to
-//! [`WRITE_BUFFER`] by the [`Buffered`](super::buffered::Buffered)
-//! connection), and a message longer than [`FRAGMENT`] goes in fragments
-//! (RFC 6455 §5.4): tungstenite's own buffer keeps the capacity of the
-//! largest frame it ever held, so a roster sent whole would stay with
-//! every socket of a large channel for its life.
+//! The writer writes WebSocket frames itself (RFC 6455 §5.2; a server's
+//! frames are not masked, so a message's bytes are the same for every
+//! socket and are not copied): what is queued when it wakes goes out in
+//! one vectored write of the frames' headers and the messages' own
+//! memory, however long (a roster in [`Pieces`] is its pieces). Nothing
+//! is buffered between writes, so an idle socket holds no write memory.
 //!
-//! A close that cannot wait behind a full queue comes by the *urgent*
-//! channel and goes first. Once the session has ended, the writer has
-//! [`CLOSE_GRACE`] to send what is queued and the close frame.
+//! Once the session has ended, the writer has [`CLOSE_GRACE`] to send
+//! what is queued and the close frame.
 
+use std::io::{self, IoSlice};
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use futures::stream::SplitSink;
-use futures::{FutureExt, SinkExt};
-use tokio::sync::oneshot;
-use tungstenite::Message;
-use tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
-use tungstenite::protocol::frame::{CloseFrame, Frame};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use super::Ws;
-#[cfg(doc)]
-use super::buffered::WRITE_BUFFER;
 use super::pieces::Pieces;
 use super::queue::Receiver;
+#[cfg(doc)]
+use super::queue::Sender;
 
 /// How long what is queued and the close frame may take to go out once
 /// the session has ended, before the socket is simply dropped.
 pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
-/// The largest fragment of a message the writer sends.
-pub(crate) const FRAGMENT: usize = 256;
-
 /// The longest close reason the protocol allows, in bytes.
 const MAX_CLOSE_REASON: usize = 123;
+
+/// Most messages gathered into one write.
+const BATCH: usize = 64;
+
+/// The most bytes of frames copied into one write.
+const COPY_MAX: usize = 16 * 1024;
+
+/// Most slices one `writev` takes (Linux's `IOV_MAX`).
+const IOV_MAX: usize = 1024;
 
 /// What a socket's writer sends.
 #[derive(Debug)]
@@ -52,315 +52,218 @@ pub(crate) enum Out {
     Ping,
     /// The close frame: the last thing sent.
     Close(u16, String),
+    /// Frames tungstenite wrote in reply to the client's (a Pong), sent
+    /// as they are.
+    Reply(Bytes),
 }
 
-/// The writer's ends of a socket's queue: the queue, and the urgent
-/// close that overtakes it.
-pub(crate) struct Outlet {
-    pub(crate) rx: Receiver<Out>,
-    pub(crate) urgent: oneshot::Receiver<(u16, String)>,
-}
-
-/// The writer: sends what the session queues, in order, until a close;
-/// an urgent close goes ahead of the queue. Once `ended` fires (the
-/// session is over), it has [`CLOSE_GRACE`] to finish.
-pub(crate) async fn write(
-    mut sink: SplitSink<Ws, Message>,
-    outlet: Outlet,
-    ended: oneshot::Receiver<()>,
-) {
-    let Outlet { mut rx, urgent } = outlet;
-    // Fused: once the session drops its sender, polling again must wait
-    // forever, not panic.
-    let mut urgent = urgent.fuse();
-    let writing = async {
-        loop {
-            let first = tokio::select! {
-                biased;
-                Ok((code, reason)) = &mut urgent => Out::Close(code, reason),
-                next = rx.recv() => match next {
-                    Some(next) => next,
-                    None => {
-                        // The session ended without a close of its own:
-                        // the client closed (finish its handshake) or
-                        // vanished.
-                        let _ = sink.close().await;
-                        return;
-                    }
-                },
-            };
-            let mut next = Some(first);
-            while let Some(out) = next {
-                let frames = match out {
-                    Out::Text(text) => text_frames(text),
-                    Out::Pieces(pieces) => pieces_frames(&pieces),
-                    Out::Ping => Fragments::ping(),
-                    Out::Close(code, reason) => {
-                        return Stop::Close(code, reason).finish(&mut sink).await;
-                    }
-                };
-                let mut sent = Ok(());
-                for message in frames {
-                    sent = or_urgent(&mut urgent, sink.feed(message)).await;
-                    if sent.is_err() {
-                        break;
-                    }
-                }
-                if let Err(stop) = sent {
-                    return stop.finish(&mut sink).await;
-                }
-                next = rx.try_recv();
-            }
-            if let Err(stop) = or_urgent(&mut urgent, sink.flush()).await {
-                return stop.finish(&mut sink).await;
+/// The writer: sends what the session queues, in order, until a close
+/// (a close that could not wait comes first, [`Sender::push_first`]).
+/// Ended by [`run`](super::run) when it is not done [`CLOSE_GRACE`] after
+/// the session.
+pub(crate) async fn write<W: AsyncWrite + Unpin>(mut io: W, mut rx: Receiver<Out>) {
+    loop {
+        let Some(first) = rx.recv().await else {
+            // The session ended without a close of its own: the client
+            // closed (this answers it) or vanished.
+            let _ = write_all(&mut io, &mut [IoSlice::new(&[0x88, 0])]).await;
+            return;
+        };
+        let mut batch = vec![first];
+        while batch.len() < BATCH && !matches!(batch.last(), Some(Out::Close(..))) {
+            match rx.try_recv() {
+                Some(next) => batch.push(next),
+                None => break,
             }
         }
-    };
-    tokio::select! {
-        () = writing => {}
-        () = async {
-            let _ = ended.await;
-            tokio::time::sleep(CLOSE_GRACE).await;
-        } => {}
-    }
-}
-
-/// Why the writer stops early.
-enum Stop {
-    /// The socket failed: nobody to tell.
-    Failed,
-    /// Send this close frame, then stop.
-    Close(u16, String),
-}
-
-impl Stop {
-    async fn finish(self, sink: &mut SplitSink<Ws, Message>) {
-        if let Stop::Close(code, reason) = self {
-            // A frame cut short stays whole in the socket's buffer; the
-            // close goes after it.
-            let _ = sink.send(close_message(code, &reason)).await;
+        let closing = matches!(batch.last(), Some(Out::Close(..)));
+        if send(&mut io, &batch).await.is_err() || closing {
+            return;
         }
     }
 }
 
-/// A write to the socket, unless an urgent close comes first.
-async fn or_urgent<F>(
-    urgent: &mut futures::future::Fuse<oneshot::Receiver<(u16, String)>>,
-    write: F,
-) -> Result<(), Stop>
-where
-    F: Future<Output = Result<(), tungstenite::Error>>,
-{
-    tokio::select! {
-        biased;
-        Ok((code, reason)) = urgent => Err(Stop::Close(code, reason)),
-        sent = write => sent.map_err(|_| Stop::Failed),
+/// Writes `batch`'s frames: copied into one write up to [`COPY_MAX`]
+/// bytes (the kernel's `send` costs less than its `writev`, which is
+/// most of a small message's cost), else in vectored writes of the
+/// messages' own memory.
+pub(crate) async fn send<W: AsyncWrite + Unpin>(io: &mut W, batch: &[Out]) -> io::Result<()> {
+    let heads: Vec<Head> = batch.iter().map(Head::of).collect();
+    let mut slices = Vec::with_capacity(2 * batch.len());
+    for (message, head) in batch.iter().zip(&heads) {
+        slices.push(IoSlice::new(head.bytes()));
+        match message {
+            Out::Text(text) => slices.push(IoSlice::new(text.as_bytes())),
+            Out::Pieces(pieces) => slices.extend(pieces.pieces().iter().map(|p| IoSlice::new(p))),
+            Out::Ping => {}
+            Out::Close(_, reason) => slices.push(IoSlice::new(close_reason(reason).as_bytes())),
+            Out::Reply(frames) => slices.push(IoSlice::new(frames)),
+        }
     }
+    let len: usize = slices.iter().map(|s| s.len()).sum();
+    if len <= COPY_MAX {
+        let mut frames = Vec::with_capacity(len);
+        for slice in &slices {
+            frames.extend_from_slice(slice);
+        }
+        return io.write_all(&frames).await;
+    }
+    write_all(io, &mut slices).await
 }
 
-/// A close message; its reason cut to what the protocol allows.
-pub(crate) fn close_message(code: u16, reason: &str) -> Message {
+/// Writes every byte of `slices`, as few writes as the socket allows.
+async fn write_all<W: AsyncWrite + Unpin>(
+    io: &mut W,
+    mut slices: &mut [IoSlice<'_>],
+) -> io::Result<()> {
+    while !slices.is_empty() {
+        let n = io
+            .write_vectored(&slices[..slices.len().min(IOV_MAX)])
+            .await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut slices, n);
+    }
+    Ok(())
+}
+
+/// A close reason cut to what the protocol allows, at a character
+/// boundary.
+fn close_reason(reason: &str) -> &str {
     let mut end = reason.len().min(MAX_CLOSE_REASON);
     while !reason.is_char_boundary(end) {
         end -= 1;
     }
-    Message::Close(Some(CloseFrame {
-        code: CloseCode::from(code),
-        reason: reason[..end].into(),
-    }))
+    &reason[..end]
 }
 
-/// The frames of one text message: one frame, or fragments of at most
-/// [`FRAGMENT`] bytes that share the message's memory (a fragment may end
-/// inside a character: only the whole message must be UTF-8).
-fn text_frames(text: Arc<str>) -> Fragments {
-    Fragments {
-        piece: Bytes::from_owner(Text(text)),
-        rest: None,
-        at: 0,
-        next: Next::First,
-    }
+/// A frame's header (RFC 6455 §5.2): final, unmasked, with the close
+/// code where the frame is a close.
+#[derive(Default)]
+struct Head {
+    bytes: [u8; 12],
+    len: usize,
 }
 
-/// The frames of a message in pieces, as [`text_frames`]: a fragment
-/// ends at the latest where its piece does.
-fn pieces_frames(pieces: &Pieces) -> Fragments {
-    Fragments {
-        piece: pieces.pieces().first().cloned().unwrap_or_default(),
-        rest: Some((pieces.clone(), 1)),
-        at: 0,
-        next: Next::First,
-    }
-}
-
-/// The message's text, as bytes the frames share.
-struct Text(Arc<str>);
-
-impl AsRef<[u8]> for Text {
-    fn as_ref(&self) -> &[u8] {
-        self.0.as_bytes()
-    }
-}
-
-/// What the writer feeds for one queued message, in order: the frames of
-/// a text, or a ping.
-struct Fragments {
-    /// The piece being cut: the whole text, or one of its pieces.
-    piece: Bytes,
-    /// The text's pieces, and the index of the next one.
-    rest: Option<(Pieces, usize)>,
-    /// Where the next fragment starts in `piece`.
-    at: usize,
-    next: Next,
-}
-
-/// What [`Fragments`] gives next.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Next {
-    Ping,
-    /// The frame that opens the text.
-    First,
-    /// A continuation.
-    Continue,
-    Done,
-}
-
-impl Fragments {
-    /// A ping.
-    fn ping() -> Self {
-        Self {
-            piece: Bytes::new(),
-            rest: None,
-            at: 0,
-            next: Next::Ping,
+impl Head {
+    fn of(message: &Out) -> Self {
+        match message {
+            Out::Text(text) => Self::frame(0x1, text.len()),
+            Out::Pieces(pieces) => Self::frame(0x1, pieces.len()),
+            Out::Ping => Self::frame(0x9, 0),
+            Out::Close(code, reason) => {
+                let mut head = Self::frame(0x8, 2 + close_reason(reason).len());
+                head.bytes[head.len..head.len + 2].copy_from_slice(&code.to_be_bytes());
+                head.len += 2;
+                head
+            }
+            Out::Reply(_) => Self::default(),
         }
     }
 
-    /// Whether a piece follows the one being cut.
-    fn next_piece_exists(&self) -> bool {
-        self.rest
-            .as_ref()
-            .is_some_and(|(pieces, next)| *next < pieces.pieces().len())
-    }
-
-    /// Moves on to the next piece once this one is cut; `false` when
-    /// there is none.
-    fn next_piece(&mut self) -> bool {
-        let Some((pieces, next)) = &mut self.rest else {
-            return false;
-        };
-        let Some(piece) = pieces.pieces().get(*next) else {
-            return false;
-        };
-        self.piece = piece.clone();
-        self.at = 0;
-        *next += 1;
-        true
-    }
-}
-
-impl Iterator for Fragments {
-    type Item = Message;
-
-    fn next(&mut self) -> Option<Message> {
-        let opcode = match self.next {
-            Next::Done => return None,
-            Next::Ping => {
-                self.next = Next::Done;
-                return Some(Message::Ping(Bytes::new()));
+    /// The header of a final frame of `opcode` with `len` bytes.
+    fn frame(opcode: u8, len: usize) -> Self {
+        let mut bytes = [0; 12];
+        bytes[0] = 0x80 | opcode;
+        let n = match len {
+            0..=125 => {
+                bytes[1] = len as u8;
+                2
             }
-            Next::First => Data::Text,
-            Next::Continue => Data::Continue,
+            126..=0xFFFF => {
+                bytes[1] = 126;
+                bytes[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+                4
+            }
+            _ => {
+                bytes[1] = 127;
+                bytes[2..10].copy_from_slice(&(len as u64).to_be_bytes());
+                10
+            }
         };
-        while self.at == self.piece.len() && self.next_piece() {}
-        let end = self.piece.len().min(self.at + FRAGMENT);
-        // An empty text is one empty frame.
-        let last = end == self.piece.len() && !self.next_piece_exists();
-        let frame = Frame::message(self.piece.slice(self.at..end), OpCode::Data(opcode), last);
-        self.at = end;
-        self.next = if last { Next::Done } else { Next::Continue };
-        Some(Message::Frame(frame))
+        Self { bytes, len: n }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use futures::StreamExt;
+    use tokio_tungstenite::WebSocketStream;
+    use tungstenite::Message;
+    use tungstenite::protocol::Role;
+    use tungstenite::protocol::frame::coding::CloseCode;
+
     use super::super::pieces::{PIECE, PiecesWriter};
+    use super::super::queue;
     use super::*;
 
-    fn frames(text: &str) -> Vec<(Data, bool, Vec<u8>)> {
-        described(text_frames(Arc::from(text)))
+    /// What a client reads until the close frame.
+    async fn read_until_close(far: tokio::io::DuplexStream) -> Vec<Message> {
+        let mut ws = WebSocketStream::from_raw_socket(far, Role::Client, None).await;
+        let mut got = Vec::new();
+        while let Some(message) = ws.next().await {
+            let message = message.expect("a well-formed frame");
+            let close = message.is_close();
+            got.push(message);
+            if close {
+                break;
+            }
+        }
+        got
     }
 
-    fn described(frames: Fragments) -> Vec<(Data, bool, Vec<u8>)> {
-        frames
-            .map(|m| {
-                let Message::Frame(f) = m else {
-                    panic!("a frame")
-                };
-                let OpCode::Data(data) = f.header().opcode else {
-                    panic!("a data frame")
-                };
-                (data, f.header().is_final, f.payload().to_vec())
-            })
-            .collect()
-    }
-
-    #[test]
-    fn a_short_message_is_one_final_text_frame() {
-        assert_eq!(frames("{}"), vec![(Data::Text, true, b"{}".to_vec())]);
-        assert_eq!(frames(""), vec![(Data::Text, true, Vec::new())]);
-    }
-
-    #[test]
-    fn a_long_message_is_fragments_that_rebuild_it() {
-        // Multi-byte characters, so some fragment ends inside one.
-        let text: String = "é€".repeat(FRAGMENT);
-        let got = frames(&text);
-        assert_eq!(got.len(), text.len().div_ceil(FRAGMENT));
-        assert_eq!(got[0].0, Data::Text);
-        assert!(got[1..].iter().all(|f| f.0 == Data::Continue));
-        assert!(
-            got[..got.len() - 1]
-                .iter()
-                .all(|f| !f.1 && f.2.len() == FRAGMENT)
-        );
-        assert!(got.last().unwrap().1, "the last fragment ends the message");
-        let whole: Vec<u8> = got.into_iter().flat_map(|f| f.2).collect();
-        assert_eq!(whole, text.as_bytes());
-    }
-
-    #[test]
-    fn a_message_of_exactly_one_fragment_is_one_frame() {
-        let text = "x".repeat(FRAGMENT);
-        assert_eq!(frames(&text).len(), 1);
-        assert_eq!(frames(&"x".repeat(FRAGMENT + 1)).len(), 2);
-    }
-
-    #[test]
-    fn a_message_in_pieces_is_fragments_that_rebuild_it() {
-        let text: String = "é€".repeat(3 * PIECE / 5);
-        let mut w = PiecesWriter::default();
-        w.push_str(&text);
-        let got = described(pieces_frames(&w.finish()));
-        assert!(got.len() >= text.len().div_ceil(FRAGMENT));
-        assert_eq!(got[0].0, Data::Text);
-        assert!(got[1..].iter().all(|f| f.0 == Data::Continue));
-        assert!(got.iter().all(|f| f.2.len() <= FRAGMENT && !f.2.is_empty()));
-        assert!(got[..got.len() - 1].iter().all(|f| !f.1));
-        assert!(got.last().unwrap().1, "the last fragment ends the message");
-        let whole: Vec<u8> = got.into_iter().flat_map(|f| f.2).collect();
-        assert_eq!(whole, text.as_bytes());
-        let empty = described(pieces_frames(&PiecesWriter::default().finish()));
-        assert_eq!(empty, vec![(Data::Text, true, Vec::new())]);
-    }
-
-    #[test]
-    fn a_close_reason_is_cut_at_a_character_boundary() {
-        let Message::Close(Some(frame)) = close_message(4009, &"é".repeat(100)) else {
-            panic!("a close frame")
+    #[tokio::test]
+    async fn every_length_of_frame_reads_back_as_the_message_sent() {
+        let (near, far) = tokio::io::duplex(1 << 20);
+        // Multi-byte characters, so some piece ends inside one.
+        let long: String = "é€".repeat(14_000);
+        let mut roster = PiecesWriter::default();
+        roster.push_str(&"x€".repeat(PIECE));
+        let roster = roster.finish();
+        assert!(roster.pieces().len() > 2);
+        let batch = vec![
+            Out::Text(Arc::from("{}")),
+            Out::Text(Arc::from("")),
+            Out::Text(Arc::from("y".repeat(300))),
+            Out::Text(Arc::from(long.as_str())),
+            Out::Pieces(roster.clone()),
+            Out::Ping,
+            Out::Close(4009, "é".repeat(100)),
+        ];
+        let mut near = near;
+        let (sent, got) = tokio::join!(send(&mut near, &batch), read_until_close(far));
+        sent.unwrap();
+        let text = |m: &Message| m.to_text().unwrap().to_owned();
+        assert_eq!(got.len(), batch.len());
+        assert_eq!(text(&got[0]), "{}");
+        assert_eq!(text(&got[1]), "");
+        assert_eq!(text(&got[2]), "y".repeat(300));
+        assert_eq!(text(&got[3]), long);
+        assert_eq!(text(&got[4]), roster.to_text());
+        assert!(got[5].is_ping());
+        let Message::Close(Some(close)) = &got[6] else {
+            panic!("a close frame with a code")
         };
-        assert_eq!(frame.reason.len(), 122);
-        assert_eq!(u16::from(frame.code), 4009);
+        assert_eq!(close.code, CloseCode::from(4009));
+        assert_eq!(close.reason.len(), 122, "cut at a character boundary");
+    }
+
+    #[tokio::test]
+    async fn the_writer_sends_in_order_then_answers_the_end_with_a_close() {
+        let (near, far) = tokio::io::duplex(1 << 16);
+        let (tx, rx) = queue::channel(8);
+        for i in 0..3 {
+            tx.try_send(Out::Text(Arc::from(i.to_string()))).unwrap();
+        }
+        drop(tx);
+        let ((), got) = tokio::join!(write(near, rx), read_until_close(far));
+        let texts: Vec<&str> = got[..3].iter().map(|m| m.to_text().unwrap()).collect();
+        assert_eq!(texts, ["0", "1", "2"]);
+        assert_eq!(got[3], Message::Close(None), "no code: the session ended");
     }
 }

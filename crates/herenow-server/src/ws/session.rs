@@ -9,7 +9,6 @@
 
 use std::sync::Arc;
 
-use futures::stream::SplitStream;
 use herenow_core::{ConnId, Event, MemberStatus, Metadata, RecvError, SpaceName};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, timeout};
@@ -21,7 +20,7 @@ use super::send_queue::{CAPACITY, Outcome, SendQueue};
 use super::subscriptions::Subscriptions;
 use super::timers::{Settings, Timers};
 use crate::protocol::dto::MemberDto;
-use crate::socket::{self, Ended, Protocol, Ws, drive};
+use crate::socket::{self, Ended, Frames, Protocol, Ws, drive};
 use crate::state::AppState;
 use crate::token::{Grant, TokenError};
 use crate::watch::Watching;
@@ -97,7 +96,7 @@ impl Session {
     }
 
     /// Reads and dispatches until the session ends, then detaches.
-    async fn run(mut self: Box<Self>, mut stream: SplitStream<Ws>, url_token: Option<String>) {
+    async fn run(mut self: Box<Self>, mut stream: Frames, url_token: Option<String>) {
         if let Some(token) = url_token
             && let Err(e) = self.hello(&token, None)
         {

@@ -33,7 +33,6 @@ use std::time::Duration;
 
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::response::Response;
-use futures::stream::SplitStream;
 use herenow_core::{ConnId, MemberKey, Metadata, SpaceName};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::time::{Instant, timeout};
@@ -44,7 +43,7 @@ use super::frames;
 use super::{ChannelKind, Pusher, PusherApp};
 use crate::pusher::PusherState;
 use crate::pusher::hub::{Ender, QUEUE, RESERVE};
-use crate::socket::{self, Inlet, Out, Protocol, TokenBucket, Ws, drive};
+use crate::socket::{self, Frames, Inlet, Out, Protocol, TokenBucket, Ws, drive};
 use crate::watch::registry::Note;
 
 /// The largest frame a client may send; a larger one closes the socket
@@ -273,7 +272,7 @@ struct Session {
 }
 
 impl Session {
-    async fn run(mut self: Box<Self>, mut stream: SplitStream<Ws>) {
+    async fn run(mut self: Box<Self>, mut stream: Frames) {
         let liveness = self.state.ws().liveness();
         // The rare and large steps are boxed while they run, as herenow's
         // own session does: the socket's future, which lives as long as
