@@ -20,10 +20,10 @@
 #
 # With PROTO=pusher on herenow, the fan-out floor runs after it, the same
 # N and PROBES (crates/herenow-server/examples/fanout_floor.rs: the probes'
-# frames written to as many sockets by a bare tokio program), twice: the
+# frames written to as many sockets by a bare tokio program): the
 # member_added frames alone, then with each probe's roster too (every byte
-# the server writes during the probes); the server CPU per recipient of
-# each is printed, with herenow's ratio to it.
+# the server writes during the probes), three times each; the median's
+# server CPU per recipient is printed, with herenow's ratio to it.
 #
 # OBSERVERS (50), PROBES (100) and MAX_SETTLE (peerload's, seconds) too;
 # HERENOW_BIN=path runs that herenow build instead of building this tree
@@ -118,12 +118,20 @@ print(f"probe joins seen {p['pairs_seen']}/{p['pairs_expected']}: p50 {p['p50_ms
 print(f"hold: server CPU {r['hold']['server_cpu_pct']} %, RSS per connection {r['bytes_per_conn']['end_hold']} B, load {r['hold']['loadavg']}")
 PY
 if [ "$PROTO" = pusher ] && [ "$SERVER" != sockudo ]; then
-  "$FLOOR_BIN" "$N" "$PROBES" >"$dir/floor.json"
-  "$FLOOR_BIN" "$N" "$PROBES" rosters >"$dir/floor-rosters.json"
-  python3 - "$dir/out.json" "$dir/floor.json" "$dir/floor-rosters.json" "$N" "$PROBES" <<'PY'
+  # The floor swings from run to run (where its reader's threads run):
+  # the median of three.
+  for i in 1 2 3; do
+    "$FLOOR_BIN" "$N" "$PROBES" >"$dir/floor-$i.json"
+    "$FLOOR_BIN" "$N" "$PROBES" rosters >"$dir/floor-rosters-$i.json"
+  done
+  python3 - "$dir" "$N" "$PROBES" <<'PY'
 import json, sys
-r, f, fr = (json.load(open(p)) for p in sys.argv[1:4])
-n, probes = int(sys.argv[4]), int(sys.argv[5])
+d, n, probes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+r = json.load(open(f"{d}/out.json"))
+def median(kind):
+    runs = [json.load(open(f"{d}/{kind}-{i}.json")) for i in (1, 2, 3)]
+    return sorted(runs, key=lambda f: f["us_per_delivery"])[1]
+f, fr = median("floor"), median("floor-rosters")
 # Each probe's member_added goes to every member in the channel then.
 deliveries = sum(n + i for i in range(probes))
 herenow = r["probe"]["server_cpu_s"] / deliveries * 1e6

@@ -70,11 +70,17 @@ pub(crate) struct Sender<T> {
 impl<T> Sender<T> {
     /// Queues `item` unless the queue is full or the receiver is gone.
     pub(crate) fn try_send(&self, item: T) -> Result<(), TrySendError<T>> {
+        self.try_send_leaving(item, 0)
+    }
+
+    /// Queues `item` unless that would leave fewer than `kept` slots free
+    /// (kept for what must not be refused), or the receiver is gone.
+    pub(crate) fn try_send_leaving(&self, item: T, kept: usize) -> Result<(), TrySendError<T>> {
         let mut state = self.shared.state.lock();
         if !state.receiver {
             return Err(TrySendError::Closed(item));
         }
-        if state.items.len() >= self.shared.cap {
+        if state.items.len() + kept >= self.shared.cap {
             return Err(TrySendError::Full(item));
         }
         state.items.push_back(item);
@@ -255,7 +261,13 @@ mod tests {
         }
         assert!(matches!(tx.try_send(9), Err(TrySendError::Full(9))));
         assert_eq!(tx.capacity(), 0);
-        for i in 0..3 {
+        rx.recv().await;
+        assert!(
+            matches!(tx.try_send_leaving(9, 1), Err(TrySendError::Full(9))),
+            "the last slot is kept"
+        );
+        tx.try_send(3).unwrap();
+        for i in 1..4 {
             assert_eq!(rx.recv().await, Some(i));
         }
         assert_eq!(tx.capacity(), 3);

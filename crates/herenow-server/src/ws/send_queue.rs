@@ -249,10 +249,9 @@ impl SendQueue {
 
     /// Queues a message unless only the reserve is left.
     fn queue(&mut self, text: String) -> Result<(), TrySendError<Out>> {
-        if !self.has_room() {
-            return Err(TrySendError::Full(Out::Text(text.into())));
-        }
-        self.inlet.try_send(Out::Text(text.into()))
+        self.inlet
+            .sender()
+            .try_send_leaving(Out::Text(text.into()), RESERVE)
     }
 
     /// Marks `sub` lagging and queues its notice, in the reserve if need

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
+use tokio::sync::mpsc::error::TrySendError;
 
 use super::Ender;
 use crate::socket::{Out, queue};
@@ -37,13 +38,17 @@ impl Subscriber {
     /// Queues `text` unless only the reserve is left; a message that does
     /// not fit tells the socket it overflowed. True when queued.
     pub(crate) fn offer(&self, text: &Arc<str>) -> bool {
-        if self.queue.capacity() > RESERVE && self.queue.try_send(Out::Text(text.clone())).is_ok() {
-            return true;
+        match self
+            .queue
+            .try_send_leaving(Out::Text(text.clone()), RESERVE)
+        {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => {
+                self.ender.end(4100, "too slow: the send queue is full");
+                false
+            }
+            Err(TrySendError::Closed(_)) => false,
         }
-        if !self.queue.is_closed() {
-            self.ender.end(4100, "too slow: the send queue is full");
-        }
-        false
     }
 }
 

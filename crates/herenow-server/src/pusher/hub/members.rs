@@ -30,6 +30,7 @@ use herenow_core::{
     Subscription,
 };
 use parking_lot::Mutex;
+use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, timeout};
 
@@ -557,15 +558,14 @@ impl Feed {
 /// Queues `out` for `m` unless only the reserve is left; one that does
 /// not fit starts the lag. `false` when the socket is gone.
 fn push(m: &mut Member, out: Out) -> bool {
-    let q = &m.listener.queue;
-    if q.capacity() > RESERVE && q.try_send(out).is_ok() {
-        return true;
+    match m.listener.queue.try_send_leaving(out, RESERVE) {
+        Ok(()) => true,
+        Err(TrySendError::Closed(_)) => false,
+        Err(TrySendError::Full(_)) => {
+            m.lagging.get_or_insert_with(Instant::now);
+            true
+        }
     }
-    if q.is_closed() {
-        return false;
-    }
-    m.lagging.get_or_insert_with(Instant::now);
-    true
 }
 
 #[cfg(test)]
