@@ -536,6 +536,29 @@ async fn websocket_connections_are_bounded() {
 }
 
 #[tokio::test]
+async fn a_clients_ping_gets_its_pong_and_its_close_a_close() {
+    let s = Server::start().await;
+    let (mut c, _) = s.hello("ann", &["room"]).await;
+    c.ws.send(Message::Ping(b"still there?".to_vec().into()))
+        .await
+        .unwrap();
+    let pong = tokio::time::timeout(PATIENCE, c.ws.next()).await;
+    assert!(
+        matches!(&pong, Ok(Some(Ok(Message::Pong(p)))) if &p[..] == b"still there?"),
+        "{pong:?}"
+    );
+    c.ws.close(None).await.unwrap();
+    // The server answers the close with its own, which ends the stream.
+    let answer = tokio::time::timeout(PATIENCE, c.ws.next()).await;
+    assert!(
+        matches!(answer, Ok(Some(Ok(Message::Close(_))))),
+        "{answer:?}"
+    );
+    let end = tokio::time::timeout(PATIENCE, c.ws.next()).await;
+    assert!(matches!(end, Ok(None)), "{end:?}");
+}
+
+#[tokio::test]
 async fn a_plain_get_is_not_an_upgrade() {
     let s = Server::start().await;
     let url = format!("http://{}/v1/ws", s.addr);

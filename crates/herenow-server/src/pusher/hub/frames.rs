@@ -4,6 +4,7 @@
 //! Pusher sends them; pusher-js parses it again) and an object for
 //! `pusher:error`.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -232,52 +233,41 @@ where
 {
     let members = members.into_iter();
     let mut out = PiecesWriter::default();
-    // Each id quoted once as JSON, before `data` is quoted as a whole.
-    let mut quoted = String::new();
+    // Each id quoted once as JSON, before `data` is quoted as a whole;
+    // each member's text escaped in `member`, then added to the pieces.
+    let (mut quoted, mut member) = (String::new(), String::new());
     out.push_str(r#"{"event":"pusher_internal:subscription_succeeded","channel":""#);
-    push_escaped(&mut out, channel);
+    push_escaped(&mut member, channel);
+    out.push_str(&member);
     // From here on `data`, a JSON string: every piece of it escaped.
     out.push_str(r#"","data":"{\"presence\":{\"ids\":["#);
     let mut count = 0usize;
     for (id, _) in members.clone() {
+        member.clear();
         if count > 0 {
-            out.push_str(",");
+            member.push(',');
         }
         count += 1;
         quote_into(&mut quoted, id);
-        push_escaped(&mut out, &quoted);
+        push_escaped(&mut member, &quoted);
+        out.push_str(&member);
     }
     out.push_str(r#"],\"hash\":{"#);
     for (i, (id, info)) in members.enumerate() {
+        member.clear();
         if i > 0 {
-            out.push_str(",");
+            member.push(',');
         }
         quote_into(&mut quoted, id);
-        push_escaped(&mut out, &quoted);
-        out.push_str(":");
-        push_escaped(&mut out, info.map_or("null", |m| m.as_json()));
+        push_escaped(&mut member, &quoted);
+        member.push(':');
+        push_escaped(&mut member, info.map_or("null", |m| m.as_json()));
+        out.push_str(&member);
     }
     out.push_str(r#"},\"count\":"#);
     out.push_str(&count.to_string());
     out.push_str(r#"}}"}"#);
     out.finish()
-}
-
-/// Where JSON text is written: a `String`, or a message's pieces.
-trait Text {
-    fn push_str(&mut self, s: &str);
-}
-
-impl Text for String {
-    fn push_str(&mut self, s: &str) {
-        String::push_str(self, s);
-    }
-}
-
-impl Text for PiecesWriter {
-    fn push_str(&mut self, s: &str) {
-        PiecesWriter::push_str(self, s);
-    }
 }
 
 /// `s` as a JSON string, quotes included, in `buf` (emptied first).
@@ -291,7 +281,7 @@ fn quote_into(buf: &mut String, s: &str) {
 /// Appends `s` escaped as the inside of a JSON string, as serde_json
 /// escapes it: `"` and `\`, the short forms of control characters where
 /// JSON has one, `\u00XX` for the others; everything else as is.
-fn push_escaped(out: &mut impl Text, s: &str) {
+fn push_escaped(out: &mut String, s: &str) {
     let mut from = 0;
     for (i, b) in s.bytes().enumerate() {
         let short = match b {
@@ -309,7 +299,7 @@ fn push_escaped(out: &mut impl Text, s: &str) {
         out.push_str(&s[from..i]);
         from = i + 1;
         if short.is_empty() {
-            out.push_str(&format!("\\u{b:04x}"));
+            let _ = write!(out, "\\u{b:04x}");
         } else {
             out.push_str(short);
         }
