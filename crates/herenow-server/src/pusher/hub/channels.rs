@@ -59,7 +59,7 @@ type Key = (Arc<str>, Box<str>);
 /// with its subscribers by socket number.
 #[derive(Default)]
 pub struct Channels {
-    map: Mutex<HashMap<Key, HashMap<u64, Subscriber>>>,
+    map: Mutex<HashMap<Key, HashMap<u64, Arc<Subscriber>>>>,
     /// Joins and leaves so far, counted under the map's lock.
     changes: AtomicU64,
 }
@@ -70,7 +70,7 @@ impl Channels {
         let mut map = self.map.lock();
         map.entry((app.clone(), channel.into()))
             .or_default()
-            .insert(number, sub);
+            .insert(number, Arc::new(sub));
         self.changes.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -98,7 +98,7 @@ impl Channels {
         except: Option<&str>,
     ) -> usize {
         // Copied out, so the lock is not held while queueing.
-        let subs: Vec<Subscriber> = {
+        let subs: Vec<Arc<Subscriber>> = {
             let map = self.map.lock();
             match map.get(&(app.clone(), Box::<str>::from(channel))) {
                 Some(subs) => subs.values().cloned().collect(),
