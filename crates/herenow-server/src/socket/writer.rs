@@ -3,11 +3,12 @@
 //! stops reading stalls only its writer.
 //!
 //! The writer writes WebSocket frames itself (RFC 6455 §5.2; a server's
-//! frames are not masked, so a message's bytes are the same for every
-//! socket and are not copied): what is queued when it wakes goes out in
-//! one vectored write of the frames' headers and the messages' own
-//! memory, however long (a roster in [`Pieces`] is its pieces). Nothing
-//! is buffered between writes, so an idle socket holds no write memory.
+//! frames are not masked, so a message is encoded once for every socket):
+//! what is queued when it wakes goes out in one write, copied into one
+//! buffer up to [`COPY_MAX`] bytes, else as vectored writes of the frames'
+//! headers and the messages' own memory (a roster in [`Pieces`] is its
+//! pieces). Nothing is kept between writes, so an idle socket holds no
+//! write memory.
 //!
 //! Once the session has ended, the writer has [`CLOSE_GRACE`] to send
 //! what is queued and the close frame.
