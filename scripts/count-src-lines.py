@@ -4,7 +4,8 @@ measure of the codebase's size): skips `tests.rs` files, files declared
 `#[cfg(test)] mod x;` and inline `#[cfg(test)] mod x { ... }` blocks;
 comments count, and so does code behind test-support features (core's
 `contract` suite, `fuzzing`), as the issue counted. `-v` lists files, largest first; `--split` counts code
-and comment lines apart.
+and comment lines apart, and the Lua files the Rust embeds (not in the
+total: until the scripts moved out of Rust strings, they counted).
 
     python3 scripts/count-src-lines.py [ROOT] [-v] [--split]
 """
@@ -27,8 +28,10 @@ def without_inline_tests(text):
             j = i + 1
             while j < len(lines) and lines[j].strip().startswith("#["):
                 j += 1
-            opening = re.match(r"(\s*)(pub(\(\w+\))?\s+)?mod\s+\w+\s*\{", lines[j])
-            if j < len(lines) and opening:
+            opening = j < len(lines) and re.match(
+                r"(\s*)(pub(\(\w+\))?\s+)?mod\s+\w+\s*\{", lines[j]
+            )
+            if opening:
                 # rustfmt closes the block at the `mod` line's indent.
                 closing = opening.group(1) + "}"
                 k = j + 1
@@ -45,11 +48,15 @@ def without_inline_tests(text):
 
 
 crates = os.path.join(root, "crates")
-sources = []
+sources, lua = [], 0
 for d, _, files in os.walk(crates):
     # crates/NAME/src/...: not tests/, benches/ or examples/.
     if os.path.relpath(d, crates).split(os.sep)[1:2] == ["src"]:
         sources += [os.path.join(d, f) for f in files if f.endswith(".rs")]
+        # Lua that Rust embeds (include_str!): not Rust, told apart.
+        for f in files:
+            if f.endswith(".lua"):
+                lua += sum(1 for l in open(os.path.join(d, f)) if l.strip())
 test_files = set()
 for p in sources:
     d, f = os.path.split(p)
@@ -68,5 +75,5 @@ if "-v" in sys.argv:
     for path, n in sorted(per.items(), key=lambda kv: -kv[1]):
         print(n, path)
 if "--split" in sys.argv:
-    print(f"code {code}, comments {comments}")
+    print(f"code {code}, comments {comments}; Lua embedded beside it {lua}")
 print("total", code + comments)

@@ -291,7 +291,7 @@ impl Flusher {
                 .map(|(m, at, meta)| (m, at.unwrap_or(now), meta.as_ref()))
                 .collect();
             let outcomes = self.writer.write_beats(space, now, &beats).await?;
-            return Ok(vec![tally(&outcomes)]);
+            return Ok(vec![tally(outcomes)]);
         }
         let total: usize = round.iter().map(|w| w.beats.len()).sum();
         let mut index: HashMap<&MemberKey, usize> = HashMap::with_capacity(total);
@@ -325,26 +325,20 @@ impl Flusher {
         Ok(round
             .iter()
             .map(|w| {
-                let own: Vec<Outcome> = w
-                    .beats
-                    .iter()
-                    .zip(slots.by_ref())
-                    .map(|((_, at, _), i)| {
-                        let at = at.unwrap_or(now);
-                        match newest[i] {
-                            None => {
-                                newest[i] = Some(at);
-                                outcomes[i]
-                            }
-                            Some(n) if outcomes[i] != Outcome::Stale && at >= n => {
-                                newest[i] = Some(at);
-                                Outcome::Accepted
-                            }
-                            Some(_) => Outcome::Stale,
+                tally(w.beats.iter().zip(slots.by_ref()).map(|((_, at, _), i)| {
+                    let at = at.unwrap_or(now);
+                    match newest[i] {
+                        None => {
+                            newest[i] = Some(at);
+                            outcomes[i]
                         }
-                    })
-                    .collect();
-                tally(&own)
+                        Some(n) if outcomes[i] != Outcome::Stale && at >= n => {
+                            newest[i] = Some(at);
+                            Outcome::Accepted
+                        }
+                        Some(_) => Outcome::Stale,
+                    }
+                }))
             })
             .collect())
     }

@@ -44,7 +44,7 @@ pub(crate) enum Outcome {
 }
 
 /// `[accepted, joined, stale]` of a list of outcomes.
-pub(crate) fn tally<'a>(outcomes: impl IntoIterator<Item = &'a Outcome>) -> [u64; 3] {
+pub(crate) fn tally(outcomes: impl IntoIterator<Item = Outcome>) -> [u64; 3] {
     let mut t = [0; 3];
     for o in outcomes {
         match o {

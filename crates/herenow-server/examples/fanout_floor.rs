@@ -60,6 +60,9 @@ fn main() {
     let n: usize = args.get(1).map_or(5_000, |a| a.parse().expect("N"));
     let events: usize = args.get(2).map_or(100, |a| a.parse().expect("EVENTS"));
     assert!(n > 0 && events > 0, "N and EVENTS are at least 1");
+    // Every frame a socket gets fits its queue: none is dropped, so the
+    // count of frames written reaches the total.
+    assert!(2 * events <= QUEUE, "EVENTS is at most {}", QUEUE / 2);
     let rosters = match args.get(3).map(String::as_str) {
         None => false,
         Some("rosters") => true,

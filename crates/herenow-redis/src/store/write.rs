@@ -68,7 +68,7 @@ impl RedisStore {
                 .writer
                 .write_beats(space, now, &merged)
                 .await
-                .map(|o| writer::tally(&o)),
+                .map(writer::tally),
         };
         match written {
             Ok([accepted, joined, stale]) => {

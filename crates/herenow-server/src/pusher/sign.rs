@@ -2,23 +2,14 @@
 //! authorization (`socket_id:channel[:channel_data]`) or an API request
 //! (`METHOD\nPATH\nQUERY`), and the MD5 of a request body.
 
-use hmac::{Hmac, Mac};
 use md5::{Digest, Md5};
-use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
-/// Lowercase hex of `bytes`.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+use crate::webhooks::sign::hex;
 
 /// HMAC-SHA256 of `message` under `secret`, in lowercase hex.
 pub(crate) fn hmac_hex(secret: &str, message: &str) -> String {
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret.as_bytes()) else {
-        unreachable!("HMAC takes a key of any length")
-    };
-    mac.update(message.as_bytes());
-    hex(&mac.finalize().into_bytes())
+    crate::webhooks::sign::hmac_hex(secret.as_bytes(), message.as_bytes())
 }
 
 /// MD5 of `body`, in lowercase hex (`body_md5`).

@@ -75,7 +75,6 @@ where
     switching
 }
 
-/// `426 Upgrade Required`, saying why and which version to speak.
 /// What tungstenite reads the client's frames from. The frames it
 /// writes itself (the Pong that answers a Ping) go to the writer's queue
 /// once the session has one, and are dropped when that queue is full (a
@@ -116,6 +115,7 @@ impl AsyncWrite for Incoming {
     }
 }
 
+/// `426 Upgrade Required`, saying why and which version to speak.
 fn upgrade_required(why: String) -> Response {
     let mut refused =
         ApiError::new(StatusCode::UPGRADE_REQUIRED, "websocket-expected", why).into_response();

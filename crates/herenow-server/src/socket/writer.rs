@@ -38,9 +38,6 @@ const BATCH: usize = 64;
 /// The most bytes of frames copied into one write.
 const COPY_MAX: usize = 16 * 1024;
 
-/// Most slices one `writev` takes (Linux's `IOV_MAX`).
-const IOV_MAX: usize = 1024;
-
 /// What a socket's writer sends.
 #[derive(Debug)]
 pub(crate) enum Out {
@@ -67,7 +64,7 @@ pub(crate) async fn write<W: AsyncWrite + Unpin>(mut io: W, mut rx: Receiver<Out
         let Some(first) = rx.recv().await else {
             // The session ended without a close of its own: the client
             // closed (this answers it) or vanished.
-            let _ = write_all(&mut io, &mut [IoSlice::new(&[0x88, 0])]).await;
+            let _ = io.write_all(&[0x88, 0]).await;
             return;
         };
         let mut batch = vec![first];
@@ -118,9 +115,8 @@ async fn write_all<W: AsyncWrite + Unpin>(
     mut slices: &mut [IoSlice<'_>],
 ) -> io::Result<()> {
     while !slices.is_empty() {
-        let n = io
-            .write_vectored(&slices[..slices.len().min(IOV_MAX)])
-            .await?;
+        // The standard library passes at most `IOV_MAX` of them.
+        let n = io.write_vectored(slices).await?;
         if n == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }

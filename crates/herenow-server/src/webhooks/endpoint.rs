@@ -236,10 +236,7 @@ impl Endpoint {
         hash.update(hook.url.as_bytes());
         hash.update([0]);
         hash.update(hook.secret.as_bytes());
-        let hash: String = hash.finalize()[..4]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let hash = super::sign::hex(&hash.finalize()[..4]);
         let name = format!("space:{}:{hash}", url.host_str().unwrap_or("host"));
         Ok(Endpoint {
             name,

@@ -109,17 +109,28 @@ impl PusherSigner {
 
     /// The hex HMAC-SHA256 of `body` under the app's secret.
     pub fn sign(&self, body: &[u8]) -> String {
-        use std::fmt::Write as _;
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(self.secret.as_bytes())
-            .unwrap_or_else(|_| unreachable!("HMAC accepts keys of every length"));
-        mac.update(body);
-        let digest = mac.finalize().into_bytes();
-        let mut hex = String::with_capacity(64);
-        for b in digest {
-            let _ = write!(hex, "{b:02x}");
-        }
-        hex
+        hmac_hex(self.secret.as_bytes(), body)
     }
+}
+
+/// HMAC-SHA256 of `message` under `secret`, in lowercase hex (Pusher's
+/// signatures, of requests and of webhooks).
+pub(crate) fn hmac_hex(secret: &[u8], message: &[u8]) -> String {
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
+        unreachable!("HMAC takes a key of any length")
+    };
+    mac.update(message);
+    hex(&mac.finalize().into_bytes())
+}
+
+/// Lowercase hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::with_capacity(2 * bytes.len());
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
 }
 
 impl Secret {

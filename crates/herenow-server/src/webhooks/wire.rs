@@ -15,7 +15,7 @@ use herenow_core::{LeaveReason, Metadata, Millis, Status};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::sign::Signer;
+use super::sign::{Signer, hex};
 
 /// The `type` of every body.
 pub const BODY_TYPE: &str = "presence.events";
@@ -198,15 +198,6 @@ pub fn sample(now_ms: Millis) -> Batch {
 fn rfc3339(ms: Millis) -> String {
     let at = SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
     humantime::format_rfc3339_millis(at).to_string()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
 }
 
 #[cfg(test)]

@@ -229,10 +229,8 @@ impl SendQueue {
     /// reading could not answer it anyway, and unless it sends something,
     /// the pong wait closes it.
     pub(super) fn ping(&mut self) {
-        if !self.has_room() {
-            return;
-        }
-        if let Err(TrySendError::Closed(_)) = self.inlet.try_send(Out::Ping) {
+        let queued = self.inlet.sender().try_send_leaving(Out::Ping, RESERVE);
+        if let Err(TrySendError::Closed(_)) = queued {
             self.gone = true;
         }
     }

@@ -223,9 +223,9 @@ pub(crate) fn bare(event: &str) -> Arc<str> {
 /// whole roster in one message, `members` each with its `user_info`,
 /// each id once, in the order given (the `ids` array's).
 ///
-/// Written straight into [`Pieces`], `data` escaped as it goes: a roster
-/// may hold thousands of members, so no allocation per member and no
-/// large block.
+/// Written into [`Pieces`], `data` escaped as it goes, a member at a time
+/// through one reused `String`: a roster may hold thousands of members,
+/// so no allocation per member and no large block.
 pub(crate) fn presence_succeeded<'a, I>(channel: &str, members: I) -> Pieces
 where
     I: IntoIterator<Item = (&'a str, Option<&'a herenow_core::Metadata>)>,
