@@ -11,7 +11,7 @@ pub(super) async fn connections_join_first_leave_last(s: Store, _clock: ManualCl
     let sp = space("c-conns");
     let mut sub = s.subscribe(&sp).await.unwrap();
     let phone = attach(user("ann"), "c-phone", Some(r#"{"device":"phone"}"#), false);
-    let r = live(&*s).attach(&sp, &phone).await.unwrap();
+    let r = attach_ok(&s, &sp, &phone).await;
     assert!(r.opened && r.joined && !r.left, "{r:?}");
     let e = next_event(&mut sub).await;
     assert_eq!(
@@ -23,9 +23,9 @@ pub(super) async fn connections_join_first_leave_last(s: Store, _clock: ManualCl
         (EventKind::Join, "ann", Some("c-phone"))
     );
     assert_eq!(e.meta, phone.meta);
-    let st = s.status(&sp, &[user("ann")]).await.unwrap();
-    assert_eq!(st[0].status, Status::Online);
-    assert_eq!(st[0].last_seen_ms, Some(T0));
+    let st = status_of(&s, &sp, user("ann")).await;
+    assert_eq!(st.status, Status::Online);
+    assert_eq!(st.last_seen_ms, Some(T0));
 
     // A second device: no join, a `connect` with its own metadata.
     let laptop = attach(
@@ -34,7 +34,7 @@ pub(super) async fn connections_join_first_leave_last(s: Store, _clock: ManualCl
         Some(r#"{"device":"laptop"}"#),
         false,
     );
-    let r = live(&*s).attach(&sp, &laptop).await.unwrap();
+    let r = attach_ok(&s, &sp, &laptop).await;
     assert!(r.opened && !r.joined, "{r:?}");
     let e = next_event(&mut sub).await;
     assert_eq!(
@@ -58,7 +58,7 @@ pub(super) async fn connections_join_first_leave_last(s: Store, _clock: ManualCl
 
     // A ping with the same state says nothing; new metadata is an update
     // naming the connection.
-    let r = live(&*s).attach(&sp, &phone).await.unwrap();
+    let r = attach_ok(&s, &sp, &phone).await;
     assert!(!r.opened && !r.joined);
     no_event(&mut sub).await;
     let typing = attach(
@@ -67,7 +67,7 @@ pub(super) async fn connections_join_first_leave_last(s: Store, _clock: ManualCl
         Some(r#"{"device":"phone","typing":true}"#),
         false,
     );
-    live(&*s).attach(&sp, &typing).await.unwrap();
+    attach_ok(&s, &sp, &typing).await;
     let e = next_event(&mut sub).await;
     assert_eq!(
         (e.kind, e.conn.as_ref().map(ConnId::as_str)),
@@ -83,8 +83,8 @@ pub(super) async fn connections_join_first_leave_last(s: Store, _clock: ManualCl
         (e.kind, e.conn.as_ref().map(ConnId::as_str), e.status),
         (EventKind::Disconnect, Some("c-phone"), Status::Online)
     );
-    let st = s.status(&sp, &[user("ann")]).await.unwrap();
-    assert_eq!(st[0].status, Status::Online);
+    let st = status_of(&s, &sp, user("ann")).await;
+    assert_eq!(st.status, Status::Online);
     let r = detach_ok(&s, &sp, user("ann"), "c-laptop").await;
     assert!(r.found && r.left, "{r:?}");
     let e = next_event(&mut sub).await;
@@ -96,13 +96,13 @@ pub(super) async fn connections_join_first_leave_last(s: Store, _clock: ManualCl
             Some("c-laptop")
         )
     );
-    let st = s.status(&sp, &[user("ann")]).await.unwrap();
-    assert_eq!(st[0].status, Status::Offline);
+    let st = status_of(&s, &sp, user("ann")).await;
+    assert_eq!(st.status, Status::Offline);
     assert!(live(&*s).connections(&sp, &[user("ann")]).await.unwrap()[0].is_empty());
     // Closing again, or someone else's connection, finds nothing.
     let r = detach_ok(&s, &sp, user("ann"), "c-laptop").await;
     assert!(!r.found && !r.left);
-    attach_ok(&s, &sp, attach(user("bo"), "c-bo", None, false)).await;
+    attach_ok(&s, &sp, &attach(user("bo"), "c-bo", None, false)).await;
     assert_eq!(next_event(&mut sub).await.kind, EventKind::Join);
     let r = detach_ok(&s, &sp, user("ann"), "c-bo").await;
     assert!(!r.found);
@@ -113,16 +113,16 @@ pub(super) async fn connections_join_first_leave_last(s: Store, _clock: ManualCl
 pub(super) async fn connections_expire_without_pings(s: Store, clock: ManualClock) {
     let sp = space("c-ghosts");
     let mut sub = s.subscribe(&sp).await.unwrap();
-    attach_ok(&s, &sp, attach(user("cy"), "g-tab1", None, false)).await;
-    attach_ok(&s, &sp, attach(user("cy"), "g-tab2", None, false)).await;
-    attach_ok(&s, &sp, attach(guest("visitor"), "g-guest", None, false)).await;
+    attach_ok(&s, &sp, &attach(user("cy"), "g-tab1", None, false)).await;
+    attach_ok(&s, &sp, &attach(user("cy"), "g-tab2", None, false)).await;
+    attach_ok(&s, &sp, &attach(guest("visitor"), "g-guest", None, false)).await;
     for _ in 0..3 {
         next_event(&mut sub).await;
     }
     clock.advance(Duration::from_secs(20));
     // tab2 and the guest keep pinging; tab1 vanished without a close.
-    attach_ok(&s, &sp, attach(user("cy"), "g-tab2", None, false)).await;
-    attach_ok(&s, &sp, attach(guest("visitor"), "g-guest", None, false)).await;
+    attach_ok(&s, &sp, &attach(user("cy"), "g-tab2", None, false)).await;
+    attach_ok(&s, &sp, &attach(guest("visitor"), "g-guest", None, false)).await;
     no_event(&mut sub).await;
     clock.advance(Duration::from_secs(11));
     settle(&s).await;
@@ -159,8 +159,8 @@ pub(super) async fn connections_expire_without_pings(s: Store, clock: ManualCloc
     );
     let counts = s.count(&sp, None).await.unwrap();
     assert_eq!(counts.total(), 0, "no ghosts after the TTL");
-    let st = s.status(&sp, &[user("cy")]).await.unwrap();
-    assert_eq!(st[0].status, Status::Offline);
+    let st = status_of(&s, &sp, user("cy")).await;
+    assert_eq!(st.status, Status::Offline);
     let conns = live(&*s)
         .connections(&sp, &[user("cy"), guest("visitor")])
         .await
@@ -181,8 +181,8 @@ pub(super) async fn invisible_connections(s: Store, _clock: ManualClock) {
         .unwrap();
     assert!(r.opened && !r.joined);
     no_event(&mut sub).await;
-    let st = s.status(&sp, &[user("dee")]).await.unwrap();
-    assert_eq!((st[0].status, st[0].last_seen_ms), (Status::Offline, None));
+    let st = status_of(&s, &sp, user("dee")).await;
+    assert_eq!((st.status, st.last_seen_ms), (Status::Offline, None));
     assert_eq!(s.count(&sp, None).await.unwrap().total(), 0);
     assert!(
         s.list(&sp, &ListQuery::default())
@@ -196,10 +196,10 @@ pub(super) async fn invisible_connections(s: Store, _clock: ManualClock) {
     assert!(conns[0][0].invisible);
     // A visible device joins; turning it invisible is a leave, and back a
     // join again.
-    let r = attach_ok(&s, &sp, attach(user("dee"), "i-shown", None, false)).await;
+    let r = attach_ok(&s, &sp, &attach(user("dee"), "i-shown", None, false)).await;
     assert!(r.joined);
     assert_eq!(next_event(&mut sub).await.kind, EventKind::Join);
-    let r = attach_ok(&s, &sp, attach(user("dee"), "i-shown", None, true)).await;
+    let r = attach_ok(&s, &sp, &attach(user("dee"), "i-shown", None, true)).await;
     assert!(r.left && !r.opened, "{r:?}");
     let e = next_event(&mut sub).await;
     assert_eq!(
@@ -211,7 +211,7 @@ pub(super) async fn invisible_connections(s: Store, _clock: ManualClock) {
         )
     );
     assert_eq!(s.count(&sp, None).await.unwrap().total(), 0);
-    let r = attach_ok(&s, &sp, attach(user("dee"), "i-shown", None, false)).await;
+    let r = attach_ok(&s, &sp, &attach(user("dee"), "i-shown", None, false)).await;
     assert!(r.joined);
     assert_eq!(next_event(&mut sub).await.kind, EventKind::Join);
     // Closing the invisible one says nothing.
@@ -233,7 +233,7 @@ pub(super) async fn connection_bad_input(s: Store, _clock: ManualClock) {
         ),
         "{err:?}"
     );
-    attach_ok(&s, &sp, attach(user("eve"), "b-1", None, false)).await;
+    attach_ok(&s, &sp, &attach(user("eve"), "b-1", None, false)).await;
     // Another member cannot take over a connection id.
     let err = live(&*s)
         .attach(&sp, &attach(user("mallory"), "b-1", None, false))
@@ -243,8 +243,8 @@ pub(super) async fn connection_bad_input(s: Store, _clock: ManualClock) {
         matches!(err, Error::Invalid(InvalidInput::ConnIdTaken)),
         "{err:?}"
     );
-    let st = s.status(&sp, &[user("mallory")]).await.unwrap();
-    assert_eq!(st[0].status, Status::Offline);
+    let st = status_of(&s, &sp, user("mallory")).await;
+    assert_eq!(st.status, Status::Offline);
     // A member's connections are bounded.
     for i in 1..crate::limits::MAX_CONNS_PER_MEMBER {
         live(&*s)

@@ -115,13 +115,13 @@ pub(super) async fn invisible_users_are_not_fed(s: Store, _clock: ManualClock) {
     following(&*s).follow(&[id("dee")]).await.unwrap();
     let attach = |c: &str, invisible: bool| attach(user("dee"), c, None, invisible);
     // An invisible device: watchers see nothing.
-    attach_ok(&s, &sp, attach("w-hidden", true)).await;
+    attach_ok(&s, &sp, &attach("w-hidden", true)).await;
     no_change(&mut feed).await;
     // A visible one joins; hiding it again is a leave.
-    attach_ok(&s, &sp, attach("w-shown", false)).await;
+    attach_ok(&s, &sp, &attach("w-shown", false)).await;
     let e = next_presence(&mut feed).await;
     assert_eq!((e.kind, e.status), (EventKind::Join, Status::Online));
-    attach_ok(&s, &sp, attach("w-shown", true)).await;
+    attach_ok(&s, &sp, &attach("w-shown", true)).await;
     let e = next_presence(&mut feed).await;
     assert_eq!((e.kind, e.status), (EventKind::Leave, Status::Offline));
 }

@@ -223,8 +223,8 @@ fn attach(member: MemberKey, c: &str, meta: Option<&str>, invisible: bool) -> At
 }
 
 /// Attaches `a` in `sp`, which must succeed.
-async fn attach_ok(s: &Store, sp: &SpaceName, a: Attach) -> AttachReport {
-    live(&**s).attach(sp, &a).await.unwrap()
+async fn attach_ok(s: &Store, sp: &SpaceName, a: &Attach) -> AttachReport {
+    live(&**s).attach(sp, a).await.unwrap()
 }
 
 /// Detaches `m`'s connection `c` in `sp`, which must succeed.
@@ -340,8 +340,8 @@ async fn newest_time_wins(s: Store, _clock: ManualClock) {
         .await
         .unwrap();
     assert_eq!(r.stale, 1);
-    let st = s.status(&sp, &[user("b")]).await.unwrap();
-    assert_eq!(st[0].status, Status::Offline);
+    let st = status_of(&s, &sp, user("b")).await;
+    assert_eq!(st.status, Status::Offline);
     assert_eq!(s.count(&sp, Some(15 * 60_000)).await.unwrap().users, 1);
 }
 

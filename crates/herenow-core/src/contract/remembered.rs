@@ -43,9 +43,9 @@ pub(super) async fn leave_keeps_last_seen(s: Store, clock: ManualClock) {
     // Back again: present with the new time; a second leave remembers it.
     clock.advance(Duration::from_secs(10));
     s.heartbeat(&sp, &[beat(user("ann"))]).await.unwrap();
-    let st = s.status(&sp, &[user("ann")]).await.unwrap();
+    let st = status_of(&s, &sp, user("ann")).await;
     assert_eq!(
-        (st[0].status, st[0].last_seen_ms),
+        (st.status, st.last_seen_ms),
         (Status::Online, Some(T0 + 15_000))
     );
     clock.advance(Duration::from_secs(1));
@@ -75,7 +75,7 @@ pub(super) async fn leave_after_timeout_keeps_last_heartbeat(s: Store, clock: Ma
     s.heartbeat(&sp, &[beat(user("ann"))]).await.unwrap();
     // bob's connection outlives his presence: it does not ping.
     let bob = attach(user("bob"), "late-bob", None, false);
-    live(&*s).attach(&sp, &bob).await.unwrap();
+    attach_ok(&s, &sp, &bob).await;
     let mut sub = s.subscribe(&sp).await.unwrap();
     // Past away_ms, before retention_ms: timed out, still stored.
     clock.advance(Duration::from_secs(3));
@@ -131,11 +131,8 @@ pub(super) async fn expiry_keeps_last_seen(s: Store, clock: ManualClock) {
     s.heartbeat(&sp, &[beat(user("ann"))]).await.unwrap();
     clock.advance(Duration::from_secs(6));
     settle(&s).await;
-    let st = s.status(&sp, &[user("ann")]).await.unwrap();
-    assert_eq!(
-        (st[0].status, st[0].last_seen_ms),
-        (Status::Offline, Some(T0))
-    );
+    let st = status_of(&s, &sp, user("ann")).await;
+    assert_eq!((st.status, st.last_seen_ms), (Status::Offline, Some(T0)));
     assert_eq!(s.count(&sp, None).await.unwrap().total(), 0);
     // A backfilled heartbeat older than the retention is not presence,
     // but it is a sighting: remembered when newer than what is.
@@ -145,11 +142,8 @@ pub(super) async fn expiry_keeps_last_seen(s: Store, clock: ManualClock) {
         .await
         .unwrap();
     assert_eq!((r.accepted, r.joined), (0, 0));
-    let st = s.status(&sp, &[user("bob")]).await.unwrap();
-    assert_eq!(
-        (st[0].status, st[0].last_seen_ms),
-        (Status::Offline, Some(old))
-    );
+    let st = status_of(&s, &sp, user("bob")).await;
+    assert_eq!((st.status, st.last_seen_ms), (Status::Offline, Some(old)));
     assert_eq!(s.count(&sp, None).await.unwrap().total(), 0);
     s.heartbeat(&sp, &[beat_at(user("ann"), T0 - 1)])
         .await
@@ -183,8 +177,8 @@ pub(super) async fn remembered_until_the_horizon(s: Store, clock: ManualClock) {
     let st = s.status(&sp, &[user("ann"), guest("g1")]).await.unwrap();
     assert_eq!((st[0].last_seen_ms, st[1].last_seen_ms), (None, None));
     settle(&s).await;
-    let st = s.status(&sp, &[user("ann")]).await.unwrap();
-    assert_eq!(st[0].last_seen_ms, None);
+    let st = status_of(&s, &sp, user("ann")).await;
+    assert_eq!(st.last_seen_ms, None);
     assert_eq!(
         users(&*s).seen_anywhere(&[id("ann")]).await.unwrap()[0].last_seen_ms,
         None
