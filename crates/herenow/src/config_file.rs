@@ -253,9 +253,9 @@ pub(crate) fn parse(
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<Setting>, FileError> {
-    let path = PathBuf::new();
+    // Errors name the file once `FileError::at` gives it.
     let table = DeTable::parse(text).map_err(|e| FileError::Syntax {
-        path: path.clone(),
+        path: PathBuf::new(),
         line: line_of(text, e.span().map_or(0, |s| s.start)),
         message: e.message().trim().to_owned(),
     })?;
@@ -273,21 +273,20 @@ pub(crate) fn parse(
     for (key, value) in entries {
         let line = line_of(text, key.span().start);
         let key = key.get_ref().as_ref();
-        let (path, k) = (path.clone(), key.to_owned());
         let arg = serve
             .get_arguments()
             .find(|a| is_setting(a) && a.get_id() == key)
             .ok_or_else(|| FileError::UnknownKey {
                 suggestion: suggestion(&serve, key),
-                path: path.clone(),
+                path: PathBuf::new(),
                 line,
-                key: k.clone(),
+                key: key.to_owned(),
             })?;
         let values = values_of(arg, value.get_ref())
             .map_err(|expected| FileError::Type {
-                path: path.clone(),
+                path: PathBuf::new(),
                 line,
-                key: k.clone(),
+                key: key.to_owned(),
                 expected,
             })?
             .into_iter()
@@ -295,22 +294,22 @@ pub(crate) fn parse(
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| match e {
                 Substitution::Unset(var) => FileError::Unset {
-                    path: path.clone(),
+                    path: PathBuf::new(),
                     line,
-                    key: k.clone(),
+                    key: key.to_owned(),
                     var,
                 },
                 Substitution::BadReference => FileError::BadReference {
-                    path: path.clone(),
+                    path: PathBuf::new(),
                     line,
-                    key: k.clone(),
+                    key: key.to_owned(),
                 },
             })?;
         if !matches!(arg.get_action(), ArgAction::SetTrue) {
             check_values(&mut checker, arg, &values).map_err(|reason| FileError::Value {
-                path,
+                path: PathBuf::new(),
                 line,
-                key: k,
+                key: key.to_owned(),
                 reason,
             })?;
         }
