@@ -316,15 +316,6 @@ impl MemoryStore {
     pub fn seen_usage(&self) -> (usize, usize) {
         self.shared.seen.usage()
     }
-
-    /// Members stored per space, for metrics.
-    pub fn space_sizes(&self) -> Vec<(SpaceName, Counts)> {
-        self.spaces
-            .read()
-            .iter()
-            .map(|(n, s)| (n.clone(), s.lock_all().totals()))
-            .collect()
-    }
 }
 
 #[async_trait]

@@ -372,18 +372,6 @@ impl Seen {
         spaces
     }
 
-    /// Runs `f` with the shard lock of user `id` held: erasure checks
-    /// and records under it, so no join of that user slips in between.
-    pub fn with_user_locked<T>(&self, id: &str, f: impl FnOnce(&[u32]) -> T) -> T {
-        let fp = self.fingerprint(MemberKind::User, id);
-        let shard = self.shard(fp).lock();
-        let mut raw = Vec::new();
-        shard.all(fp, &mut raw);
-        let mut spaces: Vec<u32> = raw.iter().filter(|s| !s.guest).map(|s| s.space).collect();
-        spaces.sort_unstable();
-        f(&spaces)
-    }
-
     /// Forgets user `id` everywhere; returns how many of its entries were
     /// remembered times (not presence).
     pub fn forget_user(&self, id: &str) -> u64 {
