@@ -48,6 +48,26 @@ pub struct WatchingPage {
     pub resync: bool,
 }
 
+impl WatchingPage {
+    /// `users` in pages of at most `size`, built as they are taken: at
+    /// least one page (an empty picture is one empty last page).
+    pub fn split(
+        space: Option<SpaceName>,
+        users: Vec<WatchedUser>,
+        size: usize,
+        resync: bool,
+    ) -> impl Iterator<Item = WatchingPage> {
+        let pages = users.len().div_ceil(size).max(1);
+        let mut rest = users.into_iter();
+        (0..pages).map(move |page| WatchingPage {
+            space: space.clone(),
+            users: rest.by_ref().take(size).collect(),
+            last: page + 1 == pages,
+            resync,
+        })
+    }
+}
+
 /// Users no longer watched because they left the followed friend set
 /// (or, with a friends-only token, stopped being friends).
 #[derive(Debug, Serialize, ToSchema)]

@@ -102,16 +102,8 @@ impl Feed {
 
     fn pages(&mut self, users: Vec<WatchedUser>, resync: bool) {
         let space = self.watching.scope().space().cloned();
-        let pages = users.len().div_ceil(PAGE).max(1);
-        let mut rest = users.into_iter();
-        for page in 0..pages {
-            let data = WatchingPage {
-                space: space.clone(),
-                users: rest.by_ref().take(PAGE).collect(),
-                last: page + 1 == pages,
-                resync,
-            };
-            self.push("watching", &data);
+        for page in WatchingPage::split(space, users, PAGE, resync) {
+            self.push("watching", &page);
         }
     }
 

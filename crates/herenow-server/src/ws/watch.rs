@@ -143,21 +143,12 @@ impl Session {
         let Some(scope) = self.watching.as_ref().map(|w| w.scope().clone()) else {
             return;
         };
-        let pages = users.len().div_ceil(self.watch_page).max(1);
-        let mut rest = users.into_iter();
         let mut reference = reference;
-        for page in 0..pages {
-            let last = page + 1 == pages;
-            let msg = ServerMessage::Watching {
-                reference: if last { reference.take() } else { None },
-                page: WatchingPage {
-                    space: scope.space().cloned(),
-                    users: rest.by_ref().take(self.watch_page).collect(),
-                    last,
-                    resync,
-                },
-            };
-            let outcome = self.send_queue.push_watch(&msg);
+        for page in WatchingPage::split(scope.space().cloned(), users, self.watch_page, resync) {
+            let reference = if page.last { reference.take() } else { None };
+            let outcome = self
+                .send_queue
+                .push_watch(&ServerMessage::Watching { reference, page });
             if !self.settle(outcome) {
                 // Lagging: a fresh picture follows once there is room.
                 break;
