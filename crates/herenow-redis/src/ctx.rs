@@ -10,7 +10,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
-use redis::{RedisResult, Value};
+use redis::{FromRedisValue, RedisResult, ScriptInvocation, Value};
 use tokio::sync::Notify;
 
 use herenow_core::{Clock, Error, Millis, Result, SpaceConfig, SpaceName};
@@ -254,6 +254,26 @@ impl Ctx {
             _ => {}
         }
         r
+    }
+
+    /// Runs `inv` through [`io`](Self::io) on a clone of the client.
+    pub async fn invoke<T: FromRedisValue>(
+        &self,
+        what: &'static str,
+        inv: &ScriptInvocation<'_>,
+    ) -> Result<T> {
+        let mut c = self.client.clone();
+        self.io(what, inv.invoke_async(&mut c)).await
+    }
+
+    /// Runs `cmd` through [`io`](Self::io) on a clone of the client.
+    pub async fn query<T: FromRedisValue>(
+        &self,
+        what: &'static str,
+        cmd: &redis::Cmd,
+    ) -> Result<T> {
+        let mut c = self.client.clone();
+        self.io(what, cmd.query_async(&mut c)).await
     }
 
     /// Whether writes wait for replicas ([`RedisOptions::wait_replicas`]).

@@ -20,13 +20,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use redis::{PushInfo, PushKind, Value};
+use redis::{PushInfo, PushKind};
 use tokio::sync::broadcast;
 
 use herenow_core::{
     ConnId, Event, EventKind, LeaveReason, MemberId, MemberKey, MemberKind, Metadata, SpaceName,
     Status, limits,
 };
+
+use crate::reply::bytes_of;
 
 /// One event as published by the scripts (see `scripts.rs`): `[type,
 /// kind, id, last_seen, presence, reason, meta|false, seq]`, and since live
@@ -59,29 +61,21 @@ impl Wire {
             Some(serde_json::Value::String(s)) => Some(s),
             _ => None,
         };
-        let typ = text(it.next())?;
-        let kind = text(it.next())?;
-        let id = text(it.next())?;
-        let ts = text(it.next())?;
-        let presence = u8::try_from(it.next()?.as_u64()?).ok()?;
-        let reason = text(it.next())?;
-        let meta = it.next()?;
-        let seq = text(it.next())?;
-        let conn = match it.next() {
-            None | Some(serde_json::Value::Bool(false)) | Some(serde_json::Value::Null) => None,
-            Some(serde_json::Value::String(c)) => Some(c),
-            Some(_) => return None,
-        };
+        // Fields are evaluated in the order written: the tuple's order.
         Some(Wire {
-            typ,
-            kind,
-            id,
-            ts,
-            presence,
-            reason,
-            meta,
-            seq,
-            conn,
+            typ: text(it.next())?,
+            kind: text(it.next())?,
+            id: text(it.next())?,
+            ts: text(it.next())?,
+            presence: u8::try_from(it.next()?.as_u64()?).ok()?,
+            reason: text(it.next())?,
+            meta: it.next()?,
+            seq: text(it.next())?,
+            conn: match it.next() {
+                None | Some(serde_json::Value::Bool(false)) | Some(serde_json::Value::Null) => None,
+                Some(serde_json::Value::String(c)) => Some(c),
+                Some(_) => return None,
+            },
         })
     }
 }
@@ -262,13 +256,13 @@ impl Router {
                 let (Some(chan), Some(payload)) = (data.next(), data.next()) else {
                     return;
                 };
-                let (Some(chan), Some(payload)) = (bytes(chan), bytes(payload)) else {
+                let (Some(chan), Some(payload)) = (bytes_of(&chan), bytes_of(&payload)) else {
                     return;
                 };
-                let Ok(chan) = String::from_utf8(chan) else {
+                let Ok(chan) = std::str::from_utf8(chan) else {
                     return;
                 };
-                self.deliver(&chan, &payload);
+                self.deliver(chan, payload);
             }
             PushKind::Disconnection => {
                 // Messages published while the link to Redis was down are
@@ -326,27 +320,8 @@ fn drop_everywhere(channels: &mut HashMap<String, Channel>, ids: &[u64]) {
     }
 }
 
-fn bytes(v: Value) -> Option<Vec<u8>> {
-    match v {
-        Value::BulkString(b) => Some(b),
-        Value::SimpleString(s) => Some(s.into_bytes()),
-        _ => None,
-    }
-}
-
 fn decode(space: &SpaceName, w: Wire) -> Option<(u64, Arc<Event>)> {
-    let Wire {
-        typ,
-        kind,
-        id,
-        ts,
-        presence,
-        reason,
-        meta,
-        seq,
-        conn,
-    } = w;
-    let event_kind = match typ.as_str() {
+    let event_kind = match w.typ.as_str() {
         "join" => EventKind::Join,
         "away" => EventKind::Away,
         "back" => EventKind::Back,
@@ -356,19 +331,19 @@ fn decode(space: &SpaceName, w: Wire) -> Option<(u64, Arc<Event>)> {
         "disconnect" => EventKind::Disconnect,
         _ => return None,
     };
-    let member_kind = MemberKind::from_letter(&kind)?;
-    let status = match presence {
+    let member_kind = MemberKind::from_letter(&w.kind)?;
+    let status = match w.presence {
         0 => Status::Offline,
         1 => Status::Away,
         _ => Status::Online,
     };
-    let reason = match reason.as_str() {
+    let reason = match w.reason.as_str() {
         "explicit" => Some(LeaveReason::Explicit),
         "timeout" => Some(LeaveReason::Timeout),
         "expired" => Some(LeaveReason::Expired),
         _ => None,
     };
-    let meta = match meta {
+    let meta = match w.meta {
         serde_json::Value::String(m) => Metadata::from_json(&m).ok(),
         _ => None,
     };
@@ -377,18 +352,18 @@ fn decode(space: &SpaceName, w: Wire) -> Option<(u64, Arc<Event>)> {
         kind: event_kind,
         member: MemberKey {
             kind: member_kind,
-            id: MemberId::new(&id).ok()?,
+            id: MemberId::new(&w.id).ok()?,
         },
         status,
-        last_seen_ms: ts.parse().ok(),
+        last_seen_ms: w.ts.parse().ok(),
         meta,
         reason,
-        conn: match conn {
+        conn: match w.conn {
             Some(c) => Some(ConnId::new(&c).ok()?),
             None => None,
         },
     };
-    Some((seq.parse().ok()?, Arc::new(event)))
+    Some((w.seq.parse().ok()?, Arc::new(event)))
 }
 
 #[cfg(test)]

@@ -56,13 +56,14 @@ use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use parking_lot::Mutex;
-use redis::{PushInfo, PushKind, Script, Value};
+use redis::{PushInfo, PushKind, Script};
 use tokio::sync::{Notify, broadcast, watch};
 
 use herenow_core::follow::{FEED_QUEUE, UserChange, UserFeed, changes_status};
 use herenow_core::{MemberId, MemberKind, SpaceName};
 
 use crate::events::read_tuple;
+use crate::reply::bytes_of;
 use crate::scripts::bare;
 
 /// What a user's channel carries when its friend set changed.
@@ -184,12 +185,12 @@ impl Follows {
                 let Some(user) = info
                     .data
                     .first()
-                    .and_then(text)
+                    .and_then(bytes_of)
                     .and_then(|c| c.strip_prefix(self.prefix.as_bytes()))
                 else {
                     return Some(info);
                 };
-                match info.data.get(1).and_then(text) {
+                match info.data.get(1).and_then(bytes_of) {
                     Some(payload) => self.deliver(user, payload),
                     None => self.unreadable(user),
                 }
@@ -244,18 +245,11 @@ fn read_change(payload: &[u8]) -> Option<UserChange> {
     (event.member.kind == MemberKind::User).then_some(UserChange::Presence(event))
 }
 
-fn text(v: &Value) -> Option<&[u8]> {
-    match v {
-        Value::BulkString(b) => Some(b),
-        Value::SimpleString(s) => Some(s.as_bytes()),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use herenow_core::{EventKind, LeaveReason, RecvError, Status};
+    use redis::Value;
 
     fn id(s: &str) -> MemberId {
         MemberId::new(s).unwrap()

@@ -89,9 +89,9 @@ async fn follow_up(ctx: &Ctx, space: &SpaceName, k: &SpaceKeys, c: Captured) -> 
         let (stream, state) = ctx.keys.stream(&tag0);
         let occ = ctx.keys.occupancy(space);
         let now = ctx.clock.now_ms();
-        let mut cl = ctx.client.clone();
         let added: i64 = ctx
-            .io("outbox_occupancy", async {
+            .invoke(
+                "outbox_occupancy",
                 outbox_scripts::OCCUPY
                     .key(&occ)
                     .key(&stream)
@@ -100,10 +100,8 @@ async fn follow_up(ctx: &Ctx, space: &SpaceName, k: &SpaceKeys, c: Captured) -> 
                     .arg(per)
                     .arg(k.shard)
                     .arg(c.shift)
-                    .arg(keep)
-                    .invoke_async(&mut cl)
-                    .await
-            })
+                    .arg(keep),
+            )
             .await?;
         if added > 0 && !tags.contains(&tag0) {
             tags.push(tag0);
@@ -148,18 +146,16 @@ pub(crate) async fn message(ctx: &Ctx, space: &SpaceName, body: &str) -> Result<
     let (stream, state) = ctx.keys.stream(&k.outbox);
     let entry = serde_json::to_string(&("message", body)).expect("a string pair serializes");
     let now = ctx.clock.now_ms();
-    let mut cl = ctx.client.clone();
-    ctx.io("outbox_message", async {
+    ctx.invoke::<i64>(
+        "outbox_message",
         outbox_scripts::MESSAGE
             .key(&stream)
             .key(&state)
             .arg(now)
             .arg(per)
             .arg(keep)
-            .arg(&entry)
-            .invoke_async::<i64>(&mut cl)
-            .await
-    })
+            .arg(&entry),
+    )
     .await?;
     after(ctx, space, &k, Captured { added: 1, shift: 0 }).await;
     Ok(true)

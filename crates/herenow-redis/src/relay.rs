@@ -16,10 +16,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use redis::{PushInfo, PushKind, Value};
+use redis::{PushInfo, PushKind};
 use tokio::sync::{broadcast, watch};
 
 use herenow_core::relay::{RELAY_QUEUE, RelayFeed, RelayMessage};
+
+use crate::reply::bytes_of;
 
 /// The relay of one store: its channel, whether it listens, its feeds.
 pub(crate) struct Relays {
@@ -71,11 +73,11 @@ impl Relays {
     /// hands back every other push.
     pub fn push(&self, info: PushInfo) -> Option<PushInfo> {
         if info.kind != PushKind::Message
-            || info.data.first().and_then(text) != Some(self.channel.as_bytes())
+            || info.data.first().and_then(bytes_of) != Some(self.channel.as_bytes())
         {
             return Some(info);
         }
-        match info.data.get(1).and_then(text).and_then(decode) {
+        match info.data.get(1).and_then(bytes_of).and_then(decode) {
             Some(message) => {
                 // An error only means no feed is open.
                 let _ = self.tx.send(Arc::new(message));
@@ -108,18 +110,11 @@ fn decode(bytes: &[u8]) -> Option<RelayMessage> {
     })
 }
 
-fn text(v: &Value) -> Option<&[u8]> {
-    match v {
-        Value::BulkString(b) => Some(b),
-        Value::SimpleString(s) => Some(s.as_bytes()),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use herenow_core::RecvError;
+    use redis::Value;
 
     fn message(chan: &str, payload: &[u8]) -> PushInfo {
         PushInfo {

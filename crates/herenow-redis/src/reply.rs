@@ -96,6 +96,15 @@ pub(crate) fn array(v: Value) -> Result<Vec<Value>> {
     }
 }
 
+/// The bytes of a string reply, bulk or simple; `None` for any other.
+pub(crate) fn bytes_of(v: &Value) -> Option<&[u8]> {
+    match v {
+        Value::BulkString(b) => Some(b),
+        Value::SimpleString(s) => Some(s.as_bytes()),
+        _ => None,
+    }
+}
+
 /// A number, whichever way Lua or RESP3 sent it (scores come back as text
 /// or doubles).
 pub(crate) fn int(v: Option<&Value>) -> Result<i64> {

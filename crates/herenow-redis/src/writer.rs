@@ -135,20 +135,18 @@ impl Writer {
         }
         let (names, touched) = self.ctx.keys.registry();
         let shards = self.ctx.keys.shards(space);
-        let mut c = self.ctx.client.clone();
         let r: i64 = self
             .ctx
-            .io("register", async {
+            .invoke(
+                "register",
                 user_scripts::REGISTER
                     .key(&names)
                     .key(touched)
                     .key(self.ctx.keys.registry_shards())
                     .arg(space.as_str())
                     .arg(now)
-                    .arg(shards)
-                    .invoke_async(&mut c)
-                    .await
-            })
+                    .arg(shards),
+            )
             .await?;
         if r < 0 {
             tracing::error!(
@@ -282,15 +280,8 @@ impl Writer {
             .replicated(slots.iter().map(String::as_str))
             .await?;
         for chunk in users.chunks(1_000) {
-            let mut c = self.ctx.client.clone();
             self.ctx
-                .io("index", async {
-                    redis::cmd("SREM")
-                        .arg(&k.unidx)
-                        .arg(chunk)
-                        .query_async::<Value>(&mut c)
-                        .await
-                })
+                .query::<Value>("index", redis::cmd("SREM").arg(&k.unidx).arg(chunk))
                 .await?;
         }
         Ok(())
@@ -340,11 +331,7 @@ impl Writer {
                     .arg(meta.map_or("", |m| m.as_json()));
             }
         }
-        let mut c = self.ctx.client.clone();
-        let v: Value = self
-            .ctx
-            .io("heartbeat", async { inv.invoke_async(&mut c).await })
-            .await?;
+        let v: Value = self.ctx.invoke("heartbeat", &inv).await?;
         let v = array(v)?;
         let captured = Captured::of(v.get(5));
         let (got, fresh) = outcomes_of(v, order.len())?;
@@ -386,12 +373,8 @@ impl Writer {
                     .arg(m.id.as_str())
                     .arg(upto.map_or(String::new(), |t| t.to_string()));
             }
-            let mut c = self.ctx.client.clone();
             async move {
-                let v: Value = self
-                    .ctx
-                    .io("leave", async { inv.invoke_async(&mut c).await })
-                    .await?;
+                let v: Value = self.ctx.invoke("leave", &inv).await?;
                 let v = array(v)?;
                 outbox::after(&self.ctx, space, &k, Captured::of(v.get(1))).await;
                 Ok::<_, Error>(int(v.first())? as u64)

@@ -23,7 +23,7 @@ use herenow_core::{
 
 use super::layout_options::{KeyTemplate, LayoutOptions};
 use crate::client::RedisClient;
-use crate::reply::{bad_reply, timed};
+use crate::reply::{array, bad_reply, bytes_of, timed};
 use crate::scripts::bare;
 
 /// One seed layout: how it writes and reads its keys. The
@@ -311,20 +311,27 @@ pub(super) fn member_id(raw: &[u8]) -> Option<MemberId> {
     id
 }
 
+/// The ids of those of `members` of `kind`, in order.
+pub(super) fn ids_of<'a>(
+    members: impl IntoIterator<Item = &'a MemberKey>,
+    kind: MemberKind,
+) -> Vec<&'a str> {
+    members
+        .into_iter()
+        .filter(|m| m.kind == kind)
+        .map(|m| m.id.as_str())
+        .collect()
+}
+
 /// The members of a set or list reply (`SMEMBERS`, `SUNION`, `ZRANGE`).
 pub(super) fn members_of(v: Value) -> Result<Vec<MemberId>> {
-    let items = match v {
-        Value::Array(a) | Value::Set(a) => a,
-        Value::Nil => Vec::new(),
-        other => return Err(bad_reply(&format!("{other:?} where members were expected"))),
-    };
+    let items = array(v)?;
     let mut out = Vec::with_capacity(items.len());
     for item in items {
-        match item {
-            Value::BulkString(b) => out.extend(member_id(&b)),
-            Value::SimpleString(s) => out.extend(member_id(s.as_bytes())),
-            other => return Err(bad_reply(&format!("{other:?} as a member"))),
-        }
+        let Some(raw) = bytes_of(&item) else {
+            return Err(bad_reply(&format!("{item:?} as a member")));
+        };
+        out.extend(member_id(raw));
     }
     Ok(out)
 }

@@ -39,7 +39,7 @@ use herenow_core::{
     Millis, Order, Page, Result, SpaceConfig, SpaceName, TickReport,
 };
 
-use super::common::{Item, LayoutCtx, LayoutOps, members_of, page_of, policy_over};
+use super::common::{Item, LayoutCtx, LayoutOps, ids_of, members_of, page_of, policy_over};
 use super::layout_options::{KeyTemplate, LayoutOptions, bad_config};
 use crate::reply::bad_reply;
 use crate::scripts::bare;
@@ -168,11 +168,7 @@ impl LayoutOps for MinuteBuckets {
     async fn leave(&self, s: &LayoutCtx, space: &SpaceName, members: &[MemberKey]) -> Result<u64> {
         let mut present = 0;
         for kind in MemberKind::ALL {
-            let ids: Vec<&str> = members
-                .iter()
-                .filter(|m| m.kind == kind)
-                .map(|m| m.id.as_str())
-                .collect();
+            let ids = ids_of(members, kind);
             if ids.is_empty() {
                 continue;
             }

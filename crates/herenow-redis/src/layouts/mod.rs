@@ -7,8 +7,9 @@
 //! write, read back and written exactly as the seeds' Python and Go code do
 //! (member ids are written raw, with no kind prefix), so they answer only
 //! what those keys can tell. Everything else is
-//! [`Error::Unsupported`] naming the layout (`redis layout rotation`, …),
-//! which the server turns into a 501: never a wrong or an empty answer.
+//! [`Error::Unsupported`](herenow_core::Error::Unsupported) naming the
+//! layout (`redis layout rotation`, …), which the server turns into a
+//! 501: never a wrong or an empty answer.
 //! A listing that asks for no order gets the layout's default: most recent
 //! first where the keys hold times, by id where they hold none
 //! (`rotation`), and [`Page::order`](herenow_core::Page::order) says which.
@@ -86,7 +87,7 @@ use parking_lot::Mutex;
 
 use herenow_core::cursor::Cursor;
 use herenow_core::{
-    Clock, Counts, Error, Heartbeat, HeartbeatReport, ListQuery, MemberId, MemberKey, MemberStatus,
+    Clock, Counts, Heartbeat, HeartbeatReport, ListQuery, MemberId, MemberKey, MemberStatus,
     Millis, Page, PresenceStore, Result, SpaceConfig, SpaceName, SpaceSummary, Subscription,
     TickReport,
 };
@@ -139,10 +140,11 @@ impl SeedLayoutStore {
     ///   [`LayoutOptions::rotate_every`], the longest a member stays in the
     ///   union.
     ///
-    /// Fails with [`Error::Invalid`] for a bad spec, template or policy
-    /// (and, on a cluster, a template whose keys of one space would span
-    /// several slots), and with [`Error::Unavailable`] if Redis does not
-    /// answer within the timeout. It never falls back to anything else.
+    /// Fails with [`Error::Invalid`](herenow_core::Error::Invalid) for a bad
+    /// spec, template or policy (and, on a cluster, a template whose keys of
+    /// one space would span several slots), and with
+    /// [`Error::Unavailable`](herenow_core::Error::Unavailable) if Redis does
+    /// not answer within the timeout. It never falls back to anything else.
     pub async fn connect(
         spec: &str,
         layout: SeedLayout,
@@ -311,31 +313,31 @@ impl PresenceStore for SeedLayoutStore {
     }
 
     async fn set_config(&self, _space: &SpaceName, _config: SpaceConfig) -> Result<()> {
-        Err(self.unsupported("setting a space's policy"))
+        Err(self.ctx.unsupported("setting a space's policy"))
     }
 
     async fn spaces(&self, _after: Option<&SpaceName>, _limit: usize) -> Result<Vec<SpaceSummary>> {
-        Err(self.unsupported("listing spaces"))
+        Err(self.ctx.unsupported("listing spaces"))
     }
 
     async fn set_friends(&self, _user: &MemberId, _friends: &[MemberId]) -> Result<u64> {
-        Err(self.unsupported("friends"))
+        Err(self.ctx.unsupported("friends"))
     }
 
     async fn add_friends(&self, _user: &MemberId, _friends: &[MemberId]) -> Result<u64> {
-        Err(self.unsupported("friends"))
+        Err(self.ctx.unsupported("friends"))
     }
 
     async fn remove_friends(&self, _user: &MemberId, _friends: &[MemberId]) -> Result<u64> {
-        Err(self.unsupported("friends"))
+        Err(self.ctx.unsupported("friends"))
     }
 
     async fn friends(&self, _user: &MemberId) -> Result<Vec<MemberId>> {
-        Err(self.unsupported("friends"))
+        Err(self.ctx.unsupported("friends"))
     }
 
     async fn subscribe(&self, _space: &SpaceName) -> Result<Subscription> {
-        Err(self.unsupported("events"))
+        Err(self.ctx.unsupported("events"))
     }
 
     async fn tick(&self) -> Result<TickReport> {
@@ -352,12 +354,6 @@ impl PresenceStore for SeedLayoutStore {
     // webhook outbox, nowhere to keep a space's endpoints), and keys kept
     // per space cannot be found from a user (no last seen anywhere, no
     // erasure).
-}
-
-impl SeedLayoutStore {
-    fn unsupported(&self, what: &'static str) -> Error {
-        self.ctx.unsupported(what)
-    }
 }
 
 #[cfg(test)]

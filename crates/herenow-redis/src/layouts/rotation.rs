@@ -40,7 +40,7 @@ use herenow_core::{
     Millis, Order, Page, Result, SpaceConfig, SpaceName, Status, TickReport,
 };
 
-use super::common::{Item, LayoutCtx, LayoutOps, members_of, page_of, policy_over};
+use super::common::{Item, LayoutCtx, LayoutOps, ids_of, members_of, page_of, policy_over};
 use super::layout_options::{KeyTemplate, LayoutOptions, bad_config};
 use crate::scripts::bare;
 
@@ -135,11 +135,7 @@ impl LayoutOps for Rotation {
         }
         let mut report = HeartbeatReport::default();
         for kind in MemberKind::ALL {
-            let ids: Vec<&str> = beats
-                .iter()
-                .filter(|b| b.member.kind == kind)
-                .map(|b| b.member.id.as_str())
-                .collect();
+            let ids = ids_of(beats.iter().map(|b| &b.member), kind);
             if ids.is_empty() {
                 continue;
             }
@@ -155,11 +151,7 @@ impl LayoutOps for Rotation {
     async fn leave(&self, s: &LayoutCtx, space: &SpaceName, members: &[MemberKey]) -> Result<u64> {
         let mut present = 0;
         for kind in MemberKind::ALL {
-            let ids: Vec<&str> = members
-                .iter()
-                .filter(|m| m.kind == kind)
-                .map(|m| m.id.as_str())
-                .collect();
+            let ids = ids_of(members, kind);
             if ids.is_empty() {
                 continue;
             }

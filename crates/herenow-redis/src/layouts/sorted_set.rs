@@ -22,7 +22,7 @@ use std::sync::LazyLock;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use redis::{Script, Value};
+use redis::{AsyncCommands, Script, Value};
 
 use herenow_core::cursor::Cursor;
 use herenow_core::{
@@ -30,9 +30,9 @@ use herenow_core::{
     Order, Page, Result, SpaceConfig, SpaceName, TickReport,
 };
 
-use super::common::{Item, LayoutCtx, LayoutOps, member_id, page_of, precedes};
+use super::common::{Item, LayoutCtx, LayoutOps, ids_of, member_id, page_of, precedes};
 use super::layout_options::LayoutOptions;
-use crate::reply::bad_reply;
+use crate::reply::{array, bad_reply, bytes_of};
 use crate::scripts::bare;
 
 /// Seeds 001 and 004's layout: see the module documentation.
@@ -83,11 +83,7 @@ fn score_of(v: &Value) -> Result<f64> {
 /// A `WITHSCORES` reply: pairs under RESP3, a flat list under RESP2.
 /// Ids herenow cannot accept are left out (see `member_id`).
 fn scored(v: Value, kind: MemberKind) -> Result<Vec<Item>> {
-    let items = match v {
-        Value::Array(a) => a,
-        Value::Nil => Vec::new(),
-        other => return Err(bad_reply(&format!("{other:?} where scores were expected"))),
-    };
+    let items = array(v)?;
     let mut pairs = Vec::with_capacity(items.len());
     let mut flat = Vec::new();
     for item in items {
@@ -109,10 +105,8 @@ fn scored(v: Value, kind: MemberKind) -> Result<Vec<Item>> {
     }
     let mut out = Vec::with_capacity(pairs.len());
     for (m, s) in pairs {
-        let raw = match &m {
-            Value::BulkString(b) => b.as_slice(),
-            Value::SimpleString(s) => s.as_bytes(),
-            other => return Err(bad_reply(&format!("{other:?} as a member"))),
+        let Some(raw) = bytes_of(&m) else {
+            return Err(bad_reply(&format!("{m:?} as a member")));
         };
         let score = score_of(&s)?;
         if let Some(id) = member_id(raw) {
@@ -244,11 +238,7 @@ impl LayoutOps for SortedSet {
         let now = s.clock.now_ms();
         let mut present = 0;
         for kind in MemberKind::ALL {
-            let ids: Vec<&str> = members
-                .iter()
-                .filter(|m| m.kind == kind)
-                .map(|m| m.id.as_str())
-                .collect();
+            let ids = ids_of(members, kind);
             if ids.is_empty() {
                 continue;
             }
@@ -316,31 +306,14 @@ impl LayoutOps for SortedSet {
                 Order::Recent => recent(s, &key, kind, &min, cursor, query.limit).await?,
                 Order::Id => {
                     let mut c = s.client.clone();
-                    let n: u64 = s
-                        .io(
-                            "count",
-                            redis::cmd("ZCOUNT")
-                                .arg(&key)
-                                .arg(&min)
-                                .arg("+inf")
-                                .query_async(&mut c),
-                        )
-                        .await?;
+                    let n: u64 = s.io("count", c.zcount(&key, &min, "+inf")).await?;
                     if n > s.opts.max_scan as u64 {
                         return Err(s.unsupported(
                             "listing by id more members than max_scan (list most recent first)",
                         ));
                     }
                     let v: Value = s
-                        .io(
-                            "list",
-                            redis::cmd("ZRANGEBYSCORE")
-                                .arg(&key)
-                                .arg(&min)
-                                .arg("+inf")
-                                .arg("WITHSCORES")
-                                .query_async(&mut c),
-                        )
+                        .io("list", c.zrangebyscore_withscores(&key, &min, "+inf"))
                         .await?;
                     scored(v, kind)?
                 }
@@ -365,14 +338,7 @@ impl LayoutOps for SortedSet {
         for (kind, t) in s.kinds(herenow_core::KindFilter::All)? {
             let mut c = s.client.clone();
             let n: u64 = s
-                .io(
-                    "count",
-                    redis::cmd("ZCOUNT")
-                        .arg(t.render(space, ""))
-                        .arg(&min)
-                        .arg("+inf")
-                        .query_async(&mut c),
-                )
+                .io("count", c.zcount(t.render(space, ""), &min, "+inf"))
                 .await?;
             match kind {
                 MemberKind::User => counts.users = n,

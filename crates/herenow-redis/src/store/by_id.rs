@@ -221,10 +221,10 @@ impl RedisStore {
             None => (String::new(), String::new()),
             Some((s, m)) => (s.to_string(), m),
         };
-        let mut c = self.ctx.client.clone();
         let v: Value = self
             .ctx
-            .io("list", async {
+            .invoke(
+                "list",
                 scripts::ID_SLICE
                     .key(&part.z)
                     .key(&part.config)
@@ -233,10 +233,8 @@ impl RedisStore {
                     .arg(window)
                     .arg(cs)
                     .arg(cm)
-                    .arg(SLICE)
-                    .invoke_async(&mut c)
-                    .await
-            })
+                    .arg(SLICE),
+            )
             .await?;
         let v = array(v)?;
         if let Some(Error::Invalid(InvalidInput::WindowOutOfRange { max_ms, .. })) =

@@ -32,13 +32,7 @@ impl RedisStore {
             return Ok(());
         }
         let before = self.ctx.clock.now_ms();
-        let mut c = self.ctx.client.clone();
-        let reply: Value = self
-            .ctx
-            .io("clock", async {
-                redis::cmd("TIME").query_async(&mut c).await
-            })
-            .await?;
+        let reply: Value = self.ctx.query("clock", &redis::cmd("TIME")).await?;
         let after = self.ctx.clock.now_ms();
         let Some(redis_ms) = time_ms(&reply) else {
             return Ok(());

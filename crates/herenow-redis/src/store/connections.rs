@@ -81,11 +81,7 @@ impl RedisStore {
             .arg(if a.invisible { "1" } else { "0" })
             .arg(now.saturating_add(a.ttl_ms))
             .arg(limits::MAX_CONNS_PER_MEMBER);
-        let mut c = self.ctx.client.clone();
-        let v: Value = self
-            .ctx
-            .io("attach", async { inv.invoke_async(&mut c).await })
-            .await?;
+        let v: Value = self.ctx.invoke("attach", &inv).await?;
         let v = array(v)?;
         match int(v.first())? {
             0 => {}
@@ -178,10 +174,7 @@ impl RedisStore {
             }
         }
         let what = if linger.is_some() { "linger" } else { "detach" };
-        let mut c = self.ctx.client.clone();
-        let call = self
-            .ctx
-            .io(what, async { inv.invoke_async::<Value>(&mut c).await });
+        let call = self.ctx.invoke::<Value>(what, &inv);
         let v = if linger.is_none() && self.ctx.keys.shards(space) > 1 {
             // The claim goes with the connection (a claim that is not this
             // member's is left alone).
@@ -219,12 +212,8 @@ impl RedisStore {
                 let m = &members[i];
                 inv.arg(format!("{}:{}", m.kind.letter(), m.id.as_str()));
             }
-            let mut c = self.ctx.client.clone();
             async move {
-                let v: Value = self
-                    .ctx
-                    .io("connections", async { inv.invoke_async(&mut c).await })
-                    .await?;
+                let v: Value = self.ctx.invoke("connections", &inv).await?;
                 let parts = array(v)?;
                 if parts.len() != idx.len() {
                     return Err(bad_reply("one list of connections per member"));
@@ -256,17 +245,15 @@ impl RedisStore {
     ) -> Result<bool> {
         let key = self.ctx.keys.claim(space, conn);
         let owner = format!("{}:{}", member.kind.letter(), member.id.as_str());
-        let mut c = self.ctx.client.clone();
         let got: i64 = self
             .ctx
-            .io("attach", async {
+            .invoke(
+                "attach",
                 conn_scripts::CLAIM
                     .key(&key)
                     .arg(&owner)
-                    .arg(ttl_ms.saturating_add(CLAIM_SLACK_MS))
-                    .invoke_async(&mut c)
-                    .await
-            })
+                    .arg(ttl_ms.saturating_add(CLAIM_SLACK_MS)),
+            )
             .await?;
         Ok(got == 1)
     }
@@ -287,16 +274,9 @@ impl RedisStore {
     async fn release(&self, space: &SpaceName, member: &MemberKey, conn: &ConnId) -> Result<()> {
         let key = self.ctx.keys.claim(space, conn);
         let owner = format!("{}:{}", member.kind.letter(), member.id.as_str());
-        let mut c = self.ctx.client.clone();
         let _: i64 = self
             .ctx
-            .io("detach", async {
-                conn_scripts::RELEASE
-                    .key(&key)
-                    .arg(&owner)
-                    .invoke_async(&mut c)
-                    .await
-            })
+            .invoke("detach", conn_scripts::RELEASE.key(&key).arg(&owner))
             .await?;
         Ok(())
     }

@@ -74,11 +74,7 @@ impl RedisStore {
                 for o in chunk {
                     inv.arg(self.ctx.keys.user_channel(o));
                 }
-                let mut c = self.ctx.client.clone();
-                self.ctx.io(
-                    "friends",
-                    async move { inv.invoke_async::<Value>(&mut c).await },
-                )
+                async move { self.ctx.invoke::<Value>("friends", &inv).await }
             })
             .collect();
         let _: Vec<Value> = stream::iter(calls)

@@ -46,18 +46,12 @@ impl RedisStore {
         let old: HashSet<&str> = old.iter().map(String::as_str).collect();
         let marked: Vec<&str> = set.iter().copied().filter(|f| !old.contains(f)).collect();
         self.mark_followers(user.as_str(), &marked).await?;
-        let mut c = self.ctx.client.clone();
-        let v: Value = self
-            .ctx
-            .io("set_friends", async {
-                let mut inv = user_scripts::SET_FRIENDS.prepare_invoke();
-                inv.key(&key);
-                for f in &set {
-                    inv.arg(*f);
-                }
-                inv.invoke_async(&mut c).await
-            })
-            .await?;
+        let mut inv = user_scripts::SET_FRIENDS.prepare_invoke();
+        inv.key(&key);
+        for f in &set {
+            inv.arg(*f);
+        }
+        let v: Value = self.ctx.invoke("set_friends", &inv).await?;
         let mut v = array(v)?.into_iter();
         let n = int(v.next().as_ref())?;
         let removed = ids_of(v.next())?;
@@ -97,18 +91,12 @@ impl RedisStore {
         let key = self.ctx.keys.friends(user.as_str());
         let listed: Vec<&str> = set.iter().copied().collect();
         self.mark_followers(user.as_str(), &listed).await?;
-        let mut c = self.ctx.client.clone();
-        let n: i64 = self
-            .ctx
-            .io("add_friends", async {
-                let mut inv = user_scripts::ADD_FRIENDS.prepare_invoke();
-                inv.key(&key).arg(limits::MAX_FRIENDS);
-                for f in &set {
-                    inv.arg(*f);
-                }
-                inv.invoke_async(&mut c).await
-            })
-            .await?;
+        let mut inv = user_scripts::ADD_FRIENDS.prepare_invoke();
+        inv.key(&key).arg(limits::MAX_FRIENDS);
+        for f in &set {
+            inv.arg(*f);
+        }
+        let n: i64 = self.ctx.invoke("add_friends", &inv).await?;
         if n < 0 {
             return Err(InvalidInput::TooManyFriends { len: (-n) as usize }.into());
         }
@@ -125,18 +113,12 @@ impl RedisStore {
     ) -> Result<u64> {
         check_batch(friends.len())?;
         let key = self.ctx.keys.friends(user.as_str());
-        let mut c = self.ctx.client.clone();
-        let n: i64 = self
-            .ctx
-            .io("remove_friends", async {
-                let mut inv = user_scripts::REMOVE_FRIENDS.prepare_invoke();
-                inv.key(&key);
-                for f in friends {
-                    inv.arg(f.as_str());
-                }
-                inv.invoke_async(&mut c).await
-            })
-            .await?;
+        let mut inv = user_scripts::REMOVE_FRIENDS.prepare_invoke();
+        inv.key(&key);
+        for f in friends {
+            inv.arg(f.as_str());
+        }
+        let n: i64 = self.ctx.invoke("remove_friends", &inv).await?;
         let gone: BTreeSet<&str> = friends.iter().map(MemberId::as_str).collect();
         let gone: Vec<&str> = gone.into_iter().collect();
         self.unmark_followers(user.as_str(), Some(&key), &gone)

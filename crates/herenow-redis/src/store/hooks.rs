@@ -14,12 +14,9 @@ impl RedisStore {
     /// [`SpaceWebhooks::space_hooks`](herenow_core::SpaceWebhooks::space_hooks).
     pub(super) async fn space_hooks(&self, space: &SpaceName) -> Result<Vec<SpaceHook>> {
         let key = self.ctx.keys.space_hooks(space);
-        let mut c = self.ctx.client.clone();
         let json: Option<String> = self
             .ctx
-            .io("space_hooks", async {
-                redis::cmd("GET").arg(&key).query_async(&mut c).await
-            })
+            .query("space_hooks", redis::cmd("GET").arg(&key))
             .await?;
         let Some(json) = json else {
             return Ok(Vec::new());
@@ -62,24 +59,13 @@ impl RedisStore {
         if !hooks.is_empty() {
             cmd.arg(serde_json::to_string(hooks).expect("endpoints serialize"));
         }
-        let mut c = self.ctx.client.clone();
-        self.ctx
-            .io("set_space_hooks", async {
-                cmd.query_async::<()>(&mut c).await
-            })
-            .await?;
+        self.ctx.query::<()>("set_space_hooks", &cmd).await?;
         if !hooks.is_empty() {
             self.list_hooked(&[space.as_str()]).await?;
         }
         let version = self.ctx.keys.hooks_version();
-        let mut c = self.ctx.client.clone();
         self.ctx
-            .io("set_space_hooks", async {
-                redis::cmd("INCR")
-                    .arg(&version)
-                    .query_async::<()>(&mut c)
-                    .await
-            })
+            .query::<()>("set_space_hooks", redis::cmd("INCR").arg(&version))
             .await?;
         let mut written = vec![key.as_str(), version.as_str()];
         if !hooks.is_empty() {
@@ -100,12 +86,7 @@ impl RedisStore {
         for s in spaces {
             cmd.arg(s.as_ref());
         }
-        let mut c = self.ctx.client.clone();
-        self.ctx
-            .io("set_space_hooks", async {
-                cmd.query_async::<()>(&mut c).await
-            })
-            .await
+        self.ctx.query("set_space_hooks", &cmd).await
     }
 }
 
@@ -113,12 +94,9 @@ impl RedisStore {
     /// [`SpaceWebhooks::space_hooks_version`](herenow_core::SpaceWebhooks::space_hooks_version).
     pub(super) async fn space_hooks_version(&self) -> Result<u64> {
         let key = self.ctx.keys.hooks_version();
-        let mut c = self.ctx.client.clone();
         let v: Option<u64> = self
             .ctx
-            .io("space_hooks_version", async {
-                redis::cmd("GET").arg(&key).query_async(&mut c).await
-            })
+            .query("space_hooks_version", redis::cmd("GET").arg(&key))
             .await?;
         Ok(v.unwrap_or(0))
     }

@@ -158,20 +158,13 @@ impl RedisStore {
     ) -> Result<()> {
         let key = self.ctx.keys.instance_conns(&self.owner);
         let e = entry(space, member, conn);
-        let mut c = self.ctx.client.clone();
         let (what, cmd) = if own {
             ("attach", "SADD")
         } else {
             ("detach", "SREM")
         };
         self.ctx
-            .io(what, async {
-                redis::cmd(cmd)
-                    .arg(&key)
-                    .arg(e)
-                    .query_async::<i64>(&mut c)
-                    .await
-            })
+            .query::<i64>(what, redis::cmd(cmd).arg(&key).arg(e))
             .await?;
         Ok(())
     }
@@ -246,16 +239,9 @@ impl RedisStore {
         let mut n = 0;
         let mut spaces = std::collections::HashSet::new();
         loop {
-            let mut c = self.ctx.client.clone();
             let batch: Vec<String> = self
                 .ctx
-                .io("reap", async {
-                    redis::cmd("SPOP")
-                        .arg(&set)
-                        .arg(REAP_BATCH)
-                        .query_async(&mut c)
-                        .await
-                })
+                .query("reap", redis::cmd("SPOP").arg(&set).arg(REAP_BATCH))
                 .await?;
             if batch.is_empty() {
                 break;
@@ -280,15 +266,10 @@ impl RedisStore {
                 .flat_map(|space| self.ctx.keys.all(space))
                 .map(|k| k.lease)
                 .collect();
-            let released = leases.iter().map(|lease| {
-                let mut c = self.ctx.client.clone();
-                self.ctx.io("reap", async move {
-                    crate::conn_scripts::RELEASE
-                        .key(lease)
-                        .arg(owner)
-                        .invoke_async::<i64>(&mut c)
-                        .await
-                })
+            let released = leases.iter().map(|lease| async move {
+                self.ctx
+                    .invoke::<i64>("reap", crate::conn_scripts::RELEASE.key(lease).arg(owner))
+                    .await
             });
             futures::future::try_join_all(released).await?;
         }

@@ -46,12 +46,12 @@ impl RedisStore {
                 };
                 let shards = self.ctx.keys.all(space);
                 let calls = shards.iter().map(|k| {
-                    let mut c = self.ctx.client.clone();
                     let (cs, ck, cm) = (&cs, ck, cm);
                     async move {
                         let v: Value = self
                             .ctx
-                            .io("list", async {
+                            .invoke(
+                                "list",
                                 scripts::LIST_RECENT
                                     .key(&k.zu)
                                     .key(&k.zg)
@@ -64,10 +64,8 @@ impl RedisStore {
                                     .arg(kinds_letter(query.kinds))
                                     .arg(cs)
                                     .arg(ck)
-                                    .arg(cm)
-                                    .invoke_async(&mut c)
-                                    .await
-                            })
+                                    .arg(cm),
+                            )
                             .await?;
                         array(v)
                     }

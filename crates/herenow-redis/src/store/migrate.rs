@@ -130,31 +130,16 @@ impl RedisStore {
 
     async fn migrated(&self, name: &str) -> Result<bool> {
         let key = self.ctx.keys.migrations();
-        let mut c = self.ctx.client.clone();
         self.ctx
-            .io("migrate", async {
-                redis::cmd("HEXISTS")
-                    .arg(&key)
-                    .arg(name)
-                    .query_async(&mut c)
-                    .await
-            })
+            .query("migrate", redis::cmd("HEXISTS").arg(&key).arg(name))
             .await
     }
 
     async fn record_migration(&self, name: &str) -> Result<()> {
         let key = self.ctx.keys.migrations();
         let now = self.ctx.clock.now_ms();
-        let mut c = self.ctx.client.clone();
         self.ctx
-            .io("migrate", async {
-                redis::cmd("HSET")
-                    .arg(&key)
-                    .arg(name)
-                    .arg(now)
-                    .query_async::<Value>(&mut c)
-                    .await
-            })
+            .query::<Value>("migrate", redis::cmd("HSET").arg(&key).arg(name).arg(now))
             .await?;
         Ok(())
     }
@@ -239,11 +224,7 @@ impl RedisStore {
                         inv.arg(*o);
                     }
                 }
-                let mut c = self.ctx.client.clone();
-                self.ctx.io(
-                    "migrate",
-                    async move { inv.invoke_async::<Value>(&mut c).await },
-                )
+                async move { self.ctx.invoke::<Value>("migrate", &inv).await }
             })
             .collect();
         let _: Vec<Value> = stream::iter(calls)

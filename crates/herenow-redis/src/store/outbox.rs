@@ -244,21 +244,15 @@ impl RedisStore {
                     })
                     .collect::<Vec<_>>()
             })
-            .map(|(space, shard, inv)| {
-                let mut c = self.ctx.client.clone();
-                async move {
-                    let v: Value = self
-                        .ctx
-                        .io("outbox_ack", async { inv.invoke_async(&mut c).await })
-                        .await?;
-                    let v = array(v)?;
-                    Ok::<_, herenow_core::Error>(Acked {
-                        space,
-                        shard,
-                        pending: int(v.first())?,
-                        holder: opt_string(v.into_iter().nth(1))?,
-                    })
-                }
+            .map(|(space, shard, inv)| async move {
+                let v: Value = self.ctx.invoke("outbox_ack", &inv).await?;
+                let v = array(v)?;
+                Ok::<_, herenow_core::Error>(Acked {
+                    space,
+                    shard,
+                    pending: int(v.first())?,
+                    holder: opt_string(v.into_iter().nth(1))?,
+                })
             })
             .collect();
         let acked: Vec<Acked> = stream::iter(calls)
@@ -323,17 +317,12 @@ impl RedisStore {
     /// `{entries, pending, trimmed}` of the stream tagged `tag`.
     async fn stream_stats(&self, tag: &str) -> Result<[u64; 3]> {
         let (stream, state) = self.ctx.keys.stream(tag);
-        let mut c = self.ctx.client.clone();
         let v: Value = self
             .ctx
-            .io("outbox_stats", async {
-                STREAM_STATS
-                    .key(&stream)
-                    .key(&state)
-                    .arg(GROUP)
-                    .invoke_async(&mut c)
-                    .await
-            })
+            .invoke(
+                "outbox_stats",
+                STREAM_STATS.key(&stream).key(&state).arg(GROUP),
+            )
             .await?;
         let v = array(v)?;
         let n = |i: usize| int(v.get(i)).map(|n| u64::try_from(n).unwrap_or(0));
@@ -345,29 +334,19 @@ impl RedisStore {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let mut c = self.ctx.client.clone();
         let v: Value = self
             .ctx
-            .io("outbox_index", async {
-                redis::cmd("ZRANGE")
-                    .arg(index)
-                    .arg(from)
-                    .arg(from + n - 1)
-                    .query_async(&mut c)
-                    .await
-            })
+            .query(
+                "outbox_index",
+                redis::cmd("ZRANGE").arg(index).arg(from).arg(from + n - 1),
+            )
             .await?;
         ids_of(Some(v))
     }
 
     /// One command answering an integer (nil as 0).
     async fn query_int(&self, cmd: &redis::Cmd) -> Result<i64> {
-        let mut c = self.ctx.client.clone();
-        let v: Value = self
-            .ctx
-            .io("outbox", async { cmd.query_async(&mut c).await })
-            .await?;
-        match v {
+        match self.ctx.query("outbox", cmd).await? {
             Value::Nil => Ok(0),
             Value::BulkString(b) => std::str::from_utf8(&b)
                 .ok()
@@ -386,17 +365,11 @@ impl RedisStore {
         idle_ms: Millis,
     ) -> Result<i64> {
         let key = self.ctx.keys.space_owner(space);
-        let mut c = self.ctx.client.clone();
         self.ctx
-            .io("outbox_claim", async {
-                CLAIM_SPACE
-                    .key(&key)
-                    .arg(consumer)
-                    .arg(now)
-                    .arg(idle_ms)
-                    .invoke_async(&mut c)
-                    .await
-            })
+            .invoke(
+                "outbox_claim",
+                CLAIM_SPACE.key(&key).arg(consumer).arg(now).arg(idle_ms),
+            )
             .await
     }
 
@@ -405,17 +378,9 @@ impl RedisStore {
     /// Returns whether `consumer` held the space.
     async fn touch_space(&self, space: &SpaceName, consumer: &str, at: &str) -> Result<bool> {
         let key = self.ctx.keys.space_owner(space);
-        let mut c = self.ctx.client.clone();
         let held: i64 = self
             .ctx
-            .io("outbox_claim", async {
-                TOUCH_SPACE
-                    .key(&key)
-                    .arg(consumer)
-                    .arg(at)
-                    .invoke_async(&mut c)
-                    .await
-            })
+            .invoke("outbox_claim", TOUCH_SPACE.key(&key).arg(consumer).arg(at))
             .await?;
         Ok(held == 1)
     }
@@ -437,19 +402,13 @@ impl RedisStore {
     ) -> Result<Vec<OutboxEvent>> {
         let (stream, state) = self.ctx.keys.stream(tag);
         let owner = self.ctx.keys.space_owner(space);
-        let mut c = self.ctx.client.clone();
-        let v: Value = self
-            .ctx
-            .io("outbox_claim", async {
-                let mut inv = CLAIM_STREAM.prepare_invoke();
-                inv.key(&stream).key(&state);
-                if solo {
-                    inv.key(&owner);
-                }
-                inv.arg(consumer).arg(now).arg(idle_ms).arg(max).arg(GROUP);
-                inv.invoke_async(&mut c).await
-            })
-            .await?;
+        let mut inv = CLAIM_STREAM.prepare_invoke();
+        inv.key(&stream).key(&state);
+        if solo {
+            inv.key(&owner);
+        }
+        inv.arg(consumer).arg(now).arg(idle_ms).arg(max).arg(GROUP);
+        let v: Value = self.ctx.invoke("outbox_claim", &inv).await?;
         let v = array(v)?;
         let status = int(v.first())?;
         if status == 2 {
@@ -487,12 +446,7 @@ impl RedisStore {
             for b in &bad {
                 inv.arg(b.rsplit_once('/').map_or("", |(_, e)| e));
             }
-            let mut c = self.ctx.client.clone();
-            self.ctx
-                .io("outbox_ack", async {
-                    inv.invoke_async::<Value>(&mut c).await
-                })
-                .await?;
+            self.ctx.invoke::<Value>("outbox_ack", &inv).await?;
         }
         Ok(out)
     }

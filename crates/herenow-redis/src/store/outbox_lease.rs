@@ -181,16 +181,12 @@ impl RedisStore {
     /// while the list is not empty) and whether spaces were taken off.
     async fn look_for_hooks(&self) -> Result<(bool, bool)> {
         let hooked = self.ctx.keys.hooked_spaces();
-        let mut c = self.ctx.client.clone();
         let sample: Vec<String> = self
             .ctx
-            .io("outbox_switch", async {
-                redis::cmd("SRANDMEMBER")
-                    .arg(&hooked)
-                    .arg(HOOKS_SAMPLE)
-                    .query_async(&mut c)
-                    .await
-            })
+            .query(
+                "outbox_switch",
+                redis::cmd("SRANDMEMBER").arg(&hooked).arg(HOOKS_SAMPLE),
+            )
             .await?;
         if sample.is_empty() {
             return Ok((false, false));
@@ -203,15 +199,11 @@ impl RedisStore {
         if named.iter().any(|&n| n) {
             return Ok((true, false));
         }
-        let mut c = self.ctx.client.clone();
         self.ctx
-            .io("outbox_switch", async {
-                redis::cmd("SREM")
-                    .arg(&hooked)
-                    .arg(&sample)
-                    .query_async::<()>(&mut c)
-                    .await
-            })
+            .query::<()>(
+                "outbox_switch",
+                redis::cmd("SREM").arg(&hooked).arg(&sample),
+            )
             .await?;
         let again = self.named_hooks(&spaces).await?;
         let back: Vec<&str> = spaces
@@ -221,12 +213,9 @@ impl RedisStore {
             .collect();
         self.list_hooked(&back).await?;
         let any = !back.is_empty();
-        let mut c = self.ctx.client.clone();
         let left: u64 = self
             .ctx
-            .io("outbox_switch", async {
-                redis::cmd("SCARD").arg(&hooked).query_async(&mut c).await
-            })
+            .query("outbox_switch", redis::cmd("SCARD").arg(&hooked))
             .await?;
         Ok((any || left > 0, left > 0))
     }
@@ -235,13 +224,10 @@ impl RedisStore {
     async fn named_hooks(&self, spaces: &[SpaceName]) -> Result<Vec<bool>> {
         let calls = spaces.iter().map(|space| {
             let key = self.ctx.keys.space_hooks(space);
-            let mut c = self.ctx.client.clone();
             async move {
                 let n: i64 = self
                     .ctx
-                    .io("outbox_switch", async {
-                        redis::cmd("EXISTS").arg(&key).query_async(&mut c).await
-                    })
+                    .query("outbox_switch", redis::cmd("EXISTS").arg(&key))
                     .await?;
                 Ok::<_, herenow_core::Error>(n > 0)
             }
@@ -262,19 +248,17 @@ impl RedisStore {
     async fn renew_switch(&self, options: OutboxOptions, only_if_off: bool) -> Result<()> {
         let keys = &self.ctx.keys;
         let (switch, keep) = (keys.outbox_switch(), keys.outbox_keep());
-        let mut c = self.ctx.client.clone();
         self.ctx
-            .io("outbox_switch", async {
+            .invoke::<Value>(
+                "outbox_switch",
                 RENEW_SWITCH
                     .key(&switch)
                     .key(&keep)
                     .arg(options.max_events)
                     .arg(options.keep_ms)
                     .arg(options.lease_ms().min(MAX_KEEP_MS))
-                    .arg(if only_if_off { "1" } else { "0" })
-                    .invoke_async::<Value>(&mut c)
-                    .await
-            })
+                    .arg(if only_if_off { "1" } else { "0" }),
+            )
             .await?;
         Ok(())
     }
@@ -284,17 +268,15 @@ impl RedisStore {
     async fn read_switch(&self) -> Result<(u64, Millis)> {
         let keys = &self.ctx.keys;
         let (switch, keep) = (keys.outbox_switch(), keys.outbox_keep());
-        let mut c = self.ctx.client.clone();
         let v: Vec<Option<String>> = self
             .ctx
-            .io("outbox_switch", async {
+            .invoke(
+                "outbox_switch",
                 READ_SWITCH
                     .key(&switch)
                     .key(&keep)
-                    .arg(OutboxOptions::default().lease_ms())
-                    .invoke_async(&mut c)
-                    .await
-            })
+                    .arg(OutboxOptions::default().lease_ms()),
+            )
             .await?;
         let number = |s: Option<&String>| -> Result<Option<u64>> {
             s.map(|s| s.parse().map_err(|_| bad_reply("the outbox's switch")))

@@ -74,25 +74,21 @@ impl RedisStore {
         }
         let now = self.ctx.clock.now_ms();
         let shards = self.ctx.keys.all(space);
-        let calls = shards.iter().map(|k| {
-            let mut c = self.ctx.client.clone();
-            async move {
-                let v: Value = self
-                    .ctx
-                    .io("count", async {
-                        scripts::COUNT
-                            .key(&k.zu)
-                            .key(&k.zg)
-                            .key(&k.config)
-                            .arg(&self.ctx.defaults_args()[..])
-                            .arg(now)
-                            .arg(window_ms.unwrap_or(0))
-                            .invoke_async(&mut c)
-                            .await
-                    })
-                    .await?;
-                array(v)
-            }
+        let calls = shards.iter().map(|k| async move {
+            let v: Value = self
+                .ctx
+                .invoke(
+                    "count",
+                    scripts::COUNT
+                        .key(&k.zu)
+                        .key(&k.zg)
+                        .key(&k.config)
+                        .arg(&self.ctx.defaults_args()[..])
+                        .arg(now)
+                        .arg(window_ms.unwrap_or(0)),
+                )
+                .await?;
+            array(v)
         });
         let mut counts = Counts::default();
         for v in futures::future::try_join_all(calls).await? {
@@ -160,23 +156,23 @@ impl RedisStore {
         config.validate()?;
         let now = self.ctx.clock.now_ms();
         let shards = self.ctx.keys.all(space);
-        let calls = shards.iter().map(|k| {
-            let mut c = self.ctx.client.clone();
-            self.ctx.io("set_config", async move {
-                scripts::SET_CONFIG
-                    .key(&k.state)
-                    .key(&k.config)
-                    .arg(now)
-                    .arg(config.online_ms)
-                    .arg(config.away_ms)
-                    .arg(config.window_ms)
-                    .arg(config.retention_ms)
-                    .arg(config.remember_ms)
-                    .arg(u8::from(config.remember_guests))
-                    .arg(config.grace_ms)
-                    .invoke_async::<Value>(&mut c)
-                    .await
-            })
+        let calls = shards.iter().map(|k| async move {
+            self.ctx
+                .invoke::<Value>(
+                    "set_config",
+                    scripts::SET_CONFIG
+                        .key(&k.state)
+                        .key(&k.config)
+                        .arg(now)
+                        .arg(config.online_ms)
+                        .arg(config.away_ms)
+                        .arg(config.window_ms)
+                        .arg(config.retention_ms)
+                        .arg(config.remember_ms)
+                        .arg(u8::from(config.remember_guests))
+                        .arg(config.grace_ms),
+                )
+                .await
         });
         futures::future::try_join_all(calls).await?;
         self.ctx
@@ -201,17 +197,10 @@ impl RedisStore {
         let mut c = self.ctx.client.clone();
         let found: Vec<String> = self
             .ctx
-            .io("spaces", async {
-                redis::cmd("ZRANGEBYLEX")
-                    .arg(&names)
-                    .arg(&start)
-                    .arg("+")
-                    .arg("LIMIT")
-                    .arg(0)
-                    .arg(limit)
-                    .query_async(&mut c)
-                    .await
-            })
+            .io(
+                "spaces",
+                c.zrangebylex_limit(&names, &start, "+", 0, limit as isize),
+            )
             .await?;
         let spaces: Vec<SpaceName> = found
             .iter()
@@ -294,12 +283,8 @@ impl RedisStore {
                 inv.arg(members[i].kind.letter())
                     .arg(members[i].id.as_str());
             }
-            let mut c = self.ctx.client.clone();
             async move {
-                let v: Value = self
-                    .ctx
-                    .io("status", async { inv.invoke_async(&mut c).await })
-                    .await?;
+                let v: Value = self.ctx.invoke("status", &inv).await?;
                 array(v)
             }
         });

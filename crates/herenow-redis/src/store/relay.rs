@@ -35,13 +35,7 @@ impl RedisStore {
         check_relay(topic, payload)?;
         let mut cmd = redis::cmd("PUBLISH");
         cmd.arg(self.relays.channel()).arg(encode(topic, payload));
-        let mut c = self.ctx.client.clone();
-        self.ctx
-            .io(
-                "relay",
-                async move { cmd.query_async::<Value>(&mut c).await },
-            )
-            .await?;
+        self.ctx.query::<Value>("relay", &cmd).await?;
         Ok(())
     }
 }

@@ -49,12 +49,8 @@ impl RedisStore {
             for &i in group {
                 inv.key(self.ctx.keys.seen(users[i].as_ref()));
             }
-            let mut c = self.ctx.client.clone();
             async move {
-                let v: Value = self
-                    .ctx
-                    .io("seen", async { inv.invoke_async(&mut c).await })
-                    .await?;
+                let v: Value = self.ctx.invoke("seen", &inv).await?;
                 array(v)
             }
         }))
@@ -159,12 +155,8 @@ impl RedisStore {
                     .arg(self.ctx.publish_arg(&space).as_ref())
                     .arg(&k.channel)
                     .arg(user.as_str());
-                let mut c = self.ctx.client.clone();
                 Some(async move {
-                    let v: Value = self
-                        .ctx
-                        .io("erase", async { inv.invoke_async(&mut c).await })
-                        .await?;
+                    let v: Value = self.ctx.invoke("erase", &inv).await?;
                     let v = array(v)?;
                     outbox::after(&self.ctx, &space, &k, Captured::of(v.get(3))).await;
                     Ok::<_, herenow_core::Error>(v)
@@ -185,16 +177,15 @@ impl RedisStore {
         let calls: Vec<_> = index
             .iter()
             .map(|(name, mark)| {
-                let mut c = self.ctx.client.clone();
                 let seen = &seen;
-                self.ctx.io("erase", async move {
-                    user_scripts::UNINDEX
-                        .key(seen)
-                        .arg(name)
-                        .arg(*mark)
-                        .invoke_async::<Value>(&mut c)
+                async move {
+                    self.ctx
+                        .invoke::<Value>(
+                            "erase",
+                            user_scripts::UNINDEX.key(seen).arg(name).arg(*mark),
+                        )
                         .await
-                })
+                }
             })
             .collect();
         let _: Vec<Value> = stream::iter(calls)
@@ -220,14 +211,11 @@ impl RedisStore {
             .iter()
             .map(|f| {
                 let key = self.ctx.keys.friends(f);
-                let mut c = self.ctx.client.clone();
-                self.ctx.io("erase", async move {
-                    redis::cmd("SREM")
-                        .arg(&key)
-                        .arg(user.as_str())
-                        .query_async::<i64>(&mut c)
+                async move {
+                    self.ctx
+                        .query::<i64>("erase", redis::cmd("SREM").arg(&key).arg(user.as_str()))
                         .await
-                })
+                }
             })
             .collect();
         let removed: Vec<i64> = stream::iter(calls)
@@ -264,12 +252,9 @@ impl RedisStore {
 
     /// The members of a set.
     pub(super) async fn members_of(&self, key: &str) -> Result<Vec<String>> {
-        let mut c = self.ctx.client.clone();
         let v: Value = self
             .ctx
-            .io("smembers", async {
-                redis::cmd("SMEMBERS").arg(key).query_async(&mut c).await
-            })
+            .query("smembers", redis::cmd("SMEMBERS").arg(key))
             .await?;
         ids_of(Some(v))
     }
@@ -277,15 +262,8 @@ impl RedisStore {
     /// Removes `members` from a set, in bounded commands.
     async fn remove_members(&self, key: &str, members: &[&str]) -> Result<()> {
         for chunk in members.chunks(1_000) {
-            let mut c = self.ctx.client.clone();
             self.ctx
-                .io("srem", async {
-                    redis::cmd("SREM")
-                        .arg(key)
-                        .arg(chunk)
-                        .query_async::<Value>(&mut c)
-                        .await
-                })
+                .query::<Value>("srem", redis::cmd("SREM").arg(key).arg(chunk))
                 .await?;
         }
         Ok(())
@@ -312,10 +290,7 @@ impl RedisStore {
                 inv.key(self.ctx.keys.followers(friends[i]));
             }
             inv.arg(cmd).arg(user);
-            let mut c = self.ctx.client.clone();
-            self.ctx.io("followers", async move {
-                inv.invoke_async::<Value>(&mut c).await
-            })
+            async move { self.ctx.invoke::<Value>("followers", &inv).await }
         }))
         .await?;
         Ok(())
@@ -337,16 +312,9 @@ impl RedisStore {
         let Some(own) = own else { return Ok(()) };
         let mut back = Vec::new();
         for chunk in friends.chunks(1_000) {
-            let mut c = self.ctx.client.clone();
             let v: Value = self
                 .ctx
-                .io("followers", async {
-                    redis::cmd("SMISMEMBER")
-                        .arg(own)
-                        .arg(chunk)
-                        .query_async(&mut c)
-                        .await
-                })
+                .query("followers", redis::cmd("SMISMEMBER").arg(own).arg(chunk))
                 .await?;
             for (f, is) in chunk.iter().zip(array(v)?) {
                 if int(Some(&is)).is_ok_and(|n| n != 0) || matches!(is, Value::Boolean(true)) {

@@ -55,27 +55,23 @@ impl RedisStore {
         // not reflect arrives on the channel, and the sequence number says
         // which ones it does.
         let now = self.ctx.clock.now_ms();
-        let snaps = futures::future::try_join_all(shards.iter().map(|k| {
-            let mut c = self.ctx.client.clone();
-            async move {
-                let v: Value = self
-                    .ctx
-                    .io("subscribe", async {
-                        scripts::SNAPSHOT
-                            .key(&k.zu)
-                            .key(&k.zg)
-                            .key(&k.meta)
-                            .key(&k.state)
-                            .key(&k.config)
-                            .arg(now)
-                            .arg(&self.ctx.defaults_args()[..])
-                            .arg(limits::MAX_SNAPSHOT)
-                            .invoke_async(&mut c)
-                            .await
-                    })
-                    .await?;
-                array(v)
-            }
+        let snaps = futures::future::try_join_all(shards.iter().map(|k| async move {
+            let v: Value = self
+                .ctx
+                .invoke(
+                    "subscribe",
+                    scripts::SNAPSHOT
+                        .key(&k.zu)
+                        .key(&k.zg)
+                        .key(&k.meta)
+                        .key(&k.state)
+                        .key(&k.config)
+                        .arg(now)
+                        .arg(&self.ctx.defaults_args()[..])
+                        .arg(limits::MAX_SNAPSHOT),
+                )
+                .await?;
+            array(v)
         }))
         .await;
         let snaps = match snaps {

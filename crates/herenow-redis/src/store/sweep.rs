@@ -25,7 +25,7 @@
 
 use std::time::Instant;
 
-use redis::Value;
+use redis::{AsyncCommands, Value};
 
 use herenow_core::{Millis, Result, SpaceName, TickReport};
 
@@ -80,17 +80,7 @@ impl RedisStore {
             let mut c = self.ctx.client.clone();
             let batch: Vec<String> = self
                 .ctx
-                .io("tick", async {
-                    redis::cmd("ZRANGEBYLEX")
-                        .arg(&names)
-                        .arg(&start)
-                        .arg("+")
-                        .arg("LIMIT")
-                        .arg(0)
-                        .arg(256)
-                        .query_async(&mut c)
-                        .await
-                })
+                .io("tick", c.zrangebylex_limit(&names, &start, "+", 0, 256))
                 .await?;
             for name in &batch {
                 if let Ok(space) = SpaceName::new(name) {
@@ -116,18 +106,10 @@ impl RedisStore {
             let mut c = self.ctx.client.clone();
             let v: Value = self
                 .ctx
-                .io("tick", async {
-                    redis::cmd("ZRANGEBYSCORE")
-                        .arg(&due)
-                        .arg("-inf")
-                        .arg(now)
-                        .arg("WITHSCORES")
-                        .arg("LIMIT")
-                        .arg(0)
-                        .arg(256)
-                        .query_async(&mut c)
-                        .await
-                })
+                .io(
+                    "tick",
+                    c.zrangebyscore_limit_withscores(&due, "-inf", now, 0, 256),
+                )
                 .await?;
             let batch = scored(v)?;
             for (name, at) in &batch {
@@ -174,24 +156,21 @@ impl RedisStore {
         if left == 0 {
             let (names, touched) = self.ctx.keys.registry();
             let cutoff = now.saturating_sub(2 * TOUCH_EVERY_MS);
-            let mut c = self.ctx.client.clone();
             let dropped: i64 = self
                 .ctx
-                .io("unregister", async {
+                .invoke(
+                    "unregister",
                     user_scripts::UNREGISTER
                         .key(names)
                         .key(touched)
                         .key(self.ctx.keys.registry_shards())
                         .arg(space.as_str())
                         .arg(cutoff)
-                        .arg(u8::from(remembered > 0))
-                        .invoke_async(&mut c)
-                        .await
-                })
+                        .arg(u8::from(remembered > 0)),
+                )
                 .await?;
             report.spaces_dropped += dropped as u64;
         }
-        let mut c = self.ctx.client.clone();
         if remembered > 0 && (left == 0 || due_seen.is_some()) {
             // Never at or before now: a space whose shards another store
             // sweeps (and trims) comes back a lease later, not in this tick.
@@ -199,28 +178,23 @@ impl RedisStore {
             let at = due.unwrap_or(now).max(now + lease_ms);
             let due_key = self.ctx.keys.due();
             self.ctx
-                .io("schedule", async {
-                    redis::cmd("ZADD")
-                        .arg(&due_key)
-                        .arg(at)
-                        .arg(space.as_str())
-                        .query_async::<Value>(&mut c)
-                        .await
-                })
+                .query::<Value>(
+                    "schedule",
+                    redis::cmd("ZADD").arg(&due_key).arg(at).arg(space.as_str()),
+                )
                 .await?;
         } else if let (0, Some(seen)) = (remembered, due_seen) {
             let (names, _) = self.ctx.keys.registry();
             self.ctx
-                .io("unschedule", async {
+                .invoke::<Value>(
+                    "unschedule",
                     user_scripts::DUE_DONE
                         .key(names)
                         .key(self.ctx.keys.due())
                         .key(self.ctx.keys.registry_shards())
                         .arg(space.as_str())
-                        .arg(seen)
-                        .invoke_async::<Value>(&mut c)
-                        .await
-                })
+                        .arg(seen),
+                )
                 .await?;
         }
         Ok(())
@@ -249,11 +223,7 @@ impl RedisStore {
                 .arg(&self.owner)
                 .arg(lease_ms)
                 .arg(self.ctx.opts.tick_budget);
-            let mut c = self.ctx.client.clone();
-            let v: Value = self
-                .ctx
-                .io("tick", async { inv.invoke_async(&mut c).await })
-                .await?;
+            let v: Value = self.ctx.invoke("tick", &inv).await?;
             report.max_hold_us = report.max_hold_us.max(started.elapsed().as_micros() as u64);
             let mut v = array(v)?;
             outbox::after(&self.ctx, space, k, Captured::of(v.get(10))).await;
@@ -294,16 +264,12 @@ impl RedisStore {
     /// Indexes (a bounded number of) the users waiting in a shard's
     /// `unidx`: those whose writer did not.
     async fn drain_unindexed(&self, space: &SpaceName, k: &SpaceKeys, now: Millis) -> Result<()> {
-        let mut c = self.ctx.client.clone();
         let v: Value = self
             .ctx
-            .io("tick", async {
-                redis::cmd("SRANDMEMBER")
-                    .arg(&k.unidx)
-                    .arg(INDEX_DRAIN)
-                    .query_async(&mut c)
-                    .await
-            })
+            .query(
+                "tick",
+                redis::cmd("SRANDMEMBER").arg(&k.unidx).arg(INDEX_DRAIN),
+            )
             .await?;
         let users = ids_of(Some(v))?;
         if users.is_empty() {
@@ -327,11 +293,7 @@ impl RedisStore {
                 inv.key(self.ctx.keys.seen(&users[i]));
             }
             inv.arg(space.as_str()).arg(upto);
-            let mut c = self.ctx.client.clone();
-            self.ctx.io(
-                "unindex",
-                async move { inv.invoke_async::<Value>(&mut c).await },
-            )
+            async move { self.ctx.invoke::<Value>("unindex", &inv).await }
         }))
         .await?;
         Ok(())
