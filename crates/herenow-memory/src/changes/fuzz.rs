@@ -10,9 +10,50 @@ use herenow_core::fuzzing::{
     cases, heartbeat, member_id, member_key, metadata, millis, mutated, mutations, outbox_event,
     space_config, space_name,
 };
-use herenow_core::id::MemberKey;
+use herenow_core::id::{MemberKey, MemberKind};
+use herenow_journal::Durability;
 
 use super::*;
+
+/// Test-only forms of what the store builds as [`ChangeRef`]s.
+impl Change {
+    /// The heartbeats of one call in the form [`ChangeRef::Heartbeats`]
+    /// writes for them: [`Change::PlainBeats`] when no beat carries a time
+    /// or metadata, else [`Change::Heartbeats`].
+    pub(crate) fn heartbeats(space: SpaceName, now: Millis, beats: Vec<Heartbeat>) -> Change {
+        if beats.iter().all(Heartbeat::is_plain) {
+            let (guests, users): (Vec<_>, Vec<_>) = beats
+                .into_iter()
+                .map(|b| b.member)
+                .partition(|m| m.kind == MemberKind::Guest);
+            Change::PlainBeats {
+                space,
+                now,
+                users: users.into_iter().map(|m| m.id).collect(),
+                guests: guests.into_iter().map(|m| m.id).collect(),
+            }
+        } else {
+            Change::Heartbeats { space, now, beats }
+        }
+    }
+
+    /// How durable this change must be before its write is acknowledged.
+    pub(crate) fn durability(&self) -> Durability {
+        match self {
+            Change::Heartbeats { .. }
+            | Change::PlainBeats { .. }
+            | Change::Leave { .. }
+            | Change::OutboxAdd { .. }
+            | Change::OutboxAck { .. } => Durability::Lazy,
+            Change::SetConfig { .. }
+            | Change::SetHooks { .. }
+            | Change::SetFriends { .. }
+            | Change::AddFriends { .. }
+            | Change::RemoveFriends { .. }
+            | Change::Erase { .. } => Durability::Sync,
+        }
+    }
+}
 
 /// Any change a journal record can hold, fields anywhere in their types'
 /// ranges (replay must cope with what a store never wrote).
