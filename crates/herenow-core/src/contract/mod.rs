@@ -237,6 +237,14 @@ async fn linger_ok(s: &Store, sp: &SpaceName, m: MemberKey, c: &str) -> DetachRe
     live(&**s).linger(sp, &m, &conn(c)).await.unwrap()
 }
 
+/// Sets `sp`'s policy to the default one with `change` made, which must
+/// succeed.
+async fn configure(s: &Store, sp: &SpaceName, change: impl FnOnce(&mut SpaceConfig)) {
+    let mut config = SpaceConfig::default();
+    change(&mut config);
+    s.set_config(sp, config).await.unwrap();
+}
+
 /// `m`'s status in `sp`.
 async fn status_of(s: &Store, sp: &SpaceName, m: MemberKey) -> MemberStatus {
     s.status(sp, &[m]).await.unwrap().remove(0)
