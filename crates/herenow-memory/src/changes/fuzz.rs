@@ -170,7 +170,7 @@ proptest! {
 }
 
 /// A varint of `n`, as postcard writes lengths.
-fn varint(mut n: u64, out: &mut Vec<u8>) {
+pub(crate) fn varint(mut n: u64, out: &mut Vec<u8>) {
     while n >= 0x80 {
         out.push(n as u8 | 0x80);
         n >>= 7;
