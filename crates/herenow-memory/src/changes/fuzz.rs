@@ -55,6 +55,15 @@ impl Change {
     }
 }
 
+impl ChangeRef<'_> {
+    /// The change's journal bytes in a new `Vec`.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode_into(&mut out);
+        out
+    }
+}
+
 /// Any change a journal record can hold, fields anywhere in their types'
 /// ranges (replay must cope with what a store never wrote).
 pub(crate) fn change() -> impl Strategy<Value = Change> {

@@ -362,13 +362,6 @@ impl ChangeRef<'_> {
         out.push(VERSION);
         postcard::to_io(self, &mut *out).expect("writing to a Vec cannot fail");
     }
-
-    /// The change's journal bytes in a new `Vec`.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        self.encode_into(&mut out);
-        out
-    }
 }
 
 /// Resolves once a recorded change is as durable as it must be; an error
