@@ -679,6 +679,47 @@ mod tests {
         assert_eq!(config.remember_ms, SpaceConfig::default().remember_ms);
     }
 
+    /// Versions 2 to 4, written as postcard writes a struct (its fields in
+    /// sequence), read back with what each held.
+    #[tokio::test]
+    async fn versions_2_to_4_still_read() {
+        let store = MemoryStore::default();
+        let lobby = SpaceName::new("lobby").unwrap();
+        let ann = MemberKey::user(MemberId::new("ann").unwrap());
+        store
+            .heartbeat(&lobby, &[Heartbeat::now(ann)])
+            .await
+            .unwrap();
+        store
+            .set_friends(
+                &MemberId::new("ann").unwrap(),
+                &[MemberId::new("bob").unwrap()],
+            )
+            .await
+            .unwrap();
+        let body: Body = postcard::from_bytes(&store.snapshot_marked(9)[HEADER..]).unwrap();
+        let spaces: Vec<SpaceDumpV6> = body.spaces.into_iter().map(SpaceDump::downgrade).collect();
+        let (taken, friends, seed) = (body.taken_ms, &body.friends, body.seen_seed);
+        let no_spaces: Vec<SpaceDumpV2> = Vec::new();
+        let no_events: Vec<OutboxEventV1> = Vec::new();
+        let v2 = postcard::to_stdvec(&(taken, &no_spaces, friends, 9u64)).unwrap();
+        let v3 = (taken, &spaces, friends, 9u64, seed, &body.remembered);
+        let v4 = postcard::to_stdvec(&(v3, &no_events)).unwrap();
+        let v3 = postcard::to_stdvec(&v3).unwrap();
+        for (version, body, members) in [(2, v2, 0), (3, v3, 1), (4, v4, 1)] {
+            let old = MemoryStore::default();
+            let report = old.restore(&super::fuzz::framed(version, &body)).unwrap();
+            assert_eq!(
+                (report.mark, report.members, report.friend_sets),
+                (9, members, 1),
+                "version {version}"
+            );
+            if version >= 3 {
+                assert_eq!(old.shared.seen.seed(), seed);
+            }
+        }
+    }
+
     #[tokio::test]
     async fn remembered_times_survive_a_snapshot_with_their_fingerprints() {
         let clock = herenow_core::time::ManualClock::new(1_700_000_000_000);
