@@ -48,24 +48,6 @@ impl From<OutboxEventV1> for OutboxEvent {
     }
 }
 
-#[cfg(test)]
-impl From<&OutboxEvent> for OutboxEventV1 {
-    fn from(e: &OutboxEvent) -> Self {
-        OutboxEventV1 {
-            id: e.id.clone(),
-            at_ms: e.at_ms,
-            space: e.space.clone(),
-            kind: e.kind,
-            member: e.member.clone(),
-            status: e.status,
-            last_seen_ms: e.last_seen_ms,
-            meta: e.meta.clone(),
-            reason: e.reason,
-            conn: e.conn.clone(),
-        }
-    }
-}
-
 /// A [`SpaceConfig`] as journals and snapshots wrote it before the grace
 /// (`grace_ms`): read back with the default grace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,20 +58,6 @@ pub(crate) struct SpaceConfigV2 {
     retention_ms: Millis,
     remember_ms: Millis,
     remember_guests: bool,
-}
-
-#[cfg(test)]
-impl From<SpaceConfig> for SpaceConfigV2 {
-    fn from(c: SpaceConfig) -> Self {
-        SpaceConfigV2 {
-            online_ms: c.online_ms,
-            away_ms: c.away_ms,
-            window_ms: c.window_ms,
-            retention_ms: c.retention_ms,
-            remember_ms: c.remember_ms,
-            remember_guests: c.remember_guests,
-        }
-    }
 }
 
 impl SpaceConfigV2 {
@@ -103,6 +71,41 @@ impl SpaceConfigV2 {
             remember_ms: self.remember_ms,
             remember_guests: self.remember_guests,
             grace_ms,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    impl From<&OutboxEvent> for OutboxEventV1 {
+        fn from(e: &OutboxEvent) -> Self {
+            OutboxEventV1 {
+                id: e.id.clone(),
+                at_ms: e.at_ms,
+                space: e.space.clone(),
+                kind: e.kind,
+                member: e.member.clone(),
+                status: e.status,
+                last_seen_ms: e.last_seen_ms,
+                meta: e.meta.clone(),
+                reason: e.reason,
+                conn: e.conn.clone(),
+            }
+        }
+    }
+
+    impl From<SpaceConfig> for SpaceConfigV2 {
+        fn from(c: SpaceConfig) -> Self {
+            SpaceConfigV2 {
+                online_ms: c.online_ms,
+                away_ms: c.away_ms,
+                window_ms: c.window_ms,
+                retention_ms: c.retention_ms,
+                remember_ms: c.remember_ms,
+                remember_guests: c.remember_guests,
+            }
         }
     }
 }

@@ -10,6 +10,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use herenow_core::conn::ConnId;
@@ -57,72 +58,67 @@ struct Body {
     hooks: Vec<(String, Vec<SpaceHook>)>,
 }
 
-/// The body of version 6, before the grace and held members.
-#[derive(Deserialize)]
-#[cfg_attr(test, derive(Serialize))]
-struct BodyV6 {
-    taken_ms: Millis,
-    spaces: Vec<SpaceDumpV6>,
-    friends: Vec<(String, Vec<String>)>,
-    mark: u64,
-    seen_seed: u64,
-    remembered: Vec<(String, Vec<RememberedEntry>)>,
-    outbox: Vec<OutboxEvent>,
-    hooks: Vec<(String, Vec<SpaceHook>)>,
+impl Body {
+    /// Reads a body of `version`, older ones upgraded: postcard writes a
+    /// struct as its fields in sequence with no framing, so an older body
+    /// is today's fields in their forms then, less those added since.
+    /// Policies lacking fields take them from `defaults`; `seed` stands for
+    /// the fingerprint seed of a body without one; what else a body lacks
+    /// comes empty (mark 0).
+    fn read(
+        version: u32,
+        mut r: &[u8],
+        defaults: SpaceConfig,
+        seed: u64,
+    ) -> postcard::Result<Self> {
+        let r = &mut r;
+        let taken_ms = take(r)?;
+        let spaces = match version {
+            1 | 2 => {
+                let old: Vec<SpaceDumpV2> = take(r)?;
+                old.into_iter().map(|s| s.upgrade(defaults)).collect()
+            }
+            3..=6 => {
+                let old: Vec<SpaceDumpV6> = take(r)?;
+                old.into_iter().map(|s| s.upgrade(defaults)).collect()
+            }
+            _ => take(r)?,
+        };
+        let friends = take(r)?;
+        let mark = if version >= 2 { take(r)? } else { 0 };
+        let (seen_seed, remembered) = if version >= 3 {
+            (take(r)?, take(r)?)
+        } else {
+            (seed, Vec::new())
+        };
+        let outbox = match version {
+            ..=3 => Vec::new(),
+            4 | 5 => {
+                let old: Vec<OutboxEventV1> = take(r)?;
+                old.into_iter().map(OutboxEvent::from).collect()
+            }
+            _ => take(r)?,
+        };
+        let hooks = if version >= 5 { take(r)? } else { Vec::new() };
+        Ok(Body {
+            taken_ms,
+            spaces,
+            friends,
+            mark,
+            seen_seed,
+            remembered,
+            outbox,
+            hooks,
+        })
+    }
 }
 
-/// The body of version 5, before outbox messages' bodies.
-#[derive(Deserialize)]
-#[cfg_attr(test, derive(Serialize))]
-struct BodyV5 {
-    taken_ms: Millis,
-    spaces: Vec<SpaceDumpV6>,
-    friends: Vec<(String, Vec<String>)>,
-    mark: u64,
-    seen_seed: u64,
-    remembered: Vec<(String, Vec<RememberedEntry>)>,
-    outbox: Vec<OutboxEventV1>,
-    hooks: Vec<(String, Vec<SpaceHook>)>,
-}
-
-/// The body of version 4, before the spaces' webhook endpoints.
-#[derive(Deserialize)]
-struct BodyV4 {
-    taken_ms: Millis,
-    spaces: Vec<SpaceDumpV6>,
-    friends: Vec<(String, Vec<String>)>,
-    mark: u64,
-    seen_seed: u64,
-    remembered: Vec<(String, Vec<RememberedEntry>)>,
-    outbox: Vec<OutboxEventV1>,
-}
-
-/// The body of version 3, before the outbox.
-#[derive(Serialize, Deserialize)]
-struct BodyV3 {
-    taken_ms: Millis,
-    spaces: Vec<SpaceDumpV6>,
-    friends: Vec<(String, Vec<String>)>,
-    mark: u64,
-    seen_seed: u64,
-    remembered: Vec<(String, Vec<RememberedEntry>)>,
-}
-
-/// The body of version 2, before remembered times.
-#[derive(Serialize, Deserialize)]
-struct BodyV2 {
-    taken_ms: Millis,
-    spaces: Vec<SpaceDumpV2>,
-    friends: Vec<(String, Vec<String>)>,
-    mark: u64,
-}
-
-/// The body of version 1, before `mark`.
-#[derive(Serialize, Deserialize)]
-struct BodyV1 {
-    taken_ms: Millis,
-    spaces: Vec<SpaceDumpV2>,
-    friends: Vec<(String, Vec<String>)>,
+/// The next value in `r`, which moves past it. Like `postcard::from_bytes`,
+/// bytes after the last value read are left unread.
+fn take<T: DeserializeOwned>(r: &mut &[u8]) -> postcard::Result<T> {
+    let (value, rest) = postcard::take_from_bytes(r)?;
+    *r = rest;
+    Ok(value)
 }
 
 #[derive(Serialize, Deserialize)]
@@ -348,88 +344,8 @@ impl MemoryStore {
             return Err(bad("is corrupt (checksum mismatch)"));
         }
         let undecodable = |e: postcard::Error| bad(format!("cannot be decoded: {e}"));
-        let defaults = self.defaults();
-        let body: Body = match version {
-            1 => {
-                let v1: BodyV1 = postcard::from_bytes(body).map_err(undecodable)?;
-                Body {
-                    taken_ms: v1.taken_ms,
-                    spaces: v1.spaces.into_iter().map(|s| s.upgrade(defaults)).collect(),
-                    friends: v1.friends,
-                    mark: 0,
-                    seen_seed: self.shared.seen.seed(),
-                    remembered: Vec::new(),
-                    outbox: Vec::new(),
-                    hooks: Vec::new(),
-                }
-            }
-            2 => {
-                let v2: BodyV2 = postcard::from_bytes(body).map_err(undecodable)?;
-                Body {
-                    taken_ms: v2.taken_ms,
-                    spaces: v2.spaces.into_iter().map(|s| s.upgrade(defaults)).collect(),
-                    friends: v2.friends,
-                    mark: v2.mark,
-                    seen_seed: self.shared.seen.seed(),
-                    remembered: Vec::new(),
-                    outbox: Vec::new(),
-                    hooks: Vec::new(),
-                }
-            }
-            3 => {
-                let v3: BodyV3 = postcard::from_bytes(body).map_err(undecodable)?;
-                Body {
-                    taken_ms: v3.taken_ms,
-                    spaces: v3.spaces.into_iter().map(|s| s.upgrade(defaults)).collect(),
-                    friends: v3.friends,
-                    mark: v3.mark,
-                    seen_seed: v3.seen_seed,
-                    remembered: v3.remembered,
-                    outbox: Vec::new(),
-                    hooks: Vec::new(),
-                }
-            }
-            4 => {
-                let v4: BodyV4 = postcard::from_bytes(body).map_err(undecodable)?;
-                Body {
-                    taken_ms: v4.taken_ms,
-                    spaces: v4.spaces.into_iter().map(|s| s.upgrade(defaults)).collect(),
-                    friends: v4.friends,
-                    mark: v4.mark,
-                    seen_seed: v4.seen_seed,
-                    remembered: v4.remembered,
-                    outbox: v4.outbox.into_iter().map(OutboxEvent::from).collect(),
-                    hooks: Vec::new(),
-                }
-            }
-            5 => {
-                let v5: BodyV5 = postcard::from_bytes(body).map_err(undecodable)?;
-                Body {
-                    taken_ms: v5.taken_ms,
-                    spaces: v5.spaces.into_iter().map(|s| s.upgrade(defaults)).collect(),
-                    friends: v5.friends,
-                    mark: v5.mark,
-                    seen_seed: v5.seen_seed,
-                    remembered: v5.remembered,
-                    outbox: v5.outbox.into_iter().map(OutboxEvent::from).collect(),
-                    hooks: v5.hooks,
-                }
-            }
-            6 => {
-                let v6: BodyV6 = postcard::from_bytes(body).map_err(undecodable)?;
-                Body {
-                    taken_ms: v6.taken_ms,
-                    spaces: v6.spaces.into_iter().map(|s| s.upgrade(defaults)).collect(),
-                    friends: v6.friends,
-                    mark: v6.mark,
-                    seen_seed: v6.seen_seed,
-                    remembered: v6.remembered,
-                    outbox: v6.outbox,
-                    hooks: v6.hooks,
-                }
-            }
-            _ => postcard::from_bytes(body).map_err(undecodable)?,
-        };
+        let body = Body::read(version, body, self.defaults(), self.shared.seen.seed())
+            .map_err(undecodable)?;
 
         // Build everything first, then swap it in: a bad record leaves the
         // store as it was.
@@ -555,6 +471,40 @@ mod tests {
     use herenow_core::store::PresenceStore;
 
     use super::*;
+
+    /// The body of version 6, before the grace and held members.
+    #[derive(Serialize)]
+    struct BodyV6 {
+        taken_ms: Millis,
+        spaces: Vec<SpaceDumpV6>,
+        friends: Vec<(String, Vec<String>)>,
+        mark: u64,
+        seen_seed: u64,
+        remembered: Vec<(String, Vec<RememberedEntry>)>,
+        outbox: Vec<OutboxEvent>,
+        hooks: Vec<(String, Vec<SpaceHook>)>,
+    }
+
+    /// The body of version 5, before outbox messages' bodies.
+    #[derive(Serialize)]
+    struct BodyV5 {
+        taken_ms: Millis,
+        spaces: Vec<SpaceDumpV6>,
+        friends: Vec<(String, Vec<String>)>,
+        mark: u64,
+        seen_seed: u64,
+        remembered: Vec<(String, Vec<RememberedEntry>)>,
+        outbox: Vec<OutboxEventV1>,
+        hooks: Vec<(String, Vec<SpaceHook>)>,
+    }
+
+    /// The body of version 1, before `mark`.
+    #[derive(Serialize)]
+    struct BodyV1 {
+        taken_ms: Millis,
+        spaces: Vec<SpaceDumpV2>,
+        friends: Vec<(String, Vec<String>)>,
+    }
 
     #[tokio::test]
     async fn a_version_5_snapshot_keeps_its_waiting_webhook_events() {
@@ -727,6 +677,47 @@ mod tests {
         let config = old.config(&lobby).await.unwrap();
         assert_eq!((config.online_ms, config.retention_ms), (5_000, 60_000));
         assert_eq!(config.remember_ms, SpaceConfig::default().remember_ms);
+    }
+
+    /// Versions 2 to 4, written as postcard writes a struct (its fields in
+    /// sequence), read back with what each held.
+    #[tokio::test]
+    async fn versions_2_to_4_still_read() {
+        let store = MemoryStore::default();
+        let lobby = SpaceName::new("lobby").unwrap();
+        let ann = MemberKey::user(MemberId::new("ann").unwrap());
+        store
+            .heartbeat(&lobby, &[Heartbeat::now(ann)])
+            .await
+            .unwrap();
+        store
+            .set_friends(
+                &MemberId::new("ann").unwrap(),
+                &[MemberId::new("bob").unwrap()],
+            )
+            .await
+            .unwrap();
+        let body: Body = postcard::from_bytes(&store.snapshot_marked(9)[HEADER..]).unwrap();
+        let spaces: Vec<SpaceDumpV6> = body.spaces.into_iter().map(SpaceDump::downgrade).collect();
+        let (taken, friends, seed) = (body.taken_ms, &body.friends, body.seen_seed);
+        let no_spaces: Vec<SpaceDumpV2> = Vec::new();
+        let no_events: Vec<OutboxEventV1> = Vec::new();
+        let v2 = postcard::to_stdvec(&(taken, &no_spaces, friends, 9u64)).unwrap();
+        let v3 = (taken, &spaces, friends, 9u64, seed, &body.remembered);
+        let v4 = postcard::to_stdvec(&(v3, &no_events)).unwrap();
+        let v3 = postcard::to_stdvec(&v3).unwrap();
+        for (version, body, members) in [(2, v2, 0), (3, v3, 1), (4, v4, 1)] {
+            let old = MemoryStore::default();
+            let report = old.restore(&super::fuzz::framed(version, &body)).unwrap();
+            assert_eq!(
+                (report.mark, report.members, report.friend_sets),
+                (9, members, 1),
+                "version {version}"
+            );
+            if version >= 3 {
+                assert_eq!(old.shared.seen.seed(), seed);
+            }
+        }
     }
 
     #[tokio::test]

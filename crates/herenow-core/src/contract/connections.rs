@@ -184,13 +184,8 @@ pub(super) async fn invisible_connections(s: Store, _clock: ManualClock) {
     let st = status_of(&s, &sp, user("dee")).await;
     assert_eq!((st.status, st.last_seen_ms), (Status::Offline, None));
     assert_eq!(s.count(&sp, None).await.unwrap().total(), 0);
-    assert!(
-        s.list(&sp, &ListQuery::default())
-            .await
-            .unwrap()
-            .members
-            .is_empty()
-    );
+    let page = s.list(&sp, &ListQuery::default()).await.unwrap();
+    assert!(page.members.is_empty());
     let conns = live(&*s).connections(&sp, &[user("dee")]).await.unwrap();
     assert_eq!(conn_ids(&conns[0]), ["i-hidden"]);
     assert!(conns[0][0].invisible);

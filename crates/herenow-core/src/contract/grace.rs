@@ -170,15 +170,7 @@ pub(super) async fn a_second_tab_keeps_its_member_through_the_grace(s: Store, cl
 
 pub(super) async fn a_grace_of_zero_leaves_at_once(s: Store, clock: ManualClock) {
     let sp = space("g-zero");
-    s.set_config(
-        &sp,
-        SpaceConfig {
-            grace_ms: 0,
-            ..SpaceConfig::default()
-        },
-    )
-    .await
-    .unwrap();
+    configure(&s, &sp, |c| c.grace_ms = 0).await;
     attach_ok(&s, &sp, &attach(user("dee"), "g-d1", None, false)).await;
     let mut sub = s.subscribe(&sp).await.unwrap();
     clock.advance(Duration::from_secs(1));

@@ -237,6 +237,14 @@ async fn linger_ok(s: &Store, sp: &SpaceName, m: MemberKey, c: &str) -> DetachRe
     live(&**s).linger(sp, &m, &conn(c)).await.unwrap()
 }
 
+/// Sets `sp`'s policy to the default one with `change` made, which must
+/// succeed.
+async fn configure(s: &Store, sp: &SpaceName, change: impl FnOnce(&mut SpaceConfig)) {
+    let mut config = SpaceConfig::default();
+    change(&mut config);
+    s.set_config(sp, config).await.unwrap();
+}
+
 /// `m`'s status in `sp`.
 async fn status_of(s: &Store, sp: &SpaceName, m: MemberKey) -> MemberStatus {
     s.status(sp, &[m]).await.unwrap().remove(0)
@@ -252,6 +260,14 @@ fn guest(id: &str) -> MemberKey {
 
 fn beat(m: MemberKey) -> Heartbeat {
     Heartbeat::now(m)
+}
+
+/// A heartbeat "now" carrying `meta`.
+fn beat_meta(m: MemberKey, meta: Option<Metadata>) -> Heartbeat {
+    Heartbeat {
+        meta,
+        ..Heartbeat::now(m)
+    }
 }
 
 fn beat_at(m: MemberKey, at: u64) -> Heartbeat {
@@ -501,16 +517,9 @@ async fn window_and_counts(s: Store, _clock: ManualClock) {
 async fn metadata_kept_and_replaced(s: Store, _clock: ManualClock) {
     let sp = space("c-meta");
     let meta = |j: &str| Some(Metadata::from_json(j).unwrap());
-    s.heartbeat(
-        &sp,
-        &[Heartbeat {
-            member: user("ada"),
-            at_ms: None,
-            meta: meta(r#"{"name":"Ada"}"#),
-        }],
-    )
-    .await
-    .unwrap();
+    s.heartbeat(&sp, &[beat_meta(user("ada"), meta(r#"{"name":"Ada"}"#))])
+        .await
+        .unwrap();
     let st = &status_of(&s, &sp, user("ada")).await;
     assert_eq!(st.meta.as_ref().unwrap().as_json(), r#"{"name":"Ada"}"#);
     // A heartbeat without metadata keeps it.
@@ -520,16 +529,9 @@ async fn metadata_kept_and_replaced(s: Store, _clock: ManualClock) {
         p.members[0].meta.as_ref().unwrap().as_json(),
         r#"{"name":"Ada"}"#
     );
-    s.heartbeat(
-        &sp,
-        &[Heartbeat {
-            member: user("ada"),
-            at_ms: None,
-            meta: meta(r#"{"name":"Ada L."}"#),
-        }],
-    )
-    .await
-    .unwrap();
+    s.heartbeat(&sp, &[beat_meta(user("ada"), meta(r#"{"name":"Ada L."}"#))])
+        .await
+        .unwrap();
     let st = &status_of(&s, &sp, user("ada")).await;
     assert_eq!(st.meta.as_ref().unwrap().as_json(), r#"{"name":"Ada L."}"#);
     // Leaving forgets it.

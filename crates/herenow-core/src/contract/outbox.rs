@@ -116,11 +116,10 @@ pub(super) async fn outbox_keeps_events_until_acknowledged(s: Store, _clock: Man
     s.heartbeat(&sp, &[beat(user("ann"))]).await.unwrap();
     s.heartbeat(
         &sp,
-        &[Heartbeat {
-            member: user("ann"),
-            at_ms: None,
-            meta: Some(Metadata::from_json(r#"{"page":"/"}"#).unwrap()),
-        }],
+        &[beat_meta(
+            user("ann"),
+            Some(Metadata::from_json(r#"{"page":"/"}"#).unwrap()),
+        )],
     )
     .await
     .unwrap();

@@ -33,13 +33,8 @@ pub(super) async fn leave_keeps_last_seen(s: Store, clock: ManualClock) {
     assert_eq!((st[2].status, st[2].last_seen_ms), (Status::Offline, None));
     // Remembered is not present: not listed, not counted.
     assert_eq!(s.count(&sp, None).await.unwrap().total(), 0);
-    assert!(
-        s.list(&sp, &ListQuery::default())
-            .await
-            .unwrap()
-            .members
-            .is_empty()
-    );
+    let page = s.list(&sp, &ListQuery::default()).await.unwrap();
+    assert!(page.members.is_empty());
     // Back again: present with the new time; a second leave remembers it.
     clock.advance(Duration::from_secs(10));
     s.heartbeat(&sp, &[beat(user("ann"))]).await.unwrap();
@@ -187,15 +182,7 @@ pub(super) async fn remembered_until_the_horizon(s: Store, clock: ManualClock) {
     // remember_ms 0 turns it off; a shorter horizon applies to what is
     // already remembered.
     let off = space("c-rem-off");
-    s.set_config(
-        &off,
-        SpaceConfig {
-            remember_ms: 0,
-            ..SpaceConfig::default()
-        },
-    )
-    .await
-    .unwrap();
+    configure(&s, &off, |c| c.remember_ms = 0).await;
     s.heartbeat(&off, &[beat(user("ann"))]).await.unwrap();
     s.leave(&off, &[user("ann")]).await.unwrap();
     assert_eq!(status_of(&s, &off, user("ann")).await.last_seen_ms, None);
@@ -209,15 +196,7 @@ pub(super) async fn remembered_until_the_horizon(s: Store, clock: ManualClock) {
             .last_seen_ms
             .is_some()
     );
-    s.set_config(
-        &shrink,
-        SpaceConfig {
-            remember_ms: 30_000,
-            ..SpaceConfig::default()
-        },
-    )
-    .await
-    .unwrap();
+    configure(&s, &shrink, |c| c.remember_ms = 30_000).await;
     assert_eq!(status_of(&s, &shrink, user("bob")).await.last_seen_ms, None);
     let too_long = SpaceConfig {
         remember_ms: crate::limits::MAX_REMEMBER_MS + 1,

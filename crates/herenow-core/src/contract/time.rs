@@ -49,16 +49,9 @@ pub(super) async fn events_follow_status(s: Store, clock: ManualClock) {
     assert_eq!(ids(&sub.snapshot), ["early"]);
     assert_eq!(sub.snapshot[0].status, Status::Online);
     let meta = Some(Metadata::from_json(r#"{"name":"Ada"}"#).unwrap());
-    s.heartbeat(
-        &sp,
-        &[Heartbeat {
-            member: user("ada"),
-            at_ms: None,
-            meta: meta.clone(),
-        }],
-    )
-    .await
-    .unwrap();
+    s.heartbeat(&sp, &[beat_meta(user("ada"), meta.clone())])
+        .await
+        .unwrap();
     let e = next_event(&mut sub).await;
     assert_eq!(
         (e.kind, e.member.id.as_str(), e.status),
@@ -67,16 +60,9 @@ pub(super) async fn events_follow_status(s: Store, clock: ManualClock) {
     assert_eq!(e.meta, meta);
     s.heartbeat(&sp, &[beat(user("ada"))]).await.unwrap();
     let meta2 = Some(Metadata::from_json(r#"{"name":"Ada L."}"#).unwrap());
-    s.heartbeat(
-        &sp,
-        &[Heartbeat {
-            member: user("ada"),
-            at_ms: None,
-            meta: meta2.clone(),
-        }],
-    )
-    .await
-    .unwrap();
+    s.heartbeat(&sp, &[beat_meta(user("ada"), meta2.clone())])
+        .await
+        .unwrap();
     let e = next_event(&mut sub).await;
     assert_eq!(
         e.kind,

@@ -10,9 +10,59 @@ use herenow_core::fuzzing::{
     cases, heartbeat, member_id, member_key, metadata, millis, mutated, mutations, outbox_event,
     space_config, space_name,
 };
-use herenow_core::id::MemberKey;
+use herenow_core::id::{MemberKey, MemberKind};
+use herenow_journal::Durability;
 
 use super::*;
+
+/// Test-only forms of what the store builds as [`ChangeRef`]s.
+impl Change {
+    /// The heartbeats of one call in the form [`ChangeRef::Heartbeats`]
+    /// writes for them: [`Change::PlainBeats`] when no beat carries a time
+    /// or metadata, else [`Change::Heartbeats`].
+    pub(crate) fn heartbeats(space: SpaceName, now: Millis, beats: Vec<Heartbeat>) -> Change {
+        if beats.iter().all(Heartbeat::is_plain) {
+            let (guests, users): (Vec<_>, Vec<_>) = beats
+                .into_iter()
+                .map(|b| b.member)
+                .partition(|m| m.kind == MemberKind::Guest);
+            Change::PlainBeats {
+                space,
+                now,
+                users: users.into_iter().map(|m| m.id).collect(),
+                guests: guests.into_iter().map(|m| m.id).collect(),
+            }
+        } else {
+            Change::Heartbeats { space, now, beats }
+        }
+    }
+
+    /// How durable this change must be before its write is acknowledged.
+    pub(crate) fn durability(&self) -> Durability {
+        match self {
+            Change::Heartbeats { .. }
+            | Change::PlainBeats { .. }
+            | Change::Leave { .. }
+            | Change::OutboxAdd { .. }
+            | Change::OutboxAck { .. } => Durability::Lazy,
+            Change::SetConfig { .. }
+            | Change::SetHooks { .. }
+            | Change::SetFriends { .. }
+            | Change::AddFriends { .. }
+            | Change::RemoveFriends { .. }
+            | Change::Erase { .. } => Durability::Sync,
+        }
+    }
+}
+
+impl ChangeRef<'_> {
+    /// The change's journal bytes in a new `Vec`.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode_into(&mut out);
+        out
+    }
+}
 
 /// Any change a journal record can hold, fields anywhere in their types'
 /// ranges (replay must cope with what a store never wrote).
@@ -129,7 +179,7 @@ proptest! {
 }
 
 /// A varint of `n`, as postcard writes lengths.
-fn varint(mut n: u64, out: &mut Vec<u8>) {
+pub(crate) fn varint(mut n: u64, out: &mut Vec<u8>) {
     while n >= 0x80 {
         out.push(n as u8 | 0x80);
         n >>= 7;

@@ -5,7 +5,7 @@
 //! [`ChangeLog`] while it still holds the lock it applied the change under,
 //! so the journal's order is the order of application for everything one
 //! lock orders. This module only says what changed, as bytes, and how
-//! durable it must be ([`Change::durability`]); the log does the I/O. The
+//! durable it must be ([`ChangeRef::durability`]); the log does the I/O. The
 //! outbox's events are journaled with the changes that caused them, so a
 //! crash loses both or neither. Replaying a suffix over a snapshot that
 //! holds part of it gives the same state: heartbeats keep the newest time,
@@ -26,7 +26,7 @@ use std::pin::Pin;
 use serde::{Deserialize, Serialize};
 
 use herenow_core::error::{Error, Result};
-use herenow_core::id::{MemberId, MemberKey, MemberKind, SpaceName};
+use herenow_core::id::{MemberId, MemberKey, SpaceName};
 use herenow_core::outbox::{OutboxEvent, SpaceHook};
 use herenow_core::policy::{DEFAULT_GRACE_MS, SpaceConfig};
 use herenow_core::time::Millis;
@@ -138,43 +138,6 @@ pub enum Change {
 }
 
 impl Change {
-    /// The heartbeats of one call in the form [`ChangeRef::Heartbeats`]
-    /// writes for them: [`Change::PlainBeats`] when no beat carries a time
-    /// or metadata, else [`Change::Heartbeats`].
-    pub fn heartbeats(space: SpaceName, now: Millis, beats: Vec<Heartbeat>) -> Change {
-        if beats.iter().all(Heartbeat::is_plain) {
-            let (guests, users): (Vec<_>, Vec<_>) = beats
-                .into_iter()
-                .map(|b| b.member)
-                .partition(|m| m.kind == MemberKind::Guest);
-            Change::PlainBeats {
-                space,
-                now,
-                users: users.into_iter().map(|m| m.id).collect(),
-                guests: guests.into_iter().map(|m| m.id).collect(),
-            }
-        } else {
-            Change::Heartbeats { space, now, beats }
-        }
-    }
-
-    /// How durable this change must be before its write is acknowledged.
-    pub fn durability(&self) -> Durability {
-        match self {
-            Change::Heartbeats { .. }
-            | Change::PlainBeats { .. }
-            | Change::Leave { .. }
-            | Change::OutboxAdd { .. }
-            | Change::OutboxAck { .. } => Durability::Lazy,
-            Change::SetConfig { .. }
-            | Change::SetHooks { .. }
-            | Change::SetFriends { .. }
-            | Change::AddFriends { .. }
-            | Change::RemoveFriends { .. }
-            | Change::Erase { .. } => Durability::Sync,
-        }
-    }
-
     /// The change as journal bytes: a version byte, then postcard.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = vec![VERSION];
@@ -228,9 +191,9 @@ fn decode_old(version: u8, body: &[u8]) -> postcard::Result<Change> {
 /// the store hands its [`ChangeLog`]. It encodes to exactly the bytes of
 /// the matching [`Change`] (same variants in the same order, same fields),
 /// so [`Change::decode`] reads it back. Heartbeats encode as
-/// [`Change::heartbeats`] builds them: [`Change::PlainBeats`] when every
-/// beat is plain, else [`Change::Heartbeats`] (serde's view of this type, used for the rare variants, knows only
-/// the second form).
+/// [`Change::PlainBeats`] when every beat is plain, else as
+/// [`Change::Heartbeats`] (serde's view of this type, used for the rare
+/// variants, knows only the second form).
 #[derive(Clone, Copy, Debug, Serialize)]
 #[serde(rename = "Change")]
 pub enum ChangeRef<'a> {
@@ -355,8 +318,7 @@ mod heartbeat_records {
 }
 
 impl ChangeRef<'_> {
-    /// How durable this change must be before its write is acknowledged:
-    /// as [`Change::durability`].
+    /// How durable this change must be before its write is acknowledged.
     pub fn durability(&self) -> Durability {
         match self {
             ChangeRef::Heartbeats { .. }
@@ -399,13 +361,6 @@ impl ChangeRef<'_> {
     fn encode_with_postcard(&self, out: &mut Vec<u8>) {
         out.push(VERSION);
         postcard::to_io(self, &mut *out).expect("writing to a Vec cannot fail");
-    }
-
-    /// The change's journal bytes in a new `Vec`.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        self.encode_into(&mut out);
-        out
     }
 }
 

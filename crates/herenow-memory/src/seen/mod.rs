@@ -251,18 +251,18 @@ impl Seen {
         let Some(slot) = self.slot(space) else {
             return;
         };
+        let sighting = |kind: MemberKind, present, ms| Sighting {
+            space,
+            present,
+            guest: kind == MemberKind::Guest,
+            ms,
+        };
         let mut added = 0i64;
         for note in notes {
             match note {
                 SightingNote::Joined(kind, id, at) => {
                     let fp = self.fingerprint(kind, id.as_str());
-                    let s = Sighting {
-                        space,
-                        present: true,
-                        guest: kind == MemberKind::Guest,
-                        ms: at,
-                    };
-                    if self.shard(fp).lock().put(fp, s) {
+                    if self.shard(fp).lock().put(fp, sighting(kind, true, at)) {
                         added += 1;
                     }
                 }
@@ -270,13 +270,7 @@ impl Seen {
                     let fp = self.fingerprint(kind, id.as_str());
                     let mut shard = self.shard(fp).lock();
                     if config.remembers(kind) {
-                        let s = Sighting {
-                            space,
-                            present: false,
-                            guest: kind == MemberKind::Guest,
-                            ms: at,
-                        };
-                        if shard.put(fp, s) {
+                        if shard.put(fp, sighting(kind, false, at)) {
                             added += 1;
                         }
                     } else if shard.remove(fp, space).is_some() {
@@ -293,16 +287,8 @@ impl Seen {
                         Some(s) => !s.present && s.ms < at,
                         None => true,
                     };
-                    if newer {
-                        let s = Sighting {
-                            space,
-                            present: false,
-                            guest: kind == MemberKind::Guest,
-                            ms: at,
-                        };
-                        if shard.put(fp, s) {
-                            added += 1;
-                        }
+                    if newer && shard.put(fp, sighting(kind, false, at)) {
+                        added += 1;
                     }
                 }
                 SightingNote::Erased(kind, id) => {

@@ -74,12 +74,6 @@ impl Table {
         self.len
     }
 
-    /// Slots allocated (each 16 bytes).
-    #[cfg(test)]
-    pub fn capacity(&self) -> usize {
-        self.slots.len()
-    }
-
     /// Bytes of heap held.
     pub fn heap_bytes(&self) -> usize {
         self.slots.capacity() * 16
@@ -284,6 +278,13 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    impl Table {
+        /// Slots allocated (each 16 bytes).
+        fn capacity(&self) -> usize {
+            self.slots.len()
+        }
+    }
 
     fn seen(space: u32, ms: u64) -> Sighting {
         Sighting {

@@ -12,7 +12,7 @@ use herenow_core::time::ManualClock;
 
 use super::*;
 use crate::changes::Change;
-use crate::changes::fuzz::change;
+use crate::changes::fuzz::{change, varint};
 
 fn store() -> MemoryStore {
     MemoryStore::new(Arc::new(ManualClock::new(T0)), SpaceConfig::default())
@@ -143,15 +143,6 @@ proptest! {
         // Behind a valid header, so the body's decoder is reached.
         restores_or_refuses(&framed(version, &bytes));
     }
-}
-
-/// A varint of `n`, as postcard writes lengths.
-fn varint(mut n: u64, out: &mut Vec<u8>) {
-    while n >= 0x80 {
-        out.push(n as u8 | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
 }
 
 /// Bodies whose lengths claim 4 GiB (spaces, a space's name, its

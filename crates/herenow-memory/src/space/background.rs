@@ -143,13 +143,7 @@ impl Space {
                 work.transitions += 1;
                 match which {
                     Mark::Away => self.emit(EventKind::Away, slot, Status::Away, Some(key.0), None),
-                    Mark::Gone => self.emit(
-                        EventKind::Leave,
-                        slot,
-                        Status::Offline,
-                        Some(key.0),
-                        Some(LeaveReason::Timeout),
-                    ),
+                    Mark::Gone => self.emit_leave(slot, key.0, LeaveReason::Timeout),
                 }
             }
         }
@@ -173,13 +167,7 @@ impl Space {
             }
             *budget -= 1;
             if self.marked_status(key) != MarkedStatus::Gone {
-                self.emit(
-                    EventKind::Leave,
-                    slot,
-                    Status::Offline,
-                    Some(key.0),
-                    Some(LeaveReason::Expired),
-                );
+                self.emit_leave(slot, key.0, LeaveReason::Expired);
             }
             let (kind, id) = {
                 let e = &self.entries[slot as usize];

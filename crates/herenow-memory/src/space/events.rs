@@ -75,6 +75,17 @@ impl Space {
         self.emit_caused(kind, slot, status, last_seen, reason, None);
     }
 
+    /// Sends the leave of `slot`, last seen at `last_seen`, for `reason`.
+    pub(super) fn emit_leave(&self, slot: u32, last_seen: Millis, reason: LeaveReason) {
+        self.emit(
+            EventKind::Leave,
+            slot,
+            Status::Offline,
+            Some(last_seen),
+            Some(reason),
+        );
+    }
+
     /// [`Space::emit`], for an event a connection caused: it names the
     /// connection and carries the connection's metadata.
     pub(super) fn emit_caused(

@@ -12,7 +12,6 @@ use herenow_core::event::{EventKind, LeaveReason};
 use herenow_core::id::{MemberId, MemberKey, MemberKind};
 use herenow_core::limits;
 use herenow_core::meta::Metadata;
-use herenow_core::policy::Status;
 use herenow_core::store::{Heartbeat, HeartbeatReport, check_batch};
 use herenow_core::time::Millis;
 
@@ -232,13 +231,7 @@ impl Space {
             let mut last = key.0;
             if self.marked_status(key) != MarkedStatus::Gone {
                 present += 1;
-                self.emit(
-                    EventKind::Leave,
-                    slot,
-                    Status::Offline,
-                    Some(key.0),
-                    Some(LeaveReason::Explicit),
-                );
+                self.emit_leave(slot, key.0, LeaveReason::Explicit);
                 last = last.max(now);
             }
             self.remove(slot);
@@ -258,13 +251,7 @@ impl Space {
         let key = self.entries[slot as usize].key();
         let present = self.marked_status(key) != MarkedStatus::Gone;
         if present {
-            self.emit(
-                EventKind::Leave,
-                slot,
-                Status::Offline,
-                Some(key.0),
-                Some(LeaveReason::Explicit),
-            );
+            self.emit_leave(slot, key.0, LeaveReason::Explicit);
         }
         self.remove(slot);
         present
