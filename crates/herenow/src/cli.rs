@@ -463,16 +463,6 @@ pub enum Order {
     Id,
 }
 
-impl Order {
-    /// The value of the `order` query parameter.
-    pub fn as_query(self) -> &'static str {
-        match self {
-            Order::Recent => "recent",
-            Order::Id => "id",
-        }
-    }
-}
-
 /// `herenow online`.
 #[derive(Debug, Args)]
 pub struct OnlineArgs {
@@ -658,7 +648,8 @@ pub struct WebhooksArgs {
 }
 
 /// `herenow token --watch`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum WatchArg {
     /// Its user's friends only.
     Friends,
@@ -666,17 +657,6 @@ pub enum WatchArg {
     Any,
     /// Nobody.
     None,
-}
-
-impl WatchArg {
-    /// The claim's name on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WatchArg::Friends => "friends",
-            WatchArg::Any => "any",
-            WatchArg::None => "none",
-        }
-    }
 }
 
 #[cfg(test)]

@@ -30,11 +30,8 @@ pub struct Api {
 /// RFC 9457 problem details, as the server sends for every error.
 #[derive(Debug, Deserialize)]
 struct Problem {
-    #[serde(default)]
     title: Option<String>,
-    #[serde(default)]
     detail: Option<String>,
-    #[serde(default)]
     code: Option<String>,
 }
 
@@ -65,22 +62,8 @@ impl Api {
         self.send(Method::GET, url, None::<&()>).await
     }
 
-    /// `DELETE url`; the answer's body.
-    pub async fn delete(&self, url: Url) -> Result<String> {
-        self.send(Method::DELETE, url, None::<&()>).await
-    }
-
-    /// `method url` with a JSON body; the answer's body.
-    pub async fn send_json<B: Serialize>(
-        &self,
-        method: Method,
-        url: Url,
-        body: &B,
-    ) -> Result<String> {
-        self.send(method, url, Some(body)).await
-    }
-
-    async fn send<B: Serialize>(
+    /// `method url`, with `body` as JSON if there is one; the answer's body.
+    pub async fn send<B: Serialize>(
         &self,
         method: Method,
         url: Url,

@@ -4,13 +4,14 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
+use clap::ValueEnum as _;
 use herenow_core::limits::MAX_BATCH;
 use reqwest::{Method, Url};
 use serde::Serialize;
 
 use crate::cli::{
-    ClientCommand, ClientOpts, CountArgs, EraseArgs, FriendsArgs, FriendsCommand, LeaveArgs,
-    OnlineArgs, SeenArgs, StatusArgs, TokenArgs, UserArgs, UsersArgs, UsersCommand,
+    ClientCommand, CountArgs, EraseArgs, FriendsArgs, FriendsCommand, LeaveArgs, OnlineArgs,
+    SeenArgs, StatusArgs, TokenArgs, UserArgs, UsersArgs, UsersCommand, WatchArg,
 };
 use crate::client::Api;
 use crate::output::{
@@ -132,6 +133,13 @@ fn id_batches(ids: &[String], extra: usize) -> Vec<&[String]> {
     batches(ids, |id| json_len(id) + MEMBER_OVERHEAD + extra)
 }
 
+/// Appends the pairs that have a value to `url`'s query, in order. (Called
+/// with none set, it still leaves a bare `?`.)
+fn append_query<const N: usize>(url: &mut Url, pairs: [(&str, Option<String>); N]) {
+    url.query_pairs_mut()
+        .extend_pairs(pairs.into_iter().filter_map(|(k, v)| Some((k, v?))));
+}
+
 fn space_url(api: &Api, space: &str, rest: &[&str]) -> Url {
     let mut segments = vec!["v1", "spaces", space];
     segments.extend_from_slice(rest);
@@ -146,47 +154,36 @@ async fn seen(a: SeenArgs) -> Result<()> {
         kind,
         meta: a.meta.as_ref(),
     };
-    if let [id] = a.ids.as_slice() {
-        let body = api
-            .send_json(
-                Method::POST,
-                space_url(&api, &a.space, &["heartbeat"]),
-                &beat(id),
-            )
-            .await?;
-        return print_heartbeats(&a.client, &a.space, &body, parse(&body)?);
-    }
-    // One request per 10,000 ids (the API's batch bound) or per 3 MiB of
-    // body, answers summed.
-    let url = space_url(&api, &a.space, &["heartbeats"]);
-    let meta_len = a.meta.as_ref().map_or(0, |m| m.to_string().len() + 8);
-    let chunks = id_batches(&a.ids, meta_len);
-    let mut total = HeartbeatAnswer::default();
-    let mut last_body = String::new();
-    for chunk in &chunks {
-        let batch = HeartbeatsBody {
-            heartbeats: chunk.iter().map(|id| beat(id)).collect(),
-        };
-        last_body = api.send_json(Method::POST, url.clone(), &batch).await?;
-        total.add(parse(&last_body)?);
-    }
-    if chunks.len() > 1 {
-        // Several answers: print their sum in the same shape.
-        last_body = serde_json::to_string(&total)?;
-    }
-    print_heartbeats(&a.client, &a.space, &last_body, total)
-}
-
-fn print_heartbeats(
-    client: &ClientOpts,
-    space: &str,
-    body: &str,
-    answer: HeartbeatAnswer,
-) -> Result<()> {
-    if client.json {
-        emit_json(body)
+    let (body, answer) = if let [id] = a.ids.as_slice() {
+        let url = space_url(&api, &a.space, &["heartbeat"]);
+        let body = api.send(Method::POST, url, Some(&beat(id))).await?;
+        let answer = parse(&body)?;
+        (body, answer)
     } else {
-        emit(&output::heartbeat_line(space, &answer))
+        // One request per 10,000 ids (the API's batch bound) or per 3 MiB of
+        // body, answers summed.
+        let url = space_url(&api, &a.space, &["heartbeats"]);
+        let meta_len = a.meta.as_ref().map_or(0, |m| m.to_string().len() + 8);
+        let chunks = id_batches(&a.ids, meta_len);
+        let mut total = HeartbeatAnswer::default();
+        let mut last_body = String::new();
+        for chunk in &chunks {
+            let batch = HeartbeatsBody {
+                heartbeats: chunk.iter().map(|id| beat(id)).collect(),
+            };
+            last_body = api.send(Method::POST, url.clone(), Some(&batch)).await?;
+            total.add(parse(&last_body)?);
+        }
+        if chunks.len() > 1 {
+            // Several answers: print their sum in the same shape.
+            last_body = serde_json::to_string(&total)?;
+        }
+        (last_body, total)
+    };
+    if a.client.json {
+        emit_json(&body)
+    } else {
+        emit(&output::heartbeat_line(&a.space, &answer))
     }
 }
 
@@ -201,9 +198,8 @@ async fn leave(a: LeaveArgs) -> Result<()> {
     let mut left = 0;
     let mut last_body = String::new();
     for chunk in &chunks {
-        last_body = api
-            .send_json(Method::POST, url.clone(), &member_refs(chunk, a.guest))
-            .await?;
+        let refs = member_refs(chunk, a.guest);
+        last_body = api.send(Method::POST, url.clone(), Some(&refs)).await?;
         left += parse::<Left>(&last_body)?.left;
     }
     if a.client.json {
@@ -215,9 +211,9 @@ async fn leave(a: LeaveArgs) -> Result<()> {
     // Fewer than asked: some were not present (or named twice).
     let absent = (a.ids.len() as u64).saturating_sub(left);
     let mut line = format!(
-        "{}: {left} {} left",
+        "{}: {} left",
         a.space,
-        output::plural(left, "member", "members")
+        output::counted(left, "member", "members")
     );
     if absent > 0 {
         line.push_str(&format!(", {absent} not present"));
@@ -228,30 +224,25 @@ async fn leave(a: LeaveArgs) -> Result<()> {
 
 async fn online(a: OnlineArgs) -> Result<()> {
     let api = Api::new(&a.client)?;
+    let kind = if a.all {
+        "all"
+    } else if a.guests {
+        "guests"
+    } else {
+        "users"
+    };
+    let order = a.order.and_then(|o| o.to_possible_value());
     let mut url = space_url(&api, &a.space, &["online"]);
-    {
-        let mut q = url.query_pairs_mut();
-        if let Some(w) = a.window {
-            q.append_pair("window", &duration_query(w));
-        }
-        let kind = if a.all {
-            "all"
-        } else if a.guests {
-            "guests"
-        } else {
-            "users"
-        };
-        q.append_pair("kind", kind);
-        if let Some(order) = a.order {
-            q.append_pair("order", order.as_query());
-        }
-        if let Some(limit) = a.limit {
-            q.append_pair("limit", &limit.to_string());
-        }
-        if let Some(cursor) = &a.cursor {
-            q.append_pair("cursor", cursor);
-        }
-    }
+    append_query(
+        &mut url,
+        [
+            ("window", a.window.map(duration_query)),
+            ("kind", Some(kind.to_owned())),
+            ("order", order.map(|o| o.get_name().to_owned())),
+            ("limit", a.limit.map(|l| l.to_string())),
+            ("cursor", a.cursor),
+        ],
+    );
     let body = api.get(url).await?;
     if a.client.json {
         return emit_json(&body);
@@ -286,9 +277,8 @@ async fn status(a: StatusArgs) -> Result<()> {
     let chunks = id_batches(&a.ids, 0);
     let mut last_body = String::new();
     for chunk in &chunks {
-        last_body = api
-            .send_json(Method::POST, url.clone(), &member_refs(chunk, a.guest))
-            .await?;
+        let refs = member_refs(chunk, a.guest);
+        last_body = api.send(Method::POST, url.clone(), Some(&refs)).await?;
         all.members.extend(parse::<Members>(&last_body)?.members);
     }
     if a.client.json {
@@ -310,22 +300,10 @@ async fn friends(a: FriendsArgs) -> Result<()> {
         friends: Vec<String>,
     }
     let api = Api::new(&a.client)?;
-    let (user, method, url, ids) = match &a.command {
-        FriendsCommand::Set { user, ids } => {
-            (user, Method::PUT, api.url(&["v1", "friends", user]), ids)
-        }
-        FriendsCommand::Add { user, ids } => (
-            user,
-            Method::POST,
-            api.url(&["v1", "friends", user, "add"]),
-            ids,
-        ),
-        FriendsCommand::Remove { user, ids } => (
-            user,
-            Method::POST,
-            api.url(&["v1", "friends", user, "remove"]),
-            ids,
-        ),
+    let (user, method, action, ids) = match &a.command {
+        FriendsCommand::Set { user, ids } => (user, Method::PUT, None, ids),
+        FriendsCommand::Add { user, ids } => (user, Method::POST, Some("add"), ids),
+        FriendsCommand::Remove { user, ids } => (user, Method::POST, Some("remove"), ids),
         FriendsCommand::List { user } => {
             let body = api.get(api.url(&["v1", "friends", user])).await?;
             if a.client.json {
@@ -344,15 +322,13 @@ async fn friends(a: FriendsArgs) -> Result<()> {
             limit,
         } => {
             let mut url = space_url(&api, space, &["friends", user, "online"]);
-            {
-                let mut q = url.query_pairs_mut();
-                if let Some(w) = window {
-                    q.append_pair("window", &duration_query(*w));
-                }
-                if let Some(limit) = limit {
-                    q.append_pair("limit", &limit.to_string());
-                }
-            }
+            append_query(
+                &mut url,
+                [
+                    ("window", window.map(duration_query)),
+                    ("limit", limit.map(|l| l.to_string())),
+                ],
+            );
             let body = api.get(url).await?;
             if a.client.json {
                 return emit_json(&body);
@@ -364,17 +340,19 @@ async fn friends(a: FriendsArgs) -> Result<()> {
             return emit(&output::members_table(&found.members, now_ms()));
         }
     };
+    let mut segments = vec!["v1", "friends", user];
+    segments.extend(action);
+    let url = api.url(&segments);
     let body = api
-        .send_json(method, url, &FriendList { friends: ids })
+        .send(method, url, Some(&FriendList { friends: ids }))
         .await?;
     if a.client.json {
         return emit_json(&body);
     }
     let size: Size = parse(&body)?;
     emit(&format!(
-        "{user} has {} {}\n",
-        size.friends,
-        output::plural(size.friends, "friend", "friends")
+        "{user} has {}\n",
+        output::counted(size.friends, "friend", "friends")
     ))
 }
 
@@ -405,7 +383,7 @@ async fn users(a: UsersArgs) -> Result<()> {
     let mut last_body = String::new();
     for chunk in &chunks {
         last_body = api
-            .send_json(Method::POST, url.clone(), &UserIds { ids: chunk })
+            .send(Method::POST, url.clone(), Some(&UserIds { ids: chunk }))
             .await?;
         all.users.extend(parse::<Users>(&last_body)?.users);
     }
@@ -420,7 +398,8 @@ async fn users(a: UsersArgs) -> Result<()> {
 
 async fn erase(a: EraseArgs) -> Result<()> {
     let api = Api::new(&a.client)?;
-    let body = api.delete(api.url(&["v1", "users", &a.id])).await?;
+    let url = api.url(&["v1", "users", &a.id]);
+    let body = api.send(Method::DELETE, url, None::<&()>).await?;
     if a.client.json {
         return emit_json(&body);
     }
@@ -434,7 +413,7 @@ struct TokenRequest<'a> {
     kind: &'static str,
     spaces: &'a [String],
     ttl_s: u64,
-    watch: &'static str,
+    watch: WatchArg,
 }
 
 async fn token(a: TokenArgs) -> Result<()> {
@@ -444,16 +423,16 @@ async fn token(a: TokenArgs) -> Result<()> {
     }
     let api = Api::new(&a.client)?;
     let body = api
-        .send_json(
+        .send(
             Method::POST,
             api.url(&["v1", "tokens"]),
-            &TokenRequest {
+            Some(&TokenRequest {
                 user: &a.user,
                 kind: kind(a.guest),
                 spaces: &a.spaces,
                 ttl_s: a.ttl.as_secs(),
-                watch: a.watch.as_str(),
-            },
+                watch: a.watch,
+            }),
         )
         .await?;
     if a.client.json {
@@ -542,7 +521,7 @@ mod tests {
                 kind: "guest",
                 spaces: &ids,
                 ttl_s: 60,
-                watch: "any",
+                watch: WatchArg::Any,
             })
             .unwrap(),
             r#"{"user":"ann","kind":"guest","spaces":["a","b"],"ttl_s":60,"watch":"any"}"#

@@ -233,16 +233,7 @@ fn placeholder(arg: &clap::Arg) -> String {
         .get_value_names()
         .and_then(|names| names.first())
         .map_or_else(|| "VALUE".to_owned(), ToString::to_string);
-    let one = if takes_number(arg) {
-        name
-    } else {
-        toml_string(&name)
-    };
-    if matches!(arg.get_action(), ArgAction::Append) {
-        format!("[{one}]")
-    } else {
-        one
-    }
+    toml_value(arg, &[name])
 }
 
 /// `text`'s words in lines of at most `width` characters (a longer word

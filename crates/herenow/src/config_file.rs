@@ -146,24 +146,14 @@ pub enum FileError {
 
 /// Why the command line cannot be run: a usage error (clap's own, told and
 /// exited on by clap) or a config file in the way.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ParseError {
     /// Flags, environment variables or `--help`/`--version`.
-    Usage(clap::Error),
+    #[error(transparent)]
+    Usage(#[from] clap::Error),
     /// The file `--config` names.
-    File(FileError),
-}
-
-impl From<clap::Error> for ParseError {
-    fn from(e: clap::Error) -> Self {
-        ParseError::Usage(e)
-    }
-}
-
-impl From<FileError> for ParseError {
-    fn from(e: FileError) -> Self {
-        ParseError::File(e)
-    }
+    #[error(transparent)]
+    File(#[from] FileError),
 }
 
 /// Parses the command line `argv` (the program's name first), with the
@@ -216,26 +206,11 @@ pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<ConfigF
         path: path.to_owned(),
         source,
     })?;
-    let settings = parse(&text, env).map_err(|e| e.at(path))?;
+    let settings = parse(&text, path, env)?;
     Ok(ConfigFile {
         path: path.to_owned(),
         settings,
     })
-}
-
-impl FileError {
-    /// The error in the file at `file` ([`parse`] knows no path).
-    pub(crate) fn at(mut self, file: &Path) -> FileError {
-        let (FileError::Read { path, .. }
-        | FileError::Syntax { path, .. }
-        | FileError::UnknownKey { path, .. }
-        | FileError::Type { path, .. }
-        | FileError::Value { path, .. }
-        | FileError::Unset { path, .. }
-        | FileError::BadReference { path, .. }) = &mut self;
-        *path = file.to_owned();
-        self
-    }
 }
 
 /// The line (from 1) of byte `offset` of `text`.
@@ -247,15 +222,15 @@ fn line_of(text: &str, offset: usize) -> usize {
         + 1
 }
 
-/// The settings of a file's `text`, each checked by its flag's parser,
-/// in the file's order; an error's path is left empty ([`FileError::at`]).
+/// The settings of the file at `path`, its `text`, each checked by its
+/// flag's parser, in the file's order.
 pub(crate) fn parse(
     text: &str,
+    path: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<Setting>, FileError> {
-    // Errors name the file once `FileError::at` gives it.
     let table = DeTable::parse(text).map_err(|e| FileError::Syntax {
-        path: PathBuf::new(),
+        path: path.to_owned(),
         line: line_of(text, e.span().map_or(0, |s| s.start)),
         message: e.message().trim().to_owned(),
     })?;
@@ -278,13 +253,13 @@ pub(crate) fn parse(
             .find(|a| is_setting(a) && a.get_id() == key)
             .ok_or_else(|| FileError::UnknownKey {
                 suggestion: suggestion(&serve, key),
-                path: PathBuf::new(),
+                path: path.to_owned(),
                 line,
                 key: key.to_owned(),
             })?;
         let values = values_of(arg, value.get_ref())
             .map_err(|expected| FileError::Type {
-                path: PathBuf::new(),
+                path: path.to_owned(),
                 line,
                 key: key.to_owned(),
                 expected,
@@ -294,20 +269,20 @@ pub(crate) fn parse(
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| match e {
                 Substitution::Unset(var) => FileError::Unset {
-                    path: PathBuf::new(),
+                    path: path.to_owned(),
                     line,
                     key: key.to_owned(),
                     var,
                 },
                 Substitution::BadReference => FileError::BadReference {
-                    path: PathBuf::new(),
+                    path: path.to_owned(),
                     line,
                     key: key.to_owned(),
                 },
             })?;
         if !matches!(arg.get_action(), ArgAction::SetTrue) {
             check_values(&mut checker, arg, &values).map_err(|reason| FileError::Value {
-                path: PathBuf::new(),
+                path: path.to_owned(),
                 line,
                 key: key.to_owned(),
                 reason,

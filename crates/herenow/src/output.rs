@@ -25,7 +25,6 @@ pub struct Member {
     /// `online`, `away` or `offline`.
     pub status: String,
     /// Milliseconds since the UNIX epoch; `None`: never seen.
-    #[serde(default)]
     pub last_seen_ms: Option<u64>,
     /// Metadata, when the answer carries it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -58,10 +57,8 @@ pub struct SeenAnywhere {
     pub status: String,
     /// The newest last-seen time over every space; `None`: never seen
     /// (or erased, or past every space's horizon).
-    #[serde(default)]
     pub last_seen_ms: Option<u64>,
     /// The space of that time.
-    #[serde(default)]
     pub space: Option<String>,
 }
 
@@ -210,13 +207,10 @@ pub fn erasure_line(user: &str, e: &Erasure) -> String {
         "had no friend set"
     };
     format!(
-        "{user} erased: left {} {}, forgot {} last-seen {}, {own}, removed from {} {}\n",
-        e.presence,
-        plural(e.presence, "space", "spaces"),
-        e.remembered,
-        plural(e.remembered, "time", "times"),
-        e.listed_by,
-        plural(e.listed_by, "friend set", "friend sets"),
+        "{user} erased: left {}, forgot {}, {own}, removed from {}\n",
+        counted(e.presence, "space", "spaces"),
+        counted(e.remembered, "last-seen time", "last-seen times"),
+        counted(e.listed_by, "friend set", "friend sets"),
     )
 }
 
@@ -275,11 +269,9 @@ pub fn online_listing(space: &str, answer: &Members, now_ms: u64) -> String {
 /// The `count` line.
 pub fn count_line(space: &str, c: &CountAnswer) -> String {
     format!(
-        "{space}: {} {}, {} {}, {} in all, seen within {}\n",
-        c.users,
-        plural(c.users, "user", "users"),
-        c.guests,
-        plural(c.guests, "guest", "guests"),
+        "{space}: {}, {}, {} in all, seen within {}\n",
+        counted(c.users, "user", "users"),
+        counted(c.guests, "guest", "guests"),
         c.total,
         window(c.window_ms)
     )
@@ -296,8 +288,8 @@ pub fn heartbeat_line(space: &str, a: &HeartbeatAnswer) -> String {
 }
 
 /// `n` followed by the right noun.
-pub fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
-    if n == 1 { one } else { many }
+pub fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// The client's clock, in milliseconds since the UNIX epoch.

@@ -33,13 +33,13 @@ pub fn store_spec(args: &ServeArgs) -> Result<StoreSpec, clap::Error> {
                 )));
             }
             if keyed {
-                return Err(key_without_layout());
+                return Err(conflict(KEY_WITHOUT_LAYOUT));
             }
             if sharded {
-                return Err(shards_without_redis());
+                return Err(conflict(SHARDS_WITHOUT_REDIS));
             }
             if waits {
-                return Err(wait_without_redis());
+                return Err(conflict(WAIT_WITHOUT_REDIS));
             }
             return Ok(StoreSpec::Memory {
                 data_dir: args.data_dir.clone(),
@@ -70,10 +70,10 @@ pub fn store_spec(args: &ServeArgs) -> Result<StoreSpec, clap::Error> {
                  wo_user_{{generation}})"
             )));
         }
-        (Some(_), Some(_)) if sharded => return Err(shards_without_redis()),
-        (Some(_), Some(_)) if waits => return Err(wait_without_redis()),
+        (Some(_), Some(_)) if sharded => return Err(conflict(SHARDS_WITHOUT_REDIS)),
+        (Some(_), Some(_)) if waits => return Err(conflict(WAIT_WITHOUT_REDIS)),
         (Some(layout), Some(key)) => seed_layout(layout, key, &args.redis_guest_key),
-        (None, _) if keyed => return Err(key_without_layout()),
+        (None, _) if keyed => return Err(conflict(KEY_WITHOUT_LAYOUT)),
         (None, _) => RedisLayout::Herenow {
             shards: args.redis_shards,
             space_shards: args
@@ -104,36 +104,23 @@ fn seed_layout(layout: SeedLayout, _: &str, _: &Option<String>) -> RedisLayout {
     match layout {}
 }
 
-fn key_without_layout() -> clap::Error {
-    conflict(
-        "--redis-key and --redis-guest-key go with --redis-layout sorted-set, \
-         minute-buckets or rotation",
-    )
-}
+const KEY_WITHOUT_LAYOUT: &str = "--redis-key and --redis-guest-key go with --redis-layout \
+     sorted-set, minute-buckets or rotation";
 
-fn shards_without_redis() -> clap::Error {
-    conflict(
-        "--redis-shards and --redis-space-shards split herenow's own Redis layout; \
-         they need --store redis://… (or redis+cluster://…) and no seed --redis-layout",
-    )
-}
+const SHARDS_WITHOUT_REDIS: &str = "--redis-shards and --redis-space-shards split herenow's own \
+     Redis layout; they need --store redis://… (or redis+cluster://…) and no seed --redis-layout";
 
-fn wait_without_redis() -> clap::Error {
-    conflict(
-        "--redis-wait-replicas waits for the replicas of herenow's own Redis layout; \
-         it needs --store redis://… (or redis+cluster://…) and no seed --redis-layout",
-    )
-}
+const WAIT_WITHOUT_REDIS: &str = "--redis-wait-replicas waits for the replicas of herenow's own \
+     Redis layout; it needs --store redis://… (or redis+cluster://…) and no seed --redis-layout";
 
 /// A usage error of `herenow serve`: flags that do not go together.
 fn conflict(message: impl std::fmt::Display) -> clap::Error {
     let mut cli = Cli::command();
     // Built, so the subcommand's usage line reads `herenow serve …`.
     cli.build();
-    match cli.find_subcommand_mut("serve") {
-        Some(serve) => serve.error(ErrorKind::ArgumentConflict, message),
-        None => cli.error(ErrorKind::ArgumentConflict, message),
-    }
+    cli.find_subcommand_mut("serve")
+        .expect("herenow has a serve subcommand")
+        .error(ErrorKind::ArgumentConflict, message)
 }
 
 #[cfg(test)]

@@ -101,6 +101,10 @@ pub fn config(args: &WebhookArgs) -> Result<WebhookConfig, ConfigError> {
         .enumerate()
         .map(|(i, spec)| Endpoint::parse(spec, i, secret.as_ref()))
         .collect::<Result<Vec<_>, _>>()?;
+    let mut space_allow = SpaceWebhookAllow::default();
+    for one in &args.space_webhook_allow {
+        space_allow.extend(one.clone());
+    }
     let config = WebhookConfig {
         endpoints,
         timeout: args.webhook_timeout,
@@ -109,13 +113,7 @@ pub fn config(args: &WebhookArgs) -> Result<WebhookConfig, ConfigError> {
         reclaim_idle: args.webhook_reclaim,
         outbox_max: args.webhook_outbox,
         default_secret: secret,
-        space_allow: args.space_webhook_allow.iter().cloned().fold(
-            SpaceWebhookAllow::default(),
-            |mut all, one| {
-                all.extend(one);
-                all
-            },
-        ),
+        space_allow,
         ..WebhookConfig::default()
     };
     config.check()?;

@@ -191,7 +191,12 @@ fn every_setting_takes_its_own_default_from_a_file() {
             uncommented.push('\n');
         }
     }
-    let got = crate::config_file::parse(&uncommented, &|_| None).unwrap();
+    let got = crate::config_file::parse(
+        &uncommented,
+        std::path::Path::new("herenow.example.toml"),
+        &|_| None,
+    )
+    .unwrap();
     let serve = serve_command();
     let with_defaults = serve
         .get_arguments()

@@ -17,13 +17,11 @@ fn env_of(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
 }
 
 fn settings(text: &str) -> Vec<Setting> {
-    parse(text, &env_of(&[])).unwrap()
+    parse(text, Path::new("herenow.toml"), &env_of(&[])).unwrap()
 }
 
 fn problem(text: &str, env: &[(&str, &str)]) -> FileError {
-    parse(text, &env_of(env))
-        .unwrap_err()
-        .at(Path::new("herenow.toml"))
+    parse(text, Path::new("herenow.toml"), &env_of(env)).unwrap_err()
 }
 
 fn setting(key: &str, values: &[&str], line: usize) -> Setting {
@@ -69,6 +67,7 @@ fn variables_are_replaced_and_an_unset_one_is_named() {
     let got = parse(
         "api_keys = [\"${KEY}:write\"]\n\
          token_secret = \"a$${KEY}b$c${EMPTY}$\"\n",
+        Path::new("herenow.toml"),
         &env,
     )
     .unwrap();
