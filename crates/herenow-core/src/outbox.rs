@@ -188,6 +188,17 @@ impl OutboxEvent {
         }
         Ok(())
     }
+
+    /// Checks a claim's consumer name; answers the most events the claim
+    /// may hand out (`max`, at most [`limits::MAX_BATCH`]).
+    pub fn check_claim(consumer: &str, max: usize) -> Result<usize, InvalidInput> {
+        if consumer.is_empty() || consumer.len() > limits::MAX_OUTBOX_CONSUMER_BYTES {
+            return Err(InvalidInput::BadConfig {
+                why: "an outbox consumer's name must be 1 to 200 bytes",
+            });
+        }
+        Ok(max.min(limits::MAX_BATCH))
+    }
 }
 
 /// How the outbox captures.

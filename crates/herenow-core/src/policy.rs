@@ -132,9 +132,11 @@ impl SpaceConfig {
         }
     }
 
-    /// Checks a window given by a query: positive and within retention
-    /// (older members are not stored, so a longer window would lie).
-    pub fn check_window(&self, window_ms: Millis) -> Result<Millis, InvalidInput> {
+    /// The window a query asks for (the space's own, `window_ms`, when it
+    /// asks none), checked: positive and within retention (older members
+    /// are not stored, so a longer window would lie).
+    pub fn check_window(&self, asked: Option<Millis>) -> Result<Millis, InvalidInput> {
+        let window_ms = asked.unwrap_or(self.window_ms);
         if window_ms == 0 || window_ms > self.retention_ms {
             return Err(InvalidInput::WindowOutOfRange {
                 window_ms,

@@ -16,7 +16,7 @@ use crate::time::Millis;
 
 pub use crate::values::{
     Counts, ErasureReport, Heartbeat, HeartbeatReport, KindFilter, ListQuery, MemberStatus, Order,
-    Page, SeenAnywhere, SpaceSummary, TickReport, check_batch, sort_most_recent_first,
+    Page, SeenAnywhere, SpaceSummary, TickReport, check_batch, check_beats, sort_most_recent_first,
 };
 
 /// Where presence lives.
@@ -143,7 +143,7 @@ pub trait PresenceStore: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<MemberStatus>> {
         let config = self.config(space).await?;
-        let window = config.check_window(window_ms.unwrap_or(config.window_ms))?;
+        let window = config.check_window(window_ms)?;
         if members.is_empty() {
             // Nobody to look up (a user without friends): not a bad batch.
             return Ok(Vec::new());

@@ -5,6 +5,8 @@
 //! A leaf below [`crate::store`] and [`crate::event`], which both speak in
 //! these values.
 
+use std::borrow::Borrow;
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::{InvalidInput, Result};
@@ -48,7 +50,7 @@ impl Heartbeat {
 }
 
 /// What a heartbeat call did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeartbeatReport {
     /// Heartbeats that moved a member's last-seen time (the call's items
     /// minus the `stale` ones).
@@ -58,6 +60,16 @@ pub struct HeartbeatReport {
     /// Heartbeats ignored because the member already had a newer time, or
     /// because the time was already past the retention.
     pub stale: u64,
+}
+
+/// Sums reports: a call's parts (a striped space's stripes, a client's
+/// batches) into the call's.
+impl std::ops::AddAssign for HeartbeatReport {
+    fn add_assign(&mut self, part: HeartbeatReport) {
+        self.accepted += part.accepted;
+        self.joined += part.joined;
+        self.stale += part.stale;
+    }
 }
 
 /// A member's presence as answered to queries.
@@ -120,7 +132,7 @@ impl SeenAnywhere {
 }
 
 /// What erasing a user removed ([`UserIndex::erase_user`](crate::UserIndex::erase_user)).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErasureReport {
     /// Spaces the user was present in (each got a `leave`).
     pub presence: u64,
@@ -285,6 +297,23 @@ pub fn sort_most_recent_first(members: &mut [MemberStatus]) {
             .cmp(&a.last_seen_ms)
             .then_with(|| a.member.cmp(&b.member))
     });
+}
+
+/// What a store checks of a whole batch of heartbeats at `now` before
+/// applying any of it: its size ([`check_batch`]), and no time more than
+/// [`limits::MAX_FUTURE_SKEW_MS`] ahead ([`InvalidInput::AtInFuture`]).
+/// The beats may be borrowed (`&Heartbeat`).
+pub fn check_beats<B: Borrow<Heartbeat>>(beats: &[B], now: Millis) -> Result<(), InvalidInput> {
+    check_batch(beats.len())?;
+    let latest = now + limits::MAX_FUTURE_SKEW_MS;
+    if let Some(at_ms) = beats
+        .iter()
+        .filter_map(|b| b.borrow().at_ms)
+        .find(|&at| at > latest)
+    {
+        return Err(InvalidInput::AtInFuture { at_ms });
+    }
+    Ok(())
 }
 
 /// Refuses an empty batch ([`InvalidInput::EmptyBatch`]) or one of more

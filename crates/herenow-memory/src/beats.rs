@@ -8,13 +8,13 @@ use herenow_core::error::{Error, Result};
 use herenow_core::id::{MemberKey, SpaceName};
 #[cfg(doc)]
 use herenow_core::store::PresenceStore;
-use herenow_core::store::{Heartbeat, HeartbeatReport, check_batch};
+use herenow_core::store::{Heartbeat, HeartbeatReport, check_batch, check_beats};
 use herenow_core::time::Millis;
 
 use super::shared::Shared;
 use super::space::Space;
 use super::stripes;
-use super::{MemoryStore, check_beats, settle};
+use super::{MemoryStore, settle};
 use crate::changes::{ChangeRef, Durable};
 
 impl MemoryStore {
@@ -42,7 +42,7 @@ impl MemoryStore {
         for (k, part) in parts.iter().enumerate().filter(|(_, p)| !p.is_empty()) {
             match self.beat_stripe(space, k, part) {
                 Ok((r, durable)) => {
-                    add_report(&mut report, r);
+                    report += r;
                     durables.extend(durable);
                 }
                 Err(e) => failed = failed.or(Some(e)),
@@ -110,7 +110,7 @@ impl MemoryStore {
                     check_beats(beats, now)?;
                     for (k, part) in parts.iter().enumerate().filter(|(_, p)| !p.is_empty()) {
                         let mut s = st.cell(k).lock();
-                        add_report(&mut report, s.heartbeat(part, now)?);
+                        report += s.heartbeat(part, now)?;
                         self.shared.absorb(&mut s);
                     }
                 }
@@ -202,11 +202,4 @@ fn apply<B: BatchedHeartbeat>(
         });
     shared.absorb(space);
     out
-}
-
-/// Adds what one stripe's part of a heartbeat call did to the call's report.
-fn add_report(total: &mut HeartbeatReport, part: HeartbeatReport) {
-    total.accepted += part.accepted;
-    total.joined += part.joined;
-    total.stale += part.stale;
 }

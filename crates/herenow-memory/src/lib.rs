@@ -77,7 +77,6 @@ use herenow_core::error::{InvalidInput, Result};
 use herenow_core::event::Subscription;
 use herenow_core::follow::UserFeed;
 use herenow_core::id::{MemberId, MemberKey, SpaceName};
-use herenow_core::limits;
 use herenow_core::outbox::{OutboxEvent, OutboxOptions, OutboxStats, SpaceHook};
 use herenow_core::policy::SpaceConfig;
 use herenow_core::store::{
@@ -87,7 +86,6 @@ use herenow_core::store::{
 use herenow_core::time::{Clock, Millis, SystemClock};
 
 pub use snapshot::RestoreReport;
-use space::check_beats;
 pub use space::{INDEX_ABOVE, Retired, Space, TickWork};
 pub use stripes::{MAX_STRIPES, default_space_stripes};
 
@@ -378,7 +376,7 @@ impl PresenceStore for MemoryStore {
             Some(s) => s.list(query, now),
             None => {
                 query.check_limit()?;
-                defaults.check_window(query.window_ms.unwrap_or(defaults.window_ms))?;
+                defaults.check_window(query.window_ms)?;
                 // A cursor is checked whether or not the space exists, so
                 // nonsense is refused alike everywhere.
                 let order = query.order_or(Order::Recent);
@@ -400,7 +398,7 @@ impl PresenceStore for MemoryStore {
         Ok(self.read(space, |s| match s {
             Some(s) => s.count(window_ms, now),
             None => {
-                defaults.check_window(window_ms.unwrap_or(defaults.window_ms))?;
+                defaults.check_window(window_ms)?;
                 Ok(Counts::default())
             }
         })?)
@@ -483,37 +481,16 @@ impl PresenceStore for MemoryStore {
         window_ms: Option<Millis>,
         limit: usize,
     ) -> Result<Vec<MemberStatus>> {
-        check_batch(members.len())?;
+        // Nobody to look up (a user without friends): not a bad batch.
+        if !members.is_empty() {
+            check_batch(members.len())?;
+        }
         let now = self.shared.clock.now_ms();
         let defaults = self.defaults();
         Ok(self.read(space, |s| match s {
             Some(s) => s.online_among(members, window_ms, limit, now),
             None => {
-                defaults.check_window(window_ms.unwrap_or(defaults.window_ms))?;
-                Ok(Vec::new())
-            }
-        })?)
-    }
-
-    async fn online_friends(
-        &self,
-        space: &SpaceName,
-        user: &MemberId,
-        window_ms: Option<Millis>,
-        limit: usize,
-    ) -> Result<Vec<MemberStatus>> {
-        let friends: Vec<MemberKey> = self
-            .friends
-            .read()
-            .get(user)
-            .map(|s| s.iter().cloned().map(MemberKey::user).collect())
-            .unwrap_or_default();
-        let now = self.shared.clock.now_ms();
-        Ok(self.read(space, |s| match s {
-            Some(s) => s.online_among(&friends, window_ms, limit, now),
-            None => {
-                let defaults = self.defaults();
-                defaults.check_window(window_ms.unwrap_or(defaults.window_ms))?;
+                defaults.check_window(window_ms)?;
                 Ok(Vec::new())
             }
         })?)
@@ -647,13 +624,7 @@ impl WebhookOutbox for MemoryStore {
         max: usize,
         reclaim_idle_ms: Millis,
     ) -> Result<Vec<OutboxEvent>> {
-        if consumer.is_empty() || consumer.len() > limits::MAX_OUTBOX_CONSUMER_BYTES {
-            return Err(InvalidInput::BadConfig {
-                why: "an outbox consumer's name must be 1 to 200 bytes",
-            }
-            .into());
-        }
-        let max = max.min(limits::MAX_BATCH);
+        let max = OutboxEvent::check_claim(consumer, max)?;
         let now = self.shared.clock.now_ms();
         Ok(self
             .shared

@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use clap::ValueEnum as _;
 use herenow_core::limits::MAX_BATCH;
+use herenow_core::store::{ErasureReport, HeartbeatReport};
 use reqwest::{Method, Url};
 use serde::Serialize;
 
@@ -15,8 +16,7 @@ use crate::cli::{
 };
 use crate::client::Api;
 use crate::output::{
-    self, CountAnswer, Erasure, HeartbeatAnswer, Members, SeenAnywhere, Users, emit, emit_json,
-    now_ms, parse,
+    self, CountAnswer, Members, SeenAnywhere, Users, emit, emit_json, now_ms, parse,
 };
 
 /// Runs a client command to completion.
@@ -165,14 +165,14 @@ async fn seen(a: SeenArgs) -> Result<()> {
         let url = space_url(&api, &a.space, &["heartbeats"]);
         let meta_len = a.meta.as_ref().map_or(0, |m| m.to_string().len() + 8);
         let chunks = id_batches(&a.ids, meta_len);
-        let mut total = HeartbeatAnswer::default();
+        let mut total = HeartbeatReport::default();
         let mut last_body = String::new();
         for chunk in &chunks {
             let batch = HeartbeatsBody {
                 heartbeats: chunk.iter().map(|id| beat(id)).collect(),
             };
             last_body = api.send(Method::POST, url.clone(), Some(&batch)).await?;
-            total.add(parse(&last_body)?);
+            total += parse(&last_body)?;
         }
         if chunks.len() > 1 {
             // Several answers: print their sum in the same shape.
@@ -403,7 +403,7 @@ async fn erase(a: EraseArgs) -> Result<()> {
     if a.client.json {
         return emit_json(&body);
     }
-    let report: Erasure = parse(&body)?;
+    let report: ErasureReport = parse(&body)?;
     emit(&output::erasure_line(&a.id, &report))
 }
 

@@ -10,6 +10,7 @@ use std::io::Write as _;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
+use herenow_core::store::{ErasureReport, HeartbeatReport};
 use herenow_core::time::{Clock as _, SystemClock};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -67,39 +68,6 @@ pub struct SeenAnywhere {
 pub struct Users {
     /// The users, in the order asked.
     pub users: Vec<SeenAnywhere>,
-}
-
-/// What erasing a user removed.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
-pub struct Erasure {
-    /// Spaces the user was present in (each got a leave).
-    pub presence: u64,
-    /// Remembered last-seen times forgotten.
-    pub remembered: u64,
-    /// Whether the user's own friend set existed.
-    pub friend_set: bool,
-    /// Other users' friend sets the user was removed from.
-    pub listed_by: u64,
-}
-
-/// The answer to a heartbeat or a batch of them.
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
-pub struct HeartbeatAnswer {
-    /// Heartbeats that moved a last-seen time (sent minus `stale`).
-    pub accepted: u64,
-    /// Members that were offline and are now online.
-    pub joined: u64,
-    /// Heartbeats older than what was stored (ignored: the newest wins).
-    pub stale: u64,
-}
-
-impl HeartbeatAnswer {
-    /// Adds another batch's answer, for `seen` with more than one batch.
-    pub fn add(&mut self, other: HeartbeatAnswer) {
-        self.accepted += other.accepted;
-        self.joined += other.joined;
-        self.stale += other.stale;
-    }
 }
 
 /// The answer to a count.
@@ -197,8 +165,8 @@ pub fn users_table(users: &[SeenAnywhere], now_ms: u64) -> String {
 }
 
 /// The `erase` line: what was removed, or that there was nothing.
-pub fn erasure_line(user: &str, e: &Erasure) -> String {
-    if *e == Erasure::default() {
+pub fn erasure_line(user: &str, e: &ErasureReport) -> String {
+    if *e == ErasureReport::default() {
         return format!("{user}: nothing to erase (never seen, or erased already)\n");
     }
     let own = if e.friend_set {
@@ -278,7 +246,7 @@ pub fn count_line(space: &str, c: &CountAnswer) -> String {
 }
 
 /// The `seen` line.
-pub fn heartbeat_line(space: &str, a: &HeartbeatAnswer) -> String {
+pub fn heartbeat_line(space: &str, a: &HeartbeatReport) -> String {
     let mut line = format!("{space}: {} seen, {} joined", a.accepted, a.joined);
     if a.stale > 0 {
         let _ = write!(line, ", {} stale (older than stored, ignored)", a.stale);
@@ -426,17 +394,17 @@ bb  user  ○ offline  never
             count_line("lobby", &c),
             "lobby: 1 user, 3 guests, 4 in all, seen within 1m 30s\n"
         );
-        let mut a = HeartbeatAnswer {
+        let mut a = HeartbeatReport {
             accepted: 2,
             joined: 1,
             stale: 0,
         };
         assert_eq!(heartbeat_line("lobby", &a), "lobby: 2 seen, 1 joined\n");
-        a.add(HeartbeatAnswer {
+        a += HeartbeatReport {
             accepted: 1,
             joined: 0,
             stale: 1,
-        });
+        };
         assert_eq!(
             heartbeat_line("lobby", &a),
             "lobby: 3 seen, 1 joined, 1 stale (older than stored, ignored)\n"
@@ -470,7 +438,7 @@ nobody  ○ offline  never
 
     #[test]
     fn erasure_lines() {
-        let mut e = Erasure {
+        let mut e = ErasureReport {
             presence: 1,
             remembered: 2,
             friend_set: true,
@@ -483,7 +451,7 @@ nobody  ○ offline  never
         );
         e.friend_set = false;
         assert!(erasure_line("ann", &e).contains("had no friend set"));
-        let none = Erasure {
+        let none = ErasureReport {
             presence: 0,
             remembered: 0,
             friend_set: false,

@@ -88,7 +88,6 @@ use self::entry::{Entry, Key, List, SEQ_MASK};
 use self::index::SlotIndex;
 pub use self::read::Recency;
 pub(super) use self::read::online_among_in;
-pub use self::write::check_beats;
 use super::conns::ConnTable;
 use super::occupancy::Occupancy;
 use super::seen::SightingNote;

@@ -71,9 +71,7 @@ impl Space {
     /// Members seen within the window, by kind: exact, and from the block
     /// index in a large space, so it never walks the members.
     pub fn count(&self, window_ms: Option<Millis>, now: Millis) -> Result<Counts, InvalidInput> {
-        let window = self
-            .config
-            .check_window(window_ms.unwrap_or(self.config.window_ms))?;
+        let window = self.config.check_window(window_ms)?;
         let [users, guests] = self.count_since(now.saturating_sub(window));
         Ok(Counts { users, guests })
     }
@@ -134,9 +132,7 @@ impl Space {
         now: Millis,
     ) -> Result<(Order, Millis), InvalidInput> {
         query.check_limit()?;
-        let window = self
-            .config
-            .check_window(query.window_ms.unwrap_or(self.config.window_ms))?;
+        let window = self.config.check_window(query.window_ms)?;
         Ok((query.order_or(Order::Recent), now.saturating_sub(window)))
     }
 
@@ -360,7 +356,7 @@ pub(crate) fn online_among_in<S: std::ops::Deref<Target = Space>>(
     now: Millis,
 ) -> Result<Vec<MemberStatus>, InvalidInput> {
     let config = &stripes[0].config;
-    let window = config.check_window(window_ms.unwrap_or(config.window_ms))?;
+    let window = config.check_window(window_ms)?;
     let cutoff = now.saturating_sub(window);
     let found = members
         .iter()

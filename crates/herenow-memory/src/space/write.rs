@@ -10,29 +10,13 @@ use std::borrow::Borrow;
 use herenow_core::error::InvalidInput;
 use herenow_core::event::{EventKind, LeaveReason};
 use herenow_core::id::{MemberId, MemberKey, MemberKind};
-use herenow_core::limits;
 use herenow_core::meta::Metadata;
-use herenow_core::store::{Heartbeat, HeartbeatReport, check_batch};
+use herenow_core::store::{Heartbeat, HeartbeatReport, check_batch, check_beats};
 use herenow_core::time::Millis;
 
 use super::Space;
 use super::events::{Cause, MarkedStatus};
 use crate::seen::SightingNote;
-
-/// What [`Space::heartbeat`] checks of a whole batch at `now` before
-/// applying any of it: its size, and no time too far ahead.
-pub fn check_beats<B: Borrow<Heartbeat>>(beats: &[B], now: Millis) -> Result<(), InvalidInput> {
-    check_batch(beats.len())?;
-    let latest = now + limits::MAX_FUTURE_SKEW_MS;
-    if let Some(at_ms) = beats
-        .iter()
-        .filter_map(|b| b.borrow().at_ms)
-        .find(|&at| at > latest)
-    {
-        return Err(InvalidInput::AtInFuture { at_ms });
-    }
-    Ok(())
-}
 
 impl Space {
     /// Applies a batch of heartbeats. The whole batch is checked before any

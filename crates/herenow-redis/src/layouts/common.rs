@@ -205,9 +205,7 @@ impl LayoutCtx {
 
     /// The window of a query, checked against the layout's policy.
     pub fn window(&self, asked: Option<Millis>) -> Result<Millis> {
-        Ok(self
-            .policy
-            .check_window(asked.unwrap_or(self.policy.window_ms))?)
+        Ok(self.policy.check_window(asked)?)
     }
 
     /// Refuses metadata and guests without a template before anything is

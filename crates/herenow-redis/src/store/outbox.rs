@@ -30,7 +30,7 @@ use futures::{StreamExt, TryStreamExt, stream};
 use redis::Value;
 
 use herenow_core::outbox::{OutboxEvent, OutboxKind, OutboxStats};
-use herenow_core::{InvalidInput, Millis, Result, SpaceName};
+use herenow_core::{Millis, Result, SpaceName};
 
 use super::RedisStore;
 use super::sweep::ids_of;
@@ -45,8 +45,6 @@ use crate::reply::{array, bad_reply, int, opt_string};
 pub const PAGE: usize = 128;
 /// Most streams one claim visits.
 pub const MAX_VISIT: usize = 4_096;
-/// Most events one claim hands out, whatever `max` asks.
-pub const MAX_CLAIM: usize = 10_000;
 /// How often (by the store's clock) a pass of `SCAN` for streams missing
 /// from the index starts.
 pub const RESCAN_MS: Millis = 60_000;
@@ -57,8 +55,6 @@ const SCAN_COUNT: usize = 1_000;
 pub const STATS_MAX: usize = 10_000;
 /// Calls in flight at once for acknowledgements and stats.
 const IN_FLIGHT: usize = 16;
-/// Longest consumer name.
-const MAX_CONSUMER: usize = herenow_core::limits::MAX_OUTBOX_CONSUMER_BYTES;
 
 /// One store's place in the index and in its `SCAN` passes.
 #[derive(Default)]
@@ -94,13 +90,7 @@ impl RedisStore {
         max: usize,
         idle_ms: Millis,
     ) -> Result<Vec<OutboxEvent>> {
-        if consumer.is_empty() || consumer.len() > MAX_CONSUMER {
-            return Err(InvalidInput::BadConfig {
-                why: "an outbox consumer's name must be 1 to 200 bytes",
-            }
-            .into());
-        }
-        let max = max.min(MAX_CLAIM);
+        let max = OutboxEvent::check_claim(consumer, max)?;
         let mut st = self.outbox.lock().await;
         let now = self.ctx.clock.now_ms();
         self.rescan(&mut st, now).await?;

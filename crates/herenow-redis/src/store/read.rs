@@ -40,13 +40,13 @@ impl RedisStore {
     ) -> Result<Vec<MemberStatus>> {
         if members.is_empty() {
             let config = self.config(space).await?;
-            config.check_window(window_ms.unwrap_or(config.window_ms))?;
+            config.check_window(window_ms)?;
             return Ok(Vec::new());
         }
         check_batch(members.len())?;
         let now = self.ctx.clock.now_ms();
         let (config, found) = self.lookup(space, members).await?;
-        let window = config.check_window(window_ms.unwrap_or(config.window_ms))?;
+        let window = config.check_window(window_ms)?;
         let cutoff = now.saturating_sub(window);
         // Members present (stored) in the window: a remembered time, however
         // recent, is not "online".

@@ -4,10 +4,8 @@
 
 use std::collections::HashMap;
 
-use herenow_core::store::check_batch;
-use herenow_core::{
-    Error, Heartbeat, HeartbeatReport, InvalidInput, MemberKey, Millis, Result, SpaceName, limits,
-};
+use herenow_core::store::{check_batch, check_beats};
+use herenow_core::{Error, Heartbeat, HeartbeatReport, MemberKey, Millis, Result, SpaceName};
 
 use super::RedisStore;
 use crate::buffer::Pending;
@@ -22,12 +20,8 @@ impl RedisStore {
         space: &SpaceName,
         beats: &[Heartbeat],
     ) -> Result<HeartbeatReport> {
-        check_batch(beats.len())?;
         let now = self.ctx.clock.now_ms();
-        let latest = now + limits::MAX_FUTURE_SKEW_MS;
-        if let Some(at_ms) = beats.iter().filter_map(|b| b.at_ms).find(|&at| at > latest) {
-            return Err(InvalidInput::AtInFuture { at_ms }.into());
-        }
+        check_beats(beats, now)?;
         // One write per member: the newest time wins, and the metadata of
         // the newest heartbeat that carried some. Later duplicates are
         // counted as the memory store counts them.
