@@ -57,15 +57,15 @@ impl ConfigFile {
     }
 }
 
-/// What is wrong with a config file. Every variant names the file, and
-/// all but [`FileError::Read`] the line; no variant holds a value of the
-/// file, which may be a secret.
+/// What is wrong with a config file. Every variant names the file
+/// (`path`), all but [`FileError::Read`] the line (`line`, from 1) and
+/// most the setting (`key`); no variant holds a value of the file, which
+/// may be a secret.
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
     /// The file cannot be read.
     #[error("cannot read the config file {}: {source}", .path.display())]
     Read {
-        /// The file.
         path: PathBuf,
         /// Why.
         source: std::io::Error,
@@ -73,7 +73,6 @@ pub enum FileError {
     /// The file is not TOML.
     #[error("{}:{line}: not valid TOML: {message}", .path.display())]
     Syntax {
-        /// The file.
         path: PathBuf,
         /// Where the parser stopped.
         line: usize,
@@ -84,9 +83,7 @@ pub enum FileError {
     #[error("{}:{line}: unknown key `{key}`{}", .path.display(),
             .suggestion.as_ref().map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default())]
     UnknownKey {
-        /// The file.
         path: PathBuf,
-        /// The key's line.
         line: usize,
         /// The key as written.
         key: String,
@@ -97,11 +94,8 @@ pub enum FileError {
     /// switch).
     #[error("{}:{line}: `{key}` must be {expected}", .path.display())]
     Type {
-        /// The file.
         path: PathBuf,
-        /// The key's line.
         line: usize,
-        /// The setting.
         key: String,
         /// What it takes.
         expected: &'static str,
@@ -109,11 +103,8 @@ pub enum FileError {
     /// A value its flag's parser refuses.
     #[error("{}:{line}: `{key}`: {reason}", .path.display())]
     Value {
-        /// The file.
         path: PathBuf,
-        /// The key's line.
         line: usize,
-        /// The setting.
         key: String,
         /// The parser's reason (never the value of a secret).
         reason: String,
@@ -122,11 +113,8 @@ pub enum FileError {
     #[error("{}:{line}: `{key}` names ${{{var}}}, which is not set in the environment",
             .path.display())]
     Unset {
-        /// The file.
         path: PathBuf,
-        /// The key's line.
         line: usize,
-        /// The setting.
         key: String,
         /// The variable's name.
         var: String,
@@ -135,11 +123,8 @@ pub enum FileError {
     #[error("{}:{line}: `{key}`: `${{` must be followed by a variable's name and `}}` \
              (`$${{` is a literal `${{`)", .path.display())]
     BadReference {
-        /// The file.
         path: PathBuf,
-        /// The key's line.
         line: usize,
-        /// The setting.
         key: String,
     },
 }
