@@ -65,7 +65,9 @@ pub trait PresenceStore: Send + Sync + 'static {
     /// Sets the space's time policy.
     async fn set_config(&self, space: &SpaceName, config: SpaceConfig) -> Result<()>;
 
-    /// Spaces holding members, by name, after `after`, at most `limit`.
+    /// Spaces holding members, by name, after `after`, at most `limit`
+    /// (and at most [`limits::MAX_BATCH`](crate::limits::MAX_BATCH) per
+    /// call: callers page with `after`).
     async fn spaces(&self, after: Option<&SpaceName>, limit: usize) -> Result<Vec<SpaceSummary>>;
 
     /// Replaces a user's friend set. Friend sets are global, not per space.

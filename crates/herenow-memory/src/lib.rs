@@ -426,7 +426,7 @@ impl PresenceStore for MemoryStore {
             .filter(|n| after.is_none_or(|a| *n > a))
             .collect();
         names.sort_unstable();
-        names.truncate(limit);
+        names.truncate(limit.min(herenow_core::limits::MAX_BATCH));
         Ok(names
             .into_iter()
             .map(|n| SpaceSummary {
