@@ -106,8 +106,9 @@ pub trait WebhookOutbox: Send + Sync {
         reclaim_idle_ms: Millis,
     ) -> Result<Vec<OutboxEvent>>;
 
-    /// Forgets delivered events, by [`OutboxEvent::id`]; unknown ids
-    /// (acknowledged before, or trimmed) are ignored.
+    /// Forgets delivered events, by [`OutboxEvent::id`], a batch of 1 to
+    /// [`MAX_BATCH`](crate::limits::MAX_BATCH) ids ([`check_batch`](crate::store::check_batch));
+    /// unknown ids (acknowledged before, or trimmed) are ignored.
     async fn outbox_ack(&self, ids: &[String]) -> Result<()>;
 
     /// How many events wait, are claimed, and were trimmed.

@@ -133,6 +133,11 @@ pub(super) async fn outbox_keeps_events_until_acknowledged(s: Store, _clock: Man
         .outbox_ack(&["no-such-event".to_owned()])
         .await
         .unwrap();
+    // An acknowledgement is a batch: neither empty nor past the bound.
+    for len in [0, limits::MAX_BATCH + 1] {
+        let e = outbox(&*s).outbox_ack(&vec![String::new(); len]).await;
+        assert!(matches!(e, Err(Error::Invalid(_))), "{len} ids: {e:?}");
+    }
     // A consumer's name is bounded (stores keep one entry per name).
     for bad in [String::new(), "c".repeat(201)] {
         let e = outbox(&*s).outbox_claim(&bad, 1, 0).await;

@@ -30,6 +30,7 @@ use futures::{StreamExt, TryStreamExt, stream};
 use redis::Value;
 
 use herenow_core::outbox::{OutboxEvent, OutboxKind, OutboxStats};
+use herenow_core::store::check_batch;
 use herenow_core::{Millis, Result, SpaceName};
 
 use super::RedisStore;
@@ -210,6 +211,7 @@ impl RedisStore {
     /// Ids that are not ours (malformed, unknown, acknowledged before) are
     /// ignored.
     pub(super) async fn outbox_ack(&self, ids: &[String]) -> Result<()> {
+        check_batch(ids.len())?;
         let mut by_tag: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for id in ids {
             if let Some((tag, entry)) = parse_event_id(id) {
