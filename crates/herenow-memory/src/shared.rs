@@ -44,9 +44,8 @@ impl Shared {
         }
     }
 
-    /// Journals `change` if a log is set. Called under the lock the change
-    /// was applied under, so the journal's order is the order applied.
-    /// The change borrows the call's arguments: nothing is cloned.
+    /// Journals `change` if a log is set, under the lock it was applied
+    /// under (the journal's order: [`crate::changes`]).
     pub(super) fn record(&self, change: ChangeRef<'_>) -> Result<Option<Durable>> {
         self.log.get().map_or(Ok(None), |log| log.record(change))
     }
