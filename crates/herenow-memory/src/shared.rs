@@ -23,8 +23,6 @@ pub(super) struct Shared {
     /// journal (see [`crate::changes`]). A `OnceLock`: the hot path reads
     /// it without a lock.
     pub(super) log: OnceLock<Arc<dyn ChangeLog>>,
-    /// Where members were seen across spaces: remembered last-seen times
-    /// and users' present spaces.
     pub(super) seen: Seen,
     /// The users this store's watchers follow ([`herenow_core::follow`]).
     pub(super) follow: Arc<FollowTap>,
