@@ -28,8 +28,7 @@ use crate::relay::RelayFeed;
 use crate::time::Millis;
 use crate::values::{ErasureReport, SeenAnywhere};
 
-/// Live connections (see [`crate::conn`]): many per member, each with its
-/// own metadata, the member present while any lives.
+/// Live connections, by the rules of [`crate::conn`].
 #[async_trait]
 pub trait LiveConnections: Send + Sync {
     /// Opens, pings or changes a live connection.
@@ -64,8 +63,7 @@ pub trait LiveConnections: Send + Sync {
     ) -> Result<Vec<Vec<Connection>>>;
 }
 
-/// Following users across spaces (see [`crate::follow`]): the store's side
-/// of watching a contact list.
+/// Following users across spaces (see [`crate::follow`]).
 #[async_trait]
 pub trait Following: Send + Sync {
     /// A feed of what happens to the users this server follows
@@ -166,10 +164,8 @@ pub trait UserIndex: Send + Sync {
     async fn erase_user(&self, user: &MemberId) -> Result<ErasureReport>;
 }
 
-/// Opaque messages relayed to every server sharing the store (see
-/// [`crate::relay`]): how an event sent through one server reaches the
-/// sockets another holds. At most once: nothing is kept for a server
-/// that was away, and a feed that may have missed messages says so.
+/// Opaque messages relayed to every server sharing the store, at most
+/// once (see [`crate::relay`]).
 #[async_trait]
 pub trait Relay: Send + Sync {
     /// A feed of every message relayed from now on, by any server sharing

@@ -125,8 +125,7 @@ impl EventReceiver {
         Self(rx)
     }
 
-    /// Waits for the next event. [`RecvError::Lagged`] means events were
-    /// lost and the subscriber must start over from a new snapshot.
+    /// Waits for the next event.
     pub async fn recv(&mut self) -> Result<Arc<Event>, RecvError> {
         match self.0.recv().await {
             Ok(e) => Ok(e),

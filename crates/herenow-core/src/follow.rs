@@ -10,8 +10,8 @@
 //! the store only says *that* a followed user changed, and never spends
 //! anything on users nobody follows.
 //!
-//! Following is counted: a user followed twice stays followed until
-//! unfollowed twice. [`FollowTap`] is that bookkeeping, plus the channel
+//! [`FollowTap`] is the counting of follows
+//! ([`Following::follow`](crate::Following::follow)), plus the channel
 //! the feed reads, for stores that produce the changes themselves (the
 //! memory store); a store over a shared database (Redis) subscribes to the
 //! followed users' channels instead, so a change made through another

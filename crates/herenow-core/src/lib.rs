@@ -12,8 +12,7 @@
 //! - [`capability`]: what only some stores offer, one trait each
 //!   ([`LiveConnections`], [`Following`], [`WebhookOutbox`],
 //!   [`SpaceWebhooks`], [`UserIndex`], [`Relay`]), reached through
-//!   [`PresenceStore`]'s accessors, so a server learns at start what its
-//!   store can do and refuses a flag that needs what it lacks;
+//!   [`PresenceStore`]'s accessors;
 //! - [`conn`]: live connections (WebSocket presence): many per member,
 //!   each with its own metadata, expiring unless pinged;
 //! - [`cursor`]: the one format of listing cursors, shared by every store;

@@ -16,9 +16,7 @@
 //! deduplicate.
 //!
 //! A space's configuration may name webhook endpoints of its own
-//! ([`SpaceHook`], [`SpaceWebhooks::set_space_hooks`](crate::SpaceWebhooks::set_space_hooks)): the store keeps
-//! them as durably as a space's policy, so every server delivering from
-//! its outbox finds them, and naming one opens the outbox.
+//! ([`SpaceHook`], [`SpaceWebhooks::set_space_hooks`](crate::SpaceWebhooks::set_space_hooks)).
 //!
 //! Capture is bounded ([`OutboxOptions::max_events`]): past the cap the
 //! oldest events are trimmed and counted ([`OutboxStats::trimmed`]), never

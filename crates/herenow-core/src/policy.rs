@@ -40,12 +40,10 @@ pub struct SpaceConfig {
     /// Whether guests are remembered too (they churn by the million, so
     /// not by default).
     pub remember_guests: bool,
-    /// How long a member stays present after its last live connection
-    /// ended without a goodbye (a page reload, a dropped network, its
-    /// server stopping or dying; see [`crate::conn`]): if a connection of
-    /// the same member comes back meanwhile, nobody is told anything.
-    /// `0` turns the grace off (the member leaves when its last connection
-    /// ends). At most [`limits::MAX_GRACE_MS`].
+    /// The grace ([`crate::conn`]): how long a member stays present after
+    /// its last live connection ended without a goodbye. `0` turns it off
+    /// (the member leaves when its last connection ends). At most
+    /// [`limits::MAX_GRACE_MS`].
     #[serde(default = "default_grace_ms")]
     pub grace_ms: Millis,
 }

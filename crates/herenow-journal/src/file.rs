@@ -14,8 +14,7 @@ mod fuzz;
 pub const HEADER: &[u8] = b"herenow-journal 1\n";
 
 /// The largest record: a friend set of 10,000 ids of 256 bytes fits.
-/// (The smallest is one byte: an empty record would be eight zero bytes,
-/// which replay takes for space allocated and never written.)
+/// (The smallest is one byte: see [`JournalError::Empty`].)
 pub const MAX_RECORD: usize = 16 * 1024 * 1024;
 
 /// Length and checksum before each payload.
@@ -179,8 +178,6 @@ pub(crate) fn scan(
     apply: &mut impl FnMut(&[u8]) -> Result<(), String>,
 ) -> Result<Scanned, ScanError> {
     let corrupt = |offset: usize, why: &'static str| ScanError::Corrupt { offset, why };
-    // A file cut inside its header was being created when the process
-    // died: it holds nothing yet.
     if bytes.len() < HEADER.len() && HEADER.starts_with(bytes) {
         return if last {
             Ok(Scanned::InHeader)

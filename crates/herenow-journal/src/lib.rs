@@ -276,8 +276,6 @@ impl Journal {
     /// buffer and appends the payload to it (appending only; what is
     /// already there belongs to other records), with the journal's lock
     /// held, so it should be quick and must not append to this journal.
-    /// The record is encoded in place: no copy, no allocation, no message
-    /// to the writer thread.
     ///
     /// The order of appends is the order of replay, so a caller whose
     /// records must replay in the order it applied them appends while it

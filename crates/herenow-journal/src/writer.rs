@@ -529,10 +529,8 @@ struct SyncState {
     stop: bool,
 }
 
-/// The sync thread's half: it calls `fdatasync` when a `Sync` record is
-/// written (records written meanwhile share the next call: group commit)
-/// or when the oldest unsynced lazy write reaches its deadline, and
-/// publishes what each call covers.
+/// The sync thread's half (when it syncs: the module doc); publishes what
+/// each `fdatasync` covers.
 struct Syncer {
     state: Mutex<SyncState>,
     wake: Condvar,

@@ -18,8 +18,7 @@ use super::{MemoryStore, settle};
 use crate::changes::{ChangeRef, Durable};
 
 impl MemoryStore {
-    /// [`PresenceStore::heartbeat`]: each stripe's part applied under its
-    /// lock.
+    /// [`PresenceStore::heartbeat`] (see the module doc).
     pub(super) async fn beat(
         &self,
         space: &SpaceName,
@@ -54,8 +53,7 @@ impl MemoryStore {
         failed.map_or(Ok(report), Err)
     }
 
-    /// [`PresenceStore::leave`]: each stripe's part under its lock,
-    /// journaled there.
+    /// [`PresenceStore::leave`] (see the module doc).
     pub(super) async fn leave_now(&self, space: &SpaceName, members: &[MemberKey]) -> Result<u64> {
         check_batch(members.len())?;
         // A leave to an unknown space creates nothing.

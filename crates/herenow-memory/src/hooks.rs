@@ -67,10 +67,8 @@ impl Hooks {
 }
 
 impl MemoryStore {
-    /// [`herenow_core::SpaceWebhooks::set_space_hooks`]: checks, replaces, turns
-    /// the outbox's capture on when any space names endpoints (off when
-    /// none does, unless it was opened for its own sake), and journals (on
-    /// disk before the call returns, as a policy is).
+    /// [`herenow_core::SpaceWebhooks::set_space_hooks`]: checks, replaces,
+    /// tells the outbox whether any space names endpoints, and journals.
     pub(super) async fn put_hooks(&self, space: &SpaceName, hooks: &[SpaceHook]) -> Result<()> {
         SpaceHook::check_all(hooks)?;
         let durable = self.hooks.put(space, hooks, |any| {

@@ -107,8 +107,6 @@ type FriendMap = HashMap<MemberId, BTreeSet<MemberId>>;
 /// The embedded presence store. Cheap to share: use it as
 /// `Arc<dyn PresenceStore>`.
 pub struct MemoryStore {
-    /// The clock, the journal, the `Seen` table, the follow tap and the
-    /// outbox: what every write of a space reaches.
     shared: Shared,
     /// The policy of spaces never configured; changed by
     /// [`set_defaults`](Self::set_defaults).
@@ -119,9 +117,7 @@ pub struct MemoryStore {
     friends: RwLock<FriendMap>,
     /// Erasures run one at a time (each locks several spaces).
     erasing: Mutex<()>,
-    /// The webhook endpoints spaces name.
     hooks: hooks::Hooks,
-    /// Relayed messages: the store is one process (`relay.rs`).
     relay: herenow_core::relay::RelayTap,
 }
 
@@ -481,7 +477,7 @@ impl PresenceStore for MemoryStore {
         window_ms: Option<Millis>,
         limit: usize,
     ) -> Result<Vec<MemberStatus>> {
-        // Nobody to look up (a user without friends): not a bad batch.
+        // As the trait's default: an empty list is not a bad batch.
         if !members.is_empty() {
             check_batch(members.len())?;
         }
@@ -525,7 +521,7 @@ impl PresenceStore for MemoryStore {
                     }
                     let retired = s.take_retired();
                     drop(s);
-                    // Freed after the lock: a big slab takes milliseconds.
+                    // Freed after the lock: see `Space::take_retired`.
                     drop(retired);
                     let held = started.elapsed().as_micros() as u64;
                     report.max_hold_us = report.max_hold_us.max(held);

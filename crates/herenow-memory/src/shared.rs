@@ -23,8 +23,6 @@ pub(super) struct Shared {
     /// journal (see [`crate::changes`]). A `OnceLock`: the hot path reads
     /// it without a lock.
     pub(super) log: OnceLock<Arc<dyn ChangeLog>>,
-    /// Where members were seen across spaces: remembered last-seen times
-    /// and users' present spaces.
     pub(super) seen: Seen,
     /// The users this store's watchers follow ([`herenow_core::follow`]).
     pub(super) follow: Arc<FollowTap>,
@@ -44,9 +42,8 @@ impl Shared {
         }
     }
 
-    /// Journals `change` if a log is set. Called under the lock the change
-    /// was applied under, so the journal's order is the order applied.
-    /// The change borrows the call's arguments: nothing is cloned.
+    /// Journals `change` if a log is set, under the lock it was applied
+    /// under (the journal's order: [`crate::changes`]).
     pub(super) fn record(&self, change: ChangeRef<'_>) -> Result<Option<Durable>> {
         self.log.get().map_or(Ok(None), |log| log.record(change))
     }

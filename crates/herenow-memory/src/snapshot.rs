@@ -210,9 +210,8 @@ struct MemberDump {
     id: String,
     last_seen_ms: Millis,
     meta: Option<String>,
-    /// A visible live connection held the member present: restored in its
-    /// grace (see [`MemoryStore::restore`]), since the process whose
-    /// connection it was is gone.
+    /// A visible live connection held the member present (restored in its
+    /// grace: [`MemoryStore::restore`]).
     held: bool,
 }
 

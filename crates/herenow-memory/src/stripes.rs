@@ -379,8 +379,6 @@ impl Locked<'_> {
                 order,
             });
         }
-        // By id: each stripe's page from the same cursor, merged by id and
-        // cut at the limit.
         let mut pages = Vec::with_capacity(self.guards.len());
         for g in &self.guards {
             pages.push(g.list(query, now)?);

@@ -341,7 +341,7 @@ impl ChangeRef<'_> {
     /// Heartbeats and leaves, one record per call on the hot path, are
     /// written by hand in postcard's format (`wire.rs`: serde's generic
     /// walk costs more than the record itself); the rest go through postcard
-    /// itself. The tests pin both to the owned [`Change`]'s bytes.
+    /// itself.
     #[inline]
     pub fn encode_into(&self, out: &mut Vec<u8>) {
         match *self {

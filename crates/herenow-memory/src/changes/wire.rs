@@ -218,11 +218,8 @@ pub(super) fn leave(
     w.finish();
 }
 
-/// Appends one record to `out`.
-///
-/// Room is reserved before each item from an upper bound on its size, so
-/// that the pushes and copies after it do not grow `out` one by one. The
-/// record's bytes are in `out` as they are written; a writer that gives
+/// Appends one record to `out` (room reserved as the module doc says).
+/// The record's bytes are in `out` as they are written; a writer that gives
 /// up part way ([`RecordWriter::abandon`]) takes them back. Nothing between the
 /// first byte and [`RecordWriter::finish`] can fail: only allocation could, and
 /// it aborts.

@@ -72,8 +72,6 @@ impl Space {
         self.advance_mark(Mark::Away, now, &mut budget, &mut work);
         self.advance_mark(Mark::Gone, now, &mut budget, &mut work);
         self.expire_members(now, &mut budget, &mut work);
-        // Rebuilding moves every live member in one hold, so it waits until
-        // few are left: then it costs no more than one step of expiry.
         if self.free.len() > 1024
             && self.free.len() > self.entries.len() / 2
             && self.len() <= COMPACT_AT_MOST
@@ -83,8 +81,9 @@ impl Space {
         work
     }
 
-    /// Takes what the last compaction let go of, so the caller can drop it
-    /// after releasing the space.
+    /// Takes what the last compaction let go of, for the caller to drop
+    /// after releasing the space: freeing a million-slot slab takes
+    /// milliseconds.
     pub fn take_retired(&mut self) -> Option<Retired> {
         self.retired.take()
     }

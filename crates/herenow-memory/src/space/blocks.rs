@@ -5,9 +5,8 @@
 //! It exists for two questions the lists alone answer only by walking from
 //! the head: "how many members since `t`" (window counts, exact and without
 //! a walk) and "where does key `k` go" (backfills, cursors, watermarks).
-//! Small spaces do not keep it: below [`INDEX_ABOVE`] members a walk is
-//! cheaper than keeping blocks up to date, as Redis keeps small sorted sets
-//! as listpacks.
+//! Small spaces walk instead ([`INDEX_ABOVE`]), as Redis keeps small
+//! sorted sets as listpacks.
 //!
 //! The slab calls [`Space::blocks_linked`] and [`Space::blocks_unlinked`]
 //! after every change to a list; this module builds, keeps and drops the

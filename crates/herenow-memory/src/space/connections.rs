@@ -1,7 +1,5 @@
-//! Live connections on top of the member entries (the rules are in
-//! [`herenow_core::conn`]): a visible attach is a heartbeat "now"; the last
-//! visible connection to go makes its member leave, others only
-//! `disconnect`.
+//! Live connections on top of the member entries, by the rules of
+//! [`herenow_core::conn`].
 //!
 //! The bookkeeping (by id, by member, by expiry) is
 //! [`ConnTable`](crate::conns::ConnTable)'s; this module decides the

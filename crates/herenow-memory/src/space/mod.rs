@@ -7,20 +7,15 @@
 //! - `entries`: a slab of 48-byte entries (id inline up to 24 bytes, last
 //!   seen, sequence number and flags, two list links). Freed slots are
 //!   reused.
-//! - `index`: a [`SlotIndex`] of slots keyed by (kind,
-//!   id): 64-byte groups of twelve tags and twelve slots, so a lookup
-//!   reads one cache line of index before the entry.
+//! - `index`: a [`SlotIndex`] of slots keyed by (kind, id), one cache
+//!   line of index per lookup.
 //! - `lists`: one intrusive doubly-linked list per kind, ordered by key =
 //!   (last seen, sequence) from newest (head) to oldest (tail).
 //!   Heartbeats at the store's clock go to the head in O(1); the oldest are
 //!   at the tail, where expiry pops them; top-N is a walk from the head.
 //! - `blocks`: for spaces above [`INDEX_ABOVE`] members, a block index of
-//!   1024 ms blocks with per-kind counts, the newest member of each block,
-//!   and per-millisecond counts for crowded blocks. It answers window counts
-//!   exactly without walking the list, and finds the place of an old
-//!   timestamp (backfills, cursors, watermarks) without walking from the
-//!   head. Small spaces walk instead, like Redis keeps small sorted sets as
-//!   a listpack.
+//!   1024 ms blocks, so window counts and the place of an old timestamp
+//!   need no walk from the head.
 //!
 //! # Events and watermarks
 //!
@@ -121,9 +116,8 @@ pub struct Space {
     gone_mark: Key,
     events: broadcast::Sender<Arc<Event>>,
     conns: ConnTable,
-    /// The slab and index a compaction replaced, kept until the owner
-    /// takes them ([`Space::take_retired`]) to free them outside its lock:
-    /// freeing a million-slot slab takes milliseconds.
+    /// The slab and index a compaction replaced, until the owner takes
+    /// them ([`Space::take_retired`]).
     retired: Option<Retired>,
     /// This space's id in the store's [`Seen`](super::seen::Seen) table;
     /// `None` until registered (or when every id is taken).
@@ -136,10 +130,9 @@ pub struct Space {
     /// changes are kept in `followed`; `None` for a space outside a store.
     follow: Option<Arc<FollowTap>>,
     /// Status events of followed users, drained by the store under this
-    /// space's lock ([`Space::take_followed`]) *after* `sightings`: a
-    /// watcher reading a user's state on such an event must find the
-    /// `Seen` table already knowing of it. A cell, since events are sent
-    /// while the sweep walks the slab.
+    /// space's lock ([`Space::take_followed`]) *after* `sightings` (why:
+    /// `Shared::absorb`). A cell, since events are sent while the sweep
+    /// walks the slab.
     followed: RefCell<Vec<Arc<Event>>>,
     /// Members present (announced `join` and not yet `leave`): kept by
     /// the events themselves, so `occupied` / `vacated` agree with them.
