@@ -371,10 +371,8 @@ impl Keys {
         format!("{}:u:", self.prefix)
     }
 
-    /// A user's channel: its status changes in every space, and a word
-    /// when its friend set changes, for the servers that follow it
-    /// ([`crate::follow`]). The scripts derive the same name from a
-    /// space's channel.
+    /// A user's channel ([`crate::follow`]). The scripts derive the same
+    /// name from a space's channel.
     pub fn user_channel(&self, user: &str) -> String {
         format!("{}:u:{user}", self.prefix)
     }

@@ -70,13 +70,11 @@ pub struct RedisOptions {
     /// Replicas that must have each write (heartbeats and leaves, friend
     /// sets, a space's policy and webhooks, erasure, attach and detach)
     /// before it is acknowledged (Redis `WAIT` after the writes, see
-    /// `replicas.rs`); 0, the default, acknowledges as soon as the master
-    /// has it, so a write acknowledged in a master's last moments may be
-    /// missing on the replica promoted in its place. Writes that did not
-    /// reach that many replicas within [`wait_timeout`](Self::wait_timeout)
-    /// are acknowledged all the same and counted
-    /// ([`RedisStats::unreplicated`](crate::RedisStats::unreplicated));
-    /// a master without that many replicas connected is not waited on.
+    /// `replicas.rs` for why and its bounds); 0, the default, acknowledges
+    /// as soon as the master has it. Writes that did not reach that many
+    /// replicas within [`wait_timeout`](Self::wait_timeout) are
+    /// acknowledged all the same and counted
+    /// ([`RedisStats::unreplicated`](crate::RedisStats::unreplicated)).
     pub wait_replicas: u16,
     /// Longest `WAIT` for [`wait_replicas`](Self::wait_replicas): more than
     /// zero, less than [`timeout`](Self::timeout).

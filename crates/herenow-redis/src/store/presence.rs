@@ -64,10 +64,8 @@ impl PresenceStore for RedisStore {
     /// Most recent first: every shard answers its own first `limit + 1`
     /// members per kind after the cursor (at once), and the merge keeps
     /// the first `limit` in the one total order (score, kind, id)
-    /// descending, so pages stay exact however many shards. By id: the
-    /// window is read in bounded slices and sorted, up to
-    /// [`RedisOptions::id_order_max`](crate::RedisOptions::id_order_max)
-    /// members.
+    /// descending, so pages stay exact however many shards. By id: see
+    /// `by_id.rs`.
     async fn list(&self, space: &SpaceName, query: &ListQuery) -> Result<Page> {
         self.list(space, query).await
     }
@@ -166,8 +164,8 @@ impl Relay for RedisStore {
 #[async_trait]
 impl LiveConnections for RedisStore {
     /// Not buffered while Redis is unavailable: answers
-    /// [`Error::Unavailable`](herenow_core::Error::Unavailable) (see the
-    /// crate documentation).
+    /// [`Error::Unavailable`](herenow_core::Error::Unavailable) (see
+    /// `connections.rs`).
     ///
     /// A connection new to this store is recorded in its set before it is
     /// attached, so a crash right after the attach cannot leave it out of
@@ -196,8 +194,7 @@ impl LiveConnections for RedisStore {
     }
 
     /// Not buffered while Redis is unavailable, like
-    /// [`attach`](Self::attach); a connection whose detach is lost expires
-    /// after its TTL.
+    /// [`attach`](Self::attach).
     async fn detach(
         &self,
         space: &SpaceName,
@@ -239,12 +236,10 @@ impl LiveConnections for RedisStore {
 
 #[async_trait]
 impl Following for RedisStore {
-    /// Changes of followed users made through any server on this Redis:
-    /// the scripts publish them on each user's channel, and this store
-    /// listens to the channels of the users it follows (see the crate
-    /// documentation). Lags after the link to Redis dropped, once the
-    /// subscriptions are back. Its events carry no metadata (the space's
-    /// events do).
+    /// Changes of followed users made through any server on this Redis,
+    /// on users' channels (see `follow.rs`). Lags after the link to Redis
+    /// dropped, once the subscriptions are back. Its events carry no
+    /// metadata (the space's events do).
     fn user_feed(&self) -> Result<UserFeed> {
         self.user_feed()
     }
