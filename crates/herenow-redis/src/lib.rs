@@ -77,10 +77,6 @@
 //! erasure, and `store/migrate.rs` for the one-time migrations recorded in
 //! `P:migrations`. Guests are not users: they are not indexed.
 //!
-//! Online friends read the friend set first and then look the friends up in
-//! the space's slot (different slots of a cluster, so no single script can
-//! see both): the trait's default `online_friends` / `online_among`.
-//!
 //! # Where the rest is
 //!
 //! ARCHITECTURE.md maps the modules. Scripts and their conventions:

@@ -61,11 +61,8 @@ impl PresenceStore for RedisStore {
         self.online_among(space, members, window_ms, limit).await
     }
 
-    /// Most recent first: every shard answers its own first `limit + 1`
-    /// members per kind after the cursor (at once), and the merge keeps
-    /// the first `limit` in the one total order (score, kind, id)
-    /// descending, so pages stay exact however many shards. By id: see
-    /// `by_id.rs`.
+    /// Most recent first: merged over the shards, exact however many
+    /// (see `list.rs`). By id: see `by_id.rs`.
     async fn list(&self, space: &SpaceName, query: &ListQuery) -> Result<Page> {
         self.list(space, query).await
     }
@@ -105,9 +102,8 @@ impl PresenceStore for RedisStore {
         self.friends(user).await
     }
 
-    /// Subscribes to the channel of every shard (one subscriber, one
-    /// sender), then reads every shard's snapshot with the sequence number
-    /// it reflects: each shard's events are delivered after its own
+    /// Every shard's channel, then every shard's snapshot (see
+    /// `subscribe.rs`): each shard's events are delivered after its own
     /// snapshot, in order.
     async fn subscribe(&self, space: &SpaceName) -> Result<Subscription> {
         self.subscribe(space).await
@@ -308,16 +304,14 @@ impl SpaceWebhooks for RedisStore {
 
 #[async_trait]
 impl UserIndex for RedisStore {
-    /// From the user's index of spaces (see the crate documentation): one
-    /// status look-up per space listed, for every user that lists it.
+    /// From the user's index of spaces (see `seen_anywhere.rs`).
     async fn seen_anywhere(&self, users: &[MemberId]) -> Result<Vec<SeenAnywhere>> {
         self.seen_anywhere(users).await
     }
 
-    /// Atomic per space (and per friend set), not across them: a call that
-    /// fails part-way answers the error, and calling again finishes the
-    /// job. Refused with [`Error::Unavailable`](herenow_core::Error::Unavailable)
-    /// while writes wait in the outage buffer.
+    /// Atomic per slot, not across them, and refused with
+    /// [`Error::Unavailable`](herenow_core::Error::Unavailable) while writes
+    /// wait in the outage buffer (see `seen_anywhere.rs`).
     async fn erase_user(&self, user: &MemberId) -> Result<ErasureReport> {
         self.erase_user(user).await
     }
