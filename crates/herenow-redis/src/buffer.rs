@@ -3,10 +3,10 @@
 //! writes them.
 //!
 //! One entry per member whatever the number of heartbeats, so an outage
-//! costs memory in members, not in requests. The buffer is bounded by a cap
-//! on members: members already buffered keep being updated, new members
-//! beyond the cap are dropped and counted (the newest arrivals are the ones
-//! refused, so what is buffered is never rewritten behind a caller's back).
+//! costs memory in members, not in requests. Its cap on members
+//! ([`RedisOptions::buffer_cap`](crate::RedisOptions::buffer_cap)) refuses
+//! the newest arrivals, so what is buffered is never rewritten behind a
+//! caller's back.
 //!
 //! The buffer also says whether writes are *held*: from the first failure
 //! until the replayer has drained everything and Redis answers again, every

@@ -1,9 +1,7 @@
 //! The link to Redis: a standalone server through a reconnecting
 //! [`ConnectionManager`], or a cluster through redis-rs' async
-//! `ClusterConnection`, behind one type, [`RedisClient`], that scripts and commands
-//! run on. (In this crate, as everywhere in herenow, a "connection" is a
-//! live WebSocket connection of a member, [`herenow_core::ConnId`]; the
-//! socket to Redis is the client.)
+//! `ClusterConnection`, behind one type, [`RedisClient`], that scripts and
+//! commands run on (the *client*: see the crate's note on "connection").
 //!
 //! Both speak RESP3, so pub/sub messages arrive as pushes on the same
 //! multiplexed socket that carries commands (no second socket per

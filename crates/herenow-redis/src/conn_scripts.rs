@@ -4,21 +4,13 @@
 //!
 //! They follow the memory engine (`Space::attach`, `detach`, `drop_conn`,
 //! `conn_gone` and the top of `Space::tick`) step for step, atomically per
-//! call, on keys that all carry the space's hash tag:
-//!
-//! - `conns`, a sorted set: connection id → expiry in ms;
-//! - `cinfo`, a hash: connection id → its record, `F K ID \n META`, where
-//!   `F` is `0` (visible), `1` (invisible) or `2` (visible, lingering in
-//!   its member's grace: see [`LINGER`]), `K` the member's kind letter,
-//!   `ID` the member id (which holds no control characters, so the first
-//!   newline ends it) and `META` the connection's metadata JSON, empty for
-//!   none;
-//! - `mconn`, a hash: member (`u:ID` / `g:ID`, as in the metadata hash) →
-//!   its connections, space-separated, each `F` then the connection id
-//!   (connection ids hold no spaces). At most
-//!   [`limits::MAX_CONNS_PER_MEMBER`](herenow_core::limits::MAX_CONNS_PER_MEMBER)
-//!   entries, so "the member's other visible connections" and the listing
-//!   read one short field.
+//! call, on the space's `conns`, `cinfo` and `mconn` (the crate's key
+//! table). In a `cinfo` record the member id holds no control characters,
+//! so the first newline ends it; flag `2` lingers in its member's grace
+//! (see [`LINGER`]). In `mconn` connection ids hold no spaces, and at most
+//! [`limits::MAX_CONNS_PER_MEMBER`](herenow_core::limits::MAX_CONNS_PER_MEMBER)
+//! entries make "the member's other visible connections" and the listing
+//! read one short field.
 //!
 //! Every script but [`CONNECTIONS`] takes the same keys (as does
 //! [`TICK`]): `zu zg meta state config lease conns cinfo mconn ru rg

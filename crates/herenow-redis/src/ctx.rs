@@ -206,10 +206,8 @@ impl Ctx {
     /// The command argument of the scripts that publish on `space`'s
     /// channels: [`publish_cmd`](Self::publish_cmd) while the webhook
     /// outbox is closed (so capture costs nothing), else `CMD CAP MODE
-    /// KEEP`, CAP the space's cap split over its shards (at least one
-    /// each), MODE `1` for one shard, `2` for several, KEEP how long (ms)
-    /// the stream lives after its newest event, `0` for ever (see
-    /// [`crate::outbox_scripts`]).
+    /// KEEP` with the space's cap split over its shards, at least one each
+    /// (see [`crate::outbox_scripts`]).
     pub fn publish_arg(&self, space: &SpaceName) -> Cow<'static, str> {
         let cap = self.outbox_cap.load(Ordering::Acquire);
         if cap == 0 {

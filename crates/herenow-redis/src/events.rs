@@ -30,10 +30,8 @@ use herenow_core::{
 
 use crate::reply::bytes_of;
 
-/// One event as published by the scripts (see `scripts.rs`): `[type,
-/// kind, id, last_seen, presence, reason, meta|false, seq]`, and since live
-/// connections a ninth element, the connection id, on events a connection
-/// caused (`conn_scripts.rs`). Eight-element tuples (from servers that
+/// One event tuple as published by the scripts (its fields: the
+/// conventions of `scripts.rs`). Eight-element tuples (from servers that
 /// predate connections, and every event no connection caused) still read.
 struct Wire {
     typ: String,

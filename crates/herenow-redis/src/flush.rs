@@ -12,8 +12,7 @@
 //! [`ROUNDS_IN_FLIGHT`] rounds of a space are in flight; meanwhile the next
 //! calls queue up, so under load each round carries what arrived during
 //! the previous ones: 64 concurrent single-member requests cost a few
-//! script calls rather than 64. A heartbeat without an explicit time is
-//! written at its round's time, a few milliseconds after the call's.
+//! script calls rather than 64.
 //!
 //! When the next round goes out: a round that fills a script call at once
 //! (the call that brings the queue to [`SCRIPT_BATCH`] members wakes the
@@ -31,9 +30,8 @@
 //! A round that fails to reach Redis answers every call waiting in the
 //! queue with [`Error::Unavailable`] (each then buffers its own heartbeats,
 //! see [`crate::buffer`]), so none waits behind a dead link to Redis for
-//! a timeout per round. A queue already holding [`QUEUE_MAX`] members lets
-//! further calls write directly: the queue never
-//! grows without bound.
+//! a timeout per round. The queue never grows without bound
+//! ([`QUEUE_MAX`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -58,11 +56,9 @@ const ROUND_MAX: usize = SCRIPT_BATCH;
 const QUEUE_MAX: usize = 65_536;
 
 /// Rounds of one space in flight at once: while one is in Redis the next
-/// is sent, so Redis is not idle while herenow reads a reply. A round
-/// starts while another is in flight only if it fills a script call
-/// ([`SCRIPT_BATCH`] members); smaller ones wait and merge. (Rounds go out in order on the one Redis
-/// client; whatever order Redis runs them in, a member's newest time
-/// wins.)
+/// is sent, so Redis is not idle while herenow reads a reply. (Rounds go
+/// out in order on the one Redis client; whatever order Redis runs them
+/// in, a member's newest time wins.)
 const ROUNDS_IN_FLIGHT: usize = 4;
 
 /// A heartbeat owned by the queue: member, time (`None`: "now", stamped

@@ -17,9 +17,7 @@
 //! - shard k ≥ 1 is `P:{S#k}:…` (`#` is not allowed in space names, so no
 //!   other space can own that tag).
 //!
-//! A member always lives in shard [`shard_of`]`(kind, id, N)`: FNV-1a (64
-//! bits) of the kind letter, `:` and the id, modulo N — stable across
-//! processes, versions and platforms, so any tool can compute it. Each shard
+//! A member always lives in shard [`shard_of`]`(kind, id, N)`. Each shard
 //! keeps its own members' metadata, connections, event sequence,
 //! watermarks and sweep lease (a store sweeps the shards whose lease it
 //! holds), and a copy of the space's policy (written to every shard by
@@ -53,7 +51,9 @@ use herenow_core::{ConnId, MemberKey, MemberKind, SpaceName};
 pub const MAX_SHARDS: u16 = 1024;
 
 /// The shard of a member in a space of `shards` shards: FNV-1a (64 bits)
-/// of `u:ID` or `g:ID`, modulo `shards`. Always 0 for one shard.
+/// of `u:ID` or `g:ID`, modulo `shards` — stable across processes,
+/// versions and platforms, so any tool can compute it. Always 0 for one
+/// shard.
 pub fn shard_of(kind: MemberKind, id: &str, shards: u16) -> u16 {
     hash_mod(&[kind.letter().as_bytes()[0], b':'], id, shards)
 }
@@ -150,9 +150,8 @@ pub(crate) struct SpaceKeys {
 }
 
 impl SpaceKeys {
-    /// The keys stored (not the channel), in the order every connection
-    /// script (and the sweep and erase) takes them: `zu zg meta state
-    /// config lease conns cinfo mconn ru rg unidx`.
+    /// The keys stored (not the channel), in the order the connection
+    /// scripts take them (see [`crate::conn_scripts`]).
     fn stored(&self) -> [&String; 12] {
         [
             &self.zu,
@@ -294,9 +293,7 @@ impl Keys {
         format!("{}:{{spaces}}:shards", self.prefix)
     }
 
-    /// The registry of remembered times: space → when the sweep should
-    /// next visit it to forget remembered times past the horizon (spaces
-    /// that hold nothing else leave the registry of names).
+    /// The registry of spaces holding only remembered times.
     pub fn due(&self) -> String {
         format!("{}:{{spaces}}:due", self.prefix)
     }
@@ -338,16 +335,14 @@ impl Keys {
         format!("{}:{{instances}}:reaper:{owner}", self.prefix)
     }
 
-    /// The one-time migrations this store has run on its data: a hash,
-    /// migration → when it finished (ms). `followers`: friend sets written
-    /// before the reverse index existed were indexed; `hooked`: spaces
-    /// that named webhook endpoints before their list existed were listed.
+    /// The one-time migrations run on this prefix's data
+    /// (`store/migrate.rs`).
     pub fn migrations(&self) -> String {
         format!("{}:migrations", self.prefix)
     }
 
-    /// The users whose friend set holds `user` (or did: a superset, the
-    /// reverse index that erasing a user needs), in `user`'s bucket.
+    /// The reverse index of friend sets: the users whose friend set holds
+    /// `user`, in `user`'s bucket.
     pub fn followers(&self, user: &str) -> String {
         format!(
             "{}:{{~{}}}:followers:{user}",
@@ -356,9 +351,7 @@ impl Keys {
         )
     }
 
-    /// A user's index of spaces, in its bucket: a sorted set, member = a
-    /// space the user is stored or remembered in (or was: a superset),
-    /// score = when a writer last marked it (ms).
+    /// A user's index of spaces, in its bucket.
     pub fn seen(&self, user: &str) -> String {
         format!("{}:{{~{}}}:seen:{user}", self.prefix, user_bucket(user))
     }
@@ -378,10 +371,8 @@ impl Keys {
         format!("{}:u:", self.prefix)
     }
 
-    /// A user's channel: its status changes in every space, and a word
-    /// when its friend set changes, for the servers that follow it
-    /// ([`crate::follow`]). The scripts derive the same name from a
-    /// space's channel.
+    /// A user's channel ([`crate::follow`]). The scripts derive the same
+    /// name from a space's channel.
     pub fn user_channel(&self, user: &str) -> String {
         format!("{}:u:{user}", self.prefix)
     }
@@ -409,30 +400,26 @@ impl Keys {
         Some((SpaceName::new(space).ok()?, k))
     }
 
-    /// The outbox stream of the shard tagged `tag` ([`outbox_tag`](Self::outbox_tag)),
-    /// and its state hash (`trimmed`, and the consumer's place: `upto`,
-    /// `at`), in the shard's slot.
+    /// The outbox stream of the shard tagged `tag` ([`outbox_tag`](Self::outbox_tag))
+    /// and its state hash, in the shard's slot.
     pub fn stream(&self, tag: &str) -> (String, String) {
         let p = &self.prefix;
         (format!("{p}:{{{tag}}}:wh"), format!("{p}:{{{tag}}}:whs"))
     }
 
-    /// Who delivers `space`'s events now (a hash: `owner`, `at`), in the
-    /// slot of shard 0.
+    /// Who delivers `space`'s events now, in the slot of shard 0.
     pub fn space_owner(&self, space: &SpaceName) -> String {
         format!("{}:{}:whown", self.prefix, tag(space, 0))
     }
 
-    /// Which shards of a space split over several hold present members (a
-    /// hash: shard → its last transition's number, negative when it
-    /// emptied; `n` → how many are occupied), in the slot of shard 0.
+    /// Which shards of a space split over several hold present members,
+    /// in the slot of shard 0.
     pub fn occupancy(&self, space: &SpaceName) -> String {
         format!("{}:{}:whocc", self.prefix, tag(space, 0))
     }
 
-    /// The index of outbox streams that may hold events (a sorted set of
-    /// tags, score 0), and the trimmed count of streams since deleted.
-    /// `~` is not allowed in space names: no space owns the tag.
+    /// The index of outbox streams and the trimmed count of streams since
+    /// deleted. `~` is not allowed in space names: no space owns the tag.
     pub fn outbox_index(&self) -> (String, String) {
         let p = &self.prefix;
         (
@@ -441,16 +428,13 @@ impl Keys {
         )
     }
 
-    /// The outbox's switch: the cap every store on this Redis captures
-    /// with, while it lasts: set by each server that opens the outbox and
-    /// renewed on its every tick, for a lease (see `store/outbox_lease.rs`).
+    /// The outbox's switch, a lease (see `store/outbox_lease.rs`).
     pub fn outbox_switch(&self) -> String {
         format!("{}:{{~outbox}}:open", self.prefix)
     }
 
-    /// How long (ms) outbox streams live after their newest event, set
-    /// and renewed with the switch ([`outbox_switch`](Self::outbox_switch)),
-    /// in its slot.
+    /// The outbox's keep time, set and renewed with the switch
+    /// ([`outbox_switch`](Self::outbox_switch)), in its slot.
     pub fn outbox_keep(&self) -> String {
         format!("{}:{{~outbox}}:keep", self.prefix)
     }
@@ -461,15 +445,13 @@ impl Keys {
         format!("{}:{}:hooks", self.prefix, tag(space, 0))
     }
 
-    /// The version of every space's webhook endpoints, counted up by each
-    /// set.
+    /// The version of every space's webhook endpoints.
     pub fn hooks_version(&self) -> String {
         format!("{}:{{~outbox}}:hooksv", self.prefix)
     }
 
-    /// The spaces that may name webhook endpoints (a set, a superset:
-    /// each set adds its space, a space cleared leaves it until a check
-    /// finds its endpoints gone; see `store/outbox_lease.rs`).
+    /// The spaces that may name webhook endpoints (a superset; see
+    /// `store/outbox_lease.rs`).
     pub fn hooked_spaces(&self) -> String {
         format!("{}:{{~outbox}}:hooked", self.prefix)
     }

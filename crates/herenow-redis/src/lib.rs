@@ -2,11 +2,8 @@
 //! and Redis Cluster — the scale-out path, where herenow servers hold no
 //! presence state of their own and any number of them share one Redis.
 //!
-//! Build it with [`RedisStore::connect`] from a spec:
-//! `redis://HOST:PORT[/DB]` (one server, through redis-rs' reconnecting
-//! `ConnectionManager`) or `redis+cluster://H1:P1,H2:P2,…` (seed nodes of
-//! a cluster).
-//! Every command runs under a timeout ([`RedisOptions::timeout`]) and every
+//! Build it with [`RedisStore::connect`] from a spec (one server, or a
+//! cluster's seed nodes). Every command runs under a timeout ([`RedisOptions::timeout`]) and every
 //! failure to reach Redis is [`Error::Unavailable`](herenow_core::Error):
 //! the store never hangs and never falls back to memory. "Now" comes from
 //! the injected [`Clock`](herenow_core::Clock), never from Redis `TIME`, so
@@ -80,10 +77,6 @@
 //! erasure, and `store/migrate.rs` for the one-time migrations recorded in
 //! `P:migrations`. Guests are not users: they are not indexed.
 //!
-//! Online friends read the friend set first and then look the friends up in
-//! the space's slot (different slots of a cluster, so no single script can
-//! see both): the trait's default `online_friends` / `online_among`.
-//!
 //! # Where the rest is
 //!
 //! ARCHITECTURE.md maps the modules. Scripts and their conventions:
@@ -100,10 +93,8 @@
 //! shard) and `outbox.rs` (what a store does after a script captured
 //! webhook events). Each space is swept
 //! by one store at a time, under a lease
-//! ([`RedisOptions::lease`]). Live connections are not buffered: while
-//! Redis fails (and until the buffer is written back) `attach` and
-//! `detach` answer `Unavailable` at once, and a connection whose detach
-//! never reached Redis expires at the end of its TTL.
+//! ([`RedisOptions::lease`]). Live connections are not buffered while
+//! Redis fails (`store/connections.rs` says why).
 //!
 //! In this crate a "connection" is always a live connection of a member
 //! (a WebSocket, [`herenow_core::ConnId`]); the socket to Redis is the

@@ -41,21 +41,17 @@ pub struct RedisOptions {
     /// stops ticking another store takes over after at most this long, so
     /// it should be several tick intervals.
     pub lease: Duration,
-    /// Most members a window may hold to be listed by id (`order=id`).
-    /// There is no index by id (it would store every member twice): a
-    /// by-id page reads the whole window in bounded slices and sorts it,
-    /// so its cost grows with the window. Past this many members such a
-    /// listing answers [`Error::Unsupported`](herenow_core::Error::Unsupported) naming the limit; listing
-    /// most recent first has no such limit.
+    /// Most members a window may hold to be listed by id (`order=id`),
+    /// whose cost grows with the window (see `store/by_id.rs`). Past this
+    /// many members such a listing answers
+    /// [`Error::Unsupported`](herenow_core::Error::Unsupported) naming the
+    /// limit; listing most recent first has no such limit.
     pub id_order_max: usize,
-    /// Shard keys per space (1 to [`MAX_SHARDS`](crate::key_names::MAX_SHARDS)):
-    /// a space with more than one keeps its members in that many copies of
-    /// the layout, each under its own hash tag, spread over a cluster's
-    /// slots, so one space can outgrow one sorted set and one node (see
+    /// Shard keys per space (1 to [`MAX_SHARDS`](crate::key_names::MAX_SHARDS)),
+    /// so one space can outgrow one sorted set and one node (see
     /// [`crate::key_names`]). 1, the default, is the unsharded layout. Every
     /// server on one Redis must agree: a space keeps the count it was
-    /// created with, and a store configured otherwise refuses to write to
-    /// it.
+    /// created with.
     pub shards: u16,
     /// Per-space exceptions to [`shards`](Self::shards), e.g. one huge
     /// lobby split in 16 while every other space has one shard.
@@ -74,13 +70,11 @@ pub struct RedisOptions {
     /// Replicas that must have each write (heartbeats and leaves, friend
     /// sets, a space's policy and webhooks, erasure, attach and detach)
     /// before it is acknowledged (Redis `WAIT` after the writes, see
-    /// `replicas.rs`); 0, the default, acknowledges as soon as the master
-    /// has it, so a write acknowledged in a master's last moments may be
-    /// missing on the replica promoted in its place. Writes that did not
-    /// reach that many replicas within [`wait_timeout`](Self::wait_timeout)
-    /// are acknowledged all the same and counted
-    /// ([`RedisStats::unreplicated`](crate::RedisStats::unreplicated));
-    /// a master without that many replicas connected is not waited on.
+    /// `replicas.rs` for why and its bounds); 0, the default, acknowledges
+    /// as soon as the master has it. Writes that did not reach that many
+    /// replicas within [`wait_timeout`](Self::wait_timeout) are
+    /// acknowledged all the same and counted
+    /// ([`RedisStats::unreplicated`](crate::RedisStats::unreplicated)).
     pub wait_replicas: u16,
     /// Longest `WAIT` for [`wait_replicas`](Self::wait_replicas): more than
     /// zero, less than [`timeout`](Self::timeout).

@@ -31,8 +31,8 @@ use crate::outbox_scripts;
 pub(crate) struct Captured {
     /// Events it added to the shard's stream.
     pub added: u64,
-    /// The shard's occupancy transition (space of several shards): its
-    /// number, negative when the shard emptied; 0 for none.
+    /// The shard's occupancy transition (see
+    /// [`OCCUPY`](crate::outbox_scripts::OCCUPY)); 0 for none.
     pub shift: i64,
 }
 
@@ -59,10 +59,9 @@ impl Captured {
     }
 }
 
-/// After a script on shard `k` of `space` captured `c`: indexes the
-/// shard's stream, and for a transition runs `OCCUPY` on shard 0 (and
-/// indexes its stream if that added an event). Never fails: see the
-/// module documentation.
+/// After a script on shard `k` of `space` captured `c`: the module
+/// documentation's follow-up (shard 0's stream indexed too when `OCCUPY`
+/// added to it). Never fails.
 pub(crate) async fn after(ctx: &Ctx, space: &SpaceName, k: &SpaceKeys, c: Captured) {
     if !c.any() {
         return;
@@ -131,9 +130,8 @@ async fn follow_up(ctx: &Ctx, space: &SpaceName, k: &SpaceKeys, c: Captured) -> 
 }
 
 /// [`WebhookOutbox::outbox_message`](herenow_core::WebhookOutbox::outbox_message):
-/// `body` as the entry `["message", body]` of `space`'s shard 0 stream,
-/// while the outbox captures (`false`: it does not, nothing written). Its
-/// indexing, as a script's capture is, never fails it.
+/// see the module documentation; `false` when the outbox does not
+/// capture (nothing written).
 pub(crate) async fn message(ctx: &Ctx, space: &SpaceName, body: &str) -> Result<bool> {
     OutboxEvent::check_body(body)?;
     let cap = ctx.outbox_cap.load(Ordering::Acquire);

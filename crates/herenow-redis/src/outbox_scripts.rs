@@ -45,9 +45,8 @@
 //! between the two loses that one transition until the shard's next.
 //!
 //! Each script returns `{added, transition}` (`WH`) as its reply's last
-//! element, `{0, 0}` with the outbox closed: the store adds the stream to
-//! the index of streams when `added > 0` (a script cannot write outside its
-//! slot), and runs [`OCCUPY`] for a transition.
+//! element, `{0, 0}` with the outbox closed, for the store's follow-up
+//! (`outbox.rs`).
 //!
 //! # Claims
 //!
@@ -86,16 +85,16 @@ pub(crate) const GROUP: &str = "herenow";
 /// and adds `occupied` / `vacated` to shard 0's stream when the space's
 /// first shard fills or its last empties. KEYS: occupancy, shard 0's
 /// stream, its state hash. ARGV: now, cap, shard, the transition (its
-/// number, negative when the shard emptied), keep (ms, `0` for ever: how
-/// long the stream lives after its newest event, as in the capture).
+/// number, negative when the shard emptied), keep (as in the capture).
 /// Returns how many events it added (0 or 1).
 ///
 /// Trimming keeps the newest events, and the space's event comes first
 /// among those of its millisecond (with one shard it is added before the
 /// call's joins): so when shard 0's stream is full and its oldest entry
 /// is no older than the transition, the space's event is the one trimmed
-/// (counted, not added) rather than a member's event of the same moment. A transition numbered at or below the shard's last one
-/// is stale (reported late) and ignored.
+/// (counted, not added) rather than a member's event of the same moment.
+/// A transition numbered at or below the shard's last one is stale
+/// (reported late) and ignored.
 pub static OCCUPY: LazyLock<Script> = LazyLock::new(|| bare(include_str!("lua/occupy.lua")));
 
 /// Keeps a message in a shard's stream (shard 0 of its space), trimmed

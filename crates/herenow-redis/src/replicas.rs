@@ -4,10 +4,8 @@
 //! Redis replicates asynchronously: a master answers a write before any
 //! replica has it, so a heartbeat acknowledged in a master's last moments
 //! can be missing on the replica promoted in its place. With
-//! `wait_replicas` N > 0, after the scripts of a write (a heartbeat or
-//! leave call from the writer; a friend set, a space's policy or webhooks,
-//! an erasure, an attach or detach from the store) it sends
-//! `WAIT N timeout` to the master of each slot it wrote,
+//! `wait_replicas` N > 0, after the scripts of a write (from the writer
+//! or the store) it sends `WAIT N timeout` to the master of each slot it wrote,
 //! on the connection that carried the writes (the multiplexed client has
 //! one per node), and acknowledges once it answers.
 //!

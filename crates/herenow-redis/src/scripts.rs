@@ -1,8 +1,6 @@
 //! The Lua scripts: every multi-step operation on a space runs as one
-//! script, so it is atomic and costs one round trip. All keys a script
-//! touches share the space's hash tag (the shard's, for a space split over
-//! shards: see [`crate::key_names`]), so every script runs on one node of a
-//! cluster.
+//! script, so it is atomic and costs one round trip; its keys share one
+//! hash tag, so it runs on one node (see the crate's key layout).
 //!
 //! Each script is `PRELUDE` followed by its body. [`redis::Script`] sends
 //! `EVALSHA` and falls back to `EVAL` when the server answers `NOSCRIPT`
@@ -27,10 +25,9 @@
 //!   add a ninth element, the connection id ([`crate::conn_scripts`]).
 //!   A user's `join`, `away`, `back` and `leave` also go, one message
 //!   each, to the user's channel (`publish`, see `follow.rs`).
-//! - The command argument of `publish` also says whether the store's
-//!   webhook outbox is open; then `publish` adds the events to the shard's
-//!   stream too, and every script that publishes answers `outbox`, `{added,
-//!   transition}`, as its reply's last element ([`crate::outbox_scripts`]).
+//! - The command argument of `publish` also carries the webhook outbox's
+//!   switch, and every script that publishes answers `outbox` as its
+//!   reply's last element ([`crate::outbox_scripts`]).
 //!
 //! The Lua is in `src/lua/`, one file per script (named after its
 //! constant), included at build time. The scripts of live connections,
@@ -43,10 +40,8 @@ use std::sync::LazyLock;
 use redis::Script;
 
 /// Helpers every script starts with (`lua/helpers.lua`), the outbox's
-/// capture (`lua/capture.lua`, see [`crate::outbox_scripts`]), then
-/// `publish` (`lua/publish.lua`): the events of a script call, numbered,
-/// on the shard's channel, each user's status changes on its own channel,
-/// and, when the command says the outbox is open, into the shard's stream.
+/// capture (`lua/capture.lua`), then `publish` (`lua/publish.lua`, see the
+/// conventions above).
 pub(crate) const PRELUDE: &str = concat!(
     "\n",
     include_str!("lua/helpers.lua"),
@@ -68,16 +63,15 @@ pub(crate) fn bare(lua: &str) -> Script {
 }
 
 /// Heartbeats. KEYS: zu zg meta state config ru rg unidx. ARGV: now, the
-/// six defaults, publish command,
-/// channel, the number of users `nu` and of
+/// six defaults, publish command, channel, the number of users `nu` and of
 /// guests `ng`, then the `nu` user ids and the `ng` guest ids (one entry
 /// per member: the caller coalesces), then `pos at meta` for each entry
 /// whose time is not `now` or that brings metadata (`pos` its 1-based
 /// place among the ids, meta `''` keeps the member's). Returns `{accepted,
-/// joined, stale, outcomes, new_users, outbox}`, outcomes one byte per entry in the order of
-/// the ids: `0` accepted, `1` accepted and joined, `2` stale (so a caller
-/// that merged several requests into one call can tell each its own
-/// answer).
+/// joined, stale, outcomes, new_users, outbox}`, outcomes one byte per
+/// entry in the order of the ids: `0` accepted, `1` accepted and joined,
+/// `2` stale (so a caller that merged several requests into one call can
+/// tell each its own answer).
 ///
 /// Remembered last seen: a member stored anew (not in its kind's sorted
 /// set before) is dropped from the remembered set (presence answers
@@ -85,13 +79,13 @@ pub(crate) fn bare(lua: &str) -> Script {
 /// if the member is not stored and the time is within the horizon (never
 /// moving a remembered time back). Users stored or remembered anew (not
 /// remembered before: a remembered user is in its index already) are
-/// added to `unidx` and returned in `new_users`: the caller adds the space
-/// to each one's index of spaces and then removes them from `unidx` (the
-/// sweep finishes the job if the caller never does).
+/// added to `unidx` and returned in `new_users`, for the caller to index
+/// (see the crate's "Remembered last seen").
 ///
 /// Per member it reads the old score and writes the new one, as seed
-/// 001's `ZADD` does, in bulk: for each chunk of 250 members of a kind, one `ZMSCORE` and then one variadic `ZADD` (while the
-/// members are still in the CPU's cache); one `HMGET` for the members that
+/// 001's `ZADD` does, in bulk: for each chunk of 250 members of a kind,
+/// one `ZMSCORE` and then one variadic `ZADD` (while the members are
+/// still in the CPU's cache); one `HMGET` for the members that
 /// bring metadata and one `HSET` for those whose metadata changed. The
 /// common heartbeat (now, no metadata) is one argument, and its score the
 /// one string `now`. The old score decides `join` / `back` / `update`

@@ -17,9 +17,10 @@ use crate::scripts::script;
 pub static REGISTER: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/register.lua")));
 
 /// Drops a space from the registry (and its shard count, unless `keep`)
-/// unless it was touched since `cutoff` (or is not registered). KEYS: names touched shards. ARGV:
-/// space, cutoff, keep (`1` while the space still remembers members: their
-/// shard must not change). Returns 1 if dropped.
+/// unless it was touched since `cutoff` (or is not registered). KEYS:
+/// names touched shards. ARGV: space, cutoff, keep (`1` while the space
+/// still remembers members: their shard must not change). Returns 1 if
+/// dropped.
 pub static UNREGISTER: LazyLock<Script> =
     LazyLock::new(|| script(include_str!("lua/unregister.lua")));
 

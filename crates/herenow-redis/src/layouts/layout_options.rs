@@ -151,9 +151,8 @@ pub struct LayoutOptions {
     /// Longest wait for any one command, connecting included; a call that
     /// takes longer fails with [`Error::Unavailable`].
     pub timeout: Duration,
-    /// `rotation`: how often "current" becomes "old". A member stays listed
-    /// between one and two periods after its last heartbeat, so the
-    /// layout's window is twice this. Seed 000 uses five minutes.
+    /// `rotation`: how often "current" becomes "old" (the layout's window
+    /// is twice this). Seed 000 uses five minutes.
     pub rotate_every: Duration,
     /// `rotation`: whether this store's `tick` rotates. Switch it off when
     /// the seed's own cron job keeps rotating the same keys (two rotators

@@ -117,7 +117,6 @@ impl LayoutOps for MinuteBuckets {
         false
     }
 
-    /// The seed's buckets expire by themselves (`EXPIRE`).
     async fn tick(&self, _s: &LayoutCtx) -> Result<TickReport> {
         Ok(TickReport::default())
     }

@@ -1,9 +1,6 @@
-//! How far this store's clock is from Redis' (`TIME`): servers on one
-//! Redis stamp heartbeats with their own clocks and the newest time wins,
-//! so a server whose clock runs minutes ahead would make every other
-//! server's heartbeats stale. Time still comes from the injected clock;
-//! Redis' is only read to compare (see
-//! [`RedisOptions::max_clock_skew`](crate::RedisOptions::max_clock_skew)).
+//! How far this store's clock is from Redis' (`TIME`), and why that
+//! matters: [`RedisOptions::max_clock_skew`](crate::RedisOptions::max_clock_skew).
+//! Time still comes from the injected clock; Redis' is only read to compare.
 
 use std::sync::atomic::Ordering;
 

@@ -143,8 +143,7 @@ impl RedisStore {
     }
 
     /// Ends `member`'s connection `conn` with `script`: [`conn_scripts::DETACH`]
-    /// (`linger` `None`; in a sharded space the claim on the id goes with
-    /// the connection) or [`conn_scripts::LINGER`] (`linger`: the default
+    /// (`linger` `None`) or [`conn_scripts::LINGER`] (`linger`: the default
     /// grace, for spaces without their own, and when it ended), whose
     /// replies have one shape.
     async fn end_conn(

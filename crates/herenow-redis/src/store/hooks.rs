@@ -34,10 +34,9 @@ impl RedisStore {
     /// it already with its own), lists the space among those naming
     /// endpoints, then writes the endpoints and lists it again, then
     /// counts the version up, so a server that sees the new version reads
-    /// the new endpoints. Clearing a space's endpoints leaves it listed:
-    /// the switch's check takes it off once it finds them gone (see
-    /// `store/outbox_lease.rs`: listing it again after the write is what keeps a
-    /// check running meanwhile from leaving it off).
+    /// the new endpoints. Listing it again after the write keeps a
+    /// concurrent check of the list (`store/outbox_lease.rs`) from leaving
+    /// it off.
     pub(super) async fn set_space_hooks(
         &self,
         space: &SpaceName,

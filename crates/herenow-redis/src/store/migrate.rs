@@ -1,7 +1,7 @@
 //! One-time migrations of what earlier versions wrote, run by
 //! [`RedisStore::connect`] before it answers. Each is idempotent and, once
-//! it has finished, recorded in `P:migrations` (a hash: migration → when it
-//! finished, ms), so a later store skips it for one `HEXISTS`. Stores
+//! it has finished, recorded in `P:migrations`, so a later store skips it
+//! for one `HEXISTS`. Stores
 //! started together may each run one not recorded yet: the work is done
 //! twice, not wrongly. A migration that fails fails `connect` (loudly, as
 //! a Redis that cannot be reached does); the next start runs it again.

@@ -80,8 +80,8 @@ pub struct RedisStore {
     /// The connections this store recorded in its set in Redis (see
     /// `instances.rs`), so each is recorded once, before its first attach.
     recorded: Mutex<std::collections::HashSet<(SpaceName, herenow_core::ConnId)>>,
-    /// Where this store's outbox claims are in the index of streams; held
-    /// by each claim and acknowledgement, so they run one at a time.
+    /// Where this store's outbox claims are in the index of streams; the
+    /// lock `store/outbox.rs` runs claims and acknowledgements under.
     outbox: tokio::sync::Mutex<outbox::Consumer>,
     /// How this store's own server opened the outbox (it then renews the
     /// switch on every tick; see `outbox_lease.rs`), `None` while it follows.

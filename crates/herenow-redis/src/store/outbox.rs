@@ -151,7 +151,6 @@ impl RedisStore {
                     continue;
                 };
                 if self.ctx.keys.shards(&space) == 1 {
-                    // Ownership inside the stream's own script.
                     let got = self
                         .claim_stream(&space, tag, true, consumer, now, idle_ms, max - out.len())
                         .await?;
@@ -191,9 +190,7 @@ impl RedisStore {
         }
         st.next = pos;
         for (space, (r, took)) in spaces {
-            // Owning a space and claiming is being alive: the hold is
-            // refreshed even when nothing new came (its events may wait
-            // on a slow endpoint for hours), so nobody takes it over.
+            // Held afresh even when nothing new came: see the refresh above.
             if took || r == 0 {
                 self.touch_space(&space, consumer, &now.to_string()).await?;
                 st.owned.insert(space);
@@ -348,7 +345,7 @@ impl RedisStore {
         }
     }
 
-    /// [`CLAIM_SPACE`]: -1 busy, 0 owned already, 1 taken now.
+    /// [`CLAIM_SPACE`] on `space`'s owner hash.
     async fn claim_space(
         &self,
         space: &SpaceName,
@@ -365,9 +362,7 @@ impl RedisStore {
             .await
     }
 
-    /// [`TOUCH_SPACE`]: took events at `at`, or (`at` empty) gives the
-    /// space back.
-    /// Returns whether `consumer` held the space.
+    /// [`TOUCH_SPACE`] on `space`'s owner hash; whether `consumer` held it.
     async fn touch_space(&self, space: &SpaceName, consumer: &str, at: &str) -> Result<bool> {
         let key = self.ctx.keys.space_owner(space);
         let held: i64 = self
@@ -377,10 +372,9 @@ impl RedisStore {
         Ok(held == 1)
     }
 
-    /// [`CLAIM_STREAM`] on the stream tagged `tag`, decoded (nothing
-    /// while another consumer owns the space); a drained stream leaves the
-    /// index (its trimmed count kept store-wide). `solo`: the space has
-    /// one shard, and the script also takes the space.
+    /// [`CLAIM_STREAM`] on the stream tagged `tag` (`solo`: with the owner
+    /// hash, one shard), decoded; a drained stream leaves the index, its
+    /// trimmed count kept store-wide.
     #[allow(clippy::too_many_arguments)]
     async fn claim_stream(
         &self,

@@ -30,14 +30,9 @@
 //! captures only while some space may name endpoints, and otherwise
 //! follows the switch like any other. Which spaces may is a list,
 //! `P:{~outbox}:hooked` (`hooks.rs`): a superset, since clearing a
-//! space's endpoints leaves it listed. The store looks at up to
-//! [`HOOKS_SAMPLE`] listed spaces when the endpoints' version moves, and
-//! every [`HOOKS_LOOK_MS`]: any with endpoints means yes; those without
-//! are taken off, then looked at once more (a set racing the look lists
-//! its space again after writing its endpoints, so it is never left off),
-//! and while the list is not empty the answer stays yes and the next tick
-//! looks again. So capture stops a lease after the last space's endpoints
-//! were cleared.
+//! space's endpoints leaves it listed; when and how the store looks and
+//! cleans it: `spaces_name_hooks`, `look_for_hooks`. So capture stops a
+//! lease after the last space's endpoints were cleared.
 
 use std::sync::atomic::Ordering;
 
@@ -78,9 +73,7 @@ impl RedisStore {
     /// [`WebhookOutbox::outbox_open`](herenow_core::WebhookOutbox::outbox_open):
     /// from now on this store's scripts capture, and so do every other
     /// store's on the same Redis while this one renews the switch (see the
-    /// module documentation). So a server without webhook endpoints still
-    /// captures the changes it makes, and the servers with endpoints
-    /// deliver them.
+    /// module documentation).
     pub(super) async fn outbox_open(&self, options: OutboxOptions) -> Result<()> {
         if options.max_events == 0 {
             return Err(InvalidInput::BadConfig {
@@ -100,8 +93,6 @@ impl RedisStore {
         };
         *self.opened.lock() = Some(options);
         if options.for_spaces {
-            // Renews, and captures with these settings, only if some
-            // space names endpoints now.
             return self.follow_outbox_switch().await;
         }
         self.capture(options.max_events, options.keep_ms);

@@ -61,13 +61,8 @@ impl PresenceStore for RedisStore {
         self.online_among(space, members, window_ms, limit).await
     }
 
-    /// Most recent first: every shard answers its own first `limit + 1`
-    /// members per kind after the cursor (at once), and the merge keeps
-    /// the first `limit` in the one total order (score, kind, id)
-    /// descending, so pages stay exact however many shards. By id: the
-    /// window is read in bounded slices and sorted, up to
-    /// [`RedisOptions::id_order_max`](crate::RedisOptions::id_order_max)
-    /// members.
+    /// Most recent first: merged over the shards, exact however many
+    /// (see `list.rs`). By id: see `by_id.rs`.
     async fn list(&self, space: &SpaceName, query: &ListQuery) -> Result<Page> {
         self.list(space, query).await
     }
@@ -107,9 +102,8 @@ impl PresenceStore for RedisStore {
         self.friends(user).await
     }
 
-    /// Subscribes to the channel of every shard (one subscriber, one
-    /// sender), then reads every shard's snapshot with the sequence number
-    /// it reflects: each shard's events are delivered after its own
+    /// Every shard's channel, then every shard's snapshot (see
+    /// `subscribe.rs`): each shard's events are delivered after its own
     /// snapshot, in order.
     async fn subscribe(&self, space: &SpaceName) -> Result<Subscription> {
         self.subscribe(space).await
@@ -166,8 +160,8 @@ impl Relay for RedisStore {
 #[async_trait]
 impl LiveConnections for RedisStore {
     /// Not buffered while Redis is unavailable: answers
-    /// [`Error::Unavailable`](herenow_core::Error::Unavailable) (see the
-    /// crate documentation).
+    /// [`Error::Unavailable`](herenow_core::Error::Unavailable) (see
+    /// `connections.rs`).
     ///
     /// A connection new to this store is recorded in its set before it is
     /// attached, so a crash right after the attach cannot leave it out of
@@ -196,8 +190,7 @@ impl LiveConnections for RedisStore {
     }
 
     /// Not buffered while Redis is unavailable, like
-    /// [`attach`](Self::attach); a connection whose detach is lost expires
-    /// after its TTL.
+    /// [`attach`](Self::attach).
     async fn detach(
         &self,
         space: &SpaceName,
@@ -239,12 +232,10 @@ impl LiveConnections for RedisStore {
 
 #[async_trait]
 impl Following for RedisStore {
-    /// Changes of followed users made through any server on this Redis:
-    /// the scripts publish them on each user's channel, and this store
-    /// listens to the channels of the users it follows (see the crate
-    /// documentation). Lags after the link to Redis dropped, once the
-    /// subscriptions are back. Its events carry no metadata (the space's
-    /// events do).
+    /// Changes of followed users made through any server on this Redis,
+    /// on users' channels (see `follow.rs`). Lags after the link to Redis
+    /// dropped, once the subscriptions are back. Its events carry no
+    /// metadata (the space's events do).
     fn user_feed(&self) -> Result<UserFeed> {
         self.user_feed()
     }
@@ -313,16 +304,14 @@ impl SpaceWebhooks for RedisStore {
 
 #[async_trait]
 impl UserIndex for RedisStore {
-    /// From the user's index of spaces (see the crate documentation): one
-    /// status look-up per space listed, for every user that lists it.
+    /// From the user's index of spaces (see `seen_anywhere.rs`).
     async fn seen_anywhere(&self, users: &[MemberId]) -> Result<Vec<SeenAnywhere>> {
         self.seen_anywhere(users).await
     }
 
-    /// Atomic per space (and per friend set), not across them: a call that
-    /// fails part-way answers the error, and calling again finishes the
-    /// job. Refused with [`Error::Unavailable`](herenow_core::Error::Unavailable)
-    /// while writes wait in the outage buffer.
+    /// Atomic per slot, not across them, and refused with
+    /// [`Error::Unavailable`](herenow_core::Error::Unavailable) while writes
+    /// wait in the outage buffer (see `seen_anywhere.rs`).
     async fn erase_user(&self, user: &MemberId) -> Result<ErasureReport> {
         self.erase_user(user).await
     }

@@ -41,8 +41,6 @@ impl RedisStore {
                         .await
                     {
                         self.router.remove_channel(&k.channel);
-                        // Channels subscribed above and left without
-                        // listeners are dropped by the next prune.
                         self.router.remove_everywhere(id);
                         return Err(e);
                     }

@@ -211,8 +211,6 @@ impl RedisStore {
         loop {
             let now = self.ctx.clock.now_ms();
             let started = Instant::now();
-            // Connections first (their own budget), then the watermarks,
-            // expiry of members and remembered times: one script call.
             let mut inv = conn_scripts::SWEEP.prepare_invoke();
             k.add_to(&mut inv);
             inv.arg(now)

@@ -54,8 +54,7 @@ impl RedisStore {
         if let Some(r) = self.buffer_beats(space, &merged, report, false) {
             return r;
         }
-        // Concurrent calls share flushes (see `flush`); past the queue's
-        // bound, a call writes on its own.
+        // Concurrent calls share flushes (see `flush.rs`).
         let written = match self.flusher.submit(space, now, &merged).await {
             Some(r) => r,
             None => self
