@@ -3,9 +3,9 @@
 //! presence state of their own and any number of them share one Redis.
 //!
 //! Build it with [`RedisStore::connect`] from a spec (one server, or a
-//! cluster's seed nodes). Every command runs under a timeout ([`RedisOptions::timeout`]) and every
-//! failure to reach Redis is [`Error::Unavailable`](herenow_core::Error):
-//! the store never hangs and never falls back to memory. "Now" comes from
+//! cluster's seed nodes). Every command runs under a timeout
+//! ([`RedisOptions::timeout`]) and every failure to reach Redis is
+//! [`Error::Unavailable`](herenow_core::Error): the store never hangs and never falls back to memory. "Now" comes from
 //! the injected [`Clock`](herenow_core::Clock), never from Redis `TIME`, so
 //! all servers and the tests agree on one clock.
 //!
