@@ -22,8 +22,7 @@ use crate::metrics::Metrics;
 use crate::persist;
 
 /// Where the memory store keeps its data (the snapshot and the journal)
-/// and how often the journal is folded into a new snapshot while running
-/// (it is also restored and replayed at open, and folded at shutdown).
+/// and how often it folds them; see [`Backend::memory_on_disk`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Snapshots {
     /// The data directory holding `herenow.snapshot` and the journal

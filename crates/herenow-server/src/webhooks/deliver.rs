@@ -60,7 +60,6 @@ pub enum Attempt {
 
 /// What the delivery loop of an endpoint needs.
 pub struct Lane {
-    /// The endpoint.
     pub endpoint: Endpoint,
     /// Its numbers.
     pub state: Arc<EndpointState>,
@@ -74,7 +73,6 @@ pub struct Lane {
     pub store: Arc<dyn PresenceStore>,
     /// Where finished events are reported.
     pub in_flight: Arc<InFlight>,
-    /// The retry policy.
     pub policy: RetryPolicy,
     /// Stops the loop (shutdown): what it holds stays unacknowledged and
     /// is delivered again after a restart.

@@ -7,8 +7,7 @@
 //! acknowledges. The claim loop ([`Webhooks::start`]) hands each claimed
 //! event to the queues of the endpoints whose filter wants it, and
 //! acknowledges it once every one of them finished it (delivered, or gave
-//! up and counted), at once when none wants it. Without operator endpoints
-//! it sleeps until the store holds a space's endpoints.
+//! up and counted), at once when none wants it.
 //!
 //! `deliver` drains one endpoint's bounded queue; `space` finds the
 //! endpoints spaces name and `allow` says where they may send; `endpoint`
@@ -87,7 +86,7 @@ struct Shared {
     changed: watch::Sender<u64>,
     /// The lanes to spaces' endpoints, as the claim loop makes them.
     space_states: Arc<Mutex<Vec<Arc<EndpointState>>>>,
-    /// Wakes a sleeping claim loop: this server set a space's endpoints.
+    /// See [`Webhooks::space_hooks_changed`].
     wake: Notify,
     /// Whether the claim loop claims (operator endpoints, or spaces'
     /// endpoints found).
@@ -186,8 +185,7 @@ impl Webhooks {
         self.0.wake.notify_one();
     }
 
-    /// This server's name as an outbox consumer: host, process and a
-    /// random part, unique per process.
+    /// This server's name as an outbox consumer (see `consumer_name`).
     pub fn consumer(&self) -> &str {
         &self.0.consumer
     }

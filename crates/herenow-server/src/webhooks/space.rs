@@ -11,7 +11,7 @@
 //! Each distinct endpoint (URL and secret) gets a lane like an operator's
 //! endpoint: its own bounded queue and task, so a slow one never holds
 //! back another. Lanes are made when a first event needs them and closed
-//! after [`LANE_IDLE`] without events, once their queue is empty; at most
+//! once idle ([`LANE_IDLE`]); at most
 //! [`MAX_SPACE_LANES`] live at once (events for more are dropped for that
 //! endpoint and counted, like a full queue).
 
@@ -92,7 +92,6 @@ pub struct Launch {
     /// for an address written in the URL (not resolved, so not seen by
     /// the client's resolver).
     pub allow: Arc<SpaceWebhookAllow>,
-    /// The retry policy.
     pub policy: RetryPolicy,
     /// Shutdown.
     pub token: CancellationToken,
@@ -110,9 +109,7 @@ pub struct Launch {
 
 /// The sending end of a lane an event goes to: its queue and its numbers.
 pub struct LaneSender {
-    /// Its queue.
     pub tx: mpsc::Sender<Arc<Queued>>,
-    /// Its numbers.
     pub state: Arc<EndpointState>,
 }
 

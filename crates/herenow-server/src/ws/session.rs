@@ -73,7 +73,7 @@ pub(super) struct Session {
     pub(super) watching: Option<Watching>,
     /// Users per `watching` page.
     pub(super) watch_page: usize,
-    /// The close decided, sent once the session has detached.
+    /// The close decided (see `Session::close`).
     closing: Option<(u16, String)>,
 }
 

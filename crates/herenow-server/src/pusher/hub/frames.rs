@@ -126,7 +126,7 @@ pub(crate) fn member(channel_data: &str) -> Option<Member> {
         #[serde(default)]
         user_info: Option<Box<RawValue>>,
     }
-    // serde reads a struct from an array too: objects only.
+    // Objects only, as in `user_data`.
     if !channel_data.trim_start().starts_with('{') {
         return None;
     }

@@ -250,7 +250,7 @@ struct Session {
     app_id: Arc<str>,
     number: u64,
     socket_id: Arc<str>,
-    /// This socket's live connection id in presence spaces.
+    /// [`socket_conn`] of this socket.
     conn: ConnId,
     inlet: Inlet,
     /// Asked to close from elsewhere: a full queue, a relayed
@@ -343,7 +343,6 @@ impl Session {
         }
     }
 
-    /// One text frame.
     async fn on_message(&mut self, text: &str) {
         if !self.current_app() {
             return;
@@ -408,7 +407,7 @@ impl Session {
 
 /// What a Pusher session's own sources bring.
 enum Wake {
-    /// Asked to close from elsewhere.
+    /// `ender` fired, with its close code and reason.
     Ended(u16, &'static str),
     /// A change of the signed-in user's watchlist.
     Note(Note),
