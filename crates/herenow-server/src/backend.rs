@@ -162,10 +162,9 @@ impl Backend {
     }
 
     /// Refuses a configuration with a flag that needs a capability this
-    /// store does not offer ([`ConfigError::StoreLacks`]), so that it fails
-    /// at start rather than on every request that needs it.
-    /// [`Backend::open`] checks this; a caller that builds its backend
-    /// otherwise calls it before serving.
+    /// store does not offer ([`ConfigError::StoreLacks`]). [`Backend::open`]
+    /// checks this; a caller that builds its backend otherwise calls it
+    /// before serving.
     pub fn check(&self, config: &Config) -> Result<(), ConfigError> {
         let hooks = &config.webhooks;
         if !hooks.endpoints.is_empty() {

@@ -234,9 +234,8 @@ async fn path_param<S: Send + Sync, T, const N: usize>(
 }
 
 /// Declares path extractors: each a tuple of core ids, one per segment
-/// `{$segment}`, checked by its type's `new` (so a bad id answers with
-/// the core's own code), and the `IntoParams` that documents the segments
-/// (a handler names the extractor in `params(...)`).
+/// `{$segment}`, checked by its type's `new`, and the `IntoParams` that
+/// documents the segments (see the module doc).
 macro_rules! path_extractors {
     ($(
         $(#[$doc:meta])*

@@ -127,7 +127,7 @@ where
     }
 
     fn call(&mut self, mut request: Request) -> Self::Future {
-        // Started before the key check, as before: refusals are timed too.
+        // Started before the key check: refusals are timed too.
         let timer = Latency::start(&request);
         let step = match auth::authorize(&self.state, self.needs, &mut request) {
             Err(refused) => Step::Refused {

@@ -282,11 +282,9 @@ pub async fn serve(
         },
     };
     token.cancel();
-    // WebSocket tasks outlive axum's graceful shutdown: wait, for the
-    // drain at most, for them to hand their members to the grace and close
-    // (`1012`, Pusher's `4200`) before the last snapshot or Redis flush.
-    // Waited for only now, once every upgrade in flight took its place in
-    // the tracker.
+    // WebSocket tasks outlive axum's graceful shutdown: wait for them (the
+    // drain at most) before the last snapshot or Redis flush. Waited for
+    // only now, once every upgrade in flight took its place in the tracker.
     let sockets = state.ws().tracker();
     sockets.close();
     if tokio::time::timeout_at(began + config.drain, sockets.wait())

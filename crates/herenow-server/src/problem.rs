@@ -3,9 +3,8 @@
 //! Every error a handler, an extractor or a middleware returns is an
 //! [`ApiError`]; its [`IntoResponse`] writes `application/problem+json` with
 //! a stable `code`. The status of a store error is decided here, from
-//! [`ErrorKind`], and nowhere else. The one exception is a protocol that
-//! is not herenow's and answers in its own format (the Pusher HTTP API's
-//! plain text): its answers carry `Explained`, which [`ProblemLayer`]
+//! [`ErrorKind`], and nowhere else. The one exception: answers marked
+//! `Explained`, in another protocol's own format, which [`ProblemLayer`]
 //! leaves as they are.
 
 use std::borrow::Cow;
@@ -102,7 +101,7 @@ impl ApiError {
     }
 }
 
-/// The status for each class of store error. The only such mapping.
+/// The status for each class of store error.
 fn status_of(kind: ErrorKind) -> StatusCode {
     match kind {
         ErrorKind::InvalidInput => StatusCode::BAD_REQUEST,

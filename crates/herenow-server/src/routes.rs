@@ -33,10 +33,9 @@ use crate::{metrics, ops, page, pusher, sse, watch, ws};
 pub(crate) fn router(state: &AppState) -> Router<AppState> {
     let (keyed, doc) = documented(state).split_for_parts();
     let doc = openapi::document(doc, state.keys().is_open());
-    // The WebSocket's credential is its token, not an API key: browsers
-    // cannot send headers with a WebSocket. The Pusher protocol checks its
-    // apps' own signatures. Probes, the page and the document need none
-    // (`/metrics` is keyed, above).
+    // The WebSocket's credential is its token, not an API key (see
+    // `crate::token`); the Pusher protocol checks its apps' own signatures.
+    // Probes, the page and the document need none (`/metrics` is keyed).
     let open = Router::new()
         .merge(ws::router())
         .merge(pusher::router(state.pusher_state()))
@@ -110,7 +109,6 @@ fn declared(api: &Guard, stream: &Guard) -> OpenApiRouter<AppState> {
             "/metrics",
             api.hidden(Scope::Read, MethodFilter::GET, get(ops::metrics)),
         )
-        // Streams are not timed out: they end on disconnect or shutdown.
         .routes(stream.read(routes!(sse::events)))
         .routes(stream.read(routes!(watch::stream::watch)))
 }

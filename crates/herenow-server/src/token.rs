@@ -174,9 +174,9 @@ impl Tokens {
 
     /// Tokens signed with a fresh random secret: they die with the process.
     pub fn random() -> Self {
-        // 48 bytes: above `MIN_TOKEN_SECRET_BYTES`. Without system
-        // randomness (only exotic platforms) they come from the time and
-        // the process id: refusing to start would be kinder.
+        // 48 bytes: above `MIN_TOKEN_SECRET_BYTES`. Where `random_bytes`
+        // falls back to the time and the process id, refusing to start
+        // would be kinder.
         Self::new(&crate::socket::random_bytes::<48>())
     }
 

@@ -1,6 +1,4 @@
-//! [`Hub`]: the server's live WebSocket connections as a whole: their
-//! bound, the tracker every connection task runs under (so shutdown can
-//! wait for them), connection ids, the timing told to clients, and the
+//! [`Hub`], the server's live WebSocket connections as a whole, and the
 //! [`Liveness`] probe of both protocols' sockets.
 //!
 //! [`crate::state::AppState`] holds one and both protocols use it; it
@@ -15,8 +13,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::task::TaskTracker;
 
 /// The WebSocket side of the server: the connection bound, the tracker
-/// every connection task runs under, connection ids, and the timing told
-/// to clients.
+/// every connection task runs under (so shutdown can wait for them),
+/// connection ids, and the timing told to clients.
 pub struct Hub {
     permits: Arc<Semaphore>,
     max: usize,

@@ -54,7 +54,7 @@ pub(crate) use writer::{CLOSE_GRACE, Out};
 /// holds the other end.
 pub(crate) struct Inlet {
     tx: queue::Sender<Out>,
-    /// A close was queued: the first close wins.
+    /// A close was queued ([`Inlet::close`]).
     closed: bool,
 }
 

@@ -5,13 +5,11 @@
 //! The writer writes WebSocket frames itself (RFC 6455 §5.2; a server's
 //! frames are not masked, so a message is encoded once for every socket):
 //! what is queued when it wakes goes out in one write, copied into one
-//! buffer up to [`COPY_MAX`] bytes, else as vectored writes of the frames'
-//! headers and the messages' own memory (a roster in [`Pieces`] is its
-//! pieces). Nothing is kept between writes, so an idle socket holds no
-//! write memory.
-//!
-//! Once the session has ended, the writer has [`CLOSE_GRACE`] to send
-//! what is queued and the close frame.
+//! buffer up to [`COPY_MAX`] bytes (the kernel's `send` costs less than
+//! its `writev`, which is most of a small message's cost), else as
+//! vectored writes of the frames' headers and the messages' own memory (a
+//! roster in [`Pieces`] is its pieces). Nothing is kept between writes,
+//! so an idle socket holds no write memory.
 
 use std::io::{self, IoSlice};
 use std::sync::Arc;
@@ -81,10 +79,7 @@ pub(crate) async fn write<W: AsyncWrite + Unpin>(mut io: W, mut rx: Receiver<Out
     }
 }
 
-/// Writes `batch`'s frames: copied into one write up to [`COPY_MAX`]
-/// bytes (the kernel's `send` costs less than its `writev`, which is
-/// most of a small message's cost), else in vectored writes of the
-/// messages' own memory.
+/// Writes `batch`'s frames, copied or vectored as the module doc says.
 pub(crate) async fn send<W: AsyncWrite + Unpin>(io: &mut W, batch: &[Out]) -> io::Result<()> {
     let heads: Vec<Head> = batch.iter().map(Head::of).collect();
     let mut slices = Vec::with_capacity(2 * batch.len());

@@ -128,12 +128,10 @@ impl AppState {
     /// `new` is checked as at start except against the listening address
     /// (the caller's: `herenow serve` runs [`Config::check`] with its own
     /// first, as `herenow config check` does), and against the store
-    /// ([`Backend::check`](crate::Backend::check)). A refusal changes
-    /// nothing.
+    /// ([`Backend::check`](crate::Backend::check)).
     pub async fn reload(&self, new: Config) -> Result<ReloadReport, ReloadError> {
         let _one = self.0.reloading.lock().await;
-        // Loopback: whatever would be refused beyond it is the caller's
-        // check, with its own address.
+        // Loopback: the address check is the caller's (see above).
         new.check(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))?;
         self.0.backend.check(&new)?;
         let running = self.0.config.load_full();

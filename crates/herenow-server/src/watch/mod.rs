@@ -163,10 +163,8 @@ impl WatchHub {
                 }
             }
             let mut wanted: HashMap<WatchScope, HashSet<MemberId>> = HashMap::new();
-            // What each change said of its user in its space, the newest
-            // per (user, space): folded into an "anywhere" read, which may
-            // not show it yet on a store that indexes a user's spaces
-            // apart from the space itself (Redis).
+            // An "anywhere" read may not show a change yet on a store that
+            // indexes a user's spaces apart from the space itself (Redis).
             let mut hints = Hints::new();
             for change in batch {
                 match change {

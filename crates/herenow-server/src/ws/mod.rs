@@ -11,9 +11,7 @@
 //! spaces); `limits` its bounds; `msg` one file per client message.
 //!
 //! Every connection task is tracked by the socket hub, so [`crate::serve`]
-//! waits (for the drain at most) for them to hand their presence to the
-//! grace and close with `1012` at shutdown: axum's graceful shutdown does
-//! not wait for upgraded connections.
+//! waits for it at shutdown.
 
 mod guard;
 mod joined;
@@ -42,8 +40,7 @@ use crate::socket;
 use limits::MAX_MESSAGE_BYTES;
 
 /// `GET /v1/ws`. It sits outside the API-key middleware ([`crate::app`]):
-/// browsers cannot send headers with a WebSocket, so the token is the
-/// credential.
+/// its credential is the token ([`crate::token`] says why).
 pub(crate) fn router() -> Router<AppState> {
     Router::new().route("/v1/ws", get(upgrade))
 }

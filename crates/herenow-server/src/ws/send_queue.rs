@@ -93,8 +93,7 @@ impl SendQueue {
         self.gone = true;
     }
 
-    /// Whether the writer has gone (the socket failed): nothing sent from
-    /// now on reaches the client.
+    /// Whether the writer is gone (see `mark_gone`).
     pub(super) fn is_gone(&self) -> bool {
         self.gone
     }

@@ -160,9 +160,7 @@ impl Session {
         if let Err(e) = done {
             self.fail(reference, e);
         }
-        // Any message keeps the socket open, so it keeps presence alive
-        // too: otherwise the store could expire a connection whose socket
-        // is busy with everything but pings.
+        // Any message keeps presence alive, not only pings (`keepalive_due`).
         if !is_ping {
             self.refresh(false).await;
         }
@@ -179,7 +177,6 @@ impl Session {
                 let outcome = self.send_queue.push_event(&space, &msg);
                 self.settle(outcome);
             }
-            // The store's queue overflowed: this subscriber missed events.
             Err(RecvError::Lagged(missed)) => match self.send_queue.overflowed(&space, missed) {
                 Outcome::Restart => Box::pin(self.restart(space)).await,
                 outcome => {
@@ -295,7 +292,6 @@ impl Session {
         let sub = self
             .store_call(self.state.store().subscribe(&space))
             .await?;
-        // A fresh snapshot supersedes any lag of the old subscription.
         self.send_queue.forget(&space);
         self.subs.insert(space.clone(), sub.events, page_size);
         let sent = self
@@ -429,8 +425,7 @@ impl Session {
             };
             let outcome = self.send_queue.push_event(space, &msg);
             if !self.settle(outcome) {
-                // Lagging: the rest would be dropped too; a fresh snapshot
-                // follows the `lagged` notice.
+                // Lagging: the rest would be dropped too.
                 break;
             }
         }
@@ -545,8 +540,6 @@ impl Protocol for Session {
     }
 
     fn shutdown(&mut self) {
-        // Reconnect at once, to another server: the presence lingers for
-        // the grace meanwhile.
         self.close(
             close::SERVICE_RESTART,
             "the server is restarting: reconnect now",
@@ -554,8 +547,6 @@ impl Protocol for Session {
     }
 
     fn ping(&mut self) {
-        // Skipped when the queue has no room: a client that stopped
-        // reading cannot answer, and the pong wait says so.
         self.send_queue.ping();
     }
 
@@ -593,8 +584,7 @@ impl Protocol for Session {
     }
 
     async fn wake(&mut self) -> Wake {
-        // A second handle on the queue, taken only while lagging: waiting
-        // on `self.send_queue` would borrow the whole queue.
+        // Taken only while lagging; why a handle: `SendQueue::room`.
         let room = self.send_queue.is_lagging().then(|| self.send_queue.room());
         let has_subs = !self.subs.is_empty();
         let has_watch = self.watching.is_some();
@@ -614,8 +604,6 @@ impl Protocol for Session {
         match wake {
             Wake::Room(false) => self.send_queue.mark_gone(),
             Wake::Room(true) => {
-                // Room again: the notices went out when the lag began;
-                // now the fresh snapshots.
                 for space in self.send_queue.recover() {
                     Box::pin(self.restart(space)).await;
                 }

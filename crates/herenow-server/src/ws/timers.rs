@@ -80,8 +80,7 @@ impl Timers {
     /// Whether a ping at `now` should write the joined spaces: not when
     /// the last write is more recent than a second, or half the ping
     /// interval when that is shorter (a TTL of a second or two must still
-    /// be refreshed within it). A tab that pings on every focus change
-    /// then costs no more than one that pings on time.
+    /// be refreshed within it); why: [`Ping`](crate::ws::wire::Ping).
     pub(super) fn ping_write_due(&self, now: Instant) -> bool {
         let gap = MIN_STORE_PING.min(self.settings.ping / 2);
         self.last_write
