@@ -95,11 +95,8 @@ const DOC_PAGES: [&str; 6] = [
 
 const DEVICES: [&str; 3] = ["desktop", "phone", "tablet"];
 
-/// Simulates visitors on `store` until `stop` is cancelled.
-///
-/// Returns soon after `stop` is cancelled, even in the middle of a store
-/// call. Store errors are logged and skipped; the simulation never panics
-/// because of them.
+/// Simulates visitors on `store` until `stop` is cancelled; returns soon
+/// after, even in the middle of a store call.
 pub async fn run(store: Arc<dyn PresenceStore>, stop: CancellationToken) {
     // Any seed will do; the clock makes every run a little different.
     let seed = std::time::SystemTime::now()
@@ -147,7 +144,8 @@ async fn run_seeded(store: Arc<dyn PresenceStore>, stop: CancellationToken, seed
 enum Ending {
     /// Says goodbye: an explicit leave.
     Leave,
-    /// Closes the tab: stops heartbeating and is timed out by the store.
+    /// Closes the tab: stops heartbeating and is timed out by the store
+    /// (through away to leave).
     Vanish,
 }
 
@@ -247,8 +245,6 @@ impl Sim {
                 if v.ending == Ending::Leave {
                     leaves[space].push(v.key);
                 }
-                // A vanishing visitor just stops; the store's own timeout
-                // takes it through away to leave.
                 continue;
             }
             let pause = self.rng.chance(0.06);

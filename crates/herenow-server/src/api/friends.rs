@@ -63,8 +63,7 @@ pub async fn set(
     body: JsonBody,
 ) -> Result<Json<FriendCount>, ApiError> {
     let list = body.parse::<FriendsBody<'_>>()?.friends;
-    // An empty list clears the set (`herenow friends set USER`); add and
-    // remove still need at least one id.
+    // Empty clears (`herenow friends set USER`); add and remove need an id.
     let ids = if list.is_empty() {
         Vec::new()
     } else {

@@ -1,12 +1,10 @@
 //! The JSON API under `/v1`, one file per resource (see `docs/API.md`).
 //!
 //! Handlers parse with the problem-rejecting extractors of `extract`,
-//! call the store, and answer with DTOs. Core types carry no OpenAPI
-//! schemas, so the wire shapes are defined in the server: in each
-//! endpoint's file, in `dto` when several endpoints share them, or in
-//! [`crate::protocol::dto`] when the event stream, the WebSocket and the
-//! tokens share them too. Most DTOs hold core
-//! values (ids, metadata), so building an answer moves them, never copies.
+//! call the store, and answer with DTOs (why DTOs: [`crate::protocol::dto`]):
+//! defined in each endpoint's file, in `dto` when several endpoints share
+//! them, or in `protocol::dto` when the event stream, the WebSocket and
+//! the tokens share them too.
 
 mod dto;
 pub mod friends;

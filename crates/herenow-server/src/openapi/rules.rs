@@ -277,7 +277,6 @@ fn request_bodies(doc: &mut Value) {
     ] {
         schema(doc, name).insert("additionalProperties".into(), Value::Bool(false));
     }
-    // `PUT /v1/friends/{user}` replaces the set: an empty list clears it.
     let put = &mut doc["paths"]["/v1/friends/{user}"]["put"]["requestBody"]["content"]["application/json"]
         ["schema"];
     assert!(put.is_object(), "PUT /v1/friends/{{user}} has no JSON body");

@@ -28,11 +28,9 @@ pub struct Hub {
 
 /// How the server finds a socket that stopped answering (a laptop that
 /// slept, a network that vanished without a close), the same for both
-/// protocols: after `ping_interval` without any frame from the client it
-/// pings (a WebSocket Ping on `/v1/ws`, `pusher:ping` on a Pusher
-/// socket), and a client that sends nothing at all within `pong_wait` of
-/// that is closed; its presence then goes through the grace. Socket
-/// timers on real time, as every socket timer.
+/// protocols: [`Config::ping_interval`](crate::Config::ping_interval) and
+/// [`Config::pong_wait`](crate::Config::pong_wait) say how. Socket timers
+/// on real time, as every socket timer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Liveness {
     /// Silence after which the socket is pinged.
