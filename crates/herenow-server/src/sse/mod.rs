@@ -91,9 +91,8 @@ async fn next(mut feed: Feed) -> Option<(Result<SseEvent, Infallible>, Feed)> {
                     Some((Ok(sse), feed))
                 }
                 Err(RecvError::Lagged(missed)) => {
-                    // Start over rather than end: the notice, then a fresh
-                    // snapshot marked `resync`, then its events. Only a
-                    // store that cannot answer ends the stream.
+                    // Start over (see the module doc); only a store that
+                    // cannot answer ends the stream.
                     feed.phase = match snapshot(feed.store.as_ref(), &feed.space, true).await {
                         Ok((data, events)) => {
                             feed.events = events;

@@ -270,8 +270,7 @@ fn fault_of<'a, T: Deserialize<'a>>(fields: &'a serde_json::Value) -> Option<Str
     }
 }
 
-/// The `ref` of a frame that was not (or could not be) processed, so its
-/// error can still name it.
+/// The `ref` of a frame that was not (or could not be) processed ([`RefOnly`]).
 pub fn ref_of(text: &str) -> Option<Ref> {
     serde_json::from_str::<RefOnly>(text)
         .ok()
