@@ -143,8 +143,8 @@ impl WebhookConfig {
 }
 
 /// One receiver of webhooks. `Debug` shows the URL redacted and never the
-/// secret.
-#[derive(Clone)]
+/// secret; two are equal when they are the same endpoint, secret included.
+#[derive(Clone, PartialEq)]
 pub struct Endpoint {
     /// Its label in metrics, logs and `GET /v1/webhooks`: `name=` or
     /// `INDEX:HOST`.
