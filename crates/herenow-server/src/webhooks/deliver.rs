@@ -279,17 +279,14 @@ impl Lane {
                 outcome = post(&self.kit.client, &self.endpoint, batch, self.kit.store.now_ms()) => outcome,
             };
             let outcome = outcome.unwrap_or_else(|e| {
-                let why = describe(&e);
-                if !self.opaque {
-                    return Attempt::Retry { why, retry_after: None };
+                let mut why = describe(&e);
+                if self.opaque {
+                    // The operator reads what happened in the log; the API
+                    // says only that it failed.
+                    tracing::info!(endpoint = self.state.name(), error = %why, "webhook to a space's endpoint failed");
+                    why = OPAQUE_FAILURE.to_owned();
                 }
-                // The operator reads what happened in the log; the API
-                // says only that it failed.
-                tracing::info!(endpoint = self.state.name(), error = %why, "webhook to a space's endpoint failed");
-                Attempt::Retry {
-                    why: OPAQUE_FAILURE.to_owned(),
-                    retry_after: None,
-                }
+                Attempt::Retry { why, retry_after: None }
             });
             let took = started.elapsed();
             let now = self.kit.store.now_ms();
