@@ -277,20 +277,12 @@ impl SpaceWebhookAllow {
             return verdict;
         }
         let host = url.host_str().unwrap_or_default();
-        let addrs: Vec<IpAddr> = if is_localhost(host) {
-            vec![
-                IpAddr::V4(Ipv4Addr::LOCALHOST),
-                IpAddr::V6(Ipv6Addr::LOCALHOST),
-            ]
-        } else {
-            let found = tokio::time::timeout(SET_TIME_LOOKUP, tokio::net::lookup_host((host, 0)));
-            match found.await {
-                Ok(Ok(addrs)) => addrs.map(|a| a.ip()).collect(),
-                _ => Vec::new(),
-            }
+        let addrs = match tokio::time::timeout(SET_TIME_LOOKUP, resolve(host)).await {
+            Ok(Ok(addrs)) => addrs,
+            _ => Vec::new(),
         };
         for addr in addrs {
-            self.check_addr(host, addr)?;
+            self.check_addr(host, addr.ip())?;
         }
         Ok(())
     }
@@ -342,6 +334,18 @@ pub(crate) async fn check_hooks(
     Ok(())
 }
 
+/// The addresses `host` resolves to: the system's answer, or loopback's
+/// for [`is_localhost`] names.
+async fn resolve(host: &str) -> std::io::Result<Vec<SocketAddr>> {
+    if is_localhost(host) {
+        return Ok(vec![
+            SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            SocketAddr::from((Ipv6Addr::LOCALHOST, 0)),
+        ]);
+    }
+    Ok(tokio::net::lookup_host((host, 0)).await?.collect())
+}
+
 /// `localhost` and its subdomains, loopback by definition (RFC 6761).
 fn is_localhost(host: &str) -> bool {
     let host = host.trim_end_matches('.');
@@ -372,14 +376,7 @@ impl GuardedResolver {
         allow: &SpaceWebhookAllow,
         host: &str,
     ) -> Result<Vec<SocketAddr>, Box<dyn std::error::Error + Send + Sync>> {
-        let addrs: Vec<SocketAddr> = if is_localhost(host) {
-            vec![
-                SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
-                SocketAddr::from((Ipv6Addr::LOCALHOST, 0)),
-            ]
-        } else {
-            tokio::net::lookup_host((host, 0)).await?.collect()
-        };
+        let addrs = resolve(host).await?;
         if !allow.allows_host(host) {
             for a in &addrs {
                 allow.check_addr(host, a.ip())?;

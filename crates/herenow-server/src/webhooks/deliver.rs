@@ -16,6 +16,7 @@ use reqwest::{Client, StatusCode, header};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::endpoint::{Endpoint, MAX_BATCH_BYTES, MAX_BATCH_EVENTS, USER_AGENT};
 use super::state::{EndpointState, InFlight};
@@ -63,12 +64,21 @@ pub struct Lane {
     pub endpoint: Endpoint,
     /// Its numbers.
     pub state: Arc<EndpointState>,
-    /// The client every endpoint shares (one pool of connections); for
-    /// spaces' endpoints, the one whose resolver checks addresses.
-    pub client: Client,
     /// Whether `GET /v1/webhooks` shows only that a request without an
     /// answer failed ([`OPAQUE_FAILURE`]), not why: spaces' endpoints.
     pub opaque: bool,
+    /// What it shares with the other lanes.
+    pub kit: LaneKit,
+}
+
+/// What a lane needs besides its endpoint, the same for many lanes:
+/// made once by [`Webhooks::start`](super::Webhooks::start) for the
+/// operator's endpoints (those configured later too), once for spaces'.
+#[derive(Clone)]
+pub struct LaneKit {
+    /// The client every endpoint shares (one pool of connections); for
+    /// spaces' endpoints, the one whose resolver checks addresses.
+    pub client: Client,
     /// Time, for timestamps and the last error.
     pub store: Arc<dyn PresenceStore>,
     /// Where finished events are reported.
@@ -77,6 +87,66 @@ pub struct Lane {
     /// Stops the loop (shutdown): what it holds stays unacknowledged and
     /// is delivered again after a restart.
     pub token: CancellationToken,
+    /// Where lane tasks run.
+    pub tracker: TaskTracker,
+}
+
+impl LaneKit {
+    /// Starts the lane of `endpoint`, counted in `state`, behind a queue
+    /// of `queue_limit` events; `opaque` as [`Lane::opaque`]. The lane
+    /// ends once every sender of its queue is gone.
+    pub fn spawn(
+        &self,
+        endpoint: Endpoint,
+        state: Arc<EndpointState>,
+        queue_limit: usize,
+        opaque: bool,
+    ) -> LaneSender {
+        let (tx, rx) = mpsc::channel(queue_limit);
+        let lane = Lane {
+            endpoint,
+            state: state.clone(),
+            opaque,
+            kit: self.clone(),
+        };
+        self.tracker.spawn(lane.run(rx));
+        LaneSender { tx, state }
+    }
+}
+
+/// The sending end of a lane an event goes to: its queue and its numbers.
+#[derive(Clone)]
+pub struct LaneSender {
+    pub tx: mpsc::Sender<Arc<Queued>>,
+    pub state: Arc<EndpointState>,
+}
+
+impl LaneSender {
+    /// Sends `queued`; a full queue drops it for that endpoint (counted),
+    /// a closed one (shutting down) leaves it for the next start.
+    /// Whether the endpoint still has to finish it.
+    pub fn send(&self, queued: &Arc<Queued>) -> bool {
+        match self.tx.try_send(queued.clone()) {
+            Ok(()) => {
+                let depth = self.tx.max_capacity() - self.tx.capacity();
+                self.state.set_depth(depth);
+                true
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.state.dropped(WebhookDrop::Overflow, 1);
+                let dropped = self.state.dropped_count(WebhookDrop::Overflow);
+                if dropped == 1 || dropped.is_multiple_of(1_000) {
+                    tracing::warn!(
+                        endpoint = self.state.name(),
+                        dropped,
+                        "webhook queue full: events dropped for this endpoint"
+                    );
+                }
+                false
+            }
+        }
+    }
 }
 
 /// How failed batches are retried.
@@ -135,7 +205,7 @@ impl Lane {
                 Some(q) => q,
                 None => tokio::select! {
                     biased;
-                    _ = self.token.cancelled() => return,
+                    _ = self.kit.token.cancelled() => return,
                     next = queue.recv() => match next {
                         Some(q) => q,
                         None => return,
@@ -155,10 +225,10 @@ impl Lane {
             }
             self.state
                 .set_depth(queue.len() + usize::from(carry.is_some()));
-            let now = self.store.now_ms();
+            let now = self.kit.store.now_ms();
             let (items, old): (Vec<_>, Vec<_>) = items
                 .into_iter()
-                .partition(|q| !self.policy.expired(q.at_ms, now));
+                .partition(|q| !self.kit.policy.expired(q.at_ms, now));
             self.dropped(WebhookDrop::Expired, old.iter().map(|q| q.id.as_str()));
             let Some(oldest) = items.iter().map(|q| q.at_ms).min() else {
                 continue;
@@ -171,6 +241,7 @@ impl Lane {
             match self.deliver(&batch, oldest).await {
                 Ended::Shutdown => return,
                 Ended::Delivered => self
+                    .kit
                     .in_flight
                     .finish(batch.event_ids.iter().map(String::as_str)),
                 Ended::Dropped(reason) => {
@@ -193,7 +264,7 @@ impl Lane {
             "webhook events dropped"
         );
         self.state.dropped(reason, ids.len());
-        self.in_flight.finish(ids);
+        self.kit.in_flight.finish(ids);
     }
 
     /// Sends `batch`, whose oldest event happened at `oldest`, until it is
@@ -204,24 +275,21 @@ impl Lane {
             let started = Instant::now();
             let outcome = tokio::select! {
                 biased;
-                _ = self.token.cancelled() => return Ended::Shutdown,
-                outcome = post(&self.client, &self.endpoint, batch, self.store.now_ms()) => outcome,
+                _ = self.kit.token.cancelled() => return Ended::Shutdown,
+                outcome = post(&self.kit.client, &self.endpoint, batch, self.kit.store.now_ms()) => outcome,
             };
             let outcome = outcome.unwrap_or_else(|e| {
-                let why = describe(&e);
-                if !self.opaque {
-                    return Attempt::Retry { why, retry_after: None };
+                let mut why = describe(&e);
+                if self.opaque {
+                    // The operator reads what happened in the log; the API
+                    // says only that it failed.
+                    tracing::info!(endpoint = self.state.name(), error = %why, "webhook to a space's endpoint failed");
+                    why = OPAQUE_FAILURE.to_owned();
                 }
-                // The operator reads what happened in the log; the API
-                // says only that it failed.
-                tracing::info!(endpoint = self.state.name(), error = %why, "webhook to a space's endpoint failed");
-                Attempt::Retry {
-                    why: OPAQUE_FAILURE.to_owned(),
-                    retry_after: None,
-                }
+                Attempt::Retry { why, retry_after: None }
             });
             let took = started.elapsed();
-            let now = self.store.now_ms();
+            let now = self.kit.store.now_ms();
             let (why, retry_after) = match outcome {
                 Attempt::Delivered => {
                     self.state.delivered(batch.event_ids.len(), took, now);
@@ -236,16 +304,16 @@ impl Lane {
             tracing::debug!(endpoint = self.state.name(), error = %why, attempt, "webhook failed");
             self.state.failed(why, took, now);
             let delay = match retry_after {
-                Some(d) => d.min(self.policy.cap),
-                None => self.policy.backoff(attempt),
+                Some(d) => d.min(self.kit.policy.cap),
+                None => self.kit.policy.backoff(attempt),
             };
             let next_try = now.saturating_add(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX));
-            if self.policy.expired(oldest, next_try) {
+            if self.kit.policy.expired(oldest, next_try) {
                 return Ended::Dropped(WebhookDrop::Expired);
             }
             tokio::select! {
                 biased;
-                _ = self.token.cancelled() => return Ended::Shutdown,
+                _ = self.kit.token.cancelled() => return Ended::Shutdown,
                 _ = tokio::time::sleep(delay) => {}
             }
             attempt = attempt.saturating_add(1);

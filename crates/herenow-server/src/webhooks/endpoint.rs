@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use herenow_core::SpaceName;
 use herenow_core::outbox::{OutboxEvent, OutboxKind, OutboxOptions, SpaceHook};
+use herenow_core::{Millis, SpaceName};
 use reqwest::Url;
 use sha2::{Digest, Sha256};
 
@@ -88,15 +88,6 @@ impl Default for WebhookConfig {
 }
 
 impl WebhookConfig {
-    /// How long the store keeps an event worth delivering: the maximum
-    /// age in ms, at least 1
-    /// ([`herenow_core::outbox::OutboxOptions::keep_ms`]).
-    pub fn keep_ms(&self) -> herenow_core::Millis {
-        herenow_core::Millis::try_from(self.max_age.as_millis())
-            .unwrap_or(herenow_core::Millis::MAX)
-            .max(1)
-    }
-
     /// What the store's outbox keeps, as these settings say; `for_spaces`
     /// when only spaces' endpoints want it
     /// ([`OutboxOptions::for_spaces`]).
@@ -104,7 +95,11 @@ impl WebhookConfig {
         OutboxOptions {
             max_events: self.outbox_max,
             for_spaces,
-            keep_ms: self.keep_ms(),
+            // How long an event is worth delivering: the maximum age, at
+            // least 1 ms.
+            keep_ms: Millis::try_from(self.max_age.as_millis())
+                .unwrap_or(Millis::MAX)
+                .max(1),
         }
     }
 
@@ -143,8 +138,8 @@ impl WebhookConfig {
 }
 
 /// One receiver of webhooks. `Debug` shows the URL redacted and never the
-/// secret.
-#[derive(Clone)]
+/// secret; two are equal when they are the same endpoint, secret included.
+#[derive(Clone, PartialEq)]
 pub struct Endpoint {
     /// Its label in metrics, logs and `GET /v1/webhooks`: `name=` or
     /// `INDEX:HOST`.

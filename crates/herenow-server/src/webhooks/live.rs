@@ -15,13 +15,8 @@
 
 use std::sync::Arc;
 
-use reqwest::Client;
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
-
-use super::deliver::{Lane, RetryPolicy};
-use super::endpoint::{Endpoint, PusherTarget, WebhookConfig};
+use super::deliver::LaneKit;
+use super::endpoint::{PusherTarget, WebhookConfig};
 use super::sign::Secret;
 use super::state::EndpointState;
 use super::{Configured, Route, Shared, StartError, Webhooks};
@@ -85,15 +80,6 @@ impl Live {
     }
 }
 
-/// What a lane needs besides its endpoint: made once by
-/// [`Webhooks::start`], for the lanes of endpoints configured later too.
-pub(super) struct LaneKit {
-    pub(super) client: Client,
-    pub(super) policy: RetryPolicy,
-    pub(super) tracker: TaskTracker,
-    pub(super) token: CancellationToken,
-}
-
 /// The routes of `live`: `old`'s for the endpoints that stayed, a new lane
 /// for each other. The routes left in `old` are dropped here: their lanes
 /// deliver what they hold and end.
@@ -107,27 +93,19 @@ pub(super) fn routes(
         .iter()
         .zip(&live.states)
         .map(|(configured, state)| {
-            if let Some(i) = old.iter().position(|r| Arc::ptr_eq(&r.state, state)) {
+            if let Some(i) = old.iter().position(|r| Arc::ptr_eq(&r.lane.state, state)) {
                 return old.swap_remove(i);
             }
             let endpoint = &configured.endpoint;
-            let (tx, rx) = mpsc::channel(shared.config.queue_limit);
-            let lane = Lane {
-                endpoint: endpoint.clone(),
-                state: state.clone(),
-                client: kit.client.clone(),
-                opaque: false,
-                store: shared.store.clone(),
-                in_flight: shared.in_flight.clone(),
-                policy: kit.policy,
-                token: kit.token.clone(),
-            };
-            kit.tracker.spawn(lane.run(rx));
             Route {
                 filter: endpoint.filter.clone(),
                 format: configured.format,
-                tx,
-                state: state.clone(),
+                lane: kit.spawn(
+                    endpoint.clone(),
+                    state.clone(),
+                    shared.config.queue_limit,
+                    false,
+                ),
             }
         })
         .collect()
@@ -224,14 +202,4 @@ pub(crate) fn differing_flags<const N: usize>(
         .filter(|(same, _)| !same)
         .map(|(_, flag)| flag)
         .collect()
-}
-
-/// Whether `a` and `b` are the same endpoint, secret included.
-impl PartialEq for Endpoint {
-    fn eq(&self, other: &Self) -> bool {
-        self.name == other.name
-            && self.url == other.url
-            && self.filter == other.filter
-            && self.signer == other.signer
-    }
 }

@@ -42,7 +42,7 @@ use herenow_core::{Capability, ErrorKind, Millis, PresenceStore, SpaceName, Webh
 use parking_lot::Mutex;
 use reqwest::Client;
 use serde::Serialize;
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use utoipa::ToSchema;
@@ -55,10 +55,10 @@ pub(crate) use live::differing_flags;
 pub use sign::Secret;
 
 use crate::metrics::Metrics;
-use deliver::{Queued, RetryPolicy};
+use deliver::{LaneKit, LaneSender, Queued, RetryPolicy};
 use endpoint::Filter;
-use live::{LaneKit, Live};
-use space::{LaneSender, Launch, SpaceRoutes};
+use live::Live;
+use space::{Launch, SpaceRoutes};
 use state::{EndpointState, EndpointView, InFlight, OutboxView};
 
 /// Most events claimed at once.
@@ -232,21 +232,21 @@ impl Webhooks {
         };
         let kit = LaneKit {
             client,
+            store: shared.store.clone(),
+            in_flight: shared.in_flight.clone(),
             policy,
-            tracker: tracker.clone(),
             token: token.clone(),
+            tracker: tracker.clone(),
         };
         // Seen from here on: a reconfiguration after this is followed.
         let changes = shared.changed.subscribe();
         let routes = live::routes(shared, &shared.live.load(), Vec::new(), &kit);
         let spaces = SpaceRoutes::new(Launch {
-            client: space_client,
+            kit: LaneKit {
+                client: space_client,
+                ..kit.clone()
+            },
             allow: Arc::new(shared.config.space_allow.clone()),
-            policy,
-            token: token.clone(),
-            tracker: tracker.clone(),
-            store: shared.store.clone(),
-            in_flight: shared.in_flight.clone(),
             metrics: shared.metrics.clone(),
             states: shared.space_states.clone(),
         });
@@ -329,8 +329,7 @@ struct Route {
     filter: Filter,
     /// The format it takes when not herenow's (`--pusher-webhook`).
     format: Option<EventFormat>,
-    tx: mpsc::Sender<Arc<Queued>>,
-    state: Arc<EndpointState>,
+    lane: LaneSender,
 }
 
 /// An endpoint as configured: the operator's, or a Pusher app's.
@@ -413,7 +412,11 @@ async fn claim_loop(
         let room = if routes.is_empty() {
             CLAIM_MAX
         } else {
-            let own = routes.iter().map(|r| r.tx.capacity()).max().unwrap_or(0);
+            let own = routes
+                .iter()
+                .map(|r| r.lane.tx.capacity())
+                .max()
+                .unwrap_or(0);
             own.max(spaces.room())
         };
         let want = room.min(CLAIM_MAX);
@@ -552,10 +555,7 @@ fn route(
     let mut targets: Vec<LaneSender> = Vec::new();
     let mut foreign: Vec<(Vec<u8>, LaneSender)> = Vec::new();
     for r in routes.iter().filter(|r| r.filter.wants(&event)) {
-        let target = LaneSender {
-            tx: r.tx.clone(),
-            state: r.state.clone(),
-        };
+        let target = r.lane.clone();
         match r.format {
             // What its format does not tell (Pusher's: a guest) goes
             // nowhere.
@@ -575,7 +575,7 @@ fn route(
             id: event.id.clone(),
         });
         for t in targets {
-            if !space::send(t, &queued) {
+            if !t.send(&queued) {
                 shared.in_flight.finish([queued.id.as_str()]);
             }
         }

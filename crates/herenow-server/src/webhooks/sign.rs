@@ -62,6 +62,12 @@ impl Secret {
         mac.update(body);
         format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()))
     }
+
+    /// The written form, `whsec_` and base64: what a store keeps for a
+    /// space's endpoint signed with the server's default secret.
+    pub fn to_written(&self) -> String {
+        format!("{SECRET_PREFIX}{}", STANDARD.encode(&self.0))
+    }
 }
 
 /// What signs an endpoint's requests: a Standard Webhooks secret, or a
@@ -131,14 +137,6 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
         let _ = write!(s, "{b:02x}");
     }
     s
-}
-
-impl Secret {
-    /// The written form, `whsec_` and base64: what a store keeps for a
-    /// space's endpoint signed with the server's default secret.
-    pub fn to_written(&self) -> String {
-        format!("{SECRET_PREFIX}{}", STANDARD.encode(&self.0))
-    }
 }
 
 impl std::str::FromStr for Secret {

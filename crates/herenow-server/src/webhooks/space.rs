@@ -21,19 +21,15 @@ use std::time::Duration;
 
 use futures::{StreamExt as _, TryStreamExt as _};
 use herenow_core::outbox::{OutboxEvent, OutboxKind, SpaceHook};
-use herenow_core::{ErrorKind, PresenceStore, Result, SpaceName};
+use herenow_core::{ErrorKind, Result, SpaceName};
 use parking_lot::Mutex;
-use reqwest::Client;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use super::allow::SpaceWebhookAllow;
-use super::deliver::{Lane, Queued, RetryPolicy};
+use super::deliver::{LaneKit, LaneSender};
 use super::endpoint::Endpoint;
-use super::state::{EndpointState, InFlight};
-use crate::metrics::{Metrics, WebhookDrop};
+use super::state::EndpointState;
+use crate::metrics::Metrics;
 
 /// Most lanes to spaces' endpoints one server runs at once.
 pub const MAX_SPACE_LANES: usize = 256;
@@ -78,39 +74,23 @@ struct Cached {
 }
 
 struct SpaceLane {
-    tx: mpsc::Sender<Arc<Queued>>,
-    state: Arc<EndpointState>,
+    sender: LaneSender,
     used: Instant,
 }
 
 /// What making a lane takes: the same as the operator's endpoints get.
 pub struct Launch {
-    /// The client every space's endpoint shares, whose resolver checks
-    /// addresses ([`super::space_client`]).
-    pub client: Client,
+    /// What every lane needs, with the client every space's endpoint
+    /// shares, whose resolver checks addresses ([`super::space_client`]).
+    pub kit: LaneKit,
     /// Where spaces' endpoints may send: checked again as a lane starts,
     /// for an address written in the URL (not resolved, so not seen by
     /// the client's resolver).
     pub allow: Arc<SpaceWebhookAllow>,
-    pub policy: RetryPolicy,
-    /// Shutdown.
-    pub token: CancellationToken,
-    /// Where lane tasks run.
-    pub tracker: TaskTracker,
-    /// The store (time, for the lanes).
-    pub store: Arc<dyn PresenceStore>,
-    /// Where finished events are reported.
-    pub in_flight: Arc<InFlight>,
     /// Where lanes' numbers go.
     pub metrics: Metrics,
     /// The lanes' numbers, for `GET /v1/webhooks`.
     pub states: Arc<Mutex<Vec<Arc<EndpointState>>>>,
-}
-
-/// The sending end of a lane an event goes to: its queue and its numbers.
-pub struct LaneSender {
-    pub tx: mpsc::Sender<Arc<Queued>>,
-    pub state: Arc<EndpointState>,
 }
 
 /// The claim loop's view of spaces' endpoints: the cache and the lanes.
@@ -150,7 +130,7 @@ impl SpaceRoutes {
         if events.is_empty() {
             return Ok(());
         }
-        let store = self.launch.store.clone();
+        let store = self.launch.kit.store.clone();
         // A store that keeps no spaces' endpoints: every space has none,
         // and its events go to the operator's endpoints alone.
         let Some(endpoints) = store.space_webhooks() else {
@@ -238,10 +218,7 @@ impl SpaceRoutes {
         for w in hooks.iter().filter(|w| w.kinds.contains(&event.kind)) {
             if let Some(lane) = self.lane(&w.key, &w.kinds, now) {
                 lane.used = now;
-                targets.push(LaneSender {
-                    tx: lane.tx.clone(),
-                    state: lane.state.clone(),
-                });
+                targets.push(lane.sender.clone());
             }
         }
         targets
@@ -311,35 +288,23 @@ impl SpaceRoutes {
             SPACE_QUEUE_LIMIT,
             self.launch.metrics.space_webhook(),
         ));
-        let (tx, rx) = mpsc::channel(SPACE_QUEUE_LIMIT);
-        let lane = Lane {
-            endpoint,
-            state: state.clone(),
-            client: self.launch.client.clone(),
-            opaque: true,
-            store: self.launch.store.clone(),
-            in_flight: self.launch.in_flight.clone(),
-            policy: self.launch.policy,
-            token: self.launch.token.clone(),
-        };
-        self.launch.tracker.spawn(lane.run(rx));
-        self.launch.states.lock().push(state.clone());
+        let sender = self
+            .launch
+            .kit
+            .spawn(endpoint, state.clone(), SPACE_QUEUE_LIMIT, true);
+        self.launch.states.lock().push(state);
         tracing::info!(
-            endpoint = state.name(),
+            endpoint = sender.state.name(),
             "webhook endpoint of a space in use"
         );
-        Some(SpaceLane {
-            tx,
-            state,
-            used: now,
-        })
+        Some(SpaceLane { sender, used: now })
     }
 
     /// The most events one lane's queue could take now; 0 without lanes.
     pub fn room(&self) -> usize {
         self.lanes
             .values()
-            .map(|l| l.tx.capacity())
+            .map(|l| l.sender.tx.capacity())
             .max()
             .unwrap_or(0)
     }
@@ -357,10 +322,11 @@ impl SpaceRoutes {
             .retain(|_, c| now.duration_since(c.used) < CACHE_IDLE);
         let mut closed = Vec::new();
         self.lanes.retain(|_, l| {
+            let tx = &l.sender.tx;
             let idle =
-                now.duration_since(l.used) >= LANE_IDLE && l.tx.capacity() == l.tx.max_capacity();
+                now.duration_since(l.used) >= LANE_IDLE && tx.capacity() == tx.max_capacity();
             if idle {
-                closed.push(l.state.clone());
+                closed.push(l.sender.state.clone());
             }
             !idle
         });
@@ -370,32 +336,6 @@ impl SpaceRoutes {
                 .lock()
                 .retain(|s| !closed.iter().any(|c| Arc::ptr_eq(c, s)));
             self.unusable_logged = false;
-        }
-    }
-}
-
-/// Sends `queued` to `target`; a full queue drops it for that endpoint
-/// (counted), a closed one (shutting down) leaves it for the next start.
-/// Whether the endpoint still has to finish it.
-pub fn send(target: &LaneSender, queued: &Arc<Queued>) -> bool {
-    match target.tx.try_send(queued.clone()) {
-        Ok(()) => {
-            let depth = target.tx.max_capacity() - target.tx.capacity();
-            target.state.set_depth(depth);
-            true
-        }
-        Err(mpsc::error::TrySendError::Closed(_)) => true,
-        Err(mpsc::error::TrySendError::Full(_)) => {
-            target.state.dropped(WebhookDrop::Overflow, 1);
-            let dropped = target.state.dropped_count(WebhookDrop::Overflow);
-            if dropped == 1 || dropped.is_multiple_of(1_000) {
-                tracing::warn!(
-                    endpoint = target.state.name(),
-                    dropped,
-                    "webhook queue full: events dropped for this endpoint"
-                );
-            }
-            false
         }
     }
 }
