@@ -39,13 +39,9 @@ const MAX_NAME: usize = 200;
 struct EventBody {
     name: String,
     data: Value,
-    #[serde(default)]
     channels: Option<Vec<String>>,
-    #[serde(default)]
     channel: Option<String>,
-    #[serde(default)]
     socket_id: Option<String>,
-    #[serde(default)]
     info: Option<String>,
 }
 
@@ -148,16 +144,7 @@ fn check_event(e: EventBody, max_data: usize) -> Result<Checked, Refusal> {
             quoted(id)
         )));
     }
-    let info: Vec<String> = e
-        .info
-        .as_deref()
-        .map(|i| {
-            i.split(',')
-                .filter(|a| !a.is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
+    let info = info_of(e.info.as_ref());
     // Checked before anything is sent, so a bad `info` changes nothing.
     for attribute in &info {
         match attribute.as_str() {
@@ -182,10 +169,15 @@ fn check_event(e: EventBody, max_data: usize) -> Result<Checked, Refusal> {
     })
 }
 
-/// The attributes an `info` parameter asks for.
+/// The attributes an `info` parameter asks for (`a,,b` asks for two).
 fn info_of(info: Option<&String>) -> Vec<String> {
-    info.map(|i| i.split(',').map(str::to_owned).collect())
-        .unwrap_or_default()
+    info.map(|i| {
+        i.split(',')
+            .filter(|a| !a.is_empty())
+            .map(str::to_owned)
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
 /// The refusal of `info=user_count` for `channel`, not a presence one.
@@ -336,7 +328,6 @@ async fn channel_info(
                     users_of(state, app, channel).await?.len().into(),
                 );
             }
-            "" => {}
             other => return Err(unknown_info(other)),
         }
     }
