@@ -486,15 +486,14 @@ pub(super) async fn channels(
     // start with the prefix are one run of them: read from its start, not
     // through every space of the store.
     if "presence-".starts_with(prefix) || prefix.starts_with("presence-") {
-        let start = app.presence_space(prefix.max("presence-"));
+        let first = prefix.max("presence-");
+        let start = app.presence_space(first);
         // `spaces` lists those after a name: the run's first name itself
         // is asked apart (a channel named exactly the prefix).
-        if ChannelKind::of(&start[app.space_prefix.len()..]) == Some(ChannelKind::Presence)
-            && !users_of(&state, &app, &start[app.space_prefix.len()..])
-                .await?
-                .is_empty()
+        if ChannelKind::of(first) == Some(ChannelKind::Presence)
+            && !users_of(&state, &app, first).await?.is_empty()
         {
-            names.insert(start[app.space_prefix.len()..].to_owned());
+            names.insert(first.to_owned());
         }
         // No space can be named so (a channel may hold `= , ;`): none.
         let mut after = SpaceName::new(&start).ok();
