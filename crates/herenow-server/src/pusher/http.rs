@@ -400,10 +400,9 @@ pub(super) async fn events(
         pusher, app, body, ..
     }: Signed,
 ) -> Result<Response, Refusal> {
-    let pusher = &pusher;
     // Every check before any event goes out.
     let event = check_event(body_of(&body, "an event")?, app.max_event_bytes)?;
-    let infos = publish(&state, pusher, &app, &event).await?;
+    let infos = publish(&state, &pusher, &app, &event).await?;
     let answer = if event.info.is_empty() {
         json!({})
     } else {
@@ -419,7 +418,6 @@ pub(super) async fn batch_events(
         pusher, app, body, ..
     }: Signed,
 ) -> Result<Response, Refusal> {
-    let pusher = &pusher;
     let batch: BatchBody = body_of(&body, "a batch of events")?;
     if batch.batch.is_empty() || batch.batch.len() > MAX_BATCH {
         return Err(bad(format!(
@@ -441,7 +439,7 @@ pub(super) async fn batch_events(
     let any_info = checked.iter().any(|e| !e.info.is_empty());
     let mut answers = Vec::with_capacity(checked.len());
     for event in &checked {
-        let mut infos = publish(&state, pusher, &app, event).await?;
+        let mut infos = publish(&state, &pusher, &app, event).await?;
         let info = event
             .channels
             .first()
