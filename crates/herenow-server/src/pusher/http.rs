@@ -39,13 +39,9 @@ const MAX_NAME: usize = 200;
 struct EventBody {
     name: String,
     data: Value,
-    #[serde(default)]
     channels: Option<Vec<String>>,
-    #[serde(default)]
     channel: Option<String>,
-    #[serde(default)]
     socket_id: Option<String>,
-    #[serde(default)]
     info: Option<String>,
 }
 
@@ -148,16 +144,7 @@ fn check_event(e: EventBody, max_data: usize) -> Result<Checked, Refusal> {
             quoted(id)
         )));
     }
-    let info: Vec<String> = e
-        .info
-        .as_deref()
-        .map(|i| {
-            i.split(',')
-                .filter(|a| !a.is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
+    let info = info_of(e.info.as_ref());
     // Checked before anything is sent, so a bad `info` changes nothing.
     for attribute in &info {
         match attribute.as_str() {
@@ -182,10 +169,15 @@ fn check_event(e: EventBody, max_data: usize) -> Result<Checked, Refusal> {
     })
 }
 
-/// The attributes an `info` parameter asks for.
+/// The attributes an `info` parameter asks for (`a,,b` asks for two).
 fn info_of(info: Option<&String>) -> Vec<String> {
-    info.map(|i| i.split(',').map(str::to_owned).collect())
-        .unwrap_or_default()
+    info.map(|i| {
+        i.split(',')
+            .filter(|a| !a.is_empty())
+            .map(str::to_owned)
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
 /// The refusal of `info=user_count` for `channel`, not a presence one.
@@ -336,7 +328,6 @@ async fn channel_info(
                     users_of(state, app, channel).await?.len().into(),
                 );
             }
-            "" => {}
             other => return Err(unknown_info(other)),
         }
     }
@@ -409,10 +400,9 @@ pub(super) async fn events(
         pusher, app, body, ..
     }: Signed,
 ) -> Result<Response, Refusal> {
-    let pusher = &pusher;
     // Every check before any event goes out.
     let event = check_event(body_of(&body, "an event")?, app.max_event_bytes)?;
-    let infos = publish(&state, pusher, &app, &event).await?;
+    let infos = publish(&state, &pusher, &app, &event).await?;
     let answer = if event.info.is_empty() {
         json!({})
     } else {
@@ -428,7 +418,6 @@ pub(super) async fn batch_events(
         pusher, app, body, ..
     }: Signed,
 ) -> Result<Response, Refusal> {
-    let pusher = &pusher;
     let batch: BatchBody = body_of(&body, "a batch of events")?;
     if batch.batch.is_empty() || batch.batch.len() > MAX_BATCH {
         return Err(bad(format!(
@@ -450,7 +439,7 @@ pub(super) async fn batch_events(
     let any_info = checked.iter().any(|e| !e.info.is_empty());
     let mut answers = Vec::with_capacity(checked.len());
     for event in &checked {
-        let mut infos = publish(&state, pusher, &app, event).await?;
+        let mut infos = publish(&state, &pusher, &app, event).await?;
         let info = event
             .channels
             .first()
@@ -495,15 +484,14 @@ pub(super) async fn channels(
     // start with the prefix are one run of them: read from its start, not
     // through every space of the store.
     if "presence-".starts_with(prefix) || prefix.starts_with("presence-") {
-        let start = app.presence_space(prefix.max("presence-"));
+        let first = prefix.max("presence-");
+        let start = app.presence_space(first);
         // `spaces` lists those after a name: the run's first name itself
         // is asked apart (a channel named exactly the prefix).
-        if ChannelKind::of(&start[app.space_prefix.len()..]) == Some(ChannelKind::Presence)
-            && !users_of(&state, &app, &start[app.space_prefix.len()..])
-                .await?
-                .is_empty()
+        if ChannelKind::of(first) == Some(ChannelKind::Presence)
+            && !users_of(&state, &app, first).await?.is_empty()
         {
-            names.insert(start[app.space_prefix.len()..].to_owned());
+            names.insert(first.to_owned());
         }
         // No space can be named so (a channel may hold `= , ;`): none.
         let mut after = SpaceName::new(&start).ok();

@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, RawPathParams, Request};
-use axum::http::{Method, StatusCode};
+use axum::extract::{FromRequest, FromRequestParts, Query, RawPathParams, Request};
+use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
 use crate::problem::Explained;
@@ -58,48 +58,15 @@ pub(crate) fn quoted(s: &str) -> String {
     }
 }
 
-/// Decodes one query component (`%XX`, `+` for a space).
-fn decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                match (hex_digit(bytes[i + 1]), hex_digit(bytes[i + 2])) {
-                    (Some(hi), Some(lo)) => {
-                        out.push(hi << 4 | lo);
-                        i += 3;
-                        continue;
-                    }
-                    _ => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn hex_digit(b: u8) -> Option<u8> {
-    char::from(b)
-        .to_digit(16)
-        .and_then(|d| u8::try_from(d).ok())
-}
-
-/// The query's parameters, keys lowercased; a key given twice is refused.
-fn params(query: Option<&str>) -> Result<BTreeMap<String, String>, Refusal> {
+/// The query's parameters, decoded as a form's are (`%XX`, `+` for a
+/// space), keys lowercased; a key given twice is refused.
+fn params(uri: &Uri) -> Result<BTreeMap<String, String>, Refusal> {
+    let Query(pairs) =
+        Query::<Vec<(String, String)>>::try_from_uri(uri).map_err(|e| bad(e.body_text()))?;
     let mut out = BTreeMap::new();
-    for pair in query
-        .unwrap_or_default()
-        .split('&')
-        .filter(|p| !p.is_empty())
-    {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        let key = decode(k).to_ascii_lowercase();
-        if out.insert(key.clone(), decode(v)).is_some() {
+    for (k, v) in pairs {
+        let key = k.to_ascii_lowercase();
+        if out.insert(key.clone(), v).is_some() {
             return Err(bad(format!(
                 "the query parameter {} is given twice",
                 quoted(&key)
@@ -116,8 +83,7 @@ fn verify(
     pusher: &Pusher,
     app_id: &str,
     method: &Method,
-    path: &str,
-    query: Option<&str>,
+    uri: &Uri,
     body: &[u8],
 ) -> Result<(Arc<PusherApp>, BTreeMap<String, String>), Refusal> {
     let app = pusher.by_id(app_id).ok_or_else(|| {
@@ -126,7 +92,7 @@ fn verify(
             format!("unknown app: no app has the id {}", quoted(app_id)),
         )
     })?;
-    let mut params = params(query)?;
+    let mut params = params(uri)?;
     let signature = params
         .remove("auth_signature")
         .ok_or_else(|| unauthorized("auth_signature is missing"))?;
@@ -187,7 +153,7 @@ fn verify(
         }
     }
     let query: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let message = format!("{}\n{path}\n{}", method.as_str(), query.join("&"));
+    let message = format!("{}\n{}\n{}", method.as_str(), uri.path(), query.join("&"));
     if !sign::same(&signature, &sign::hmac_hex(&app.secret, &message)) {
         // What was signed is the client's own request, so saying it gives
         // nothing away, and shows a wrong secret apart from a request
@@ -265,14 +231,7 @@ impl FromRequest<PusherState> for Signed {
             .find_map(|(k, v)| (k == "app_id").then(|| v.clone()))
             .ok_or_else(|| bad("the path has no app id"))?;
         let body = read_body(body).await?;
-        let (app, params) = verify(
-            &pusher,
-            &app_id,
-            &parts.method,
-            parts.uri.path(),
-            parts.uri.query(),
-            &body,
-        )?;
+        let (app, params) = verify(&pusher, &app_id, &parts.method, &parts.uri, &body)?;
         Ok(Self {
             pusher,
             app,
@@ -289,9 +248,10 @@ mod tests {
 
     #[test]
     fn decodes_query_components() {
-        assert_eq!(decode("a%2Cb+c"), "a,b c");
-        assert_eq!(decode("100%"), "100%");
-        assert_eq!(decode("%zz"), "%zz");
+        let uri: Uri = "/?a=a%2Cb+c&b=100%&C=%zz&&d".parse().unwrap();
+        let expected = [("a", "a,b c"), ("b", "100%"), ("c", "%zz"), ("d", "")];
+        let expected = BTreeMap::from(expected.map(|(k, v)| (k.to_owned(), v.to_owned())));
+        assert!(params(&uri).is_ok_and(|p| p == expected));
     }
 
     #[test]

@@ -19,10 +19,8 @@ pub(crate) struct Incoming {
     /// `pusher:ping`, `pusher:subscribe`, `client-…`, …
     pub(crate) event: String,
     /// The channel of a client event.
-    #[serde(default)]
     pub(crate) channel: Option<String>,
     /// The payload, kept as written (a client event's is relayed as is).
-    #[serde(default)]
     pub(crate) data: Option<Box<RawValue>>,
 }
 
@@ -36,11 +34,9 @@ pub(crate) fn decode(text: &str) -> Option<Incoming> {
 pub(crate) struct Subscribe {
     pub(crate) channel: String,
     /// `key:signature`, for private, encrypted and presence channels.
-    #[serde(default)]
     pub(crate) auth: Option<String>,
     /// A presence channel's member, as a JSON string (it is signed as
     /// written).
-    #[serde(default)]
     pub(crate) channel_data: Option<String>,
 }
 
@@ -76,9 +72,7 @@ pub(crate) fn user_data(text: &str) -> Option<UserData> {
     #[derive(Deserialize)]
     struct Raw {
         id: String,
-        #[serde(default)]
         user_info: Option<Box<RawValue>>,
-        #[serde(default)]
         watchlist: Option<Vec<String>>,
     }
     // serde reads a struct from an array too: objects only.
@@ -123,7 +117,6 @@ pub(crate) fn member(channel_data: &str) -> Option<Member> {
     #[derive(Deserialize)]
     struct Raw {
         user_id: Value,
-        #[serde(default)]
         user_info: Option<Box<RawValue>>,
     }
     // Objects only, as in `user_data`.

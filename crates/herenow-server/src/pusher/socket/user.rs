@@ -12,7 +12,7 @@ use herenow_core::{MemberId, MemberKey, Metadata, SpaceName};
 use serde_json::json;
 use tokio::time::timeout;
 
-use super::super::{USER_CHANNEL, sign};
+use super::super::USER_CHANNEL;
 use super::{LiveMembership, Session, close};
 use crate::protocol::dto::StatusDto;
 use crate::pusher::frames::{self, Incoming};
@@ -112,13 +112,8 @@ impl Session {
 
     /// Whether `auth` is `key:HMAC-SHA256(secret, socket_id::user::user_data)`.
     fn user_authorized(&self, data: &frames::Signin) -> bool {
-        let Some((key, signature)) = data.auth.split_once(':') else {
-            return false;
-        };
         let message = format!("{}::user::{}", self.socket_id, data.user_data);
-        let expected = sign::hmac_hex(&self.app.secret, &message);
-        let key_ok = sign::same(key, &self.app.key);
-        sign::same(signature, &expected) & key_ok
+        self.signs(&data.auth, &message)
     }
 
     /// The user's live connection in `pusher-users:{app_id}`.
