@@ -75,6 +75,10 @@ async fn drain(s: &RedisStore, consumer: &str) -> Vec<OutboxEvent> {
 }
 
 async fn ack(s: &RedisStore, events: &[OutboxEvent]) {
+    // An acknowledgement is a batch: a round that claimed nothing has none.
+    if events.is_empty() {
+        return;
+    }
     let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
     s.outbox_ack(&ids).await.unwrap();
 }

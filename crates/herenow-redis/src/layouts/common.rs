@@ -14,11 +14,10 @@ use parking_lot::Mutex;
 use redis::{RedisResult, Value};
 
 use herenow_core::cursor::{self, Cursor};
-use herenow_core::store::check_batch;
+use herenow_core::store::{check_batch, check_beats};
 use herenow_core::{
-    Clock, Counts, Error, Heartbeat, HeartbeatReport, InvalidInput, KindFilter, ListQuery,
-    MemberId, MemberKey, MemberKind, MemberStatus, Millis, Order, Page, Result, SpaceConfig,
-    SpaceName, TickReport, limits,
+    Clock, Counts, Error, Heartbeat, HeartbeatReport, KindFilter, ListQuery, MemberId, MemberKey,
+    MemberKind, MemberStatus, Millis, Order, Page, Result, SpaceConfig, SpaceName, TickReport,
 };
 
 use super::layout_options::{KeyTemplate, LayoutOptions};
@@ -208,21 +207,16 @@ impl LayoutCtx {
         Ok(self.policy.check_window(asked)?)
     }
 
-    /// Refuses metadata and guests without a template before anything is
-    /// written, so a batch is applied whole or not at all.
+    /// Refuses what every store refuses ([`check_beats`]), then metadata
+    /// and guests without a template, before anything is written, so a
+    /// batch is applied whole or not at all.
     pub fn check_beats(&self, beats: &[Heartbeat]) -> Result<()> {
-        check_batch(beats.len())?;
-        let now = self.clock.now_ms();
+        check_beats(beats, self.clock.now_ms())?;
         for b in beats {
             if b.meta.is_some() {
                 return Err(self.unsupported("metadata"));
             }
             self.template(b.member.kind)?;
-            if let Some(at) = b.at_ms
-                && at > now + limits::MAX_FUTURE_SKEW_MS
-            {
-                return Err(InvalidInput::AtInFuture { at_ms: at }.into());
-            }
         }
         Ok(())
     }

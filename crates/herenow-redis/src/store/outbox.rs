@@ -337,10 +337,6 @@ impl RedisStore {
     async fn query_int(&self, cmd: &redis::Cmd) -> Result<i64> {
         match self.ctx.query("outbox", cmd).await? {
             Value::Nil => Ok(0),
-            Value::BulkString(b) => std::str::from_utf8(&b)
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(|| bad_reply("an integer")),
             v => int(Some(&v)),
         }
     }

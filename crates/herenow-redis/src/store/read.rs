@@ -194,14 +194,8 @@ impl RedisStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let mut c = self.ctx.client.clone();
-        let found: Vec<String> = self
-            .ctx
-            .io(
-                "spaces",
-                c.zrangebylex_limit(&names, &start, "+", 0, limit as isize),
-            )
-            .await?;
+        let page = redis::Cmd::zrangebylex_limit(&names, &start, "+", 0, limit as isize);
+        let found: Vec<String> = self.ctx.query("spaces", &page).await?;
         let spaces: Vec<SpaceName> = found
             .iter()
             .filter_map(|n| SpaceName::new(n).ok())

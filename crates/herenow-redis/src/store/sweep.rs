@@ -25,7 +25,7 @@
 
 use std::time::Instant;
 
-use redis::{AsyncCommands, Value};
+use redis::Value;
 
 use herenow_core::{Millis, Result, SpaceName, TickReport};
 
@@ -77,11 +77,8 @@ impl RedisStore {
         let (names, _) = self.ctx.keys.registry();
         let mut start = "-".to_owned();
         loop {
-            let mut c = self.ctx.client.clone();
-            let batch: Vec<String> = self
-                .ctx
-                .io("tick", c.zrangebylex_limit(&names, &start, "+", 0, 256))
-                .await?;
+            let page = redis::Cmd::zrangebylex_limit(&names, &start, "+", 0, 256);
+            let batch: Vec<String> = self.ctx.query("tick", &page).await?;
             for name in &batch {
                 if let Ok(space) = SpaceName::new(name) {
                     self.sweep_space(&space, None, &mut report).await?;
@@ -103,14 +100,8 @@ impl RedisStore {
         let due = self.ctx.keys.due();
         for _ in 0..DUE_PAGES {
             let now = self.ctx.clock.now_ms();
-            let mut c = self.ctx.client.clone();
-            let v: Value = self
-                .ctx
-                .io(
-                    "tick",
-                    c.zrangebyscore_limit_withscores(&due, "-inf", now, 0, 256),
-                )
-                .await?;
+            let page = redis::Cmd::zrangebyscore_limit_withscores(&due, "-inf", now, 0, 256);
+            let v: Value = self.ctx.query("tick", &page).await?;
             let batch = scored(v)?;
             for (name, at) in &batch {
                 if let Ok(space) = SpaceName::new(name) {
