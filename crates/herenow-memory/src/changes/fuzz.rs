@@ -37,7 +37,9 @@ impl Change {
         }
     }
 
-    /// How durable this change must be before its write is acknowledged.
+    /// How durable this change must be before its write is acknowledged:
+    /// the table, written apart, that the journal's own
+    /// `ChangeRef::durability` is checked against.
     pub(crate) fn durability(&self) -> Durability {
         match self {
             Change::Heartbeats { .. }

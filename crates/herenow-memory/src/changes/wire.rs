@@ -59,7 +59,8 @@ pub(super) fn heartbeats(
     w.finish();
 }
 
-/// The heartbeats of one call in the form `Change::heartbeats` picks.
+/// The heartbeats of one call as a record: `Change::PlainBeats` when every
+/// beat is plain ([`Heartbeat::is_plain`]), else `Change::Heartbeats`.
 ///
 /// Inlined into the journal's append, it only dispatches: a lone plain
 /// beat (the most frequent record of all) to [`lone_beat`], anything else

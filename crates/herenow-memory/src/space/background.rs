@@ -82,8 +82,8 @@ impl Space {
     }
 
     /// Takes what the last compaction let go of, for the caller to drop
-    /// after releasing the space: freeing a million-slot slab takes
-    /// milliseconds.
+    /// after releasing the space: freeing a large slab is not free, and
+    /// writers of the space need not wait for it.
     pub fn take_retired(&mut self) -> Option<Retired> {
         self.retired.take()
     }
