@@ -101,11 +101,7 @@ impl Pusher {
     pub(crate) fn occupancy_conn(&self, channel: &str) -> String {
         use sha2::{Digest, Sha256};
         let digest = Sha256::digest(channel.as_bytes());
-        format!(
-            "o{}.{}",
-            self.prefix,
-            crate::webhooks::sign::hex(&digest[..12])
-        )
+        format!("o{}.{}", self.prefix, super::sign::hex(&digest[..12]))
     }
 
     /// The app with this public key, as served now.

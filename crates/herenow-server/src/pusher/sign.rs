@@ -5,7 +5,7 @@
 use md5::{Digest, Md5};
 use subtle::ConstantTimeEq;
 
-use crate::webhooks::sign::hex;
+pub(crate) use crate::webhooks::sign::hex;
 
 /// HMAC-SHA256 of `message` under `secret`, in lowercase hex.
 pub(crate) fn hmac_hex(secret: &str, message: &str) -> String {

@@ -138,14 +138,13 @@ impl Session {
         }
     }
 
-    /// Sends `users` as `watching` pages, the last carrying `reference`.
-    fn send_watching(&mut self, users: Vec<WatchedUser>, resync: bool, reference: Option<Ref>) {
-        let Some(scope) = self.watching.as_ref().map(|w| w.scope().clone()) else {
+    /// Sends `users` as `watching` pages, the last carrying `last`.
+    fn send_watching(&mut self, users: Vec<WatchedUser>, resync: bool, mut last: Option<Ref>) {
+        let Some(space) = self.watching.as_ref().map(|w| w.scope().space().cloned()) else {
             return;
         };
-        let mut reference = reference;
-        for page in WatchingPage::split(scope.space().cloned(), users, self.watch_page, resync) {
-            let reference = if page.last { reference.take() } else { None };
+        for page in WatchingPage::split(space, users, self.watch_page, resync) {
+            let reference = if page.last { last.take() } else { None };
             let outcome = self
                 .send_queue
                 .push_watch(&ServerMessage::Watching { reference, page });

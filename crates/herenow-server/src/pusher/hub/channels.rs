@@ -25,7 +25,6 @@ pub(crate) const QUEUE: usize = 512;
 pub(crate) const RESERVE: usize = 16;
 
 /// A socket as its channels see it.
-#[derive(Clone)]
 pub(crate) struct Subscriber {
     /// The socket id, to leave out the sender of an event.
     pub(crate) socket_id: Arc<str>,
