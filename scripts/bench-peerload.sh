@@ -27,7 +27,11 @@
 #
 # OBSERVERS (50), PROBES (100) and MAX_SETTLE (peerload's, seconds) too;
 # HERENOW_BIN=path runs that herenow build instead of building this tree
-# (to alternate two builds).
+# (to alternate two builds). On a machine with cores to spare,
+# SERVER_CPUS=0-7 LOAD_CPUS=8-15 pins the server and the floor's writer to
+# the first list, peerload to the second (taskset); with the binaries
+# carried from scripts/device-kit.sh's folder there (HERENOW_BIN, FLOOR_BIN,
+# PEERLOAD under .device-kit/bin).
 #
 # Needs peerload built:
 #   (cd ../shared/tools/peerload && CARGO_TARGET_DIR=/tmp/peerload-target cargo build --release)
@@ -49,11 +53,15 @@ SECRET=bench-peerload-secret-0123456789abcdef
 
 # shellcheck source=scripts/lib/ports.sh
 . scripts/lib/ports.sh
-wait_http() {
-  for _ in $(seq 200); do curl -sf "$1" >/dev/null && return 0; sleep 0.1; done
-  echo "no answer from $1" >&2
+# Until the port takes connections (no curl on the device machines).
+wait_port() {
+  for _ in $(seq 300); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done
+  echo "nothing listens on port $1" >&2
   return 1
 }
+server_pin=() load_pin=()
+[ -n "${SERVER_CPUS:-}" ] && server_pin=(taskset -c "$SERVER_CPUS")
+[ -n "${LOAD_CPUS:-}" ] && load_pin=(taskset -c "$LOAD_CPUS")
 
 [ -x "$PEERLOAD" ] || { echo "build peerload first (see the header)" >&2; exit 1; }
 HERENOW_BIN=${HERENOW_BIN:-}
@@ -94,18 +102,18 @@ JSON
   (cd "$dir" && RUST_LOG=warn exec "${SOCKUDO:-sockudo}" --config "$dir/config.json") >"$dir/server.log" 2>&1 &
   server=$!
   pids+=("$server")
-  for _ in $(seq 300); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+  wait_port "$port"
 else
-  RUST_LOG=warn "$HERENOW_BIN" serve --listen "127.0.0.1:$port" \
+  RUST_LOG=warn "${server_pin[@]}" "$HERENOW_BIN" serve --listen "127.0.0.1:$port" \
     --token-secret "$SECRET" --pusher-app "$APP:$KEY:$SECRET" \
     --ws-max-connections 50000 --max-connections 60000 \
     "${store_args[@]}" >"$dir/server.log" 2>&1 &
   server=$!
   pids+=("$server")
-  wait_http "http://127.0.0.1:$port/healthz"
+  wait_port "$port"
 fi
 echo "== $SERVER ($PROTO protocol, $STORE store), $N users, $OBSERVERS observers, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-"$PEERLOAD" --proto "$PROTO" --url "ws://127.0.0.1:$port" --key "$KEY" --secret "$SECRET" --pid "$server" \
+"${load_pin[@]}" "$PEERLOAD" --proto "$PROTO" --url "ws://127.0.0.1:$port" --key "$KEY" --secret "$SECRET" --pid "$server" \
   --n "$N" --observers "$OBSERVERS" --probes "$PROBES" --hold-secs "$HOLD" --ping-min 10 --ping-max 20 \
   --max-settle-secs "$MAX_SETTLE" --label "$SERVER-$PROTO-$STORE" --out "$dir/out.json" >/dev/null
 python3 - "$dir/out.json" <<'PY'
@@ -121,8 +129,8 @@ if [ "$PROTO" = pusher ] && [ "$SERVER" != sockudo ]; then
   # The floor swings from run to run (where its reader's threads run):
   # the median of three.
   for i in 1 2 3; do
-    "$FLOOR_BIN" "$N" "$PROBES" >"$dir/floor-$i.json"
-    "$FLOOR_BIN" "$N" "$PROBES" rosters >"$dir/floor-rosters-$i.json"
+    "${server_pin[@]}" "$FLOOR_BIN" "$N" "$PROBES" >"$dir/floor-$i.json"
+    "${server_pin[@]}" "$FLOOR_BIN" "$N" "$PROBES" rosters >"$dir/floor-rosters-$i.json"
   done
   python3 - "$dir" "$N" "$PROBES" <<'PY'
 import json, sys

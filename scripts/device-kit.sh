@@ -8,8 +8,9 @@
 #   scripts/device-kit.sh            # -> .device-kit/ (git-ignored)
 #   scripts/device-kit.sh DIR
 #
-# The folder holds bin/ (herenow, bare_server, space_handoff and delay_proxy built here
-# in release and stripped; wrk, redis-server, redis-cli and redis-benchmark copied from
+# The folder holds bin/ (herenow, bare_server, space_handoff, delay_proxy and
+# fanout_floor built here in release and stripped, and peerload where it is built
+# as scripts/bench-peerload.sh says; wrk, redis-server, redis-cli and redis-benchmark copied from
 # this machine) and
 # lib/ (the shared libraries those tools load, found with ldd, but for the
 # C and C++ runtimes). About 35 MB; the binaries need GLIBC 2.34 or newer. Needs wrk and redis-server here
@@ -19,6 +20,9 @@
 #   KIT=.device-kit CORES="1 2 4 8" DURATION=5s ROUNDS=1 REDIS=1 scripts/bench-scale.sh
 #   KIT=.device-kit SERVER_CORES=0 LOAD_CORES=8-15 scripts/bench-http-floor.sh
 #   taskset -c 0-7 env THREADS="2 4 8" STRIPES="2 4" .device-kit/bin/space_handoff
+#   HERENOW_BIN=.device-kit/bin/herenow FLOOR_BIN=.device-kit/bin/fanout_floor \
+#     PEERLOAD=.device-kit/bin/peerload SERVER_CPUS=0-7 LOAD_CPUS=8-15 \
+#     PROTO=pusher N=9900 HOLD=15 scripts/bench-peerload.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/kit.sh
@@ -32,12 +36,14 @@ cargo build --release -p herenow --quiet
 cargo build --release -p herenow-server --example bare_server --quiet
 cargo build --release -p herenow-memory --example space_handoff --quiet
 cargo build --release -p herenow-testkit --example delay_proxy --quiet
+cargo build --release -p herenow-server --example fanout_floor --quiet
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
-cp target/release/herenow target/release/examples/bare_server \
-  target/release/examples/space_handoff target/release/examples/delay_proxy "$out/bin/"
-strip "$out/bin/herenow" "$out/bin/bare_server" "$out/bin/space_handoff" "$out/bin/delay_proxy"
+cp target/release/herenow target/release/examples/{bare_server,space_handoff,delay_proxy,fanout_floor} "$out/bin/"
+peerload=${PEERLOAD:-/tmp/peerload-target/release/peerload}
+[ -x "$peerload" ] && cp "$peerload" "$out/bin/"
+strip "$out"/bin/*
 for tool in wrk redis-server redis-cli redis-benchmark; do
   cp -L "$(command -v "$tool")" "$out/bin/$tool"
 done
