@@ -17,6 +17,8 @@ use redis::{Cmd, Pipeline, PushInfo, RedisFuture, RedisResult, Value};
 
 use herenow_core::{Error, InvalidInput};
 
+use crate::reply::bytes_of;
+
 /// The node, or a cluster's seed nodes, the store connects to, parsed
 /// from a `--store` spec (the server's `RedisTarget` is that spec as
 /// given, checked for its shape only).
@@ -194,16 +196,17 @@ impl RedisClient {
             else {
                 return Err(unexpected("CLUSTER SLOTS: a start and a master"));
             };
-            let host = match master.first() {
-                Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
-                Some(Value::SimpleString(s)) => s.clone(),
-                _ => return Err(unexpected("CLUSTER SLOTS: a master's host")),
-            };
+            let host = master
+                .first()
+                .and_then(bytes_of)
+                .ok_or_else(|| unexpected("CLUSTER SLOTS: a master's host"))?;
             let Some(Value::Int(port)) = master.get(1) else {
                 return Err(unexpected("CLUSTER SLOTS: a master's port"));
             };
             let start = u16::try_from(*start).map_err(|_| unexpected("a slot"))?;
-            let slot = first.entry((host, *port)).or_insert(start);
+            let slot = first
+                .entry((String::from_utf8_lossy(host).into_owned(), *port))
+                .or_insert(start);
             *slot = (*slot).min(start);
         }
         Ok(first.into_values().collect())

@@ -305,11 +305,8 @@ impl Ctx {
     /// One `PING`, under the timeout: how the replayer and `connect` learn
     /// that Redis answers.
     pub async fn ping(&self) -> Result<()> {
-        let mut c = self.client.clone();
-        self.io("ping", async move {
-            let _: Value = redis::cmd("PING").query_async(&mut c).await?;
-            Ok(())
-        })
-        .await
+        self.query::<Value>("ping", &redis::cmd("PING"))
+            .await
+            .map(drop)
     }
 }

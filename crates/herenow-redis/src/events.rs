@@ -18,6 +18,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use redis::{PushInfo, PushKind};
@@ -140,15 +141,13 @@ struct Channel {
 #[derive(Default)]
 pub struct Router {
     channels: Mutex<HashMap<String, Channel>>,
-    next_id: Mutex<u64>,
+    next_id: AtomicU64,
 }
 
 impl Router {
     /// A fresh subscriber id, for [`add_pending_as`](Self::add_pending_as).
     pub fn new_id(&self) -> u64 {
-        let mut n = self.next_id.lock();
-        *n += 1;
-        *n
+        self.next_id.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// Registers pending subscriber `id` on `channel` (one subscriber may
@@ -200,13 +199,6 @@ impl Router {
             drop_everywhere(&mut channels, &[id]);
         }
         live
-    }
-
-    /// Forgets subscriber `id` (its snapshot could not be read).
-    pub fn remove(&self, channel: &str, id: u64) {
-        if let Some(ch) = self.channels.lock().get_mut(channel) {
-            ch.subs.retain(|s| s.id != id);
-        }
     }
 
     /// Forgets subscriber `id` on every channel.

@@ -84,13 +84,9 @@ async fn replay(w: &Writer, space: &SpaceName, items: &[(MemberKey, Pending)]) -
 async fn drain(w: &Writer, batch: usize) -> Result<()> {
     let buffer = &w.ctx().health.buffer;
     loop {
-        let mut taken = Vec::new();
-        while taken.len() < REPLAY_CONCURRENCY {
-            match buffer.take(batch) {
-                Some(t) => taken.push(t),
-                None => break,
-            }
-        }
+        let taken: Vec<_> = std::iter::from_fn(|| buffer.take(batch))
+            .take(REPLAY_CONCURRENCY)
+            .collect();
         if taken.is_empty() {
             return Ok(());
         }
