@@ -5,14 +5,13 @@
 
 use std::sync::Arc;
 
-use futures::{StreamExt, TryStreamExt, stream};
 use redis::Value;
 use tokio::sync::watch;
 
 use herenow_core::store::check_batch;
 use herenow_core::{MemberId, Result, UserFeed};
 
-use super::RedisStore;
+use super::{RedisStore, at_most};
 use crate::ctx::Ctx;
 use crate::follow::{ANNOUNCE, CHANNELS_PER_COMMAND, Follows};
 use crate::relay::Relays;
@@ -77,10 +76,7 @@ impl RedisStore {
                 async move { self.ctx.invoke::<Value>("friends", &inv).await }
             })
             .collect();
-        let _: Vec<Value> = stream::iter(calls)
-            .buffer_unordered(ANNOUNCING)
-            .try_collect()
-            .await?;
+        let _: Vec<Value> = at_most(ANNOUNCING, calls).await?;
         Ok(())
     }
 }

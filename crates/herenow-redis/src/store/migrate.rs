@@ -29,13 +29,12 @@
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
-use futures::{StreamExt, TryStreamExt, stream};
 use redis::{Script, Value};
 
 use herenow_core::{MemberId, Result};
 
-use super::RedisStore;
 use super::sweep::ids_of;
+use super::{RedisStore, at_most};
 use crate::reply::{array, bad_reply, opt_string};
 use crate::scripts::bare;
 
@@ -86,19 +85,10 @@ impl RedisStore {
         for slot in slots {
             let mut cursor = "0".to_owned();
             loop {
-                let mut cmd = redis::cmd("SCAN");
-                cmd.arg(&cursor)
-                    .arg("MATCH")
-                    .arg(pattern)
-                    .arg("COUNT")
-                    .arg(SCAN_COUNT)
-                    .arg("TYPE")
-                    .arg(kind);
-                let mut c = self.ctx.client.clone();
-                let v = self.ctx.io("migrate", c.query_on(slot, cmd)).await?;
-                let mut v = array(v)?.into_iter();
-                let next = opt_string(v.next())?.ok_or_else(|| bad_reply("a SCAN cursor"))?;
-                page(ids_of(v.next())?).await?;
+                let (next, keys) = self
+                    .scan_step("migrate", slot, &cursor, pattern, kind)
+                    .await?;
+                page(keys).await?;
                 if next == "0" {
                     break;
                 }
@@ -106,6 +96,32 @@ impl RedisStore {
             }
         }
         Ok(())
+    }
+
+    /// One `SCAN` step from `cursor` on the master serving `slot`, for
+    /// keys matching `pattern` of type `kind`: the next cursor (`0` once
+    /// done) and the keys it found.
+    pub(super) async fn scan_step(
+        &self,
+        what: &'static str,
+        slot: u16,
+        cursor: &str,
+        pattern: &str,
+        kind: &str,
+    ) -> Result<(String, Vec<String>)> {
+        let mut cmd = redis::cmd("SCAN");
+        cmd.arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(SCAN_COUNT)
+            .arg("TYPE")
+            .arg(kind);
+        let mut c = self.ctx.client.clone();
+        let v = self.ctx.io(what, c.query_on(slot, cmd)).await?;
+        let mut v = array(v)?.into_iter();
+        let next = opt_string(v.next())?.ok_or_else(|| bad_reply("a SCAN cursor"))?;
+        Ok((next, ids_of(v.next())?))
     }
 
     /// The `hooked` migration: every space whose endpoints key exists,
@@ -185,10 +201,7 @@ impl RedisStore {
                 )
             })
             .collect();
-        let sets: Vec<(&str, Vec<String>)> = stream::iter(calls)
-            .buffer_unordered(READS)
-            .try_collect()
-            .await?;
+        let sets: Vec<(&str, Vec<String>)> = at_most(READS, calls).await?;
         let mut by_friend: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for (owner, friends) in &sets {
             for f in friends {
@@ -227,10 +240,7 @@ impl RedisStore {
                 async move { self.ctx.invoke::<Value>("migrate", &inv).await }
             })
             .collect();
-        let _: Vec<Value> = stream::iter(calls)
-            .buffer_unordered(READS)
-            .try_collect()
-            .await?;
+        let _: Vec<Value> = at_most(READS, calls).await?;
         let entries = by_friend.values().map(Vec::len).sum::<usize>();
         Ok((sets.len() as u64, entries as u64))
     }

@@ -28,6 +28,7 @@ mod write;
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures::{StreamExt, TryStreamExt, stream};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -348,6 +349,16 @@ impl Drop for RedisStore {
             }
         }
     }
+}
+
+/// Runs `calls`, at most `n` at once (a cluster client queues what it
+/// cannot send); their results in the order they finish, or the first
+/// error.
+async fn at_most<T, F>(n: usize, calls: impl IntoIterator<Item = F>) -> Result<Vec<T>>
+where
+    F: Future<Output = Result<T>>,
+{
+    stream::iter(calls).buffer_unordered(n).try_collect().await
 }
 
 /// A name for this store on sweep leases: the process id and a random

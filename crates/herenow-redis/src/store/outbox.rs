@@ -33,8 +33,8 @@ use herenow_core::outbox::{OutboxEvent, OutboxKind, OutboxStats};
 use herenow_core::store::check_batch;
 use herenow_core::{Millis, Result, SpaceName};
 
-use super::RedisStore;
 use super::sweep::ids_of;
+use super::{RedisStore, at_most};
 use crate::events::read_tuple;
 use crate::key_names::Keys;
 use crate::outbox_scripts::{
@@ -49,8 +49,6 @@ pub const MAX_VISIT: usize = 4_096;
 /// How often (by the store's clock) a pass of `SCAN` for streams missing
 /// from the index starts.
 pub const RESCAN_MS: Millis = 60_000;
-/// The `COUNT` hint of each `SCAN` step.
-const SCAN_COUNT: usize = 1_000;
 /// Most streams [`RedisStore::outbox_stats`] reads: past it the figures
 /// are a lower bound.
 pub const STATS_MAX: usize = 10_000;
@@ -150,35 +148,27 @@ impl RedisStore {
                     self.unindex_stream(tag).await?;
                     continue;
                 };
-                if self.ctx.keys.shards(&space) == 1 {
-                    let got = self
-                        .claim_stream(&space, tag, true, consumer, now, idle_ms, max - out.len())
-                        .await?;
-                    if !got.is_empty() {
-                        st.owned.insert(space.clone());
+                let solo = self.ctx.keys.shards(&space) == 1;
+                if !solo {
+                    let owned = match spaces.get(&space) {
+                        Some(&(r, _)) => r,
+                        None => {
+                            let r = self.claim_space(&space, consumer, now, idle_ms).await?;
+                            spaces.insert(space.clone(), (r, false));
+                            r
+                        }
+                    };
+                    if owned < 0 {
+                        continue;
                     }
-                    out.extend(got);
-                    if out.len() >= max || seen >= visit {
-                        break 'walk;
-                    }
-                    continue;
-                }
-                let owned = match spaces.get(&space) {
-                    Some(&(r, _)) => r,
-                    None => {
-                        let r = self.claim_space(&space, consumer, now, idle_ms).await?;
-                        spaces.insert(space.clone(), (r, false));
-                        r
-                    }
-                };
-                if owned < 0 {
-                    continue;
                 }
                 let got = self
-                    .claim_stream(&space, tag, false, consumer, now, idle_ms, max - out.len())
+                    .claim_stream(&space, tag, solo, consumer, now, idle_ms, max - out.len())
                     .await?;
                 if !got.is_empty() {
-                    if let Some(s) = spaces.get_mut(&space) {
+                    if solo {
+                        st.owned.insert(space.clone());
+                    } else if let Some(s) = spaces.get_mut(&space) {
                         s.1 = true;
                     }
                     out.extend(got);
@@ -244,10 +234,7 @@ impl RedisStore {
                 })
             })
             .collect();
-        let acked: Vec<Acked> = stream::iter(calls)
-            .buffer_unordered(IN_FLIGHT)
-            .try_collect()
-            .await?;
+        let acked: Vec<Acked> = at_most(IN_FLIGHT, calls).await?;
         // Per space: every acknowledged stream empty of pending entries,
         // all held by one consumer.
         let mut per: HashMap<SpaceName, (Option<String>, bool, Vec<u16>)> = HashMap::new();
@@ -282,10 +269,7 @@ impl RedisStore {
         let (index, trimmed_key) = self.ctx.keys.outbox_index();
         let tags = self.index_page(&index, 0, STATS_MAX).await?;
         let calls: Vec<_> = tags.iter().map(|t| self.stream_stats(t)).collect();
-        let each: Vec<[u64; 3]> = stream::iter(calls)
-            .buffer_unordered(IN_FLIGHT)
-            .try_collect()
-            .await?;
+        let each: Vec<[u64; 3]> = at_most(IN_FLIGHT, calls).await?;
         let open = self
             .query_int(redis::cmd("EXISTS").arg(self.ctx.keys.outbox_switch()))
             .await?;
@@ -462,20 +446,12 @@ impl RedisStore {
         let pattern = self.ctx.keys.stream_pattern();
         let (index, _) = self.ctx.keys.outbox_index();
         for (slot, cursor) in &mut st.scan {
-            let Some(cur) = cursor.clone() else { continue };
-            let mut cmd = redis::cmd("SCAN");
-            cmd.arg(&cur)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(SCAN_COUNT)
-                .arg("TYPE")
-                .arg("stream");
-            let mut c = self.ctx.client.clone();
-            let v = self.ctx.io("outbox_scan", c.query_on(*slot, cmd)).await?;
-            let mut v = array(v)?.into_iter();
-            let next = opt_string(v.next())?.ok_or_else(|| bad_reply("a SCAN cursor"))?;
-            let keys = ids_of(v.next())?;
+            let Some(cur) = cursor.as_deref() else {
+                continue;
+            };
+            let (next, keys) = self
+                .scan_step("outbox_scan", *slot, cur, &pattern, "stream")
+                .await?;
             let tags: Vec<&str> = keys
                 .iter()
                 .filter_map(|k| self.ctx.keys.tag_of_stream(k))

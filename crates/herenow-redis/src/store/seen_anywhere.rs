@@ -17,7 +17,6 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use futures::{StreamExt, TryStreamExt, stream};
 use redis::Value;
 
 use herenow_core::store::check_batch;
@@ -25,8 +24,8 @@ use herenow_core::{
     ErasureReport, MemberId, MemberKey, MemberKind, Millis, Result, SeenAnywhere, SpaceName, Status,
 };
 
-use super::RedisStore;
 use super::sweep::{INDEX_GRACE_MS, ids_of, scored};
+use super::{RedisStore, at_most};
 use crate::conn_scripts;
 use crate::outbox::{self, Captured};
 use crate::reply::{array, int};
@@ -81,19 +80,20 @@ impl RedisStore {
         }
         // Spaces at most LOOKUPS at a time: a batch of users may list
         // thousands, and a cluster client queues what it cannot send.
-        let lookups: Vec<_> = stream::iter(by_space.into_iter().filter_map(|(name, who)| {
-            let space = SpaceName::new(&name).ok()?;
-            Some(async move {
-                let members: Vec<MemberKey> = who
-                    .iter()
-                    .map(|&(i, _)| MemberKey::user(users[i].clone()))
-                    .collect();
-                let (config, found) = self.lookup(&space, &members).await?;
-                Ok::<_, herenow_core::Error>((space, who, config, found))
-            })
-        }))
-        .buffer_unordered(LOOKUPS)
-        .try_collect()
+        let lookups: Vec<_> = at_most(
+            LOOKUPS,
+            by_space.into_iter().filter_map(|(name, who)| {
+                let space = SpaceName::new(&name).ok()?;
+                Some(async move {
+                    let members: Vec<MemberKey> = who
+                        .iter()
+                        .map(|&(i, _)| MemberKey::user(users[i].clone()))
+                        .collect();
+                    let (config, found) = self.lookup(&space, &members).await?;
+                    Ok::<_, herenow_core::Error>((space, who, config, found))
+                })
+            }),
+        )
         .await?;
         let mut out: Vec<SeenAnywhere> = users.iter().cloned().map(SeenAnywhere::unseen).collect();
         let cutoff = now.saturating_sub(INDEX_GRACE_MS);
@@ -163,10 +163,7 @@ impl RedisStore {
                 })
             })
             .collect();
-        let erased: Vec<Vec<Value>> = stream::iter(calls)
-            .buffer_unordered(LOOKUPS)
-            .try_collect()
-            .await?;
+        let erased: Vec<Vec<Value>> = at_most(LOOKUPS, calls).await?;
         for v in erased {
             report.presence += int(v.first())? as u64;
             report.remembered += int(v.get(1))? as u64;
@@ -188,10 +185,7 @@ impl RedisStore {
                 }
             })
             .collect();
-        let _: Vec<Value> = stream::iter(calls)
-            .buffer_unordered(LOOKUPS)
-            .try_collect()
-            .await?;
+        let _: Vec<Value> = at_most(LOOKUPS, calls).await?;
 
         // The user's own friend set: first off the reverse index of each
         // friend (so a retry still finds them), then the set.
@@ -218,10 +212,7 @@ impl RedisStore {
                 }
             })
             .collect();
-        let removed: Vec<i64> = stream::iter(calls)
-            .buffer_unordered(LOOKUPS)
-            .try_collect()
-            .await?;
+        let removed: Vec<i64> = at_most(LOOKUPS, calls).await?;
         report.listed_by = removed.into_iter().filter(|&n| n > 0).count() as u64;
         let listed_by: Vec<&str> = listed_by.iter().map(String::as_str).collect();
         // Servers that follow those users (or the user) read their sets
