@@ -195,11 +195,7 @@ impl WriteBuffer {
     /// Puts back writes that were taken but not written. They are older
     /// than anything buffered since, so newer entries are applied on top.
     pub fn restore(&self, space: &SpaceName, items: Vec<(MemberKey, Pending)>) {
-        let mut h = Holding {
-            inner: self.inner.lock(),
-            buffer: self,
-        };
-        h.inner.holding = true;
+        let mut h = self.hold(true).expect("a forced hold always holds");
         for (member, older) in items {
             h.insert_with(space, member, older, |newer, older| older.then(newer));
         }

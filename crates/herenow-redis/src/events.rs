@@ -214,19 +214,15 @@ impl Router {
     /// Channels nobody listens to any more, removed from the router; the
     /// caller unsubscribes from them.
     pub fn take_idle(&self) -> Vec<String> {
-        let mut channels = self.channels.lock();
-        for ch in channels.values_mut() {
+        let mut idle = Vec::new();
+        self.channels.lock().retain(|name, ch| {
             ch.subs
                 .retain(|s| matches!(s.state, SubState::Pending(_)) || s.tx.receiver_count() > 0);
-        }
-        let idle: Vec<String> = channels
-            .iter()
-            .filter(|(_, ch)| ch.subs.is_empty())
-            .map(|(name, _)| name.clone())
-            .collect();
-        for name in &idle {
-            channels.remove(name);
-        }
+            if ch.subs.is_empty() {
+                idle.push(name.clone());
+            }
+            !ch.subs.is_empty()
+        });
         idle
     }
 

@@ -229,7 +229,7 @@ impl Flusher {
     }
 
     /// Answers the calls of a round that returned.
-    fn answer(&self, space: &SpaceName, round: Vec<Waiting>, result: Result<Vec<Tally>>) {
+    fn answer(&self, space: &SpaceName, mut round: Vec<Waiting>, result: Result<Vec<Tally>>) {
         match result {
             Ok(tallies) => {
                 for (w, t) in round.into_iter().zip(tallies) {
@@ -237,16 +237,15 @@ impl Flusher {
                 }
             }
             Err(e) => {
-                let mut all: Vec<Waiting> = round;
                 if matches!(e, Error::Unavailable { .. }) {
                     // Nobody waits behind a dead link to Redis.
                     let mut queues = self.queues.lock();
                     if let Some(q) = queues.get_mut(space) {
                         q.members = 0;
-                        all.extend(q.waiting.drain(..));
+                        round.extend(q.waiting.drain(..));
                     }
                 }
-                for w in all {
+                for w in round {
                     let _ = w.tx.send(Err(copy_error(&e)));
                 }
             }

@@ -93,11 +93,7 @@ impl Relays {
 
 /// A message as published: the topic, `\n`, the payload.
 pub(crate) fn encode(topic: &str, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(topic.len() + 1 + payload.len());
-    out.extend_from_slice(topic.as_bytes());
-    out.push(b'\n');
-    out.extend_from_slice(payload);
-    out
+    [topic.as_bytes(), b"\n", payload].concat()
 }
 
 fn decode(bytes: &[u8]) -> Option<RelayMessage> {

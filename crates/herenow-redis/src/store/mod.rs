@@ -26,6 +26,7 @@ mod sweep;
 mod write;
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use futures::{StreamExt, TryStreamExt, stream};
@@ -237,20 +238,14 @@ impl RedisStore {
     /// only writes sends Redis nothing else meanwhile.
     pub fn probe(&self) {
         let health = &self.ctx.health;
-        if health.up.load(std::sync::atomic::Ordering::SeqCst)
-            || health
-                .probing
-                .swap(true, std::sync::atomic::Ordering::AcqRel)
-        {
+        if health.up.load(Ordering::SeqCst) || health.probing.swap(true, Ordering::AcqRel) {
             return;
         }
         let ctx = self.ctx.clone();
         tokio::spawn(async move {
             // `io` tells the replayer when Redis answers.
             let _ = ctx.ping().await;
-            ctx.health
-                .probing
-                .store(false, std::sync::atomic::Ordering::Release);
+            ctx.health.probing.store(false, Ordering::Release);
         });
     }
 
