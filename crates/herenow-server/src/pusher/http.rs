@@ -239,23 +239,13 @@ async fn present(
         .collect())
 }
 
-/// The ids of [`present`].
-async fn present_ids(
-    state: &PusherState,
-    space: &str,
-    kind: MemberKind,
-) -> Result<Vec<String>, Refusal> {
-    let members = present(state, space, kind).await?;
-    Ok(members.iter().map(|m| m.id.as_str().to_owned()).collect())
-}
-
 /// Users present in `app`'s presence channel's space.
 async fn users_of(
     state: &PusherState,
     app: &PusherApp,
     channel: &str,
-) -> Result<Vec<String>, Refusal> {
-    present_ids(state, &app.presence_space(channel), MemberKind::User).await
+) -> Result<Vec<MemberKey>, Refusal> {
+    present(state, &app.presence_space(channel), MemberKind::User).await
 }
 
 /// A channel's subscriptions on every server: a presence channel's
@@ -474,9 +464,10 @@ pub(super) async fn channels(
     // Public and private channels: the guests of the app's occupancy
     // space, which each server holding one attaches (users' channels are
     // not listed, as Pusher lists none).
-    let occupied = present_ids(&state, &app.occupancy_space(), MemberKind::Guest).await?;
+    let occupied = present(&state, &app.occupancy_space(), MemberKind::Guest).await?;
     let mut names: std::collections::BTreeSet<String> = occupied
-        .into_iter()
+        .iter()
+        .map(|m| m.id.as_str().to_owned())
         .filter(|name| name.starts_with(prefix))
         .collect();
     // Presence channels are spaces: occupied whichever server holds the
@@ -572,7 +563,7 @@ pub(super) async fn users(
     let users: Vec<Value> = users_of(&state, &signed.app, channel)
         .await?
         .into_iter()
-        .map(|id| json!({ "id": id }))
+        .map(|m| json!({ "id": m.id.as_str() }))
         .collect();
     Ok(axum::Json(json!({ "users": users })).into_response())
 }

@@ -28,9 +28,10 @@ pub use apps::AppsChange;
 pub use channels::Channels;
 pub(crate) use channels::{QUEUE, RESERVE, Subscriber};
 pub(crate) use members::{JoinError, Listener, Members};
+pub(crate) use occupancy::OccupancyWrites;
 pub(crate) use occupancy::count as occupancy_count;
 use occupancy::{Occupancy, OccupancyTarget};
-pub(crate) use quota::Quota;
+pub(crate) use quota::{Quota, Slot};
 pub(crate) use relayed::{Relayed, TOPIC};
 pub(crate) use sockets::{Ender, Sockets};
 
@@ -120,11 +121,6 @@ impl Pusher {
         self.apps_version.load(Ordering::Acquire)
     }
 
-    /// The local sockets' channels.
-    pub fn channels(&self) -> &Channels {
-        &self.channels
-    }
-
     /// Starts reading the relay feed of `store` unless started, and waits
     /// (at most `wait`) until the feed is open, so nothing relayed from
     /// now on is missed here. `false` when it is not open in time (the
@@ -193,28 +189,15 @@ impl Pusher {
         let space = app.occupancy_space();
         let conn = self.occupancy_conn(channel);
         let target = OccupancyTarget {
-            store: &writes.store,
+            writes,
             space: &space,
             conn: &conn,
-            ttl_ms: writes.ttl_ms,
-            wait: writes.wait,
         };
         let app_id: Arc<str> = Arc::from(app.id.as_str());
         self.occupancy
             .sync(&self.channels, &app_id, channel, seen, &target)
             .await;
     }
-}
-
-/// Where a server's channel counts go, and how often they are refreshed.
-#[derive(Clone)]
-pub(crate) struct OccupancyWrites {
-    pub(crate) store: Arc<dyn PresenceStore>,
-    pub(crate) ttl_ms: u64,
-    /// The longest one store call may take.
-    pub(crate) wait: Duration,
-    pub(crate) refresh_every: Duration,
-    pub(crate) stop: CancellationToken,
 }
 
 /// The task that attaches this server's channel counts again every
@@ -232,13 +215,7 @@ async fn refresh_occupancy(pusher: Arc<Pusher>, writes: OccupancyWrites) {
         };
         pusher
             .occupancy
-            .refresh(
-                &pusher.channels,
-                target_of,
-                &writes.store,
-                writes.ttl_ms,
-                writes.wait,
-            )
+            .refresh(&pusher.channels, target_of, &writes)
             .await;
     }
 }

@@ -52,61 +52,44 @@ pub fn event_json(event: &OutboxEvent) -> Option<Vec<u8>> {
         // A client event, kept in the form it is sent in.
         return event.body.as_ref().map(|b| b.as_bytes().to_vec());
     }
-    if event.space.as_str().starts_with(OCCUPANCY_PREFIX) {
-        return occupancy_json(event);
-    }
-    // The first app's channel is its space's name; another app's space
-    // is `ID:` and the channel (a channel name has no `:`); endpoints
-    // get only their app's spaces.
-    let space = event.space.as_str();
-    let channel = space.rsplit_once(':').map_or(space, |(_, channel)| channel);
-    if !channel.starts_with(PRESENCE_PREFIX) {
-        return None;
-    }
-    let user = || {
-        event
-            .member
-            .as_ref()
-            .filter(|m| m.kind == MemberKind::User)
-            .map(|m| m.id.as_str())
+    let member = |kind: MemberKind| {
+        let member = event.member.as_ref().filter(|m| m.kind == kind);
+        member.map(|m| m.id.as_str())
     };
-    let (name, user_id) = match event.kind {
-        OutboxKind::Occupied => ("channel_occupied", None),
-        OutboxKind::Vacated => ("channel_vacated", None),
-        OutboxKind::Join => ("member_added", Some(user()?)),
-        OutboxKind::Leave => ("member_removed", Some(user()?)),
-        OutboxKind::Away | OutboxKind::Back | OutboxKind::Update | OutboxKind::Message => {
+    let space = event.space.as_str();
+    let (name, channel, user_id) = if space.starts_with(OCCUPANCY_PREFIX) {
+        // Its guest's `join` is the channel named by the guest becoming
+        // occupied, its `leave` vacated; nothing else.
+        let channel = member(MemberKind::Guest)?;
+        match event.kind {
+            OutboxKind::Join => ("channel_occupied", channel, None),
+            OutboxKind::Leave => ("channel_vacated", channel, None),
+            _ => return None,
+        }
+    } else {
+        // The first app's channel is its space's name; another app's
+        // space is `ID:` and the channel (a channel name has no `:`);
+        // endpoints get only their app's spaces.
+        let channel = space.rsplit_once(':').map_or(space, |(_, channel)| channel);
+        if !channel.starts_with(PRESENCE_PREFIX) {
             return None;
         }
+        match event.kind {
+            OutboxKind::Occupied => ("channel_occupied", channel, None),
+            OutboxKind::Vacated => ("channel_vacated", channel, None),
+            OutboxKind::Join => ("member_added", channel, Some(member(MemberKind::User)?)),
+            OutboxKind::Leave => ("member_removed", channel, Some(member(MemberKind::User)?)),
+            OutboxKind::Away | OutboxKind::Back | OutboxKind::Update | OutboxKind::Message => {
+                return None;
+            }
+        }
     };
-    serde_json::to_vec(&ChannelEvent {
+    let event = ChannelEvent {
         name,
         channel,
         user_id,
-    })
-    .ok()
-}
-
-/// An occupancy space's event: its guest's `join` is the channel named by
-/// the guest becoming occupied, its `leave` vacated; nothing else.
-fn occupancy_json(event: &OutboxEvent) -> Option<Vec<u8>> {
-    let channel = event
-        .member
-        .as_ref()
-        .filter(|m| m.kind == MemberKind::Guest)?
-        .id
-        .as_str();
-    let name = match event.kind {
-        OutboxKind::Join => "channel_occupied",
-        OutboxKind::Leave => "channel_vacated",
-        _ => return None,
     };
-    serde_json::to_vec(&ChannelEvent {
-        name,
-        channel,
-        user_id: None,
-    })
-    .ok()
+    serde_json::to_vec(&event).ok()
 }
 
 /// A client event as a socket sent it.

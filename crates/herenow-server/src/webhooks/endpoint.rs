@@ -177,8 +177,7 @@ impl Endpoint {
         default_secret: Option<&Secret>,
     ) -> Result<Self, WebhookError> {
         let mut parts = spec.split(',').map(str::trim);
-        let url_text = parts.next().unwrap_or_default();
-        let url = parse_url(url_text)?;
+        let url = parse_url(parts.next().unwrap_or_default())?;
         let mut filter = Filter::default();
         let mut events: Option<u8> = None;
         let mut secret: Option<Secret> = None;
@@ -204,13 +203,10 @@ impl Endpoint {
                 _ => return Err(WebhookError::BadOption(key.to_owned())),
             }
         }
-        if let Some(events) = events {
-            filter.kinds = events;
-        }
-        let secret = match secret {
-            Some(s) => s,
-            None => default_secret.cloned().ok_or(WebhookError::NoSecret)?,
-        };
+        filter.kinds = events.unwrap_or(filter.kinds);
+        let secret = secret
+            .or_else(|| default_secret.cloned())
+            .ok_or(WebhookError::NoSecret)?;
         let name = name.unwrap_or_else(|| format!("{index}:{}", url.host_str().unwrap_or("host")));
         Ok(Endpoint {
             name,
@@ -307,8 +303,7 @@ impl PusherTarget {
     /// The endpoint it delivers to, named `pusher:INDEX:APP:HOST` in
     /// metrics and `GET /v1/webhooks`, wanting the app's presence
     /// channels' joins, leaves and occupancy, and its occupancy space's,
-    /// and their messages (client
-    /// events) if it asked for client events.
+    /// and their messages (client events) if it asked for client events.
     pub fn endpoint(&self, index: usize) -> Endpoint {
         let mut filter = Filter::of_kinds(&PUSHER_KINDS);
         filter.messages = self.client_events;

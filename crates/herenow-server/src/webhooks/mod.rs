@@ -185,11 +185,6 @@ impl Webhooks {
         self.0.wake.notify_one();
     }
 
-    /// This server's name as an outbox consumer (see `consumer_name`).
-    pub fn consumer(&self) -> &str {
-        &self.0.consumer
-    }
-
     /// Checks the configuration, sets up the HTTP client and, with
     /// operator endpoints, opens the store's outbox, so that a store
     /// without one (a seed's layout) or a bad setting stops a start before
@@ -426,11 +421,10 @@ async fn claim_loop(
         {
             Ok(events) => events,
             Err(e) => {
-                if failures == 0 {
-                    tracing::warn!(error = %e, "claiming webhook events failed; retrying");
+                if !retry_after(e, "claiming webhook events", poll, &mut failures, &token).await {
+                    break;
                 }
-                failures = failures.saturating_add(1);
-                wait = backoff(poll, failures);
+                wait = Duration::ZERO;
                 continue;
             }
         };

@@ -245,16 +245,13 @@ impl SpaceRoutes {
         now: Instant,
     ) -> Option<SpaceLane> {
         if self.lanes.len() >= MAX_SPACE_LANES {
-            self.launch.metrics.webhook_space_endpoint_skipped();
-            if !self.unusable_logged {
-                self.unusable_logged = true;
+            return self.skip(|| {
                 tracing::warn!(
                     lanes = MAX_SPACE_LANES,
                     "too many distinct webhook endpoints named by spaces: \
                      events for more are dropped for them and counted"
                 );
-            }
-            return None;
+            });
         }
         let hook = SpaceHook {
             url: key.url.clone(),
@@ -263,25 +260,19 @@ impl SpaceRoutes {
         };
         let endpoint = match Endpoint::of_space_hook(&hook) {
             Ok(e) => e,
+            // Checked when set; only a hand-edited store gets here.
             Err(e) => {
-                // Checked when set; only a hand-edited store gets here.
-                self.launch.metrics.webhook_space_endpoint_skipped();
-                if !self.unusable_logged {
-                    self.unusable_logged = true;
+                return self.skip(|| {
                     tracing::warn!(error = %e, "a space names a webhook endpoint that cannot be used");
-                }
-                return None;
+                });
             }
         };
         if let Some(Err(e)) = self.launch.allow.check_static(&endpoint.url) {
             // Set before the operator narrowed the allow-list, or written
             // to the store by hand.
-            self.launch.metrics.webhook_space_endpoint_skipped();
-            if !self.unusable_logged {
-                self.unusable_logged = true;
+            return self.skip(|| {
                 tracing::warn!(error = %e, "a space names a webhook endpoint it may not reach");
-            }
-            return None;
+            });
         }
         let state = Arc::new(EndpointState::new(
             &endpoint,
@@ -298,6 +289,16 @@ impl SpaceRoutes {
             "webhook endpoint of a space in use"
         );
         Some(SpaceLane { sender, used: now })
+    }
+
+    /// Counts an endpoint that cannot be used; `log` says why, unless
+    /// one was logged already (`unusable_logged`).
+    fn skip(&mut self, log: impl FnOnce()) -> Option<SpaceLane> {
+        self.launch.metrics.webhook_space_endpoint_skipped();
+        if !std::mem::replace(&mut self.unusable_logged, true) {
+            log();
+        }
+        None
     }
 
     /// The most events one lane's queue could take now; 0 without lanes.

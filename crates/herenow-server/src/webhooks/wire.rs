@@ -175,22 +175,15 @@ impl Batch {
 /// A sample batch for `herenow webhooks test`: one `join` of user
 /// `sample` in space `herenow.test`, at `now_ms`.
 pub fn sample(now_ms: Millis) -> Batch {
-    let event = OutboxEvent {
-        id: format!("sample-{now_ms}"),
-        at_ms: now_ms,
-        space: herenow_core::SpaceName::new("herenow.test")
-            .unwrap_or_else(|_| unreachable!("a valid space name")),
-        kind: OutboxKind::Join,
-        member: herenow_core::MemberId::new("sample")
-            .ok()
-            .map(herenow_core::MemberKey::user),
-        status: Some(Status::Online),
-        last_seen_ms: Some(now_ms),
-        meta: None,
-        reason: None,
-        conn: None,
-        body: None,
-    };
+    let space = herenow_core::SpaceName::new("herenow.test")
+        .unwrap_or_else(|_| unreachable!("a valid space name"));
+    let id = format!("sample-{now_ms}");
+    let mut event = OutboxEvent::of_space(id, now_ms, space, OutboxKind::Join);
+    event.member = herenow_core::MemberId::new("sample")
+        .ok()
+        .map(herenow_core::MemberKey::user);
+    event.status = Some(Status::Online);
+    event.last_seen_ms = Some(now_ms);
     let json = event_json(&event);
     Batch::new([(event.id.as_str(), json.as_slice())], now_ms)
 }

@@ -75,11 +75,7 @@ pub(crate) fn user_data(text: &str) -> Option<UserData> {
         user_info: Option<Box<RawValue>>,
         watchlist: Option<Vec<String>>,
     }
-    // serde reads a struct from an array too: objects only.
-    if !text.trim_start().starts_with('{') {
-        return None;
-    }
-    let raw: Raw = serde_json::from_str(text).ok()?;
+    let raw: Raw = object(text)?;
     if raw.id.is_empty() {
         return None;
     }
@@ -88,6 +84,13 @@ pub(crate) fn user_data(text: &str) -> Option<UserData> {
         user_info: raw.user_info.filter(|info| info.get() != "null"),
         watchlist: raw.watchlist.unwrap_or_default(),
     })
+}
+
+/// Reads `text` as a `T` if it is a JSON object (serde reads a struct
+/// from an array too).
+fn object<T: for<'de> Deserialize<'de>>(text: &str) -> Option<T> {
+    let is_object = text.trim_start().starts_with('{');
+    is_object.then(|| serde_json::from_str(text).ok())?
 }
 
 /// Reads a `data` given as an object or as a JSON string holding one
@@ -119,11 +122,7 @@ pub(crate) fn member(channel_data: &str) -> Option<Member> {
         user_id: Value,
         user_info: Option<Box<RawValue>>,
     }
-    // Objects only, as in `user_data`.
-    if !channel_data.trim_start().starts_with('{') {
-        return None;
-    }
-    let raw: Raw = serde_json::from_str(channel_data).ok()?;
+    let raw: Raw = object(channel_data)?;
     let user_id = match raw.user_id {
         Value::String(s) if !s.is_empty() => s,
         Value::Number(n) if n.is_i64() || n.is_u64() => n.to_string(),

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herenow_core::{Attach, ConnId, MemberId, MemberKey, Metadata, PresenceStore, SpaceName};
+use tokio_util::sync::CancellationToken;
 
 use super::Channels;
 
@@ -50,16 +51,24 @@ pub(crate) struct Occupancy {
     written: tokio::sync::Mutex<Written>,
 }
 
+/// Where a server's channel counts go, and how often they are refreshed.
+#[derive(Clone)]
+pub(crate) struct OccupancyWrites {
+    pub(crate) store: Arc<dyn PresenceStore>,
+    pub(crate) ttl_ms: u64,
+    /// The longest one store call may take.
+    pub(crate) wait: Duration,
+    pub(crate) refresh_every: Duration,
+    pub(crate) stop: CancellationToken,
+}
+
 /// Where a channel's connection is written, and how.
 pub(crate) struct OccupancyTarget<'a> {
-    pub(crate) store: &'a Arc<dyn PresenceStore>,
+    pub(crate) writes: &'a OccupancyWrites,
     /// The app's occupancy space.
     pub(crate) space: &'a str,
     /// This server's connection for the channel.
     pub(crate) conn: &'a str,
-    pub(crate) ttl_ms: u64,
-    /// The longest one store call may take.
-    pub(crate) wait: Duration,
 }
 
 impl Occupancy {
@@ -91,9 +100,7 @@ impl Occupancy {
         &self,
         channels: &Channels,
         target_of: impl Fn(&str, &str) -> Option<(String, String)>,
-        store: &Arc<dyn PresenceStore>,
-        ttl_ms: u64,
-        wait: Duration,
+        writes: &OccupancyWrites,
     ) {
         let mut written = self.written.lock().await;
         written.vacant.clear();
@@ -108,11 +115,9 @@ impl Occupancy {
                 continue;
             };
             let target = OccupancyTarget {
-                store,
+                writes,
                 space: &space,
                 conn: &conn,
-                ttl_ms,
-                wait,
             };
             write(&mut written, channels, key, &target, true).await;
         }
@@ -145,7 +150,7 @@ async fn write(
         return;
     };
     let member = MemberKey::guest(id);
-    let Some(live) = target.store.live_connections() else {
+    let Some(live) = target.writes.store.live_connections() else {
         return;
     };
     let call = async {
@@ -159,12 +164,12 @@ async fn write(
                 conn,
                 meta: Some(meta),
                 invisible: false,
-                ttl_ms: target.ttl_ms,
+                ttl_ms: target.writes.ttl_ms,
             };
             live.attach(&space, &attach).await.map(drop)
         }
     };
-    let done = match tokio::time::timeout(target.wait, call).await {
+    let done = match tokio::time::timeout(target.writes.wait, call).await {
         Ok(Ok(())) => true,
         Ok(Err(e)) => {
             tracing::debug!(channel = &*key.1, error = %e, "a channel's count was not written; retried at the next refresh");
@@ -271,12 +276,17 @@ mod tests {
                     channels.leave(&app, "news", n);
                 }
                 let seen = channels.changes();
-                let target = OccupancyTarget {
-                    store: &store,
-                    space: SPACE,
-                    conn: CONN,
+                let writes = OccupancyWrites {
+                    store,
                     ttl_ms: 60_000,
                     wait: Duration::from_secs(5),
+                    refresh_every: Duration::from_secs(60),
+                    stop: CancellationToken::new(),
+                };
+                let target = OccupancyTarget {
+                    writes: &writes,
+                    space: SPACE,
+                    conn: CONN,
                 };
                 occupancy.sync(&channels, &app, "news", seen, &target).await;
             })

@@ -94,12 +94,8 @@ impl Sockets {
 
     fn end_where(&self, which: impl Fn(&Handle) -> bool, code: u16, reason: &'static str) -> usize {
         let map = self.map.lock();
-        let mut n = 0;
-        for h in map.values().filter(|h| which(h)) {
-            h.ender.end(code, reason);
-            n += 1;
-        }
-        n
+        let ended = map.values().filter(|h| which(h));
+        ended.inspect(|h| h.ender.end(code, reason)).count()
     }
 
     /// How many sockets are open.

@@ -34,6 +34,7 @@ use std::time::Duration;
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::response::Response;
 use herenow_core::{ConnId, MemberKey, Metadata, SpaceName};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::time::{Instant, timeout};
 
@@ -42,7 +43,7 @@ use self::user::{SignedIn, Watchlist};
 use super::frames;
 use super::{ChannelKind, Pusher, PusherApp};
 use crate::pusher::PusherState;
-use crate::pusher::hub::{Ender, QUEUE, RESERVE};
+use crate::pusher::hub::{Ender, QUEUE, RESERVE, Slot};
 use crate::socket::{self, Frames, Inlet, Out, Protocol, TokenBucket, Ws, drive};
 use crate::watch::registry::Note;
 
@@ -126,53 +127,35 @@ pub(super) async fn upgrade(
     RawQuery(query): RawQuery,
     request: Request,
 ) -> Response {
-    let mut refusal = refusal(&state, &key, query.as_deref());
-    let pusher = state.pusher();
-    let app = pusher.by_key(&key).map(|app| (pusher.clone(), app));
-    // The app's place in its quota, held while the socket lives.
-    let slot = match (&refusal, &app) {
-        (None, Some((pusher, app))) => {
-            let slot = pusher.quota.take(&app.id, app.max_connections);
-            if slot.is_none() {
-                refusal = Some((close::OVER_QUOTA, "Application is over connection quota"));
-            }
-            slot
-        }
-        _ => None,
-    };
-    let permit = if refusal.is_none() {
-        state.ws().admit()
-    } else {
-        None
-    };
+    let admitted = admit(&state, &key, query.as_deref());
     let tracked = state.ws().tracker().token();
     socket::upgrade(request, MAX_FRAME, move |socket| async move {
-        let admitted = match (refusal, permit) {
-            (Some(refused), _) => Err(refused),
-            (None, None) => Err((close::OVER_CAPACITY, "over capacity")),
-            (None, Some(permit)) => Ok(permit),
-        };
-        match (admitted, app) {
-            (Ok(permit), Some((pusher, app))) => {
-                run(socket, state, pusher, app).await;
+        match admitted {
+            Ok((app, slot, permit)) => {
+                run(socket, state, app).await;
                 drop((permit, slot));
             }
-            (Err((code, reason)), _) => refuse(socket, code, reason).await,
-            // Checked by `refusal` already.
-            (Ok(_), None) => refuse(socket, close::UNKNOWN_APP, "unknown app key").await,
+            Err((code, reason)) => refuse(socket, code, reason).await,
         }
         drop(tracked);
     })
 }
 
-/// Why a socket is closed at once, if it is.
-fn refusal(state: &PusherState, key: &str, query: Option<&str>) -> Option<(u16, &'static str)> {
+/// The app of a new socket, its place in the app's quota and its permit
+/// among the server's sockets (both held while it lives), or why it is
+/// closed at once.
+fn admit(
+    state: &PusherState,
+    key: &str,
+    query: Option<&str>,
+) -> Result<(Arc<PusherApp>, Slot, OwnedSemaphorePermit), (u16, &'static str)> {
     if state.shutdown_token().is_cancelled() {
-        return Some((close::RECONNECT, "the server is shutting down"));
+        return Err((close::RECONNECT, "the server is shutting down"));
     }
-    if state.pusher().by_key(key).is_none() {
-        return Some((close::UNKNOWN_APP, "App key not in this server's apps"));
-    }
+    let app = state
+        .pusher()
+        .by_key(key)
+        .ok_or((close::UNKNOWN_APP, "App key not in this server's apps"))?;
     let protocol = query.and_then(|q| {
         q.split('&')
             .filter_map(|kv| kv.split_once('='))
@@ -180,13 +163,23 @@ fn refusal(state: &PusherState, key: &str, query: Option<&str>) -> Option<(u16, 
             .map(|(_, v)| v)
     });
     match protocol.map(str::parse::<u32>) {
-        None => Some((close::NO_VERSION, "No protocol version supplied")),
-        Some(Err(_)) => Some((close::BAD_VERSION, "Invalid version string format")),
+        None => return Err((close::NO_VERSION, "No protocol version supplied")),
+        Some(Err(_)) => return Err((close::BAD_VERSION, "Invalid version string format")),
         Some(Ok(v)) if !PROTOCOLS.contains(&v) => {
-            Some((close::UNSUPPORTED_VERSION, "Unsupported protocol version"))
+            return Err((close::UNSUPPORTED_VERSION, "Unsupported protocol version"));
         }
-        Some(Ok(_)) => None,
+        Some(Ok(_)) => {}
     }
+    let slot = state
+        .pusher()
+        .quota
+        .take(&app.id, app.max_connections)
+        .ok_or((close::OVER_QUOTA, "Application is over connection quota"))?;
+    let permit = state
+        .ws()
+        .admit()
+        .ok_or((close::OVER_CAPACITY, "over capacity"))?;
+    Ok((app, slot, permit))
 }
 
 /// Tells the client why, then closes.
@@ -195,7 +188,8 @@ async fn refuse(socket: Ws, code: u16, reason: &str) {
 }
 
 /// Runs one socket to its end.
-async fn run(socket: Ws, state: PusherState, pusher: Arc<Pusher>, app: Arc<PusherApp>) {
+async fn run(socket: Ws, state: PusherState, app: Arc<PusherApp>) {
+    let pusher = state.pusher().clone();
     socket::run(socket, QUEUE + RESERVE, move |stream, inlet| async move {
         let number = pusher.next_socket();
         let socket_id: Arc<str> = Arc::from(pusher.socket_id(number));

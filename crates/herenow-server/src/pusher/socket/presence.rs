@@ -94,11 +94,9 @@ impl Session {
         Ok(())
     }
 
-    /// Writes this server's count of `channel` (a public or private
-    /// channel) after this socket joined or left it, so counts, the channel
-    /// list and `channel_occupied` / `channel_vacated` are the same on every
-    /// server (`pusher::hub`'s occupancy). Waited for, never failing:
-    /// a write that failed is tried again at the next refresh.
+    /// Writes this server's count of `channel` (public or private) after
+    /// this socket joined or left it (`pusher::hub`'s occupancy says why
+    /// and how); waited for, never failing.
     pub(super) async fn sync_occupancy(&self, channel: &str) {
         let (_, refresh_every) = self.state.ws().timing();
         let writes = OccupancyWrites {
