@@ -138,7 +138,8 @@ fn unsupported(doc: &mut Value) {
 
 /// An example of each body and parameter, as docs/API.md shows them: a
 /// reader sees what a request looks like, and a fuzzer's first requests
-/// are these.
+/// are these. Each body refuses fields it does not know
+/// (`additionalProperties`, as serde's `deny_unknown_fields`).
 fn examples(doc: &mut Value) {
     for (name, example) in [
         ("MemberRef", json!({ "id": "alice", "kind": "user" })),
@@ -174,7 +175,9 @@ fn examples(doc: &mut Value) {
             }),
         ),
     ] {
-        schema(doc, name).insert("examples".into(), json!([example]));
+        let schema = schema(doc, name);
+        schema.insert("additionalProperties".into(), Value::Bool(false));
+        schema.insert("examples".into(), json!([example]));
     }
 }
 
@@ -263,20 +266,6 @@ fn request_bodies(doc: &mut Value) {
             { "required": ["friends_of"], "properties": { "friends_of": { "type": "string" } } },
         ]),
     );
-    for name in [
-        "MemberRef",
-        "HeartbeatBody",
-        "HeartbeatsBody",
-        "MembersBody",
-        "AmongBody",
-        "FriendsBody",
-        "UsersBody",
-        "TokenRequest",
-        "WatchRequest",
-        "SpaceConfigDto",
-    ] {
-        schema(doc, name).insert("additionalProperties".into(), Value::Bool(false));
-    }
     let put = &mut doc["paths"]["/v1/friends/{user}"]["put"]["requestBody"]["content"]["application/json"]
         ["schema"];
     assert!(put.is_object(), "PUT /v1/friends/{{user}} has no JSON body");
