@@ -98,42 +98,7 @@ pub fn apply(doc: &mut Value) {
     policy(doc);
     answers(doc);
     parameters(doc);
-    unsupported(doc);
     examples(doc);
-}
-
-/// `501`: a store that cannot answer the question (a Redis seed layout
-/// whose keys do not hold it: metadata, guests, friends, policy, events,
-/// last-seen times, depending on the layout) answers `unsupported` from
-/// any operation that reaches it; minting a token reaches no store.
-fn unsupported(doc: &mut Value) {
-    let paths = doc["paths"]
-        .as_object_mut()
-        .expect("the document has paths");
-    for (path, item) in paths.iter_mut() {
-        if path == "/v1/tokens" {
-            continue;
-        }
-        for op in item
-            .as_object_mut()
-            .into_iter()
-            .flat_map(|i| i.values_mut())
-        {
-            let Some(responses) = op["responses"].as_object_mut() else {
-                continue;
-            };
-            responses.entry("501").or_insert_with(|| {
-                json!({
-                    "description": "The store cannot answer this (`unsupported`): a Redis seed layout whose keys do not hold it",
-                    "content": {
-                        "application/problem+json": {
-                            "schema": { "$ref": "#/components/schemas/Problem" }
-                        }
-                    }
-                })
-            });
-        }
-    }
 }
 
 /// An example of each body and parameter, as docs/API.md shows them: a
