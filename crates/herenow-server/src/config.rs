@@ -121,17 +121,6 @@ pub enum StoreTarget {
 const ACCEPTED_STORES: &str =
     "memory, redis[s]://HOST:PORT[/DB], redis[s]+cluster://H1:P1,H2:P2,… (rediss: TLS)";
 
-impl StoreTarget {
-    /// The target as given, with any password replaced by `***`, for logs
-    /// and errors.
-    pub fn redacted(&self) -> String {
-        match self {
-            StoreTarget::Memory => "memory".into(),
-            StoreTarget::Redis(target) => target.redacted(),
-        }
-    }
-}
-
 /// A Redis deployment, its URL kept as given: the Redis crate reads it
 /// again with its own rules (TLS, database number, seed nodes), so only
 /// its shape is checked here.
@@ -299,34 +288,6 @@ impl Default for StoreSpec {
             data_dir: None,
             snapshot_interval: DEFAULT_SNAPSHOT_INTERVAL,
             space_stripes: None,
-        }
-    }
-}
-
-impl StoreSpec {
-    /// A short name for logs and metrics: `memory`, `redis` or
-    /// `redis-cluster`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            StoreSpec::Memory { .. } => "memory",
-            StoreSpec::Redis { target, .. } => target.name(),
-        }
-    }
-
-    /// Where the store is, with any password replaced by `***`.
-    pub fn redacted(&self) -> String {
-        match self {
-            StoreSpec::Memory { .. } => "memory".into(),
-            StoreSpec::Redis { target, .. } => target.redacted(),
-        }
-    }
-
-    /// Time between rounds of background maintenance: `MEMORY_TICK` or
-    /// `REDIS_TICK`, which say why.
-    pub fn tick_interval(&self) -> Duration {
-        match self {
-            StoreSpec::Memory { .. } => MEMORY_TICK,
-            StoreSpec::Redis { .. } => REDIS_TICK,
         }
     }
 }

@@ -115,8 +115,12 @@ fn declare_security(openapi: &mut utoipa::openapi::OpenApi, open: bool) {
 /// What every operation may answer besides its own responses, declared
 /// once here rather than on each handler: a client generated from the
 /// document then knows every answer it can get. The last field: only
-/// operations with a body.
-const COMMON_ANSWERS: [(&str, &str, bool); 6] = [
+/// operations with a body. The `501`: a store that cannot answer the
+/// question (a Redis seed layout whose keys do not hold it: metadata,
+/// guests, friends, policy, events, last-seen times, depending on the
+/// layout) answers `unsupported` from any operation that reaches it;
+/// minting a token reaches no store ([`TOKENS`]).
+const COMMON_ANSWERS: [(&str, &str, bool); 7] = [
     ("400", "Bad input: the problem's `code` names it", false),
     ("401", "Missing or unknown API key", false),
     ("403", "The API key's scope does not allow this", false),
@@ -127,10 +131,18 @@ const COMMON_ANSWERS: [(&str, &str, bool); 6] = [
         "Store unavailable, timed out or shutting down; see `Retry-After`",
         false,
     ),
+    (
+        "501",
+        "The store cannot answer this (`unsupported`): a Redis seed layout whose keys do not hold it",
+        false,
+    ),
 ];
 
+/// The one path whose operations reach no store, so never answer `501`.
+const TOKENS: &str = "/v1/tokens";
+
 fn add_common_answers(openapi: &mut utoipa::openapi::OpenApi) {
-    for item in openapi.paths.paths.values_mut() {
+    for (path, item) in openapi.paths.paths.iter_mut() {
         for (op, has_body) in [
             (&mut item.get, false),
             (&mut item.delete, false),
@@ -139,7 +151,8 @@ fn add_common_answers(openapi: &mut utoipa::openapi::OpenApi) {
         ] {
             let Some(op) = op else { continue };
             for (status, description, body_only) in COMMON_ANSWERS {
-                if has_body || !body_only {
+                let reaches_store = status != "501" || path != TOKENS;
+                if (has_body || !body_only) && reaches_store {
                     op.responses
                         .responses
                         .entry(status.to_owned())

@@ -147,22 +147,19 @@ impl Guard {
             }
         }
         let served = served.expect("a documented route has an operation");
-        (schemas, paths, self.wrap(Needs::new(scope, served), route))
+        (schemas, paths, self.hidden(scope, served, route))
     }
 
-    /// A route outside the document, serving `served` behind a key of
-    /// `scope`.
+    /// `route`, serving `served` behind a key of `scope`, wrapped (its
+    /// `405` included) in this guard's middleware; alone, a route outside
+    /// the document.
     fn hidden(
         &self,
         scope: Scope,
         served: MethodFilter,
         route: MethodRouter<AppState>,
     ) -> MethodRouter<AppState> {
-        self.wrap(Needs::new(scope, served), route)
-    }
-
-    /// Wraps `route` (its `405` included) in this guard's middleware.
-    fn wrap(&self, needs: Needs, route: MethodRouter<AppState>) -> MethodRouter<AppState> {
+        let needs = Needs::new(scope, served);
         match self {
             Guard::Api(state) => route.layer(V1Layer::new(state.clone(), needs)),
             Guard::Stream(state) => route.layer(middleware::from_fn_with_state(

@@ -137,12 +137,6 @@ impl AppState {
         &self.0.ws
     }
 
-    /// The Pusher protocol's side (`--pusher-app`), if any app is
-    /// configured.
-    pub fn pusher(&self) -> Option<&Arc<crate::pusher::Pusher>> {
-        self.0.pusher.as_ref()
-    }
-
     /// What the Pusher protocol's routes use of this state, if any app is
     /// configured.
     pub fn pusher_state(&self) -> Option<PusherState> {

@@ -8,7 +8,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::dto::{MemberRef, MembersAnswer, MembersBody};
 use crate::extract::{
-    ApiQuery, JsonBody, SpacePath, check_cursor, check_limit, page_limit, parse_duration, window_ms,
+    ApiQuery, JsonBody, SpacePath, check_cursor, check_limit, page_limit, window_ms,
 };
 use crate::metrics::Query;
 use crate::problem::{ApiError, BadInput};
@@ -233,12 +233,7 @@ pub async fn among(
         members: parsed.members,
     }
     .keys()?;
-    let window = parsed
-        .window
-        .as_deref()
-        .map(|w| parse_duration("window", w))
-        .transpose()?
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let window = window_ms(parsed.window.as_deref())?;
     let limit = parsed
         .limit
         .map_or(Ok(100), |n| check_limit(n, limits::MAX_PAGE))?;

@@ -98,47 +98,13 @@ pub fn apply(doc: &mut Value) {
     policy(doc);
     answers(doc);
     parameters(doc);
-    unsupported(doc);
     examples(doc);
-}
-
-/// `501`: a store that cannot answer the question (a Redis seed layout
-/// whose keys do not hold it: metadata, guests, friends, policy, events,
-/// last-seen times, depending on the layout) answers `unsupported` from
-/// any operation that reaches it; minting a token reaches no store.
-fn unsupported(doc: &mut Value) {
-    let paths = doc["paths"]
-        .as_object_mut()
-        .expect("the document has paths");
-    for (path, item) in paths.iter_mut() {
-        if path == "/v1/tokens" {
-            continue;
-        }
-        for op in item
-            .as_object_mut()
-            .into_iter()
-            .flat_map(|i| i.values_mut())
-        {
-            let Some(responses) = op["responses"].as_object_mut() else {
-                continue;
-            };
-            responses.entry("501").or_insert_with(|| {
-                json!({
-                    "description": "The store cannot answer this (`unsupported`): a Redis seed layout whose keys do not hold it",
-                    "content": {
-                        "application/problem+json": {
-                            "schema": { "$ref": "#/components/schemas/Problem" }
-                        }
-                    }
-                })
-            });
-        }
-    }
 }
 
 /// An example of each body and parameter, as docs/API.md shows them: a
 /// reader sees what a request looks like, and a fuzzer's first requests
-/// are these.
+/// are these. Each body refuses fields it does not know
+/// (`additionalProperties`, as serde's `deny_unknown_fields`).
 fn examples(doc: &mut Value) {
     for (name, example) in [
         ("MemberRef", json!({ "id": "alice", "kind": "user" })),
@@ -174,7 +140,9 @@ fn examples(doc: &mut Value) {
             }),
         ),
     ] {
-        schema(doc, name).insert("examples".into(), json!([example]));
+        let schema = schema(doc, name);
+        schema.insert("additionalProperties".into(), Value::Bool(false));
+        schema.insert("examples".into(), json!([example]));
     }
 }
 
@@ -263,20 +231,6 @@ fn request_bodies(doc: &mut Value) {
             { "required": ["friends_of"], "properties": { "friends_of": { "type": "string" } } },
         ]),
     );
-    for name in [
-        "MemberRef",
-        "HeartbeatBody",
-        "HeartbeatsBody",
-        "MembersBody",
-        "AmongBody",
-        "FriendsBody",
-        "UsersBody",
-        "TokenRequest",
-        "WatchRequest",
-        "SpaceConfigDto",
-    ] {
-        schema(doc, name).insert("additionalProperties".into(), Value::Bool(false));
-    }
     let put = &mut doc["paths"]["/v1/friends/{user}"]["put"]["requestBody"]["content"]["application/json"]
         ["schema"];
     assert!(put.is_object(), "PUT /v1/friends/{{user}} has no JSON body");

@@ -283,9 +283,7 @@ fn store_differences(a: &StoreSpec, b: &StoreSpec) -> Vec<&'static str> {
             },
         ) => {
             let mut flags = differing_flags([(target == t, "store")]);
-            if layout != l {
-                flags.extend(layout_differences(layout, l));
-            }
+            flags.extend(layout_differences(layout, l));
             flags
         }
         _ => vec!["store"],

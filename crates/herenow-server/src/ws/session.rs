@@ -136,11 +136,10 @@ impl Session {
         };
         let Envelope { reference, message } = envelope;
         self.state.metrics().ws_message(message.kind());
-        if self.grant.is_none() && !matches!(message, ClientMessage::Hello(_)) {
-            self.fail(
-                reference,
-                WsError::new("hello-first", "send hello with a token first"),
-            );
+        if !matches!(message, ClientMessage::Hello(_))
+            && let Err(e) = self.grant()
+        {
+            self.fail(reference, e);
             return;
         }
         let is_ping = matches!(message, ClientMessage::Ping(_));
