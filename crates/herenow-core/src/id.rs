@@ -80,7 +80,15 @@ pub struct MemberId(CompactString);
 impl MemberId {
     /// Checks `id` and wraps it.
     pub fn new(id: &str) -> Result<Self, InvalidInput> {
-        check_member_id(id)?;
+        if id.is_empty() {
+            return Err(InvalidInput::EmptyId);
+        }
+        if id.len() > limits::MAX_ID_BYTES {
+            return Err(InvalidInput::IdTooLong { len: id.len() });
+        }
+        if id.chars().any(char::is_control) {
+            return Err(InvalidInput::IdControlChar);
+        }
         Ok(Self(CompactString::from(id)))
     }
 
@@ -103,20 +111,6 @@ impl MemberId {
     pub fn from_compact_unchecked(s: CompactString) -> Self {
         Self(s)
     }
-}
-
-/// The checks behind [`MemberId::new`], for callers that hold a `&str`.
-pub fn check_member_id(id: &str) -> Result<(), InvalidInput> {
-    if id.is_empty() {
-        return Err(InvalidInput::EmptyId);
-    }
-    if id.len() > limits::MAX_ID_BYTES {
-        return Err(InvalidInput::IdTooLong { len: id.len() });
-    }
-    if id.chars().any(char::is_control) {
-        return Err(InvalidInput::IdControlChar);
-    }
-    Ok(())
 }
 
 impl<'de> Deserialize<'de> for MemberId {

@@ -300,7 +300,7 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    /// Kills the process and waits for it.
+    /// Kills the process (`Child::kill`: SIGKILL) and waits for it.
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
@@ -319,20 +319,11 @@ impl RedisServer {
         self.child.as_ref().map(Child::id)
     }
 
-    /// Kills the process by its pid (SIGKILL: no shutdown, no goodbye to
-    /// clients) and waits for it to be gone.
+    /// Kills the process (SIGKILL: no shutdown, no goodbye to clients)
+    /// and waits for it to be gone: [`stop`](Self::stop), under the name
+    /// the crash tests say it by.
     pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let pid = c.id().to_string();
-            let killed = Command::new("kill")
-                .args(["-9", &pid])
-                .status()
-                .is_ok_and(|s| s.success());
-            if !killed {
-                let _ = c.kill();
-            }
-            let _ = c.wait();
-        }
+        self.stop();
     }
 
     /// Stops the process with SIGSTOP (it keeps its connections open and

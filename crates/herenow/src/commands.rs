@@ -9,15 +9,14 @@ use herenow_core::limits::MAX_BATCH;
 use herenow_core::store::{ErasureReport, HeartbeatReport};
 use reqwest::{Method, Url};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::cli::{
     ClientCommand, CountArgs, EraseArgs, FriendsArgs, FriendsCommand, LeaveArgs, OnlineArgs,
     SeenArgs, StatusArgs, TokenArgs, UserArgs, UsersArgs, UsersCommand, WatchArg,
 };
 use crate::client::Api;
-use crate::output::{
-    self, CountAnswer, Members, SeenAnywhere, Users, emit, emit_json, now_ms, parse,
-};
+use crate::output::{self, Members, SeenAnywhere, Users, now_ms, parse, print};
 
 /// Runs a client command to completion.
 pub fn main(command: ClientCommand) -> Result<()> {
@@ -146,6 +145,34 @@ fn space_url(api: &Api, space: &str, rest: &[&str]) -> Url {
     api.url(&segments)
 }
 
+/// POSTs `body` of each batch to `url`, folding the answers with `add`;
+/// the answer to print: the one as is, or the fold of several in the same
+/// shape.
+async fn post_batches<'a, T, A, B>(
+    api: &Api,
+    url: Url,
+    batches: &[&'a [T]],
+    body: impl Fn(&'a [T]) -> B,
+    add: impl Fn(&mut A, A),
+) -> Result<String>
+where
+    A: Default + Serialize + DeserializeOwned,
+    B: Serialize,
+{
+    let mut total = A::default();
+    let mut last_body = String::new();
+    for batch in batches {
+        last_body = api
+            .send(Method::POST, url.clone(), Some(&body(batch)))
+            .await?;
+        add(&mut total, parse(&last_body)?);
+    }
+    if batches.len() > 1 {
+        last_body = serde_json::to_string(&total)?;
+    }
+    Ok(last_body)
+}
+
 async fn seen(a: SeenArgs) -> Result<()> {
     let api = Api::new(&a.client)?;
     let kind = kind(a.guest);
@@ -154,72 +181,51 @@ async fn seen(a: SeenArgs) -> Result<()> {
         kind,
         meta: a.meta.as_ref(),
     };
-    let (body, answer) = if let [id] = a.ids.as_slice() {
+    let body = if let [id] = a.ids.as_slice() {
         let url = space_url(&api, &a.space, &["heartbeat"]);
         let body = api.send(Method::POST, url, Some(&beat(id))).await?;
-        let answer = parse(&body)?;
-        (body, answer)
+        parse::<HeartbeatReport>(&body)?;
+        body
     } else {
         // One request per 10,000 ids (the API's batch bound) or per 3 MiB of
         // body, answers summed.
         let url = space_url(&api, &a.space, &["heartbeats"]);
         let meta_len = a.meta.as_ref().map_or(0, |m| m.to_string().len() + 8);
         let chunks = id_batches(&a.ids, meta_len);
-        let mut total = HeartbeatReport::default();
-        let mut last_body = String::new();
-        for chunk in &chunks {
-            let batch = HeartbeatsBody {
-                heartbeats: chunk.iter().map(|id| beat(id)).collect(),
-            };
-            last_body = api.send(Method::POST, url.clone(), Some(&batch)).await?;
-            total += parse(&last_body)?;
-        }
-        if chunks.len() > 1 {
-            // Several answers: print their sum in the same shape.
-            last_body = serde_json::to_string(&total)?;
-        }
-        (last_body, total)
+        let add = |total: &mut HeartbeatReport, one| *total += one;
+        let batch = |chunk| HeartbeatsBody {
+            heartbeats: <[String]>::iter(chunk).map(|id| beat(id)).collect(),
+        };
+        post_batches(&api, url, &chunks, batch, add).await?
     };
-    if a.client.json {
-        emit_json(&body)
-    } else {
-        emit(&output::heartbeat_line(&a.space, &answer))
-    }
+    print(a.client.json, &body, |answer| {
+        output::heartbeat_line(&a.space, &answer)
+    })
 }
 
 async fn leave(a: LeaveArgs) -> Result<()> {
-    #[derive(serde::Deserialize, Serialize)]
+    #[derive(Default, serde::Deserialize, Serialize)]
     struct Left {
         left: u64,
     }
     let api = Api::new(&a.client)?;
     let url = space_url(&api, &a.space, &["leave"]);
-    let chunks = id_batches(&a.ids, 0);
-    let mut left = 0;
-    let mut last_body = String::new();
-    for chunk in &chunks {
-        let refs = member_refs(chunk, a.guest);
-        last_body = api.send(Method::POST, url.clone(), Some(&refs)).await?;
-        left += parse::<Left>(&last_body)?.left;
-    }
-    if a.client.json {
-        if chunks.len() > 1 {
-            last_body = serde_json::to_string(&Left { left })?;
+    let refs = |chunk| member_refs(chunk, a.guest);
+    let add = |total: &mut Left, one: Left| total.left += one.left;
+    let body = post_batches(&api, url, &id_batches(&a.ids, 0), refs, add).await?;
+    print(a.client.json, &body, |Left { left }| {
+        // Fewer than asked: some were not present (or named twice).
+        let absent = (a.ids.len() as u64).saturating_sub(left);
+        let mut line = format!(
+            "{}: {} left",
+            a.space,
+            output::counted(left, "member", "members")
+        );
+        if absent > 0 {
+            line.push_str(&format!(", {absent} not present"));
         }
-        return emit_json(&last_body);
-    }
-    // Fewer than asked: some were not present (or named twice).
-    let absent = (a.ids.len() as u64).saturating_sub(left);
-    let mut line = format!(
-        "{}: {} left",
-        a.space,
-        output::counted(left, "member", "members")
-    );
-    if absent > 0 {
-        line.push_str(&format!(", {absent} not present"));
-    }
-    line.push('\n');
-    emit(&line)
+        line + "\n"
+    })
 }
 
 async fn online(a: OnlineArgs) -> Result<()> {
@@ -244,11 +250,9 @@ async fn online(a: OnlineArgs) -> Result<()> {
         ],
     );
     let body = api.get(url).await?;
-    if a.client.json {
-        return emit_json(&body);
-    }
-    let page: Members = parse(&body)?;
-    emit(&output::online_listing(&a.space, &page, now_ms()))
+    print(a.client.json, &body, |page| {
+        output::online_listing(&a.space, &page, now_ms())
+    })
 }
 
 async fn count(a: CountArgs) -> Result<()> {
@@ -259,35 +263,18 @@ async fn count(a: CountArgs) -> Result<()> {
             .append_pair("window", &duration_query(w));
     }
     let body = api.get(url).await?;
-    if a.client.json {
-        return emit_json(&body);
-    }
-    let c: CountAnswer = parse(&body)?;
-    emit(&output::count_line(&a.space, &c))
+    print(a.client.json, &body, |c| output::count_line(&a.space, &c))
 }
 
 async fn status(a: StatusArgs) -> Result<()> {
     let api = Api::new(&a.client)?;
     let url = space_url(&api, &a.space, &["status"]);
-    let mut all = Members {
-        members: Vec::with_capacity(a.ids.len()),
-        next_cursor: None,
-        window_ms: None,
-    };
-    let chunks = id_batches(&a.ids, 0);
-    let mut last_body = String::new();
-    for chunk in &chunks {
-        let refs = member_refs(chunk, a.guest);
-        last_body = api.send(Method::POST, url.clone(), Some(&refs)).await?;
-        all.members.extend(parse::<Members>(&last_body)?.members);
-    }
-    if a.client.json {
-        if chunks.len() > 1 {
-            last_body = serde_json::to_string(&all)?;
-        }
-        return emit_json(&last_body);
-    }
-    emit(&output::members_table(&all.members, now_ms()))
+    let refs = |chunk| member_refs(chunk, a.guest);
+    let add = |all: &mut Members, one: Members| all.members.extend(one.members);
+    let body = post_batches(&api, url, &id_batches(&a.ids, 0), refs, add).await?;
+    print(a.client.json, &body, |all: Members| {
+        output::members_table(&all.members, now_ms())
+    })
 }
 
 async fn friends(a: FriendsArgs) -> Result<()> {
@@ -306,14 +293,13 @@ async fn friends(a: FriendsArgs) -> Result<()> {
         FriendsCommand::Remove { user, ids } => (user, Method::POST, Some("remove"), ids),
         FriendsCommand::List { user } => {
             let body = api.get(api.url(&["v1", "friends", user])).await?;
-            if a.client.json {
-                return emit_json(&body);
-            }
-            let listing: Listing = parse(&body)?;
-            if listing.friends.is_empty() {
-                return emit(&format!("{user} has no friends set\n"));
-            }
-            return emit(&(listing.friends.join("\n") + "\n"));
+            return print(a.client.json, &body, |listing: Listing| {
+                if listing.friends.is_empty() {
+                    format!("{user} has no friends set\n")
+                } else {
+                    listing.friends.join("\n") + "\n"
+                }
+            });
         }
         FriendsCommand::Online {
             space,
@@ -330,14 +316,13 @@ async fn friends(a: FriendsArgs) -> Result<()> {
                 ],
             );
             let body = api.get(url).await?;
-            if a.client.json {
-                return emit_json(&body);
-            }
-            let found: Members = parse(&body)?;
-            if found.members.is_empty() {
-                return emit(&format!("none of {user}'s friends seen in {space}\n"));
-            }
-            return emit(&output::members_table(&found.members, now_ms()));
+            return print(a.client.json, &body, |found: Members| {
+                if found.members.is_empty() {
+                    format!("none of {user}'s friends seen in {space}\n")
+                } else {
+                    output::members_table(&found.members, now_ms())
+                }
+            });
         }
     };
     let mut segments = vec!["v1", "friends", user];
@@ -346,14 +331,12 @@ async fn friends(a: FriendsArgs) -> Result<()> {
     let body = api
         .send(method, url, Some(&FriendList { friends: ids }))
         .await?;
-    if a.client.json {
-        return emit_json(&body);
-    }
-    let size: Size = parse(&body)?;
-    emit(&format!(
-        "{user} has {}\n",
-        output::counted(size.friends, "friend", "friends")
-    ))
+    print(a.client.json, &body, |size: Size| {
+        format!(
+            "{user} has {}\n",
+            output::counted(size.friends, "friend", "friends")
+        )
+    })
 }
 
 #[derive(Serialize)]
@@ -364,47 +347,31 @@ struct UserIds<'a> {
 async fn user(a: UserArgs) -> Result<()> {
     let api = Api::new(&a.client)?;
     let body = api.get(api.url(&["v1", "users", &a.id])).await?;
-    if a.client.json {
-        return emit_json(&body);
-    }
-    let one: SeenAnywhere = parse(&body)?;
-    emit(&output::users_table(&[one], now_ms()))
+    print(a.client.json, &body, |one: SeenAnywhere| {
+        output::users_table(&[one], now_ms())
+    })
 }
 
 async fn users(a: UsersArgs) -> Result<()> {
     let api = Api::new(&a.client)?;
     let UsersCommand::Status { ids } = &a.command;
     let url = api.url(&["v1", "users", "status"]);
-    let mut all = Users {
-        users: Vec::with_capacity(ids.len()),
-    };
     // Batches as for `status`: 10,000 ids or 3 MiB of body each.
     let chunks = batches(ids.as_slice(), |id| json_len(id) + 1);
-    let mut last_body = String::new();
-    for chunk in &chunks {
-        last_body = api
-            .send(Method::POST, url.clone(), Some(&UserIds { ids: chunk }))
-            .await?;
-        all.users.extend(parse::<Users>(&last_body)?.users);
-    }
-    if a.client.json {
-        if chunks.len() > 1 {
-            last_body = serde_json::to_string(&all)?;
-        }
-        return emit_json(&last_body);
-    }
-    emit(&output::users_table(&all.users, now_ms()))
+    let add = |all: &mut Users, one: Users| all.users.extend(one.users);
+    let body = post_batches(&api, url, &chunks, |ids| UserIds { ids }, add).await?;
+    print(a.client.json, &body, |all: Users| {
+        output::users_table(&all.users, now_ms())
+    })
 }
 
 async fn erase(a: EraseArgs) -> Result<()> {
     let api = Api::new(&a.client)?;
     let url = api.url(&["v1", "users", &a.id]);
     let body = api.send(Method::DELETE, url, None::<&()>).await?;
-    if a.client.json {
-        return emit_json(&body);
-    }
-    let report: ErasureReport = parse(&body)?;
-    emit(&output::erasure_line(&a.id, &report))
+    print(a.client.json, &body, |report: ErasureReport| {
+        output::erasure_line(&a.id, &report)
+    })
 }
 
 #[derive(Serialize)]
@@ -435,12 +402,10 @@ async fn token(a: TokenArgs) -> Result<()> {
             }),
         )
         .await?;
-    if a.client.json {
-        return emit_json(&body);
-    }
     // The token alone, so `$(herenow token …)` is the token.
-    let minted: Minted = parse(&body)?;
-    emit(&format!("{}\n", minted.token))
+    print(a.client.json, &body, |minted: Minted| {
+        format!("{}\n", minted.token)
+    })
 }
 
 #[cfg(test)]

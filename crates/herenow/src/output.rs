@@ -37,7 +37,7 @@ fn user_kind() -> String {
 }
 
 /// `{"members": [...]}` and the online listing's extra fields.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 pub struct Members {
     /// The members of this page, in the server's order.
     pub members: Vec<Member>,
@@ -64,7 +64,7 @@ pub struct SeenAnywhere {
 }
 
 /// `{"users": [...]}`.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 pub struct Users {
     /// The users, in the order asked.
     pub users: Vec<SeenAnywhere>,
@@ -277,9 +277,17 @@ pub fn emit(text: &str) -> Result<()> {
     }
 }
 
-/// `--json`: the server's answer as is, on one line of its own.
-pub fn emit_json(body: &str) -> Result<()> {
-    emit(&format!("{}\n", body.trim_end()))
+/// Prints the server's answer: with `--json` as is, on one line of its
+/// own; else what `text` makes of it.
+pub fn print<T: DeserializeOwned>(
+    json: bool,
+    body: &str,
+    text: impl FnOnce(T) -> String,
+) -> Result<()> {
+    if json {
+        return emit(&format!("{}\n", body.trim_end()));
+    }
+    emit(&text(parse(body)?))
 }
 
 /// The server's JSON answer as `T`.

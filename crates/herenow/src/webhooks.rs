@@ -8,7 +8,7 @@ use herenow_server::{WebhookAttempt as Attempt, WebhookSecret as Secret};
 
 use crate::cli::{ClientOpts, WebhooksArgs, WebhooksCommand};
 use crate::client::Api;
-use crate::output::{emit, emit_json, now_ms, parse};
+use crate::output::{emit, now_ms, print};
 
 /// Runs `herenow webhooks`.
 pub async fn run(args: WebhooksArgs) -> Result<()> {
@@ -39,10 +39,7 @@ async fn test(url: &str, secret: &str, timeout: Duration) -> Result<()> {
 async fn list(client: &ClientOpts) -> Result<()> {
     let api = Api::new(client)?;
     let body = api.get(api.url(&["v1", "webhooks"])).await?;
-    if client.json {
-        return emit_json(&body);
-    }
-    emit(&render(&parse(&body)?))
+    print(client.json, &body, |view| render(&view))
 }
 
 /// What `GET /v1/webhooks` answers, as this client reads it (the server's
