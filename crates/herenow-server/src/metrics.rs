@@ -255,6 +255,13 @@ impl Metrics {
         gauge(&self.0.recorder, "herenow_ws_connections", vec![]).set(n as f64);
     }
 
+    /// Sets the watch gauges: watchers held by this server, and the
+    /// (watcher, user) pairs they watch.
+    pub fn watch_usage(&self, pairs: usize, watchers: usize) {
+        gauge(&self.0.recorder, "herenow_watch_watchers", vec![]).set(watchers as f64);
+        gauge(&self.0.recorder, "herenow_watch_pairs", vec![]).set(pairs as f64);
+    }
+
     /// Sets the alive-tasks gauge (the runtime's count, read by the caller).
     pub fn runtime_alive_tasks(&self, n: usize) {
         gauge(&self.0.recorder, "herenow_runtime_alive_tasks", vec![]).set(n as f64);

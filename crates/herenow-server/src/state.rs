@@ -206,12 +206,14 @@ impl AppState {
     }
 
     /// Sets the gauges that are sampled rather than counted: members per
-    /// space, open event streams and those of the store's kind (a Redis
+    /// space, open event streams and sockets, watchers, and those of the store's kind (a Redis
     /// store's write buffer). Also folds histogram samples.
     pub async fn update_gauges(&self) {
         let m = &self.0.metrics;
         m.sse_subscribers(self.open_streams());
         m.ws_connections(self.open_websockets());
+        let (pairs, watchers) = self.0.watch.usage();
+        m.watch_usage(pairs, watchers);
         self.0.webhooks.sample().await;
         #[cfg(feature = "redis")]
         if let Some(stats) = self.0.backend.redis_stats() {

@@ -59,6 +59,7 @@ fn every_family_has_help_and_type() {
     m.ws_error("bad-token");
     m.ws_close(4001);
     m.runtime_alive_tasks(3);
+    m.watch_usage(4, 2);
     m.request(
         "/v1/spaces/{space}/heartbeat",
         "POST",
@@ -103,6 +104,8 @@ fn every_family_has_help_and_type() {
         "herenow_http_request_duration_seconds",
         "herenow_sse_subscribers",
         "herenow_ws_connections",
+        "herenow_watch_watchers",
+        "herenow_watch_pairs",
         "herenow_runtime_alive_tasks",
         "herenow_ws_messages_total",
         "herenow_ws_errors_total",

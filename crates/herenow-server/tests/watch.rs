@@ -168,6 +168,17 @@ async fn a_friend_list_is_watched_live_anywhere() {
     assert_eq!(m, json!({"type": "unwatched", "users": ["cy"]}));
     beat(&s, "site", "cy").await;
     quiet(&mut ann).await;
+    // The gauges show what the hub holds: one watcher, its users.
+    let (pairs, watchers) = s.state.watch().usage();
+    assert_eq!(watchers, 1);
+    s.state.update_gauges().await;
+    let text = s.state.metrics().render();
+    assert!(
+        text.contains(r#"herenow_watch_watchers{store="memory"} 1"#),
+        "{text}"
+    );
+    let gauge = format!(r#"herenow_watch_pairs{{store="memory"}} {pairs}"#);
+    assert!(pairs > 0 && text.contains(&gauge), "{text}");
     // Unwatching everything ends the watch.
     ann.ok(json!({"type": "unwatch"})).await;
     beat(&s, "x", "bob").await;

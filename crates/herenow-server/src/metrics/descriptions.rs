@@ -73,6 +73,16 @@ pub const DESCRIPTIONS: &[(&str, Kind, &str)] = &[
         "Open WebSocket connections.",
     ),
     (
+        "herenow_watch_watchers",
+        Kind::Gauge,
+        "Watchers of users' presence held by this server (SSE and WebSocket).",
+    ),
+    (
+        "herenow_watch_pairs",
+        Kind::Gauge,
+        "(watcher, watched user) pairs held by this server.",
+    ),
+    (
         "herenow_runtime_alive_tasks",
         Kind::Gauge,
         "Tasks alive in the server's async runtime, read at each scrape.",

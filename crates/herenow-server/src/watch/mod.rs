@@ -129,7 +129,8 @@ impl WatchHub {
             .ok_or_else(|| self.store.lacks(Capability::Following))
     }
 
-    /// (watcher, user) pairs and watchers held now, for metrics.
+    /// (watcher, user) pairs and watchers held now (`herenow_watch_pairs`
+    /// and `herenow_watch_watchers`).
     pub fn usage(&self) -> (usize, usize) {
         self.registry.lock().usage()
     }
