@@ -61,6 +61,7 @@ pub enum Attempt {
 
 /// What the delivery loop of an endpoint needs.
 pub struct Lane {
+    /// Where it delivers, and what it delivers there.
     pub endpoint: Endpoint,
     /// Its numbers.
     pub state: Arc<EndpointState>,
@@ -83,6 +84,7 @@ pub struct LaneKit {
     pub store: Arc<dyn PresenceStore>,
     /// Where finished events are reported.
     pub in_flight: Arc<InFlight>,
+    /// How failed batches are retried.
     pub policy: RetryPolicy,
     /// Stops the loop (shutdown): what it holds stays unacknowledged and
     /// is delivered again after a restart.
@@ -117,7 +119,9 @@ impl LaneKit {
 /// The sending end of a lane an event goes to: its queue and its numbers.
 #[derive(Clone)]
 pub struct LaneSender {
+    /// The lane's bounded queue.
     pub tx: mpsc::Sender<Arc<Queued>>,
+    /// The lane's numbers: its queue depth is set on each send.
     pub state: Arc<EndpointState>,
 }
 
